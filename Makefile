@@ -1,0 +1,43 @@
+# Top-level driver: `make` builds everything into build/ (the CLI is
+# build/stepscope); `make test` runs every test; `make asan` builds and tests
+# under AddressSanitizer + UBSan in build-asan/; `make demo` runs the demo.
+BUILD ?= build
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+JOBS ?= 2
+
+.PHONY: all deps test unit asan fuzz demo bench clean
+
+all: $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+deps:
+	scripts/install-deps.sh
+
+test: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+unit: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -R '^unit\.'
+
+asan:
+	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_wire
+	mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz/fuzz_wire -max_total_time=$${FUZZ_SECONDS:-60} build-fuzz/corpus fuzz/corpus
+
+demo: all
+	scripts/demo.sh
+
+bench: all
+	scripts/bench.sh
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz

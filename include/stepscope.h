@@ -1,0 +1,145 @@
+/*
+ * stepscope.h - the whole public C API of libstepscope, the per-rank recorder.
+ *
+ * A training process calls these functions to record, per step, how long the
+ * step and its named phases took, when the rank arrived at each collective
+ * (sync point), scalar metrics and memory.  The recorder folds the events into
+ * one record per step on a background sender thread and ships it to the
+ * stepscope controller named in the environment (see docs/protocol.md).
+ *
+ * Guarantees:
+ *  - Hot-path calls (step/phase/sync/metric) never allocate, lock, block or
+ *    make a system call other than reading the vDSO clock.  When a per-thread
+ *    ring is full, or the controller is slow or gone, events are dropped and
+ *    counted; the counts reach the controller and its report.
+ *  - Without STEPSCOPE_ADDR in the environment, ss_init() leaves the recorder
+ *    disabled and every call is a no-op costing one relaxed atomic load.
+ *  - After fork() the child is disabled: it never touches the parent's
+ *    connection or rings.
+ *  - No function aborts or exits the host process.
+ *
+ * Threading: all functions are thread-safe.  Step begin/end normally come from
+ * one training thread; phases, syncs and metrics may come from any thread and
+ * are attributed to the step that was current when they began.
+ */
+#ifndef STEPSCOPE_H
+#define STEPSCOPE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SS_VERSION_STRING "0.1.0"
+
+/* An interned name (phase, sync point or metric).  0 is never a valid id. */
+typedef uint32_t ss_name_id;
+
+/* Error codes: functions return 0 or one of these negative values. */
+enum {
+    SS_OK = 0,
+    SS_EINVAL = -1,     /* bad argument (NULL, empty or too long name...) */
+    SS_ENAMES = -2,     /* the name table is full (SS_MAX_NAMES) */
+    SS_EENV = -3,       /* the STEPSCOPE_* environment is malformed */
+    SS_ENOMEM = -4,     /* out of memory while setting up */
+    SS_ESTATE = -5      /* call not valid in the current state */
+};
+
+#define SS_MAX_NAMES 255   /* distinct names per process */
+#define SS_MAX_NAME_LEN 63 /* bytes, without the terminating NUL */
+
+/* Kinds of device memory reported through ss_memory_record(). */
+typedef enum {
+    SS_MEM_DEVICE_ALLOCATED = 1, /* bytes currently allocated on the device */
+    SS_MEM_DEVICE_PEAK = 2       /* peak bytes allocated during this step */
+} ss_mem_kind;
+
+/*
+ * Reads STEPSCOPE_ADDR, STEPSCOPE_TOKEN, STEPSCOPE_RUN_ID and the rank
+ * variables (RANK, WORLD_SIZE, TORCHELASTIC_RESTART_COUNT) and, when a
+ * controller is named, starts the sender thread which connects to it.
+ * Returns 0 when enabled or when no controller is configured (then disabled),
+ * SS_EENV when the environment is present but malformed (then disabled).
+ * Calling it again is a harmless no-op.  Any other call made before ss_init()
+ * initialises implicitly.
+ */
+int ss_init(void);
+
+/* Returns 1 when events are being recorded and sent, 0 otherwise. */
+int ss_enabled(void);
+
+/*
+ * Interns NAME (1..SS_MAX_NAME_LEN bytes, copied) and returns its id, the
+ * same id for the same name every time.  Returns 0 on a bad name or a full
+ * table.  Not for the hot path: call once per call site (see SS_NAME).
+ * Works while disabled, so ids are stable whatever the environment.
+ */
+ss_name_id ss_name(const char *name);
+
+/* Caches the id of a literal name in a static at the call site. */
+#define SS_NAME(literal)                                                      \
+    (__extension__({                                                          \
+        static ss_name_id ss_cached_id_;                                      \
+        ss_name_id ss_id_ = __atomic_load_n(&ss_cached_id_, __ATOMIC_RELAXED); \
+        if (!ss_id_) {                                                        \
+            ss_id_ = ss_name(literal);                                        \
+            __atomic_store_n(&ss_cached_id_, ss_id_, __ATOMIC_RELAXED);       \
+        }                                                                     \
+        ss_id_;                                                               \
+    }))
+
+/* Marks the start of training step STEP (steps must increase).  Ends an
+ * open step first if the caller forgot to. */
+void ss_step_begin(uint64_t step);
+
+/* Marks the end of the current step; its record is sent shortly after. */
+void ss_step_end(void);
+
+/* Opens / closes the phase ID on the calling thread.  Phases may nest; the
+ * same name nested in itself counts once (outermost).  A phase's time is
+ * added to the step that was current when it began. */
+void ss_phase_begin(ss_name_id id);
+void ss_phase_end(ss_name_id id);
+
+/* Records this rank's arrival now at the collective or barrier ID.  The
+ * controller compares arrivals across ranks (arrival skew). */
+void ss_sync(ss_name_id id);
+
+/* Records VALUE for metric ID in the current step (the last value wins). */
+void ss_metric(ss_name_id id, double value);
+
+/* Samples this process's resident set size into the current step (the step
+ * keeps its maximum).  Costs one pread() of /proc/self/statm: call it once
+ * per step, not in an inner loop. */
+void ss_memory_sample(void);
+
+/* Records device memory of KIND in the current step (maximum kept). */
+void ss_memory_record(ss_mem_kind kind, uint64_t bytes);
+
+/* Reports that a checkpoint for STEP has been written. */
+void ss_checkpoint_saved(uint64_t step);
+
+/*
+ * Flushes what is recorded (waiting at most about one second for the
+ * controller), says goodbye so the controller knows this rank ended
+ * cleanly, stops the sender thread and disables the recorder.  Registered
+ * with atexit() by ss_init(), so calling it is optional.
+ */
+void ss_shutdown(void);
+
+/* Events and step records dropped so far (ring full, controller slow or
+ * gone).  Both are also reported to the controller. */
+typedef struct {
+    uint64_t dropped_events;
+    uint64_t dropped_records;
+} ss_counters;
+void ss_get_counters(ss_counters *out);
+
+/* Returns a static English description of an SS_E* code. */
+const char *ss_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

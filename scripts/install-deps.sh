@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian packages that stepscope's build, tests and demo need.
+# Idempotent: packages already present are left alone.  Run as root (or with
+# sudo available).
+set -eu
+PKGS="build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev sqlite3
+clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+    echo "install-deps: all packages present"
+    exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing$missing"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
