@@ -1,0 +1,604 @@
+/*
+ * wire.c - encoder and decoder of the stepscope wire protocol.
+ *
+ * The layout of every frame is specified in docs/protocol.md.  Encoders
+ * write little-endian fields into caller buffers.  The decoder is the only
+ * code that interprets bytes received from a rank: it validates every
+ * length, count, range and state transition before it fills a wire_frame,
+ * and reports the first violation as a sentence.  It never allocates.
+ */
+#include "wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- little-endian cursor ---- */
+
+typedef struct {
+    uint8_t *p;
+    size_t cap, len;
+    int overflow;
+} wbuf;
+
+static void put_bytes(wbuf *b, const void *src, size_t n)
+{
+    if (b->overflow || b->cap - b->len < n) {
+        b->overflow = 1;
+        return;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void put_u8(wbuf *b, uint8_t v) { put_bytes(b, &v, 1); }
+
+static void put_u16(wbuf *b, uint16_t v)
+{
+    uint8_t t[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    put_bytes(b, t, 2);
+}
+
+static void put_u32(wbuf *b, uint32_t v)
+{
+    uint8_t t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(b, t, 4);
+}
+
+static void put_u64(wbuf *b, uint64_t v)
+{
+    uint8_t t[8];
+    for (int i = 0; i < 8; i++)
+        t[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(b, t, 8);
+}
+
+static void put_f64(wbuf *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    put_u64(b, u);
+}
+
+static void put_str(wbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    if (n > WIRE_MAX_STR) {
+        b->overflow = 1;
+        return;
+    }
+    put_u8(b, (uint8_t)n);
+    put_bytes(b, s, n);
+}
+
+/* Starts a frame: reserves the header, to be completed by frame_end. */
+static wbuf frame_begin(uint8_t *buf, size_t cap, wire_type type)
+{
+    wbuf b = {buf, cap, 0, 0};
+    put_u32(&b, 0);
+    put_u8(&b, (uint8_t)type);
+    put_u8(&b, 0);
+    put_u16(&b, 0);
+    return b;
+}
+
+static size_t frame_end(wbuf *b)
+{
+    if (b->overflow || b->len - WIRE_HEADER_SIZE > WIRE_MAX_PAYLOAD)
+        return 0;
+    uint32_t n = (uint32_t)(b->len - WIRE_HEADER_SIZE);
+    for (int i = 0; i < 4; i++)
+        b->p[i] = (uint8_t)(n >> (8 * i));
+    return b->len;
+}
+
+size_t wire_encode_hello(uint8_t *buf, size_t cap, const wire_hello *h)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_HELLO);
+    put_bytes(&b, WIRE_MAGIC, 4);
+    put_u16(&b, h->version);
+    put_u16(&b, 0);
+    put_u32(&b, h->rank);
+    put_u32(&b, h->world_size);
+    put_u32(&b, h->local_rank);
+    put_u32(&b, h->pid);
+    put_u32(&b, h->attempt);
+    put_bytes(&b, h->token, WIRE_TOKEN_SIZE);
+    put_str(&b, h->run_id);
+    put_str(&b, h->host);
+    return frame_end(&b);
+}
+
+size_t wire_encode_welcome(uint8_t *buf, size_t cap, const wire_welcome *w)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_WELCOME);
+    put_u16(&b, w->version);
+    put_u16(&b, 0);
+    return frame_end(&b);
+}
+
+size_t wire_encode_reject(uint8_t *buf, size_t cap, const wire_reject *r)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_REJECT);
+    put_u16(&b, r->code);
+    put_str(&b, r->reason);
+    return frame_end(&b);
+}
+
+size_t wire_encode_name(uint8_t *buf, size_t cap, const wire_name *n)
+{
+    size_t len = strlen(n->name);
+    if (n->name_id == 0 || n->name_id > WIRE_MAX_NAME_ID || len == 0 ||
+        len > WIRE_MAX_NAME_LEN)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_NAME);
+    put_u32(&b, n->name_id);
+    put_str(&b, n->name);
+    return frame_end(&b);
+}
+
+size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s)
+{
+    if (s->n_phases > WIRE_MAX_ITEMS || s->n_syncs > WIRE_MAX_ITEMS ||
+        s->n_metrics > WIRE_MAX_ITEMS || s->end_ns < s->begin_ns)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_STEP);
+    put_u64(&b, s->step);
+    put_u64(&b, (uint64_t)s->begin_ns);
+    put_u64(&b, (uint64_t)s->end_ns);
+    put_u64(&b, s->rss_bytes);
+    put_u64(&b, s->device_bytes);
+    put_u8(&b, s->flags);
+    put_u8(&b, s->n_phases);
+    put_u8(&b, s->n_syncs);
+    put_u8(&b, s->n_metrics);
+    for (unsigned i = 0; i < s->n_phases; i++) {
+        put_u32(&b, s->phases[i].name_id);
+        put_u32(&b, s->phases[i].count);
+        put_u64(&b, s->phases[i].total_ns);
+    }
+    for (unsigned i = 0; i < s->n_syncs; i++) {
+        put_u32(&b, s->syncs[i].name_id);
+        put_u64(&b, (uint64_t)s->syncs[i].arrival_ns);
+    }
+    for (unsigned i = 0; i < s->n_metrics; i++) {
+        put_u32(&b, s->metrics[i].name_id);
+        put_f64(&b, s->metrics[i].value);
+    }
+    return frame_end(&b);
+}
+
+size_t wire_encode_counters(uint8_t *buf, size_t cap, const wire_counters *c)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_COUNTERS);
+    put_u64(&b, c->dropped_events);
+    put_u64(&b, c->dropped_records);
+    return frame_end(&b);
+}
+
+size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
+                              const wire_checkpoint *c)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_CHECKPOINT);
+    put_u64(&b, c->step);
+    put_u64(&b, (uint64_t)c->t_ns);
+    return frame_end(&b);
+}
+
+size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *by)
+{
+    wbuf b = frame_begin(buf, cap, WIRE_BYE);
+    put_u64(&b, by->last_step);
+    return frame_end(&b);
+}
+
+/* ---- decoding ---- */
+
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    int short_read;
+} rbuf;
+
+static int take(rbuf *r, void *dst, size_t n)
+{
+    if (r->short_read || r->len - r->pos < n) {
+        r->short_read = 1;
+        return -1;
+    }
+    memcpy(dst, r->p + r->pos, n);
+    r->pos += n;
+    return 0;
+}
+
+static uint8_t get_u8(rbuf *r)
+{
+    uint8_t v = 0;
+    take(r, &v, 1);
+    return v;
+}
+
+static uint16_t get_u16(rbuf *r)
+{
+    uint8_t t[2] = {0, 0};
+    take(r, t, 2);
+    return (uint16_t)(t[0] | (t[1] << 8));
+}
+
+static uint32_t get_u32(rbuf *r)
+{
+    uint8_t t[4] = {0};
+    take(r, t, 4);
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | t[i];
+    return v;
+}
+
+static uint64_t get_u64(rbuf *r)
+{
+    uint8_t t[8] = {0};
+    take(r, t, 8);
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | t[i];
+    return v;
+}
+
+static double get_f64(rbuf *r)
+{
+    uint64_t u = get_u64(r);
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* Reads a length-prefixed string of at most MAX bytes into DST (MAX+1
+ * bytes).  Returns -1 on a short read, -2 on a too long string, -3 on an
+ * embedded NUL or control character. */
+static int get_str(rbuf *r, char *dst, size_t max)
+{
+    size_t n = get_u8(r);
+    if (r->short_read)
+        return -1;
+    if (n > max)
+        return -2;
+    if (take(r, dst, n) < 0)
+        return -1;
+    dst[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f)
+            return -3;
+    return 0;
+}
+
+static wire_result fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static wire_result fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return WIRE_ERROR;
+}
+
+void wire_decoder_init(wire_decoder *d, wire_direction dir,
+                       const uint8_t token[WIRE_TOKEN_SIZE],
+                       const char *run_id)
+{
+    memset(d, 0, sizeof *d);
+    d->direction = dir;
+    if (token)
+        memcpy(d->token, token, WIRE_TOKEN_SIZE);
+    if (run_id)
+        snprintf(d->run_id, sizeof d->run_id, "%s", run_id);
+}
+
+static int is_declared(const wire_decoder *d, uint32_t id)
+{
+    return id >= 1 && id <= WIRE_MAX_NAME_ID &&
+           (d->declared[id / 8] >> (id % 8) & 1);
+}
+
+/* Constant-time comparison, so a wrong token leaks nothing by timing. */
+static int token_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t diff = 0;
+    for (int i = 0; i < WIRE_TOKEN_SIZE; i++)
+        diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+static wire_result decode_hello(wire_decoder *d, rbuf *r, wire_hello *h,
+                                char *err, size_t errlen)
+{
+    char magic[4];
+    take(r, magic, 4);
+    if (!r->short_read && memcmp(magic, WIRE_MAGIC, 4) != 0)
+        return fail(err, errlen, "HELLO has a bad magic: not a stepscope peer");
+    h->version = get_u16(r);
+    uint16_t reserved = get_u16(r);
+    if (!r->short_read && h->version != WIRE_VERSION)
+        return fail(err, errlen,
+                    "unsupported protocol version %u (this controller "
+                    "speaks version %u)",
+                    (unsigned)h->version, (unsigned)WIRE_VERSION);
+    if (!r->short_read && reserved != 0)
+        return fail(err, errlen, "HELLO reserved field is not zero");
+    h->rank = get_u32(r);
+    h->world_size = get_u32(r);
+    h->local_rank = get_u32(r);
+    h->pid = get_u32(r);
+    h->attempt = get_u32(r);
+    take(r, h->token, WIRE_TOKEN_SIZE);
+    int rc = get_str(r, h->run_id, WIRE_MAX_STR);
+    if (rc == 0)
+        rc = get_str(r, h->host, WIRE_MAX_STR);
+    if (r->short_read || rc == -1)
+        return fail(err, errlen, "HELLO is truncated");
+    if (rc < 0)
+        return fail(err, errlen, "HELLO carries a malformed string");
+    if (h->world_size == 0 || h->rank >= h->world_size)
+        return fail(err, errlen, "HELLO rank %u is outside world size %u",
+                    (unsigned)h->rank, (unsigned)h->world_size);
+    if (d->direction == WIRE_FROM_RANK) {
+        if (!token_equal(h->token, d->token))
+            return fail(err, errlen, "wrong token from rank %u (pid %u)",
+                        (unsigned)h->rank, (unsigned)h->pid);
+        if (strcmp(h->run_id, d->run_id) != 0)
+            return fail(err, errlen,
+                        "rank %u belongs to run '%s', not this run",
+                        (unsigned)h->rank, h->run_id);
+    }
+    return WIRE_OK;
+}
+
+static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
+                               char *err, size_t errlen)
+{
+    s->step = get_u64(r);
+    s->begin_ns = (int64_t)get_u64(r);
+    s->end_ns = (int64_t)get_u64(r);
+    s->rss_bytes = get_u64(r);
+    s->device_bytes = get_u64(r);
+    s->flags = get_u8(r);
+    s->n_phases = get_u8(r);
+    s->n_syncs = get_u8(r);
+    s->n_metrics = get_u8(r);
+    if (r->short_read)
+        return fail(err, errlen, "STEP is truncated");
+    if (s->n_phases > WIRE_MAX_ITEMS || s->n_syncs > WIRE_MAX_ITEMS ||
+        s->n_metrics > WIRE_MAX_ITEMS)
+        return fail(err, errlen, "STEP has more than %d items of a kind",
+                    WIRE_MAX_ITEMS);
+    if (s->flags & ~(WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE))
+        return fail(err, errlen, "STEP has unknown flags 0x%x",
+                    (unsigned)s->flags);
+    if (s->begin_ns < 0 || s->end_ns < s->begin_ns)
+        return fail(err, errlen, "STEP %llu ends before it begins",
+                    (unsigned long long)s->step);
+    if (d->have_step && s->step <= d->last_step)
+        return fail(err, errlen, "STEP %llu does not follow step %llu",
+                    (unsigned long long)s->step,
+                    (unsigned long long)d->last_step);
+    for (unsigned i = 0; i < s->n_phases; i++) {
+        s->phases[i].name_id = get_u32(r);
+        s->phases[i].count = get_u32(r);
+        s->phases[i].total_ns = get_u64(r);
+        if (r->short_read)
+            break;
+        if (!is_declared(d, s->phases[i].name_id))
+            return fail(err, errlen, "STEP uses undeclared name id %u",
+                        (unsigned)s->phases[i].name_id);
+        if (s->phases[i].total_ns > (uint64_t)INT64_MAX)
+            return fail(err, errlen, "STEP phase duration out of range");
+    }
+    for (unsigned i = 0; i < s->n_syncs && !r->short_read; i++) {
+        s->syncs[i].name_id = get_u32(r);
+        s->syncs[i].arrival_ns = (int64_t)get_u64(r);
+        if (!r->short_read && !is_declared(d, s->syncs[i].name_id))
+            return fail(err, errlen, "STEP uses undeclared name id %u",
+                        (unsigned)s->syncs[i].name_id);
+        if (!r->short_read && s->syncs[i].arrival_ns < 0)
+            return fail(err, errlen, "STEP sync arrival out of range");
+    }
+    for (unsigned i = 0; i < s->n_metrics && !r->short_read; i++) {
+        s->metrics[i].name_id = get_u32(r);
+        s->metrics[i].value = get_f64(r);
+        if (!r->short_read && !is_declared(d, s->metrics[i].name_id))
+            return fail(err, errlen, "STEP uses undeclared name id %u",
+                        (unsigned)s->metrics[i].name_id);
+    }
+    if (r->short_read)
+        return fail(err, errlen, "STEP is truncated");
+    d->have_step = 1;
+    d->last_step = s->step;
+    return WIRE_OK;
+}
+
+wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
+                              wire_frame *out, size_t *consumed, char *err,
+                              size_t errlen)
+{
+    *consumed = 0;
+    if (errlen > 0)
+        err[0] = '\0';
+    if (len < WIRE_HEADER_SIZE)
+        return WIRE_NEED_MORE;
+    rbuf h = {buf, WIRE_HEADER_SIZE, 0, 0};
+    uint32_t payload = get_u32(&h);
+    uint8_t type = get_u8(&h);
+    uint8_t flags = get_u8(&h);
+    uint16_t reserved = get_u16(&h);
+    /* The first frame must be the handshake; check before waiting for the
+     * payload so a stranger is turned away at once. */
+    if (!d->handshaken) {
+        unsigned want = d->direction == WIRE_FROM_RANK ? WIRE_HELLO : WIRE_WELCOME;
+        if (type != want &&
+            !(d->direction == WIRE_FROM_CONTROLLER && type == WIRE_REJECT))
+            return fail(err, errlen, "expected %s as the first frame, got "
+                        "%s (type %u): not a stepscope peer?",
+                        wire_type_name(want), wire_type_name(type),
+                        (unsigned)type);
+    }
+    if (payload > WIRE_MAX_PAYLOAD)
+        return fail(err, errlen, "frame of %u bytes exceeds the %u-byte limit",
+                    (unsigned)payload, (unsigned)WIRE_MAX_PAYLOAD);
+    if (flags != 0 || reserved != 0)
+        return fail(err, errlen, "frame header has non-zero reserved bits");
+
+    if (len - WIRE_HEADER_SIZE < payload)
+        return WIRE_NEED_MORE;
+
+    rbuf r = {buf + WIRE_HEADER_SIZE, payload, 0, 0};
+    memset(out, 0, sizeof *out);
+    out->type = (wire_type)type;
+    wire_result rc = WIRE_OK;
+    int from_rank = d->direction == WIRE_FROM_RANK;
+
+    switch (type) {
+    case WIRE_HELLO:
+        if (!from_rank || d->handshaken)
+            return fail(err, errlen, "unexpected HELLO");
+        rc = decode_hello(d, &r, &out->u.hello, err, errlen);
+        if (rc == WIRE_OK)
+            d->handshaken = 1;
+        break;
+    case WIRE_WELCOME:
+        if (from_rank || d->handshaken)
+            return fail(err, errlen, "unexpected WELCOME");
+        out->u.welcome.version = get_u16(&r);
+        (void)get_u16(&r);
+        if (r.short_read)
+            return fail(err, errlen, "WELCOME is truncated");
+        if (out->u.welcome.version != WIRE_VERSION)
+            return fail(err, errlen, "controller speaks protocol version %u, "
+                        "this recorder version %u",
+                        (unsigned)out->u.welcome.version,
+                        (unsigned)WIRE_VERSION);
+        d->handshaken = 1;
+        break;
+    case WIRE_REJECT:
+        if (from_rank)
+            return fail(err, errlen, "unexpected REJECT");
+        out->u.reject.code = get_u16(&r);
+        if (get_str(&r, out->u.reject.reason, WIRE_MAX_STR) < 0)
+            return fail(err, errlen, "REJECT is malformed");
+        break;
+    case WIRE_NAME: {
+        if (!from_rank)
+            return fail(err, errlen, "unexpected NAME");
+        wire_name *n = &out->u.name;
+        n->name_id = get_u32(&r);
+        int src = get_str(&r, n->name, WIRE_MAX_NAME_LEN);
+        if (r.short_read || src == -1)
+            return fail(err, errlen, "NAME is truncated");
+        if (src < 0 || n->name[0] == '\0')
+            return fail(err, errlen, "NAME has an empty, too long or "
+                        "malformed name");
+        if (n->name_id == 0 || n->name_id > WIRE_MAX_NAME_ID)
+            return fail(err, errlen, "NAME id %u is out of range",
+                        (unsigned)n->name_id);
+        if (is_declared(d, n->name_id))
+            return fail(err, errlen, "NAME id %u declared twice",
+                        (unsigned)n->name_id);
+        d->declared[n->name_id / 8] |= (uint8_t)(1u << (n->name_id % 8));
+        break;
+    }
+    case WIRE_STEP:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected STEP");
+        rc = decode_step(d, &r, &out->u.step, err, errlen);
+        break;
+    case WIRE_COUNTERS: {
+        if (!from_rank)
+            return fail(err, errlen, "unexpected COUNTERS");
+        wire_counters *c = &out->u.counters;
+        c->dropped_events = get_u64(&r);
+        c->dropped_records = get_u64(&r);
+        if (r.short_read)
+            return fail(err, errlen, "COUNTERS is truncated");
+        if (c->dropped_events < d->last_counters.dropped_events ||
+            c->dropped_records < d->last_counters.dropped_records)
+            return fail(err, errlen, "COUNTERS went backwards");
+        d->last_counters = *c;
+        break;
+    }
+    case WIRE_CHECKPOINT:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected CHECKPOINT");
+        out->u.checkpoint.step = get_u64(&r);
+        out->u.checkpoint.t_ns = (int64_t)get_u64(&r);
+        if (r.short_read)
+            return fail(err, errlen, "CHECKPOINT is truncated");
+        break;
+    case WIRE_BYE:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected BYE");
+        out->u.bye.last_step = get_u64(&r);
+        if (r.short_read)
+            return fail(err, errlen, "BYE is truncated");
+        break;
+    default:
+        return fail(err, errlen, "unknown frame type %u", (unsigned)type);
+    }
+    if (rc != WIRE_OK)
+        return rc;
+    if (r.pos != r.len)
+        return fail(err, errlen, "%s frame has %zu trailing bytes",
+                    wire_type_name(type), r.len - r.pos);
+    *consumed = WIRE_HEADER_SIZE + payload;
+    d->frames++;
+    return WIRE_OK;
+}
+
+int wire_token_parse(const char *hex, uint8_t token[WIRE_TOKEN_SIZE])
+{
+    if (!hex || strlen(hex) != 2 * WIRE_TOKEN_SIZE)
+        return -1;
+    for (int i = 0; i < WIRE_TOKEN_SIZE; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = hex[2 * i + k];
+            unsigned digit;
+            if (c >= '0' && c <= '9')
+                digit = (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                digit = (unsigned)(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F')
+                digit = (unsigned)(c - 'A' + 10);
+            else
+                return -1;
+            v = v * 16 + digit;
+        }
+        token[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+void wire_token_format(const uint8_t token[WIRE_TOKEN_SIZE],
+                       char hex[2 * WIRE_TOKEN_SIZE + 1])
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < WIRE_TOKEN_SIZE; i++) {
+        hex[2 * i] = digits[token[i] >> 4];
+        hex[2 * i + 1] = digits[token[i] & 15];
+    }
+    hex[2 * WIRE_TOKEN_SIZE] = '\0';
+}
+
+const char *wire_type_name(unsigned type)
+{
+    static const char *const names[] = {
+        NULL, "HELLO", "WELCOME", "REJECT", "NAME",
+        "STEP", "COUNTERS", "CHECKPOINT", "BYE"};
+    if (type >= 1 && type < sizeof names / sizeof names[0])
+        return names[type];
+    return "UNKNOWN";
+}

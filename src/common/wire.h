@@ -1,0 +1,204 @@
+/*
+ * wire.h - the stepscope wire protocol: frame layout, encoder and the one
+ * decoder that the controller trusts.
+ *
+ * Every frame is an 8-byte header (u32 payload length, u8 type, u8 flags,
+ * u16 reserved; all little-endian, flags and reserved zero) followed by the
+ * payload.  The first frame on a connection must be HELLO carrying the
+ * protocol version, run id, rank, host, pid and the run's random token.  The
+ * full specification is docs/protocol.md; this header and wire.c implement
+ * it and nothing else does.
+ *
+ * The decoder is a per-connection state machine (wire_decoder): it checks
+ * framing, field ranges, the handshake (magic, version, run id, token), that
+ * names are declared before use, and that step numbers increase.  On any
+ * violation it returns an error with a human-readable reason and the caller
+ * must close that connection; the decoder never reads past the bytes given.
+ */
+#ifndef STEPSCOPE_WIRE_H
+#define STEPSCOPE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_VERSION 1
+#define WIRE_MAGIC "SSCP"
+#define WIRE_HEADER_SIZE 8
+#define WIRE_MAX_PAYLOAD 16384
+#define WIRE_TOKEN_SIZE 16 /* bytes; hex-encoded in STEPSCOPE_TOKEN */
+#define WIRE_MAX_STR 255   /* bytes of a length-prefixed string */
+#define WIRE_MAX_NAME_LEN 63
+#define WIRE_MAX_NAME_ID 255
+#define WIRE_MAX_ITEMS 64 /* phases, syncs or metrics in one step record */
+
+typedef enum {
+    WIRE_HELLO = 1,      /* rank -> controller, first frame */
+    WIRE_WELCOME = 2,    /* controller -> rank, handshake accepted */
+    WIRE_REJECT = 3,     /* controller -> rank, reason, then close */
+    WIRE_NAME = 4,       /* rank -> controller, declares a name id */
+    WIRE_STEP = 5,       /* rank -> controller, one finished step */
+    WIRE_COUNTERS = 6,   /* rank -> controller, cumulative drop counters */
+    WIRE_CHECKPOINT = 7, /* rank -> controller, a checkpoint was saved */
+    WIRE_BYE = 8         /* rank -> controller, clean end of this rank */
+} wire_type;
+
+typedef struct {
+    uint16_t version;
+    uint32_t rank;
+    uint32_t world_size;
+    uint32_t local_rank;
+    uint32_t pid;
+    uint32_t attempt;
+    uint8_t token[WIRE_TOKEN_SIZE];
+    char run_id[WIRE_MAX_STR + 1];
+    char host[WIRE_MAX_STR + 1];
+} wire_hello;
+
+typedef struct {
+    uint16_t version;
+} wire_welcome;
+
+typedef struct {
+    uint16_t code;
+    char reason[WIRE_MAX_STR + 1];
+} wire_reject;
+
+typedef struct {
+    uint32_t name_id; /* 1..WIRE_MAX_NAME_ID */
+    char name[WIRE_MAX_NAME_LEN + 1];
+} wire_name;
+
+typedef struct {
+    uint32_t name_id;
+    uint32_t count;    /* how many times the phase ran in this step */
+    uint64_t total_ns; /* summed duration */
+} wire_phase;
+
+typedef struct {
+    uint32_t name_id;
+    int64_t arrival_ns; /* CLOCK_MONOTONIC of this rank's host */
+} wire_sync;
+
+typedef struct {
+    uint32_t name_id;
+    double value;
+} wire_metric;
+
+#define WIRE_STEP_HAS_RSS 0x1u
+#define WIRE_STEP_HAS_DEVICE 0x2u
+
+typedef struct {
+    uint64_t step;
+    int64_t begin_ns; /* CLOCK_MONOTONIC */
+    int64_t end_ns;   /* >= begin_ns */
+    uint64_t rss_bytes;    /* valid with WIRE_STEP_HAS_RSS: max in step */
+    uint64_t device_bytes; /* valid with WIRE_STEP_HAS_DEVICE: max in step */
+    uint8_t flags;
+    uint8_t n_phases, n_syncs, n_metrics; /* each <= WIRE_MAX_ITEMS */
+    wire_phase phases[WIRE_MAX_ITEMS];
+    wire_sync syncs[WIRE_MAX_ITEMS];
+    wire_metric metrics[WIRE_MAX_ITEMS];
+} wire_step;
+
+typedef struct {
+    uint64_t dropped_events;
+    uint64_t dropped_records;
+} wire_counters;
+
+typedef struct {
+    uint64_t step;
+    int64_t t_ns;
+} wire_checkpoint;
+
+typedef struct {
+    uint64_t last_step; /* UINT64_MAX when no step was recorded */
+} wire_bye;
+
+/* One decoded frame.  Which member is valid follows from TYPE. */
+typedef struct {
+    wire_type type;
+    union {
+        wire_hello hello;
+        wire_welcome welcome;
+        wire_reject reject;
+        wire_name name;
+        wire_step step;
+        wire_counters counters;
+        wire_checkpoint checkpoint;
+        wire_bye bye;
+    } u;
+} wire_frame;
+
+/* ---- encoding (used by the recorder, tests, benchmarks and the controller
+ * for WELCOME/REJECT).  Each returns the number of bytes written into BUF,
+ * or 0 when CAP is too small or a field is out of range. */
+size_t wire_encode_hello(uint8_t *buf, size_t cap, const wire_hello *h);
+size_t wire_encode_welcome(uint8_t *buf, size_t cap, const wire_welcome *w);
+size_t wire_encode_reject(uint8_t *buf, size_t cap, const wire_reject *r);
+size_t wire_encode_name(uint8_t *buf, size_t cap, const wire_name *n);
+size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s);
+size_t wire_encode_counters(uint8_t *buf, size_t cap, const wire_counters *c);
+size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
+                              const wire_checkpoint *c);
+size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
+
+/* Upper bound of an encoded STEP frame. */
+#define WIRE_STEP_FRAME_MAX                                                   \
+    (WIRE_HEADER_SIZE + 48 + WIRE_MAX_ITEMS * (16 + 12 + 12))
+
+/* ---- decoding ---- */
+
+/* Which side of the connection a decoder reads. */
+typedef enum {
+    WIRE_FROM_RANK = 0,      /* controller side: expects HELLO first */
+    WIRE_FROM_CONTROLLER = 1 /* recorder side: WELCOME / REJECT */
+} wire_direction;
+
+typedef struct {
+    wire_direction direction;
+    int handshaken;                  /* HELLO (or WELCOME) seen */
+    uint8_t token[WIRE_TOKEN_SIZE];  /* expected token (controller side) */
+    char run_id[WIRE_MAX_STR + 1];   /* expected run id (controller side) */
+    uint8_t declared[(WIRE_MAX_NAME_ID + 8) / 8]; /* names declared */
+    int have_step;
+    uint64_t last_step;
+    wire_counters last_counters;
+    uint64_t frames;                 /* frames decoded so far */
+} wire_decoder;
+
+/* Result of wire_decoder_next(). */
+typedef enum {
+    WIRE_OK = 1,        /* one frame decoded into *out */
+    WIRE_NEED_MORE = 0, /* BUF holds no complete frame yet */
+    WIRE_ERROR = -1     /* protocol violation: close the connection */
+} wire_result;
+
+/*
+ * Prepares D for a new connection.  On the controller side (WIRE_FROM_RANK)
+ * TOKEN and RUN_ID are what HELLO must carry; on the recorder side they are
+ * ignored and may be NULL.
+ */
+void wire_decoder_init(wire_decoder *d, wire_direction dir,
+                       const uint8_t token[WIRE_TOKEN_SIZE],
+                       const char *run_id);
+
+/*
+ * Decodes the first complete frame of BUF[0..LEN).  On WIRE_OK fills *OUT
+ * and sets *CONSUMED to the frame's size; on WIRE_NEED_MORE sets *CONSUMED
+ * to 0; on WIRE_ERROR writes a one-line reason into ERR (always
+ * NUL-terminated when ERRLEN > 0) and the decoder must not be used again.
+ */
+wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
+                              wire_frame *out, size_t *consumed, char *err,
+                              size_t errlen);
+
+/* Hex helpers for the token in the environment.  wire_token_parse returns 0
+ * on success, -1 unless HEX is exactly 2*WIRE_TOKEN_SIZE hex digits. */
+int wire_token_parse(const char *hex, uint8_t token[WIRE_TOKEN_SIZE]);
+void wire_token_format(const uint8_t token[WIRE_TOKEN_SIZE],
+                       char hex[2 * WIRE_TOKEN_SIZE + 1]);
+
+/* Returns a static name for a frame type ("STEP"), or "UNKNOWN". */
+const char *wire_type_name(unsigned type);
+
+#endif
