@@ -1,0 +1,274 @@
+/*
+ * fold.c - turns drained events into per-step records (rules in fold.h).
+ *
+ * A small array of open steps (SS__FOLD_OPEN) is enough: steps complete in
+ * order and only events that straggle across a step boundary, or steps
+ * made on other threads, keep more than one or two open at a time.  When
+ * the array is full the lowest step is given up (a dropped record).
+ */
+#include "fold.h"
+
+#include <stddef.h>
+#include <string.h>
+
+void ss__track_reset(ss__track *t)
+{
+    memset(t->depth, 0, sizeof t->depth);
+}
+
+void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
+{
+    memset(f, 0, sizeof *f);
+    f->sink = *sink;
+    f->round = 1;
+}
+
+/* Hands A on when it is complete (and above every step handed on so far:
+ * the wire wants increasing steps), else drops it; either way no event can
+ * reach its step any more. */
+static void finish(ss__fold *f, ss__acc *a)
+{
+    int in_order = !f->have_final || a->rec.step > f->last_final;
+    if (a->ended && a->has_begin && in_order) {
+        if (a->rec.end_ns < a->rec.begin_ns)
+            a->rec.end_ns = a->rec.begin_ns;
+        f->sink.on_step(f->sink.ctx, &a->rec);
+    } else {
+        f->dropped_records++;
+    }
+    if (in_order) {
+        f->have_final = 1;
+        f->last_final = a->rec.step;
+    }
+    a->used = 0;
+}
+
+static void acc_start(ss__acc *a, uint64_t step)
+{
+    a->used = 1;
+    a->has_begin = 0;
+    a->ended = 0;
+    a->superseded = 0;
+    memset(&a->rec, 0, offsetof(wire_step, phases));
+    a->rec.step = step;
+    memset(a->phase_slot, 0, sizeof a->phase_slot);
+    memset(a->sync_slot, 0, sizeof a->sync_slot);
+    memset(a->metric_slot, 0, sizeof a->metric_slot);
+}
+
+/* The open step STEP, opened on first use; NULL when the event is to be
+ * ignored (no step) or dropped (a step already handed on). */
+static ss__acc *acc_for(ss__fold *f, uint64_t step)
+{
+    if (step == SS__NO_STEP)
+        return NULL;
+    if (f->have_final && step <= f->last_final) {
+        f->dropped_events++;
+        return NULL;
+    }
+    ss__acc *free_slot = NULL, *lowest = NULL;
+    for (int i = 0; i < SS__FOLD_OPEN; i++) {
+        ss__acc *a = &f->acc[i];
+        if (!a->used) {
+            if (!free_slot)
+                free_slot = a;
+            continue;
+        }
+        if (a->rec.step == step)
+            return a;
+        if (!lowest || a->rec.step < lowest->rec.step)
+            lowest = a;
+    }
+    if (!free_slot) {
+        if (lowest->rec.step > step) {
+            f->dropped_events++;
+            return NULL;
+        }
+        /* Many short steps in one round: hand on the lowest now if it is
+         * complete (its stragglers will count as dropped events). */
+        finish(f, lowest);
+        free_slot = lowest;
+    }
+    acc_start(free_slot, step);
+    return free_slot;
+}
+
+static int valid_name(unsigned id)
+{
+    return id >= 1 && id <= WIRE_MAX_NAME_ID;
+}
+
+static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__dur_ns d)
+{
+    unsigned slot = a->phase_slot[id];
+    if (!slot) {
+        if (a->rec.n_phases >= WIRE_MAX_ITEMS) {
+            f->dropped_events++;
+            return;
+        }
+        slot = ++a->rec.n_phases;
+        a->phase_slot[id] = (uint8_t)slot;
+        a->rec.phases[slot - 1] = (wire_phase){.name_id = id};
+    }
+    wire_phase *p = &a->rec.phases[slot - 1];
+    p->count++;
+    p->total_ns += (uint64_t)(d > 0 ? d : 0);
+}
+
+static void add_sync(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns t)
+{
+    if (a->sync_slot[id])
+        return; /* the first arrival counts */
+    if (a->rec.n_syncs >= WIRE_MAX_ITEMS) {
+        f->dropped_events++;
+        return;
+    }
+    unsigned slot = ++a->rec.n_syncs;
+    a->sync_slot[id] = (uint8_t)slot;
+    a->rec.syncs[slot - 1] = (wire_sync){.name_id = id, .arrival_ns = t};
+}
+
+static void add_metric(ss__fold *f, ss__acc *a, unsigned id, uint64_t bits)
+{
+    unsigned slot = a->metric_slot[id];
+    if (!slot) {
+        if (a->rec.n_metrics >= WIRE_MAX_ITEMS) {
+            f->dropped_events++;
+            return;
+        }
+        slot = ++a->rec.n_metrics;
+        a->metric_slot[id] = (uint8_t)slot;
+        a->rec.metrics[slot - 1].name_id = id;
+    }
+    memcpy(&a->rec.metrics[slot - 1].value, &bits, sizeof(double));
+}
+
+static void add_max(uint64_t *field, uint8_t *flags, uint8_t flag,
+                    uint64_t bytes)
+{
+    if (!(*flags & flag) || bytes > *field)
+        *field = bytes;
+    *flags |= flag;
+}
+
+/* Marks the open steps below STEP, which began: their ends were lost. */
+static void supersede(ss__fold *f, uint64_t step)
+{
+    for (int i = 0; i < SS__FOLD_OPEN; i++) {
+        ss__acc *a = &f->acc[i];
+        if (a->used && !a->ended && a->rec.step < step && !a->superseded)
+            a->superseded = f->round;
+    }
+}
+
+void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
+{
+    if (ev->type & SS__EV_AFTER_LOSS)
+        ss__track_reset(track);
+    unsigned id = ev->name;
+    ss__acc *a;
+    switch (ev->type & SS__EV_TYPE_MASK) {
+    case SS__EV_STEP_BEGIN:
+        if ((a = acc_for(f, ev->step))) {
+            a->has_begin = 1;
+            a->rec.begin_ns = ev->t;
+            supersede(f, ev->step);
+        }
+        break;
+    case SS__EV_STEP_END:
+        if ((a = acc_for(f, ev->step))) {
+            a->ended = 1;
+            a->rec.end_ns = ev->t;
+        }
+        break;
+    case SS__EV_PHASE_BEGIN:
+        if (valid_name(id) && track->depth[id]++ == 0) {
+            track->begin[id] = ev->t;
+            track->step[id] = ev->step;
+        }
+        break;
+    case SS__EV_PHASE_END:
+        if (!valid_name(id) || track->depth[id] == 0)
+            break; /* unmatched: its begin was lost or never made */
+        if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
+            add_phase(f, a, id, ev->t - track->begin[id]);
+        break;
+    case SS__EV_SYNC:
+        if (valid_name(id) && (a = acc_for(f, ev->step)))
+            add_sync(f, a, id, ev->t);
+        break;
+    case SS__EV_METRIC:
+        if (valid_name(id) && (a = acc_for(f, ev->step)))
+            add_metric(f, a, id, ev->value);
+        break;
+    case SS__EV_RSS:
+        if ((a = acc_for(f, ev->step)))
+            add_max(&a->rec.rss_bytes, &a->rec.flags, WIRE_STEP_HAS_RSS,
+                    ev->value);
+        break;
+    case SS__EV_DEVICE:
+        if ((a = acc_for(f, ev->step)))
+            add_max(&a->rec.device_bytes, &a->rec.flags,
+                    WIRE_STEP_HAS_DEVICE, ev->value);
+        break;
+    case SS__EV_CHECKPOINT:
+        f->sink.on_checkpoint(f->sink.ctx, ev->value, ev->t);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Hands on complete steps, lowest first. */
+static void complete_steps(ss__fold *f)
+{
+    for (;;) {
+        ss__acc *done = NULL;
+        for (int i = 0; i < SS__FOLD_OPEN; i++) {
+            ss__acc *a = &f->acc[i];
+            if (a->used && a->ended && (!done || a->rec.step < done->rec.step))
+                done = a;
+        }
+        if (!done)
+            return;
+        /* Open steps below a complete one can no longer end: drop them,
+         * lowest first so that last_final only grows. */
+        for (;;) {
+            ss__acc *stale = NULL;
+            for (int i = 0; i < SS__FOLD_OPEN; i++) {
+                ss__acc *a = &f->acc[i];
+                if (a->used && a->rec.step < done->rec.step &&
+                    (!stale || a->rec.step < stale->rec.step))
+                    stale = a;
+            }
+            if (!stale)
+                break;
+            finish(f, stale);
+        }
+        finish(f, done);
+    }
+}
+
+void ss__fold_round(ss__fold *f)
+{
+    complete_steps(f);
+    /* Steps superseded in an earlier round will not end any more. */
+    for (;;) {
+        ss__acc *stale = NULL;
+        for (int i = 0; i < SS__FOLD_OPEN; i++) {
+            ss__acc *a = &f->acc[i];
+            if (a->used && a->superseded && a->superseded < f->round &&
+                (!stale || a->rec.step < stale->rec.step))
+                stale = a;
+        }
+        if (!stale)
+            break;
+        finish(f, stale);
+    }
+    f->round++;
+}
+
+uint64_t ss__fold_last_step(const ss__fold *f)
+{
+    return f->have_final ? f->last_final : SS__NO_STEP;
+}

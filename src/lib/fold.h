@@ -1,0 +1,89 @@
+/*
+ * fold.h - folds the event streams of all recording threads into one
+ * record per step.
+ *
+ * The sender feeds every drained event to ss__fold_event() together with
+ * the ss__track of the thread that made it, then calls ss__fold_round()
+ * once all rings are drained.  Rules:
+ *  - Phases pair begin with end per thread and per name; a name nested in
+ *    itself counts once (the outermost pair).  The duration goes to the step
+ *    that was current at the begin.
+ *  - A sync keeps its first arrival in the step; a metric its last value;
+ *    RSS and device bytes their maximum.
+ *  - A step is complete when its end event has been seen; ss__fold_round()
+ *    hands complete steps to the sink in increasing order.  A step lower
+ *    than a completed one that is still open can never complete and is
+ *    dropped (a record lost); so is a step whose begin event was lost.
+ *    When more than SS__FOLD_OPEN steps are open at once the lowest is
+ *    handed on early if complete, else dropped.  A step still open when a
+ *    later step begins has lost its end (ss_step_begin ends the open step
+ *    first): it is dropped at the end of the following round, which leaves
+ *    time for an end made on another thread to arrive.
+ *  - Events for a step already handed on (or dropped) are counted as
+ *    dropped events, as are items beyond WIRE_MAX_ITEMS in one step.
+ *  - Events made while no step was open (step SS__NO_STEP) are ignored.
+ * Only the sender thread touches an ss__fold and the ss__track members.
+ */
+#ifndef STEPSCOPE_LIB_FOLD_H
+#define STEPSCOPE_LIB_FOLD_H
+
+#include <stdint.h>
+
+#include "ring.h"
+#include "wire.h"
+
+#define SS__FOLD_OPEN 16 /* steps being assembled at once */
+#define SS__NAME_SLOTS (WIRE_MAX_NAME_ID + 1)
+
+/* Phase pairing state of one thread. */
+typedef struct {
+    uint32_t depth[SS__NAME_SLOTS];
+    ss__mono_ns begin[SS__NAME_SLOTS];
+    uint64_t step[SS__NAME_SLOTS];
+} ss__track;
+
+/* A step being assembled.  *_slot map a name id to its index + 1. */
+typedef struct {
+    int used, has_begin, ended;
+    uint64_t superseded; /* round in which a later step began; 0: none */
+    wire_step rec;
+    uint8_t phase_slot[SS__NAME_SLOTS];
+    uint8_t sync_slot[SS__NAME_SLOTS];
+    uint8_t metric_slot[SS__NAME_SLOTS];
+} ss__acc;
+
+typedef struct {
+    void *ctx;
+    /* A complete step, in increasing step order; valid during the call. */
+    void (*on_step)(void *ctx, const wire_step *rec);
+    /* A checkpoint report, handed on as soon as it is seen. */
+    void (*on_checkpoint)(void *ctx, uint64_t step, ss__mono_ns t);
+} ss__fold_sink;
+
+typedef struct {
+    ss__fold_sink sink;
+    ss__acc acc[SS__FOLD_OPEN];
+    int have_final;
+    uint64_t last_final;      /* highest step handed on or dropped */
+    uint64_t round;           /* rounds so far, from 1 */
+    uint64_t dropped_events;  /* late or excess events */
+    uint64_t dropped_records; /* steps that could not be completed */
+} ss__fold;
+
+/* Forgets any open phases of a thread (new thread, or a hole in its
+ * stream). */
+void ss__track_reset(ss__track *t);
+
+/* Prepares F, which reports to SINK. */
+void ss__fold_init(ss__fold *f, const ss__fold_sink *sink);
+
+/* Folds one event made by the thread whose pairing state is TRACK. */
+void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev);
+
+/* Hands every complete step to the sink (see the rules above). */
+void ss__fold_round(ss__fold *f);
+
+/* The last step handed on or dropped; SS__NO_STEP when none. */
+uint64_t ss__fold_last_step(const ss__fold *f);
+
+#endif

@@ -1,0 +1,335 @@
+/*
+ * fold_test.c - folding of event streams into step records: phase pairing
+ * and nesting, sync / metric / memory rules, step completion order, late
+ * and excess events, lost begins, and many steps in one round.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fold.h"
+#include "testing.h"
+
+#define MAX_OUT 64
+
+typedef struct {
+    wire_step steps[MAX_OUT];
+    int n_steps;
+    uint64_t ckpt_step[4];
+    int n_ckpt;
+} sink_log;
+
+static void log_step(void *ctx, const wire_step *rec)
+{
+    sink_log *l = ctx;
+    if (l->n_steps < MAX_OUT)
+        l->steps[l->n_steps++] = *rec;
+}
+
+static void log_ckpt(void *ctx, uint64_t step, ss__mono_ns t)
+{
+    sink_log *l = ctx;
+    (void)t;
+    if (l->n_ckpt < 4)
+        l->ckpt_step[l->n_ckpt++] = step;
+}
+
+typedef struct {
+    ss__fold fold;
+    sink_log log;
+    ss__track tracks[2];
+} harness;
+
+static harness *new_harness(void)
+{
+    harness *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    ss__fold_sink sink = {&h->log, log_step, log_ckpt};
+    ss__fold_init(&h->fold, &sink);
+    ss__track_reset(&h->tracks[0]);
+    ss__track_reset(&h->tracks[1]);
+    return h;
+}
+
+/* Feeds one event made on thread TID. */
+static void ev(harness *h, int tid, unsigned type, unsigned name,
+               uint64_t step, ss__mono_ns t, uint64_t value)
+{
+    ss__event e = {.t = t, .step = step, .value = value,
+                   .type = (uint8_t)type, .name = (uint16_t)name};
+    ss__fold_event(&h->fold, &h->tracks[tid], &e);
+}
+
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static const wire_phase *phase(const wire_step *s, unsigned id)
+{
+    for (unsigned i = 0; i < s->n_phases; i++)
+        if (s->phases[i].name_id == id)
+            return &s->phases[i];
+    return NULL;
+}
+
+static void phases_pair_and_same_name_nesting_counts_once(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 100, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 1, 110, 0);  /* fwd */
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 1, 120, 0);  /* fwd nested in itself */
+    ev(h, 0, SS__EV_PHASE_BEGIN, 3, 1, 125, 0);  /* attn inside fwd */
+    ev(h, 0, SS__EV_PHASE_END, 3, SS__NO_STEP, 135, 0);
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 140, 0);
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 150, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 1, 160, 0);  /* fwd again */
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 170, 0);
+    ev(h, 0, SS__EV_PHASE_END, 4, SS__NO_STEP, 171, 0); /* unmatched */
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 200, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    const wire_step *s = &h->log.steps[0];
+    CHECK_EQ_INT(s->step, 1);
+    CHECK_EQ_INT(s->begin_ns, 100);
+    CHECK_EQ_INT(s->end_ns, 200);
+    CHECK_EQ_INT(s->n_phases, 2);
+    REQUIRE(phase(s, 2) && phase(s, 3));
+    CHECK_EQ_INT(phase(s, 2)->count, 2);
+    CHECK_EQ_INT(phase(s, 2)->total_ns, 40 + 10);
+    CHECK_EQ_INT(phase(s, 3)->count, 1);
+    CHECK_EQ_INT(phase(s, 3)->total_ns, 10);
+    CHECK_EQ_INT(s->flags, 0);
+    free(h);
+}
+
+static void phases_pair_per_thread(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 5, 0, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 5, 10, 0);
+    ev(h, 1, SS__EV_PHASE_BEGIN, 2, 5, 12, 0);
+    ev(h, 1, SS__EV_PHASE_END, 2, SS__NO_STEP, 22, 0);
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 40, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 5, 50, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    REQUIRE(phase(&h->log.steps[0], 2));
+    CHECK_EQ_INT(phase(&h->log.steps[0], 2)->count, 2);
+    CHECK_EQ_INT(phase(&h->log.steps[0], 2)->total_ns, 30 + 10);
+    free(h);
+}
+
+static void sync_first_metric_last_memory_max(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 3, 0, 0);
+    ev(h, 0, SS__EV_SYNC, 7, 3, 30, 0);
+    ev(h, 1, SS__EV_SYNC, 7, 3, 35, 0);
+    ev(h, 0, SS__EV_METRIC, 8, 3, 0, dbits(1.5));
+    ev(h, 0, SS__EV_METRIC, 8, 3, 0, dbits(0.25));
+    ev(h, 0, SS__EV_RSS, 0, 3, 0, 4096);
+    ev(h, 0, SS__EV_RSS, 0, 3, 0, 8192);
+    ev(h, 0, SS__EV_RSS, 0, 3, 0, 1024);
+    ev(h, 0, SS__EV_DEVICE, 1, 3, 0, 10);
+    ev(h, 0, SS__EV_DEVICE, 2, 3, 0, 30);
+    ev(h, 0, SS__EV_STEP_END, 0, 3, 90, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    const wire_step *s = &h->log.steps[0];
+    REQUIRE(s->n_syncs == 1);
+    CHECK_EQ_INT(s->syncs[0].name_id, 7);
+    CHECK_EQ_INT(s->syncs[0].arrival_ns, 30);
+    REQUIRE(s->n_metrics == 1);
+    CHECK(s->metrics[0].value == 0.25);
+    CHECK_EQ_INT(s->flags, WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE);
+    CHECK_EQ_INT(s->rss_bytes, 8192);
+    CHECK_EQ_INT(s->device_bytes, 30);
+    free(h);
+}
+
+static void events_without_step_are_ignored(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_SYNC, 7, SS__NO_STEP, 30, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, SS__NO_STEP, 30, 0);
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 40, 0);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->log.n_steps, 0);
+    CHECK_EQ_INT(h->fold.dropped_events, 0);
+    CHECK_EQ_INT(h->fold.dropped_records, 0);
+    CHECK(ss__fold_last_step(&h->fold) == SS__NO_STEP);
+    free(h);
+}
+
+static void late_events_are_dropped_events(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 1, SS__EV_PHASE_BEGIN, 2, 1, 5, 0); /* spans the step's end */
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 10, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].n_phases, 0);
+    ev(h, 1, SS__EV_PHASE_END, 2, SS__NO_STEP, 15, 0);
+    ev(h, 1, SS__EV_METRIC, 9, 1, 0, dbits(1.0));
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->log.n_steps, 1);
+    CHECK_EQ_INT(h->fold.dropped_events, 2);
+    CHECK_EQ_INT(ss__fold_last_step(&h->fold), 1);
+    free(h);
+}
+
+static void steps_complete_in_order_and_stale_ones_drop(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    /* Step 1 begins on thread 1 but its end is lost; step 2 completes. */
+    ev(h, 1, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 2, 10, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 2, 20, 0);
+    /* Step 4 ends without a begin (lost): dropped as well. */
+    ev(h, 0, SS__EV_STEP_END, 0, 4, 40, 0);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 5, 50, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].step, 2);
+    CHECK_EQ_INT(h->fold.dropped_records, 2); /* 1 and 4 */
+    CHECK_EQ_INT(ss__fold_last_step(&h->fold), 4);
+    ev(h, 0, SS__EV_STEP_END, 0, 5, 60, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 2);
+    CHECK_EQ_INT(h->log.steps[1].step, 5);
+    free(h);
+}
+
+static void a_step_whose_end_was_lost_drops_a_round_later(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    /* ... step 1's end was lost on a full ring ... */
+    ev(h, 0, SS__EV_STEP_BEGIN | SS__EV_AFTER_LOSS, 0, 2, 10, 0);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->fold.dropped_records, 0); /* an end may still come */
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->fold.dropped_records, 1);
+    CHECK_EQ_INT(ss__fold_last_step(&h->fold), 1);
+    ev(h, 0, SS__EV_STEP_END, 0, 2, 20, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].step, 2);
+    free(h);
+}
+
+static void an_end_from_another_thread_in_the_next_round_counts(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 2, 10, 0);
+    ss__fold_round(&h->fold);
+    ev(h, 1, SS__EV_STEP_END, 0, 1, 9, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].step, 1);
+    CHECK_EQ_INT(h->fold.dropped_records, 0);
+    free(h);
+}
+
+static void many_steps_in_one_round_are_all_handed_on(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    for (uint64_t s = 1; s <= 3 * SS__FOLD_OPEN; s++) {
+        ev(h, 0, SS__EV_STEP_BEGIN, 0, s, (ss__mono_ns)s * 10, 0);
+        ev(h, 0, SS__EV_STEP_END, 0, s, (ss__mono_ns)s * 10 + 5, 0);
+    }
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 3 * SS__FOLD_OPEN);
+    for (int i = 0; i < h->log.n_steps; i++)
+        CHECK_EQ_INT(h->log.steps[i].step, i + 1);
+    CHECK_EQ_INT(h->fold.dropped_records, 0);
+    free(h);
+}
+
+static void items_beyond_the_wire_limit_are_dropped(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    for (unsigned id = 1; id <= WIRE_MAX_ITEMS + 3; id++)
+        ev(h, 0, SS__EV_METRIC, id, 1, 0, dbits(id));
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 9, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].n_metrics, WIRE_MAX_ITEMS);
+    CHECK_EQ_INT(h->fold.dropped_events, 3);
+    free(h);
+}
+
+static void a_hole_in_the_stream_resets_pairing(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 1, 10, 0);
+    /* ... its end was dropped; after the hole a fresh pair follows. */
+    ev(h, 0, SS__EV_PHASE_BEGIN | SS__EV_AFTER_LOSS, 2, 1, 50, 0);
+    ev(h, 0, SS__EV_PHASE_END, 2, SS__NO_STEP, 60, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 70, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    REQUIRE(phase(&h->log.steps[0], 2));
+    CHECK_EQ_INT(phase(&h->log.steps[0], 2)->count, 1);
+    CHECK_EQ_INT(phase(&h->log.steps[0], 2)->total_ns, 10);
+    free(h);
+}
+
+static void checkpoints_pass_straight_through(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_CHECKPOINT, 0, SS__NO_STEP, 5, 1000);
+    CHECK_EQ_INT(h->log.n_ckpt, 1);
+    CHECK_EQ_INT(h->log.ckpt_step[0], 1000);
+    free(h);
+}
+
+static void bad_name_ids_are_ignored(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 0, 1, 1, 0);
+    ev(h, 0, SS__EV_PHASE_END, 0, 1, 2, 0);
+    ev(h, 0, SS__EV_SYNC, 300, 1, 3, 0);
+    ev(h, 0, SS__EV_METRIC, 0, 1, 0, dbits(NAN));
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 9, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    CHECK_EQ_INT(h->log.steps[0].n_phases + h->log.steps[0].n_syncs +
+                     h->log.steps[0].n_metrics, 0);
+    free(h);
+}
+
+TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
+          TEST(phases_pair_per_thread),
+          TEST(sync_first_metric_last_memory_max),
+          TEST(events_without_step_are_ignored),
+          TEST(late_events_are_dropped_events),
+          TEST(steps_complete_in_order_and_stale_ones_drop),
+          TEST(a_step_whose_end_was_lost_drops_a_round_later),
+          TEST(an_end_from_another_thread_in_the_next_round_counts),
+          TEST(many_steps_in_one_round_are_all_handed_on),
+          TEST(items_beyond_the_wire_limit_are_dropped),
+          TEST(a_hole_in_the_stream_resets_pairing),
+          TEST(checkpoints_pass_straight_through),
+          TEST(bad_name_ids_are_ignored))

@@ -1,0 +1,193 @@
+/*
+ * sender_test.c - the sender's connection handling, through the public API
+ * and a fake controller: connecting late, reconnecting (names declared
+ * again on the new connection), and a controller that stops reading (the
+ * bounded buffer drops records, the caller never waits).
+ */
+#include "testing.h" /* first: fake_controller.h resets its counter */
+
+#include "fake_controller.h"
+#include "stepscope.h"
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void one_step(uint64_t step, ss_name_id ph)
+{
+    ss_step_begin(step);
+    ss_phase_begin(ph);
+    ss_phase_end(ph);
+    ss_step_end();
+}
+
+static const char *scratch_path(char *buf, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/sssend-stderr-%d.txt",
+             tmp && *tmp && strlen(tmp) < 80 ? tmp : "/tmp", (int)getpid());
+    return buf;
+}
+
+/* The last COUNTERS frame of connection CONN, or NULL. */
+static const wire_counters *last_counters(const fake_ctl *fc, int conn)
+{
+    const wire_counters *c = NULL;
+    for (int k = 0; k < fc->n_frames; k++)
+        if (fc->frame_conn[k] == conn && fc->frames[k].type == WIRE_COUNTERS)
+            c = &fc->frames[k].u.counters;
+    return c;
+}
+
+/* ---- late controller ---- */
+
+static int body_late(void *arg)
+{
+    (void)arg;
+    ss_name_id ph = SS_NAME("work");
+    CHECK_EQ_INT(ss_init(), 0);
+    for (uint64_t s = 1; s <= 5; s++) {
+        one_step(s, ph);
+        fc_sleep_ms(15);
+    }
+    fc_sleep_ms(1300); /* the controller appears after 0.6 s */
+    for (uint64_t s = 10; s <= 12; s++)
+        one_step(s, ph);
+    ss_shutdown();
+    ss_counters c;
+    ss_get_counters(&c);
+    CHECK(c.dropped_records >= 5);
+    return testing_failures_ != 0;
+}
+
+static void connects_when_the_controller_appears_late(void)
+{
+    fake_ctl fc = {.listen_delay_ms = 600};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    char path[128];
+    scratch_path(path, sizeof path);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_late, NULL, &fc, path)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    unlink(path);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK_EQ_INT(fc.n_conns, 1);
+    CHECK_EQ_INT(fc.count[WIRE_STEP], 3);
+    const wire_frame *s0 = fc_find(&fc, WIRE_STEP, 0);
+    REQUIRE(s0);
+    CHECK_EQ_INT(s0->u.step.step, 10);
+    const wire_counters *c = last_counters(&fc, 0);
+    REQUIRE(c);
+    CHECK(c->dropped_records >= 5);
+    fc_free(&fc);
+}
+
+/* ---- reconnect ---- */
+
+static int body_reconnect(void *arg)
+{
+    (void)arg;
+    ss_name_id ph = SS_NAME("work");
+    CHECK_EQ_INT(ss_init(), 0);
+    for (uint64_t s = 1; s <= 3; s++) {
+        one_step(s, ph);
+        fc_sleep_ms(30);
+    }
+    fc_sleep_ms(800); /* lost after step 2; back within ~0.5 s */
+    for (uint64_t s = 4; s <= 5; s++)
+        one_step(s, ph);
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void reconnects_and_declares_names_again(void)
+{
+    fake_ctl fc = {.close_after = 2, .conns = 2};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    char path[128];
+    scratch_path(path, sizeof path);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_reconnect, NULL, &fc, path)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    char text[2048];
+    read_text(path, text, sizeof text);
+    unlink(path);
+    CHECK(strstr(text, "stepscope: lost the connection") != NULL);
+    /* The decoder of the second connection refuses undeclared names. */
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK_EQ_INT(fc.n_conns, 2);
+    CHECK_EQ_INT(fc.count[WIRE_HELLO], 2);
+    CHECK_EQ_INT(fc.count[WIRE_NAME], 2);
+    int steps_on_second = 0;
+    uint64_t last = 0;
+    for (int k = 0; k < fc.n_frames; k++) {
+        if (fc.frame_conn[k] == 1 && fc.frames[k].type == WIRE_STEP) {
+            steps_on_second++;
+            last = fc.frames[k].u.step.step;
+        }
+    }
+    CHECK(steps_on_second >= 2);
+    CHECK_EQ_INT(last, 5);
+    const wire_frame *bye = fc_find(&fc, WIRE_BYE, 0);
+    REQUIRE(bye);
+    CHECK_EQ_INT(bye->u.bye.last_step, 5);
+    fc_free(&fc);
+}
+
+/* ---- a controller that stops reading ---- */
+
+#define STALL_BATCHES 40
+#define STALL_BATCH_STEPS 1000
+
+static int body_stalled(void *arg)
+{
+    (void)arg;
+    ss_name_id ph = SS_NAME("work");
+    CHECK_EQ_INT(ss_init(), 0);
+    int64_t busy = 0, worst = 0;
+    uint64_t step = 1;
+    for (int b = 0; b < STALL_BATCHES; b++) {
+        int64_t t0 = now_ns();
+        for (int i = 0; i < STALL_BATCH_STEPS; i++)
+            one_step(step++, ph);
+        int64_t d = now_ns() - t0;
+        busy += d;
+        worst = d > worst ? d : worst;
+        fc_sleep_ms(12); /* one sender round per batch */
+    }
+    CHECK(busy < 1000 * 1000000LL);
+    CHECK(worst < 200 * 1000000LL);
+    ss_counters c;
+    ss_get_counters(&c);
+    CHECK(c.dropped_records > 0);
+    CHECK_EQ_INT(c.dropped_events, 0);
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void stalled_controller_costs_records_not_time(void)
+{
+    fake_ctl fc = {.stall_ms = 900};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_stalled, NULL, &fc, NULL)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK(fc.count[WIRE_STEP] > 1000);
+    CHECK(fc.counters.dropped_records > 0);
+    /* Every step either arrived or was counted as dropped. */
+    CHECK_EQ_INT((uint64_t)fc.count[WIRE_STEP] + fc.counters.dropped_records,
+                 STALL_BATCHES * STALL_BATCH_STEPS);
+    CHECK_EQ_INT(fc.count[WIRE_BYE], 1);
+    fc_free(&fc);
+}
+
+TEST_LIST(TEST(connects_when_the_controller_appears_late),
+          TEST(reconnects_and_declares_names_again),
+          TEST(stalled_controller_costs_records_not_time))
