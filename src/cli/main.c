@@ -1,0 +1,64 @@
+/*
+ * main.c - the `stepscope` command: dispatches to its subcommands.
+ *
+ *   stepscope run -n N [options] -- CMD ARGS...   launch and observe a job
+ *   stepscope report [--json] [RUN]                explain a stored run
+ *   stepscope runs                                 list stored runs
+ *
+ * Each subcommand lives in its controller module and parses its own
+ * options; this file only routes and prints the top-level help.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "launcher.h"
+#include "report.h"
+#include "run.h"
+#include "stepscope.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stepscope <command> [options]\n"
+            "\n"
+            "Step-aligned, rank-aware telemetry for distributed training.\n"
+            "\n"
+            "commands:\n"
+            "  run -n N [options] -- CMD ARGS...  launch N ranks (like torchrun)\n"
+            "                                     and record every step\n"
+            "  report [--json] [--db PATH] [RUN]  findings, step, phase and rank\n"
+            "                                     tables of a run (latest by default)\n"
+            "  runs [--json] [--db PATH]          list the runs in the store\n"
+            "  version                            print the version\n"
+            "\n"
+            "`stepscope <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0)
+        return ss_run_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return ss_report_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "runs") == 0)
+        return ss_runs_main(argc - 1, argv + 1);
+    if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
+        return ss_launcher_rank_exec_main(argc, argv);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("stepscope %s (wire protocol %d)\n", SS_VERSION_STRING, 1);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
+        strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "stepscope: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

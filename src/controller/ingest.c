@@ -1,0 +1,362 @@
+/*
+ * ingest.c - accepts rank connections and turns their bytes into frames.
+ *
+ * Each connection owns a read buffer large enough for two maximal frames
+ * and a wire_decoder.  Data is decoded as it arrives; a frame that fails
+ * the decoder, or a HELLO the controller refuses, gets a REJECT frame with
+ * the reason and the connection is closed after the write completes.  A
+ * handshake timer closes connections that never say HELLO.  All state is
+ * touched only from the loop thread.
+ */
+#include "ingest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
+
+typedef struct conn {
+    uv_pipe_t pipe; /* first: the handle's data points back to us anyway */
+    uv_timer_t handshake_timer;
+    ss_ingest *owner;
+    struct conn *prev, *next;
+    wire_decoder decoder;
+    int32_t rank;       /* -1 until HELLO accepted */
+    int said_bye;
+    int closing;
+    int handles_open;   /* pipe and timer; freed when both closed */
+    int16_t name_map[WIRE_MAX_NAME_ID + 1]; /* local id -> run-wide index */
+    size_t len;
+    uint8_t buf[CONN_BUF_SIZE];
+} conn;
+
+struct ss_ingest {
+    uv_loop_t *loop;
+    uv_pipe_t server;
+    ss_ingest_callbacks cb;
+    uint8_t token[WIRE_TOKEN_SIZE];
+    char run_id[WIRE_MAX_STR + 1];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    uint32_t handshake_timeout_ms;
+    conn *conns;
+    uint32_t n_conns;
+    int closing;
+    int server_open;
+    ss_ingest_stats stats;
+    wire_frame frame; /* scratch: large, so not on the stack */
+};
+
+static void maybe_free_ingest(ss_ingest *in)
+{
+    if (in->closing && !in->server_open && in->n_conns == 0)
+        free(in);
+}
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+    conn *c = h->data;
+    if (--c->handles_open > 0)
+        return;
+    ss_ingest *in = c->owner;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        in->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    in->n_conns--;
+    free(c);
+    maybe_free_ingest(in);
+}
+
+/* Closes C; reports the disconnect of an accepted rank exactly once. */
+static void conn_close(conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    ss_ingest *in = c->owner;
+    if (c->rank >= 0 && in->cb.on_disconnect)
+        in->cb.on_disconnect(in->cb.ctx, (uint32_t)c->rank, c->said_bye);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    uv_close((uv_handle_t *)&c->handshake_timer, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&c->pipe, on_conn_handle_closed);
+}
+
+typedef struct {
+    uv_write_t req;
+    conn *c;
+    int close_after;
+    uint8_t bytes[WIRE_HEADER_SIZE + 2 + 1 + WIRE_MAX_STR];
+} write_req;
+
+static void on_write_done(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    if (w->close_after || status < 0)
+        conn_close(w->c);
+    free(w);
+}
+
+/* Queues LEN bytes of a controller frame; closes C afterwards if asked. */
+static void conn_send(conn *c, const uint8_t *bytes, size_t len,
+                      int close_after)
+{
+    write_req *w = malloc(sizeof *w);
+    if (!w || len > sizeof w->bytes) {
+        free(w);
+        conn_close(c);
+        return;
+    }
+    memcpy(w->bytes, bytes, len);
+    w->c = c;
+    w->close_after = close_after;
+    uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write_done) < 0) {
+        free(w);
+        conn_close(c);
+    }
+}
+
+/* Sends REJECT with REASON, reports it, and closes C once it is written. */
+static void conn_reject(conn *c, uint16_t code, const char *reason)
+{
+    ss_ingest *in = c->owner;
+    in->stats.rejected++;
+    if (in->cb.on_rejected)
+        in->cb.on_rejected(in->cb.ctx, c->rank, reason);
+    uint8_t out[WIRE_HEADER_SIZE + 2 + 1 + WIRE_MAX_STR];
+    wire_reject r;
+    r.code = code;
+    snprintf(r.reason, sizeof r.reason, "%s", reason);
+    size_t n = wire_encode_reject(out, sizeof out, &r);
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    if (n > 0)
+        conn_send(c, out, n, 1);
+    else
+        conn_close(c);
+}
+
+static void on_handshake_timeout(uv_timer_t *t)
+{
+    conn *c = t->data;
+    if (!c->decoder.handshaken && !c->closing)
+        conn_reject(c, 2, "no HELLO within the handshake timeout");
+}
+
+/* Rewrites the name ids of REC to run-wide indexes (the decoder already
+ * checked that each id is declared). */
+static void translate(const conn *c, wire_step *rec)
+{
+    for (unsigned i = 0; i < rec->n_phases; i++)
+        rec->phases[i].name_id = (uint32_t)c->name_map[rec->phases[i].name_id];
+    for (unsigned i = 0; i < rec->n_syncs; i++)
+        rec->syncs[i].name_id = (uint32_t)c->name_map[rec->syncs[i].name_id];
+    for (unsigned i = 0; i < rec->n_metrics; i++)
+        rec->metrics[i].name_id =
+            (uint32_t)c->name_map[rec->metrics[i].name_id];
+}
+
+/* Handles one decoded frame.  Returns -1 when C was rejected. */
+static int dispatch(conn *c, wire_frame *f)
+{
+    ss_ingest *in = c->owner;
+    const ss_ingest_callbacks *cb = &in->cb;
+    switch (f->type) {
+    case WIRE_HELLO: {
+        char reason[200] = "refused by the controller";
+        if (cb->on_hello &&
+            cb->on_hello(cb->ctx, &f->u.hello, reason, sizeof reason) != 0) {
+            conn_reject(c, 3, reason);
+            return -1;
+        }
+        c->rank = (int32_t)f->u.hello.rank;
+        uv_timer_stop(&c->handshake_timer);
+        uint8_t out[16];
+        wire_welcome w = {WIRE_VERSION};
+        size_t n = wire_encode_welcome(out, sizeof out, &w);
+        conn_send(c, out, n, 0);
+        return 0;
+    }
+    case WIRE_NAME: {
+        int idx = cb->intern ? cb->intern(cb->ctx, f->u.name.name) : -1;
+        if (idx < 0) {
+            conn_reject(c, 4, "too many distinct names in this run");
+            return -1;
+        }
+        c->name_map[f->u.name.name_id] = (int16_t)idx;
+        return 0;
+    }
+    case WIRE_STEP:
+        translate(c, &f->u.step);
+        in->stats.steps++;
+        if (cb->on_step)
+            cb->on_step(cb->ctx, (uint32_t)c->rank, &f->u.step);
+        return 0;
+    case WIRE_COUNTERS:
+        if (cb->on_counters)
+            cb->on_counters(cb->ctx, (uint32_t)c->rank, &f->u.counters);
+        return 0;
+    case WIRE_CHECKPOINT:
+        if (cb->on_checkpoint)
+            cb->on_checkpoint(cb->ctx, (uint32_t)c->rank, &f->u.checkpoint);
+        return 0;
+    case WIRE_BYE:
+        c->said_bye = 1;
+        if (cb->on_bye)
+            cb->on_bye(cb->ctx, (uint32_t)c->rank, &f->u.bye);
+        return 0;
+    default: /* WELCOME / REJECT never pass a rank-side decoder */
+        conn_reject(c, 1, "unexpected frame");
+        return -1;
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    conn *c = h->data;
+    b->base = (char *)c->buf + c->len;
+    b->len = sizeof c->buf - c->len;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    conn *c = s->data;
+    ss_ingest *in = c->owner;
+    if (nread < 0) {
+        if (nread != UV_EOF && in->cb.on_rejected && c->rank < 0)
+            in->cb.on_rejected(in->cb.ctx, c->rank, uv_strerror((int)nread));
+        conn_close(c);
+        return;
+    }
+    c->len += (size_t)nread;
+    in->stats.bytes += (uint64_t)nread;
+    size_t off = 0;
+    while (!c->closing) {
+        size_t used = 0;
+        char err[256];
+        wire_result rc = wire_decoder_next(&c->decoder, c->buf + off,
+                                           c->len - off, &in->frame, &used,
+                                           err, sizeof err);
+        if (rc == WIRE_NEED_MORE)
+            break;
+        if (rc == WIRE_ERROR) {
+            conn_reject(c, 1, err);
+            return;
+        }
+        in->stats.frames++;
+        off += used;
+        if (dispatch(c, &in->frame) < 0)
+            return;
+    }
+    if (off > 0 && !c->closing) {
+        memmove(c->buf, c->buf + off, c->len - off);
+        c->len -= off;
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    ss_ingest *in = server->data;
+    if (status < 0 || in->closing)
+        return;
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->owner = in;
+    c->rank = -1;
+    wire_decoder_init(&c->decoder, WIRE_FROM_RANK, in->token, in->run_id);
+    uv_pipe_init(in->loop, &c->pipe, 0);
+    uv_timer_init(in->loop, &c->handshake_timer);
+    c->pipe.data = c;
+    c->handshake_timer.data = c;
+    c->handles_open = 2;
+    c->next = in->conns;
+    if (in->conns)
+        in->conns->prev = c;
+    in->conns = c;
+    in->n_conns++;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        conn_close(c);
+        return;
+    }
+    uv_timer_start(&c->handshake_timer, on_handshake_timeout,
+                   in->handshake_timeout_ms, 0);
+    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,
+                           const ss_ingest_callbacks *cb, char *err,
+                           size_t errlen)
+{
+    ss_ingest *in = calloc(1, sizeof *in);
+    if (!in) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    in->loop = loop;
+    in->cb = *cb;
+    memcpy(in->token, cfg->token, WIRE_TOKEN_SIZE);
+    snprintf(in->run_id, sizeof in->run_id, "%s", cfg->run_id);
+    in->handshake_timeout_ms =
+        cfg->handshake_timeout_ms ? cfg->handshake_timeout_ms : 10000;
+    if (strlen(cfg->unix_path) >= sizeof in->path) {
+        snprintf(err, errlen, "socket path too long: %s", cfg->unix_path);
+        free(in);
+        return NULL;
+    }
+    snprintf(in->path, sizeof in->path, "%s", cfg->unix_path);
+    uv_pipe_init(loop, &in->server, 0);
+    in->server.data = in;
+    in->server_open = 1;
+    int rc = uv_pipe_bind(&in->server, in->path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&in->server, 1024, on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "listen(%s): %s", in->path, uv_strerror(rc));
+        in->closing = 1;
+        ss_ingest_close(in);
+        return NULL;
+    }
+    return in;
+}
+
+static void on_server_closed(uv_handle_t *h)
+{
+    ss_ingest *in = h->data;
+    in->server_open = 0;
+    maybe_free_ingest(in);
+}
+
+void ss_ingest_close(ss_ingest *in)
+{
+    if (!in)
+        return;
+    in->closing = 1;
+    for (conn *c = in->conns; c; c = c->next)
+        conn_close(c);
+    if (in->server_open && !uv_is_closing((uv_handle_t *)&in->server)) {
+        unlink(in->path);
+        uv_close((uv_handle_t *)&in->server, on_server_closed);
+    }
+}
+
+void ss_ingest_drop_rank(ss_ingest *in, uint32_t rank)
+{
+    for (conn *c = in->conns; c; c = c->next)
+        if (c->rank == (int32_t)rank)
+            conn_close(c);
+}
+
+uint32_t ss_ingest_connections(const ss_ingest *in)
+{
+    return in->n_conns;
+}
+
+void ss_ingest_get_stats(const ss_ingest *in, ss_ingest_stats *out)
+{
+    *out = in->stats;
+}

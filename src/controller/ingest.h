@@ -1,0 +1,73 @@
+/*
+ * ingest.h - the controller's listening socket for rank connections.
+ *
+ * Accepts connections on a unix-domain socket, decodes each connection's
+ * byte stream with the wire decoder (src/common/wire.h), answers the
+ * handshake with WELCOME or REJECT, translates each connection's name ids
+ * into run-wide name indexes, and hands decoded frames to callbacks.  A
+ * connection that sends anything malformed, the wrong token, an unknown
+ * version, a rank already connected, or no HELLO within the handshake
+ * timeout is rejected with a logged reason and closed; other connections
+ * are unaffected.  Runs on the controller's libuv loop; never blocks.
+ */
+#ifndef STEPSCOPE_INGEST_H
+#define STEPSCOPE_INGEST_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "wire.h"
+
+typedef struct ss_ingest ss_ingest;
+
+typedef struct {
+    void *ctx;
+    /* Returns the run-wide index of NAME, or -1 when none can be given. */
+    int (*intern)(void *ctx, const char *name);
+    /* A rank completed its handshake.  Return 0 to accept, or -1 and a
+     * reason in REASON (REASONLEN bytes) to reject it. */
+    int (*on_hello)(void *ctx, const wire_hello *h, char *reason,
+                    size_t reasonlen);
+    /* REC's name ids are already run-wide indexes. */
+    void (*on_step)(void *ctx, uint32_t rank, const wire_step *rec);
+    void (*on_counters)(void *ctx, uint32_t rank, const wire_counters *c);
+    void (*on_checkpoint)(void *ctx, uint32_t rank, const wire_checkpoint *c);
+    void (*on_bye)(void *ctx, uint32_t rank, const wire_bye *b);
+    /* A handshaken rank's connection closed; SAID_BYE tells whether BYE
+     * came first.  Called once per accepted HELLO. */
+    void (*on_disconnect)(void *ctx, uint32_t rank, int said_bye);
+    /* A connection was rejected or dropped for a protocol violation.
+     * RANK is -1 when the peer never identified itself. */
+    void (*on_rejected)(void *ctx, int32_t rank, const char *reason);
+} ss_ingest_callbacks;
+
+typedef struct {
+    const char *unix_path;   /* where to listen; created, removed on close */
+    uint8_t token[WIRE_TOKEN_SIZE];
+    const char *run_id;
+    uint32_t handshake_timeout_ms; /* default 10000 when 0 */
+} ss_ingest_config;
+
+/* Starts listening on LOOP.  Returns NULL with a reason in ERR (for example
+ * "bind(/path): Address in use").  CB is copied. */
+ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,
+                           const ss_ingest_callbacks *cb, char *err,
+                           size_t errlen);
+
+/* Stops listening and closes every connection without further callbacks
+ * except on_disconnect for handshaken ranks.  The handles finish closing on
+ * the next loop iterations; the memory is freed then.  NULL is a no-op. */
+void ss_ingest_close(ss_ingest *in);
+
+/* Closes RANK's connection, if any (used when its process is gone). */
+void ss_ingest_drop_rank(ss_ingest *in, uint32_t rank);
+
+/* Number of open connections, handshaken or not. */
+uint32_t ss_ingest_connections(const ss_ingest *in);
+
+typedef struct {
+    uint64_t frames, bytes, steps, rejected;
+} ss_ingest_stats;
+void ss_ingest_get_stats(const ss_ingest *in, ss_ingest_stats *out);
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * ingest_test.c - the ingest socket on a real libuv loop: handshakes,
+ * name translation, rejections that leave other connections alone, and the
+ * handshake timeout.  Clients are plain blocking sockets on a thread.
+ */
+#include "ingest.h"
+#include "testing.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const uint8_t k_token[WIRE_TOKEN_SIZE] = {9, 8, 7, 6, 5, 4, 3, 2,
+                                                 1, 0, 1, 2, 3, 4, 5, 6};
+
+typedef struct {
+    int hellos, steps, byes, disconnects, rejects, names;
+    char last_reject[256];
+    uint32_t last_phase_name;
+    int said_bye;
+    ss_ingest *in;
+    int close_after; /* close the ingest after this many disconnects +
+                        rejections, a little later so REJECTs go out */
+    uv_timer_t closer;
+} seen;
+
+static void on_closer(uv_timer_t *t)
+{
+    seen *s = t->data;
+    ss_ingest_close(s->in);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+static void count_end(seen *s)
+{
+    if (s->disconnects + s->rejects == s->close_after)
+        uv_timer_start(&s->closer, on_closer, 100, 0);
+}
+
+static int t_intern(void *ctx, const char *name)
+{
+    seen *s = ctx;
+    s->names++;
+    return strcmp(name, "forward") == 0 ? 17 : 3;
+}
+
+static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
+{
+    seen *s = ctx;
+    s->hellos++;
+    if (h->rank == 3) {
+        snprintf(reason, n, "rank 3 is not welcome");
+        return -1;
+    }
+    return 0;
+}
+
+static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
+{
+    seen *s = ctx;
+    s->steps++;
+    s->last_phase_name = rec->phases[0].name_id;
+}
+
+static void t_bye(void *ctx, uint32_t rank, const wire_bye *b)
+{
+    ((seen *)ctx)->byes++;
+}
+
+static void t_disconnect(void *ctx, uint32_t rank, int said_bye)
+{
+    seen *s = ctx;
+    s->said_bye = said_bye;
+    s->disconnects++;
+    count_end(s);
+}
+
+static void t_rejected(void *ctx, int32_t rank, const char *reason)
+{
+    seen *s = ctx;
+    s->rejects++;
+    snprintf(s->last_reject, sizeof s->last_reject, "%s", reason);
+    count_end(s);
+}
+
+typedef struct {
+    char path[108];
+    uint32_t rank;
+    int bad_token;
+    int silent;       /* connect and say nothing */
+    int got_reject;   /* out */
+    int got_welcome;  /* out */
+} client;
+
+static int dial(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    for (int i = 0; i < 200; i++) {
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        usleep(10000);
+    }
+    close(fd);
+    return -1;
+}
+
+/* Reads the controller's answer frames until EOF or a WELCOME. */
+static void read_answer(client *c, int fd, int until_eof)
+{
+    uint8_t buf[1024];
+    size_t len = 0;
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof buf - len);
+        if (n <= 0)
+            return;
+        len += (size_t)n;
+        wire_frame f;
+        size_t used;
+        char err[128];
+        while (wire_decoder_next(&d, buf, len, &f, &used, err, sizeof err) ==
+               WIRE_OK) {
+            c->got_reject |= f.type == WIRE_REJECT;
+            c->got_welcome |= f.type == WIRE_WELCOME;
+            memmove(buf, buf + used, len - used);
+            len -= used;
+            if (f.type == WIRE_WELCOME && !until_eof)
+                return;
+        }
+    }
+}
+
+static void *run_client(void *arg)
+{
+    client *c = arg;
+    int fd = dial(c->path);
+    if (fd < 0)
+        return NULL;
+    if (c->silent) {
+        read_answer(c, fd, 1);
+        close(fd);
+        return NULL;
+    }
+    uint8_t buf[2048];
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = c->rank;
+    h.world_size = 4;
+    memcpy(h.token, k_token, sizeof k_token);
+    if (c->bad_token)
+        h.token[0] ^= 1;
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "h");
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    if (write(fd, buf, n) != (ssize_t)n)
+        return NULL;
+    read_answer(c, fd, c->bad_token || c->rank == 3);
+    if (c->got_welcome) {
+        wire_name nm = {5, "forward"};
+        n = wire_encode_name(buf, sizeof buf, &nm);
+        static wire_step s;
+        memset(&s, 0, sizeof s);
+        s.step = 1;
+        s.begin_ns = 1;
+        s.end_ns = 2;
+        s.n_phases = 1;
+        s.phases[0] = (wire_phase){5, 1, 1};
+        n += wire_encode_step(buf + n, sizeof buf - n, &s);
+        wire_bye b = {1};
+        n += wire_encode_bye(buf + n, sizeof buf - n, &b);
+        if (write(fd, buf, n) != (ssize_t)n)
+            return NULL;
+    }
+    close(fd);
+    return NULL;
+}
+
+static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
+                        uint32_t timeout_ms)
+{
+    ss_ingest_config cfg = {.unix_path = path, .run_id = "r1",
+                            .handshake_timeout_ms = timeout_ms};
+    memcpy(cfg.token, k_token, sizeof k_token);
+    ss_ingest_callbacks cb = {.ctx = s, .intern = t_intern, .on_hello = t_hello,
+                              .on_step = t_step, .on_bye = t_bye,
+                              .on_disconnect = t_disconnect,
+                              .on_rejected = t_rejected};
+    char err[256];
+    ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
+    s->in = in;
+    uv_timer_init(loop, &s->closer);
+    s->closer.data = s;
+    return in;
+}
+
+static void sock_path(char *out, size_t n, const char *tag)
+{
+    snprintf(out, n, "/tmp/ss-ingest-test-%d-%s.sock", (int)getpid(), tag);
+    unlink(out);
+}
+
+static void accepts_and_translates(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 1;
+    client c = {.rank = 1};
+    sock_path(c.path, sizeof c.path, "ok");
+    REQUIRE(start(&loop, &s, c.path, 5000) != NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, run_client, &c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL);
+    CHECK(c.got_welcome);
+    CHECK_EQ_INT(s.hellos, 1);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK_EQ_INT(s.last_phase_name, 17); /* local id 5 -> run-wide 17 */
+    CHECK_EQ_INT(s.byes, 1);
+    CHECK_EQ_INT(s.said_bye, 1);
+    CHECK_EQ_INT(s.rejects, 0);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static void rejection_spares_others(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 2; /* the bad one's rejection, the good one's end */
+    client bad = {.rank = 0, .bad_token = 1}, good = {.rank = 2};
+    sock_path(bad.path, sizeof bad.path, "mixed");
+    strcpy(good.path, bad.path);
+    REQUIRE(start(&loop, &s, bad.path, 5000) != NULL);
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, run_client, &bad);
+    pthread_create(&t2, NULL, run_client, &good);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    CHECK(bad.got_reject);
+    CHECK(!bad.got_welcome);
+    CHECK(good.got_welcome);
+    CHECK_EQ_INT(s.rejects, 1);
+    CHECK(strstr(s.last_reject, "wrong token") != NULL);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static void controller_refusal_is_sent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 1;
+    client c = {.rank = 3};
+    sock_path(c.path, sizeof c.path, "refuse");
+    REQUIRE(start(&loop, &s, c.path, 5000) != NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, run_client, &c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL);
+    CHECK(c.got_reject);
+    CHECK_STR(s.last_reject, "rank 3 is not welcome");
+    CHECK_EQ_INT(s.disconnects, 0); /* never accepted, so no disconnect */
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static void silent_peer_times_out(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 1;
+    client c = {.silent = 1};
+    sock_path(c.path, sizeof c.path, "silent");
+    REQUIRE(start(&loop, &s, c.path, 200) != NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, run_client, &c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL);
+    CHECK(c.got_reject);
+    CHECK(strstr(s.last_reject, "handshake timeout") != NULL);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+TEST_LIST(TEST(accepts_and_translates), TEST(rejection_spares_others),
+          TEST(controller_refusal_is_sent), TEST(silent_peer_times_out))

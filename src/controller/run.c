@@ -1,0 +1,832 @@
+/*
+ * run.c - `stepscope run`: launch ranks, ingest, aggregate, store, explain.
+ *
+ * Life of a run:
+ *   1. open the store, register the run (uuid, token), make a private
+ *      directory for the ingest socket;
+ *   2. start the ingest socket and the launcher on one libuv loop; signals
+ *      and a 1 s housekeeping timer live on the same loop;
+ *   3. each rank leaves the live set exactly once: when it says BYE and
+ *      disconnects (clean), when its connection closes and its process
+ *      exits (clean if status 0, crashed otherwise), when its process exits
+ *      without ever connecting, or when it never connects within the
+ *      connect timeout (missing);
+ *   4. when every rank has exited: finish the aggregator (final findings),
+ *      record exit codes, end the run in the store, print a summary and
+ *      return the job's exit status.
+ */
+#include "run.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "aggregator.h"
+#include "ingest.h"
+#include "launcher.h"
+#include "store.h"
+
+typedef struct {
+    int connected;       /* a connection is open */
+    int ever_connected;
+    int said_bye;
+    int exited;
+    int64_t exit_code;
+    int term_signal;
+    int left;            /* has left the aggregator's live set */
+    int64_t pid;
+    char host[WIRE_MAX_STR + 1];
+    wire_counters counters;
+    uv_timer_t linger;   /* closes a dead rank's connection after a while */
+} rank_slot;
+
+typedef struct {
+    /* options */
+    uint32_t nprocs;
+    const char *name;
+    const char *db_path;
+    const char *log_dir;
+    uint32_t grace_ms;
+    uint32_t connect_timeout_ms;
+    int quiet;
+    char **argv;
+    ss_aggregator_config agg_cfg;
+
+    /* state */
+    uv_loop_t loop;
+    ss_store *store;
+    int64_t run_id;
+    uint32_t attempt;
+    char uuid[40];
+    uint8_t token[WIRE_TOKEN_SIZE];
+    char default_db[PATH_MAX]; /* db_path points here without --db */
+    char sock_dir[PATH_MAX];
+    char sock_path[PATH_MAX];
+    char log_path[PATH_MAX];
+    ss_aggregator *agg;
+    ss_ingest *ingest;
+    ss_launcher *launcher;
+    rank_slot *ranks;
+    uv_signal_t sig_int, sig_term, sig_hup;
+    uv_timer_t tick;
+    ss_mono_ns started;
+    uint32_t stop_requests;
+    int finished;
+    uint64_t steps_finalized;
+    uint32_t findings_seen; /* finding ids run 1, 2, ... */
+    uint64_t refused_records;
+    uint64_t rejected_connections;
+} run_ctx;
+
+static ss_wall_ns wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static ss_mono_ns mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+
+/* Records an event in the store. */
+static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
+                  ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ss_store_put_event(r->store, r->run_id, r->attempt, wall_now(), kind, rank,
+                       msg);
+}
+
+static void put_rank(run_ctx *r, uint32_t rank, const char *state)
+{
+    rank_slot *s = &r->ranks[rank];
+    ss_rank_info info;
+    memset(&info, 0, sizeof info);
+    info.rank = rank;
+    info.attempt = r->attempt;
+    snprintf(info.host, sizeof info.host, "%s", s->host);
+    info.pid = s->pid ? s->pid : -1;
+    snprintf(info.state, sizeof info.state, "%s", state ? state : "");
+    info.exit_code = s->exited && !s->term_signal ? s->exit_code : -1;
+    info.term_signal = s->exited ? s->term_signal : -1;
+    ss_rank_state st;
+    ss_aggregator_rank_state(r->agg, rank, &st);
+    info.last_step = st.last_step;
+    info.dropped_events = (int64_t)s->counters.dropped_events;
+    info.dropped_records = (int64_t)s->counters.dropped_records;
+    if (r->log_path[0])
+        snprintf(info.log_path, sizeof info.log_path, "%s/rank-%u.log",
+                 r->log_path, rank);
+    ss_store_put_rank(r->store, r->run_id, &info);
+}
+
+/* ---- aggregator sink ---- */
+
+static void sink_step(void *ctx, const ss_step_view *v,
+                      const char *const *names)
+{
+    run_ctx *r = ctx;
+    r->steps_finalized++;
+    ss_store_put_step(r->store, r->run_id, v, names);
+}
+
+static void sink_finding(void *ctx, const ss_finding *f)
+{
+    run_ctx *r = ctx;
+    ss_store_put_finding(r->store, r->run_id, f);
+    if (f->id > r->findings_seen) {
+        /* First sight of this finding: tell the person watching. */
+        r->findings_seen = f->id;
+        if (!r->quiet)
+            fprintf(stderr, "stepscope: %s %s: %s\n",
+                    f->severity == SS_CRITICAL ? "critical" : "warning",
+                    f->kind, f->message);
+    }
+}
+
+/* ---- leaving the live set ---- */
+
+static void maybe_finish(run_ctx *r);
+
+static void rank_leaves(run_ctx *r, uint32_t rank, int crashed,
+                        const char *why)
+{
+    rank_slot *s = &r->ranks[rank];
+    if (s->left)
+        return;
+    s->left = 1;
+    ss_aggregator_rank_left(r->agg, rank, crashed);
+    if (crashed)
+        event(r, "rank_missing", (int32_t)rank, "rank %u %s; its unfinished "
+              "steps are finalized with it missing", rank, why);
+}
+
+static const char *exit_state(const rank_slot *s)
+{
+    return s->exit_code == 0 && s->term_signal == 0 ? "exited" : "failed";
+}
+
+/* ---- ingest callbacks ---- */
+
+static int cb_intern(void *ctx, const char *name)
+{
+    run_ctx *r = ctx;
+    return ss_aggregator_intern(r->agg, name);
+}
+
+static int cb_hello(void *ctx, const wire_hello *h, char *reason,
+                    size_t reasonlen)
+{
+    run_ctx *r = ctx;
+    if (h->world_size != r->nprocs) {
+        snprintf(reason, reasonlen, "rank %u says world size %u, the run has %u",
+                 h->rank, h->world_size, r->nprocs);
+        return -1;
+    }
+    if (h->attempt != r->attempt) {
+        snprintf(reason, reasonlen, "rank %u is from attempt %u, not %u",
+                 h->rank, h->attempt, r->attempt);
+        return -1;
+    }
+    rank_slot *s = &r->ranks[h->rank];
+    if (s->connected) {
+        snprintf(reason, reasonlen, "rank %u is already connected", h->rank);
+        return -1;
+    }
+    if (s->left) {
+        snprintf(reason, reasonlen, "rank %u has already left the run",
+                 h->rank);
+        return -1;
+    }
+    s->connected = 1;
+    s->ever_connected = 1;
+    s->pid = h->pid;
+    snprintf(s->host, sizeof s->host, "%s", h->host);
+    put_rank(r, h->rank, "running");
+    event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
+          "pid %u", h->rank, h->host, h->pid);
+    return 0;
+}
+
+static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
+{
+    run_ctx *r = ctx;
+    if (ss_aggregator_add(r->agg, rank, rec) != 0)
+        r->refused_records++;
+}
+
+static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].counters = *c;
+}
+
+static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
+{
+    run_ctx *r = ctx;
+    event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
+          "step %" PRIu64, rank, c->step);
+}
+
+static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].said_bye = 1;
+    rank_leaves(r, rank, 0, "said goodbye");
+}
+
+static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    s->connected = 0;
+    uv_timer_stop(&s->linger);
+    if (said_bye || s->said_bye)
+        rank_leaves(r, rank, 0, "said goodbye");
+    else if (s->exited)
+        rank_leaves(r, rank, !(s->exit_code == 0 && s->term_signal == 0),
+                    "died without saying goodbye");
+    /* else: wait for its process to exit to know whether it crashed */
+    maybe_finish(r);
+}
+
+static void cb_rejected(void *ctx, int32_t rank, const char *reason)
+{
+    run_ctx *r = ctx;
+    r->rejected_connections++;
+    fprintf(stderr, "stepscope: rejected a connection%s: %s\n",
+            rank >= 0 ? " from a rank" : "", reason);
+    event(r, "rejected_connection", rank, "%s", reason);
+}
+
+/* ---- launcher callbacks ---- */
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    run_ctx *r = t->loop->data;
+    uint32_t rank = (uint32_t)(uintptr_t)t->data;
+    /* The process is gone but something keeps its socket open (a forked
+     * child, say): stop waiting for it. */
+    ss_ingest_drop_rank(r->ingest, rank);
+}
+
+static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
+                         int term_signal)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    s->exited = 1;
+    s->exit_code = exit_code;
+    s->term_signal = term_signal;
+    int ok = exit_code == 0 && term_signal == 0;
+    if (term_signal)
+        event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
+              "rank %u was killed by signal %d (%s)", rank, term_signal,
+              strsignal(term_signal));
+    else
+        event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
+              "rank %u exited with status %" PRId64, rank, exit_code);
+    if (s->connected) {
+        /* Let the socket drain; the disconnect decides. */
+        uv_timer_start(&s->linger, on_linger_timeout, 2000, 0);
+    } else if (s->ever_connected) {
+        rank_leaves(r, rank, !ok && !s->said_bye, "died without saying goodbye");
+    } else {
+        if (!s->left)
+            event(r, "rank_never_connected", (int32_t)rank,
+                  "rank %u exited without ever sending telemetry", rank);
+        rank_leaves(r, rank, 1, "never sent telemetry");
+    }
+    put_rank(r, rank, exit_state(s));
+}
+
+static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
+{
+    run_ctx *r = ctx;
+    ss_rank_state st;
+    ss_aggregator_rank_state(r->agg, rank, &st);
+    if (st.last_step < 0)
+        return 0;
+    *step = (uint64_t)st.last_step;
+    return 1;
+}
+
+static void cb_all_exited(void *ctx)
+{
+    maybe_finish(ctx);
+}
+
+/* ---- finishing ---- */
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void maybe_finish(run_ctx *r)
+{
+    if (r->finished || !r->launcher || ss_launcher_exit_status(r->launcher) < 0)
+        return;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        if (r->ranks[i].connected)
+            return; /* still draining; the linger timer bounds the wait */
+    r->finished = 1;
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        rank_leaves(r, i, 1, "never finished");
+    ss_aggregator_finish(r->agg);
+    for (uint32_t i = 0; i < r->nprocs; i++)
+        put_rank(r, i, r->ranks[i].ever_connected || r->ranks[i].exited
+                           ? exit_state(&r->ranks[i])
+                           : "never_connected");
+    uv_stop(&r->loop);
+}
+
+/* ---- signals and housekeeping ---- */
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    run_ctx *r = h->data;
+    r->stop_requests++;
+    if (r->stop_requests == 1) {
+        fprintf(stderr, "\nstepscope: %s: stopping the ranks (SIGTERM, then "
+                "SIGKILL after %.1f s; again to kill now)\n",
+                strsignal(signum), r->grace_ms / 1000.0);
+        char why[64];
+        snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
+        event(r, "stop_requested", -1, "%s", why);
+        ss_launcher_terminate(r->launcher, why);
+    } else {
+        ss_launcher_kill_now(r->launcher, "killed at the user's request");
+    }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    ss_mono_ns waited = mono_now() - r->started;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        rank_slot *s = &r->ranks[i];
+        if (!s->ever_connected && !s->exited && !s->left &&
+            waited > (ss_mono_ns)r->connect_timeout_ms * 1000000) {
+            fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
+                    " its steps are recorded as missing\n", i,
+                    r->connect_timeout_ms / 1000.0);
+            event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
+                  "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
+            rank_leaves(r, i, 1, "never connected");
+            put_rank(r, i, "never_connected");
+        }
+    }
+}
+
+/* ---- set-up ---- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: stepscope run -n N [options] -- CMD ARGS...\n"
+        "\n"
+        "Launches N ranks of CMD with the environment torchrun sets (RANK,\n"
+        "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), records every\n"
+        "step through libstepscope, and stores steps and findings.\n"
+        "\n"
+        "options:\n"
+        "  -n, --nproc-per-node N   number of ranks (required)\n"
+        "      --name NAME          a name for the run (default: the command)\n"
+        "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
+        "                           stepscope/stepscope.db)\n"
+        "      --log-dir DIR        per-rank logs (default: beside the store,\n"
+        "                           logs/run-ID/rank-N.log)\n"
+        "      --grace SECONDS      SIGTERM to SIGKILL delay (default 5)\n"
+        "      --connect-timeout SECONDS\n"
+        "                           a rank silent this long is recorded as\n"
+        "                           missing (default 60)\n"
+        "      --window STEPS       steps kept in memory (default 64)\n"
+        "      --set NAME=VALUE     set a detector threshold (see\n"
+        "                           docs/detectors.md; --set help lists them)\n"
+        "  -q, --quiet              do not forward rank output (still logged)\n"
+        "  -h, --help               this text\n"
+        "\n"
+        "The exit status is the job's: 0, or that of the rank that failed first.\n");
+}
+
+static void list_params(void)
+{
+    printf("detector thresholds (--set NAME=VALUE):\n");
+    for (const ss_detector_param *p = ss_detector_params; p->name; p++)
+        printf("  %-36s %10g %-8s %s\n", p->name, p->default_value,
+               p->unit ? p->unit : "", p->doc);
+}
+
+static int parse_uint(const char *s, double scale, uint32_t max, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < 0 || v * scale > max)
+        return -1;
+    *out = (uint32_t)(v * scale + 0.5);
+    return 0;
+}
+
+/* Parses ARGV into R.  Returns 0, 1 after --help, or 2 on a usage error. */
+static int parse_args(run_ctx *r, int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"nproc-per-node", required_argument, NULL, 'n'},
+        {"nproc_per_node", required_argument, NULL, 'n'},
+        {"name", required_argument, NULL, 'N'},
+        {"db", required_argument, NULL, 'd'},
+        {"log-dir", required_argument, NULL, 'l'},
+        {"grace", required_argument, NULL, 'g'},
+        {"connect-timeout", required_argument, NULL, 'c'},
+        {"window", required_argument, NULL, 'w'},
+        {"set", required_argument, NULL, 's'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+n:qh", opts, NULL)) != -1) {
+        char err[200];
+        switch (c) {
+        case 'n':
+            if (parse_uint(optarg, 1, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
+                r->nprocs == 0) {
+                fprintf(stderr, "stepscope run: -n wants a number of ranks "
+                        "from 1 to %d, not '%s'\n", SS_LAUNCH_MAX_RANKS, optarg);
+                return 2;
+            }
+            break;
+        case 'N': r->name = optarg; break;
+        case 'd': r->db_path = optarg; break;
+        case 'l': r->log_dir = optarg; break;
+        case 'g':
+            if (parse_uint(optarg, 1000, 3600 * 1000, &r->grace_ms)) {
+                fprintf(stderr, "stepscope run: bad --grace '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'c':
+            if (parse_uint(optarg, 1000, 86400u * 1000, &r->connect_timeout_ms)) {
+                fprintf(stderr, "stepscope run: bad --connect-timeout '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'w':
+            if (parse_uint(optarg, 1, 1 << 20, &r->agg_cfg.window_steps) ||
+                r->agg_cfg.window_steps < 2) {
+                fprintf(stderr, "stepscope run: bad --window '%s' (2 or more "
+                        "steps)\n", optarg);
+                return 2;
+            }
+            break;
+        case 's': {
+            if (strcmp(optarg, "help") == 0) {
+                list_params();
+                return 1;
+            }
+            char *eq = strchr(optarg, '=');
+            if (!eq) {
+                fprintf(stderr, "stepscope run: --set wants NAME=VALUE, not "
+                        "'%s'\n", optarg);
+                return 2;
+            }
+            *eq = '\0';
+            if (ss_detector_config_set(&r->agg_cfg.detect, optarg, eq + 1, err,
+                                       sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: --set %s: %s (`stepscope run "
+                        "--set help` lists them)\n", optarg, err);
+                return 2;
+            }
+            break;
+        }
+        case 'q': r->quiet = 1; break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (optind >= argc) {
+        fprintf(stderr, "stepscope run: no command given (stepscope run -n N "
+                "-- CMD ARGS...)\n");
+        return 2;
+    }
+    if (r->nprocs == 0) {
+        fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
+        return 2;
+    }
+    r->argv = argv + optind;
+    return 0;
+}
+
+static void random_bytes(uint8_t *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = getrandom(p + got, n - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) { /* no entropy source at all: weak but unique */
+            for (; got < n; got++)
+                p[got] = (uint8_t)(rand() ^ getpid() ^ mono_now() >> (got % 8));
+            return;
+        }
+        got += (size_t)k;
+    }
+}
+
+static void make_uuid(char out[40])
+{
+    uint8_t b[16];
+    random_bytes(b, sizeof b);
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 40,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10],
+             b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* Joins the command line into OUT, quoting words that need it. */
+static void join_command(char **argv, char *out, size_t outlen)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (char **a = argv; *a && len + 1 < outlen; a++) {
+        int plain = strpbrk(*a, " \t\n'\"\\$`*?;&|<>()") == NULL && **a;
+        len += (size_t)snprintf(out + len, outlen - len, plain ? "%s%s" : "%s'%s'",
+                                a == argv ? "" : " ", *a);
+        if (len >= outlen)
+            len = outlen - 1;
+    }
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int start(run_ctx *r, char *err, size_t errlen)
+{
+    if (!r->db_path) {
+        if (ss_store_default_path(r->default_db, sizeof r->default_db) < 0) {
+            snprintf(err, errlen, "no HOME or XDG_DATA_HOME for the default "
+                     "store; pass --db PATH");
+            return -1;
+        }
+        r->db_path = r->default_db;
+    }
+    ss_store_config scfg;
+    ss_store_config_defaults(&scfg);
+    char serr[256];
+    r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
+    if (!r->store) {
+        snprintf(err, errlen, "%s", serr);
+        return -1;
+    }
+
+    make_uuid(r->uuid);
+    random_bytes(r->token, sizeof r->token);
+    ss_run_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.uuid, sizeof info.uuid, "%s", r->uuid);
+    join_command(r->argv, info.command, sizeof info.command);
+    if (r->name) {
+        snprintf(info.name, sizeof info.name, "%s", r->name);
+    } else {
+        /* The program's name, or the script's for `python3 train.py`. */
+        const char *prog = r->argv[0];
+        for (char **a = r->argv + 1; *a; a++)
+            if (strstr(prog, "python") && (*a)[0] != '-') {
+                prog = *a;
+                break;
+            }
+        const char *slash = strrchr(prog, '/');
+        snprintf(info.name, sizeof info.name, "%s", slash ? slash + 1 : prog);
+    }
+    info.world_size = r->nprocs;
+    info.started_at = wall_now();
+    gethostname(info.host, sizeof info.host - 1);
+    if (ss_store_begin_run(r->store, &info, &r->run_id, serr, sizeof serr)) {
+        snprintf(err, errlen, "%s", serr);
+        return -1;
+    }
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
+
+    if (r->log_dir) {
+        snprintf(r->log_path, sizeof r->log_path, "%s", r->log_dir);
+    } else {
+        char dbcopy[PATH_MAX];
+        snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
+        snprintf(r->log_path, sizeof r->log_path, "%s/logs/run-%" PRId64,
+                 dirname(dbcopy), r->run_id);
+    }
+    if (mkdir_p(r->log_path) < 0) {
+        snprintf(err, errlen, "cannot create log directory %s: %s", r->log_path,
+                 strerror(errno));
+        return -1;
+    }
+
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    snprintf(r->sock_dir, sizeof r->sock_dir, "%s/stepscope-XXXXXX",
+             rt && access(rt, W_OK) == 0 ? rt : "/tmp");
+    if (!mkdtemp(r->sock_dir)) {
+        snprintf(err, errlen, "mkdtemp(%s): %s", r->sock_dir, strerror(errno));
+        r->sock_dir[0] = '\0';
+        return -1;
+    }
+    snprintf(r->sock_path, sizeof r->sock_path, "%s/ctl.sock", r->sock_dir);
+
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
+                                  &(ss_sink){r, sink_step, sink_finding});
+    r->ranks = calloc(r->nprocs, sizeof *r->ranks);
+    if (!r->agg || !r->ranks) {
+        snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
+        return -1;
+    }
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        uv_timer_init(&r->loop, &r->ranks[i].linger);
+        r->ranks[i].linger.data = (void *)(uintptr_t)i;
+    }
+
+    ss_ingest_config icfg;
+    memset(&icfg, 0, sizeof icfg);
+    icfg.unix_path = r->sock_path;
+    memcpy(icfg.token, r->token, sizeof r->token);
+    icfg.run_id = r->uuid;
+    ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
+                               cb_checkpoint, cb_bye, cb_disconnect,
+                               cb_rejected};
+    r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
+    if (!r->ingest)
+        return -1;
+
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot find the stepscope executable: %s",
+                 strerror(errno));
+        return -1;
+    }
+    exe[n] = '\0';
+    char env_addr[PATH_MAX + 32], env_token[64], env_run[80];
+    char hex[2 * WIRE_TOKEN_SIZE + 1];
+    wire_token_format(r->token, hex);
+    snprintf(env_addr, sizeof env_addr, "STEPSCOPE_ADDR=unix:%s", r->sock_path);
+    snprintf(env_token, sizeof env_token, "STEPSCOPE_TOKEN=%s", hex);
+    snprintf(env_run, sizeof env_run, "STEPSCOPE_RUN_ID=%s", r->uuid);
+    char *env[] = {env_addr, env_token, env_run, NULL};
+
+    ss_launch_config lcfg;
+    ss_launch_config_defaults(&lcfg);
+    lcfg.nprocs = r->nprocs;
+    lcfg.argv = r->argv;
+    lcfg.exec_shim = exe;
+    lcfg.env = env;
+    lcfg.run_id = r->uuid;
+    lcfg.log_dir = r->log_path;
+    lcfg.grace_ms = r->grace_ms;
+    lcfg.attempt = r->attempt;
+    lcfg.echo = !r->quiet;
+    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
+    r->started = mono_now();
+    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
+    if (!r->launcher)
+        return -1;
+    event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
+    fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
+            r->run_id, info.name, r->nprocs, r->db_path);
+    return 0;
+}
+
+static void print_summary(run_ctx *r, int status)
+{
+    double secs = (double)(mono_now() - r->started) / 1e9;
+    char why[8192];
+    if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+        fprintf(stderr, "stepscope: %s\n", why);
+    uint64_t dropped_ev = 0, dropped_rec = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        dropped_ev += r->ranks[i].counters.dropped_events;
+        dropped_rec += r->ranks[i].counters.dropped_records;
+    }
+    fprintf(stderr, "stepscope: run %" PRId64 " %s in %.1f s: %" PRIu64
+            " steps finalized, %" PRIu32 " finding%s",
+            r->run_id, status == 0 ? "finished" : "failed", secs,
+            r->steps_finalized, r->findings_seen,
+            r->findings_seen == 1 ? "" : "s");
+    if (dropped_ev || dropped_rec)
+        fprintf(stderr, ", %" PRIu64 " events and %" PRIu64
+                " step records dropped by ranks", dropped_ev, dropped_rec);
+    int own_db = r->db_path != r->default_db;
+    fprintf(stderr, ". `stepscope report %s%s%s%" PRId64 "` explains it.\n",
+            own_db ? "--db " : "", own_db ? r->db_path : "", own_db ? " " : "",
+            r->run_id);
+}
+
+int ss_run_main(int argc, char **argv)
+{
+    run_ctx *r = calloc(1, sizeof *r);
+    if (!r)
+        return 1;
+    r->grace_ms = SS_LAUNCH_GRACE_MS_DEFAULT;
+    r->connect_timeout_ms = 60000;
+    ss_aggregator_config_defaults(&r->agg_cfg);
+    int prc = parse_args(r, argc, argv);
+    if (prc) {
+        free(r);
+        return prc == 1 ? 0 : 2;
+    }
+    uv_loop_init(&r->loop);
+    r->loop.data = r;
+    char err[512] = "";
+    int status = 1;
+    /* Signals first, so a Ctrl-C during start-up is not lost. */
+    uv_signal_t *sigs[] = {&r->sig_int, &r->sig_term, &r->sig_hup};
+    int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&r->loop, sigs[i]);
+        sigs[i]->data = r;
+        uv_signal_start(sigs[i], on_signal, signums[i]);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (start(r, err, sizeof err) == 0) {
+        uv_timer_init(&r->loop, &r->tick);
+        r->tick.data = r;
+        uv_timer_start(&r->tick, on_tick, 1000, 1000);
+        uv_run(&r->loop, UV_RUN_DEFAULT);
+        status = ss_launcher_exit_status(r->launcher);
+        uint64_t dropped_ev = 0, dropped_rec = 0;
+        for (uint32_t i = 0; i < r->nprocs; i++) {
+            dropped_ev += r->ranks[i].counters.dropped_events;
+            dropped_rec += r->ranks[i].counters.dropped_records;
+        }
+        if (r->refused_records)
+            event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
+                  "after their step was finalized and were not counted",
+                  r->refused_records);
+        ss_store_end_run(r->store, r->run_id, wall_now(), status,
+                         status == 0 ? "succeeded" : "failed",
+                         (int64_t)dropped_ev, (int64_t)dropped_rec);
+        print_summary(r, status);
+    } else {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        if (r->store && r->run_id)
+            ss_store_end_run(r->store, r->run_id, wall_now(), 1,
+                             "failed_to_start", 0, 0);
+    }
+    /* Tear down: close everything on the loop, then let it finish. */
+    if (r->launcher)
+        ss_launcher_destroy(r->launcher);
+    if (r->ingest)
+        ss_ingest_close(r->ingest);
+    uv_walk(&r->loop, close_walk, NULL);
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&r->loop);
+    ss_aggregator_destroy(r->agg);
+    ss_store_close(r->store);
+    if (r->sock_dir[0]) {
+        unlink(r->sock_path);
+        rmdir(r->sock_dir);
+    }
+    free(r->ranks);
+    free(r);
+    return status;
+}

@@ -1,0 +1,98 @@
+"""Ranks that crash, never connect, or are interrupted: the launcher names
+the culprit, the steps it missed are finalized with it missing, and no rank
+outlives the job."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import STEPSCOPE, example, kill_quietly, run_job, wait_gone
+
+
+def test_rank_crash_is_named_with_its_step(store):
+    job = run_job(store, 3, example("--steps", "200", "--compute-ms", "3",
+                                    "--crash", "1:25"))
+    assert job.returncode == 3, job.stderr
+    err = job.stderr
+    assert "rank 1" in err
+    assert "rank 1 failed first: exited with code 3" in err, err
+    # The failure message names its last step (24 or close to it).
+    assert "last step: 24" in err, err
+    report = job.report()
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    assert ranks[1]["state"] == "failed"
+    assert ranks[1]["exit_code"] == 3
+    assert 20 <= ranks[1]["last_step"] <= 25
+    assert report["run"]["exit_code"] == 3
+    # Steps after the crash that other ranks finished have rank 1 missing,
+    # never a zero.
+    assert report["steps"]["count"] >= 20
+
+
+def test_rank_that_never_connects_is_missing(store):
+    job = run_job(store, 3, example("--steps", "60", "--compute-ms", "3",
+                                    "--no-telemetry", "2"),
+                  extra=("--connect-timeout", "2"))
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    assert ranks[2]["state"] in ("never_connected", "exited")
+    assert ranks[2]["last_step"] in (None, -1)
+    # The other two ranks' steps were finalized nevertheless.
+    assert report["steps"]["count"] >= 55
+    assert any(e["kind"] == "rank_never_connected"
+               for e in report.get("events", [])) or "never" in job.stderr
+
+
+def test_ctrl_c_stops_every_rank(store):
+    proc = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "3", "--db", str(store), "--grace", "2",
+         "--", *example("--steps", "100000", "--compute-ms", "2")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    pids = rank_pids(proc.pid)
+    assert len(pids) == 3, pids
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert wait_gone(pids), "ranks survived Ctrl-C"
+    assert "stopping the ranks" in err
+
+
+def test_no_orphans_when_controller_is_killed(store):
+    proc = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "3", "--db", str(store), "--",
+         *example("--steps", "100000", "--compute-ms", "2")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(3)
+    pids = rank_pids(proc.pid)
+    assert len(pids) == 3, pids
+    proc.kill()
+    proc.wait(timeout=10)
+    try:
+        assert wait_gone(pids), "ranks outlived a SIGKILLed controller"
+    finally:
+        for pid in pids:
+            kill_quietly(pid)
+    # The store the killed controller was writing still opens.
+    out = subprocess.run([str(STEPSCOPE), "report", "--json", "--db",
+                          str(store)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def rank_pids(parent):
+    """The pids of the rank processes started by controller PARENT."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and b"ss_allreduce" in cmd:
+            pids.append(int(entry))
+    return pids
