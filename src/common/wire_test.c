@@ -1,0 +1,302 @@
+/*
+ * wire_test.c - round trips and rejections of the wire protocol decoder.
+ */
+#include "testing.h"
+#include "wire.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static const uint8_t k_token[WIRE_TOKEN_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8,
+                                                 9, 10, 11, 12, 13, 14, 15, 16};
+
+static wire_hello make_hello(void)
+{
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = 2;
+    h.world_size = 4;
+    h.local_rank = 2;
+    h.pid = 4242;
+    h.attempt = 1;
+    memcpy(h.token, k_token, sizeof k_token);
+    strcpy(h.run_id, "run-abc");
+    strcpy(h.host, "node7");
+    return h;
+}
+
+static wire_decoder ready_decoder(void)
+{
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_RANK, k_token, "run-abc");
+    return d;
+}
+
+/* Feeds BUF into D; returns the result of the first frame. */
+static wire_result feed(wire_decoder *d, const uint8_t *buf, size_t len,
+                        wire_frame *f, char *err)
+{
+    size_t used;
+    return wire_decoder_next(d, buf, len, f, &used, err, 256);
+}
+
+static void hello_round_trip(void)
+{
+    uint8_t buf[512];
+    wire_hello h = make_hello();
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    REQUIRE(n > WIRE_HEADER_SIZE);
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    size_t used;
+    /* Every prefix short of the whole frame asks for more. */
+    for (size_t k = 0; k < n; k++)
+        CHECK_EQ_INT(wire_decoder_next(&d, buf, k, &f, &used, err, sizeof err),
+                     WIRE_NEED_MORE);
+    CHECK_EQ_INT(wire_decoder_next(&d, buf, n, &f, &used, err, sizeof err),
+                 WIRE_OK);
+    CHECK_EQ_INT(used, n);
+    CHECK_EQ_INT(f.type, WIRE_HELLO);
+    CHECK_EQ_INT(f.u.hello.rank, 2);
+    CHECK_EQ_INT(f.u.hello.world_size, 4);
+    CHECK_EQ_INT(f.u.hello.pid, 4242);
+    CHECK_EQ_INT(f.u.hello.attempt, 1);
+    CHECK_STR(f.u.hello.host, "node7");
+    CHECK_STR(f.u.hello.run_id, "run-abc");
+}
+
+static void rejects_wrong_token(void)
+{
+    uint8_t buf[512];
+    wire_hello h = make_hello();
+    h.token[5] ^= 0xff;
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "wrong token") != NULL);
+}
+
+static void rejects_unknown_version(void)
+{
+    uint8_t buf[512];
+    wire_hello h = make_hello();
+    h.version = 99;
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "version 99") != NULL);
+}
+
+static void rejects_other_run_and_bad_rank(void)
+{
+    uint8_t buf[512];
+    wire_hello h = make_hello();
+    strcpy(h.run_id, "other");
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "run 'other'") != NULL);
+
+    h = make_hello();
+    h.rank = 4;
+    n = wire_encode_hello(buf, sizeof buf, &h);
+    d = ready_decoder();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "outside world size") != NULL);
+}
+
+static void rejects_garbage_and_oversize(void)
+{
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    const uint8_t http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK_EQ_INT(feed(&d, http, sizeof http - 1, &f, err), WIRE_ERROR);
+    CHECK(err[0] != '\0');
+
+    uint8_t big[8] = {0xff, 0xff, 0xff, 0x7f, WIRE_HELLO, 0, 0, 0};
+    d = ready_decoder();
+    CHECK_EQ_INT(feed(&d, big, sizeof big, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "exceeds") != NULL);
+}
+
+static void requires_hello_first(void)
+{
+    uint8_t buf[64];
+    wire_bye b = {7};
+    size_t n = wire_encode_bye(buf, sizeof buf, &b);
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "expected HELLO") != NULL);
+}
+
+/* A handshaken decoder with names 1 ("forward") and 2 ("allreduce"). */
+static wire_decoder handshaken(void)
+{
+    uint8_t buf[512];
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    wire_hello h = make_hello();
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    feed(&d, buf, n, &f, err);
+    wire_name nm = {1, "forward"};
+    n = wire_encode_name(buf, sizeof buf, &nm);
+    feed(&d, buf, n, &f, err);
+    wire_name nm2 = {2, "allreduce"};
+    n = wire_encode_name(buf, sizeof buf, &nm2);
+    feed(&d, buf, n, &f, err);
+    return d;
+}
+
+static void step_round_trip_and_order(void)
+{
+    static wire_step s, back;
+    memset(&s, 0, sizeof s);
+    s.step = 10;
+    s.begin_ns = 1000;
+    s.end_ns = 51000;
+    s.rss_bytes = 123456789;
+    s.flags = WIRE_STEP_HAS_RSS;
+    s.n_phases = 1;
+    s.phases[0] = (wire_phase){1, 2, 40000};
+    s.n_syncs = 1;
+    s.syncs[0] = (wire_sync){2, 45000};
+    s.n_metrics = 1;
+    s.metrics[0] = (wire_metric){1, 0.25};
+    uint8_t buf[WIRE_STEP_FRAME_MAX];
+    size_t n = wire_encode_step(buf, sizeof buf, &s);
+    REQUIRE(n > 0);
+    wire_decoder d = handshaken();
+    CHECK_EQ_INT(d.frames, 3);
+    wire_frame f;
+    char err[256];
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    back = f.u.step;
+    CHECK_EQ_INT(back.step, 10);
+    CHECK_EQ_INT(back.end_ns, 51000);
+    CHECK_EQ_INT(back.rss_bytes, 123456789);
+    CHECK_EQ_INT(back.phases[0].total_ns, 40000);
+    CHECK_EQ_INT(back.phases[0].count, 2);
+    CHECK_EQ_INT(back.syncs[0].arrival_ns, 45000);
+    CHECK(back.metrics[0].value == 0.25);
+    /* The same step again is out of order. */
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "does not follow") != NULL);
+}
+
+static void step_rejects_undeclared_and_bad_times(void)
+{
+    static wire_step s;
+    memset(&s, 0, sizeof s);
+    s.step = 1;
+    s.begin_ns = 10;
+    s.end_ns = 20;
+    s.n_phases = 1;
+    s.phases[0] = (wire_phase){9, 1, 5};
+    uint8_t buf[WIRE_STEP_FRAME_MAX];
+    size_t n = wire_encode_step(buf, sizeof buf, &s);
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "undeclared name id 9") != NULL);
+
+    s.phases[0].name_id = 1;
+    n = wire_encode_step(buf, sizeof buf, &s);
+    /* Patch end_ns (offset 8 header + 16) below begin. */
+    memset(buf + WIRE_HEADER_SIZE + 16, 0, 8);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "ends before") != NULL);
+}
+
+static void rejects_trailing_bytes_and_unknown_type(void)
+{
+    uint8_t buf[64];
+    wire_bye b = {3};
+    size_t n = wire_encode_bye(buf, sizeof buf, &b);
+    buf[0] = (uint8_t)(buf[0] + 1); /* claim one more payload byte */
+    buf[n] = 0;
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n + 1, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "trailing") != NULL);
+
+    uint8_t unk[8] = {0, 0, 0, 0, 77, 0, 0, 0};
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, unk, sizeof unk, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unknown frame type 77") != NULL);
+}
+
+static void names_and_counters_rules(void)
+{
+    uint8_t buf[128];
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    wire_name dup = {1, "again"};
+    size_t n = wire_encode_name(buf, sizeof buf, &dup);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "declared twice") != NULL);
+
+    d = handshaken();
+    wire_counters c = {10, 2};
+    n = wire_encode_counters(buf, sizeof buf, &c);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    c.dropped_events = 5;
+    n = wire_encode_counters(buf, sizeof buf, &c);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "backwards") != NULL);
+}
+
+static void recorder_side_welcome_reject(void)
+{
+    uint8_t buf[512];
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    wire_reject rj = {1, "wrong token"};
+    size_t n = wire_encode_reject(buf, sizeof buf, &rj);
+    wire_frame f;
+    char err[256];
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_STR(f.u.reject.reason, "wrong token");
+    wire_welcome w = {WIRE_VERSION};
+    n = wire_encode_welcome(buf, sizeof buf, &w);
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK(d.handshaken);
+}
+
+static void token_hex(void)
+{
+    char hex[2 * WIRE_TOKEN_SIZE + 1];
+    uint8_t back[WIRE_TOKEN_SIZE];
+    wire_token_format(k_token, hex);
+    CHECK_STR(hex, "0102030405060708090a0b0c0d0e0f10");
+    CHECK_EQ_INT(wire_token_parse(hex, back), 0);
+    CHECK(memcmp(back, k_token, WIRE_TOKEN_SIZE) == 0);
+    CHECK_EQ_INT(wire_token_parse("xyz", back), -1);
+    hex[3] = 'g';
+    CHECK_EQ_INT(wire_token_parse(hex, back), -1);
+}
+
+TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
+          TEST(rejects_unknown_version), TEST(rejects_other_run_and_bad_rank),
+          TEST(rejects_garbage_and_oversize), TEST(requires_hello_first),
+          TEST(step_round_trip_and_order),
+          TEST(step_rejects_undeclared_and_bad_times),
+          TEST(rejects_trailing_bytes_and_unknown_type),
+          TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),
+          TEST(token_hex))
