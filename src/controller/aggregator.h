@@ -1,0 +1,88 @@
+/*
+ * aggregator.h - step-aligned aggregation with a watermark.
+ *
+ * Ranks report finished steps in increasing order.  The aggregator keeps a
+ * bounded window of recent steps x ranks.  The watermark is the highest step
+ * that every live rank has completed; steps at or below it are finalized:
+ * per-step statistics over ranks (ss_step_view) are computed, handed to the
+ * detectors and then to the sink.  A rank that leaves (clean exit) stops
+ * holding the watermark; a rank that crashes is reported and the steps it
+ * never completed are finalized with it marked missing.  When the window is
+ * full, the oldest step is finalized with the laggards marked missing, so
+ * memory stays bounded whatever the ranks do.
+ *
+ * Single-threaded: all calls come from the controller's event loop.
+ */
+#ifndef STEPSCOPE_AGGREGATOR_H
+#define STEPSCOPE_AGGREGATOR_H
+
+#include "model.h"
+#include "detectors.h"
+#include "wire.h"
+
+typedef struct ss_aggregator ss_aggregator;
+
+typedef struct {
+    uint32_t window_steps;   /* steps kept in memory, default 64 */
+    ss_detector_config detect;
+} ss_aggregator_config;
+
+/* Fills CFG with the documented defaults. */
+void ss_aggregator_config_defaults(ss_aggregator_config *cfg);
+
+/* Creates an aggregator for WORLD_SIZE ranks of ATTEMPT; every rank starts
+ * live.  SINK is copied.  Returns NULL on out-of-memory. */
+ss_aggregator *ss_aggregator_create(const ss_aggregator_config *cfg,
+                                    uint32_t world_size, uint32_t attempt,
+                                    const ss_sink *sink);
+
+/* Frees A and everything it owns; NULL is a no-op.  Does not finalize. */
+void ss_aggregator_destroy(ss_aggregator *a);
+
+/* Returns the run-wide index of NAME (interning it), or -1 when the table
+ * (SS_MAX_RUN_NAMES) is full or NAME is empty. */
+int ss_aggregator_intern(ss_aggregator *a, const char *name);
+
+/* The run's name table: names[i] for index i, count via *n. */
+const char *const *ss_aggregator_names(const ss_aggregator *a, uint32_t *n);
+
+/*
+ * Adds RANK's record for one finished step.  The name ids inside REC must
+ * already be run-wide indexes (from ss_aggregator_intern).  Returns 0, or
+ * -1 when the record is refused (rank out of range, rank not live, step not
+ * after the rank's previous step, or step already finalized: late); a
+ * refused record is counted in ss_aggregator_stats.  May finalize steps and
+ * call the sink.
+ */
+int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec);
+
+/* RANK leaves the live set.  CRASHED != 0 when it died or vanished: steps it
+ * never completed are finalized with it missing.  May finalize steps. */
+void ss_aggregator_rank_left(ss_aggregator *a, uint32_t rank, int crashed);
+
+/* Finalizes every step still open (ranks without data marked missing) and
+ * runs the detectors' end-of-run pass, which emits the final findings. */
+void ss_aggregator_finish(ss_aggregator *a);
+
+typedef struct {
+    uint64_t records;          /* accepted records */
+    uint64_t refused;          /* refused records */
+    uint64_t finalized_steps;
+    uint64_t forced_steps;     /* finalized early because the window was full */
+    int64_t watermark;         /* -1 before the first finalized step */
+    uint64_t bytes_in_use;     /* memory held by the window */
+} ss_aggregator_stats;
+
+void ss_aggregator_get_stats(const ss_aggregator *a, ss_aggregator_stats *out);
+
+/* Per-rank state for reports and live views. */
+typedef struct {
+    int live;
+    int crashed;
+    int64_t last_step; /* -1 before the first record */
+} ss_rank_state;
+
+void ss_aggregator_rank_state(const ss_aggregator *a, uint32_t rank,
+                              ss_rank_state *out);
+
+#endif

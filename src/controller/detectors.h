@@ -1,0 +1,57 @@
+/*
+ * detectors.h - findings computed from finalized steps.
+ *
+ * The detectors see every finalized step (ss_step_view) in order and keep
+ * bounded per-rank history.  They emit ss_finding records: straggler
+ * (persistent or transient), data_stall, jitter, memory_spike, memory_creep
+ * and memory_imbalance.  A finding is emitted again with the same id when
+ * its evidence grows, and all are emitted once more by ss_detectors_finish.
+ * Every threshold is in ss_detector_config, documented in docs/detectors.md
+ * and settable by name (ss_detector_config_set), so
+ * `stepscope run --set straggler.min_late_ms=5` works.
+ */
+#ifndef STEPSCOPE_DETECTORS_H
+#define STEPSCOPE_DETECTORS_H
+
+#include "model.h"
+
+typedef struct {
+    /* see ss_detector_params[] in detectors.c for names, defaults, docs */
+    double values[64];
+} ss_detector_config;
+
+typedef struct ss_detectors ss_detectors;
+
+/* One tunable: NAME (dotted, "jitter.mad_k"), default and meaning. */
+typedef struct {
+    const char *name;
+    double default_value;
+    const char *unit;
+    const char *doc;
+} ss_detector_param;
+
+/* The table of tunables, terminated by an entry with NAME == NULL. */
+extern const ss_detector_param ss_detector_params[];
+
+void ss_detector_config_defaults(ss_detector_config *cfg);
+
+/* Sets the tunable NAME from the decimal string VALUE.  Returns 0, or -1
+ * with a reason in ERR for an unknown name or a bad number. */
+int ss_detector_config_set(ss_detector_config *cfg, const char *name,
+                           const char *value, char *err, size_t errlen);
+
+/* Creates detectors for WORLD_SIZE ranks; findings go to SINK->on_finding.
+ * Returns NULL on out-of-memory. */
+ss_detectors *ss_detectors_create(const ss_detector_config *cfg,
+                                  uint32_t world_size, uint32_t attempt,
+                                  const ss_sink *sink);
+void ss_detectors_destroy(ss_detectors *d);
+
+/* Feeds one finalized step; NAMES is the run's name table. */
+void ss_detectors_step(ss_detectors *d, const ss_step_view *step,
+                       const char *const *names);
+
+/* End of run: emits every finding in its final form. */
+void ss_detectors_finish(ss_detectors *d, const char *const *names);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * model.h - the data the controller's parts hand to each other.
+ *
+ * The aggregator (aggregator.c) turns per-rank step records into finalized
+ * steps (ss_step_view) and, through the detectors (detectors.c), findings
+ * (ss_finding).  The store (store.c) persists both, the report (report.c)
+ * reads them back.  Durations and timestamps are nanoseconds; SS_MISSING
+ * marks a value that was not measured: a missing value is never zero.
+ */
+#ifndef STEPSCOPE_MODEL_H
+#define STEPSCOPE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int64_t ss_mono_ns; /* CLOCK_MONOTONIC, nanoseconds */
+typedef int64_t ss_wall_ns; /* CLOCK_REALTIME, nanoseconds since the epoch */
+typedef int64_t ss_dur_ns;  /* a duration, nanoseconds */
+
+#define SS_MISSING INT64_MIN /* a duration / size that was not measured */
+#define SS_NO_RANK (-1)
+
+#define SS_MAX_RUN_NAMES 128 /* distinct phase/sync/metric names per run */
+
+/* Order statistics of one quantity over the ranks present in a step.
+ * When n == 0 every field is SS_MISSING and worst_rank is SS_NO_RANK. */
+typedef struct {
+    int64_t min, median, p90, max;
+    int32_t worst_rank; /* rank holding max */
+    uint32_t n;         /* ranks that reported it */
+} ss_stat;
+
+typedef struct {
+    int name;     /* index into the run's name table */
+    ss_stat stat; /* duration per rank */
+} ss_phase_stat;
+
+typedef struct {
+    int name;          /* index into the run's name table */
+    ss_dur_ns skew_ns; /* latest arrival - earliest arrival */
+    ss_dur_ns late_ns; /* latest arrival - median arrival */
+    int32_t worst_rank;/* the rank that arrived last */
+    uint32_t n;        /* ranks that reported an arrival */
+} ss_sync_stat;
+
+/* One rank's measurements in one step, as seen by the aggregator. */
+typedef struct {
+    int present;          /* 0: the rank never reported this step */
+    ss_dur_ns step_ns;
+    int64_t rss_bytes;    /* SS_MISSING when not sampled */
+    int64_t device_bytes; /* SS_MISSING when not sampled */
+    /* Per-name values, indexed by name index, n_names entries each:
+     * SS_MISSING (NaN for metrics) where the rank did not report that name
+     * in this step. */
+    const int64_t *phase_ns;
+    const int64_t *sync_arrival_ns;
+    const double *metric;       /* NaN when missing */
+} ss_rank_step;
+
+/* A finalized step: every live rank completed it (or was declared
+ * missing).  Valid only during the callback that receives it. */
+typedef struct {
+    uint32_t attempt;
+    uint64_t step;
+    ss_wall_ns finalized_at;
+    uint32_t world_size;
+    uint32_t n_present;
+    uint32_t n_missing;
+    const uint32_t *missing_ranks; /* n_missing entries */
+    ss_stat step_time;
+    ss_stat rss;
+    ss_stat device;
+    uint32_t n_phases;
+    const ss_phase_stat *phases;
+    uint32_t n_syncs;
+    const ss_sync_stat *syncs;
+    uint32_t n_names;              /* size of the per-rank arrays */
+    const ss_rank_step *ranks;     /* world_size entries */
+} ss_step_view;
+
+typedef enum { SS_WARNING = 1, SS_CRITICAL = 2 } ss_severity;
+
+#define SS_FINDING_MAX_RANKS 16
+
+/* A finding: a problem the detectors saw, with the evidence for it. */
+typedef struct {
+    uint32_t id;            /* stable within a run attempt; updates reuse it */
+    uint32_t attempt;
+    char kind[32];          /* "straggler", "data_stall", "jitter", ... */
+    ss_severity severity;
+    uint32_t n_ranks;
+    int32_t ranks[SS_FINDING_MAX_RANKS];
+    char phase[64];         /* "" when no phase is to blame */
+    uint64_t first_step, last_step;
+    char evidence_json[1024]; /* a JSON object of numbers and strings */
+    char message[512];        /* one or two sentences for a person */
+} ss_finding;
+
+/* Receives the aggregator's output.  Callbacks run on the thread that drives
+ * the aggregator and must not block for long (copy and hand off). */
+typedef struct {
+    void *ctx;
+    void (*on_step)(void *ctx, const ss_step_view *step,
+                    const char *const *names);
+    void (*on_finding)(void *ctx, const ss_finding *finding);
+} ss_sink;
+
+#endif
