@@ -1,0 +1,205 @@
+/*
+ * bench_store.c - how many rank-step rows per second the store keeps.
+ *
+ * Writes STEPS finalized steps of RANKS ranks (each with PHASES phases, RSS
+ * and device memory) through the public store API into a new temporary
+ * file, with the default retention tiers unless --keep-all, and reports
+ * rows/s from the first put to the end of ss_store_flush, the controller-side
+ * cost of one ss_store_put_step, rows kept and bytes on disk per kept row.
+ * The producer waits while the queue is over half full, so the number is
+ * the writer's sustained rate, not a count of drops (which it also prints).
+ *
+ *   bench_store [-r RANKS] [-s STEPS] [-p PHASES] [--keep-all] [--db PATH]
+ *
+ * The target is >= 200,000 rows/s (docs/store.md).
+ */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
+}
+
+static long long count_rows(ss_store *s, const char *sql)
+{
+    sqlite3_stmt *q = NULL;
+    long long n = -1;
+    if (sqlite3_prepare_v2(ss_store_db(s), sql, -1, &q, NULL) == SQLITE_OK &&
+        sqlite3_step(q) == SQLITE_ROW)
+        n = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench_store [-r RANKS] [-s STEPS] [-p PHASES] "
+                    "[--keep-all] [--db PATH]\n");
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t ranks = 256, steps = 2000, n_phases = 4;
+    int keep_all = 0;
+    const char *db_arg = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
+            ranks = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc)
+            steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
+            n_phases = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--keep-all") == 0)
+            keep_all = 1;
+        else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
+            db_arg = argv[++i];
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (ranks == 0 || steps == 0 || n_phases > 16) {
+        usage();
+        return 2;
+    }
+
+    char path[4096], dir[1024] = "";
+    if (db_arg) {
+        snprintf(path, sizeof path, "%s", db_arg);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/bench_store.XXXXXX",
+                 tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("mkdtemp");
+            return 1;
+        }
+        snprintf(path, sizeof path, "%s/bench.db", dir);
+    }
+
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    if (keep_all)
+        cfg.recent_steps = 0;
+    char err[512];
+    ss_store *s = ss_store_open(path, &cfg, 1, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "bench_store: %s\n", err);
+        return 1;
+    }
+    ss_run_info info = {.world_size = ranks, .started_at = 1};
+    snprintf(info.uuid, sizeof info.uuid, "bench");
+    snprintf(info.name, sizeof info.name, "bench_store");
+    int64_t run_id;
+    if (ss_store_begin_run(s, &info, &run_id, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_store: %s\n", err);
+        return 1;
+    }
+
+    static const char *const phase_names[] = {
+        "data", "forward", "backward", "optimizer", "p4", "p5", "p6", "p7",
+        "p8", "p9", "p10", "p11", "p12", "p13", "p14", "p15"};
+    ss_rank_step *rs = calloc(ranks, sizeof *rs);
+    int64_t *phase_ns = calloc((size_t)ranks * 16, sizeof *phase_ns);
+    ss_phase_stat phases[16];
+    if (!rs || !phase_ns) {
+        fprintf(stderr, "bench_store: out of memory\n");
+        return 1;
+    }
+    for (uint32_t p = 0; p < n_phases; p++) {
+        phases[p].name = (int)p;
+        phases[p].stat = (ss_stat){10000000, 11000000, 12000000, 13000000,
+                                   0, ranks};
+    }
+    ss_step_view v = {.world_size = ranks, .n_present = ranks,
+                      .n_phases = n_phases, .phases = phases, .n_names = 16,
+                      .ranks = rs};
+    v.step_time = (ss_stat){90000000, 100000000, 110000000, 120000000, 3,
+                            ranks};
+    v.rss = v.step_time;
+    v.device = v.step_time;
+
+    double put_s = 0;
+    uint64_t waits = 0;
+    double t0 = now_s();
+    for (uint32_t step = 0; step < steps; step++) {
+        for (uint32_t r = 0; r < ranks; r++) {
+            int64_t *ph = phase_ns + (size_t)r * 16;
+            for (uint32_t p = 0; p < n_phases; p++)
+                ph[p] = 10000000 + (int64_t)((r * 7919 + step * 104729 +
+                                              p * 31) % 5000000);
+            rs[r] = (ss_rank_step){1, 95000000 + (int64_t)(r + step) % 20000000,
+                                   (int64_t)2 << 30, (int64_t)8 << 30, ph,
+                                   NULL, NULL};
+        }
+        v.step = step;
+        v.finalized_at = (ss_wall_ns)step * 100000000;
+        for (;;) {
+            ss_store_stats st;
+            ss_store_get_stats(s, &st);
+            if (st.queued - st.written < cfg.queue_limit / 2)
+                break;
+            waits++;
+            usleep(1000);
+        }
+        double a = now_s();
+        ss_store_put_step(s, run_id, &v, phase_names);
+        put_s += now_s() - a;
+    }
+    ss_store_flush(s);
+    double t1 = now_s();
+
+    ss_store_stats st;
+    ss_store_get_stats(s, &st);
+    long long kept = count_rows(s, "SELECT count(*) FROM rank_steps");
+    ss_store_close(s);
+    long long bytes = file_size(path);
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    bytes += file_size(wal);
+
+    uint64_t rows = (uint64_t)ranks * steps;
+    printf("bench_store: %u ranks x %u steps, %u phases, retention %s\n",
+           ranks, steps, n_phases,
+           keep_all ? "off" : "on (recent 512, every 100th)");
+    printf("  %llu rank-steps in %.2f s = %.0f rows/s (%llu transactions, "
+           "%llu producer waits, %llu dropped)\n",
+           (unsigned long long)rows, t1 - t0, (double)rows / (t1 - t0),
+           (unsigned long long)st.transactions, (unsigned long long)waits,
+           (unsigned long long)st.dropped_rank_steps);
+    printf("  put_step: %.1f us per step, %.0f ns per rank\n",
+           put_s / steps * 1e6, put_s / (double)rows * 1e9);
+    printf("  kept %lld rank-step rows; db %.1f MiB, %.0f bytes per kept "
+           "row (all tables)\n",
+           kept, (double)bytes / 1048576.0,
+           kept > 0 ? (double)bytes / (double)kept : NAN);
+
+    if (!db_arg) {
+        unlink(path);
+        unlink(wal);
+        char shm[4200];
+        snprintf(shm, sizeof shm, "%s-shm", path);
+        unlink(shm);
+        rmdir(dir);
+    }
+    free(rs);
+    free(phase_ns);
+    return 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * report.h - the `stepscope report` and `stepscope runs` commands.
+ *
+ * Both read the store (store.h) read-only and never create it.  `report`
+ * explains one run attempt, findings first, as text for people or as the
+ * JSON object documented in docs/report-json.md; `runs` lists the runs in
+ * the store.
+ *
+ *   stepscope report [--db PATH] [--json] [--attempt N] [RUN]
+ *   stepscope runs   [--db PATH] [--json]
+ *
+ * RUN is a numeric run id, a run name (the latest run of that name) or a
+ * prefix of a run's uuid; the latest run by default.  PATH defaults to
+ * ss_store_default_path().
+ */
+#ifndef STEPSCOPE_REPORT_H
+#define STEPSCOPE_REPORT_H
+
+#include <stdio.h>
+
+/*
+ * `stepscope report`.  ARGV[0] is the subcommand's name.  Writes the report
+ * to OUT and errors, one line each starting "stepscope report: ", to ERR.
+ * Returns the process exit status: 0 on success (and for --help), 1 when
+ * the report cannot be made (no store, not a store, no such run, an empty
+ * store), 2 for a usage error.  OUT and ERR stay open.
+ */
+int ss_report_cmd(int argc, char **argv, FILE *out, FILE *err);
+
+/* `stepscope runs`: the same conventions as ss_report_cmd; an empty store
+ * is not an error (it says so and returns 0). */
+int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err);
+
+/* ss_report_cmd and ss_runs_cmd on stdout and stderr. */
+int ss_report_main(int argc, char **argv);
+int ss_runs_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,552 @@
+/*
+ * report_test.c - unit tests for `stepscope report` and `stepscope runs`.
+ *
+ * Builds a store with known data through the store API (two runs; the first
+ * has a straggler on rank 3, a failed rank 2, findings, events), runs the
+ * commands with their output captured in memory, and checks the JSON with
+ * SQLite's JSON functions (json_valid, json_extract) and the text by
+ * content and order.  Also: run selection by id, name and uuid prefix, and
+ * the errors for an unknown run, a missing file, a file that is not a
+ * store, an empty store and bad usage.
+ */
+#include <ftw.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "report.h"
+#include "store.h"
+#include "testing.h"
+
+/* ---- helpers ---- */
+
+static char tmpdir_[512];
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+                  struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void tmp_cleanup(void)
+{
+    if (tmpdir_[0])
+        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *tmp_path(const char *name, char *out, size_t outlen)
+{
+    if (!tmpdir_[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir_, sizeof tmpdir_, "%s/report_test.XXXXXX",
+                 t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir_))
+            tmpdir_[0] = '\0';
+        else
+            atexit(tmp_cleanup);
+    }
+    snprintf(out, outlen, "%s/%s", tmpdir_, name);
+    return out;
+}
+
+/* Output of one command run. */
+typedef struct {
+    int rc;
+    char *out, *err;
+    size_t out_len, err_len;
+} result;
+
+static result run_cmd(int (*cmd)(int, char **, FILE *, FILE *),
+                      const char *const *args)
+{
+    char *argv[16];
+    int argc = 0;
+    while (args[argc] && argc < 15) {
+        argv[argc] = (char *)args[argc];
+        argc++;
+    }
+    argv[argc] = NULL;
+    result r = {0};
+    FILE *out = open_memstream(&r.out, &r.out_len);
+    FILE *err = open_memstream(&r.err, &r.err_len);
+    r.rc = cmd(argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* json_extract(JSON, PATH) as text ("<null>" for SQL NULL). */
+static const char *jget(const char *json, const char *path, char *buf,
+                        size_t n)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    snprintf(buf, n, "<error>");
+    sqlite3_open(":memory:", &db);
+    if (sqlite3_prepare_v2(db, "SELECT json_extract(?1, ?2)", -1, &q, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_text(q, 1, json, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, path, -1, SQLITE_STATIC);
+        if (sqlite3_step(q) == SQLITE_ROW) {
+            const unsigned char *t = sqlite3_column_text(q, 0);
+            snprintf(buf, n, "%s", t ? (const char *)t : "<null>");
+        }
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return buf;
+}
+
+static int json_ok(const char *json)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    int ok = 0;
+    sqlite3_open(":memory:", &db);
+    if (sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND json_type(?1) = "
+                               "'object'", -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, json, -1, SQLITE_STATIC);
+        ok = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0);
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return ok;
+}
+
+#define CHECK_J(json, path, want)                                             \
+    do {                                                                      \
+        char jb_[512];                                                        \
+        CHECK_STR(jget((json), (path), jb_, sizeof jb_), (want));             \
+    } while (0)
+
+static const char *const names_[] = {"forward", "backward", "allreduce"};
+
+/* Writes step STEP of ATTEMPT, 4 ranks: rank r takes 100 + r ms, forward
+ * 40 + r ms, backward 60 ms; rank r arrives at allreduce r us after rank 0. */
+static void put_step(ss_store *s, int64_t run, uint32_t attempt,
+                     uint64_t step)
+{
+    ss_rank_step ranks[4];
+    int64_t phase_ns[4][3], sync_ns[4][3];
+    for (int r = 0; r < 4; r++) {
+        phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
+        phase_ns[r][1] = 60000000;
+        phase_ns[r][2] = SS_MISSING;
+        sync_ns[r][0] = sync_ns[r][1] = SS_MISSING;
+        sync_ns[r][2] = 1000000 + r * 1000;
+        ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
+                                  ((int64_t)1 << 30) + r, SS_MISSING,
+                                  phase_ns[r], sync_ns[r], NULL};
+    }
+    ss_phase_stat phases[2] = {
+        {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},
+        {1, {60000000, 60000000, 60000000, 60000000, 0, 4}}};
+    ss_sync_stat syncs[1] = {{2, 3000, 2000, 3, 4}};
+    ss_step_view v = {
+        .attempt = attempt, .step = step,
+        .finalized_at = 1700000000000000000, .world_size = 4, .n_present = 4,
+        .step_time = {100000000, 101000000, 103000000, 103000000, 3, 4},
+        .rss = {((int64_t)1 << 30), ((int64_t)1 << 30) + 1,
+                ((int64_t)1 << 30) + 3, ((int64_t)1 << 30) + 3, 3, 4},
+        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                   SS_NO_RANK, 0},
+        .n_phases = 2, .phases = phases, .n_syncs = 1, .syncs = syncs,
+        .n_names = 3, .ranks = ranks};
+    ss_store_put_step(s, run, &v, names_);
+}
+
+static int64_t add_run(ss_store *s, const char *uuid, const char *name,
+                       ss_wall_ns started)
+{
+    ss_run_info info = {.world_size = 4, .started_at = started};
+    snprintf(info.uuid, sizeof info.uuid, "%s", uuid);
+    snprintf(info.name, sizeof info.name, "%s", name);
+    snprintf(info.command, sizeof info.command, "python %s.py --lr 0.1",
+             name);
+    snprintf(info.host, sizeof info.host, "node1");
+    int64_t id = -1;
+    char err[256];
+    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0)
+        fprintf(stderr, "  begin_run: %s\n", err);
+    return id;
+}
+
+/* The store every test reads: run 1 "train" (20 steps, findings, a failed
+ * rank, events, ended) and run 2 "other" (still running; attempt 0 has no
+ * steps, attempt 1 has 3). */
+static const char *fixture(void)
+{
+    static char path[600];
+    if (path[0])
+        return path;
+    tmp_path("fixture.db", path, sizeof path);
+    char err[512];
+    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "  fixture: %s\n", err);
+        return path;
+    }
+    const ss_wall_ns t0 = (ss_wall_ns)1700000000 * 1000000000;
+    int64_t run = add_run(s, "0123abcd-0000", "train", t0);
+    ss_store_put_attempt(s, run, 0, t0);
+    for (uint32_t r = 0; r < 4; r++) {
+        ss_rank_info ri = {.rank = r, .pid = 1000 + r, .exit_code = 0,
+                           .term_signal = 0, .last_step = 19,
+                           .dropped_events = r == 1 ? 5 : 0,
+                           .dropped_records = 0};
+        snprintf(ri.host, sizeof ri.host, "node1");
+        snprintf(ri.state, sizeof ri.state, "exited");
+        if (r == 2) {
+            snprintf(ri.state, sizeof ri.state, "failed");
+            ri.exit_code = -1;
+            ri.term_signal = 9;
+        }
+        ss_store_put_rank(s, run, &ri);
+    }
+    for (uint64_t step = 0; step < 20; step++)
+        put_step(s, run, 0, step);
+    ss_finding f = {.id = 1, .severity = SS_WARNING, .n_ranks = 1,
+                    .ranks = {1}, .first_step = 7, .last_step = 7};
+    snprintf(f.kind, sizeof f.kind, "data_stall");
+    snprintf(f.evidence_json, sizeof f.evidence_json, "{\"wait_ms\":250}");
+    snprintf(f.message, sizeof f.message,
+             "rank 1 \"waited\"\tfor data\n\x01 \xe2\x9c\x93 \xff");
+    ss_store_put_finding(s, run, &f);
+    ss_finding g = {.id = 2, .severity = SS_CRITICAL, .n_ranks = 1,
+                    .ranks = {3}, .first_step = 2, .last_step = 19};
+    snprintf(g.kind, sizeof g.kind, "straggler");
+    snprintf(g.phase, sizeof g.phase, "forward");
+    snprintf(g.evidence_json, sizeof g.evidence_json,
+             "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
+    snprintf(g.message, sizeof g.message,
+             "rank 3 is a persistent straggler in forward");
+    ss_store_put_finding(s, run, &g);
+    ss_store_put_event(s, run, 0, t0 + 1000000000, "rank_connected", 0, NULL);
+    ss_store_put_event(s, run, 0, t0 + 2000000000, "rank_failed", 2,
+                       "rank 2 killed by signal 9 at step 19");
+    ss_store_end_run(s, run, t0 + 90 * (ss_wall_ns)1000000000, 137, "failed",
+                     5, 0);
+    run = add_run(s, "4567ef00-0000", "other",
+                  t0 + 100 * (ss_wall_ns)1000000000);
+    ss_store_put_attempt(s, run, 0, t0 + 100 * (ss_wall_ns)1000000000);
+    ss_store_put_attempt(s, run, 1, t0 + 200 * (ss_wall_ns)1000000000);
+    for (uint64_t step = 5; step < 8; step++)
+        put_step(s, run, 1, step);
+    ss_store_close(s);
+    return path;
+}
+
+/* ---- tests ---- */
+
+static void json_report_has_documented_fields(void)
+{
+    const char *db = fixture();
+    const char *args[] = {"report", "--db", db, "--json", "train", NULL};
+    result r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_INT(r.err_len, 0);
+    REQUIRE(json_ok(r.out));
+    const char *j = r.out;
+    CHECK_J(j, "$.format", "stepscope.report/1");
+    CHECK_J(j, "$.run.id", "1");
+    CHECK_J(j, "$.run.uuid", "0123abcd-0000");
+    CHECK_J(j, "$.run.name", "train");
+    CHECK_J(j, "$.run.command", "python train.py --lr 0.1");
+    CHECK_J(j, "$.run.world_size", "4");
+    CHECK_J(j, "$.run.status", "failed");
+    CHECK_J(j, "$.run.exit_code", "137");
+    CHECK_J(j, "$.run.started_at", "2023-11-14T22:13:20.000Z");
+    CHECK_J(j, "$.run.duration_s", "90.0");
+    CHECK_J(j, "$.run.attempt", "0");
+
+    /* Findings: critical first, each with the documented fields. */
+    CHECK_J(j, "$.findings[2]", "<null>");
+    CHECK_J(j, "$.findings[#-1].kind", "data_stall");
+    CHECK_J(j, "$.findings[0].kind", "straggler");
+    CHECK_J(j, "$.findings[0].severity", "critical");
+    CHECK_J(j, "$.findings[0].ranks", "[3]");
+    CHECK_J(j, "$.findings[0].phase", "forward");
+    CHECK_J(j, "$.findings[0].first_step", "2");
+    CHECK_J(j, "$.findings[0].last_step", "19");
+    CHECK_J(j, "$.findings[0].evidence.late_ms", "2.0");
+    CHECK_J(j, "$.findings[0].evidence.rule", "skew");
+    CHECK_J(j, "$.findings[0].message",
+            "rank 3 is a persistent straggler in forward");
+    CHECK_J(j, "$.findings[1].severity", "warning");
+    CHECK_J(j, "$.findings[1].phase", "<null>");
+    CHECK_J(j, "$.findings[1].evidence.wait_ms", "250");
+    /* Control characters escaped, valid UTF-8 kept, invalid replaced. */
+    CHECK_J(j, "$.findings[1].message",
+            "rank 1 \"waited\"\tfor data\n\x01 \xe2\x9c\x93 \xef\xbf\xbd");
+
+    CHECK_J(j, "$.steps.count", "20");
+    CHECK_J(j, "$.steps.first", "0");
+    CHECK_J(j, "$.steps.last", "19");
+    CHECK_J(j, "$.steps.step_time_ms.median_rank.p50", "101.0");
+    CHECK_J(j, "$.steps.step_time_ms.worst_rank.p90", "103.0");
+    CHECK_J(j, "$.steps.slowest_rank_most_often", "3");
+    CHECK_J(j, "$.steps.phases[0].name", "backward"); /* longest first */
+    CHECK_J(j, "$.steps.phases[1].name", "forward");
+    CHECK_J(j, "$.steps.phases[1].median_rank_ms.p50", "41.0");
+    CHECK_J(j, "$.steps.phases[1].worst_rank_ms.p50", "43.0");
+    CHECK_J(j, "$.steps.phases[1].most_often_worst_rank", "3");
+    CHECK_J(j, "$.steps.phases[1].most_often_worst_steps", "20");
+    CHECK_J(j, "$.steps.syncs[0].name", "allreduce");
+    CHECK_J(j, "$.steps.syncs[0].skew_ms.p50", "0.003");
+    CHECK_J(j, "$.steps.syncs[0].most_often_last_rank", "3");
+
+    CHECK_J(j, "$.ranks[3].rank", "3");
+    CHECK_J(j, "$.ranks[#-1].rank", "3");
+    CHECK_J(j, "$.ranks[3].state", "exited");
+    CHECK_J(j, "$.ranks[3].exit_code", "0");
+    CHECK_J(j, "$.ranks[3].signal", "<null>");
+    CHECK_J(j, "$.ranks[3].last_step", "19");
+    CHECK_J(j, "$.ranks[3].steps", "20");
+    CHECK_J(j, "$.ranks[3].median_step_ms", "103.0");
+    CHECK_J(j, "$.ranks[3].p90_step_ms", "103.0");
+    CHECK_J(j, "$.ranks[3].phase_median_ms.forward", "43.0");
+    CHECK_J(j, "$.ranks[3].max_rss_bytes", "1073741827");
+    CHECK_J(j, "$.ranks[3].max_device_bytes", "<null>");
+    CHECK_J(j, "$.ranks[2].state", "failed");
+    CHECK_J(j, "$.ranks[2].exit_code", "<null>");
+    CHECK_J(j, "$.ranks[2].signal", "9");
+    CHECK_J(j, "$.ranks[1].dropped_events", "5");
+    CHECK_J(j, "$.ranks[1].dropped_records", "0");
+
+    CHECK_J(j, "$.dropped.events", "5");
+    CHECK_J(j, "$.dropped.records", "0");
+    CHECK_J(j, "$.dropped.rank_steps", "0");
+    CHECK_J(j, "$.events[1].kind", "rank_failed");
+    CHECK_J(j, "$.events[1].rank", "2");
+    CHECK_J(j, "$.events_total", "2");
+    result_free(&r);
+}
+
+static void text_report_puts_findings_first(void)
+{
+    const char *args[] = {"report", "--db", fixture(), "1", NULL};
+    result r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(r.out != NULL);
+    const char *findings = strstr(r.out, "FINDINGS (2)");
+    const char *steps = strstr(r.out, "STEP TIME over 20 steps");
+    const char *ranks = strstr(r.out, "RANKS");
+    CHECK(strstr(r.out, "run 1  train") == r.out);
+    CHECK(strstr(r.out, "failed (exit code 137)") != NULL);
+    CHECK(findings && steps && ranks && findings < steps && steps < ranks);
+    CHECK(strstr(r.out, "CRITICAL  straggler") != NULL);
+    CHECK(strstr(r.out, "CRITICAL") < strstr(r.out, "WARNING"));
+    CHECK(strstr(r.out, "signal 9") != NULL);
+    CHECK(strstr(r.out, "rank 2 killed by signal 9") != NULL);
+    CHECK(strstr(r.out, "rank_connected") == NULL); /* routine: not shown */
+    CHECK(strstr(r.out, "by the ranks: 5 events") != NULL);
+    result_free(&r);
+}
+
+static void selects_runs_by_id_name_and_uuid(void)
+{
+    char buf[64];
+    struct {
+        const char *spec, *want_id;
+    } cases[] = {{NULL, "2"}, {"1", "1"}, {"2", "2"}, {"train", "1"},
+                 {"other", "2"}, {"0123", "1"}, {"4567ef00-0000", "2"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"report", "--json", "--db", fixture(),
+                              cases[i].spec, NULL};
+        result r = run_cmd(ss_report_cmd, args);
+        CHECK_EQ_INT(r.rc, 0);
+        CHECK_STR(jget(r.out, "$.run.id", buf, sizeof buf), cases[i].want_id);
+        result_free(&r);
+    }
+    /* The latest attempt by default; --attempt picks another. */
+    const char *latest[] = {"report", "--json", "--db", fixture(), "other",
+                            NULL};
+    result r = run_cmd(ss_report_cmd, latest);
+    CHECK_J(r.out, "$.run.attempt", "1");
+    CHECK_J(r.out, "$.run.attempts", "2");
+    CHECK_J(r.out, "$.steps.count", "3");
+    CHECK_J(r.out, "$.steps.first", "5");
+    result_free(&r);
+    /* An attempt without steps reports empty sections, not zeros. */
+    const char *args[] = {"report", "--json", "--db", fixture(), "other",
+                          "--attempt=0", NULL};
+    r = run_cmd(ss_report_cmd, args);
+    CHECK(json_ok(r.out));
+    CHECK_J(r.out, "$.run.attempt", "0");
+    CHECK_J(r.out, "$.steps.count", "0");
+    CHECK_J(r.out, "$.steps.step_time_ms.worst_rank.p50", "<null>");
+    CHECK_J(r.out, "$.run.ended_at", "<null>");
+    CHECK_J(r.out, "$.ranks[0].median_step_ms", "<null>");
+    CHECK_J(r.out, "$.findings", "[]");
+    result_free(&r);
+}
+
+static void unknown_run_is_a_clear_error(void)
+{
+    const char *db = fixture();
+    const char *args[] = {"report", "--db", db, "xyz", NULL};
+    result r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK_EQ_INT(r.out_len, 0);
+    char want[700];
+    snprintf(want, sizeof want,
+             "stepscope report: no run 'xyz' in %s; `stepscope runs` lists "
+             "them\n", db);
+    CHECK_STR(r.err, want);
+    result_free(&r);
+    const char *args2[] = {"report", "--db", db, "--attempt", "3", "1", NULL};
+    r = run_cmd(ss_report_cmd, args2);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK(strstr(r.err, "has no attempt 3") != NULL);
+    result_free(&r);
+}
+
+static void missing_garbage_and_empty_files(void)
+{
+    char path[600];
+    tmp_path("missing.db", path, sizeof path);
+    const char *args[] = {"report", "--db", path, NULL};
+    result r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK(strstr(r.err, "stepscope report: no store at") == r.err);
+    CHECK(access(path, F_OK) != 0);
+    result_free(&r);
+    const char *rargs[] = {"runs", "--db", path, NULL};
+    r = run_cmd(ss_runs_cmd, rargs);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK(strstr(r.err, "stepscope runs: no store at") == r.err);
+    CHECK(access(path, F_OK) != 0);
+    result_free(&r);
+
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fputs("this is not a database, it is a text file long enough to be "
+          "read as a header by sqlite, which it is not\n", f);
+    fclose(f);
+    r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK(strstr(r.err, "is not a stepscope store") != NULL);
+    result_free(&r);
+
+    tmp_path("empty-store.db", path, sizeof path);
+    char err[256];
+    ss_store *s = ss_store_open(path, NULL, 0, err, sizeof err);
+    REQUIRE(s != NULL);
+    ss_store_close(s);
+    r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK(strstr(r.err, "no runs in") != NULL);
+    result_free(&r);
+    r = run_cmd(ss_runs_cmd, rargs);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(strstr(r.out, "no runs in") != NULL);
+    result_free(&r);
+}
+
+static void runs_lists_every_run(void)
+{
+    const char *args[] = {"runs", "--db", fixture(), NULL};
+    result r = run_cmd(ss_runs_cmd, args);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(r.out != NULL);
+    CHECK(strstr(r.out, "train") != NULL);
+    CHECK(strstr(r.out, "other") != NULL);
+    CHECK(strstr(r.out, "failed (137)") != NULL);
+    CHECK(strstr(r.out, "train") < strstr(r.out, "other"));
+    result_free(&r);
+    const char *jargs[] = {"runs", "--json", "--db", fixture(), NULL};
+    r = run_cmd(ss_runs_cmd, jargs);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(json_ok(r.out));
+    CHECK_J(r.out, "$.runs[0].name", "train");
+    CHECK_J(r.out, "$.runs[0].steps", "20");
+    CHECK_J(r.out, "$.runs[0].findings", "2");
+    CHECK_J(r.out, "$.runs[0].world_size", "4");
+    CHECK_J(r.out, "$.runs[1].status", "running");
+    CHECK_J(r.out, "$.runs[1].steps", "3");
+    CHECK_J(r.out, "$.runs[1].ended_at", "<null>");
+    result_free(&r);
+}
+
+static void usage_and_help(void)
+{
+    const char *help[] = {"report", "--help", NULL};
+    result r = run_cmd(ss_report_cmd, help);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(strstr(r.out, "usage: stepscope report") == r.out);
+    result_free(&r);
+    const char *rhelp[] = {"runs", "-h", NULL};
+    r = run_cmd(ss_runs_cmd, rhelp);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(strstr(r.out, "usage: stepscope runs") == r.out);
+    result_free(&r);
+    const char *bad[] = {"report", "--bogus", NULL};
+    r = run_cmd(ss_report_cmd, bad);
+    CHECK_EQ_INT(r.rc, 2);
+    CHECK(strstr(r.err, "stepscope report: unknown option '--bogus'") ==
+          r.err);
+    result_free(&r);
+    const char *two[] = {"report", "--db", "x.db", "a", "b", NULL};
+    r = run_cmd(ss_report_cmd, two);
+    CHECK_EQ_INT(r.rc, 2);
+    result_free(&r);
+    const char *att[] = {"report", "--attempt", "x", NULL};
+    r = run_cmd(ss_report_cmd, att);
+    CHECK_EQ_INT(r.rc, 2);
+    result_free(&r);
+    const char *nodb[] = {"runs", "--db", NULL};
+    r = run_cmd(ss_runs_cmd, nodb);
+    CHECK_EQ_INT(r.rc, 2);
+    result_free(&r);
+}
+
+static void default_db_path_is_used(void)
+{
+    char dir[600], buf[64];
+    tmp_path("xdg", dir, sizeof dir);
+    char *old = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME"))
+                                        : NULL;
+    setenv("XDG_DATA_HOME", dir, 1);
+    const char *args[] = {"runs", NULL};
+    result r = run_cmd(ss_runs_cmd, args);
+    CHECK_EQ_INT(r.rc, 1); /* nothing there, and nothing created */
+    CHECK(strstr(r.err, "xdg/stepscope/stepscope.db") != NULL);
+    CHECK(access(dir, F_OK) != 0);
+    result_free(&r);
+    char path[700];
+    snprintf(path, sizeof path, "%s/stepscope/stepscope.db", dir);
+    char err[256];
+    ss_store *s = ss_store_open(path, NULL, 0, err, sizeof err);
+    REQUIRE(s != NULL);
+    add_run(s, "feed", "viaxdg", 1);
+    ss_store_close(s);
+    const char *rargs[] = {"report", "--json", NULL};
+    r = run_cmd(ss_report_cmd, rargs);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_STR(jget(r.out, "$.run.name", buf, sizeof buf), "viaxdg");
+    result_free(&r);
+    if (old)
+        setenv("XDG_DATA_HOME", old, 1);
+    else
+        unsetenv("XDG_DATA_HOME");
+    free(old);
+}
+
+TEST_LIST(TEST(json_report_has_documented_fields),
+          TEST(text_report_puts_findings_first),
+          TEST(selects_runs_by_id_name_and_uuid),
+          TEST(unknown_run_is_a_clear_error),
+          TEST(missing_garbage_and_empty_files),
+          TEST(runs_lists_every_run),
+          TEST(usage_and_help),
+          TEST(default_db_path_is_used))

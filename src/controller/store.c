@@ -1,0 +1,1349 @@
+/*
+ * store.c - the SQLite store: a bounded queue in front of a writer thread.
+ *
+ * The controller's loop calls ss_store_put_*, which copy their arguments
+ * into one heap block each and append it to a queue under a mutex: no SQL,
+ * no I/O on the caller's thread.  The writer thread takes the whole queue
+ * once the oldest queued item is a flush interval old (or sooner when the
+ * queue is half full or ss_store_flush asks), applies it with prepared
+ * statements in one IMMEDIATE transaction, prunes rank_steps by retention
+ * tier, and commits.  WAL with synchronous=NORMAL makes a commit an append
+ * to the WAL without fsync: it survives the process being killed (SIGKILL),
+ * though not the machine losing power before the next checkpoint.  A batch
+ * that cannot be written (disk full, file locked by another process for
+ * more than 5 s) is rolled back, reported on stderr and lost, so a broken
+ * disk cannot grow the queue without bound.  New files get 16 KiB pages:
+ * rank_steps inserts are appends, and bigger pages halve the B-tree work
+ * per row (docs/store.md has the measurements).
+ *
+ * Queue accounting is in "units": one per item plus one per rank-step row
+ * the item carries.  ss_store_stats.queued / .written count units accepted
+ * and units applied; .dropped_rank_steps counts rank-step rows refused
+ * because they would have taken the queue past cfg.queue_limit units.
+ * Only rank-step rows are ever refused: a step's aggregates, runs, ranks,
+ * findings and events are queued whatever the queue holds (they are small
+ * and rare).
+ *
+ * Without a writer thread (ss_store_open with WRITER == 0) the queue is
+ * applied on the caller's thread by ss_store_flush and ss_store_close.
+ *
+ * Threads: `mu` guards the queue, the counters and the flags; `dbmu`
+ * serializes the connection between the writer's batches and
+ * ss_store_begin_run.  Writer-only state (statements, retention tracks,
+ * the row buffers) is touched only while holding dbmu.  The connection is
+ * in SQLite's serialized mode, so a reader may use ss_store_db() from
+ * another thread without crashing anything, but while a writer runs it may
+ * see a batch before its commit; a live reader should open its own
+ * connection (WAL lets it read while the writer writes).
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store_schema.h"
+
+/* ---- queued items ---- */
+
+typedef enum {
+    IT_ATTEMPT,
+    IT_RANK,
+    IT_STEP,
+    IT_FINDING,
+    IT_EVENT,
+    IT_END_RUN,
+} item_kind;
+
+/* A finalized step, deep-copied.  Rank rows are parallel arrays: row i is
+ * rank row_rank[i] with row_vals[i * (3 + n_phases) ...] = step_ns, rss,
+ * device, then one duration per phase in phases[] order (SS_MISSING where
+ * the rank did not report it). */
+typedef struct {
+    uint32_t attempt;
+    uint64_t step;
+    ss_wall_ns finalized_at;
+    uint32_t world_size, n_present, n_missing;
+    uint32_t *missing;
+    ss_stat step_time, rss, device;
+    uint32_t n_phases;
+    ss_phase_stat *phases;
+    char **phase_names;
+    uint32_t n_syncs;
+    ss_sync_stat *syncs;
+    char **sync_names;
+    uint32_t n_rows;
+    uint32_t *row_rank;
+    int64_t *row_vals;
+    uint64_t dropped_rows; /* rank rows refused at the queue */
+} step_item;
+
+typedef struct item {
+    struct item *next;
+    item_kind kind;
+    int64_t run_id;
+    uint64_t units;
+    union {
+        struct {
+            uint32_t attempt;
+            ss_wall_ns started_at;
+        } attempt;
+        ss_rank_info rank;
+        step_item step;
+        struct {
+            ss_finding f;
+            ss_wall_ns at;
+        } finding;
+        struct {
+            uint32_t attempt;
+            ss_wall_ns at;
+            int32_t rank;
+            char *kind, *message;
+        } event;
+        struct {
+            ss_wall_ns ended_at;
+            int exit_code;
+            char *status;
+            int64_t dropped_events, dropped_records;
+        } end;
+    } u;
+} item;
+
+/* ---- writer-side state ---- */
+
+/* Per-rank totals accumulated over one batch, added to rank_totals at the
+ * end of it.  Maxima are SS_MISSING until a value is seen. */
+typedef struct {
+    uint32_t steps, n_ns;
+    int64_t sum_ns, max_ns, max_rss, max_dev, last_step;
+} rank_delta;
+
+/* Retention and totals state for one (run, attempt) being written. */
+typedef struct {
+    int64_t run_id;
+    uint32_t attempt;
+    int64_t max_step;  /* highest step written, -1 before the first */
+    int64_t kept_from; /* tier-A rows below this step are already pruned */
+    uint32_t n_ranks;
+    rank_delta *delta; /* n_ranks entries */
+    int dirty;         /* delta holds something */
+} track;
+
+enum {
+    ST_ATTEMPT,
+    ST_RANK,
+    ST_STEP,
+    ST_PHASE,
+    ST_SYNC,
+    ST_RANK_STEP,
+    ST_TOTALS,
+    ST_FINDING,
+    ST_EVENT,
+    ST_END_RUN,
+    ST_DROPPED,
+    ST_PRUNE,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_COUNT
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, attempt, "
+                   "started_at) VALUES (?1, ?2, ?3)",
+    /* NULL parameters leave the column as it is. */
+    [ST_RANK] = "INSERT INTO ranks(run_id, attempt, rank, host, pid, state, "
+                "exit_code, term_signal, last_step, dropped_events, "
+                "dropped_records, log_path) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET "
+                "host = coalesce(excluded.host, host), "
+                "pid = coalesce(excluded.pid, pid), "
+                "state = coalesce(excluded.state, state), "
+                "exit_code = coalesce(excluded.exit_code, exit_code), "
+                "term_signal = coalesce(excluded.term_signal, term_signal), "
+                "last_step = coalesce(excluded.last_step, last_step), "
+                "dropped_events = coalesce(excluded.dropped_events, "
+                "dropped_events), "
+                "dropped_records = coalesce(excluded.dropped_records, "
+                "dropped_records), "
+                "log_path = coalesce(excluded.log_path, log_path)",
+    [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
+                "finalized_at, world_size, n_present, n_missing, "
+                "missing_ranks, step_n, step_min, step_median, step_p90, "
+                "step_max, step_worst_rank, rss_median, rss_max, "
+                "rss_worst_rank, device_median, device_max, "
+                "device_worst_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+    [ST_PHASE] = "INSERT OR REPLACE INTO step_phases(run_id, attempt, step, "
+                 "phase, n, min, median, p90, max, worst_rank) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    [ST_SYNC] = "INSERT OR REPLACE INTO step_syncs(run_id, attempt, step, "
+                "sync, n, skew_ns, late_ns, worst_rank) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
+                     "step, rank, step_ns, rss_bytes, device_bytes, phases) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
+    [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
+                  "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
+                  "max_device_bytes, last_step) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+                  "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET "
+                  "steps = steps + excluded.steps, "
+                  "step_ns_n = step_ns_n + excluded.step_ns_n, "
+                  "step_ns_sum = step_ns_sum + excluded.step_ns_sum, "
+                  "step_ns_max = max(coalesce(step_ns_max, "
+                  "excluded.step_ns_max), coalesce(excluded.step_ns_max, "
+                  "step_ns_max)), "
+                  "max_rss_bytes = max(coalesce(max_rss_bytes, "
+                  "excluded.max_rss_bytes), coalesce(excluded.max_rss_bytes, "
+                  "max_rss_bytes)), "
+                  "max_device_bytes = max(coalesce(max_device_bytes, "
+                  "excluded.max_device_bytes), "
+                  "coalesce(excluded.max_device_bytes, max_device_bytes)), "
+                  "last_step = max(coalesce(last_step, excluded.last_step), "
+                  "coalesce(excluded.last_step, last_step))",
+    [ST_FINDING] = "INSERT INTO findings(run_id, attempt, finding_id, kind, "
+                   "severity, ranks, phase, first_step, last_step, evidence, "
+                   "message, first_seen_at, updated_at) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                   "?12, ?12) "
+                   "ON CONFLICT (run_id, attempt, finding_id) DO UPDATE SET "
+                   "kind = excluded.kind, severity = excluded.severity, "
+                   "ranks = excluded.ranks, phase = excluded.phase, "
+                   "first_step = excluded.first_step, "
+                   "last_step = excluded.last_step, "
+                   "evidence = excluded.evidence, message = excluded.message, "
+                   "updated_at = excluded.updated_at",
+    [ST_EVENT] = "INSERT INTO events(run_id, attempt, at, kind, rank, "
+                 "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_END_RUN] = "UPDATE runs SET ended_at = ?2, exit_code = ?3, "
+                   "status = ?4, dropped_events = ?5, dropped_records = ?6 "
+                   "WHERE id = ?1",
+    [ST_DROPPED] = "UPDATE runs SET dropped_rank_steps = dropped_rank_steps "
+                   "+ ?2 WHERE id = ?1",
+    /* Tier A rows that fell out of the recent window, except tier B
+     * (every sample_every-th step) and the steps findings name. */
+    [ST_PRUNE] = "DELETE FROM rank_steps WHERE run_id = ?1 AND attempt = ?2 "
+                 "AND step >= ?3 AND step < ?4 "
+                 "AND (?5 = 0 OR step % ?5 != 0) "
+                 "AND step NOT IN (SELECT first_step FROM findings "
+                 "WHERE run_id = ?1 AND attempt = ?2 "
+                 "UNION SELECT last_step FROM findings "
+                 "WHERE run_id = ?1 AND attempt = ?2)",
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+};
+
+/* A growable byte buffer for building JSON text on the writer. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} buf;
+
+struct ss_store {
+    sqlite3 *db;
+    char *path;
+    ss_store_config cfg;
+
+    pthread_mutex_t mu;     /* queue, counters, flags */
+    pthread_cond_t wake;    /* writer: work, flush or stop */
+    pthread_cond_t done;    /* flushers: a batch was applied */
+    item *head, *tail;
+    uint64_t pending_units;
+    struct timespec first_at; /* when the oldest queued item arrived */
+    uint64_t enq_seq, done_seq; /* items queued / applied, ever */
+    int flush_wanted, stop;
+    ss_store_stats stats;
+    int has_writer;
+    pthread_t writer;
+
+    pthread_mutex_t dbmu;   /* the connection and everything below */
+    sqlite3_stmt *st[ST_COUNT];
+    track *tracks;
+    size_t n_tracks;
+    buf rowbuf;             /* a rank row's phases JSON */
+    buf keys;               /* the current step's escaped phase keys */
+    size_t *key_off;        /* key_cap offsets into keys */
+    size_t key_cap;
+};
+
+/* ---- small helpers ---- */
+
+static ss_wall_ns wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* mkdir -p of PATH's directory.  Returns 0 or -1 with errno set. */
+static int make_parent_dirs(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return -1;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) {
+        free(dir);
+        return 0;
+    }
+    *slash = '\0';
+    for (char *p = dir + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            free(dir);
+            errno = e;
+            return -1;
+        }
+        *p = c;
+        if (c == '\0')
+            break;
+    }
+    free(dir);
+    return 0;
+}
+
+static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v)
+{
+    if (v == SS_MISSING)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int64(st, i, v);
+}
+
+static void bind_rank(sqlite3_stmt *st, int i, int32_t rank)
+{
+    if (rank < 0)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int(st, i, rank);
+}
+
+/* Binds -1 (and "" for text) as NULL: "leave as it is". */
+static void bind_known_int(sqlite3_stmt *st, int i, int64_t v)
+{
+    if (v == -1)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int64(st, i, v);
+}
+
+static void bind_known_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (!s || !*s)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+static int buf_reserve(buf *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* Appends the decimal form of V; the caller reserved 21 bytes. */
+static void buf_put_i64(buf *b, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[n++] = '-';
+    while (n)
+        b->p[b->len++] = tmp[--n];
+}
+
+/* Appends S as a JSON string literal (quotes included).  Returns 0/-1. */
+static int buf_put_json_str(buf *b, const char *s)
+{
+    if (buf_reserve(b, strlen(s) * 6 + 3) != 0)
+        return -1;
+    b->p[b->len++] = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            b->p[b->len++] = '\\';
+            b->p[b->len++] = (char)*c;
+        } else if (*c < 0x20) {
+            b->len += (size_t)sprintf(b->p + b->len, "\\u%04x", *c);
+        } else {
+            b->p[b->len++] = (char)*c;
+        }
+    }
+    b->p[b->len++] = '"';
+    return 0;
+}
+
+/* ---- the queue ---- */
+
+/* Appends IT to the queue and wakes the writer when it should act. */
+static void enqueue(ss_store *s, item *it)
+{
+    pthread_mutex_lock(&s->mu);
+    it->next = NULL;
+    if (s->tail)
+        s->tail->next = it;
+    else {
+        s->head = it;
+        clock_gettime(CLOCK_MONOTONIC, &s->first_at);
+    }
+    s->tail = it;
+    uint64_t before = s->pending_units;
+    s->pending_units += it->units;
+    s->enq_seq++;
+    s->stats.queued += it->units;
+    uint64_t half = s->cfg.queue_limit / 2;
+    if (s->has_writer && (before == 0 || (before < half &&
+                                          s->pending_units >= half)))
+        pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Allocates a zeroed item of KIND with EXTRA uninitialized bytes after it
+ * (for the copies it carries).  NULL on out-of-memory. */
+static item *item_new(item_kind kind, int64_t run_id, size_t extra)
+{
+    item *it = malloc(sizeof(item) + extra);
+    if (!it)
+        return NULL;
+    memset(it, 0, sizeof *it);
+    it->kind = kind;
+    it->run_id = run_id;
+    it->units = 1;
+    return it;
+}
+
+static size_t round8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Carves N bytes aligned to 8 from *P (inside an item's extra space, which
+ * the caller sized as the sum of round8() of every carve). */
+static void *carve(char **p, size_t n)
+{
+    void *r = *p;
+    *p += round8(n);
+    return r;
+}
+
+static char *carve_str(char **p, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s) + 1;
+    char *r = carve(p, n);
+    memcpy(r, s, n);
+    return r;
+}
+
+static size_t str_space(const char *s)
+{
+    return round8((s ? strlen(s) : 0) + 1);
+}
+
+/* ---- the writer: applying items ---- */
+
+static void report_sql_error(ss_store *s, const char *what)
+{
+    fprintf(stderr, "stepscope: store %s: %s: %s\n", s->path, what,
+            sqlite3_errmsg(s->db));
+}
+
+/* Steps ST once and resets it.  Returns 0 or -1 (reported). */
+static int run_stmt(ss_store *s, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        report_sql_error(s, what);
+        return -1;
+    }
+    return 0;
+}
+
+static const rank_delta empty_delta = {0, 0, 0, SS_MISSING, SS_MISSING,
+                                       SS_MISSING, SS_MISSING};
+
+/* Forgets T's batch deltas (after they are written or lost). */
+static void track_clear(track *t)
+{
+    if (!t->dirty)
+        return;
+    for (uint32_t r = 0; r < t->n_ranks; r++)
+        t->delta[r] = empty_delta;
+    t->dirty = 0;
+}
+
+static track *track_get(ss_store *s, int64_t run_id, uint32_t attempt,
+                        uint32_t n_ranks)
+{
+    track *t = NULL;
+    for (size_t i = 0; i < s->n_tracks; i++)
+        if (s->tracks[i].run_id == run_id && s->tracks[i].attempt == attempt)
+            t = &s->tracks[i];
+    if (!t) {
+        track *n = realloc(s->tracks, (s->n_tracks + 1) * sizeof *n);
+        if (!n)
+            return NULL;
+        s->tracks = n;
+        t = &n[s->n_tracks++];
+        memset(t, 0, sizeof *t);
+        t->run_id = run_id;
+        t->attempt = attempt;
+        t->max_step = -1;
+    }
+    if (n_ranks > t->n_ranks) {
+        rank_delta *d = realloc(t->delta, n_ranks * sizeof *d);
+        if (!d)
+            return NULL;
+        for (uint32_t r = t->n_ranks; r < n_ranks; r++)
+            d[r] = empty_delta;
+        t->delta = d;
+        t->n_ranks = n_ranks;
+    }
+    return t;
+}
+
+static int64_t max_known(int64_t a, int64_t b)
+{
+    if (a == SS_MISSING)
+        return b;
+    if (b == SS_MISSING)
+        return a;
+    return a > b ? a : b;
+}
+
+/* Builds the phases JSON of row I of step V into s->rowbuf from the
+ * pre-escaped `"name":` keys in s->keys.  Sets *LEN (0: no phase). */
+static int build_phases_json(ss_store *s, const step_item *v, uint32_t i,
+                             size_t *len)
+{
+    const int64_t *vals = v->row_vals + (size_t)i * (3 + v->n_phases) + 3;
+    buf *b = &s->rowbuf;
+    b->len = 0;
+    for (uint32_t p = 0; p < v->n_phases; p++) {
+        if (vals[p] == SS_MISSING)
+            continue;
+        size_t klen = s->key_off[p + 1] - s->key_off[p];
+        if (buf_reserve(b, klen + 24) != 0)
+            return -1;
+        char sep = b->len == 0 ? '{' : ',';
+        b->p[b->len++] = sep;
+        memcpy(b->p + b->len, s->keys.p + s->key_off[p], klen);
+        b->len += klen;
+        buf_put_i64(b, vals[p]);
+    }
+    if (b->len) {
+        if (buf_reserve(b, 1) != 0)
+            return -1;
+        b->p[b->len++] = '}';
+    }
+    *len = b->len;
+    return 0;
+}
+
+/* Escapes V's phase names once per step into s->keys, as `"name":`, with
+ * phase p at s->keys.p[s->key_off[p] .. s->key_off[p + 1]). */
+static int build_phase_keys(ss_store *s, const step_item *v)
+{
+    if (v->n_phases + 1 > s->key_cap) {
+        size_t *o = realloc(s->key_off, (v->n_phases + 1) * sizeof *o);
+        if (!o)
+            return -1;
+        s->key_off = o;
+        s->key_cap = v->n_phases + 1;
+    }
+    s->keys.len = 0;
+    for (uint32_t p = 0; p < v->n_phases; p++) {
+        s->key_off[p] = s->keys.len;
+        if (buf_put_json_str(&s->keys, v->phase_names[p]) != 0 ||
+            buf_reserve(&s->keys, 1) != 0)
+            return -1;
+        s->keys.p[s->keys.len++] = ':';
+    }
+    s->key_off[v->n_phases] = s->keys.len;
+    return 0;
+}
+
+static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
+{
+    sqlite3_stmt *q = s->st[ST_STEP];
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, v->attempt);
+    sqlite3_bind_int64(q, 3, (int64_t)v->step);
+    sqlite3_bind_int64(q, 4, v->finalized_at);
+    sqlite3_bind_int64(q, 5, v->world_size);
+    sqlite3_bind_int64(q, 6, v->n_present);
+    sqlite3_bind_int64(q, 7, v->n_missing);
+    buf miss = {0};
+    if (v->n_missing) {
+        if (buf_reserve(&miss, (size_t)v->n_missing * 12 + 3) != 0)
+            return -1;
+        miss.p[miss.len++] = '[';
+        for (uint32_t i = 0; i < v->n_missing; i++) {
+            if (i)
+                miss.p[miss.len++] = ',';
+            buf_put_i64(&miss, v->missing[i]);
+        }
+        miss.p[miss.len++] = ']';
+        sqlite3_bind_text(q, 8, miss.p, (int)miss.len, SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(q, 8);
+    }
+    sqlite3_bind_int64(q, 9, v->step_time.n);
+    bind_opt_int(q, 10, v->step_time.min);
+    bind_opt_int(q, 11, v->step_time.median);
+    bind_opt_int(q, 12, v->step_time.p90);
+    bind_opt_int(q, 13, v->step_time.max);
+    bind_rank(q, 14, v->step_time.worst_rank);
+    bind_opt_int(q, 15, v->rss.median);
+    bind_opt_int(q, 16, v->rss.max);
+    bind_rank(q, 17, v->rss.worst_rank);
+    bind_opt_int(q, 18, v->device.median);
+    bind_opt_int(q, 19, v->device.max);
+    bind_rank(q, 20, v->device.worst_rank);
+    int rc = run_stmt(s, q, "writing a step");
+    sqlite3_clear_bindings(q);
+    free(miss.p);
+    if (rc != 0)
+        return -1;
+
+    q = s->st[ST_PHASE];
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        const ss_stat *ps = &v->phases[i].stat;
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_int64(q, 2, v->attempt);
+        sqlite3_bind_int64(q, 3, (int64_t)v->step);
+        sqlite3_bind_text(q, 4, v->phase_names[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 5, ps->n);
+        bind_opt_int(q, 6, ps->min);
+        bind_opt_int(q, 7, ps->median);
+        bind_opt_int(q, 8, ps->p90);
+        bind_opt_int(q, 9, ps->max);
+        bind_rank(q, 10, ps->worst_rank);
+        if (run_stmt(s, q, "writing a step phase") != 0)
+            return -1;
+    }
+    q = s->st[ST_SYNC];
+    for (uint32_t i = 0; i < v->n_syncs; i++) {
+        const ss_sync_stat *ys = &v->syncs[i];
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_int64(q, 2, v->attempt);
+        sqlite3_bind_int64(q, 3, (int64_t)v->step);
+        sqlite3_bind_text(q, 4, v->sync_names[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 5, ys->n);
+        bind_opt_int(q, 6, ys->skew_ns);
+        bind_opt_int(q, 7, ys->late_ns);
+        bind_rank(q, 8, ys->worst_rank);
+        if (run_stmt(s, q, "writing a step sync") != 0)
+            return -1;
+    }
+
+    if (v->dropped_rows) {
+        q = s->st[ST_DROPPED];
+        sqlite3_bind_int64(q, 1, run_id);
+        sqlite3_bind_int64(q, 2, (int64_t)v->dropped_rows);
+        if (run_stmt(s, q, "counting dropped rank steps") != 0)
+            return -1;
+    }
+
+    track *t = track_get(s, run_id, v->attempt, v->world_size);
+    if (!t)
+        return -1;
+    if ((int64_t)v->step > t->max_step)
+        t->max_step = (int64_t)v->step;
+    if (v->n_rows == 0)
+        return 0;
+
+    if (build_phase_keys(s, v) != 0)
+        return -1;
+    q = s->st[ST_RANK_STEP];
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, v->attempt);
+    sqlite3_bind_int64(q, 3, (int64_t)v->step);
+    size_t stride = 3 + (size_t)v->n_phases;
+    for (uint32_t i = 0; i < v->n_rows; i++) {
+        const int64_t *vals = v->row_vals + i * stride;
+        uint32_t rank = v->row_rank[i];
+        size_t len = 0;
+        if (build_phases_json(s, v, i, &len) != 0)
+            return -1;
+        sqlite3_bind_int64(q, 4, rank);
+        bind_opt_int(q, 5, vals[0]);
+        bind_opt_int(q, 6, vals[1]);
+        bind_opt_int(q, 7, vals[2]);
+        if (len)
+            sqlite3_bind_text(q, 8, s->rowbuf.p, (int)len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(q, 8);
+        if (run_stmt(s, q, "writing a rank step") != 0)
+            return -1;
+        if (rank < t->n_ranks) {
+            rank_delta *d = &t->delta[rank];
+            d->steps++;
+            if (vals[0] != SS_MISSING) {
+                d->n_ns++;
+                d->sum_ns += vals[0];
+                d->max_ns = max_known(d->max_ns, vals[0]);
+            }
+            d->max_rss = max_known(d->max_rss, vals[1]);
+            d->max_dev = max_known(d->max_dev, vals[2]);
+            d->last_step = max_known(d->last_step, (int64_t)v->step);
+            t->dirty = 1;
+        }
+    }
+    return 0;
+}
+
+static int apply_item(ss_store *s, const item *it)
+{
+    sqlite3_stmt *q;
+    switch (it->kind) {
+    case IT_ATTEMPT:
+        q = s->st[ST_ATTEMPT];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.attempt.attempt);
+        sqlite3_bind_int64(q, 3, it->u.attempt.started_at);
+        return run_stmt(s, q, "writing an attempt");
+    case IT_RANK: {
+        const ss_rank_info *r = &it->u.rank;
+        q = s->st[ST_RANK];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, r->attempt);
+        sqlite3_bind_int64(q, 3, r->rank);
+        bind_known_text(q, 4, r->host);
+        bind_known_int(q, 5, r->pid);
+        bind_known_text(q, 6, r->state);
+        bind_known_int(q, 7, r->exit_code);
+        bind_known_int(q, 8, r->term_signal);
+        bind_known_int(q, 9, r->last_step);
+        bind_known_int(q, 10, r->dropped_events);
+        bind_known_int(q, 11, r->dropped_records);
+        bind_known_text(q, 12, r->log_path);
+        return run_stmt(s, q, "writing a rank");
+    }
+    case IT_STEP:
+        return apply_step(s, it->run_id, &it->u.step);
+    case IT_FINDING: {
+        const ss_finding *f = &it->u.finding.f;
+        buf ranks = {0};
+        if (buf_reserve(&ranks, (size_t)f->n_ranks * 12 + 3) != 0)
+            return -1;
+        ranks.p[ranks.len++] = '[';
+        for (uint32_t i = 0; i < f->n_ranks && i < SS_FINDING_MAX_RANKS; i++) {
+            if (i)
+                ranks.p[ranks.len++] = ',';
+            buf_put_i64(&ranks, f->ranks[i]);
+        }
+        ranks.p[ranks.len++] = ']';
+        q = s->st[ST_FINDING];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, f->attempt);
+        sqlite3_bind_int64(q, 3, f->id);
+        sqlite3_bind_text(q, 4, f->kind, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 5, f->severity == SS_CRITICAL ? "critical"
+                                                           : "warning",
+                          -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 6, ranks.p, (int)ranks.len, SQLITE_STATIC);
+        bind_known_text(q, 7, f->phase);
+        sqlite3_bind_int64(q, 8, (int64_t)f->first_step);
+        sqlite3_bind_int64(q, 9, (int64_t)f->last_step);
+        sqlite3_bind_text(q, 10, f->evidence_json[0] ? f->evidence_json : "{}",
+                          -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 11, f->message, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 12, it->u.finding.at);
+        int rc = run_stmt(s, q, "writing a finding");
+        sqlite3_clear_bindings(q);
+        free(ranks.p);
+        return rc;
+    }
+    case IT_EVENT:
+        q = s->st[ST_EVENT];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.event.attempt);
+        sqlite3_bind_int64(q, 3, it->u.event.at);
+        sqlite3_bind_text(q, 4, it->u.event.kind, -1, SQLITE_STATIC);
+        bind_rank(q, 5, it->u.event.rank);
+        bind_known_text(q, 6, it->u.event.message);
+        return run_stmt(s, q, "writing an event");
+    case IT_END_RUN:
+        q = s->st[ST_END_RUN];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.end.ended_at);
+        sqlite3_bind_int64(q, 3, it->u.end.exit_code);
+        sqlite3_bind_text(q, 4, it->u.end.status, -1, SQLITE_STATIC);
+        bind_known_int(q, 5, it->u.end.dropped_events);
+        bind_known_int(q, 6, it->u.end.dropped_records);
+        return run_stmt(s, q, "ending a run");
+    }
+    return -1;
+}
+
+/* After a batch: adds per-rank deltas to rank_totals and prunes tier-A
+ * rank_steps rows that left the recent window. */
+static int finish_tracks(ss_store *s)
+{
+    for (size_t i = 0; i < s->n_tracks; i++) {
+        track *t = &s->tracks[i];
+        if (t->dirty) {
+            sqlite3_stmt *q = s->st[ST_TOTALS];
+            for (uint32_t r = 0; r < t->n_ranks; r++) {
+                rank_delta *d = &t->delta[r];
+                if (!d->steps)
+                    continue;
+                sqlite3_bind_int64(q, 1, t->run_id);
+                sqlite3_bind_int64(q, 2, t->attempt);
+                sqlite3_bind_int64(q, 3, r);
+                sqlite3_bind_int64(q, 4, d->steps);
+                sqlite3_bind_int64(q, 5, d->n_ns);
+                sqlite3_bind_int64(q, 6, d->sum_ns);
+                bind_opt_int(q, 7, d->max_ns);
+                bind_opt_int(q, 8, d->max_rss);
+                bind_opt_int(q, 9, d->max_dev);
+                bind_opt_int(q, 10, d->last_step);
+                if (run_stmt(s, q, "writing rank totals") != 0)
+                    return -1;
+            }
+            track_clear(t);
+        }
+        if (s->cfg.recent_steps == 0 ||
+            t->max_step + 1 <= (int64_t)s->cfg.recent_steps)
+            continue;
+        int64_t cutoff = t->max_step + 1 - (int64_t)s->cfg.recent_steps;
+        if (cutoff <= t->kept_from)
+            continue;
+        sqlite3_stmt *q = s->st[ST_PRUNE];
+        sqlite3_bind_int64(q, 1, t->run_id);
+        sqlite3_bind_int64(q, 2, t->attempt);
+        sqlite3_bind_int64(q, 3, t->kept_from);
+        sqlite3_bind_int64(q, 4, cutoff);
+        sqlite3_bind_int64(q, 5, s->cfg.sample_every);
+        if (run_stmt(s, q, "pruning rank steps") != 0)
+            return -1;
+        t->kept_from = cutoff;
+    }
+    return 0;
+}
+
+/* Applies BATCH in one transaction and frees it.  On a failure the
+ * transaction is rolled back and the batch is lost (reported on stderr):
+ * a store that cannot be written must not grow the queue without bound. */
+static void apply_batch(ss_store *s, item *batch)
+{
+    pthread_mutex_lock(&s->dbmu);
+    int rc = run_stmt(s, s->st[ST_BEGIN], "starting a transaction");
+    size_t n = 0;
+    for (item *it = batch; it; it = it->next, n++)
+        if (rc == 0)
+            rc = apply_item(s, it);
+    if (rc == 0)
+        rc = finish_tracks(s);
+    if (rc == 0)
+        rc = run_stmt(s, s->st[ST_COMMIT], "committing");
+    if (rc != 0) {
+        if (!sqlite3_get_autocommit(s->db))
+            run_stmt(s, s->st[ST_ROLLBACK], "rolling back");
+        for (size_t i = 0; i < s->n_tracks; i++)
+            track_clear(&s->tracks[i]);
+        fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
+                "not written\n", s->path, n);
+    }
+    pthread_mutex_unlock(&s->dbmu);
+    while (batch) {
+        item *next = batch->next;
+        free(batch);
+        batch = next;
+    }
+}
+
+/* Takes the whole queue (mu held) and applies it (mu released meanwhile). */
+static void drain_locked(ss_store *s)
+{
+    item *batch = s->head;
+    uint64_t units = s->pending_units, seq = s->enq_seq;
+    s->head = s->tail = NULL;
+    s->pending_units = 0;
+    s->flush_wanted = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (batch)
+        apply_batch(s, batch);
+    pthread_mutex_lock(&s->mu);
+    s->stats.written += units;
+    if (batch)
+        s->stats.transactions++;
+    if (seq > s->done_seq)
+        s->done_seq = seq;
+    pthread_cond_broadcast(&s->done);
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec ||
+           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static void *writer_main(void *arg)
+{
+    ss_store *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && !s->head)
+            pthread_cond_wait(&s->wake, &s->mu);
+        if (s->head && !s->stop && !s->flush_wanted &&
+            s->pending_units < s->cfg.queue_limit / 2) {
+            struct timespec due = s->first_at, now;
+            due.tv_sec += s->cfg.flush_interval_ms / 1000;
+            due.tv_nsec += (long)(s->cfg.flush_interval_ms % 1000) * 1000000;
+            if (due.tv_nsec >= 1000000000) {
+                due.tv_sec++;
+                due.tv_nsec -= 1000000000;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (ts_before(&now, &due)) {
+                pthread_cond_timedwait(&s->wake, &s->mu, &due);
+                continue; /* re-evaluate: woken early or due */
+            }
+        }
+        if (s->head)
+            drain_locked(s);
+        else if (s->stop)
+            break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- public API ---- */
+
+void ss_store_config_defaults(ss_store_config *cfg)
+{
+    cfg->flush_interval_ms = 250;
+    cfg->queue_limit = 65536;
+    cfg->recent_steps = 512;
+    cfg->sample_every = 100;
+}
+
+int ss_store_default_path(char *out, size_t outlen)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    int n;
+    if (xdg && xdg[0] == '/') {
+        n = snprintf(out, outlen, "%s/stepscope/stepscope.db", xdg);
+    } else {
+        const char *home = getenv("HOME");
+        if (!home || !*home)
+            return -1;
+        n = snprintf(out, outlen, "%s/.local/share/stepscope/stepscope.db",
+                     home);
+    }
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+static void store_free(ss_store *s)
+{
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    sqlite3_close(s->db);
+    for (size_t i = 0; i < s->n_tracks; i++)
+        free(s->tracks[i].delta);
+    free(s->tracks);
+    free(s->rowbuf.p);
+    free(s->keys.p);
+    free(s->key_off);
+    free(s->path);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->dbmu);
+    pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->done);
+    free(s);
+}
+
+/* Opens, checks, configures and migrates the database.  Returns 0/-1. */
+static int store_setup(ss_store *s, const char *path, char *err,
+                       size_t errlen)
+{
+    if (make_parent_dirs(path) != 0) {
+        snprintf(err, errlen, "cannot create the directory for %s: %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    int rc = sqlite3_open_v2(path, &s->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                 SQLITE_OPEN_FULLMUTEX,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", path,
+                 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    if (ss_schema_check(s->db, path, err, errlen) < 0)
+        return -1;
+    char *msg = NULL;
+    rc = sqlite3_exec(s->db,
+                      "PRAGMA page_size = 16384;"
+                      "PRAGMA journal_mode = WAL;"
+                      "PRAGMA synchronous = NORMAL;"
+                      "PRAGMA cache_size = -16384;",
+                      NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "cannot set up %s: %s", path,
+                 msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -1;
+    }
+    if (ss_schema_migrate(s->db, path, err, errlen) != 0)
+        return -1;
+    for (int i = 0; i < ST_COUNT; i++) {
+        rc = sqlite3_prepare_v3(s->db, stmt_sql[i], -1,
+                                SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
+        if (rc != SQLITE_OK) {
+            snprintf(err, errlen, "%s: cannot prepare a statement: %s", path,
+                     sqlite3_errmsg(s->db));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
+                        int writer, char *err, size_t errlen)
+{
+    ss_store *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (cfg)
+        s->cfg = *cfg;
+    else
+        ss_store_config_defaults(&s->cfg);
+    if (s->cfg.flush_interval_ms == 0)
+        s->cfg.flush_interval_ms = 1; /* as soon as possible */
+    if (s->cfg.queue_limit == 0)
+        s->cfg.queue_limit = 65536;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->dbmu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&s->done, NULL);
+    s->path = strdup(path);
+    if (!s->path) {
+        snprintf(err, errlen, "out of memory");
+        store_free(s);
+        return NULL;
+    }
+    if (store_setup(s, path, err, errlen) != 0) {
+        store_free(s);
+        return NULL;
+    }
+    if (writer) {
+        /* The writer blocks every signal, so signals meant for the
+         * controller's loop are never delivered to it. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int rc = pthread_create(&s->writer, NULL, writer_main, s);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot start the store writer: %s",
+                     strerror(rc));
+            store_free(s);
+            return NULL;
+        }
+        s->has_writer = 1;
+    }
+    return s;
+}
+
+void ss_store_flush(ss_store *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (s->has_writer) {
+        uint64_t target = s->enq_seq;
+        if (s->done_seq < target) {
+            s->flush_wanted = 1;
+            pthread_cond_signal(&s->wake);
+        }
+        while (s->done_seq < target)
+            pthread_cond_wait(&s->done, &s->mu);
+    } else if (s->head) {
+        drain_locked(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ss_store_close(ss_store *s)
+{
+    if (!s)
+        return;
+    if (s->has_writer) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->writer, NULL);
+    } else {
+        ss_store_flush(s);
+    }
+    store_free(s);
+}
+
+int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
+                       char *err, size_t errlen)
+{
+    static const char sql[] =
+        "INSERT INTO runs(uuid, name, command, host, world_size, started_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    pthread_mutex_lock(&s->dbmu);
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, info->uuid, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, info->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 3, info->command, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 4, info->host, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 5, info->world_size);
+        sqlite3_bind_int64(q, 6, info->started_at);
+        rc = sqlite3_step(q);
+    }
+    if (rc == SQLITE_DONE) {
+        *run_id = sqlite3_last_insert_rowid(s->db);
+    } else {
+        snprintf(err, errlen, "%s: cannot record the run: %s", s->path,
+                 sqlite3_errmsg(s->db));
+    }
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&s->dbmu);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Out of memory in a put: the item is lost, as the store would lose it on a
+ * crash; the controller goes on. */
+static void put_failed(ss_store *s, const char *what)
+{
+    fprintf(stderr, "stepscope: store %s: out of memory, %s not written\n",
+            s->path, what);
+}
+
+void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
+                          ss_wall_ns started_at)
+{
+    item *it = item_new(IT_ATTEMPT, run_id, 0);
+    if (!it) {
+        put_failed(s, "an attempt");
+        return;
+    }
+    it->u.attempt.attempt = attempt;
+    it->u.attempt.started_at = started_at;
+    enqueue(s, it);
+}
+
+void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r)
+{
+    item *it = item_new(IT_RANK, run_id, 0);
+    if (!it) {
+        put_failed(s, "a rank");
+        return;
+    }
+    it->u.rank = *r;
+    it->u.rank.host[sizeof r->host - 1] = '\0';
+    it->u.rank.state[sizeof r->state - 1] = '\0';
+    it->u.rank.log_path[sizeof r->log_path - 1] = '\0';
+    enqueue(s, it);
+}
+
+static const char *name_of(const char *const *names, int idx)
+{
+    return names && idx >= 0 && names[idx] ? names[idx] : "?";
+}
+
+void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
+                       const char *const *names)
+{
+    uint32_t n_rows = 0;
+    if (v->ranks)
+        for (uint32_t r = 0; r < v->world_size; r++)
+            n_rows += v->ranks[r].present != 0;
+
+    /* Rank rows go only when the queue has room for them; the rest of the
+     * step always goes. */
+    pthread_mutex_lock(&s->mu);
+    int keep_rows = s->pending_units + 1 + n_rows <= s->cfg.queue_limit;
+    if (!keep_rows)
+        s->stats.dropped_rank_steps += n_rows;
+    pthread_mutex_unlock(&s->mu);
+    uint32_t rows = keep_rows ? n_rows : 0;
+
+    size_t stride = 3 + (size_t)v->n_phases;
+    size_t extra = round8((size_t)v->n_missing * sizeof(uint32_t)) +
+                   round8((size_t)v->n_phases * sizeof(ss_phase_stat)) +
+                   round8((size_t)v->n_phases * sizeof(char *)) +
+                   round8((size_t)v->n_syncs * sizeof(ss_sync_stat)) +
+                   round8((size_t)v->n_syncs * sizeof(char *)) +
+                   round8((size_t)rows * sizeof(uint32_t)) +
+                   (size_t)rows * stride * sizeof(int64_t);
+    for (uint32_t i = 0; i < v->n_phases; i++)
+        extra += str_space(name_of(names, v->phases[i].name));
+    for (uint32_t i = 0; i < v->n_syncs; i++)
+        extra += str_space(name_of(names, v->syncs[i].name));
+    item *it = item_new(IT_STEP, run_id, extra);
+    if (!it) {
+        put_failed(s, "a step");
+        return;
+    }
+    step_item *st = &it->u.step;
+    char *p = (char *)(it + 1);
+    st->attempt = v->attempt;
+    st->step = v->step;
+    st->finalized_at = v->finalized_at;
+    st->world_size = v->world_size;
+    st->n_present = v->n_present;
+    st->n_missing = v->n_missing;
+    st->missing = carve(&p, (size_t)v->n_missing * sizeof(uint32_t));
+    if (v->n_missing)
+        memcpy(st->missing, v->missing_ranks,
+               (size_t)v->n_missing * sizeof(uint32_t));
+    st->step_time = v->step_time;
+    st->rss = v->rss;
+    st->device = v->device;
+    st->n_phases = v->n_phases;
+    st->phases = carve(&p, (size_t)v->n_phases * sizeof(ss_phase_stat));
+    st->phase_names = carve(&p, (size_t)v->n_phases * sizeof(char *));
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        st->phases[i] = v->phases[i];
+        st->phase_names[i] = carve_str(&p, name_of(names, v->phases[i].name));
+    }
+    st->n_syncs = v->n_syncs;
+    st->syncs = carve(&p, (size_t)v->n_syncs * sizeof(ss_sync_stat));
+    st->sync_names = carve(&p, (size_t)v->n_syncs * sizeof(char *));
+    for (uint32_t i = 0; i < v->n_syncs; i++) {
+        st->syncs[i] = v->syncs[i];
+        st->sync_names[i] = carve_str(&p, name_of(names, v->syncs[i].name));
+    }
+    st->n_rows = rows;
+    st->row_rank = carve(&p, (size_t)rows * sizeof(uint32_t));
+    st->row_vals = carve(&p, (size_t)rows * stride * sizeof(int64_t));
+    uint32_t i = 0;
+    for (uint32_t r = 0; r < v->world_size && i < rows; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present)
+            continue;
+        int64_t *vals = st->row_vals + (size_t)i * stride;
+        st->row_rank[i] = r;
+        vals[0] = rs->step_ns;
+        vals[1] = rs->rss_bytes;
+        vals[2] = rs->device_bytes;
+        for (uint32_t ph = 0; ph < v->n_phases; ph++) {
+            int idx = v->phases[ph].name;
+            vals[3 + ph] = rs->phase_ns && idx >= 0 &&
+                                   (uint32_t)idx < v->n_names
+                               ? rs->phase_ns[idx]
+                               : SS_MISSING;
+        }
+        i++;
+    }
+    st->dropped_rows = keep_rows ? 0 : n_rows;
+    it->units = 1 + rows;
+    enqueue(s, it);
+}
+
+void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f)
+{
+    item *it = item_new(IT_FINDING, run_id, 0);
+    if (!it) {
+        put_failed(s, "a finding");
+        return;
+    }
+    ss_finding *c = &it->u.finding.f;
+    *c = *f;
+    c->kind[sizeof c->kind - 1] = '\0';
+    c->phase[sizeof c->phase - 1] = '\0';
+    c->evidence_json[sizeof c->evidence_json - 1] = '\0';
+    c->message[sizeof c->message - 1] = '\0';
+    if (c->n_ranks > SS_FINDING_MAX_RANKS)
+        c->n_ranks = SS_FINDING_MAX_RANKS;
+    it->u.finding.at = wall_now();
+    enqueue(s, it);
+}
+
+void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
+                        ss_wall_ns at, const char *kind, int32_t rank,
+                        const char *message)
+{
+    item *it = item_new(IT_EVENT, run_id,
+                        str_space(kind) + str_space(message));
+    if (!it) {
+        put_failed(s, "an event");
+        return;
+    }
+    char *p = (char *)(it + 1);
+    it->u.event.attempt = attempt;
+    it->u.event.at = at;
+    it->u.event.rank = rank;
+    it->u.event.kind = carve_str(&p, kind);
+    it->u.event.message = carve_str(&p, message);
+    enqueue(s, it);
+}
+
+void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
+                      int exit_code, const char *status,
+                      int64_t dropped_events, int64_t dropped_records)
+{
+    item *it = item_new(IT_END_RUN, run_id, str_space(status));
+    if (!it) {
+        put_failed(s, "the end of the run");
+        return;
+    }
+    char *p = (char *)(it + 1);
+    it->u.end.ended_at = ended_at;
+    it->u.end.exit_code = exit_code;
+    it->u.end.status = carve_str(&p, status && *status ? status : "ended");
+    it->u.end.dropped_events = dropped_events;
+    it->u.end.dropped_records = dropped_records;
+    enqueue(s, it);
+}
+
+void ss_store_get_stats(ss_store *s, ss_store_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+struct sqlite3 *ss_store_db(ss_store *s)
+{
+    return s->db;
+}

@@ -1,0 +1,120 @@
+/*
+ * store.h - the SQLite store of runs, steps, findings and events.
+ *
+ * One file (WAL mode) holds every run.  The schema and its numbered
+ * migrations live in store_schema.c; opening a file migrates it forward and
+ * refuses a file that is not a stepscope store or is from a newer version.
+ *
+ * Writing: the controller's loop calls the store_put_* functions, which copy
+ * their arguments into a bounded queue and return at once; a writer thread
+ * applies the queue in batched transactions every flush interval (default
+ * 250 ms), so a controller killed with SIGKILL loses at most that interval.
+ * When the queue is full, rank-step rows are dropped first and counted
+ * (store_stats); runs, findings and events are never dropped.
+ *
+ * Retention of per-rank step rows (rank_steps) is tiered so a 4096-rank x
+ * 100k-step run stays bounded; docs/store.md states the bound.
+ */
+#ifndef STEPSCOPE_STORE_H
+#define STEPSCOPE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct ss_store ss_store;
+
+typedef struct {
+    uint32_t flush_interval_ms; /* default 250 */
+    uint32_t queue_limit;       /* queued items before rank-steps drop; default 65536 */
+    uint32_t recent_steps;      /* tier A: every step for the latest N; default 512 */
+    uint32_t sample_every;      /* tier B: every Nth step kept forever; default 100 */
+} ss_store_config;
+
+void ss_store_config_defaults(ss_store_config *cfg);
+
+/*
+ * Opens (creating if needed) the store at PATH, migrating the schema.  With
+ * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason
+ * in ERR when PATH is not a stepscope store, is corrupt, is from a newer
+ * version, or cannot be opened.  Creates missing parent directories.
+ */
+ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
+                        int writer, char *err, size_t errlen);
+
+/* Flushes the queue (writer), stops the writer thread and closes.  NULL is a
+ * no-op. */
+void ss_store_close(ss_store *s);
+
+/* The default path: $XDG_DATA_HOME/stepscope/stepscope.db, else
+ * $HOME/.local/share/stepscope/stepscope.db.  Returns 0 or -1 (no HOME). */
+int ss_store_default_path(char *out, size_t outlen);
+
+/* ---- writing (controller; all asynchronous except store_begin_run) ---- */
+
+typedef struct {
+    char uuid[40];        /* the run id given to ranks (STEPSCOPE_RUN_ID) */
+    char name[128];       /* --name, or the command's basename */
+    char command[1024];   /* the command line, shell-quoted */
+    uint32_t world_size;
+    ss_wall_ns started_at;
+    char host[256];
+} ss_run_info;
+
+/* Inserts the run synchronously and returns its numeric id in *RUN_ID (0),
+ * or -1 with a reason in ERR. */
+int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
+                       char *err, size_t errlen);
+
+void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
+                          ss_wall_ns started_at);
+
+/* Rank facts; fields set to -1 / "" are left as they are. */
+typedef struct {
+    uint32_t rank;
+    uint32_t attempt;
+    char host[256];
+    int64_t pid;
+    char state[16];        /* "running", "exited", "failed", "never_connected" */
+    int64_t exit_code;     /* -1 unknown */
+    int64_t term_signal;   /* 0 none, -1 unknown */
+    int64_t last_step;     /* -1 none */
+    int64_t dropped_events;
+    int64_t dropped_records;
+    char log_path[512];
+} ss_rank_info;
+
+void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r);
+
+/* Copies a finalized step (aggregates, per-phase, per-sync, and per-rank
+ * rows subject to retention). */
+void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
+                       const char *const *names);
+
+/* Inserts or replaces finding F (keyed by run, attempt and F->id). */
+void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f);
+
+/* Appends an event: KIND is a short word ("rank_connected", "rank_failed",
+ * "rejected_connection", "checkpoint", ...), RANK -1 when none. */
+void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
+                        ss_wall_ns at, const char *kind, int32_t rank,
+                        const char *message);
+
+/* Marks the run ended with the job's exit status and totals. */
+void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
+                      int exit_code, const char *status,
+                      int64_t dropped_events, int64_t dropped_records);
+
+typedef struct {
+    uint64_t queued, written, dropped_rank_steps, transactions;
+} ss_store_stats;
+void ss_store_get_stats(ss_store *s, ss_store_stats *out);
+
+/* Blocks until everything queued so far is committed. */
+void ss_store_flush(ss_store *s);
+
+/* For readers (report.c): the underlying connection, read-only use. */
+struct sqlite3 *ss_store_db(ss_store *s);
+
+#endif

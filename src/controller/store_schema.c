@@ -1,0 +1,377 @@
+/*
+ * store_schema.c - the store's schema, in one place, as numbered migrations.
+ *
+ * migrations[i] takes a store from version i to version i + 1; the schema
+ * version is PRAGMA user_version and the `meta` table carries the marker
+ * that tells a stepscope store from any other SQLite file.  To change the
+ * schema, append a migration (never edit a released one), bump
+ * SS_SCHEMA_VERSION in store_schema.h and describe the change in
+ * docs/store.md.  Conventions in every table: durations and timestamps are
+ * integer nanoseconds (timestamps on the wall clock), NULL is a value that
+ * was not measured (never 0), ranks are integers from 0.
+ */
+#include "store_schema.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const migrations[SS_SCHEMA_VERSION] = {
+    /* 1: the initial schema. */
+    "CREATE TABLE meta("
+    "  key   TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL"
+    ") WITHOUT ROWID;"
+    "INSERT INTO meta(key, value) VALUES ('application', '" SS_STORE_MARKER "');"
+
+    /* One row per `stepscope run`.  dropped_events / dropped_records are the
+     * ranks' own totals, known when the run ends; dropped_rank_steps counts
+     * rank_steps rows the store dropped because its queue was full. */
+    "CREATE TABLE runs("
+    "  id                 INTEGER PRIMARY KEY,"
+    "  uuid               TEXT NOT NULL,"
+    "  name               TEXT NOT NULL,"
+    "  command            TEXT NOT NULL,"
+    "  host               TEXT NOT NULL,"
+    "  world_size         INTEGER NOT NULL,"
+    "  started_at         INTEGER NOT NULL,"
+    "  ended_at           INTEGER,"
+    "  status             TEXT NOT NULL DEFAULT 'running',"
+    "  exit_code          INTEGER,"
+    "  dropped_events     INTEGER,"
+    "  dropped_records    INTEGER,"
+    "  dropped_rank_steps INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX runs_uuid ON runs(uuid);"
+    "CREATE INDEX runs_name ON runs(name);"
+
+    "CREATE TABLE attempts("
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  started_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, attempt)"
+    ") WITHOUT ROWID;"
+
+    /* What the launcher knows about each rank; NULL where not known. */
+    "CREATE TABLE ranks("
+    "  run_id          INTEGER NOT NULL,"
+    "  attempt         INTEGER NOT NULL,"
+    "  rank            INTEGER NOT NULL,"
+    "  host            TEXT,"
+    "  pid             INTEGER,"
+    "  state           TEXT,"
+    "  exit_code       INTEGER,"
+    "  term_signal     INTEGER,"
+    "  last_step       INTEGER,"
+    "  dropped_events  INTEGER,"
+    "  dropped_records INTEGER,"
+    "  log_path        TEXT,"
+    "  PRIMARY KEY (run_id, attempt, rank)"
+    ") WITHOUT ROWID;"
+
+    /* One row per finalized step: order statistics over the ranks present.
+     * missing_ranks is a JSON array of ints, NULL when none is missing. */
+    "CREATE TABLE steps("
+    "  run_id            INTEGER NOT NULL,"
+    "  attempt           INTEGER NOT NULL,"
+    "  step              INTEGER NOT NULL,"
+    "  finalized_at      INTEGER NOT NULL,"
+    "  world_size        INTEGER NOT NULL,"
+    "  n_present         INTEGER NOT NULL,"
+    "  n_missing         INTEGER NOT NULL,"
+    "  missing_ranks     TEXT,"
+    "  step_n            INTEGER NOT NULL,"
+    "  step_min          INTEGER,"
+    "  step_median       INTEGER,"
+    "  step_p90          INTEGER,"
+    "  step_max          INTEGER,"
+    "  step_worst_rank   INTEGER,"
+    "  rss_median        INTEGER,"
+    "  rss_max           INTEGER,"
+    "  rss_worst_rank    INTEGER,"
+    "  device_median     INTEGER,"
+    "  device_max        INTEGER,"
+    "  device_worst_rank INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, step)"
+    ") WITHOUT ROWID;"
+
+    "CREATE TABLE step_phases("
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  step       INTEGER NOT NULL,"
+    "  phase      TEXT NOT NULL,"
+    "  n          INTEGER NOT NULL,"
+    "  min        INTEGER,"
+    "  median     INTEGER,"
+    "  p90        INTEGER,"
+    "  max        INTEGER,"
+    "  worst_rank INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, step, phase)"
+    ") WITHOUT ROWID;"
+
+    /* Arrival at a sync point: skew = last - first, late = last - median. */
+    "CREATE TABLE step_syncs("
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  step       INTEGER NOT NULL,"
+    "  sync       TEXT NOT NULL,"
+    "  n          INTEGER NOT NULL,"
+    "  skew_ns    INTEGER,"
+    "  late_ns    INTEGER,"
+    "  worst_rank INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, step, sync)"
+    ") WITHOUT ROWID;"
+
+    /* Per rank per step, under retention (docs/store.md).  phases is a JSON
+     * object {"phase name": ns, ...} of the phases the rank reported in the
+     * step, NULL when it reported none.  The key order (step before rank)
+     * makes inserts appends and retention deletes contiguous ranges. */
+    "CREATE TABLE rank_steps("
+    "  run_id       INTEGER NOT NULL,"
+    "  attempt      INTEGER NOT NULL,"
+    "  step         INTEGER NOT NULL,"
+    "  rank         INTEGER NOT NULL,"
+    "  step_ns      INTEGER,"
+    "  rss_bytes    INTEGER,"
+    "  device_bytes INTEGER,"
+    "  phases       TEXT,"
+    "  PRIMARY KEY (run_id, attempt, step, rank)"
+    ") WITHOUT ROWID;"
+
+    /* Per-rank totals over every step written, retained or not. */
+    "CREATE TABLE rank_totals("
+    "  run_id           INTEGER NOT NULL,"
+    "  attempt          INTEGER NOT NULL,"
+    "  rank             INTEGER NOT NULL,"
+    "  steps            INTEGER NOT NULL,"
+    "  step_ns_n        INTEGER NOT NULL,"
+    "  step_ns_sum      INTEGER NOT NULL,"
+    "  step_ns_max      INTEGER,"
+    "  max_rss_bytes    INTEGER,"
+    "  max_device_bytes INTEGER,"
+    "  last_step        INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, rank)"
+    ") WITHOUT ROWID;"
+
+    /* severity is 'warning' or 'critical'; ranks a JSON array of ints;
+     * evidence the detector's JSON object; phase NULL when none. */
+    "CREATE TABLE findings("
+    "  run_id        INTEGER NOT NULL,"
+    "  attempt       INTEGER NOT NULL,"
+    "  finding_id    INTEGER NOT NULL,"
+    "  kind          TEXT NOT NULL,"
+    "  severity      TEXT NOT NULL,"
+    "  ranks         TEXT NOT NULL,"
+    "  phase         TEXT,"
+    "  first_step    INTEGER NOT NULL,"
+    "  last_step     INTEGER NOT NULL,"
+    "  evidence      TEXT NOT NULL,"
+    "  message       TEXT NOT NULL,"
+    "  first_seen_at INTEGER NOT NULL,"
+    "  updated_at    INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, attempt, finding_id)"
+    ") WITHOUT ROWID;"
+
+    "CREATE TABLE events("
+    "  id      INTEGER PRIMARY KEY,"
+    "  run_id  INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  at      INTEGER NOT NULL,"
+    "  kind    TEXT NOT NULL,"
+    "  rank    INTEGER,"
+    "  message TEXT"
+    ");"
+    "CREATE INDEX events_run ON events(run_id, attempt, at);",
+};
+
+/* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */
+static void db_error(char *err, size_t errlen, const char *path,
+                     sqlite3 *db, int rc)
+{
+    const char *what;
+    switch (rc & 0xff) {
+    case SQLITE_NOTADB:
+        what = "is not a stepscope store (not a SQLite database)";
+        break;
+    case SQLITE_CORRUPT:
+        what = "is a corrupt database";
+        break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        what = "is locked by another process";
+        break;
+    default:
+        what = "cannot be read";
+        break;
+    }
+    if ((rc & 0xff) == SQLITE_NOTADB)
+        snprintf(err, errlen, "%s %s", path, what);
+    else
+        snprintf(err, errlen, "%s %s (%s)", path, what,
+                 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+/* Runs the one-integer query SQL into *OUT.  Returns the SQLite code. */
+static int query_int(sqlite3 *db, const char *sql, long long *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ss_schema_check(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    long long version = 0, tables = 0, has_meta = 0;
+    int rc = query_int(db, "PRAGMA user_version", &version);
+    if (rc == SQLITE_OK)
+        rc = query_int(db, "SELECT count(*) FROM sqlite_master", &tables);
+    if (rc == SQLITE_OK)
+        rc = query_int(db,
+                       "SELECT count(*) FROM sqlite_master "
+                       "WHERE type = 'table' AND name = 'meta'",
+                       &has_meta);
+    if (rc != SQLITE_OK) {
+        db_error(err, errlen, path, db, rc);
+        return -1;
+    }
+    if (tables == 0 && version == 0)
+        return 0; /* a new, empty database */
+    if (!has_meta) {
+        snprintf(err, errlen,
+                 "%s is not a stepscope store (a SQLite database of "
+                 "another application)", path);
+        return -1;
+    }
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT value FROM meta WHERE key = 'application'",
+                            -1, &st, NULL);
+    int ours = 0;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW) {
+            const unsigned char *v = sqlite3_column_text(st, 0);
+            ours = v && strcmp((const char *)v, SS_STORE_MARKER) == 0;
+            rc = SQLITE_DONE;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        db_error(err, errlen, path, db, rc);
+        return -1;
+    }
+    if (!ours) {
+        snprintf(err, errlen,
+                 "%s is not a stepscope store (its meta table lacks the "
+                 "stepscope marker)", path);
+        return -1;
+    }
+    if (version > SS_SCHEMA_VERSION) {
+        snprintf(err, errlen,
+                 "%s was written by a newer stepscope (store schema version "
+                 "%lld; this stepscope reads up to version %d): upgrade "
+                 "stepscope or use another --db", path, version,
+                 SS_SCHEMA_VERSION);
+        return -1;
+    }
+    if (version < 1) {
+        snprintf(err, errlen,
+                 "%s is a damaged stepscope store (schema version %lld)",
+                 path, version);
+        return -1;
+    }
+    return (int)version;
+}
+
+int ss_schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "%s: cannot start the schema update: %s", path,
+                 msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -1;
+    }
+    /* Checked again inside the transaction: another process may have
+     * migrated the file since the caller looked. */
+    int version = ss_schema_check(db, path, err, errlen);
+    if (version < 0) {
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    for (int v = version; v < SS_SCHEMA_VERSION; v++) {
+        rc = sqlite3_exec(db, migrations[v], NULL, NULL, &msg);
+        if (rc != SQLITE_OK) {
+            snprintf(err, errlen, "%s: schema migration %d failed: %s", path,
+                     v + 1, msg ? msg : sqlite3_errstr(rc));
+            sqlite3_free(msg);
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+            return -1;
+        }
+    }
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", SS_SCHEMA_VERSION);
+    rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        snprintf(err, errlen, "%s: schema update failed: %s", path,
+                 msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int ss_schema_open_readonly(const char *path, sqlite3 **db, char *err,
+                            size_t errlen)
+{
+    *db = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT)
+            snprintf(err, errlen,
+                     "no store at %s (nothing recorded yet: `stepscope run` "
+                     "creates it; --db chooses another file)", path);
+        else
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a stepscope store (not a file)",
+                 path);
+        return -1;
+    }
+    sqlite3 *h = NULL;
+    int rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK) {
+        db_error(err, errlen, path, h, rc);
+        sqlite3_close(h);
+        return -1;
+    }
+    sqlite3_busy_timeout(h, 5000);
+    int version = ss_schema_check(h, path, err, errlen);
+    if (version == 0) {
+        snprintf(err, errlen, "%s is not a stepscope store (an empty file)",
+                 path);
+        version = -1;
+    }
+    if (version < 0) {
+        sqlite3_close(h);
+        return -1;
+    }
+    *db = h;
+    return version;
+}

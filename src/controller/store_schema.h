@@ -1,0 +1,54 @@
+/*
+ * store_schema.h - the store's schema version, identity check and
+ * migrations (internal to store.c and report.c).
+ *
+ * A stepscope store is a SQLite database whose `meta` table maps
+ * 'application' to 'stepscope' and whose PRAGMA user_version is the schema
+ * version.  Migration N (1-based) takes a store from version N-1 to N; they
+ * are listed in order in store_schema.c and are the only place where the
+ * schema is written down.  docs/store.md describes the tables.
+ */
+#ifndef STEPSCOPE_STORE_SCHEMA_H
+#define STEPSCOPE_STORE_SCHEMA_H
+
+#include <stddef.h>
+
+struct sqlite3;
+
+/* The schema version this build writes and reads. */
+#define SS_SCHEMA_VERSION 1
+
+/* The value of meta.application in every stepscope store. */
+#define SS_STORE_MARKER "stepscope"
+
+/*
+ * Checks that DB (opened from PATH, which is used only in messages) is a
+ * stepscope store this build can use.  Returns the schema version (0 for a
+ * database without any table: a new, empty file), or -1 with a one-line
+ * reason in ERR when the file is not a SQLite database, is corrupt, is a
+ * SQLite database of some other application, or is from a newer version.
+ */
+int ss_schema_check(struct sqlite3 *db, const char *path, char *err,
+                    size_t errlen);
+
+/*
+ * Brings DB up to SS_SCHEMA_VERSION in one IMMEDIATE transaction (so two
+ * processes opening a new file at once cannot both create it).  Returns 0,
+ * or -1 with a reason in ERR; on failure nothing is changed.
+ */
+int ss_schema_migrate(struct sqlite3 *db, const char *path, char *err,
+                      size_t errlen);
+
+/*
+ * Opens the existing store at PATH read-only for a report, without
+ * creating or changing anything, and checks it as ss_schema_check does.
+ * Stores the connection in *DB and returns its schema version (>= 1), or
+ * returns -1 with a reason in ERR (no file, not a store, an empty store
+ * file, newer version, corrupt) and *DB == NULL.  The caller closes *DB with
+ * sqlite3_close.  A store older than SS_SCHEMA_VERSION is returned as is;
+ * the caller migrates it (ss_store_open) before reading.
+ */
+int ss_schema_open_readonly(const char *path, struct sqlite3 **db, char *err,
+                            size_t errlen);
+
+#endif

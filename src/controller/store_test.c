@@ -1,0 +1,613 @@
+/*
+ * store_test.c - unit tests for the SQLite store (store.c, store_schema.c).
+ *
+ * Each test works in its own temporary directory and reads what the store
+ * wrote back with plain SQL: schema creation and reopening, refusal of
+ * foreign, garbage, corrupt and newer files, every table's contents,
+ * retention tiers, the queue-full policy (only rank-step rows drop, and are
+ * counted) and durability when the writing process is killed with SIGKILL.
+ */
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+#include "store_schema.h"
+#include "testing.h"
+
+/* ---- helpers ---- */
+
+static char tmpdir_[512];
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+                  struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void tmp_cleanup(void)
+{
+    if (tmpdir_[0])
+        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Makes a fresh temporary directory and returns PATH inside it. */
+static const char *tmp_path(const char *name, char *out, size_t outlen)
+{
+    if (!tmpdir_[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir_, sizeof tmpdir_, "%s/store_test.XXXXXX",
+                 t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir_))
+            tmpdir_[0] = '\0';
+        else
+            atexit(tmp_cleanup);
+    }
+    snprintf(out, outlen, "%s/%s", tmpdir_, name);
+    return out;
+}
+
+/* Runs a one-value query on the file PATH (its own connection). */
+static long long sql_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    long long v = -999;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW)
+            v = sqlite3_column_type(q, 0) == SQLITE_NULL
+                    ? -1000
+                    : sqlite3_column_int64(q, 0);
+        else
+            fprintf(stderr, "  sql_int(%s): %s\n", sql, sqlite3_errmsg(db));
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return v;
+}
+
+static const char *sql_text(const char *path, const char *sql, char *out,
+                            size_t outlen)
+{
+    sqlite3 *db = NULL;
+    snprintf(out, outlen, "<error>");
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK &&
+            sqlite3_step(q) == SQLITE_ROW) {
+            const unsigned char *t = sqlite3_column_text(q, 0);
+            snprintf(out, outlen, "%s", t ? (const char *)t : "<null>");
+        }
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    return out;
+}
+
+static int sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+static const char *const names_[] = {"forward", "backward", "allreduce"};
+
+/* A step of WORLD ranks: rank r takes 100 + r ms (forward 40 + r, backward
+ * 60 ms), RSS 1 GiB + r, no device memory; ranks in MISSING_MASK are
+ * missing. */
+typedef struct {
+    ss_rank_step ranks[8];
+    int64_t phase_ns[8][3];
+    int64_t sync_ns[8][3];
+    ss_phase_stat phases[2];
+    ss_sync_stat syncs[1];
+    uint32_t missing[8];
+    ss_step_view v;
+} step_fx;
+
+static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
+                     unsigned missing_mask)
+{
+    memset(fx, 0, sizeof *fx);
+    uint32_t n_missing = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        int present = !(missing_mask & (1u << r));
+        fx->phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
+        fx->phase_ns[r][1] = 60 * 1000000;
+        fx->phase_ns[r][2] = SS_MISSING;
+        fx->sync_ns[r][0] = fx->sync_ns[r][1] = SS_MISSING;
+        fx->sync_ns[r][2] = 5000 + (int64_t)r * 1000;
+        fx->ranks[r] = (ss_rank_step){present, (100 + (int64_t)r) * 1000000,
+                                      ((int64_t)1 << 30) + r, SS_MISSING,
+                                      fx->phase_ns[r], fx->sync_ns[r], NULL};
+        if (!present)
+            fx->missing[n_missing++] = r;
+    }
+    uint32_t n = world - n_missing;
+    int32_t last = (int32_t)world - 1;
+    while (last >= 0 && (missing_mask & (1u << last)))
+        last--;
+    fx->phases[0] = (ss_phase_stat){0, {40000000, 41000000, 43000000,
+                                        (40 + (int64_t)last) * 1000000, last,
+                                        n}};
+    fx->phases[1] = (ss_phase_stat){1, {60000000, 60000000, 60000000,
+                                        60000000, 0, n}};
+    fx->syncs[0] = (ss_sync_stat){2, 3000, 1500, last, n};
+    fx->v = (ss_step_view){
+        .attempt = 0, .step = step, .finalized_at = 1700000000000000000,
+        .world_size = world, .n_present = n, .n_missing = n_missing,
+        .missing_ranks = fx->missing,
+        .step_time = {100000000, 101000000, 103000000,
+                      (100 + (int64_t)last) * 1000000, last, n},
+        .rss = {((int64_t)1 << 30), ((int64_t)1 << 30) + 1,
+                ((int64_t)1 << 30) + 3, ((int64_t)1 << 30) + last, last, n},
+        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                   SS_NO_RANK, 0},
+        .n_phases = 2, .phases = fx->phases, .n_syncs = 1,
+        .syncs = fx->syncs, .n_names = 3, .ranks = fx->ranks};
+}
+
+static ss_store *open_store(const char *path, const ss_store_config *cfg,
+                            int writer)
+{
+    char err[512] = "";
+    ss_store *s = ss_store_open(path, cfg, writer, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "  ss_store_open: %s\n", err);
+    return s;
+}
+
+static int64_t begin_run(ss_store *s, uint32_t world)
+{
+    ss_run_info info = {.world_size = world, .started_at = 1700000000};
+    snprintf(info.uuid, sizeof info.uuid, "0123abcd-run");
+    snprintf(info.name, sizeof info.name, "train");
+    snprintf(info.command, sizeof info.command, "python train.py");
+    snprintf(info.host, sizeof info.host, "node1");
+    int64_t id = -1;
+    char err[256];
+    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0)
+        fprintf(stderr, "  begin_run: %s\n", err);
+    return id;
+}
+
+/* ---- tests ---- */
+
+static void creates_migrates_and_reopens(void)
+{
+    char path[600];
+    tmp_path("a/b/new.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "PRAGMA user_version"), SS_SCHEMA_VERSION);
+    char buf[64];
+    CHECK_STR(sql_text(path, "SELECT value FROM meta WHERE key = "
+                             "'application'", buf, sizeof buf),
+              "stepscope");
+    CHECK_STR(sql_text(path, "PRAGMA journal_mode", buf, sizeof buf), "wal");
+    s = open_store(path, NULL, 0);
+    REQUIRE(s != NULL);
+    CHECK(ss_store_db(s) != NULL);
+    ss_store_close(s);
+    ss_store_close(NULL);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM runs"), 0);
+}
+
+static void refuses_foreign_sqlite_file(void)
+{
+    char path[600], err[512] = "";
+    tmp_path("foreign.db", path, sizeof path);
+    CHECK_EQ_INT(sql_exec(path, "CREATE TABLE photos(id INTEGER)"), 0);
+    CHECK(ss_store_open(path, NULL, 0, err, sizeof err) == NULL);
+    CHECK(strstr(err, "not a stepscope store") != NULL);
+    CHECK(strstr(err, path) != NULL);
+
+    tmp_path("foreign_meta.db", path, sizeof path);
+    CHECK_EQ_INT(sql_exec(path, "CREATE TABLE meta(key TEXT, value TEXT);"
+                                "INSERT INTO meta VALUES ('application', "
+                                "'other');"), 0);
+    err[0] = '\0';
+    CHECK(ss_store_open(path, NULL, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "not a stepscope store") != NULL);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM sqlite_master"), 1);
+}
+
+static void refuses_garbage_file(void)
+{
+    char path[600], err[512] = "";
+    tmp_path("garbage.db", path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f != NULL);
+    for (int i = 0; i < 8192; i++)
+        fputc((i * 7919 + 13) & 0xff, f);
+    fclose(f);
+    CHECK(ss_store_open(path, NULL, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "not a stepscope store") != NULL);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 8192); /* untouched */
+    sqlite3 *db = (sqlite3 *)1;
+    err[0] = '\0';
+    CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
+    CHECK(db == NULL);
+    CHECK(strstr(err, "not a stepscope store") != NULL);
+}
+
+static void refuses_newer_version(void)
+{
+    char path[600], err[512] = "";
+    tmp_path("newer.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 0);
+    REQUIRE(s != NULL);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_exec(path, "PRAGMA user_version = 99"), 0);
+    CHECK(ss_store_open(path, NULL, 1, err, sizeof err) == NULL);
+    CHECK(strstr(err, "newer") != NULL);
+    CHECK(strstr(err, "99") != NULL);
+    sqlite3 *db = NULL;
+    CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
+    CHECK(strstr(err, "newer") != NULL);
+}
+
+static void refuses_corrupt_file(void)
+{
+    char path[600], err[512] = "";
+    tmp_path("corrupt.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 0);
+    REQUIRE(s != NULL);
+    begin_run(s, 2);
+    ss_store_close(s);
+    /* Scribble over the schema table on page 1 (after the 100-byte file
+     * header): the file is still a SQLite file, but a broken one. */
+    int fd = open(path, O_WRONLY);
+    REQUIRE(fd >= 0);
+    char junk[3000];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)(i * 131 + 7);
+    CHECK(pwrite(fd, junk, sizeof junk, 100) == (ssize_t)sizeof junk);
+    close(fd);
+    CHECK(ss_store_open(path, NULL, 1, err, sizeof err) == NULL);
+    CHECK(err[0] != '\0');
+    CHECK(strstr(err, path) != NULL);
+    sqlite3 *db = NULL;
+    err[0] = '\0';
+    CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
+    CHECK(err[0] != '\0');
+}
+
+static void readonly_open_refuses_missing_and_empty(void)
+{
+    char path[600], err[512] = "";
+    sqlite3 *db = NULL;
+    tmp_path("does-not-exist.db", path, sizeof path);
+    CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
+    CHECK(strstr(err, "no store at") != NULL);
+    CHECK(access(path, F_OK) != 0); /* not created */
+    tmp_path("empty.db", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    REQUIRE(f != NULL);
+    fclose(f);
+    CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
+    CHECK(strstr(err, "empty") != NULL);
+}
+
+static void writes_everything_and_reads_back(void)
+{
+    char path[600], buf[1200];
+    tmp_path("full.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    CHECK(run > 0);
+    ss_store_put_attempt(s, run, 0, 1700000001);
+    ss_rank_info ri = {.rank = 2, .attempt = 0, .pid = 4242,
+                       .exit_code = -1, .term_signal = -1, .last_step = -1,
+                       .dropped_events = 0, .dropped_records = 0};
+    snprintf(ri.host, sizeof ri.host, "node1");
+    snprintf(ri.state, sizeof ri.state, "running");
+    snprintf(ri.log_path, sizeof ri.log_path, "/logs/rank2.log");
+    ss_store_put_rank(s, run, &ri);
+    /* An update that leaves the unknown fields as they are. */
+    ss_rank_info upd = {.rank = 2, .attempt = 0, .pid = -1, .exit_code = -1,
+                        .term_signal = 9, .last_step = 7,
+                        .dropped_events = 3, .dropped_records = -1};
+    snprintf(upd.state, sizeof upd.state, "failed");
+    ss_store_put_rank(s, run, &upd);
+
+    step_fx fx;
+    for (uint64_t step = 0; step < 8; step++) {
+        fx_build(&fx, 4, step, step == 7 ? 1u << 2 : 0);
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+    ss_finding f = {.id = 1, .attempt = 0, .severity = SS_WARNING,
+                    .n_ranks = 2, .ranks = {3, 1}, .first_step = 2,
+                    .last_step = 5};
+    snprintf(f.kind, sizeof f.kind, "straggler");
+    snprintf(f.phase, sizeof f.phase, "forward");
+    snprintf(f.evidence_json, sizeof f.evidence_json, "{\"late_ms\":3}");
+    snprintf(f.message, sizeof f.message, "rank 3 is \"slow\"");
+    ss_store_put_finding(s, run, &f);
+    f.severity = SS_CRITICAL;
+    f.last_step = 7;
+    snprintf(f.evidence_json, sizeof f.evidence_json, "{\"late_ms\":4}");
+    ss_store_put_finding(s, run, &f); /* same id: replaces */
+    ss_finding g = {.id = 2, .attempt = 0, .severity = SS_WARNING,
+                    .n_ranks = 0, .first_step = 1, .last_step = 1};
+    snprintf(g.kind, sizeof g.kind, "jitter");
+    ss_store_put_finding(s, run, &g);
+    ss_store_put_event(s, run, 0, 1700000005, "rank_failed", 2,
+                       "rank 2 killed by signal 9");
+    ss_store_put_event(s, run, 0, 1700000006, "checkpoint", -1, NULL);
+    ss_store_end_run(s, run, 1700000009, 1, "failed", 5, 6);
+    ss_store_flush(s);
+    ss_store_stats st;
+    ss_store_get_stats(s, &st);
+    CHECK_EQ_INT(st.queued, st.written);
+    CHECK_EQ_INT(st.dropped_rank_steps, 0);
+    CHECK(st.transactions >= 1);
+    ss_store_close(s);
+
+    CHECK_STR(sql_text(path, "SELECT uuid || '|' || name || '|' || command "
+                             "|| '|' || host || '|' || world_size || '|' || "
+                             "status || '|' || exit_code || '|' || ended_at "
+                             "|| '|' || dropped_events || '|' || "
+                             "dropped_records || '|' || dropped_rank_steps "
+                             "FROM runs", buf, sizeof buf),
+              "0123abcd-run|train|python train.py|node1|4|failed|1|"
+              "1700000009|5|6|0");
+    CHECK_EQ_INT(sql_int(path, "SELECT started_at FROM attempts"),
+                 1700000001);
+    CHECK_STR(sql_text(path, "SELECT host || '|' || pid || '|' || state || "
+                             "'|' || coalesce(exit_code, 'null') || '|' || "
+                             "term_signal || '|' || last_step || '|' || "
+                             "dropped_events || '|' || dropped_records || "
+                             "'|' || log_path FROM ranks WHERE rank = 2",
+                       buf, sizeof buf),
+              "node1|4242|failed|null|9|7|3|0|/logs/rank2.log");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 8);
+    CHECK_EQ_INT(sql_int(path, "SELECT step_max FROM steps WHERE step = 0"),
+                 103000000);
+    CHECK_EQ_INT(sql_int(path, "SELECT step_worst_rank FROM steps "
+                               "WHERE step = 0"), 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT device_max IS NULL FROM steps "
+                               "WHERE step = 0"), 1);
+    CHECK_STR(sql_text(path, "SELECT missing_ranks FROM steps WHERE step = 7",
+                       buf, sizeof buf), "[2]");
+    CHECK_EQ_INT(sql_int(path, "SELECT n_present FROM steps WHERE step = 7"),
+                 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases"), 16);
+    CHECK_EQ_INT(sql_int(path, "SELECT max FROM step_phases WHERE step = 3 "
+                               "AND phase = 'forward'"), 43000000);
+    CHECK_EQ_INT(sql_int(path, "SELECT skew_ns FROM step_syncs WHERE step = 3 "
+                               "AND sync = 'allreduce'"), 3000);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"), 31);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
+                               "WHERE step = 7 AND rank = 2"), 0);
+    CHECK_STR(sql_text(path, "SELECT phases FROM rank_steps WHERE step = 4 "
+                             "AND rank = 1", buf, sizeof buf),
+              "{\"forward\":41000000,\"backward\":60000000}");
+    CHECK_EQ_INT(sql_int(path, "SELECT phases ->> '$.forward' FROM rank_steps "
+                               "WHERE step = 4 AND rank = 3"), 43000000);
+    CHECK_EQ_INT(sql_int(path, "SELECT rss_bytes FROM rank_steps WHERE step = 1 "
+                               "AND rank = 3"), ((int64_t)1 << 30) + 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
+                               "WHERE device_bytes IS NOT NULL"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT steps FROM rank_totals WHERE rank = 2"),
+                 7);
+    CHECK_EQ_INT(sql_int(path, "SELECT step_ns_sum FROM rank_totals "
+                               "WHERE rank = 1"), 8 * 101000000LL);
+    CHECK_EQ_INT(sql_int(path, "SELECT max_device_bytes IS NULL FROM "
+                               "rank_totals WHERE rank = 1"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 2);
+    CHECK_STR(sql_text(path, "SELECT kind || '|' || severity || '|' || ranks "
+                             "|| '|' || phase || '|' || first_step || '|' || "
+                             "last_step || '|' || evidence || '|' || message "
+                             "FROM findings WHERE finding_id = 1",
+                       buf, sizeof buf),
+              "straggler|critical|[3,1]|forward|2|7|{\"late_ms\":4}|"
+              "rank 3 is \"slow\"");
+    CHECK_STR(sql_text(path, "SELECT ranks || '|' || coalesce(phase, 'null') "
+                             "|| '|' || evidence FROM findings "
+                             "WHERE finding_id = 2", buf, sizeof buf),
+              "[]|null|{}");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 2);
+    CHECK_STR(sql_text(path, "SELECT kind || '|' || rank || '|' || message "
+                             "FROM events ORDER BY id LIMIT 1",
+                       buf, sizeof buf),
+              "rank_failed|2|rank 2 killed by signal 9");
+    CHECK_EQ_INT(sql_int(path, "SELECT rank IS NULL AND message IS NULL "
+                               "FROM events WHERE kind = 'checkpoint'"), 1);
+}
+
+static void retention_keeps_recent_sampled_and_named_steps(void)
+{
+    char path[600];
+    tmp_path("retention.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.recent_steps = 10;
+    cfg.sample_every = 7;
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 3);
+    step_fx fx;
+    for (uint64_t step = 0; step < 100; step++) {
+        fx_build(&fx, 3, step, 0);
+        ss_store_put_step(s, run, &fx.v, names_);
+        if (step == 40) {
+            ss_finding f = {.id = 9, .severity = SS_WARNING, .n_ranks = 1,
+                            .ranks = {1}, .first_step = 33, .last_step = 38};
+            snprintf(f.kind, sizeof f.kind, "data_stall");
+            ss_store_put_finding(s, run, &f);
+        }
+        ss_store_flush(s); /* one batch per step: pruning runs each time */
+    }
+    ss_store_close(s);
+    /* Expected: steps 90..99 (tier A), multiples of 7 (tier B), 33 and 38
+     * (named by the finding), each with 3 ranks. */
+    int want = 0;
+    for (int step = 0; step < 100; step++)
+        want += step >= 90 || step % 7 == 0 || step == 33 || step == 38;
+    CHECK_EQ_INT(sql_int(path, "SELECT count(DISTINCT step) FROM rank_steps"),
+                 want);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"), want * 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE step "
+                               "IN (33, 38, 91, 98, 14)"), 15);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE step "
+                               "IN (34, 39, 89, 50)"), 0);
+    /* Aggregates and totals are never pruned. */
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 100);
+    CHECK_EQ_INT(sql_int(path, "SELECT sum(steps) FROM rank_totals"), 300);
+}
+
+static void full_queue_drops_only_rank_steps(void)
+{
+    char path[600];
+    tmp_path("queue.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.queue_limit = 10;
+    ss_store *s = open_store(path, &cfg, 0); /* nothing drains until flush */
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    step_fx fx;
+    for (uint64_t step = 0; step < 3; step++) {
+        fx_build(&fx, 4, step, 0); /* 1 + 4 units each */
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+    for (int i = 0; i < 20; i++)
+        ss_store_put_event(s, run, 0, 1700000000 + i, "checkpoint", -1, "x");
+    ss_finding f = {.id = 1, .severity = SS_CRITICAL, .first_step = 0,
+                    .last_step = 2};
+    snprintf(f.kind, sizeof f.kind, "jitter");
+    ss_store_put_finding(s, run, &f);
+    ss_store_end_run(s, run, 1700000100, 0, "ok", 0, 0);
+    ss_store_stats st;
+    ss_store_get_stats(s, &st);
+    CHECK_EQ_INT(st.dropped_rank_steps, 4);
+    CHECK_EQ_INT(st.written, 0);
+    ss_store_flush(s);
+    ss_store_get_stats(s, &st);
+    CHECK_EQ_INT(st.written, st.queued);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"), 8);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
+                               "WHERE step = 2"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 20);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT dropped_rank_steps FROM runs"), 4);
+    CHECK_EQ_INT(sql_int(path, "SELECT status = 'ok' FROM runs"), 1);
+}
+
+/* The child writes steps as fast as it can; the parent kills it with
+ * SIGKILL once it has queued STEPS_BEFORE steps and a few flush intervals
+ * have passed.  Everything queued before then must be in the file, each
+ * step with all its rank rows (one transaction), and the file must open. */
+static void survives_sigkill(void)
+{
+    enum { WORLD = 4, STEPS_BEFORE = 200, INTERVAL_MS = 40 };
+    char path[600];
+    tmp_path("killed.db", path, sizeof path);
+    int pfd[2];
+    REQUIRE(pipe(pfd) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        ss_store_config cfg;
+        ss_store_config_defaults(&cfg);
+        cfg.flush_interval_ms = INTERVAL_MS;
+        cfg.recent_steps = 0; /* keep every row: all are counted */
+        char err[512];
+        ss_store *s = ss_store_open(path, &cfg, 1, err, sizeof err);
+        if (!s)
+            _exit(3);
+        int64_t run = begin_run(s, WORLD);
+        step_fx fx;
+        for (uint64_t step = 0;; step++) {
+            fx_build(&fx, WORLD, step, 0);
+            ss_store_put_step(s, run, &fx.v, names_);
+            if (step + 1 == STEPS_BEFORE) {
+                char c = 'k';
+                if (write(pfd[1], &c, 1) != 1)
+                    _exit(4);
+            }
+            if (step >= STEPS_BEFORE)
+                usleep(100);
+        }
+    }
+    close(pfd[1]);
+    char c = 0;
+    CHECK_EQ_INT(read(pfd[0], &c, 1), 1);
+    close(pfd[0]);
+    usleep(4 * INTERVAL_MS * 1000);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+    long long steps = sql_int(path, "SELECT count(*) FROM steps");
+    CHECK(steps >= STEPS_BEFORE);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"),
+                 steps * WORLD);
+    CHECK_EQ_INT(sql_int(path, "SELECT max(step) + 1 FROM steps"), steps);
+    char buf[64];
+    CHECK_STR(sql_text(path, "PRAGMA integrity_check", buf, sizeof buf),
+              "ok");
+    ss_store *s = open_store(path, NULL, 1);
+    CHECK(s != NULL);
+    ss_store_close(s);
+}
+
+static void default_path_follows_xdg(void)
+{
+    char *old_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME"))
+                                            : NULL;
+    char *old_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    char out[512];
+    setenv("XDG_DATA_HOME", "/data/x", 1);
+    CHECK_EQ_INT(ss_store_default_path(out, sizeof out), 0);
+    CHECK_STR(out, "/data/x/stepscope/stepscope.db");
+    setenv("XDG_DATA_HOME", "relative/ignored", 1);
+    setenv("HOME", "/home/u", 1);
+    CHECK_EQ_INT(ss_store_default_path(out, sizeof out), 0);
+    CHECK_STR(out, "/home/u/.local/share/stepscope/stepscope.db");
+    unsetenv("XDG_DATA_HOME");
+    CHECK_EQ_INT(ss_store_default_path(out, 10), -1);
+    unsetenv("HOME");
+    CHECK_EQ_INT(ss_store_default_path(out, sizeof out), -1);
+    if (old_xdg)
+        setenv("XDG_DATA_HOME", old_xdg, 1);
+    if (old_home)
+        setenv("HOME", old_home, 1);
+    free(old_xdg);
+    free(old_home);
+}
+
+TEST_LIST(TEST(creates_migrates_and_reopens),
+          TEST(refuses_foreign_sqlite_file),
+          TEST(refuses_garbage_file),
+          TEST(refuses_newer_version),
+          TEST(refuses_corrupt_file),
+          TEST(readonly_open_refuses_missing_and_empty),
+          TEST(writes_everything_and_reads_back),
+          TEST(retention_keeps_recent_sampled_and_named_steps),
+          TEST(full_queue_drops_only_rank_steps),
+          TEST(survives_sigkill),
+          TEST(default_path_follows_xdg))
