@@ -1,0 +1,970 @@
+/*
+ * launcher.c - spawns the ranks of one attempt, forwards their output and
+ * stops the job the way torchrun does when one of them fails.
+ *
+ * Each rank owns four libuv handles: its process, a pipe for stdout, one for
+ * stderr and a drain timer.  A rank is finished when its main process has
+ * been reaped and both pipes reached end of file (or the drain timer gave up
+ * on them); when every rank is finished, on_all_exited is called.  The
+ * launcher itself owns one more handle, the grace timer that turns SIGTERM
+ * into SIGKILL.  The memory is freed by the close callback of the last open
+ * handle after ss_launcher_destroy, so destroying from inside a callback is
+ * safe.
+ *
+ * Output goes through a fixed per-stream line buffer that libuv reads into
+ * directly: complete lines are forwarded, a line that fills the buffer is
+ * split (at a UTF-8 character boundary), and a partial last line is flushed
+ * when the pipe closes.
+ */
+#include "launcher.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* After a rank's main process ended, how long its pipes may stay open
+ * (held by a process that left its group) before they are closed. */
+#define DRAIN_TIMEOUT_MS 1000
+
+#define TAIL_LINE_MAX 256 /* bytes of a line kept for the failure summary */
+#define REASON_MAX 256
+
+typedef struct ss_rank ss_rank;
+
+typedef struct {
+    uv_pipe_t pipe;
+    ss_rank *rank;
+    int is_err;       /* stderr (1) or stdout (0) */
+    int open;         /* not yet at end of file / closed */
+    size_t len;       /* bytes of an unfinished line in buf */
+    char buf[SS_LAUNCH_LINE_MAX];
+} ss_stream;
+
+struct ss_rank {
+    ss_launcher *l;
+    uint32_t rank;
+    uv_process_t proc;
+    uv_timer_t drain;
+    ss_stream out, err;
+    int handles_init; /* pipes and drain timer initialised */
+    int proc_init;    /* uv_spawn was called (the handle needs closing) */
+    int pid;
+    int running;      /* spawned and not yet reaped */
+    int exited;       /* reaped: exit_code / term_signal valid */
+    int64_t exit_code;
+    int term_signal;
+    int log_fd;       /* -1 without a log directory */
+    char prefix[24];  /* "[rank N] " */
+    size_t prefix_len;
+    /* Ring of the last SS_LAUNCH_TAIL_LINES lines (stdout and stderr). */
+    char tail[SS_LAUNCH_TAIL_LINES][TAIL_LINE_MAX];
+    uint32_t tail_next, tail_count;
+};
+
+struct ss_launcher {
+    uv_loop_t *loop;
+    ss_launch_callbacks cb;
+    uint32_t nprocs;
+    uint32_t grace_ms;
+    uint16_t master_port;
+    int echo, echo_out_fd, echo_err_fd;
+    int echo_out_broken, echo_err_broken; /* a write failed: stop echoing */
+    char *log_dir;
+    ss_rank *ranks;
+    uv_timer_t grace;
+    uint32_t open_handles;
+    uint32_t running;   /* ranks spawned and not reaped */
+    uint32_t finished;  /* ranks reaped with both pipes closed */
+    int started;        /* every rank was spawned */
+    int terminating;    /* terminate or kill_now was called */
+    int all_exited_called;
+    int destroyed;
+    int64_t first_failed;  /* rank that failed on its own first, or -1 */
+    int64_t first_nonzero; /* first rank reaped with a non-zero status */
+    char reason[REASON_MAX];
+};
+
+/* ---- small helpers ---- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* Writes every byte of IOV to FD, waiting when FD is non-blocking.  Returns
+ * 0 or -1 (errno set). */
+static int write_all(int fd, struct iovec *iov, int iovcnt)
+{
+    while (iovcnt > 0) {
+        ssize_t n = writev(fd, iov, iovcnt);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                    return -1;
+                continue;
+            }
+            return -1;
+        }
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+/* The "SIGSEGV" style name of SIG, or "signal N" in BUF. */
+static const char *signal_name(int sig, char *buf, size_t buflen)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        snprintf(buf, buflen, "SIG%s", abbrev);
+    else
+        snprintf(buf, buflen, "signal %d", sig);
+    return buf;
+}
+
+static int rank_failed(const ss_rank *r)
+{
+    return r->exited && (r->term_signal != 0 || r->exit_code != 0);
+}
+
+static int rank_status(const ss_rank *r)
+{
+    return r->term_signal ? 128 + r->term_signal : (int)r->exit_code;
+}
+
+/* Sends SIG to the process group of rank R.  Before the shim has called
+ * setpgid the group does not exist yet: then the process itself is hit. */
+static void signal_rank(ss_rank *r, int sig)
+{
+    if (!r->running)
+        return;
+    if (kill(-r->pid, sig) < 0 && errno == ESRCH)
+        kill(r->pid, sig);
+}
+
+static void signal_all(ss_launcher *l, int sig)
+{
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        signal_rank(&l->ranks[i], sig);
+}
+
+/* ---- handle lifetime ---- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    ss_launcher *l = h->data;
+    if (--l->open_handles == 0 && l->destroyed) {
+        free(l->ranks);
+        free(l->log_dir);
+        free(l);
+    }
+}
+
+/* Closes H (if open); its data is repointed at L for on_handle_closed. */
+static void close_handle(ss_launcher *l, uv_handle_t *h)
+{
+    if (uv_is_closing(h))
+        return;
+    h->data = l;
+    uv_close(h, on_handle_closed);
+}
+
+/* ---- output ---- */
+
+static void keep_tail(ss_rank *r, const char *line, size_t n)
+{
+    if (n >= TAIL_LINE_MAX)
+        n = TAIL_LINE_MAX - 1;
+    memcpy(r->tail[r->tail_next], line, n);
+    r->tail[r->tail_next][n] = '\0';
+    r->tail_next = (r->tail_next + 1) % SS_LAUNCH_TAIL_LINES;
+    if (r->tail_count < SS_LAUNCH_TAIL_LINES)
+        r->tail_count++;
+}
+
+/* One line of output (without its newline) from stream ST. */
+static void emit_line(ss_stream *st, const char *line, size_t n)
+{
+    ss_rank *r = st->rank;
+    ss_launcher *l = r->l;
+    static char newline[] = "\n";
+
+    keep_tail(r, line, n);
+    if (r->log_fd >= 0) {
+        struct iovec iov[2] = {{(void *)line, n}, {newline, 1}};
+        if (write_all(r->log_fd, iov, 2) < 0) {
+            close(r->log_fd); /* disk full or similar: keep forwarding */
+            r->log_fd = -1;
+        }
+    }
+    int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
+    if (l->echo && !*broken) {
+        struct iovec iov[3] = {
+            {r->prefix, r->prefix_len}, {(void *)line, n}, {newline, 1}};
+        if (write_all(st->is_err ? l->echo_err_fd : l->echo_out_fd, iov, 3) < 0)
+            *broken = 1;
+    }
+}
+
+/* Length of the longest prefix of BUF[0..N) that does not cut a UTF-8
+ * character in two (N when no character is cut or BUF is not UTF-8). */
+static size_t utf8_cut(const char *buf, size_t n)
+{
+    size_t cut = n;
+    for (int back = 0; back < 4 && cut > 0; back++) {
+        unsigned char c = (unsigned char)buf[cut - 1];
+        if ((c & 0x80) == 0)
+            return n; /* ASCII: nothing cut */
+        if ((c & 0xC0) == 0xC0) {
+            /* lead byte at cut-1: its sequence needs `need` bytes */
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            return n - (cut - 1) >= need ? n : cut - 1;
+        }
+        cut--; /* continuation byte */
+    }
+    return n;
+}
+
+/* Forwards the complete lines in ST->buf; bytes [0, scan_from) are known to
+ * hold no newline. */
+static void scan_lines(ss_stream *st, size_t scan_from)
+{
+    size_t start = 0, scan = scan_from;
+    const char *nl;
+    while ((nl = memchr(st->buf + scan, '\n', st->len - scan)) != NULL) {
+        size_t end = (size_t)(nl - st->buf);
+        emit_line(st, st->buf + start, end - start);
+        start = scan = end + 1;
+    }
+    if (start > 0) {
+        memmove(st->buf, st->buf + start, st->len - start);
+        st->len -= start;
+    }
+    if (st->len == sizeof st->buf) { /* a line too long: split it */
+        size_t cut = utf8_cut(st->buf, st->len);
+        if (cut == 0)
+            cut = st->len;
+        emit_line(st, st->buf, cut);
+        memmove(st->buf, st->buf + cut, st->len - cut);
+        st->len -= cut;
+    }
+}
+
+static void check_all_exited(ss_launcher *l)
+{
+    if (l->destroyed || l->all_exited_called || !l->started ||
+        l->finished < l->nprocs)
+        return;
+    l->all_exited_called = 1;
+    uv_timer_stop(&l->grace);
+    if (l->cb.on_all_exited)
+        l->cb.on_all_exited(l->cb.ctx);
+}
+
+static void check_rank_finished(ss_rank *r)
+{
+    if (!r->exited || r->out.open || r->err.open)
+        return;
+    uv_timer_stop(&r->drain);
+    r->l->finished++;
+    check_all_exited(r->l);
+}
+
+/* Flushes a partial last line and closes the stream's pipe. */
+static void close_stream(ss_stream *st)
+{
+    if (!st->open)
+        return;
+    st->open = 0;
+    if (st->len > 0) {
+        emit_line(st, st->buf, st->len);
+        st->len = 0;
+    }
+    uv_read_stop((uv_stream_t *)&st->pipe);
+    close_handle(st->rank->l, (uv_handle_t *)&st->pipe);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    ss_stream *st = h->data;
+    (void)suggested;
+    /* scan_lines never leaves the buffer full, so there is always room */
+    *buf = uv_buf_init(st->buf + st->len, (unsigned)(sizeof st->buf - st->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    ss_stream *st = s->data;
+    (void)buf; /* it points into st->buf (see on_alloc) */
+    if (nread > 0) {
+        size_t old = st->len;
+        st->len += (size_t)nread;
+        scan_lines(st, old);
+    } else if (nread < 0) { /* UV_EOF or a read error: either way, done */
+        ss_rank *r = st->rank;
+        close_stream(st);
+        check_rank_finished(r);
+    }
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    ss_rank *r = t->data;
+    close_stream(&r->out);
+    close_stream(&r->err);
+    check_rank_finished(r);
+}
+
+/* ---- process lifetime ---- */
+
+static void on_grace_over(uv_timer_t *t)
+{
+    signal_all(t->data, SIGKILL);
+}
+
+static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    ss_rank *r = p->data;
+    ss_launcher *l = r->l;
+
+    r->running = 0;
+    r->exited = 1;
+    r->exit_code = exit_status;
+    r->term_signal = term_signal;
+    l->running--;
+    /* Whatever the rank left in its group dies with it (torchrun does the
+     * same); the group id cannot be reused while a member lives. */
+    kill(-r->pid, SIGKILL);
+    close_handle(l, (uv_handle_t *)&r->proc);
+
+    int first = 0;
+    if (rank_failed(r)) {
+        if (l->first_nonzero < 0)
+            l->first_nonzero = r->rank;
+        if (!l->terminating && l->first_failed < 0) {
+            l->first_failed = r->rank;
+            first = 1;
+        }
+    }
+    if (r->out.open || r->err.open)
+        uv_timer_start(&r->drain, on_drain_timeout, DRAIN_TIMEOUT_MS, 0);
+
+    if (l->cb.on_rank_exit)
+        l->cb.on_rank_exit(l->cb.ctx, r->rank, exit_status, term_signal);
+    if (l->destroyed)
+        return;
+    if (first) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "rank %" PRIu32 " failed", r->rank);
+        ss_launcher_terminate(l, reason);
+    }
+    check_rank_finished(r);
+}
+
+/* ---- environment ---- */
+
+/* The variables the launcher sets for every rank, in this order. */
+static const char *const launcher_vars[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", SS_PARENT_PID_ENV};
+#define N_LAUNCHER_VARS (sizeof launcher_vars / sizeof launcher_vars[0])
+
+/* Does "NAME=value" ENTRY set the variable NAME? */
+static int entry_is(const char *entry, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+/* Does ENTRY set a variable that one of the NULL-terminated LIST sets? */
+static int entry_in(const char *entry, char *const *list)
+{
+    size_t n = strcspn(entry, "=");
+    for (; list && *list; list++)
+        if (strncmp(entry, *list, n) == 0 && (*list)[n] == '=')
+            return 1;
+    return 0;
+}
+
+static int entry_is_launcher_var(const char *entry)
+{
+    for (size_t i = 0; i < N_LAUNCHER_VARS; i++)
+        if (entry_is(entry, launcher_vars[i]))
+            return 1;
+    return 0;
+}
+
+static void free_env(char **env)
+{
+    if (!env)
+        return;
+    for (char **e = env; *e; e++)
+        free(*e);
+    free(env);
+}
+
+/* Builds rank RANK's environment: the inherited one minus what we set,
+ * then CFG->env, then the torchrun variables.  Returns NULL on OOM. */
+static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
+                        uint32_t rank)
+{
+    size_t n_inherited = 0, n_extra = 0;
+    int has_omp = 0;
+    for (char **e = environ; *e; e++)
+        n_inherited++;
+    for (char *const *e = cfg->env; e && *e; e++)
+        n_extra++;
+
+    char **env = calloc(n_inherited + n_extra + N_LAUNCHER_VARS + 2,
+                        sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (char **e = environ; *e; e++) {
+        if (entry_is_launcher_var(*e) || entry_in(*e, cfg->env))
+            continue;
+        has_omp |= entry_is(*e, "OMP_NUM_THREADS");
+        if (!(env[k++] = strdup(*e)))
+            goto oom;
+    }
+    for (char *const *e = cfg->env; e && *e; e++) {
+        if (entry_is_launcher_var(*e))
+            continue;
+        has_omp |= entry_is(*e, "OMP_NUM_THREADS");
+        if (!(env[k++] = strdup(*e)))
+            goto oom;
+    }
+    const char *values[N_LAUNCHER_VARS];
+    char num[5][24];
+    snprintf(num[0], sizeof num[0], "%" PRIu32, rank);
+    snprintf(num[1], sizeof num[1], "%" PRIu32, l->nprocs);
+    snprintf(num[2], sizeof num[2], "%" PRIu16, l->master_port);
+    snprintf(num[3], sizeof num[3], "%" PRIu32, cfg->attempt);
+    snprintf(num[4], sizeof num[4], "%ld", (long)getpid());
+    values[0] = num[0];              /* RANK */
+    values[1] = num[0];              /* LOCAL_RANK: one node */
+    values[2] = num[1];              /* WORLD_SIZE */
+    values[3] = num[1];              /* LOCAL_WORLD_SIZE */
+    values[4] = "0";                 /* GROUP_RANK */
+    values[5] = "1";                 /* GROUP_WORLD_SIZE */
+    values[6] = num[0];              /* ROLE_RANK */
+    values[7] = num[1];              /* ROLE_WORLD_SIZE */
+    values[8] = "default";           /* ROLE_NAME */
+    values[9] = "127.0.0.1";         /* MASTER_ADDR */
+    values[10] = num[2];             /* MASTER_PORT */
+    values[11] = num[3];             /* TORCHELASTIC_RESTART_COUNT */
+    values[12] = "0";                /* TORCHELASTIC_MAX_RESTARTS */
+    values[13] = cfg->run_id ? cfg->run_id : "none";
+    values[14] = num[4];             /* STEPSCOPE_PARENT_PID */
+    for (size_t i = 0; i < N_LAUNCHER_VARS; i++)
+        if (asprintf(&env[k++], "%s=%s", launcher_vars[i], values[i]) < 0) {
+            env[--k] = NULL;
+            goto oom;
+        }
+    /* torchrun sets OMP_NUM_THREADS=1 for more than one worker per node
+     * unless the user chose a value. */
+    if (!has_omp && l->nprocs > 1 && !(env[k++] = strdup("OMP_NUM_THREADS=1")))
+        goto oom;
+    return env;
+oom:
+    free_env(env);
+    return NULL;
+}
+
+/* ---- setup ---- */
+
+/* Picks a free loopback TCP port: bind port 0, read it back, close. */
+static int pick_free_port(uint16_t *port, char *err, size_t errlen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        set_err(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+        set_err(err, errlen, "choosing MASTER_PORT: bind(127.0.0.1:0): %s",
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    *port = ntohs(a.sin_port);
+    return 0;
+}
+
+/* mkdir -p PATH. */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        set_err(err, errlen, "log directory name too long");
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) < 0 && errno != EEXIST) {
+            set_err(err, errlen, "mkdir(%s): %s", buf, strerror(errno));
+            return -1;
+        }
+        *p = saved;
+        if (saved == '\0')
+            return 0;
+    }
+}
+
+static int open_log(ss_launcher *l, ss_rank *r, uint32_t attempt, char *err,
+                    size_t errlen)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir, r->rank);
+    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
+    if (attempt == 0)
+        flags |= O_TRUNC;
+    r->log_fd = open(path, flags, 0666);
+    if (r->log_fd < 0) {
+        set_err(err, errlen, "open(%s): %s", path, strerror(errno));
+        return -1;
+    }
+    if (attempt > 0)
+        dprintf(r->log_fd, "---- stepscope: attempt %" PRIu32 " ----\n", attempt);
+    return 0;
+}
+
+static void init_rank_handles(ss_launcher *l, ss_rank *r)
+{
+    r->out.rank = r->err.rank = r;
+    r->err.is_err = 1;
+    uv_pipe_init(l->loop, &r->out.pipe, 0);
+    uv_pipe_init(l->loop, &r->err.pipe, 0);
+    uv_timer_init(l->loop, &r->drain);
+    r->out.pipe.data = &r->out;
+    r->err.pipe.data = &r->err;
+    r->drain.data = r;
+    r->handles_init = 1;
+    l->open_handles += 3;
+}
+
+static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
+                      char **argv, char *err, size_t errlen)
+{
+    char **env = build_env(l, cfg, r->rank);
+    if (!env) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    uv_stdio_container_t stdio[3];
+    stdio[0].flags = UV_IGNORE; /* /dev/null: ranks never read the terminal */
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&r->out.pipe;
+    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[2].data.stream = (uv_stream_t *)&r->err.pipe;
+    uv_process_options_t opt = {
+        .exit_cb = on_proc_exit,
+        .file = argv[0],
+        .args = argv,
+        .env = env,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    r->proc.data = r;
+    r->proc_init = 1;
+    l->open_handles++;
+    int rc = uv_spawn(l->loop, &r->proc, &opt);
+    free_env(env);
+    if (rc < 0) {
+        set_err(err, errlen, "cannot start rank %" PRIu32 ": %s: %s", r->rank,
+                argv[0], uv_strerror(rc));
+        return -1;
+    }
+    r->pid = r->proc.pid;
+    r->running = 1;
+    l->running++;
+    r->out.open = r->err.open = 1;
+    uv_read_start((uv_stream_t *)&r->out.pipe, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&r->err.pipe, on_alloc, on_read);
+    return 0;
+}
+
+/* The shim's argument vector: SHIM __rank-exec -- CMD ARGS... */
+static char **shim_argv(const ss_launch_config *cfg)
+{
+    size_t n = 0;
+    while (cfg->argv[n])
+        n++;
+    char **argv = calloc(n + 4, sizeof *argv);
+    if (!argv)
+        return NULL;
+    argv[0] = (char *)cfg->exec_shim;
+    argv[1] = SS_RANK_EXEC_ARG;
+    argv[2] = "--";
+    memcpy(argv + 3, cfg->argv, n * sizeof *argv);
+    return argv;
+}
+
+static int check_config(const ss_launch_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->nprocs < 1 || cfg->nprocs > SS_LAUNCH_MAX_RANKS) {
+        set_err(err, errlen, "number of ranks must be 1..%d, not %" PRIu32,
+                SS_LAUNCH_MAX_RANKS, cfg->nprocs);
+        return -1;
+    }
+    if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0]) {
+        set_err(err, errlen, "no command to run");
+        return -1;
+    }
+    if (!cfg->exec_shim || !cfg->exec_shim[0]) {
+        set_err(err, errlen, "no path to the stepscope executable (exec shim)");
+        return -1;
+    }
+    for (char *const *e = cfg->env; e && *e; e++)
+        if (!strchr(*e, '=') || **e == '=') {
+            set_err(err, errlen, "bad environment entry '%s' (NAME=value)", *e);
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- public API ---- */
+
+void ss_launch_config_defaults(ss_launch_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->grace_ms = SS_LAUNCH_GRACE_MS_DEFAULT;
+    cfg->echo = 1;
+    cfg->echo_out_fd = STDOUT_FILENO;
+    cfg->echo_err_fd = STDERR_FILENO;
+}
+
+ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
+                               const ss_launch_callbacks *cb, char *err,
+                               size_t errlen)
+{
+    if (!loop || !cfg) {
+        set_err(err, errlen, "no loop or no configuration");
+        return NULL;
+    }
+    if (check_config(cfg, err, errlen) < 0)
+        return NULL;
+
+    ss_launcher *l = calloc(1, sizeof *l);
+    if (!l || !(l->ranks = calloc(cfg->nprocs, sizeof *l->ranks))) {
+        free(l);
+        set_err(err, errlen, "out of memory for %" PRIu32 " ranks", cfg->nprocs);
+        return NULL;
+    }
+    l->loop = loop;
+    if (cb)
+        l->cb = *cb;
+    l->nprocs = cfg->nprocs;
+    l->grace_ms = cfg->grace_ms;
+    l->echo = cfg->echo;
+    l->echo_out_fd = cfg->echo_out_fd;
+    l->echo_err_fd = cfg->echo_err_fd;
+    l->first_failed = l->first_nonzero = -1;
+    for (uint32_t i = 0; i < cfg->nprocs; i++) {
+        ss_rank *r = &l->ranks[i];
+        r->l = l;
+        r->rank = i;
+        r->log_fd = -1;
+        r->prefix_len = (size_t)snprintf(r->prefix, sizeof r->prefix,
+                                         "[rank %" PRIu32 "] ", i);
+    }
+    uv_timer_init(loop, &l->grace);
+    l->grace.data = l;
+    l->open_handles = 1;
+
+    char **argv = NULL;
+    if (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir))) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (l->log_dir && make_dirs(l->log_dir, err, errlen) < 0)
+        goto fail;
+    l->master_port = cfg->master_port;
+    if (!l->master_port && pick_free_port(&l->master_port, err, errlen) < 0)
+        goto fail;
+    if (!(argv = shim_argv(cfg))) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < cfg->nprocs; i++) {
+        ss_rank *r = &l->ranks[i];
+        if (l->log_dir && open_log(l, r, cfg->attempt, err, errlen) < 0)
+            goto fail;
+        init_rank_handles(l, r);
+        if (spawn_rank(l, cfg, r, argv, err, errlen) < 0)
+            goto fail;
+    }
+    free(argv);
+    l->started = 1;
+    return l;
+fail:
+    free(argv);
+    ss_launcher_destroy(l);
+    return NULL;
+}
+
+void ss_launcher_terminate(ss_launcher *l, const char *reason)
+{
+    if (!l || l->destroyed || l->terminating)
+        return;
+    l->terminating = 1;
+    snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "terminated");
+    signal_all(l, SIGTERM);
+    if (l->running > 0)
+        uv_timer_start(&l->grace, on_grace_over, l->grace_ms, 0);
+}
+
+void ss_launcher_kill_now(ss_launcher *l, const char *reason)
+{
+    if (!l || l->destroyed)
+        return;
+    if (!l->terminating) {
+        l->terminating = 1;
+        snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "killed");
+    }
+    uv_timer_stop(&l->grace);
+    signal_all(l, SIGKILL);
+}
+
+int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank)
+{
+    if (!l || rank >= l->nprocs || !l->ranks[rank].running)
+        return 0;
+    return l->ranks[rank].pid;
+}
+
+uint16_t ss_launcher_master_port(const ss_launcher *l)
+{
+    return l ? l->master_port : 0;
+}
+
+int ss_launcher_exit_status(const ss_launcher *l)
+{
+    if (!l || !l->all_exited_called)
+        return -1;
+    if (l->first_failed >= 0)
+        return rank_status(&l->ranks[l->first_failed]);
+    if (l->first_nonzero >= 0)
+        return rank_status(&l->ranks[l->first_nonzero]);
+    return 0;
+}
+
+int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out)
+{
+    if (!l || l->first_failed < 0)
+        return 0;
+    const ss_rank *r = &l->ranks[l->first_failed];
+    out->rank = r->rank;
+    out->pid = r->pid;
+    out->exit_code = r->exit_code;
+    out->term_signal = r->term_signal;
+    return 1;
+}
+
+/* snprintf into BUF at *LEN, tracking the length the full text needs. */
+static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(*len < buflen ? buf + *len : NULL,
+                      *len < buflen ? buflen - *len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len += (size_t)n;
+}
+
+/* How the other ranks ended, e.g. "2 stopped with SIGTERM, 1 with SIGKILL
+ * after the 5000 ms grace period". */
+static void append_others(const ss_launcher *l, int64_t skip, char *buf,
+                          size_t buflen, size_t *len)
+{
+    uint32_t by_term = 0, by_kill = 0, other = 0;
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        const ss_rank *r = &l->ranks[i];
+        if ((int64_t)i == skip || !r->exited || !rank_failed(r))
+            continue;
+        if (r->term_signal == SIGTERM)
+            by_term++;
+        else if (r->term_signal == SIGKILL)
+            by_kill++;
+        else
+            other++;
+    }
+    if (by_term + by_kill + other == 0)
+        return;
+    append(buf, buflen, len, "%s ranks were stopped:",
+           skip >= 0 ? "the other" : "the");
+    const char *sep = "";
+    if (by_term) {
+        append(buf, buflen, len, " %" PRIu32 " ended on SIGTERM", by_term);
+        sep = ",";
+    }
+    if (by_kill) {
+        append(buf, buflen, len, "%s %" PRIu32 " needed SIGKILL after the %" PRIu32
+               " ms grace period", sep, by_kill, l->grace_ms);
+        sep = ",";
+    }
+    if (other)
+        append(buf, buflen, len, "%s %" PRIu32 " failed while stopping", sep,
+               other);
+    append(buf, buflen, len, "\n");
+}
+
+size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
+                                   size_t buflen)
+{
+    size_t len = 0;
+    if (buflen > 0)
+        buf[0] = '\0';
+    if (!l)
+        return 0;
+    if (l->first_failed < 0) {
+        if (!l->terminating)
+            return 0;
+        append(buf, buflen, &len, "the job was stopped: %s\n", l->reason);
+        append_others(l, -1, buf, buflen, &len);
+        return len;
+    }
+    const ss_rank *r = &l->ranks[l->first_failed];
+    char how[64], sig[32];
+    if (r->term_signal)
+        snprintf(how, sizeof how, "killed by signal %s",
+                 signal_name(r->term_signal, sig, sizeof sig));
+    else
+        snprintf(how, sizeof how, "exited with code %" PRId64, r->exit_code);
+    char step[32] = "unknown";
+    uint64_t last;
+    if (l->cb.last_step && l->cb.last_step(l->cb.ctx, r->rank, &last))
+        snprintf(step, sizeof step, "%" PRIu64, last);
+    append(buf, buflen, &len,
+           "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
+           r->rank, how, r->pid, step);
+    if (r->tail_count == 0) {
+        append(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n", r->rank);
+    } else {
+        if (r->tail_count == 1)
+            append(buf, buflen, &len, "last line of rank %" PRIu32, r->rank);
+        else
+            append(buf, buflen, &len, "last %" PRIu32 " lines of rank %" PRIu32,
+                   r->tail_count, r->rank);
+        if (l->log_dir)
+            append(buf, buflen, &len, " (all of them in %s/rank-%" PRIu32 ".log)",
+                   l->log_dir, r->rank);
+        append(buf, buflen, &len, ":\n");
+        uint32_t first = (r->tail_next + SS_LAUNCH_TAIL_LINES - r->tail_count) %
+                         SS_LAUNCH_TAIL_LINES;
+        for (uint32_t i = 0; i < r->tail_count; i++)
+            append(buf, buflen, &len, "%s%s\n", r->prefix,
+                   r->tail[(first + i) % SS_LAUNCH_TAIL_LINES]);
+    }
+    append_others(l, l->first_failed, buf, buflen, &len);
+    return len;
+}
+
+void ss_launcher_destroy(ss_launcher *l)
+{
+    if (!l || l->destroyed)
+        return;
+    l->destroyed = 1;
+    signal_all(l, SIGKILL);
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        ss_rank *r = &l->ranks[i];
+        if (r->proc_init)
+            close_handle(l, (uv_handle_t *)&r->proc);
+        if (r->handles_init) {
+            r->out.open = r->err.open = 0;
+            close_handle(l, (uv_handle_t *)&r->out.pipe);
+            close_handle(l, (uv_handle_t *)&r->err.pipe);
+            close_handle(l, (uv_handle_t *)&r->drain);
+        }
+        if (r->log_fd >= 0)
+            close(r->log_fd);
+        r->log_fd = -1;
+    }
+    close_handle(l, (uv_handle_t *)&l->grace);
+}
+
+/* ---- the exec shim ---- */
+
+int ss_launcher_rank_exec_main(int argc, char **argv)
+{
+    int cmd = 1;
+    while (cmd < argc && strcmp(argv[cmd], "--") != 0)
+        cmd++;
+    cmd++;
+    if (cmd >= argc) {
+        fprintf(stderr, "stepscope: usage: stepscope " SS_RANK_EXEC_ARG
+                        " -- COMMAND [ARGS...] (used by stepscope run)\n");
+        return 127;
+    }
+    /* Own process group: the terminal's Ctrl-C reaches only the controller,
+     * and the launcher can signal the rank together with its children. */
+    if (setpgid(0, 0) < 0)
+        fprintf(stderr, "stepscope: setpgid: %s\n", strerror(errno));
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        fprintf(stderr, "stepscope: prctl(PR_SET_PDEATHSIG): %s\n",
+                strerror(errno));
+    /* The launcher may have died before prctl: then we were reparented. */
+    const char *parent = getenv(SS_PARENT_PID_ENV);
+    if (parent) {
+        long expected = strtol(parent, NULL, 10);
+        unsetenv(SS_PARENT_PID_ENV);
+        if ((long)getppid() != expected) {
+            fprintf(stderr, "stepscope: the launcher (pid %ld) is gone; not "
+                            "starting '%s'\n", expected, argv[cmd]);
+            return 127;
+        }
+    }
+    execvp(argv[cmd], argv + cmd);
+    fprintf(stderr, "stepscope: cannot run '%s': %s\n", argv[cmd],
+            strerror(errno));
+    return 127;
+}

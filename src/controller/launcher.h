@@ -1,0 +1,185 @@
+/*
+ * launcher.h - starts the ranks of one attempt and supervises them.
+ *
+ * The launcher spawns N rank processes on the controller's libuv loop with
+ * the environment torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE,
+ * MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...) plus the
+ * controller's STEPSCOPE_* entries.  Each rank's stdout and stderr come back
+ * through pipes and are forwarded line by line with a "[rank N] " prefix,
+ * appended to LOG_DIR/rank-N.log and kept (the last lines) in memory for the
+ * failure message.
+ *
+ * Supervision follows torchrun: when a rank fails (non-zero exit or signal)
+ * the others are stopped with SIGTERM and, after a grace period, SIGKILL.
+ * The job's exit status is that of the rank that failed first.
+ *
+ * No orphans: every rank is started through an exec shim (`stepscope
+ * __rank-exec -- CMD ARGS...`, see ss_launcher_rank_exec_main) that puts the
+ * rank in its own process group and asks the kernel to SIGKILL it when the
+ * controller dies, even by SIGKILL.  Signals from the launcher go to the
+ * whole process group, so the rank's own children are reached as well.
+ *
+ * Threading: every function must be called on the thread that runs the loop
+ * given to ss_launcher_start (PR_SET_PDEATHSIG is tied to the thread that
+ * spawned the rank, so that thread must live as long as the ranks).  The
+ * launcher installs no signal handlers: the controller owns SIGINT/SIGTERM
+ * and calls ss_launcher_terminate / ss_launcher_kill_now.  The controller
+ * should ignore SIGPIPE: when the echo descriptor is a closed pipe, echoing
+ * then stops instead of killing the controller.  Echo and log writes are
+ * blocking writes on the loop thread (as torchrun's are).
+ */
+#ifndef STEPSCOPE_LAUNCHER_H
+#define STEPSCOPE_LAUNCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+typedef struct ss_launcher ss_launcher;
+
+/* The argument that routes the stepscope executable to the exec shim. */
+#define SS_RANK_EXEC_ARG "__rank-exec"
+
+/* The launcher's pid as the shim sees it in its environment. */
+#define SS_PARENT_PID_ENV "STEPSCOPE_PARENT_PID"
+
+#define SS_LAUNCH_GRACE_MS_DEFAULT 5000
+#define SS_LAUNCH_MAX_RANKS 65536
+#define SS_LAUNCH_TAIL_LINES 20     /* lines of each rank kept in memory */
+#define SS_LAUNCH_LINE_MAX 4096     /* longer output lines are split */
+
+typedef struct {
+    uint32_t nprocs;         /* ranks to start, 1..SS_LAUNCH_MAX_RANKS */
+    char *const *argv;       /* the command, NULL-terminated; argv[0] is
+                                looked up in PATH by the shim */
+    const char *exec_shim;   /* the stepscope executable: each rank runs as
+                                `exec_shim __rank-exec -- argv...` */
+    char *const *env;        /* extra "NAME=value" entries (STEPSCOPE_ADDR,
+                                STEPSCOPE_TOKEN, STEPSCOPE_RUN_ID...),
+                                NULL-terminated, or NULL; they override the
+                                inherited environment */
+    const char *run_id;      /* TORCHELASTIC_RUN_ID; NULL gives "none" */
+    const char *log_dir;     /* created if missing; NULL: no log files */
+    uint32_t grace_ms;       /* SIGTERM -> SIGKILL delay; default 5000 */
+    uint32_t attempt;        /* TORCHELASTIC_RESTART_COUNT; 0 truncates the
+                                logs, later attempts append to them */
+    uint16_t master_port;    /* MASTER_PORT; 0 picks a free loopback port */
+    int echo;                /* non-zero: forward rank output (default 1) */
+    int echo_out_fd;         /* where rank stdout lines go (default 1) */
+    int echo_err_fd;         /* where rank stderr lines go (default 2) */
+} ss_launch_config;
+
+/* Fills CFG with the documented defaults (everything else zero / NULL). */
+void ss_launch_config_defaults(ss_launch_config *cfg);
+
+/*
+ * What the launcher tells the controller.  Every member may be NULL.
+ * Callbacks run on the loop thread; they may call ss_launcher_terminate,
+ * ss_launcher_kill_now and ss_launcher_destroy.
+ */
+typedef struct {
+    void *ctx;
+    /* RANK's main process ended: EXIT_CODE when TERM_SIGNAL is 0, else the
+     * signal that killed it.  Its last output may still be in flight (it is
+     * drained before on_all_exited). */
+    void (*on_rank_exit)(void *ctx, uint32_t rank, int64_t exit_code,
+                         int term_signal);
+    /* Every rank has exited and all output is forwarded and logged.  Called
+     * once. */
+    void (*on_all_exited)(void *ctx);
+    /* Used by ss_launcher_failure_summary: stores RANK's last completed step
+     * in *STEP and returns 1, or returns 0 when it is not known. */
+    int (*last_step)(void *ctx, uint32_t rank, uint64_t *step);
+} ss_launch_callbacks;
+
+/*
+ * Starts CFG->nprocs ranks on LOOP.  CFG (and what it points to) and CB are
+ * only read during the call.  Returns the launcher, or NULL with a one-line
+ * reason in ERR (bad config, log directory, port, or a rank that could not
+ * be spawned; ranks already started are killed and no callback is ever
+ * called).  The caller runs LOOP; the launcher keeps it alive until
+ * ss_launcher_destroy.
+ */
+ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
+                               const ss_launch_callbacks *cb, char *err,
+                               size_t errlen);
+
+/*
+ * Stops the job: SIGTERM to the process group of every running rank, then,
+ * after the grace period, SIGKILL to those still running.  REASON (copied;
+ * may be NULL) appears in the failure summary.  Idempotent: later calls do
+ * nothing.  The launcher calls it itself when a rank fails.
+ */
+void ss_launcher_terminate(ss_launcher *l, const char *reason);
+
+/* SIGKILL to every running rank's process group now (a second Ctrl-C).
+ * REASON is used only if the job was not already being stopped. */
+void ss_launcher_kill_now(ss_launcher *l, const char *reason);
+
+/* The pid of RANK's process while it runs, 0 once it has exited or when
+ * RANK is out of range. */
+int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank);
+
+/* The port given to the ranks as MASTER_PORT. */
+uint16_t ss_launcher_master_port(const ss_launcher *l);
+
+/*
+ * The job's exit status once on_all_exited has been called, that is every
+ * rank has exited and its output is drained (-1 before): 0 when all ranks
+ * exited 0, else the status of the rank that failed first: its exit code,
+ * or 128 + signal number when a signal killed it.  When no rank failed
+ * first (the job was stopped from outside), the status of the first rank
+ * that ended non-zero.
+ */
+int ss_launcher_exit_status(const ss_launcher *l);
+
+/* How the first failing rank ended. */
+typedef struct {
+    uint32_t rank;
+    int pid;
+    int64_t exit_code;   /* meaningful when term_signal == 0 */
+    int term_signal;     /* 0 when the rank exited by itself */
+} ss_rank_failure;
+
+/*
+ * Fills OUT and returns 1 when a rank failed (non-zero exit or signal)
+ * before any termination was requested, else returns 0.  Ranks that die
+ * because the job is being stopped are not failures of their own.
+ */
+int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out);
+
+/*
+ * Writes a few lines for a person into BUF (always NUL-terminated when
+ * BUFLEN > 0) explaining why the job failed: the rank that failed first,
+ * how (exit code N / killed by signal SIGSEGV), its last step (from the
+ * last_step callback, else "unknown"), its last output lines and how the
+ * other ranks were stopped; or, when no rank failed but the job was
+ * terminated, the reason.  Writes "" when nothing went wrong.  Returns the
+ * length the full text needs (like snprintf), 0 when there is nothing to
+ * say.  Complete once on_all_exited has been called.
+ */
+size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
+                                   size_t buflen);
+
+/*
+ * Releases the launcher.  Ranks still running are killed with SIGKILL (their
+ * process groups) without further callbacks.  Handles close asynchronously:
+ * the memory is freed as LOOP runs its close callbacks, so keep running the
+ * loop (uv_run) afterwards.  Safe inside a launcher callback; NULL is a
+ * no-op.
+ */
+void ss_launcher_destroy(ss_launcher *l);
+
+/*
+ * The exec shim, run by the stepscope executable when its first argument is
+ * SS_RANK_EXEC_ARG: ARGV is main's argument vector and the command is what
+ * follows the first "--".  Puts the process in its own process group,
+ * arranges SIGKILL on the parent's death, checks that the parent named by
+ * STEPSCOPE_PARENT_PID is still its parent, then execs the command.
+ * Returns (an exit status for main) only on failure: 127 after printing
+ * "stepscope: cannot run 'CMD': <reason>" to stderr.
+ */
+int ss_launcher_rank_exec_main(int argc, char **argv);
+
+#endif

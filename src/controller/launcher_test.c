@@ -1,0 +1,618 @@
+/*
+ * launcher_test.c - runs real rank processes (/bin/sh scripts) under the
+ * launcher on a real libuv loop and checks environment, output forwarding,
+ * logs, exit status, first-failure naming, the SIGTERM -> SIGKILL grace
+ * period and that no rank outlives a launcher killed with SIGKILL.
+ *
+ * The exec shim: the launcher runs each rank as `SHIM __rank-exec -- CMD`.
+ * Here SHIM is this test binary itself (/proc/self/exe).  TEST_LIST owns
+ * main(), so a constructor routes the shim invocation before main runs:
+ * glibc passes (argc, argv, envp) to ELF constructors, which makes the test
+ * exercise exactly the code path the stepscope executable uses.
+ */
+#include "launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testing.h"
+
+__attribute__((constructor)) static void route_rank_exec(int argc, char **argv,
+                                                         char **envp)
+{
+    (void)envp;
+    if (argc > 1 && strcmp(argv[1], SS_RANK_EXEC_ARG) == 0)
+        exit(ss_launcher_rank_exec_main(argc, argv));
+}
+
+#define NP 3
+#define GUARD_MS 15000
+
+typedef struct {
+    uv_loop_t loop;
+    uv_timer_t guard;   /* fails the test instead of hanging */
+    uv_timer_t poll;    /* optional per-test periodic check */
+    ss_launcher *l;
+    char dir[PATH_MAX];
+    char shim[PATH_MAX];
+    int out_fd, err_fd;
+    int all_exited, timed_out;
+    int exits;
+    int exited[NP];
+    int64_t code[NP];
+    int sig[NP];
+    int order[NP];              /* rank of the i-th exit */
+    uint64_t t_terminate, t_done;
+    int terminated;
+} fixture;
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+static void on_rank_exit(void *ctx, uint32_t rank, int64_t code, int sig)
+{
+    fixture *f = ctx;
+    if (rank >= NP)
+        return;
+    f->exited[rank]++;
+    f->code[rank] = code;
+    f->sig[rank] = sig;
+    f->order[f->exits++] = (int)rank;
+}
+
+static void on_all_exited(void *ctx)
+{
+    fixture *f = ctx;
+    f->all_exited++;
+    f->t_done = now_ms();
+    uv_timer_stop(&f->guard);
+    uv_timer_stop(&f->poll);
+}
+
+static int last_step(void *ctx, uint32_t rank, uint64_t *step)
+{
+    (void)ctx;
+    if (rank != 1)
+        return 0;
+    *step = 41;
+    return 1;
+}
+
+static void on_guard(uv_timer_t *t)
+{
+    fixture *f = t->data;
+    f->timed_out = 1;
+    ss_launcher_kill_now(f->l, "test timed out");
+}
+
+static int fixture_init(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/launcher_test.XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(f->dir))
+        return -1;
+    ssize_t n = readlink("/proc/self/exe", f->shim, sizeof f->shim - 1);
+    if (n <= 0)
+        return -1;
+    f->shim[n] = '\0';
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/echo.out", f->dir);
+    f->out_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    snprintf(path, sizeof path, "%s/echo.err", f->dir);
+    f->err_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (f->out_fd < 0 || f->err_fd < 0 || uv_loop_init(&f->loop) != 0)
+        return -1;
+    uv_timer_init(&f->loop, &f->guard);
+    uv_timer_init(&f->loop, &f->poll);
+    f->guard.data = f->poll.data = f;
+    return 0;
+}
+
+static void fixture_config(fixture *f, ss_launch_config *cfg, char **argv)
+{
+    ss_launch_config_defaults(cfg);
+    cfg->nprocs = NP;
+    cfg->argv = argv;
+    cfg->exec_shim = f->shim;
+    cfg->log_dir = f->dir;
+    cfg->echo_out_fd = f->out_fd;
+    cfg->echo_err_fd = f->err_fd;
+}
+
+static int fixture_start(fixture *f, const ss_launch_config *cfg)
+{
+    ss_launch_callbacks cb = {f, on_rank_exit, on_all_exited, last_step};
+    char err[256] = "";
+    f->l = ss_launcher_start(&f->loop, cfg, &cb, err, sizeof err);
+    if (!f->l) {
+        fprintf(stderr, "  start failed: %s\n", err);
+        return -1;
+    }
+    uv_timer_start(&f->guard, on_guard, GUARD_MS, 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    return 0;
+}
+
+/* Destroys the launcher, drains the loop and checks nothing is left. */
+static void fixture_done(fixture *f)
+{
+    ss_launcher_destroy(f->l);
+    uv_close((uv_handle_t *)&f->guard, NULL);
+    uv_close((uv_handle_t *)&f->poll, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&f->loop), 0);
+    close(f->out_fd);
+    close(f->err_fd);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
+/* Reads a whole file into a malloc'd string ("" when missing). */
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    char *s = NULL;
+    size_t n = 0;
+    if (fp) {
+        FILE *mem = open_memstream(&s, &n);
+        char buf[4096];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof buf, fp)) > 0)
+            fwrite(buf, 1, k, mem);
+        fclose(mem);
+        fclose(fp);
+    }
+    return s ? s : strdup("");
+}
+
+static char *slurp_in(const fixture *f, const char *name)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", f->dir, name);
+    return slurp(path);
+}
+
+static int count_substr(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* ---- tests ---- */
+
+static void env_is_set_per_rank(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    unsetenv("OMP_NUM_THREADS");
+    setenv("RANK", "77", 1); /* inherited values must be overridden */
+    char *argv[] = {"/bin/sh", "-c",
+        "echo \"R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE"
+        " G=$GROUP_RANK RR=$ROLE_RANK RW=$ROLE_WORLD_SIZE RN=$ROLE_NAME"
+        " MA=$MASTER_ADDR MP=$MASTER_PORT RC=$TORCHELASTIC_RESTART_COUNT"
+        " MR=$TORCHELASTIC_MAX_RESTARTS RID=$TORCHELASTIC_RUN_ID"
+        " OMP=$OMP_NUM_THREADS SA=$STEPSCOPE_ADDR ST=$STEPSCOPE_TOKEN"
+        " PP=${STEPSCOPE_PARENT_PID-unset}\";"
+        " echo \"PID=$$ PGRP=$(cut -d' ' -f5 /proc/$$/stat)\"", NULL};
+    char *env[] = {"STEPSCOPE_ADDR=unix:/nowhere", "STEPSCOPE_TOKEN=t0k",
+                   "WORLD_SIZE=99", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.env = env;
+    cfg.attempt = 2;
+    cfg.run_id = "run-abc";
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    unsetenv("RANK");
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.all_exited, 1);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 0);
+    ss_rank_failure fail;
+    CHECK_EQ_INT(ss_launcher_first_failure(f.l, &fail), 0);
+    char summary[256];
+    CHECK_EQ_INT(ss_launcher_failure_summary(f.l, summary, sizeof summary), 0);
+    CHECK_STR(summary, "");
+    unsigned port = ss_launcher_master_port(f.l);
+    CHECK(port > 0);
+    char *out = slurp_in(&f, "echo.out");
+    for (int r = 0; r < NP; r++) {
+        char want[512], name[32];
+        snprintf(want, sizeof want,
+                 "R=%d L=%d W=3 LW=3 G=0 RR=%d RW=3 RN=default MA=127.0.0.1"
+                 " MP=%u RC=2 MR=0 RID=run-abc OMP=1 SA=unix:/nowhere ST=t0k"
+                 " PP=unset\n", r, r, r, port);
+        snprintf(name, sizeof name, "rank-%d.log", r);
+        char *log = slurp_in(&f, name);
+        CHECK(strncmp(log, "---- stepscope: attempt 2 ----\n", 31) == 0);
+        CHECK(strstr(log, want) != NULL);
+        /* the rank leads its own process group */
+        int pid = 0, pgrp = -1;
+        const char *p = strstr(log, "PID=");
+        CHECK(p && sscanf(p, "PID=%d PGRP=%d", &pid, &pgrp) == 2);
+        CHECK(pid > 0 && pid == pgrp);
+        char prefixed[600];
+        snprintf(prefixed, sizeof prefixed, "[rank %d] %s", r, want);
+        CHECK(strstr(out, prefixed) != NULL);
+        free(log);
+    }
+    free(out);
+    fixture_done(&f);
+}
+
+static void output_is_prefixed_split_and_logged(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "echo out-$RANK; echo err-$RANK >&2;"
+        " if [ $RANK = 0 ]; then head -c 10000 /dev/zero | tr '\\0' x; echo;"
+        " head -c 4095 /dev/zero | tr '\\0' y; printf '\\303\\251end\\n';"
+        " printf partial; fi", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 0);
+    char *out = slurp_in(&f, "echo.out"), *err = slurp_in(&f, "echo.err");
+    char *log0 = slurp_in(&f, "rank-0.log");
+    for (int r = 0; r < NP; r++) {
+        char s[64];
+        snprintf(s, sizeof s, "[rank %d] out-%d\n", r, r);
+        CHECK(strstr(out, s) != NULL);
+        snprintf(s, sizeof s, "[rank %d] err-%d\n", r, r);
+        CHECK(strstr(err, s) != NULL);
+        snprintf(s, sizeof s, "out-%d", r);
+        CHECK(strstr(err, s) == NULL);
+    }
+    /* 10000 bytes split into 4096 + 4096 + 1808, each line prefixed */
+    CHECK_EQ_INT(count_substr(out, "[rank 0] x"), 3);
+    CHECK_EQ_INT(count_substr(out, "x"), 10000);
+    /* a split never cuts a UTF-8 character: 4095 bytes, then "\u00e9end" */
+    CHECK(strstr(out, "y\n[rank 0] \xc3\xa9" "end\n") != NULL);
+    CHECK(strstr(out, "[rank 0] partial\n") != NULL);
+    CHECK_EQ_INT(count_substr(log0, "x"), 10000);
+    CHECK(strstr(log0, "out-0\n") && strstr(log0, "err-0\n"));
+    CHECK(strstr(log0, "\npartial\n") != NULL);
+    CHECK(strstr(log0, "[rank") == NULL); /* logs are not prefixed */
+    free(out);
+    free(err);
+    free(log0);
+    fixture_done(&f);
+}
+
+static void first_failure_stops_the_others(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then sleep 0.2; echo step 41 done;"
+        " echo boom >&2; exit 3; fi; exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    uint64_t t0 = now_ms();
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK(f.t_done - t0 < 4000); /* the others ended on SIGTERM, no grace */
+    CHECK_EQ_INT(f.order[0], 1);
+    CHECK_EQ_INT(f.code[1], 3);
+    CHECK_EQ_INT(f.sig[1], 0);
+    CHECK_EQ_INT(f.sig[0], SIGTERM);
+    CHECK_EQ_INT(f.sig[2], SIGTERM);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 3);
+    ss_rank_failure fail;
+    CHECK_EQ_INT(ss_launcher_first_failure(f.l, &fail), 1);
+    CHECK_EQ_INT(fail.rank, 1);
+    CHECK_EQ_INT(fail.exit_code, 3);
+    char summary[2048];
+    size_t n = ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(n > 0 && n == strlen(summary));
+    CHECK(strstr(summary, "rank 1 failed first: exited with code 3") != NULL);
+    CHECK(strstr(summary, "last step: 41") != NULL);
+    CHECK(strstr(summary, "[rank 1] step 41 done\n[rank 1] boom\n") != NULL);
+    CHECK(strstr(summary, "rank-1.log") != NULL);
+    CHECK(strstr(summary, "2 ended on SIGTERM") != NULL);
+    /* a short buffer is truncated but the full length is reported */
+    char tiny[16];
+    CHECK_EQ_INT(ss_launcher_failure_summary(f.l, tiny, sizeof tiny), n);
+    CHECK_EQ_INT(strlen(tiny), sizeof tiny - 1);
+    fixture_done(&f);
+}
+
+static void rank_killed_by_signal(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "if [ $RANK = 2 ]; then echo about to crash; kill -SEGV $$; fi;"
+        " exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.order[0], 2);
+    CHECK_EQ_INT(f.sig[2], SIGSEGV);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 128 + SIGSEGV);
+    char summary[2048];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 2 failed first: killed by signal SIGSEGV") != NULL);
+    CHECK(strstr(summary, "last step: unknown") != NULL);
+    CHECK(strstr(summary, "[rank 2] about to crash") != NULL);
+    fixture_done(&f);
+}
+
+static void command_not_found(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"stepscope-no-such-command", "x", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.nprocs = 1;
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 127);
+    char *err = slurp_in(&f, "echo.err");
+    CHECK(strstr(err, "[rank 0] stepscope: cannot run 'stepscope-no-such-command':"
+                      " No such file or directory\n") != NULL);
+    free(err);
+    fixture_done(&f);
+}
+
+/* Polls the rank logs; once every rank printed "ready", terminates. */
+static void terminate_when_ready(uv_timer_t *t)
+{
+    fixture *f = t->data;
+    for (int r = 0; r < NP; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank-%d.log", r);
+        char *log = slurp_in(f, name);
+        int ready = strstr(log, "ready") != NULL;
+        free(log);
+        if (!ready)
+            return;
+    }
+    uv_timer_stop(t);
+    f->terminated = 1;
+    f->t_terminate = now_ms();
+    ss_launcher_terminate(f->l, "test asked to stop");
+    ss_launcher_terminate(f->l, "ignored second reason"); /* idempotent */
+}
+
+static void grace_then_sigkill(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "trap '' TERM; echo ready; while :; do sleep 0.05; done", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.grace_ms = 300;
+    uv_timer_start(&f.poll, terminate_when_ready, 20, 20);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    REQUIRE(f.terminated);
+    uint64_t took = f.t_done - f.t_terminate;
+    CHECK(took >= 300 && took < 3000);
+    for (int r = 0; r < NP; r++)
+        CHECK_EQ_INT(f.sig[r], SIGKILL);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 128 + SIGKILL);
+    ss_rank_failure fail;
+    CHECK_EQ_INT(ss_launcher_first_failure(f.l, &fail), 0);
+    char summary[512];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "the job was stopped: test asked to stop\n") != NULL);
+    CHECK(strstr(summary, "3 needed SIGKILL after the 300 ms grace period") != NULL);
+    fixture_done(&f);
+}
+
+static void kill_now_when_polled(uv_timer_t *t)
+{
+    fixture *f = t->data;
+    terminate_when_ready(t);
+    if (f->terminated)
+        ss_launcher_kill_now(f->l, "second interrupt");
+}
+
+static void kill_now_skips_grace(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "trap '' TERM; echo ready; while :; do sleep 0.05; done", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.grace_ms = 10000;
+    uv_timer_start(&f.poll, kill_now_when_polled, 20, 20);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    REQUIRE(f.terminated);
+    CHECK(f.t_done - f.t_terminate < 2000);
+    for (int r = 0; r < NP; r++)
+        CHECK_EQ_INT(f.sig[r], SIGKILL);
+    fixture_done(&f);
+}
+
+static void bad_config_and_spawn_failure(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/true", NULL};
+    ss_launch_config cfg;
+    char err[256];
+    fixture_config(&f, &cfg, argv);
+    cfg.nprocs = 0;
+    CHECK(ss_launcher_start(&f.loop, &cfg, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "number of ranks") != NULL);
+
+    char *bad_env[] = {"NOEQUALS", NULL};
+    fixture_config(&f, &cfg, argv);
+    cfg.env = bad_env;
+    CHECK(ss_launcher_start(&f.loop, &cfg, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "NOEQUALS") != NULL);
+
+    char missing[PATH_MAX + 16];
+    snprintf(missing, sizeof missing, "%s/no-shim", f.dir);
+    fixture_config(&f, &cfg, argv);
+    cfg.exec_shim = missing;
+    CHECK(ss_launcher_start(&f.loop, &cfg, NULL, err, sizeof err) == NULL);
+    CHECK(strstr(err, "cannot start rank 0") != NULL);
+    f.l = NULL;
+    fixture_done(&f); /* the failed launcher's handles close cleanly */
+}
+
+static void destroy_kills_running_ranks(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c", "exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    ss_launch_callbacks cb = {&f, on_rank_exit, on_all_exited, NULL};
+    char err[256];
+    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
+    REQUIRE(f.l != NULL);
+    int pids[NP];
+    for (int r = 0; r < NP; r++)
+        pids[r] = ss_launcher_rank_pid(f.l, (uint32_t)r);
+    CHECK_EQ_INT(ss_launcher_rank_pid(f.l, NP), 0);
+    fixture_done(&f);
+    CHECK_EQ_INT(f.exits, 0); /* no callbacks after destroy */
+    for (int r = 0; r < NP; r++) {
+        int st = 0;
+        CHECK(pids[r] > 0 && waitpid(pids[r], &st, 0) == pids[r]);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    }
+}
+
+/* Child side of no_orphans_after_launcher_sigkill: runs a launcher and
+ * reports the rank pids on FD, then serves the loop until killed. */
+static void run_doomed_launcher(int fd, const char *shim)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char *argv[] = {"/bin/sh", "-c", "exec sleep 30", NULL};
+    ss_launch_config cfg;
+    ss_launch_config_defaults(&cfg);
+    cfg.nprocs = NP;
+    cfg.argv = argv;
+    cfg.exec_shim = shim;
+    cfg.echo = 0;
+    char err[256];
+    ss_launcher *l = ss_launcher_start(&loop, &cfg, NULL, err, sizeof err);
+    if (!l)
+        _exit(1);
+    int pids[NP];
+    for (int r = 0; r < NP; r++)
+        pids[r] = ss_launcher_rank_pid(l, (uint32_t)r);
+    if (write(fd, pids, sizeof pids) != (ssize_t)sizeof pids)
+        _exit(1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    _exit(1);
+}
+
+/* Waits up to MS for process PID's name to start with WANT. */
+static int wait_for_comm(int pid, const char *want, int ms)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", pid);
+    for (int waited = 0; waited < ms; waited += 10) {
+        char *comm = slurp(path);
+        int ok = strncmp(comm, want, strlen(want)) == 0;
+        free(comm);
+        if (ok)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+static void no_orphans_after_launcher_sigkill(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    /* Orphans are re-parented to us, so we can reap them and see how they
+     * died instead of depending on what init does with zombies. */
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        close(fds[0]);
+        run_doomed_launcher(fds[1], f.shim);
+    }
+    close(fds[1]);
+    int pids[NP];
+    ssize_t got = read(fds[0], pids, sizeof pids);
+    close(fds[0]);
+    CHECK_EQ_INT(got, sizeof pids);
+    if (got == (ssize_t)sizeof pids)
+        for (int r = 0; r < NP; r++) /* the shim has exec'd the rank */
+            CHECK(wait_for_comm(pids[r], "sleep", 5000));
+    kill(child, SIGKILL);
+    int st;
+    CHECK(waitpid(child, &st, 0) == child);
+    for (int r = 0; got == (ssize_t)sizeof pids && r < NP; r++) {
+        pid_t w = 0;
+        for (int waited = 0; waited < 5000 && w == 0; waited += 10) {
+            w = waitpid(pids[r], &st, WNOHANG);
+            if (w == 0)
+                usleep(10000);
+        }
+        CHECK_EQ_INT(w, pids[r]);
+        CHECK(w == pids[r] && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        if (w == 0)
+            kill(pids[r], SIGKILL);
+    }
+    f.l = NULL;
+    fixture_done(&f);
+}
+
+static void shim_usage_and_exec_failure(void)
+{
+    for (int with_command = 0; with_command < 2; with_command++) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 2);
+            if (!with_command) {
+                char *argv[] = {"stepscope", SS_RANK_EXEC_ARG, NULL};
+                _exit(ss_launcher_rank_exec_main(2, argv));
+            }
+            /* a parent pid that is not our parent's: the shim must refuse */
+            char self[24];
+            snprintf(self, sizeof self, "%d", (int)getpid());
+            setenv(SS_PARENT_PID_ENV, self, 1);
+            char *argv[] = {"stepscope", SS_RANK_EXEC_ARG, "--", "/bin/true",
+                            NULL};
+            _exit(ss_launcher_rank_exec_main(4, argv));
+        }
+        int st;
+        CHECK(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 127);
+    }
+}
+
+TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
+          TEST(first_failure_stops_the_others), TEST(rank_killed_by_signal),
+          TEST(command_not_found), TEST(grace_then_sigkill),
+          TEST(kill_now_skips_grace), TEST(bad_config_and_spawn_failure),
+          TEST(destroy_kills_running_ranks),
+          TEST(no_orphans_after_launcher_sigkill),
+          TEST(shim_usage_and_exec_failure))
