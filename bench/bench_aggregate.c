@@ -173,10 +173,11 @@ static int run_memory(uint32_t ranks, uint32_t window)
         }
         double per = (double)peak / ((double)ranks * (laggard ? window : 1));
         printf("memory     %u ranks, window %u, %s: peak bytes_in_use %.1f "
-               "MiB (%.0f bytes per rank-step held)\n",
+               "MiB (%.0f bytes per %s)\n",
                ranks, window,
                laggard ? "one rank a window behind" : "lockstep",
-               (double)peak / (1024.0 * 1024.0), per);
+               (double)peak / (1024.0 * 1024.0), per,
+               laggard ? "rank-step held" : "rank");
         ss_aggregator_destroy(b.agg);
     }
     return 0;

@@ -53,6 +53,8 @@
       "...and this fraction of the median step time...")                      \
     X(P_S_MAD_K, "straggler.mad_k", 3, "sigmas", 0, 1e3,                      \
       "...and this many robust sigmas of all ranks' lateness in that step")   \
+    X(P_S_BLAME_FRAC, "straggler.blame_frac", 0.25, "ratio", 0, 1e3,          \
+      "a phase is blamed only when it explains this share of the lateness")   \
     X(P_S_WINDOW, "straggler.window", 100, "steps", 10, 1024,                 \
       "recent steps over which lateness is counted")                          \
     X(P_S_PERSIST_FRAC, "straggler.persistent_frac", 0.5, "ratio", 0.01, 1,   \
@@ -67,7 +69,7 @@
       "critical when the median lateness is this fraction of a median step")  \
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
       "sync-phase rule only when the step-time spread is below this "         \
-      "fraction of that phase's spread")                                      \
+      "fraction of the shortest wait's gap to the median wait")               \
     X(P_D_MIN_MS, "data_stall.min_ms", 20, "ms", 0, 1e9,                      \
       "a data phase stalls when it exceeds the median rank's by this much...")\
     X(P_D_FACTOR, "data_stall.factor", 4, "ratio", 1, 1e6,                    \
@@ -183,6 +185,7 @@ typedef struct {
     uint32_t run;          /* consecutive late steps */
     uint64_t run_first, run_last;
     uint8_t run_persistent; /* persistent at some point during the run */
+    ss_finding *pending;    /* a transient burst awaiting judgement */
 } strag_rank;
 
 typedef struct {
@@ -276,7 +279,6 @@ struct ss_detectors {
 
     det_finding *fd;
     uint32_t n_fd, cap_fd;
-    uint64_t suppressed;
 };
 
 /* ---- configuration ---- */
@@ -437,21 +439,17 @@ static const char *name_of(const ss_detectors *d, int idx)
 
 /* ---- findings table ---- */
 
-/* Opens a new finding of KIND; returns its index or -1 when the table is
- * full (counted in d->suppressed). */
+/* Opens a new finding of KIND; returns its index, or -1 (the finding is
+ * dropped) when the table is full or memory runs out. */
 static int32_t finding_new(ss_detectors *d, const char *kind)
 {
-    if (d->n_fd >= MAX_FINDINGS) {
-        d->suppressed++;
+    if (d->n_fd >= MAX_FINDINGS)
         return -1;
-    }
     if (d->n_fd == d->cap_fd) {
         uint32_t cap = d->cap_fd ? d->cap_fd * 2 : 16;
         det_finding *fd = realloc(d->fd, cap * sizeof *fd);
-        if (!fd) {
-            d->suppressed++;
+        if (!fd)
             return -1;
-        }
         d->fd = fd;
         d->cap_fd = cap;
     }
@@ -547,6 +545,8 @@ ss_detectors *ss_detectors_create(const ss_detector_config *cfg,
         scratch = d->jw;
     if (scratch < STALL_RING)
         scratch = STALL_RING;
+    if (scratch < (size_t)param_max[P_M_BASELINE])
+        scratch = (size_t)param_max[P_M_BASELINE];
     d->f64 = zalloc(scratch, sizeof *d->f64);
     d->i64 = zalloc(w, sizeof *d->i64);
     d->order = zalloc(w, sizeof *d->order);
@@ -575,8 +575,9 @@ ss_detectors *ss_detectors_create(const ss_detector_config *cfg,
     if (!d->f64 || !d->i64 || !d->order || !d->tx || !d->ty || !d->ts ||
         !d->s_step || !d->s_med_ms || !d->s_method || !d->s_ref ||
         !d->s_late_ms || !d->s_expl_ms || !d->s_blame || !d->s_flags ||
-        !d->sr || !d->stall || !d->j_ms || !d->j_raw || !d->j_step || !d->j_out ||
-        !d->j_blame || !d->j_expl_ms || !d->j_worst || !d->j_sort) {
+        !d->sr || !d->stall || !d->j_ms || !d->j_raw || !d->j_step ||
+        !d->j_out || !d->j_blame || !d->j_expl_ms || !d->j_worst ||
+        !d->j_sort) {
         ss_detectors_destroy(d);
         return NULL;
     }
@@ -622,6 +623,9 @@ void ss_detectors_destroy(ss_detectors *d)
     free(d->s_expl_ms);
     free(d->s_blame);
     free(d->s_flags);
+    if (d->sr)
+        for (uint32_t r = 0; r < d->world; r++)
+            free(d->sr[r].pending);
     free(d->sr);
     if (d->stall)
         for (uint32_t r = 0; r < d->world; r++)
@@ -734,6 +738,10 @@ static void summarize_late(ss_detectors *d, uint32_t r, uint32_t skip,
     }
     if (e)
         out->explained_ms = ss_median_f64(ex, e);
+    if (out->explained_ms < d->p[P_S_BLAME_FRAC] * out->late_med_ms) {
+        out->blame = NO_NAME; /* no phase explains enough of it */
+        out->explained_ms = 0;
+    }
 }
 
 static void blame_clause(const ss_detectors *d, const late_summary *s,
@@ -828,8 +836,29 @@ static void refresh_persistent(ss_detectors *d, uint32_t r, int opening)
     df->dirty = 1;
 }
 
-/* Rank R's run of late steps ended (or the run ends): report it as a
- * transient straggler unless it was part of a persistent episode. */
+/* Publishes rank R's pending transient burst as a finding. */
+static void commit_pending(ss_detectors *d, uint32_t r)
+{
+    strag_rank *sr = &d->sr[r];
+    int32_t idx = finding_new(d, "straggler");
+    if (idx >= 0) {
+        uint32_t id = d->fd[idx].f.id;
+        d->fd[idx].f = *sr->pending;
+        d->fd[idx].f.id = id;
+        d->fd[idx].f.attempt = d->attempt;
+        d->fd[idx].dirty = 1;
+    }
+    free(sr->pending);
+    sr->pending = NULL;
+}
+
+/*
+ * Rank R's run of late steps ended (or the run of the job ends).  A run
+ * long enough and never part of a persistent episode is a transient
+ * straggler; it stays pending until the rank has been seen in
+ * straggler.min_steps steps, because a run at the very start may be the
+ * opening of a persistent episode.
+ */
 static void end_run(ss_detectors *d, uint32_t r, int current_included)
 {
     strag_rank *sr = &d->sr[r];
@@ -838,18 +867,22 @@ static void end_run(ss_detectors *d, uint32_t r, int current_included)
                  sr->persistent < 0;
     sr->run = 0;
     sr->run_persistent = 0;
-    if (!report)
-        return;
+    if (!report || (sr->pending && sr->pending->last_step -
+                                           sr->pending->first_step + 1 >=
+                                       run))
+        return; /* a longer burst is already pending */
     /* the late entries of the run are the newest ones, after the current
      * (not late) entry when the run just ended */
     late_summary s;
     summarize_late(d, r, current_included ? 0 : 1, run, &s);
     if (s.n_late == 0)
         return;
-    int32_t idx = finding_new(d, "straggler");
-    if (idx < 0)
+    ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
+    if (!f)
         return;
-    ss_finding *f = &d->fd[idx].f;
+    memset(f, 0, sizeof *f);
+    sr->pending = f;
+    snprintf(f->kind, sizeof f->kind, "straggler");
     f->first_step = sr->run_first;
     f->last_step = sr->run_last;
     int32_t rank = (int32_t)r;
@@ -863,7 +896,8 @@ static void end_run(ss_detectors *d, uint32_t r, int current_included)
              "rank %u was a transient straggler for %u consecutive steps "
              "(%" PRIu64 " to %" PRIu64 "): %s%s.",
              r, run, sr->run_first, sr->run_last, how, why);
-    d->fd[idx].dirty = 1;
+    if (sr->seen >= param_u32(d, P_S_MIN_STEPS))
+        commit_pending(d, r);
 }
 
 /* Picks how lateness is measured in this step and fills LATE (ns, per
@@ -894,10 +928,12 @@ static int measure_lateness(ss_detectors *d, const ss_step_view *v,
                 d->i64[n++] = rs->sync_arrival_ns[best];
         }
         int64_t med = ss_median_i64(d->i64, n);
+        /* LATE may be the scratch just used: write every entry */
         for (uint32_t r = 0; r < world; r++) {
             const ss_rank_step *rs = &v->ranks[r];
-            if (rs->present && rs->sync_arrival_ns[best] != SS_MISSING)
-                late[r] = rs->sync_arrival_ns[best] - med;
+            late[r] = rs->present && rs->sync_arrival_ns[best] != SS_MISSING
+                          ? rs->sync_arrival_ns[best] - med
+                          : SS_MISSING;
         }
         *ref = best;
         return M_ARRIVAL;
@@ -999,8 +1035,8 @@ static void straggler_step(ss_detectors *d, const ss_step_view *v,
     }
     double med_step = (double)v->step_time.median;
     d->s_step[idx] = v->step;
-    d->s_med_ms[idx] = v->step_time.median == SS_MISSING ? 0
-                                                          : (float)(med_step / 1e6);
+    d->s_med_ms[idx] =
+        v->step_time.median == SS_MISSING ? 0 : (float)(med_step / 1e6);
     d->s_method[idx] = M_NONE;
     d->s_ref[idx] = NO_NAME;
     if (v->n_present >= 2 && v->step_time.median != SS_MISSING &&
@@ -1072,6 +1108,12 @@ static void straggler_step(ss_detectors *d, const ss_step_view *v,
         }
         if (sr->persistent >= 0 && sr->run)
             sr->run_persistent = 1;
+        if (sr->pending && sr->persistent >= 0) {
+            free(sr->pending); /* it opened this persistent episode */
+            sr->pending = NULL;
+        } else if (sr->pending && sr->seen >= param_u32(d, P_S_MIN_STEPS)) {
+            commit_pending(d, r);
+        }
     }
 }
 
@@ -1891,9 +1933,12 @@ void ss_detectors_step(ss_detectors *d, const ss_step_view *v,
 void ss_detectors_finish(ss_detectors *d, const char *const *names)
 {
     d->names = names;
-    for (uint32_t r = 0; r < d->world; r++)
+    for (uint32_t r = 0; r < d->world; r++) {
         if (d->sr[r].run)
             end_run(d, r, 1);
+        if (d->sr[r].pending && d->sr[r].persistent < 0)
+            commit_pending(d, r);
+    }
     for (int k = 0; k < MEM_KINDS; k++)
         if (d->mem[k].on)
             creep_eval(d, k);

@@ -1,0 +1,516 @@
+/*
+ * aggregator_test.c - unit tests for aggregator.c: the watermark with ranks
+ * reporting out of order, clean exits and crashes, window overflow, refused
+ * records, exact per-step statistics, skipped steps, steps starting at any
+ * number, names appearing mid-run, finish, and the memory bound.
+ */
+#include "aggregator.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "testing.h"
+
+#define MS 1000000LL
+#define MAX_CAPTURE 64
+#define MAX_W 8
+
+/* What the sink saw of one finalized step. */
+typedef struct {
+    uint64_t step;
+    uint32_t n_present, n_missing;
+    uint32_t missing[MAX_W];
+    ss_stat step_time, rss;
+    uint32_t n_phases, n_syncs;
+    ss_phase_stat phases[4];
+    ss_sync_stat syncs[4];
+    int present[MAX_W];
+    int64_t step_ns[MAX_W], rss_bytes[MAX_W];
+    int64_t phase0[MAX_W], phase1[MAX_W], sync0[MAX_W];
+    double metric2[MAX_W];
+    uint32_t n_names;
+} captured;
+
+typedef struct {
+    captured steps[MAX_CAPTURE];
+    uint32_t n;
+    uint32_t findings;
+} capture;
+
+static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
+{
+    (void)names;
+    capture *c = ctx;
+    if (c->n >= MAX_CAPTURE)
+        return;
+    captured *s = &c->steps[c->n++];
+    memset(s, 0, sizeof *s);
+    s->step = v->step;
+    s->n_present = v->n_present;
+    s->n_missing = v->n_missing;
+    for (uint32_t i = 0; i < v->n_missing && i < MAX_W; i++)
+        s->missing[i] = v->missing_ranks[i];
+    s->step_time = v->step_time;
+    s->rss = v->rss;
+    s->n_phases = v->n_phases;
+    s->n_syncs = v->n_syncs;
+    for (uint32_t i = 0; i < v->n_phases && i < 4; i++)
+        s->phases[i] = v->phases[i];
+    for (uint32_t i = 0; i < v->n_syncs && i < 4; i++)
+        s->syncs[i] = v->syncs[i];
+    s->n_names = v->n_names;
+    for (uint32_t r = 0; r < v->world_size && r < MAX_W; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        s->present[r] = rs->present;
+        s->step_ns[r] = rs->step_ns;
+        s->rss_bytes[r] = rs->rss_bytes;
+        s->phase0[r] = v->n_names > 0 ? rs->phase_ns[0] : SS_MISSING;
+        s->phase1[r] = v->n_names > 1 ? rs->phase_ns[1] : SS_MISSING;
+        s->sync0[r] = v->n_names > 0 ? rs->sync_arrival_ns[0] : SS_MISSING;
+        s->metric2[r] = v->n_names > 2 ? rs->metric[2] : NAN;
+    }
+}
+
+static void on_finding(void *ctx, const ss_finding *f)
+{
+    (void)f;
+    ((capture *)ctx)->findings++;
+}
+
+static ss_aggregator *make(uint32_t world, uint32_t window, capture *c)
+{
+    memset(c, 0, sizeof *c);
+    ss_aggregator_config cfg;
+    ss_aggregator_config_defaults(&cfg);
+    if (window)
+        cfg.window_steps = window;
+    ss_sink sink = {c, on_step, on_finding};
+    return ss_aggregator_create(&cfg, world, 0, &sink);
+}
+
+/* A record for STEP lasting DUR_MS with no phases. */
+static wire_step rec(uint64_t step, int64_t dur_ms)
+{
+    wire_step s;
+    memset(&s, 0, sizeof s);
+    s.step = step;
+    s.begin_ns = (int64_t)step * 1000 * MS;
+    s.end_ns = s.begin_ns + dur_ms * MS;
+    return s;
+}
+
+static int add(ss_aggregator *a, uint32_t rank, uint64_t step)
+{
+    wire_step s = rec(step, 100);
+    return ss_aggregator_add(a, rank, &s);
+}
+
+static void watermark_out_of_order(void)
+{
+    capture c;
+    ss_aggregator *a = make(3, 0, &c);
+    REQUIRE(a);
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.watermark, -1);
+    CHECK_EQ_INT(add(a, 0, 0), 0);
+    CHECK_EQ_INT(add(a, 1, 0), 0);
+    CHECK_EQ_INT(add(a, 0, 1), 0);
+    CHECK_EQ_INT(add(a, 0, 2), 0);
+    CHECK_EQ_INT(c.n, 0); /* rank 2 holds the watermark */
+    CHECK_EQ_INT(add(a, 2, 0), 0);
+    REQUIRE(c.n == 1);
+    CHECK_EQ_INT(c.steps[0].step, 0);
+    CHECK_EQ_INT(c.steps[0].n_present, 3);
+    CHECK_EQ_INT(c.steps[0].n_missing, 0);
+    CHECK_EQ_INT(add(a, 2, 1), 0);
+    CHECK_EQ_INT(add(a, 2, 2), 0);
+    CHECK_EQ_INT(c.n, 1);
+    CHECK_EQ_INT(add(a, 1, 2), 0); /* rank 1 skips 1: done with 1 and 2 */
+    REQUIRE(c.n == 3);
+    CHECK_EQ_INT(c.steps[1].step, 1);
+    CHECK_EQ_INT(c.steps[1].n_present, 2);
+    CHECK_EQ_INT(c.steps[1].n_missing, 1);
+    CHECK_EQ_INT(c.steps[1].missing[0], 1);
+    CHECK_EQ_INT(c.steps[2].step, 2);
+    CHECK_EQ_INT(c.steps[2].n_present, 3);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.watermark, 2);
+    CHECK_EQ_INT(st.records, 8);
+    CHECK_EQ_INT(st.finalized_steps, 3);
+    CHECK_EQ_INT(st.forced_steps, 0);
+    CHECK_EQ_INT(st.refused, 0);
+    ss_rank_state rs;
+    ss_aggregator_rank_state(a, 1, &rs);
+    CHECK(rs.live && !rs.crashed);
+    CHECK_EQ_INT(rs.last_step, 2);
+    ss_aggregator_destroy(a);
+}
+
+static void clean_exit_leaves_live_set(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 0, &c);
+    REQUIRE(a);
+    add(a, 0, 0);
+    add(a, 1, 0);
+    add(a, 0, 1);
+    add(a, 0, 2);
+    CHECK_EQ_INT(c.n, 1);
+    ss_aggregator_rank_left(a, 1, 0);
+    REQUIRE(c.n == 3);
+    /* rank 1 finished its work: absent, but not missing */
+    CHECK_EQ_INT(c.steps[1].n_present, 1);
+    CHECK_EQ_INT(c.steps[1].n_missing, 0);
+    CHECK(!c.steps[2].present[1]);
+    CHECK(c.steps[2].step_ns[1] == SS_MISSING);
+    CHECK_EQ_INT(add(a, 1, 3), -1); /* not live any more */
+    ss_rank_state rs;
+    ss_aggregator_rank_state(a, 1, &rs);
+    CHECK(!rs.live && !rs.crashed);
+    CHECK_EQ_INT(rs.last_step, 0);
+    /* with rank 1 gone, rank 0 alone moves the watermark */
+    add(a, 0, 3);
+    CHECK_EQ_INT(c.n, 4);
+    ss_aggregator_destroy(a);
+}
+
+static void crash_marks_missing(void)
+{
+    capture c;
+    ss_aggregator *a = make(3, 0, &c);
+    REQUIRE(a);
+    for (uint32_t r = 0; r < 3; r++)
+        add(a, r, 0);
+    add(a, 0, 1);
+    add(a, 1, 1);
+    add(a, 0, 2);
+    add(a, 1, 2);
+    CHECK_EQ_INT(c.n, 1);
+    ss_aggregator_rank_left(a, 2, 1);
+    REQUIRE(c.n == 3);
+    for (int i = 1; i <= 2; i++) {
+        captured *s = &c.steps[i];
+        CHECK_EQ_INT(s->n_present, 2);
+        CHECK_EQ_INT(s->n_missing, 1);
+        CHECK_EQ_INT(s->missing[0], 2);
+        CHECK(!s->present[2]);
+        /* missing is never zero */
+        CHECK(s->step_ns[2] == SS_MISSING);
+        CHECK(s->rss_bytes[2] == SS_MISSING);
+        CHECK(s->phase0[2] == SS_MISSING);
+        CHECK_EQ_INT(s->step_time.n, 2);
+        CHECK_EQ_INT(s->step_time.min, 100 * MS);
+    }
+    ss_rank_state rs;
+    ss_aggregator_rank_state(a, 2, &rs);
+    CHECK(!rs.live && rs.crashed);
+    /* later steps keep the crashed rank missing */
+    add(a, 0, 3);
+    add(a, 1, 3);
+    REQUIRE(c.n == 4);
+    CHECK_EQ_INT(c.steps[3].n_missing, 1);
+    CHECK_EQ_INT(c.steps[3].missing[0], 2);
+    ss_aggregator_destroy(a);
+}
+
+static void window_overflow_forces(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 4, &c);
+    REQUIRE(a);
+    add(a, 1, 0);
+    for (uint64_t s = 0; s < 10; s++)
+        CHECK_EQ_INT(add(a, 0, s), 0);
+    /* step 0 completed normally; steps 1..5 were forced out */
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.forced_steps, 5);
+    CHECK_EQ_INT(st.finalized_steps, 6);
+    CHECK_EQ_INT(st.watermark, 5);
+    REQUIRE(c.n == 6);
+    CHECK_EQ_INT(c.steps[0].n_missing, 0);
+    for (uint32_t i = 1; i < 6; i++) {
+        CHECK_EQ_INT(c.steps[i].step, i);
+        CHECK_EQ_INT(c.steps[i].n_missing, 1);
+        CHECK_EQ_INT(c.steps[i].missing[0], 1);
+    }
+    /* the laggard's old steps are late now */
+    CHECK_EQ_INT(add(a, 1, 3), -1);
+    CHECK_EQ_INT(add(a, 1, 5), -1);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.refused, 2);
+    /* ...but it can rejoin within the window */
+    CHECK_EQ_INT(add(a, 1, 7), 0);
+    REQUIRE(c.n == 8);
+    CHECK_EQ_INT(c.steps[6].step, 6);
+    CHECK_EQ_INT(c.steps[6].n_missing, 1); /* rank 1 skipped 6 */
+    CHECK_EQ_INT(c.steps[7].step, 7);
+    CHECK_EQ_INT(c.steps[7].n_present, 2);
+    /* a jump far beyond the window forces only what is held */
+    CHECK_EQ_INT(add(a, 0, 1000), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.finalized_steps, 10);
+    CHECK_EQ_INT(st.watermark, 996);
+    CHECK(st.bytes_in_use > 0);
+    ss_aggregator_destroy(a);
+}
+
+static void late_and_duplicate_refused(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 0, &c);
+    REQUIRE(a);
+    CHECK_EQ_INT(add(a, 0, 5), 0);
+    CHECK_EQ_INT(add(a, 0, 5), -1); /* duplicate */
+    CHECK_EQ_INT(add(a, 0, 4), -1); /* not after the previous step */
+    CHECK_EQ_INT(add(a, 1, 5), 0);
+    CHECK_EQ_INT(c.n, 1);
+    CHECK_EQ_INT(add(a, 1, 5), -1);
+    CHECK_EQ_INT(add(a, 2, 6), -1); /* no such rank */
+    wire_step bad = rec(6, 10);
+    bad.n_phases = 1;
+    bad.phases[0].name_id = 7; /* never interned */
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    bad = rec(6, 10);
+    bad.end_ns = bad.begin_ns - 1;
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.refused, 6);
+    CHECK_EQ_INT(st.records, 2);
+    ss_aggregator_destroy(a);
+}
+
+/* Five ranks with known values: every statistic is checked exactly. */
+static void statistics_exact(void)
+{
+    capture c;
+    ss_aggregator *a = make(5, 0, &c);
+    REQUIRE(a);
+    CHECK_EQ_INT(ss_aggregator_intern(a, "forward"), 0);
+    CHECK_EQ_INT(ss_aggregator_intern(a, "allreduce"), 1);
+    CHECK_EQ_INT(ss_aggregator_intern(a, "loss"), 2);
+    CHECK_EQ_INT(ss_aggregator_intern(a, "forward"), 0);
+    CHECK_EQ_INT(ss_aggregator_intern(a, ""), -1);
+    uint32_t nn;
+    const char *const *names = ss_aggregator_names(a, &nn);
+    CHECK_EQ_INT(nn, 3);
+    CHECK_STR(names[1], "allreduce");
+    const int64_t dur[5] = {30, 10, 50, 20, 40};
+    const int64_t fwd[5] = {7, 3, 9, 1, 5};
+    const int64_t arrive[5] = {1000, 1040, 1010, 1100, 1020};
+    for (uint32_t r = 0; r < 5; r++) {
+        wire_step s = rec(0, dur[r]);
+        s.n_phases = 1;
+        s.phases[0].name_id = 0;
+        s.phases[0].count = 1;
+        s.phases[0].total_ns = (uint64_t)(fwd[r] * MS);
+        s.n_syncs = 1;
+        s.syncs[0].name_id = 1;
+        s.syncs[0].arrival_ns = arrive[r] * MS;
+        if (r != 3) {
+            s.n_metrics = 1;
+            s.metrics[0].name_id = 2;
+            s.metrics[0].value = 0.5 * r;
+        }
+        if (r < 4) {
+            s.flags = WIRE_STEP_HAS_RSS;
+            s.rss_bytes = 1000 * (r + 1);
+        }
+        CHECK_EQ_INT(ss_aggregator_add(a, r, &s), 0);
+    }
+    REQUIRE(c.n == 1);
+    captured *v = &c.steps[0];
+    CHECK_EQ_INT(v->step_time.min, 10 * MS);
+    CHECK_EQ_INT(v->step_time.median, 30 * MS);
+    CHECK_EQ_INT(v->step_time.p90, 50 * MS);
+    CHECK_EQ_INT(v->step_time.max, 50 * MS);
+    CHECK_EQ_INT(v->step_time.worst_rank, 2);
+    CHECK_EQ_INT(v->step_time.n, 5);
+    /* RSS from ranks 0..3: 1000 2000 3000 4000 */
+    CHECK_EQ_INT(v->rss.n, 4);
+    CHECK_EQ_INT(v->rss.median, 2500);
+    CHECK_EQ_INT(v->rss.p90, 4000);
+    CHECK_EQ_INT(v->rss.worst_rank, 3);
+    CHECK(v->rss_bytes[4] == SS_MISSING);
+    REQUIRE(v->n_phases == 1);
+    CHECK_EQ_INT(v->phases[0].name, 0);
+    CHECK_EQ_INT(v->phases[0].stat.min, 1 * MS);
+    CHECK_EQ_INT(v->phases[0].stat.median, 5 * MS);
+    CHECK_EQ_INT(v->phases[0].stat.max, 9 * MS);
+    CHECK_EQ_INT(v->phases[0].stat.worst_rank, 2);
+    REQUIRE(v->n_syncs == 1);
+    CHECK_EQ_INT(v->syncs[0].name, 1);
+    CHECK_EQ_INT(v->syncs[0].n, 5);
+    CHECK_EQ_INT(v->syncs[0].skew_ns, 100 * MS);
+    CHECK_EQ_INT(v->syncs[0].late_ns, 80 * MS); /* 1100 - median 1020 */
+    CHECK_EQ_INT(v->syncs[0].worst_rank, 3);
+    /* name-indexed per-rank arrays */
+    CHECK_EQ_INT(v->n_names, 3);
+    CHECK_EQ_INT(v->phase0[2], 9 * MS);
+    CHECK(v->phase1[2] == SS_MISSING); /* allreduce is a sync, not a phase */
+    CHECK_EQ_INT(v->sync0[0], SS_MISSING);
+    CHECK(v->metric2[4] == 2.0);
+    CHECK(isnan(v->metric2[3]));
+    ss_aggregator_destroy(a);
+}
+
+static void skipped_step_missing(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 0, &c);
+    REQUIRE(a);
+    add(a, 0, 0);
+    add(a, 0, 1);
+    add(a, 0, 2);
+    add(a, 1, 0);
+    add(a, 1, 2);
+    REQUIRE(c.n == 3);
+    CHECK_EQ_INT(c.steps[1].step, 1);
+    CHECK_EQ_INT(c.steps[1].n_present, 1);
+    CHECK_EQ_INT(c.steps[1].n_missing, 1);
+    CHECK_EQ_INT(c.steps[1].missing[0], 1);
+    CHECK(c.steps[1].step_ns[1] == SS_MISSING);
+    CHECK_EQ_INT(c.steps[2].n_present, 2);
+    ss_aggregator_destroy(a);
+}
+
+static void steps_start_anywhere(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 0, &c);
+    REQUIRE(a);
+    CHECK_EQ_INT(add(a, 0, 1005), 0);
+    CHECK_EQ_INT(add(a, 1, 1003), 0); /* older, nothing finalized yet */
+    REQUIRE(c.n == 1);
+    CHECK_EQ_INT(c.steps[0].step, 1003);
+    CHECK_EQ_INT(c.steps[0].n_missing, 1); /* rank 0 started later */
+    CHECK_EQ_INT(c.steps[0].missing[0], 0);
+    CHECK_EQ_INT(add(a, 1, 1005), 0);
+    REQUIRE(c.n == 2); /* 1004: nobody reported it, no view */
+    CHECK_EQ_INT(c.steps[1].step, 1005);
+    CHECK_EQ_INT(c.steps[1].n_present, 2);
+    CHECK_EQ_INT(add(a, 0, 1004), -1);
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.watermark, 1005);
+    ss_aggregator_destroy(a);
+}
+
+static void names_grow_mid_run(void)
+{
+    capture c;
+    ss_aggregator *a = make(2, 0, &c);
+    REQUIRE(a);
+    int fwd = ss_aggregator_intern(a, "forward");
+    wire_step s = rec(0, 10);
+    s.n_phases = 1;
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS};
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
+    /* step 0 is open while new names arrive */
+    int bwd = ss_aggregator_intern(a, "backward");
+    int loss = ss_aggregator_intern(a, "loss");
+    CHECK_EQ_INT(loss, 2);
+    s = rec(1, 10);
+    s.n_phases = 2;
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS};
+    s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS};
+    s.n_metrics = 1;
+    s.metrics[0] = (wire_metric){(uint32_t)loss, 1.25};
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
+    s = rec(0, 10);
+    s.n_phases = 2;
+    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS};
+    s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS}; /* repeated: sum */
+    CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
+    REQUIRE(c.n == 1);
+    captured *v = &c.steps[0];
+    CHECK_EQ_INT(v->phase0[0], 4 * MS);
+    CHECK(v->phase1[0] == SS_MISSING);
+    CHECK(v->phase0[1] == SS_MISSING);
+    CHECK_EQ_INT(v->phase1[1], 5 * MS);
+    CHECK(isnan(v->metric2[0]) && isnan(v->metric2[1]));
+    CHECK_EQ_INT(v->n_phases, 2);
+    CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), -1);
+    s.step = 1;
+    CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
+    REQUIRE(c.n == 2);
+    CHECK(c.steps[1].metric2[0] == 1.25);
+    CHECK(isnan(c.steps[1].metric2[1]));
+    CHECK_EQ_INT(c.steps[1].phase1[0], 6 * MS);
+    ss_aggregator_destroy(a);
+}
+
+static void finish_finalizes_open_steps(void)
+{
+    capture c;
+    ss_aggregator *a = make(3, 0, &c);
+    REQUIRE(a);
+    add(a, 0, 0);
+    add(a, 1, 0);
+    add(a, 0, 1);
+    CHECK_EQ_INT(c.n, 0);
+    ss_aggregator_finish(a);
+    REQUIRE(c.n == 2);
+    CHECK_EQ_INT(c.steps[0].n_missing, 1);
+    CHECK_EQ_INT(c.steps[0].missing[0], 2);
+    CHECK_EQ_INT(c.steps[1].n_missing, 2);
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.forced_steps, 0);
+    CHECK_EQ_INT(st.watermark, 1);
+    CHECK_EQ_INT(add(a, 2, 2), -1);
+    ss_aggregator_finish(a); /* harmless */
+    CHECK_EQ_INT(c.n, 2);
+    ss_aggregator_destroy(a);
+    ss_aggregator_destroy(NULL);
+}
+
+/* 4096 ranks, 4 phases and a sync, with a rank a whole window behind: the
+ * memory held stays within the per-rank-step bound. */
+static void memory_bounded(void)
+{
+    enum { W = 4096, STEPS = 70 };
+    capture c;
+    ss_aggregator *a = make(W, 64, &c);
+    REQUIRE(a);
+    const char *nm[5] = {"data", "forward", "backward", "optimizer",
+                         "allreduce"};
+    int id[5];
+    for (int i = 0; i < 5; i++)
+        id[i] = ss_aggregator_intern(a, nm[i]);
+    uint64_t peak = 0;
+    for (uint64_t step = 0; step < STEPS; step++) {
+        for (uint32_t r = 1; r < W; r++) {
+            wire_step s = rec(step, 100);
+            s.n_phases = 4;
+            for (int i = 0; i < 4; i++)
+                s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS};
+            s.n_syncs = 1;
+            s.syncs[0] = (wire_sync){(uint32_t)id[4], s.begin_ns + 80 * MS};
+            s.flags = WIRE_STEP_HAS_RSS;
+            s.rss_bytes = 1u << 30;
+            ss_aggregator_add(a, r, &s);
+        }
+        ss_aggregator_stats st;
+        ss_aggregator_get_stats(a, &st);
+        if (st.bytes_in_use > peak)
+            peak = st.bytes_in_use;
+    }
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.forced_steps, STEPS - 64);
+    /* rows: 3 + 6 columns (5 in use, rounded up) of 8 bytes + 1 byte */
+    uint64_t per_step = (uint64_t)W * ((3 + 6) * 8 + 1);
+    CHECK(peak <= per_step * (64 + 4) + (uint64_t)W * 512);
+    CHECK(peak >= per_step * 60);
+    ss_aggregator_destroy(a);
+}
+
+TEST_LIST(TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
+          TEST(crash_marks_missing), TEST(window_overflow_forces),
+          TEST(late_and_duplicate_refused), TEST(statistics_exact),
+          TEST(skipped_step_missing), TEST(steps_start_anywhere),
+          TEST(names_grow_mid_run), TEST(finish_finalizes_open_steps),
+          TEST(memory_bounded))
