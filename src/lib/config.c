@@ -85,7 +85,8 @@ static int parse_unix(ss__config *cfg, const char *path, char *err,
                         "%zu bytes", sizeof sun->sun_path - 1);
     sun->sun_family = AF_UNIX;
     memcpy(sun->sun_path, path, len + 1);
-    cfg->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+    cfg->addr_len =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
     return 0;
 }
 
@@ -96,12 +97,13 @@ static int parse_tcp(ss__config *cfg, const char *addr, char *err,
     char host[64];
     const char *port;
     if (hostport[0] == '[') {
-        const char *close = strchr(hostport, ']');
-        if (!close || close[1] != ':' || (size_t)(close - hostport - 1) >= sizeof host)
+        const char *end = strchr(hostport, ']');
+        size_t n = end ? (size_t)(end - hostport - 1) : 0;
+        if (!end || end[1] != ':' || n >= sizeof host)
             goto bad;
-        memcpy(host, hostport + 1, (size_t)(close - hostport - 1));
-        host[close - hostport - 1] = '\0';
-        port = close + 2;
+        memcpy(host, hostport + 1, n);
+        host[n] = '\0';
+        port = end + 2;
     } else {
         const char *colon = strrchr(hostport, ':');
         if (!colon || (size_t)(colon - hostport) >= sizeof host)
@@ -175,7 +177,8 @@ int ss__config_parse(ss__config *cfg, char *(*get)(const char *name),
 
     if (env_u32(get, "WORLD_SIZE", 1, 1u << 24, &h->world_size, err, errlen) ||
         env_u32(get, "RANK", 0, UINT32_MAX, &h->rank, err, errlen) ||
-        env_u32(get, "LOCAL_RANK", 0, UINT32_MAX, &h->local_rank, err, errlen) ||
+        env_u32(get, "LOCAL_RANK", 0, UINT32_MAX, &h->local_rank, err,
+                errlen) ||
         env_u32(get, "TORCHELASTIC_RESTART_COUNT", 0, UINT32_MAX, &h->attempt,
                 err, errlen))
         return SS_EENV;

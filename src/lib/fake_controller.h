@@ -1,12 +1,13 @@
 /*
  * fake_controller.h - a minimal controller for the recorder's tests.
  *
- * fc_start() listens on a unix socket (in the test process) and serves
+ * fc_start() listens on a unix socket (or on loopback TCP) and serves
  * connections one after the other on a thread: it decodes every frame with
  * the real wire_decoder (WIRE_FROM_RANK, so names must be declared before
  * use and steps must increase), answers HELLO with WELCOME or REJECT, and
  * keeps the frames it decoded.  fc_wait() joins it once the expected
- * number of connections has ended or its deadline passed.  Ranks run in
+ * number of connections has ended or its deadline passed (its deadline
+ * counts from the start of the rank).  Ranks run in
  * forked children (see rank_spawn) so that each scenario gets a fresh
  * recorder.  Test-only code: every function is static.
  */
@@ -14,7 +15,9 @@
 #define STEPSCOPE_LIB_FAKE_CONTROLLER_H
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -39,6 +42,7 @@ typedef struct {
     int listen_delay_ms; /* create the socket only after this long */
     int stall_ms;        /* after the handshake, stop reading this long */
     int close_after;     /* close the first connection after this many STEPs */
+    int tcp;             /* listen on 127.0.0.1 (a free port), not unix */
     int conns;           /* connections to serve before stopping (1) */
     int deadline_ms;     /* give up after this long (10000) */
     /* results, after fc_wait() */
@@ -51,8 +55,10 @@ typedef struct {
     wire_frame *frames;
     int *frame_conn;            /* connection index of each kept frame */
     /* internals */
+    int running;
     char dir[64];
     char path[108];
+    char addr[160]; /* STEPSCOPE_ADDR for the ranks */
     int listen_fd;
     pthread_t thread;
 } fake_ctl;
@@ -71,8 +77,28 @@ static void fc_sleep_ms(int ms)
     }
 }
 
+static int fc_listen_tcp(fake_ctl *fc)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in in = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof in;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&in, sizeof in) != 0 ||
+        listen(fd, 8) != 0 ||
+        getsockname(fd, (struct sockaddr *)&in, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    snprintf(fc->addr, sizeof fc->addr, "tcp:127.0.0.1:%u",
+             (unsigned)ntohs(in.sin_port));
+    return fd;
+}
+
 static int fc_listen(fake_ctl *fc)
 {
+    if (fc->tcp)
+        return fc_listen_tcp(fc);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     snprintf(sun.sun_path, sizeof sun.sun_path, "%s", fc->path);
@@ -194,8 +220,11 @@ static void *fc_main(void *arg)
     return NULL;
 }
 
-/* Starts serving.  Fill the settings of *FC (zeroed) first.  Returns 0 or
- * -1.  The socket path is fc->path. */
+/* Prepares the controller: fill the settings of *FC (zeroed) first; the
+ * socket path is fc->path.  The serving thread starts in rank_spawn(),
+ * after the fork: a child forked while another thread is inside malloc
+ * (as a thread starting up is, under the sanitizers) may inherit a held
+ * allocator lock.  Returns 0 or -1. */
 static int fc_start(fake_ctl *fc)
 {
     const char *tmp = getenv("TMPDIR");
@@ -204,6 +233,9 @@ static int fc_start(fake_ctl *fc)
     if (!mkdtemp(fc->dir))
         return -1;
     snprintf(fc->path, sizeof fc->path, "%s/ctl.sock", fc->dir);
+    snprintf(fc->addr, sizeof fc->addr, "unix:%s", fc->path);
+    if (fc->tcp && fc->listen_delay_ms)
+        return -1; /* the port is known only once listening */
     if (!fc->conns)
         fc->conns = 1;
     if (!fc->deadline_ms)
@@ -215,13 +247,15 @@ static int fc_start(fake_ctl *fc)
     fc->listen_fd = -1;
     if (!fc->listen_delay_ms && (fc->listen_fd = fc_listen(fc)) < 0)
         return -1;
-    return pthread_create(&fc->thread, NULL, fc_main, fc) == 0 ? 0 : -1;
+    return 0;
 }
 
 /* Joins the controller thread and removes its socket. */
 static void fc_wait(fake_ctl *fc)
 {
-    pthread_join(fc->thread, NULL);
+    if (fc->running)
+        pthread_join(fc->thread, NULL);
+    fc->running = 0;
     if (fc->listen_fd >= 0)
         close(fc->listen_fd);
     unlink(fc->path);
@@ -249,10 +283,9 @@ static const wire_frame *fc_find(const fake_ctl *fc, wire_type type, int i)
  * socket nobody listens on when FC is NULL). */
 static void rank_env(const fake_ctl *fc, unsigned rank, unsigned world)
 {
-    char addr[160], num[16];
-    snprintf(addr, sizeof addr, "unix:%s",
-             fc ? fc->path : "/nonexistent-stepscope-dir/none.sock");
-    setenv("STEPSCOPE_ADDR", addr, 1);
+    char num[16];
+    setenv("STEPSCOPE_ADDR",
+           fc ? fc->addr : "unix:/nonexistent-stepscope-dir/none.sock", 1);
     setenv("STEPSCOPE_TOKEN", FC_TOKEN_HEX, 1);
     setenv("STEPSCOPE_RUN_ID", FC_RUN_ID, 1);
     snprintf(num, sizeof num, "%u", rank);
@@ -265,14 +298,19 @@ static void rank_env(const fake_ctl *fc, unsigned rank, unsigned world)
 
 /* Runs BODY in a child process whose stderr goes to STDERR_PATH (unless
  * NULL) and which exits with exit(BODY's result): the atexit handlers,
- * ss_shutdown among them, run as in a real program.  Returns the pid. */
-static pid_t rank_spawn(int (*body)(void *), void *arg, const fake_ctl *fc,
+ * ss_shutdown among them, run as in a real program.  Then starts FC's
+ * serving thread (unless FC is NULL).  Returns the pid, or -1. */
+static pid_t rank_spawn(int (*body)(void *), void *arg, fake_ctl *fc,
                         const char *stderr_path)
 {
     fflush(NULL);
     pid_t pid = fork();
-    if (pid != 0)
+    if (pid != 0) {
+        if (pid > 0 && fc && !fc->running &&
+            pthread_create(&fc->thread, NULL, fc_main, fc) == 0)
+            fc->running = 1;
         return pid;
+    }
 #ifdef STEPSCOPE_TESTING_H
     testing_failures_ = 0; /* the child reports only its own failures */
 #endif

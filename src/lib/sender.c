@@ -2,20 +2,20 @@
  * sender.c - the sender thread: drain, fold, encode, connect, write.
  *
  * All state lives in one static struct owned by the sender thread; other
- * threads read only the atomics (conn, the published drop counters) and the
- * fork hooks touch the socket under fd_mu.  The loop sleeps in ppoll() on
- * the socket until the next 10 ms tick, so a step's record leaves at most
- * ~10 ms after ss_step_end() without the training thread ever signalling
- * anything.
+ * threads read only the atomics (conn, the published drop counters) and
+ * the fork hooks touch the socket under sender_fd_mu.  The loop sleeps in
+ * ppoll() on the socket until the next 10 ms tick, so a step's record
+ * leaves at most ~10 ms after ss_step_end() without the training thread
+ * ever signalling anything.
  *
  * Outgoing data: frames are appended whole to `out` (bounded, OUT_CAP) or
  * not at all.  The end offset of every queued STEP frame is kept in `fifo`
  * so that, when a connection is lost with data still queued, exactly the
  * records that did not leave are counted as dropped.  Step records leave
  * OUT_CONTROL_RESERVE bytes free, so that COUNTERS, CHECKPOINT and BYE
- * still fit when a stalled controller has let the buffer fill up.  Names are declared
- * with a NAME frame once per connection, in the same append as the first
- * STEP that uses them.
+ * still fit when a stalled controller has let the buffer fill up.  Names
+ * are declared with a NAME frame once per connection, in the same append
+ * as the first STEP that uses them.
  */
 #include "sender.h"
 
@@ -64,8 +64,7 @@ static struct {
     int started;
     int stop; /* atomic: ss__sender_stop() asks the loop to finish */
 
-    pthread_mutex_t fd_mu; /* held while fd changes, and across fork() */
-    int fd;
+    int fd;   /* the socket, -1 when none; changes under sender_fd_mu */
     int conn; /* atomic conn_state */
     ss__mono_ns next_connect, connect_deadline;
 
@@ -87,7 +86,10 @@ static struct {
     uint64_t own_dropped_events, own_dropped_records;
     uint64_t pub_dropped_events, pub_dropped_records; /* atomic */
     int said_unreachable, said_lost, said_bad_frame;
-} S = {.fd_mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} S; /* zero-initialised (no .data copy of this large struct) */
+
+/* Held while S.fd changes, and across fork(). */
+static pthread_mutex_t sender_fd_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int accepting(void)
 {
@@ -162,11 +164,11 @@ static void out_discard(void)
 
 static void close_fd(void)
 {
-    pthread_mutex_lock(&S.fd_mu);
+    pthread_mutex_lock(&sender_fd_mu);
     if (S.fd >= 0)
         close(S.fd);
     S.fd = -1;
-    pthread_mutex_unlock(&S.fd_mu);
+    pthread_mutex_unlock(&sender_fd_mu);
 }
 
 static void lose_connection(const char *why)
@@ -202,9 +204,9 @@ static void connect_failed(ss__mono_ns now, int err)
 static void try_connect(ss__mono_ns now)
 {
     int family = S.cfg.addr.ss_family;
-    pthread_mutex_lock(&S.fd_mu);
+    pthread_mutex_lock(&sender_fd_mu);
     S.fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    pthread_mutex_unlock(&S.fd_mu);
+    pthread_mutex_unlock(&sender_fd_mu);
     if (S.fd < 0) {
         connect_failed(now, errno);
         return;
@@ -558,6 +560,7 @@ static void *sender_main(void *arg)
 int ss__sender_start(const ss__config *cfg, char *err, size_t errlen)
 {
     S.cfg = *cfg;
+    S.fd = -1;
     S.out = malloc(OUT_CAP);
     if (!S.out) {
         snprintf(err, errlen, "out of memory for the send buffer");
@@ -610,15 +613,15 @@ uint64_t ss__sender_dropped_records(void)
     return __atomic_load_n(&S.pub_dropped_records, __ATOMIC_RELAXED);
 }
 
-void ss__sender_atfork_prepare(void) { pthread_mutex_lock(&S.fd_mu); }
+void ss__sender_atfork_prepare(void) { pthread_mutex_lock(&sender_fd_mu); }
 
-void ss__sender_atfork_parent(void) { pthread_mutex_unlock(&S.fd_mu); }
+void ss__sender_atfork_parent(void) { pthread_mutex_unlock(&sender_fd_mu); }
 
 void ss__sender_atfork_child(void)
 {
-    if (S.fd >= 0)
+    if (S.started && S.fd >= 0)
         close(S.fd);
     S.fd = -1;
     S.started = 0;
-    pthread_mutex_unlock(&S.fd_mu);
+    pthread_mutex_unlock(&sender_fd_mu);
 }

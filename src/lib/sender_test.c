@@ -1,7 +1,7 @@
 /*
  * sender_test.c - the sender's connection handling, through the public API
  * and a fake controller: connecting late, reconnecting (names declared
- * again on the new connection), and a controller that stops reading (the
+ * again on the new connection), TCP, and a controller that stops reading (the
  * bounded buffer drops records, the caller never waits).
  */
 #include "testing.h" /* first: fake_controller.h resets its counter */
@@ -139,6 +139,37 @@ static void reconnects_and_declares_names_again(void)
     fc_free(&fc);
 }
 
+/* ---- TCP ---- */
+
+static int body_tcp(void *arg)
+{
+    (void)arg;
+    ss_name_id ph = SS_NAME("work");
+    CHECK_EQ_INT(ss_init(), 0);
+    for (uint64_t s = 1; s <= 3; s++)
+        one_step(s, ph);
+    ss_shutdown();
+    ss_counters c;
+    ss_get_counters(&c);
+    CHECK_EQ_INT(c.dropped_records, 0);
+    return testing_failures_ != 0;
+}
+
+static void speaks_tcp_on_loopback(void)
+{
+    fake_ctl fc = {.tcp = 1};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_tcp, NULL, &fc, NULL)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK_EQ_INT(fc.count[WIRE_HELLO], 1);
+    CHECK_EQ_INT(fc.count[WIRE_STEP], 3);
+    CHECK_EQ_INT(fc.count[WIRE_BYE], 1);
+    fc_free(&fc);
+}
+
 /* ---- a controller that stops reading ---- */
 
 #define STALL_BATCHES 40
@@ -190,4 +221,5 @@ static void stalled_controller_costs_records_not_time(void)
 
 TEST_LIST(TEST(connects_when_the_controller_appears_late),
           TEST(reconnects_and_declares_names_again),
+          TEST(speaks_tcp_on_loopback),
           TEST(stalled_controller_costs_records_not_time))
