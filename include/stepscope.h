@@ -102,6 +102,15 @@ void ss_step_end(void);
 void ss_phase_begin(ss_name_id id);
 void ss_phase_end(ss_name_id id);
 
+/* Records a phase ID that ran from BEGIN_NS to END_NS (ss_now_ns() clock),
+ * measured elsewhere - on another thread, or from a completion callback -
+ * and adds it to the current step.  Ignored when END_NS < BEGIN_NS. */
+void ss_phase_span(ss_name_id id, int64_t begin_ns, int64_t end_ns);
+
+/* The recorder's clock: CLOCK_MONOTONIC in nanoseconds.  Works while
+ * disabled. */
+int64_t ss_now_ns(void);
+
 /* Records this rank's arrival now at the collective or barrier ID.  The
  * controller compares arrivals across ranks (arrival skew). */
 void ss_sync(ss_name_id id);

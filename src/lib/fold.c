@@ -193,6 +193,10 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
             add_phase(f, a, id, ev->t - track->begin[id]);
         break;
+    case SS__EV_PHASE_SPAN:
+        if (valid_name(id) && (a = acc_for(f, ev->step)))
+            add_phase(f, a, id, (ss__mono_ns)ev->value - ev->t);
+        break;
     case SS__EV_SYNC:
         if (valid_name(id) && (a = acc_for(f, ev->step)))
             add_sync(f, a, id, ev->t);

@@ -106,6 +106,24 @@ static void phases_pair_and_same_name_nesting_counts_once(void)
     free(h);
 }
 
+static void spans_add_to_the_step_current_when_recorded(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 3, 100, 0);
+    /* A wait measured on another thread, reported once it completed. */
+    ev(h, 1, SS__EV_PHASE_SPAN, 2, 3, 120, 150);
+    ev(h, 1, SS__EV_PHASE_SPAN, 2, 3, 160, 165);
+    ev(h, 0, SS__EV_STEP_END, 0, 3, 200, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    const wire_step *s = &h->log.steps[0];
+    REQUIRE(phase(s, 2) != NULL);
+    CHECK_EQ_INT(phase(s, 2)->count, 2);
+    CHECK_EQ_INT(phase(s, 2)->total_ns, 30 + 5);
+    free(h);
+}
+
 static void phases_pair_per_thread(void)
 {
     harness *h = new_harness();
@@ -322,6 +340,7 @@ static void bad_name_ids_are_ignored(void)
 
 TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(phases_pair_per_thread),
+          TEST(spans_add_to_the_step_current_when_recorded),
           TEST(sync_first_metric_last_memory_max),
           TEST(events_without_step_are_ignored),
           TEST(late_events_are_dropped_events),

@@ -213,6 +213,18 @@ SS_API void ss_phase_end(ss_name_id id)
         record(SS__EV_PHASE_END, id, SS__NO_STEP, ss__now(), 0);
 }
 
+SS_API void ss_phase_span(ss_name_id id, int64_t begin_ns, int64_t end_ns)
+{
+    if (active() && end_ns >= begin_ns && begin_ns >= 0)
+        record(SS__EV_PHASE_SPAN, id, current_step(), begin_ns,
+               (uint64_t)end_ns);
+}
+
+SS_API int64_t ss_now_ns(void)
+{
+    return ss__now();
+}
+
 SS_API void ss_sync(ss_name_id id)
 {
     if (active())

@@ -38,7 +38,8 @@ enum {
     SS__EV_METRIC = 6,     /* value: the double's bits */
     SS__EV_RSS = 7,        /* value: bytes */
     SS__EV_DEVICE = 8,     /* value: bytes; name: the ss_mem_kind */
-    SS__EV_CHECKPOINT = 9  /* value: the checkpointed step */
+    SS__EV_CHECKPOINT = 9, /* value: the checkpointed step */
+    SS__EV_PHASE_SPAN = 10 /* t: begin; value: end (ns); a finished phase */
 };
 #define SS__EV_AFTER_LOSS 0x80u
 #define SS__EV_TYPE_MASK 0x7fu
