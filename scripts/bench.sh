@@ -16,7 +16,7 @@ echo "== controller ingest over a unix socket (1024 ranks, unpaced)"
 "$B/bench_ingest" --ranks 1024 --steps 1000
 echo
 echo "== store: rank-step rows per second"
-"$B/bench_store" "$TMP/store.db"
+"$B/bench_store" --db "$TMP/store.db"
 if [ "${1:-}" != quick ]; then
     echo
     echo "== scale: 1024 ranks at 20 steps/s for 60 s, with the store"
