@@ -1,8 +1,9 @@
 /*
  * bench_store.c - how many rank-step rows per second the store keeps.
  *
- * Writes STEPS finalized steps of RANKS ranks (each with PHASES phases, RSS
- * and device memory) through the public store API into a new temporary
+ * Writes STEPS finalized steps of RANKS ranks (each with PHASES phases and
+ * their first begins, one sync arrival, the step's begin, RSS and device
+ * memory) through the public store API into a new temporary
  * file, with the default retention tiers unless --keep-all, and reports
  * rows/s from the first put to the end of ss_store_flush, the controller-side
  * cost of one ss_store_put_step, rows kept and bytes on disk per kept row.
@@ -115,11 +116,17 @@ int main(int argc, char **argv)
 
     static const char *const phase_names[] = {
         "data", "forward", "backward", "optimizer", "p4", "p5", "p6", "p7",
-        "p8", "p9", "p10", "p11", "p12", "p13", "p14", "p15"};
+        "p8", "p9", "p10", "p11", "p12", "p13", "p14", "p15", "allreduce"};
     ss_rank_step *rs = calloc(ranks, sizeof *rs);
     int64_t *phase_ns = calloc((size_t)ranks * 16, sizeof *phase_ns);
+    int64_t *start_ns = calloc((size_t)ranks * 16, sizeof *start_ns);
+    int64_t *sync_ns = calloc((size_t)ranks * 17, sizeof *sync_ns);
+    int64_t ones[16];
     ss_phase_stat phases[16];
-    if (!rs || !phase_ns) {
+    ss_sync_stat syncs[1] = {{16, 2000000, 1000000, 5, ranks}};
+    for (int i = 0; i < 16; i++)
+        ones[i] = 1;
+    if (!rs || !phase_ns || !start_ns || !sync_ns) {
         fprintf(stderr, "bench_store: out of memory\n");
         return 1;
     }
@@ -128,9 +135,10 @@ int main(int argc, char **argv)
         phases[p].stat = (ss_stat){10000000, 11000000, 12000000, 13000000,
                                    0, ranks};
     }
+    /* Names 0..15 are phases, 16 the all-reduce every rank reaches. */
     ss_step_view v = {.world_size = ranks, .n_present = ranks,
-                      .n_phases = n_phases, .phases = phases, .n_names = 16,
-                      .ranks = rs};
+                      .n_phases = n_phases, .phases = phases, .n_syncs = 1,
+                      .syncs = syncs, .n_names = 17, .ranks = rs};
     v.step_time = (ss_stat){90000000, 100000000, 110000000, 120000000, 3,
                             ranks};
     v.rss = v.step_time;
@@ -142,12 +150,20 @@ int main(int argc, char **argv)
     for (uint32_t step = 0; step < steps; step++) {
         for (uint32_t r = 0; r < ranks; r++) {
             int64_t *ph = phase_ns + (size_t)r * 16;
-            for (uint32_t p = 0; p < n_phases; p++)
+            int64_t *st = start_ns + (size_t)r * 16;
+            int64_t *sy = sync_ns + (size_t)r * 17;
+            int64_t begin = (int64_t)step * 120000000 + r * 1000;
+            for (uint32_t p = 0; p < n_phases; p++) {
                 ph[p] = 10000000 + (int64_t)((r * 7919 + step * 104729 +
                                               p * 31) % 5000000);
+                st[p] = (int64_t)p * 15000000 + 1000;
+            }
+            for (int k = 0; k < 16; k++)
+                sy[k] = SS_MISSING;
+            sy[16] = begin + 80000000 + (int64_t)(r % 97) * 1000;
             rs[r] = (ss_rank_step){1, 95000000 + (int64_t)(r + step) % 20000000,
                                    (int64_t)2 << 30, (int64_t)8 << 30, ph,
-                                   NULL, NULL};
+                                   sy, NULL, begin, st, ones};
         }
         v.step = step;
         v.finalized_at = (ss_wall_ns)step * 100000000;
@@ -201,5 +217,7 @@ int main(int argc, char **argv)
     }
     free(rs);
     free(phase_ns);
+    free(start_ns);
+    free(sync_ns);
     return 0;
 }

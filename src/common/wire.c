@@ -10,8 +10,20 @@
 #include "wire.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+/* wire_decoder_next clears sizeof(wire_hello) bytes of any frame that is
+ * not a STEP: every other member must fit in it. */
+_Static_assert(sizeof(wire_hello) >= sizeof(wire_reject) &&
+                   sizeof(wire_hello) >= sizeof(wire_name) &&
+                   sizeof(wire_hello) >= sizeof(wire_welcome) &&
+                   sizeof(wire_hello) >= sizeof(wire_counters) &&
+                   sizeof(wire_hello) >= sizeof(wire_checkpoint) &&
+                   sizeof(wire_hello) >= sizeof(wire_bye) &&
+                   sizeof(wire_hello) >= sizeof(wire_status),
+               "wire_hello must be the largest non-STEP frame");
 
 /* ---- little-endian cursor ---- */
 
@@ -158,6 +170,7 @@ size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s)
         put_u32(&b, s->phases[i].name_id);
         put_u32(&b, s->phases[i].count);
         put_u64(&b, s->phases[i].total_ns);
+        put_u64(&b, (uint64_t)s->phases[i].first_begin_ns);
     }
     for (unsigned i = 0; i < s->n_syncs; i++) {
         put_u32(&b, s->syncs[i].name_id);
@@ -191,6 +204,17 @@ size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *by)
 {
     wbuf b = frame_begin(buf, cap, WIRE_BYE);
     put_u64(&b, by->last_step);
+    return frame_end(&b);
+}
+
+size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *st)
+{
+    if (st->name_id > WIRE_MAX_NAME_ID || st->since_ns < 0)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_STATUS);
+    put_u64(&b, st->step);
+    put_u32(&b, st->name_id);
+    put_u64(&b, (uint64_t)st->since_ns);
     return frame_end(&b);
 }
 
@@ -391,6 +415,7 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
         s->phases[i].name_id = get_u32(r);
         s->phases[i].count = get_u32(r);
         s->phases[i].total_ns = get_u64(r);
+        s->phases[i].first_begin_ns = (int64_t)get_u64(r);
         if (r->short_read)
             break;
         if (!is_declared(d, s->phases[i].name_id))
@@ -398,6 +423,8 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
                         (unsigned)s->phases[i].name_id);
         if (s->phases[i].total_ns > (uint64_t)INT64_MAX)
             return fail(err, errlen, "STEP phase duration out of range");
+        if (s->phases[i].first_begin_ns < 0)
+            return fail(err, errlen, "STEP phase begin out of range");
     }
     for (unsigned i = 0; i < s->n_syncs && !r->short_read; i++) {
         s->syncs[i].name_id = get_u32(r);
@@ -457,7 +484,12 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         return WIRE_NEED_MORE;
 
     rbuf r = {buf + WIRE_HEADER_SIZE, payload, 0, 0};
-    memset(out, 0, sizeof *out);
+    /* Zero what this frame can fill.  A STEP's item arrays (3.6 KiB) are
+     * valid up to their counts only: clearing them for every frame was
+     * most of the decoder's time. */
+    memset(out, 0, offsetof(wire_frame, u) +
+                       (type == WIRE_STEP ? offsetof(wire_step, phases)
+                                          : sizeof(wire_hello)));
     out->type = (wire_type)type;
     wire_result rc = WIRE_OK;
     int from_rank = d->direction == WIRE_FROM_RANK;
@@ -545,6 +577,22 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         if (r.short_read)
             return fail(err, errlen, "BYE is truncated");
         break;
+    case WIRE_STATUS: {
+        if (!from_rank)
+            return fail(err, errlen, "unexpected STATUS");
+        wire_status *st = &out->u.status;
+        st->step = get_u64(&r);
+        st->name_id = get_u32(&r);
+        st->since_ns = (int64_t)get_u64(&r);
+        if (r.short_read)
+            return fail(err, errlen, "STATUS is truncated");
+        if (st->name_id != 0 && !is_declared(d, st->name_id))
+            return fail(err, errlen, "STATUS uses undeclared name id %u",
+                        (unsigned)st->name_id);
+        if (st->since_ns < 0)
+            return fail(err, errlen, "STATUS time out of range");
+        break;
+    }
     default:
         return fail(err, errlen, "unknown frame type %u", (unsigned)type);
     }
@@ -597,7 +645,7 @@ const char *wire_type_name(unsigned type)
 {
     static const char *const names[] = {
         NULL, "HELLO", "WELCOME", "REJECT", "NAME",
-        "STEP", "COUNTERS", "CHECKPOINT", "BYE"};
+        "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS"};
     if (type >= 1 && type < sizeof names / sizeof names[0])
         return names[type];
     return "UNKNOWN";

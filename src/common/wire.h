@@ -39,7 +39,8 @@ typedef enum {
     WIRE_STEP = 5,       /* rank -> controller, one finished step */
     WIRE_COUNTERS = 6,   /* rank -> controller, cumulative drop counters */
     WIRE_CHECKPOINT = 7, /* rank -> controller, a checkpoint was saved */
-    WIRE_BYE = 8         /* rank -> controller, clean end of this rank */
+    WIRE_BYE = 8,        /* rank -> controller, clean end of this rank */
+    WIRE_STATUS = 9      /* rank -> controller, current step and phase */
 } wire_type;
 
 typedef struct {
@@ -70,8 +71,9 @@ typedef struct {
 
 typedef struct {
     uint32_t name_id;
-    uint32_t count;    /* how many times the phase ran in this step */
-    uint64_t total_ns; /* summed duration */
+    uint32_t count;         /* how many times the phase ran in this step */
+    uint64_t total_ns;      /* summed duration */
+    int64_t first_begin_ns; /* CLOCK_MONOTONIC of its earliest begin, >= 0 */
 } wire_phase;
 
 typedef struct {
@@ -114,7 +116,21 @@ typedef struct {
     uint64_t last_step; /* UINT64_MAX when no step was recorded */
 } wire_bye;
 
-/* One decoded frame.  Which member is valid follows from TYPE. */
+/* What the rank is doing now (sent about once a second and when it
+ * changes).  step is WIRE_NO_STEP between steps; name_id is the innermost
+ * phase open on the thread that began the step, 0 when none (else a
+ * declared name); since_ns is when that state began: the phase's begin,
+ * else the step's begin, else the end of the last step (0: nothing yet). */
+#define WIRE_NO_STEP UINT64_MAX
+typedef struct {
+    uint64_t step;
+    uint32_t name_id;
+    int64_t since_ns; /* CLOCK_MONOTONIC, >= 0 */
+} wire_status;
+
+/* One decoded frame.  Which member is valid follows from TYPE; of a
+ * STEP's arrays, only the first n_phases / n_syncs / n_metrics items are
+ * (the decoder does not clear the rest). */
 typedef struct {
     wire_type type;
     union {
@@ -126,6 +142,7 @@ typedef struct {
         wire_counters counters;
         wire_checkpoint checkpoint;
         wire_bye bye;
+        wire_status status;
     } u;
 } wire_frame;
 
@@ -141,10 +158,14 @@ size_t wire_encode_counters(uint8_t *buf, size_t cap, const wire_counters *c);
 size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
                               const wire_checkpoint *c);
 size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
+size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *s);
+
+/* Size of an encoded STATUS frame. */
+#define WIRE_STATUS_FRAME_SIZE (WIRE_HEADER_SIZE + 20)
 
 /* Upper bound of an encoded STEP frame. */
 #define WIRE_STEP_FRAME_MAX                                                   \
-    (WIRE_HEADER_SIZE + 48 + WIRE_MAX_ITEMS * (16 + 12 + 12))
+    (WIRE_HEADER_SIZE + 48 + WIRE_MAX_ITEMS * (24 + 12 + 12))
 
 /* ---- decoding ---- */
 

@@ -169,7 +169,7 @@ static void step_round_trip_and_order(void)
     s.rss_bytes = 123456789;
     s.flags = WIRE_STEP_HAS_RSS;
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){1, 2, 40000};
+    s.phases[0] = (wire_phase){1, 2, 40000, 3000};
     s.n_syncs = 1;
     s.syncs[0] = (wire_sync){2, 45000};
     s.n_metrics = 1;
@@ -188,6 +188,7 @@ static void step_round_trip_and_order(void)
     CHECK_EQ_INT(back.rss_bytes, 123456789);
     CHECK_EQ_INT(back.phases[0].total_ns, 40000);
     CHECK_EQ_INT(back.phases[0].count, 2);
+    CHECK_EQ_INT(back.phases[0].first_begin_ns, 3000);
     CHECK_EQ_INT(back.syncs[0].arrival_ns, 45000);
     CHECK(back.metrics[0].value == 0.25);
     /* The same step again is out of order. */
@@ -203,7 +204,7 @@ static void step_rejects_undeclared_and_bad_times(void)
     s.begin_ns = 10;
     s.end_ns = 20;
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){9, 1, 5};
+    s.phases[0] = (wire_phase){9, 1, 5, 10};
     uint8_t buf[WIRE_STEP_FRAME_MAX];
     size_t n = wire_encode_step(buf, sizeof buf, &s);
     wire_decoder d = handshaken();
@@ -219,6 +220,69 @@ static void step_rejects_undeclared_and_bad_times(void)
     d = handshaken();
     CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
     CHECK(strstr(err, "ends before") != NULL);
+
+    /* A phase's first begin must not be negative. */
+    s.phases[0].first_begin_ns = -1;
+    n = wire_encode_step(buf, sizeof buf, &s);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "phase begin out of range") != NULL);
+}
+
+static void status_round_trip_and_rules(void)
+{
+    uint8_t buf[64];
+    wire_status st = {12, 1, 987654321};
+    size_t n = wire_encode_status(buf, sizeof buf, &st);
+    CHECK_EQ_INT(n, WIRE_STATUS_FRAME_SIZE);
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_STATUS);
+    CHECK_EQ_INT(f.u.status.step, 12);
+    CHECK_EQ_INT(f.u.status.name_id, 1);
+    CHECK_EQ_INT(f.u.status.since_ns, 987654321);
+    CHECK_STR(wire_type_name(WIRE_STATUS), "STATUS");
+
+    /* No step and no phase is valid; the step need not follow STEPs. */
+    st = (wire_status){WIRE_NO_STEP, 0, 0};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK(f.u.status.step == WIRE_NO_STEP);
+    CHECK_EQ_INT(f.u.status.name_id, 0);
+
+    /* A name must be declared first. */
+    st = (wire_status){3, 9, 5};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "undeclared name id 9") != NULL);
+
+    /* A negative time, a truncated payload, the wrong direction. */
+    st = (wire_status){3, 1, 5};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    memset(buf + n - 8, 0xff, 8);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "time out of range") != NULL);
+
+    n = wire_encode_status(buf, sizeof buf, &st);
+    buf[0] = (uint8_t)(buf[0] - 4);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n - 4, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "STATUS is truncated") != NULL);
+
+    n = wire_encode_status(buf, sizeof buf, &st);
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    d.handshaken = 1;
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unexpected STATUS") != NULL);
+
+    /* The encoder refuses what the decoder would. */
+    st = (wire_status){1, WIRE_MAX_NAME_ID + 1, 0};
+    CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
+    st = (wire_status){1, 1, -5};
+    CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
 }
 
 static void rejects_trailing_bytes_and_unknown_type(void)
@@ -297,6 +361,7 @@ TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
           TEST(rejects_garbage_and_oversize), TEST(requires_hello_first),
           TEST(step_round_trip_and_order),
           TEST(step_rejects_undeclared_and_bad_times),
+          TEST(status_round_trip_and_rules),
           TEST(rejects_trailing_bytes_and_unknown_type),
           TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),
           TEST(token_hex))

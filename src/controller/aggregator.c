@@ -4,9 +4,11 @@
  * Data layout.  The open steps live in a ring of window_steps slots (slot
  * index = step % window).  A slot that received at least one record owns a
  * buffer of world_size rows plus world_size "present" bytes; a row holds
- * step time, RSS and device bytes and then one 8-byte column per
- * (kind, name) pair actually seen in the run (a name used as a phase gets a
- * phase column, one used as a metric a metric column), so memory follows
+ * step time, RSS and device bytes, the step's begin, and then one 8-byte
+ * column per (kind, name) pair actually seen in the run (a name used as a
+ * phase gets two columns: its total, and its first begin after the step's
+ * begin packed with its run count; one used as a metric a metric column),
+ * so memory follows
  * the names in use rather than SS_MAX_RUN_NAMES.  When a record brings a
  * new (kind, name) the row width grows and the open buffers are re-laid
  * out once; buffers of finalized steps go to a small spare list, so the hot
@@ -34,8 +36,14 @@
 
 #include "stats.h"
 
-enum { KIND_PHASE = 0, KIND_SYNC = 1, KIND_METRIC = 2, KIND_COUNT = 3 };
-enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BASE = 3 };
+enum {
+    KIND_PHASE = 0,       /* total ns */
+    KIND_SYNC = 1,        /* first arrival */
+    KIND_METRIC = 2,      /* last value (double bits) */
+    KIND_PHASE_TIME = 3,  /* first begin and run count, packed */
+    KIND_COUNT = 4
+};
+enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BEGIN = 3, COL_BASE = 4 };
 enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
 enum { SPARE_MAX = 4 };              /* finalized buffers kept for reuse */
 enum { DEFAULT_WINDOW = 64, MAX_WINDOW = 65536 };
@@ -95,6 +103,7 @@ struct ss_aggregator {
     uint32_t *missing;
     ss_rank_step *vrs;
     int64_t *vphase, *vsync; /* world * vnames_cap */
+    int64_t *vpstart, *vpcount;
     double *vmetric;
     int64_t *vmissing_i64;   /* vnames_cap words of SS_MISSING */
     double *vmissing_f64;    /* vnames_cap NaNs */
@@ -231,6 +240,8 @@ void ss_aggregator_destroy(ss_aggregator *a)
     free(a->vrs);
     free(a->vphase);
     free(a->vsync);
+    free(a->vpstart);
+    free(a->vpcount);
     free(a->vmetric);
     free(a->vmissing_i64);
     free(a->vmissing_f64);
@@ -328,7 +339,9 @@ static int grow_columns(ss_aggregator *a, uint32_t need)
  * or -1 (nothing assigned) when memory runs out. */
 static int ensure_columns(ss_aggregator *a, const wire_step *rec)
 {
-    int complete = 1; /* the common case: every column exists */
+    /* The common case: every column exists.  A phase's two columns are
+     * assigned together, so its total column stands for both. */
+    int complete = 1;
     for (uint32_t i = 0; i < rec->n_phases && complete; i++)
         complete = a->col[KIND_PHASE][rec->phases[i].name_id] >= 0;
     for (uint32_t i = 0; i < rec->n_syncs && complete; i++)
@@ -345,12 +358,13 @@ static int ensure_columns(ss_aggregator *a, const wire_step *rec)
         uint32_t n;
     } lists[KIND_COUNT] = {{KIND_PHASE, rec->n_phases},
                            {KIND_SYNC, rec->n_syncs},
-                           {KIND_METRIC, rec->n_metrics}};
+                           {KIND_METRIC, rec->n_metrics},
+                           {KIND_PHASE_TIME, rec->n_phases}};
     for (int l = 0; l < KIND_COUNT; l++)
         for (uint32_t i = 0; i < lists[l].n; i++) {
-            uint32_t id = l == KIND_PHASE  ? rec->phases[i].name_id
-                          : l == KIND_SYNC ? rec->syncs[i].name_id
-                                           : rec->metrics[i].name_id;
+            uint32_t id = l == KIND_SYNC     ? rec->syncs[i].name_id
+                          : l == KIND_METRIC ? rec->metrics[i].name_id
+                                             : rec->phases[i].name_id;
             if (a->col[l][id] < 0 && !want[l][id]) {
                 want[l][id] = 1;
                 extra++;
@@ -418,6 +432,40 @@ static void slot_release(ss_aggregator *a, agg_slot *s)
     s->done_live = 0;
 }
 
+/* ---- packed phase times ---- */
+
+/* A phase's first begin (ns after the step's begin) and its run count
+ * share one column: the start in the low PHASE_START_BITS bits (two's
+ * complement, clamped to +-2^47 ns, about 39 hours), the count above them
+ * (clamped to 2^15 - 1, so the top bit stays clear and a packed value is
+ * never SS_MISSING). */
+#define PHASE_START_BITS 48
+#define PHASE_START_MAX (((int64_t)1 << (PHASE_START_BITS - 1)) - 1)
+#define PHASE_COUNT_MAX 0x7fff
+
+static int64_t pack_phase_time(int64_t start, int64_t count)
+{
+    if (start > PHASE_START_MAX)
+        start = PHASE_START_MAX;
+    if (start < -PHASE_START_MAX)
+        start = -PHASE_START_MAX;
+    if (count > PHASE_COUNT_MAX)
+        count = PHASE_COUNT_MAX;
+    uint64_t mask = ((uint64_t)1 << PHASE_START_BITS) - 1;
+    return (int64_t)(((uint64_t)count << PHASE_START_BITS) |
+                     ((uint64_t)start & mask));
+}
+
+/* The inverse of pack_phase_time. */
+static void unpack_phase_time(int64_t v, int64_t *start, int64_t *count)
+{
+    uint64_t u = (uint64_t)v;
+    uint64_t sign = (uint64_t)1 << (PHASE_START_BITS - 1);
+    uint64_t low = u & (((uint64_t)1 << PHASE_START_BITS) - 1);
+    *start = (int64_t)(low ^ sign) - (int64_t)sign; /* sign-extends */
+    *count = (int64_t)(u >> PHASE_START_BITS);
+}
+
 /* ---- finalization ---- */
 
 /* Makes the name-indexed view arrays hold N names per rank. */
@@ -429,12 +477,16 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     size_t cells = (size_t)a->world * cap;
     int64_t *ph = agg_alloc(a, cells * sizeof(int64_t));
     int64_t *sy = agg_alloc(a, cells * sizeof(int64_t));
+    int64_t *pst = agg_alloc(a, cells * sizeof(int64_t));
+    int64_t *pco = agg_alloc(a, cells * sizeof(int64_t));
     double *me = agg_alloc(a, cells * sizeof(double));
     int64_t *mi = agg_alloc(a, cap * sizeof(int64_t));
     double *mf = agg_alloc(a, cap * sizeof(double));
-    if (!ph || !sy || !me || !mi || !mf) {
+    if (!ph || !sy || !pst || !pco || !me || !mi || !mf) {
         agg_free(a, ph, cells * sizeof(int64_t));
         agg_free(a, sy, cells * sizeof(int64_t));
+        agg_free(a, pst, cells * sizeof(int64_t));
+        agg_free(a, pco, cells * sizeof(int64_t));
         agg_free(a, me, cells * sizeof(double));
         agg_free(a, mi, cap * sizeof(int64_t));
         agg_free(a, mf, cap * sizeof(double));
@@ -443,6 +495,8 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     size_t old_cells = (size_t)a->world * a->vnames_cap;
     agg_free(a, a->vphase, old_cells * sizeof(int64_t));
     agg_free(a, a->vsync, old_cells * sizeof(int64_t));
+    agg_free(a, a->vpstart, old_cells * sizeof(int64_t));
+    agg_free(a, a->vpcount, old_cells * sizeof(int64_t));
     agg_free(a, a->vmetric, old_cells * sizeof(double));
     agg_free(a, a->vmissing_i64, a->vnames_cap * sizeof(int64_t));
     agg_free(a, a->vmissing_f64, a->vnames_cap * sizeof(double));
@@ -452,6 +506,8 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     }
     a->vphase = ph;
     a->vsync = sy;
+    a->vpstart = pst;
+    a->vpcount = pco;
     a->vmetric = me;
     a->vmissing_i64 = mi;
     a->vmissing_f64 = mf;
@@ -541,16 +597,23 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         ss_rank_step *rs = &a->vrs[r];
         int64_t *ph = a->vphase + (size_t)r * cap;
         int64_t *sy = a->vsync + (size_t)r * cap;
+        int64_t *pst = a->vpstart + (size_t)r * cap;
+        int64_t *pco = a->vpcount + (size_t)r * cap;
         double *me = a->vmetric + (size_t)r * cap;
         memcpy(ph, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(sy, a->vmissing_i64, nn * sizeof(int64_t));
+        memcpy(pst, a->vmissing_i64, nn * sizeof(int64_t));
+        memcpy(pco, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(me, a->vmissing_f64, nn * sizeof(double));
         rs->phase_ns = ph;
         rs->sync_arrival_ns = sy;
         rs->metric = me;
+        rs->phase_start_ns = pst;
+        rs->phase_count = pco;
         if (!present[r]) {
             rs->present = 0;
             rs->step_ns = rs->rss_bytes = rs->device_bytes = SS_MISSING;
+            rs->begin_ns = SS_MISSING;
             if (rank_missing(&a->ranks[r], step))
                 a->missing[n_missing++] = r;
             continue;
@@ -561,6 +624,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         rs->step_ns = row[COL_STEP];
         rs->rss_bytes = row[COL_RSS];
         rs->device_bytes = row[COL_DEVICE];
+        rs->begin_ns = row[COL_BEGIN];
         for (uint32_t c = 0; c < a->n_cols; c++) {
             int64_t v = row[COL_BASE + c];
             uint32_t name = a->col_name[c];
@@ -570,6 +634,10 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
                 break;
             case KIND_SYNC:
                 sy[name] = v;
+                break;
+            case KIND_PHASE_TIME:
+                if (v != SS_MISSING)
+                    unpack_phase_time(v, &pst[name], &pco[name]);
                 break;
             default:
                 memcpy(&me[name], &v, sizeof v);
@@ -676,6 +744,7 @@ static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
 {
     memcpy(row, a->template_row, a->stride * sizeof(int64_t));
     row[COL_STEP] = rec->end_ns - rec->begin_ns;
+    row[COL_BEGIN] = rec->begin_ns;
     if (rec->flags & WIRE_STEP_HAS_RSS)
         row[COL_RSS] = clamp_u64(rec->rss_bytes);
     if (rec->flags & WIRE_STEP_HAS_DEVICE)
@@ -688,6 +757,19 @@ static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
         *cell = *cell == SS_MISSING ? d
                 : d > INT64_MAX - *cell ? INT64_MAX
                                         : *cell + d;
+        /* the earliest begin counts, the runs add up; both times are
+         * >= 0 (wire.c) */
+        int64_t *time = &row[COL_BASE + a->col[KIND_PHASE_TIME]
+                                                 [rec->phases[i].name_id]];
+        int64_t start = rec->phases[i].first_begin_ns - rec->begin_ns;
+        int64_t count = rec->phases[i].count;
+        if (*time != SS_MISSING) {
+            int64_t s0, c0;
+            unpack_phase_time(*time, &s0, &c0);
+            start = s0 < start ? s0 : start;
+            count += c0;
+        }
+        *time = pack_phase_time(start, count);
     }
     for (uint32_t i = 0; i < rec->n_syncs; i++) {
         /* a sync point repeated in one record: the first arrival counts */

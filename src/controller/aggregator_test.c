@@ -27,6 +27,8 @@ typedef struct {
     int present[MAX_W];
     int64_t step_ns[MAX_W], rss_bytes[MAX_W];
     int64_t phase0[MAX_W], phase1[MAX_W], sync0[MAX_W];
+    int64_t begin[MAX_W], start1[MAX_W], count1[MAX_W];
+    int64_t start0[MAX_W], count0[MAX_W];
     double metric2[MAX_W];
     uint32_t n_names;
 } captured;
@@ -67,6 +69,11 @@ static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
         s->phase0[r] = v->n_names > 0 ? rs->phase_ns[0] : SS_MISSING;
         s->phase1[r] = v->n_names > 1 ? rs->phase_ns[1] : SS_MISSING;
         s->sync0[r] = v->n_names > 0 ? rs->sync_arrival_ns[0] : SS_MISSING;
+        s->begin[r] = rs->begin_ns;
+        s->start1[r] = v->n_names > 1 ? rs->phase_start_ns[1] : SS_MISSING;
+        s->count1[r] = v->n_names > 1 ? rs->phase_count[1] : SS_MISSING;
+        s->start0[r] = v->n_names > 0 ? rs->phase_start_ns[0] : SS_MISSING;
+        s->count0[r] = v->n_names > 0 ? rs->phase_count[0] : SS_MISSING;
         s->metric2[r] = v->n_names > 2 ? rs->metric[2] : NAN;
     }
 }
@@ -406,7 +413,7 @@ static void names_grow_mid_run(void)
     int fwd = ss_aggregator_intern(a, "forward");
     wire_step s = rec(0, 10);
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     /* step 0 is open while new names arrive */
     int bwd = ss_aggregator_intern(a, "backward");
@@ -414,15 +421,17 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(loss, 2);
     s = rec(1, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS};
-    s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns};
+    s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS,
+                                s.begin_ns + 5 * MS};
     s.n_metrics = 1;
     s.metrics[0] = (wire_metric){(uint32_t)loss, 1.25};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     s = rec(0, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS};
-    s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS}; /* repeated: sum */
+    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns};
+    s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS,
+                                s.begin_ns + 2 * MS}; /* repeated: sum */
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
     REQUIRE(c.n == 1);
     captured *v = &c.steps[0];
@@ -430,6 +439,12 @@ static void names_grow_mid_run(void)
     CHECK(v->phase1[0] == SS_MISSING);
     CHECK(v->phase0[1] == SS_MISSING);
     CHECK_EQ_INT(v->phase1[1], 5 * MS);
+    /* Timeline detail: the step's begin, a repeated phase's earliest
+     * begin (after the step's) and its runs. */
+    CHECK_EQ_INT(v->begin[1], 0);
+    CHECK_EQ_INT(v->start1[1], 0);
+    CHECK_EQ_INT(v->count1[1], 2);
+    CHECK(v->start1[0] == SS_MISSING && v->count1[0] == SS_MISSING);
     CHECK(isnan(v->metric2[0]) && isnan(v->metric2[1]));
     CHECK_EQ_INT(v->n_phases, 2);
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), -1);
@@ -439,6 +454,9 @@ static void names_grow_mid_run(void)
     CHECK(c.steps[1].metric2[0] == 1.25);
     CHECK(isnan(c.steps[1].metric2[1]));
     CHECK_EQ_INT(c.steps[1].phase1[0], 6 * MS);
+    CHECK_EQ_INT(c.steps[1].begin[0], 1000 * MS);
+    CHECK_EQ_INT(c.steps[1].start1[0], 5 * MS);
+    CHECK_EQ_INT(c.steps[1].count1[0], 2);
     ss_aggregator_destroy(a);
 }
 
@@ -467,6 +485,35 @@ static void finish_finalizes_open_steps(void)
     ss_aggregator_destroy(NULL);
 }
 
+/* A phase's first begin may precede the step (a span measured elsewhere)
+ * and a phase repeated in one record keeps its earliest begin and adds up
+ * its runs. */
+static void phase_begins_and_counts(void)
+{
+    capture c;
+    ss_aggregator *a = make(1, 0, &c);
+    REQUIRE(a);
+    int wait = ss_aggregator_intern(a, "wait");
+    int fwd = ss_aggregator_intern(a, "forward");
+    wire_step s = rec(3, 10);
+    s.n_phases = 3;
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns};
+    s.phases[1] = (wire_phase){(uint32_t)wait, 3, 4 * MS,
+                               s.begin_ns + 1 * MS};
+    s.phases[2] = (wire_phase){(uint32_t)wait, 40000, 2 * MS,
+                               s.begin_ns - 2 * MS};
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
+    ss_aggregator_finish(a);
+    REQUIRE(c.n == 1);
+    CHECK_EQ_INT(c.steps[0].begin[0], 3000 * MS);
+    CHECK_EQ_INT(c.steps[0].phase0[0], 6 * MS);  /* wait: 4 + 2 ms */
+    CHECK_EQ_INT(c.steps[0].start1[0], 0);       /* forward at the begin */
+    CHECK_EQ_INT(c.steps[0].count1[0], 1);
+    CHECK_EQ_INT(c.steps[0].start0[0], -2 * MS); /* before the step */
+    CHECK_EQ_INT(c.steps[0].count0[0], 0x7fff);  /* 40003 runs, clamped */
+    ss_aggregator_destroy(a);
+}
+
 /* 4096 ranks, 4 phases and a sync, with a rank a whole window behind: the
  * memory held stays within the per-rank-step bound. */
 static void memory_bounded(void)
@@ -486,7 +533,8 @@ static void memory_bounded(void)
             wire_step s = rec(step, 100);
             s.n_phases = 4;
             for (int i = 0; i < 4; i++)
-                s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS};
+                s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS,
+                                            s.begin_ns + i * 20 * MS};
             s.n_syncs = 1;
             s.syncs[0] = (wire_sync){(uint32_t)id[4], s.begin_ns + 80 * MS};
             s.flags = WIRE_STEP_HAS_RSS;
@@ -501,8 +549,9 @@ static void memory_bounded(void)
     ss_aggregator_stats st;
     ss_aggregator_get_stats(a, &st);
     CHECK_EQ_INT(st.forced_steps, STEPS - 64);
-    /* rows: 3 + 6 columns (5 in use, rounded up) of 8 bytes + 1 byte */
-    uint64_t per_step = (uint64_t)W * ((3 + 6) * 8 + 1);
+    /* rows: 4 + 10 columns (9 in use: 2 per phase, 1 for the sync;
+     * rounded up) of 8 bytes + 1 byte */
+    uint64_t per_step = (uint64_t)W * ((4 + 10) * 8 + 1);
     CHECK(peak <= per_step * (64 + 4) + (uint64_t)W * 512);
     CHECK(peak >= per_step * 60);
     ss_aggregator_destroy(a);
@@ -513,4 +562,4 @@ TEST_LIST(TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(late_and_duplicate_refused), TEST(statistics_exact),
           TEST(skipped_step_missing), TEST(steps_start_anywhere),
           TEST(names_grow_mid_run), TEST(finish_finalizes_open_steps),
-          TEST(memory_bounded))
+          TEST(phase_begins_and_counts), TEST(memory_bounded))

@@ -204,6 +204,13 @@ static int dispatch(conn *c, wire_frame *f)
         if (cb->on_checkpoint)
             cb->on_checkpoint(cb->ctx, (uint32_t)c->rank, &f->u.checkpoint);
         return 0;
+    case WIRE_STATUS:
+        if (cb->on_status)
+            cb->on_status(cb->ctx, (uint32_t)c->rank, &f->u.status,
+                          f->u.status.name_id
+                              ? c->name_map[f->u.status.name_id]
+                              : -1);
+        return 0;
     case WIRE_BYE:
         c->said_bye = 1;
         if (cb->on_bye)

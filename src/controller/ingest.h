@@ -39,6 +39,11 @@ typedef struct {
     /* A connection was rejected or dropped for a protocol violation.
      * RANK is -1 when the peer never identified itself. */
     void (*on_rejected)(void *ctx, int32_t rank, const char *reason);
+    /* RANK's live state (STATUS).  PHASE is the run-wide index of the
+     * innermost open phase, -1 when none (ST->name_id is the rank's own
+     * id and should not be used).  May be NULL. */
+    void (*on_status)(void *ctx, uint32_t rank, const wire_status *st,
+                      int phase);
 } ss_ingest_callbacks;
 
 typedef struct {

@@ -16,7 +16,9 @@ static const uint8_t k_token[WIRE_TOKEN_SIZE] = {9, 8, 7, 6, 5, 4, 3, 2,
                                                  1, 0, 1, 2, 3, 4, 5, 6};
 
 typedef struct {
-    int hellos, steps, byes, disconnects, rejects, names;
+    int hellos, steps, byes, disconnects, rejects, names, statuses;
+    int status_phase[2]; /* the phases of the first two STATUS frames */
+    uint64_t status_step;
     char last_reject[256];
     uint32_t last_phase_name;
     int said_bye;
@@ -62,6 +64,16 @@ static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
     seen *s = ctx;
     s->steps++;
     s->last_phase_name = rec->phases[0].name_id;
+}
+
+static void t_status(void *ctx, uint32_t rank, const wire_status *st,
+                     int phase)
+{
+    seen *s = ctx;
+    if (s->statuses < 2)
+        s->status_phase[s->statuses] = phase;
+    s->statuses++;
+    s->status_step = st->step;
 }
 
 static void t_bye(void *ctx, uint32_t rank, const wire_bye *b)
@@ -170,8 +182,12 @@ static void *run_client(void *arg)
         s.begin_ns = 1;
         s.end_ns = 2;
         s.n_phases = 1;
-        s.phases[0] = (wire_phase){5, 1, 1};
+        s.phases[0] = (wire_phase){5, 1, 1, 1};
         n += wire_encode_step(buf + n, sizeof buf - n, &s);
+        wire_status st = {2, 5, 3};
+        n += wire_encode_status(buf + n, sizeof buf - n, &st);
+        st = (wire_status){WIRE_NO_STEP, 0, 4};
+        n += wire_encode_status(buf + n, sizeof buf - n, &st);
         wire_bye b = {1};
         n += wire_encode_bye(buf + n, sizeof buf - n, &b);
         if (write(fd, buf, n) != (ssize_t)n)
@@ -190,7 +206,8 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
     ss_ingest_callbacks cb = {.ctx = s, .intern = t_intern, .on_hello = t_hello,
                               .on_step = t_step, .on_bye = t_bye,
                               .on_disconnect = t_disconnect,
-                              .on_rejected = t_rejected};
+                              .on_rejected = t_rejected,
+                              .on_status = t_status};
     char err[256];
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
     s->in = in;
@@ -222,6 +239,10 @@ static void accepts_and_translates(void)
     CHECK_EQ_INT(s.hellos, 1);
     CHECK_EQ_INT(s.steps, 1);
     CHECK_EQ_INT(s.last_phase_name, 17); /* local id 5 -> run-wide 17 */
+    CHECK_EQ_INT(s.statuses, 2);
+    CHECK_EQ_INT(s.status_phase[0], 17);
+    CHECK_EQ_INT(s.status_phase[1], -1); /* no phase */
+    CHECK(s.status_step == WIRE_NO_STEP);
     CHECK_EQ_INT(s.byes, 1);
     CHECK_EQ_INT(s.said_bye, 1);
     CHECK_EQ_INT(s.rejects, 0);

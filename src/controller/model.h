@@ -55,6 +55,15 @@ typedef struct {
     const int64_t *phase_ns;
     const int64_t *sync_arrival_ns;
     const double *metric;       /* NaN when missing */
+    /* Timeline detail, for traces.  BEGIN_NS is when the rank began the
+     * step (CLOCK_MONOTONIC of its host; SS_MISSING when unknown); per
+     * name index like phase_ns: PHASE_START_NS the earliest begin of the
+     * phase in ns after BEGIN_NS (negative for a span measured from before
+     * the step), PHASE_COUNT how many times it ran.  The arrays may be
+     * NULL (nothing known). */
+    ss_mono_ns begin_ns;
+    const int64_t *phase_start_ns;
+    const int64_t *phase_count;
 } ss_rank_step;
 
 /* A finalized step: every live rank completed it (or was declared

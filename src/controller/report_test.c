@@ -146,7 +146,8 @@ static void put_step(ss_store *s, int64_t run, uint32_t attempt,
         sync_ns[r][2] = 1000000 + r * 1000;
         ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
                                   ((int64_t)1 << 30) + r, SS_MISSING,
-                                  phase_ns[r], sync_ns[r], NULL};
+                                  phase_ns[r], sync_ns[r], NULL,
+                                  (int64_t)step * 200000000, NULL, NULL};
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},

@@ -62,9 +62,11 @@ typedef enum {
 } item_kind;
 
 /* A finalized step, deep-copied.  Rank rows are parallel arrays: row i is
- * rank row_rank[i] with row_vals[i * (3 + n_phases) ...] = step_ns, rss,
- * device, then one duration per phase in phases[] order (SS_MISSING where
- * the rank did not report it). */
+ * rank row_rank[i] with row_vals[i * row_stride(step) ...] = step_ns, rss,
+ * device, begin (ROW_FIXED values), then per phase in phases[] order the
+ * durations, then the first begins (ns after begin), then the counts, then
+ * per sync in syncs[] order the arrival (ns after begin); SS_MISSING where
+ * the rank did not report it. */
 typedef struct {
     uint32_t attempt;
     uint64_t step;
@@ -83,6 +85,13 @@ typedef struct {
     int64_t *row_vals;
     uint64_t dropped_rows; /* rank rows refused at the queue */
 } step_item;
+
+enum { ROW_FIXED = 4 }; /* step_ns, rss, device, begin */
+
+static size_t row_stride(const step_item *v)
+{
+    return ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs;
+}
 
 typedef struct item {
     struct item *next;
@@ -188,8 +197,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "sync, n, skew_ns, late_ns, worst_rank) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
-                     "step, rank, step_ns, rss_bytes, device_bytes, phases) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                     "step, rank, step_ns, rss_bytes, device_bytes, phases, "
+                     "begin_ns, phase_starts, phase_counts, syncs) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                     "?12)",
     /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
     [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
                   "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
@@ -270,10 +281,14 @@ struct ss_store {
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
-    buf rowbuf;             /* a rank row's phases JSON */
+    buf rowjson[4];         /* a rank row's JSON: phases, phase_starts,
+                               phase_counts, syncs */
     buf keys;               /* the current step's escaped phase keys */
     size_t *key_off;        /* key_cap offsets into keys */
     size_t key_cap;
+    buf skeys;              /* the same for its sync names */
+    size_t *skey_off;
+    size_t skey_cap;
 };
 
 /* ---- small helpers ---- */
@@ -540,56 +555,63 @@ static int64_t max_known(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-/* Builds the phases JSON of row I of step V into s->rowbuf from the
- * pre-escaped `"name":` keys in s->keys.  Sets *LEN (0: no phase). */
-static int build_phases_json(ss_store *s, const step_item *v, uint32_t i,
-                             size_t *len)
+/* Builds into B the JSON object {name: value} of the N values VALS that
+ * are neither SS_MISSING nor OMIT, from pre-escaped `"name":` keys (key i
+ * at KEYS->p[OFF[i] .. OFF[i + 1])).  B->len is 0 when no value is left. */
+static int build_json_object(buf *b, const int64_t *vals, uint32_t n,
+                             const buf *keys, const size_t *off, int64_t omit)
 {
-    const int64_t *vals = v->row_vals + (size_t)i * (3 + v->n_phases) + 3;
-    buf *b = &s->rowbuf;
     b->len = 0;
-    for (uint32_t p = 0; p < v->n_phases; p++) {
-        if (vals[p] == SS_MISSING)
+    for (uint32_t i = 0; i < n; i++) {
+        if (vals[i] == SS_MISSING || vals[i] == omit)
             continue;
-        size_t klen = s->key_off[p + 1] - s->key_off[p];
+        size_t klen = off[i + 1] - off[i];
         if (buf_reserve(b, klen + 24) != 0)
             return -1;
         char sep = b->len == 0 ? '{' : ',';
         b->p[b->len++] = sep;
-        memcpy(b->p + b->len, s->keys.p + s->key_off[p], klen);
+        memcpy(b->p + b->len, keys->p + off[i], klen);
         b->len += klen;
-        buf_put_i64(b, vals[p]);
+        buf_put_i64(b, vals[i]);
     }
     if (b->len) {
         if (buf_reserve(b, 1) != 0)
             return -1;
         b->p[b->len++] = '}';
     }
-    *len = b->len;
     return 0;
 }
 
-/* Escapes V's phase names once per step into s->keys, as `"name":`, with
- * phase p at s->keys.p[s->key_off[p] .. s->key_off[p + 1]). */
-static int build_phase_keys(ss_store *s, const step_item *v)
+/* Escapes the N NAMES once per step into KEYS, as `"name":`, with name i
+ * at KEYS->p[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
+static int build_keys(buf *keys, size_t **off, size_t *cap,
+                      char *const *names, uint32_t n)
 {
-    if (v->n_phases + 1 > s->key_cap) {
-        size_t *o = realloc(s->key_off, (v->n_phases + 1) * sizeof *o);
+    if (n + 1 > *cap) {
+        size_t *o = realloc(*off, (n + 1) * sizeof *o);
         if (!o)
             return -1;
-        s->key_off = o;
-        s->key_cap = v->n_phases + 1;
+        *off = o;
+        *cap = n + 1;
     }
-    s->keys.len = 0;
-    for (uint32_t p = 0; p < v->n_phases; p++) {
-        s->key_off[p] = s->keys.len;
-        if (buf_put_json_str(&s->keys, v->phase_names[p]) != 0 ||
-            buf_reserve(&s->keys, 1) != 0)
+    keys->len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        (*off)[i] = keys->len;
+        if (buf_put_json_str(keys, names[i]) != 0 || buf_reserve(keys, 1) != 0)
             return -1;
-        s->keys.p[s->keys.len++] = ':';
+        keys->p[keys->len++] = ':';
     }
-    s->key_off[v->n_phases] = s->keys.len;
+    (*off)[n] = keys->len;
     return 0;
+}
+
+/* Binds the JSON in B to parameter I of Q, NULL when empty. */
+static void bind_json(sqlite3_stmt *q, int i, const buf *b)
+{
+    if (b->len)
+        sqlite3_bind_text(q, i, b->p, (int)b->len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
 }
 
 static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
@@ -682,27 +704,39 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     if (v->n_rows == 0)
         return 0;
 
-    if (build_phase_keys(s, v) != 0)
+    if (build_keys(&s->keys, &s->key_off, &s->key_cap, v->phase_names,
+                   v->n_phases) != 0 ||
+        build_keys(&s->skeys, &s->skey_off, &s->skey_cap, v->sync_names,
+                   v->n_syncs) != 0)
         return -1;
     q = s->st[ST_RANK_STEP];
     sqlite3_bind_int64(q, 1, run_id);
     sqlite3_bind_int64(q, 2, v->attempt);
     sqlite3_bind_int64(q, 3, (int64_t)v->step);
-    size_t stride = 3 + (size_t)v->n_phases;
+    size_t stride = row_stride(v);
+    uint32_t np = v->n_phases;
     for (uint32_t i = 0; i < v->n_rows; i++) {
         const int64_t *vals = v->row_vals + i * stride;
+        const int64_t *ph = vals + ROW_FIXED;
         uint32_t rank = v->row_rank[i];
-        size_t len = 0;
-        if (build_phases_json(s, v, i, &len) != 0)
+        if (build_json_object(&s->rowjson[0], ph, np, &s->keys, s->key_off,
+                              SS_MISSING) != 0 ||
+            build_json_object(&s->rowjson[1], ph + np, np, &s->keys,
+                              s->key_off, SS_MISSING) != 0 ||
+            build_json_object(&s->rowjson[2], ph + 2 * np, np, &s->keys,
+                              s->key_off, 1) != 0 ||
+            build_json_object(&s->rowjson[3], ph + 3 * np, v->n_syncs,
+                              &s->skeys, s->skey_off, SS_MISSING) != 0)
             return -1;
         sqlite3_bind_int64(q, 4, rank);
         bind_opt_int(q, 5, vals[0]);
         bind_opt_int(q, 6, vals[1]);
         bind_opt_int(q, 7, vals[2]);
-        if (len)
-            sqlite3_bind_text(q, 8, s->rowbuf.p, (int)len, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(q, 8);
+        bind_json(q, 8, &s->rowjson[0]);
+        bind_opt_int(q, 9, vals[3]);
+        bind_json(q, 10, &s->rowjson[1]);
+        bind_json(q, 11, &s->rowjson[2]);
+        bind_json(q, 12, &s->rowjson[3]);
         if (run_stmt(s, q, "writing a rank step") != 0)
             return -1;
         if (rank < t->n_ranks) {
@@ -974,9 +1008,12 @@ static void store_free(ss_store *s)
     for (size_t i = 0; i < s->n_tracks; i++)
         free(s->tracks[i].delta);
     free(s->tracks);
-    free(s->rowbuf.p);
+    for (int i = 0; i < 4; i++)
+        free(s->rowjson[i].p);
     free(s->keys.p);
     free(s->key_off);
+    free(s->skeys.p);
+    free(s->skey_off);
     free(s->path);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->dbmu);
@@ -1185,6 +1222,12 @@ void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r)
     enqueue(s, it);
 }
 
+/* ARR[IDX] of a per-name array that may be NULL (nothing known). */
+static int64_t name_value(const int64_t *arr, int idx)
+{
+    return arr ? arr[idx] : SS_MISSING;
+}
+
 static const char *name_of(const char *const *names, int idx)
 {
     return names && idx >= 0 && names[idx] ? names[idx] : "?";
@@ -1207,7 +1250,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
 
-    size_t stride = 3 + (size_t)v->n_phases;
+    size_t stride = ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs;
     size_t extra = round8((size_t)v->n_missing * sizeof(uint32_t)) +
                    round8((size_t)v->n_phases * sizeof(ss_phase_stat)) +
                    round8((size_t)v->n_phases * sizeof(char *)) +
@@ -1266,12 +1309,25 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         vals[0] = rs->step_ns;
         vals[1] = rs->rss_bytes;
         vals[2] = rs->device_bytes;
-        for (uint32_t ph = 0; ph < v->n_phases; ph++) {
-            int idx = v->phases[ph].name;
-            vals[3 + ph] = rs->phase_ns && idx >= 0 &&
-                                   (uint32_t)idx < v->n_names
-                               ? rs->phase_ns[idx]
-                               : SS_MISSING;
+        vals[3] = rs->begin_ns;
+        int64_t *ph = vals + ROW_FIXED;
+        uint32_t np = v->n_phases;
+        for (uint32_t k = 0; k < v->n_phases; k++) {
+            int idx = v->phases[k].name;
+            int ok = idx >= 0 && (uint32_t)idx < v->n_names;
+            ph[k] = ok ? name_value(rs->phase_ns, idx) : SS_MISSING;
+            ph[np + k] = ok ? name_value(rs->phase_start_ns, idx) : SS_MISSING;
+            ph[2 * np + k] = ok ? name_value(rs->phase_count, idx)
+                                : SS_MISSING;
+        }
+        for (uint32_t k = 0; k < v->n_syncs; k++) {
+            int idx = v->syncs[k].name;
+            int64_t t = idx >= 0 && (uint32_t)idx < v->n_names
+                            ? name_value(rs->sync_arrival_ns, idx)
+                            : SS_MISSING;
+            ph[3 * np + k] = t == SS_MISSING || rs->begin_ns == SS_MISSING
+                                 ? SS_MISSING
+                                 : t - rs->begin_ns;
         }
         i++;
     }

@@ -184,6 +184,22 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  message TEXT"
     ");"
     "CREATE INDEX events_run ON events(run_id, attempt, at);",
+
+    /* 2: per rank-step timeline detail, for traces.  begin_ns is when the
+     * rank began the step (CLOCK_MONOTONIC of its host, so comparable
+     * across ranks of one host); end_ns is computed, never stored.  The
+     * JSON objects are keyed by name, values in ns after begin_ns:
+     * phase_starts the earliest begin of each phase (negative for a span
+     * measured from before the step), syncs the arrival at each sync
+     * point; phase_counts lists only the phases that ran more than once
+     * (NULL when every phase ran once).  Rows written before version 2
+     * have them NULL. */
+    "ALTER TABLE rank_steps ADD COLUMN begin_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN end_ns INTEGER "
+    "  GENERATED ALWAYS AS (begin_ns + step_ns) VIRTUAL;"
+    "ALTER TABLE rank_steps ADD COLUMN phase_starts TEXT;"
+    "ALTER TABLE rank_steps ADD COLUMN phase_counts TEXT;"
+    "ALTER TABLE rank_steps ADD COLUMN syncs TEXT;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

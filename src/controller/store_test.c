@@ -106,13 +106,16 @@ static int sql_exec(const char *path, const char *sql)
 
 static const char *const names_[] = {"forward", "backward", "allreduce"};
 
-/* A step of WORLD ranks: rank r takes 100 + r ms (forward 40 + r, backward
- * 60 ms), RSS 1 GiB + r, no device memory; ranks in MISSING_MASK are
- * missing. */
+/* A step of WORLD ranks: rank r takes 100 + r ms (forward 40 + r from 1 ms
+ * into the step, backward 60 ms in two runs from 45 ms), begins at step *
+ * 200 ms + r us and reaches the all-reduce 90 ms + r us into the step,
+ * RSS 1 GiB + r, no device memory; ranks in MISSING_MASK are missing. */
 typedef struct {
     ss_rank_step ranks[8];
     int64_t phase_ns[8][3];
     int64_t sync_ns[8][3];
+    int64_t start_ns[8][3];
+    int64_t count[8][3];
     ss_phase_stat phases[2];
     ss_sync_stat syncs[1];
     uint32_t missing[8];
@@ -129,11 +132,19 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         fx->phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
         fx->phase_ns[r][1] = 60 * 1000000;
         fx->phase_ns[r][2] = SS_MISSING;
+        int64_t begin = (int64_t)step * 200000000 + (int64_t)r * 1000;
         fx->sync_ns[r][0] = fx->sync_ns[r][1] = SS_MISSING;
-        fx->sync_ns[r][2] = 5000 + (int64_t)r * 1000;
+        fx->sync_ns[r][2] = begin + 90000000 + (int64_t)r * 1000;
+        fx->start_ns[r][0] = 1000000;
+        fx->start_ns[r][1] = 45000000;
+        fx->start_ns[r][2] = SS_MISSING;
+        fx->count[r][0] = 1;
+        fx->count[r][1] = 2;
+        fx->count[r][2] = SS_MISSING;
         fx->ranks[r] = (ss_rank_step){present, (100 + (int64_t)r) * 1000000,
                                       ((int64_t)1 << 30) + r, SS_MISSING,
-                                      fx->phase_ns[r], fx->sync_ns[r], NULL};
+                                      fx->phase_ns[r], fx->sync_ns[r], NULL,
+                                      begin, fx->start_ns[r], fx->count[r]};
         if (!present)
             fx->missing[n_missing++] = r;
     }
@@ -245,6 +256,35 @@ static void refuses_garbage_file(void)
     CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
     CHECK(db == NULL);
     CHECK(strstr(err, "not a stepscope store") != NULL);
+}
+
+/* A version-1 store (rank_steps without the timeline columns) is migrated
+ * on open; its old rows keep NULL there. */
+static void migrates_version_1(void)
+{
+    char path[600];
+    tmp_path("v1.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 0);
+    REQUIRE(s != NULL);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_exec(path,
+                          "ALTER TABLE rank_steps DROP COLUMN syncs;"
+                          "ALTER TABLE rank_steps DROP COLUMN phase_counts;"
+                          "ALTER TABLE rank_steps DROP COLUMN phase_starts;"
+                          "ALTER TABLE rank_steps DROP COLUMN end_ns;"
+                          "ALTER TABLE rank_steps DROP COLUMN begin_ns;"
+                          "INSERT INTO rank_steps(run_id, attempt, step, rank,"
+                          " step_ns) VALUES (1, 0, 0, 0, 5);"
+                          "PRAGMA user_version = 1"),
+                 0);
+    s = open_store(path, NULL, 0);
+    REQUIRE(s != NULL);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "PRAGMA user_version"), SS_SCHEMA_VERSION);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "begin_ns IS NULL AND end_ns IS NULL AND "
+                               "phase_starts IS NULL AND syncs IS NULL"),
+                 1);
 }
 
 static void refuses_newer_version(void)
@@ -404,6 +444,20 @@ static void writes_everything_and_reads_back(void)
                                "WHERE step = 4 AND rank = 3"), 43000000);
     CHECK_EQ_INT(sql_int(path, "SELECT rss_bytes FROM rank_steps WHERE step = 1 "
                                "AND rank = 3"), ((int64_t)1 << 30) + 3);
+    /* Timeline detail (schema version 2). */
+    CHECK_EQ_INT(sql_int(path, "SELECT begin_ns FROM rank_steps WHERE step = 4 "
+                               "AND rank = 1"), 800001000);
+    CHECK_EQ_INT(sql_int(path, "SELECT end_ns FROM rank_steps WHERE step = 4 "
+                               "AND rank = 1"), 800001000 + 101000000);
+    CHECK_STR(sql_text(path, "SELECT phase_starts FROM rank_steps WHERE "
+                             "step = 4 AND rank = 1", buf, sizeof buf),
+              "{\"forward\":1000000,\"backward\":45000000}");
+    CHECK_STR(sql_text(path, "SELECT phase_counts FROM rank_steps WHERE "
+                             "step = 4 AND rank = 1", buf, sizeof buf),
+              "{\"backward\":2}");
+    CHECK_STR(sql_text(path, "SELECT syncs FROM rank_steps WHERE "
+                             "step = 4 AND rank = 1", buf, sizeof buf),
+              "{\"allreduce\":90001000}");
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
                                "WHERE device_bytes IS NOT NULL"), 0);
     CHECK_EQ_INT(sql_int(path, "SELECT steps FROM rank_totals WHERE rank = 2"),
@@ -603,7 +657,7 @@ static void default_path_follows_xdg(void)
 TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_foreign_sqlite_file),
           TEST(refuses_garbage_file),
-          TEST(refuses_newer_version),
+          TEST(refuses_newer_version), TEST(migrates_version_1),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),

@@ -21,6 +21,7 @@ void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
     memset(f, 0, sizeof *f);
     f->sink = *sink;
     f->round = 1;
+    f->cur_step = SS__NO_STEP;
 }
 
 /* Hands A on when it is complete (and above every step handed on so far:
@@ -98,7 +99,9 @@ static int valid_name(unsigned id)
     return id >= 1 && id <= WIRE_MAX_NAME_ID;
 }
 
-static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__dur_ns d)
+/* Adds one run of phase ID, which began at BEGIN and lasted D. */
+static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns begin,
+                      ss__dur_ns d)
 {
     unsigned slot = a->phase_slot[id];
     if (!slot) {
@@ -108,9 +111,12 @@ static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__dur_ns d)
         }
         slot = ++a->rec.n_phases;
         a->phase_slot[id] = (uint8_t)slot;
-        a->rec.phases[slot - 1] = (wire_phase){.name_id = id};
+        a->rec.phases[slot - 1] = (wire_phase){.name_id = id,
+                                               .first_begin_ns = begin};
     }
     wire_phase *p = &a->rec.phases[slot - 1];
+    if (begin < p->first_begin_ns)
+        p->first_begin_ns = begin;
     p->count++;
     p->total_ns += (uint64_t)(d > 0 ? d : 0);
 }
@@ -174,11 +180,20 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
             a->rec.begin_ns = ev->t;
             supersede(f, ev->step);
         }
+        if (ev->step != SS__NO_STEP) {
+            f->step_track = track;
+            f->cur_step = ev->step;
+            f->step_since = ev->t;
+        }
         break;
     case SS__EV_STEP_END:
         if ((a = acc_for(f, ev->step))) {
             a->ended = 1;
             a->rec.end_ns = ev->t;
+        }
+        if (ev->step == f->cur_step && ev->step != SS__NO_STEP) {
+            f->cur_step = SS__NO_STEP;
+            f->step_since = ev->t;
         }
         break;
     case SS__EV_PHASE_BEGIN:
@@ -191,11 +206,11 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         if (!valid_name(id) || track->depth[id] == 0)
             break; /* unmatched: its begin was lost or never made */
         if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
-            add_phase(f, a, id, ev->t - track->begin[id]);
+            add_phase(f, a, id, track->begin[id], ev->t - track->begin[id]);
         break;
     case SS__EV_PHASE_SPAN:
         if (valid_name(id) && (a = acc_for(f, ev->step)))
-            add_phase(f, a, id, (ss__mono_ns)ev->value - ev->t);
+            add_phase(f, a, id, ev->t, (ss__mono_ns)ev->value - ev->t);
         break;
     case SS__EV_SYNC:
         if (valid_name(id) && (a = acc_for(f, ev->step)))
@@ -275,4 +290,28 @@ void ss__fold_round(ss__fold *f)
 uint64_t ss__fold_last_step(const ss__fold *f)
 {
     return f->have_final ? f->last_final : SS__NO_STEP;
+}
+
+void ss__fold_status(const ss__fold *f, wire_status *out)
+{
+    out->step = f->cur_step == SS__NO_STEP ? WIRE_NO_STEP : f->cur_step;
+    out->name_id = 0;
+    out->since_ns = f->step_since > 0 ? f->step_since : 0;
+    const ss__track *t = f->step_track;
+    if (!t)
+        return;
+    /* The innermost open phase is the one that began last.  One that began
+     * before the current state did was left open by an earlier step (its
+     * end lost or never made): not what runs now. */
+    for (unsigned id = 1; id < SS__NAME_SLOTS; id++)
+        if (t->depth[id] && t->begin[id] >= out->since_ns) {
+            out->name_id = id;
+            out->since_ns = t->begin[id];
+        }
+}
+
+void ss__fold_forget_track(ss__fold *f, const ss__track *track)
+{
+    if (f->step_track == track)
+        f->step_track = NULL;
 }

@@ -22,6 +22,10 @@
  *  - Events for a step already handed on (or dropped) are counted as
  *    dropped events, as are items beyond WIRE_MAX_ITEMS in one step.
  *  - Events made while no step was open (step SS__NO_STEP) are ignored.
+ *  - A phase item also keeps its earliest begin (first_begin_ns).
+ *  - Live state (ss__fold_status): the thread whose STEP_BEGIN was folded
+ *    last is the stepping thread; its open step and innermost open phase
+ *    are what a STATUS frame reports.
  * Only the sender thread touches an ss__fold and the ss__track members.
  */
 #ifndef STEPSCOPE_LIB_FOLD_H
@@ -68,6 +72,12 @@ typedef struct {
     uint64_t round;           /* rounds so far, from 1 */
     uint64_t dropped_events;  /* late or excess events */
     uint64_t dropped_records; /* steps that could not be completed */
+    /* Live state: the stepping thread's pairing state (NULL: none yet, or
+     * that thread is gone), the step open on it (SS__NO_STEP between
+     * steps), and that step's begin, else the last step's end. */
+    const ss__track *step_track;
+    uint64_t cur_step;
+    ss__mono_ns step_since;
 } ss__fold;
 
 /* Forgets any open phases of a thread (new thread, or a hole in its
@@ -85,5 +95,18 @@ void ss__fold_round(ss__fold *f);
 
 /* The last step handed on or dropped; SS__NO_STEP when none. */
 uint64_t ss__fold_last_step(const ss__fold *f);
+
+/*
+ * Fills *OUT with the live state as of the events folded so far: the step
+ * open on the stepping thread (WIRE_NO_STEP when none), the innermost phase
+ * open there that began since that step began (or, between steps, since
+ * the last one ended; 0 when none), and when that state began.  The name
+ * id is the recorder's own (to be declared before sending).  Cost: one
+ * scan of the thread's SS__NAME_SLOTS pairing slots.
+ */
+void ss__fold_status(const ss__fold *f, wire_status *out);
+
+/* Forgets TRACK before its thread's record is freed. */
+void ss__fold_forget_track(ss__fold *f, const ss__track *track);
 
 #endif

@@ -102,6 +102,8 @@ static void phases_pair_and_same_name_nesting_counts_once(void)
     CHECK_EQ_INT(phase(s, 2)->total_ns, 40 + 10);
     CHECK_EQ_INT(phase(s, 3)->count, 1);
     CHECK_EQ_INT(phase(s, 3)->total_ns, 10);
+    CHECK_EQ_INT(phase(s, 2)->first_begin_ns, 110);
+    CHECK_EQ_INT(phase(s, 3)->first_begin_ns, 125);
     CHECK_EQ_INT(s->flags, 0);
     free(h);
 }
@@ -121,6 +123,7 @@ static void spans_add_to_the_step_current_when_recorded(void)
     REQUIRE(phase(s, 2) != NULL);
     CHECK_EQ_INT(phase(s, 2)->count, 2);
     CHECK_EQ_INT(phase(s, 2)->total_ns, 30 + 5);
+    CHECK_EQ_INT(phase(s, 2)->first_begin_ns, 120);
     free(h);
 }
 
@@ -139,6 +142,7 @@ static void phases_pair_per_thread(void)
     REQUIRE(phase(&h->log.steps[0], 2));
     CHECK_EQ_INT(phase(&h->log.steps[0], 2)->count, 2);
     CHECK_EQ_INT(phase(&h->log.steps[0], 2)->total_ns, 30 + 10);
+    CHECK_EQ_INT(phase(&h->log.steps[0], 2)->first_begin_ns, 10);
     free(h);
 }
 
@@ -338,6 +342,60 @@ static void bad_name_ids_are_ignored(void)
     free(h);
 }
 
+static void status_follows_the_stepping_thread(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    wire_status st;
+    ss__fold_status(&h->fold, &st);
+    CHECK(st.step == WIRE_NO_STEP);
+    CHECK_EQ_INT(st.name_id, 0);
+    CHECK_EQ_INT(st.since_ns, 0);
+
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 4, 100, 0);
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.step, 4);
+    CHECK_EQ_INT(st.name_id, 0);
+    CHECK_EQ_INT(st.since_ns, 100);
+
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 4, 110, 0); /* fwd */
+    ev(h, 0, SS__EV_PHASE_BEGIN, 3, 4, 120, 0); /* attn inside fwd */
+    ev(h, 1, SS__EV_PHASE_BEGIN, 5, 4, 130, 0); /* another thread */
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.name_id, 3);
+    CHECK_EQ_INT(st.since_ns, 120);
+    ev(h, 0, SS__EV_PHASE_END, 3, SS__NO_STEP, 125, 0);
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.name_id, 2);
+    CHECK_EQ_INT(st.since_ns, 110);
+
+    /* A phase left open (its end lost) is not reported in the next step. */
+    ev(h, 0, SS__EV_STEP_END, 0, 4, 200, 0);
+    ss__fold_status(&h->fold, &st);
+    CHECK(st.step == WIRE_NO_STEP);
+    CHECK_EQ_INT(st.name_id, 0);
+    CHECK_EQ_INT(st.since_ns, 200);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 5, 210, 0);
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.step, 5);
+    CHECK_EQ_INT(st.name_id, 0);
+    CHECK_EQ_INT(st.since_ns, 210);
+
+    /* The step moves to the thread that began it; a gone thread is
+     * forgotten. */
+    ev(h, 1, SS__EV_STEP_BEGIN, 0, 6, 300, 0);
+    ev(h, 1, SS__EV_PHASE_BEGIN, 6, 6, 310, 0);
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.step, 6);
+    CHECK_EQ_INT(st.name_id, 6);
+    ss__fold_forget_track(&h->fold, &h->tracks[1]);
+    ss__fold_status(&h->fold, &st);
+    CHECK_EQ_INT(st.step, 6);
+    CHECK_EQ_INT(st.name_id, 0);
+    CHECK_EQ_INT(st.since_ns, 300);
+    free(h);
+}
+
 TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(phases_pair_per_thread),
           TEST(spans_add_to_the_step_current_when_recorded),
@@ -351,4 +409,5 @@ TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(items_beyond_the_wire_limit_are_dropped),
           TEST(a_hole_in_the_stream_resets_pairing),
           TEST(checkpoints_pass_straight_through),
-          TEST(bad_name_ids_are_ignored))
+          TEST(bad_name_ids_are_ignored),
+          TEST(status_follows_the_stepping_thread))

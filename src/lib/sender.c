@@ -16,6 +16,13 @@
  * still fit when a stalled controller has let the buffer fill up.  Names
  * are declared with a NAME frame once per connection, in the same append
  * as the first STEP that uses them.
+ *
+ * Live state: after each drain the fold's view of the current step and
+ * phase (ss__fold_status) is compared with the last STATUS queued; a
+ * changed state is queued at most every STATUS_MIN_GAP_NS, an unchanged
+ * one every STATUS_EVERY_NS (a heartbeat).  STATUS frames obey the same
+ * reserve as steps and are simply retried on the next tick when they do
+ * not fit.
  */
 #include "sender.h"
 
@@ -42,6 +49,8 @@
 #define RETRY_NS (500 * SS__MS)
 #define CONNECT_TIMEOUT_NS (2 * SS__SEC)
 #define COUNTERS_EVERY_NS SS__SEC
+#define STATUS_EVERY_NS SS__SEC
+#define STATUS_MIN_GAP_NS (100 * SS__MS)
 #define FLUSH_TIMEOUT_NS SS__SEC
 #define OUT_CAP (1u << 20)
 #define OUT_CONTROL_RESERVE 4096u /* kept free of steps for COUNTERS, BYE... */
@@ -85,6 +94,9 @@ static struct {
     uint8_t scratch[SCRATCH_CAP];
     uint64_t own_dropped_events, own_dropped_records;
     uint64_t pub_dropped_events, pub_dropped_records; /* atomic */
+    wire_status status;      /* the last STATUS queued on this connection */
+    int have_status;         /* 0: none queued yet on this connection */
+    ss__mono_ns status_at;   /* when it was queued */
     int said_unreachable, said_lost, said_bad_frame;
 } S; /* zero-initialised (no .data copy of this large struct) */
 
@@ -228,6 +240,7 @@ static void try_connect(ss__mono_ns now)
     wire_decoder_init(&S.dec, WIRE_FROM_CONTROLLER, NULL, NULL);
     S.in_len = 0;
     memset(S.declared, 0, sizeof S.declared);
+    S.have_status = 0;
     out_discard();
     S.cfg.hello.pid = (uint32_t)getpid();
     size_t n = wire_encode_hello(S.scratch, sizeof S.scratch, &S.cfg.hello);
@@ -464,11 +477,43 @@ static void drain_round(void)
         for (size_t i = 0; i < nb; i++)
             ss__fold_event(&S.fold, &t->track, &b[i]);
         ss__ring_consume(&t->ring, na + nb);
-        if (dead)
+        if (dead) {
+            ss__fold_forget_track(&S.fold, &t->track);
             ss__threads_retire(t);
+        }
     }
     ss__fold_round(&S.fold);
     publish_counters();
+}
+
+/* Queues a STATUS (with the NAME it needs) when the live state changed,
+ * or as a heartbeat; see the file comment. */
+static void maybe_queue_status(ss__mono_ns now)
+{
+    if (!accepting())
+        return;
+    wire_status st;
+    ss__fold_status(&S.fold, &st);
+    ss__dur_ns since_last = now - S.status_at;
+    int changed = !S.have_status || st.step != S.status.step ||
+                  st.name_id != S.status.name_id ||
+                  st.since_ns != S.status.since_ns;
+    if (S.have_status && !(changed && since_last >= STATUS_MIN_GAP_NS) &&
+        since_last < STATUS_EVERY_NS)
+        return;
+    uint8_t decl[sizeof S.declared];
+    memcpy(decl, S.declared, sizeof decl);
+    size_t n = 0;
+    if (st.name_id && declare(st.name_id, decl, &n) < 0)
+        st.name_id = 0; /* a name that cannot be declared is not shown */
+    size_t len = wire_encode_status(S.scratch + n, sizeof S.scratch - n, &st);
+    if (len == 0 || out_free() < n + len + OUT_CONTROL_RESERVE)
+        return; /* retried on the next tick */
+    out_append(S.scratch, n + len);
+    memcpy(S.declared, decl, sizeof decl);
+    S.status = st;
+    S.have_status = 1;
+    S.status_at = now;
 }
 
 static void queue_counters(void)
@@ -502,6 +547,7 @@ static void run_loop(void)
             return;
         if (now >= next_tick) {
             drain_round();
+            maybe_queue_status(now);
             next_tick = now + TICK_NS;
         }
         if (now >= next_counters) {

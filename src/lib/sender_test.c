@@ -219,7 +219,62 @@ static void stalled_controller_costs_records_not_time(void)
     fc_free(&fc);
 }
 
+/* ---- live state (STATUS) ---- */
+
+static int body_status(void *arg)
+{
+    (void)arg;
+    ss_name_id outer = SS_NAME("outer"), inner = SS_NAME("slow_inner");
+    CHECK_EQ_INT(ss_init(), 0);
+    ss_step_begin(1);
+    ss_phase_begin(outer);
+    ss_phase_begin(inner);
+    fc_sleep_ms(300);
+    ss_phase_end(inner);
+    ss_phase_end(outer);
+    ss_step_end();
+    fc_sleep_ms(1300); /* idle: a heartbeat STATUS between steps */
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void reports_the_current_phase_and_a_heartbeat(void)
+{
+    fake_ctl fc = {0};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    int64_t t0 = now_ns();
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_status, NULL, &fc, NULL)), 0);
+    double secs = (double)(now_ns() - t0) / 1e9;
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    CHECK_EQ_INT(fc.n_errors, 0); /* names were declared before use */
+    uint32_t inner_id = 0;
+    for (int k = 0; k < fc.n_frames; k++)
+        if (fc.frames[k].type == WIRE_NAME &&
+            strcmp(fc.frames[k].u.name.name, "slow_inner") == 0)
+            inner_id = fc.frames[k].u.name.name_id;
+    REQUIRE(inner_id != 0);
+    int in_inner = 0, idle = 0;
+    for (int k = 0; k < fc.n_frames; k++) {
+        const wire_frame *f = &fc.frames[k];
+        if (f->type != WIRE_STATUS)
+            continue;
+        if (f->u.status.step == 1 && f->u.status.name_id == inner_id &&
+            f->u.status.since_ns > 0)
+            in_inner++;
+        if (f->u.status.step == WIRE_NO_STEP && f->u.status.name_id == 0)
+            idle++;
+    }
+    CHECK(in_inner >= 1);
+    CHECK(idle >= 2); /* the step's end, then the heartbeat */
+    /* Changes at most every 100 ms, else once a second. */
+    CHECK(fc.count[WIRE_STATUS] <= (int)(secs * 10) + 2);
+    fc_free(&fc);
+}
+
 TEST_LIST(TEST(connects_when_the_controller_appears_late),
           TEST(reconnects_and_declares_names_again),
           TEST(speaks_tcp_on_loopback),
-          TEST(stalled_controller_costs_records_not_time))
+          TEST(stalled_controller_costs_records_not_time),
+          TEST(reports_the_current_phase_and_a_heartbeat))

@@ -68,7 +68,7 @@ def main():
     elif MODE == "oversize":
         answer = exchange(struct.pack("<IBBH", 70000, 1, 0, 0))
     elif MODE == "undeclared":
-        step = struct.pack("<QqqQQBBBB", 1, 10, 20, 0, 0, 0, 1, 0, 0) + struct.pack("<IIQ", 9, 1, 5)
+        step = struct.pack("<QqqQQBBBB", 1, 10, 20, 0, 0, 0, 1, 0, 0) + struct.pack("<IIQq", 9, 1, 5, 10)
         answer = exchange(hello() + frame(5, step))
     else:
         sys.exit(f"bad_client: unknown mode {MODE}")
