@@ -1,0 +1,115 @@
+/*
+ * http.h - the controller's HTTP server: JSON API, dashboard files,
+ * server-sent events and Prometheus /metrics (docs/api.md).
+ *
+ * Built on libmicrohttpd, which parses HTTP; this module only routes,
+ * authorizes and answers.  Requests are served on libmicrohttpd's own
+ * threads (one per connection, at most SS_HTTP_MAX_CONNECTIONS), so the
+ * controller's libuv loop never waits for HTTP; data comes from the store
+ * through query.c (one read-only SQLite connection per request thread) and
+ * from the live state (live.h), the only state shared with the loop.
+ *
+ * Security: by default the server listens on loopback only.  When it
+ * listens on any other address every /api/ and /metrics request must carry
+ * the token (`Authorization: Bearer TOKEN` or `?token=TOKEN`), else it gets
+ * 401 {"error":...}.  Static files (the dashboard's page and scripts) carry
+ * no data and are served without it; the page passes the token it was
+ * opened with (`/?token=TOKEN`) on to its API calls.
+ */
+#ifndef STEPSCOPE_HTTP_H
+#define STEPSCOPE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "live.h"
+
+typedef struct ss_http ss_http;
+
+#define SS_HTTP_DEFAULT_PORT 8470
+#define SS_HTTP_MAX_CONNECTIONS 64
+
+/* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
+ * sizeof page - 1}.  PATH starts with '/'. */
+typedef struct {
+    const char *path;
+    const char *content_type;
+    const unsigned char *data;
+    size_t len;
+} ss_static_file;
+
+/*
+ * Registers the dashboard's files for every server started afterwards (not
+ * thread-safe: call before ss_http_start).  FILES (and everything it points
+ * to) must stay valid while any server runs; static arrays are the intent.
+ * Until files are registered, "/" serves a minimal page linking to the API.
+ * A later call replaces the set; N == 0 clears it.
+ */
+void ss_http_set_static(const ss_static_file *files, size_t n);
+
+typedef struct {
+    const char *host;       /* numeric IPv4/IPv6 address; NULL: 127.0.0.1 */
+    uint16_t port;          /* 0: any free port */
+    int fallback;           /* port busy: take any free port instead */
+    const char *db_path;    /* the store to read */
+    ss_live *live;          /* the live run, or NULL (`stepscope serve`) */
+    const char *token;      /* required on a non-loopback address; may be
+                               NULL on loopback */
+} ss_http_config;
+
+/*
+ * Starts serving.  Returns NULL with a one-line reason in ERR when the
+ * address is invalid, the port is in use (without FALLBACK), or a
+ * non-loopback address is asked for without a token.  CFG's strings are
+ * copied; CFG->live must outlive the server.
+ */
+ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen);
+
+/* The port actually bound. */
+uint16_t ss_http_port(const ss_http *h);
+
+/* 1 when the port asked for was busy and another was taken. */
+int ss_http_fell_back(const ss_http *h);
+
+/* The base URL, e.g. "http://127.0.0.1:8470/" (IPv6 hosts in brackets; a
+ * wildcard address is shown as this host's name).  Valid while H lives. */
+const char *ss_http_url(const ss_http *h);
+
+/* Stops accepting, ends open event streams, waits for the request threads
+ * and frees H.  NULL is a no-op. */
+void ss_http_stop(ss_http *h);
+
+/*
+ * Parses "--http" values: "ADDR:PORT", "[V6ADDR]:PORT", ":PORT", "PORT" or
+ * "ADDR" (port: the default).  Writes the numeric address (default
+ * 127.0.0.1) to HOST and the port to *PORT.  Returns 0, or -1 with a reason
+ * in ERR.
+ */
+int ss_http_parse_addr(const char *spec, char *host, size_t hostlen,
+                       uint16_t *port, char *err, size_t errlen);
+
+/* 1 when HOST (numeric) is a loopback address (127.0.0.0/8, ::1). */
+int ss_http_is_loopback(const char *host);
+
+/*
+ * The authorization decision.  REQUIRED: the token, or NULL when none is
+ * needed (loopback).  AUTH_HEADER: the Authorization header or NULL;
+ * QUERY_TOKEN: the ?token= argument or NULL.  Returns 1 when allowed.
+ * Compares in constant time.
+ */
+int ss_http_authorized(const char *required, const char *auth_header,
+                       const char *query_token);
+
+/*
+ * The live-run file that lets other commands (`stepscope top`) find a
+ * running controller: DIR/live/run-ID.json holding {"url", "pid", "run_id",
+ * "token" (only when the address is not loopback)}, mode 0600.  DIR is the
+ * store's directory.  ss_http_live_file_write returns 0 or -1 with ERR;
+ * the path written goes to PATH (PATHLEN bytes) for ss_http_live_file_remove.
+ */
+int ss_http_live_file_write(const char *store_dir, int64_t run_id,
+                            const ss_http *h, const char *token, char *path,
+                            size_t pathlen, char *err, size_t errlen);
+void ss_http_live_file_remove(const char *path);
+
+#endif

@@ -1,0 +1,671 @@
+/*
+ * http_test.c - unit tests for the HTTP server (http.c).
+ *
+ * Starts the server on 127.0.0.1 port 0 over a small store and talks to it
+ * with a tiny HTTP/1.0 client over a socket: every endpoint answers JSON,
+ * bad requests get 4xx with {"error":...}, the token is demanded when the
+ * server listens beyond loopback (bound to 0.0.0.0, reached over
+ * loopback), the event stream delivers steps, findings and its end, the
+ * dashboard's files are served, busy ports fail or fall back, and the
+ * live-run file is written and removed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "live.h"
+#include "query.h"
+#include "store.h"
+#include "testing.h"
+
+/* ---- fixture ---- */
+
+static char tmpdir_[512];
+
+static int rm_one(const char *path, const struct stat *sb, int flag,
+                  struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void tmp_cleanup(void)
+{
+    if (tmpdir_[0])
+        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static const char *tmp_path(const char *name, char *out, size_t outlen)
+{
+    if (!tmpdir_[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(tmpdir_, sizeof tmpdir_, "%s/http_test.XXXXXX",
+                 t && *t ? t : "/tmp");
+        if (!mkdtemp(tmpdir_))
+            tmpdir_[0] = '\0';
+        else
+            atexit(tmp_cleanup);
+    }
+    snprintf(out, outlen, "%s/%s", tmpdir_, name);
+    return out;
+}
+
+#define MS 1000000LL
+
+static const char *const names_[] = {"forward"};
+
+/* A finalized step of 2 ranks taking 10 and 12 ms, forward 4 and 6 ms. */
+typedef struct {
+    ss_rank_step ranks[2];
+    int64_t phase_ns[2][1];
+    ss_phase_stat phase;
+    ss_step_view v;
+} step_fx;
+
+static void fx_build(step_fx *fx, uint64_t step)
+{
+    memset(fx, 0, sizeof *fx);
+    for (uint32_t r = 0; r < 2; r++) {
+        fx->phase_ns[r][0] = (4 + 2 * (int64_t)r) * MS;
+        fx->ranks[r] = (ss_rank_step){.present = 1,
+                                      .step_ns = (10 + 2 * (int64_t)r) * MS,
+                                      .rss_bytes = 500, .device_bytes =
+                                          SS_MISSING,
+                                      .phase_ns = fx->phase_ns[r],
+                                      .begin_ns = SS_MISSING};
+    }
+    fx->phase = (ss_phase_stat){0, {4 * MS, 4 * MS, 6 * MS, 6 * MS, 1, 2}};
+    fx->v = (ss_step_view){
+        .step = step, .world_size = 2, .n_present = 2,
+        .step_time = {10 * MS, 10 * MS, 12 * MS, 12 * MS, 1, 2},
+        .rss = {500, 500, 500, 500, 0, 2},
+        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                   SS_NO_RANK, 0},
+        .n_phases = 1, .phases = &fx->phase, .n_names = 1,
+        .ranks = fx->ranks};
+}
+
+static ss_finding finding_(void)
+{
+    ss_finding f;
+    memset(&f, 0, sizeof f);
+    f.id = 1;
+    snprintf(f.kind, sizeof f.kind, "straggler");
+    f.severity = SS_CRITICAL;
+    f.n_ranks = 1;
+    f.ranks[0] = 1;
+    snprintf(f.phase, sizeof f.phase, "forward");
+    f.first_step = 1;
+    f.last_step = 2;
+    snprintf(f.evidence_json, sizeof f.evidence_json, "{\"late_ms\":2}");
+    snprintf(f.message, sizeof f.message, "rank 1 is slow");
+    return f;
+}
+
+/* A store with run 1: 2 ranks, steps 1 and 2, one finding, one event. */
+static const char *fixture(void)
+{
+    static char path[600];
+    if (path[0])
+        return path;
+    tmp_path("fx.db", path, sizeof path);
+    char err[512] = "";
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    ss_store *s = ss_store_open(path, &cfg, 1, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "  ss_store_open: %s\n", err);
+        return path;
+    }
+    ss_run_info info = {.world_size = 2, .started_at = 1700000000000000000};
+    snprintf(info.uuid, sizeof info.uuid, "run-uuid");
+    snprintf(info.name, sizeof info.name, "train");
+    int64_t id;
+    ss_store_begin_run(s, &info, &id, err, sizeof err);
+    ss_store_put_attempt(s, id, 0, info.started_at);
+    for (uint64_t step = 1; step <= 2; step++) {
+        step_fx fx;
+        fx_build(&fx, step);
+        ss_store_put_step(s, id, &fx.v, names_);
+    }
+    ss_finding f = finding_();
+    ss_store_put_finding(s, id, &f);
+    ss_store_put_event(s, id, 0, info.started_at, "run_started", -1, "go");
+    ss_store_close(s);
+    return path;
+}
+
+static ss_http *start_(const char *host, const char *token, ss_live *live)
+{
+    char err[512] = "";
+    ss_http_config cfg = {host, 0, 0, fixture(), live, token};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    if (!h)
+        fprintf(stderr, "  ss_http_start: %s\n", err);
+    return h;
+}
+
+/* ---- a tiny client ---- */
+
+static int connect_(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+typedef struct {
+    int status;
+    char head[2048];
+    char *body; /* malloc'd, NUL-terminated */
+} response;
+
+/* Sends RAW (a whole request) and reads the response until the server
+ * closes.  Returns 0 or -1. */
+static int exchange(uint16_t port, const char *raw, response *r)
+{
+    memset(r, 0, sizeof *r);
+    int fd = connect_(port);
+    if (fd < 0)
+        return -1;
+    if (write(fd, raw, strlen(raw)) != (ssize_t)strlen(raw)) {
+        close(fd);
+        return -1;
+    }
+    ss_buf b = {0};
+    char chunk[8192];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0)
+        ss_buf_add(&b, chunk, (size_t)n);
+    close(fd);
+    if (!b.data)
+        return -1;
+    char *sep = strstr(b.data, "\r\n\r\n");
+    if (!sep || sscanf(b.data, "HTTP/1.%*d %d", &r->status) != 1) {
+        ss_buf_free(&b);
+        return -1;
+    }
+    snprintf(r->head, sizeof r->head, "%.*s", (int)(sep - b.data), b.data);
+    r->body = strdup(sep + 4);
+    ss_buf_free(&b);
+    return r->body ? 0 : -1;
+}
+
+static int get(uint16_t port, const char *path, const char *headers,
+               response *r)
+{
+    char raw[4096];
+    snprintf(raw, sizeof raw, "GET %s HTTP/1.0\r\nHost: x\r\n%s\r\n", path,
+             headers ? headers : "");
+    return exchange(port, raw, r);
+}
+
+/* ---- tests ---- */
+
+static void endpoints_answer_json(void)
+{
+    ss_http *h = start_(NULL, NULL, NULL);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    CHECK(port != 0);
+    char want_url[64];
+    snprintf(want_url, sizeof want_url, "http://127.0.0.1:%u/", port);
+    CHECK_STR(ss_http_url(h), want_url);
+    static const struct {
+        const char *path, *starts;
+    } cases[] = {
+        {"/api/runs", "{\"runs\":[{\"id\":1,\"uuid\":\"run-uuid\""},
+        {"/api/runs/", "{\"runs\":[{\"id\":1,"},
+        {"/api/runs/1", "{\"run\":{\"id\":1,"},
+        {"/api/runs/1/steps", "{\"steps\":[{\"step\":1,\"n_present\":2,"},
+        {"/api/runs/1/steps?from=2&limit=5", "{\"steps\":[{\"step\":2,"},
+        {"/api/runs/1/steps?attempt=0&to=1", "{\"steps\":[{\"step\":1,"},
+        {"/api/runs/1/heatmap", "{\"ranks\":[0,1],\"steps\":[1,2],"
+                                "\"step_ms\":[[10.000,10.000],[12.000,"
+                                "12.000]]}"},
+        {"/api/runs/1/ranks", "{\"ranks\":[{\"rank\":0,"},
+        {"/api/runs/1/findings", "{\"findings\":[{\"id\":1,\"kind\":"
+                                 "\"straggler\""},
+        {"/api/runs/1/events?after=0", "{\"events\":[{\"id\":1,"},
+        {"/api/runs/1/events?after=1&limit=10", "{\"events\":[]}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        response r;
+        REQUIRE(get(port, cases[i].path, NULL, &r) == 0);
+        if (r.status != 200 ||
+            strncmp(r.body, cases[i].starts, strlen(cases[i].starts)) != 0)
+            fprintf(stderr, "  GET %s: %d %s\n", cases[i].path, r.status,
+                    r.body);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK(strncmp(r.body, cases[i].starts, strlen(cases[i].starts)) == 0);
+        CHECK(strstr(r.head, "Content-Type: application/json") != NULL);
+        free(r.body);
+    }
+    response r;
+    REQUIRE(get(port, "/metrics", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.head, "text/plain; version=0.0.4") != NULL);
+    CHECK(strstr(r.body, "stepscope_info{mode=\"serve\"} 1\n") != NULL);
+    free(r.body);
+    REQUIRE(get(port, "/api/live", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404);
+    free(r.body);
+    ss_http_stop(h);
+}
+
+static void bad_requests_get_4xx_json(void)
+{
+    ss_http *h = start_(NULL, NULL, NULL);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    static const struct {
+        const char *path;
+        int status;
+    } cases[] = {
+        {"/api/runs/abc", 400},
+        {"/api/runs/0", 400},
+        {"/api/runs/-1", 400},
+        {"/api/runs/99999999999999999999", 400},
+        {"/api/runs/2", 404},
+        {"/api/runs/2/steps", 404},
+        {"/api/runs/1/nope", 404},
+        {"/api/runs/1/steps/x", 404},
+        {"/api/runs/1/steps?limit=abc", 400},
+        {"/api/runs/1/steps?limit=0", 400},
+        {"/api/runs/1/steps?limit=10001", 400},
+        {"/api/runs/1/steps?from=-3", 400},
+        {"/api/runs/1/steps?from=5&to=2", 400},
+        {"/api/runs/1/heatmap?to=1x", 400},
+        {"/api/runs/1/events?after=x", 400},
+        {"/api/runs/1?attempt=3", 404},
+        {"/api/runs/1/stream", 404}, /* not live here */
+        {"/api/nothing", 404},
+        {"/api", 404},
+        {"/nothing", 404},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        response r;
+        REQUIRE(get(port, cases[i].path, NULL, &r) == 0);
+        if (r.status != cases[i].status)
+            fprintf(stderr, "  GET %s: %d %s\n", cases[i].path, r.status,
+                    r.body);
+        CHECK_EQ_INT(r.status, cases[i].status);
+        CHECK(strncmp(r.body, "{\"error\":\"", 10) == 0);
+        free(r.body);
+    }
+    response r;
+    REQUIRE(exchange(port, "POST /api/runs HTTP/1.0\r\nContent-Length: 2"
+                           "\r\n\r\n{}", &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK(strstr(r.head, "Allow: GET, HEAD") != NULL);
+    CHECK(strncmp(r.body, "{\"error\":", 9) == 0);
+    free(r.body);
+    REQUIRE(exchange(port, "DELETE /api/runs/1 HTTP/1.0\r\n\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    char longpath[1200] = "/api/runs/";
+    memset(longpath + 10, 'a', 1000);
+    REQUIRE(get(port, longpath, NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 414);
+    free(r.body);
+    /* malformed requests are libmicrohttpd's to refuse; the server lives */
+    if (exchange(port, "GARBAGE\r\n\r\n", &r) == 0) {
+        CHECK(r.status >= 400 && r.status < 500);
+        free(r.body);
+    }
+    REQUIRE(exchange(port, "HEAD /api/runs HTTP/1.0\r\n\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.body, "");
+    free(r.body);
+    REQUIRE(get(port, "/api/runs", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    ss_http_stop(h);
+}
+
+static void authorization_decision(void)
+{
+    CHECK(ss_http_authorized(NULL, NULL, NULL));
+    CHECK(ss_http_authorized(NULL, "Bearer x", "y"));
+    CHECK(!ss_http_authorized("s3cret", NULL, NULL));
+    CHECK(ss_http_authorized("s3cret", "Bearer s3cret", NULL));
+    CHECK(ss_http_authorized("s3cret", "bearer s3cret", NULL));
+    CHECK(ss_http_authorized("s3cret", NULL, "s3cret"));
+    CHECK(ss_http_authorized("s3cret", "Bearer wrong", "s3cret"));
+    CHECK(!ss_http_authorized("s3cret", "Bearer s3cre", NULL));
+    CHECK(!ss_http_authorized("s3cret", "Bearer s3crett", NULL));
+    CHECK(!ss_http_authorized("s3cret", "Basic s3cret", NULL));
+    CHECK(!ss_http_authorized("s3cret", "s3cret", NULL));
+    CHECK(!ss_http_authorized("s3cret", NULL, ""));
+    CHECK(!ss_http_authorized("s3cret", "Bearer ", NULL));
+}
+
+static void token_required_beyond_loopback(void)
+{
+    char err[256] = "";
+    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL};
+    CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
+    CHECK(strstr(err, "token") != NULL);
+
+    ss_http *h = start_("0.0.0.0", "abc123", NULL);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    response r;
+    REQUIRE(get(port, "/api/runs", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    CHECK(strncmp(r.body, "{\"error\":", 9) == 0);
+    CHECK(strstr(r.head, "WWW-Authenticate: Bearer") != NULL);
+    free(r.body);
+    REQUIRE(get(port, "/metrics", "Authorization: Bearer nope\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    free(r.body);
+    REQUIRE(get(port, "/api/runs", "Authorization: Bearer abc123\r\n", &r) ==
+            0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    REQUIRE(get(port, "/api/runs/1/steps?token=abc123&limit=1", NULL, &r) ==
+            0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    REQUIRE(get(port, "/metrics?token=abc123", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    /* the page itself carries no data */
+    REQUIRE(get(port, "/", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    ss_http_stop(h);
+
+    /* on loopback no token is asked even when one is configured */
+    h = start_("127.0.0.1", "abc123", NULL);
+    REQUIRE(h);
+    REQUIRE(get(ss_http_port(h), "/api/runs", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    ss_http_stop(h);
+}
+
+static void addresses(void)
+{
+    char host[64], err[256];
+    uint16_t port;
+    CHECK_EQ_INT(ss_http_parse_addr("127.0.0.1:9000", host, sizeof host,
+                                    &port, err, sizeof err), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 9000);
+    CHECK_EQ_INT(ss_http_parse_addr("0.0.0.0", host, sizeof host, &port, err,
+                                    sizeof err), 0);
+    CHECK_STR(host, "0.0.0.0");
+    CHECK_EQ_INT(port, SS_HTTP_DEFAULT_PORT);
+    CHECK_EQ_INT(ss_http_parse_addr(":0", host, sizeof host, &port, err,
+                                    sizeof err), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 0);
+    CHECK_EQ_INT(ss_http_parse_addr("8080", host, sizeof host, &port, err,
+                                    sizeof err), 0);
+    CHECK_EQ_INT(port, 8080);
+    CHECK_EQ_INT(ss_http_parse_addr("[::1]:81", host, sizeof host, &port, err,
+                                    sizeof err), 0);
+    CHECK_STR(host, "::1");
+    CHECK_EQ_INT(port, 81);
+    CHECK_EQ_INT(ss_http_parse_addr("::", host, sizeof host, &port, err,
+                                    sizeof err), 0);
+    CHECK_STR(host, "::");
+    CHECK_EQ_INT(ss_http_parse_addr("localhost:5", host, sizeof host, &port,
+                                    err, sizeof err), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(ss_http_parse_addr("example.com:80", host, sizeof host,
+                                    &port, err, sizeof err), -1);
+    CHECK_EQ_INT(ss_http_parse_addr("127.0.0.1:70000", host, sizeof host,
+                                    &port, err, sizeof err), -1);
+    CHECK_EQ_INT(ss_http_parse_addr("127.0.0.1:x", host, sizeof host, &port,
+                                    err, sizeof err), -1);
+    CHECK_EQ_INT(ss_http_parse_addr("[::1", host, sizeof host, &port, err,
+                                    sizeof err), -1);
+    CHECK_EQ_INT(ss_http_parse_addr("", host, sizeof host, &port, err,
+                                    sizeof err), -1);
+    CHECK(ss_http_is_loopback("127.0.0.1"));
+    CHECK(ss_http_is_loopback("127.1.2.3"));
+    CHECK(ss_http_is_loopback("::1"));
+    CHECK(ss_http_is_loopback("::ffff:127.0.0.1"));
+    CHECK(!ss_http_is_loopback("0.0.0.0"));
+    CHECK(!ss_http_is_loopback("::"));
+    CHECK(!ss_http_is_loopback("10.0.0.1"));
+    CHECK(!ss_http_is_loopback("nonsense"));
+}
+
+static void busy_port(void)
+{
+    /* Hold a port, then ask for it. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            listen(fd, 1) == 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    uint16_t held = ntohs(a.sin_port);
+    char err[256] = "";
+    ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL};
+    CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
+    CHECK(strstr(err, "in use") != NULL);
+    cfg.fallback = 1;
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    REQUIRE(h);
+    CHECK(ss_http_fell_back(h));
+    CHECK(ss_http_port(h) != held && ss_http_port(h) != 0);
+    ss_http_stop(h);
+    close(fd);
+    ss_http_stop(NULL);
+}
+
+static const unsigned char page_[] = "<html>dashboard</html>";
+static const unsigned char js_[] = "console.log(1)";
+
+static void static_files(void)
+{
+    ss_static_file files[] = {
+        {"/", "text/html; charset=utf-8", page_, sizeof page_ - 1},
+        {"/app.js", "text/javascript", js_, sizeof js_ - 1},
+    };
+    ss_http_set_static(files, 2);
+    ss_http *h = start_(NULL, NULL, NULL);
+    ss_http_set_static(NULL, 0);
+    REQUIRE(h);
+    response r;
+    REQUIRE(get(ss_http_port(h), "/", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.body, "<html>dashboard</html>");
+    free(r.body);
+    REQUIRE(get(ss_http_port(h), "/app.js", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.head, "Content-Type: text/javascript") != NULL);
+    CHECK_STR(r.body, "console.log(1)");
+    free(r.body);
+    REQUIRE(get(ss_http_port(h), "/other.js", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404);
+    free(r.body);
+    ss_http_stop(h);
+
+    h = start_(NULL, NULL, NULL); /* none registered: the default page */
+    REQUIRE(h);
+    REQUIRE(get(ss_http_port(h), "/", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "api/runs") != NULL);
+    free(r.body);
+    ss_http_stop(h);
+}
+
+static void live_endpoints(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    ss_http *h = start_(NULL, NULL, l);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    ss_live_rank_hello(l, 0, "node1", 11);
+    ss_live_rank_status(l, 0, 3, "forward", 0);
+    step_fx fx;
+    fx_build(&fx, 3);
+    ss_live_step(l, &fx.v, names_);
+    ss_finding f = finding_();
+    ss_live_finding(l, &f);
+    response r;
+    REQUIRE(get(port, "/api/live", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(r.body, "{\"run_id\":1,\"world_size\":2,\"running\":true}\n");
+    free(r.body);
+    REQUIRE(get(port, "/api/runs/1/ranks", NULL, &r) == 0);
+    CHECK(strstr(r.body, "\"phase\":\"forward\"") != NULL);
+    free(r.body);
+    REQUIRE(get(port, "/metrics", NULL, &r) == 0);
+    CHECK(strstr(r.body, "stepscope_info{mode=\"run\"} 1\n") != NULL);
+    CHECK(strstr(r.body, "stepscope_steps_finalized_total{run=\"1\"} 1\n"));
+    CHECK(strstr(r.body, "stepscope_step_seconds{run=\"1\",stat=\"max\"} "
+                         "0.012000000\n"));
+    CHECK(strstr(r.body, "stepscope_phase_seconds{run=\"1\",phase=\"forward\""
+                         ",stat=\"median\"} 0.004000000\n"));
+    CHECK(strstr(r.body, "stepscope_rank_step_seconds{run=\"1\",rank=\"1\"} "
+                         "0.012000000\n"));
+    CHECK(strstr(r.body, "stepscope_rank_up{run=\"1\",rank=\"0\"} 1\n"));
+    CHECK(strstr(r.body, "stepscope_rank_up{run=\"1\",rank=\"1\"} 0\n"));
+    CHECK(strstr(r.body, "stepscope_findings{run=\"1\",kind=\"straggler\","
+                         "severity=\"critical\"} 1\n"));
+    free(r.body);
+    REQUIRE(get(port, "/api/runs/2/stream", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404);
+    free(r.body);
+    REQUIRE(exchange(port, "HEAD /api/runs/1/stream HTTP/1.0\r\n\r\n", &r) ==
+            0);
+    CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    ss_http_stop(h);
+    ss_live_destroy(l);
+}
+
+/* Reads from FD until NEEDLE has arrived (or 5 s pass); returns the text. */
+static int read_until(int fd, ss_buf *b, const char *needle)
+{
+    char chunk[4096];
+    while (!b->data || !strstr(b->data, needle)) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n <= 0)
+            return -1;
+        ss_buf_add(b, chunk, (size_t)n);
+    }
+    return 0;
+}
+
+static void event_stream(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    ss_http *h = start_(NULL, NULL, l);
+    REQUIRE(h);
+    int fd = connect_(ss_http_port(h));
+    REQUIRE(fd >= 0);
+    const char req[] = "GET /api/runs/1/stream HTTP/1.0\r\n\r\n";
+    REQUIRE(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    ss_buf b = {0};
+    CHECK(read_until(fd, &b, ": stepscope event stream") == 0);
+    CHECK(strstr(b.data, "Content-Type: text/event-stream") != NULL);
+    step_fx fx;
+    fx_build(&fx, 7);
+    ss_live_step(l, &fx.v, names_);
+    ss_finding f = finding_();
+    ss_live_finding(l, &f);
+    CHECK(read_until(fd, &b, "event: finding\ndata: ") == 0);
+    ss_buf step = {0};
+    ss_query_step_object(&step, &fx.v, names_);
+    char want[2048];
+    snprintf(want, sizeof want, "event: step\ndata: %s\n\n", step.data);
+    CHECK(strstr(b.data, want) != NULL);
+    ss_buf_free(&step);
+    CHECK(read_until(fd, &b, "\"message\":\"rank 1 is slow\"}\n\n") == 0);
+    ss_live_finish(l);
+    CHECK(read_until(fd, &b, "event: end\ndata: {}\n\n") == 0);
+    char c;
+    CHECK(read(fd, &c, 1) == 0); /* and the server closes it */
+    close(fd);
+    ss_buf_free(&b);
+    ss_http_stop(h);
+    ss_live_destroy(l);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void stop_ends_open_streams(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    ss_http *h = start_(NULL, NULL, l);
+    REQUIRE(h);
+    int fd = connect_(ss_http_port(h));
+    REQUIRE(fd >= 0);
+    const char req[] = "GET /api/runs/1/stream HTTP/1.0\r\n\r\n";
+    REQUIRE(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    ss_buf b = {0};
+    CHECK(read_until(fd, &b, ": stepscope event stream") == 0);
+    double t0 = now_s();
+    ss_http_stop(h);
+    double took = now_s() - t0;
+    CHECK(took < 2.0);
+    close(fd);
+    ss_buf_free(&b);
+    ss_live_destroy(l);
+}
+
+static void live_file(void)
+{
+    ss_http *h = start_(NULL, NULL, NULL);
+    REQUIRE(h);
+    char dir[600], path[700], err[256] = "";
+    tmp_path("", dir, sizeof dir);
+    CHECK_EQ_INT(ss_http_live_file_write(dir, 42, h, NULL, path, sizeof path,
+                                         err, sizeof err), 0);
+    CHECK(strstr(path, "/live/run-42.json") != NULL);
+    struct stat sb;
+    REQUIRE(stat(path, &sb) == 0);
+    CHECK_EQ_INT(sb.st_mode & 0777, 0600);
+    FILE *f = fopen(path, "r");
+    REQUIRE(f);
+    char text[512] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char want[512];
+    snprintf(want, sizeof want, "{\"url\":\"%s\",\"pid\":%ld,\"run_id\":42}\n",
+             ss_http_url(h), (long)getpid());
+    CHECK_STR(text, want);
+    ss_http_live_file_remove(path);
+    CHECK(stat(path, &sb) != 0 && errno == ENOENT);
+    ss_http_stop(h);
+}
+
+TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
+          TEST(authorization_decision), TEST(token_required_beyond_loopback),
+          TEST(addresses), TEST(busy_port), TEST(static_files),
+          TEST(live_endpoints), TEST(event_stream),
+          TEST(stop_ends_open_streams), TEST(live_file))

@@ -1,0 +1,146 @@
+/*
+ * query.h - the store as the JSON documents of the HTTP API.
+ *
+ * The single place that turns stored data into API JSON (docs/api.md is the
+ * contract).  The HTTP server (http.c) calls it from its threads, and
+ * `stepscope report --html` calls it in-process to embed the same documents
+ * in a page.  Each ss_query is one read-only SQLite connection: use one per
+ * thread (a connection is not shared between threads at once).  In WAL mode
+ * it reads while the controller's writer thread writes; it sees what the
+ * writer has committed (every 250 ms), never a half-written step.
+ *
+ * Conventions (those of docs/report-json.md): durations in fields ending
+ * _ms are milliseconds with 3 decimals, sizes in _bytes are bytes, times
+ * are ISO 8601 UTC strings; a value that was not measured is null, never 0.
+ * Strings are escaped per RFC 8259, invalid UTF-8 becomes U+FFFD.
+ *
+ * Every document function appends one JSON object to OUT and returns 0; or
+ * SS_QUERY_NOT_FOUND when the run (or attempt) does not exist; or
+ * SS_QUERY_ERROR with a one-line reason in ERR when the store cannot be read
+ * or memory runs out.  On error OUT may hold a partial document: the caller
+ * discards it.  LIVE may be NULL (a stored run only); when LIVE is the live
+ * state of RUN_ID, live-only fields (current phase, last heard, live flag)
+ * come from it.
+ */
+#ifndef STEPSCOPE_QUERY_H
+#define STEPSCOPE_QUERY_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "live.h"
+#include "model.h"
+
+/* ---- a growable text buffer ---- */
+
+/* Zero-initialise ({0}) before use; free with ss_buf_free.  After an
+ * allocation failure every append is ignored and OOM stays set; DATA is
+ * always NUL-terminated when not NULL. */
+typedef struct ss_buf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} ss_buf;
+
+void ss_buf_free(ss_buf *b);
+void ss_buf_reset(ss_buf *b); /* len = 0, keeps the memory, clears OOM */
+void ss_buf_add(ss_buf *b, const char *s, size_t n);
+void ss_buf_puts(ss_buf *b, const char *s);
+void ss_buf_printf(ss_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* S as a JSON string literal (null for NULL), RFC 8259 escaping, invalid
+ * UTF-8 replaced by U+FFFD. */
+void ss_buf_json_str(ss_buf *b, const char *s);
+/* Nanoseconds as milliseconds with 3 decimals; null for SS_MISSING. */
+void ss_buf_json_ms(ss_buf *b, int64_t ns);
+/* An integer; null for SS_MISSING. */
+void ss_buf_json_int(ss_buf *b, int64_t v);
+/* Wall-clock nanoseconds as "2024-05-01T12:00:03.123Z"; null for
+ * SS_MISSING. */
+void ss_buf_json_time(ss_buf *b, int64_t wall_ns);
+
+/* ---- the connection ---- */
+
+#define SS_QUERY_NOT_FOUND (-2)
+#define SS_QUERY_ERROR (-1)
+
+typedef struct ss_query ss_query;
+
+/* Opens the store at PATH read-only (never creates or migrates it).
+ * Returns NULL with a one-line reason in ERR (no file, not a store, newer
+ * schema...).  Close with ss_query_close (NULL is a no-op). */
+ss_query *ss_query_open(const char *path, char *err, size_t errlen);
+void ss_query_close(ss_query *q);
+
+/* ---- documents (docs/api.md) ---- */
+
+/* {"runs":[{id, uuid, name, status, world_size, started_at, ended_at,
+ * steps, findings, live}, ...]}, oldest first. */
+int ss_query_runs(ss_query *q, ss_live *live, ss_buf *out, char *err,
+                  size_t errlen);
+
+/* {"run":{... as in runs, + command, exit_code, host, attempt, attempts},
+ *  "summary":{"steps":N,"step_ms":{"median_rank":{p50,p90,p99},
+ *  "worst_rank":{p50,p90,p99}}}} for the run's latest attempt (or ATTEMPT
+ * when >= 0). */
+int ss_query_run(ss_query *q, int64_t run_id, int64_t attempt, ss_live *live,
+                 ss_buf *out, char *err, size_t errlen);
+
+/* A window of steps.  FROM, TO: -1 when not given.  With FROM: the first
+ * LIMIT steps at or after FROM (and at or below TO); without: the last
+ * LIMIT steps at or below TO (the latest when TO is -1).  Always returned
+ * in ascending step order. */
+typedef struct {
+    int64_t attempt; /* -1: the latest */
+    int64_t from, to;
+    int64_t limit;   /* 1 .. SS_QUERY_MAX_STEPS */
+} ss_query_range;
+
+#define SS_QUERY_DEFAULT_STEPS 500
+#define SS_QUERY_MAX_STEPS 10000
+#define SS_QUERY_MAX_CELLS 1000000 /* heatmap: ranks x steps */
+
+/* {"steps":[{step, n_present, missing_ranks, step_ms:{min,median,p90,max,
+ * worst_rank}, phases:{NAME:{min,median,p90,max,worst_rank}}, syncs:{NAME:
+ * {skew_ms,late_ms,worst_rank}}, rss_bytes:{median,max,worst_rank},
+ * device_bytes:{...}}, ...]} */
+int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *r,
+                   ss_buf *out, char *err, size_t errlen);
+
+/* {"ranks":[0..],"steps":[...],"step_ms":[[...per step...] per rank]} from
+ * the kept rank-step rows (retention: docs/store.md); null where a rank has
+ * no row for a step.  LIMIT is lowered so ranks x steps stays within
+ * SS_QUERY_MAX_CELLS. */
+int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *r,
+                     ss_buf *out, char *err, size_t errlen);
+
+/* {"ranks":[{rank, state, host, pid, last_step, phase, last_heard_s,
+ * exit_code, signal, median_step_ms, max_rss_bytes, dropped_events,
+ * dropped_records, current_step, phase_s}]}, one per rank 0..world-1. */
+int ss_query_ranks(ss_query *q, int64_t run_id, int64_t attempt,
+                   ss_live *live, ss_buf *out, char *err, size_t errlen);
+
+/* {"findings":[...as in report --json...]}: critical first, then by
+ * first_step. */
+int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
+                      ss_buf *out, char *err, size_t errlen);
+
+/* {"events":[{id, at, kind, rank, message}]}: the run's events with id >
+ * AFTER, ascending, at most LIMIT (1 .. SS_QUERY_MAX_EVENTS). */
+#define SS_QUERY_DEFAULT_EVENTS 1000
+#define SS_QUERY_MAX_EVENTS 10000
+int ss_query_events(ss_query *q, int64_t run_id, int64_t after, int64_t limit,
+                    ss_buf *out, char *err, size_t errlen);
+
+/* ---- the same objects from the controller's memory (stream) ---- */
+
+/* One element of "steps" in ss_query_steps, built from a finalized step:
+ * byte for byte what ss_query_steps returns for it once stored. */
+void ss_query_step_object(ss_buf *out, const ss_step_view *v,
+                          const char *const *names);
+
+/* One element of "findings", from a finding as the detectors emit it. */
+void ss_query_finding_object(ss_buf *out, const ss_finding *f);
+
+#endif

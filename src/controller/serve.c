@@ -1,0 +1,143 @@
+/*
+ * serve.c - `stepscope serve`: the HTTP API and dashboard over a store.
+ *
+ * Opens the store read-only (so a missing or foreign file is refused with
+ * the store's own message before anything listens), starts the HTTP server
+ * without a live run and waits for SIGINT or SIGTERM.  Outside loopback it
+ * makes a random token and prints it with the URL.
+ */
+#include "serve.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "query.h"
+#include "store.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: stepscope serve [--db PATH] [--http ADDR:PORT]\n"
+        "\n"
+        "Serves the runs in the store over HTTP (JSON API, dashboard,\n"
+        "docs/api.md) until Ctrl-C.\n"
+        "\n"
+        "options:\n"
+        "      --db PATH          the store (default: $XDG_DATA_HOME/\n"
+        "                         stepscope/stepscope.db)\n"
+        "      --http ADDR:PORT   where to listen (default 127.0.0.1:%d;\n"
+        "                         port 0: any free port).  Any address but\n"
+        "                         loopback requires the printed token.\n"
+        "  -h, --help             this text\n", SS_HTTP_DEFAULT_PORT);
+}
+
+/* A random token of 32 hex digits into OUT (33 bytes). */
+static int make_token(char *out)
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t k = getrandom(b + got, sizeof b - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    for (size_t i = 0; i < sizeof b; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    return 0;
+}
+
+int ss_serve_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'},
+        {"http", required_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    const char *db = NULL, *addr = NULL;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 'H': addr = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "stepscope serve: unexpected argument '%s'\n",
+                argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    char host[64], err[512];
+    uint16_t port = SS_HTTP_DEFAULT_PORT;
+    snprintf(host, sizeof host, "127.0.0.1");
+    if (addr && ss_http_parse_addr(addr, host, sizeof host, &port, err,
+                                   sizeof err) != 0) {
+        fprintf(stderr, "stepscope serve: --http: %s\n", err);
+        return 2;
+    }
+    char defpath[4096];
+    if (!db) {
+        if (ss_store_default_path(defpath, sizeof defpath) != 0) {
+            fprintf(stderr, "stepscope serve: no HOME or XDG_DATA_HOME for "
+                    "the default store; pass --db PATH\n");
+            return 1;
+        }
+        db = defpath;
+    }
+    ss_query *q = ss_query_open(db, err, sizeof err);
+    if (!q) {
+        fprintf(stderr, "stepscope serve: %s\n", err);
+        return 1;
+    }
+    ss_query_close(q);
+
+    char token[33] = "";
+    int loopback = ss_http_is_loopback(host);
+    if (!loopback && make_token(token) != 0) {
+        fprintf(stderr, "stepscope serve: no random source for a token\n");
+        return 1;
+    }
+    /* Block the signals before the server's threads start, so that only
+     * sigwait below receives them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    ss_http_config cfg = {host, port, addr == NULL, db, NULL,
+                          loopback ? NULL : token};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    if (!h) {
+        fprintf(stderr, "stepscope serve: %s\n", err);
+        return 1;
+    }
+    if (ss_http_fell_back(h))
+        fprintf(stderr, "stepscope serve: port %u is busy; took %u "
+                "instead\n", port, ss_http_port(h));
+    if (loopback)
+        fprintf(stderr, "stepscope serve: serving %s at %s (Ctrl-C to "
+                "stop)\n", db, ss_http_url(h));
+    else
+        fprintf(stderr, "stepscope serve: serving %s at %s?token=%s "
+                "(Ctrl-C to stop)\n", db, ss_http_url(h), token);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "stepscope serve: %s, stopping\n", strsignal(sig));
+    ss_http_stop(h);
+    return 0;
+}
