@@ -1,0 +1,326 @@
+"""The web dashboard and `stepscope report --html` in a real browser.
+
+A real job runs under `stepscope run --http`; headless Chromium, driven
+through chromedriver by the small WebDriver client below (Python's standard
+library only), loads the dashboard while the job runs and must draw the
+job's steps, heat map and straggler finding without a console error.  The
+report file must be one self-contained page (no network) that draws the same
+charts.  Screenshots land in the test's temporary directory and, when
+STEPSCOPE_ARTIFACTS is set, are copied there.
+
+Skipped when chromium or chromedriver is not installed
+(scripts/install-deps.sh installs both).
+"""
+import base64
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import STEPSCOPE, example, kill_quietly
+
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--hide-scrollbars",
+                "--force-device-scale-factor=1", "--window-size=1400,1000"]
+
+
+def find_chromium():
+    for p in ("/usr/lib/chromium/chromium", "/usr/lib/chromium-browser/chromium-browser"):
+        if os.access(p, os.X_OK):
+            return p
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+CHROMIUM = find_chromium()
+CHROMEDRIVER = shutil.which("chromedriver") or (
+    "/usr/lib/chromium/chromedriver"
+    if os.access("/usr/lib/chromium/chromedriver", os.X_OK) else None)
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM or not CHROMEDRIVER,
+    reason="chromium and chromedriver are needed (scripts/install-deps.sh)")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(method, url, body=None, timeout=60):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        raise AssertionError(f"{method} {url}: {e.code} {e.read()[:400]!r}")
+
+
+class Browser:
+    """Headless Chromium under chromedriver, over the W3C WebDriver API."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.log = open(tmp / "chromedriver.log", "w")
+        self.driver = subprocess.Popen(
+            [CHROMEDRIVER, f"--port={self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.time() + 20
+        while True:
+            try:
+                if http_json("GET", self.base + "/status", timeout=2)["value"]["ready"]:
+                    break
+            except (OSError, AssertionError):
+                pass
+            if time.time() > deadline:
+                self.driver.kill()
+                raise AssertionError("chromedriver did not start")
+            time.sleep(0.1)
+        profile = tmp / "chromium-profile"
+        profile.mkdir(exist_ok=True)
+        caps = {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": CHROME_FLAGS + [f"--user-data-dir={profile}"]},
+            "goog:loggingPrefs": {"browser": "ALL"}}}}
+        try:
+            self.session = http_json("POST", self.base + "/session", caps)["value"]["sessionId"]
+        except Exception:
+            self.driver.kill()
+            raise
+
+    def cmd(self, method, path, body=None):
+        return http_json(method, f"{self.base}/session/{self.session}{path}", body)["value"]
+
+    def get(self, url):
+        self.cmd("POST", "/url", {"url": url})
+
+    def js(self, script, *args):
+        return self.cmd("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def wait_for(self, script, what, timeout=30.0):
+        """Polls SCRIPT (a function body returning a value) until it is truthy."""
+        deadline = time.time() + timeout
+        while True:
+            v = self.js(script)
+            if v:
+                return v
+            if time.time() > deadline:
+                state = self.js("return JSON.stringify(document.body.dataset)")
+                raise AssertionError(f"timed out waiting for {what}; body data: {state}")
+            time.sleep(0.2)
+
+    def console(self):
+        """Browser console entries since the last call (level, message)."""
+        return [(e["level"], e["message"])
+                for e in self.cmd("POST", "/se/log", {"type": "browser"})]
+
+    def screenshot(self, path):
+        """A PNG of the whole page (not only the window) at PATH."""
+        h = self.js("return Math.ceil(document.documentElement.scrollHeight)")
+        w = self.js("return Math.ceil(document.documentElement.clientWidth)")
+        shot = self.cmd("POST", "/goog/cdp/execute", {
+            "cmd": "Page.captureScreenshot",
+            "params": {"format": "png", "captureBeyondViewport": True,
+                       "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}}})
+        data = base64.b64decode(shot["data"])
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        Path(path).write_bytes(data)
+        return Path(path)
+
+    def close(self):
+        try:
+            http_json("DELETE", f"{self.base}/session/{self.session}", timeout=10)
+        except (OSError, AssertionError):
+            pass
+        self.driver.terminate()
+        try:
+            self.driver.wait(10)
+        except subprocess.TimeoutExpired:
+            self.driver.kill()
+            self.driver.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    b = Browser(tmp_path)
+    yield b
+    b.close()
+
+
+class Refs(HTMLParser):
+    """Every attribute of a page that makes a browser fetch something."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = []
+        self.tags = collections.Counter()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags[tag] += 1
+        for name, value in attrs:
+            if name in ("src", "href", "srcset", "action", "poster", "data"):
+                self.found.append((tag, name, value or ""))
+
+
+def keep_artifact(path):
+    dest = os.environ.get("STEPSCOPE_ARTIFACTS")
+    if dest:
+        os.makedirs(dest, exist_ok=True)
+        shutil.copy(path, dest)
+
+
+def errors(entries):
+    return [m for level, m in entries if level in ("SEVERE", "ERROR")]
+
+
+FINDING_ON_RANK_1 = """
+    return [...document.querySelectorAll('.finding')]
+        .some(f => f.dataset.ranks.split(',').includes('1'))"""
+
+
+def start_job(store, steps, extra=()):
+    """`stepscope run` with its HTTP server on a free loopback port."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "3", "--db", str(store),
+         "--http", f"127.0.0.1:{port}", *extra, "--",
+         *example("--steps", str(steps), "--compute-ms", "5",
+                  "--straggler", "1:15")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, f"http://127.0.0.1:{port}/"
+
+
+def wait_http(url, proc, timeout=20.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended early: {proc.communicate()[1][-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "api/runs", timeout=2) as r:
+                doc = json.loads(r.read())
+                if any(run.get("live") for run in doc["runs"]):
+                    return doc
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer")
+
+
+def stop_job(proc):
+    """Stops a job like Ctrl-C does and waits for it; once is enough."""
+    if proc.returncode is not None:
+        return
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        kill_quietly(proc.pid)
+        proc.communicate()
+
+
+def test_dashboard_follows_a_live_run(tmp_path, browser):
+    store = tmp_path / "store.db"
+    # Long enough to outlast the checks on a loaded machine; stopped after.
+    proc, url = start_job(store, 8000)
+    try:
+        wait_http(url, proc)
+        browser.get(url)
+        # The page picks the live run and draws steps as they are finalized.
+        browser.wait_for("return +document.body.dataset.stepsRendered > 20",
+                         "the step chart")
+        assert browser.js("return document.getElementById('run-status').textContent") == "live"
+        first = int(browser.js("return document.body.dataset.stepsRendered"))
+        browser.wait_for(f"return +document.body.dataset.stepsRendered > {first + 20}",
+                         "the chart to grow while the run goes on")
+        # The detectors blame rank 1 (on a loaded machine it may take a
+        # while to stand out from the noise).
+        browser.wait_for(FINDING_ON_RANK_1, "a finding on rank 1", timeout=90)
+        assert proc.poll() is None, "the run ended during the checks"
+        assert int(browser.js("return +document.body.dataset.heatCells")) > 30
+        rows = browser.js("return document.querySelectorAll('#ranks tbody tr').length")
+        assert rows == 3
+        # Every chart has a canvas with pixels on it.
+        assert browser.js("""
+            const c = [...document.querySelectorAll(
+                '#chart-steps canvas, #chart-phases canvas, #chart-memory canvas, #heat-canvas')];
+            return c.length === 4 && c.every(x => x.width > 0 && x.height > 0)""")
+        shot = browser.screenshot(tmp_path / "dashboard-live.png")
+        keep_artifact(shot)
+        assert shot.stat().st_size > 20000
+        assert errors(browser.console()) == []
+        # Stopping the job ends the run: the page stops saying "live" (the
+        # controller then stops serving, which the browser logs).
+        stop_job(proc)
+        browser.wait_for("return document.getElementById('run-status').textContent !== 'live'",
+                         "the page to see the end of the run")
+        assert browser.js("return document.body.dataset.stream") != "open"
+    finally:
+        stop_job(proc)
+
+
+def test_report_html_is_one_self_contained_file(tmp_path, browser):
+    store = tmp_path / "store.db"
+    proc, _ = start_job(store, 150)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    page = tmp_path / "report.html"
+    r = subprocess.run([str(STEPSCOPE), "report", "--html", "--db", str(store),
+                        "-o", str(page)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    # Nothing is loaded from anywhere: every src/href is inline data.
+    refs = Refs()
+    refs.feed(html)
+    assert ("link", "href", "data:,") in refs.found, refs.found
+    assert all(v.startswith(("data:", "#")) for _, _, v in refs.found), refs.found
+    assert refs.tags["script"] == 3 and refs.tags["style"] == 2, refs.tags
+    assert 'id="ss-data"' in html and "uPlot" in html
+    data = json.loads(re.search(
+        r'<script id="ss-data" type="application/json">(.*?)</script>', html,
+        re.S).group(1))
+    assert data["run"]["run"]["world_size"] == 3
+    assert sum(len(p["steps"]) for p in data["step_pages"]) == 150
+    findings = data["findings"]["findings"]
+    assert data["ranks"]["ranks"][1]["median_step_ms"] > 0
+    # It draws offline: file:// URL, nothing else to fetch.
+    browser.get(page.as_uri())
+    browser.wait_for("return document.body.dataset.state === 'ready' && "
+                     "+document.body.dataset.stepsRendered === 150", "the report page")
+    assert browser.js("return document.querySelectorAll('.finding').length") == len(findings)
+    assert browser.js("return document.querySelectorAll('#ranks tbody tr').length") == 3
+    assert int(browser.js("return +document.body.dataset.heatCells")) >= 150 * 3 - 3
+    shot = browser.screenshot(tmp_path / "report.png")
+    keep_artifact(shot)
+    # Clicking a finding zooms every chart to its steps.
+    if findings:
+        first, last = browser.js("""
+            const f = document.querySelector('.finding');
+            f.click();
+            return [+f.dataset.first, +f.dataset.last]""")
+        lo, hi = (first - 5, last + 5) if last - first < 10 else (first, last)
+        browser.wait_for(f"return document.body.dataset.zoom === '{lo}-{hi}'", "the zoom")
+    assert errors(browser.console()) == []
