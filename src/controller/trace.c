@@ -1,0 +1,973 @@
+/*
+ * trace.c - `stepscope trace`: rank timelines as a Chrome / Perfetto trace
+ * (trace.h, docs/trace.md).
+ *
+ * One pass, one step at a time: the rank_steps rows of the chosen steps
+ * are read in key order (step, then rank), their JSON columns parsed with
+ * cJSON into flat arrays of phases and syncs.  Once a step's rows are
+ * together, each sync arrival gets its skew against the median arrival of
+ * every rank of that step (not only the ranks drawn), the step's earliest
+ * begin is kept to place findings, and the step's events are written; then
+ * its buffers are reused.  Memory therefore follows the world size, not
+ * the range: the trace-event format does not need events in time order,
+ * viewers sort them.
+ *
+ * Drawing: a step is one "X" slice; its phases are drawn from their first
+ * begin for their total duration, which
+ * for a phase that ran several times (or on another thread) can overlap a
+ * sibling or outrun the step.  Trace viewers need the slices of a track to
+ * nest, so each phase is clipped to the step and to the phase it starts
+ * inside (its parent): a clipped phase says so in its args, which always
+ * carry the true total and count.  Timestamps are written as exact decimal
+ * microseconds from integer nanoseconds.
+ */
+#include "trace.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "progress.h"
+#include "runsel.h"
+#include "stats.h"
+
+#define MAX_RANKS (1u << 20)
+
+typedef struct {
+    int32_t name;
+    int64_t total, start, count; /* start: ns after the step's begin */
+} tr_phase;
+
+typedef struct {
+    int32_t name;
+    int64_t at;        /* absolute arrival, ns */
+    int64_t vs_median; /* arrival - median arrival of the step's ranks */
+} tr_sync;
+
+typedef struct {
+    int64_t step, rank;
+    int64_t begin, dur;
+    size_t phase0, n_phases, sync0, n_syncs;
+} tr_row;
+
+typedef struct {
+    int64_t step, begin; /* a step and its earliest begin */
+} tr_step;
+
+typedef struct {
+    /* the run */
+    int64_t run_id, attempt, world;
+    char *run_name, *uuid;
+    int64_t first, last; /* the step range asked for */
+    int64_t t0;          /* the run's first step's begin */
+    /* the step being read: its rows and their phases and syncs */
+    char **names;
+    size_t n_names, cap_names;
+    tr_row *rows;
+    size_t n_rows, cap_rows;
+    tr_phase *phases;
+    size_t n_phases, cap_phases;
+    tr_sync *syncs;
+    size_t n_syncs, cap_syncs;
+    int64_t *scratch;     /* world entries, for medians */
+    /* the steps drawn so far, in order */
+    tr_step *steps;
+    size_t n_steps, cap_steps;
+    uint64_t no_timeline; /* rows without a begin (older stepscope) */
+    /* the output */
+    uint8_t *want_rank;   /* world entries: draw this rank */
+    uint64_t events;
+    struct drawn *draw;   /* a row's phases as drawn, and their stack */
+    int64_t *stack;
+    size_t cap_draw;
+} trace;
+
+typedef struct {
+    const char *db, *run, *output, *steps, *ranks;
+    int64_t attempt;
+} opts;
+
+/* ---- small helpers ---- */
+
+/* Makes room for one more element in *ARR (of SIZE bytes, *N used of
+ * *CAP).  Returns 0 or -1 on out-of-memory. */
+static int grow(void **arr, size_t size, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *p = realloc(*arr, c * size);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* The index of NAME in T's name table, added when new; -1 on OOM. */
+static int32_t intern(trace *t, const char *name)
+{
+    for (size_t i = t->n_names; i-- > 0;)
+        if (strcmp(t->names[i], name) == 0)
+            return (int32_t)i;
+    if (grow((void **)&t->names, sizeof *t->names, t->n_names,
+             &t->cap_names) != 0)
+        return -1;
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    t->names[t->n_names] = copy;
+    return (int32_t)t->n_names++;
+}
+
+static void trace_free(trace *t)
+{
+    for (size_t i = 0; i < t->n_names; i++)
+        free(t->names[i]);
+    free(t->names);
+    free(t->rows);
+    free(t->phases);
+    free(t->syncs);
+    free(t->scratch);
+    free(t->steps);
+    free(t->draw);
+    free(t->stack);
+    free(t->want_rank);
+    free(t->run_name);
+    free(t->uuid);
+}
+
+/* Writes S as a JSON string: RFC 8259 escapes, invalid UTF-8 as U+FFFD. */
+static void json_str(FILE *f, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    putc('"', f);
+    while (*p) {
+        unsigned c = *p;
+        if (c == '"' || c == '\\') {
+            putc('\\', f);
+            putc((int)c, f);
+            p++;
+        } else if (c < 0x20) {
+            fprintf(f, "\\u%04x", c);
+            p++;
+        } else if (c < 0x80) {
+            putc((int)c, f);
+            p++;
+        } else {
+            /* A well-formed UTF-8 sequence is copied, anything else is
+             * replaced byte by byte. */
+            size_t len = c >= 0xf0 && c <= 0xf4   ? 4
+                         : c >= 0xe0              ? 3
+                         : c >= 0xc2 && c <= 0xdf ? 2
+                                                  : 0;
+            size_t k = 1;
+            while (k < len && (p[k] & 0xc0) == 0x80)
+                k++;
+            int ok = len && k == len;
+            if (ok && len == 3) /* no overlong forms or surrogates */
+                ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] > 0x9f);
+            if (ok && len == 4)
+                ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] > 0x8f);
+            if (ok) {
+                fwrite(p, 1, len, f);
+                p += len;
+            } else {
+                fputs("\\ufffd", f);
+                p++;
+            }
+        }
+    }
+    putc('"', f);
+}
+
+/* Writes NS / DIV with 3 decimals, exactly (DIV is 1000 or 1000000). */
+static void put_fixed(FILE *f, int64_t ns, int64_t div)
+{
+    uint64_t u = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    uint64_t d = (uint64_t)div, milli = d / 1000;
+    fprintf(f, "%s%" PRIu64 ".%03" PRIu64, ns < 0 ? "-" : "", u / d,
+            (u % d) / milli);
+}
+
+/* ---- reading ---- */
+
+typedef struct {
+    sqlite3 *db;
+    FILE *err;
+} reader;
+
+static void db_fail(reader *rd, const char *what)
+{
+    fprintf(rd->err, "stepscope trace: %s: %s\n", what,
+            sqlite3_errmsg(rd->db));
+}
+
+/* Prepares SQL and binds ?1 = run, ?2 = attempt, ?3 = first, ?4 = last as
+ * far as it has parameters. */
+static sqlite3_stmt *prep(reader *rd, const trace *t, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(rd->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        db_fail(rd, "cannot query the store");
+        return NULL;
+    }
+    int64_t args[4] = {t->run_id, t->attempt, t->first, t->last};
+    int n = sqlite3_bind_parameter_count(st);
+    for (int i = 0; i < n && i < 4; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    return st;
+}
+
+/* One integer from SQL into *OUT (SS_MISSING for NULL or no row). */
+static int query_i64(reader *rd, const trace *t, const char *sql,
+                     int64_t *out)
+{
+    sqlite3_stmt *st = prep(rd, t, sql);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    *out = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
+               ? sqlite3_column_int64(st, 0)
+               : SS_MISSING;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        db_fail(rd, "cannot read the store");
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static char *col_str(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return strdup(s ? (const char *)s : "");
+}
+
+static int load_run(reader *rd, trace *t, int64_t attempt)
+{
+    sqlite3_stmt *st = prep(rd, t, "SELECT name, uuid, world_size FROM runs "
+                                   "WHERE id = ?1");
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        t->run_name = col_str(st, 0);
+        t->uuid = col_str(st, 1);
+        t->world = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW || !t->run_name || !t->uuid) {
+        db_fail(rd, "cannot read the run");
+        return -1;
+    }
+    int64_t latest;
+    if (query_i64(rd, t, "SELECT max(attempt) FROM attempts WHERE run_id = ?1",
+                  &latest) != 0)
+        return -1;
+    if (latest == SS_MISSING)
+        latest = 0;
+    if (attempt > latest) {
+        fprintf(rd->err, "stepscope trace: run %" PRId64 " has no attempt %"
+                PRId64 " (attempts 0 to %" PRId64 ")\n", t->run_id, attempt,
+                latest);
+        return -1;
+    }
+    t->attempt = attempt >= 0 ? attempt : latest;
+    int64_t max_rank;
+    if (query_i64(rd, t, "SELECT max(rank) FROM ranks WHERE run_id = ?1 AND "
+                         "attempt = ?2", &max_rank) != 0)
+        return -1;
+    if (max_rank != SS_MISSING && max_rank + 1 > t->world)
+        t->world = max_rank + 1;
+    if (t->world < 1 || t->world > MAX_RANKS) {
+        fprintf(rd->err, "stepscope trace: run %" PRId64 " has an unusable "
+                "world size %" PRId64 "\n", t->run_id, t->world);
+        return -1;
+    }
+    return 0;
+}
+
+/* Appends the {name: integer} items of the JSON object TEXT to the phase
+ * (SYNCS == 0) or sync list of the row being read.  FIELD says which phase
+ * field the values are: 0 total, 1 start, 2 count.  Values for names the
+ * row does not have yet add a phase; -1 on OOM. */
+static int add_items(trace *t, tr_row *row, const char *text, int syncs,
+                     int field)
+{
+    if (!text)
+        return 0;
+    cJSON *obj = cJSON_Parse(text);
+    if (!obj)
+        return 0; /* not JSON: nothing known */
+    int rc = 0;
+    for (cJSON *it = obj->child; it && rc == 0; it = it->next) {
+        if (!cJSON_IsNumber(it) || !it->string)
+            continue;
+        int64_t v = (int64_t)it->valuedouble;
+        int32_t name = intern(t, it->string);
+        if (name < 0) {
+            rc = -1;
+            break;
+        }
+        if (syncs) {
+            if (grow((void **)&t->syncs, sizeof *t->syncs, t->n_syncs,
+                     &t->cap_syncs) != 0) {
+                rc = -1;
+                break;
+            }
+            t->syncs[t->n_syncs++] = (tr_sync){name, row->begin + v,
+                                               SS_MISSING};
+            row->n_syncs++;
+            continue;
+        }
+        tr_phase *p = NULL;
+        for (size_t i = 0; i < row->n_phases; i++)
+            if (t->phases[row->phase0 + i].name == name)
+                p = &t->phases[row->phase0 + i];
+        if (!p) {
+            if (grow((void **)&t->phases, sizeof *t->phases, t->n_phases,
+                     &t->cap_phases) != 0) {
+                rc = -1;
+                break;
+            }
+            p = &t->phases[t->n_phases++];
+            *p = (tr_phase){name, SS_MISSING, SS_MISSING, 1};
+            row->n_phases++;
+        }
+        if (field == 0)
+            p->total = v;
+        else if (field == 1)
+            p->start = v;
+        else
+            p->count = v;
+    }
+    cJSON_Delete(obj);
+    return rc;
+}
+
+/* ---- choosing ---- */
+
+/* Parses "A:B", "A:", ":B" or "A" into *FIRST / *LAST (-1: open). */
+static int parse_steps(const char *s, int64_t *first, int64_t *last)
+{
+    char *end;
+    *first = *last = -1;
+    const char *colon = strchr(s, ':');
+    if (s[0] != ':') {
+        errno = 0;
+        long long v = strtoll(s, &end, 10);
+        if (errno || end == s || v < 0 || (*end && *end != ':'))
+            return -1;
+        *first = v;
+    }
+    if (!colon) {
+        *last = *first;
+        return *first >= 0 ? 0 : -1;
+    }
+    if (colon[1]) {
+        errno = 0;
+        long long v = strtoll(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || v < 0 || *end)
+            return -1;
+        *last = v;
+    }
+    return *first >= 0 && *last >= 0 && *first > *last ? -1 : 0;
+}
+
+/* Parses "0,2,5-7" into WANT (WORLD entries).  Returns 0 or -1. */
+static int parse_ranks(const char *s, uint8_t *want, int64_t world)
+{
+    const char *p = s;
+    int any = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long long a = strtoll(p, &end, 10), b;
+        if (errno || end == p || a < 0)
+            return -1;
+        b = a;
+        if (*end == '-') {
+            const char *q = end + 1;
+            b = strtoll(q, &end, 10);
+            if (errno || end == q || b < a)
+                return -1;
+        }
+        if (*end && *end != ',')
+            return -1;
+        for (long long r = a; r <= b && r < world; r++)
+            want[r] = any = 1;
+        p = *end ? end + 1 : end;
+    }
+    return any ? 0 : -1;
+}
+
+/* Chooses the step range: the one asked for, or the latest
+ * SS_TRACE_DEFAULT_STEPS kept steps. */
+static int choose_steps(reader *rd, trace *t, const char *spec)
+{
+    int64_t first = -1, last = -1, max_step, v;
+    if (spec && parse_steps(spec, &first, &last) != 0) {
+        fprintf(rd->err, "stepscope trace: --steps wants A:B, A:, :B or A "
+                         "(step numbers, A <= B), not '%s'\n", spec);
+        return 2;
+    }
+    if (query_i64(rd, t, "SELECT max(step) FROM rank_steps WHERE run_id = ?1 "
+                         "AND attempt = ?2", &max_step) != 0)
+        return 1;
+    if (max_step == SS_MISSING) {
+        fprintf(rd->err, "stepscope trace: run %" PRId64 " attempt %" PRId64
+                " has no per-rank steps stored\n", t->run_id, t->attempt);
+        return 1;
+    }
+    if (!spec) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT min(step) FROM (SELECT DISTINCT step FROM rank_steps "
+                 "WHERE run_id = ?1 AND attempt = ?2 ORDER BY step DESC "
+                 "LIMIT %d)", SS_TRACE_DEFAULT_STEPS);
+        if (query_i64(rd, t, sql, &v) != 0)
+            return 1;
+        first = v;
+        last = max_step;
+    }
+    t->first = first < 0 ? 0 : first;
+    t->last = last < 0 ? max_step : last;
+    return 0;
+}
+
+/* ---- writing ---- */
+
+typedef struct drawn {
+    int64_t start, end; /* absolute ns, clipped */
+    const tr_phase *p;
+    int clipped;
+} drawn;
+
+static int cmp_drawn(const void *a, const void *b)
+{
+    const drawn *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end > y->end ? -1 : 1; /* the longer one is the parent */
+    return x->p->name - y->p->name;
+}
+
+static void event_head(FILE *f, trace *t, const char *name, const char *cat,
+                       const char *ph, int64_t tid, int64_t at)
+{
+    fputs(t->events++ ? ",\n{\"name\":" : "{\"name\":", f);
+    json_str(f, name);
+    fprintf(f, ",\"cat\":\"%s\",\"ph\":\"%s\",\"pid\":%" PRId64
+               ",\"tid\":%" PRId64 ",\"ts\":",
+            cat, ph, t->run_id, tid);
+    put_fixed(f, at - t->t0, 1000);
+}
+
+/* The slices and instants of one rank-step.  T's draw and stack hold
+ * at least its n_phases entries. */
+static void write_row(FILE *f, trace *t, const tr_row *row)
+{
+    drawn *d = t->draw;
+    int64_t *stack = t->stack;
+    int64_t tid = row->rank + 1, end = row->begin + row->dur;
+    char label[48];
+    snprintf(label, sizeof label, "step %" PRId64, row->step);
+    event_head(f, t, label, "step", "X", tid, row->begin);
+    fputs(",\"dur\":", f);
+    put_fixed(f, row->dur, 1000);
+    fprintf(f, ",\"args\":{\"step\":%" PRId64 ",\"rank\":%" PRId64
+               ",\"step_ms\":",
+            row->step, row->rank);
+    put_fixed(f, row->dur, 1000000);
+    fputs("}}", f);
+
+    size_t n = 0;
+    for (size_t i = 0; i < row->n_phases; i++) {
+        const tr_phase *p = &t->phases[row->phase0 + i];
+        if (p->total == SS_MISSING || p->start == SS_MISSING)
+            continue;
+        int64_t s = row->begin + p->start, e = s + p->total;
+        drawn x = {s < row->begin ? row->begin : s, e > end ? end : e, p, 0};
+        if (x.end < x.start)
+            continue; /* wholly outside the step */
+        x.clipped = x.start != s || x.end != e;
+        d[n++] = x;
+    }
+    qsort(d, n, sizeof *d, cmp_drawn);
+    /* Clip each phase to the one it starts in: the ends of the open
+     * phases are a stack; one that ended by this start is a sibling. */
+    size_t depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (depth && stack[depth - 1] <= d[i].start)
+            depth--;
+        if (depth && d[i].end > stack[depth - 1]) {
+            d[i].end = stack[depth - 1];
+            d[i].clipped = 1;
+        }
+        stack[depth++] = d[i].end;
+        event_head(f, t, t->names[d[i].p->name], "phase", "X", tid,
+                   d[i].start);
+        fputs(",\"dur\":", f);
+        put_fixed(f, d[i].end - d[i].start, 1000);
+        fprintf(f, ",\"args\":{\"step\":%" PRId64 ",\"total_ms\":",
+                row->step);
+        put_fixed(f, d[i].p->total, 1000000);
+        if (d[i].p->count != 1)
+            fprintf(f, ",\"count\":%" PRId64, d[i].p->count);
+        if (d[i].clipped)
+            fputs(",\"clipped\":true", f);
+        fputs("}}", f);
+    }
+
+    for (size_t i = 0; i < row->n_syncs; i++) {
+        const tr_sync *y = &t->syncs[row->sync0 + i];
+        event_head(f, t, t->names[y->name], "sync", "i", tid, y->at);
+        fprintf(f, ",\"s\":\"t\",\"args\":{\"step\":%" PRId64
+                   ",\"vs_median_ms\":",
+                row->step);
+        put_fixed(f, y->vs_median, 1000000);
+        fputs("}}", f);
+    }
+}
+
+/* The begin of the first drawn step at or after STEP; SS_MISSING. */
+static int64_t step_time(const trace *t, int64_t step)
+{
+    size_t lo = 0, hi = t->n_steps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->steps[mid].step < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->n_steps ? t->steps[lo].begin : SS_MISSING;
+}
+
+static int write_findings(reader *rd, FILE *f, trace *t)
+{
+    sqlite3_stmt *st = prep(rd, t,
+                            "SELECT first_step, last_step, kind, severity, "
+                            "CASE WHEN json_valid(ranks) THEN json(ranks) "
+                            "ELSE '[]' END, phase, message, "
+                            "CASE WHEN json_valid(evidence) THEN "
+                            "json(evidence) ELSE '{}' END "
+                            "FROM findings WHERE run_id = ?1 AND "
+                            "attempt = ?2 AND last_step >= ?3 AND "
+                            "first_step <= ?4 ORDER BY first_step, "
+                            "finding_id");
+    if (!st)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t first = sqlite3_column_int64(st, 0);
+        int64_t at = step_time(t, first);
+        if (at == SS_MISSING)
+            continue;
+        const char *txt[6];
+        for (int i = 0; i < 6; i++)
+            txt[i] = (const char *)sqlite3_column_text(st, 2 + i);
+        event_head(f, t, txt[0] ? txt[0] : "finding", "finding", "i", 0, at);
+        fputs(",\"s\":\"g\",\"args\":{\"severity\":", f);
+        json_str(f, txt[1]);
+        fputs(",\"message\":", f);
+        json_str(f, txt[4]);
+        fprintf(f, ",\"first_step\":%" PRId64 ",\"last_step\":%" PRId64
+                   ",\"ranks\":%s",
+                first, (int64_t)sqlite3_column_int64(st, 1),
+                txt[2] ? txt[2] : "[]");
+        if (txt[3]) {
+            fputs(",\"phase\":", f);
+            json_str(f, txt[3]);
+        }
+        fprintf(f, ",\"evidence\":%s}}", txt[5] ? txt[5] : "{}");
+    }
+    if (rc != SQLITE_DONE)
+        db_fail(rd, "cannot read the findings");
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Gives every sync arrival of the step's rows its skew against the
+ * median arrival at that sync point, and keeps the step's earliest
+ * begin.  Returns 0 or -1 on out-of-memory. */
+static int finish_step(trace *t)
+{
+    for (size_t i = 0; i < t->n_syncs; i++) {
+        if (t->syncs[i].vs_median != SS_MISSING)
+            continue;
+        int32_t name = t->syncs[i].name;
+        size_t n = 0;
+        for (size_t k = i; k < t->n_syncs; k++)
+            if (t->syncs[k].name == name)
+                t->scratch[n++] = t->syncs[k].at;
+        int64_t med = ss_median_i64(t->scratch, n);
+        for (size_t k = i; k < t->n_syncs; k++)
+            if (t->syncs[k].name == name)
+                t->syncs[k].vs_median = t->syncs[k].at - med;
+    }
+    int64_t begin = t->rows[0].begin;
+    for (size_t r = 1; r < t->n_rows; r++)
+        if (t->rows[r].begin < begin)
+            begin = t->rows[r].begin;
+    if (grow((void **)&t->steps, sizeof *t->steps, t->n_steps,
+             &t->cap_steps) != 0)
+        return -1;
+    t->steps[t->n_steps++] = (tr_step){t->rows[0].step, begin};
+    return 0;
+}
+
+/* Writes the step whose rows have been read, then forgets them. */
+static int emit_step(FILE *f, trace *t)
+{
+    if (finish_step(t) != 0)
+        return -1;
+    size_t most = 1;
+    for (size_t i = 0; i < t->n_rows; i++)
+        if (t->rows[i].n_phases > most)
+            most = t->rows[i].n_phases;
+    if (most > t->cap_draw) {
+        drawn *d = realloc(t->draw, most * sizeof *d);
+        if (d)
+            t->draw = d;
+        int64_t *st = realloc(t->stack, most * sizeof *st);
+        if (st)
+            t->stack = st;
+        if (!d || !st)
+            return -1;
+        t->cap_draw = most;
+    }
+    for (size_t i = 0; i < t->n_rows; i++)
+        if (t->want_rank[t->rows[i].rank])
+            write_row(f, t, &t->rows[i]);
+    t->n_rows = t->n_phases = t->n_syncs = 0;
+    return 0;
+}
+
+/* Reads the range's rows, TOTAL of them, step by step, writing each step
+ * as soon as its rows are together. */
+static int stream_steps(reader *rd, FILE *f, trace *t, uint64_t total,
+                        ss_progress *pg)
+{
+    ss_progress_stage(pg, "stepscope trace: rank-steps", 0, total);
+    sqlite3_stmt *st = prep(rd, t,
+                            "SELECT step, rank, begin_ns, step_ns, phases, "
+                            "phase_starts, phase_counts, syncs "
+                            "FROM rank_steps WHERE run_id = ?1 AND "
+                            "attempt = ?2 AND step BETWEEN ?3 AND ?4 "
+                            "ORDER BY step, rank");
+    if (!st)
+        return -1;
+    int rc;
+    uint64_t seen = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ss_progress_update(pg, ++seen);
+        int64_t rank = sqlite3_column_int64(st, 1);
+        if (sqlite3_column_type(st, 2) == SQLITE_NULL ||
+            sqlite3_column_type(st, 3) == SQLITE_NULL) {
+            t->no_timeline++;
+            continue;
+        }
+        if (rank < 0 || rank >= t->world)
+            continue;
+        int64_t step = sqlite3_column_int64(st, 0);
+        if (t->n_rows && t->rows[0].step != step && emit_step(f, t) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (grow((void **)&t->rows, sizeof *t->rows, t->n_rows,
+                 &t->cap_rows) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        tr_row *row = &t->rows[t->n_rows++];
+        *row = (tr_row){step, rank, sqlite3_column_int64(st, 2),
+                        sqlite3_column_int64(st, 3), t->n_phases, 0,
+                        t->n_syncs, 0};
+        const char *cols[4];
+        for (int i = 0; i < 4; i++)
+            cols[i] = (const char *)sqlite3_column_text(st, 4 + i);
+        if (add_items(t, row, cols[0], 0, 0) != 0 ||
+            add_items(t, row, cols[1], 0, 1) != 0 ||
+            add_items(t, row, cols[2], 0, 2) != 0 ||
+            add_items(t, row, cols[3], 1, 0) != 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    if (rc == SQLITE_DONE && t->n_rows && emit_step(f, t) != 0)
+        rc = SQLITE_NOMEM;
+    if (rc == SQLITE_NOMEM)
+        fprintf(rd->err, "stepscope trace: out of memory\n");
+    else if (rc != SQLITE_DONE)
+        db_fail(rd, "cannot read the steps");
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static void write_head(FILE *f, trace *t)
+{
+    char label[512];
+    snprintf(label, sizeof label, "run %" PRId64 " %s (attempt %" PRId64 ")",
+             t->run_id, t->run_name, t->attempt);
+    fputs("{\"traceEvents\":[\n", f);
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRId64
+               ",\"tid\":0,\"args\":{\"name\":",
+            t->run_id);
+    json_str(f, label);
+    fputs("}}", f);
+    t->events = 1;
+    for (int64_t r = 0; r < t->world; r++) {
+        if (!t->want_rank[r])
+            continue;
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%" PRId64
+                   ",\"tid\":%" PRId64 ",\"args\":{\"name\":\"rank %" PRId64
+                   "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\","
+                   "\"pid\":%" PRId64 ",\"tid\":%" PRId64
+                   ",\"args\":{\"sort_index\":%" PRId64 "}}",
+                t->run_id, r + 1, r, t->run_id, r + 1, r);
+        t->events += 2;
+    }
+}
+
+static void write_tail(FILE *f, const trace *t)
+{
+    fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{"
+          "\"generator\":\"stepscope trace\",\"run_id\":", f);
+    fprintf(f, "%" PRId64 ",\"run_name\":", t->run_id);
+    json_str(f, t->run_name);
+    fputs(",\"uuid\":", f);
+    json_str(f, t->uuid);
+    fprintf(f, ",\"attempt\":%" PRId64 ",\"first_step\":%" PRId64
+               ",\"last_step\":%" PRId64 ",\"steps\":%zu,\"world_size\":%"
+               PRId64 ",\"clock\":\"microseconds since the run's first step "
+               "began (CLOCK_MONOTONIC of the ranks' host)\"}}\n",
+            t->attempt, t->first, t->last, t->n_steps, t->world);
+}
+
+/* ---- the command ---- */
+
+static const char usage[] =
+    "usage: stepscope trace [--db PATH] [--attempt N] [RUN] -o FILE\n"
+    "                       [--steps A:B] [--ranks LIST]\n"
+    "\n"
+    "Writes a run's per-rank timelines as a Chrome / Perfetto trace (JSON):\n"
+    "one track per rank, each step a slice with its phases nested inside,\n"
+    "sync arrivals and findings as instant events.  Open it in\n"
+    "https://ui.perfetto.dev or chrome://tracing.\n"
+    "\n"
+    "  RUN            a run id, a run name (its latest run) or a uuid prefix;\n"
+    "                 default: the latest run\n"
+    "  -o, --output FILE  where to write the trace (- for stdout)\n"
+    "  --steps A:B    steps A to B (A:, :B and A work too); default: the\n"
+    "                 latest 200 steps kept in the store\n"
+    "  --ranks LIST   ranks to draw, e.g. 0,3,8-15; default: all\n"
+    "  --db PATH      the store; default: $XDG_DATA_HOME/stepscope/\n"
+    "                 stepscope.db or ~/.local/share/stepscope/stepscope.db\n"
+    "  --attempt N    attempt N of a restarted run; default: the latest\n"
+    "  -h, --help     print this help\n";
+
+/* Parses ARGV into O.  Returns -1 to go on, or the exit status. */
+static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
+{
+    *o = (opts){.attempt = -1};
+    int only_args = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        static const char *const with_value[] = {"--db", "-o", "--output",
+                                                 "--steps", "--ranks",
+                                                 "--attempt"};
+        const char *name = NULL, *val = NULL;
+        for (size_t k = 0; !only_args && k < 6; k++) {
+            size_t len = strlen(with_value[k]);
+            if (strcmp(a, with_value[k]) == 0) {
+                name = with_value[k];
+                val = i + 1 < argc ? argv[++i] : NULL;
+            } else if (strncmp(a, with_value[k], len) == 0 && a[len] == '=' &&
+                       with_value[k][1] == '-') {
+                name = with_value[k];
+                val = a + len + 1;
+            }
+        }
+        if (name) {
+            if (!val || !*val) {
+                fprintf(err, "stepscope trace: %s needs a value\n", name);
+                return 2;
+            }
+            if (strcmp(name, "--db") == 0)
+                o->db = val;
+            else if (strcmp(name, "--steps") == 0)
+                o->steps = val;
+            else if (strcmp(name, "--ranks") == 0)
+                o->ranks = val;
+            else if (strcmp(name, "--attempt") == 0) {
+                char *end;
+                errno = 0;
+                long long v = strtoll(val, &end, 10);
+                if (errno || *end || v < 0 || v > 1000000000) {
+                    fprintf(err, "stepscope trace: --attempt needs a number "
+                                 "(0 is the first attempt)\n");
+                    return 2;
+                }
+                o->attempt = v;
+            } else
+                o->output = val;
+        } else if (!only_args && strcmp(a, "--") == 0) {
+            only_args = 1;
+        } else if (!only_args && (strcmp(a, "-h") == 0 ||
+                                  strcmp(a, "--help") == 0)) {
+            fputs(usage, out);
+            return 0;
+        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+            fprintf(err, "stepscope trace: unknown option '%s' (see "
+                         "`stepscope trace --help`)\n", a);
+            return 2;
+        } else if (!o->run) {
+            o->run = a;
+        } else {
+            fprintf(err, "stepscope trace: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o->output) {
+        fprintf(err, "stepscope trace: say where to write the trace with -o "
+                     "FILE (- for stdout)\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* SQLite's progress callback: keeps the progress line current while a
+ * query works before its first row (the count of a large range). */
+static int progress_tick(void *pg)
+{
+    ss_progress_tick(pg);
+    return 0;
+}
+
+/* Reads and writes once the store is open.  Returns the exit status. */
+static int make_trace(reader *rd, const opts *o, trace *t, FILE *out,
+                      FILE *err)
+{
+    char msg[1024];
+    if (ss_run_select(rd->db, o->run, &t->run_id, msg, sizeof msg) != 0) {
+        fprintf(err, "stepscope trace: %s\n", msg);
+        return 1;
+    }
+    if (load_run(rd, t, o->attempt) != 0)
+        return 1;
+    t->want_rank = calloc((size_t)t->world, 1);
+    if (!t->want_rank) {
+        fprintf(err, "stepscope trace: out of memory\n");
+        return 1;
+    }
+    if (!o->ranks)
+        memset(t->want_rank, 1, (size_t)t->world);
+    else if (parse_ranks(o->ranks, t->want_rank, t->world) != 0) {
+        fprintf(err, "stepscope trace: --ranks wants ranks below %" PRId64
+                     " like 0,3,8-15, not '%s'\n", t->world, o->ranks);
+        return 2;
+    }
+    int rc = choose_steps(rd, t, o->steps);
+    if (rc)
+        return rc;
+    if (query_i64(rd, t, "SELECT min(begin_ns) FROM rank_steps WHERE "
+                         "run_id = ?1 AND attempt = ?2 AND step = (SELECT "
+                         "min(step) FROM rank_steps WHERE run_id = ?1 AND "
+                         "attempt = ?2 AND begin_ns IS NOT NULL)",
+                  &t->t0) != 0)
+        return 1;
+    int64_t total, timed;
+    if (query_i64(rd, t, "SELECT count(*) FROM rank_steps WHERE run_id = ?1 "
+                         "AND attempt = ?2 AND step BETWEEN ?3 AND ?4",
+                  &total) != 0 ||
+        query_i64(rd, t, "SELECT count(begin_ns) FROM rank_steps WHERE "
+                         "run_id = ?1 AND attempt = ?2 AND step BETWEEN ?3 "
+                         "AND ?4",
+                  &timed) != 0)
+        return 1;
+    if (timed <= 0) {
+        fprintf(err, "stepscope trace: run %" PRId64 " has no step timelines "
+                "for steps %" PRId64 " to %" PRId64 "%s\n", t->run_id,
+                t->first, t->last,
+                total > 0 ? " (they were recorded by a stepscope that did "
+                            "not store timelines)"
+                          : "");
+        return 1;
+    }
+    t->scratch = malloc((size_t)t->world * sizeof *t->scratch);
+    if (!t->scratch) {
+        fprintf(err, "stepscope trace: out of memory\n");
+        return 1;
+    }
+    int to_stdout = strcmp(o->output, "-") == 0;
+    FILE *f = to_stdout ? out : fopen(o->output, "w");
+    if (!f) {
+        fprintf(err, "stepscope trace: cannot write %s: %s\n", o->output,
+                strerror(errno));
+        return 1;
+    }
+    static char big[1 << 16];
+    if (!to_stdout)
+        setvbuf(f, big, _IOFBF, sizeof big);
+    ss_progress pg;
+    ss_progress_begin(&pg, err, "stepscope trace", 0);
+    sqlite3_progress_handler(rd->db, 100000, progress_tick, &pg);
+    write_head(f, t);
+    rc = stream_steps(rd, f, t, (uint64_t)total, &pg);
+    if (rc == 0)
+        rc = write_findings(rd, f, t);
+    if (rc == 0)
+        write_tail(f, t);
+    sqlite3_progress_handler(rd->db, 0, NULL, NULL);
+    ss_progress_end(&pg);
+    int werr = ferror(f) || fflush(f) != 0;
+    if (!to_stdout && fclose(f) != 0)
+        werr = 1;
+    if (werr && rc == 0)
+        fprintf(err, "stepscope trace: writing %s: %s\n", o->output,
+                strerror(errno));
+    if (rc != 0 || werr) {
+        if (!to_stdout)
+            unlink(o->output); /* no half-written trace */
+        return 1;
+    }
+    fprintf(err, "stepscope trace: run %" PRId64 " steps %" PRId64 "-%" PRId64
+            " (%zu drawn), %" PRId64 " ranks, %" PRIu64 " events -> %s\n",
+            t->run_id, t->first, t->last, t->n_steps, t->world, t->events,
+            to_stdout ? "stdout" : o->output);
+    if (t->no_timeline)
+        fprintf(err, "stepscope trace: %" PRIu64 " rank-steps were recorded "
+                "without timelines and are left out\n", t->no_timeline);
+    return 0;
+}
+
+int ss_trace_cmd(int argc, char **argv, FILE *out, FILE *err)
+{
+    opts o;
+    int rc = parse_args(argc, argv, &o, out, err);
+    if (rc >= 0)
+        return rc;
+    ss_store_reader sr;
+    char msg[1024];
+    if (ss_store_reader_open(&sr, o.db, msg, sizeof msg) != 0) {
+        fprintf(err, "stepscope trace: %s\n", msg);
+        return 1;
+    }
+    reader rd = {sr.db, err};
+    trace t;
+    memset(&t, 0, sizeof t);
+    rc = make_trace(&rd, &o, &t, out, err);
+    trace_free(&t);
+    ss_store_reader_close(&sr);
+    return rc;
+}
+
+int ss_trace_main(int argc, char **argv)
+{
+    return ss_trace_cmd(argc, argv, stdout, stderr);
+}
