@@ -1,0 +1,452 @@
+"""stepscope.auto: records the steps of an unmodified PyTorch script.
+
+`stepscope run --auto` calls install() right after the script imports torch
+(through stepscope/_autoload/sitecustomize.py); a script may also call it
+itself.  It patches torch in place, once per process:
+
+  phase "data"       DataLoader.__iter__ and the __next__ of its iterators
+  phase "forward"    nn.Module.__call__ at the outermost level
+  phase "backward"   Tensor.backward and torch.autograd.backward
+  phase "optimizer"  Optimizer.step of every optimizer class (wrapped when
+                     the first instance is made) and GradScaler.step
+  sync  "allreduce"  DDP: this rank's first gradient bucket of the step
+  phase "allreduce"  DDP: from the first bucket of a backward pass until all
+                     its buckets' all-reduces completed, measured by a
+                     communication hook that runs the all-reduce itself
+  memory             RSS at every step end; once the script uses CUDA, the
+                     device peak (reset every step) and allocated bytes
+  phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
+                     and optimizer from CUDA events, read when complete
+
+Steps: a step runs from the end of one optimizer step to the end of the
+next, so gradient accumulation stays one step.  The first step begins at
+the first forward (or backward or optimizer step); the data fetches before
+it are added to it as "data" spans.  When several optimizers step, the
+first one to step paces the steps.  A script that calls stepscope.step()
+or step_begin() itself keeps its own steps: auto mode then makes no step
+boundaries and only records phases, memory and the all-reduce.
+
+Only the outermost instrumented call on a thread is recorded: modules
+called by the forward, forwards recomputed inside backward (activation
+checkpointing) or modules called while fetching data are part of the outer
+phase.  That check is made in C (stepscope._native._Outermost), so a
+nested module call costs tens of nanoseconds.
+
+Nothing here ever raises into the script: a patch that cannot be applied is
+reported once on stderr and skipped.  In a forked child (DataLoader workers)
+the wrappers pass straight through.
+"""
+import collections
+import functools
+import inspect
+import os
+import sys
+import weakref
+
+from . import _native
+from ._native import _Outermost
+
+_PENDING_MAX = 64      # data fetches remembered before the first step
+_GPU_PENDING_MAX = 256  # CUDA event pairs awaiting completion
+
+
+class _State:
+    def __init__(self):
+        self.installed = False
+        self.started = False  # the first step was begun (or was the script's)
+        self.pending = []     # (begin_ns, end_ns) of data fetches before it
+        self.pacer = None     # weakref to the object whose step ends steps
+        self.gpu = None       # _Gpu once the script has initialised CUDA
+        self.arrival = None   # now_ns() of the first all-reduce bucket of
+                              # the running backward pass
+        self.synced_step = None  # the step whose sync "allreduce" is done
+        self.torch = None
+        self.dist = None      # torch.distributed, once DDP is patched
+        self.engine = None    # the autograd engine, for queue_callback
+        self.warned = set()
+
+
+_S = _State()
+
+
+def _warn(msg):
+    if msg not in _S.warned:
+        _S.warned.add(msg)
+        sys.stderr.write("stepscope: auto mode: %s\n" % msg)
+
+
+# ---- steps ----
+
+def _first_step():
+    """Begins the first step and adds the data fetches made before it."""
+    _S.started = True
+    if _native._auto_begin():
+        for begin, end in _S.pending:
+            _native.phase_span("data", begin, end)
+    _S.pending.clear()
+
+
+def _is_pacer(obj):
+    """True when OBJ (an optimizer or a GradScaler) paces the steps: the
+    first one to finish a step does, until it is garbage."""
+    current = _S.pacer() if _S.pacer is not None else None
+    if current is None:
+        try:
+            _S.pacer = weakref.ref(obj)
+        except TypeError:
+            _S.pacer = lambda: obj
+        return True
+    return current is obj
+
+
+def _step_boundary():
+    """At the end of the pacing optimizer step: memory into the ending step,
+    then the next step (unless the script makes its own steps)."""
+    _native.memory_sample()
+    if _S.gpu is not None:
+        _gpu_call(_S.gpu.step_end)
+    _S.arrival = None  # a wait nothing closed (a backward in a closure)
+    _native._auto_next()
+    _S.started = True
+
+
+# ---- CUDA ----
+
+class _Gpu:
+    """GPU time from CUDA events and device memory, never synchronizing:
+    an event pair is read only once query() says both have completed, at a
+    step end; pairs still running are read at a later step end (and then
+    count in that step)."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+        self.free = []
+        self.pending = collections.deque()  # (phase name, start, end)
+
+    def _event(self):
+        if self.free:
+            return self.free.pop()
+        return self.cuda.Event(enable_timing=True)
+
+    def begin(self):
+        ev = self._event()
+        ev.record()
+        return ev
+
+    def end(self, name, start):
+        ev = self._event()
+        ev.record()
+        if len(self.pending) >= _GPU_PENDING_MAX:
+            self.pending.popleft()
+        self.pending.append((name, start, ev))
+
+    def step_end(self):
+        now = _native.now_ns()
+        while self.pending:
+            name, start, end = self.pending[0]
+            if not (end.query() and start.query()):
+                break
+            self.pending.popleft()
+            ns = int(start.elapsed_time(end) * 1e6)
+            _native.phase_span(name, max(0, now - max(ns, 0)), now)
+            self.free += (start, end)
+        cuda = self.cuda
+        _native.memory_record("device_peak", cuda.max_memory_allocated())
+        _native.memory_record("device_allocated", cuda.memory_allocated())
+        cuda.reset_peak_memory_stats()
+
+
+def _gpu():
+    """The _Gpu once the script has initialised CUDA, else None.  Auto mode
+    never initialises CUDA itself."""
+    if _S.gpu is None and _S.torch.cuda.is_initialized():
+        _S.gpu = _Gpu(_S.torch.cuda)
+    return _S.gpu
+
+
+def _gpu_call(fn, *args):
+    """Runs a CUDA bookkeeping call; on failure GPU timing is switched off
+    for good (reported once) and None returned."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        _warn("GPU timing is off: %s: %s" % (type(e).__name__, e))
+        _S.gpu = _GpuOff()
+        return None
+
+
+class _GpuOff:
+    """Stands in for _Gpu after a failure: records nothing."""
+
+    def begin(self):
+        return None
+
+    def end(self, name, start):
+        pass
+
+    def step_end(self):
+        pass
+
+
+# ---- phase callbacks (run by _Outermost at the outermost level only) ----
+
+def _data_enter(_obj):
+    return None if _S.started else _native.now_ns()
+
+
+def _data_exit(begin, _failed):
+    if begin is not None and len(_S.pending) < _PENDING_MAX:
+        _S.pending.append((begin, _native.now_ns()))
+
+
+def _compute_enter(_obj):
+    if not _S.started:
+        _first_step()
+    gpu = _gpu()
+    return None if gpu is None else _gpu_call(gpu.begin)
+
+
+def _arrived():
+    """At bucket 0 of a backward pass's all-reduce (on the thread that runs
+    the backward): the step's sync "allreduce", and the start of the wait
+    that _waited closes."""
+    now = _native.now_ns()
+    step = _native._current_step()
+    if step is not None and step != _S.synced_step:
+        _S.synced_step = step
+        _native.sync("allreduce")
+    if _S.arrival is None:
+        _S.arrival = now
+
+
+def _waited():
+    """Closes the all-reduce wait begun at the first bucket: the phase
+    "allreduce" from that arrival until now."""
+    if _S.arrival is not None:
+        _native.phase_span("allreduce", _S.arrival, _native.now_ns())
+        _S.arrival = None
+
+
+def _backward_exit(start, _failed):
+    """DDP lets backward return only once every bucket's all-reduce has
+    completed, so the end of backward closes a wait that _CommHook did not
+    (the script's own hook, static graphs)."""
+    _waited()
+    if start is not None:
+        _gpu_call(_S.gpu.end, "gpu_backward", start)
+
+
+def _compute_exit(gpu_name):
+    def exit_(start, _failed):
+        if start is not None:
+            _gpu_call(_S.gpu.end, gpu_name, start)
+    return exit_
+
+
+def _optimizer_enter(obj):
+    return obj, _compute_enter(obj)
+
+
+def _optimizer_exit(token, failed):
+    obj, start = token
+    if start is not None:
+        _gpu_call(_S.gpu.end, "gpu_optimizer", start)
+    if not failed and _is_pacer(obj):
+        _step_boundary()
+
+
+# ---- patches ----
+
+def _patch_data(torch):
+    from torch.utils.data import dataloader
+    base = dataloader._BaseDataLoaderIter
+    base.__next__ = _Outermost(base.__next__, "data", _data_enter, _data_exit)
+    loader = dataloader.DataLoader
+    loader.__iter__ = _Outermost(loader.__iter__, "data", _data_enter,
+                                 _data_exit)
+
+
+def _patch_forward(torch):
+    module = torch.nn.Module
+    module.__call__ = _Outermost(module.__call__, "forward", _compute_enter,
+                                 _compute_exit("gpu_forward"))
+
+
+def _patch_backward(torch):
+    torch.Tensor.backward = _Outermost(torch.Tensor.backward, "backward",
+                                       _compute_enter, _backward_exit)
+    torch.autograd.backward = _Outermost(torch.autograd.backward, "backward",
+                                         _compute_enter, _backward_exit)
+
+
+def _wrap_step(cls):
+    """Wraps CLS.step (as found along its MRO) unless already wrapped."""
+    step = inspect.getattr_static(cls, "step", None)
+    if step is None or isinstance(step, _Outermost):
+        return
+    cls.step = _Outermost(step, "optimizer", _optimizer_enter,
+                          _optimizer_exit)
+
+
+def _patch_optimizer(torch):
+    optimizer = torch.optim.Optimizer
+    init = optimizer.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        try:
+            _wrap_step(type(self))
+        except Exception as e:
+            _warn("%s.step is not instrumented: %s" % (type(self).__name__, e))
+
+    optimizer.__init__ = __init__
+    scaler = getattr(getattr(torch.cuda, "amp", None), "GradScaler", None)
+    if scaler is not None:
+        _wrap_step(scaler)
+
+
+class _CommHook:
+    """The communication hook put on every DistributedDataParallel.
+
+    At bucket 0 of each backward pass it notes this rank's arrival (see
+    _arrived).  Then it runs the all-reduce itself, like DDP's default:
+    divide by the world size, dist.all_reduce(async_op=True).  It hands DDP
+    a Python future and completes it from an autograd callback queued for
+    the end of the backward pass (before DDP's own, which waits for the
+    futures): that callback waits for the works, then closes the all-reduce
+    wait.  So no Python code runs on the process group's threads.  (A
+    Python callback there, such as the one in torch's allreduce_hook, needs
+    the GIL; one still pending when the program ends can deadlock or abort
+    the process while DDP tears down.)
+
+    It falls back to torch's allreduce_hook where no callback can be queued
+    (outside a backward pass, as with uneven inputs under Join) and for
+    static graphs, whose first backward runs the hooks inside such a
+    callback.  A hook the script registers later replaces the all-reduce."""
+
+    def __init__(self, ddp, fallback):
+        self.ddp = weakref.ref(ddp)
+        self.fallback = fallback  # torch's allreduce_hook
+        self.state = None         # the script's hook and its state, if any
+        self.hook_fn = None
+        self.replaced = False     # the script registered a hook
+        self.pending = []         # (work, tensor, future) of this backward
+
+    def hook(self, state, bucket):
+        if bucket.index() == 0:
+            _arrived()
+        if self.hook_fn is not None:
+            return self.hook_fn(self.state, bucket)
+        ddp = self.ddp()
+        group = ddp.process_group
+        if ddp.static_graph:
+            return self.fallback(group, bucket)
+        if not self.pending:
+            try:
+                _S.engine.queue_callback(self._complete)
+            except RuntimeError:
+                return self.fallback(group, bucket)
+        tensor = bucket.buffer()
+        tensor.div_(group.size())
+        work = _S.dist.all_reduce(tensor, group=group, async_op=True)
+        future = _S.torch.futures.Future()
+        self.pending.append((work, tensor, future))
+        return future
+
+    def _complete(self):
+        pending, self.pending = self.pending, []
+        for work, tensor, future in pending:
+            work.wait()
+            future.set_result(tensor)
+        _waited()
+
+
+def _patch_ddp(torch):
+    import torch.distributed as dist
+    if not dist.is_available():
+        return
+    from torch.autograd import Variable
+    from torch.nn.parallel import DistributedDataParallel as ddp_cls
+    _S.dist = dist
+    _S.engine = Variable._execution_engine
+    init = ddp_cls.__init__
+    register = ddp_cls.register_comm_hook
+    register_builtin = getattr(ddp_cls, "_register_builtin_comm_hook", None)
+    hooks = weakref.WeakKeyDictionary()  # DDP -> its _CommHook
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        try:
+            from torch.distributed.algorithms.ddp_comm_hooks import \
+                default_hooks
+            comm = _CommHook(self, default_hooks.allreduce_hook)
+            register(self, None, comm.hook)
+            hooks[self] = comm
+        except Exception as e:
+            _warn("DDP all-reduce is not instrumented: %s: %s"
+                  % (type(e).__name__, e))
+
+    @functools.wraps(register)
+    def register_comm_hook(self, state, hook):
+        comm = hooks.get(self)
+        if comm is None or comm.replaced:
+            return register(self, state, hook)  # torch's checks and errors
+        check = getattr(self, "_check_comm_hook", None)
+        if check is not None:
+            check(hook)
+        logger = getattr(self, "logger", None)
+        if logger is not None and hasattr(logger, "_set_comm_hook_name"):
+            logger._set_comm_hook_name(hook.__qualname__)
+        comm.state, comm.hook_fn, comm.replaced = state, hook, True
+
+    # The C++ built-in hooks are run as their Python twins.
+    def _register_builtin_comm_hook(self, comm_hook_type):
+        from torch.distributed.algorithms.ddp_comm_hooks import \
+            default_hooks
+        twins = {dist.BuiltinCommHookType.ALLREDUCE: None,  # = our own
+                 dist.BuiltinCommHookType.FP16_COMPRESS:
+                 default_hooks.fp16_compress_hook}
+        comm = hooks.get(self)
+        if comm is None or comm.replaced or comm_hook_type not in twins:
+            return register_builtin(self, comm_hook_type)
+        logger = getattr(self, "logger", None)
+        if logger is not None and hasattr(logger, "_set_comm_hook_name"):
+            logger._set_comm_hook_name(str(comm_hook_type))
+        comm.state, comm.hook_fn = self.process_group, twins[comm_hook_type]
+        comm.replaced = True
+
+    ddp_cls.__init__ = __init__
+    ddp_cls.register_comm_hook = register_comm_hook
+    if register_builtin is not None:
+        functools.update_wrapper(_register_builtin_comm_hook, register_builtin)
+        ddp_cls._register_builtin_comm_hook = _register_builtin_comm_hook
+
+
+def _after_fork_in_child():
+    _native._auto_enable(False)
+
+
+def install():
+    """Instruments torch (importing it) in this process; later calls do
+    nothing.  Returns True when the patches are in place, False when no
+    controller is recording (nothing is patched then).  Each patch that
+    fails is reported once on stderr and skipped."""
+    if _S.installed:
+        return True
+    if not _native.enabled():
+        return False
+    import torch
+    _S.torch = torch
+    for patch in (_patch_data, _patch_forward, _patch_backward,
+                  _patch_optimizer, _patch_ddp):
+        try:
+            patch(torch)
+        except Exception as e:
+            _warn("%s failed: %s: %s" % (patch.__name__.lstrip("_"),
+                                         type(e).__name__, e))
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    _native._auto_enable(True)
+    _S.installed = True
+    return True

@@ -1,0 +1,217 @@
+"""Tests of `stepscope run --auto`: an unmodified DDP script (train_ddp.py,
+2 ranks, gloo on CPU, a few steps) is instrumented through the start-up
+hook.  Every torch job here takes a few seconds on 2 cores, so each one
+checks several things."""
+import importlib.util
+import os
+import shutil
+
+import pytest
+
+from conftest import HERE, PYTHON, STEPSCOPE, run_job
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for "
+                                "this Python")
+
+TRAIN = str(HERE / "train_ddp.py")
+PHASES = {"data", "forward", "backward", "optimizer", "allreduce"}
+
+
+def auto_job(store, *args, env=None):
+    job = run_job(store, 2, [PYTHON, TRAIN, *args], extra=["--auto"], env=env)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "stepscope: auto mode" not in job.stderr, job.stderr
+    res = job.results()
+    assert sorted(res) == [0, 1], job.stdout
+    for r in res.values():
+        assert r["params_equal"] and r["auto_loaded"]
+    return job, res
+
+
+def test_steps_phases_and_allreduce(store):
+    job, res = auto_job(store, "--steps", "4")
+    rep = job.report()
+    # Four optimizer steps are steps 0-3; the step opened by the last one
+    # never ends and is not sent.
+    assert rep["steps"]["count"] == 4
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (0, 3)
+    assert {p["name"] for p in rep["steps"]["phases"]} == PHASES
+    assert all(p["steps"] == 4 for p in rep["steps"]["phases"])
+    assert [s["name"] for s in rep["steps"]["syncs"]] == ["allreduce"]
+    assert rep["steps"]["syncs"][0]["steps"] == 4
+    assert rep["dropped"]["events"] == 0 and rep["dropped"]["records"] == 0
+    rows = job.rank_steps()
+    assert len(rows) == 8
+    for (step, rank), row in rows.items():
+        assert PHASES <= set(row["phases"]), (step, rank, row)
+        assert row["counts"].get("backward", 1) == 1
+        assert row["counts"].get("optimizer", 1) == 1
+        assert row["counts"].get("allreduce", 1) == 1
+        assert row["rss"] and row["rss"] > 1 << 20
+        # CPU only: the CUDA path stays off and never initialises CUDA.
+        assert row["device"] is None
+        assert not any(p.startswith("gpu_") for p in row["phases"])
+    assert not any(r["cuda_initialized"] for r in res.values())
+
+
+def test_accumulation_workers_and_user_hook(store):
+    """Two forward/backward passes per optimizer step are one step; forked
+    DataLoader workers work; a hook the script registers after auto mode
+    put its own on the DDP replaces the all-reduce and is still timed."""
+    job, res = auto_job(store, "--steps", "3", "--accum", "2",
+                        "--workers", "2", "--user-hook")
+    assert [r["user_hook_calls"] for r in res.values()] == [6, 6]
+    rep = job.report()
+    assert rep["steps"]["count"] == 3
+    assert {p["name"] for p in rep["steps"]["phases"]} == PHASES
+    rows = job.rank_steps()
+    assert len(rows) == 6
+    for key, row in rows.items():
+        assert row["counts"]["backward"] == 2, (key, row)
+        assert row["counts"]["allreduce"] == 2, (key, row)
+        assert row["counts"].get("optimizer", 1) == 1, (key, row)
+        assert row["counts"]["data"] >= 2, (key, row)
+
+
+def test_explicit_steps_win(store):
+    """A script that makes its own steps keeps them: no auto boundaries,
+    while the phases are still recorded inside its steps.  (It also
+    registers DDP's built-in ALLREDUCE hook, which keeps the stepscope
+    all-reduce, and uses a static graph, for which that falls back to
+    torch's allreduce_hook.)"""
+    job, _ = auto_job(store, "--steps", "3", "--explicit", "--builtin-hook",
+                      "--static-graph")
+    rep = job.report()
+    assert rep["steps"]["count"] == 3
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (0, 2)
+    assert {p["name"] for p in rep["steps"]["phases"]} == PHASES
+    for row in job.rank_steps().values():
+        assert row["counts"].get("data", 1) == 1
+        assert row["counts"].get("optimizer", 1) == 1
+
+
+def test_script_without_torch(store, tmp_path):
+    """A script that never imports torch runs as usual and records nothing;
+    the start-up hook chains to the sitecustomize it hides; a Python process
+    the rank starts is not taken for the rank."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import builtins\nbuiltins.chained_sitecustomize = True\n")
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import builtins, json, os, subprocess, sys\n"
+        "owner = 'os.environ[\"STEPSCOPE_AUTO_PID\"] == str(os.getpid())'\n"
+        "child = subprocess.run([sys.executable, '-c', 'import os; print(%s)'\n"
+        "                        % owner], capture_output=True, text=True)\n"
+        "print('RESULT ' + json.dumps({'rank': int(os.environ['RANK']),\n"
+        "    'torch': 'torch' in sys.modules,\n"
+        "    'chained': getattr(builtins, 'chained_sitecustomize', False),\n"
+        "    'owner': eval(owner), 'child_owner': child.stdout.strip()}))\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (env.get("PYTHONPATH"), str(site)) if p)
+    job = run_job(store, 2, [PYTHON, str(script)], extra=["--auto"], env=env)
+    assert job.returncode == 0, job.stderr
+    want = {"torch": False, "chained": True, "owner": True,
+            "child_owner": "False"}
+    assert job.results() == {0: dict(rank=0, **want), 1: dict(rank=1, **want)}
+    assert job.report()["steps"]["count"] == 0
+    assert "Error in sitecustomize" not in job.stderr
+
+
+def test_auto_without_the_package(store, tmp_path):
+    """--auto names where it looked when the package is not beside the
+    executable."""
+    lonely = tmp_path / "bin" / "stepscope"
+    lonely.parent.mkdir()
+    shutil.copy(STEPSCOPE, lonely)
+    out = os.popen("%s run --auto -n 1 --db %s -- true 2>&1; echo rc=$?"
+                   % (lonely, store)).read()
+    assert "--auto needs the stepscope Python package" in out, out
+    assert "rc=0" not in out
+
+
+FAKE_CUDA_SCRIPT = r'''
+import json, os, time
+import torch
+from stepscope import auto
+
+
+class Event:
+    """Stands in for torch.cuda.Event: the first pair completes late."""
+    made = 0
+
+    def __init__(self, enable_timing=False):
+        Event.made += 1
+        self.late = Event.made == 2
+        self.t = None
+
+    def record(self):
+        self.t = time.perf_counter()
+
+    def query(self):
+        if self.late:
+            self.late = False
+            return False
+        return True
+
+    def elapsed_time(self, end):
+        return 2.0  # ms
+
+
+class Cuda:
+    Event = Event
+    resets = 0
+    peak = 0
+
+    def max_memory_allocated(self):
+        Cuda.peak += 1000
+        return Cuda.peak
+
+    def memory_allocated(self):
+        return 500
+
+    def reset_peak_memory_stats(self):
+        Cuda.resets += 1
+
+
+assert auto.install()
+auto._S.gpu = auto._Gpu(Cuda())
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(4):
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+print("RESULT " + json.dumps({"rank": 0, "resets": Cuda.resets,
+                              "events": Event.made,
+                              "cuda": torch.cuda.is_initialized()}))
+'''
+
+
+def test_gpu_bookkeeping_with_a_fake_cuda(store, tmp_path):
+    """The CUDA path cannot run here, so its bookkeeping runs against a
+    stand-in for torch.cuda: event pairs become gpu_* spans once query()
+    says they completed, in order (the pairs queued behind a late one wait
+    with it), events are reused, and the device peak is recorded and reset
+    every step."""
+    script = tmp_path / "fake_cuda.py"
+    script.write_text(FAKE_CUDA_SCRIPT)
+    job = run_job(store, 1, [PYTHON, str(script)], extra=["--auto"])
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "stepscope: auto mode" not in job.stderr, job.stderr
+    res = job.results()[0]
+    assert res["resets"] == 4 and not res["cuda"]
+    assert res["events"] == 12  # 2 steps' pairs in flight, then reused
+    rows = job.rank_steps()
+    assert sorted(rows) == [(0, 0), (1, 0), (2, 0), (3, 0)]
+    gpu = ["gpu_forward", "gpu_backward", "gpu_optimizer"]
+    assert not any(g in rows[(0, 0)]["phases"] for g in gpu)  # late
+    for g in gpu:
+        assert rows[(1, 0)]["phases"][g] == 4000000  # step 0's and its own
+        assert rows[(1, 0)]["counts"][g] == 2
+        assert rows[(2, 0)]["phases"][g] == rows[(3, 0)]["phases"][g] == \
+            2000000
+    assert [rows[(s, 0)]["device"] for s in range(4)] == \
+        [1000, 2000, 3000, 4000]
