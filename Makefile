@@ -5,7 +5,7 @@ BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
 
-.PHONY: all deps test unit asan fuzz demo bench clean
+.PHONY: all deps test unit asan fuzz demo bench bench-torch clean
 
 all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -38,6 +38,10 @@ demo: all
 
 bench: all
 	scripts/bench.sh
+
+# What stepscope costs a PyTorch DDP job (docs/performance.md); ~30 minutes.
+bench-torch: all
+	/usr/bin/python3 bench/bench_torch_overhead.py
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -4,11 +4,15 @@
 # sudo available).
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev sqlite3
-clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev"
+clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev
+libmicrohttpd-dev prometheus libcjson-dev tmux chromium chromium-driver"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+# The build runs `npm ci` in web/ (the dashboard's uPlot): any Node.js with
+# npm will do; Debian's npm package only when none is installed.
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
     exit 0

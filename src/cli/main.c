@@ -4,6 +4,9 @@
  *   stepscope run -n N [options] -- CMD ARGS...   launch and observe a job
  *   stepscope report [--json] [RUN]                explain a stored run
  *   stepscope runs                                 list stored runs
+ *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
+ *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
+ *   stepscope top [RUN]                            live terminal view
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -11,10 +14,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "http.h"
 #include "launcher.h"
 #include "report.h"
 #include "run.h"
+#include "serve.h"
 #include "stepscope.h"
+#include "top.h"
+#include "trace.h"
+#include "web_assets.h"
 
 static void usage(FILE *out)
 {
@@ -28,7 +36,15 @@ static void usage(FILE *out)
             "                                     and record every step\n"
             "  report [--json] [--db PATH] [RUN]  findings, step, phase and rank\n"
             "                                     tables of a run (latest by default)\n"
+            "  report --html [-o FILE] [RUN]      the run's charts as one HTML file\n"
             "  runs [--json] [--db PATH]          list the runs in the store\n"
+            "  serve [--db PATH] [--http ADDR:PORT]\n"
+            "                                     the dashboard and JSON API over\n"
+            "                                     the stored runs\n"
+            "  trace [RUN] -o FILE [--steps A:B]  per-rank timelines as a Perfetto /\n"
+            "                                     Chrome trace (JSON)\n"
+            "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
+            "                                     the terminal\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -41,12 +57,20 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    /* The dashboard, compiled in, for every HTTP server started later. */
+    ss_http_set_static(ss_web_files, ss_web_files_count);
     if (strcmp(cmd, "run") == 0)
         return ss_run_main(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
         return ss_report_main(argc - 1, argv + 1);
     if (strcmp(cmd, "runs") == 0)
         return ss_runs_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "serve") == 0)
+        return ss_serve_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "top") == 0)
+        return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "trace") == 0)
+        return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -29,7 +29,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "html_report.h"
 #include "model.h"
+#include "progress.h"
 #include "store.h"
 #include "store_schema.h"
 
@@ -761,6 +763,14 @@ static void mark_named_ranks(report *rp)
     }
 }
 
+/* SQLite's progress callback: keeps the progress line alive while one
+ * long query (a sort over every rank-step row) runs. */
+static int progress_tick(void *pg)
+{
+    ss_progress_tick(pg);
+    return 0;
+}
+
 static int load_report(dbctx *c, int64_t run_id, int64_t attempt, report *rp)
 {
     if (load_run(c, run_id, &rp->run) != 0)
@@ -786,12 +796,22 @@ static int load_report(dbctx *c, int64_t run_id, int64_t attempt, report *rp)
     }
     rp->attempt = attempt >= 0 ? attempt : latest;
     rp->n_attempts = latest + 1;
-    if (load_findings(c, rp) != 0 || load_steps(c, rp) != 0 ||
-        load_series(c, rp, 0) != 0 || load_series(c, rp, 1) != 0)
-        return -1;
-    if (rp->n_phases > 1)
+    /* Large runs take seconds here: say which part on a terminal. */
+    ss_progress pg;
+    ss_progress_begin(&pg, c->err, "stepscope report: reading steps", 4);
+    sqlite3_progress_handler(c->db, 100000, progress_tick, &pg);
+    int ok = load_findings(c, rp) == 0 && load_steps(c, rp) == 0;
+    ss_progress_stage(&pg, "stepscope report: reading phases", 1, 4);
+    ok = ok && load_series(c, rp, 0) == 0 && load_series(c, rp, 1) == 0;
+    if (ok && rp->n_phases > 1)
         qsort(rp->phases, rp->n_phases, sizeof *rp->phases, cmp_phase);
-    if (load_ranks(c, rp) != 0 || load_events(c, rp) != 0)
+    ss_progress_stage(&pg, "stepscope report: reading per-rank steps", 2, 4);
+    ok = ok && load_ranks(c, rp) == 0;
+    ss_progress_stage(&pg, "stepscope report: reading events", 3, 4);
+    ok = ok && load_events(c, rp) == 0;
+    sqlite3_progress_handler(c->db, 0, NULL, NULL);
+    ss_progress_end(&pg);
+    if (!ok)
         return -1;
     mark_named_ranks(rp);
     return 0;
@@ -1596,10 +1616,13 @@ typedef struct {
     const char *run;
     int json;
     int64_t attempt; /* -1: the latest */
+    int html;           /* --html (html_report.c) */
+    const char *output; /* -o FILE with --html */
 } opts;
 
 static const char report_usage[] =
     "usage: stepscope report [--db PATH] [--json] [--attempt N] [RUN]\n"
+    "       stepscope report --html [-o FILE] [--db PATH] [--attempt N] [RUN]\n"
     "\n"
     "Explains a recorded run: findings first, then step time (median rank\n"
     "vs worst rank), phases, ranks, dropped data and events.\n"
@@ -1609,6 +1632,10 @@ static const char report_usage[] =
     "  --db PATH    the store; default: $XDG_DATA_HOME/stepscope/stepscope.db\n"
     "               or ~/.local/share/stepscope/stepscope.db\n"
     "  --json       print one JSON object (docs/report-json.md)\n"
+    "  --html       write the dashboard's charts of the run as one HTML file\n"
+    "               that needs no network (docs/dashboard.md)\n"
+    "  -o FILE      where --html writes; default: stepscope-run-ID.html,\n"
+    "               '-' for stdout\n"
     "  --attempt N  report attempt N of a restarted run; default: the latest\n"
     "  -h, --help   print this help\n";
 
@@ -1628,7 +1655,7 @@ static int parse_args(const char *cmd, int argc, char **argv, int with_run,
                       opts *o, FILE *out, FILE *err)
 {
     const char *usage = with_run ? report_usage : runs_usage;
-    *o = (opts){NULL, NULL, 0, -1};
+    *o = (opts){NULL, NULL, 0, -1, 0, NULL};
     int only_args = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -1641,6 +1668,19 @@ static int parse_args(const char *cmd, int argc, char **argv, int with_run,
             return 0;
         } else if (!only_args && strcmp(a, "--json") == 0) {
             o->json = 1;
+        } else if (!only_args && with_run && strcmp(a, "--html") == 0) {
+            o->html = 1;
+        } else if (!only_args && with_run &&
+                   (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
+                    strncmp(a, "--output=", 9) == 0)) {
+            val = a[1] == '-' && a[8] == '=' ? a + 9
+                                             : (i + 1 < argc ? argv[++i] : NULL);
+            if (!val || !*val) {
+                fprintf(err, "stepscope %s: %s needs a file name ('-' for "
+                             "stdout)\n", cmd, a);
+                return 2;
+            }
+            o->output = val;
         } else if (!only_args && (strcmp(a, "--db") == 0 ||
                                   strncmp(a, "--db=", 5) == 0)) {
             val = a[4] == '=' ? a + 5 : (i + 1 < argc ? argv[++i] : NULL);
@@ -1671,6 +1711,16 @@ static int parse_args(const char *cmd, int argc, char **argv, int with_run,
             return 2;
         }
     }
+    if (o->html && o->json) {
+        fprintf(err, "stepscope %s: --html and --json exclude each other\n",
+                cmd);
+        return 2;
+    }
+    if (o->output && !o->html) {
+        fprintf(err, "stepscope %s: -o is for --html (the text and JSON "
+                     "reports go to stdout)\n", cmd);
+        return 2;
+    }
     return -1;
 }
 
@@ -1687,8 +1737,12 @@ int ss_report_cmd(int argc, char **argv, FILE *out, FILE *err)
     report rp;
     memset(&rp, 0, sizeof rp);
     rc = 1;
-    if (resolve_run(&c, o.run, &run_id) == 0 &&
-        load_report(&c, run_id, o.attempt, &rp) == 0) {
+    if (o.html) {
+        if (resolve_run(&c, o.run, &run_id) == 0)
+            rc = ss_html_report_cmd(c.path, run_id, o.attempt, o.output, out,
+                                    err);
+    } else if (resolve_run(&c, o.run, &run_id) == 0 &&
+               load_report(&c, run_id, o.attempt, &rp) == 0) {
         if (o.json)
             print_json(out, &rp, c.path);
         else

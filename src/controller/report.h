@@ -3,10 +3,11 @@
  *
  * Both read the store (store.h) read-only and never create it.  `report`
  * explains one run attempt, findings first, as text for people or as the
- * JSON object documented in docs/report-json.md; `runs` lists the runs in
- * the store.
+ * JSON object documented in docs/report-json.md, or as one self-contained
+ * HTML page (--html: html_report.h); `runs` lists the runs in the store.
  *
  *   stepscope report [--db PATH] [--json] [--attempt N] [RUN]
+ *   stepscope report --html [-o FILE] [--db PATH] [--attempt N] [RUN]
  *   stepscope runs   [--db PATH] [--json]
  *
  * RUN is a numeric run id, a run name (the latest run of that name) or a

@@ -34,8 +34,10 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "http.h"
 #include "ingest.h"
 #include "launcher.h"
+#include "live.h"
 #include "store.h"
 
 typedef struct {
@@ -61,6 +63,10 @@ typedef struct {
     uint32_t grace_ms;
     uint32_t connect_timeout_ms;
     int quiet;
+    const char *http_addr; /* --http ADDR:PORT; NULL: the default */
+    int no_http;           /* --no-http */
+    int http_public;       /* listening beyond loopback: token required */
+    int auto_mode;       /* --auto: instrument PyTorch scripts */
     char **argv;
     ss_aggregator_config agg_cfg;
 
@@ -88,6 +94,9 @@ typedef struct {
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
     uint64_t rejected_connections;
+    ss_live *live;          /* what the HTTP server shows; NULL-safe */
+    ss_http *http;          /* NULL with --no-http */
+    char live_file[PATH_MAX]; /* <store dir>/live/run-ID.json, "" if none */
 } run_ctx;
 
 static ss_wall_ns wall_now(void)
@@ -141,6 +150,8 @@ static void put_rank(run_ctx *r, uint32_t rank, const char *state)
         snprintf(info.log_path, sizeof info.log_path, "%s/rank-%u.log",
                  r->log_path, rank);
     ss_store_put_rank(r->store, r->run_id, &info);
+    if (state && state[0])
+        ss_live_rank_state(r->live, rank, state);
 }
 
 /* ---- aggregator sink ---- */
@@ -151,12 +162,14 @@ static void sink_step(void *ctx, const ss_step_view *v,
     run_ctx *r = ctx;
     r->steps_finalized++;
     ss_store_put_step(r->store, r->run_id, v, names);
+    ss_live_step(r->live, v, names);
 }
 
 static void sink_finding(void *ctx, const ss_finding *f)
 {
     run_ctx *r = ctx;
     ss_store_put_finding(r->store, r->run_id, f);
+    ss_live_finding(r->live, f);
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
@@ -225,6 +238,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     s->ever_connected = 1;
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
+    ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
     put_rank(r, h->rank, "running");
     event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
@@ -234,6 +248,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
 static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
 {
     run_ctx *r = ctx;
+    ss_live_rank_step(r->live, rank, rec->step);
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
 }
@@ -242,6 +257,24 @@ static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
 {
     run_ctx *r = ctx;
     r->ranks[rank].counters = *c;
+    ss_live_rank_counters(r->live, rank, c->dropped_events,
+                          c->dropped_records);
+}
+
+/* What the rank is doing now (STATUS): for the live views only. */
+static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
+                      int phase)
+{
+    run_ctx *r = ctx;
+    uint32_t n_names = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    ss_live_rank_status(r->live, rank,
+                        st->step == WIRE_NO_STEP || st->step > INT64_MAX
+                            ? -1
+                            : (int64_t)st->step,
+                        phase >= 0 && (uint32_t)phase < n_names ? names[phase]
+                                                                : NULL,
+                        st->since_ns);
 }
 
 static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
@@ -301,6 +334,7 @@ static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
     s->exited = 1;
     s->exit_code = exit_code;
     s->term_signal = term_signal;
+    ss_live_rank_exit(r->live, rank, exit_code, term_signal);
     int ok = exit_code == 0 && term_signal == 0;
     if (term_signal)
         event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
@@ -362,6 +396,7 @@ static void maybe_finish(run_ctx *r)
         put_rank(r, i, r->ranks[i].ever_connected || r->ranks[i].exited
                            ? exit_state(&r->ranks[i])
                            : "never_connected");
+    ss_live_finish(r->live);
     uv_stop(&r->loop);
 }
 
@@ -428,10 +463,20 @@ static void usage(FILE *out)
         "      --window STEPS       steps kept in memory (default 64)\n"
         "      --set NAME=VALUE     set a detector threshold (see\n"
         "                           docs/detectors.md; --set help lists them)\n"
+        "      --auto               instrument unmodified PyTorch scripts: data\n"
+        "                           wait, forward, backward, optimizer step,\n"
+        "                           DDP all-reduce and memory (needs the\n"
+        "                           stepscope Python package, docs/python.md)\n"
+        "      --http ADDR:PORT     serve the dashboard, JSON API and /metrics\n"
+        "                           there (default 127.0.0.1:%d, another free\n"
+        "                           port when busy; any address but loopback\n"
+        "                           requires the run token: docs/api.md)\n"
+        "      --no-http            no HTTP server\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
-        "The exit status is the job's: 0, or that of the rank that failed first.\n");
+        "The exit status is the job's: 0, or that of the rank that failed first.\n",
+        SS_HTTP_DEFAULT_PORT);
 }
 
 static void list_params(void)
@@ -467,6 +512,9 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"window", required_argument, NULL, 'w'},
         {"set", required_argument, NULL, 's'},
         {"quiet", no_argument, NULL, 'q'},
+        {"http", required_argument, NULL, 0x100},
+        {"no-http", no_argument, NULL, 0x101},
+        {"auto", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -527,6 +575,20 @@ static int parse_args(run_ctx *r, int argc, char **argv)
             break;
         }
         case 'q': r->quiet = 1; break;
+        case 0x100: {
+            char host[64];
+            uint16_t port;
+            if (ss_http_parse_addr(optarg, host, sizeof host, &port, err,
+                                   sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: --http %s: %s\n", optarg,
+                        err);
+                return 2;
+            }
+            r->http_addr = optarg;
+            break;
+        }
+        case 0x101: r->no_http = 1; break;
+        case 'A': r->auto_mode = 1; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
@@ -603,6 +665,104 @@ static int mkdir_p(const char *path)
     return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
 
+/*
+ * For --auto: finds the stepscope Python package beside the executable EXE,
+ * in <exe dir>/python (a build directory's own copy, build-asan/python) or
+ * <exe dir>/../python (the source tree's, for build/stepscope), and writes
+ * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]" into OUT: the
+ * _autoload directory holds the sitecustomize.py that installs the hooks.
+ * Returns 0, or -1 with a reason in ERR.
+ */
+static int auto_pythonpath(const char *exe, char *out, size_t outlen,
+                           char *err, size_t errlen)
+{
+    char dir[PATH_MAX], py[2][PATH_MAX + 16], probe[PATH_MAX + 64];
+    char real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", exe);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(py[0], sizeof py[0], "%s/python", dir);
+    snprintf(py[1], sizeof py[1], "%s/../python", dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(probe, sizeof probe, "%s/stepscope/_autoload/sitecustomize.py",
+                 py[i]);
+        if (access(probe, R_OK) != 0 || !realpath(py[i], real))
+            continue;
+        const char *old = getenv("PYTHONPATH");
+        int has_old = old && *old;
+        size_t n = (size_t)snprintf(out, outlen,
+                                    "PYTHONPATH=%s/stepscope/_autoload:%s%s%s",
+                                    real, real, has_old ? ":" : "",
+                                    has_old ? old : "");
+        if (n >= outlen) {
+            snprintf(err, errlen, "--auto: PYTHONPATH would be too long");
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "--auto needs the stepscope Python package, but "
+             "there is no stepscope/_autoload/sitecustomize.py in %s or %s",
+             py[0], py[1]);
+    return -1;
+}
+
+/* Creates the live state and, unless --no-http, starts the HTTP server
+ * (docs/api.md) and writes the live-run file that `stepscope top` reads.
+ * The default port falls back to a free one when busy; an explicit --http
+ * port that is busy is an error. */
+static int start_http(run_ctx *r, char *err, size_t errlen)
+{
+    r->live = ss_live_create(r->run_id, r->nprocs);
+    if (!r->live) {
+        snprintf(err, errlen, "out of memory for the live state");
+        return -1;
+    }
+    if (r->no_http)
+        return 0;
+    char host[64] = "127.0.0.1", herr[256];
+    uint16_t port = SS_HTTP_DEFAULT_PORT;
+    if (r->http_addr && ss_http_parse_addr(r->http_addr, host, sizeof host,
+                                           &port, herr, sizeof herr) != 0) {
+        snprintf(err, errlen, "--http %s: %s", r->http_addr, herr);
+        return -1;
+    }
+    char hex[2 * WIRE_TOKEN_SIZE + 1];
+    wire_token_format(r->token, hex);
+    ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
+                           r->live, hex};
+    r->http = ss_http_start(&hcfg, herr, sizeof herr);
+    if (!r->http) {
+        snprintf(err, errlen, "HTTP server: %s", herr);
+        return -1;
+    }
+    char dbcopy[PATH_MAX];
+    snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
+    r->http_public = !ss_http_is_loopback(host);
+    if (ss_http_live_file_write(dirname(dbcopy), r->run_id, r->http,
+                                r->http_public ? hex : NULL,
+                                r->live_file, sizeof r->live_file, herr,
+                                sizeof herr) != 0)
+        fprintf(stderr, "stepscope: note: %s (`stepscope top` will not find "
+                "this run)\n", herr);
+    return 0;
+}
+
+/* Tells the person where the dashboard is. */
+static void print_dashboard(run_ctx *r)
+{
+    if (!r->http)
+        return;
+    if (ss_http_fell_back(r->http))
+        fprintf(stderr, "stepscope: note: port %d is busy; the dashboard "
+                "took port %u\n", SS_HTTP_DEFAULT_PORT,
+                ss_http_port(r->http));
+    char hex[2 * WIRE_TOKEN_SIZE + 1];
+    wire_token_format(r->token, hex);
+    fprintf(stderr, "stepscope: dashboard %s%s%s\n", ss_http_url(r->http),
+            r->http_public ? "?token=" : "", r->http_public ? hex : "");
+}
+
 static int start(run_ctx *r, char *err, size_t errlen)
 {
     if (!r->db_path) {
@@ -649,6 +809,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
+    if (start_http(r, err, errlen) != 0)
+        return -1;
 
     if (r->log_dir) {
         snprintf(r->log_path, sizeof r->log_path, "%s", r->log_dir);
@@ -693,7 +855,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.run_id = r->uuid;
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
-                               cb_rejected};
+                               cb_rejected, cb_status};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     if (!r->ingest)
         return -1;
@@ -712,7 +874,16 @@ static int start(run_ctx *r, char *err, size_t errlen)
     snprintf(env_addr, sizeof env_addr, "STEPSCOPE_ADDR=unix:%s", r->sock_path);
     snprintf(env_token, sizeof env_token, "STEPSCOPE_TOKEN=%s", hex);
     snprintf(env_run, sizeof env_run, "STEPSCOPE_RUN_ID=%s", r->uuid);
-    char *env[] = {env_addr, env_token, env_run, NULL};
+    /* --auto: an empty STEPSCOPE_AUTO_PID lets each rank claim it (see
+     * python/stepscope/_autoload/sitecustomize.py). */
+    char env_pypath[3 * PATH_MAX], env_auto[] = "STEPSCOPE_AUTO=1",
+         env_auto_pid[] = "STEPSCOPE_AUTO_PID=";
+    if (r->auto_mode &&
+        auto_pythonpath(exe, env_pypath, sizeof env_pypath, err, errlen) < 0)
+        return -1;
+    char *env[] = {env_addr, env_token, env_run,
+                   r->auto_mode ? env_pypath : NULL, env_auto, env_auto_pid,
+                   NULL};
 
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
@@ -733,6 +904,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
+    print_dashboard(r);
     return 0;
 }
 
@@ -820,6 +992,9 @@ int ss_run_main(int argc, char **argv)
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
+    ss_http_live_file_remove(r->live_file);
+    ss_http_stop(r->http);
+    ss_live_destroy(r->live);
     ss_aggregator_destroy(r->agg);
     ss_store_close(r->store);
     if (r->sock_dir[0]) {
