@@ -27,10 +27,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "stepscope.h"
 
@@ -655,6 +659,53 @@ static PyObject *m_now_ns(PyObject *m, PyObject *unused)
     return PyLong_FromLongLong(ss_now_ns());
 }
 
+/* ---- the exit watchdog (auto mode) ---- */
+
+static double watchdog_seconds;
+static int watchdog_status;
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {(time_t)watchdog_seconds,
+                          (long)((watchdog_seconds - (double)(time_t)watchdog_seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    char msg[256];
+    int n = snprintf(msg, sizeof msg,
+                     "stepscope: the interpreter was still shutting down %.0f s "
+                     "after the script ended (torch's process-group teardown "
+                     "can deadlock); ending the process with status %d\n",
+                     watchdog_seconds, watchdog_status);
+    if (n > 0 && write(2, msg, (size_t)n) < 0)
+        n = 0;
+    _exit(watchdog_status);
+    return NULL;
+}
+
+/* _exit_watchdog(seconds, status): the script has finished (called from the
+ * last atexit handler): flushes the recorder, then ends the process with
+ * STATUS if interpreter shutdown has not finished within SECONDS. */
+static PyObject *m_exit_watchdog(PyObject *m, PyObject *const *args,
+                                 Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_exit_watchdog(seconds, status)");
+        return NULL;
+    }
+    double seconds = PyFloat_AsDouble(args[0]);
+    long status = PyLong_AsLong(args[1]);
+    if (PyErr_Occurred())
+        return NULL;
+    ss_shutdown();
+    watchdog_seconds = seconds > 0 ? seconds : 0;
+    watchdog_status = (int)(status & 0xff);
+    pthread_t t;
+    if (pthread_create(&t, NULL, watchdog_main, NULL) == 0)
+        pthread_detach(t);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_sync(PyObject *m, PyObject *name)
 {
     ss_name_id id = name_id(name);
@@ -832,6 +883,8 @@ static PyMethodDef module_methods[] = {
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},
     {"_auto_enable", m_auto_enable, METH_O, NULL},
+    {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,
+     METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef native_module = {

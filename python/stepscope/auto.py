@@ -36,6 +36,7 @@ Nothing here ever raises into the script: a patch that cannot be applied is
 reported once on stderr and skipped.  In a forked child (DataLoader workers)
 the wrappers pass straight through.
 """
+import atexit
 import collections
 import functools
 import inspect
@@ -428,6 +429,36 @@ def _after_fork_in_child():
     _native._auto_enable(False)
 
 
+# Seconds interpreter shutdown may take after the script ended before the
+# exit watchdog ends the process (see _install_exit_watchdog);
+# STEPSCOPE_EXIT_GRACE_S overrides it.
+EXIT_GRACE_S = float(os.environ.get("STEPSCOPE_EXIT_GRACE_S") or 20.0)
+
+
+def _install_exit_watchdog():
+    """torch 1.13 can deadlock while the interpreter tears DDP down at exit
+    (ProcessGroupGloo's destructor joins a gloo thread that waits for the
+    GIL the destructor holds), leaving a rank that finished training hung
+    forever.  The first atexit handler registered runs last: by then the
+    script and its own handlers are done, so it flushes the recorder and
+    arms a watchdog that ends the process with the script's status if
+    shutdown does not finish within EXIT_GRACE_S seconds."""
+    status = [0]
+    hook, exit_ = sys.excepthook, sys.exit
+
+    def excepthook(*a):
+        status[0] = 1
+        hook(*a)
+
+    def exit(code=None):
+        status[0] = (code if isinstance(code, int) else 0 if code is None
+                     else 1)
+        exit_(code)
+
+    sys.excepthook, sys.exit = excepthook, exit
+    atexit.register(lambda: _native._exit_watchdog(EXIT_GRACE_S, status[0]))
+
+
 def install():
     """Instruments torch (importing it) in this process; later calls do
     nothing.  Returns True when the patches are in place, False when no
@@ -447,6 +478,7 @@ def install():
             _warn("%s failed: %s: %s" % (patch.__name__.lstrip("_"),
                                          type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
+    _install_exit_watchdog()
     _native._auto_enable(True)
     _S.installed = True
     return True

@@ -215,3 +215,24 @@ def test_gpu_bookkeeping_with_a_fake_cuda(store, tmp_path):
             2000000
     assert [rows[(s, 0)]["device"] for s in range(4)] == \
         [1000, 2000, 3000, 4000]
+
+
+def test_exit_watchdog_ends_a_rank_stuck_in_shutdown(store, tmp_path):
+    """A rank whose interpreter hangs after the script ended (torch 1.13's
+    process-group teardown can deadlock) is ended by the watchdog with the
+    script's own exit status instead of hanging the job forever."""
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import sys, time, torch\n"
+        "class Stuck:\n"
+        "    def __del__(self):\n"
+        "        time.sleep(1000)\n"
+        "stuck = Stuck()\n"
+        "print('script done', flush=True)\n"
+        "sys.exit(3)\n")
+    env = dict(os.environ, STEPSCOPE_EXIT_GRACE_S="2")
+    job = run_job(store, 1, [PYTHON, str(script)], extra=["--auto"], env=env,
+                  timeout=120)
+    assert job.returncode == 3, job.stderr
+    assert "script done" in job.stdout
+    assert "still shutting down 2 s after the script ended" in job.stderr
