@@ -178,7 +178,7 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
                 wire_welcome w = {.version = WIRE_VERSION};
                 m = wire_encode_welcome(out, sizeof out, &w);
             }
-            if (write(fd, out, m) != (ssize_t)m)
+            if (send(fd, out, m, MSG_NOSIGNAL) != (ssize_t)m)
                 fc_error(fc, "cannot answer HELLO");
             if (fc->reject)
                 return;
