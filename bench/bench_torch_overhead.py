@@ -1,0 +1,507 @@
+"""bench_torch_overhead.py - what stepscope costs a real PyTorch DDP job.
+
+Runs the same DDP training job (examples/ddp_train.py: gloo, CPU, 2 ranks)
+in four configurations, alternating them trial after trial so that the
+machine's noise spreads over all of them alike:
+
+  plain     launched by `stepscope run` without --auto; the script does not
+            import stepscope, so nothing is recorded: the baseline
+  explicit  the same with --explicit: the script records its steps, phases,
+            all-reduce arrival, loss and RSS through the stepscope API
+  auto      `stepscope run --auto`: the unmodified script, instrumented
+            from the outside
+  profiler  like plain, with the script running torch.profiler (CPU
+            activities, a schedule whose active window covers every step)
+
+Every job is launched the same way, by `stepscope run`, so they differ only
+in what runs inside the ranks.  Each job's rank 0 times its own steps (a
+clock read per step, identical in every configuration) and prints the
+median and mean step time after a warm-up; overheads are the ratios to the
+plain job of the same trial, and the report gives their median over trials
+with the min-max spread.  Two models: a short step (~5 ms) and a long one
+(~50 ms).
+
+Whole jobs started seconds apart on a shared machine differ by tens of
+percent, far more than the overheads in question, so the same comparison is
+also made inside one job ("paired blocks"): the script runs itself as a
+2-rank DDP job (the same model, data and loop as examples/ddp_train.py) and
+alternates blocks of steps with the instrumentation off and on, in the order
+off-on-on-off, so that each pair of neighbouring blocks ran under the same
+conditions; the overhead is the median over pairs of on/off block medians.
+"on" means: explicit, the API calls are made; auto, auto mode's switch is on
+(off, its wrappers pass straight through, so their own few calls per step
+count as baseline); profiler, the block runs inside torch.profiler (its stop,
+which processes the trace, falls between blocks, untimed).
+
+It also times single API calls (the micro-benchmark): the script runs
+itself under `stepscope run -n 1` so that the recorder is enabled and
+connected, and once more bare, where every call is a no-op.
+
+    /usr/bin/python3 bench/bench_torch_overhead.py [--trials 5] [--quick]
+
+Needs the build (STEPSCOPE_BUILD, default ./build) and PyTorch.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
+STEPSCOPE = BUILD / "stepscope"
+TRAIN = SOURCE / "examples" / "ddp_train.py"
+
+CONFIGS = ("plain", "explicit", "auto", "profiler")
+MODELS = {
+    # name: (ddp_train.py arguments, steps, warm-up steps)
+    "short": (["--hidden", "128", "--batch", "32"], 400, 40),
+    "long": (["--hidden", "256", "--batch", "256"], 100, 10),
+}
+# Paired blocks: steps per block, blocks per job.
+AB = {"short": (25, 16), "long": (8, 12)}
+JOB_TIMEOUT_S = 300
+MICRO_BATCH = 1000   # calls per timed batch, all inside one step
+MICRO_BATCHES = 100
+MICRO_PAUSE_S = 0.02  # between batches: the sender drains every ~10 ms
+
+
+def python_path():
+    """The stepscope package of this build (see tests/e2e/test_ddp.py)."""
+    pkg = BUILD / "python"
+    return pkg if (pkg / "stepscope").is_dir() else SOURCE / "python"
+
+
+def child_env():
+    env = dict(os.environ)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = str(python_path()) + (os.pathsep + old if old else "")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+class Finished:
+    """What a child command left: returncode ("hung" when it had to be
+    killed), stdout and stderr."""
+
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout or "", stderr or ""
+
+
+def run_captured(cmd, env, timeout=JOB_TIMEOUT_S):
+    """Runs CMD; a job that does not end within TIMEOUT (a rank hung at
+    exit, say) is killed (its ranks follow the controller: PDEATHSIG) and
+    what it printed until then is kept."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr
+        return Finished("hung", out, err)
+    return Finished(proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_job(tmp, config, model, nprocs):
+    """One DDP job; returns ((median ms, mean ms, CPU ms per step), exit status)."""
+    args, steps, warmup = MODELS[model]
+    cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "bench.db")]
+    if config == "auto":
+        cmd.append("--auto")
+    cmd += ["--", sys.executable, str(TRAIN), *args, "--steps", str(steps),
+            "--warmup", str(warmup), "--samples", "65536"]
+    if config == "explicit":
+        cmd.append("--explicit")
+    if config == "profiler":
+        cmd.append("--profile")
+    proc = run_captured(cmd, child_env())
+    m = re.search(r"^\[rank 0\] ddp_train: rank=0 .*step_ms_median=(\S+) "
+                  r"step_ms_mean=(\S+) cpu_ms_per_step=(\S+)", proc.stdout, re.M)
+    if not m:
+        sys.exit(f"bench_torch_overhead: {config}/{model} printed no timing "
+                 f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return tuple(float(m.group(i)) for i in (1, 2, 3)), proc.returncode
+
+
+def spread(values, fmt):
+    values = sorted(values)
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(values[0])} - {fmt.format(values[-1])})"
+
+
+def bench_jobs(trials, nprocs, models):
+    results = {(m, c): [] for m in models for c in CONFIGS}
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="ss-bench-torch-") as d:
+        tmp = Path(d)
+        for trial in range(trials):
+            for model in models:
+                order = CONFIGS[trial % len(CONFIGS):] + CONFIGS[:trial % len(CONFIGS)]
+                for config in order:
+                    times, rc = run_job(tmp, config, model, nprocs)
+                    results[(model, config)].append(times)
+                    if rc != 0:
+                        failures.append(f"trial {trial} {model}/{config}: exit status {rc}")
+                    print(f"  trial {trial} {model:5s} {config:8s} median {times[0]:8.3f} ms"
+                          f"  mean {times[1]:8.3f} ms  cpu {times[2]:8.3f} ms/step"
+                          + (f"  (exit {rc})" if rc else ""), flush=True)
+
+    print()
+    for model in models:
+        print(f"model {model}: {' '.join(MODELS[model][0])}, {MODELS[model][1]} steps "
+              f"({MODELS[model][2]} warm-up), {nprocs} ranks, {trials} trials")
+        print(f"  {'config':9s} {'median step ms':>24s} {'ratio of medians':>22s} "
+              f"{'ratio of means':>22s} {'CPU ms/step':>24s} {'CPU ratio':>22s} "
+              f"{'CPU us/step over plain':>24s}")
+        base = results[(model, "plain")]
+        for config in CONFIGS:
+            rows = results[(model, config)]
+            cols = [[r[0] for r in rows],
+                    [r[0] / b[0] for r, b in zip(rows, base)],
+                    [r[1] / b[1] for r, b in zip(rows, base)],
+                    [r[2] for r in rows],
+                    [r[2] / b[2] for r, b in zip(rows, base)],
+                    [(r[2] - b[2]) * 1e3 for r, b in zip(rows, base)]]
+            fmts = ("{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:+.0f}")
+            widths = (24, 22, 22, 24, 22, 24)
+            print(f"  {config:9s} " + " ".join(f"{spread(c, f):>{w}s}"
+                                               for c, f, w in zip(cols, fmts, widths)))
+        print()
+    for f in failures:
+        print(f"note: {f}")
+
+
+# ---- paired blocks inside one job ----
+
+def ab_child(config, model):
+    """Rank side of the paired-blocks job; rank 0 prints one JSON line with
+    the median step time (ms) of every block and whether it was on."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    sys.path.insert(0, str(TRAIN.parent))
+    import ddp_train as dt
+
+    args = dt.parse_args(MODELS[model][0] + ["--samples", "65536"])
+    block, blocks = AB[model]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)
+    dataset = dt.SyntheticDataset(args)
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, seed=args.seed,
+                                 drop_last=True)
+    loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler, drop_last=True)
+    net = dt.MLP(args)
+    ddp = DDP(net)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+    data = dt.batches(loader, sampler)
+    arrival = {"armed": False}
+    stepscope = native = None
+    if config == "explicit":
+        import stepscope
+        dt.mark_allreduce_arrival(net, stepscope, arrival)
+    elif config == "auto":
+        from stepscope import _native as native
+
+    def plain_step():
+        x, y = next(data)
+        loss = criterion(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    def explicit_step(n):
+        with stepscope.step(n):
+            with stepscope.phase("data"):
+                x, y = next(data)
+            with stepscope.phase("forward"):
+                loss = criterion(ddp(x), y)
+            with stepscope.phase("backward"):
+                loss.backward()
+            with stepscope.phase("optimizer"):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            value = loss.item()
+            stepscope.metric("loss", value)
+            stepscope.memory_sample()
+        return value
+
+    n = 0
+    for _ in range(2 * block):  # warm-up, on
+        arrival["armed"] = stepscope is not None
+        explicit_step(n) if stepscope else plain_step()
+        n += 1
+    out = []
+    for b in range(blocks):
+        on = b % 4 in (1, 2)
+        arrival["armed"] = on
+        if native is not None:
+            native._auto_enable(on)
+        prof = None
+        if config == "profiler" and on:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            prof.start()
+        times = []
+        for _ in range(block):
+            t0 = time.perf_counter()
+            explicit_step(n) if (stepscope is not None and on) else plain_step()
+            times.append(time.perf_counter() - t0)
+            n += 1
+        if prof is not None:
+            prof.stop()
+        out.append((on, statistics.median(times) * 1e3))
+    if native is not None:
+        native._auto_enable(True)
+    if rank == 0:
+        print("AB " + json.dumps(out), flush=True)
+    dist.destroy_process_group()
+
+
+def bench_ab(trials, models):
+    """Pairs of neighbouring off/on blocks; returns {(model, config): [ratios]}."""
+    script = str(Path(__file__).resolve())
+    ratios, failures = {}, []
+    with tempfile.TemporaryDirectory(prefix="ss-bench-ab-") as d:
+        for trial in range(trials):
+            for model in models:
+                for config in CONFIGS[1:]:
+                    cmd = [str(STEPSCOPE), "run", "-n", "2", "--db", f"{d}/ab.db"]
+                    if config == "auto":
+                        cmd.append("--auto")
+                    cmd += ["--", sys.executable, script, "--ab-child", config, model]
+                    proc = run_captured(cmd, child_env())
+                    m = re.search(r"^\[rank 0\] AB (\[.*\])", proc.stdout, re.M)
+                    if not m:
+                        sys.exit(f"bench_torch_overhead: paired blocks {config}/{model} failed "
+                                 f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                                 f"{proc.stderr[-2000:]}")
+                    if proc.returncode != 0:
+                        failures.append(f"paired trial {trial} {model}/{config}: "
+                                        f"exit status {proc.returncode}")
+                    blocks = json.loads(m.group(1))
+                    pairs = [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks) - 1, 2)]
+                    r = [(a[1] / b[1]) if a[0] else (b[1] / a[1]) for a, b in pairs]
+                    ratios.setdefault((model, config), []).extend(r)
+                    print(f"  paired trial {trial} {model:5s} {config:8s} on/off per pair: "
+                          + " ".join(f"{x:.3f}" for x in r), flush=True)
+    print()
+    for model in models:
+        block, blocks = AB[model]
+        print(f"paired blocks, model {model}: {block} steps per block, {blocks} blocks per job, "
+              f"{trials} jobs per configuration")
+        print(f"  {'config':9s} {'on/off step time: median (quartiles, min - max)':>56s}  pairs")
+        for config in CONFIGS[1:]:
+            r = sorted(ratios[(model, config)])
+            q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0], r[0], r[0]]
+            print(f"  {config:9s} {statistics.median(r):>14.4f} ({q[0]:.4f} - {q[2]:.4f}, "
+                  f"{r[0]:.4f} - {r[-1]:.4f})  {len(r):5d}")
+        print()
+    for f in failures:
+        print(f"note: {f}")
+
+
+# ---- the micro-benchmark ----
+
+def micro_child():
+    """Times single API calls in this process and prints one JSON line:
+    nanoseconds per operation, each batch minus an adjacent batch of the
+    bare loop.  Under --auto it times instead one whole tiny training step
+    (DataLoader fetch, forward, backward, SGD step) with auto mode's switch
+    on and off in alternating batches: the difference is what auto mode
+    records per step."""
+    import stepscope
+
+    next_step = [0]
+
+    def loop(n):
+        for _ in range(n):
+            pass
+
+    def timed(body, base=loop, in_step=True, batch=MICRO_BATCH, before=None):
+        # Each batch runs inside one step (unless it makes steps itself),
+        # right after a batch of BASE, which is subtracted.  Between
+        # batches, untimed, the sender gets time to drain the ring, so no
+        # timed event is dropped.
+        per_call = []
+        for _ in range(MICRO_BATCHES):
+            if in_step:
+                stepscope.step_begin(next_step[0])
+                next_step[0] += 1
+            if before:
+                before(False)
+            t0 = time.perf_counter_ns()
+            base(batch)
+            t1 = time.perf_counter_ns()
+            if before:
+                before(True)
+            body(batch)
+            t2 = time.perf_counter_ns()
+            if in_step:
+                stepscope.step_end()
+            else:
+                next_step[0] += batch
+            time.sleep(MICRO_PAUSE_S)
+            per_call.append(((t2 - t1) - (t1 - t0)) / batch)
+        return statistics.median(per_call)
+
+    out = {"enabled": stepscope.enabled(), "ns": {}, "dropped": {}}
+    if os.environ.get("STEPSCOPE_AUTO"):
+        out["ns"]["auto_step"] = auto_step_cost(timed)
+    else:
+        for name, body, in_step in micro_cases(stepscope, next_step):
+            before = stepscope.counters()
+            out["ns"][name] = timed(body, in_step=in_step)
+            after = stepscope.counters()
+            out["dropped"][name] = {k: after[k] - before[k] for k in after}
+    print("MICRO " + json.dumps(out), flush=True)
+
+
+def micro_cases(stepscope, next_step):
+    def sync(n):
+        s = stepscope.sync
+        for _ in range(n):
+            s("allreduce")
+
+    def metric(n):
+        m = stepscope.metric
+        for _ in range(n):
+            m("loss", 0.5)
+
+    def phase(n):
+        p = stepscope.phase
+        for _ in range(n):
+            with p("forward"):
+                pass
+
+    def step(n):
+        st, first = stepscope.step, next_step[0]
+        for i in range(n):
+            with st(first + i):
+                pass
+
+    def memory(n):
+        ms = stepscope.memory_sample
+        for _ in range(n):
+            ms()
+
+    return (("sync", sync, True), ("metric", metric, True), ("phase_with", phase, True),
+            ("step_with", step, False), ("memory_sample", memory, True))
+
+
+def auto_step_cost(timed):
+    """ns per tiny training step with auto mode recording minus without."""
+    import torch
+    from stepscope import _native
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4096, 4)),
+                                         batch_size=1)
+    state = {"it": iter(loader)}
+
+    def steps(n):
+        for _ in range(n):
+            try:
+                (x,) = next(state["it"])
+            except StopIteration:
+                state["it"] = iter(loader)
+                (x,) = next(state["it"])
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+
+    steps(100)  # the first optimizer step wraps the class; warm everything
+    ns = timed(steps, base=steps, in_step=False, batch=100, before=_native._auto_enable)
+    _native._auto_enable(True)
+    return ns
+
+
+def bench_micro():
+    script = str(Path(__file__).resolve())
+    env = child_env()
+    bare_env = {k: v for k, v in env.items() if not k.startswith("STEPSCOPE_")}
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="ss-bench-micro-") as d:
+        runs["disabled"] = run_captured([sys.executable, script, "--micro-child"], bare_env)
+        for label, extra in (("enabled", []), ("auto", ["--auto"])):
+            runs[label] = run_captured(
+                [str(STEPSCOPE), "run", "-n", "1", "--db", f"{d}/m.db", *extra, "--",
+                 sys.executable, script, "--micro-child"], env)
+    rows = {}
+    for label, proc in runs.items():
+        m = re.search(r"MICRO (\{.*\})", proc.stdout)
+        if not m:
+            sys.exit(f"bench_torch_overhead: micro-benchmark ({label}) failed:\n"
+                     f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        rows[label] = json.loads(m.group(1))
+    print(f"one API call, ns (median of {MICRO_BATCHES} batches of {MICRO_BATCH} calls, "
+          f"each minus an adjacent batch of the bare loop)")
+    print(f"  {'call':40s} {'enabled':>9s} {'disabled':>9s}")
+    names = {"sync": "stepscope.sync(name)",
+             "metric": "stepscope.metric(name, v)",
+             "phase_with": "with stepscope.phase(name): (2 calls)",
+             "step_with": "with stepscope.step(): (2 calls)",
+             "memory_sample": "stepscope.memory_sample() (reads /proc)"}
+    for key, label in names.items():
+        print(f"  {label:40s} {rows['enabled']['ns'][key]:9.0f} {rows['disabled']['ns'][key]:9.0f}")
+    print(f"  dropped while timing (enabled run): {rows['enabled']['dropped']}")
+    print(f"auto mode, one tiny training step recorded minus not recorded: "
+          f"{rows['auto']['ns']['auto_step']:.0f} ns per step")
+    assert rows["enabled"]["enabled"] and not rows["disabled"]["enabled"]
+    print()
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import torch  # noqa: F401  (only for its version)
+    load = os.getloadavg()[0]
+    return (f"{os.cpu_count()} CPUs ({cpu}), Linux {platform.release()}, Python "
+            f"{platform.python_version()}, torch {torch.__version__}, load average {load:.1f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=5, help="alternating trials (default 5)")
+    p.add_argument("--nprocs", type=int, default=2, help="ranks per job (default 2)")
+    p.add_argument("--quick", action="store_true", help="2 trials, short model only")
+    p.add_argument("--skip-jobs", action="store_true", help="only the micro-benchmark")
+    p.add_argument("--skip-whole", action="store_true", help="no whole-job comparison")
+    p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--ab-child", nargs=2, metavar=("CONFIG", "MODEL"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.micro_child:
+        micro_child()
+        return
+    if args.ab_child:
+        ab_child(*args.ab_child)
+        return
+    if not STEPSCOPE.exists():
+        sys.exit(f"bench_torch_overhead: {STEPSCOPE} not found: run `make` first "
+                 f"or set STEPSCOPE_BUILD")
+    print(f"machine: {machine()}")
+    print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n")
+    bench_micro()
+    if not args.skip_jobs:
+        trials = 2 if args.quick else args.trials
+        models = ["short"] if args.quick else list(MODELS)
+        bench_ab(trials, models)
+        if not args.skip_whole:
+            bench_jobs(trials, args.nprocs, models)
+
+
+if __name__ == "__main__":
+    main()

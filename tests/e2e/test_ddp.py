@@ -1,0 +1,242 @@
+"""Real PyTorch DistributedDataParallel jobs (gloo, CPU) under `stepscope
+run`, instrumented two ways: by hand with the Python API (`--explicit`) and
+from the outside (`stepscope run --auto`, the script unmodified).  Injected
+faults are found on the right rank with the right phase, a clean job has no
+finding, a script written like PyTorch's DDP tutorial runs unmodified and
+resumes from its snapshot, and a rank that raises is named with its step.
+
+torch is slow to import and the machine may have two cores, so each job is
+small (tens of steps, three ranks where three show the point) and two
+faults share one job: rank 2 computes longer in forward while rank 1 reads
+some batches slowly.
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BUILD, SOURCE, STEPSCOPE, run_job
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for this Python")
+
+TRAIN = SOURCE / "examples" / "ddp_train.py"
+TUTORIAL = SOURCE / "examples" / "ddp_tutorial.py"
+MODES = ("explicit", "auto")
+
+SLOW_RANK, SLOW_MS = 2, 50
+STALL_RANK, STALL_MS, STALL_EVERY = 1, 100, 10
+LEAK_RANK, LEAK_MB = 1, 4
+STEPS = 60
+
+
+def sanitizer_runtime():
+    """The ASan runtime the build's CLI links, or None for a plain build."""
+    try:
+        out = subprocess.run(["ldd", str(STEPSCOPE)], capture_output=True,
+                             text=True, timeout=30).stdout
+    except OSError:
+        return None
+    m = re.search(r"libasan\.so\S* => (\S+)", out)
+    return m.group(1) if m else None
+
+
+def ddp_env():
+    """The test's environment, with the build's stepscope package importable
+    (the default build puts it in python/, the others in <build>/python/)
+    and one thread per rank, as torchrun sets it."""
+    env = dict(os.environ)
+    pkg = BUILD / "python"
+    if not (pkg / "stepscope").is_dir():
+        pkg = SOURCE / "python"
+    path = str(pkg)
+    env["PYTHONPATH"] = path + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else path
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def python_cmd(script, *args):
+    """The rank command running SCRIPT.  In a sanitizer build the extension
+    needs the ASan runtime loaded first into the interpreter, which is not
+    instrumented (and libstdc++ right after it), as the Python tests do
+    (docs/python.md); only the ranks get that, the controller keeps its
+    own sanitizer options."""
+    prefix = []
+    asan = sanitizer_runtime()
+    if asan:
+        prefix = ["env", f"LD_PRELOAD={asan}:libstdc++.so.6",
+                  "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"]
+    return [*prefix, sys.executable, str(script), *args]
+
+
+def run_train(db, mode, nprocs, *args, extra=()):
+    """Runs examples/ddp_train.py under `stepscope run`, instrumented by hand
+    (mode "explicit") or by `--auto` (mode "auto")."""
+    cmd = python_cmd(TRAIN, *args)
+    if mode == "explicit":
+        cmd.append("--explicit")
+    else:
+        extra = ("--auto", *extra)
+    return run_job(db, nprocs, cmd, extra=extra, env=ddp_env())
+
+
+def kinds(findings):
+    return sorted(f["kind"] for f in findings)
+
+
+def of_kind(findings, kind):
+    hits = [f for f in findings if f["kind"] == kind]
+    assert hits, f"no {kind} finding in {findings}"
+    return hits
+
+
+def printed(stdout, rank, key):
+    """A key=value the script printed on RANK's stdout."""
+    m = re.search(rf"^\[rank {rank}\] ddp_train: rank={rank} .*\b{key}=(\S+)",
+                  stdout, re.M)
+    assert m, f"rank {rank} did not print {key}:\n{stdout}"
+    return float(m.group(1))
+
+
+@pytest.fixture(scope="module", params=MODES)
+def faulty(request, tmp_path_factory):
+    """One 3-rank job with a slow rank and a slow reader, run once per mode."""
+    db = tmp_path_factory.mktemp(f"faulty-{request.param}") / "store.db"
+    job = run_train(db, request.param, 3, "--steps", str(STEPS),
+                    "--slow-rank", str(SLOW_RANK), "--slow-ms", str(SLOW_MS),
+                    "--stall-rank", str(STALL_RANK), "--stall-ms", str(STALL_MS),
+                    "--stall-every", str(STALL_EVERY))
+    assert job.returncode == 0, job.stderr
+    return job, job.report()
+
+
+def test_faults_found_and_nothing_else(faulty):
+    job, report = faulty
+    assert kinds(report["findings"]) == ["data_stall", "straggler"], report["findings"]
+    assert report["steps"]["count"] >= STEPS - 2
+    assert report["steps"]["with_missing_ranks"] == 0
+    assert sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2]
+
+
+def test_straggler_is_the_slow_rank_in_forward(faulty):
+    job, report = faulty
+    hits = of_kind(report["findings"], "straggler")
+    # The ranks that wait for it (inside backward, where DDP all-reduces)
+    # are not blamed, and nothing blames backward.
+    assert [f["ranks"] for f in hits] == [[SLOW_RANK]] * len(hits), hits
+    assert hits[0]["phase"] == "forward", hits[0]
+    ev = hits[0]["evidence"]
+    assert ev["mode"] == "persistent", ev
+    assert 0.6 * SLOW_MS <= ev["late_ms_median"] <= 2 * SLOW_MS, ev
+    assert 0.6 * SLOW_MS <= ev["explained_ms"] <= 2 * SLOW_MS, ev
+    assert f"rank {SLOW_RANK}" in hits[0]["message"]
+    # The waiting shows up where it happens: the slow rank spends the least
+    # time in backward, every other rank waits there for it.
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    fwd = {r: ranks[r]["phase_median_ms"]["forward"] for r in ranks}
+    bwd = {r: ranks[r]["phase_median_ms"]["backward"] for r in ranks}
+    assert fwd[SLOW_RANK] - max(v for r, v in fwd.items() if r != SLOW_RANK) >= 0.6 * SLOW_MS
+    assert bwd[SLOW_RANK] == min(bwd.values()), bwd
+
+
+def test_data_stall_on_the_slow_reader(faulty):
+    job, report = faulty
+    hits = of_kind(report["findings"], "data_stall")
+    assert [f["ranks"] for f in hits] == [[STALL_RANK]], hits
+    assert hits[0]["phase"] in ("data", None)
+    ev = hits[0]["evidence"]
+    # A stall every STALL_EVERY steps from step 0; the detectors skip the
+    # first steps (warm-up).
+    assert ev["stalls"] >= STEPS // STALL_EVERY - 2, ev
+    assert 0.7 * STALL_MS <= ev["stall_ms_median"] <= 2 * STALL_MS, ev
+    assert ev.get("period_steps") == STALL_EVERY, ev
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memory_creep_measures_the_leak(store, mode):
+    job = run_train(store, mode, 3, "--steps", str(STEPS),
+                    "--leak-rank", str(LEAK_RANK), "--leak-mb", str(LEAK_MB))
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    hits = of_kind(report["findings"], "memory_creep")
+    assert [f["ranks"] for f in hits] == [[LEAK_RANK]], hits
+    # Touching fresh pages takes time, so the leaking rank may also be late:
+    # whatever is found blames the leaking rank only.
+    assert all(f["ranks"] == [LEAK_RANK] for f in report["findings"]), report["findings"]
+    # The truth: what the script keeps alive per step, which its own RSS
+    # confirms (RSS grows by whole pages, a little more than the tensors).
+    kept = printed(job.stdout, LEAK_RANK, "leak_bytes_per_step")
+    assert kept == LEAK_MB * (1 << 20)
+    grown = printed(job.stdout, LEAK_RANK, "rss_bytes_per_step")
+    assert abs(grown - kept) / kept < 0.05, (grown, kept)
+    slope = hits[0]["evidence"]["bytes_per_step"]
+    assert abs(slope - kept) / kept < 0.2, (slope, kept)
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    others = max(r["max_rss_bytes"] for k, r in ranks.items() if k != LEAK_RANK)
+    assert ranks[LEAK_RANK]["max_rss_bytes"] - others >= 0.6 * kept * STEPS
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_clean_job_has_no_findings(store, mode):
+    job = run_train(store, mode, 4, "--steps", str(STEPS))
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    assert report["findings"] == [], report["findings"]
+    assert report["steps"]["count"] >= STEPS - 2
+    phases = {p["name"] for p in report["steps"]["phases"]}
+    assert {"data", "forward", "backward", "optimizer"} <= phases, phases
+    assert [s["name"] for s in report["steps"]["syncs"]] == ["allreduce"]
+    assert all(r["max_rss_bytes"] for r in report["ranks"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_raising_rank_is_named_with_its_step(store, mode):
+    crash_step = 20
+    job = run_train(store, mode, 3, "--steps", "200", "--crash-rank", "1",
+                    "--crash-step", str(crash_step))
+    assert job.returncode == 1, job.stderr
+    err = job.stderr
+    assert "rank 1 failed first: exited with code 1" in err, err
+    m = re.search(r"rank 1 failed first: .*last step: (\d+)", err)
+    assert m, err
+    # The raise opens step 20 (steps count from 0 in both modes), so the
+    # last completed step is 19, or 18 if the last record did not leave the
+    # rank before it died.
+    assert crash_step - 2 <= int(m.group(1)) <= crash_step, err
+    assert f"injected crash on rank 1 in step {crash_step}" in err
+    report = job.report()
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    assert ranks[1]["state"] == "failed"
+    assert ranks[1]["exit_code"] == 1
+    assert report["run"]["exit_code"] == 1
+
+
+def test_tutorial_script_unmodified_with_snapshot_resume(store, tmp_path):
+    snapshot = tmp_path / "snapshot.pt"
+    args = ["--dataset_size", "1024", "--batch_size", "32",
+            "--snapshot_path", str(snapshot)]
+    steps_per_epoch = 1024 // 2 // 32
+
+    first = run_job(store, 2, python_cmd(TUTORIAL, "3", "2", *args),
+                    extra=("--auto",), env=ddp_env())
+    assert first.returncode == 0, first.stderr
+    assert snapshot.exists()
+    assert "Epoch 2 | Training snapshot saved" in first.stdout
+    report = first.report()
+    assert report["run"]["id"] == 1
+    assert 3 * steps_per_epoch - 2 <= report["steps"]["count"] <= 3 * steps_per_epoch
+    phases = {p["name"] for p in report["steps"]["phases"]}
+    assert {"data", "forward", "backward", "optimizer"} <= phases, phases
+    assert not [f for f in report["findings"] if f["kind"] in ("straggler", "data_stall")], \
+        report["findings"]
+
+    second = run_job(store, 2, python_cmd(TUTORIAL, "5", "2", *args),
+                     extra=("--auto",), env=ddp_env())
+    assert second.returncode == 0, second.stderr
+    assert "Resuming training from snapshot at Epoch 3" in second.stdout
+    report = second.report()
+    assert report["run"]["id"] == 2
+    assert 2 * steps_per_epoch - 2 <= report["steps"]["count"] <= 2 * steps_per_epoch
