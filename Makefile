@@ -41,7 +41,7 @@ demo: all
 bench: all
 	scripts/bench.sh
 
-# What stepscope costs a PyTorch DDP job (docs/performance.md); ~30 minutes.
+# What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all
 	/usr/bin/python3 bench/bench_torch_overhead.py
 
