@@ -115,6 +115,11 @@ int64_t ss_now_ns(void);
  * controller compares arrivals across ranks (arrival skew). */
 void ss_sync(ss_name_id id);
 
+/* Records this rank's arrival at the collective ID at AT_NS (ss_now_ns()
+ * clock), taken earlier on this or another thread - the moment its last
+ * gradient was ready, say - into the current step.  Ignored when AT_NS < 0. */
+void ss_sync_at(ss_name_id id, int64_t at_ns);
+
 /* Records VALUE for metric ID in the current step (the last value wins). */
 void ss_metric(ss_name_id id, double value);
 

@@ -715,6 +715,19 @@ static PyObject *m_sync(PyObject *m, PyObject *name)
     Py_RETURN_NONE;
 }
 
+static PyObject *m_sync_at(PyObject *m, PyObject *const *args,
+                           Py_ssize_t nargs)
+{
+    int64_t at;
+    if (check_nargs("_sync_at", nargs, 2, 2) < 0 || parse_ns(args[1], &at) < 0)
+        return NULL;
+    ss_name_id id = name_id(args[0]);
+    if (!id)
+        return NULL;
+    ss_sync_at(id, at);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_metric(PyObject *m, PyObject *const *args,
                           Py_ssize_t nargs)
 {
@@ -879,6 +892,8 @@ static PyMethodDef module_methods[] = {
      "now_ns() -> int: the recorder's clock, CLOCK_MONOTONIC in ns."},
     {"_set_decorate", m_set_decorate, METH_O, NULL},
     {"_current_step", m_current_step, METH_NOARGS, NULL},
+    {"_sync_at", (PyCFunction)(void (*)(void))m_sync_at, METH_FASTCALL,
+     NULL},
     {"_explicit", m_explicit, METH_NOARGS, NULL},
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},

@@ -9,10 +9,10 @@ itself.  It patches torch in place, once per process:
   phase "backward"   Tensor.backward and torch.autograd.backward
   phase "optimizer"  Optimizer.step of every optimizer class (wrapped when
                      the first instance is made) and GradScaler.step
-  sync  "allreduce"  DDP: this rank's first gradient bucket of the step
-  phase "allreduce"  DDP: from the first bucket of a backward pass until all
-                     its buckets' all-reduces completed, measured by a
-                     communication hook that runs the all-reduce itself
+  sync  "allreduce"  DDP: this rank's last gradient of a backward pass
+                     that all-reduces (see _GradClock)
+  phase "allreduce"  DDP: from that arrival until backward returns, which
+                     DDP allows once every bucket's all-reduce completed
   memory             RSS at every step end; once the script uses CUDA, the
                      device peak (reset every step) and allocated bytes
   phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
@@ -49,6 +49,7 @@ from ._native import _Outermost
 
 _PENDING_MAX = 64      # data fetches remembered before the first step
 _GPU_PENDING_MAX = 256  # CUDA event pairs awaiting completion
+_NARROW_AFTER = 3       # see _GradClock
 
 
 class _State:
@@ -58,12 +59,8 @@ class _State:
         self.pending = []     # (begin_ns, end_ns) of data fetches before it
         self.pacer = None     # weakref to the object whose step ends steps
         self.gpu = None       # _Gpu once the script has initialised CUDA
-        self.arrival = None   # now_ns() of the first all-reduce bucket of
-                              # the running backward pass
-        self.synced_step = None  # the step whose sync "allreduce" is done
+        self.clocks = []      # weak references to each DDP's _GradClock
         self.torch = None
-        self.dist = None      # torch.distributed, once DDP is patched
-        self.engine = None    # the autograd engine, for queue_callback
         self.warned = set()
 
 
@@ -106,7 +103,6 @@ def _step_boundary():
     _native.memory_sample()
     if _S.gpu is not None:
         _gpu_call(_S.gpu.step_end)
-    _S.arrival = None  # a wait nothing closed (a backward in a closure)
     _native._auto_next()
     _S.started = True
 
@@ -207,32 +203,24 @@ def _compute_enter(_obj):
     return None if gpu is None else _gpu_call(gpu.begin)
 
 
-def _arrived():
-    """At bucket 0 of a backward pass's all-reduce (on the thread that runs
-    the backward): the step's sync "allreduce", and the start of the wait
-    that _waited closes."""
-    now = _native.now_ns()
-    step = _native._current_step()
-    if step is not None and step != _S.synced_step:
-        _S.synced_step = step
-        _native.sync("allreduce")
-    if _S.arrival is None:
-        _S.arrival = now
-
-
-def _waited():
-    """Closes the all-reduce wait begun at the first bucket: the phase
-    "allreduce" from that arrival until now."""
-    if _S.arrival is not None:
-        _native.phase_span("allreduce", _S.arrival, _native.now_ns())
-        _S.arrival = None
+def _allreduce_waited():
+    """At the end of a backward pass: for the DDPs that all-reduced in it,
+    the sync "allreduce" at this rank's arrival (see _GradClock) and the
+    phase "allreduce" from there to now."""
+    arrival = None
+    for ref in _S.clocks:
+        clock = ref()
+        ns = clock.settle() if clock is not None else None
+        if ns is not None and (arrival is None or ns > arrival):
+            arrival = ns
+    if arrival is not None:
+        _native._sync_at("allreduce", arrival)
+        _native.phase_span("allreduce", arrival, _native.now_ns())
 
 
 def _backward_exit(start, _failed):
-    """DDP lets backward return only once every bucket's all-reduce has
-    completed, so the end of backward closes a wait that _CommHook did not
-    (the script's own hook, static graphs)."""
-    _waited()
+    if _S.clocks:
+        _allreduce_waited()
     if start is not None:
         _gpu_call(_S.gpu.end, "gpu_backward", start)
 
@@ -307,122 +295,115 @@ def _patch_optimizer(torch):
         _wrap_step(scaler)
 
 
-class _CommHook:
-    """The communication hook put on every DistributedDataParallel.
+class _GradClock:
+    """Times one DistributedDataParallel's all-reduce from gradient hooks,
+    leaving the all-reduce itself to DDP's built-in C++ code.
 
-    At bucket 0 of each backward pass it notes this rank's arrival (see
-    _arrived).  Then it runs the all-reduce itself, like DDP's default:
-    divide by the world size, dist.all_reduce(async_op=True).  It hands DDP
-    a Python future and completes it from an autograd callback queued for
-    the end of the backward pass (before DDP's own, which waits for the
-    futures): that callback waits for the works, then closes the all-reduce
-    wait.  So no Python code runs on the process group's threads.  (A
-    Python callback there, such as the one in torch's allreduce_hook, needs
-    the GIL; one still pending when the program ends can deadlock or abort
-    the process while DDP tears down.)
+    A tensor hook on each parameter notes when its gradient is ready.  The
+    last one of a backward pass is this rank's arrival: its compute is done
+    and DDP launches its last bucket.  DDP lets backward() return only once
+    every bucket's all-reduce has completed, so from the arrival to the end
+    of backward this rank waits for the others.  Only backward passes after
+    a forward that prepared an all-reduce count (not those under no_sync()).
 
-    It falls back to torch's allreduce_hook where no callback can be queued
-    (outside a backward pass, as with uneven inputs under Join) and for
-    static graphs, whose first backward runs the hooks inside such a
-    callback.  A hook the script registers later replaces the all-reduce."""
+    Python never touches the buckets: a communication hook would give the
+    bucket tensors Python objects, and in torch 1.13 a gloo thread that
+    drops the last reference to one needs the GIL, which deadlocks DDP's
+    teardown at exit.
 
-    def __init__(self, ddp, fallback):
-        self.ddp = weakref.ref(ddp)
-        self.fallback = fallback  # torch's allreduce_hook
-        self.state = None         # the script's hook and its state, if any
-        self.hook_fn = None
-        self.replaced = False     # the script registered a hook
-        self.pending = []         # (work, tensor, future) of this backward
+    A hook costs about half a microsecond, so once the same parameter has
+    been last in _NARROW_AFTER backward passes in a row, only its hook
+    stays; should it not fire in a later pass, all come back."""
 
-    def hook(self, state, bucket):
-        if bucket.index() == 0:
-            _arrived()
-        if self.hook_fn is not None:
-            return self.hook_fn(self.state, bucket)
-        ddp = self.ddp()
-        group = ddp.process_group
-        if ddp.static_graph:
-            return self.fallback(group, bucket)
-        if not self.pending:
-            try:
-                _S.engine.queue_callback(self._complete)
-            except RuntimeError:
-                return self.fallback(group, bucket)
-        tensor = bucket.buffer()
-        tensor.div_(group.size())
-        work = _S.dist.all_reduce(tensor, group=group, async_op=True)
-        future = _S.torch.futures.Future()
-        self.pending.append((work, tensor, future))
-        return future
+    def __init__(self, params):
+        self.params = [p for p in params if p.requires_grad]
+        self.handles = []
+        self.armed = False   # the last forward prepared an all-reduce
+        self.ns = None       # now_ns() of the latest gradient of this pass
+        self.last = None     # and the index of its parameter
+        self.candidate = None
+        self.seen = 0        # passes in a row with candidate last
+        self.narrowed = False
+        self._hook_all()
 
-    def _complete(self):
-        pending, self.pending = self.pending, []
-        for work, tensor, future in pending:
-            work.wait()
-            future.set_result(tensor)
-        _waited()
+    def _hook(self, index):
+        now = _native.now_ns
+
+        def hook(_grad):
+            self.ns = now()
+            self.last = index
+        return hook
+
+    def _unhook(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def _hook_all(self):
+        self._unhook()
+        self.handles = [p.register_hook(self._hook(i))
+                        for i, p in enumerate(self.params)]
+        self.narrowed, self.candidate, self.seen = False, None, 0
+
+    def _narrow(self, index):
+        self._unhook()
+        self.handles = [self.params[index].register_hook(self._hook(index))]
+        self.narrowed = True
+
+    def settle(self):
+        """At the end of a backward pass: this DDP's arrival time if the
+        pass all-reduced its gradients, else None."""
+        ns, last, armed = self.ns, self.last, self.armed
+        self.ns = self.last = None
+        self.armed = False
+        if not armed:
+            return None
+        if ns is None:
+            if self.narrowed:
+                self._hook_all()
+            return None
+        if not self.narrowed:
+            if last == self.candidate:
+                self.seen += 1
+            else:
+                self.candidate, self.seen = last, 1
+            if self.seen >= _NARROW_AFTER and len(self.params) > 1:
+                self._narrow(last)
+        return ns
 
 
 def _patch_ddp(torch):
     import torch.distributed as dist
     if not dist.is_available():
         return
-    from torch.autograd import Variable
     from torch.nn.parallel import DistributedDataParallel as ddp_cls
-    _S.dist = dist
-    _S.engine = Variable._execution_engine
-    init = ddp_cls.__init__
-    register = ddp_cls.register_comm_hook
-    register_builtin = getattr(ddp_cls, "_register_builtin_comm_hook", None)
-    hooks = weakref.WeakKeyDictionary()  # DDP -> its _CommHook
+    clocks = weakref.WeakKeyDictionary()  # DDP -> its _GradClock
+    init, forward = ddp_cls.__init__, ddp_cls.forward
+    grad_enabled = torch.is_grad_enabled
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         try:
-            from torch.distributed.algorithms.ddp_comm_hooks import \
-                default_hooks
-            comm = _CommHook(self, default_hooks.allreduce_hook)
-            register(self, None, comm.hook)
-            hooks[self] = comm
+            clocks[self] = clock = _GradClock(self.module.parameters())
+            # The hooks go with the DDP; so does the clock.
+            weakref.finalize(self, clock._unhook).atexit = False
+            _S.clocks = [r for r in _S.clocks if r() is not None]
+            _S.clocks.append(weakref.ref(clock))
         except Exception as e:
             _warn("DDP all-reduce is not instrumented: %s: %s"
                   % (type(e).__name__, e))
 
-    @functools.wraps(register)
-    def register_comm_hook(self, state, hook):
-        comm = hooks.get(self)
-        if comm is None or comm.replaced:
-            return register(self, state, hook)  # torch's checks and errors
-        check = getattr(self, "_check_comm_hook", None)
-        if check is not None:
-            check(hook)
-        logger = getattr(self, "logger", None)
-        if logger is not None and hasattr(logger, "_set_comm_hook_name"):
-            logger._set_comm_hook_name(hook.__qualname__)
-        comm.state, comm.hook_fn, comm.replaced = state, hook, True
-
-    # The C++ built-in hooks are run as their Python twins.
-    def _register_builtin_comm_hook(self, comm_hook_type):
-        from torch.distributed.algorithms.ddp_comm_hooks import \
-            default_hooks
-        twins = {dist.BuiltinCommHookType.ALLREDUCE: None,  # = our own
-                 dist.BuiltinCommHookType.FP16_COMPRESS:
-                 default_hooks.fp16_compress_hook}
-        comm = hooks.get(self)
-        if comm is None or comm.replaced or comm_hook_type not in twins:
-            return register_builtin(self, comm_hook_type)
-        logger = getattr(self, "logger", None)
-        if logger is not None and hasattr(logger, "_set_comm_hook_name"):
-            logger._set_comm_hook_name(str(comm_hook_type))
-        comm.state, comm.hook_fn = self.process_group, twins[comm_hook_type]
-        comm.replaced = True
+    @functools.wraps(forward)
+    def forward_(self, *args, **kwargs):
+        out = forward(self, *args, **kwargs)
+        clock = clocks.get(self)
+        if clock is not None:
+            clock.armed = self.require_backward_grad_sync and grad_enabled()
+        return out
 
     ddp_cls.__init__ = __init__
-    ddp_cls.register_comm_hook = register_comm_hook
-    if register_builtin is not None:
-        functools.update_wrapper(_register_builtin_comm_hook, register_builtin)
-        ddp_cls._register_builtin_comm_hook = _register_builtin_comm_hook
+    ddp_cls.forward = forward_
 
 
 def _after_fork_in_child():

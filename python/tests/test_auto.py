@@ -57,8 +57,8 @@ def test_steps_phases_and_allreduce(store):
 
 def test_accumulation_workers_and_user_hook(store):
     """Two forward/backward passes per optimizer step are one step; forked
-    DataLoader workers work; a hook the script registers after auto mode
-    put its own on the DDP replaces the all-reduce and is still timed."""
+    DataLoader workers work; a communication hook the script registers runs
+    as it would without stepscope, and its all-reduce is still timed."""
     job, res = auto_job(store, "--steps", "3", "--accum", "2",
                         "--workers", "2", "--user-hook")
     assert [r["user_hook_calls"] for r in res.values()] == [6, 6]
@@ -74,12 +74,25 @@ def test_accumulation_workers_and_user_hook(store):
         assert row["counts"]["data"] >= 2, (key, row)
 
 
+def test_no_sync_passes_have_no_allreduce(store):
+    """Accumulation under DDP.no_sync(): of three backward passes per step
+    only the last all-reduces, so only it has an arrival and a wait."""
+    job, _ = auto_job(store, "--steps", "4", "--accum", "3", "--no-sync")
+    rep = job.report()
+    assert rep["steps"]["count"] == 4
+    assert rep["steps"]["syncs"][0]["steps"] == 4
+    for key, row in job.rank_steps().items():
+        assert row["counts"]["backward"] == 3, (key, row)
+        assert "allreduce" in row["phases"], (key, row)
+        assert row["counts"].get("allreduce", 1) == 1, (key, row)
+        assert list(row["syncs"]) == ["allreduce"], (key, row)
+
+
 def test_explicit_steps_win(store):
     """A script that makes its own steps keeps them: no auto boundaries,
     while the phases are still recorded inside its steps.  (It also
-    registers DDP's built-in ALLREDUCE hook, which keeps the stepscope
-    all-reduce, and uses a static graph, for which that falls back to
-    torch's allreduce_hook.)"""
+    registers DDP's built-in ALLREDUCE hook and uses a static graph; the
+    all-reduce is timed the same way.)"""
     job, _ = auto_job(store, "--steps", "3", "--explicit", "--builtin-hook",
                       "--static-graph")
     rep = job.report()
@@ -236,3 +249,41 @@ def test_exit_watchdog_ends_a_rank_stuck_in_shutdown(store, tmp_path):
     assert job.returncode == 3, job.stderr
     assert "script done" in job.stdout
     assert "still shutting down 2 s after the script ended" in job.stderr
+
+
+def test_grad_clock_arrival_narrowing_and_widening():
+    """The gradient clock (run here without DDP or a controller): the
+    arrival is the last gradient of a pass that all-reduced; after three
+    passes with the same last parameter only its hook stays; a pass where
+    it gives no gradient finds no arrival and puts every hook back."""
+    import torch
+    from stepscope import _native, auto
+
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    clock = auto._GradClock(list(a.parameters()) + list(b.parameters()))
+    assert len(clock.handles) == 4
+    x = torch.ones(2, 4)
+
+    def pass_(armed, through_a=True):
+        clock.armed = armed
+        before = _native.now_ns()
+        (b(a(x)) if through_a else b(x)).sum().backward()
+        return before, clock.settle()
+
+    before, arrival = pass_(armed=False)
+    assert arrival is None  # under no_sync(): no all-reduce, no arrival
+    for n in range(3):
+        before, arrival = pass_(armed=True)
+        assert before <= arrival <= _native.now_ns()
+        assert clock.last is None and clock.ns is None  # reset for the next
+    # a's weight is reached last (its gradient needs b's and a's bias's)
+    assert clock.narrowed and len(clock.handles) == 1
+    assert clock.candidate in (0, 1)
+    before, arrival = pass_(armed=True)
+    assert arrival is not None and arrival >= before
+    before, arrival = pass_(armed=True, through_a=False)
+    assert arrival is None
+    assert not clock.narrowed and len(clock.handles) == 4
+    clock._unhook()
+    before, arrival = pass_(armed=True)
+    assert arrival is None and not a.weight._backward_hooks

@@ -8,6 +8,7 @@ variables the controller sets.  At the end it prints one line per rank,
 "RESULT {json}", with what the tests cannot read from the report.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -23,6 +24,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4, help="optimizer steps")
     ap.add_argument("--accum", type=int, default=1,
                     help="forward/backward passes per optimizer step")
+    ap.add_argument("--no-sync", action="store_true",
+                    help="accumulate under DDP.no_sync() but the last pass")
     ap.add_argument("--workers", type=int, default=0,
                     help="DataLoader workers")
     ap.add_argument("--explicit", action="store_true",
@@ -68,10 +71,12 @@ def main():
             ctx = None
         if ctx:
             ctx.__enter__()
-        for _ in range(args.accum):
+        for micro in range(args.accum):
             x, y = next(it)
-            loss = loss_fn(model(x), y) / args.accum
-            loss.backward()
+            skip = args.no_sync and micro < args.accum - 1
+            with model.no_sync() if skip else contextlib.nullcontext():
+                loss = loss_fn(model(x), y) / args.accum
+                loss.backward()
         opt.step()
         opt.zero_grad()
         if ctx:

@@ -231,6 +231,12 @@ SS_API void ss_sync(ss_name_id id)
         record(SS__EV_SYNC, id, current_step(), ss__now(), 0);
 }
 
+SS_API void ss_sync_at(ss_name_id id, int64_t at_ns)
+{
+    if (active() && at_ns >= 0)
+        record(SS__EV_SYNC, id, current_step(), (ss__mono_ns)at_ns, 0);
+}
+
 SS_API void ss_metric(ss_name_id id, double value)
 {
     if (!active())

@@ -213,10 +213,12 @@ static int body_steps(void *arg)
     (void)arg;
     ss_name_id fwd = SS_NAME("forward"), bwd = SS_NAME("backward");
     ss_name_id ar = SS_NAME("allreduce"), loss = SS_NAME("loss");
+    ss_name_id grads = SS_NAME("grads");
     id_io = SS_NAME("io");
     CHECK_EQ_INT(ss_init(), 0);
     for (uint64_t step = 1; step <= 3; step++) {
         ss_step_begin(step);
+        int64_t early = ss_now_ns();
         ss_phase_begin(fwd);
         ss_phase_begin(fwd); /* the same name nested: counts once */
         sleep_ms(2);
@@ -232,6 +234,8 @@ static int body_steps(void *arg)
         pthread_join(th, NULL);
         ss_sync(ar);
         ss_sync(ar); /* the first arrival counts */
+        ss_sync_at(grads, -1); /* ignored */
+        ss_sync_at(grads, early); /* an arrival taken before */
         ss_metric(loss, 10.0);
         ss_metric(loss, 1.0 / (double)step); /* the last value counts */
         ss_memory_sample();
@@ -266,7 +270,7 @@ static void steps_carry_phases_syncs_metrics_memory(void)
     if (fc.n_errors)
         fprintf(stderr, "  controller: %s\n", fc.error);
     CHECK_EQ_INT(fc.count[WIRE_STEP], 3);
-    CHECK_EQ_INT(fc.count[WIRE_NAME], 5);
+    CHECK_EQ_INT(fc.count[WIRE_NAME], 6);
     for (int i = 0; i < 3; i++) {
         const wire_frame *f = fc_find(&fc, WIRE_STEP, i);
         REQUIRE(f);
@@ -285,10 +289,20 @@ static void steps_carry_phases_syncs_metrics_memory(void)
         CHECK(io->total_ns >= 1000000);
         CHECK(fwd->total_ns + bwd->total_ns + io->total_ns <=
               (uint64_t)(s->end_ns - s->begin_ns));
-        REQUIRE(s->n_syncs == 1);
-        CHECK_STR(name_of(&fc, 0, s->syncs[0].name_id), "allreduce");
-        CHECK(s->syncs[0].arrival_ns >= s->begin_ns &&
-              s->syncs[0].arrival_ns <= s->end_ns);
+        REQUIRE(s->n_syncs == 2);
+        for (int k = 0; k < 2; k++) {
+            const char *name = name_of(&fc, 0, s->syncs[k].name_id);
+            REQUIRE(name);
+            if (strcmp(name, "grads") == 0) {
+                /* ss_sync_at's time is the one given: before the phases */
+                CHECK(s->syncs[k].arrival_ns >= s->begin_ns &&
+                      s->syncs[k].arrival_ns < fwd->first_begin_ns);
+            } else {
+                CHECK_STR(name, "allreduce");
+                CHECK(s->syncs[k].arrival_ns >= s->begin_ns + 5000000 &&
+                      s->syncs[k].arrival_ns <= s->end_ns);
+            }
+        }
         REQUIRE(s->n_metrics == 1);
         CHECK_STR(name_of(&fc, 0, s->metrics[0].name_id), "loss");
         CHECK(s->metrics[0].value == 1.0 / (double)(i + 1));
