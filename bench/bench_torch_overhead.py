@@ -29,13 +29,15 @@ alternates blocks of steps with the instrumentation off and on, in the order
 off-on-on-off, so that each pair of neighbouring blocks ran under the same
 conditions; the overhead is the median over pairs of on/off block medians.
 "on" means: explicit, the API calls are made; auto, auto mode's switch is on
-(off, its wrappers pass straight through, so their own few calls per step
-count as baseline); profiler, the block runs inside torch.profiler (its stop,
+(off, its wrappers pass straight through and its gradient hook still runs,
+so their own few calls per step count as baseline); profiler, the block runs inside torch.profiler (its stop,
 which processes the trace, falls between blocks, untimed).
 
 It also times single API calls (the micro-benchmark): the script runs
 itself under `stepscope run -n 1` so that the recorder is enabled and
-connected, and once more bare, where every call is a no-op.
+connected, and once more bare, where every call is a no-op; and under
+`stepscope run --auto -n 1`, what auto mode costs one tiny DDP step (see
+auto_step_cost).
 
     /usr/bin/python3 bench/bench_torch_overhead.py [--trials 5] [--quick]
 
@@ -94,12 +96,14 @@ class Finished:
         self.returncode, self.stdout, self.stderr = returncode, stdout or "", stderr or ""
 
 
-def run_captured(cmd, env, timeout=JOB_TIMEOUT_S):
-    """Runs CMD; a job that does not end within TIMEOUT (a rank hung at
-    exit, say) is killed (its ranks follow the controller: PDEATHSIG) and
-    what it printed until then is kept."""
+def run_captured(cmd, env, timeout=JOB_TIMEOUT_S, cpus=None):
+    """Runs CMD (on the CPUs CPUS, when given); a job that does not end
+    within TIMEOUT (a rank hung at exit, say) is killed (its ranks follow
+    the controller: PDEATHSIG) and what it printed until then is kept."""
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                              preexec_fn=pin)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else e.stderr
@@ -355,7 +359,7 @@ def micro_child():
 
     out = {"enabled": stepscope.enabled(), "ns": {}, "dropped": {}}
     if os.environ.get("STEPSCOPE_AUTO"):
-        out["ns"]["auto_step"] = auto_step_cost(timed)
+        out["ns"]["auto_step_wall"], out["ns"]["auto_step_cpu"] = auto_step_cost()
     else:
         for name, body, in_step in micro_cases(stepscope, next_step):
             before = stepscope.counters()
@@ -397,11 +401,16 @@ def micro_cases(stepscope, next_step):
             ("step_with", step, False), ("memory_sample", memory, True))
 
 
-def auto_step_cost(timed):
+def auto_step_cost():
     """ns per tiny training step (a DataLoader fetch, forward, backward and
     SGD step of a DDP-wrapped Linear(4, 1) in a 1-rank gloo group) with auto
-    mode recording minus without.  Without: auto mode's switch off, on a
-    twin DDP whose gradient hooks are removed, so the hooks count too."""
+    mode recording minus without, as (wall time, CPU time of the training
+    thread), medians over batches of 100 steps.  Without: auto mode's switch
+    off, on a twin DDP whose gradient hooks are removed, so the hooks count
+    too.  At ~2,500 steps/s the controller is busy as well; when the job
+    was started with a CPU for the controller (STEPSCOPE_BENCH_CPU names
+    the rank's), the rank's threads (training, gloo, sender) are pinned to
+    another one, so that what is measured is what the rank pays."""
     import torch
     import torch.distributed as dist
     from stepscope import _native, auto
@@ -418,14 +427,11 @@ def auto_step_cost(timed):
     auto._S.clocks = [r for r in auto._S.clocks if r not in twin]
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4096, 4)),
                                          batch_size=1)
-    state = {"it": iter(loader), "on": True}
+    state = {"it": iter(loader)}
 
-    def switch(on):
+    def steps(on, n):
         _native._auto_enable(on)
-        state["on"] = on
-
-    def steps(n):
-        model, opt = models[state["on"]]
+        model, opt = models[on]
         for _ in range(n):
             try:
                 (x,) = next(state["it"])
@@ -436,13 +442,26 @@ def auto_step_cost(timed):
             opt.step()
             opt.zero_grad()
 
-    for on in (True, False):  # the first optimizer step wraps the class;
-        switch(on)            # warm everything
-        steps(100)
-    ns = timed(steps, base=steps, in_step=False, batch=100, before=switch)
-    switch(True)
+    cpu = os.environ.get("STEPSCOPE_BENCH_CPU")
+    if cpu is not None:
+        for task in os.listdir("/proc/self/task"):
+            os.sched_setaffinity(int(task), {int(cpu)})
+    for on in (True, False, True, False):  # warm up, the controller too
+        steps(on, 2000)
+    wall, cpu = [], []
+    clocks = (time.perf_counter_ns, time.thread_time_ns)
+    for _ in range(MICRO_BATCHES):
+        t0 = [c() for c in clocks]
+        steps(False, 100)
+        t1 = [c() for c in clocks]
+        steps(True, 100)
+        t2 = [c() for c in clocks]
+        wall.append(((t2[0] - t1[0]) - (t1[0] - t0[0])) / 100)
+        cpu.append(((t2[1] - t1[1]) - (t1[1] - t0[1])) / 100)
+        time.sleep(MICRO_PAUSE_S)
+    _native._auto_enable(True)
     dist.destroy_process_group()
-    return ns
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def bench_micro():
@@ -452,10 +471,17 @@ def bench_micro():
     runs = {}
     with tempfile.TemporaryDirectory(prefix="ss-bench-micro-") as d:
         runs["disabled"] = run_captured([sys.executable, script, "--micro-child"], bare_env)
+        # The auto run: the controller on one CPU, the rank on another.
+        cpus = sorted(os.sched_getaffinity(0))
+        auto_env = dict(env)
+        if len(cpus) >= 2:
+            auto_env["STEPSCOPE_BENCH_CPU"] = str(cpus[0])
         for label, extra in (("enabled", []), ("auto", ["--auto"])):
             runs[label] = run_captured(
                 [str(STEPSCOPE), "run", "-n", "1", "--db", f"{d}/m.db", *extra, "--",
-                 sys.executable, script, "--micro-child"], env)
+                 sys.executable, script, "--micro-child"],
+                auto_env if extra else env,
+                cpus={cpus[1]} if extra and len(cpus) >= 2 else None)
     rows = {}
     for label, proc in runs.items():
         m = re.search(r"MICRO (\{.*\})", proc.stdout)
@@ -474,8 +500,10 @@ def bench_micro():
     for key, label in names.items():
         print(f"  {label:40s} {rows['enabled']['ns'][key]:9.0f} {rows['disabled']['ns'][key]:9.0f}")
     print(f"  dropped while timing (enabled run): {rows['enabled']['dropped']}")
-    print(f"auto mode, one tiny training step recorded minus not recorded: "
-          f"{rows['auto']['ns']['auto_step']:.0f} ns per step")
+    auto = rows["auto"]["ns"]
+    print(f"auto mode, one tiny DDP training step recorded minus not recorded: "
+          f"{auto['auto_step_wall']:.0f} ns wall, {auto['auto_step_cpu']:.0f} ns CPU of the "
+          f"training thread, per step")
     assert rows["enabled"]["enabled"] and not rows["disabled"]["enabled"]
     print()
 
