@@ -216,6 +216,11 @@ def test_under_controller(store, tmp_path):
     assert phases["inner"]["median_rank_ms"]["p50"] >= 2.0
     assert 2.9 <= phases["measured"]["median_rank_ms"]["p50"] <= 3.1
     assert [x["name"] for x in rep["steps"]["syncs"]] == ["barrier"]
+    # The last value of the metric in each step, the last step's here.
+    assert rep["metrics"] == [{"name": "loss", "steps": 5, "last_step": 4,
+                               "last": {"ranks": 2, "median": 0.2,
+                                        "min": 0.2, "min_rank": 0,
+                                        "max": 0.2, "max_rank": 1}}]
     for rank in rep["ranks"]:
         assert rank["state"] == "exited" and rank["last_step"] == 4
         assert rank["max_rss_bytes"] > 1 << 20

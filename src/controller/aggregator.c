@@ -110,6 +110,7 @@ struct ss_aggregator {
     uint32_t vnames_cap;
     ss_phase_stat phases[SS_MAX_RUN_NAMES];
     ss_sync_stat syncs[SS_MAX_RUN_NAMES];
+    int metrics[SS_MAX_RUN_NAMES];
 };
 
 /* ---- allocation with accounting ---- */
@@ -658,7 +659,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
     column_stat(a, rows, present, COL_STEP, &v.step_time);
     column_stat(a, rows, present, COL_RSS, &v.rss);
     column_stat(a, rows, present, COL_DEVICE, &v.device);
-    uint32_t np = 0, ns = 0;
+    uint32_t np = 0, ns = 0, nm = 0;
     for (uint32_t name = 0; name < nn; name++) {
         int c = a->col[KIND_PHASE][name];
         if (c >= 0) {
@@ -678,11 +679,20 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
                 ns++;
             }
         }
+        if (a->col[KIND_METRIC][name] >= 0) {
+            for (uint32_t r = 0; r < a->world; r++)
+                if (!isnan(a->vmetric[(size_t)r * cap + name])) {
+                    a->metrics[nm++] = (int)name;
+                    break;
+                }
+        }
     }
     v.n_phases = np;
     v.phases = a->phases;
     v.n_syncs = ns;
     v.syncs = a->syncs;
+    v.n_metrics = nm;
+    v.metrics = a->metrics;
     v.n_names = nn;
     v.ranks = a->vrs;
 

@@ -30,6 +30,8 @@ typedef struct {
     int64_t begin[MAX_W], start1[MAX_W], count1[MAX_W];
     int64_t start0[MAX_W], count0[MAX_W];
     double metric2[MAX_W];
+    uint32_t n_metrics;
+    int metric_name0; /* the first metric's name index, -1 when none */
     uint32_t n_names;
 } captured;
 
@@ -61,6 +63,8 @@ static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
     for (uint32_t i = 0; i < v->n_syncs && i < 4; i++)
         s->syncs[i] = v->syncs[i];
     s->n_names = v->n_names;
+    s->n_metrics = v->n_metrics;
+    s->metric_name0 = v->n_metrics ? v->metrics[0] : -1;
     for (uint32_t r = 0; r < v->world_size && r < MAX_W; r++) {
         const ss_rank_step *rs = &v->ranks[r];
         s->present[r] = rs->present;
@@ -446,6 +450,7 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(v->count1[1], 2);
     CHECK(v->start1[0] == SS_MISSING && v->count1[0] == SS_MISSING);
     CHECK(isnan(v->metric2[0]) && isnan(v->metric2[1]));
+    CHECK_EQ_INT(v->n_metrics, 0); /* loss has a column, but no value yet */
     CHECK_EQ_INT(v->n_phases, 2);
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), -1);
     s.step = 1;
@@ -453,6 +458,8 @@ static void names_grow_mid_run(void)
     REQUIRE(c.n == 2);
     CHECK(c.steps[1].metric2[0] == 1.25);
     CHECK(isnan(c.steps[1].metric2[1]));
+    CHECK_EQ_INT(c.steps[1].n_metrics, 1);
+    CHECK_EQ_INT(c.steps[1].metric_name0, loss);
     CHECK_EQ_INT(c.steps[1].phase1[0], 6 * MS);
     CHECK_EQ_INT(c.steps[1].begin[0], 1000 * MS);
     CHECK_EQ_INT(c.steps[1].start1[0], 5 * MS);

@@ -83,6 +83,9 @@ typedef struct {
     const ss_phase_stat *phases;
     uint32_t n_syncs;
     const ss_sync_stat *syncs;
+    uint32_t n_metrics;
+    const int *metrics;            /* name indices of the metrics some
+                                      rank reported in this step */
     uint32_t n_names;              /* size of the per-rank arrays */
     const ss_rank_step *ranks;     /* world_size entries */
 } ss_step_view;

@@ -121,6 +121,16 @@ typedef struct {
     char *kind, *message;
 } event_row;
 
+/* A metric (ss_metric) over the kept rank-steps: in how many steps some
+ * rank reported it, and its values across ranks at the last of them. */
+typedef struct {
+    char *name;
+    int64_t steps, last_step;
+    int64_t n;                  /* ranks with a value at last_step */
+    double median, min, max;
+    int64_t min_rank, max_rank;
+} metric_row;
+
 typedef struct {
     run_row run;
     int64_t attempt, n_attempts;
@@ -133,6 +143,8 @@ typedef struct {
     size_t n_phases;
     series *syncs;
     size_t n_syncs;
+    metric_row *metrics;
+    size_t n_metrics;
     rank_row *ranks;
     size_t n_ranks;
     event_row *events;
@@ -542,6 +554,87 @@ static int cmp_phase(const void *x, const void *y)
     return strcmp(p->name, q->name);
 }
 
+/* Ends the metric being read (M, with its N values at the last step in
+ * ascending order in V). */
+static void metric_finish(metric_row *m, const double *v, int64_t n)
+{
+    m->n = n;
+    m->median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    m->min = v[0];
+    m->max = v[n - 1];
+}
+
+static int load_metrics(dbctx *c, report *rp)
+{
+    sqlite3_stmt *st = prep(
+        c,
+        "WITH m AS (SELECT j.key AS name, step, rank, j.value AS v "
+        "  FROM rank_steps, json_each(rank_steps.metrics) AS j "
+        "  WHERE run_id = ?1 AND attempt = ?2 AND metrics IS NOT NULL "
+        "  AND j.type IN ('integer', 'real')), "
+        "last AS (SELECT name, max(step) AS step, count(DISTINCT step) AS n "
+        "  FROM m GROUP BY name) "
+        "SELECT m.name, last.n, m.step, m.rank, m.v FROM m "
+        "JOIN last USING (name, step) ORDER BY m.name, m.v, m.rank",
+        rp->run.id, rp->attempt);
+    if (!st)
+        return -1;
+    size_t cap = 0, vcap = 0;
+    double *vals = NULL;
+    int64_t nv = 0;
+    int r = 0, nomem = 0;
+    while ((r = next_row(c, st)) == 1) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name)
+            continue;
+        metric_row *m = rp->n_metrics ? &rp->metrics[rp->n_metrics - 1]
+                                      : NULL;
+        if (!m || strcmp(m->name, name) != 0) {
+            if (m)
+                metric_finish(m, vals, nv);
+            if (rp->n_metrics == cap) {
+                cap = cap ? cap * 2 : 8;
+                metric_row *rows = realloc(rp->metrics, cap * sizeof *rows);
+                if (!rows) {
+                    nomem = 1;
+                    break;
+                }
+                rp->metrics = rows;
+            }
+            m = &rp->metrics[rp->n_metrics++];
+            memset(m, 0, sizeof *m);
+            m->name = strdup(name);
+            m->steps = sqlite3_column_int64(st, 1);
+            m->last_step = sqlite3_column_int64(st, 2);
+            m->min_rank = sqlite3_column_int64(st, 3);
+            nv = 0;
+            if (!m->name) {
+                rp->n_metrics--;
+                nomem = 1;
+                break;
+            }
+        }
+        if ((size_t)nv == vcap) {
+            vcap = vcap ? vcap * 2 : 64;
+            double *v = realloc(vals, vcap * sizeof *v);
+            if (!v) {
+                nomem = 1;
+                break;
+            }
+            vals = v;
+        }
+        vals[nv++] = sqlite3_column_double(st, 4);
+        m->max_rank = sqlite3_column_int64(st, 3);
+    }
+    if (!nomem && r >= 0 && rp->n_metrics)
+        metric_finish(&rp->metrics[rp->n_metrics - 1], vals, nv);
+    sqlite3_finalize(st);
+    free(vals);
+    if (nomem)
+        oom(c);
+    return nomem || r < 0 ? -1 : 0;
+}
+
 static void rank_init(rank_row *k)
 {
     memset(k, 0, sizeof *k);
@@ -802,7 +895,8 @@ static int load_report(dbctx *c, int64_t run_id, int64_t attempt, report *rp)
     sqlite3_progress_handler(c->db, 100000, progress_tick, &pg);
     int ok = load_findings(c, rp) == 0 && load_steps(c, rp) == 0;
     ss_progress_stage(&pg, "stepscope report: reading phases", 1, 4);
-    ok = ok && load_series(c, rp, 0) == 0 && load_series(c, rp, 1) == 0;
+    ok = ok && load_series(c, rp, 0) == 0 && load_series(c, rp, 1) == 0 &&
+         load_metrics(c, rp) == 0;
     if (ok && rp->n_phases > 1)
         qsort(rp->phases, rp->n_phases, sizeof *rp->phases, cmp_phase);
     ss_progress_stage(&pg, "stepscope report: reading per-rank steps", 2, 4);
@@ -849,6 +943,9 @@ static void report_free(report *rp)
         free(rp->syncs[i].b.v);
     }
     free(rp->syncs);
+    for (size_t i = 0; i < rp->n_metrics; i++)
+        free(rp->metrics[i].name);
+    free(rp->metrics);
     for (size_t i = 0; rp->ranks && i < rp->n_ranks; i++) {
         free(rp->ranks[i].host);
         free(rp->ranks[i].state);
@@ -1275,6 +1372,25 @@ static void text_phases(FILE *f, const report *rp)
     }
 }
 
+static void text_metrics(FILE *f, const report *rp)
+{
+    if (!rp->n_metrics)
+        return;
+    fprintf(f, "METRICS  %-12s %7s %10s %14s %22s %22s\n", "", "steps",
+            "last step", "median rank", "min", "max");
+    for (size_t i = 0; i < rp->n_metrics; i++) {
+        const metric_row *m = &rp->metrics[i];
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%.6g (rank %" PRId64 ")", m->min,
+                 m->min_rank);
+        snprintf(hi, sizeof hi, "%.6g (rank %" PRId64 ")", m->max,
+                 m->max_rank);
+        fprintf(f, "  %-19s %7" PRId64 " %10" PRId64 " %14.6g %22s %22s\n",
+                m->name, m->steps, m->last_step, m->median, lo, hi);
+    }
+    fputc('\n', f);
+}
+
 static int cmp_rank_median(const void *a, const void *b, void *arg)
 {
     const rank_row *ranks = arg;
@@ -1404,6 +1520,7 @@ static void print_text(FILE *f, report *rp)
     text_findings(f, rp);
     text_steps(f, rp);
     text_phases(f, rp);
+    text_metrics(f, rp);
     text_ranks(f, rp);
     text_dropped_and_events(f, rp);
 }
@@ -1520,6 +1637,23 @@ static void json_steps(FILE *f, const report *rp)
     fputs(rp->n_syncs ? "\n    ]\n  },\n" : "]\n  },\n", f);
 }
 
+static void json_metrics(FILE *f, const report *rp)
+{
+    fputs("  \"metrics\": [", f);
+    for (size_t i = 0; i < rp->n_metrics; i++) {
+        const metric_row *m = &rp->metrics[i];
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        json_str(f, m->name);
+        fprintf(f, ", \"steps\": %" PRId64 ", \"last_step\": %" PRId64
+                   ", \"last\": {\"ranks\": %" PRId64 ", \"median\": %.17g"
+                   ", \"min\": %.17g, \"min_rank\": %" PRId64
+                   ", \"max\": %.17g, \"max_rank\": %" PRId64 "}}",
+                m->steps, m->last_step, m->n, m->median, m->min, m->min_rank,
+                m->max, m->max_rank);
+    }
+    fputs(rp->n_metrics ? "\n  ],\n" : "],\n", f);
+}
+
 static void json_ranks(FILE *f, const report *rp)
 {
     fputs("  \"ranks\": [", f);
@@ -1604,6 +1738,7 @@ static void print_json(FILE *f, const report *rp, const char *db_path)
     json_run(f, rp);
     json_findings(f, rp);
     json_steps(f, rp);
+    json_metrics(f, rp);
     json_ranks(f, rp);
     json_tail(f, rp);
     fputs("}\n", f);

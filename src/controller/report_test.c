@@ -10,6 +10,7 @@
  * store, an empty store and bad usage.
  */
 #include <ftw.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -129,16 +130,22 @@ static int json_ok(const char *json)
         CHECK_STR(jget((json), (path), jb_, sizeof jb_), (want));             \
     } while (0)
 
-static const char *const names_[] = {"forward", "backward", "allreduce"};
+static const char *const names_[] = {"forward", "backward", "allreduce",
+                                     "loss"};
 
 /* Writes step STEP of ATTEMPT, 4 ranks: rank r takes 100 + r ms, forward
- * 40 + r ms, backward 60 ms; rank r arrives at allreduce r us after rank 0. */
+ * 40 + r ms, backward 60 ms; rank r arrives at allreduce r us after rank 0
+ * and reports loss = STEP + r / 2 (rank 2: none in step 19). */
 static void put_step(ss_store *s, int64_t run, uint32_t attempt,
                      uint64_t step)
 {
     ss_rank_step ranks[4];
     int64_t phase_ns[4][3], sync_ns[4][3];
+    double metric[4][4];
+    int metrics[1] = {3};
     for (int r = 0; r < 4; r++) {
+        metric[r][0] = metric[r][1] = metric[r][2] = NAN;
+        metric[r][3] = r == 2 && step == 19 ? NAN : (double)step + 0.5 * r;
         phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
         phase_ns[r][1] = 60000000;
         phase_ns[r][2] = SS_MISSING;
@@ -146,7 +153,7 @@ static void put_step(ss_store *s, int64_t run, uint32_t attempt,
         sync_ns[r][2] = 1000000 + r * 1000;
         ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
                                   ((int64_t)1 << 30) + r, SS_MISSING,
-                                  phase_ns[r], sync_ns[r], NULL,
+                                  phase_ns[r], sync_ns[r], metric[r],
                                   (int64_t)step * 200000000, NULL, NULL};
     }
     ss_phase_stat phases[2] = {
@@ -162,7 +169,7 @@ static void put_step(ss_store *s, int64_t run, uint32_t attempt,
         .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
                    SS_NO_RANK, 0},
         .n_phases = 2, .phases = phases, .n_syncs = 1, .syncs = syncs,
-        .n_names = 3, .ranks = ranks};
+        .n_metrics = 1, .metrics = metrics, .n_names = 4, .ranks = ranks};
     ss_store_put_step(s, run, &v, names_);
 }
 
@@ -306,6 +313,18 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.steps.syncs[0].skew_ms.p50", "0.003");
     CHECK_J(j, "$.steps.syncs[0].most_often_last_rank", "3");
 
+    /* The metric at its last step, where rank 2 reported none. */
+    CHECK_J(j, "$.metrics[0].name", "loss");
+    CHECK_J(j, "$.metrics[1]", "<null>");
+    CHECK_J(j, "$.metrics[0].steps", "20");
+    CHECK_J(j, "$.metrics[0].last_step", "19");
+    CHECK_J(j, "$.metrics[0].last.ranks", "3");
+    CHECK_J(j, "$.metrics[0].last.median", "19.5");
+    CHECK_J(j, "$.metrics[0].last.min", "19");
+    CHECK_J(j, "$.metrics[0].last.min_rank", "0");
+    CHECK_J(j, "$.metrics[0].last.max", "20.5");
+    CHECK_J(j, "$.metrics[0].last.max_rank", "3");
+
     CHECK_J(j, "$.ranks[3].rank", "3");
     CHECK_J(j, "$.ranks[#-1].rank", "3");
     CHECK_J(j, "$.ranks[3].state", "exited");
@@ -351,6 +370,10 @@ static void text_report_puts_findings_first(void)
     CHECK(strstr(r.out, "rank 2 killed by signal 9") != NULL);
     CHECK(strstr(r.out, "rank_connected") == NULL); /* routine: not shown */
     CHECK(strstr(r.out, "by the ranks: 5 events") != NULL);
+    const char *metrics = strstr(r.out, "METRICS");
+    CHECK(metrics && steps < metrics && metrics < ranks);
+    CHECK(strstr(r.out, "19 (rank 0)") != NULL);
+    CHECK(strstr(r.out, "20.5 (rank 3)") != NULL);
     result_free(&r);
 }
 

@@ -39,6 +39,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -65,8 +66,9 @@ typedef enum {
  * rank row_rank[i] with row_vals[i * row_stride(step) ...] = step_ns, rss,
  * device, begin (ROW_FIXED values), then per phase in phases[] order the
  * durations, then the first begins (ns after begin), then the counts, then
- * per sync in syncs[] order the arrival (ns after begin); SS_MISSING where
- * the rank did not report it. */
+ * per sync in syncs[] order the arrival (ns after begin), then per metric
+ * in metric_names[] order the value (the bits of a double); SS_MISSING
+ * (NaN for a metric) where the rank did not report it. */
 typedef struct {
     uint32_t attempt;
     uint64_t step;
@@ -80,6 +82,8 @@ typedef struct {
     uint32_t n_syncs;
     ss_sync_stat *syncs;
     char **sync_names;
+    uint32_t n_metrics;
+    char **metric_names;
     uint32_t n_rows;
     uint32_t *row_rank;
     int64_t *row_vals;
@@ -90,7 +94,7 @@ enum { ROW_FIXED = 4 }; /* step_ns, rss, device, begin */
 
 static size_t row_stride(const step_item *v)
 {
-    return ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs;
+    return ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs + v->n_metrics;
 }
 
 typedef struct item {
@@ -198,9 +202,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
                      "step, rank, step_ns, rss_bytes, device_bytes, phases, "
-                     "begin_ns, phase_starts, phase_counts, syncs) "
+                     "begin_ns, phase_starts, phase_counts, syncs, metrics) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                     "?12)",
+                     "?12, ?13)",
     /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
     [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
                   "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
@@ -281,14 +285,17 @@ struct ss_store {
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
-    buf rowjson[4];         /* a rank row's JSON: phases, phase_starts,
-                               phase_counts, syncs */
+    buf rowjson[5];         /* a rank row's JSON: phases, phase_starts,
+                               phase_counts, syncs, metrics */
     buf keys;               /* the current step's escaped phase keys */
     size_t *key_off;        /* key_cap offsets into keys */
     size_t key_cap;
     buf skeys;              /* the same for its sync names */
     size_t *skey_off;
     size_t skey_cap;
+    buf mkeys;              /* and for its metric names */
+    size_t *mkey_off;
+    size_t mkey_cap;
 };
 
 /* ---- small helpers ---- */
@@ -582,6 +589,34 @@ static int build_json_object(buf *b, const int64_t *vals, uint32_t n,
     return 0;
 }
 
+/* Like build_json_object for N metric values stored as the bits of
+ * doubles; NaN and infinities (not JSON) are left out. */
+static int build_json_doubles(buf *b, const int64_t *bits, uint32_t n,
+                              const buf *keys, const size_t *off)
+{
+    b->len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double d;
+        memcpy(&d, &bits[i], sizeof d);
+        if (!isfinite(d))
+            continue;
+        size_t klen = off[i + 1] - off[i];
+        if (buf_reserve(b, klen + 32) != 0)
+            return -1;
+        char sep = b->len == 0 ? '{' : ',';
+        b->p[b->len++] = sep;
+        memcpy(b->p + b->len, keys->p + off[i], klen);
+        b->len += klen;
+        b->len += (size_t)snprintf(b->p + b->len, 32, "%.17g", d);
+    }
+    if (b->len) {
+        if (buf_reserve(b, 1) != 0)
+            return -1;
+        b->p[b->len++] = '}';
+    }
+    return 0;
+}
+
 /* Escapes the N NAMES once per step into KEYS, as `"name":`, with name i
  * at KEYS->p[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
 static int build_keys(buf *keys, size_t **off, size_t *cap,
@@ -707,7 +742,9 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     if (build_keys(&s->keys, &s->key_off, &s->key_cap, v->phase_names,
                    v->n_phases) != 0 ||
         build_keys(&s->skeys, &s->skey_off, &s->skey_cap, v->sync_names,
-                   v->n_syncs) != 0)
+                   v->n_syncs) != 0 ||
+        build_keys(&s->mkeys, &s->mkey_off, &s->mkey_cap, v->metric_names,
+                   v->n_metrics) != 0)
         return -1;
     q = s->st[ST_RANK_STEP];
     sqlite3_bind_int64(q, 1, run_id);
@@ -726,7 +763,9 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
             build_json_object(&s->rowjson[2], ph + 2 * np, np, &s->keys,
                               s->key_off, 1) != 0 ||
             build_json_object(&s->rowjson[3], ph + 3 * np, v->n_syncs,
-                              &s->skeys, s->skey_off, SS_MISSING) != 0)
+                              &s->skeys, s->skey_off, SS_MISSING) != 0 ||
+            build_json_doubles(&s->rowjson[4], ph + 3 * np + v->n_syncs,
+                               v->n_metrics, &s->mkeys, s->mkey_off) != 0)
             return -1;
         sqlite3_bind_int64(q, 4, rank);
         bind_opt_int(q, 5, vals[0]);
@@ -737,6 +776,7 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
         bind_json(q, 10, &s->rowjson[1]);
         bind_json(q, 11, &s->rowjson[2]);
         bind_json(q, 12, &s->rowjson[3]);
+        bind_json(q, 13, &s->rowjson[4]);
         if (run_stmt(s, q, "writing a rank step") != 0)
             return -1;
         if (rank < t->n_ranks) {
@@ -1008,12 +1048,14 @@ static void store_free(ss_store *s)
     for (size_t i = 0; i < s->n_tracks; i++)
         free(s->tracks[i].delta);
     free(s->tracks);
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof s->rowjson / sizeof s->rowjson[0]; i++)
         free(s->rowjson[i].p);
     free(s->keys.p);
     free(s->key_off);
     free(s->skeys.p);
     free(s->skey_off);
+    free(s->mkeys.p);
+    free(s->mkey_off);
     free(s->path);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->dbmu);
@@ -1250,18 +1292,22 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
 
-    size_t stride = ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs;
+    size_t stride = ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs +
+                    v->n_metrics;
     size_t extra = round8((size_t)v->n_missing * sizeof(uint32_t)) +
                    round8((size_t)v->n_phases * sizeof(ss_phase_stat)) +
                    round8((size_t)v->n_phases * sizeof(char *)) +
                    round8((size_t)v->n_syncs * sizeof(ss_sync_stat)) +
                    round8((size_t)v->n_syncs * sizeof(char *)) +
+                   round8((size_t)v->n_metrics * sizeof(char *)) +
                    round8((size_t)rows * sizeof(uint32_t)) +
                    (size_t)rows * stride * sizeof(int64_t);
     for (uint32_t i = 0; i < v->n_phases; i++)
         extra += str_space(name_of(names, v->phases[i].name));
     for (uint32_t i = 0; i < v->n_syncs; i++)
         extra += str_space(name_of(names, v->syncs[i].name));
+    for (uint32_t i = 0; i < v->n_metrics; i++)
+        extra += str_space(name_of(names, v->metrics[i]));
     item *it = item_new(IT_STEP, run_id, extra);
     if (!it) {
         put_failed(s, "a step");
@@ -1296,6 +1342,10 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         st->syncs[i] = v->syncs[i];
         st->sync_names[i] = carve_str(&p, name_of(names, v->syncs[i].name));
     }
+    st->n_metrics = v->n_metrics;
+    st->metric_names = carve(&p, (size_t)v->n_metrics * sizeof(char *));
+    for (uint32_t i = 0; i < v->n_metrics; i++)
+        st->metric_names[i] = carve_str(&p, name_of(names, v->metrics[i]));
     st->n_rows = rows;
     st->row_rank = carve(&p, (size_t)rows * sizeof(uint32_t));
     st->row_vals = carve(&p, (size_t)rows * stride * sizeof(int64_t));
@@ -1328,6 +1378,14 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
             ph[3 * np + k] = t == SS_MISSING || rs->begin_ns == SS_MISSING
                                  ? SS_MISSING
                                  : t - rs->begin_ns;
+        }
+        int64_t *me = ph + 3 * np + v->n_syncs;
+        for (uint32_t k = 0; k < v->n_metrics; k++) {
+            int idx = v->metrics[k];
+            double d = idx >= 0 && (uint32_t)idx < v->n_names && rs->metric
+                           ? rs->metric[idx]
+                           : NAN;
+            memcpy(&me[k], &d, sizeof d);
         }
         i++;
     }

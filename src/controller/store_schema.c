@@ -200,6 +200,11 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE rank_steps ADD COLUMN phase_starts TEXT;"
     "ALTER TABLE rank_steps ADD COLUMN phase_counts TEXT;"
     "ALTER TABLE rank_steps ADD COLUMN syncs TEXT;",
+
+    /* 3: the metrics a rank reported in a step (ss_metric), a JSON object
+     * {"metric name": value, ...}, NULL when it reported none.  Rows written
+     * before version 3 have it NULL. */
+    "ALTER TABLE rank_steps ADD COLUMN metrics TEXT;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

@@ -9,6 +9,7 @@
  */
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -104,18 +105,22 @@ static int sql_exec(const char *path, const char *sql)
     return rc;
 }
 
-static const char *const names_[] = {"forward", "backward", "allreduce"};
+static const char *const names_[] = {"forward", "backward", "allreduce",
+                                     "loss"};
 
 /* A step of WORLD ranks: rank r takes 100 + r ms (forward 40 + r from 1 ms
  * into the step, backward 60 ms in two runs from 45 ms), begins at step *
  * 200 ms + r us and reaches the all-reduce 90 ms + r us into the step,
- * RSS 1 GiB + r, no device memory; ranks in MISSING_MASK are missing. */
+ * reports the metric loss = r + 0.25 (rank 2: none), RSS 1 GiB + r, no
+ * device memory; ranks in MISSING_MASK are missing. */
 typedef struct {
     ss_rank_step ranks[8];
     int64_t phase_ns[8][3];
     int64_t sync_ns[8][3];
     int64_t start_ns[8][3];
     int64_t count[8][3];
+    double metric[8][4];
+    int metrics[1];
     ss_phase_stat phases[2];
     ss_sync_stat syncs[1];
     uint32_t missing[8];
@@ -141,10 +146,13 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         fx->count[r][0] = 1;
         fx->count[r][1] = 2;
         fx->count[r][2] = SS_MISSING;
+        fx->metric[r][0] = fx->metric[r][1] = fx->metric[r][2] = NAN;
+        fx->metric[r][3] = r == 2 ? NAN : r + 0.25;
         fx->ranks[r] = (ss_rank_step){present, (100 + (int64_t)r) * 1000000,
                                       ((int64_t)1 << 30) + r, SS_MISSING,
-                                      fx->phase_ns[r], fx->sync_ns[r], NULL,
-                                      begin, fx->start_ns[r], fx->count[r]};
+                                      fx->phase_ns[r], fx->sync_ns[r],
+                                      fx->metric[r], begin, fx->start_ns[r],
+                                      fx->count[r]};
         if (!present)
             fx->missing[n_missing++] = r;
     }
@@ -158,6 +166,7 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
     fx->phases[1] = (ss_phase_stat){1, {60000000, 60000000, 60000000,
                                         60000000, 0, n}};
     fx->syncs[0] = (ss_sync_stat){2, 3000, 1500, last, n};
+    fx->metrics[0] = 3;
     fx->v = (ss_step_view){
         .attempt = 0, .step = step, .finalized_at = 1700000000000000000,
         .world_size = world, .n_present = n, .n_missing = n_missing,
@@ -169,7 +178,8 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
                    SS_NO_RANK, 0},
         .n_phases = 2, .phases = fx->phases, .n_syncs = 1,
-        .syncs = fx->syncs, .n_names = 3, .ranks = fx->ranks};
+        .syncs = fx->syncs, .n_metrics = 1, .metrics = fx->metrics,
+        .n_names = 4, .ranks = fx->ranks};
 }
 
 static ss_store *open_store(const char *path, const ss_store_config *cfg,
@@ -258,8 +268,8 @@ static void refuses_garbage_file(void)
     CHECK(strstr(err, "not a stepscope store") != NULL);
 }
 
-/* A version-1 store (rank_steps without the timeline columns) is migrated
- * on open; its old rows keep NULL there. */
+/* A version-1 store (rank_steps without the timeline and metrics columns)
+ * is migrated on open; its old rows keep NULL there. */
 static void migrates_version_1(void)
 {
     char path[600];
@@ -268,6 +278,7 @@ static void migrates_version_1(void)
     REQUIRE(s != NULL);
     ss_store_close(s);
     CHECK_EQ_INT(sql_exec(path,
+                          "ALTER TABLE rank_steps DROP COLUMN metrics;"
                           "ALTER TABLE rank_steps DROP COLUMN syncs;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_counts;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_starts;"
@@ -283,7 +294,8 @@ static void migrates_version_1(void)
     CHECK_EQ_INT(sql_int(path, "PRAGMA user_version"), SS_SCHEMA_VERSION);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
                                "begin_ns IS NULL AND end_ns IS NULL AND "
-                               "phase_starts IS NULL AND syncs IS NULL"),
+                               "phase_starts IS NULL AND syncs IS NULL AND "
+                               "metrics IS NULL"),
                  1);
 }
 
@@ -458,6 +470,16 @@ static void writes_everything_and_reads_back(void)
     CHECK_STR(sql_text(path, "SELECT syncs FROM rank_steps WHERE "
                              "step = 4 AND rank = 1", buf, sizeof buf),
               "{\"allreduce\":90001000}");
+    /* Metrics (schema version 3): exact doubles, none where not reported. */
+    CHECK_STR(sql_text(path, "SELECT metrics FROM rank_steps WHERE "
+                             "step = 4 AND rank = 1", buf, sizeof buf),
+              "{\"loss\":1.25}");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "rank = 2 AND metrics IS NOT NULL"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "metrics ->> '$.loss' = rank + 0.25"),
+                 sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "rank != 2"));
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
                                "WHERE device_bytes IS NOT NULL"), 0);
     CHECK_EQ_INT(sql_int(path, "SELECT steps FROM rank_totals WHERE rank = 2"),
