@@ -50,6 +50,7 @@ from ._native import _Outermost
 _PENDING_MAX = 64      # data fetches remembered before the first step
 _GPU_PENDING_MAX = 256  # CUDA event pairs awaiting completion
 _NARROW_AFTER = 3       # see _GradClock
+_RELEARN_EVERY = 200    # passes on one hook before all come back, likewise
 
 
 class _State:
@@ -313,7 +314,9 @@ class _GradClock:
 
     A hook costs about half a microsecond, so once the same parameter has
     been last in _NARROW_AFTER backward passes in a row, only its hook
-    stays; should it not fire in a later pass, all come back."""
+    stays.  All come back (and the learning starts again) should it not
+    fire in a pass, and every _RELEARN_EVERY passes in case another
+    parameter has become the last."""
 
     def __init__(self, params):
         self.params = [p for p in params if p.requires_grad]
@@ -324,6 +327,7 @@ class _GradClock:
         self.candidate = None
         self.seen = 0        # passes in a row with candidate last
         self.narrowed = False
+        self.narrow_passes = 0  # passes since narrowing
         self._hook_all()
 
     def _hook(self, index):
@@ -348,7 +352,7 @@ class _GradClock:
     def _narrow(self, index):
         self._unhook()
         self.handles = [self.params[index].register_hook(self._hook(index))]
-        self.narrowed = True
+        self.narrowed, self.narrow_passes = True, 0
 
     def settle(self):
         """At the end of a backward pass: this DDP's arrival time if the
@@ -362,7 +366,11 @@ class _GradClock:
             if self.narrowed:
                 self._hook_all()
             return None
-        if not self.narrowed:
+        if self.narrowed:
+            self.narrow_passes += 1
+            if self.narrow_passes >= _RELEARN_EVERY:
+                self._hook_all()
+        else:
             if last == self.candidate:
                 self.seen += 1
             else:

@@ -251,11 +251,12 @@ def test_exit_watchdog_ends_a_rank_stuck_in_shutdown(store, tmp_path):
     assert "still shutting down 2 s after the script ended" in job.stderr
 
 
-def test_grad_clock_arrival_narrowing_and_widening():
+def test_grad_clock_arrival_narrowing_and_widening(monkeypatch):
     """The gradient clock (run here without DDP or a controller): the
     arrival is the last gradient of a pass that all-reduced; after three
     passes with the same last parameter only its hook stays; a pass where
-    it gives no gradient finds no arrival and puts every hook back."""
+    it gives no gradient finds no arrival and puts every hook back, and so
+    does a number of passes on one hook (to learn again)."""
     import torch
     from stepscope import _native, auto
 
@@ -283,6 +284,15 @@ def test_grad_clock_arrival_narrowing_and_widening():
     assert arrival is not None and arrival >= before
     before, arrival = pass_(armed=True, through_a=False)
     assert arrival is None
+    assert not clock.narrowed and len(clock.handles) == 4
+    monkeypatch.setattr(auto, "_RELEARN_EVERY", 2)
+    for n in range(3):
+        pass_(armed=True)
+    assert clock.narrowed and len(clock.handles) == 1
+    pass_(armed=True)
+    assert clock.narrowed
+    before, arrival = pass_(armed=True)
+    assert arrival is not None and arrival >= before
     assert not clock.narrowed and len(clock.handles) == 4
     clock._unhook()
     before, arrival = pass_(armed=True)
