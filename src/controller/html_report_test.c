@@ -10,7 +10,6 @@
  * stdout, the errors for a missing run or an unwritable path, and the
  * options as `stepscope report` parses them.
  */
-#include <ftw.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -20,40 +19,9 @@
 #include "report.h"
 #include "store.h"
 #include "testing.h"
+#include "testing_tmp.h"
 
 /* ---- helpers ---- */
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/html_report_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 /* SQL over the JSON text DOC: "SELECT <EXPR>" with ?1 bound to DOC, as
  * text into BUF ("<null>" for NULL, "<error>" when it fails). */
@@ -169,7 +137,7 @@ static const char *fixture(void)
     static char path[600];
     if (path[0])
         return path;
-    tmp_path("fixture.db", path, sizeof path);
+    testing_tmp_path("fixture.db", path, sizeof path);
     char err[512];
     ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
     if (!s) {
@@ -293,7 +261,7 @@ static void missing_run_or_attempt(void)
                                       sizeof err), SS_QUERY_NOT_FOUND);
     ss_buf_free(&page);
     char nowhere[600];
-    tmp_path("no-such.db", nowhere, sizeof nowhere);
+    testing_tmp_path("no-such.db", nowhere, sizeof nowhere);
     CHECK_EQ_INT(ss_html_report_build(&page, nowhere, 1, -1, err,
                                       sizeof err), SS_QUERY_ERROR);
     CHECK(err[0] != '\0');
@@ -304,7 +272,7 @@ static void command_writes_files_and_stdout(void)
 {
     char path[600], *out = NULL, *errs = NULL;
     size_t out_len = 0, err_len = 0;
-    tmp_path("run1.html", path, sizeof path);
+    testing_tmp_path("run1.html", path, sizeof path);
     FILE *o = open_memstream(&out, &out_len);
     FILE *e = open_memstream(&errs, &err_len);
     CHECK_EQ_INT(ss_html_report_cmd(fixture(), 1, -1, path, o, e), 0);
@@ -326,7 +294,7 @@ static void command_writes_files_and_stdout(void)
     o = open_memstream(&out, &out_len);
     CHECK_EQ_INT(ss_html_report_cmd(fixture(), 42, -1, path, o, e), 1);
     char bad[700];
-    snprintf(bad, sizeof bad, "%s/no/such/dir/x.html", tmpdir_);
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.html", testing_tmp_dir());
     CHECK_EQ_INT(ss_html_report_cmd(fixture(), 1, -1, bad, o, e), 1);
     fclose(o);
     fclose(e);
@@ -359,7 +327,7 @@ static int report(const char *const *args, char **out, char **errs)
 static void report_command_routes_html(void)
 {
     char path[600], *out, *errs;
-    tmp_path("by-name.html", path, sizeof path);
+    testing_tmp_path("by-name.html", path, sizeof path);
     /* RUN by name, as for the text report */
     const char *by_name[] = {"report", "--html", "--db", fixture(), "-o",
                              path, "small", NULL};

@@ -11,7 +11,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -25,37 +24,9 @@
 #include "query.h"
 #include "store.h"
 #include "testing.h"
+#include "testing_tmp.h"
 
 /* ---- fixture ---- */
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/http_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 #define MS 1000000LL
 
@@ -115,7 +86,7 @@ static const char *fixture(void)
     static char path[600];
     if (path[0])
         return path;
-    tmp_path("fx.db", path, sizeof path);
+    testing_tmp_path("fx.db", path, sizeof path);
     char err[512] = "";
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
@@ -642,7 +613,7 @@ static void live_file(void)
     ss_http *h = start_(NULL, NULL, NULL);
     REQUIRE(h);
     char dir[600], path[700], err[256] = "";
-    tmp_path("", dir, sizeof dir);
+    testing_tmp_path("", dir, sizeof dir);
     CHECK_EQ_INT(ss_http_live_file_write(dir, 42, h, NULL, path, sizeof path,
                                          err, sizeof err), 0);
     CHECK(strstr(path, "/live/run-42.json") != NULL);

@@ -8,7 +8,6 @@
  * ones, windows and limits, unknown runs and attempts, live-only fields
  * from ss_live, JSON escaping, and the cost of a 10,000-step window.
  */
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -18,37 +17,9 @@
 #include "query.h"
 #include "store.h"
 #include "testing.h"
+#include "testing_tmp.h"
 
 /* ---- fixture ---- */
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/query_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 #define MS 1000000LL
 #define T0 1700000000000000000LL /* 2023-11-14T22:13:20.000Z */
@@ -133,7 +104,7 @@ static const char *fixture(void)
     static char path[600];
     if (path[0])
         return path;
-    tmp_path("fx.db", path, sizeof path);
+    testing_tmp_path("fx.db", path, sizeof path);
     char err[512] = "";
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
@@ -499,10 +470,10 @@ static void events_document(void)
 static void open_refuses_non_stores(void)
 {
     char path[600], err[512] = "";
-    CHECK(ss_query_open(tmp_path("absent.db", path, sizeof path), err,
+    CHECK(ss_query_open(testing_tmp_path("absent.db", path, sizeof path), err,
                         sizeof err) == NULL);
     CHECK(strstr(err, "no store at") != NULL);
-    FILE *f = fopen(tmp_path("text.db", path, sizeof path), "w");
+    FILE *f = fopen(testing_tmp_path("text.db", path, sizeof path), "w");
     REQUIRE(f);
     fputs("this is not a database, just some text to make the file long "
           "enough that SQLite reads a header from it......................",
@@ -549,7 +520,7 @@ static double now_s(void)
 static void steps_10k(void)
 {
     char path[600], err[512] = "";
-    tmp_path("big.db", path, sizeof path);
+    testing_tmp_path("big.db", path, sizeof path);
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
     ss_store *s = ss_store_open(path, &cfg, 1, err, sizeof err);

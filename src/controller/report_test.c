@@ -9,7 +9,6 @@
  * the errors for an unknown run, a missing file, a file that is not a
  * store, an empty store and bad usage.
  */
-#include <ftw.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -19,40 +18,9 @@
 #include "report.h"
 #include "store.h"
 #include "testing.h"
+#include "testing_tmp.h"
 
 /* ---- helpers ---- */
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/report_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 /* Output of one command run. */
 typedef struct {
@@ -197,7 +165,7 @@ static const char *fixture(void)
     static char path[600];
     if (path[0])
         return path;
-    tmp_path("fixture.db", path, sizeof path);
+    testing_tmp_path("fixture.db", path, sizeof path);
     char err[512];
     ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
     if (!s) {
@@ -438,7 +406,7 @@ static void unknown_run_is_a_clear_error(void)
 static void missing_garbage_and_empty_files(void)
 {
     char path[600];
-    tmp_path("missing.db", path, sizeof path);
+    testing_tmp_path("missing.db", path, sizeof path);
     const char *args[] = {"report", "--db", path, NULL};
     result r = run_cmd(ss_report_cmd, args);
     CHECK_EQ_INT(r.rc, 1);
@@ -462,7 +430,7 @@ static void missing_garbage_and_empty_files(void)
     CHECK(strstr(r.err, "is not a stepscope store") != NULL);
     result_free(&r);
 
-    tmp_path("empty-store.db", path, sizeof path);
+    testing_tmp_path("empty-store.db", path, sizeof path);
     char err[256];
     ss_store *s = ss_store_open(path, NULL, 0, err, sizeof err);
     REQUIRE(s != NULL);
@@ -537,7 +505,7 @@ static void usage_and_help(void)
 static void default_db_path_is_used(void)
 {
     char dir[600], buf[64];
-    tmp_path("xdg", dir, sizeof dir);
+    testing_tmp_path("xdg", dir, sizeof dir);
     char *old = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME"))
                                         : NULL;
     setenv("XDG_DATA_HOME", dir, 1);

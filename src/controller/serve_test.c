@@ -6,7 +6,6 @@
  * HTTP, and exits 0 on SIGTERM.
  */
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -19,35 +18,7 @@
 #include "serve.h"
 #include "store.h"
 #include "testing.h"
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/serve_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
+#include "testing_tmp.h"
 
 /* A store holding one run named "served". */
 static const char *fixture(void)
@@ -55,7 +26,7 @@ static const char *fixture(void)
     static char path[600];
     if (path[0])
         return path;
-    tmp_path("fx.db", path, sizeof path);
+    testing_tmp_path("fx.db", path, sizeof path);
     char err[512] = "";
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
@@ -90,7 +61,7 @@ static void refuses_before_listening(void)
     CHECK_EQ_INT(serve_("--bogus", NULL, NULL, NULL), 2);
     CHECK_EQ_INT(serve_("extra", NULL, NULL, NULL), 2);
     CHECK_EQ_INT(serve_("--db", fixture(), "--http", "not-an-address"), 2);
-    CHECK_EQ_INT(serve_("--db", tmp_path("absent.db", path, sizeof path),
+    CHECK_EQ_INT(serve_("--db", testing_tmp_path("absent.db", path, sizeof path),
                         "--http", "127.0.0.1:0"), 1);
     CHECK_EQ_INT(serve_("--help", NULL, NULL, NULL), 0);
 }

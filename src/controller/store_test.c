@@ -8,7 +8,6 @@
  * counted) and durability when the writing process is killed with SIGKILL.
  */
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -21,41 +20,9 @@
 #include "store.h"
 #include "store_schema.h"
 #include "testing.h"
+#include "testing_tmp.h"
 
 /* ---- helpers ---- */
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* Makes a fresh temporary directory and returns PATH inside it. */
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/store_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 /* Runs a one-value query on the file PATH (its own connection). */
 static long long sql_int(const char *path, const char *sql)
@@ -211,7 +178,7 @@ static int64_t begin_run(ss_store *s, uint32_t world)
 static void creates_migrates_and_reopens(void)
 {
     char path[600];
-    tmp_path("a/b/new.db", path, sizeof path);
+    testing_tmp_path("a/b/new.db", path, sizeof path);
     ss_store *s = open_store(path, NULL, 1);
     REQUIRE(s != NULL);
     ss_store_close(s);
@@ -232,13 +199,13 @@ static void creates_migrates_and_reopens(void)
 static void refuses_foreign_sqlite_file(void)
 {
     char path[600], err[512] = "";
-    tmp_path("foreign.db", path, sizeof path);
+    testing_tmp_path("foreign.db", path, sizeof path);
     CHECK_EQ_INT(sql_exec(path, "CREATE TABLE photos(id INTEGER)"), 0);
     CHECK(ss_store_open(path, NULL, 0, err, sizeof err) == NULL);
     CHECK(strstr(err, "not a stepscope store") != NULL);
     CHECK(strstr(err, path) != NULL);
 
-    tmp_path("foreign_meta.db", path, sizeof path);
+    testing_tmp_path("foreign_meta.db", path, sizeof path);
     CHECK_EQ_INT(sql_exec(path, "CREATE TABLE meta(key TEXT, value TEXT);"
                                 "INSERT INTO meta VALUES ('application', "
                                 "'other');"), 0);
@@ -251,7 +218,7 @@ static void refuses_foreign_sqlite_file(void)
 static void refuses_garbage_file(void)
 {
     char path[600], err[512] = "";
-    tmp_path("garbage.db", path, sizeof path);
+    testing_tmp_path("garbage.db", path, sizeof path);
     FILE *f = fopen(path, "wb");
     REQUIRE(f != NULL);
     for (int i = 0; i < 8192; i++)
@@ -273,7 +240,7 @@ static void refuses_garbage_file(void)
 static void migrates_version_1(void)
 {
     char path[600];
-    tmp_path("v1.db", path, sizeof path);
+    testing_tmp_path("v1.db", path, sizeof path);
     ss_store *s = open_store(path, NULL, 0);
     REQUIRE(s != NULL);
     ss_store_close(s);
@@ -302,7 +269,7 @@ static void migrates_version_1(void)
 static void refuses_newer_version(void)
 {
     char path[600], err[512] = "";
-    tmp_path("newer.db", path, sizeof path);
+    testing_tmp_path("newer.db", path, sizeof path);
     ss_store *s = open_store(path, NULL, 0);
     REQUIRE(s != NULL);
     ss_store_close(s);
@@ -318,7 +285,7 @@ static void refuses_newer_version(void)
 static void refuses_corrupt_file(void)
 {
     char path[600], err[512] = "";
-    tmp_path("corrupt.db", path, sizeof path);
+    testing_tmp_path("corrupt.db", path, sizeof path);
     ss_store *s = open_store(path, NULL, 0);
     REQUIRE(s != NULL);
     begin_run(s, 2);
@@ -345,11 +312,11 @@ static void readonly_open_refuses_missing_and_empty(void)
 {
     char path[600], err[512] = "";
     sqlite3 *db = NULL;
-    tmp_path("does-not-exist.db", path, sizeof path);
+    testing_tmp_path("does-not-exist.db", path, sizeof path);
     CHECK_EQ_INT(ss_schema_open_readonly(path, &db, err, sizeof err), -1);
     CHECK(strstr(err, "no store at") != NULL);
     CHECK(access(path, F_OK) != 0); /* not created */
-    tmp_path("empty.db", path, sizeof path);
+    testing_tmp_path("empty.db", path, sizeof path);
     FILE *f = fopen(path, "w");
     REQUIRE(f != NULL);
     fclose(f);
@@ -360,7 +327,7 @@ static void readonly_open_refuses_missing_and_empty(void)
 static void writes_everything_and_reads_back(void)
 {
     char path[600], buf[1200];
-    tmp_path("full.db", path, sizeof path);
+    testing_tmp_path("full.db", path, sizeof path);
     ss_store *s = open_store(path, NULL, 1);
     REQUIRE(s != NULL);
     int64_t run = begin_run(s, 4);
@@ -512,7 +479,7 @@ static void writes_everything_and_reads_back(void)
 static void retention_keeps_recent_sampled_and_named_steps(void)
 {
     char path[600];
-    tmp_path("retention.db", path, sizeof path);
+    testing_tmp_path("retention.db", path, sizeof path);
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
     cfg.recent_steps = 10;
@@ -553,7 +520,7 @@ static void retention_keeps_recent_sampled_and_named_steps(void)
 static void full_queue_drops_only_rank_steps(void)
 {
     char path[600];
-    tmp_path("queue.db", path, sizeof path);
+    testing_tmp_path("queue.db", path, sizeof path);
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
     cfg.queue_limit = 10;
@@ -598,7 +565,7 @@ static void survives_sigkill(void)
 {
     enum { WORLD = 4, STEPS_BEFORE = 200, INTERVAL_MS = 40 };
     char path[600];
-    tmp_path("killed.db", path, sizeof path);
+    testing_tmp_path("killed.db", path, sizeof path);
     int pfd[2];
     REQUIRE(pipe(pfd) == 0);
     fflush(NULL);

@@ -8,7 +8,6 @@
  * tests/e2e/test_top.py.
  */
 #include <arpa/inet.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,39 +17,8 @@
 #include <unistd.h>
 
 #include "testing.h"
+#include "testing_tmp.h"
 #include "top.h"
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/top_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 /* ---- a canned API ---- */
 
@@ -218,7 +186,7 @@ static void finds_the_job_through_its_live_file(void)
     api a;
     REQUIRE(api_start(&a) == 0);
     char dir[600], file[700], db[700];
-    tmp_path("store", dir, sizeof dir);
+    testing_tmp_path("store", dir, sizeof dir);
     mkdir(dir, 0700);
     snprintf(file, sizeof file, "%s/live", dir);
     mkdir(file, 0700);

@@ -8,50 +8,18 @@
  * default window choose what is drawn; errors are reported.
  */
 #include <cjson/cJSON.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "store.h"
 #include "testing.h"
+#include "testing_tmp.h"
 #include "trace.h"
 
 #define MS 1000000LL
 #define W 3
 #define STEPS 10
-
-static char tmpdir_[512];
-
-static int rm_one(const char *path, const struct stat *sb, int flag,
-                  struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void tmp_cleanup(void)
-{
-    if (tmpdir_[0])
-        nftw(tmpdir_, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static const char *tmp_path(const char *name, char *out, size_t outlen)
-{
-    if (!tmpdir_[0]) {
-        const char *t = getenv("TMPDIR");
-        snprintf(tmpdir_, sizeof tmpdir_, "%s/trace_test.XXXXXX",
-                 t && *t ? t : "/tmp");
-        if (!mkdtemp(tmpdir_))
-            tmpdir_[0] = '\0';
-        else
-            atexit(tmp_cleanup);
-    }
-    snprintf(out, outlen, "%s/%s", tmpdir_, name);
-    return out;
-}
 
 /* Names 0..5 are phases, 6 the sync point. */
 static const char *const names_[] = {"data", "forward", "attn", "backward",
@@ -253,8 +221,8 @@ static int tracks_nest(const cJSON *doc)
 static void draws_every_rank_with_nested_phases(void)
 {
     char db[600], out[600], err[4096];
-    tmp_path("a.db", db, sizeof db);
-    tmp_path("a.json", out, sizeof out);
+    testing_tmp_path("a.db", db, sizeof db);
+    testing_tmp_path("a.json", out, sizeof out);
     REQUIRE(make_store(db, 0) == 0);
     CHECK_EQ_INT(trace(db, out, err, sizeof err, NULL, NULL, NULL, NULL), 0);
     CHECK(strstr(err, "steps 0-9 (10 drawn)") != NULL);
@@ -330,8 +298,8 @@ static void draws_every_rank_with_nested_phases(void)
 static void chooses_steps_and_ranks(void)
 {
     char db[600], out[600], err[4096];
-    tmp_path("b.db", db, sizeof db);
-    tmp_path("b.json", out, sizeof out);
+    testing_tmp_path("b.db", db, sizeof db);
+    testing_tmp_path("b.json", out, sizeof out);
     REQUIRE(make_store(db, 0) == 0);
     CHECK_EQ_INT(trace(db, out, err, sizeof err, "--steps", "3:5", "--ranks",
                        "0,2"),
@@ -372,8 +340,8 @@ static void chooses_steps_and_ranks(void)
 static void reports_what_it_cannot_draw(void)
 {
     char db[600], out[600], err[4096];
-    tmp_path("c.db", db, sizeof db);
-    tmp_path("c.json", out, sizeof out);
+    testing_tmp_path("c.db", db, sizeof db);
+    testing_tmp_path("c.json", out, sizeof out);
     REQUIRE(make_store(db, 1) == 0);
     CHECK_EQ_INT(trace(db, out, err, sizeof err, "2", NULL, NULL, NULL), 1);
     CHECK(strstr(err, "no step timelines") != NULL);
@@ -384,7 +352,7 @@ static void reports_what_it_cannot_draw(void)
                  1);
     CHECK(strstr(err, "no attempt 3") != NULL);
     char missing[600];
-    tmp_path("none.db", missing, sizeof missing);
+    testing_tmp_path("none.db", missing, sizeof missing);
     CHECK_EQ_INT(trace(missing, out, err, sizeof err, NULL, NULL, NULL, NULL),
                  1);
     CHECK(strstr(err, "no store") != NULL);
@@ -393,7 +361,7 @@ static void reports_what_it_cannot_draw(void)
     CHECK_EQ_INT(ss_trace_cmd(3, argv, f, f), 2); /* no -o */
     fclose(f);
     char bad_dir[700];
-    snprintf(bad_dir, sizeof bad_dir, "%s/no/such/dir.json", tmpdir_);
+    snprintf(bad_dir, sizeof bad_dir, "%s/no/such/dir.json", testing_tmp_dir());
     CHECK_EQ_INT(trace(db, bad_dir, err, sizeof err, "1", NULL, NULL, NULL),
                  1);
     CHECK(strstr(err, "cannot write") != NULL);

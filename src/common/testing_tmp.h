@@ -1,0 +1,56 @@
+/*
+ * testing_tmp.h - a scratch directory for unit tests that write files.
+ *
+ * The first testing_tmp_path() call makes a fresh directory under $TMPDIR
+ * (or /tmp) and registers its removal, contents and all, at exit; every
+ * test of the binary then shares it.  Header-only, like testing.h.
+ */
+#ifndef STEPSCOPE_TESTING_TMP_H
+#define STEPSCOPE_TESTING_TMP_H
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static char testing_tmpdir_[512];
+
+static inline int testing_rm_one_(const char *path, const struct stat *sb,
+                                  int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static inline void testing_tmp_cleanup_(void)
+{
+    if (testing_tmpdir_[0])
+        nftw(testing_tmpdir_, testing_rm_one_, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The test binary's scratch directory ("" when it could not be made). */
+static inline const char *testing_tmp_dir(void)
+{
+    if (!testing_tmpdir_[0]) {
+        const char *t = getenv("TMPDIR");
+        snprintf(testing_tmpdir_, sizeof testing_tmpdir_,
+                 "%s/stepscope_test.XXXXXX", t && *t ? t : "/tmp");
+        if (!mkdtemp(testing_tmpdir_))
+            testing_tmpdir_[0] = '\0';
+        else
+            atexit(testing_tmp_cleanup_);
+    }
+    return testing_tmpdir_;
+}
+
+/* NAME inside the scratch directory, written to OUT (OUTLEN bytes), which
+ * is returned. */
+static inline const char *testing_tmp_path(const char *name, char *out,
+                                           size_t outlen)
+{
+    snprintf(out, outlen, "%s/%s", testing_tmp_dir(), name);
+    return out;
+}
+
+#endif
