@@ -134,49 +134,77 @@ static size_t utf8_len(const unsigned char *p)
     return n;
 }
 
-void ss_buf_json_str(ss_buf *b, const char *s)
+/* S as a JSON string literal (null for NULL) handed to PUT in pieces:
+ * runs of plain ASCII at once, escapes and UTF-8 sequences one by one. */
+static void json_escape(const char *s, void (*put)(void *, const char *,
+                                                   size_t),
+                        void *ctx)
 {
     if (!s) {
-        ss_buf_puts(b, "null");
+        put(ctx, "null", 4);
         return;
     }
-    ss_buf_add(b, "\"", 1);
+    put(ctx, "\"", 1);
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         const unsigned char *run = p;
         while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
             p++;
         if (p > run)
-            ss_buf_add(b, (const char *)run, (size_t)(p - run));
+            put(ctx, (const char *)run, (size_t)(p - run));
         unsigned c = *p;
         if (!c)
             break;
+        char e[8];
         if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            ss_buf_add(b, e, 2);
+            e[0] = '\\';
+            e[1] = (char)c;
+            put(ctx, e, 2);
             p++;
         } else if (c < 0x20) {
-            switch (c) {
-            case '\n': ss_buf_puts(b, "\\n"); break;
-            case '\r': ss_buf_puts(b, "\\r"); break;
-            case '\t': ss_buf_puts(b, "\\t"); break;
-            case '\b': ss_buf_puts(b, "\\b"); break;
-            case '\f': ss_buf_puts(b, "\\f"); break;
-            default: ss_buf_printf(b, "\\u%04x", c); break;
-            }
+            const char *named = c == '\n'   ? "\\n"
+                                : c == '\r' ? "\\r"
+                                : c == '\t' ? "\\t"
+                                : c == '\b' ? "\\b"
+                                : c == '\f' ? "\\f"
+                                             : NULL;
+            if (named)
+                put(ctx, named, 2);
+            else
+                put(ctx, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
             p++;
         } else {
             size_t n = utf8_len(p);
             if (n) {
-                ss_buf_add(b, (const char *)p, n);
+                put(ctx, (const char *)p, n);
                 p += n;
             } else {
-                ss_buf_puts(b, "\\ufffd");
+                put(ctx, "\\ufffd", 6);
                 p++;
             }
         }
     }
-    ss_buf_add(b, "\"", 1);
+    put(ctx, "\"", 1);
+}
+
+static void put_buf(void *b, const char *s, size_t n)
+{
+    ss_buf_add(b, s, n);
+}
+
+static void put_file(void *f, const char *s, size_t n)
+{
+    fwrite(s, 1, n, f);
+}
+
+void ss_buf_json_str(ss_buf *b, const char *s)
+{
+    json_escape(s, put_buf, b);
+}
+
+void ss_json_fput_str(FILE *f, const char *s)
+{
+    json_escape(s, put_file, f);
 }
 
 /* Appends the decimal digits of V (no sign). */
@@ -220,11 +248,11 @@ void ss_buf_json_int(ss_buf *b, int64_t v)
     add_digits(b, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
 }
 
-void ss_buf_json_time(ss_buf *b, int64_t ns)
+const char *ss_json_time(char *out, size_t n, int64_t ns)
 {
     if (ns == SS_MISSING) {
-        ss_buf_puts(b, "null");
-        return;
+        snprintf(out, n, "null");
+        return out;
     }
     time_t t = (time_t)(ns / 1000000000);
     int ms = (int)(ns % 1000000000 / 1000000);
@@ -236,7 +264,14 @@ void ss_buf_json_time(ss_buf *b, int64_t ns)
     char day[64];
     gmtime_r(&t, &tm);
     strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    ss_buf_printf(b, "\"%s.%03dZ\"", day, ms);
+    snprintf(out, n, "\"%s.%03dZ\"", day, ms);
+    return out;
+}
+
+void ss_buf_json_time(ss_buf *b, int64_t ns)
+{
+    char text[SS_JSON_TIME_LEN];
+    ss_buf_puts(b, ss_json_time(text, sizeof text, ns));
 }
 
 /* ---- the connection ---- */

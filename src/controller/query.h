@@ -28,6 +28,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "live.h"
 #include "model.h"
@@ -59,6 +60,14 @@ void ss_buf_json_int(ss_buf *b, int64_t v);
 /* Wall-clock nanoseconds as "2024-05-01T12:00:03.123Z"; null for
  * SS_MISSING. */
 void ss_buf_json_time(ss_buf *b, int64_t wall_ns);
+
+/* The same two for documents written straight to a FILE (report, trace):
+ * ss_json_fput_str writes what ss_buf_json_str appends; ss_json_time puts
+ * what ss_buf_json_time appends into OUT (N bytes; SS_JSON_TIME_LEN is
+ * always enough) and returns OUT. */
+void ss_json_fput_str(FILE *f, const char *s);
+#define SS_JSON_TIME_LEN 96
+const char *ss_json_time(char *out, size_t n, int64_t wall_ns);
 
 /* ---- the connection ---- */
 

@@ -32,6 +32,7 @@
 #include "html_report.h"
 #include "model.h"
 #include "progress.h"
+#include "query.h"
 #include "store.h"
 #include "store_schema.h"
 
@@ -961,79 +962,6 @@ static void report_free(report *rp)
 
 /* ---- formatting helpers ---- */
 
-/* Length of the valid UTF-8 sequence at P (non-ASCII lead byte), 0 if
- * invalid. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    return n;
-}
-
-/* Writes S as a JSON string (null for NULL). */
-static void json_str(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            switch (c) {
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            case '\b': fputs("\\b", f); break;
-            case '\f': fputs("\\f", f); break;
-            default: fprintf(f, "\\u%04x", c); break;
-            }
-            p++;
-        } else if (c < 0x80) {
-            fputc((int)c, f);
-            p++;
-        } else {
-            size_t n = utf8_len(p);
-            if (n) {
-                fwrite(p, 1, n, f);
-                p += n;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    fputc('"', f);
-}
-
 static void json_int(FILE *f, int64_t v)
 {
     if (v == SS_MISSING)
@@ -1054,21 +982,8 @@ static void json_ms(FILE *f, int64_t ns)
 /* Wall nanoseconds as ISO 8601 UTC ("2024-05-01T12:00:03.123Z"). */
 static void json_time(FILE *f, int64_t ns)
 {
-    if (ns == SS_MISSING) {
-        fputs("null", f);
-        return;
-    }
-    time_t t = (time_t)(ns / 1000000000);
-    int ms = (int)(ns % 1000000000 / 1000000);
-    if (ns < 0 && ns % 1000000000) {
-        t--;
-        ms += 1000;
-    }
-    struct tm tm;
-    char buf[64];
-    gmtime_r(&t, &tm);
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf(f, "\"%s.%03dZ\"", buf, ms);
+    char text[SS_JSON_TIME_LEN];
+    fputs(ss_json_time(text, sizeof text, ns), f);
 }
 
 static void json_pcts(FILE *f, const vec *a)
@@ -1531,17 +1446,17 @@ static void json_run(FILE *f, const report *rp)
 {
     const run_row *r = &rp->run;
     fprintf(f, "  \"run\": {\"id\": %" PRId64 ", \"uuid\": ", r->id);
-    json_str(f, r->uuid);
+    ss_json_fput_str(f, r->uuid);
     fputs(", \"name\": ", f);
-    json_str(f, r->name);
+    ss_json_fput_str(f, r->name);
     fputs(", \"command\": ", f);
-    json_str(f, r->command);
+    ss_json_fput_str(f, r->command);
     fputs(", \"host\": ", f);
-    json_str(f, r->host);
+    ss_json_fput_str(f, r->host);
     fputs(", \"world_size\": ", f);
     json_int(f, r->world_size);
     fputs(", \"status\": ", f);
-    json_str(f, r->status);
+    ss_json_fput_str(f, r->status);
     fputs(", \"exit_code\": ", f);
     json_int(f, r->exit_code);
     fputs(", \"started_at\": ", f);
@@ -1568,19 +1483,19 @@ static void json_findings(FILE *f, const report *rp)
         const finding_row *x = &rp->findings[i];
         fprintf(f, "%s\n    {\"id\": %" PRId64 ", \"kind\": ", i ? "," : "",
                 x->id);
-        json_str(f, x->kind);
+        ss_json_fput_str(f, x->kind);
         fputs(", \"severity\": ", f);
-        json_str(f, x->severity);
+        ss_json_fput_str(f, x->severity);
         fprintf(f, ", \"ranks\": [%s], \"phase\": ",
                 x->ranks_csv ? x->ranks_csv : "");
-        json_str(f, x->phase);
+        ss_json_fput_str(f, x->phase);
         fputs(", \"first_step\": ", f);
         json_int(f, x->first_step);
         fputs(", \"last_step\": ", f);
         json_int(f, x->last_step);
         fprintf(f, ", \"evidence\": %s, \"message\": ",
                 x->evidence ? x->evidence : "{}");
-        json_str(f, x->message);
+        ss_json_fput_str(f, x->message);
         fputc('}', f);
     }
     fputs(rp->n_findings ? "\n  ],\n" : "],\n", f);
@@ -1607,7 +1522,7 @@ static void json_steps(FILE *f, const report *rp)
     for (size_t i = 0; i < rp->n_phases; i++) {
         const series *p = &rp->phases[i];
         fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
-        json_str(f, p->name);
+        ss_json_fput_str(f, p->name);
         fprintf(f, ", \"steps\": %zu, \"median_rank_ms\": ", p->b.n);
         json_pcts(f, &p->a);
         fputs(", \"worst_rank_ms\": ", f);
@@ -1623,7 +1538,7 @@ static void json_steps(FILE *f, const report *rp)
     for (size_t i = 0; i < rp->n_syncs; i++) {
         const series *y = &rp->syncs[i];
         fprintf(f, "%s\n      {\"name\": ", i ? "," : "");
-        json_str(f, y->name);
+        ss_json_fput_str(f, y->name);
         fprintf(f, ", \"steps\": %zu, \"skew_ms\": ", y->a.n);
         json_pcts(f, &y->a);
         fputs(", \"late_ms\": ", f);
@@ -1643,7 +1558,7 @@ static void json_metrics(FILE *f, const report *rp)
     for (size_t i = 0; i < rp->n_metrics; i++) {
         const metric_row *m = &rp->metrics[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-        json_str(f, m->name);
+        ss_json_fput_str(f, m->name);
         fprintf(f, ", \"steps\": %" PRId64 ", \"last_step\": %" PRId64
                    ", \"last\": {\"ranks\": %" PRId64 ", \"median\": %.17g"
                    ", \"min\": %.17g, \"min_rank\": %" PRId64
@@ -1660,11 +1575,11 @@ static void json_ranks(FILE *f, const report *rp)
     for (size_t i = 0; i < rp->n_ranks; i++) {
         const rank_row *k = &rp->ranks[i];
         fprintf(f, "%s\n    {\"rank\": %zu, \"host\": ", i ? "," : "", i);
-        json_str(f, k->host);
+        ss_json_fput_str(f, k->host);
         fputs(", \"pid\": ", f);
         json_int(f, k->pid);
         fputs(", \"state\": ", f);
-        json_str(f, k->state);
+        ss_json_fput_str(f, k->state);
         fputs(", \"exit_code\": ", f);
         json_int(f, k->exit_code);
         fputs(", \"signal\": ", f);
@@ -1686,7 +1601,7 @@ static void json_ranks(FILE *f, const report *rp)
                 continue;
             fputs(first ? "" : ", ", f);
             first = 0;
-            json_str(f, rp->phases[p].name);
+            ss_json_fput_str(f, rp->phases[p].name);
             fputs(": ", f);
             json_ms(f, k->phase_med[p]);
         }
@@ -1719,11 +1634,11 @@ static void json_tail(FILE *f, const report *rp)
         fprintf(f, "%s\n    {\"at\": ", i ? "," : "");
         json_time(f, e->at);
         fputs(", \"kind\": ", f);
-        json_str(f, e->kind);
+        ss_json_fput_str(f, e->kind);
         fputs(", \"rank\": ", f);
         json_int(f, e->rank);
         fputs(", \"message\": ", f);
-        json_str(f, e->message);
+        ss_json_fput_str(f, e->message);
         fputc('}', f);
     }
     fputs(rp->n_events ? "\n  ],\n" : "],\n", f);
@@ -1733,7 +1648,7 @@ static void json_tail(FILE *f, const report *rp)
 static void print_json(FILE *f, const report *rp, const char *db_path)
 {
     fputs("{\n  \"format\": \"stepscope.report/1\",\n  \"db\": ", f);
-    json_str(f, db_path);
+    ss_json_fput_str(f, db_path);
     fputs(",\n", f);
     json_run(f, rp);
     json_findings(f, rp);
@@ -1915,7 +1830,7 @@ int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     if (o.json) {
         fputs("{\"db\": ", out);
-        json_str(out, c.path);
+        ss_json_fput_str(out, c.path);
         fputs(", \"runs\": [", out);
     }
     int r, n = 0;
@@ -1932,11 +1847,11 @@ int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err)
         if (o.json) {
             fprintf(out, "%s\n  {\"id\": %" PRId64 ", \"uuid\": ",
                     n ? "," : "", id);
-            json_str(out, uuid);
+            ss_json_fput_str(out, uuid);
             fputs(", \"name\": ", out);
-            json_str(out, name);
+            ss_json_fput_str(out, name);
             fputs(", \"command\": ", out);
-            json_str(out, command);
+            ss_json_fput_str(out, command);
             fputs(", \"started_at\": ", out);
             json_time(out, started);
             fputs(", \"ended_at\": ", out);
@@ -1944,7 +1859,7 @@ int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err)
             fputs(", \"world_size\": ", out);
             json_int(out, world);
             fputs(", \"status\": ", out);
-            json_str(out, status);
+            ss_json_fput_str(out, status);
             fputs(", \"exit_code\": ", out);
             json_int(out, code);
             fprintf(out, ", \"steps\": %" PRId64 ", \"findings\": %" PRId64

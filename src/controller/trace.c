@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "progress.h"
+#include "query.h"
 #include "runsel.h"
 #include "stats.h"
 
@@ -141,48 +142,10 @@ static void trace_free(trace *t)
     free(t->uuid);
 }
 
-/* Writes S as a JSON string: RFC 8259 escapes, invalid UTF-8 as U+FFFD. */
+/* Writes S as a JSON string ("" for NULL). */
 static void json_str(FILE *f, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    putc('"', f);
-    while (*p) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            putc('\\', f);
-            putc((int)c, f);
-            p++;
-        } else if (c < 0x20) {
-            fprintf(f, "\\u%04x", c);
-            p++;
-        } else if (c < 0x80) {
-            putc((int)c, f);
-            p++;
-        } else {
-            /* A well-formed UTF-8 sequence is copied, anything else is
-             * replaced byte by byte. */
-            size_t len = c >= 0xf0 && c <= 0xf4   ? 4
-                         : c >= 0xe0              ? 3
-                         : c >= 0xc2 && c <= 0xdf ? 2
-                                                  : 0;
-            size_t k = 1;
-            while (k < len && (p[k] & 0xc0) == 0x80)
-                k++;
-            int ok = len && k == len;
-            if (ok && len == 3) /* no overlong forms or surrogates */
-                ok = !(c == 0xe0 && p[1] < 0xa0) && !(c == 0xed && p[1] > 0x9f);
-            if (ok && len == 4)
-                ok = !(c == 0xf0 && p[1] < 0x90) && !(c == 0xf4 && p[1] > 0x8f);
-            if (ok) {
-                fwrite(p, 1, len, f);
-                p += len;
-            } else {
-                fputs("\\ufffd", f);
-                p++;
-            }
-        }
-    }
-    putc('"', f);
+    ss_json_fput_str(f, s ? s : "");
 }
 
 /* Writes NS / DIV with 3 decimals, exactly (DIV is 1000 or 1000000). */
