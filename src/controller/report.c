@@ -33,8 +33,8 @@
 #include "model.h"
 #include "progress.h"
 #include "query.h"
+#include "runsel.h"
 #include "store.h"
-#include "store_schema.h"
 
 #define MAX_EVENTS_TEXT 20    /* events listed in the text report */
 #define MAX_EVENTS_JSON 10000 /* events listed in the JSON report */
@@ -158,22 +158,20 @@ typedef struct {
 typedef struct {
     const char *cmd;  /* "report" or "runs", for messages */
     FILE *err;
-    char path[4096];
-    sqlite3 *db;
-    ss_store *store;  /* set when the store had to be migrated */
+    ss_store_reader rd;
 } dbctx;
 
 static void db_fail(dbctx *c, const char *what)
 {
-    fprintf(c->err, "stepscope %s: %s: %s: %s\n", c->cmd, c->path, what,
-            sqlite3_errmsg(c->db));
+    fprintf(c->err, "stepscope %s: %s: %s: %s\n", c->cmd, c->rd.path, what,
+            sqlite3_errmsg(c->rd.db));
 }
 
 static sqlite3_stmt *prep(dbctx *c, const char *sql, int64_t run_id,
                           int64_t attempt)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(c->rd.db, sql, -1, &st, NULL) != SQLITE_OK) {
         db_fail(c, "cannot query the store");
         return NULL;
     }
@@ -231,40 +229,11 @@ static void oom(dbctx *c)
 
 static int db_open(dbctx *c, const char *db_arg)
 {
-    if (db_arg) {
-        snprintf(c->path, sizeof c->path, "%s", db_arg);
-    } else if (ss_store_default_path(c->path, sizeof c->path) != 0) {
-        fprintf(c->err, "stepscope %s: neither XDG_DATA_HOME nor HOME is "
-                        "set: use --db PATH\n", c->cmd);
-        return -1;
-    }
     char err[1024];
-    int version = ss_schema_open_readonly(c->path, &c->db, err, sizeof err);
-    if (version < 0) {
-        fprintf(c->err, "stepscope %s: %s\n", c->cmd, err);
-        return -1;
-    }
-    if (version < SS_SCHEMA_VERSION) {
-        sqlite3_close(c->db);
-        c->db = NULL;
-        c->store = ss_store_open(c->path, NULL, 0, err, sizeof err);
-        if (!c->store) {
-            fprintf(c->err, "stepscope %s: %s\n", c->cmd, err);
-            return -1;
-        }
-        c->db = ss_store_db(c->store);
-    }
-    return 0;
-}
-
-static void db_close(dbctx *c)
-{
-    if (c->store)
-        ss_store_close(c->store);
-    else
-        sqlite3_close(c->db);
-    c->db = NULL;
-    c->store = NULL;
+    if (ss_store_reader_open(&c->rd, db_arg, err, sizeof err) == 0)
+        return 0;
+    fprintf(c->err, "stepscope %s: %s\n", c->cmd, err);
+    return -1;
 }
 
 static int is_number(const char *s)
@@ -287,7 +256,7 @@ static int resolve_run(dbctx *c, const char *spec, int64_t *run_id)
             return -1;
         if (id == SS_MISSING) {
             fprintf(c->err, "stepscope %s: no runs in %s yet (`stepscope "
-                            "run` records one)\n", c->cmd, c->path);
+                            "run` records one)\n", c->cmd, c->rd.path);
             return -1;
         }
         *run_id = id;
@@ -332,7 +301,7 @@ static int resolve_run(dbctx *c, const char *spec, int64_t *run_id)
         fprintf(c->err, "stepscope %s: run '%s' is ambiguous: %" PRId64
                         " runs in %s have a uuid starting with it; give "
                         "more of it or the run id\n",
-                c->cmd, spec, matches, c->path);
+                c->cmd, spec, matches, c->rd.path);
         return -1;
     }
     if (matches == 1) {
@@ -340,7 +309,7 @@ static int resolve_run(dbctx *c, const char *spec, int64_t *run_id)
         return 0;
     }
     fprintf(c->err, "stepscope %s: no run '%s' in %s; `stepscope runs` "
-                    "lists them\n", c->cmd, spec, c->path);
+                    "lists them\n", c->cmd, spec, c->rd.path);
     return -1;
 }
 
@@ -893,7 +862,7 @@ static int load_report(dbctx *c, int64_t run_id, int64_t attempt, report *rp)
     /* Large runs take seconds here: say which part on a terminal. */
     ss_progress pg;
     ss_progress_begin(&pg, c->err, "stepscope report: reading steps", 4);
-    sqlite3_progress_handler(c->db, 100000, progress_tick, &pg);
+    sqlite3_progress_handler(c->rd.db, 100000, progress_tick, &pg);
     int ok = load_findings(c, rp) == 0 && load_steps(c, rp) == 0;
     ss_progress_stage(&pg, "stepscope report: reading phases", 1, 4);
     ok = ok && load_series(c, rp, 0) == 0 && load_series(c, rp, 1) == 0 &&
@@ -904,7 +873,7 @@ static int load_report(dbctx *c, int64_t run_id, int64_t attempt, report *rp)
     ok = ok && load_ranks(c, rp) == 0;
     ss_progress_stage(&pg, "stepscope report: reading events", 3, 4);
     ok = ok && load_events(c, rp) == 0;
-    sqlite3_progress_handler(c->db, 0, NULL, NULL);
+    sqlite3_progress_handler(c->rd.db, 0, NULL, NULL);
     ss_progress_end(&pg);
     if (!ok)
         return -1;
@@ -1789,12 +1758,12 @@ int ss_report_cmd(int argc, char **argv, FILE *out, FILE *err)
     rc = 1;
     if (o.html) {
         if (resolve_run(&c, o.run, &run_id) == 0)
-            rc = ss_html_report_cmd(c.path, run_id, o.attempt, o.output, out,
+            rc = ss_html_report_cmd(c.rd.path, run_id, o.attempt, o.output, out,
                                     err);
     } else if (resolve_run(&c, o.run, &run_id) == 0 &&
                load_report(&c, run_id, o.attempt, &rp) == 0) {
         if (o.json)
-            print_json(out, &rp, c.path);
+            print_json(out, &rp, c.rd.path);
         else
             print_text(out, &rp);
         rc = fflush(out) == 0 ? 0 : 1;
@@ -1803,7 +1772,7 @@ int ss_report_cmd(int argc, char **argv, FILE *out, FILE *err)
                     strerror(errno));
     }
     report_free(&rp);
-    db_close(&c);
+    ss_store_reader_close(&c.rd);
     return rc;
 }
 
@@ -1825,12 +1794,12 @@ int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err)
         "FROM runs r ORDER BY r.id",
         0, 0);
     if (!st) {
-        db_close(&c);
+        ss_store_reader_close(&c.rd);
         return 1;
     }
     if (o.json) {
         fputs("{\"db\": ", out);
-        ss_json_fput_str(out, c.path);
+        ss_json_fput_str(out, c.rd.path);
         fputs(", \"runs\": [", out);
     }
     int r, n = 0;
@@ -1886,12 +1855,12 @@ int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err)
         if (o.json)
             fputs(n ? "\n]}\n" : "]}\n", out);
         else if (n == 0)
-            fprintf(out, "no runs in %s yet\n", c.path);
+            fprintf(out, "no runs in %s yet\n", c.rd.path);
         rc = fflush(out) == 0 ? 0 : 1;
     } else {
         rc = 1;
     }
-    db_close(&c);
+    ss_store_reader_close(&c.rd);
     return rc;
 }
 
