@@ -326,9 +326,14 @@ class _GradClock:
         self.last = None     # and the index of its parameter
         self.candidate = None
         self.seen = 0        # passes in a row with candidate last
-        self.narrowed = False
         self.narrow_passes = 0  # passes since narrowing
         self._hook_all()
+
+    @property
+    def narrowed(self):
+        """Only the last parameter's hook is on (none at all: unhooked,
+        the DDP is gone)."""
+        return 0 < len(self.handles) < len(self.params)
 
     def _hook(self, index):
         now = _native.now_ns
@@ -343,16 +348,18 @@ class _GradClock:
             h.remove()
         self.handles = []
 
-    def _hook_all(self):
+    def _hook_only(self, indices):
         self._unhook()
-        self.handles = [p.register_hook(self._hook(i))
-                        for i, p in enumerate(self.params)]
-        self.narrowed, self.candidate, self.seen = False, None, 0
+        self.handles = [self.params[i].register_hook(self._hook(i))
+                        for i in indices]
+
+    def _hook_all(self):
+        self._hook_only(range(len(self.params)))
+        self.candidate, self.seen = None, 0
 
     def _narrow(self, index):
-        self._unhook()
-        self.handles = [self.params[index].register_hook(self._hook(index))]
-        self.narrowed, self.narrow_passes = True, 0
+        self._hook_only([index])
+        self.narrow_passes = 0
 
     def settle(self):
         """At the end of a backward pass: this DDP's arrival time if the
