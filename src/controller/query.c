@@ -192,9 +192,13 @@ static void put_buf(void *b, const char *s, size_t n)
     ss_buf_add(b, s, n);
 }
 
+/* The caller holds F's lock (ss_json_fput_str). */
 static void put_file(void *f, const char *s, size_t n)
 {
-    fwrite(s, 1, n, f);
+    if (n == 1)
+        putc_unlocked(*s, (FILE *)f);
+    else
+        fwrite_unlocked(s, 1, n, f);
 }
 
 void ss_buf_json_str(ss_buf *b, const char *s)
@@ -204,7 +208,9 @@ void ss_buf_json_str(ss_buf *b, const char *s)
 
 void ss_json_fput_str(FILE *f, const char *s)
 {
+    flockfile(f);
     json_escape(s, put_file, f);
+    funlockfile(f);
 }
 
 /* Appends the decimal digits of V (no sign). */
