@@ -1,11 +1,11 @@
 # web_assets.cmake - compiles the dashboard (web/) into the controller.
 #
-# Included by the top-level CMakeLists.txt after the ss_controller target.
+# Included by the top-level CMakeLists.txt after the stage libraries.
 # uPlot comes from the npm registry, pinned by web/package-lock.json; the
 # build runs `npm ci` (cmake/npm_ci.cmake) when web/node_modules is missing
 # or older than the lock file, then cmake/embed.cmake writes
-# <build>/generated/web_assets.c (the table of src/controller/web_assets.h),
-# which is linked into ss_controller.  web/node_modules is never committed.
+# <build>/generated/web_assets.c (the table of src/controller/api/web_assets.h),
+# which is linked into ss_api.  web/node_modules is never committed.
 
 set(WEB_DIR ${CMAKE_SOURCE_DIR}/web)
 set(WEB_UPLOT ${WEB_DIR}/node_modules/uplot/dist/uPlot.iife.min.js
@@ -31,4 +31,4 @@ add_custom_command(
   COMMENT "Embedding the dashboard (web/) into stepscope"
   VERBATIM)
 
-target_sources(ss_controller PRIVATE ${WEB_ASSETS_C})
+target_sources(ss_api PRIVATE ${WEB_ASSETS_C})

@@ -25,49 +25,13 @@
 #ifndef STEPSCOPE_QUERY_H
 #define STEPSCOPE_QUERY_H
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
+#include "json.h"
 #include "live.h"
 #include "model.h"
-
-/* ---- a growable text buffer ---- */
-
-/* Zero-initialise ({0}) before use; free with ss_buf_free.  After an
- * allocation failure every append is ignored and OOM stays set; DATA is
- * always NUL-terminated when not NULL. */
-typedef struct ss_buf {
-    char *data;
-    size_t len, cap;
-    int oom;
-} ss_buf;
-
-void ss_buf_free(ss_buf *b);
-void ss_buf_reset(ss_buf *b); /* len = 0, keeps the memory, clears OOM */
-void ss_buf_add(ss_buf *b, const char *s, size_t n);
-void ss_buf_puts(ss_buf *b, const char *s);
-void ss_buf_printf(ss_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* S as a JSON string literal (null for NULL), RFC 8259 escaping, invalid
- * UTF-8 replaced by U+FFFD. */
-void ss_buf_json_str(ss_buf *b, const char *s);
-/* Nanoseconds as milliseconds with 3 decimals; null for SS_MISSING. */
-void ss_buf_json_ms(ss_buf *b, int64_t ns);
-/* An integer; null for SS_MISSING. */
-void ss_buf_json_int(ss_buf *b, int64_t v);
-/* Wall-clock nanoseconds as "2024-05-01T12:00:03.123Z"; null for
- * SS_MISSING. */
-void ss_buf_json_time(ss_buf *b, int64_t wall_ns);
-
-/* The same two for documents written straight to a FILE (report, trace):
- * ss_json_fput_str writes what ss_buf_json_str appends; ss_json_time puts
- * what ss_buf_json_time appends into OUT (N bytes; SS_JSON_TIME_LEN is
- * always enough) and returns OUT. */
-void ss_json_fput_str(FILE *f, const char *s);
-#define SS_JSON_TIME_LEN 96
-const char *ss_json_time(char *out, size_t n, int64_t wall_ns);
 
 /* ---- the connection ---- */
 
