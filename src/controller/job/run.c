@@ -34,6 +34,7 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "fingerprint.h"
 #include "http.h"
 #include "ingest.h"
 #include "launcher.h"
@@ -804,7 +805,16 @@ static int start(run_ctx *r, char *err, size_t errlen)
     info.world_size = r->nprocs;
     info.started_at = wall_now();
     gethostname(info.host, sizeof info.host - 1);
-    if (ss_store_begin_run(r->store, &info, &r->run_id, serr, sizeof serr)) {
+    ss_fingerprint_sources fsrc;
+    ss_fingerprint_sources_default(&fsrc);
+    ss_buf fingerprint = {0};
+    ss_fingerprint_collect(&fingerprint, r->argv, info.command, r->nprocs, 1,
+                           &fsrc);
+    info.fingerprint = fingerprint.oom ? NULL : fingerprint.data;
+    int begun = ss_store_begin_run(r->store, &info, &r->run_id, serr,
+                                   sizeof serr);
+    ss_buf_free(&fingerprint);
+    if (begun != 0) {
         snprintf(err, errlen, "%s", serr);
         return -1;
     }

@@ -75,6 +75,7 @@ static void selects_runs(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path_, &db) == SQLITE_OK);
     sqlite3_exec(db,
+                 "ALTER TABLE runs DROP COLUMN fingerprint;"
                  "ALTER TABLE rank_steps DROP COLUMN metrics;"
                  "ALTER TABLE rank_steps DROP COLUMN syncs;"
                  "ALTER TABLE rank_steps DROP COLUMN phase_counts;"

@@ -205,6 +205,14 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
      * {"metric name": value, ...}, NULL when it reported none.  Rows written
      * before version 3 have it NULL. */
     "ALTER TABLE rank_steps ADD COLUMN metrics TEXT;",
+
+    /* 4, 5: reserved for schema changes made alongside this one. */
+    "",
+    "",
+
+    /* 6: the run's fingerprint, what it ran on (docs/guard.md): a JSON
+     * object written at launch, NULL for runs recorded before version 6. */
+    "ALTER TABLE runs ADD COLUMN fingerprint TEXT;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */
