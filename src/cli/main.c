@@ -7,6 +7,7 @@
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "guard.h"
 #include "http.h"
 #include "launcher.h"
 #include "report.h"
@@ -45,6 +47,9 @@ static void usage(FILE *out)
             "                                     Chrome trace (JSON)\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  guard [--db PATH] [--name NAME] [RUN]\n"
+            "                                     did the run regress against the\n"
+            "                                     comparable runs before it (exit 1)\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -69,6 +74,8 @@ int main(int argc, char **argv)
         return ss_serve_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "guard") == 0)
+        return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)

@@ -1381,3 +1381,25 @@ int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
     }
     return 0;
 }
+
+/* ---- run fingerprints ---- */
+
+/* The version that added runs.fingerprint. */
+#define SCHEMA_FINGERPRINT 6
+
+int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json)
+{
+    *json = NULL;
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SCHEMA_FINGERPRINT)
+        return rc;
+    sqlite3_stmt *st = prep(r, "SELECT fingerprint FROM runs WHERE id = ?1",
+                            &run_id, 1);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1 && col_dup(st, 0, json) != 0)
+        rc = oom(r);
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
+}

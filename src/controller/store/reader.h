@@ -395,4 +395,11 @@ int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
                       ss_metric_row **rows, size_t *n);
 void ss_metric_rows_free(ss_metric_row *rows, size_t n);
 
+/* ---- run fingerprints (docs/guard.md) ---- */
+
+/* The fingerprint recorded at launch for RUN_ID (a JSON object, caller
+ * frees) into *JSON, NULL for a run recorded before fingerprints (schema
+ * version 6).  SS_READ_NOT_FOUND when there is no such run. */
+int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json);
+
 #endif
