@@ -9,11 +9,10 @@
  *  - the Hodges-Lehmann shift, relative to the baseline's median, is worse
  *    than the metric's threshold, and its confidence interval lies wholly
  *    on the worse side of 0;
- *  - the shift is larger than the run-to-run spread of the baseline (how
- *    far the furthest baseline run's median lies from the pooled median,
- *    the furthest one left out when there are 4 or more):
- *    steps within one run are not independent, so a shift every baseline
- *    run also shows is noise, however small its p;
+ *  - the shift is larger than the run-level prediction bound of the
+ *    baseline runs' medians (run_level_bound): steps within one run are
+ *    not independent, so a shift the baseline runs show among themselves
+ *    is noise, however small its p;
  *  - the shift is larger than the metric's smallest absolute change.
  * Since which run: E-divisive over the comparable history's per-run
  * medians; the latest change point at or before the run, else the run.
@@ -48,7 +47,7 @@ static void usage(FILE *out)
             "world size, CPU, GPU, driver, Python, torch, stepscope, speed knobs),\n"
             "finished successfully.  A metric regresses when its per-step samples\n"
             "differ significantly (rank-sum test) AND the shift exceeds its\n"
-            "threshold and the baseline's run-to-run spread.\n"
+            "threshold and the spread between the baseline runs.\n"
             "\n"
             "  --db PATH          the store (default: the user's store)\n"
             "  --name NAME        judge the latest run of NAME\n"
@@ -60,8 +59,9 @@ static void usage(FILE *out)
             "  --json             the verdict as JSON on stdout\n"
             "  --junit FILE       a JUnit XML report (one test case per metric)\n"
             "  --markdown FILE    a Markdown report with the history as a sparkline\n"
-            "  --set NAME=VALUE   alpha, confidence, warmup, min_runs, history,\n"
-            "                     block, or a threshold in percent: threshold=P\n"
+            "  --set NAME=VALUE   alpha, run_alpha, confidence, warmup, min_runs,\n"
+            "                     history,"
+            " block, or a threshold in percent: threshold=P\n"
             "                     for all, threshold.METRIC=P, threshold.phase.=P\n"
             "\n"
             "Exit status: 0 no regression, 1 regression, 2 cannot judge.\n");
@@ -71,9 +71,10 @@ static void settings_defaults(guard_settings *s)
 {
     memset(s, 0, sizeof *s);
     s->alpha = 0.001;
+    s->run_alpha = 0.005;
     s->confidence = 0.95;
     s->warmup = 10;
-    s->min_runs = 2;
+    s->min_runs = 3;
     s->last = 10;
     s->history = 50;
     s->block = 10;
@@ -149,6 +150,8 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
 #define KEY(k) (klen == strlen(k) && strncmp(arg, k, klen) == 0)
     if (KEY("alpha") && v > 0 && v < 1) {
         s->alpha = v;
+    } else if (KEY("run_alpha") && v > 0 && v < 0.5) {
+        s->run_alpha = v;
     } else if (KEY("confidence") && v > 0 && v < 1) {
         s->confidence = v;
     } else if (KEY("warmup")) {
@@ -177,7 +180,7 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
     } else {
         snprintf(err, errlen,
                  "--set: unknown setting or value out of range '%s' (alpha "
-                 "and confidence in (0, 1), min_runs >= 1, history >= 3, "
+                 "and confidence in (0, 1), run_alpha in (0, 0.5), min_runs >= 1, history >= 3, "
                  "block >= 2, warmup, threshold[.METRIC])", arg);
         return -1;
     }
@@ -310,6 +313,50 @@ static int wanted_metric(const char *name, char **want, size_t n_want)
     return 0;
 }
 
+/*
+ * How far a new run's median may lie from the baseline runs' mean before
+ * the run level alone calls it a change: the one-sided prediction bound
+ * t(run_alpha, k - 1) * sd * sqrt(1 + 1/k) over the k baseline runs'
+ * medians, the run furthest from their mean left out when there are 5 or
+ * more (one past regression or noisy run must not blind the guard).
+ * Steps within a run share its machine, its load and its calibration, so
+ * their spread understates how much two runs differ; this bound is what
+ * makes the per-step test hold across runs.  INFINITY with fewer than 2
+ * runs.
+ */
+static double run_level_bound(const char *name, const guard_run *base,
+                              size_t n_base, const guard_settings *st)
+{
+    double vals[n_base ? n_base : 1];
+    size_t k = 0;
+    for (size_t i = 0; i < n_base; i++) {
+        const guard_series *b = guard_find_series(&base[i], name);
+        if (b && b->n && isfinite(b->value))
+            vals[k++] = b->value;
+    }
+    double mean = 0.0;
+    for (size_t i = 0; i < k; i++)
+        mean += vals[i] / (double)k;
+    if (k >= 5) {
+        size_t far = 0;
+        for (size_t i = 1; i < k; i++)
+            if (fabs(vals[i] - mean) > fabs(vals[far] - mean))
+                far = i;
+        vals[far] = vals[--k];
+        mean = 0.0;
+        for (size_t i = 0; i < k; i++)
+            mean += vals[i] / (double)k;
+    }
+    if (k < 2)
+        return INFINITY;
+    double ss = 0.0;
+    for (size_t i = 0; i < k; i++)
+        ss += (vals[i] - mean) * (vals[i] - mean);
+    double sd = sqrt(ss / (double)(k - 1));
+    double t = ss_student_t_quantile(2.0 * st->run_alpha, (double)(k - 1));
+    return t * sd * sqrt(1.0 + 1.0 / (double)k);
+}
+
 /* Fills R for metric S of the candidate against the BASE runs and the
  * history (HIST_IDS / HIST_VALUES filled by the caller); 0 or -1 (memory). */
 static int compare_metric(guard_result *r, const guard_series *s,
@@ -367,26 +414,7 @@ static int compare_metric(guard_result *r, const guard_series *s,
     r->rel = r->t.shift / scale;
     r->rel_lo = r->t.lo / scale;
     r->rel_hi = r->t.hi / scale;
-    /* The run-to-run spread: the largest deviation of a baseline run's
-     * median from the pooled one, leaving out the most deviant run when
-     * there are 4 or more (so one past regression or one noisy run does
-     * not blind the guard). */
-    double largest = 0.0, second = 0.0;
-    size_t runs = 0;
-    for (size_t i = 0; i < n_base; i++) {
-        const guard_series *b = guard_find_series(&base[i], s->name);
-        if (!b || !b->n || !isfinite(b->value))
-            continue;
-        double d = fabs(b->value - r->baseline) / scale;
-        runs++;
-        if (d > largest) {
-            second = largest;
-            largest = d;
-        } else if (d > second) {
-            second = d;
-        }
-    }
-    r->spread = runs >= 4 ? second : largest;
+    r->spread = run_level_bound(s->name, base, n_base, st) / scale;
     int significant = r->t.p < st->alpha && fabs(r->t.shift) >= r->min_abs;
     double up = r->rel, down = -r->rel;
     int up_bad = significant && r->rel_lo > 0 && up > r->threshold &&

@@ -42,6 +42,7 @@ typedef struct {
 /* Settings (--set NAME=VALUE; docs/guard.md lists the defaults). */
 typedef struct {
     double alpha;        /* significance of the rank-sum test */
+    double run_alpha;    /* one-sided level of the run-level bound */
     double confidence;   /* of the shift's interval */
     size_t warmup;       /* first steps of a run left out */
     size_t min_runs;     /* fewest baseline runs to judge */
@@ -65,8 +66,8 @@ typedef enum {
 typedef struct {
     const guard_series *run;      /* the candidate's series */
     double baseline;              /* median of the pooled baseline samples */
-    double spread;                /* largest |run median - baseline| among
-                                     the baseline runs, relative */
+    double spread;                /* the run-level bound, relative to the
+                                     baseline (run_level_bound) */
     size_t n_baseline;            /* pooled samples */
     ss_shift_test t;              /* shift = run - baseline */
     double rel, rel_lo, rel_hi;   /* shift and interval / baseline */

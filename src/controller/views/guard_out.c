@@ -322,6 +322,8 @@ void guard_write_json(FILE *out, const guard_report *rep)
     ss_json_fput_str(out, rep->differences ? rep->differences : "");
     fprintf(out, ",\"settings\":{\"alpha\":");
     json_num(out, rep->settings->alpha);
+    fprintf(out, ",\"run_alpha\":");
+    json_num(out, rep->settings->run_alpha);
     fprintf(out, ",\"confidence\":");
     json_num(out, rep->settings->confidence);
     fprintf(out, ",\"warmup\":%zu,\"min_runs\":%zu,\"last\":%zu,"
@@ -361,7 +363,7 @@ void guard_write_json(FILE *out, const guard_report *rep)
             json_num(out, r->t.p);
             fprintf(out, ",\"threshold\":");
             json_num(out, r->threshold);
-            fprintf(out, ",\"run_to_run_spread\":");
+            fprintf(out, ",\"run_level_bound\":");
             json_num(out, r->spread);
         }
         fprintf(out, ",\"since_run\":");

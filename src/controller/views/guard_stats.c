@@ -61,6 +61,40 @@ double ss_normal_upper_quantile(double p)
     return x;
 }
 
+double ss_student_t_quantile(double p, double df)
+{
+    if (!(p > 0.0 && p < 1.0) || !(df >= 1.0))
+        return NAN;
+    if (df == 1.0) {
+        double q = p * M_PI_2;
+        return cos(q) / sin(q);
+    }
+    if (df == 2.0)
+        return sqrt(2.0 / (p * (2.0 - p)) - 2.0);
+    double a = 1.0 / (df - 0.5), b = 48.0 / (a * a);
+    double c = ((20700.0 * a / b - 98.0) * a - 16.0) * a + 96.36;
+    double d = ((94.5 / (b + c) - 3.0) / b + 1.0) * sqrt(a * M_PI_2) * df;
+    double x = d * p, y = pow(x, 2.0 / df);
+    if (y > 0.05 + a) {
+        /* Asymptotic inverse expansion about the normal. */
+        x = ss_normal_upper_quantile(0.5 * p);
+        y = x * x;
+        if (df < 5.0)
+            c += 0.3 * (df - 4.5) * (x + 0.6);
+        c = (((0.05 * d * x - 5.0) * x - 7.0) * x - 2.0) * x + b + c;
+        y = (((((0.4 * y + 6.3) * y + 36.0) * y + 94.5) / c - y - 3.0) / b +
+             1.0) * x;
+        y = a * y * y;
+        y = y > 0.002 ? exp(y) - 1.0 : 0.5 * y * y + y;
+    } else {
+        y = ((1.0 / (((df + 6.0) / (df * y) - 0.089 * d - 0.822) *
+                     (df + 2.0) * 3.0) +
+              0.5 / (df + 4.0)) * y - 1.0) * (df + 1.0) / (df + 2.0) +
+            1.0 / y;
+    }
+    return sqrt(df * y);
+}
+
 /* ---- rank-sum ---- */
 
 typedef struct {

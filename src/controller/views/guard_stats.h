@@ -3,6 +3,7 @@
  * per-step distribution shifted from its baseline's, by how much, and since
  * which run of the history did a metric move.
  *
+ *  - Student's t quantile, for the run-level prediction bound.
  *  - Mann-Whitney rank-sum test (two-sided, normal approximation with the
  *    tie correction and a continuity correction of 1/2), as scipy's
  *    mannwhitneyu(..., method="asymptotic") computes it.
@@ -30,6 +31,13 @@
 
 /* Pairwise differences the Hodges-Lehmann estimate uses at most (8 MB). */
 #define SS_HL_MAX_PAIRS 1000000u
+
+/*
+ * Student's t quantile: the t with P(|T| > t) = P for T with DF degrees of
+ * freedom (Hill's algorithm 396, 1970; 4 or more significant digits), for
+ * 0 < P < 1 and DF >= 1.  Returns NaN otherwise.
+ */
+double ss_student_t_quantile(double p, double df);
 
 /* The result of comparing sample X (the baseline) with Y (the candidate). */
 typedef struct {

@@ -25,6 +25,22 @@ static void normal_quantile_known_values(void)
     CHECK(isnan(ss_normal_upper_quantile(1.0)));
 }
 
+/* Against the printed table of two-sided critical values. */
+static void student_t_known_values(void)
+{
+    static const struct { double p, df, t; } table[] = {
+        {0.01, 1, 63.657}, {0.01, 2, 9.925}, {0.01, 3, 5.841},
+        {0.01, 4, 4.604},  {0.01, 5, 4.032}, {0.01, 10, 3.169},
+        {0.01, 30, 2.750}, {0.01, 100, 2.626}, {0.05, 3, 3.182},
+        {0.05, 10, 2.228}, {0.05, 1000, 1.962},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        CHECK(CLOSE(ss_student_t_quantile(table[i].p, table[i].df),
+                    table[i].t, 0.0015));
+    CHECK(isnan(ss_student_t_quantile(0.01, 0.5)));
+    CHECK(isnan(ss_student_t_quantile(0, 5)));
+}
+
 /* Two samples without ties: U, z and p as a brute-force count of the pairs
  * and the normal approximation with continuity correction give them. */
 static void rank_sum_without_ties(void)
@@ -170,6 +186,7 @@ static void edivisive_quiet_on_noise(void)
 }
 
 TEST_LIST({"normal_quantile_known_values", normal_quantile_known_values},
+          {"student_t_known_values", student_t_known_values},
           {"rank_sum_without_ties", rank_sum_without_ties},
           {"rank_sum_with_ties", rank_sum_with_ties},
           {"rank_sum_degenerate_inputs", rank_sum_degenerate_inputs},
