@@ -14,8 +14,10 @@
  *    not independent, so a shift the baseline runs show among themselves
  *    is noise, however small its p;
  *  - the shift is larger than the metric's smallest absolute change.
- * Since which run: E-divisive over the comparable history's per-run
- * medians; the latest change point at or before the run, else the run.
+ * Since which run: the first of the consecutive runs ending with this one
+ * whose medians are all that much worse.  Where the level of a metric
+ * moved, in either direction: E-divisive change points over the
+ * comparable history's per-run medians, listed alongside.
  */
 #include "guard.h"
 
@@ -314,15 +316,16 @@ static int wanted_metric(const char *name, char **want, size_t n_want)
 }
 
 /*
- * How far a new run's median may lie from the baseline runs' mean before
+ * How far a new run's median may lie from the baseline runs' centre before
  * the run level alone calls it a change: the one-sided prediction bound
- * t(run_alpha, k - 1) * sd * sqrt(1 + 1/k) over the k baseline runs'
- * medians, the run furthest from their mean left out when there are 5 or
- * more (one past regression or noisy run must not blind the guard).
- * Steps within a run share its machine, its load and its calibration, so
- * their spread understates how much two runs differ; this bound is what
- * makes the per-step test hold across runs.  INFINITY with fewer than 2
- * runs.
+ * t(run_alpha, k - 1) * scale * sqrt(1 + 1/k) over the medians of the k
+ * baseline runs.  Steps within a run share its machine, its load and its
+ * calibration, so their spread understates how much two runs differ; this
+ * bound is what makes the per-step test hold across runs.  The scale is
+ * robust, so that past regressions inside the baseline do not blind the
+ * guard: from 6 runs on, 1.4826 times the median absolute deviation; below
+ * that, the standard deviation, leaving out the run furthest from the mean
+ * when there are 5.  INFINITY with fewer than 2 runs.
  */
 static double run_level_bound(const char *name, const guard_run *base,
                               size_t n_base, const guard_settings *st)
@@ -334,10 +337,16 @@ static double run_level_bound(const char *name, const guard_run *base,
         if (b && b->n && isfinite(b->value))
             vals[k++] = b->value;
     }
+    if (k < 2)
+        return INFINITY;
+    double t = ss_student_t_quantile(2.0 * st->run_alpha, (double)(k - 1));
+    double widen = sqrt(1.0 + 1.0 / (double)k);
+    if (k >= 6)
+        return t * SS_MAD_TO_SIGMA * ss_mad_f64(vals, k, NULL) * widen;
     double mean = 0.0;
     for (size_t i = 0; i < k; i++)
         mean += vals[i] / (double)k;
-    if (k >= 5) {
+    if (k == 5) {
         size_t far = 0;
         for (size_t i = 1; i < k; i++)
             if (fabs(vals[i] - mean) > fabs(vals[far] - mean))
@@ -347,14 +356,10 @@ static double run_level_bound(const char *name, const guard_run *base,
         for (size_t i = 0; i < k; i++)
             mean += vals[i] / (double)k;
     }
-    if (k < 2)
-        return INFINITY;
     double ss = 0.0;
     for (size_t i = 0; i < k; i++)
         ss += (vals[i] - mean) * (vals[i] - mean);
-    double sd = sqrt(ss / (double)(k - 1));
-    double t = ss_student_t_quantile(2.0 * st->run_alpha, (double)(k - 1));
-    return t * sd * sqrt(1.0 + 1.0 / (double)k);
+    return t * sqrt(ss / (double)(k - 1)) * widen;
 }
 
 /* Fills R for metric S of the candidate against the BASE runs and the
@@ -438,8 +443,8 @@ static int compare_metric(guard_result *r, const guard_series *s,
     return 0;
 }
 
-/* The history of metric NAME (oldest first, the candidate last) and its
- * change points; SINCE_RUN when R regressed. */
+/* The history of metric NAME (oldest first, the candidate last), its
+ * change points, and SINCE_RUN when R regressed. */
 static int history_of(guard_result *r, const char *name, const guard_run *hist,
                       size_t n_hist, const guard_run *cand)
 {
@@ -467,9 +472,23 @@ static int history_of(guard_result *r, const char *name, const guard_run *hist,
         return -1;
     for (int i = 0; i < found; i++)
         r->change_runs[r->n_change++] = r->history_runs[points[i]];
-    if (r->verdict == GUARD_REGRESSED)
-        r->since_run = r->n_change ? r->change_runs[r->n_change - 1]
-                                   : cand->row.id;
+    if (r->verdict != GUARD_REGRESSED)
+        return 0;
+    /* Since: the first of the runs, ending with this one, whose medians
+     * are all worse than the baseline by more than the threshold and the
+     * run-level bound (so a regression that already reached the baseline
+     * is dated to where it began). */
+    double need = fmax(r->threshold, r->spread), scale = fabs(r->baseline);
+    r->since_run = cand->row.id;
+    for (size_t i = n; i-- > 0;) {
+        double rel = (r->history_values[i] - r->baseline) / scale;
+        double worse = r->run->direction == GUARD_HIGHER_IS_WORSE  ? rel
+                       : r->run->direction == GUARD_LOWER_IS_WORSE ? -rel
+                                                                   : fabs(rel);
+        if (!(worse > need))
+            break;
+        r->since_run = r->history_runs[i];
+    }
     return 0;
 }
 

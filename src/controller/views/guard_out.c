@@ -138,6 +138,19 @@ void guard_print_table(FILE *out, const guard_report *rep)
                 fmt_p(p, sizeof p, r->t.p), v);
     }
     fputc('\n', out);
+    int any_change = 0;
+    for (size_t i = 0; i < rep->n_results; i++) {
+        const guard_result *r = &rep->results[i];
+        if (!r->n_change || r->verdict == GUARD_SHOWN)
+            continue;
+        fprintf(out, "%s%s at run", any_change ? "; " : "change points in the "
+                "history: ", r->run->name);
+        for (size_t k = 0; k < r->n_change; k++)
+            fprintf(out, "%s %lld", k ? "," : "", (long long)r->change_runs[k]);
+        any_change = 1;
+    }
+    if (any_change)
+        fputc('\n', out);
     if (rep->status == SS_GUARD_OK) {
         fprintf(out, "no regression\n");
         return;
