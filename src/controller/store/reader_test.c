@@ -348,7 +348,8 @@ static void findings_events_and_metrics(void)
     CHECK_EQ_INT(f[0].ranks[0], 3);
     CHECK_EQ_INT(f[0].first_step, 2);
     CHECK_EQ_INT(f[0].last_step, 19);
-    CHECK_STR(f[0].evidence, "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
+    CHECK_STR(f[0].evidence,
+              "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
     CHECK_STR(f[1].kind, "data_stall");
     CHECK(f[1].phase == NULL);
     ss_finding_rows_free(f, n);
