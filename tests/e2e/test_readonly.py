@@ -4,8 +4,8 @@
 (a 0644 file in a 0755 directory of another user) and a store on a
 read-only mount, where SQLite cannot create the WAL index beside the file.
 A write-ahead log left behind by a writer that stopped is refused with a
-message naming `stepscope upgrade`, which folds it in.  These tests need
-root (to switch user and to mount); they are skipped without it."""
+message naming `stepscope upgrade`, which folds it in.  The tests that
+switch user or mount need root; they are skipped without it."""
 import hashlib
 import json
 import os
@@ -22,13 +22,13 @@ from conftest import STEPSCOPE, example, run_job
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0,
+needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="needs root to switch user and mount")
 
 
 @pytest.fixture(scope="module")
 def shared():
-    """A finished run's store, 0644 in a 0755 directory owned by root."""
+    """A finished run's store, 0644 in a 0755 directory of its owner."""
     base = Path(tempfile.mkdtemp(prefix="stepscope-ro-", dir="/tmp"))
     os.chmod(base, 0o755)
     db = base / "x.db"
@@ -67,6 +67,7 @@ def require_mounts():
         pytest.skip("no private mount namespace here")
 
 
+@needs_root
 def test_a_user_who_cannot_write_reads_the_store(shared):
     if stepscope_as_nobody("--version").returncode != 0:
         pytest.skip(f"{STEPSCOPE} is not executable by an unprivileged user")
@@ -96,6 +97,7 @@ def test_a_user_who_cannot_write_reads_the_store(shared):
     assert sorted(os.listdir(shared.parent)) == listing
 
 
+@needs_root
 def test_a_store_on_a_read_only_mount_is_read(shared):
     require_mounts()
     before = digest(shared)
@@ -123,6 +125,7 @@ def leave_a_write_ahead_log(db, name):
     assert Path(f"{db}-wal").stat().st_size > 0
 
 
+@needs_root
 def test_a_left_over_log_is_read_or_named(shared, tmp_path):
     require_mounts()
     d = tmp_path / "copy"
