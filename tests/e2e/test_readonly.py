@@ -98,6 +98,21 @@ def test_a_user_who_cannot_write_reads_the_store(shared):
 
 
 @needs_root
+def test_a_store_the_user_may_not_read_is_named(shared, tmp_path):
+    private = Path(tempfile.mkdtemp(prefix="stepscope-ro-", dir="/tmp"))
+    try:
+        os.chmod(private, 0o755)
+        db = private / "x.db"
+        shutil.copy(shared, db)
+        os.chmod(db, 0o600)
+        rep = stepscope_as_nobody("report", "--db", str(db))
+        assert rep.returncode == 1
+        assert rep.stderr == f"stepscope report: {db}: Permission denied\n"
+    finally:
+        shutil.rmtree(private)
+
+
+@needs_root
 def test_a_store_on_a_read_only_mount_is_read(shared):
     require_mounts()
     before = digest(shared)
