@@ -8,6 +8,7 @@
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
+ *   stepscope upgrade [--db PATH]                  migrate an older store
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -50,6 +51,8 @@ static void usage(FILE *out)
             "  guard [--db PATH] [--name NAME] [RUN]\n"
             "                                     did the run regress against the\n"
             "                                     comparable runs before it (exit 1)\n"
+            "  upgrade [--db PATH]                bring an older store up to this\n"
+            "                                     version (readers never write)\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -78,6 +81,8 @@ int main(int argc, char **argv)
         return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return ss_trace_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "upgrade") == 0)
+        return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
