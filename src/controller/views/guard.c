@@ -62,9 +62,10 @@ static void usage(FILE *out)
             "  --junit FILE       a JUnit XML report (one test case per metric)\n"
             "  --markdown FILE    a Markdown report with the history as a sparkline\n"
             "  --set NAME=VALUE   alpha, run_alpha, confidence, warmup, min_runs,\n"
-            "                     history,"
-            " block, or a threshold in percent: threshold=P\n"
-            "                     for all, threshold.METRIC=P, threshold.phase.=P\n"
+            "                     history, block, consecutive, or a threshold in\n"
+            "                     percent: threshold=P"
+            " for all, threshold.METRIC=P,\n"
+            "                     threshold.phase.=P\n"
             "\n"
             "Exit status: 0 no regression, 1 regression, 2 cannot judge.\n");
 }
@@ -80,6 +81,7 @@ static void settings_defaults(guard_settings *s)
     s->last = 10;
     s->history = 50;
     s->block = 10;
+    s->consecutive = 1;
 }
 
 /* The default relative threshold and smallest absolute shift of METRIC. */
@@ -91,7 +93,7 @@ static void metric_defaults(const char *metric, double *threshold,
         *threshold = 0.10;
         *min_abs = 0.05; /* ms */
     } else if (strncmp(metric, "skew.", 5) == 0) {
-        *threshold = 0.25;
+        *threshold = 0.50;
         *min_abs = 0.1; /* ms */
     } else if (strcmp(metric, "rss_peak") == 0 ||
                strcmp(metric, "device_peak") == 0) {
@@ -164,6 +166,8 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
         s->history = (size_t)v;
     } else if (KEY("block") && v >= 2) {
         s->block = (size_t)v;
+    } else if (KEY("consecutive") && v >= 1) {
+        s->consecutive = (size_t)v;
     } else if (strncmp(arg, "threshold", 9) == 0 &&
                (arg[9] == '=' || arg[9] == '.')) {
         /* Kept as "METRIC=PERCENT" ("=PERCENT" for every metric). */
@@ -183,7 +187,7 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
         snprintf(err, errlen,
                  "--set: unknown setting or value out of range '%s' (alpha "
                  "and confidence in (0, 1), run_alpha in (0, 0.5), min_runs >= 1, history >= 3, "
-                 "block >= 2, warmup, threshold[.METRIC])", arg);
+                 "block >= 2, consecutive >= 1, warmup, threshold[.METRIC])", arg);
         return -1;
     }
 #undef KEY
@@ -444,9 +448,11 @@ static int compare_metric(guard_result *r, const guard_series *s,
 }
 
 /* The history of metric NAME (oldest first, the candidate last), its
- * change points, and SINCE_RUN when R regressed. */
+ * change points, and SINCE_RUN when R regressed; a regression shorter than
+ * ST->consecutive runs becomes GUARD_SUSPECT. */
 static int history_of(guard_result *r, const char *name, const guard_run *hist,
-                      size_t n_hist, const guard_run *cand)
+                      size_t n_hist, const guard_run *cand,
+                      const guard_settings *st)
 {
     r->history_runs = malloc((n_hist + 1) * sizeof *r->history_runs);
     r->history_values = malloc((n_hist + 1) * sizeof *r->history_values);
@@ -477,10 +483,14 @@ static int history_of(guard_result *r, const char *name, const guard_run *hist,
     /* Since: the first of the runs, ending with this one, whose medians
      * are all worse than the baseline by more than the threshold and the
      * run-level bound (so a regression that already reached the baseline
-     * is dated to where it began). */
+     * is dated to where it began).  This run counts whatever its median
+     * says: the per-step test already found it worse. */
     double need = fmax(r->threshold, r->spread), scale = fabs(r->baseline);
+    size_t i = n, streak = 1;
+    if (i > 0 && r->history_runs[i - 1] == cand->row.id)
+        i--;
     r->since_run = cand->row.id;
-    for (size_t i = n; i-- > 0;) {
+    while (i-- > 0) {
         double rel = (r->history_values[i] - r->baseline) / scale;
         double worse = r->run->direction == GUARD_HIGHER_IS_WORSE  ? rel
                        : r->run->direction == GUARD_LOWER_IS_WORSE ? -rel
@@ -488,7 +498,11 @@ static int history_of(guard_result *r, const char *name, const guard_run *hist,
         if (!(worse > need))
             break;
         r->since_run = r->history_runs[i];
+        streak++;
     }
+    /* The HUD's rule, when asked for: so many runs in a row. */
+    if (streak < st->consecutive)
+        r->verdict = GUARD_SUSPECT;
     return 0;
 }
 
@@ -818,7 +832,7 @@ int ss_guard_run(int argc, char **argv, FILE *out, FILE *err)
                 continue;
             guard_result *r = &rep.results[rep.n_results];
             if (compare_metric(r, s, base, g.n_base, &st) != 0 ||
-                history_of(r, s->name, hist, g.n_hist, &cand) != 0) {
+                history_of(r, s->name, hist, g.n_hist, &cand, &st) != 0) {
                 rep.n_results++;
                 fprintf(err, "stepscope guard: out of memory\n");
                 rep.status = SS_GUARD_CANNOT_JUDGE;

@@ -49,6 +49,7 @@ typedef struct {
     size_t last;         /* default baseline: the last N comparable runs */
     size_t history;      /* runs the change-point search looks at */
     size_t block;        /* steps per block for the p90 metric */
+    size_t consecutive;  /* runs in a row a regression must last */
     /* per-metric overrides, "name=percent" or "family.=percent" */
     char **thresholds;
     size_t n_thresholds;
@@ -57,6 +58,7 @@ typedef struct {
 typedef enum {
     GUARD_SAME,        /* no significant change beyond the threshold */
     GUARD_REGRESSED,
+    GUARD_SUSPECT,     /* regressed, in fewer than `consecutive` runs */
     GUARD_IMPROVED,
     GUARD_SHOWN,       /* not tested (finding counts) */
     GUARD_NO_DATA,     /* the run or its baseline lacks the metric */

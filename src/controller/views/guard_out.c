@@ -16,6 +16,7 @@ static const char *verdict_word(guard_verdict v)
 {
     switch (v) {
     case GUARD_REGRESSED: return "regressed";
+    case GUARD_SUSPECT: return "suspect";
     case GUARD_IMPROVED: return "improved";
     case GUARD_SAME: return "same";
     case GUARD_SHOWN: return "shown";
@@ -151,6 +152,14 @@ void guard_print_table(FILE *out, const guard_report *rep)
     }
     if (any_change)
         fputc('\n', out);
+    for (size_t i = 0; i < rep->n_results; i++) {
+        const guard_result *r = &rep->results[i];
+        char d[512];
+        if (r->verdict == GUARD_SUSPECT)
+            fprintf(out, "suspect (not yet %zu runs in a row): %s, since run "
+                    "%lld\n", rep->settings->consecutive,
+                    guard_describe(r, d, sizeof d), (long long)r->since_run);
+    }
     if (rep->status == SS_GUARD_OK) {
         fprintf(out, "no regression\n");
         return;
@@ -340,9 +349,10 @@ void guard_write_json(FILE *out, const guard_report *rep)
     fprintf(out, ",\"confidence\":");
     json_num(out, rep->settings->confidence);
     fprintf(out, ",\"warmup\":%zu,\"min_runs\":%zu,\"last\":%zu,"
-            "\"history\":%zu},\"metrics\":[",
+            "\"history\":%zu,\"consecutive\":%zu},\"metrics\":[",
             rep->settings->warmup, rep->settings->min_runs,
-            rep->settings->last, rep->settings->history);
+            rep->settings->last, rep->settings->history,
+            rep->settings->consecutive);
     for (size_t i = 0; i < rep->n_results; i++) {
         const guard_result *r = &rep->results[i];
         fprintf(out, "%s{\"name\":", i ? "," : "");

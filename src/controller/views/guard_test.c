@@ -160,6 +160,28 @@ static void a_clear_slowdown_is_a_regression(void)
     CHECK(!strstr(out_, "REGRESSION: step_time"));
 }
 
+/* --set consecutive=N: a regression counts once it lasted N runs in a
+ * row; before that it is "suspect" and the exit status 0. */
+static void consecutive_runs_when_asked(void)
+{
+    make_history();
+    append_run("train", WORLD, 13.0);
+    int status = guard(db_, out_, err_, sizeof out_, "--set", "consecutive=2",
+                       (char *)NULL);
+    CHECK_EQ_INT(status, 0);
+    CHECK(strstr(out_, "suspect (not yet 2 runs in a row): step_time +"));
+    append_run("train", WORLD, 13.0);
+    status = guard(db_, out_, err_, sizeof out_, "--set", "consecutive=2",
+                   (char *)NULL);
+    CHECK_EQ_INT(status, 1);
+    CHECK(strstr(out_, "REGRESSION: step_time +"));
+    CHECK(strstr(out_, "since run 7"));
+    status = guard(db_, out_, err_, sizeof out_, "--json", "--set",
+                   "consecutive=3", (char *)NULL);
+    CHECK_EQ_INT(status, 0);
+    CHECK(strstr(out_, "\"verdict\":\"suspect\""));
+}
+
 static void a_clean_run_is_not(void)
 {
     make_history();
@@ -234,6 +256,7 @@ static void bad_arguments_say_why(void)
 
 TEST_LIST({"a_clear_slowdown_is_a_regression",
            a_clear_slowdown_is_a_regression},
+          {"consecutive_runs_when_asked", consecutive_runs_when_asked},
           {"a_clean_run_is_not", a_clean_run_is_not},
           {"another_world_size_is_not_compared",
            another_world_size_is_not_compared},
