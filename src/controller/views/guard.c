@@ -722,6 +722,7 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
                               differences.len ? "; " : "",
                               (long long)row->id, diff.data);
             g->base[g->n_base++] = run;
+            g->hist[g->n_hist++] = run;
         } else if (differs) {
             ss_buf_printf(&excluded, "%srun %lld: %s", excluded.len ? "; " : "",
                           (long long)row->id, diff.data);
