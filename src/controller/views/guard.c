@@ -196,10 +196,11 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
 
 /* ---- comparable runs ---- */
 
-/* The fingerprint keys that must match; "host" and "kernel" are recorded
- * but not compared (docs/guard.md). */
+/* The fingerprint keys that must match besides the world size (compared
+ * from the runs table, so runs without a fingerprint have it too); "host",
+ * "kernel" and "cpus" are recorded but not compared (docs/guard.md). */
 static const char *const compared_keys[] = {
-    "command", "world_size", "nodes", "cpu", "gpu", "gpu_driver",
+    "command", "nodes", "cpu", "gpu", "gpu_driver",
     "python", "torch", "stepscope", "env",
 };
 
@@ -237,8 +238,6 @@ static int fingerprint_diff(const guard_run *a, const guard_run *b,
         for (size_t i = 0; i < sizeof compared_keys / sizeof *compared_keys;
              i++) {
             const char *k = compared_keys[i];
-            if (strcmp(k, "world_size") == 0)
-                continue; /* said above, from the runs table */
             cJSON *va = cJSON_GetObjectItemCaseSensitive(ja, k);
             cJSON *vb = cJSON_GetObjectItemCaseSensitive(jb, k);
             if (!va && !vb)
