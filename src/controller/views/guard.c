@@ -709,7 +709,7 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
             continue;
         }
         guard_run *run = &g->runs[g->n];
-        rc = guard_load_run(rd, row->id, st, run);
+        rc = guard_load_identity(rd, row->id, run);
         if (rc != 0)
             break;
         g->n++;
@@ -722,17 +722,21 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
                               (long long)row->id, diff.data);
             g->base[g->n_base++] = run;
             g->hist[g->n_hist++] = run;
+            rc = guard_load_samples(rd, st, GUARD_LOAD_RANK_STEPS, run);
         } else if (differs) {
             ss_buf_printf(&excluded, "%srun %lld: %s", excluded.len ? "; " : "",
                           (long long)row->id, diff.data);
             guard_run_free(run);
             g->n--;
-        } else {
+        } else if (g->n_base < st->last) {
             g->hist[g->n_hist++] = run;
-            if (g->n_base < st->last)
-                g->base[g->n_base++] = run;
-            else
-                drop_samples(run);
+            g->base[g->n_base++] = run;
+            rc = guard_load_samples(rd, st, GUARD_LOAD_RANK_STEPS, run);
+        } else {
+            /* Older history: the per-run medians of the steps table. */
+            g->hist[g->n_hist++] = run;
+            rc = guard_load_samples(rd, st, 0, run);
+            drop_samples(run);
         }
         ss_buf_free(&diff);
     }

@@ -326,29 +326,35 @@ static int from_findings(ss_reader *r, int64_t attempt, guard_run *run)
     return rc;
 }
 
-int guard_load_run(ss_reader *r, int64_t run_id, const guard_settings *settings,
-                   guard_run *out)
+int guard_load_identity(ss_reader *r, int64_t run_id, guard_run *out)
 {
     memset(out, 0, sizeof *out);
     int rc = ss_reader_run(r, run_id, &out->row);
     if (rc == 0)
         rc = ss_reader_run_fingerprint(r, run_id, &out->fingerprint);
-    int64_t attempt = 0;
+    if (rc != 0)
+        guard_run_free(out);
+    return rc;
+}
+
+int guard_load_samples(ss_reader *r, const guard_settings *settings,
+                       unsigned what, guard_run *run)
+{
+    int64_t run_id = run->row.id, attempt = 0;
+    int rc = ss_reader_attempt(r, run_id, -1, &attempt, NULL);
     if (rc == 0)
-        rc = ss_reader_attempt(r, run_id, -1, &attempt, NULL);
-    if (rc == 0)
-        rc = from_steps(r, attempt, settings, out);
+        rc = from_steps(r, attempt, settings, run);
     ss_step_counts counts;
-    if (rc == 0)
+    if (rc == 0 && (what & GUARD_LOAD_RANK_STEPS))
         rc = ss_reader_step_counts(r, run_id, attempt, &counts);
-    if (rc == 0) {
+    if (rc == 0 && (what & GUARD_LOAD_RANK_STEPS)) {
         int64_t first = counts.first == SS_MISSING ? 0 : counts.first;
-        rc = from_rank_steps(r, attempt, first + (int64_t)settings->warmup, out);
+        rc = from_rank_steps(r, attempt, first + (int64_t)settings->warmup, run);
     }
     if (rc == 0)
-        rc = from_findings(r, attempt, out);
-    for (size_t i = 0; rc == 0 && i < out->n_m; i++) {
-        guard_series *s = &out->m[i];
+        rc = from_findings(r, attempt, run);
+    for (size_t i = 0; rc == 0 && i < run->n_m; i++) {
+        guard_series *s = &run->m[i];
         if (!s->tested)
             continue;
         s->value = NAN;
@@ -363,6 +369,15 @@ int guard_load_run(ss_reader *r, int64_t run_id, const guard_settings *settings,
         s->value = ss_median_f64(tmp, s->n);
         free(tmp);
     }
+    return rc;
+}
+
+int guard_load_run(ss_reader *r, int64_t run_id, const guard_settings *settings,
+                   guard_run *out)
+{
+    int rc = guard_load_identity(r, run_id, out);
+    if (rc == 0)
+        rc = guard_load_samples(r, settings, GUARD_LOAD_RANK_STEPS, out);
     if (rc != 0)
         guard_run_free(out);
     return rc;

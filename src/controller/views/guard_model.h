@@ -106,10 +106,21 @@ typedef struct {
  * Loads run RUN_ID's row, fingerprint and metric samples (docs/guard.md,
  * "Metrics") through reader R into OUT, leaving out the first SETTINGS->
  * warmup steps.  Returns 0, or an SS_READ_* code (the reader's errmsg says
- * why).  Free with guard_run_free.
+ * why).  Free with guard_run_free (also after an error).
  */
 int guard_load_run(ss_reader *r, int64_t run_id, const guard_settings *settings,
                    guard_run *out);
+
+/* The two halves of guard_load_run: the row and fingerprint into OUT
+ * (cheap: enough to tell whether the run is comparable), then the samples
+ * into RUN.  WHAT: 0 for the metrics of the steps table and the findings
+ * only, GUARD_LOAD_RANK_STEPS to add those of the kept rank-steps
+ * (step_time_worst_rank, metric.*), which cost a row per rank per step. */
+#define GUARD_LOAD_RANK_STEPS 1u
+int guard_load_identity(ss_reader *r, int64_t run_id, guard_run *out);
+int guard_load_samples(ss_reader *r, const guard_settings *settings,
+                       unsigned what, guard_run *run);
+
 void guard_run_free(guard_run *run);
 
 /* The series named NAME of RUN, or NULL. */

@@ -191,6 +191,18 @@ static void a_clean_run_is_not(void)
     CHECK(strstr(out_, "\"verdict\":\"ok\""));
     CHECK(strstr(out_, "\"baseline\":[1,2,3,4,5,6]"));
     CHECK(strstr(out_, "\"fingerprint\":{\"command\":\"./train\""));
+    /* --last 3: the baseline is runs 4..6; the history still covers every
+     * comparable run for the metrics of the steps table, and the baseline
+     * runs for those of the rank-steps. */
+    status = guard(db_, out_, err_, sizeof out_, "--json", "--last", "3",
+                   (char *)NULL);
+    CHECK_EQ_INT(status, 0);
+    CHECK(strstr(out_, "\"baseline\":[4,5,6]"));
+    const char *step = strstr(out_, "{\"name\":\"step_time\"");
+    const char *worst = strstr(out_, "{\"name\":\"step_time_worst_rank\"");
+    REQUIRE(step && worst);
+    CHECK(strstr(step, "\"history\":[{\"run\":1,"));
+    CHECK(strstr(worst, "\"history\":[{\"run\":4,"));
 }
 
 static void another_world_size_is_not_compared(void)
