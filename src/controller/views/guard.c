@@ -13,6 +13,9 @@
  *    baseline runs' medians (run_level_bound): steps within one run are
  *    not independent, so a shift the baseline runs show among themselves
  *    is noise, however small its p;
+ *  - the latest baseline runs that are themselves that much worse (a
+ *    regression that began before this run) are left out of the baseline,
+ *    down to min_runs runs;
  *  - the shift is larger than the metric's smallest absolute change.
  * Since which run: the first of the consecutive runs ending with this one
  * whose medians are all that much worse.  Where the level of a metric
@@ -319,37 +322,24 @@ static int wanted_metric(const char *name, char **want, size_t n_want)
 }
 
 /*
- * How far a new run's median may lie from the baseline runs' centre before
+ * How far a new run's median may lie from the baseline runs' mean before
  * the run level alone calls it a change: the one-sided prediction bound
- * t(run_alpha, k - 1) * scale * sqrt(1 + 1/k) over the medians of the k
- * baseline runs.  Steps within a run share its machine, its load and its
- * calibration, so their spread understates how much two runs differ; this
- * bound is what makes the per-step test hold across runs.  The scale is
- * robust, so that past regressions inside the baseline do not blind the
- * guard: from 6 runs on, 1.4826 times the median absolute deviation; below
- * that, the standard deviation, leaving out the run furthest from the mean
- * when there are 5.  INFINITY with fewer than 2 runs.
+ * t(run_alpha, k - 1) * sd * sqrt(1 + 1/k) over the medians VALS[0..K) of
+ * the baseline runs (VALS is reordered).  Steps within a run share its
+ * machine, its load and its calibration, so their spread understates how
+ * much two runs differ; this bound is what makes the per-step test hold
+ * across runs.  From 5 runs on, the run furthest from the mean is left out
+ * first (one noisy run must not blind the guard).  INFINITY with fewer
+ * than 2 runs.
  */
-static double run_level_bound(const char *name, const guard_run *base,
-                              size_t n_base, const guard_settings *st)
+static double run_level_bound(double *vals, size_t k, const guard_settings *st)
 {
-    double vals[n_base ? n_base : 1];
-    size_t k = 0;
-    for (size_t i = 0; i < n_base; i++) {
-        const guard_series *b = guard_find_series(&base[i], name);
-        if (b && b->n && isfinite(b->value))
-            vals[k++] = b->value;
-    }
     if (k < 2)
         return INFINITY;
-    double t = ss_student_t_quantile(2.0 * st->run_alpha, (double)(k - 1));
-    double widen = sqrt(1.0 + 1.0 / (double)k);
-    if (k >= 6)
-        return t * SS_MAD_TO_SIGMA * ss_mad_f64(vals, k, NULL) * widen;
     double mean = 0.0;
     for (size_t i = 0; i < k; i++)
         mean += vals[i] / (double)k;
-    if (k == 5) {
+    if (k >= 5) {
         size_t far = 0;
         for (size_t i = 1; i < k; i++)
             if (fabs(vals[i] - mean) > fabs(vals[far] - mean))
@@ -362,7 +352,18 @@ static double run_level_bound(const char *name, const guard_run *base,
     double ss = 0.0;
     for (size_t i = 0; i < k; i++)
         ss += (vals[i] - mean) * (vals[i] - mean);
-    return t * sqrt(ss / (double)(k - 1)) * widen;
+    double t = ss_student_t_quantile(2.0 * st->run_alpha, (double)(k - 1));
+    return t * sqrt(ss / (double)(k - 1)) * sqrt(1.0 + 1.0 / (double)k);
+}
+
+/* How much worse VALUE is than CENTRE, relative to CENTRE, for metrics
+ * where DIR is worse (either way: the absolute change). */
+static double worse_by(guard_direction dir, double value, double centre)
+{
+    double rel = (value - centre) / fabs(centre);
+    return dir == GUARD_HIGHER_IS_WORSE  ? rel
+           : dir == GUARD_LOWER_IS_WORSE ? -rel
+                                         : fabs(rel);
 }
 
 /* Fills R for metric S of the candidate against the BASE runs and the
@@ -387,24 +388,41 @@ static int compare_metric(guard_result *r, const guard_series *s,
         r->verdict = GUARD_SHOWN;
         return 0;
     }
-    size_t total = 0;
+    /* The baseline runs with this metric, oldest first. */
+    const guard_series *runs[n_base ? n_base : 1];
+    double vals[n_base ? n_base : 1];
+    size_t n_runs = 0;
     for (size_t i = 0; i < n_base; i++) {
         const guard_series *b = guard_find_series(&base[i], s->name);
-        total += b ? b->n : 0;
+        if (b && b->n && isfinite(b->value)) {
+            vals[n_runs] = b->value;
+            runs[n_runs++] = b;
+        }
     }
-    r->n_baseline = total;
-    if (total == 0 || s->n == 0)
+    if (n_runs == 0 || s->n == 0)
         return 0;
+    /* A regression that began before this run: the latest baseline runs,
+     * each worse than the baseline runs' median by more than the
+     * threshold, are left out (down to min_runs runs), so that the run is
+     * judged against the level before it and not against a mixture. */
+    double centre = ss_median_f64(vals, n_runs);
+    size_t keep = n_runs;
+    while (keep > st->min_runs &&
+           worse_by(s->direction, runs[keep - 1]->value, centre) > r->threshold)
+        keep--;
+    r->runs_left_out = n_runs - keep;
+    size_t total = 0;
+    for (size_t i = 0; i < keep; i++)
+        total += runs[i]->n;
+    r->n_baseline = total;
     double *pool = malloc(total * sizeof *pool);
     if (!pool)
         return -1;
     size_t k = 0;
-    for (size_t i = 0; i < n_base; i++) {
-        const guard_series *b = guard_find_series(&base[i], s->name);
-        if (b && b->n) {
-            memcpy(pool + k, b->v, b->n * sizeof *pool);
-            k += b->n;
-        }
+    for (size_t i = 0; i < keep; i++) {
+        memcpy(pool + k, runs[i]->v, runs[i]->n * sizeof *pool);
+        k += runs[i]->n;
+        vals[i] = runs[i]->value;
     }
     if (ss_shift_test_run(pool, total, s->v, s->n, st->confidence, GUARD_SEED,
                           &r->t) != 0) {
@@ -422,7 +440,7 @@ static int compare_metric(guard_result *r, const guard_series *s,
     r->rel = r->t.shift / scale;
     r->rel_lo = r->t.lo / scale;
     r->rel_hi = r->t.hi / scale;
-    r->spread = run_level_bound(s->name, base, n_base, st) / scale;
+    r->spread = run_level_bound(vals, keep, st) / scale;
     int significant = r->t.p < st->alpha && fabs(r->t.shift) >= r->min_abs;
     double up = r->rel, down = -r->rel;
     int up_bad = significant && r->rel_lo > 0 && up > r->threshold &&
@@ -484,17 +502,14 @@ static int history_of(guard_result *r, const char *name, const guard_run *hist,
      * run-level bound (so a regression that already reached the baseline
      * is dated to where it began).  This run counts whatever its median
      * says: the per-step test already found it worse. */
-    double need = fmax(r->threshold, r->spread), scale = fabs(r->baseline);
+    double need = fmax(r->threshold, r->spread);
     size_t i = n, streak = 1;
     if (i > 0 && r->history_runs[i - 1] == cand->row.id)
         i--;
     r->since_run = cand->row.id;
     while (i-- > 0) {
-        double rel = (r->history_values[i] - r->baseline) / scale;
-        double worse = r->run->direction == GUARD_HIGHER_IS_WORSE  ? rel
-                       : r->run->direction == GUARD_LOWER_IS_WORSE ? -rel
-                                                                   : fabs(rel);
-        if (!(worse > need))
+        if (!(worse_by(r->run->direction, r->history_values[i],
+                       r->baseline) > need))
             break;
         r->since_run = r->history_runs[i];
         streak++;

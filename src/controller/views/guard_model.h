@@ -71,6 +71,7 @@ typedef struct {
     double spread;                /* the run-level bound, relative to the
                                      baseline (run_level_bound) */
     size_t n_baseline;            /* pooled samples */
+    size_t runs_left_out;         /* latest baseline runs already worse */
     ss_shift_test t;              /* shift = run - baseline */
     double rel, rel_lo, rel_hi;   /* shift and interval / baseline */
     double threshold;             /* relative, e.g. 0.05 */

@@ -388,6 +388,7 @@ void guard_write_json(FILE *out, const guard_report *rep)
             json_num(out, r->threshold);
             fprintf(out, ",\"run_level_bound\":");
             json_num(out, r->spread);
+            fprintf(out, ",\"baseline_runs_left_out\":%zu", r->runs_left_out);
         }
         fprintf(out, ",\"since_run\":");
         if (r->since_run)
