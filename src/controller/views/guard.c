@@ -98,6 +98,8 @@ static void metric_defaults(const char *metric, double *threshold,
     } else if (strncmp(metric, "skew.", 5) == 0) {
         *threshold = 0.50;
         *min_abs = 0.1; /* ms */
+    } else if (strcmp(metric, "step_time_p90") == 0) {
+        *threshold = 0.10; /* a tail moves more than the median */
     } else if (strcmp(metric, "rss_peak") == 0 ||
                strcmp(metric, "device_peak") == 0) {
         *threshold = 0.10;
