@@ -3,7 +3,7 @@
  * runs, and the comparison of every metric (docs/guard.md).
  *
  * A metric regresses when all of these hold (the defaults are in
- * guard_settings_defaults and docs/guard.md):
+ * settings_defaults, metric_defaults and docs/guard.md):
  *  - the rank-sum test of the run's samples against the pooled samples of
  *    the baseline runs has p < alpha;
  *  - the Hodges-Lehmann shift, relative to the baseline's median, is worse
@@ -25,7 +25,6 @@
 #include "guard.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -38,6 +37,7 @@
 
 #define GUARD_SEED 0x67756172645eedull
 #define GUARD_MAX_CHANGES 8
+#define GUARD_MAX_LISTED 10 /* runs named in "left out" before "and N more" */
 
 static void usage(FILE *out)
 {
@@ -179,13 +179,14 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
         const char *metric = arg[9] == '.' ? arg + 10 : eq;
         char **t = realloc(s->thresholds,
                            (s->n_thresholds + 1) * sizeof *t);
-        if (!t)
-            return -1;
-        s->thresholds = t;
         size_t mlen = (size_t)(eq - metric);
-        char *entry = malloc(mlen + 64);
-        if (!entry)
+        char *entry = t ? malloc(mlen + 64) : NULL;
+        if (t)
+            s->thresholds = t;
+        if (!entry) {
+            snprintf(err, errlen, "out of memory");
             return -1;
+        }
         snprintf(entry, mlen + 64, "%.*s=%g", (int)mlen, metric, v);
         s->thresholds[s->n_thresholds++] = entry;
     } else {
@@ -579,8 +580,10 @@ static int parse_options(int argc, char **argv, guard_options *o,
         }
         case 'm': {
             char **t = realloc(o->metrics, (o->n_metrics + 1) * sizeof *t);
-            if (!t)
+            if (!t) {
+                fprintf(err, "stepscope guard: out of memory\n");
                 return -1;
+            }
             o->metrics = t;
             o->metrics[o->n_metrics++] = optarg;
             break;
@@ -706,6 +709,7 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
     if (!g->runs || !g->base || !g->hist)
         rc = SS_READ_ERROR;
     ss_buf excluded = {0}, differences = {0};
+    size_t n_excluded = 0;
     for (size_t i = n_rows; rc == 0 && i-- > 0 && g->n < cap;) {
         const ss_run_row *row = &rows[i];
         if (row->id == cand->row.id)
@@ -721,8 +725,10 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
             continue;
         if (!is_explicit &&
             !(row->status && strcmp(row->status, "succeeded") == 0)) {
-            ss_buf_printf(&excluded, "%srun %lld: %s", excluded.len ? "; " : "",
-                          (long long)row->id, row->status ? row->status : "?");
+            if (n_excluded++ < GUARD_MAX_LISTED)
+                ss_buf_printf(&excluded, "%srun %lld: %s",
+                              excluded.len ? "; " : "", (long long)row->id,
+                              row->status ? row->status : "?");
             continue;
         }
         guard_run *run = &g->runs[g->n];
@@ -741,8 +747,10 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
             g->hist[g->n_hist++] = run;
             rc = guard_load_samples(rd, st, GUARD_LOAD_RANK_STEPS, run);
         } else if (differs) {
-            ss_buf_printf(&excluded, "%srun %lld: %s", excluded.len ? "; " : "",
-                          (long long)row->id, diff.data);
+            if (n_excluded++ < GUARD_MAX_LISTED)
+                ss_buf_printf(&excluded, "%srun %lld: %s",
+                              excluded.len ? "; " : "", (long long)row->id,
+                              diff.data);
             guard_run_free(run);
             g->n--;
         } else if (g->n_base < st->last) {
@@ -757,6 +765,8 @@ static int choose_and_load(ss_reader *rd, const guard_options *o,
         }
         ss_buf_free(&diff);
     }
+    if (n_excluded > GUARD_MAX_LISTED)
+        ss_buf_printf(&excluded, "; and %zu more", n_excluded - GUARD_MAX_LISTED);
     reverse(g->base, g->n_base);
     reverse(g->hist, g->n_hist);
     rep->excluded = excluded.data ? excluded.data : strdup("");

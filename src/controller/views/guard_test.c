@@ -220,6 +220,14 @@ static void another_world_size_is_not_compared(void)
     CHECK(status != 2);
     CHECK(strstr(out_, "compared although they differ: run 3: world_size 1 "
                        "vs 2"));
+    /* Ten runs left out are named, the rest counted. */
+    for (int i = 0; i < 6; i++)
+        append_run("train", WORLD, 10.0);
+    append_run("train", 1, 10.0);
+    status = guard(db_, out_, err_, sizeof out_, (char *)NULL);
+    CHECK_EQ_INT(status, 2);
+    CHECK(strstr(out_, "1 comparable run of 'train' before run 14"));
+    CHECK(strstr(out_, "run 3: world_size 1 vs 2; and 2 more\n"));
 }
 
 static void other_names_and_too_few_runs(void)
