@@ -20,8 +20,7 @@ from conftest import EXAMPLE, STEPSCOPE, run_job
 
 RANKS = 4
 STEPS = 150
-WIDE = ("--set", "threshold=25", "--metric", "step_time", "--metric",
-        "phase.compute")
+WIDE = ("--set", "threshold=25", "--metric", "step_time")
 
 
 def write_job(path, slow_ms=0.0, ranks=RANKS):
@@ -53,11 +52,11 @@ def test_guard_over_a_history_of_real_runs(store, tmp_path):
         run(store, job)
 
     # Four clean runs: the latest is judged against the three before it.
-    # A shared test machine moves clean runs by 5-10 % (docs/guard.md,
-    # accuracy), and the waiting times (allreduce, skew) of this sleep-bound
-    # job follow its load, so the clean checks look at the step and the
-    # compute phase with thresholds of 25 %; the slowdown below is judged
-    # on every metric with the defaults.
+    # A shared test machine moves clean runs by 5-15 % (docs/guard.md,
+    # accuracy), and the phases of this job follow its load (the waiting
+    # times, and the compute work calibrated at each start), so the clean
+    # checks look at the step time with a threshold of 25 %; the slowdown
+    # below is judged on every metric with the defaults.
     g = guard(store, "--name", "nightly", "--json", *WIDE)
     assert g.returncode == 0, g.stdout + g.stderr
     doc = json.loads(g.stdout)

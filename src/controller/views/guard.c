@@ -18,7 +18,8 @@
  *    down to min_runs runs;
  *  - the shift is larger than the metric's smallest absolute change.
  * Since which run: the first of the consecutive runs ending with this one
- * whose medians are all that much worse.  Where the level of a metric
+ * whose medians are all that much worse, and nearer this run's level than
+ * the baseline's.  Where the level of a metric
  * moved, in either direction: E-divisive change points over the
  * comparable history's per-run medians, listed alongside.
  */
@@ -502,10 +503,13 @@ static int history_of(guard_result *r, const char *name, const guard_run *hist,
         return 0;
     /* Since: the first of the runs, ending with this one, whose medians
      * are all worse than the baseline by more than the threshold and the
-     * run-level bound (so a regression that already reached the baseline
-     * is dated to where it began).  This run counts whatever its median
-     * says: the per-step test already found it worse. */
-    double need = fmax(r->threshold, r->spread);
+     * run-level bound, and nearer this run's level than the baseline's
+     * (so a regression that already reached the baseline is dated to where
+     * it began, and one noisy run before it is not taken for its start).
+     * This run counts whatever its median says: the per-step test already
+     * found it worse. */
+    double level = worse_by(r->run->direction, r->run->value, r->baseline);
+    double need = fmax(fmax(r->threshold, r->spread), level / 2.0);
     size_t i = n, streak = 1;
     if (i > 0 && r->history_runs[i - 1] == cand->row.id)
         i--;
