@@ -58,8 +58,11 @@ static void add_run(ss_store *s, const char *name, uint32_t world,
         ss_rank_step ranks[WORLD];
         for (uint32_t r = 0; r < world; r++) {
             phase[r][0] = ns / 2;
-            ranks[r] = (ss_rank_step){1, ns, SS_MISSING, SS_MISSING, phase[r],
-                                      NULL, NULL, SS_MISSING, NULL, NULL};
+            ranks[r] = (ss_rank_step){.present = 1, .step_ns = ns,
+                                      .rss_bytes = SS_MISSING,
+                                      .device_bytes = SS_MISSING,
+                                      .phase_ns = phase[r],
+                                      .begin_ns = SS_MISSING};
         }
         ss_phase_stat ph = {0, {ns / 2, ns / 2, ns / 2, ns / 2, 0, world}};
         ss_step_view v = {
