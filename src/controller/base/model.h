@@ -43,6 +43,24 @@ typedef struct {
     uint32_t n;        /* ranks that reported an arrival */
 } ss_sync_stat;
 
+/* What the host saw of one rank during one step (host evidence): how the
+ * kernel's counters for the rank's process tree moved over the step's
+ * interval, read from outside the rank (src/controller/host/).  Each field
+ * is SS_MISSING where this host does not provide it. */
+typedef struct {
+    ss_dur_ns cpu_ns;       /* CPU time used by the rank's process tree */
+    ss_dur_ns runq_ns;      /* runnable, but waiting for a CPU */
+    ss_dur_ns stopped_ns;   /* stopped (SIGSTOP, a debugger, a freezer) */
+    ss_dur_ns throttled_ns; /* its cgroup out of CPU quota */
+    int64_t nr_throttled;   /* CFS periods throttled */
+    int64_t vol_switches;   /* voluntary context switches (main threads) */
+    int64_t invol_switches; /* involuntary: preempted */
+    int64_t major_faults;   /* page faults that waited for I/O */
+    ss_dur_ns psi_cpu_ns;   /* pressure stall ("some") time over the step: */
+    ss_dur_ns psi_memory_ns;/* the cgroup's, or the machine's on cgroup v1 */
+    ss_dur_ns psi_io_ns;
+} ss_host_step;
+
 /* One rank's measurements in one step, as seen by the aggregator. */
 typedef struct {
     int present;          /* 0: the rank never reported this step */
