@@ -27,12 +27,23 @@ void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
 /* Hands A on when it is complete (and above every step handed on so far:
  * the wire wants increasing steps), else drops it; either way no event can
  * reach its step any more. */
+/* Leaves out of A's record the metrics whose last value is in doubt. */
+static void drop_doubted_metrics(ss__acc *a)
+{
+    unsigned kept = 0;
+    for (unsigned i = 0; i < a->rec.n_metrics; i++)
+        if (!a->metric_doubt[i])
+            a->rec.metrics[kept++] = a->rec.metrics[i];
+    a->rec.n_metrics = (uint8_t)kept;
+}
+
 static void finish(ss__fold *f, ss__acc *a)
 {
     int in_order = !f->have_final || a->rec.step > f->last_final;
     if (a->ended && a->has_begin && in_order) {
         if (a->rec.end_ns < a->rec.begin_ns)
             a->rec.end_ns = a->rec.begin_ns;
+        drop_doubted_metrics(a);
         f->sink.on_step(f->sink.ctx, &a->rec);
     } else {
         f->dropped_records++;
@@ -134,7 +145,8 @@ static void add_sync(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns t)
     a->rec.syncs[slot - 1] = (wire_sync){.name_id = id, .arrival_ns = t};
 }
 
-static void add_metric(ss__fold *f, ss__acc *a, unsigned id, uint64_t bits)
+static void add_metric(ss__fold *f, ss__acc *a, const ss__track *by,
+                       unsigned id, uint64_t bits)
 {
     unsigned slot = a->metric_slot[id];
     if (!slot) {
@@ -147,6 +159,33 @@ static void add_metric(ss__fold *f, ss__acc *a, unsigned id, uint64_t bits)
         a->rec.metrics[slot - 1].name_id = id;
     }
     memcpy(&a->rec.metrics[slot - 1].value, &bits, sizeof(double));
+    a->metric_by[slot - 1] = by;
+    a->metric_doubt[slot - 1] = 0;
+}
+
+/* A metric value of TRACK's thread was lost in a hole of its stream: the
+ * values it gave to steps it may still have been recording into may not be
+ * the last ones. */
+static void doubt_metrics(ss__fold *f, const ss__track *track)
+{
+    for (int i = 0; i < SS__FOLD_OPEN; i++) {
+        ss__acc *a = &f->acc[i];
+        if (!a->used || a->rec.step < track->open_from)
+            continue;
+        for (unsigned k = 0; k < a->rec.n_metrics; k++)
+            if (a->metric_by[k] == track)
+                a->metric_doubt[k] = 1;
+    }
+}
+
+/* Moves TRACK's open_from past what EV shows its thread is done with. */
+static void advance_track(ss__track *track, unsigned type, uint64_t step)
+{
+    if (step == SS__NO_STEP)
+        return;
+    uint64_t from = type == SS__EV_STEP_END ? step + 1 : step;
+    if (from > track->open_from)
+        track->open_from = from;
 }
 
 static void add_max(uint64_t *field, uint8_t *flags, uint8_t flag,
@@ -171,9 +210,14 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
 {
     if (ev->type & SS__EV_AFTER_LOSS)
         ss__track_reset(track);
+    if (ev->type & SS__EV_LOST_METRIC)
+        doubt_metrics(f, track);
     unsigned id = ev->name;
+    unsigned type = ev->type & SS__EV_TYPE_MASK;
+    if (type != SS__EV_PHASE_END && type != SS__EV_CHECKPOINT)
+        advance_track(track, type, ev->step);
     ss__acc *a;
-    switch (ev->type & SS__EV_TYPE_MASK) {
+    switch (type) {
     case SS__EV_STEP_BEGIN:
         if ((a = acc_for(f, ev->step))) {
             a->has_begin = 1;
@@ -218,7 +262,7 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         break;
     case SS__EV_METRIC:
         if (valid_name(id) && (a = acc_for(f, ev->step)))
-            add_metric(f, a, id, ev->value);
+            add_metric(f, a, track, id, ev->value);
         break;
     case SS__EV_RSS:
         if ((a = acc_for(f, ev->step)))
@@ -314,4 +358,9 @@ void ss__fold_forget_track(ss__fold *f, const ss__track *track)
 {
     if (f->step_track == track)
         f->step_track = NULL;
+    /* Its memory may be given to a new thread: keep no pointer to it. */
+    for (int i = 0; i < SS__FOLD_OPEN; i++)
+        for (unsigned k = 0; k < f->acc[i].rec.n_metrics; k++)
+            if (f->acc[i].metric_by[k] == track)
+                f->acc[i].metric_by[k] = NULL;
 }
