@@ -110,6 +110,13 @@ static int valid_name(unsigned id)
     return id >= 1 && id <= WIRE_MAX_NAME_ID;
 }
 
+static int named_type(unsigned type)
+{
+    return type == SS__EV_PHASE_BEGIN || type == SS__EV_PHASE_END ||
+           type == SS__EV_PHASE_SPAN || type == SS__EV_SYNC ||
+           type == SS__EV_METRIC;
+}
+
 /* Adds one run of phase ID, which began at BEGIN and lasted D. */
 static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns begin,
                       ss__dur_ns d)
@@ -216,6 +223,14 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
     unsigned type = ev->type & SS__EV_TYPE_MASK;
     if (type != SS__EV_PHASE_END && type != SS__EV_CHECKPOINT)
         advance_track(track, type, ev->step);
+    if (named_type(type) && !valid_name(id)) {
+        /* Recorded under no name (ss_name refused it: the table was full,
+         * or the name was bad): lost, and counted like a dropped event.  A
+         * phase's end does not count again. */
+        if (type != SS__EV_PHASE_END && ev->step != SS__NO_STEP)
+            f->dropped_events++;
+        return;
+    }
     ss__acc *a;
     switch (type) {
     case SS__EV_STEP_BEGIN:
@@ -241,27 +256,27 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         }
         break;
     case SS__EV_PHASE_BEGIN:
-        if (valid_name(id) && track->depth[id]++ == 0) {
+        if (track->depth[id]++ == 0) {
             track->begin[id] = ev->t;
             track->step[id] = ev->step;
         }
         break;
     case SS__EV_PHASE_END:
-        if (!valid_name(id) || track->depth[id] == 0)
+        if (track->depth[id] == 0)
             break; /* unmatched: its begin was lost or never made */
         if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
             add_phase(f, a, id, track->begin[id], ev->t - track->begin[id]);
         break;
     case SS__EV_PHASE_SPAN:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
+        if ((a = acc_for(f, ev->step)))
             add_phase(f, a, id, ev->t, (ss__mono_ns)ev->value - ev->t);
         break;
     case SS__EV_SYNC:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
+        if ((a = acc_for(f, ev->step)))
             add_sync(f, a, id, ev->t);
         break;
     case SS__EV_METRIC:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
+        if ((a = acc_for(f, ev->step)))
             add_metric(f, a, track, id, ev->value);
         break;
     case SS__EV_RSS:

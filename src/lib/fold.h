@@ -28,6 +28,8 @@
  *  - Events for a step already handed on (or dropped) are counted as
  *    dropped events, as are items beyond WIRE_MAX_ITEMS in one step.
  *  - Events made while no step was open (step SS__NO_STEP) are ignored.
+ *  - Phase, sync and metric events under no valid name id (0: ss_name
+ *    refused the name) are counted as dropped events.
  *  - A phase item also keeps its earliest begin (first_begin_ns).
  *  - Live state (ss__fold_status): the thread whose STEP_BEGIN was folded
  *    last is the stepping thread; its open step and innermost open phase

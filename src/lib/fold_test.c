@@ -403,7 +403,9 @@ static void checkpoints_pass_straight_through(void)
     free(h);
 }
 
-static void bad_name_ids_are_ignored(void)
+/* Id 0 is what ss_name returns for a name it refuses (a full table, a bad
+ * name): what is recorded under it is lost, and counted. */
+static void bad_name_ids_are_dropped_and_counted(void)
 {
     harness *h = new_harness();
     REQUIRE(h);
@@ -417,6 +419,7 @@ static void bad_name_ids_are_ignored(void)
     REQUIRE(h->log.n_steps == 1);
     CHECK_EQ_INT(h->log.steps[0].n_phases + h->log.steps[0].n_syncs +
                      h->log.steps[0].n_metrics, 0);
+    CHECK_EQ_INT(h->fold.dropped_events, 3); /* the end does not count */
     free(h);
 }
 
@@ -489,5 +492,5 @@ TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(a_metric_whose_later_values_were_lost_is_missing),
           TEST(a_metric_lost_on_another_thread_spares_steps_behind_it),
           TEST(checkpoints_pass_straight_through),
-          TEST(bad_name_ids_are_ignored),
+          TEST(bad_name_ids_are_dropped_and_counted),
           TEST(status_follows_the_stepping_thread))
