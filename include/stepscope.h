@@ -72,8 +72,10 @@ int ss_enabled(void);
 /*
  * Interns NAME (1..SS_MAX_NAME_LEN bytes, copied) and returns its id, the
  * same id for the same name every time.  Returns 0 on a bad name or a full
- * table.  Not for the hot path: call once per call site (see SS_NAME).
- * Works while disabled, so ids are stable whatever the environment.
+ * table; phases, syncs and metrics recorded under id 0 are dropped and
+ * counted (ss_counters.dropped_events).  Not for the hot path: call once
+ * per call site (see SS_NAME).  Works while disabled, so ids are stable
+ * whatever the environment.
  */
 ss_name_id ss_name(const char *name);
 
@@ -143,7 +145,7 @@ void ss_checkpoint_saved(uint64_t step);
 void ss_shutdown(void);
 
 /* Events and step records dropped so far (ring full, controller slow or
- * gone).  Both are also reported to the controller. */
+ * gone, recorded under id 0).  Both are also reported to the controller. */
 typedef struct {
     uint64_t dropped_events;
     uint64_t dropped_records;

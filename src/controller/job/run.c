@@ -951,12 +951,12 @@ static void print_names_over_limit(const run_ctx *r)
         ranks += r->ranks[i].names_over_limit > 0;
     }
     if (ranks)
-        fprintf(stderr, "stepscope: %" PRIu32 " rank%s used more than the "
-                "run's %d names: %" PRIu64 " name%s refused, %" PRIu64
-                " phase, sync and metric value%s under them dropped (the "
-                "steps and other values were kept)\n", ranks,
-                ranks == 1 ? "" : "s", SS_MAX_RUN_NAMES, names,
-                names == 1 ? "" : "s", values, values == 1 ? "" : "s");
+        fprintf(stderr, "stepscope: %" PRIu32 " rank%s could not add %" PRIu64
+                " name%s to the run's %d: %" PRIu64 " phase, sync and metric "
+                "value%s under them dropped (their steps and other values "
+                "were kept)\n", ranks, ranks == 1 ? "" : "s", names,
+                names == 1 ? "" : "s", SS_MAX_RUN_NAMES, values,
+                values == 1 ? "" : "s");
 }
 
 static void print_summary(run_ctx *r, int status)
