@@ -24,9 +24,6 @@ void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
     f->cur_step = SS__NO_STEP;
 }
 
-/* Hands A on when it is complete (and above every step handed on so far:
- * the wire wants increasing steps), else drops it; either way no event can
- * reach its step any more. */
 /* Leaves out of A's record the metrics whose last value is in doubt. */
 static void drop_doubted_metrics(ss__acc *a)
 {
@@ -37,6 +34,9 @@ static void drop_doubted_metrics(ss__acc *a)
     a->rec.n_metrics = (uint8_t)kept;
 }
 
+/* Hands A on when it is complete (and above every step handed on so far:
+ * the wire wants increasing steps), else drops it; either way no event can
+ * reach its step any more. */
 static void finish(ss__fold *f, ss__acc *a)
 {
     int in_order = !f->have_final || a->rec.step > f->last_final;
@@ -375,7 +375,8 @@ void ss__fold_forget_track(ss__fold *f, const ss__track *track)
         f->step_track = NULL;
     /* Its memory may be given to a new thread: keep no pointer to it. */
     for (int i = 0; i < SS__FOLD_OPEN; i++)
-        for (unsigned k = 0; k < f->acc[i].rec.n_metrics; k++)
+        for (unsigned k = 0; f->acc[i].used && k < f->acc[i].rec.n_metrics;
+             k++)
             if (f->acc[i].metric_by[k] == track)
                 f->acc[i].metric_by[k] = NULL;
 }

@@ -161,7 +161,8 @@ static void on_handshake_timeout(uv_timer_t *t)
             int16_t idx_ = (c)->name_map[(arr)[i_].name_id];                  \
             if (idx_ == NAME_REFUSED)                                         \
                 continue;                                                     \
-            (arr)[kept_] = (arr)[i_];                                         \
+            if (kept_ != i_)                                                  \
+                (arr)[kept_] = (arr)[i_];                                     \
             (arr)[kept_++].name_id = (uint32_t)idx_;                          \
         }                                                                     \
         *(dropped) += (count) - kept_;                                        \
