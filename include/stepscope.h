@@ -79,16 +79,22 @@ int ss_enabled(void);
  */
 ss_name_id ss_name(const char *name);
 
-/* Caches the id of a literal name in a static at the call site. */
+/* Caches the id of a literal name in a static at the call site.  A name
+ * ss_name() refuses (a bad name, a full table: neither ever changes) is
+ * cached too, as SS_NAME_REFUSED_, so that the call site never asks again:
+ * it yields 0 without a lock. */
+#define SS_NAME_REFUSED_ UINT32_MAX
 #define SS_NAME(literal)                                                      \
     (__extension__({                                                          \
         static ss_name_id ss_cached_id_;                                      \
         ss_name_id ss_id_ = __atomic_load_n(&ss_cached_id_, __ATOMIC_RELAXED); \
         if (!ss_id_) {                                                        \
             ss_id_ = ss_name(literal);                                        \
+            if (!ss_id_)                                                      \
+                ss_id_ = SS_NAME_REFUSED_;                                    \
             __atomic_store_n(&ss_cached_id_, ss_id_, __ATOMIC_RELAXED);       \
         }                                                                     \
-        ss_id_;                                                               \
+        ss_id_ == SS_NAME_REFUSED_ ? 0 : ss_id_;                              \
     }))
 
 /* Marks the start of training step STEP (steps must increase).  Ends an
