@@ -45,6 +45,7 @@ enum {
 };
 enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BEGIN = 3, COL_BASE = 4 };
 enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
+_Static_assert(SS_MAX_RUN_NAMES <= 255, "col_name holds a name in a byte");
 enum { SPARE_MAX = 4 };              /* finalized buffers kept for reuse */
 enum { DEFAULT_WINDOW = 64, MAX_WINDOW = 65536 };
 

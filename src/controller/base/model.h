@@ -20,7 +20,13 @@ typedef int64_t ss_dur_ns;  /* a duration, nanoseconds */
 #define SS_MISSING INT64_MIN /* a duration / size that was not measured */
 #define SS_NO_RANK (-1)
 
-#define SS_MAX_RUN_NAMES 128 /* distinct phase/sync/metric names per run */
+/* Distinct phase, sync and metric names per run: as many as one process
+ * may use (SS_MAX_NAMES in stepscope.h), so a single rank never runs out.
+ * Ranks that together use more keep running: what they record under the
+ * names beyond the limit is dropped and counted (ingest.h).  Name indexes
+ * are kept in bytes (the aggregator's columns, the detectors' blame, where
+ * 255 means "no name"), so the limit stays at most 255. */
+#define SS_MAX_RUN_NAMES 255
 
 /* Order statistics of one quantity over the ranks present in a step.
  * When n == 0 every field is SS_MISSING and worst_rank is SS_NO_RANK. */

@@ -51,6 +51,8 @@ typedef struct {
     int64_t pid;
     char host[WIRE_MAX_STR + 1];
     wire_counters counters;
+    uint64_t names_over_limit;  /* names it declared that the run refused */
+    uint64_t values_over_limit; /* values under them, dropped */
     uv_timer_t linger;   /* closes a dead rank's connection after a while */
 } rank_slot;
 
@@ -94,6 +96,7 @@ typedef struct {
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
     uint64_t rejected_connections;
+    int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
     char live_file[PATH_MAX]; /* <store dir>/live/run-ID.json, "" if none */
@@ -146,6 +149,8 @@ static void put_rank(run_ctx *r, uint32_t rank, const char *state)
     info.last_step = st.last_step;
     info.dropped_events = (int64_t)s->counters.dropped_events;
     info.dropped_records = (int64_t)s->counters.dropped_records;
+    info.names_over_limit = (int64_t)s->names_over_limit;
+    info.values_over_limit = (int64_t)s->values_over_limit;
     if (r->log_path[0])
         snprintf(info.log_path, sizeof info.log_path, "%s/rank-%u.log",
                  r->log_path, rank);
@@ -251,6 +256,32 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
     ss_live_rank_step(r->live, rank, rec->step);
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
+}
+
+/* The run's name table is full: RANK keeps running, what it records under
+ * NAME is dropped and counted.  Said once per rank in the store, once per
+ * run on stderr; the summary gives the totals. */
+static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    if (s->names_over_limit++ > 0)
+        return;
+    event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
+          "when the run's %d names were taken: what it records under names "
+          "beyond the limit is dropped and counted; its steps and other "
+          "values are kept", rank, name, SS_MAX_RUN_NAMES);
+    if (!r->quiet && !r->said_names_over_limit)
+        fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
+                "what rank %u records under '%s' and other new names is "
+                "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
+    r->said_names_over_limit = 1;
+}
+
+static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].values_over_limit += n;
 }
 
 static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
@@ -855,7 +886,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.run_id = r->uuid;
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
-                               cb_rejected, cb_status};
+                               cb_rejected, cb_status, cb_name_refused,
+                               cb_values_dropped};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     if (!r->ingest)
         return -1;
@@ -908,12 +940,32 @@ static int start(run_ctx *r, char *err, size_t errlen)
     return 0;
 }
 
+/* One line when some rank used more names than the run has room for. */
+static void print_names_over_limit(const run_ctx *r)
+{
+    uint64_t names = 0, values = 0;
+    uint32_t ranks = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        names += r->ranks[i].names_over_limit;
+        values += r->ranks[i].values_over_limit;
+        ranks += r->ranks[i].names_over_limit > 0;
+    }
+    if (ranks)
+        fprintf(stderr, "stepscope: %" PRIu32 " rank%s could not add %" PRIu64
+                " name%s to the run's %d: %" PRIu64 " phase, sync and metric "
+                "value%s under them dropped (their steps and other values "
+                "were kept)\n", ranks, ranks == 1 ? "" : "s", names,
+                names == 1 ? "" : "s", SS_MAX_RUN_NAMES, values,
+                values == 1 ? "" : "s");
+}
+
 static void print_summary(run_ctx *r, int status)
 {
     double secs = (double)(mono_now() - r->started) / 1e9;
     char why[8192];
     if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
+    print_names_over_limit(r);
     uint64_t dropped_ev = 0, dropped_rec = 0;
     for (uint32_t i = 0; i < r->nprocs; i++) {
         dropped_ev += r->ranks[i].counters.dropped_events;

@@ -81,6 +81,8 @@ static void selects_runs(void)
                  "ALTER TABLE rank_steps DROP COLUMN phase_starts;"
                  "ALTER TABLE rank_steps DROP COLUMN end_ns;"
                  "ALTER TABLE rank_steps DROP COLUMN begin_ns;"
+                 "ALTER TABLE ranks DROP COLUMN values_over_limit;"
+                 "ALTER TABLE ranks DROP COLUMN names_over_limit;"
                  "PRAGMA user_version = 1",
                  NULL, NULL, NULL);
     sqlite3_close(db);

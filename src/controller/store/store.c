@@ -173,8 +173,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     /* NULL parameters leave the column as it is. */
     [ST_RANK] = "INSERT INTO ranks(run_id, attempt, rank, host, pid, state, "
                 "exit_code, term_signal, last_step, dropped_events, "
-                "dropped_records, log_path) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                "dropped_records, log_path, names_over_limit, "
+                "values_over_limit) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                "?13, ?14) "
                 "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET "
                 "host = coalesce(excluded.host, host), "
                 "pid = coalesce(excluded.pid, pid), "
@@ -186,7 +188,11 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "dropped_events), "
                 "dropped_records = coalesce(excluded.dropped_records, "
                 "dropped_records), "
-                "log_path = coalesce(excluded.log_path, log_path)",
+                "log_path = coalesce(excluded.log_path, log_path), "
+                "names_over_limit = coalesce(excluded.names_over_limit, "
+                "names_over_limit), "
+                "values_over_limit = coalesce(excluded.values_over_limit, "
+                "values_over_limit)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
                 "finalized_at, world_size, n_present, n_missing, "
                 "missing_ranks, step_n, step_min, step_median, step_p90, "
@@ -821,6 +827,8 @@ static int apply_item(ss_store *s, const item *it)
         bind_known_int(q, 10, r->dropped_events);
         bind_known_int(q, 11, r->dropped_records);
         bind_known_text(q, 12, r->log_path);
+        bind_known_int(q, 13, r->names_over_limit);
+        bind_known_int(q, 14, r->values_over_limit);
         return run_stmt(s, q, "writing a rank");
     }
     case IT_STEP:

@@ -83,6 +83,8 @@ typedef struct {
     int64_t dropped_events;
     int64_t dropped_records;
     char log_path[512];
+    int64_t names_over_limit;  /* names refused: the run's table was full */
+    int64_t values_over_limit; /* values under them, dropped */
 } ss_rank_info;
 
 void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r);

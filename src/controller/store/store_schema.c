@@ -205,6 +205,14 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
      * {"metric name": value, ...}, NULL when it reported none.  Rows written
      * before version 3 have it NULL. */
     "ALTER TABLE rank_steps ADD COLUMN metrics TEXT;",
+
+    /* 4: names beyond the run's name table (SS_MAX_RUN_NAMES), per rank:
+     * names_over_limit the names it declared that got no place there,
+     * values_over_limit the phase, sync and metric values it recorded
+     * under them, which were dropped (its steps and other values were
+     * kept).  NULL in rows written before version 4. */
+    "ALTER TABLE ranks ADD COLUMN names_over_limit INTEGER;"
+    "ALTER TABLE ranks ADD COLUMN values_over_limit INTEGER;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

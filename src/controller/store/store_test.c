@@ -235,8 +235,9 @@ static void refuses_garbage_file(void)
     CHECK(strstr(err, "not a stepscope store") != NULL);
 }
 
-/* A version-1 store (rank_steps without the timeline and metrics columns)
- * is migrated on open; its old rows keep NULL there. */
+/* A version-1 store (rank_steps without the timeline and metrics columns,
+ * ranks without the name-limit counts) is migrated on open; its old rows
+ * keep NULL there. */
 static void migrates_version_1(void)
 {
     char path[600];
@@ -251,8 +252,12 @@ static void migrates_version_1(void)
                           "ALTER TABLE rank_steps DROP COLUMN phase_starts;"
                           "ALTER TABLE rank_steps DROP COLUMN end_ns;"
                           "ALTER TABLE rank_steps DROP COLUMN begin_ns;"
+                          "ALTER TABLE ranks DROP COLUMN values_over_limit;"
+                          "ALTER TABLE ranks DROP COLUMN names_over_limit;"
                           "INSERT INTO rank_steps(run_id, attempt, step, rank,"
                           " step_ns) VALUES (1, 0, 0, 0, 5);"
+                          "INSERT INTO ranks(run_id, attempt, rank)"
+                          " VALUES (1, 0, 0);"
                           "PRAGMA user_version = 1"),
                  0);
     s = open_store(path, NULL, 0);
@@ -263,6 +268,10 @@ static void migrates_version_1(void)
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
                                "metrics IS NULL"),
+                 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
+                               "names_over_limit IS NULL AND "
+                               "values_over_limit IS NULL"),
                  1);
 }
 
@@ -335,7 +344,8 @@ static void writes_everything_and_reads_back(void)
     ss_store_put_attempt(s, run, 0, 1700000001);
     ss_rank_info ri = {.rank = 2, .attempt = 0, .pid = 4242,
                        .exit_code = -1, .term_signal = -1, .last_step = -1,
-                       .dropped_events = 0, .dropped_records = 0};
+                       .dropped_events = 0, .dropped_records = 0,
+                       .names_over_limit = 0, .values_over_limit = 0};
     snprintf(ri.host, sizeof ri.host, "node1");
     snprintf(ri.state, sizeof ri.state, "running");
     snprintf(ri.log_path, sizeof ri.log_path, "/logs/rank2.log");
@@ -343,7 +353,8 @@ static void writes_everything_and_reads_back(void)
     /* An update that leaves the unknown fields as they are. */
     ss_rank_info upd = {.rank = 2, .attempt = 0, .pid = -1, .exit_code = -1,
                         .term_signal = 9, .last_step = 7,
-                        .dropped_events = 3, .dropped_records = -1};
+                        .dropped_events = 3, .dropped_records = -1,
+                        .names_over_limit = 2, .values_over_limit = -1};
     snprintf(upd.state, sizeof upd.state, "failed");
     ss_store_put_rank(s, run, &upd);
 
@@ -394,9 +405,11 @@ static void writes_everything_and_reads_back(void)
                              "'|' || coalesce(exit_code, 'null') || '|' || "
                              "term_signal || '|' || last_step || '|' || "
                              "dropped_events || '|' || dropped_records || "
-                             "'|' || log_path FROM ranks WHERE rank = 2",
+                             "'|' || log_path || '|' || names_over_limit || "
+                             "'|' || values_over_limit FROM ranks "
+                             "WHERE rank = 2",
                        buf, sizeof buf),
-              "node1|4242|failed|null|9|7|3|0|/logs/rank2.log");
+              "node1|4242|failed|null|9|7|3|0|/logs/rank2.log|2|0");
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 8);
     CHECK_EQ_INT(sql_int(path, "SELECT step_max FROM steps WHERE step = 0"),
                  103000000);
