@@ -1088,9 +1088,9 @@ static void apply_batch(ss_store *s, item *batch)
         if (n_small > 0 && n_small < n) {
             small_rc = run_batch(s, batch, 1);
             if (small_rc == 0)
-                fprintf(stderr, "stepscope: store %s: its %zu other items "
+                fprintf(stderr, "stepscope: store %s: its %zu other item%s "
                         "(ranks, findings, events) were written without its "
-                        "steps\n", s->path, n_small);
+                        "steps\n", s->path, n_small, n_small == 1 ? "" : "s");
         }
     }
     ss_store_outcome d;
