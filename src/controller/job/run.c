@@ -377,7 +377,16 @@ static void on_signal(uv_signal_t *h, int signum)
         event(r, "stop_requested", -1, "%s", why);
         ss_launcher_terminate(r->launcher, why);
     } else {
-        ss_launcher_kill_now(r->launcher, "killed at the user's request");
+        const char *what = signum == SIGINT    ? "Ctrl-C"
+                           : signum == SIGTERM ? "SIGTERM"
+                           : signum == SIGHUP  ? "SIGHUP"
+                                               : strsignal(signum);
+        char why[64];
+        snprintf(why, sizeof why, "on a second %s", what);
+        fprintf(stderr, "stepscope: second %s: killing the ranks now "
+                "(SIGKILL)\n", what);
+        event(r, "stop_requested", -1, "killed at once %s", why);
+        ss_launcher_kill_now(r->launcher, why);
     }
 }
 
