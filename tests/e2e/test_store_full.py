@@ -50,10 +50,10 @@ def test_summary_claims_only_what_a_full_disk_stored(small_disk, tmp_path):
     m = re.search(r": (\d+) steps finalized, (\d+) stored \((\d+) lost: "
                   r"disk full: ([^)]+)\)", line)
     assert m, line
-    finalized, stored, lost = (int(m.group(i)) for i in (1, 2, 3))
+    finalized, stored, lost_steps = (int(m.group(i)) for i in (1, 2, 3))
     assert finalized == 1200
-    assert stored + lost == finalized
-    assert lost > 0
+    assert stored + lost_steps == finalized
+    assert lost_steps > 0
     m = re.search(r", (\d+) findings?(?:, (\d+) stored \((\d+) lost)?", line)
     assert m, line
     findings = int(m.group(1))
@@ -82,3 +82,8 @@ def test_summary_claims_only_what_a_full_disk_stored(small_disk, tmp_path):
         assert "the store still shows run" in job.stderr
     else:
         assert status_in_db == "succeeded"
+        # The report says what was lost, in an event written with the end.
+        lost = [e for e in report.get("events", [])
+                if e["kind"] == "store_lost"]
+        assert lost and f"the store lost {lost_steps} of 1200 steps" in \
+            lost[0]["message"], report.get("events")

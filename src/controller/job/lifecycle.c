@@ -291,3 +291,37 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);
 }
+
+int ss_life_loss_note(const ss_run_summary *s, ss_buf *out)
+{
+    const ss_store_outcome *o = &s->stored;
+    uint64_t findings_lost = s->findings > o->findings_stored
+                                 ? s->findings - o->findings_stored
+                                 : 0;
+    char parts[5][96];
+    int n = 0;
+    if (o->steps_lost)
+        snprintf(parts[n++], sizeof parts[0], "%" PRIu64 " of %" PRIu64
+                 " steps", o->steps_lost, s->steps_finalized);
+    if (findings_lost)
+        snprintf(parts[n++], sizeof parts[0], "%" PRIu64 " of %" PRIu32
+                 " findings", findings_lost, s->findings);
+    else if (o->finding_writes_lost)
+        snprintf(parts[n++], sizeof parts[0], "%" PRIu64 " finding "
+                 "update%s", o->finding_writes_lost,
+                 plural(o->finding_writes_lost));
+    if (o->events_lost)
+        snprintf(parts[n++], sizeof parts[0], "%" PRIu64 " event%s",
+                 o->events_lost, plural(o->events_lost));
+    if (o->other_lost)
+        snprintf(parts[n++], sizeof parts[0], "%" PRIu64 " rank record%s",
+                 o->other_lost, plural(o->other_lost));
+    if (n == 0)
+        return 0;
+    ss_buf_puts(out, "the store lost ");
+    for (int i = 0; i < n; i++)
+        ss_buf_printf(out, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+                      parts[i]);
+    ss_buf_printf(out, " (%s)", o->error[0] ? o->error : "reason unknown");
+    return 1;
+}

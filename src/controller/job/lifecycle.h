@@ -186,4 +186,13 @@ typedef struct {
  */
 void ss_life_summary(const ss_run_summary *s, ss_buf *out);
 
+/*
+ * When the store lost something of the run, appends one sentence saying
+ * what to OUT, for an event that the report shows, e.g. "the store lost
+ * 5363 of 6000 steps, 15 of 15 findings and 12 events (disk full:
+ * database or disk is full)", and returns 1; returns 0 (OUT untouched)
+ * when nothing was lost.
+ */
+int ss_life_loss_note(const ss_run_summary *s, ss_buf *out);
+
 #endif

@@ -386,6 +386,30 @@ static void summary_counts_rows_dropped_at_the_queue(void)
                     "it.\n");
 }
 
+static void loss_note_says_what_the_store_lost(void)
+{
+    ss_run_summary s = all_stored();
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_loss_note(&s, &b), 0);
+    CHECK(b.len == 0);
+    s.stored.steps_stored = 637;
+    s.stored.steps_lost = 5363;
+    s.stored.findings_stored = 0;
+    s.stored.events_lost = 12;
+    s.stored.other_lost = 1;
+    snprintf(s.stored.error, sizeof s.stored.error, "disk full: x");
+    CHECK_EQ_INT(ss_life_loss_note(&s, &b), 1);
+    CHECK_STR(b.data ? b.data : "", "the store lost 5363 of 6000 steps, 15 "
+              "of 15 findings, 12 events and 1 rank record (disk full: x)");
+    ss_buf_reset(&b);
+    s = all_stored();
+    s.stored.finding_writes_lost = 2;
+    CHECK_EQ_INT(ss_life_loss_note(&s, &b), 1);
+    CHECK_STR(b.data ? b.data : "", "the store lost 2 finding updates "
+              "(reason unknown)");
+    ss_buf_free(&b);
+}
+
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(bye_leaves_clean_once),
           TEST(bye_seen_only_at_disconnect_is_clean),
@@ -401,4 +425,5 @@ TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(summary_when_everything_was_stored),
           TEST(summary_when_the_disk_filled_up),
           TEST(summary_when_the_end_was_not_stored),
-          TEST(summary_counts_rows_dropped_at_the_queue))
+          TEST(summary_counts_rows_dropped_at_the_queue),
+          TEST(loss_note_says_what_the_store_lost))

@@ -881,28 +881,49 @@ static int start(run_ctx *r, char *err, size_t errlen)
     return 0;
 }
 
+/* The facts of the end-of-run summary for the job's STATUS, with what the
+ * store committed: waits until it has committed or lost everything
+ * queued. */
+static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    sum->run_id = r->run_id;
+    sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
+    sum->job_status = status;
+    sum->seconds = (double)(mono_now() - r->started) / 1e9;
+    sum->steps_finalized = r->steps_finalized;
+    sum->findings = r->findings_seen;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
+        sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
+    }
+    ss_store_flush(r->store);
+    ss_store_get_outcome(r->store, &sum->stored);
+}
+
+/* When the store lost part of the run, an event says what, so that the
+ * report tells it too (if the store can still take that small write). */
+static void record_store_losses(run_ctx *r, int status)
+{
+    ss_run_summary sum;
+    summary_facts(r, status, &sum);
+    ss_buf note = {0};
+    if (ss_life_loss_note(&sum, &note) && note.data)
+        event(r, "store_lost", -1, "%s", note.data);
+    ss_buf_free(&note);
+}
+
 /* Prints why the job failed (the launcher's words) and the summary of
- * what the store holds (lifecycle.c's words), after waiting for the store
- * to commit everything, so that the summary claims nothing it lost. */
+ * what the store holds (lifecycle.c's words), once the store has
+ * committed everything it could, so that the summary claims nothing it
+ * lost. */
 static void print_summary(run_ctx *r, int status)
 {
     char why[8192];
     if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     ss_run_summary sum;
-    memset(&sum, 0, sizeof sum);
-    sum.run_id = r->run_id;
-    sum.db_path = r->db_path != r->default_db ? r->db_path : NULL;
-    sum.job_status = status;
-    sum.seconds = (double)(mono_now() - r->started) / 1e9;
-    sum.steps_finalized = r->steps_finalized;
-    sum.findings = r->findings_seen;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        sum.rank_dropped_events += r->ranks[i].counters.dropped_events;
-        sum.rank_dropped_records += r->ranks[i].counters.dropped_records;
-    }
-    ss_store_flush(r->store);
-    ss_store_get_outcome(r->store, &sum.stored);
+    summary_facts(r, status, &sum);
     ss_buf text = {0};
     ss_life_summary(&sum, &text);
     for (char *line = text.data, *nl; line && *line; line = nl + 1) {
@@ -955,6 +976,7 @@ int ss_run_main(int argc, char **argv)
             event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,
                          (int64_t)dropped_rec);
