@@ -256,9 +256,13 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         put_lost(out, findings_lost, NULL, &why);
         ss_buf_puts(out, ")");
     } else if (o->finding_writes_lost) {
-        ss_buf_printf(out, " (%" PRIu64 " later update%s of them not stored)",
+        ss_buf_printf(out, " (%" PRIu64 " later update%s of them not stored",
                       o->finding_writes_lost,
                       plural(o->finding_writes_lost));
+        if (why)
+            ss_buf_printf(out, ": %s", why);
+        why = NULL;
+        ss_buf_puts(out, ")");
     }
     if (o->events_lost) {
         ss_buf_puts(out, ", ");

@@ -347,7 +347,8 @@ static void summary_when_the_disk_filled_up(void)
     snprintf(s.stored.error, sizeof s.stored.error, "disk full: x");
     summary_text(&s, text, sizeof text);
     CHECK_STR(text, "run 3 finished in 12.3 s: 6000 steps finalized, 15 "
-                    "findings (1 later update of them not stored). "
+                    "findings (1 later update of them not stored: disk "
+                    "full: x). "
                     "`stepscope report --db s.db 3` shows what was "
                     "stored.\n");
 }

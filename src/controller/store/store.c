@@ -1009,7 +1009,8 @@ static int first_commit_of_finding(ss_store *s, int64_t run_id,
     return 1;
 }
 
-/* Adds the fate of IT (committed when STORED) to *O. */
+/* Adds the fate of IT (committed when STORED) to *O.  With STORED, dbmu
+ * must be held (the committed-findings bits are writer state). */
 static void tally_item(ss_store *s, const item *it, int stored,
                        ss_store_outcome *o)
 {
