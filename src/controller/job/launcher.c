@@ -70,6 +70,8 @@ struct ss_rank {
     int exited;       /* reaped: exit_code / term_signal valid */
     int64_t exit_code;
     int term_signal;
+    int sigkill_after_grace; /* the grace period ended while it ran */
+    int sigkill_at_once;     /* ss_launcher_kill_now hit it running */
     int log_fd;       /* -1 without a log directory */
     char prefix[24];  /* "[rank N] " */
     size_t prefix_len;
@@ -99,6 +101,7 @@ struct ss_launcher {
     int64_t first_failed;  /* rank that failed on its own first, or -1 */
     int64_t first_nonzero; /* first rank reaped with a non-zero status */
     char reason[REASON_MAX];
+    char kill_reason[REASON_MAX]; /* why ss_launcher_kill_now was called */
 };
 
 /* ---- small helpers ---- */
@@ -354,7 +357,10 @@ static void on_drain_timeout(uv_timer_t *t)
 
 static void on_grace_over(uv_timer_t *t)
 {
-    signal_all(t->data, SIGKILL);
+    ss_launcher *l = t->data;
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        l->ranks[i].sigkill_after_grace |= l->ranks[i].running;
+    signal_all(l, SIGKILL);
 }
 
 static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
@@ -767,7 +773,12 @@ void ss_launcher_kill_now(ss_launcher *l, const char *reason)
         l->terminating = 1;
         snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "killed");
     }
+    if (!l->kill_reason[0])
+        snprintf(l->kill_reason, sizeof l->kill_reason, "%s",
+                 reason ? reason : "");
     uv_timer_stop(&l->grace);
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        l->ranks[i].sigkill_at_once |= l->ranks[i].running;
     signal_all(l, SIGKILL);
 }
 
@@ -821,24 +832,27 @@ static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
         *len += (size_t)n;
 }
 
-/* How the other ranks ended, e.g. "2 stopped with SIGTERM, 1 with SIGKILL
- * after the 5000 ms grace period". */
+/* How the other ranks ended, e.g. "2 ended on SIGTERM, 1 needed SIGKILL
+ * after the 5000 ms grace period" or "3 were killed at once with SIGKILL
+ * on a second Ctrl-C". */
 static void append_others(const ss_launcher *l, int64_t skip, char *buf,
                           size_t buflen, size_t *len)
 {
-    uint32_t by_term = 0, by_kill = 0, other = 0;
+    uint32_t by_term = 0, by_kill = 0, at_once = 0, other = 0;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
         if ((int64_t)i == skip || !r->exited || !rank_failed(r))
             continue;
         if (r->term_signal == SIGTERM)
             by_term++;
-        else if (r->term_signal == SIGKILL)
+        else if (r->term_signal == SIGKILL && r->sigkill_after_grace)
             by_kill++;
+        else if (r->term_signal == SIGKILL && r->sigkill_at_once)
+            at_once++;
         else
             other++;
     }
-    if (by_term + by_kill + other == 0)
+    if (by_term + by_kill + at_once + other == 0)
         return;
     append(buf, buflen, len, "%s ranks were stopped:",
            skip >= 0 ? "the other" : "the");
@@ -850,6 +864,12 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     if (by_kill) {
         append(buf, buflen, len, "%s %" PRIu32 " needed SIGKILL after the %" PRIu32
                " ms grace period", sep, by_kill, l->grace_ms);
+        sep = ",";
+    }
+    if (at_once) {
+        append(buf, buflen, len, "%s %" PRIu32 " %s killed at once with "
+               "SIGKILL%s%s", sep, at_once, at_once == 1 ? "was" : "were",
+               l->kill_reason[0] ? " " : "", l->kill_reason);
         sep = ",";
     }
     if (other)

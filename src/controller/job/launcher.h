@@ -113,8 +113,11 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
  */
 void ss_launcher_terminate(ss_launcher *l, const char *reason);
 
-/* SIGKILL to every running rank's process group now (a second Ctrl-C).
- * REASON is used only if the job was not already being stopped. */
+/* SIGKILL to every running rank's process group now, without waiting for
+ * the grace period (a second Ctrl-C).  REASON (copied; may be NULL) says
+ * why, as the failure summary quotes it: "3 were killed at once with
+ * SIGKILL <REASON>", e.g. "on a second Ctrl-C"; it is also the job's stop
+ * reason if the job was not already being stopped. */
 void ss_launcher_kill_now(ss_launcher *l, const char *reason);
 
 /* The pid of RANK's process while it runs, 0 once it has exited or when

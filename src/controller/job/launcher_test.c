@@ -425,7 +425,7 @@ static void kill_now_when_polled(uv_timer_t *t)
     fixture *f = t->data;
     terminate_when_ready(t);
     if (f->terminated)
-        ss_launcher_kill_now(f->l, "second interrupt");
+        ss_launcher_kill_now(f->l, "on a second interrupt");
 }
 
 static void kill_now_skips_grace(void)
@@ -444,6 +444,13 @@ static void kill_now_skips_grace(void)
     CHECK(f.t_done - f.t_terminate < 2000);
     for (int r = 0; r < NP; r++)
         CHECK_EQ_INT(f.sig[r], SIGKILL);
+    /* The summary says what happened: no grace period ran out. */
+    char summary[512];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "the job was stopped: test asked to stop\n") != NULL);
+    CHECK(strstr(summary, "the ranks were stopped: 3 were killed at once "
+                          "with SIGKILL on a second interrupt\n") != NULL);
+    CHECK(strstr(summary, "grace period") == NULL);
     fixture_done(&f);
 }
 

@@ -6,14 +6,15 @@
  *      directory for the ingest socket;
  *   2. start the ingest socket and the launcher on one libuv loop; signals
  *      and a 1 s housekeeping timer live on the same loop;
- *   3. each rank leaves the live set exactly once: when it says BYE and
- *      disconnects (clean), when its connection closes and its process
- *      exits (clean if status 0, crashed otherwise), when its process exits
- *      without ever connecting, or when it never connects within the
- *      connect timeout (missing);
- *   4. when every rank has exited: finish the aggregator (final findings),
- *      record exit codes, end the run in the store, print a summary and
- *      return the job's exit status.
+ *   3. each rank leaves the live set exactly once, as the life-cycle
+ *      policy (lifecycle.h) decides from what the ingest socket, the
+ *      launcher and the housekeeping timer report;
+ *   4. when the policy says the run ends: finish the aggregator (final
+ *      findings), record exit codes, end the run in the store, print a
+ *      summary of what the store holds and return the job's exit status.
+ *
+ * This file is the wiring: libuv handles, callbacks, the store, the live
+ * state; every decision about a rank's life is lifecycle.c's.
  */
 #include "run.h"
 
@@ -37,17 +38,12 @@
 #include "http.h"
 #include "ingest.h"
 #include "launcher.h"
+#include "lifecycle.h"
 #include "live.h"
 #include "store.h"
 
+/* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
 typedef struct {
-    int connected;       /* a connection is open */
-    int ever_connected;
-    int said_bye;
-    int exited;
-    int64_t exit_code;
-    int term_signal;
-    int left;            /* has left the aggregator's live set */
     int64_t pid;
     char host[WIRE_MAX_STR + 1];
     wire_counters counters;
@@ -87,11 +83,11 @@ typedef struct {
     ss_ingest *ingest;
     ss_launcher *launcher;
     rank_slot *ranks;
+    ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
     ss_mono_ns started;
     uint32_t stop_requests;
-    int finished;
     uint64_t steps_finalized;
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
@@ -132,9 +128,11 @@ static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
                        msg);
 }
 
+/* Stores RANK's facts with STATE (NULL or "": leave the state as it is). */
 static void put_rank(run_ctx *r, uint32_t rank, const char *state)
 {
     rank_slot *s = &r->ranks[rank];
+    const ss_rank_life *life = &r->life.ranks[rank];
     ss_rank_info info;
     memset(&info, 0, sizeof info);
     info.rank = rank;
@@ -142,8 +140,9 @@ static void put_rank(run_ctx *r, uint32_t rank, const char *state)
     snprintf(info.host, sizeof info.host, "%s", s->host);
     info.pid = s->pid ? s->pid : -1;
     snprintf(info.state, sizeof info.state, "%s", state ? state : "");
-    info.exit_code = s->exited && !s->term_signal ? s->exit_code : -1;
-    info.term_signal = s->exited ? s->term_signal : -1;
+    info.exit_code = life->exited && !life->term_signal ? life->exit_code
+                                                         : -1;
+    info.term_signal = life->exited ? life->term_signal : -1;
     ss_rank_state st;
     ss_aggregator_rank_state(r->agg, rank, &st);
     info.last_step = st.last_step;
@@ -185,26 +184,29 @@ static void sink_finding(void *ctx, const ss_finding *f)
     }
 }
 
-/* ---- leaving the live set ---- */
+/* ---- carrying out the life-cycle decisions ---- */
 
 static void maybe_finish(run_ctx *r);
+static void on_linger_timeout(uv_timer_t *t);
 
-static void rank_leaves(run_ctx *r, uint32_t rank, int crashed,
-                        const char *why)
+/* Does what the policy decided D for RANK: the aggregator stops waiting
+ * for a rank that leaves (a missing one's unfinished steps are finalized
+ * with it missing, and an event says so), and the linger timer. */
+static void carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
 {
-    rank_slot *s = &r->ranks[rank];
-    if (s->left)
-        return;
-    s->left = 1;
-    ss_aggregator_rank_left(r->agg, rank, crashed);
-    if (crashed)
-        event(r, "rank_missing", (int32_t)rank, "rank %u %s; its unfinished "
-              "steps are finalized with it missing", rank, why);
-}
-
-static const char *exit_state(const rank_slot *s)
-{
-    return s->exit_code == 0 && s->term_signal == 0 ? "exited" : "failed";
+    if (d.leave != SS_STAYS) {
+        int missing = d.leave == SS_LEAVES_MISSING;
+        ss_aggregator_rank_left(r->agg, rank, missing);
+        if (missing)
+            event(r, "rank_missing", (int32_t)rank, "rank %u %s; its "
+                  "unfinished steps are finalized with it missing", rank,
+                  d.why);
+    }
+    if (d.linger == SS_LINGER_START)
+        uv_timer_start(&r->ranks[rank].linger, on_linger_timeout,
+                       SS_LIFE_LINGER_MS, 0);
+    else if (d.linger == SS_LINGER_STOP)
+        uv_timer_stop(&r->ranks[rank].linger);
 }
 
 /* ---- ingest callbacks ---- */
@@ -219,28 +221,10 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
                     size_t reasonlen)
 {
     run_ctx *r = ctx;
-    if (h->world_size != r->nprocs) {
-        snprintf(reason, reasonlen, "rank %u says world size %u, the run has %u",
-                 h->rank, h->world_size, r->nprocs);
+    if (ss_life_hello(&r->life, h->rank, h->world_size, h->attempt, reason,
+                      reasonlen) != 0)
         return -1;
-    }
-    if (h->attempt != r->attempt) {
-        snprintf(reason, reasonlen, "rank %u is from attempt %u, not %u",
-                 h->rank, h->attempt, r->attempt);
-        return -1;
-    }
     rank_slot *s = &r->ranks[h->rank];
-    if (s->connected) {
-        snprintf(reason, reasonlen, "rank %u is already connected", h->rank);
-        return -1;
-    }
-    if (s->left) {
-        snprintf(reason, reasonlen, "rank %u has already left the run",
-                 h->rank);
-        return -1;
-    }
-    s->connected = 1;
-    s->ever_connected = 1;
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
@@ -318,22 +302,13 @@ static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
 static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
 {
     run_ctx *r = ctx;
-    r->ranks[rank].said_bye = 1;
-    rank_leaves(r, rank, 0, "said goodbye");
+    carry_out(r, rank, ss_life_bye(&r->life, rank));
 }
 
 static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
 {
     run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    s->connected = 0;
-    uv_timer_stop(&s->linger);
-    if (said_bye || s->said_bye)
-        rank_leaves(r, rank, 0, "said goodbye");
-    else if (s->exited)
-        rank_leaves(r, rank, !(s->exit_code == 0 && s->term_signal == 0),
-                    "died without saying goodbye");
-    /* else: wait for its process to exit to know whether it crashed */
+    carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
     maybe_finish(r);
 }
 
@@ -353,20 +328,18 @@ static void on_linger_timeout(uv_timer_t *t)
     run_ctx *r = t->loop->data;
     uint32_t rank = (uint32_t)(uintptr_t)t->data;
     /* The process is gone but something keeps its socket open (a forked
-     * child, say): stop waiting for it. */
-    ss_ingest_drop_rank(r->ingest, rank);
+     * child, say): stop waiting for it; its disconnect decides. */
+    if (ss_life_linger_over(&r->life, rank))
+        ss_ingest_drop_rank(r->ingest, rank);
 }
 
 static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
                          int term_signal)
 {
     run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    s->exited = 1;
-    s->exit_code = exit_code;
-    s->term_signal = term_signal;
+    ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
-    int ok = exit_code == 0 && term_signal == 0;
+    int ok = ss_life_exit_ok(exit_code, term_signal);
     if (term_signal)
         event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u was killed by signal %d (%s)", rank, term_signal,
@@ -374,18 +347,11 @@ static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
     else
         event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u exited with status %" PRId64, rank, exit_code);
-    if (s->connected) {
-        /* Let the socket drain; the disconnect decides. */
-        uv_timer_start(&s->linger, on_linger_timeout, 2000, 0);
-    } else if (s->ever_connected) {
-        rank_leaves(r, rank, !ok && !s->said_bye, "died without saying goodbye");
-    } else {
-        if (!s->left)
-            event(r, "rank_never_connected", (int32_t)rank,
-                  "rank %u exited without ever sending telemetry", rank);
-        rank_leaves(r, rank, 1, "never sent telemetry");
-    }
-    put_rank(r, rank, exit_state(s));
+    if (d.never_connected)
+        event(r, "rank_never_connected", (int32_t)rank,
+              "rank %u exited without ever sending telemetry", rank);
+    carry_out(r, rank, d);
+    put_rank(r, rank, ss_life_rank_state(&r->life, rank));
 }
 
 static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
@@ -401,7 +367,9 @@ static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
 
 static void cb_all_exited(void *ctx)
 {
-    maybe_finish(ctx);
+    run_ctx *r = ctx;
+    ss_life_all_exited(&r->life);
+    maybe_finish(r);
 }
 
 /* ---- finishing ---- */
@@ -414,19 +382,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static void maybe_finish(run_ctx *r)
 {
-    if (r->finished || !r->launcher || ss_launcher_exit_status(r->launcher) < 0)
+    if (!ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->ranks[i].connected)
-            return; /* still draining; the linger timer bounds the wait */
-    r->finished = 1;
-    for (uint32_t i = 0; i < r->nprocs; i++)
-        rank_leaves(r, i, 1, "never finished");
+        carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
     for (uint32_t i = 0; i < r->nprocs; i++)
-        put_rank(r, i, r->ranks[i].ever_connected || r->ranks[i].exited
-                           ? exit_state(&r->ranks[i])
-                           : "never_connected");
+        put_rank(r, i, ss_life_rank_state(&r->life, i));
     ss_live_finish(r->live);
     uv_stop(&r->loop);
 }
@@ -446,26 +408,34 @@ static void on_signal(uv_signal_t *h, int signum)
         event(r, "stop_requested", -1, "%s", why);
         ss_launcher_terminate(r->launcher, why);
     } else {
-        ss_launcher_kill_now(r->launcher, "killed at the user's request");
+        const char *what = signum == SIGINT    ? "Ctrl-C"
+                           : signum == SIGTERM ? "SIGTERM"
+                           : signum == SIGHUP  ? "SIGHUP"
+                                               : strsignal(signum);
+        char why[64];
+        snprintf(why, sizeof why, "on a second %s", what);
+        fprintf(stderr, "stepscope: second %s: killing the ranks now "
+                "(SIGKILL)\n", what);
+        event(r, "stop_requested", -1, "killed at once %s", why);
+        ss_launcher_kill_now(r->launcher, why);
     }
 }
 
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    ss_mono_ns waited = mono_now() - r->started;
+    ss_mono_ns now = mono_now();
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        rank_slot *s = &r->ranks[i];
-        if (!s->ever_connected && !s->exited && !s->left &&
-            waited > (ss_mono_ns)r->connect_timeout_ms * 1000000) {
-            fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
-                    " its steps are recorded as missing\n", i,
-                    r->connect_timeout_ms / 1000.0);
-            event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
-                  "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
-            rank_leaves(r, i, 1, "never connected");
-            put_rank(r, i, "never_connected");
-        }
+        ss_life_decision d = ss_life_tick(&r->life, i, now);
+        if (!d.never_connected)
+            continue;
+        fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
+                " its steps are recorded as missing\n", i,
+                r->connect_timeout_ms / 1000.0);
+        event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
+              "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
+        carry_out(r, i, d);
+        put_rank(r, i, ss_life_rank_state(&r->life, i));
     }
 }
 
@@ -870,7 +840,9 @@ static int start(run_ctx *r, char *err, size_t errlen)
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
-    if (!r->agg || !r->ranks) {
+    if (!r->agg || !r->ranks ||
+        ss_life_init(&r->life, r->nprocs, r->attempt,
+                     (ss_dur_ns)r->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
         return -1;
     }
@@ -930,6 +902,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     lcfg.echo = !r->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->started = mono_now();
+    ss_life_launched(&r->life, r->started);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
@@ -959,30 +932,59 @@ static void print_names_over_limit(const run_ctx *r)
                 values == 1 ? "" : "s");
 }
 
+/* The facts of the end-of-run summary for the job's STATUS, with what the
+ * store committed: waits until it has committed or lost everything
+ * queued. */
+static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    sum->run_id = r->run_id;
+    sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
+    sum->job_status = status;
+    sum->seconds = (double)(mono_now() - r->started) / 1e9;
+    sum->steps_finalized = r->steps_finalized;
+    sum->findings = r->findings_seen;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
+        sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
+    }
+    ss_store_flush(r->store);
+    ss_store_get_outcome(r->store, &sum->stored);
+}
+
+/* When the store lost part of the run, an event says what, so that the
+ * report tells it too (if the store can still take that small write). */
+static void record_store_losses(run_ctx *r, int status)
+{
+    ss_run_summary sum;
+    summary_facts(r, status, &sum);
+    ss_buf note = {0};
+    if (ss_life_loss_note(&sum, &note) && note.data)
+        event(r, "store_lost", -1, "%s", note.data);
+    ss_buf_free(&note);
+}
+
+/* Prints why the job failed (the launcher's words) and the summary of
+ * what the store holds (lifecycle.c's words), once the store has
+ * committed everything it could, so that the summary claims nothing it
+ * lost. */
 static void print_summary(run_ctx *r, int status)
 {
-    double secs = (double)(mono_now() - r->started) / 1e9;
     char why[8192];
     if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     print_names_over_limit(r);
-    uint64_t dropped_ev = 0, dropped_rec = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        dropped_ev += r->ranks[i].counters.dropped_events;
-        dropped_rec += r->ranks[i].counters.dropped_records;
+    ss_run_summary sum;
+    summary_facts(r, status, &sum);
+    ss_buf text = {0};
+    ss_life_summary(&sum, &text);
+    for (char *line = text.data, *nl; line && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        fprintf(stderr, "stepscope: %.*s\n", (int)(nl - line), line);
     }
-    fprintf(stderr, "stepscope: run %" PRId64 " %s in %.1f s: %" PRIu64
-            " steps finalized, %" PRIu32 " finding%s",
-            r->run_id, status == 0 ? "finished" : "failed", secs,
-            r->steps_finalized, r->findings_seen,
-            r->findings_seen == 1 ? "" : "s");
-    if (dropped_ev || dropped_rec)
-        fprintf(stderr, ", %" PRIu64 " events and %" PRIu64
-                " step records dropped by ranks", dropped_ev, dropped_rec);
-    int own_db = r->db_path != r->default_db;
-    fprintf(stderr, ". `stepscope report %s%s%s%" PRId64 "` explains it.\n",
-            own_db ? "--db " : "", own_db ? r->db_path : "", own_db ? " " : "",
-            r->run_id);
+    ss_buf_free(&text);
 }
 
 int ss_run_main(int argc, char **argv)
@@ -1026,9 +1028,10 @@ int ss_run_main(int argc, char **argv)
             event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, wall_now(), status,
-                         status == 0 ? "succeeded" : "failed",
-                         (int64_t)dropped_ev, (int64_t)dropped_rec);
+                         ss_life_run_status(status), (int64_t)dropped_ev,
+                         (int64_t)dropped_rec);
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
@@ -1054,6 +1057,7 @@ int ss_run_main(int argc, char **argv)
         rmdir(r->sock_dir);
     }
     free(r->ranks);
+    ss_life_release(&r->life);
     free(r);
     return status;
 }

@@ -12,7 +12,12 @@
  * though not the machine losing power before the next checkpoint.  A batch
  * that cannot be written (disk full, file locked by another process for
  * more than 5 s) is rolled back, reported on stderr and lost, so a broken
- * disk cannot grow the queue without bound.  New files get 16 KiB pages:
+ * disk cannot grow the queue without bound; its small items (ranks,
+ * findings, events, the run's end) are then tried once more in a
+ * transaction of their own, which often fits where the steps did not.
+ * What was committed and what was lost is counted (ss_store_outcome), so
+ * the controller never claims more than the file holds.  New files get
+ * 16 KiB pages:
  * rank_steps inserts are appends, and bigger pages halve the B-tree work
  * per row (docs/store.md has the measurements).
  *
@@ -146,6 +151,9 @@ typedef struct {
     uint32_t n_ranks;
     rank_delta *delta; /* n_ranks entries */
     int dirty;         /* delta holds something */
+    uint8_t *committed_findings; /* bit i: finding id i has a committed
+                                    version (for ss_store_outcome) */
+    uint32_t committed_findings_bytes;
 } track;
 
 enum {
@@ -284,10 +292,12 @@ struct ss_store {
     uint64_t enq_seq, done_seq; /* items queued / applied, ever */
     int flush_wanted, stop;
     ss_store_stats stats;
+    ss_store_outcome outcome;
     int has_writer;
     pthread_t writer;
 
     pthread_mutex_t dbmu;   /* the connection and everything below */
+    char batch_err[256];    /* the first error of the batch being applied */
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
@@ -498,10 +508,34 @@ static size_t str_space(const char *s)
 
 /* ---- the writer: applying items ---- */
 
+/* A few words for what SQLite's primary result code RC means to a person
+ * whose data it cost. */
+static const char *loss_cause(int rc)
+{
+    switch (rc) {
+    case SQLITE_FULL: return "disk full";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return "store locked by another process";
+    case SQLITE_IOERR: return "I/O error";
+    case SQLITE_NOMEM: return "out of memory";
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN: return "store not writable";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return "store corrupt";
+    default: return "SQLite error";
+    }
+}
+
+/* Reports the connection's last error on stderr and keeps the batch's
+ * first one (dbmu held) for ss_store_outcome.error. */
 static void report_sql_error(ss_store *s, const char *what)
 {
     fprintf(stderr, "stepscope: store %s: %s: %s\n", s->path, what,
             sqlite3_errmsg(s->db));
+    if (!s->batch_err[0])
+        snprintf(s->batch_err, sizeof s->batch_err, "%s: %s",
+                 loss_cause(sqlite3_errcode(s->db)), sqlite3_errmsg(s->db));
 }
 
 /* Steps ST once and resets it.  Returns 0 or -1 (reported). */
@@ -934,18 +968,17 @@ static int finish_tracks(ss_store *s)
     return 0;
 }
 
-/* Applies BATCH in one transaction and frees it.  On a failure the
- * transaction is rolled back and the batch is lost (reported on stderr):
- * a store that cannot be written must not grow the queue without bound. */
-static void apply_batch(ss_store *s, item *batch)
+/* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
+ * transaction, then the batch's rank totals and pruning (not when
+ * SMALL_ONLY).  Returns 0 when committed; -1 after rolling back (dbmu
+ * held). */
+static int run_batch(ss_store *s, const item *batch, int small_only)
 {
-    pthread_mutex_lock(&s->dbmu);
     int rc = run_stmt(s, s->st[ST_BEGIN], "starting a transaction");
-    size_t n = 0;
-    for (item *it = batch; it; it = it->next, n++)
-        if (rc == 0)
+    for (const item *it = batch; it && rc == 0; it = it->next)
+        if (!small_only || it->kind != IT_STEP)
             rc = apply_item(s, it);
-    if (rc == 0)
+    if (rc == 0 && !small_only)
         rc = finish_tracks(s);
     if (rc == 0)
         rc = run_stmt(s, s->st[ST_COMMIT], "committing");
@@ -954,10 +987,133 @@ static void apply_batch(ss_store *s, item *batch)
             run_stmt(s, s->st[ST_ROLLBACK], "rolling back");
         for (size_t i = 0; i < s->n_tracks; i++)
             track_clear(&s->tracks[i]);
+    }
+    return rc;
+}
+
+/* Marks finding ID of RUN_ID/ATTEMPT committed (dbmu held).  Returns 1
+ * the first time, else 0 (also when out of memory: never over-claim). */
+static int first_commit_of_finding(ss_store *s, int64_t run_id,
+                                   uint32_t attempt, uint32_t id)
+{
+    track *t = track_get(s, run_id, attempt, 0);
+    if (!t)
+        return 0;
+    uint32_t byte = id / 8;
+    if (byte >= t->committed_findings_bytes) {
+        uint32_t n = byte + 64;
+        uint8_t *bits = realloc(t->committed_findings, n);
+        if (!bits)
+            return 0;
+        memset(bits + t->committed_findings_bytes, 0,
+               n - t->committed_findings_bytes);
+        t->committed_findings = bits;
+        t->committed_findings_bytes = n;
+    }
+    uint8_t bit = (uint8_t)(1u << (id % 8));
+    if (t->committed_findings[byte] & bit)
+        return 0;
+    t->committed_findings[byte] |= bit;
+    return 1;
+}
+
+/* Adds the fate of IT (committed when STORED) to *O.  With STORED, dbmu
+ * must be held (the committed-findings bits are writer state). */
+static void tally_item(ss_store *s, const item *it, int stored,
+                       ss_store_outcome *o)
+{
+    switch (it->kind) {
+    case IT_STEP:
+        if (stored) {
+            o->steps_stored++;
+            o->rank_steps_stored += it->u.step.n_rows;
+        } else {
+            o->steps_lost++;
+            o->rank_steps_lost += it->u.step.n_rows;
+        }
+        break;
+    case IT_FINDING:
+        if (!stored)
+            o->finding_writes_lost++;
+        else if (first_commit_of_finding(s, it->run_id,
+                                         it->u.finding.f.attempt,
+                                         it->u.finding.f.id))
+            o->findings_stored++;
+        break;
+    case IT_EVENT:
+        stored ? o->events_stored++ : o->events_lost++;
+        break;
+    case IT_END_RUN:
+        stored ? o->ends_stored++ : o->ends_lost++;
+        break;
+    case IT_ATTEMPT:
+    case IT_RANK:
+        if (!stored)
+            o->other_lost++;
+        break;
+    }
+}
+
+/* Adds batch tallies D to the store's outcome (mu held); WHY names the
+ * first loss. */
+static void add_outcome(ss_store *s, const ss_store_outcome *d,
+                        const char *why)
+{
+    ss_store_outcome *o = &s->outcome;
+    o->steps_stored += d->steps_stored;
+    o->steps_lost += d->steps_lost;
+    o->rank_steps_stored += d->rank_steps_stored;
+    o->rank_steps_lost += d->rank_steps_lost;
+    o->findings_stored += d->findings_stored;
+    o->finding_writes_lost += d->finding_writes_lost;
+    o->events_stored += d->events_stored;
+    o->events_lost += d->events_lost;
+    o->other_lost += d->other_lost;
+    o->ends_stored += d->ends_stored;
+    o->ends_lost += d->ends_lost;
+    int lost = d->steps_lost || d->rank_steps_lost ||
+               d->finding_writes_lost || d->events_lost || d->other_lost ||
+               d->ends_lost;
+    if (lost && !o->error[0])
+        snprintf(o->error, sizeof o->error, "%s", why && *why ? why
+                                                              : "unknown");
+}
+
+/* Applies BATCH in one transaction and frees it.  On a failure the
+ * transaction is rolled back and the batch is lost (reported on stderr):
+ * a store that cannot be written must not grow the queue without bound.
+ * Its small items then get one more try of their own. */
+static void apply_batch(ss_store *s, item *batch)
+{
+    pthread_mutex_lock(&s->dbmu);
+    s->batch_err[0] = '\0';
+    size_t n = 0, n_small = 0;
+    for (const item *it = batch; it; it = it->next, n++)
+        n_small += it->kind != IT_STEP;
+    int rc = run_batch(s, batch, 0), small_rc = -1;
+    if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
                 "not written\n", s->path, n);
+        if (n_small > 0 && n_small < n) {
+            small_rc = run_batch(s, batch, 1);
+            if (small_rc == 0)
+                fprintf(stderr, "stepscope: store %s: its %zu other item%s "
+                        "(ranks, findings, events) were written without its "
+                        "steps\n", s->path, n_small, n_small == 1 ? "" : "s");
+        }
     }
+    ss_store_outcome d;
+    memset(&d, 0, sizeof d);
+    for (const item *it = batch; it; it = it->next)
+        tally_item(s, it, rc == 0 || (small_rc == 0 && it->kind != IT_STEP),
+                   &d);
+    char why[sizeof s->batch_err];
+    snprintf(why, sizeof why, "%s",
+             s->batch_err[0] ? s->batch_err : "out of memory while writing");
     pthread_mutex_unlock(&s->dbmu);
+    pthread_mutex_lock(&s->mu);
+    add_outcome(s, &d, why);
+    pthread_mutex_unlock(&s->mu);
     while (batch) {
         item *next = batch->next;
         free(batch);
@@ -1053,8 +1209,10 @@ static void store_free(ss_store *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
     sqlite3_close(s->db);
-    for (size_t i = 0; i < s->n_tracks; i++)
+    for (size_t i = 0; i < s->n_tracks; i++) {
         free(s->tracks[i].delta);
+        free(s->tracks[i].committed_findings);
+    }
     free(s->tracks);
     for (size_t i = 0; i < sizeof s->rowjson / sizeof s->rowjson[0]; i++)
         free(s->rowjson[i].p);
@@ -1238,11 +1396,23 @@ int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
 }
 
 /* Out of memory in a put: the item is lost, as the store would lose it on a
- * crash; the controller goes on. */
-static void put_failed(ss_store *s, const char *what)
+ * crash, and counted; the controller goes on.  ROWS: the rank-step rows a
+ * lost step carried. */
+static void put_failed(ss_store *s, item_kind kind, uint32_t rows,
+                       const char *what)
 {
     fprintf(stderr, "stepscope: store %s: out of memory, %s not written\n",
             s->path, what);
+    item lost;
+    memset(&lost, 0, sizeof lost);
+    lost.kind = kind;
+    lost.u.step.n_rows = kind == IT_STEP ? rows : 0;
+    ss_store_outcome d;
+    memset(&d, 0, sizeof d);
+    tally_item(s, &lost, 0, &d);
+    pthread_mutex_lock(&s->mu);
+    add_outcome(s, &d, "out of memory");
+    pthread_mutex_unlock(&s->mu);
 }
 
 void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
@@ -1250,7 +1420,7 @@ void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
 {
     item *it = item_new(IT_ATTEMPT, run_id, 0);
     if (!it) {
-        put_failed(s, "an attempt");
+        put_failed(s, IT_ATTEMPT, 0, "an attempt");
         return;
     }
     it->u.attempt.attempt = attempt;
@@ -1262,7 +1432,7 @@ void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r)
 {
     item *it = item_new(IT_RANK, run_id, 0);
     if (!it) {
-        put_failed(s, "a rank");
+        put_failed(s, IT_RANK, 0, "a rank");
         return;
     }
     it->u.rank = *r;
@@ -1318,7 +1488,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         extra += str_space(name_of(names, v->metrics[i]));
     item *it = item_new(IT_STEP, run_id, extra);
     if (!it) {
-        put_failed(s, "a step");
+        put_failed(s, IT_STEP, rows, "a step");
         return;
     }
     step_item *st = &it->u.step;
@@ -1406,7 +1576,7 @@ void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f)
 {
     item *it = item_new(IT_FINDING, run_id, 0);
     if (!it) {
-        put_failed(s, "a finding");
+        put_failed(s, IT_FINDING, 0, "a finding");
         return;
     }
     ss_finding *c = &it->u.finding.f;
@@ -1428,7 +1598,7 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
     item *it = item_new(IT_EVENT, run_id,
                         str_space(kind) + str_space(message));
     if (!it) {
-        put_failed(s, "an event");
+        put_failed(s, IT_EVENT, 0, "an event");
         return;
     }
     char *p = (char *)(it + 1);
@@ -1446,7 +1616,7 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
 {
     item *it = item_new(IT_END_RUN, run_id, str_space(status));
     if (!it) {
-        put_failed(s, "the end of the run");
+        put_failed(s, IT_END_RUN, 0, "the end of the run");
         return;
     }
     char *p = (char *)(it + 1);
@@ -1462,6 +1632,14 @@ void ss_store_get_stats(ss_store *s, ss_store_stats *out)
 {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ss_store_get_outcome(ss_store *s, ss_store_outcome *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->outcome;
+    out->rank_steps_dropped = s->stats.dropped_rank_steps;
     pthread_mutex_unlock(&s->mu);
 }
 

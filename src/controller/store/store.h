@@ -10,7 +10,11 @@
  * applies the queue in batched transactions every flush interval (default
  * 250 ms), so a controller killed with SIGKILL loses at most that interval.
  * When the queue is full, rank-step rows are dropped first and counted
- * (store_stats); runs, findings and events are never dropped.
+ * (store_stats); runs, findings and events are never dropped at the queue.
+ * A batch the file refuses (disk full, I/O error, locked) is lost; the
+ * writer then retries the batch's small items (ranks, findings, events, the
+ * run's end) without its steps.  ss_store_get_outcome says what was
+ * committed and what was lost, so the controller tells only what it stored.
  *
  * Retention of per-rank step rows (rank_steps) is tiered so a 4096-rank x
  * 100k-step run stays bounded; docs/store.md states the bound.
@@ -108,10 +112,41 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
                       int exit_code, const char *status,
                       int64_t dropped_events, int64_t dropped_records);
 
+/* Queue accounting in units (one per item plus one per rank-step row it
+ * carries): accepted, taken off the queue and applied (committed or lost),
+ * rank-step rows refused at a full queue, and transactions run. */
 typedef struct {
     uint64_t queued, written, dropped_rank_steps, transactions;
 } ss_store_stats;
 void ss_store_get_stats(ss_store *s, ss_store_stats *out);
+
+/*
+ * What became of everything put since the store was opened: committed to
+ * the file ("stored") or given up ("lost": a batch the file refused, or out
+ * of memory in a put).  Counts are complete for everything put before the
+ * last ss_store_flush.  Pruning by retention is not a loss.
+ */
+typedef struct {
+    uint64_t steps_stored, steps_lost;
+    uint64_t rank_steps_stored;  /* rows committed (retention may prune
+                                    some of them later) */
+    uint64_t rank_steps_lost;    /* rows in a lost batch */
+    uint64_t rank_steps_dropped; /* rows refused at a full queue */
+    uint64_t findings_stored;    /* distinct findings (run, attempt, id)
+                                    with at least one committed version */
+    uint64_t finding_writes_lost; /* versions of a finding (its first
+                                     sight or an update) not committed */
+    uint64_t events_stored, events_lost;
+    uint64_t other_lost;         /* attempts and rank facts not committed */
+    int ends_stored, ends_lost;  /* ss_store_end_run calls committed/lost */
+    char error[256];             /* why the first loss happened, e.g.
+                                    "disk full: database or disk is full";
+                                    "" when nothing was lost */
+} ss_store_outcome;
+
+/* Copies the outcome so far into OUT (call ss_store_flush first for a
+ * complete one). */
+void ss_store_get_outcome(ss_store *s, ss_store_outcome *out);
 
 /* Blocks until everything queued so far is committed. */
 void ss_store_flush(ss_store *s);

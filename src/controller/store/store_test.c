@@ -5,13 +5,15 @@
  * wrote back with plain SQL: schema creation and reopening, refusal of
  * foreign, garbage, corrupt and newer files, every table's contents,
  * retention tiers, the queue-full policy (only rank-step rows drop, and are
- * counted) and durability when the writing process is killed with SIGKILL.
+ * counted), durability when the writing process is killed with SIGKILL,
+ * and the outcome (stored vs lost) when the file cannot grow.
  */
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -631,6 +633,153 @@ static void survives_sigkill(void)
     ss_store_close(s);
 }
 
+/* Size of the file at PATH, 0 when it does not exist. */
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* Puts steps FIRST..FIRST+N-1 of a 4-rank run. */
+static void put_steps(ss_store *s, int64_t run, uint64_t first, uint64_t n)
+{
+    step_fx fx;
+    for (uint64_t step = first; step < first + n; step++) {
+        fx_build(&fx, 4, step, 0);
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+}
+
+static void put_finding(ss_store *s, int64_t run, uint32_t id,
+                        uint64_t last_step)
+{
+    ss_finding f = {.id = id, .severity = SS_WARNING, .first_step = 0,
+                    .last_step = last_step};
+    snprintf(f.kind, sizeof f.kind, "jitter");
+    ss_store_put_finding(s, run, &f);
+}
+
+/* The file may not grow past its size and MORE bytes (RLIMIT_FSIZE:
+ * writes fail with EFBIG, which SQLite reports as an I/O error; a full
+ * disk, ENOSPC, is tested end to end in tests/e2e/test_store_full.py).
+ * Returns the limit to restore. */
+static struct rlimit limit_file_growth(const char *path, off_t more)
+{
+    char wal[640];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    off_t big = file_size(path) > file_size(wal) ? file_size(path)
+                                                 : file_size(wal);
+    lim.rlim_cur = (rlim_t)(big + more);
+    lim.rlim_max = old.rlim_max;
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    return old;
+}
+
+/* When the file cannot grow, the outcome says exactly what was committed
+ * and what was lost, and why; the counts match the file. */
+static void outcome_counts_what_a_full_disk_lost(void)
+{
+    char path[600];
+    testing_tmp_path("disk_full.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.recent_steps = 0; /* keep every rank row: all are counted */
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    put_steps(s, run, 0, 10);
+    put_finding(s, run, 1, 5);
+    ss_store_put_event(s, run, 0, 1700000000, "checkpoint", -1, "x");
+    ss_store_flush(s);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.steps_stored, 10);
+    CHECK_EQ_INT(o.rank_steps_stored, 40);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.events_stored, 1);
+    CHECK_EQ_INT(o.steps_lost + o.rank_steps_lost + o.finding_writes_lost +
+                     o.events_lost + o.other_lost + o.ends_lost, 0);
+    CHECK_STR(o.error, "");
+
+    struct rlimit old = limit_file_growth(path, 0);
+    put_steps(s, run, 10, 5);
+    put_finding(s, run, 1, 12); /* an update of a stored finding */
+    put_finding(s, run, 2, 14);
+    for (int i = 0; i < 3; i++)
+        ss_store_put_event(s, run, 0, 1700000001 + i, "checkpoint", -1, "y");
+    ss_store_end_run(s, run, 1700000100, 0, "succeeded", 0, 0);
+    ss_store_flush(s);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.steps_stored, 10);
+    CHECK_EQ_INT(o.steps_lost, 5);
+    CHECK_EQ_INT(o.rank_steps_lost, 20);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.finding_writes_lost, 2);
+    CHECK_EQ_INT(o.events_lost, 3);
+    CHECK_EQ_INT(o.ends_stored, 0);
+    CHECK_EQ_INT(o.ends_lost, 1);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+
+    /* Room again: the end is written, the first error stays the reason. */
+    ss_store_end_run(s, run, 1700000200, 0, "succeeded", 0, 0);
+    ss_store_flush(s);
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.ends_stored, 1);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 10);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"), 40);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT last_step FROM findings"), 5);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT ended_at FROM runs"), 1700000200);
+}
+
+/* A batch whose steps do not fit is lost, but its small items (findings,
+ * events, the run's end) are retried on their own and stored. */
+static void small_items_survive_a_batch_too_big_for_the_disk(void)
+{
+    char path[600];
+    testing_tmp_path("nearly_full.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.recent_steps = 0;
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    put_steps(s, run, 0, 2);
+    ss_store_flush(s);
+
+    /* Room for a few pages, not for 2000 steps of 4 rank rows. */
+    struct rlimit old = limit_file_growth(path, 8 * (16384 + 24));
+    put_steps(s, run, 2, 2000);
+    put_finding(s, run, 1, 100);
+    ss_store_put_event(s, run, 0, 1700000001, "checkpoint", -1, "y");
+    ss_store_end_run(s, run, 1700000100, 1, "failed", 0, 0);
+    ss_store_flush(s);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    ss_store_close(s);
+    CHECK_EQ_INT(o.steps_stored, 2);
+    CHECK_EQ_INT(o.steps_lost, 2000);
+    CHECK_EQ_INT(o.rank_steps_lost, 8000);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.finding_writes_lost, 0);
+    CHECK_EQ_INT(o.events_stored, 1);
+    CHECK_EQ_INT(o.ends_stored, 1);
+    CHECK_EQ_INT(o.ends_lost, 0);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT exit_code FROM runs"), 1);
+}
+
 static void default_path_follows_xdg(void)
 {
     char *old_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME"))
@@ -666,4 +815,6 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
           TEST(survives_sigkill),
+          TEST(outcome_counts_what_a_full_disk_lost),
+          TEST(small_items_survive_a_batch_too_big_for_the_disk),
           TEST(default_path_follows_xdg))
