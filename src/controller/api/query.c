@@ -3,10 +3,10 @@
  *
  * Every document of docs/api.md is built here, from SQL over one read-only
  * connection, and nowhere else: the HTTP server serves them and
- * `stepscope report --html` embeds them.  The stream's step and finding
- * objects are built from the controller's memory by ss_query_step_object
- * and ss_query_finding_object, which write byte for byte what the stored
- * versions read back as (query_test checks it).
+ * `stepscope report --html` embeds them.  Steps and findings are written
+ * by objects.c, which also writes the event stream's objects from the
+ * controller's memory: a stored object reads back byte for byte as its
+ * event (query_test checks it).
  *
  * Costs: /steps reads three index ranges (steps, step_phases, step_syncs)
  * bounded by the window; /heatmap one range of rank_steps bounded by
@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "objects.h"
 #include "store_schema.h"
 
 /* /ranks: per-rank median step time over the kept rows of the latest N
@@ -362,125 +363,6 @@ int ss_query_run(ss_query *q, int64_t run_id, int64_t attempt, ss_live *live,
 
 /* ---- steps ---- */
 
-/* The statistics object {"min","median","p90","max","worst_rank"} (ms). */
-static void json_stat(ss_buf *b, int64_t min, int64_t median, int64_t p90,
-                      int64_t max, int64_t worst)
-{
-    ss_buf_puts(b, "{\"min\":");
-    ss_buf_json_ms(b, min);
-    ss_buf_puts(b, ",\"median\":");
-    ss_buf_json_ms(b, median);
-    ss_buf_puts(b, ",\"p90\":");
-    ss_buf_json_ms(b, p90);
-    ss_buf_puts(b, ",\"max\":");
-    ss_buf_json_ms(b, max);
-    ss_buf_puts(b, ",\"worst_rank\":");
-    ss_buf_json_int(b, worst);
-    ss_buf_puts(b, "}");
-}
-
-static void json_sync(ss_buf *b, const char *name, int64_t skew, int64_t late,
-                      int64_t worst)
-{
-    ss_buf_json_str(b, name);
-    ss_buf_puts(b, ":{\"skew_ms\":");
-    ss_buf_json_ms(b, skew);
-    ss_buf_puts(b, ",\"late_ms\":");
-    ss_buf_json_ms(b, late);
-    ss_buf_puts(b, ",\"worst_rank\":");
-    ss_buf_json_int(b, worst);
-    ss_buf_puts(b, "}");
-}
-
-static void json_mem(ss_buf *b, const char *key, int64_t median, int64_t max,
-                     int64_t worst)
-{
-    ss_buf_printf(b, ",\"%s\":{\"median\":", key);
-    ss_buf_json_int(b, median);
-    ss_buf_puts(b, ",\"max\":");
-    ss_buf_json_int(b, max);
-    ss_buf_puts(b, ",\"worst_rank\":");
-    ss_buf_json_int(b, worst);
-    ss_buf_puts(b, "}");
-}
-
-static int cmp_name_idx(const void *a, const void *b, void *arg)
-{
-    const char *const *names = arg;
-    return strcmp(names[*(const uint32_t *)a], names[*(const uint32_t *)b]);
-}
-
-static const char *name_at(const char *const *names, int idx)
-{
-    return names && idx >= 0 && names[idx] ? names[idx] : "?";
-}
-
-void ss_query_step_object(ss_buf *out, const ss_step_view *v,
-                          const char *const *names)
-{
-    ss_buf_printf(out, "{\"step\":%" PRIu64 ",\"n_present\":%" PRIu32
-                  ",\"missing_ranks\":[", v->step, v->n_present);
-    for (uint32_t i = 0; i < v->n_missing; i++)
-        ss_buf_printf(out, i ? ",%" PRIu32 : "%" PRIu32, v->missing_ranks[i]);
-    ss_buf_puts(out, "],\"step_ms\":");
-    const ss_stat *s = &v->step_time;
-    json_stat(out, s->min, s->median, s->p90, s->max,
-              s->worst_rank < 0 ? SS_MISSING : s->worst_rank);
-
-    /* Phases and syncs by name, as the store's keys order them. */
-    uint32_t n = v->n_phases > v->n_syncs ? v->n_phases : v->n_syncs;
-    uint32_t idx_small[64];
-    uint32_t *idx = n <= 64 ? idx_small : malloc(n * sizeof *idx);
-    if (!idx) {
-        out->oom = 1;
-        return;
-    }
-    const char *tmp_small[128];
-    const char **tmp = n <= 128 ? tmp_small : malloc(n * sizeof *tmp);
-    if (!tmp) {
-        if (idx != idx_small)
-            free(idx);
-        out->oom = 1;
-        return;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        uint32_t m = pass == 0 ? v->n_phases : v->n_syncs;
-        for (uint32_t i = 0; i < m; i++) {
-            idx[i] = i;
-            tmp[i] = name_at(names, pass == 0 ? v->phases[i].name
-                                              : v->syncs[i].name);
-        }
-        qsort_r(idx, m, sizeof *idx, cmp_name_idx, (void *)tmp);
-        ss_buf_puts(out, pass == 0 ? ",\"phases\":{" : ",\"syncs\":{");
-        for (uint32_t k = 0; k < m; k++) {
-            uint32_t i = idx[k];
-            if (k)
-                ss_buf_puts(out, ",");
-            if (pass == 0) {
-                const ss_stat *p = &v->phases[i].stat;
-                ss_buf_json_str(out, tmp[i]);
-                ss_buf_puts(out, ":");
-                json_stat(out, p->min, p->median, p->p90, p->max,
-                          p->worst_rank < 0 ? SS_MISSING : p->worst_rank);
-            } else {
-                const ss_sync_stat *y = &v->syncs[i];
-                json_sync(out, tmp[i], y->skew_ns, y->late_ns,
-                          y->worst_rank < 0 ? SS_MISSING : y->worst_rank);
-            }
-        }
-        ss_buf_puts(out, "}");
-    }
-    if (idx != idx_small)
-        free(idx);
-    if (tmp != tmp_small)
-        free(tmp);
-    json_mem(out, "rss_bytes", v->rss.median, v->rss.max,
-             v->rss.worst_rank < 0 ? SS_MISSING : v->rss.worst_rank);
-    json_mem(out, "device_bytes", v->device.median, v->device.max,
-             v->device.worst_rank < 0 ? SS_MISSING : v->device.worst_rank);
-    ss_buf_puts(out, "}");
-}
-
 typedef struct {
     int64_t step, n_present;
     char *missing; /* "1,2" or NULL */
@@ -639,7 +521,7 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
                           ",\"missing_ranks\":[%s],\"step_ms\":",
                           i ? "," : "", x->step, x->n_present,
                           x->missing ? x->missing : "");
-            json_stat(out, x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
+            ss_obj_stat(out, x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
             ss_buf_puts(out, ",\"phases\":{");
             for (int k = 0; pi < ph.n && ph.rows[pi].step <= x->step; pi++) {
                 const sub_row *p = &ph.rows[pi];
@@ -649,7 +531,7 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
                     ss_buf_puts(out, ",");
                 ss_buf_json_str(out, p->name);
                 ss_buf_puts(out, ":");
-                json_stat(out, p->v[0], p->v[1], p->v[2], p->v[3], p->v[4]);
+                ss_obj_stat(out, p->v[0], p->v[1], p->v[2], p->v[3], p->v[4]);
             }
             ss_buf_puts(out, "},\"syncs\":{");
             for (int k = 0; si < sy.n && sy.rows[si].step <= x->step; si++) {
@@ -658,11 +540,11 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
                     continue;
                 if (k++)
                     ss_buf_puts(out, ",");
-                json_sync(out, y->name, y->v[0], y->v[1], y->v[2]);
+                ss_obj_sync(out, y->name, y->v[0], y->v[1], y->v[2]);
             }
             ss_buf_puts(out, "}");
-            json_mem(out, "rss_bytes", x->v[5], x->v[6], x->v[7]);
-            json_mem(out, "device_bytes", x->v[8], x->v[9], x->v[10]);
+            ss_obj_mem(out, "rss_bytes", x->v[5], x->v[6], x->v[7]);
+            ss_obj_mem(out, "device_bytes", x->v[8], x->v[9], x->v[10]);
             ss_buf_puts(out, "}");
         }
         ss_buf_puts(out, "]}");
@@ -974,51 +856,6 @@ int ss_query_ranks(ss_query *q, int64_t run_id, int64_t attempt,
 
 /* ---- findings and events ---- */
 
-/* The finding object from its parts; EVIDENCE is a JSON object. */
-static void finding_object(ss_buf *b, int64_t id, const char *kind,
-                           const char *severity, const char *ranks_csv,
-                           const char *phase, int64_t first, int64_t last,
-                           const char *evidence, const char *message)
-{
-    ss_buf_printf(b, "{\"id\":%" PRId64 ",\"kind\":", id);
-    ss_buf_json_str(b, kind);
-    ss_buf_puts(b, ",\"severity\":");
-    ss_buf_json_str(b, severity);
-    ss_buf_printf(b, ",\"ranks\":[%s],\"phase\":", ranks_csv ? ranks_csv : "");
-    ss_buf_json_str(b, phase);
-    ss_buf_puts(b, ",\"first_step\":");
-    ss_buf_json_int(b, first);
-    ss_buf_puts(b, ",\"last_step\":");
-    ss_buf_json_int(b, last);
-    ss_buf_printf(b, ",\"evidence\":%s,\"message\":", evidence);
-    ss_buf_json_str(b, message);
-    ss_buf_puts(b, "}");
-}
-
-void ss_query_finding_object(ss_buf *out, const ss_finding *f)
-{
-    char ranks[SS_FINDING_MAX_RANKS * 12 + 1] = "";
-    size_t len = 0;
-    for (uint32_t i = 0; i < f->n_ranks && i < SS_FINDING_MAX_RANKS; i++)
-        len += (size_t)snprintf(ranks + len, sizeof ranks - len,
-                                i ? ",%" PRId32 : "%" PRId32, f->ranks[i]);
-    /* The detectors write a compact object (what the store keeps
-     * verbatim); anything else would not be one. */
-    char ev[sizeof f->evidence_json];
-    snprintf(ev, sizeof ev, "%s", f->evidence_json);
-    size_t n = strlen(ev);
-    int object = n >= 2 && ev[0] == '{' && ev[n - 1] == '}';
-    char phase[sizeof f->phase];
-    snprintf(phase, sizeof phase, "%s", f->phase);
-    char kind[sizeof f->kind], message[sizeof f->message];
-    snprintf(kind, sizeof kind, "%s", f->kind);
-    snprintf(message, sizeof message, "%s", f->message);
-    finding_object(out, f->id, kind,
-                   f->severity == SS_CRITICAL ? "critical" : "warning", ranks,
-                   phase[0] ? phase : NULL, (int64_t)f->first_step,
-                   (int64_t)f->last_step, object ? ev : "{}", message);
-}
-
 int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
                       ss_buf *out, char *err, size_t errlen)
 {
@@ -1044,10 +881,13 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
     while ((r = next_row(q, st, err, errlen)) == 1) {
         if (n++)
             ss_buf_puts(out, ",");
-        finding_object(out, sqlite3_column_int64(st, 0), col_text(st, 1),
-                       col_text(st, 2), col_text(st, 3), col_text(st, 4),
-                       col_i64(st, 5), col_i64(st, 6), col_text(st, 7),
-                       col_text(st, 8));
+        ss_obj_finding_fields f = {
+            .id = sqlite3_column_int64(st, 0), .kind = col_text(st, 1),
+            .severity = col_text(st, 2), .ranks_csv = col_text(st, 3),
+            .phase = col_text(st, 4), .first_step = col_i64(st, 5),
+            .last_step = col_i64(st, 6), .evidence = col_text(st, 7),
+            .message = col_text(st, 8)};
+        ss_obj_finding_stored(out, &f);
     }
     sqlite3_finalize(st);
     ss_buf_puts(out, "]}");

@@ -106,14 +106,4 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
 int ss_query_events(ss_query *q, int64_t run_id, int64_t after, int64_t limit,
                     ss_buf *out, char *err, size_t errlen);
 
-/* ---- the same objects from the controller's memory (stream) ---- */
-
-/* One element of "steps" in ss_query_steps, built from a finalized step:
- * byte for byte what ss_query_steps returns for it once stored. */
-void ss_query_step_object(ss_buf *out, const ss_step_view *v,
-                          const char *const *names);
-
-/* One element of "findings", from a finding as the detectors emit it. */
-void ss_query_finding_object(ss_buf *out, const ss_finding *f);
-
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "live.h"
+#include "objects.h"
 #include "query.h"
 #include "store.h"
 #include "testing.h"
@@ -302,7 +303,7 @@ static void step_object_matches_store(void)
         step_fx fx;
         fx_build(&fx, step, step == 2);
         ss_buf mem = {0}, doc = {0};
-        ss_query_step_object(&mem, &fx.v, names_);
+        ss_obj_step(&mem, &fx.v, names_);
         ss_query_range rg = {-1, (int64_t)step, (int64_t)step, 1};
         CHECK_EQ_INT(ss_query_steps(q, 1, &rg, &doc, err, sizeof err), 0);
         char want[4096];
@@ -428,9 +429,9 @@ static void findings_document(void)
     /* the stream's objects are the stored ones */
     ss_buf m = {0};
     ss_buf_puts(&m, "{\"findings\":[");
-    ss_query_finding_object(&m, &f1_);
+    ss_obj_finding(&m, &f1_);
     ss_buf_puts(&m, ",");
-    ss_query_finding_object(&m, &f2_);
+    ss_obj_finding(&m, &f2_);
     ss_buf_puts(&m, "]}");
     CHECK_STR(m.data, b.data);
     ss_buf_free(&m);
