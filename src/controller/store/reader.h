@@ -1,0 +1,396 @@
+/*
+ * reader.h - the one way to read the store: an opaque, read-only reader
+ * with typed loaders.
+ *
+ * Every view reads the store through this header (report, trace, top, the
+ * HTTP documents, the HTML report, the regression guardrail); none of them
+ * sees SQL.  The writer (store.h) is the only code that changes a store.
+ *
+ * Guarantees:
+ *  - A reader never writes.  It opens the file with SQLITE_OPEN_READONLY
+ *    (URI mode=ro), never creates it and never migrates it, so it works
+ *    for a user who may read but not write the store, and on a read-only
+ *    file system (docs/store.md, "Reading").
+ *  - A store written by an older stepscope is read as it is: a column a
+ *    later schema version added reads as missing.  A store too old to read
+ *    (or too new) is refused with a message that says what to run
+ *    (`stepscope upgrade --db PATH`) or to upgrade stepscope.
+ *  - In WAL mode a reader sees what the writer has committed (every flush
+ *    interval), never a half-written step.
+ *
+ * Conventions: one reader is one SQLite connection; use it from one thread
+ * at a time (open one per thread).  Every loader returns 0 on success,
+ * SS_READ_NOT_FOUND when the run (or attempt) does not exist, or
+ * SS_READ_ERROR when the store cannot be read or memory runs out; on both
+ * errors ss_reader_errmsg() says why in one line (for NOT_FOUND, a line
+ * fit for the user: "no run 'x' in PATH; `stepscope runs` lists them").
+ * What a loader returns is plain C data owned by the caller, freed with
+ * the matching *_free function (NULL / zeroed is a no-op); on error the
+ * outputs are left empty.  Integers that were not measured are SS_MISSING
+ * (model.h), never 0; strings that are NULL in the store are NULL.
+ * Durations are nanoseconds, wall times ss_wall_ns.
+ */
+#ifndef STEPSCOPE_READER_H
+#define STEPSCOPE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define SS_READ_ERROR (-1)
+#define SS_READ_NOT_FOUND (-2)
+
+/* A damaged world_size must not exhaust memory: per-rank arrays stop
+ * here. */
+#define SS_READ_MAX_RANKS (1 << 20)
+
+typedef struct ss_reader ss_reader;
+
+/* ---- opening ---- */
+
+/*
+ * Opens the store at PATH (NULL: ss_store_default_path()) for reading.
+ * Returns NULL with a one-line reason in ERR when there is no store (the
+ * line says that `stepscope run` creates one), PATH is not a stepscope
+ * store, is corrupt, is from a newer stepscope, or is too old to read
+ * without `stepscope upgrade`.  Close with ss_reader_close.
+ */
+ss_reader *ss_reader_open(const char *path, char *err, size_t errlen);
+
+/* Closes R and frees it; NULL is a no-op. */
+void ss_reader_close(ss_reader *r);
+
+/* The path R was opened from (for messages and the JSON "db" field). */
+const char *ss_reader_path(const ss_reader *r);
+
+/* The schema version of the store as it is on disk (store_schema.h). */
+int ss_reader_schema_version(const ss_reader *r);
+
+/* Why the last loader on R failed; "" when none did.  Valid until the
+ * next call on R. */
+const char *ss_reader_errmsg(const ss_reader *r);
+
+/* Calls TICK(ARG) now and then while a long query runs (a progress line);
+ * TICK NULL removes it. */
+void ss_reader_set_progress(ss_reader *r, void (*tick)(void *arg),
+                            void *arg);
+
+/* ---- runs ---- */
+
+typedef struct {
+    int64_t id;
+    char *uuid, *name, *command, *host, *status;
+    int64_t world_size, exit_code;
+    ss_wall_ns started_at, ended_at;
+    int64_t dropped_events, dropped_records; /* the ranks' totals at the end */
+    int64_t dropped_rank_steps;              /* dropped by the store */
+    int64_t steps, findings; /* finalized steps and findings, all attempts */
+} ss_run_row;
+
+/* Every run, oldest first, into *RUNS (*N of them; none is not an error). */
+int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n);
+
+/* Run RUN_ID into *RUN.  SS_READ_NOT_FOUND when there is none. */
+int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run);
+
+/* Frees the strings of RUN and zeroes it. */
+void ss_run_row_clear(ss_run_row *run);
+/* Frees RUNS[0..N) and the array. */
+void ss_run_rows_free(ss_run_row *runs, size_t n);
+
+/*
+ * The run SPEC names, into *RUN_ID.  SPEC is a numeric run id, a run name
+ * (the latest run of that name) or a prefix of a run's uuid, tried in that
+ * order; NULL names the latest run.  Returns SS_READ_NOT_FOUND when the
+ * store has no runs, no such run, or an ambiguous uuid prefix (the message
+ * says which, naming the store), SS_READ_ERROR when it cannot be read.
+ */
+int ss_reader_select_run(ss_reader *r, const char *spec, int64_t *run_id);
+
+/* ---- attempts ---- */
+
+typedef struct {
+    int64_t attempt;
+    ss_wall_ns started_at;
+} ss_attempt_row;
+
+/* The attempts recorded for RUN_ID, in order.  NOT_FOUND: no such run. */
+int ss_reader_attempts(ss_reader *r, int64_t run_id, ss_attempt_row **rows,
+                       size_t *n);
+void ss_attempt_rows_free(ss_attempt_row *rows);
+
+/*
+ * Resolves WANT (-1: the latest) to an attempt of RUN_ID.  The latest
+ * attempt is the highest one anything was recorded for (attempts, steps,
+ * ranks, findings), 0 when nothing was.  Stores it in *ATTEMPT and the
+ * number of attempts (latest + 1) in *N_ATTEMPTS (may be NULL).  Returns
+ * SS_READ_NOT_FOUND for no such run or "run N has no attempt M (attempts
+ * 0 to L)".
+ */
+int ss_reader_attempt(ss_reader *r, int64_t run_id, int64_t want,
+                      int64_t *attempt, int64_t *n_attempts);
+
+/* ---- ranks ---- */
+
+typedef struct {
+    char *name;
+    int64_t value;
+} ss_named_i64;
+
+typedef struct {
+    int64_t rank;
+    /* what the launcher knows (ranks table) */
+    char *host, *state;
+    int64_t pid, exit_code, term_signal;
+    int64_t last_step; /* the later of the launcher's and the store's */
+    int64_t dropped_events, dropped_records;
+    /* over every step written (rank_totals), kept or not */
+    int64_t steps, step_ns_n, step_ns_sum, step_ns_max;
+    int64_t max_rss_bytes, max_device_bytes;
+    /* over the kept rank-step rows at or after since_step (retention,
+     * docs/store.md): nearest-rank p50 and p90 of the step time */
+    int64_t median_step_ns, p90_step_ns, samples;
+    /* with SS_RANKS_PHASE_MEDIANS: the nearest-rank p50 of each phase the
+     * rank reported over the same rows, sorted by name */
+    ss_named_i64 *phase_median_ns;
+    size_t n_phase_medians;
+} ss_rank_row;
+
+#define SS_RANKS_PHASE_MEDIANS 1u
+
+/*
+ * One row per rank 0 .. n-1 of the attempt, where n is the run's world size
+ * or one more than the highest rank anything was recorded for, if higher
+ * (at most SS_READ_MAX_RANKS).  Ranks nothing is known of have every value
+ * missing.  Per-rank medians are over the kept rank-step rows with step >=
+ * SINCE_STEP (0: all of them).  FLAGS: SS_RANKS_PHASE_MEDIANS.
+ */
+int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
+                    int64_t since_step, unsigned flags, ss_rank_row **rows,
+                    size_t *n);
+void ss_rank_rows_free(ss_rank_row *rows, size_t n);
+
+/* ---- steps: the per-step statistics over ranks ---- */
+
+/* The statistics of one phase in one step over the ranks that ran it. */
+typedef struct {
+    uint32_t name; /* index into ss_steps.names */
+    int64_t n, min, median, p90, max, worst_rank;
+} ss_step_phase;
+
+/* Arrival at one sync point in one step: skew = last - first, late =
+ * last - median; worst_rank arrived last. */
+typedef struct {
+    uint32_t name; /* index into ss_steps.names */
+    int64_t n, skew_ns, late_ns, worst_rank;
+} ss_step_sync;
+
+typedef struct {
+    int64_t step;
+    ss_wall_ns finalized_at;
+    int64_t world_size, n_present, n_missing;
+    int64_t *missing_ranks; /* n_missing_ranks entries, ascending */
+    size_t n_missing_ranks;
+    int64_t step_n, step_min, step_median, step_p90, step_max;
+    int64_t step_worst_rank;
+    int64_t rss_median, rss_max, rss_worst_rank;
+    int64_t device_median, device_max, device_worst_rank;
+    /* with SS_STEPS_PHASES / SS_STEPS_SYNCS: this step's entries of
+     * ss_steps.phases / syncs, [phase0, phase0 + n_phases), by name */
+    size_t phase0, n_phases, sync0, n_syncs;
+} ss_step_row;
+
+typedef struct {
+    ss_step_row *steps; /* ascending by step */
+    size_t n_steps;
+    ss_step_phase *phases;
+    size_t n_phases;
+    ss_step_sync *syncs;
+    size_t n_syncs;
+    char **names; /* the phase and sync names the rows refer to */
+    size_t n_names;
+} ss_steps;
+
+#define SS_STEPS_PHASES 1u
+#define SS_STEPS_SYNCS 2u
+
+/*
+ * A window of steps of one attempt.  FROM, TO: -1 when not given.  With
+ * FROM: the first LIMIT steps at or after FROM (and at or below TO);
+ * without: the last LIMIT steps at or below TO (the latest when TO is -1).
+ * LIMIT 0: no limit.
+ */
+typedef struct {
+    int64_t from, to, limit;
+} ss_step_window;
+
+/* The steps of WINDOW (NULL: every step) of the attempt into *OUT, with
+ * their phases and syncs as FLAGS asks (SS_STEPS_PHASES, SS_STEPS_SYNCS).
+ * Free with ss_steps_free. */
+int ss_reader_steps(ss_reader *r, int64_t run_id, int64_t attempt,
+                    const ss_step_window *window, unsigned flags,
+                    ss_steps *out);
+void ss_steps_free(ss_steps *s);
+
+/* Counts over every finalized step of the attempt, without loading them. */
+typedef struct {
+    int64_t steps;              /* finalized steps */
+    int64_t first, last;        /* SS_MISSING when none */
+    int64_t with_missing_ranks; /* steps some rank did not report */
+} ss_step_counts;
+
+int ss_reader_step_counts(ss_reader *r, int64_t run_id, int64_t attempt,
+                          ss_step_counts *out);
+
+/* ---- rank-steps: per rank per step, the kept rows (retention) ---- */
+
+/* One phase of one rank in one step. */
+typedef struct {
+    uint32_t name;      /* index: ss_rank_steps_name() */
+    int64_t total_ns;   /* summed over the step */
+    int64_t start_ns;   /* earliest begin, after the step's begin_ns;
+                           SS_MISSING when not stored */
+    int64_t count;      /* times it ran (1 unless stored otherwise) */
+} ss_rank_phase;
+
+typedef struct {
+    uint32_t name;
+    int64_t at_ns; /* arrival, ns after the step's begin_ns */
+} ss_rank_sync;
+
+typedef struct {
+    uint32_t name;
+    double value;
+} ss_rank_metric;
+
+/* One rank-step row.  The arrays are valid until the next call on the
+ * cursor that returned it. */
+typedef struct {
+    int64_t step, rank;
+    int64_t step_ns, rss_bytes, device_bytes;
+    int64_t begin_ns; /* CLOCK_MONOTONIC of the rank's host; SS_MISSING
+                         for rows written without timelines */
+    const ss_rank_phase *phases; /* with SS_RANK_STEPS_PHASES */
+    size_t n_phases;
+    const ss_rank_sync *syncs;   /* with SS_RANK_STEPS_SYNCS */
+    size_t n_syncs;
+    const ss_rank_metric *metrics; /* with SS_RANK_STEPS_METRICS */
+    size_t n_metrics;
+} ss_rank_step_row;
+
+#define SS_RANK_STEPS_PHASES 1u  /* phase totals, starts and counts */
+#define SS_RANK_STEPS_SYNCS 2u
+#define SS_RANK_STEPS_METRICS 4u
+
+/* Which rank-step rows to read: steps FIRST..LAST inclusive (-1: open),
+ * ordered by step then rank. */
+typedef struct {
+    int64_t run_id, attempt;
+    int64_t first, last;
+    unsigned fields; /* SS_RANK_STEPS_* */
+} ss_rank_step_query;
+
+/* A cursor over rank-step rows: memory follows one row, not the range. */
+typedef struct ss_rank_steps ss_rank_steps;
+
+/* Opens a cursor for Q into *CUR.  Close with ss_rank_steps_close. */
+int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
+                         ss_rank_steps **cur);
+/* The next row into *ROW: 1, 0 at the end, SS_READ_ERROR (errmsg on the
+ * reader). */
+int ss_rank_steps_next(ss_rank_steps *cur, const ss_rank_step_row **row);
+/* The name of index IDX (phases, syncs and metrics share one table, which
+ * grows as rows are read); NULL when out of range. */
+const char *ss_rank_steps_name(const ss_rank_steps *cur, uint32_t idx);
+void ss_rank_steps_close(ss_rank_steps *cur); /* NULL: no-op */
+
+/* What is kept of an attempt's rank-steps in steps FIRST..LAST (-1:
+ * open). */
+typedef struct {
+    int64_t rows;       /* rank-step rows in the range */
+    int64_t timed_rows; /* of them, with a timeline (begin_ns) */
+    int64_t first_step, last_step; /* kept steps in the range; SS_MISSING */
+    int64_t t0_ns; /* begin_ns of the attempt's first timed step (min over
+                      its ranks), whatever the range; SS_MISSING */
+} ss_rank_step_summary;
+
+int ss_reader_rank_step_summary(ss_reader *r, int64_t run_id,
+                                int64_t attempt, int64_t first, int64_t last,
+                                ss_rank_step_summary *out);
+
+/* The distinct kept steps of WINDOW (as for ss_reader_steps, over the
+ * rank_steps rows), ascending, into *STEPS.  Free with free(). */
+int ss_reader_rank_step_numbers(ss_reader *r, int64_t run_id,
+                                int64_t attempt, const ss_step_window *window,
+                                int64_t **steps, size_t *n);
+
+/* ---- findings ---- */
+
+typedef struct {
+    int64_t id, attempt;
+    char *kind, *severity; /* "warning" or "critical" */
+    int64_t *ranks;        /* the ranks it names */
+    size_t n_ranks;
+    char *phase;           /* NULL when no phase is to blame */
+    int64_t first_step, last_step;
+    char *evidence;        /* a JSON object ("{}" when not one) */
+    char *message;
+    ss_wall_ns first_seen_at, updated_at;
+} ss_finding_row;
+
+/* The findings of the attempt that overlap steps FIRST..LAST (-1: open),
+ * critical first, then by first step, then by id. */
+int ss_reader_findings(ss_reader *r, int64_t run_id, int64_t attempt,
+                       int64_t first, int64_t last, ss_finding_row **rows,
+                       size_t *n);
+void ss_finding_rows_free(ss_finding_row *rows, size_t n);
+
+/* ---- events ---- */
+
+typedef struct {
+    int64_t id, attempt;
+    ss_wall_ns at;
+    char *kind;
+    int64_t rank; /* SS_MISSING when none */
+    char *message;
+} ss_event_row;
+
+/*
+ * Which events: ATTEMPT -1 for every attempt.  Without TAIL: the events
+ * with id > AFTER_ID (-1: from the first), by id, at most LIMIT (0: no
+ * limit).  With TAIL: the last LIMIT events by time (AFTER_ID ignored),
+ * returned in time order (at, then id).
+ */
+typedef struct {
+    int64_t attempt;
+    int64_t after_id;
+    int64_t limit;
+    int tail;
+} ss_event_query;
+
+/* The events of RUN_ID that Q selects; *TOTAL (may be NULL) gets how many
+ * events the run (attempt) has in all. */
+int ss_reader_events(ss_reader *r, int64_t run_id, const ss_event_query *q,
+                     ss_event_row **rows, size_t *n, int64_t *total);
+void ss_event_rows_free(ss_event_row *rows, size_t n);
+
+/* ---- metrics (ss_metric) ---- */
+
+/* A metric over the kept rank-steps of an attempt: in how many steps some
+ * rank reported it, and its values across ranks at the last of them,
+ * ascending by value (then rank). */
+typedef struct {
+    char *name;
+    int64_t steps, last_step;
+    double *values;
+    int64_t *ranks; /* ranks[i] reported values[i] */
+    size_t n;
+} ss_metric_row;
+
+/* The metrics of the attempt, by name. */
+int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
+                      ss_metric_row **rows, size_t *n);
+void ss_metric_rows_free(ss_metric_row *rows, size_t n);
+
+#endif
