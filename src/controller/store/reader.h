@@ -20,8 +20,10 @@
  *
  * Conventions: one reader is one SQLite connection; use it from one thread
  * at a time (open one per thread).  Every loader returns 0 on success,
- * SS_READ_NOT_FOUND when the run (or attempt) does not exist, or
- * SS_READ_ERROR when the store cannot be read or memory runs out; on both
+ * SS_READ_NOT_FOUND when the run does not exist (ss_reader_attempt: or the
+ * attempt; loaders given an attempt do not check it: one with nothing
+ * recorded reads as empty), or SS_READ_ERROR when the store cannot be read
+ * or memory runs out; on both
  * errors ss_reader_errmsg() says why in one line (for NOT_FOUND, a line
  * fit for the user: "no run 'x' in PATH; `stepscope runs` lists them").
  * What a loader returns is plain C data owned by the caller, freed with

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -356,6 +357,46 @@ int ss_schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+/* Opens PATH read-only through a URI (mode=ro; with IMMUTABLE also
+ * immutable=1, which reads the file without locks or WAL index).  Returns
+ * the SQLite code; *DB is set either way (sqlite3_close it). */
+static int open_uri(const char *path, int immutable, sqlite3 **db)
+{
+    /* A path becomes a URI path: bytes outside the unreserved set and '/'
+     * are percent-encoded, and a leading "//" (a URI authority) is
+     * collapsed, which POSIX reads as the same file. */
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path);
+    char *uri = malloc(3 * n + 32);
+    *db = NULL;
+    if (!uri)
+        return SQLITE_NOMEM;
+    char *o = uri + sprintf(uri, "file:");
+    while (path[0] == '/' && path[1] == '/')
+        path++;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+            (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
+            *o++ = (char)*p;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*p >> 4];
+            *o++ = hex[*p & 15];
+        }
+    }
+    sprintf(o, "?mode=ro%s", immutable ? "&immutable=1" : "");
+    int rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                             NULL);
+    free(uri);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(*db, 5000);
+        /* The first read is where a WAL store needs its -shm index. */
+        rc = sqlite3_exec(*db, "SELECT count(*) FROM sqlite_master", NULL,
+                          NULL, NULL);
+    }
+    return rc;
+}
+
 int ss_schema_open_readonly(const char *path, sqlite3 **db, char *err,
                             size_t errlen)
 {
@@ -376,13 +417,36 @@ int ss_schema_open_readonly(const char *path, sqlite3 **db, char *err,
         return -1;
     }
     sqlite3 *h = NULL;
-    int rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL);
+    int rc = open_uri(path, 0, &h);
+    int prim = rc & 0xff;
+    if (prim == SQLITE_CANTOPEN || prim == SQLITE_READONLY) {
+        /* A WAL store whose -shm index this user cannot create: the
+         * directory is not writable (another user's store, a read-only
+         * mount).  Without a -wal file every committed page is in the
+         * store itself and no writer has it open, so it reads as an
+         * immutable file.  With one, the log holds pages the store lacks
+         * and only a connection that can index it may read them. */
+        char wal[4200];
+        struct stat wb;
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        if (stat(wal, &wb) == 0) {
+            snprintf(err, errlen,
+                     "%s cannot be read: its write-ahead log %s is in use or "
+                     "was not folded in, and this user cannot open it "
+                     "read-only here (a writable directory is needed; the "
+                     "store's owner can fold it in with `stepscope upgrade "
+                     "--db %s`)", path, wal, path);
+            sqlite3_close(h);
+            return -1;
+        }
+        sqlite3_close(h);
+        rc = open_uri(path, 1, &h);
+    }
     if (rc != SQLITE_OK) {
         db_error(err, errlen, path, h, rc);
         sqlite3_close(h);
         return -1;
     }
-    sqlite3_busy_timeout(h, 5000);
     int version = ss_schema_check(h, path, err, errlen);
     if (version == 0) {
         snprintf(err, errlen, "%s is not a stepscope store (an empty file)",

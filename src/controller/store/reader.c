@@ -1,0 +1,1383 @@
+/*
+ * reader.c - the store's read API (reader.h): SQL in, plain C data out.
+ *
+ * Every query a view runs against the store is here, over one read-only
+ * connection opened by ss_schema_open_readonly (store_schema.c), which
+ * falls back to an immutable open where SQLite cannot create a WAL index
+ * (a directory the user cannot write, a read-only mount).  A store of an
+ * older schema is read as it is: the columns later versions added are
+ * selected as NULL (they read as missing), so nothing is ever migrated
+ * here.
+ *
+ * One private set of helpers prepares statements with int64 arguments,
+ * steps them (1 row, 0 done, -1 error with the reason kept on the reader)
+ * and reads columns as SS_MISSING-aware integers or copied strings.  The
+ * JSON objects of rank_steps rows are parsed with cJSON into the cursor's
+ * reusable arrays, names interned into a table that lives as long as the
+ * cursor.
+ */
+#include "reader.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+#include "store.h"
+#include "store_schema.h"
+
+/* The oldest schema version read as it is.  Raise it only when a migration
+ * removes or changes what the queries below read; a store older than this
+ * is refused with a message naming `stepscope upgrade`. */
+#define SS_READER_OLDEST_SCHEMA 1
+/* The version that added rank_steps' timeline columns (begin_ns,
+ * phase_starts, phase_counts, syncs), and the one that added metrics. */
+#define SCHEMA_TIMELINES 2
+#define SCHEMA_METRICS 3
+
+struct ss_reader {
+    sqlite3 *db;
+    int version;
+    void (*tick)(void *);
+    void *tick_arg;
+    char path[4096];
+    char err[1024];
+};
+
+/* ---- errors ---- */
+
+static int fail(ss_reader *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Keeps a reason on R and returns CODE. */
+static int fail(ss_reader *r, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int db_fail(ss_reader *r)
+{
+    return fail(r, SS_READ_ERROR, "%s: cannot read the store: %s", r->path,
+                sqlite3_errmsg(r->db));
+}
+
+static int oom(ss_reader *r)
+{
+    return fail(r, SS_READ_ERROR, "out of memory");
+}
+
+/* ---- statements and columns ---- */
+
+/* Prepares SQL, binding ARGS[0..N) to ?1..?N.  NULL with the reason kept
+ * on R. */
+static sqlite3_stmt *prep(ss_reader *r, const char *sql, const int64_t *args,
+                          int n)
+{
+    sqlite3_stmt *st = NULL;
+    r->err[0] = '\0';
+    if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fail(r, SS_READ_ERROR, "%s: cannot query the store: %s", r->path,
+             sqlite3_errmsg(r->db));
+        sqlite3_finalize(st);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(st, i + 1, args[i]);
+    return st;
+}
+
+/* Steps ST: 1 for a row, 0 at the end, SS_READ_ERROR with the reason. */
+static int next_row(ss_reader *r, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    return db_fail(r);
+}
+
+static int64_t col_i64(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL
+               ? SS_MISSING
+               : sqlite3_column_int64(st, i);
+}
+
+/* A copy of text column I into *OUT (NULL for SQL NULL).  Returns 0, or -1
+ * when memory ran out. */
+static int col_dup(sqlite3_stmt *st, int i, char **out)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    *out = t ? strdup((const char *)t) : NULL;
+    return t && !*out ? -1 : 0;
+}
+
+/* One integer (column 0 of the first row) into *OUT; SS_MISSING for NULL
+ * or no row.  Returns 0 or SS_READ_ERROR. */
+static int query_i64(ss_reader *r, const char *sql, const int64_t *args,
+                     int n, int64_t *out)
+{
+    sqlite3_stmt *st = prep(r, sql, args, n);
+    if (!st)
+        return SS_READ_ERROR;
+    int rc = next_row(r, st);
+    *out = rc == 1 ? col_i64(st, 0) : SS_MISSING;
+    sqlite3_finalize(st);
+    return rc < 0 ? SS_READ_ERROR : 0;
+}
+
+/* Makes room for one more element in *ARR (SIZE bytes each, N used of
+ * *CAP).  Returns 0 or -1 on out-of-memory. */
+static int grow(void **arr, size_t size, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *p = realloc(*arr, c * size);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* Parses "1,5,7" (a group_concat of integers) into a new array. */
+static int parse_csv(const char *csv, int64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    for (const char *p = csv; p && *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p)
+            break;
+        if (grow((void **)out, sizeof **out, *n, &cap) != 0) {
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            return -1;
+        }
+        (*out)[(*n)++] = v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* 0 when RUN_ID is a run, SS_READ_NOT_FOUND or SS_READ_ERROR. */
+static int run_exists(ss_reader *r, int64_t run_id)
+{
+    int64_t one;
+    if (query_i64(r, "SELECT 1 FROM runs WHERE id = ?1", &run_id, 1, &one))
+        return SS_READ_ERROR;
+    if (one == SS_MISSING)
+        return fail(r, SS_READ_NOT_FOUND, "no run %" PRId64 " in %s", run_id,
+                    r->path);
+    return 0;
+}
+
+/* ---- opening ---- */
+
+ss_reader *ss_reader_open(const char *path, char *err, size_t errlen)
+{
+    ss_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (path) {
+        snprintf(r->path, sizeof r->path, "%s", path);
+    } else if (ss_store_default_path(r->path, sizeof r->path) != 0) {
+        snprintf(err, errlen, "neither XDG_DATA_HOME nor HOME is set: use "
+                              "--db PATH");
+        free(r);
+        return NULL;
+    }
+    r->version = ss_schema_open_readonly(r->path, &r->db, err, errlen);
+    if (r->version < 0) {
+        free(r);
+        return NULL;
+    }
+    if (r->version < SS_READER_OLDEST_SCHEMA) {
+        snprintf(err, errlen, "%s is a store of schema version %d, older "
+                 "than this stepscope reads: `stepscope upgrade --db %s` "
+                 "brings it up to date", r->path, r->version, r->path);
+        ss_reader_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ss_reader_close(ss_reader *r)
+{
+    if (!r)
+        return;
+    sqlite3_close(r->db);
+    free(r);
+}
+
+const char *ss_reader_path(const ss_reader *r)
+{
+    return r->path;
+}
+
+int ss_reader_schema_version(const ss_reader *r)
+{
+    return r->version;
+}
+
+const char *ss_reader_errmsg(const ss_reader *r)
+{
+    return r->err;
+}
+
+static int progress_cb(void *arg)
+{
+    ss_reader *r = arg;
+    r->tick(r->tick_arg);
+    return 0;
+}
+
+void ss_reader_set_progress(ss_reader *r, void (*tick)(void *arg), void *arg)
+{
+    r->tick = tick;
+    r->tick_arg = arg;
+    sqlite3_progress_handler(r->db, tick ? 100000 : 0,
+                             tick ? progress_cb : NULL, r);
+}
+
+/* ---- runs ---- */
+
+#define RUN_SELECT                                                            \
+    "SELECT r.id, r.uuid, r.name, r.command, r.host, r.status, "              \
+    "r.world_size, r.exit_code, r.started_at, r.ended_at, "                   \
+    "r.dropped_events, r.dropped_records, r.dropped_rank_steps, "             \
+    "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), "                  \
+    "(SELECT count(*) FROM findings f WHERE f.run_id = r.id) FROM runs r "
+
+/* Fills RUN from a RUN_SELECT row.  Returns 0 or -1 (out of memory). */
+static int run_from_row(sqlite3_stmt *st, ss_run_row *run)
+{
+    memset(run, 0, sizeof *run);
+    run->id = sqlite3_column_int64(st, 0);
+    int bad = col_dup(st, 1, &run->uuid) | col_dup(st, 2, &run->name) |
+              col_dup(st, 3, &run->command) | col_dup(st, 4, &run->host) |
+              col_dup(st, 5, &run->status);
+    run->world_size = col_i64(st, 6);
+    run->exit_code = col_i64(st, 7);
+    run->started_at = col_i64(st, 8);
+    run->ended_at = col_i64(st, 9);
+    run->dropped_events = col_i64(st, 10);
+    run->dropped_records = col_i64(st, 11);
+    run->dropped_rank_steps = col_i64(st, 12);
+    run->steps = sqlite3_column_int64(st, 13);
+    run->findings = sqlite3_column_int64(st, 14);
+    if (bad)
+        ss_run_row_clear(run);
+    return bad ? -1 : 0;
+}
+
+void ss_run_row_clear(ss_run_row *run)
+{
+    if (!run)
+        return;
+    free(run->uuid);
+    free(run->name);
+    free(run->command);
+    free(run->host);
+    free(run->status);
+    memset(run, 0, sizeof *run);
+}
+
+void ss_run_rows_free(ss_run_row *runs, size_t n)
+{
+    for (size_t i = 0; runs && i < n; i++)
+        ss_run_row_clear(&runs[i]);
+    free(runs);
+}
+
+int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n)
+{
+    *runs = NULL;
+    *n = 0;
+    sqlite3_stmt *st = prep(r, RUN_SELECT "ORDER BY r.id", NULL, 0);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    int rc;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)runs, sizeof **runs, *n, &cap) != 0 ||
+            run_from_row(st, &(*runs)[*n]) != 0) {
+            rc = oom(r);
+            break;
+        }
+        (*n)++;
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_run_rows_free(*runs, *n);
+        *runs = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run)
+{
+    memset(run, 0, sizeof *run);
+    sqlite3_stmt *st = prep(r, RUN_SELECT "WHERE r.id = ?1", &run_id, 1);
+    if (!st)
+        return SS_READ_ERROR;
+    int rc = next_row(r, st);
+    if (rc == 1)
+        rc = run_from_row(st, run) == 0 ? 0 : oom(r);
+    else if (rc == 0)
+        rc = fail(r, SS_READ_NOT_FOUND, "no run %" PRId64 " in %s", run_id,
+                  r->path);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int all_digits(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return 0;
+    return 1;
+}
+
+int ss_reader_select_run(ss_reader *r, const char *spec, int64_t *run_id)
+{
+    int64_t id;
+    if (!spec) {
+        if (query_i64(r, "SELECT max(id) FROM runs", NULL, 0, &id))
+            return SS_READ_ERROR;
+        if (id == SS_MISSING)
+            return fail(r, SS_READ_NOT_FOUND, "no runs in %s yet (`stepscope "
+                        "run` records one)", r->path);
+        *run_id = id;
+        return 0;
+    }
+    if (all_digits(spec) && strlen(spec) < 19) {
+        int64_t want = strtoll(spec, NULL, 10);
+        if (query_i64(r, "SELECT id FROM runs WHERE id = ?1", &want, 1, &id))
+            return SS_READ_ERROR;
+        if (id != SS_MISSING) {
+            *run_id = id;
+            return 0;
+        }
+    }
+    sqlite3_stmt *st = prep(r, "SELECT (SELECT max(id) FROM runs WHERE "
+                               "name = ?1), max(id), count(*) FROM runs "
+                               "WHERE substr(uuid, 1, length(?1)) = ?1",
+                            NULL, 0);
+    if (!st)
+        return SS_READ_ERROR;
+    sqlite3_bind_text(st, 1, spec, -1, SQLITE_STATIC);
+    int64_t by_name = SS_MISSING, by_uuid = SS_MISSING, matches = 0;
+    int rc = next_row(r, st);
+    if (rc == 1) {
+        by_name = col_i64(st, 0);
+        by_uuid = col_i64(st, 1);
+        matches = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
+    if (by_name != SS_MISSING) {
+        *run_id = by_name;
+        return 0;
+    }
+    if (matches > 1)
+        return fail(r, SS_READ_NOT_FOUND, "run '%s' is ambiguous: %" PRId64
+                    " runs in %s have a uuid starting with it; give more of "
+                    "it or the run id", spec, matches, r->path);
+    if (matches == 1) {
+        *run_id = by_uuid;
+        return 0;
+    }
+    return fail(r, SS_READ_NOT_FOUND, "no run '%s' in %s; `stepscope runs` "
+                "lists them", spec, r->path);
+}
+
+/* ---- attempts ---- */
+
+int ss_reader_attempts(ss_reader *r, int64_t run_id, ss_attempt_row **rows,
+                       size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    sqlite3_stmt *st = prep(r, "SELECT attempt, started_at FROM attempts "
+                               "WHERE run_id = ?1 ORDER BY attempt",
+                            &run_id, 1);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)rows, sizeof **rows, *n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        (*rows)[(*n)++] = (ss_attempt_row){sqlite3_column_int64(st, 0),
+                                           col_i64(st, 1)};
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+void ss_attempt_rows_free(ss_attempt_row *rows)
+{
+    free(rows);
+}
+
+int ss_reader_attempt(ss_reader *r, int64_t run_id, int64_t want,
+                      int64_t *attempt, int64_t *n_attempts)
+{
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t latest;
+    if (query_i64(r, "SELECT max(a) FROM ("
+                     "SELECT max(attempt) a FROM attempts WHERE run_id = ?1 "
+                     "UNION ALL SELECT max(attempt) FROM steps "
+                     "WHERE run_id = ?1 "
+                     "UNION ALL SELECT max(attempt) FROM ranks "
+                     "WHERE run_id = ?1 "
+                     "UNION ALL SELECT max(attempt) FROM findings "
+                     "WHERE run_id = ?1)",
+                  &run_id, 1, &latest))
+        return SS_READ_ERROR;
+    if (latest == SS_MISSING || latest < 0)
+        latest = 0;
+    if (want > latest)
+        return fail(r, SS_READ_NOT_FOUND, "run %" PRId64 " has no attempt %"
+                    PRId64 " (attempts 0 to %" PRId64 ")", run_id, want,
+                    latest);
+    *attempt = want >= 0 ? want : latest;
+    if (n_attempts)
+        *n_attempts = latest + 1;
+    return 0;
+}
+
+/* ---- ranks ---- */
+
+static void rank_row_init(ss_rank_row *k, int64_t rank)
+{
+    memset(k, 0, sizeof *k);
+    k->rank = rank;
+    k->pid = k->exit_code = k->term_signal = k->last_step = SS_MISSING;
+    k->dropped_events = k->dropped_records = SS_MISSING;
+    k->step_ns_max = k->max_rss_bytes = k->max_device_bytes = SS_MISSING;
+    k->median_step_ns = k->p90_step_ns = SS_MISSING;
+}
+
+void ss_rank_rows_free(ss_rank_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].host);
+        free(rows[i].state);
+        for (size_t p = 0; p < rows[i].n_phase_medians; p++)
+            free(rows[i].phase_median_ns[p].name);
+        free(rows[i].phase_median_ns);
+    }
+    free(rows);
+}
+
+/* The value at nearest-rank percentile PERMILLE of sorted V[0..N). */
+static int64_t sorted_pct(const int64_t *v, size_t n, unsigned permille)
+{
+    return n ? v[ss_nearest_rank(n, permille)] : SS_MISSING;
+}
+
+/* Per-rank step-time p50 / p90 over the kept rows at or after ARGS[2]. */
+static int rank_medians(ss_reader *r, const int64_t args[3], ss_rank_row *k,
+                        size_t world)
+{
+    sqlite3_stmt *st = prep(r, "SELECT rank, step_ns FROM rank_steps WHERE "
+                               "run_id = ?1 AND attempt = ?2 AND step >= ?3 "
+                               "AND step_ns IS NOT NULL ORDER BY rank, step_ns",
+                            args, 3);
+    if (!st)
+        return SS_READ_ERROR;
+    int64_t *g = NULL, cur = -1;
+    size_t n = 0, cap = 0;
+    int rc;
+    for (;;) {
+        rc = next_row(r, st);
+        int64_t rank = rc == 1 ? sqlite3_column_int64(st, 0) : -1;
+        if ((rc != 1 || rank != cur) && cur >= 0 && (size_t)cur < world) {
+            k[cur].median_step_ns = sorted_pct(g, n, 500);
+            k[cur].p90_step_ns = sorted_pct(g, n, 900);
+            k[cur].samples = (int64_t)n;
+        }
+        if (rc != 1)
+            break;
+        if (rank != cur) {
+            cur = rank;
+            n = 0;
+        }
+        if (grow((void **)&g, sizeof *g, n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        g[n++] = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    free(g);
+    return rc < 0 ? rc : 0;
+}
+
+/* Per-rank, per-phase p50 over the same rows, appended to each rank's
+ * phase_median_ns in name order. */
+static int rank_phase_medians(ss_reader *r, const int64_t args[3],
+                              ss_rank_row *k, size_t world)
+{
+    sqlite3_stmt *st = prep(r, "SELECT r.rank, j.key, j.value FROM "
+                               "rank_steps r, json_each(r.phases) j WHERE "
+                               "r.run_id = ?1 AND r.attempt = ?2 AND "
+                               "r.step >= ?3 AND r.phases IS NOT NULL AND "
+                               "json_valid(r.phases) AND j.type = 'integer' "
+                               "ORDER BY r.rank, j.key, j.value",
+                            args, 3);
+    if (!st)
+        return SS_READ_ERROR;
+    int64_t *g = NULL, cur = -1;
+    size_t n = 0, cap = 0;
+    char *key = NULL;
+    int rc;
+    for (;;) {
+        rc = next_row(r, st);
+        int64_t rank = rc == 1 ? sqlite3_column_int64(st, 0) : -1;
+        const char *name = rc == 1 ? (const char *)sqlite3_column_text(st, 1)
+                                   : NULL;
+        int same = rc == 1 && rank == cur && key && name &&
+                   strcmp(name, key) == 0;
+        if (!same && key && cur >= 0 && (size_t)cur < world) {
+            ss_rank_row *x = &k[cur];
+            ss_named_i64 *m = realloc(x->phase_median_ns,
+                                      (x->n_phase_medians + 1) * sizeof *m);
+            if (!m) {
+                rc = oom(r);
+                break;
+            }
+            x->phase_median_ns = m;
+            m[x->n_phase_medians++] = (ss_named_i64){key,
+                                                     sorted_pct(g, n, 500)};
+            key = NULL;
+        }
+        if (rc != 1)
+            break;
+        if (!same) {
+            free(key);
+            cur = rank;
+            key = strdup(name ? name : "");
+            n = 0;
+            if (!key) {
+                rc = oom(r);
+                break;
+            }
+        }
+        if (grow((void **)&g, sizeof *g, n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        g[n++] = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    free(key);
+    free(g);
+    return rc < 0 ? rc : 0;
+}
+
+int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
+                    int64_t since_step, unsigned flags, ss_rank_row **rows,
+                    size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int64_t args[3] = {run_id, attempt, since_step};
+    int64_t world, max_rank;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    if (query_i64(r, "SELECT world_size FROM runs WHERE id = ?1", args, 1,
+                  &world))
+        return SS_READ_ERROR;
+    if (query_i64(r, "SELECT max(m) FROM (SELECT max(rank) m FROM ranks "
+                     "WHERE run_id = ?1 AND attempt = ?2 UNION ALL "
+                     "SELECT max(rank) FROM rank_totals WHERE run_id = ?1 "
+                     "AND attempt = ?2)",
+                  args, 2, &max_rank))
+        return SS_READ_ERROR;
+    if (world == SS_MISSING || world < 0)
+        world = 0;
+    if (max_rank != SS_MISSING && max_rank + 1 > world)
+        world = max_rank + 1;
+    if (world > SS_READ_MAX_RANKS)
+        world = SS_READ_MAX_RANKS;
+    ss_rank_row *k = calloc(world ? (size_t)world : 1, sizeof *k);
+    if (!k)
+        return oom(r);
+    for (int64_t i = 0; i < world; i++)
+        rank_row_init(&k[i], i);
+
+    sqlite3_stmt *st = prep(r, "SELECT rank, host, state, pid, exit_code, "
+                               "term_signal, last_step, dropped_events, "
+                               "dropped_records FROM ranks "
+                               "WHERE run_id = ?1 AND attempt = ?2",
+                            args, 2);
+    rc = st ? 0 : SS_READ_ERROR;
+    while (st && (rc = next_row(r, st)) == 1) {
+        int64_t rank = sqlite3_column_int64(st, 0);
+        if (rank < 0 || rank >= world)
+            continue;
+        ss_rank_row *x = &k[rank];
+        free(x->host);
+        free(x->state);
+        if (col_dup(st, 1, &x->host) | col_dup(st, 2, &x->state)) {
+            rc = oom(r);
+            break;
+        }
+        x->pid = col_i64(st, 3);
+        x->exit_code = col_i64(st, 4);
+        x->term_signal = col_i64(st, 5);
+        x->last_step = col_i64(st, 6);
+        x->dropped_events = col_i64(st, 7);
+        x->dropped_records = col_i64(st, 8);
+    }
+    sqlite3_finalize(st);
+
+    if (rc == 0) {
+        st = prep(r, "SELECT rank, steps, step_ns_n, step_ns_sum, "
+                     "step_ns_max, max_rss_bytes, max_device_bytes, "
+                     "last_step FROM rank_totals "
+                     "WHERE run_id = ?1 AND attempt = ?2",
+                  args, 2);
+        rc = st ? 0 : SS_READ_ERROR;
+        while (st && (rc = next_row(r, st)) == 1) {
+            int64_t rank = sqlite3_column_int64(st, 0);
+            if (rank < 0 || rank >= world)
+                continue;
+            ss_rank_row *x = &k[rank];
+            x->steps = sqlite3_column_int64(st, 1);
+            x->step_ns_n = sqlite3_column_int64(st, 2);
+            x->step_ns_sum = sqlite3_column_int64(st, 3);
+            x->step_ns_max = col_i64(st, 4);
+            x->max_rss_bytes = col_i64(st, 5);
+            x->max_device_bytes = col_i64(st, 6);
+            int64_t last = col_i64(st, 7);
+            if (last != SS_MISSING &&
+                (x->last_step == SS_MISSING || last > x->last_step))
+                x->last_step = last;
+        }
+        sqlite3_finalize(st);
+    }
+    if (rc == 0)
+        rc = rank_medians(r, args, k, (size_t)world);
+    if (rc == 0 && (flags & SS_RANKS_PHASE_MEDIANS))
+        rc = rank_phase_medians(r, args, k, (size_t)world);
+    if (rc < 0) {
+        ss_rank_rows_free(k, (size_t)world);
+        return rc;
+    }
+    *rows = k;
+    *n = (size_t)world;
+    return 0;
+}
+
+/* ---- steps ---- */
+
+void ss_steps_free(ss_steps *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_steps; i++)
+        free(s->steps[i].missing_ranks);
+    free(s->steps);
+    free(s->phases);
+    free(s->syncs);
+    for (size_t i = 0; i < s->n_names; i++)
+        free(s->names[i]);
+    free(s->names);
+    memset(s, 0, sizeof *s);
+}
+
+/* The index of NAME in the table *NAMES (*N used of *CAP), added when new;
+ * HINT is where the search starts (names recur in the same order step
+ * after step).  Returns the index or -1 on out-of-memory. */
+static int64_t intern(char ***names, size_t *n, size_t *cap, const char *name,
+                      size_t hint)
+{
+    for (size_t k = 0; k < *n; k++) {
+        size_t i = (hint + k) % *n;
+        if (strcmp((*names)[i], name) == 0)
+            return (int64_t)i;
+    }
+    if (grow((void **)names, sizeof **names, *n, cap) != 0)
+        return -1;
+    char *copy = strdup(name);
+    if (!copy)
+        return -1;
+    (*names)[*n] = copy;
+    return (int64_t)(*n)++;
+}
+
+/* The step rows of WINDOW into S->steps, ascending. */
+static int load_step_rows(ss_reader *r, const int64_t args2[2],
+                          const ss_step_window *w, ss_steps *s)
+{
+    int64_t from = w ? w->from : -1, to = w ? w->to : -1;
+    int64_t limit = w && w->limit > 0 ? w->limit : -1;
+    int descending = from < 0 && limit > 0;
+    int64_t args[5] = {args2[0], args2[1], from < 0 ? INT64_MIN : from,
+                       to < 0 ? INT64_MAX : to, limit};
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT step, finalized_at, world_size, n_present, n_missing, "
+             "CASE WHEN json_valid(missing_ranks) THEN (SELECT "
+             "group_concat(value, ',') FROM json_each(steps.missing_ranks) "
+             "WHERE type = 'integer') END, step_n, step_min, step_median, "
+             "step_p90, step_max, step_worst_rank, rss_median, rss_max, "
+             "rss_worst_rank, device_median, device_max, device_worst_rank "
+             "FROM steps WHERE run_id = ?1 AND attempt = ?2 AND step >= ?3 "
+             "AND step <= ?4 ORDER BY step %s LIMIT ?5",
+             descending ? "DESC" : "ASC");
+    sqlite3_stmt *st = prep(r, sql, args, 5);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    int rc;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)&s->steps, sizeof *s->steps, s->n_steps, &cap)) {
+            rc = oom(r);
+            break;
+        }
+        ss_step_row *x = &s->steps[s->n_steps];
+        memset(x, 0, sizeof *x);
+        x->step = sqlite3_column_int64(st, 0);
+        x->finalized_at = col_i64(st, 1);
+        x->world_size = col_i64(st, 2);
+        x->n_present = col_i64(st, 3);
+        x->n_missing = col_i64(st, 4);
+        if (parse_csv((const char *)sqlite3_column_text(st, 5),
+                      &x->missing_ranks, &x->n_missing_ranks) != 0) {
+            rc = oom(r);
+            break;
+        }
+        int64_t *v[] = {&x->step_n, &x->step_min, &x->step_median,
+                        &x->step_p90, &x->step_max, &x->step_worst_rank,
+                        &x->rss_median, &x->rss_max, &x->rss_worst_rank,
+                        &x->device_median, &x->device_max,
+                        &x->device_worst_rank};
+        for (int i = 0; i < 12; i++)
+            *v[i] = col_i64(st, 6 + i);
+        s->n_steps++;
+    }
+    sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
+    if (descending) /* read newest first: put in ascending order */
+        for (size_t i = 0; i < s->n_steps / 2; i++) {
+            ss_step_row t = s->steps[i];
+            s->steps[i] = s->steps[s->n_steps - 1 - i];
+            s->steps[s->n_steps - 1 - i] = t;
+        }
+    return 0;
+}
+
+/* The phase (SYNCS == 0) or sync rows of S's steps, attached to them. */
+static int load_step_parts(ss_reader *r, const int64_t args2[2], int syncs,
+                           ss_steps *s, size_t *name_cap)
+{
+    int64_t args[4] = {args2[0], args2[1], s->steps[0].step,
+                       s->steps[s->n_steps - 1].step};
+    sqlite3_stmt *st = prep(r, syncs
+        ? "SELECT step, sync, n, skew_ns, late_ns, worst_rank FROM "
+          "step_syncs WHERE run_id = ?1 AND attempt = ?2 AND step BETWEEN "
+          "?3 AND ?4 ORDER BY step, sync"
+        : "SELECT step, phase, n, min, median, p90, max, worst_rank FROM "
+          "step_phases WHERE run_id = ?1 AND attempt = ?2 AND step BETWEEN "
+          "?3 AND ?4 ORDER BY step, phase", args, 4);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0, at = 0, hint = 0;
+    int rc;
+    while ((rc = next_row(r, st)) == 1) {
+        int64_t step = sqlite3_column_int64(st, 0);
+        while (at < s->n_steps && s->steps[at].step < step)
+            at++;
+        if (at == s->n_steps)
+            break;
+        if (s->steps[at].step != step)
+            continue; /* a step outside the window */
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        int64_t idx = intern(&s->names, &s->n_names, name_cap,
+                             name ? name : "?", hint);
+        int full = syncs ? grow((void **)&s->syncs, sizeof *s->syncs,
+                                s->n_syncs, &cap)
+                         : grow((void **)&s->phases, sizeof *s->phases,
+                                s->n_phases, &cap);
+        if (idx < 0 || full) {
+            rc = oom(r);
+            break;
+        }
+        hint = (size_t)idx + 1;
+        ss_step_row *x = &s->steps[at];
+        if (syncs) {
+            if (x->n_syncs == 0)
+                x->sync0 = s->n_syncs;
+            x->n_syncs++;
+            s->syncs[s->n_syncs++] = (ss_step_sync){
+                (uint32_t)idx, sqlite3_column_int64(st, 2), col_i64(st, 3),
+                col_i64(st, 4), col_i64(st, 5)};
+        } else {
+            if (x->n_phases == 0)
+                x->phase0 = s->n_phases;
+            x->n_phases++;
+            s->phases[s->n_phases++] = (ss_step_phase){
+                (uint32_t)idx, sqlite3_column_int64(st, 2), col_i64(st, 3),
+                col_i64(st, 4), col_i64(st, 5), col_i64(st, 6),
+                col_i64(st, 7)};
+        }
+    }
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
+}
+
+int ss_reader_steps(ss_reader *r, int64_t run_id, int64_t attempt,
+                    const ss_step_window *window, unsigned flags,
+                    ss_steps *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    size_t name_cap = 0;
+    rc = load_step_rows(r, args, window, out);
+    if (rc == 0 && out->n_steps && (flags & SS_STEPS_PHASES))
+        rc = load_step_parts(r, args, 0, out, &name_cap);
+    if (rc == 0 && out->n_steps && (flags & SS_STEPS_SYNCS))
+        rc = load_step_parts(r, args, 1, out, &name_cap);
+    if (rc < 0)
+        ss_steps_free(out);
+    return rc;
+}
+
+int ss_reader_step_counts(ss_reader *r, int64_t run_id, int64_t attempt,
+                          ss_step_counts *out)
+{
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT count(*), min(step), max(step), "
+                               "coalesce(sum(n_missing > 0), 0) FROM steps "
+                               "WHERE run_id = ?1 AND attempt = ?2",
+                            args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        out->steps = sqlite3_column_int64(st, 0);
+        out->first = col_i64(st, 1);
+        out->last = col_i64(st, 2);
+        out->with_missing_ranks = sqlite3_column_int64(st, 3);
+        rc = 0;
+    } else if (rc == 0) {
+        rc = db_fail(r);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- rank-steps ---- */
+
+struct ss_rank_steps {
+    ss_reader *r;
+    sqlite3_stmt *st;
+    unsigned fields;
+    ss_rank_step_row row;
+    ss_rank_phase *phases;
+    size_t cap_phases;
+    ss_rank_sync *syncs;
+    size_t cap_syncs;
+    ss_rank_metric *metrics;
+    size_t cap_metrics;
+    char **names;
+    size_t n_names, cap_names, hint;
+};
+
+int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
+                         ss_rank_steps **cur)
+{
+    *cur = NULL;
+    int rc = run_exists(r, q->run_id);
+    if (rc)
+        return rc;
+    int timelines = r->version >= SCHEMA_TIMELINES;
+    int phases = q->fields & SS_RANK_STEPS_PHASES;
+    int syncs = timelines && (q->fields & SS_RANK_STEPS_SYNCS);
+    int metrics = r->version >= SCHEMA_METRICS &&
+                  (q->fields & SS_RANK_STEPS_METRICS);
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
+             "%s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
+             "attempt = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step, rank",
+             timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
+             phases && timelines ? "phase_starts" : "NULL",
+             phases && timelines ? "phase_counts" : "NULL",
+             syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL");
+    int64_t args[4] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
+                       q->last < 0 ? INT64_MAX : q->last};
+    ss_rank_steps *c = calloc(1, sizeof *c);
+    if (!c)
+        return oom(r);
+    c->r = r;
+    c->fields = q->fields;
+    c->st = prep(r, sql, args, 4);
+    if (!c->st) {
+        free(c);
+        return SS_READ_ERROR;
+    }
+    *cur = c;
+    return 0;
+}
+
+/* The phase entry of NAME in the row being read, added (total and start
+ * missing, count 1) when new; NULL on out-of-memory. */
+static ss_rank_phase *row_phase(ss_rank_steps *c, uint32_t name)
+{
+    for (size_t i = 0; i < c->row.n_phases; i++)
+        if (c->phases[i].name == name)
+            return &c->phases[i];
+    if (grow((void **)&c->phases, sizeof *c->phases, c->row.n_phases,
+             &c->cap_phases) != 0)
+        return NULL;
+    ss_rank_phase *p = &c->phases[c->row.n_phases++];
+    *p = (ss_rank_phase){name, SS_MISSING, SS_MISSING, 1};
+    return p;
+}
+
+/* Adds the {name: number} items of the JSON object in column COL to the
+ * row: KIND 0..2 the phases' totals, starts and counts, 3 the syncs, 4 the
+ * metrics.  Text that is not a JSON object adds nothing.  Returns 0 or -1
+ * on out-of-memory. */
+static int add_items(ss_rank_steps *c, int col, int kind)
+{
+    const char *text = (const char *)sqlite3_column_text(c->st, col);
+    if (!text)
+        return 0;
+    cJSON *obj = cJSON_Parse(text);
+    if (!obj)
+        return 0;
+    int rc = 0;
+    for (cJSON *it = obj->child; it && rc == 0; it = it->next) {
+        if (!cJSON_IsNumber(it) || !it->string)
+            continue;
+        int64_t idx = intern(&c->names, &c->n_names, &c->cap_names,
+                             it->string, c->hint);
+        if (idx < 0) {
+            rc = -1;
+            break;
+        }
+        c->hint = (size_t)idx + 1;
+        uint32_t name = (uint32_t)idx;
+        int64_t v = (int64_t)it->valuedouble;
+        if (kind < 3) {
+            ss_rank_phase *p = row_phase(c, name);
+            if (!p)
+                rc = -1;
+            else if (kind == 0)
+                p->total_ns = v;
+            else if (kind == 1)
+                p->start_ns = v;
+            else
+                p->count = v;
+        } else if (kind == 3) {
+            if (grow((void **)&c->syncs, sizeof *c->syncs, c->row.n_syncs,
+                     &c->cap_syncs) != 0)
+                rc = -1;
+            else
+                c->syncs[c->row.n_syncs++] = (ss_rank_sync){name, v};
+        } else {
+            if (grow((void **)&c->metrics, sizeof *c->metrics,
+                     c->row.n_metrics, &c->cap_metrics) != 0)
+                rc = -1;
+            else
+                c->metrics[c->row.n_metrics++] =
+                    (ss_rank_metric){name, it->valuedouble};
+        }
+    }
+    cJSON_Delete(obj);
+    return rc;
+}
+
+int ss_rank_steps_next(ss_rank_steps *c, const ss_rank_step_row **row)
+{
+    *row = NULL;
+    int rc = next_row(c->r, c->st);
+    if (rc != 1)
+        return rc;
+    sqlite3_stmt *st = c->st;
+    ss_rank_step_row *x = &c->row;
+    *x = (ss_rank_step_row){sqlite3_column_int64(st, 0),
+                            sqlite3_column_int64(st, 1),
+                            col_i64(st, 2), col_i64(st, 3), col_i64(st, 4),
+                            col_i64(st, 5), NULL, 0, NULL, 0, NULL, 0};
+    if (add_items(c, 6, 0) != 0 || add_items(c, 7, 1) != 0 ||
+        add_items(c, 8, 2) != 0 || add_items(c, 9, 3) != 0 ||
+        add_items(c, 10, 4) != 0)
+        return oom(c->r);
+    x->phases = c->phases;
+    x->syncs = c->syncs;
+    x->metrics = c->metrics;
+    *row = x;
+    return 1;
+}
+
+const char *ss_rank_steps_name(const ss_rank_steps *c, uint32_t idx)
+{
+    return idx < c->n_names ? c->names[idx] : NULL;
+}
+
+void ss_rank_steps_close(ss_rank_steps *c)
+{
+    if (!c)
+        return;
+    sqlite3_finalize(c->st);
+    free(c->phases);
+    free(c->syncs);
+    free(c->metrics);
+    for (size_t i = 0; i < c->n_names; i++)
+        free(c->names[i]);
+    free(c->names);
+    free(c);
+}
+
+int ss_reader_rank_step_summary(ss_reader *r, int64_t run_id,
+                                int64_t attempt, int64_t first, int64_t last,
+                                ss_rank_step_summary *out)
+{
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[4] = {run_id, attempt, first < 0 ? 0 : first,
+                       last < 0 ? INT64_MAX : last};
+    int timelines = r->version >= SCHEMA_TIMELINES;
+    sqlite3_stmt *st = prep(r, timelines
+        ? "SELECT count(*), count(begin_ns), min(step), max(step), "
+          "(SELECT min(begin_ns) FROM rank_steps WHERE run_id = ?1 AND "
+          "attempt = ?2 AND step = (SELECT min(step) FROM rank_steps WHERE "
+          "run_id = ?1 AND attempt = ?2 AND begin_ns IS NOT NULL)) "
+          "FROM rank_steps WHERE run_id = ?1 AND attempt = ?2 AND step "
+          "BETWEEN ?3 AND ?4"
+        : "SELECT count(*), 0, min(step), max(step), NULL FROM rank_steps "
+          "WHERE run_id = ?1 AND attempt = ?2 AND step BETWEEN ?3 AND ?4",
+        args, 4);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        *out = (ss_rank_step_summary){sqlite3_column_int64(st, 0),
+                                      sqlite3_column_int64(st, 1),
+                                      col_i64(st, 2), col_i64(st, 3),
+                                      col_i64(st, 4)};
+        rc = 0;
+    } else if (rc == 0) {
+        rc = db_fail(r);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int ss_reader_rank_step_numbers(ss_reader *r, int64_t run_id,
+                                int64_t attempt, const ss_step_window *w,
+                                int64_t **steps, size_t *n)
+{
+    *steps = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t from = w ? w->from : -1, to = w ? w->to : -1;
+    int64_t limit = w && w->limit > 0 ? w->limit : -1;
+    int descending = from < 0 && limit > 0;
+    int64_t args[5] = {run_id, attempt, from < 0 ? INT64_MIN : from,
+                       to < 0 ? INT64_MAX : to, limit};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT DISTINCT step FROM rank_steps WHERE run_id = ?1 AND "
+             "attempt = ?2 AND step >= ?3 AND step <= ?4 ORDER BY step %s "
+             "LIMIT ?5", descending ? "DESC" : "ASC");
+    sqlite3_stmt *st = prep(r, sql, args, 5);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)steps, sizeof **steps, *n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        (*steps)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        free(*steps);
+        *steps = NULL;
+        *n = 0;
+        return rc;
+    }
+    if (descending)
+        for (size_t i = 0; i < *n / 2; i++) {
+            int64_t t = (*steps)[i];
+            (*steps)[i] = (*steps)[*n - 1 - i];
+            (*steps)[*n - 1 - i] = t;
+        }
+    return 0;
+}
+
+/* ---- findings ---- */
+
+void ss_finding_rows_free(ss_finding_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        ss_finding_row *f = &rows[i];
+        free(f->kind);
+        free(f->severity);
+        free(f->ranks);
+        free(f->phase);
+        free(f->evidence);
+        free(f->message);
+    }
+    free(rows);
+}
+
+int ss_reader_findings(ss_reader *r, int64_t run_id, int64_t attempt,
+                       int64_t first, int64_t last, ss_finding_row **rows,
+                       size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[4] = {run_id, attempt, first < 0 ? INT64_MIN : first,
+                       last < 0 ? INT64_MAX : last};
+    sqlite3_stmt *st = prep(r,
+        "SELECT finding_id, attempt, kind, severity, "
+        "CASE WHEN json_valid(ranks) THEN (SELECT group_concat(value, ',') "
+        "FROM json_each(findings.ranks) WHERE type = 'integer') END, "
+        "phase, first_step, last_step, "
+        "CASE WHEN json_valid(evidence) AND json_type(evidence) = 'object' "
+        "THEN json(evidence) ELSE '{}' END, message, first_seen_at, "
+        "updated_at FROM findings WHERE run_id = ?1 AND attempt = ?2 "
+        "AND last_step >= ?3 AND first_step <= ?4 "
+        "ORDER BY severity = 'critical' DESC, first_step, finding_id",
+        args, 4);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)rows, sizeof **rows, *n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_finding_row *f = &(*rows)[(*n)++];
+        memset(f, 0, sizeof *f);
+        f->id = sqlite3_column_int64(st, 0);
+        f->attempt = sqlite3_column_int64(st, 1);
+        f->first_step = col_i64(st, 6);
+        f->last_step = col_i64(st, 7);
+        f->first_seen_at = col_i64(st, 10);
+        f->updated_at = col_i64(st, 11);
+        if (col_dup(st, 2, &f->kind) | col_dup(st, 3, &f->severity) |
+            col_dup(st, 5, &f->phase) | col_dup(st, 8, &f->evidence) |
+            col_dup(st, 9, &f->message) |
+            parse_csv((const char *)sqlite3_column_text(st, 4), &f->ranks,
+                      &f->n_ranks)) {
+            rc = oom(r);
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_finding_rows_free(*rows, *n);
+        *rows = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- events ---- */
+
+void ss_event_rows_free(ss_event_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].kind);
+        free(rows[i].message);
+    }
+    free(rows);
+}
+
+int ss_reader_events(ss_reader *r, int64_t run_id, const ss_event_query *q,
+                     ss_event_row **rows, size_t *n, int64_t *total)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[4] = {run_id, q->attempt, q->after_id,
+                       q->limit > 0 ? q->limit : -1};
+    const char *in_attempt = q->attempt >= 0 ? "AND attempt = ?2 " : "";
+    char sql[512];
+    if (total) {
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM events WHERE "
+                 "run_id = ?1 %s", in_attempt);
+        if (query_i64(r, sql, args, q->attempt >= 0 ? 2 : 1, total))
+            return SS_READ_ERROR;
+    }
+    if (q->tail)
+        snprintf(sql, sizeof sql,
+                 "SELECT id, attempt, at, kind, rank, message FROM (SELECT * "
+                 "FROM events WHERE run_id = ?1 %sORDER BY at DESC, id DESC "
+                 "LIMIT ?4) ORDER BY at, id", in_attempt);
+    else
+        snprintf(sql, sizeof sql,
+                 "SELECT id, attempt, at, kind, rank, message FROM events "
+                 "WHERE run_id = ?1 %sAND id > ?3 ORDER BY id LIMIT ?4",
+                 in_attempt);
+    sqlite3_stmt *st = prep(r, sql, args, 4);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)rows, sizeof **rows, *n, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_event_row *e = &(*rows)[(*n)++];
+        memset(e, 0, sizeof *e);
+        e->id = sqlite3_column_int64(st, 0);
+        e->attempt = sqlite3_column_int64(st, 1);
+        e->at = col_i64(st, 2);
+        e->rank = col_i64(st, 4);
+        if (col_dup(st, 3, &e->kind) | col_dup(st, 5, &e->message)) {
+            rc = oom(r);
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_event_rows_free(*rows, *n);
+        *rows = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- metrics ---- */
+
+void ss_metric_rows_free(ss_metric_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].name);
+        free(rows[i].values);
+        free(rows[i].ranks);
+    }
+    free(rows);
+}
+
+int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
+                      ss_metric_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc || r->version < SCHEMA_METRICS)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r,
+        "WITH m AS (SELECT j.key AS name, step, rank, j.value AS v "
+        "  FROM rank_steps, json_each(rank_steps.metrics) AS j "
+        "  WHERE run_id = ?1 AND attempt = ?2 AND metrics IS NOT NULL "
+        "  AND json_valid(metrics) AND j.type IN ('integer', 'real')), "
+        "last AS (SELECT name, max(step) AS step, count(DISTINCT step) AS n "
+        "  FROM m GROUP BY name) "
+        "SELECT m.name, last.n, m.step, m.rank, m.v FROM m "
+        "JOIN last USING (name, step) ORDER BY m.name, m.v, m.rank",
+        args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    size_t cap = 0, vcap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        if (!name)
+            continue;
+        ss_metric_row *m = *n ? &(*rows)[*n - 1] : NULL;
+        if (!m || strcmp(m->name, name) != 0) {
+            if (grow((void **)rows, sizeof **rows, *n, &cap) != 0) {
+                rc = oom(r);
+                break;
+            }
+            m = &(*rows)[(*n)++];
+            memset(m, 0, sizeof *m);
+            m->steps = sqlite3_column_int64(st, 1);
+            m->last_step = sqlite3_column_int64(st, 2);
+            vcap = 0;
+            if (!(m->name = strdup(name))) {
+                rc = oom(r);
+                break;
+            }
+        }
+        if (m->n == vcap) {
+            size_t c = vcap ? vcap * 2 : 16;
+            double *v = realloc(m->values, c * sizeof *v);
+            if (v)
+                m->values = v;
+            int64_t *k = realloc(m->ranks, c * sizeof *k);
+            if (k)
+                m->ranks = k;
+            if (!v || !k) {
+                rc = oom(r);
+                break;
+            }
+            vcap = c;
+        }
+        m->values[m->n] = sqlite3_column_double(st, 4);
+        m->ranks[m->n++] = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_metric_rows_free(*rows, *n);
+        *rows = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * store_fixture.c - the standard test store (store_fixture.h), written
+ * through the store's writer so that it holds exactly what a real run
+ * would leave.
+ */
+#include "store_fixture.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names_[] = {"forward", "backward", "allreduce",
+                                     "loss"};
+
+void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
+                         uint64_t step)
+{
+    ss_rank_step ranks[4];
+    int64_t phase_ns[4][3], sync_ns[4][3];
+    double metric[4][4];
+    int metrics[1] = {3};
+    for (int r = 0; r < 4; r++) {
+        metric[r][0] = metric[r][1] = metric[r][2] = NAN;
+        metric[r][3] = r == 2 && step == 19 ? NAN : (double)step + 0.5 * r;
+        phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
+        phase_ns[r][1] = 60000000;
+        phase_ns[r][2] = SS_MISSING;
+        sync_ns[r][0] = sync_ns[r][1] = SS_MISSING;
+        sync_ns[r][2] = 1000000 + r * 1000;
+        ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
+                                  ((int64_t)1 << 30) + r, SS_MISSING,
+                                  phase_ns[r], sync_ns[r], metric[r],
+                                  (int64_t)step * 200000000, NULL, NULL};
+    }
+    ss_phase_stat phases[2] = {
+        {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},
+        {1, {60000000, 60000000, 60000000, 60000000, 0, 4}}};
+    ss_sync_stat syncs[1] = {{2, 3000, 2000, 3, 4}};
+    ss_step_view v = {
+        .attempt = attempt, .step = step,
+        .finalized_at = 1700000000000000000, .world_size = 4, .n_present = 4,
+        .step_time = {100000000, 101000000, 103000000, 103000000, 3, 4},
+        .rss = {((int64_t)1 << 30), ((int64_t)1 << 30) + 1,
+                ((int64_t)1 << 30) + 3, ((int64_t)1 << 30) + 3, 3, 4},
+        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                   SS_NO_RANK, 0},
+        .n_phases = 2, .phases = phases, .n_syncs = 1, .syncs = syncs,
+        .n_metrics = 1, .metrics = metrics, .n_names = 4, .ranks = ranks};
+    ss_store_put_step(s, run, &v, names_);
+}
+
+int64_t ss_fixture_add_run(ss_store *s, const char *uuid, const char *name,
+                           uint32_t world_size, ss_wall_ns started_at)
+{
+    ss_run_info info = {.world_size = world_size, .started_at = started_at};
+    snprintf(info.uuid, sizeof info.uuid, "%s", uuid);
+    snprintf(info.name, sizeof info.name, "%s", name);
+    snprintf(info.command, sizeof info.command, "python %s.py --lr 0.1",
+             name);
+    snprintf(info.host, sizeof info.host, "node1");
+    int64_t id = -1;
+    char err[256];
+    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0) {
+        fprintf(stderr, "  fixture: begin_run: %s\n", err);
+        return -1;
+    }
+    return id;
+}
+
+void ss_fixture_put_finding(ss_store *s, int64_t run, uint32_t id,
+                            ss_severity severity, const char *kind,
+                            int32_t rank, const char *phase,
+                            uint64_t first_step, uint64_t last_step,
+                            const char *evidence, const char *message)
+{
+    ss_finding f = {.id = id, .severity = severity, .n_ranks = 1,
+                    .ranks = {rank}, .first_step = first_step,
+                    .last_step = last_step};
+    snprintf(f.kind, sizeof f.kind, "%s", kind);
+    snprintf(f.phase, sizeof f.phase, "%s", phase ? phase : "");
+    snprintf(f.evidence_json, sizeof f.evidence_json, "%s", evidence);
+    snprintf(f.message, sizeof f.message, "%s", message);
+    ss_store_put_finding(s, run, &f);
+}
+
+int ss_fixture_build(const char *path, char *err, size_t errlen)
+{
+    ss_store *s = ss_store_open(path, NULL, 1, err, errlen);
+    if (!s)
+        return -1;
+    const ss_wall_ns t0 = SS_FIXTURE_T0, sec = 1000000000;
+    int64_t run = ss_fixture_add_run(s, "0123abcd-0000", "train", 4, t0);
+    ss_store_put_attempt(s, run, 0, t0);
+    for (uint32_t r = 0; r < 4; r++) {
+        ss_rank_info ri = {.rank = r, .pid = 1000 + r, .exit_code = 0,
+                           .term_signal = 0, .last_step = 19,
+                           .dropped_events = r == 1 ? 5 : 0,
+                           .dropped_records = 0};
+        snprintf(ri.host, sizeof ri.host, "node1");
+        snprintf(ri.state, sizeof ri.state, "exited");
+        if (r == 2) {
+            snprintf(ri.state, sizeof ri.state, "failed");
+            ri.exit_code = -1;
+            ri.term_signal = 9;
+        }
+        ss_store_put_rank(s, run, &ri);
+    }
+    for (uint64_t step = 0; step < 20; step++)
+        ss_fixture_put_step(s, run, 0, step);
+    ss_fixture_put_finding(s, run, 1, SS_WARNING, "data_stall", 1, NULL, 7,
+                           7, "{\"wait_ms\":250}",
+                           "rank 1 \"waited\"\tfor data\n\x01 \xe2\x9c\x93 "
+                           "\xff");
+    ss_fixture_put_finding(s, run, 2, SS_CRITICAL, "straggler", 3, "forward",
+                           2, 19,
+                           "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}",
+                           "rank 3 is a persistent straggler in forward");
+    ss_store_put_event(s, run, 0, t0 + sec, "rank_connected", 0, NULL);
+    ss_store_put_event(s, run, 0, t0 + 2 * sec, "rank_failed", 2,
+                       "rank 2 killed by signal 9 at step 19");
+    ss_store_end_run(s, run, t0 + 90 * sec, 137, "failed", 5, 0);
+    run = ss_fixture_add_run(s, "4567ef00-0000", "other", 4, t0 + 100 * sec);
+    ss_store_put_attempt(s, run, 0, t0 + 100 * sec);
+    ss_store_put_attempt(s, run, 1, t0 + 200 * sec);
+    for (uint64_t step = 5; step < 8; step++)
+        ss_fixture_put_step(s, run, 1, step);
+    ss_store_close(s);
+    if (run != 2) {
+        snprintf(err, errlen, "the fixture's runs could not be created");
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * store_fixture.h - one store with known content for the controller's
+ * tests, written through the real writer (store.h).
+ *
+ * ss_fixture_build() writes the standard store every reading test checks
+ * against (the numbers below are what the tests expect):
+ *
+ *   run 1 "train" (uuid 0123abcd-0000, world 4, started at SS_FIXTURE_T0,
+ *     ended 90 s later, status "failed", exit code 137, attempt 0):
+ *     - ranks 0..3 on host node1, pid 1000 + rank, last step 19; rank 2
+ *       "failed" by signal 9, the others "exited" 0; rank 1 dropped 5
+ *       events;
+ *     - steps 0..19: rank r takes 100 + r ms (forward 40 + r ms, backward
+ *       60 ms), begins step s at s * 200 ms (no phase starts), arrives
+ *       at the "allreduce" sync at 1 ms + r us (the same clock), has an
+ *       RSS of 1 GiB + r bytes, and
+ *       reports the metric "loss" = s + r / 2 (rank 2: none in step 19);
+ *     - findings: 1 "data_stall" (warning, rank 1, step 7, evidence
+ *       {"wait_ms":250}, a message with control characters and invalid
+ *       UTF-8) and 2 "straggler" (critical, rank 3, phase forward, steps
+ *       2-19);
+ *     - events: rank_connected (rank 0, T0 + 1 s), rank_failed (rank 2,
+ *       T0 + 2 s).
+ *   run 2 "other" (uuid 4567ef00-0000, world 4, still running): attempt 0
+ *     without steps, attempt 1 with steps 5..7 as above.
+ *
+ * The building blocks are there for tests that need a store of another
+ * shape.  Link with the ss_store_fixture library (controller tests only).
+ */
+#ifndef STEPSCOPE_STORE_FIXTURE_H
+#define STEPSCOPE_STORE_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* 2023-11-14T22:13:20Z, the start of run 1. */
+#define SS_FIXTURE_T0 ((ss_wall_ns)1700000000 * 1000000000)
+
+/* Writes the standard store (above) to PATH, which must not exist yet.
+ * Returns 0, or -1 with a reason in ERR. */
+int ss_fixture_build(const char *path, char *err, size_t errlen);
+
+/* Begins a run (command "python NAME.py --lr 0.1", host node1) and returns
+ * its id, or -1 (the reason printed on stderr). */
+int64_t ss_fixture_add_run(ss_store *s, const char *uuid, const char *name,
+                           uint32_t world_size, ss_wall_ns started_at);
+
+/* Writes step STEP of ATTEMPT of the standard run shape (4 ranks, above). */
+void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
+                         uint64_t step);
+
+/* Writes a finding naming one RANK (PHASE NULL: none). */
+void ss_fixture_put_finding(ss_store *s, int64_t run, uint32_t id,
+                            ss_severity severity, const char *kind,
+                            int32_t rank, const char *phase,
+                            uint64_t first_step, uint64_t last_step,
+                            const char *evidence, const char *message);
+
+#endif
