@@ -147,8 +147,11 @@ void ss_obj_finding_stored(ss_buf *out, const ss_obj_finding_fields *f)
     ss_buf_puts(out, ",\"severity\":");
     ss_buf_json_str(out, f->severity);
     ss_buf_puts(out, ",\"ranks\":[");
-    if (f->ranks_csv)
-        ss_buf_puts(out, f->ranks_csv);
+    for (size_t i = 0; i < f->n_ranks; i++) {
+        if (i)
+            ss_buf_puts(out, ",");
+        ss_buf_json_int(out, f->ranks[i]);
+    }
     ss_buf_puts(out, "],\"phase\":");
     ss_buf_json_str(out, f->phase);
     ss_buf_puts(out, ",\"first_step\":");
@@ -164,11 +167,10 @@ void ss_obj_finding_stored(ss_buf *out, const ss_obj_finding_fields *f)
 
 void ss_obj_finding(ss_buf *out, const ss_finding *f)
 {
-    char ranks[SS_FINDING_MAX_RANKS * 12 + 1] = "";
-    size_t len = 0;
-    for (uint32_t i = 0; i < f->n_ranks && i < SS_FINDING_MAX_RANKS; i++)
-        len += (size_t)snprintf(ranks + len, sizeof ranks - len,
-                                i ? ",%" PRId32 : "%" PRId32, f->ranks[i]);
+    int64_t ranks[SS_FINDING_MAX_RANKS];
+    size_t n_ranks = 0;
+    for (; n_ranks < f->n_ranks && n_ranks < SS_FINDING_MAX_RANKS; n_ranks++)
+        ranks[n_ranks] = f->ranks[n_ranks];
     /* The fixed-size text fields may lack their NUL in a damaged finding:
      * copies bound every read.  The detectors write a compact evidence
      * object (what the store keeps verbatim); anything else would not be
@@ -185,7 +187,8 @@ void ss_obj_finding(ss_buf *out, const ss_finding *f)
         .id = f->id,
         .kind = kind,
         .severity = f->severity == SS_CRITICAL ? "critical" : "warning",
-        .ranks_csv = ranks,
+        .ranks = ranks,
+        .n_ranks = n_ranks,
         .phase = phase[0] ? phase : NULL,
         .first_step = (int64_t)f->first_step,
         .last_step = (int64_t)f->last_step,

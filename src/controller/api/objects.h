@@ -53,7 +53,8 @@ typedef struct {
     int64_t id;
     const char *kind;
     const char *severity;  /* "critical" or "warning" */
-    const char *ranks_csv; /* "2,5": the ranks' numbers; NULL or "": none */
+    const int64_t *ranks;  /* n_ranks of them */
+    size_t n_ranks;
     const char *phase;     /* NULL: written null */
     int64_t first_step, last_step;
     const char *evidence;  /* a JSON object, written as it is */

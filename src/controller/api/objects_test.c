@@ -111,7 +111,7 @@ static void finding_object(void)
               "\"message\":\"rank \\\"2\\\"\\tslow\\n\"}");
     ss_obj_finding_fields fields = {
         .id = 3, .kind = "straggler", .severity = "critical",
-        .ranks_csv = "2,5", .phase = "forward", .first_step = 10,
+        .ranks = (const int64_t[]){2, 5}, .n_ranks = 2, .phase = "forward", .first_step = 10,
         .last_step = 12, .evidence = "{\"late_ms\":2}",
         .message = "rank \"2\"\tslow\n"};
     ss_obj_finding_stored(&stored, &fields);

@@ -4,10 +4,11 @@
  * The single place that turns stored data into API JSON (docs/api.md is the
  * contract).  The HTTP server (http.c) calls it from its threads, and
  * `stepscope report --html` calls it in-process to embed the same documents
- * in a page.  Each ss_query is one read-only SQLite connection: use one per
- * thread (a connection is not shared between threads at once).  In WAL mode
- * it reads while the controller's writer thread writes; it sees what the
- * writer has committed (every 250 ms), never a half-written step.
+ * in a page.  Each ss_query reads through one store reader (reader.h), a
+ * read-only SQLite connection: use one per thread (a connection is not
+ * shared between threads at once).  In WAL mode it reads while the
+ * controller's writer thread writes; it sees what the writer has committed
+ * (every 250 ms), never a half-written step.
  *
  * Conventions (those of docs/report-json.md): durations in fields ending
  * _ms are milliseconds with 3 decimals, sizes in _bytes are bytes, times
@@ -80,6 +81,13 @@ typedef struct {
  * device_bytes:{...}}, ...]} */
 int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *r,
                    ss_buf *out, char *err, size_t errlen);
+
+/* [{"steps":[...]}, ...]: every step of the attempt (-1: the latest), as
+ * steps documents of SS_QUERY_MAX_STEPS steps each but the last; what
+ * GET .../steps?from=F&limit=SS_QUERY_MAX_STEPS returns page after page
+ * (one empty document when there is no step). */
+int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
+                        ss_buf *out, char *err, size_t errlen);
 
 /* {"ranks":[0..],"steps":[...],"step_ms":[[...per step...] per rank]} from
  * the kept rank-step rows (retention: docs/store.md); null where a rank has

@@ -294,6 +294,31 @@ static void steps_windows(void)
     ss_query_close(q);
 }
 
+/* Every step as pages: here one page, the window document itself. */
+static void step_pages(void)
+{
+    ss_query *q = open_fixture();
+    REQUIRE(q);
+    ss_buf pages = {0}, doc = {0};
+    char err[256];
+    CHECK_EQ_INT(ss_query_step_pages(q, 1, -1, &pages, err, sizeof err), 0);
+    ss_query_range rg = {-1, 0, -1, SS_QUERY_MAX_STEPS};
+    ss_buf_puts(&doc, "[");
+    CHECK_EQ_INT(ss_query_steps(q, 1, &rg, &doc, err, sizeof err), 0);
+    ss_buf_puts(&doc, "]");
+    CHECK_STR(pages.data, doc.data);
+    check_step_list(pages.data, "1,2,3");
+    ss_buf_reset(&pages);
+    CHECK_EQ_INT(ss_query_step_pages(q, 7, -1, &pages, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_reset(&pages);
+    CHECK_EQ_INT(ss_query_step_pages(q, 1, 1, &pages, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_free(&pages);
+    ss_buf_free(&doc);
+    ss_query_close(q);
+}
+
 static void step_object_matches_store(void)
 {
     ss_query *q = open_fixture();
@@ -564,7 +589,8 @@ static void steps_10k(void)
 }
 
 TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
-          TEST(steps_windows), TEST(step_object_matches_store),
+          TEST(steps_windows), TEST(step_pages),
+          TEST(step_object_matches_store),
           TEST(heatmap_document), TEST(ranks_document), TEST(live_fields),
           TEST(findings_document), TEST(events_document),
           TEST(open_refuses_non_stores), TEST(json_escaping),
