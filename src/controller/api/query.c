@@ -12,9 +12,8 @@
  * /heatmap the kept rank-step rows of at most SS_QUERY_MAX_CELLS cells;
  * /ranks the per-rank medians over the kept rank-step rows of the latest
  * SS_QUERY_RANK_MEDIAN_STEPS steps; /runs counts steps per run; the run
- * summary reads the attempt's steps in pages of SS_QUERY_MAX_STEPS rows
- * and keeps two numbers per step.  Nothing reads a whole run's
- * rank-steps.
+ * summary reads two numbers per step of the attempt.  Nothing reads a
+ * whole run's rank-steps.
  */
 #include "query.h"
 
@@ -114,26 +113,6 @@ static void json_pcts(ss_buf *b, int64_t *v, size_t n)
     ss_buf_puts(b, "}");
 }
 
-/* A growable array of int64. */
-typedef struct {
-    int64_t *v;
-    size_t n, cap;
-} i64s;
-
-static int i64s_push(i64s *a, int64_t x)
-{
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 1024;
-        int64_t *g = realloc(a->v, cap * sizeof *g);
-        if (!g)
-            return -1;
-        a->v = g;
-        a->cap = cap;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
-
 /* ---- runs ---- */
 
 /* The fields shared by /api/runs and /api/runs/{id}, without braces. */
@@ -185,57 +164,36 @@ int ss_query_runs(ss_query *q, ss_live *live, ss_buf *out, char *err,
 
 /* The "summary" object of /api/runs/{id}: counts, then the percentiles of
  * the median-rank and worst-rank step times over every step of the
- * attempt, read a page of steps at a time. */
+ * attempt. */
 static int run_summary(ss_query *q, int64_t run_id, int64_t attempt,
                        ss_buf *out, char *err, size_t errlen)
 {
     ss_step_counts counts;
     int rc = ss_reader_step_counts(q->reader, run_id, attempt, &counts);
+    int64_t *median = NULL, *worst = NULL;
+    size_t n_median = 0, n_worst = 0;
+    if (rc == 0)
+        rc = ss_reader_step_times(q->reader, run_id, attempt, &median,
+                                  &n_median, &worst, &n_worst);
     if (rc != 0)
         return failed(q, rc, err, errlen);
-    i64s median = {0}, worst = {0};
-    ss_step_window page = {0, -1, SS_QUERY_MAX_STEPS};
-    for (;;) {
-        ss_steps s;
-        rc = ss_reader_steps(q->reader, run_id, attempt, &page, 0, &s);
-        if (rc != 0) {
-            rc = failed(q, rc, err, errlen);
-            break;
-        }
-        for (size_t i = 0; i < s.n_steps && rc == 0; i++) {
-            const ss_step_row *x = &s.steps[i];
-            if ((x->step_median != SS_MISSING &&
-                 i64s_push(&median, x->step_median) != 0) ||
-                (x->step_max != SS_MISSING &&
-                 i64s_push(&worst, x->step_max) != 0))
-                rc = oom(err, errlen);
-        }
-        int64_t last = s.n_steps ? s.steps[s.n_steps - 1].step : INT64_MAX;
-        int full = s.n_steps == (size_t)page.limit;
-        ss_steps_free(&s);
-        if (rc != 0 || !full || last == INT64_MAX)
-            break;
-        page.from = last + 1;
-    }
-    if (rc == 0) {
-        ss_buf_printf(out, "\"summary\":{\"attempt\":%" PRId64 ",\"steps\":",
-                      attempt);
-        ss_buf_json_int(out, counts.steps);
-        ss_buf_puts(out, ",\"first_step\":");
-        ss_buf_json_int(out, counts.first);
-        ss_buf_puts(out, ",\"last_step\":");
-        ss_buf_json_int(out, counts.last);
-        ss_buf_puts(out, ",\"with_missing_ranks\":");
-        ss_buf_json_int(out, counts.with_missing_ranks);
-        ss_buf_puts(out, ",\"step_ms\":{\"median_rank\":");
-        json_pcts(out, median.v, median.n);
-        ss_buf_puts(out, ",\"worst_rank\":");
-        json_pcts(out, worst.v, worst.n);
-        ss_buf_puts(out, "}}");
-    }
-    free(median.v);
-    free(worst.v);
-    return rc;
+    ss_buf_printf(out, "\"summary\":{\"attempt\":%" PRId64 ",\"steps\":",
+                  attempt);
+    ss_buf_json_int(out, counts.steps);
+    ss_buf_puts(out, ",\"first_step\":");
+    ss_buf_json_int(out, counts.first);
+    ss_buf_puts(out, ",\"last_step\":");
+    ss_buf_json_int(out, counts.last);
+    ss_buf_puts(out, ",\"with_missing_ranks\":");
+    ss_buf_json_int(out, counts.with_missing_ranks);
+    ss_buf_puts(out, ",\"step_ms\":{\"median_rank\":");
+    json_pcts(out, median, n_median);
+    ss_buf_puts(out, ",\"worst_rank\":");
+    json_pcts(out, worst, n_worst);
+    ss_buf_puts(out, "}}");
+    free(median);
+    free(worst);
+    return 0;
 }
 
 int ss_query_run(ss_query *q, int64_t run_id, int64_t attempt, ss_live *live,
@@ -409,16 +367,13 @@ static int fill_heatmap(ss_query *q, int64_t run_id, int64_t attempt,
 int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *rg,
                      ss_buf *out, char *err, size_t errlen)
 {
-    int64_t attempt;
+    int64_t attempt, world;
     int rc = ss_reader_attempt(q->reader, run_id, rg->attempt, &attempt,
                                NULL);
-    ss_run_row run;
     if (rc == 0)
-        rc = ss_reader_run(q->reader, run_id, &run);
+        rc = ss_reader_world_size(q->reader, run_id, &world);
     if (rc != 0)
         return failed(q, rc, err, errlen);
-    int64_t world = run.world_size;
-    ss_run_row_clear(&run);
     if (world == SS_MISSING || world < 0)
         world = 0;
     if (world > SS_READ_MAX_RANKS)
