@@ -165,6 +165,15 @@ void ss_obj_finding_stored(ss_buf *out, const ss_obj_finding_fields *f)
     ss_buf_puts(out, "}");
 }
 
+/* The text of the N-byte field SRC into DST (N bytes, NUL-terminated): at
+ * most N - 1 bytes, and no byte past the field when it lacks its NUL. */
+static void copy_field(char *dst, const char *src, size_t n)
+{
+    size_t len = strnlen(src, n - 1);
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
 void ss_obj_finding(ss_buf *out, const ss_finding *f)
 {
     int64_t ranks[SS_FINDING_MAX_RANKS];
@@ -177,10 +186,10 @@ void ss_obj_finding(ss_buf *out, const ss_finding *f)
      * one. */
     char kind[sizeof f->kind], phase[sizeof f->phase];
     char evidence[sizeof f->evidence_json], message[sizeof f->message];
-    snprintf(kind, sizeof kind, "%s", f->kind);
-    snprintf(phase, sizeof phase, "%s", f->phase);
-    snprintf(evidence, sizeof evidence, "%s", f->evidence_json);
-    snprintf(message, sizeof message, "%s", f->message);
+    copy_field(kind, f->kind, sizeof f->kind);
+    copy_field(phase, f->phase, sizeof f->phase);
+    copy_field(evidence, f->evidence_json, sizeof f->evidence_json);
+    copy_field(message, f->message, sizeof f->message);
     size_t n = strlen(evidence);
     int is_object = n >= 2 && evidence[0] == '{' && evidence[n - 1] == '}';
     ss_obj_finding_fields fields = {
