@@ -506,10 +506,25 @@ static int64_t max_known(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
+/* Appends member I of a JSON object under construction in B: its
+ * pre-escaped `,"name":` key (key i at KEYS->data[OFF[i] .. OFF[i + 1]))
+ * with the comma, or after a '{' when it is the first member. */
+static void add_key(ss_buf *b, const ss_buf *keys, const size_t *off,
+                    uint32_t i)
+{
+    const char *key = keys->data + off[i];
+    size_t len = off[i + 1] - off[i];
+    if (b->len == 0) {
+        ss_buf_add(b, "{", 1);
+        key++;
+        len--;
+    }
+    ss_buf_add(b, key, len);
+}
+
 /* Builds into B the JSON object {name: value} of the N values VALS that
- * are neither SS_MISSING nor OMIT, from pre-escaped `"name":` keys (key i
- * at KEYS->data[OFF[i] .. OFF[i + 1])).  B->len is 0 when no value is
- * left.  Returns 0, or -1 when out of memory. */
+ * are neither SS_MISSING nor OMIT, with the keys of build_keys.  B->len
+ * is 0 when no value is left.  Returns 0, or -1 when out of memory. */
 static int build_json_object(ss_buf *b, const int64_t *vals, uint32_t n,
                              const ss_buf *keys, const size_t *off,
                              int64_t omit)
@@ -518,8 +533,7 @@ static int build_json_object(ss_buf *b, const int64_t *vals, uint32_t n,
     for (uint32_t i = 0; i < n; i++) {
         if (vals[i] == SS_MISSING || vals[i] == omit)
             continue;
-        ss_buf_add(b, b->len == 0 ? "{" : ",", 1);
-        ss_buf_add(b, keys->data + off[i], off[i + 1] - off[i]);
+        add_key(b, keys, off, i);
         ss_buf_json_int(b, vals[i]);
     }
     if (b->len)
@@ -538,8 +552,7 @@ static int build_json_doubles(ss_buf *b, const int64_t *bits, uint32_t n,
         memcpy(&d, &bits[i], sizeof d);
         if (!isfinite(d))
             continue;
-        ss_buf_add(b, b->len == 0 ? "{" : ",", 1);
-        ss_buf_add(b, keys->data + off[i], off[i + 1] - off[i]);
+        add_key(b, keys, off, i);
         ss_buf_printf(b, "%.17g", d);
     }
     if (b->len)
@@ -547,7 +560,7 @@ static int build_json_doubles(ss_buf *b, const int64_t *bits, uint32_t n,
     return b->oom ? -1 : 0;
 }
 
-/* Escapes the N NAMES once per step into KEYS, as `"name":`, with name i
+/* Escapes the N NAMES once per step into KEYS, as `,"name":`, with name i
  * at KEYS->data[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
 static int build_keys(ss_buf *keys, size_t **off, size_t *cap,
                       char *const *names, uint32_t n)
@@ -562,6 +575,7 @@ static int build_keys(ss_buf *keys, size_t **off, size_t *cap,
     ss_buf_reset(keys);
     for (uint32_t i = 0; i < n; i++) {
         (*off)[i] = keys->len;
+        ss_buf_add(keys, ",", 1);
         ss_buf_json_str(keys, names[i]);
         ss_buf_add(keys, ":", 1);
     }
