@@ -7,6 +7,7 @@
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope upgrade [--db PATH]                  migrate an older store
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -45,6 +46,8 @@ static void usage(FILE *out)
             "                                     Chrome trace (JSON)\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  upgrade [--db PATH]                bring an older store up to this\n"
+            "                                     version (readers never write)\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -71,6 +74,8 @@ int main(int argc, char **argv)
         return ss_top_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return ss_trace_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "upgrade") == 0)
+        return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -516,7 +516,8 @@ static int rank_medians(ss_reader *r, const int64_t args[3], ss_rank_row *k,
 {
     sqlite3_stmt *st = prep(r, "SELECT rank, step_ns FROM rank_steps WHERE "
                                "run_id = ?1 AND attempt = ?2 AND step >= ?3 "
-                               "AND step_ns IS NOT NULL ORDER BY rank, step_ns",
+                               "AND step_ns IS NOT NULL "
+                               "ORDER BY rank, step_ns",
                             args, 3);
     if (!st)
         return SS_READ_ERROR;
@@ -693,9 +694,10 @@ int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
         }
         sqlite3_finalize(st);
     }
-    if (rc == 0)
+    if (rc == 0 && !(flags & SS_RANKS_NO_MEDIANS))
         rc = rank_medians(r, args, k, (size_t)world);
-    if (rc == 0 && (flags & SS_RANKS_PHASE_MEDIANS))
+    if (rc == 0 && (flags & SS_RANKS_PHASE_MEDIANS) &&
+        !(flags & SS_RANKS_NO_MEDIANS))
         rc = rank_phase_medians(r, args, k, (size_t)world);
     if (rc < 0) {
         ss_rank_rows_free(k, (size_t)world);

@@ -159,14 +159,17 @@ typedef struct {
     size_t n_phase_medians;
 } ss_rank_row;
 
-#define SS_RANKS_PHASE_MEDIANS 1u
+#define SS_RANKS_PHASE_MEDIANS 1u /* fill phase_median_ns */
+#define SS_RANKS_NO_MEDIANS 2u    /* skip the medians (and their sort) */
 
 /*
  * One row per rank 0 .. n-1 of the attempt, where n is the run's world size
  * or one more than the highest rank anything was recorded for, if higher
  * (at most SS_READ_MAX_RANKS).  Ranks nothing is known of have every value
  * missing.  Per-rank medians are over the kept rank-step rows with step >=
- * SINCE_STEP (0: all of them).  FLAGS: SS_RANKS_PHASE_MEDIANS.
+ * SINCE_STEP (0: all of them).  FLAGS: SS_RANKS_PHASE_MEDIANS, or
+ * SS_RANKS_NO_MEDIANS for the rank facts alone (then every median is
+ * missing).
  */
 int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
                     int64_t since_step, unsigned flags, ss_rank_row **rows,

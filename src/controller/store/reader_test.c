@@ -11,6 +11,7 @@
 
 #include "reader.h"
 #include "store_fixture.h"
+#include "store_schema.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
@@ -59,7 +60,7 @@ static void open_refuses_what_is_not_a_store(void)
     ss_reader *r = open_fixture();
     REQUIRE(r != NULL);
     CHECK_STR(ss_reader_path(r), fixture());
-    CHECK_EQ_INT(ss_reader_schema_version(r), 3);
+    CHECK_EQ_INT(ss_reader_schema_version(r), SS_SCHEMA_VERSION);
     CHECK_STR(ss_reader_errmsg(r), "");
     ss_reader_close(r);
 }
@@ -348,7 +349,8 @@ static void findings_events_and_metrics(void)
     CHECK_EQ_INT(f[0].ranks[0], 3);
     CHECK_EQ_INT(f[0].first_step, 2);
     CHECK_EQ_INT(f[0].last_step, 19);
-    CHECK_STR(f[0].evidence, "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
+    CHECK_STR(f[0].evidence,
+              "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
     CHECK_STR(f[1].kind, "data_stall");
     CHECK(f[1].phase == NULL);
     ss_finding_rows_free(f, n);

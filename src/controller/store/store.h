@@ -114,7 +114,8 @@ void ss_store_get_stats(ss_store *s, ss_store_stats *out);
 /* Blocks until everything queued so far is committed. */
 void ss_store_flush(ss_store *s);
 
-/* For readers (report.c): the underlying connection, read-only use. */
+/* The writer's connection, for tests and benchmarks that check what was
+ * written; views read through reader.h instead. */
 struct sqlite3 *ss_store_db(ss_store *s);
 
 #endif

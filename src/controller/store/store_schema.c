@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const migrations[SS_SCHEMA_VERSION] = {
     /* 1: the initial schema. */
@@ -414,6 +415,10 @@ int ss_schema_open_readonly(const char *path, sqlite3 **db, char *err,
     if (!S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s is not a stepscope store (not a file)",
                  path);
+        return -1;
+    }
+    if (access(path, R_OK) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     sqlite3 *h = NULL;

@@ -1,6 +1,7 @@
 /*
- * store_schema.h - the store's schema version, identity check and
- * migrations (internal to store.c and report.c).
+ * store_schema.h - the store's schema version, identity check,
+ * migrations and read-only opening (internal to the store: store.c, the
+ * writer, and reader.c, the read API).
  *
  * A stepscope store is a SQLite database whose `meta` table maps
  * 'application' to 'stepscope' and whose PRAGMA user_version is the schema
@@ -40,13 +41,16 @@ int ss_schema_migrate(struct sqlite3 *db, const char *path, char *err,
                       size_t errlen);
 
 /*
- * Opens the existing store at PATH read-only for a report, without
- * creating or changing anything, and checks it as ss_schema_check does.
- * Stores the connection in *DB and returns its schema version (>= 1), or
- * returns -1 with a reason in ERR (no file, not a store, an empty store
- * file, newer version, corrupt) and *DB == NULL.  The caller closes *DB with
- * sqlite3_close.  A store older than SS_SCHEMA_VERSION is returned as is;
- * the caller migrates it (ss_store_open) before reading.
+ * Opens the existing store at PATH read-only, without creating or changing
+ * anything, and checks it as ss_schema_check does.  The connection is a
+ * URI with mode=ro; where SQLite cannot create the WAL index (a directory
+ * the user may not write, a read-only mount) and no PATH-wal exists, the
+ * file is reopened immutable (docs/store.md, "Reading").  Stores the
+ * connection in *DB and returns its schema version (>= 1), or returns -1
+ * with a reason in ERR (no file, not a store, an empty store file, newer
+ * version, corrupt, a write-ahead log it cannot index) and *DB == NULL.
+ * The caller closes *DB with sqlite3_close.  A store older than
+ * SS_SCHEMA_VERSION is returned as is: only the writer migrates.
  */
 int ss_schema_open_readonly(const char *path, struct sqlite3 **db, char *err,
                             size_t errlen);

@@ -1,22 +1,21 @@
 /*
  * report_test.c - unit tests for `stepscope report` and `stepscope runs`.
  *
- * Builds a store with known data through the store API (two runs; the first
- * has a straggler on rank 3, a failed rank 2, findings, events), runs the
+ * Reads the standard test store (store_fixture.h: two runs; the first has
+ * a straggler on rank 3, a failed rank 2, findings, events), runs the
  * commands with their output captured in memory, and checks the JSON with
  * SQLite's JSON functions (json_valid, json_extract) and the text by
  * content and order.  Also: run selection by id, name and uuid prefix, and
  * the errors for an unknown run, a missing file, a file that is not a
  * store, an empty store and bad usage.
  */
-#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "report.h"
-#include "store.h"
+#include "store_fixture.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
@@ -98,68 +97,9 @@ static int json_ok(const char *json)
         CHECK_STR(jget((json), (path), jb_, sizeof jb_), (want));             \
     } while (0)
 
-static const char *const names_[] = {"forward", "backward", "allreduce",
-                                     "loss"};
-
-/* Writes step STEP of ATTEMPT, 4 ranks: rank r takes 100 + r ms, forward
- * 40 + r ms, backward 60 ms; rank r arrives at allreduce r us after rank 0
- * and reports loss = STEP + r / 2 (rank 2: none in step 19). */
-static void put_step(ss_store *s, int64_t run, uint32_t attempt,
-                     uint64_t step)
-{
-    ss_rank_step ranks[4];
-    int64_t phase_ns[4][3], sync_ns[4][3];
-    double metric[4][4];
-    int metrics[1] = {3};
-    for (int r = 0; r < 4; r++) {
-        metric[r][0] = metric[r][1] = metric[r][2] = NAN;
-        metric[r][3] = r == 2 && step == 19 ? NAN : (double)step + 0.5 * r;
-        phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
-        phase_ns[r][1] = 60000000;
-        phase_ns[r][2] = SS_MISSING;
-        sync_ns[r][0] = sync_ns[r][1] = SS_MISSING;
-        sync_ns[r][2] = 1000000 + r * 1000;
-        ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
-                                  ((int64_t)1 << 30) + r, SS_MISSING,
-                                  phase_ns[r], sync_ns[r], metric[r],
-                                  (int64_t)step * 200000000, NULL, NULL};
-    }
-    ss_phase_stat phases[2] = {
-        {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},
-        {1, {60000000, 60000000, 60000000, 60000000, 0, 4}}};
-    ss_sync_stat syncs[1] = {{2, 3000, 2000, 3, 4}};
-    ss_step_view v = {
-        .attempt = attempt, .step = step,
-        .finalized_at = 1700000000000000000, .world_size = 4, .n_present = 4,
-        .step_time = {100000000, 101000000, 103000000, 103000000, 3, 4},
-        .rss = {((int64_t)1 << 30), ((int64_t)1 << 30) + 1,
-                ((int64_t)1 << 30) + 3, ((int64_t)1 << 30) + 3, 3, 4},
-        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
-                   SS_NO_RANK, 0},
-        .n_phases = 2, .phases = phases, .n_syncs = 1, .syncs = syncs,
-        .n_metrics = 1, .metrics = metrics, .n_names = 4, .ranks = ranks};
-    ss_store_put_step(s, run, &v, names_);
-}
-
-static int64_t add_run(ss_store *s, const char *uuid, const char *name,
-                       ss_wall_ns started)
-{
-    ss_run_info info = {.world_size = 4, .started_at = started};
-    snprintf(info.uuid, sizeof info.uuid, "%s", uuid);
-    snprintf(info.name, sizeof info.name, "%s", name);
-    snprintf(info.command, sizeof info.command, "python %s.py --lr 0.1",
-             name);
-    snprintf(info.host, sizeof info.host, "node1");
-    int64_t id = -1;
-    char err[256];
-    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0)
-        fprintf(stderr, "  begin_run: %s\n", err);
-    return id;
-}
-
-/* The store every test reads: run 1 "train" (20 steps, findings, a failed
- * rank, events, ended) and run 2 "other" (still running; attempt 0 has no
- * steps, attempt 1 has 3). */
+/* The standard store (store_fixture.h): run 1 "train" (20 steps,
+ * findings, a failed rank, events, ended) and run 2 "other" (still
+ * running; attempt 0 has no steps, attempt 1 has 3). */
 static const char *fixture(void)
 {
     static char path[600];
@@ -167,58 +107,8 @@ static const char *fixture(void)
         return path;
     testing_tmp_path("fixture.db", path, sizeof path);
     char err[512];
-    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
-    if (!s) {
+    if (ss_fixture_build(path, err, sizeof err) != 0)
         fprintf(stderr, "  fixture: %s\n", err);
-        return path;
-    }
-    const ss_wall_ns t0 = (ss_wall_ns)1700000000 * 1000000000;
-    int64_t run = add_run(s, "0123abcd-0000", "train", t0);
-    ss_store_put_attempt(s, run, 0, t0);
-    for (uint32_t r = 0; r < 4; r++) {
-        ss_rank_info ri = {.rank = r, .pid = 1000 + r, .exit_code = 0,
-                           .term_signal = 0, .last_step = 19,
-                           .dropped_events = r == 1 ? 5 : 0,
-                           .dropped_records = 0};
-        snprintf(ri.host, sizeof ri.host, "node1");
-        snprintf(ri.state, sizeof ri.state, "exited");
-        if (r == 2) {
-            snprintf(ri.state, sizeof ri.state, "failed");
-            ri.exit_code = -1;
-            ri.term_signal = 9;
-        }
-        ss_store_put_rank(s, run, &ri);
-    }
-    for (uint64_t step = 0; step < 20; step++)
-        put_step(s, run, 0, step);
-    ss_finding f = {.id = 1, .severity = SS_WARNING, .n_ranks = 1,
-                    .ranks = {1}, .first_step = 7, .last_step = 7};
-    snprintf(f.kind, sizeof f.kind, "data_stall");
-    snprintf(f.evidence_json, sizeof f.evidence_json, "{\"wait_ms\":250}");
-    snprintf(f.message, sizeof f.message,
-             "rank 1 \"waited\"\tfor data\n\x01 \xe2\x9c\x93 \xff");
-    ss_store_put_finding(s, run, &f);
-    ss_finding g = {.id = 2, .severity = SS_CRITICAL, .n_ranks = 1,
-                    .ranks = {3}, .first_step = 2, .last_step = 19};
-    snprintf(g.kind, sizeof g.kind, "straggler");
-    snprintf(g.phase, sizeof g.phase, "forward");
-    snprintf(g.evidence_json, sizeof g.evidence_json,
-             "{\"late_ms\":2.0,\"steps\":18,\"rule\":\"skew\"}");
-    snprintf(g.message, sizeof g.message,
-             "rank 3 is a persistent straggler in forward");
-    ss_store_put_finding(s, run, &g);
-    ss_store_put_event(s, run, 0, t0 + 1000000000, "rank_connected", 0, NULL);
-    ss_store_put_event(s, run, 0, t0 + 2000000000, "rank_failed", 2,
-                       "rank 2 killed by signal 9 at step 19");
-    ss_store_end_run(s, run, t0 + 90 * (ss_wall_ns)1000000000, 137, "failed",
-                     5, 0);
-    run = add_run(s, "4567ef00-0000", "other",
-                  t0 + 100 * (ss_wall_ns)1000000000);
-    ss_store_put_attempt(s, run, 0, t0 + 100 * (ss_wall_ns)1000000000);
-    ss_store_put_attempt(s, run, 1, t0 + 200 * (ss_wall_ns)1000000000);
-    for (uint64_t step = 5; step < 8; step++)
-        put_step(s, run, 1, step);
-    ss_store_close(s);
     return path;
 }
 
@@ -520,7 +410,7 @@ static void default_db_path_is_used(void)
     char err[256];
     ss_store *s = ss_store_open(path, NULL, 0, err, sizeof err);
     REQUIRE(s != NULL);
-    add_run(s, "feed", "viaxdg", 1);
+    ss_fixture_add_run(s, "feed", "viaxdg", 4, 1);
     ss_store_close(s);
     const char *rargs[] = {"report", "--json", NULL};
     r = run_cmd(ss_report_cmd, rargs);

@@ -48,7 +48,8 @@
 
 #include "httpget.h"
 #include "query.h"
-#include "runsel.h"
+#include "reader.h"
+#include "store.h"
 
 #define RECENT_STEPS 20  /* steps behind the worst-vs-median line */
 #define HEAT_STEPS 16    /* steps behind each rank's bar */
@@ -207,11 +208,13 @@ static int locate(const opts *o, view *v, char *err, size_t errlen)
         if (s[strspn(s, "0123456789")] == '\0' && strlen(s) < 19) {
             id = strtoll(s, NULL, 10);
         } else {
-            ss_store_reader sr;
-            if (ss_store_reader_open(&sr, o->db, err, errlen) != 0)
+            ss_reader *r = ss_reader_open(o->db, err, errlen);
+            if (!r)
                 return -1;
-            int rc = ss_run_select(sr.db, s, &id, err, errlen);
-            ss_store_reader_close(&sr);
+            int rc = ss_reader_select_run(r, s, &id);
+            if (rc != 0)
+                snprintf(err, errlen, "%s", ss_reader_errmsg(r));
+            ss_reader_close(r);
             if (rc != 0)
                 return -1;
         }

@@ -2,13 +2,13 @@
  * trace.c - `stepscope trace`: rank timelines as a Chrome / Perfetto trace
  * (trace.h, docs/trace.md).
  *
- * One pass, one step at a time: the rank_steps rows of the chosen steps
- * are read in key order (step, then rank), their JSON columns parsed with
- * cJSON into flat arrays of phases and syncs.  Once a step's rows are
- * together, each sync arrival gets its skew against the median arrival of
- * every rank of that step (not only the ranks drawn), the step's earliest
- * begin is kept to place findings, and the step's events are written; then
- * its buffers are reused.  Memory therefore follows the world size, not
+ * One pass, one step at a time: the rank-step rows of the chosen steps
+ * are read through the store's reader (reader.h) in key order (step, then
+ * rank), their phases and syncs copied into flat arrays.  Once a step's
+ * rows are together, each sync arrival gets its skew against the median
+ * arrival of every rank of that step (not only the ranks drawn), the
+ * step's earliest begin is kept to place findings, and the step's events
+ * are written; then its buffers are reused.  Memory therefore follows the world size, not
  * the range: the trace-event format does not need events in time order,
  * viewers sort them.
  *
@@ -23,28 +23,24 @@
  */
 #include "trace.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "progress.h"
-#include "query.h"
-#include "runsel.h"
+#include "reader.h"
 #include "stats.h"
 
-#define MAX_RANKS (1u << 20)
-
 typedef struct {
-    int32_t name;
+    uint32_t name;
     int64_t total, start, count; /* start: ns after the step's begin */
 } tr_phase;
 
 typedef struct {
-    int32_t name;
+    uint32_t name;
     int64_t at;        /* absolute arrival, ns */
     int64_t vs_median; /* arrival - median arrival of the step's ranks */
 } tr_sync;
@@ -65,9 +61,9 @@ typedef struct {
     char *run_name, *uuid;
     int64_t first, last; /* the step range asked for */
     int64_t t0;          /* the run's first step's begin */
-    /* the step being read: its rows and their phases and syncs */
-    char **names;
-    size_t n_names, cap_names;
+    /* the step being read: its rows and their phases and syncs, named by
+     * the cursor's name indexes */
+    ss_rank_steps *cur;
     tr_row *rows;
     size_t n_rows, cap_rows;
     tr_phase *phases;
@@ -109,27 +105,9 @@ static int grow(void **arr, size_t size, size_t n, size_t *cap)
     return 0;
 }
 
-/* The index of NAME in T's name table, added when new; -1 on OOM. */
-static int32_t intern(trace *t, const char *name)
-{
-    for (size_t i = t->n_names; i-- > 0;)
-        if (strcmp(t->names[i], name) == 0)
-            return (int32_t)i;
-    if (grow((void **)&t->names, sizeof *t->names, t->n_names,
-             &t->cap_names) != 0)
-        return -1;
-    char *copy = strdup(name);
-    if (!copy)
-        return -1;
-    t->names[t->n_names] = copy;
-    return (int32_t)t->n_names++;
-}
-
 static void trace_free(trace *t)
 {
-    for (size_t i = 0; i < t->n_names; i++)
-        free(t->names[i]);
-    free(t->names);
+    ss_rank_steps_close(t->cur);
     free(t->rows);
     free(t->phases);
     free(t->syncs);
@@ -159,156 +137,64 @@ static void put_fixed(FILE *f, int64_t ns, int64_t div)
 
 /* ---- reading ---- */
 
-typedef struct {
-    sqlite3 *db;
-    FILE *err;
-} reader;
-
-static void db_fail(reader *rd, const char *what)
+/* The run, its attempt and its world (the run's world size, or one more
+ * than the highest rank recorded). */
+static int load_run(ss_reader *rd, trace *t, int64_t attempt, FILE *err)
 {
-    fprintf(rd->err, "stepscope trace: %s: %s\n", what,
-            sqlite3_errmsg(rd->db));
-}
-
-/* Prepares SQL and binds ?1 = run, ?2 = attempt, ?3 = first, ?4 = last as
- * far as it has parameters. */
-static sqlite3_stmt *prep(reader *rd, const trace *t, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(rd->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        db_fail(rd, "cannot query the store");
-        return NULL;
+    ss_run_row run;
+    int rc = ss_reader_run(rd, t->run_id, &run);
+    if (rc == 0) {
+        t->run_name = strdup(run.name ? run.name : "");
+        t->uuid = strdup(run.uuid ? run.uuid : "");
+        ss_run_row_clear(&run);
+        if (!t->run_name || !t->uuid) {
+            fprintf(err, "stepscope trace: out of memory\n");
+            return -1;
+        }
+        rc = ss_reader_attempt(rd, t->run_id, attempt, &t->attempt, NULL);
     }
-    int64_t args[4] = {t->run_id, t->attempt, t->first, t->last};
-    int n = sqlite3_bind_parameter_count(st);
-    for (int i = 0; i < n && i < 4; i++)
-        sqlite3_bind_int64(st, i + 1, args[i]);
-    return st;
-}
-
-/* One integer from SQL into *OUT (SS_MISSING for NULL or no row). */
-static int query_i64(reader *rd, const trace *t, const char *sql,
-                     int64_t *out)
-{
-    sqlite3_stmt *st = prep(rd, t, sql);
-    if (!st)
-        return -1;
-    int rc = sqlite3_step(st);
-    *out = rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL
-               ? sqlite3_column_int64(st, 0)
-               : SS_MISSING;
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        db_fail(rd, "cannot read the store");
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
-}
-
-static char *col_str(sqlite3_stmt *st, int i)
-{
-    const unsigned char *s = sqlite3_column_text(st, i);
-    return strdup(s ? (const char *)s : "");
-}
-
-static int load_run(reader *rd, trace *t, int64_t attempt)
-{
-    sqlite3_stmt *st = prep(rd, t, "SELECT name, uuid, world_size FROM runs "
-                                   "WHERE id = ?1");
-    if (!st)
-        return -1;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        t->run_name = col_str(st, 0);
-        t->uuid = col_str(st, 1);
-        t->world = sqlite3_column_int64(st, 2);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW || !t->run_name || !t->uuid) {
-        db_fail(rd, "cannot read the run");
+    ss_rank_row *ranks = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = ss_reader_ranks(rd, t->run_id, t->attempt, 0,
+                             SS_RANKS_NO_MEDIANS, &ranks, &n);
+    ss_rank_rows_free(ranks, n);
+    if (rc != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return -1;
     }
-    int64_t latest;
-    if (query_i64(rd, t, "SELECT max(attempt) FROM attempts WHERE run_id = ?1",
-                  &latest) != 0)
-        return -1;
-    if (latest == SS_MISSING)
-        latest = 0;
-    if (attempt > latest) {
-        fprintf(rd->err, "stepscope trace: run %" PRId64 " has no attempt %"
-                PRId64 " (attempts 0 to %" PRId64 ")\n", t->run_id, attempt,
-                latest);
-        return -1;
-    }
-    t->attempt = attempt >= 0 ? attempt : latest;
-    int64_t max_rank;
-    if (query_i64(rd, t, "SELECT max(rank) FROM ranks WHERE run_id = ?1 AND "
-                         "attempt = ?2", &max_rank) != 0)
-        return -1;
-    if (max_rank != SS_MISSING && max_rank + 1 > t->world)
-        t->world = max_rank + 1;
-    if (t->world < 1 || t->world > MAX_RANKS) {
-        fprintf(rd->err, "stepscope trace: run %" PRId64 " has an unusable "
+    t->world = (int64_t)n;
+    if (t->world < 1) {
+        fprintf(err, "stepscope trace: run %" PRId64 " has an unusable "
                 "world size %" PRId64 "\n", t->run_id, t->world);
         return -1;
     }
     return 0;
 }
 
-/* Appends the {name: integer} items of the JSON object TEXT to the phase
- * (SYNCS == 0) or sync list of the row being read.  FIELD says which phase
- * field the values are: 0 total, 1 start, 2 count.  Values for names the
- * row does not have yet add a phase; -1 on OOM. */
-static int add_items(trace *t, tr_row *row, const char *text, int syncs,
-                     int field)
+/* Adds the phases and syncs of ROW (the cursor's) to the step being read
+ * as its row X.  Returns 0 or -1 on out-of-memory. */
+static int add_row(trace *t, const ss_rank_step_row *row, tr_row *x)
 {
-    if (!text)
-        return 0;
-    cJSON *obj = cJSON_Parse(text);
-    if (!obj)
-        return 0; /* not JSON: nothing known */
-    int rc = 0;
-    for (cJSON *it = obj->child; it && rc == 0; it = it->next) {
-        if (!cJSON_IsNumber(it) || !it->string)
-            continue;
-        int64_t v = (int64_t)it->valuedouble;
-        int32_t name = intern(t, it->string);
-        if (name < 0) {
-            rc = -1;
-            break;
-        }
-        if (syncs) {
-            if (grow((void **)&t->syncs, sizeof *t->syncs, t->n_syncs,
-                     &t->cap_syncs) != 0) {
-                rc = -1;
-                break;
-            }
-            t->syncs[t->n_syncs++] = (tr_sync){name, row->begin + v,
-                                               SS_MISSING};
-            row->n_syncs++;
-            continue;
-        }
-        tr_phase *p = NULL;
-        for (size_t i = 0; i < row->n_phases; i++)
-            if (t->phases[row->phase0 + i].name == name)
-                p = &t->phases[row->phase0 + i];
-        if (!p) {
-            if (grow((void **)&t->phases, sizeof *t->phases, t->n_phases,
-                     &t->cap_phases) != 0) {
-                rc = -1;
-                break;
-            }
-            p = &t->phases[t->n_phases++];
-            *p = (tr_phase){name, SS_MISSING, SS_MISSING, 1};
-            row->n_phases++;
-        }
-        if (field == 0)
-            p->total = v;
-        else if (field == 1)
-            p->start = v;
-        else
-            p->count = v;
+    for (size_t i = 0; i < row->n_phases; i++) {
+        if (grow((void **)&t->phases, sizeof *t->phases, t->n_phases,
+                 &t->cap_phases) != 0)
+            return -1;
+        const ss_rank_phase *p = &row->phases[i];
+        t->phases[t->n_phases++] = (tr_phase){p->name, p->total_ns,
+                                              p->start_ns, p->count};
+        x->n_phases++;
     }
-    cJSON_Delete(obj);
-    return rc;
+    for (size_t i = 0; i < row->n_syncs; i++) {
+        if (grow((void **)&t->syncs, sizeof *t->syncs, t->n_syncs,
+                 &t->cap_syncs) != 0)
+            return -1;
+        t->syncs[t->n_syncs++] = (tr_sync){
+            row->syncs[i].name, row->begin_ns + row->syncs[i].at_ns,
+            SS_MISSING};
+        x->n_syncs++;
+    }
+    return 0;
 }
 
 /* ---- choosing ---- */
@@ -369,35 +255,32 @@ static int parse_ranks(const char *s, uint8_t *want, int64_t world)
 
 /* Chooses the step range: the one asked for, or the latest
  * SS_TRACE_DEFAULT_STEPS kept steps. */
-static int choose_steps(reader *rd, trace *t, const char *spec)
+static int choose_steps(ss_reader *rd, trace *t, const char *spec, FILE *err)
 {
-    int64_t first = -1, last = -1, max_step, v;
+    int64_t first = -1, last = -1;
     if (spec && parse_steps(spec, &first, &last) != 0) {
-        fprintf(rd->err, "stepscope trace: --steps wants A:B, A:, :B or A "
-                         "(step numbers, A <= B), not '%s'\n", spec);
+        fprintf(err, "stepscope trace: --steps wants A:B, A:, :B or A "
+                     "(step numbers, A <= B), not '%s'\n", spec);
         return 2;
     }
-    if (query_i64(rd, t, "SELECT max(step) FROM rank_steps WHERE run_id = ?1 "
-                         "AND attempt = ?2", &max_step) != 0)
+    ss_step_window latest = {-1, -1, spec ? 1 : SS_TRACE_DEFAULT_STEPS};
+    int64_t *steps;
+    size_t n;
+    if (ss_reader_rank_step_numbers(rd, t->run_id, t->attempt, &latest,
+                                    &steps, &n) != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return 1;
-    if (max_step == SS_MISSING) {
-        fprintf(rd->err, "stepscope trace: run %" PRId64 " attempt %" PRId64
+    }
+    if (n == 0) {
+        fprintf(err, "stepscope trace: run %" PRId64 " attempt %" PRId64
                 " has no per-rank steps stored\n", t->run_id, t->attempt);
         return 1;
     }
-    if (!spec) {
-        char sql[256];
-        snprintf(sql, sizeof sql,
-                 "SELECT min(step) FROM (SELECT DISTINCT step FROM rank_steps "
-                 "WHERE run_id = ?1 AND attempt = ?2 ORDER BY step DESC "
-                 "LIMIT %d)", SS_TRACE_DEFAULT_STEPS);
-        if (query_i64(rd, t, sql, &v) != 0)
-            return 1;
-        first = v;
-        last = max_step;
-    }
+    if (!spec)
+        first = steps[0];
     t->first = first < 0 ? 0 : first;
-    t->last = last < 0 ? max_step : last;
+    t->last = last < 0 ? steps[n - 1] : last;
+    free(steps);
     return 0;
 }
 
@@ -416,7 +299,7 @@ static int cmp_drawn(const void *a, const void *b)
         return x->start < y->start ? -1 : 1;
     if (x->end != y->end)
         return x->end > y->end ? -1 : 1; /* the longer one is the parent */
-    return x->p->name - y->p->name;
+    return (x->p->name > y->p->name) - (x->p->name < y->p->name);
 }
 
 static void event_head(FILE *f, trace *t, const char *name, const char *cat,
@@ -472,7 +355,8 @@ static void write_row(FILE *f, trace *t, const tr_row *row)
             d[i].clipped = 1;
         }
         stack[depth++] = d[i].end;
-        event_head(f, t, t->names[d[i].p->name], "phase", "X", tid,
+        event_head(f, t, ss_rank_steps_name(t->cur, d[i].p->name), "phase",
+                   "X", tid,
                    d[i].start);
         fputs(",\"dur\":", f);
         put_fixed(f, d[i].end - d[i].start, 1000);
@@ -488,7 +372,8 @@ static void write_row(FILE *f, trace *t, const tr_row *row)
 
     for (size_t i = 0; i < row->n_syncs; i++) {
         const tr_sync *y = &t->syncs[row->sync0 + i];
-        event_head(f, t, t->names[y->name], "sync", "i", tid, y->at);
+        event_head(f, t, ss_rank_steps_name(t->cur, y->name), "sync", "i",
+                   tid, y->at);
         fprintf(f, ",\"s\":\"t\",\"args\":{\"step\":%" PRId64
                    ",\"vs_median_ms\":",
                 row->step);
@@ -511,48 +396,50 @@ static int64_t step_time(const trace *t, int64_t step)
     return lo < t->n_steps ? t->steps[lo].begin : SS_MISSING;
 }
 
-static int write_findings(reader *rd, FILE *f, trace *t)
+/* Findings by their first step, as they are drawn. */
+static int cmp_finding(const void *a, const void *b)
 {
-    sqlite3_stmt *st = prep(rd, t,
-                            "SELECT first_step, last_step, kind, severity, "
-                            "CASE WHEN json_valid(ranks) THEN json(ranks) "
-                            "ELSE '[]' END, phase, message, "
-                            "CASE WHEN json_valid(evidence) THEN "
-                            "json(evidence) ELSE '{}' END "
-                            "FROM findings WHERE run_id = ?1 AND "
-                            "attempt = ?2 AND last_step >= ?3 AND "
-                            "first_step <= ?4 ORDER BY first_step, "
-                            "finding_id");
-    if (!st)
+    const ss_finding_row *x = a, *y = b;
+    if (x->first_step != y->first_step)
+        return x->first_step < y->first_step ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int write_findings(ss_reader *rd, FILE *f, trace *t, FILE *err)
+{
+    ss_finding_row *fs;
+    size_t n;
+    if (ss_reader_findings(rd, t->run_id, t->attempt, t->first, t->last, &fs,
+                           &n) != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return -1;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t first = sqlite3_column_int64(st, 0);
-        int64_t at = step_time(t, first);
+    }
+    if (n > 1)
+        qsort(fs, n, sizeof *fs, cmp_finding);
+    for (size_t i = 0; i < n; i++) {
+        const ss_finding_row *x = &fs[i];
+        int64_t at = step_time(t, x->first_step);
         if (at == SS_MISSING)
             continue;
-        const char *txt[6];
-        for (int i = 0; i < 6; i++)
-            txt[i] = (const char *)sqlite3_column_text(st, 2 + i);
-        event_head(f, t, txt[0] ? txt[0] : "finding", "finding", "i", 0, at);
+        event_head(f, t, x->kind ? x->kind : "finding", "finding", "i", 0,
+                   at);
         fputs(",\"s\":\"g\",\"args\":{\"severity\":", f);
-        json_str(f, txt[1]);
+        json_str(f, x->severity);
         fputs(",\"message\":", f);
-        json_str(f, txt[4]);
+        json_str(f, x->message);
         fprintf(f, ",\"first_step\":%" PRId64 ",\"last_step\":%" PRId64
-                   ",\"ranks\":%s",
-                first, (int64_t)sqlite3_column_int64(st, 1),
-                txt[2] ? txt[2] : "[]");
-        if (txt[3]) {
+                   ",\"ranks\":[", x->first_step, x->last_step);
+        for (size_t k = 0; k < x->n_ranks; k++)
+            fprintf(f, k ? ",%" PRId64 : "%" PRId64, x->ranks[k]);
+        fputc(']', f);
+        if (x->phase) {
             fputs(",\"phase\":", f);
-            json_str(f, txt[3]);
+            json_str(f, x->phase);
         }
-        fprintf(f, ",\"evidence\":%s}}", txt[5] ? txt[5] : "{}");
+        fprintf(f, ",\"evidence\":%s}}", x->evidence ? x->evidence : "{}");
     }
-    if (rc != SQLITE_DONE)
-        db_fail(rd, "cannot read the findings");
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    ss_finding_rows_free(fs, n);
+    return 0;
 }
 
 /* Gives every sync arrival of the step's rows its skew against the
@@ -563,7 +450,7 @@ static int finish_step(trace *t)
     for (size_t i = 0; i < t->n_syncs; i++) {
         if (t->syncs[i].vs_median != SS_MISSING)
             continue;
-        int32_t name = t->syncs[i].name;
+        uint32_t name = t->syncs[i].name;
         size_t n = 0;
         for (size_t k = i; k < t->n_syncs; k++)
             if (t->syncs[k].name == name)
@@ -613,63 +500,48 @@ static int emit_step(FILE *f, trace *t)
 
 /* Reads the range's rows, TOTAL of them, step by step, writing each step
  * as soon as its rows are together. */
-static int stream_steps(reader *rd, FILE *f, trace *t, uint64_t total,
-                        ss_progress *pg)
+static int stream_steps(ss_reader *rd, FILE *f, trace *t, uint64_t total,
+                        ss_progress *pg, FILE *err)
 {
     ss_progress_stage(pg, "stepscope trace: rank-steps", 0, total);
-    sqlite3_stmt *st = prep(rd, t,
-                            "SELECT step, rank, begin_ns, step_ns, phases, "
-                            "phase_starts, phase_counts, syncs "
-                            "FROM rank_steps WHERE run_id = ?1 AND "
-                            "attempt = ?2 AND step BETWEEN ?3 AND ?4 "
-                            "ORDER BY step, rank");
-    if (!st)
+    ss_rank_step_query q = {t->run_id, t->attempt, t->first, t->last,
+                            SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS};
+    if (ss_reader_rank_steps(rd, &q, &t->cur) != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return -1;
-    int rc;
+    }
+    const ss_rank_step_row *row;
+    int rc, nomem = 0;
     uint64_t seen = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (!nomem && (rc = ss_rank_steps_next(t->cur, &row)) == 1) {
         ss_progress_update(pg, ++seen);
-        int64_t rank = sqlite3_column_int64(st, 1);
-        if (sqlite3_column_type(st, 2) == SQLITE_NULL ||
-            sqlite3_column_type(st, 3) == SQLITE_NULL) {
+        if (row->begin_ns == SS_MISSING || row->step_ns == SS_MISSING) {
             t->no_timeline++;
             continue;
         }
-        if (rank < 0 || rank >= t->world)
+        if (row->rank < 0 || row->rank >= t->world)
             continue;
-        int64_t step = sqlite3_column_int64(st, 0);
-        if (t->n_rows && t->rows[0].step != step && emit_step(f, t) != 0) {
-            rc = SQLITE_NOMEM;
+        if (t->n_rows && t->rows[0].step != row->step && emit_step(f, t)) {
+            nomem = 1;
             break;
         }
         if (grow((void **)&t->rows, sizeof *t->rows, t->n_rows,
                  &t->cap_rows) != 0) {
-            rc = SQLITE_NOMEM;
+            nomem = 1;
             break;
         }
-        tr_row *row = &t->rows[t->n_rows++];
-        *row = (tr_row){step, rank, sqlite3_column_int64(st, 2),
-                        sqlite3_column_int64(st, 3), t->n_phases, 0,
-                        t->n_syncs, 0};
-        const char *cols[4];
-        for (int i = 0; i < 4; i++)
-            cols[i] = (const char *)sqlite3_column_text(st, 4 + i);
-        if (add_items(t, row, cols[0], 0, 0) != 0 ||
-            add_items(t, row, cols[1], 0, 1) != 0 ||
-            add_items(t, row, cols[2], 0, 2) != 0 ||
-            add_items(t, row, cols[3], 1, 0) != 0) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
+        tr_row *x = &t->rows[t->n_rows++];
+        *x = (tr_row){row->step, row->rank, row->begin_ns, row->step_ns,
+                      t->n_phases, 0, t->n_syncs, 0};
+        nomem = add_row(t, row, x) != 0;
     }
-    if (rc == SQLITE_DONE && t->n_rows && emit_step(f, t) != 0)
-        rc = SQLITE_NOMEM;
-    if (rc == SQLITE_NOMEM)
-        fprintf(rd->err, "stepscope trace: out of memory\n");
-    else if (rc != SQLITE_DONE)
-        db_fail(rd, "cannot read the steps");
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    if (!nomem && rc == 0 && t->n_rows && emit_step(f, t) != 0)
+        nomem = 1;
+    if (nomem)
+        fprintf(err, "stepscope trace: out of memory\n");
+    else if (rc < 0)
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
+    return nomem || rc < 0 ? -1 : 0;
 }
 
 static void write_head(FILE *f, trace *t)
@@ -804,24 +676,22 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
     return -1;
 }
 
-/* SQLite's progress callback: keeps the progress line current while a
- * query works before its first row (the count of a large range). */
-static int progress_tick(void *pg)
+/* The reader's progress callback: keeps the progress line current while
+ * a query works before its first row (the count of a large range). */
+static void progress_tick(void *pg)
 {
     ss_progress_tick(pg);
-    return 0;
 }
 
 /* Reads and writes once the store is open.  Returns the exit status. */
-static int make_trace(reader *rd, const opts *o, trace *t, FILE *out,
+static int make_trace(ss_reader *rd, const opts *o, trace *t, FILE *out,
                       FILE *err)
 {
-    char msg[1024];
-    if (ss_run_select(rd->db, o->run, &t->run_id, msg, sizeof msg) != 0) {
-        fprintf(err, "stepscope trace: %s\n", msg);
+    if (ss_reader_select_run(rd, o->run, &t->run_id) != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return 1;
     }
-    if (load_run(rd, t, o->attempt) != 0)
+    if (load_run(rd, t, o->attempt, err) != 0)
         return 1;
     t->want_rank = calloc((size_t)t->world, 1);
     if (!t->want_rank) {
@@ -835,31 +705,23 @@ static int make_trace(reader *rd, const opts *o, trace *t, FILE *out,
                      " like 0,3,8-15, not '%s'\n", t->world, o->ranks);
         return 2;
     }
-    int rc = choose_steps(rd, t, o->steps);
+    int rc = choose_steps(rd, t, o->steps, err);
     if (rc)
         return rc;
-    if (query_i64(rd, t, "SELECT min(begin_ns) FROM rank_steps WHERE "
-                         "run_id = ?1 AND attempt = ?2 AND step = (SELECT "
-                         "min(step) FROM rank_steps WHERE run_id = ?1 AND "
-                         "attempt = ?2 AND begin_ns IS NOT NULL)",
-                  &t->t0) != 0)
+    ss_rank_step_summary sum;
+    if (ss_reader_rank_step_summary(rd, t->run_id, t->attempt, t->first,
+                                    t->last, &sum) != 0) {
+        fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return 1;
-    int64_t total, timed;
-    if (query_i64(rd, t, "SELECT count(*) FROM rank_steps WHERE run_id = ?1 "
-                         "AND attempt = ?2 AND step BETWEEN ?3 AND ?4",
-                  &total) != 0 ||
-        query_i64(rd, t, "SELECT count(begin_ns) FROM rank_steps WHERE "
-                         "run_id = ?1 AND attempt = ?2 AND step BETWEEN ?3 "
-                         "AND ?4",
-                  &timed) != 0)
-        return 1;
-    if (timed <= 0) {
+    }
+    t->t0 = sum.t0_ns;
+    if (sum.timed_rows <= 0) {
         fprintf(err, "stepscope trace: run %" PRId64 " has no step timelines "
                 "for steps %" PRId64 " to %" PRId64 "%s\n", t->run_id,
                 t->first, t->last,
-                total > 0 ? " (they were recorded by a stepscope that did "
-                            "not store timelines)"
-                          : "");
+                sum.rows > 0 ? " (they were recorded by a stepscope that did "
+                               "not store timelines)"
+                             : "");
         return 1;
     }
     t->scratch = malloc((size_t)t->world * sizeof *t->scratch);
@@ -879,14 +741,14 @@ static int make_trace(reader *rd, const opts *o, trace *t, FILE *out,
         setvbuf(f, big, _IOFBF, sizeof big);
     ss_progress pg;
     ss_progress_begin(&pg, err, "stepscope trace", 0);
-    sqlite3_progress_handler(rd->db, 100000, progress_tick, &pg);
+    ss_reader_set_progress(rd, progress_tick, &pg);
     write_head(f, t);
-    rc = stream_steps(rd, f, t, (uint64_t)total, &pg);
+    rc = stream_steps(rd, f, t, (uint64_t)sum.rows, &pg, err);
     if (rc == 0)
-        rc = write_findings(rd, f, t);
+        rc = write_findings(rd, f, t, err);
     if (rc == 0)
         write_tail(f, t);
-    sqlite3_progress_handler(rd->db, 0, NULL, NULL);
+    ss_reader_set_progress(rd, NULL, NULL);
     ss_progress_end(&pg);
     int werr = ferror(f) || fflush(f) != 0;
     if (!to_stdout && fclose(f) != 0)
@@ -915,18 +777,17 @@ int ss_trace_cmd(int argc, char **argv, FILE *out, FILE *err)
     int rc = parse_args(argc, argv, &o, out, err);
     if (rc >= 0)
         return rc;
-    ss_store_reader sr;
     char msg[1024];
-    if (ss_store_reader_open(&sr, o.db, msg, sizeof msg) != 0) {
+    ss_reader *rd = ss_reader_open(o.db, msg, sizeof msg);
+    if (!rd) {
         fprintf(err, "stepscope trace: %s\n", msg);
         return 1;
     }
-    reader rd = {sr.db, err};
     trace t;
     memset(&t, 0, sizeof t);
-    rc = make_trace(&rd, &o, &t, out, err);
+    rc = make_trace(rd, &o, &t, out, err);
     trace_free(&t);
-    ss_store_reader_close(&sr);
+    ss_reader_close(rd);
     return rc;
 }
 

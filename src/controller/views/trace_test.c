@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "store_fixture.h"
 #include "testing.h"
 #include "testing_tmp.h"
 #include "trace.h"
@@ -83,24 +83,19 @@ static int make_store(const char *path, int old_too)
     if (!s)
         return -1;
     for (int k = 0; k < 1 + old_too; k++) {
-        ss_run_info info;
-        memset(&info, 0, sizeof info);
-        snprintf(info.uuid, sizeof info.uuid, "uuid-%d", k);
-        snprintf(info.name, sizeof info.name, "train \"%d\"", k);
-        snprintf(info.command, sizeof info.command, "train");
-        info.world_size = W;
-        int64_t run;
-        if (ss_store_begin_run(s, &info, &run, err, sizeof err) != 0)
+        char uuid[16], name[16];
+        snprintf(uuid, sizeof uuid, "uuid-%d", k);
+        snprintf(name, sizeof name, "train \"%d\"", k);
+        int64_t run = ss_fixture_add_run(s, uuid, name, W, 0);
+        if (run < 0) {
+            ss_store_close(s);
             return -1;
+        }
         ss_store_put_attempt(s, run, 0, 1);
         put_steps(s, run, k == 0);
-        ss_finding f = {.id = 1, .severity = SS_CRITICAL, .n_ranks = 1,
-                        .ranks = {2}, .first_step = 4, .last_step = 6};
-        snprintf(f.kind, sizeof f.kind, "straggler");
-        snprintf(f.phase, sizeof f.phase, "forward");
-        snprintf(f.evidence_json, sizeof f.evidence_json, "{\"late_ms\":1}");
-        snprintf(f.message, sizeof f.message, "rank 2 is late \xff \"x\"");
-        ss_store_put_finding(s, run, &f);
+        ss_fixture_put_finding(s, run, 1, SS_CRITICAL, "straggler", 2,
+                               "forward", 4, 6, "{\"late_ms\":1}",
+                               "rank 2 is late \xff \"x\"");
     }
     ss_store_close(s);
     return 0;

@@ -1,0 +1,110 @@
+/*
+ * report_model.h - one run attempt as `stepscope report` explains it: the
+ * model report_load.c builds from the store's reader (reader.h), and the
+ * two renderings of it, text (report_text.c) and JSON (report_json.c,
+ * docs/report-json.md).  Internal to the report's modules; the commands
+ * are in report.h.
+ *
+ * Statistics: percentiles are nearest-rank over the sorted values (pN is
+ * the smallest value with at least N% of the values at or below it; p50 is
+ * the lower median).  Step and phase statistics are over every finalized
+ * step of the attempt; per-rank medians and p90s are over the rank-step
+ * rows the store kept (retention, docs/store.md); per-rank step counts,
+ * means and maxima are over every step written.  A value that was not
+ * measured is SS_MISSING, printed as "-" (text) or null (JSON), never 0.
+ */
+#ifndef STEPSCOPE_REPORT_MODEL_H
+#define STEPSCOPE_REPORT_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "reader.h"
+
+#define SS_REPORT_MAX_EVENTS 10000 /* events kept: the latest ones */
+
+/* A sorted series of values. */
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} ss_report_vec;
+
+/* Nearest-rank percentile PERMILLE (1..1000) of sorted A; SS_MISSING if
+ * empty. */
+int64_t ss_report_pct(const ss_report_vec *a, unsigned permille);
+
+/* Per-step values of one phase or sync point, sorted.  Phase: a = the
+ * median rank's duration, b = the worst rank's; top_rank = the rank most
+ * often worst.  Sync: a = arrival skew, b = lateness of the last rank;
+ * top_rank = the rank most often last. */
+typedef struct {
+    char *name;
+    ss_report_vec a, b;
+    int64_t top_rank, top_count;
+} ss_report_series;
+
+/* A metric (ss_metric) at the last kept step some rank reported it in. */
+typedef struct {
+    char *name;
+    int64_t steps, last_step;
+    int64_t n; /* ranks with a value at last_step */
+    double median, min, max;
+    int64_t min_rank, max_rank;
+} ss_report_metric;
+
+typedef struct {
+    ss_run_row run;
+    int64_t attempt, n_attempts;
+    ss_finding_row *findings; /* critical first */
+    size_t n_findings;
+    ss_report_vec step_med, step_max;
+    int64_t first_step, last_step, incomplete_steps;
+    int64_t step_worst_rank, step_worst_count;
+    ss_report_series *phases; /* longest median-rank p50 first */
+    size_t n_phases;
+    ss_report_series *syncs;  /* by name */
+    size_t n_syncs;
+    ss_report_metric *metrics;
+    size_t n_metrics;
+    ss_rank_row *ranks;       /* ranks 0 .. n_ranks-1 */
+    size_t n_ranks;
+    int64_t *phase_med;       /* [rank * n_phases + phase]: the rank's p50 */
+    uint8_t *named;           /* n_ranks: named by a finding */
+    ss_event_row *events;     /* the latest SS_REPORT_MAX_EVENTS, in time
+                                 order */
+    size_t n_events;
+    int64_t events_total;
+} ss_report;
+
+/*
+ * Reads attempt ATTEMPT (-1: the latest) of run RUN_ID through R into RP
+ * (zeroed first), saying which part it reads on a progress line on ERR
+ * when ERR is a terminal.  Returns 0, or -1 with the reason printed to ERR
+ * as "stepscope report: ...".  Free RP with ss_report_free either way.
+ */
+int ss_report_load(ss_reader *r, int64_t run_id, int64_t attempt,
+                   ss_report *rp, FILE *err);
+void ss_report_free(ss_report *rp);
+
+/* The totals of dropped data: the run's own when it ended, else the sum of
+ * what the ranks reported so far. */
+void ss_report_dropped(const ss_report *rp, int64_t *events,
+                       int64_t *records);
+
+/* The text report (control characters in stored strings are replaced by
+ * spaces in RP first: the text goes to a terminal). */
+void ss_report_print_text(FILE *f, ss_report *rp);
+
+/* The JSON report of docs/report-json.md; DB_PATH is its "db".  Returns
+ * 0, or -1 when memory ran out (the output is then incomplete). */
+int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path);
+
+/* `stepscope runs` as text; "no runs in DB_PATH yet" for none. */
+void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,
+                        const char *db_path);
+/* `stepscope runs --json`: {"db": DB_PATH, "runs": [...]}; 0 or -1 as
+ * ss_report_print_json. */
+int ss_runs_print_json(FILE *f, const ss_run_row *runs, size_t n,
+                       const char *db_path);
+
+#endif

@@ -1,0 +1,481 @@
+/*
+ * report_text.c - the text report and the text list of runs, for people
+ * at a terminal (report_model.h).
+ *
+ * Findings come first: they are the point of the report; the tables after
+ * them are the evidence a person checks the findings against.  Every
+ * string that came from a rank or a command line has its control
+ * characters replaced by spaces first, so stored text cannot drive the
+ * terminal.  Large worlds list only the notable ranks (failed, named by a
+ * finding, the slowest); `--json` lists every rank.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+#include "report_model.h"
+
+#define MAX_EVENTS_TEXT 20 /* events listed */
+#define MAX_RANKS_TEXT 32  /* above this, the notable ranks only */
+
+/* Milliseconds for a table: 3 decimals under 1 ms (sync skews are often
+ * microseconds), 1 decimal above; "-" if missing. */
+static const char *fmt_ms(char *buf, size_t n, int64_t ns)
+{
+    if (ns == SS_MISSING)
+        snprintf(buf, n, "-");
+    else if (ns > -1000000 && ns < 1000000)
+        snprintf(buf, n, "%.3f", (double)ns / 1e6);
+    else
+        snprintf(buf, n, "%.1f", (double)ns / 1e6);
+    return buf;
+}
+
+static const char *fmt_bytes(char *buf, size_t n, int64_t b)
+{
+    if (b == SS_MISSING)
+        snprintf(buf, n, "-");
+    else if (b >= (int64_t)1 << 30)
+        snprintf(buf, n, "%.1f GiB", (double)b / (double)(1 << 30));
+    else if (b >= 1 << 20)
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1 << 20));
+    else if (b >= 1 << 10)
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(buf, n, "%" PRId64 " B", b);
+    return buf;
+}
+
+static const char *fmt_int(char *buf, size_t n, int64_t v)
+{
+    if (v == SS_MISSING)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%" PRId64, v);
+    return buf;
+}
+
+/* Local wall time "2024-05-01 12:00:03" (WITH_DATE) or "12:00:03.123". */
+static const char *fmt_wall(char *buf, size_t n, int64_t ns, int with_date)
+{
+    if (ns == SS_MISSING) {
+        snprintf(buf, n, "-");
+        return buf;
+    }
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    if (with_date) {
+        strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+    } else {
+        char hms[16];
+        strftime(hms, sizeof hms, "%H:%M:%S", &tm);
+        snprintf(buf, n, "%s.%03d", hms,
+                 (int)(ns % 1000000000 / 1000000 + 1000) % 1000);
+    }
+    return buf;
+}
+
+static const char *fmt_duration(char *buf, size_t n, int64_t ns)
+{
+    double s = (double)ns / 1e9;
+    if (s < 60)
+        snprintf(buf, n, "%.1fs", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%dm %04.1fs", (int)(s / 60), fmod(s, 60));
+    else
+        snprintf(buf, n, "%dh %02dm", (int)(s / 3600),
+                 (int)fmod(s / 60, 60));
+    return buf;
+}
+
+/* "exit 0", "signal 9", or "-". */
+static const char *fmt_exit(char *buf, size_t n, int64_t code, int64_t sig)
+{
+    if (sig != SS_MISSING && sig > 0)
+        snprintf(buf, n, "signal %" PRId64, sig);
+    else if (code != SS_MISSING)
+        snprintf(buf, n, "%" PRId64, code);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+static void print_steps_range(FILE *f, int64_t first, int64_t last)
+{
+    if (first == SS_MISSING)
+        fputs("-", f);
+    else if (first == last)
+        fprintf(f, "%" PRId64, first);
+    else
+        fprintf(f, "%" PRId64 "-%" PRId64, first, last);
+}
+
+static int rank_notable(const ss_report *rp, size_t i)
+{
+    const ss_rank_row *k = &rp->ranks[i];
+    return rp->named[i] ||
+           (k->term_signal != SS_MISSING && k->term_signal > 0) ||
+           (k->exit_code != SS_MISSING && k->exit_code != 0) ||
+           (k->state && strcmp(k->state, "exited") != 0 &&
+            strcmp(k->state, "running") != 0);
+}
+
+/* ---- text output ---- */
+
+/* Replaces control characters in S by spaces: the text report goes to a
+ * terminal, and what ranks and commands sent must not drive it. */
+static void clean(char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = ' ';
+}
+
+static void clean_for_text(ss_report *rp)
+{
+    clean(rp->run.uuid);
+    clean(rp->run.name);
+    clean(rp->run.command);
+    clean(rp->run.host);
+    clean(rp->run.status);
+    for (size_t i = 0; i < rp->n_findings; i++) {
+        clean(rp->findings[i].kind);
+        clean(rp->findings[i].severity);
+        clean(rp->findings[i].phase);
+        clean(rp->findings[i].message);
+    }
+    for (size_t i = 0; i < rp->n_phases; i++)
+        clean(rp->phases[i].name);
+    for (size_t i = 0; i < rp->n_syncs; i++)
+        clean(rp->syncs[i].name);
+    for (size_t i = 0; i < rp->n_metrics; i++)
+        clean(rp->metrics[i].name);
+    for (size_t i = 0; i < rp->n_ranks; i++) {
+        clean(rp->ranks[i].host);
+        clean(rp->ranks[i].state);
+    }
+    for (size_t i = 0; i < rp->n_events; i++) {
+        clean(rp->events[i].kind);
+        clean(rp->events[i].message);
+    }
+}
+
+static void text_header(FILE *f, const ss_report *rp)
+{
+    const ss_run_row *r = &rp->run;
+    char a[64], b[64];
+    fprintf(f, "run %" PRId64 "  %s  (uuid %s)\n", r->id,
+            r->name ? r->name : "-", r->uuid ? r->uuid : "-");
+    fprintf(f, "  command     %s\n", r->command ? r->command : "-");
+    fprintf(f, "  world size  %s rank%s", fmt_int(a, sizeof a, r->world_size),
+            r->world_size == 1 ? "" : "s");
+    if (r->host && *r->host)
+        fprintf(f, " (controller on %s)", r->host);
+    fputc('\n', f);
+    fprintf(f, "  status      %s", r->status ? r->status : "-");
+    if (r->exit_code != SS_MISSING)
+        fprintf(f, " (exit code %" PRId64 ")", r->exit_code);
+    if (rp->n_attempts > 1)
+        fprintf(f, ", attempt %" PRId64 " of %" PRId64 " shown",
+                rp->attempt, rp->n_attempts);
+    fputc('\n', f);
+    fprintf(f, "  started     %s", fmt_wall(a, sizeof a, r->started_at, 1));
+    if (r->ended_at != SS_MISSING && r->started_at != SS_MISSING)
+        fprintf(f, ", ran %s",
+                fmt_duration(b, sizeof b, r->ended_at - r->started_at));
+    else
+        fputs(", still running or stopped without an end record", f);
+    fputc('\n', f);
+    fprintf(f, "  steps       %zu finalized", rp->step_max.n > rp->step_med.n
+                                                   ? rp->step_max.n
+                                                   : rp->step_med.n);
+    if (rp->first_step != SS_MISSING) {
+        fputs(" (", f);
+        print_steps_range(f, rp->first_step, rp->last_step);
+        fputc(')', f);
+    }
+    if (rp->incomplete_steps)
+        fprintf(f, ", %" PRId64 " with missing ranks", rp->incomplete_steps);
+    fputs("\n\n", f);
+}
+
+static void text_findings(FILE *f, const ss_report *rp)
+{
+    if (rp->n_findings == 0) {
+        fputs("FINDINGS: none\n\n", f);
+        return;
+    }
+    fprintf(f, "FINDINGS (%zu)\n", rp->n_findings);
+    ss_buf ranks = {0};
+    for (size_t i = 0; i < rp->n_findings; i++) {
+        const ss_finding_row *x = &rp->findings[i];
+        int crit = x->severity && strcmp(x->severity, "critical") == 0;
+        ss_buf_reset(&ranks);
+        for (size_t k = 0; k < x->n_ranks; k++)
+            ss_buf_printf(&ranks, k ? ",%" PRId64 : "%" PRId64, x->ranks[k]);
+        fprintf(f, "  %-8s  %-16s  ranks %-8s  phase %-12s  steps ",
+                crit ? "CRITICAL" : "WARNING", x->kind ? x->kind : "-",
+                ranks.len ? ranks.data : "-", x->phase ? x->phase : "-");
+        print_steps_range(f, x->first_step, x->last_step);
+        fprintf(f, "\n            %s\n", x->message ? x->message : "");
+    }
+    ss_buf_free(&ranks);
+    fputc('\n', f);
+}
+
+static void text_steps(FILE *f, const ss_report *rp)
+{
+    char a[32], b[32], c[32];
+    size_t n = rp->step_max.n;
+    if (n == 0) {
+        fputs("STEP TIME: no finalized steps\n\n", f);
+        return;
+    }
+    fprintf(f, "STEP TIME over %zu steps (ms)   %10s %10s %10s\n", n, "p50",
+            "p90", "p99");
+    fprintf(f, "  median rank                 %10s %10s %10s\n",
+            fmt_ms(a, sizeof a, ss_report_pct(&rp->step_med, 500)),
+            fmt_ms(b, sizeof b, ss_report_pct(&rp->step_med, 900)),
+            fmt_ms(c, sizeof c, ss_report_pct(&rp->step_med, 990)));
+    fprintf(f, "  worst rank                  %10s %10s %10s\n",
+            fmt_ms(a, sizeof a, ss_report_pct(&rp->step_max, 500)),
+            fmt_ms(b, sizeof b, ss_report_pct(&rp->step_max, 900)),
+            fmt_ms(c, sizeof c, ss_report_pct(&rp->step_max, 990)));
+    if (rp->step_worst_rank != SS_MISSING)
+        fprintf(f, "  slowest rank most often: rank %" PRId64 " (%" PRId64
+                   " of %zu steps)\n",
+                rp->step_worst_rank, rp->step_worst_count, n);
+    fputc('\n', f);
+}
+
+static void text_phases(FILE *f, const ss_report *rp)
+{
+    char a[32], b[32], c[32];
+    if (rp->n_phases) {
+        fprintf(f, "PHASES (ms)        %15s %15s %15s   %s\n",
+                "median rank p50", "worst rank p50", "worst rank p90",
+                "most often worst");
+        for (size_t i = 0; i < rp->n_phases; i++) {
+            const ss_report_series *p = &rp->phases[i];
+            fprintf(f, "  %-16s %15s %15s %15s   ", p->name,
+                    fmt_ms(a, sizeof a, ss_report_pct(&p->a, 500)),
+                    fmt_ms(b, sizeof b, ss_report_pct(&p->b, 500)),
+                    fmt_ms(c, sizeof c, ss_report_pct(&p->b, 900)));
+            if (p->top_rank != SS_MISSING)
+                fprintf(f, "rank %" PRId64 " (%.0f%% of steps)\n",
+                        p->top_rank,
+                        p->b.n ? 100.0 * (double)p->top_count /
+                                     (double)p->b.n
+                               : 0.0);
+            else
+                fputs("-\n", f);
+        }
+        fputc('\n', f);
+    }
+    if (rp->n_syncs) {
+        fprintf(f, "SYNC ARRIVAL (ms)  %15s %15s %15s   %s\n", "skew p50",
+                "skew p90", "late p90", "most often last");
+        for (size_t i = 0; i < rp->n_syncs; i++) {
+            const ss_report_series *y = &rp->syncs[i];
+            fprintf(f, "  %-16s %15s %15s %15s   ", y->name,
+                    fmt_ms(a, sizeof a, ss_report_pct(&y->a, 500)),
+                    fmt_ms(b, sizeof b, ss_report_pct(&y->a, 900)),
+                    fmt_ms(c, sizeof c, ss_report_pct(&y->b, 900)));
+            if (y->top_rank != SS_MISSING)
+                fprintf(f, "rank %" PRId64 " (%.0f%% of steps)\n",
+                        y->top_rank,
+                        y->a.n ? 100.0 * (double)y->top_count /
+                                     (double)y->a.n
+                               : 0.0);
+            else
+                fputs("-\n", f);
+        }
+        fputc('\n', f);
+    }
+}
+
+static void text_metrics(FILE *f, const ss_report *rp)
+{
+    if (!rp->n_metrics)
+        return;
+    fprintf(f, "METRICS  %-12s %7s %10s %14s %22s %22s\n", "", "steps",
+            "last step", "median rank", "min", "max");
+    for (size_t i = 0; i < rp->n_metrics; i++) {
+        const ss_report_metric *m = &rp->metrics[i];
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%.6g (rank %" PRId64 ")", m->min,
+                 m->min_rank);
+        snprintf(hi, sizeof hi, "%.6g (rank %" PRId64 ")", m->max,
+                 m->max_rank);
+        fprintf(f, "  %-19s %7" PRId64 " %10" PRId64 " %14.6g %22s %22s\n",
+                m->name, m->steps, m->last_step, m->median, lo, hi);
+    }
+    fputc('\n', f);
+}
+
+static int cmp_rank_median(const void *a, const void *b, void *arg)
+{
+    const ss_rank_row *ranks = arg;
+    int64_t x = ranks[*(const size_t *)a].median_step_ns;
+    int64_t y = ranks[*(const size_t *)b].median_step_ns;
+    return (x < y) - (x > y); /* slowest first; SS_MISSING sorts last */
+}
+
+static void text_ranks(FILE *f, const ss_report *rp)
+{
+    if (rp->n_ranks == 0)
+        return;
+    char *show = calloc(rp->n_ranks, 1);
+    size_t *order = malloc(rp->n_ranks * sizeof *order);
+    if (!show || !order) {
+        free(show);
+        free(order);
+        fputs("RANKS: out of memory\n\n", f);
+        return;
+    }
+    size_t shown = 0;
+    for (size_t i = 0; i < rp->n_ranks; i++) {
+        order[i] = i;
+        show[i] = rp->n_ranks <= MAX_RANKS_TEXT || rank_notable(rp, i);
+    }
+    if (rp->n_ranks > MAX_RANKS_TEXT) {
+        qsort_r(order, rp->n_ranks, sizeof *order, cmp_rank_median,
+                rp->ranks);
+        for (size_t i = 0; i < 5 && i < rp->n_ranks; i++)
+            show[order[i]] = 1;
+    }
+    fprintf(f, "RANKS%s\n", rp->n_ranks > MAX_RANKS_TEXT
+                                ? " (failed, named by findings, and the 5 "
+                                  "slowest)"
+                                : "");
+    fprintf(f, "  %5s  %-15s %-9s %9s %7s %10s %8s", "rank", "state", "exit",
+            "last step", "steps", "median ms", "p90 ms");
+    for (size_t p = 0; p < rp->n_phases; p++)
+        fprintf(f, " %10.10s", rp->phases[p].name);
+    fprintf(f, " %10s %9s\n", "max RSS", "dropped");
+    char a[32], b[32], c[32], d[32], e[32], g[32];
+    for (size_t i = 0; i < rp->n_ranks; i++) {
+        if (!show[i])
+            continue;
+        shown++;
+        const ss_rank_row *k = &rp->ranks[i];
+        fprintf(f, "  %5zu  %-15.15s %-9s %9s %7" PRId64 " %10s %8s", i,
+                k->state ? k->state : "-",
+                fmt_exit(a, sizeof a, k->exit_code, k->term_signal),
+                fmt_int(b, sizeof b, k->last_step), k->steps,
+                fmt_ms(c, sizeof c, k->median_step_ns),
+                fmt_ms(d, sizeof d, k->p90_step_ns));
+        for (size_t p = 0; p < rp->n_phases; p++)
+            fprintf(f, " %10s", fmt_ms(e, sizeof e,
+                                        rp->phase_med[i * rp->n_phases + p]));
+        int64_t dropped = SS_MISSING;
+        if (k->dropped_events != SS_MISSING || k->dropped_records != SS_MISSING)
+            dropped = (k->dropped_events == SS_MISSING ? 0
+                                                       : k->dropped_events) +
+                      (k->dropped_records == SS_MISSING ? 0
+                                                        : k->dropped_records);
+        fprintf(f, " %10s %9s\n", fmt_bytes(g, sizeof g, k->max_rss_bytes),
+                fmt_int(e, sizeof e, dropped));
+    }
+    if (shown < rp->n_ranks)
+        fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
+                rp->n_ranks - shown);
+    fputc('\n', f);
+    free(show);
+    free(order);
+}
+
+/* Events every healthy run has (the header already says what they say);
+ * the text report lists only the others. */
+static int event_routine(const char *kind)
+{
+    static const char *const routine[] = {"run_started", "rank_connected",
+                                          "rank_exited"};
+    for (size_t i = 0; i < sizeof routine / sizeof routine[0]; i++)
+        if (kind && strcmp(kind, routine[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void text_dropped_and_events(FILE *f, const ss_report *rp)
+{
+    int64_t ev, rec;
+    char a[32], b[32], c[32];
+    ss_report_dropped(rp, &ev, &rec);
+    fprintf(f, "DROPPED  by the ranks: %s events, %s records; by the store: "
+               "%s rank-steps\n\n",
+            fmt_int(a, sizeof a, ev), fmt_int(b, sizeof b, rec),
+            fmt_int(c, sizeof c, rp->run.dropped_rank_steps));
+
+    size_t notable = 0;
+    for (size_t i = 0; i < rp->n_events; i++)
+        notable += !event_routine(rp->events[i].kind);
+    if (notable == 0)
+        return;
+    fprintf(f, "EVENTS (%zu", notable);
+    if (notable > MAX_EVENTS_TEXT)
+        fprintf(f, ", the last %d shown", MAX_EVENTS_TEXT);
+    fputs(")\n", f);
+    size_t skip = notable > MAX_EVENTS_TEXT ? notable - MAX_EVENTS_TEXT : 0;
+    for (size_t i = 0; i < rp->n_events; i++) {
+        const ss_event_row *e = &rp->events[i];
+        if (event_routine(e->kind))
+            continue;
+        if (skip) {
+            skip--;
+            continue;
+        }
+        char rank[32];
+        if (e->rank != SS_MISSING)
+            snprintf(rank, sizeof rank, "rank %" PRId64, e->rank);
+        else
+            snprintf(rank, sizeof rank, "-");
+        fprintf(f, "  %s  %-9s %-20s %s\n", fmt_wall(a, sizeof a, e->at, 0),
+                rank, e->kind, e->message ? e->message : "");
+    }
+    fputc('\n', f);
+}
+
+void ss_report_print_text(FILE *f, ss_report *rp)
+{
+    clean_for_text(rp);
+    text_header(f, rp);
+    text_findings(f, rp);
+    text_steps(f, rp);
+    text_phases(f, rp);
+    text_metrics(f, rp);
+    text_ranks(f, rp);
+    text_dropped_and_events(f, rp);
+}
+
+/* `stepscope runs`: one line per run, oldest first. */
+void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,
+                        const char *db_path)
+{
+    if (n == 0) {
+        fprintf(f, "no runs in %s yet\n", db_path);
+        return;
+    }
+    fprintf(f, "%5s  %-20s %-19s %6s  %-14s %8s %8s\n", "id", "name",
+            "started", "ranks", "status", "steps", "findings");
+    for (size_t i = 0; i < n; i++) {
+        const ss_run_row *r = &runs[i];
+        char t[64], w[32], s[64];
+        if (r->exit_code != SS_MISSING && r->status &&
+            strcmp(r->status, "running"))
+            snprintf(s, sizeof s, "%s (%" PRId64 ")", r->status,
+                     r->exit_code);
+        else
+            snprintf(s, sizeof s, "%s", r->status ? r->status : "-");
+        fprintf(f, "%5" PRId64 "  %-20.20s %-19s %6s  %-14s %8" PRId64
+                   " %8" PRId64 "\n",
+                r->id, r->name ? r->name : "-",
+                fmt_wall(t, sizeof t, r->started_at, 1),
+                fmt_int(w, sizeof w, r->world_size), s, r->steps,
+                r->findings);
+    }
+}
