@@ -310,11 +310,15 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
 int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
                         ss_buf *out, char *err, size_t errlen)
 {
+    /* One attempt for every page, even if another begins meanwhile. */
+    int rc = ss_reader_attempt(q->reader, run_id, attempt, &attempt, NULL);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
     ss_query_range page = {attempt, 0, -1, SS_QUERY_MAX_STEPS};
     ss_buf_puts(out, "[");
     for (int i = 0;; i++) {
         ss_steps s;
-        int rc = load_steps(q, run_id, &page, &s, err, errlen);
+        rc = load_steps(q, run_id, &page, &s, err, errlen);
         if (rc != 0)
             return rc;
         size_t n = s.n_steps;
