@@ -598,20 +598,21 @@ static long load_step_rows(ss_query *q, int64_t run_id, int64_t attempt,
     return (long)n;
 }
 
-int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
-                   ss_buf *out, char *err, size_t errlen)
+/* Appends the step objects of window RG of ATTEMPT (the elements of
+ * "steps", each preceded by a comma when SEPARATE or not the first), sets
+ * *LAST to the last step appended, and returns how many were appended, or
+ * -1 with ERR. */
+static long append_step_objects(ss_query *q, int64_t run_id, int64_t attempt,
+                                const ss_query_range *rg, int separate,
+                                ss_buf *out, int64_t *last, char *err,
+                                size_t errlen)
 {
-    int64_t attempt, world;
-    int rc = run_attempt(q, run_id, rg->attempt, &attempt, &world, err,
-                         errlen);
-    if (rc != 0)
-        return rc;
     step_row *rows = NULL;
     long n = load_step_rows(q, run_id, attempt, rg, &rows, err, errlen);
     if (n < 0)
-        return SS_QUERY_ERROR;
+        return -1;
     sub_rows ph = {0}, sy = {0};
-    rc = 0;
+    int rc = 0;
     if (n > 0) {
         int64_t args[4] = {run_id, attempt, rows[0].step, rows[n - 1].step};
         sqlite3_stmt *st = prep(q,
@@ -631,13 +632,12 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
         }
     }
     if (rc == 0) {
-        ss_buf_puts(out, "{\"steps\":[");
         size_t pi = 0, si = 0;
         for (long i = 0; i < n; i++) {
             const step_row *x = &rows[i];
             ss_buf_printf(out, "%s{\"step\":%" PRId64 ",\"n_present\":%" PRId64
                           ",\"missing_ranks\":[%s],\"step_ms\":",
-                          i ? "," : "", x->step, x->n_present,
+                          i || separate ? "," : "", x->step, x->n_present,
                           x->missing ? x->missing : "");
             json_stat(out, x->v[0], x->v[1], x->v[2], x->v[3], x->v[4]);
             ss_buf_puts(out, ",\"phases\":{");
@@ -665,14 +665,88 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
             json_mem(out, "device_bytes", x->v[8], x->v[9], x->v[10]);
             ss_buf_puts(out, "}");
         }
-        ss_buf_puts(out, "]}");
+        if (n > 0)
+            *last = rows[n - 1].step;
     }
     for (long i = 0; i < n; i++)
         free(rows[i].missing);
     free(rows);
     sub_rows_free(&ph);
     sub_rows_free(&sy);
-    return finish(out, rc < 0 ? SS_QUERY_ERROR : 0, err, errlen);
+    return rc < 0 ? -1 : n;
+}
+
+int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
+                   ss_buf *out, char *err, size_t errlen)
+{
+    int64_t attempt, world, last;
+    int rc = run_attempt(q, run_id, rg->attempt, &attempt, &world, err,
+                         errlen);
+    if (rc != 0)
+        return rc;
+    ss_buf_puts(out, "{\"steps\":[");
+    if (append_step_objects(q, run_id, attempt, rg, 0, out, &last, err,
+                            errlen) < 0)
+        return SS_QUERY_ERROR;
+    ss_buf_puts(out, "]}");
+    return finish(out, 0, err, errlen);
+}
+
+int ss_query_steps_start(ss_query *q, int64_t run_id,
+                         const ss_query_range *rg, ss_query_steps_cursor *cur,
+                         char *err, size_t errlen)
+{
+    int64_t world;
+    memset(cur, 0, sizeof *cur);
+    cur->run_id = run_id;
+    int rc = run_attempt(q, run_id, rg->attempt, &cur->attempt, &world, err,
+                         errlen);
+    if (rc != 0)
+        return rc;
+    cur->left = rg->limit;
+    if (rg->from >= 0) { /* the first LIMIT steps from FROM: read forward */
+        cur->next = rg->from;
+        cur->last = rg->to < 0 ? INT64_MAX : rg->to;
+        return 0;
+    }
+    /* The last LIMIT steps at or below TO: fix the window now, so steps
+     * committed while it is sent do not shift it. */
+    int64_t args[4] = {run_id, cur->attempt, rg->to < 0 ? INT64_MAX : rg->to,
+                       rg->limit};
+    sqlite3_stmt *st = prep(q,
+        "SELECT min(step), max(step) FROM (SELECT step FROM steps WHERE "
+        "run_id = ?1 AND attempt = ?2 AND step <= ?3 ORDER BY step DESC "
+        "LIMIT ?4)", args, 4, err, errlen);
+    if (!st)
+        return SS_QUERY_ERROR;
+    int r = next_row(q, st, err, errlen);
+    if (r == 1 && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        cur->next = sqlite3_column_int64(st, 0);
+        cur->last = sqlite3_column_int64(st, 1);
+    } else {
+        cur->left = 0; /* no steps in the window */
+    }
+    sqlite3_finalize(st);
+    return r < 0 ? SS_QUERY_ERROR : 0;
+}
+
+int ss_query_steps_page(ss_query *q, ss_query_steps_cursor *cur,
+                        int64_t max_steps, ss_buf *out, char *err,
+                        size_t errlen)
+{
+    if (cur->left <= 0 || cur->next > cur->last)
+        return 0;
+    ss_query_range page = {cur->attempt, cur->next, cur->last,
+                           max_steps < cur->left ? max_steps : cur->left};
+    int64_t last = cur->next;
+    long n = append_step_objects(q, cur->run_id, cur->attempt, &page,
+                                 cur->sent > 0, out, &last, err, errlen);
+    if (n < 0 || out->oom)
+        return n < 0 ? SS_QUERY_ERROR : oom(err, errlen);
+    cur->sent += n;
+    cur->left = n == 0 || last == INT64_MAX ? 0 : cur->left - n;
+    cur->next = last + 1;
+    return (int)n;
 }
 
 /* ---- heatmap ---- */
