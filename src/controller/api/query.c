@@ -283,15 +283,22 @@ static int load_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
     return rc != 0 ? failed(q, rc, err, errlen) : 0;
 }
 
+/* Appends the step objects of S, the elements of "steps", each preceded
+ * by a comma when SEPARATE or not the first. */
+static void append_step_objects(ss_buf *out, const ss_steps *s, int separate)
+{
+    for (size_t i = 0; i < s->n_steps; i++) {
+        if (i || separate)
+            ss_buf_puts(out, ",");
+        stored_step_object(out, s, &s->steps[i]);
+    }
+}
+
 /* The steps document of the loaded steps S. */
 static void steps_document(ss_buf *out, const ss_steps *s)
 {
     ss_buf_puts(out, "{\"steps\":[");
-    for (size_t i = 0; i < s->n_steps; i++) {
-        if (i)
-            ss_buf_puts(out, ",");
-        stored_step_object(out, s, &s->steps[i]);
-    }
+    append_step_objects(out, s, 0);
     ss_buf_puts(out, "]}");
 }
 
@@ -305,6 +312,61 @@ int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
     steps_document(out, &s);
     ss_steps_free(&s);
     return finish(out, err, errlen);
+}
+
+int ss_query_steps_start(ss_query *q, int64_t run_id,
+                         const ss_query_range *rg, ss_query_steps_cursor *cur,
+                         char *err, size_t errlen)
+{
+    memset(cur, 0, sizeof *cur);
+    cur->run_id = run_id;
+    int rc = ss_reader_attempt(q->reader, run_id, rg->attempt, &cur->attempt,
+                               NULL);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    cur->left = rg->limit;
+    if (rg->from >= 0) { /* the first LIMIT steps from FROM: read forward */
+        cur->next = rg->from;
+        cur->last = rg->to < 0 ? INT64_MAX : rg->to;
+        return 0;
+    }
+    /* The last LIMIT steps at or below TO: fix the window now, so steps
+     * committed while it is sent do not shift it. */
+    ss_step_window w = {-1, rg->to, rg->limit};
+    rc = ss_reader_step_bounds(q->reader, run_id, cur->attempt, &w,
+                               &cur->next, &cur->last);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    if (cur->next == SS_MISSING)
+        cur->left = 0; /* no steps in the window */
+    return 0;
+}
+
+int ss_query_steps_page(ss_query *q, ss_query_steps_cursor *cur,
+                        int64_t max_steps, ss_buf *out, char *err,
+                        size_t errlen)
+{
+    if (cur->left <= 0 || cur->next > cur->last)
+        return 0;
+    ss_step_window w = {cur->next, cur->last,
+                        max_steps < cur->left ? max_steps : cur->left};
+    ss_steps s;
+    int rc = ss_reader_steps(q->reader, cur->run_id, cur->attempt, &w,
+                             SS_STEPS_PHASES | SS_STEPS_SYNCS, &s);
+    if (rc != 0) {
+        failed(q, rc, err, errlen);
+        return SS_QUERY_ERROR;
+    }
+    append_step_objects(out, &s, cur->sent > 0);
+    size_t n = s.n_steps;
+    int64_t last = n ? s.steps[n - 1].step : cur->next;
+    ss_steps_free(&s);
+    if (out->oom)
+        return oom(err, errlen);
+    cur->sent += (int64_t)n;
+    cur->left = n == 0 || last == INT64_MAX ? 0 : cur->left - (int64_t)n;
+    cur->next = last + 1;
+    return (int)n;
 }
 
 int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,

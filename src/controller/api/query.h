@@ -82,6 +82,35 @@ typedef struct {
 int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *r,
                    ss_buf *out, char *err, size_t errlen);
 
+/*
+ * The same document in pages, so that a server can send a large window
+ * while holding one page of it in memory (http.c streams /steps so).
+ * ss_query_steps_start resolves the window of R for RUN_ID into *CUR
+ * (0, SS_QUERY_NOT_FOUND or SS_QUERY_ERROR, as ss_query_steps).  Each
+ * ss_query_steps_page then appends the next at most MAX_STEPS elements of
+ * "steps" (comma-separated, a leading comma after the first page; the
+ * caller writes {"steps":[ before and ]} after) and returns how many, 0
+ * once the window is done, or SS_QUERY_ERROR.  Pages may use different
+ * connections (Q) and read transactions: a window given by FROM may end
+ * with steps committed while it is sent; one without FROM is fixed when
+ * started.  Concatenated, the pages are what ss_query_steps returns for
+ * the same window of a store that does not change.
+ */
+typedef struct {
+    int64_t run_id, attempt;
+    int64_t next;  /* the first step of the next page */
+    int64_t last;  /* the window's last step (INT64_MAX: open) */
+    int64_t left;  /* at most this many steps still to send */
+    int64_t sent;  /* steps appended so far */
+} ss_query_steps_cursor;
+
+int ss_query_steps_start(ss_query *q, int64_t run_id,
+                         const ss_query_range *r, ss_query_steps_cursor *cur,
+                         char *err, size_t errlen);
+int ss_query_steps_page(ss_query *q, ss_query_steps_cursor *cur,
+                        int64_t max_steps, ss_buf *out, char *err,
+                        size_t errlen);
+
 /* [{"steps":[...]}, ...]: every step of the attempt (-1: the latest), as
  * steps documents of SS_QUERY_MAX_STEPS steps each but the last; what
  * GET .../steps?from=F&limit=SS_QUERY_MAX_STEPS returns page after page

@@ -294,6 +294,47 @@ static void steps_windows(void)
     ss_query_close(q);
 }
 
+/* The pages of a window, concatenated with page size PAGE, into OUT. */
+static int steps_in_pages(ss_query *q, int64_t run_id,
+                          const ss_query_range *rg, int64_t page, ss_buf *out)
+{
+    char err[256];
+    ss_query_steps_cursor cur;
+    int rc = ss_query_steps_start(q, run_id, rg, &cur, err, sizeof err);
+    if (rc != 0)
+        return rc;
+    ss_buf_puts(out, "{\"steps\":[");
+    while ((rc = ss_query_steps_page(q, &cur, page, out, err, sizeof err)) > 0)
+        ;
+    ss_buf_puts(out, "]}");
+    return rc;
+}
+
+static void steps_in_pages_match_the_document(void)
+{
+    ss_query *q = open_fixture();
+    REQUIRE(q);
+    static const ss_query_range windows[] = {
+        {-1, -1, -1, 500}, {-1, -1, -1, 2}, {-1, 2, -1, 500},
+        {-1, 1, -1, 2},    {-1, -1, 2, 1},  {-1, 2, 2, 10},
+        {-1, 4, -1, 10},   {0, -1, -1, 10}, {-1, 0, -1, 3}};
+    char err[256];
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
+        for (int64_t page = 1; page <= 4; page++) {
+            ss_buf whole = {0}, paged = {0};
+            CHECK_EQ_INT(ss_query_steps(q, 1, &windows[i], &whole, err,
+                                        sizeof err), 0);
+            CHECK_EQ_INT(steps_in_pages(q, 1, &windows[i], page, &paged), 0);
+            CHECK_STR(paged.data, whole.data);
+            ss_buf_free(&whole);
+            ss_buf_free(&paged);
+        }
+    ss_query_steps_cursor cur;
+    CHECK_EQ_INT(ss_query_steps_start(q, 7, &windows[0], &cur, err,
+                                      sizeof err), SS_QUERY_NOT_FOUND);
+    ss_query_close(q);
+}
+
 /* Every step as pages: here one page, the window document itself. */
 static void step_pages(void)
 {
@@ -571,6 +612,10 @@ static void steps_10k(void)
     double t1 = now_s();
     check_step_list(b.data + b.len - 600, "9999");
     size_t bytes = b.len;
+    ss_buf paged = {0};
+    CHECK_EQ_INT(steps_in_pages(q, id, &rg, 256, &paged), 0);
+    CHECK(paged.len == b.len && memcmp(paged.data, b.data, b.len) == 0);
+    ss_buf_free(&paged);
     ss_buf_reset(&b);
     rg = (ss_query_range){-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
     double t2 = now_s();
@@ -589,7 +634,8 @@ static void steps_10k(void)
 }
 
 TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
-          TEST(steps_windows), TEST(step_pages),
+          TEST(steps_windows), TEST(steps_in_pages_match_the_document),
+          TEST(step_pages),
           TEST(step_object_matches_store),
           TEST(heatmap_document), TEST(ranks_document), TEST(live_fields),
           TEST(findings_document), TEST(events_document),

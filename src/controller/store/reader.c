@@ -1435,3 +1435,36 @@ int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world)
     return query_i64(r, "SELECT world_size FROM runs WHERE id = ?1", &run_id,
                      1, world);
 }
+
+/* ---- the bounds of a window of steps ---- */
+
+int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
+                          const ss_step_window *w, int64_t *first,
+                          int64_t *last)
+{
+    *first = *last = SS_MISSING;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t from = w ? w->from : -1, to = w ? w->to : -1;
+    int64_t limit = w && w->limit > 0 ? w->limit : -1;
+    int descending = from < 0 && limit > 0;
+    int64_t args[5] = {run_id, attempt, from < 0 ? INT64_MIN : from,
+                       to < 0 ? INT64_MAX : to, limit};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT min(step), max(step) FROM (SELECT step FROM steps "
+             "WHERE run_id = ?1 AND attempt = ?2 AND step >= ?3 AND "
+             "step <= ?4 ORDER BY step %s LIMIT ?5)",
+             descending ? "DESC" : "ASC");
+    sqlite3_stmt *st = prep(r, sql, args, 5);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        *first = col_i64(st, 0);
+        *last = col_i64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
+}

@@ -416,4 +416,12 @@ int ss_reader_step_times(ss_reader *r, int64_t run_id, int64_t attempt,
  * adds, which cost a pass over the run's steps.  NOT_FOUND: no such run. */
 int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world);
 
+/* The first and last step of WINDOW (as for ss_reader_steps; NULL: every
+ * step) into *FIRST and *LAST, without loading the steps; both SS_MISSING
+ * when the window holds none.  Fixes a window ("the latest N") before
+ * reading it in pages. */
+int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
+                          const ss_step_window *window, int64_t *first,
+                          int64_t *last);
+
 #endif
