@@ -18,13 +18,13 @@
 #include "query.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "objects.h"
 #include "reader.h"
+#include "stats.h"
 
 /* /ranks: per-rank median step time over the kept rows of the latest N
  * finalized steps. */
@@ -84,32 +84,15 @@ static int live_is(ss_live *live, int64_t run_id)
 
 /* ---- percentiles ---- */
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile P of sorted V[0..N); SS_MISSING if empty. */
-static int64_t pct(const int64_t *v, size_t n, double p)
-{
-    if (n == 0)
-        return SS_MISSING;
-    size_t k = (size_t)ceil(p / 100.0 * (double)n);
-    return v[k ? k - 1 : 0];
-}
-
-/* {"p50","p90","p99"} of V[0..N) (sorted here). */
+/* {"p50","p90","p99"} (nearest rank, stats.h) of V[0..N), reordering V. */
 static void json_pcts(ss_buf *b, int64_t *v, size_t n)
 {
-    if (n > 1)
-        qsort(v, n, sizeof *v, cmp_i64);
     ss_buf_puts(b, "{\"p50\":");
-    ss_buf_json_ms(b, pct(v, n, 50));
+    ss_buf_json_ms(b, ss_percentile_i64(v, n, 500));
     ss_buf_puts(b, ",\"p90\":");
-    ss_buf_json_ms(b, pct(v, n, 90));
+    ss_buf_json_ms(b, ss_percentile_i64(v, n, 900));
     ss_buf_puts(b, ",\"p99\":");
-    ss_buf_json_ms(b, pct(v, n, 99));
+    ss_buf_json_ms(b, ss_percentile_i64(v, n, 990));
     ss_buf_puts(b, "}");
 }
 
@@ -403,7 +386,8 @@ int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
 
 static int cmp_step(const void *key, const void *elem)
 {
-    return cmp_i64(key, elem);
+    int64_t x = *(const int64_t *)key, y = *(const int64_t *)elem;
+    return (x > y) - (x < y);
 }
 
 /* The heat map's matrix: step_ns of rank k at STEPS[i] in
