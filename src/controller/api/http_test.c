@@ -21,7 +21,7 @@
 
 #include "http.h"
 #include "live.h"
-#include "query.h"
+#include "objects.h"
 #include "store.h"
 #include "testing.h"
 #include "testing_tmp.h"
@@ -564,7 +564,7 @@ static void event_stream(void)
     ss_live_finding(l, &f);
     CHECK(read_until(fd, &b, "event: finding\ndata: ") == 0);
     ss_buf step = {0};
-    ss_query_step_object(&step, &fx.v, names_);
+    ss_obj_step(&step, &fx.v, names_);
     char want[2048];
     snprintf(want, sizeof want, "event: step\ndata: %s\n\n", step.data);
     CHECK(strstr(b.data, want) != NULL);

@@ -1383,3 +1383,88 @@ int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
     }
     return 0;
 }
+
+/* ---- step times (the run summary's percentiles) ---- */
+
+int ss_reader_step_times(ss_reader *r, int64_t run_id, int64_t attempt,
+                         int64_t **median, size_t *n_median, int64_t **worst,
+                         size_t *n_worst)
+{
+    *median = *worst = NULL;
+    *n_median = *n_worst = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT step_median, step_max FROM steps "
+                               "WHERE run_id = ?1 AND attempt = ?2",
+                            args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    int64_t **col[2] = {median, worst};
+    size_t *n[2] = {n_median, n_worst}, cap[2] = {0, 0};
+    while (rc >= 0 && (rc = next_row(r, st)) == 1)
+        for (int i = 0; i < 2; i++) {
+            if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                continue;
+            if (grow((void **)col[i], sizeof **col[i], *n[i], &cap[i])) {
+                rc = oom(r);
+                break;
+            }
+            (*col[i])[(*n[i])++] = sqlite3_column_int64(st, i);
+        }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        free(*median);
+        free(*worst);
+        *median = *worst = NULL;
+        *n_median = *n_worst = 0;
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- a run's world size ---- */
+
+int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world)
+{
+    *world = SS_MISSING;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    return query_i64(r, "SELECT world_size FROM runs WHERE id = ?1", &run_id,
+                     1, world);
+}
+
+/* ---- the bounds of a window of steps ---- */
+
+int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
+                          const ss_step_window *w, int64_t *first,
+                          int64_t *last)
+{
+    *first = *last = SS_MISSING;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t from = w ? w->from : -1, to = w ? w->to : -1;
+    int64_t limit = w && w->limit > 0 ? w->limit : -1;
+    int descending = from < 0 && limit > 0;
+    int64_t args[5] = {run_id, attempt, from < 0 ? INT64_MIN : from,
+                       to < 0 ? INT64_MAX : to, limit};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT min(step), max(step) FROM (SELECT step FROM steps "
+             "WHERE run_id = ?1 AND attempt = ?2 AND step >= ?3 AND "
+             "step <= ?4 ORDER BY step %s LIMIT ?5)",
+             descending ? "DESC" : "ASC");
+    sqlite3_stmt *st = prep(r, sql, args, 5);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        *first = col_i64(st, 0);
+        *last = col_i64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
+}

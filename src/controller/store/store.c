@@ -54,6 +54,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "json.h"
 #include "store_schema.h"
 
 /* ---- queued items ---- */
@@ -272,12 +273,6 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
 };
 
-/* A growable byte buffer for building JSON text on the writer. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-} buf;
-
 struct ss_store {
     sqlite3 *db;
     char *path;
@@ -301,15 +296,15 @@ struct ss_store {
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
-    buf rowjson[5];         /* a rank row's JSON: phases, phase_starts,
+    ss_buf rowjson[5];      /* a rank row's JSON: phases, phase_starts,
                                phase_counts, syncs, metrics */
-    buf keys;               /* the current step's escaped phase keys */
+    ss_buf keys;            /* the current step's escaped phase keys */
     size_t *key_off;        /* key_cap offsets into keys */
     size_t key_cap;
-    buf skeys;              /* the same for its sync names */
+    ss_buf skeys;           /* the same for its sync names */
     size_t *skey_off;
     size_t skey_cap;
-    buf mkeys;              /* and for its metric names */
+    ss_buf mkeys;           /* and for its metric names */
     size_t *mkey_off;
     size_t mkey_cap;
 };
@@ -385,57 +380,6 @@ static void bind_known_text(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
     else
         sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-}
-
-static int buf_reserve(buf *b, size_t more)
-{
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-/* Appends the decimal form of V; the caller reserved 21 bytes. */
-static void buf_put_i64(buf *b, int64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[n++] = '-';
-    while (n)
-        b->p[b->len++] = tmp[--n];
-}
-
-/* Appends S as a JSON string literal (quotes included).  Returns 0/-1. */
-static int buf_put_json_str(buf *b, const char *s)
-{
-    if (buf_reserve(b, strlen(s) * 6 + 3) != 0)
-        return -1;
-    b->p[b->len++] = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            b->p[b->len++] = '\\';
-            b->p[b->len++] = (char)*c;
-        } else if (*c < 0x20) {
-            b->len += (size_t)sprintf(b->p + b->len, "\\u%04x", *c);
-        } else {
-            b->p[b->len++] = (char)*c;
-        }
-    }
-    b->p[b->len++] = '"';
-    return 0;
 }
 
 /* ---- the queue ---- */
@@ -602,64 +546,63 @@ static int64_t max_known(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-/* Builds into B the JSON object {name: value} of the N values VALS that
- * are neither SS_MISSING nor OMIT, from pre-escaped `"name":` keys (key i
- * at KEYS->p[OFF[i] .. OFF[i + 1])).  B->len is 0 when no value is left. */
-static int build_json_object(buf *b, const int64_t *vals, uint32_t n,
-                             const buf *keys, const size_t *off, int64_t omit)
+/* Appends member I of a JSON object under construction in B: its
+ * pre-escaped `,"name":` key (key i at KEYS->data[OFF[i] .. OFF[i + 1]))
+ * with the comma, or after a '{' when it is the first member. */
+static void add_key(ss_buf *b, const ss_buf *keys, const size_t *off,
+                    uint32_t i)
 {
-    b->len = 0;
+    const char *key = keys->data + off[i];
+    size_t len = off[i + 1] - off[i];
+    if (b->len == 0) {
+        ss_buf_add(b, "{", 1);
+        key++;
+        len--;
+    }
+    ss_buf_add(b, key, len);
+}
+
+/* Builds into B the JSON object {name: value} of the N values VALS that
+ * are neither SS_MISSING nor OMIT, with the keys of build_keys.  B->len
+ * is 0 when no value is left.  Returns 0, or -1 when out of memory. */
+static int build_json_object(ss_buf *b, const int64_t *vals, uint32_t n,
+                             const ss_buf *keys, const size_t *off,
+                             int64_t omit)
+{
+    ss_buf_reset(b);
     for (uint32_t i = 0; i < n; i++) {
         if (vals[i] == SS_MISSING || vals[i] == omit)
             continue;
-        size_t klen = off[i + 1] - off[i];
-        if (buf_reserve(b, klen + 24) != 0)
-            return -1;
-        char sep = b->len == 0 ? '{' : ',';
-        b->p[b->len++] = sep;
-        memcpy(b->p + b->len, keys->p + off[i], klen);
-        b->len += klen;
-        buf_put_i64(b, vals[i]);
+        add_key(b, keys, off, i);
+        ss_buf_json_int(b, vals[i]);
     }
-    if (b->len) {
-        if (buf_reserve(b, 1) != 0)
-            return -1;
-        b->p[b->len++] = '}';
-    }
-    return 0;
+    if (b->len)
+        ss_buf_add(b, "}", 1);
+    return b->oom ? -1 : 0;
 }
 
 /* Like build_json_object for N metric values stored as the bits of
  * doubles; NaN and infinities (not JSON) are left out. */
-static int build_json_doubles(buf *b, const int64_t *bits, uint32_t n,
-                              const buf *keys, const size_t *off)
+static int build_json_doubles(ss_buf *b, const int64_t *bits, uint32_t n,
+                              const ss_buf *keys, const size_t *off)
 {
-    b->len = 0;
+    ss_buf_reset(b);
     for (uint32_t i = 0; i < n; i++) {
         double d;
         memcpy(&d, &bits[i], sizeof d);
         if (!isfinite(d))
             continue;
-        size_t klen = off[i + 1] - off[i];
-        if (buf_reserve(b, klen + 32) != 0)
-            return -1;
-        char sep = b->len == 0 ? '{' : ',';
-        b->p[b->len++] = sep;
-        memcpy(b->p + b->len, keys->p + off[i], klen);
-        b->len += klen;
-        b->len += (size_t)snprintf(b->p + b->len, 32, "%.17g", d);
+        add_key(b, keys, off, i);
+        ss_buf_printf(b, "%.17g", d);
     }
-    if (b->len) {
-        if (buf_reserve(b, 1) != 0)
-            return -1;
-        b->p[b->len++] = '}';
-    }
-    return 0;
+    if (b->len)
+        ss_buf_add(b, "}", 1);
+    return b->oom ? -1 : 0;
 }
 
-/* Escapes the N NAMES once per step into KEYS, as `"name":`, with name i
- * at KEYS->p[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
-static int build_keys(buf *keys, size_t **off, size_t *cap,
+/* Escapes the N NAMES once per step into KEYS, as `,"name":`, with name i
+ * at KEYS->data[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
+static int build_keys(ss_buf *keys, size_t **off, size_t *cap,
                       char *const *names, uint32_t n)
 {
     if (n + 1 > *cap) {
@@ -669,22 +612,22 @@ static int build_keys(buf *keys, size_t **off, size_t *cap,
         *off = o;
         *cap = n + 1;
     }
-    keys->len = 0;
+    ss_buf_reset(keys);
     for (uint32_t i = 0; i < n; i++) {
         (*off)[i] = keys->len;
-        if (buf_put_json_str(keys, names[i]) != 0 || buf_reserve(keys, 1) != 0)
-            return -1;
-        keys->p[keys->len++] = ':';
+        ss_buf_add(keys, ",", 1);
+        ss_buf_json_str(keys, names[i]);
+        ss_buf_add(keys, ":", 1);
     }
     (*off)[n] = keys->len;
-    return 0;
+    return keys->oom ? -1 : 0;
 }
 
 /* Binds the JSON in B to parameter I of Q, NULL when empty. */
-static void bind_json(sqlite3_stmt *q, int i, const buf *b)
+static void bind_json(sqlite3_stmt *q, int i, const ss_buf *b)
 {
     if (b->len)
-        sqlite3_bind_text(q, i, b->p, (int)b->len, SQLITE_STATIC);
+        sqlite3_bind_text(q, i, b->data, (int)b->len, SQLITE_STATIC);
     else
         sqlite3_bind_null(q, i);
 }
@@ -699,18 +642,18 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     sqlite3_bind_int64(q, 5, v->world_size);
     sqlite3_bind_int64(q, 6, v->n_present);
     sqlite3_bind_int64(q, 7, v->n_missing);
-    buf miss = {0};
+    ss_buf miss = {0};
     if (v->n_missing) {
-        if (buf_reserve(&miss, (size_t)v->n_missing * 12 + 3) != 0)
-            return -1;
-        miss.p[miss.len++] = '[';
         for (uint32_t i = 0; i < v->n_missing; i++) {
-            if (i)
-                miss.p[miss.len++] = ',';
-            buf_put_i64(&miss, v->missing[i]);
+            ss_buf_add(&miss, i ? "," : "[", 1);
+            ss_buf_json_int(&miss, v->missing[i]);
         }
-        miss.p[miss.len++] = ']';
-        sqlite3_bind_text(q, 8, miss.p, (int)miss.len, SQLITE_STATIC);
+        ss_buf_add(&miss, "]", 1);
+        if (miss.oom) {
+            ss_buf_free(&miss);
+            return -1;
+        }
+        sqlite3_bind_text(q, 8, miss.data, (int)miss.len, SQLITE_STATIC);
     } else {
         sqlite3_bind_null(q, 8);
     }
@@ -728,7 +671,7 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     bind_rank(q, 20, v->device.worst_rank);
     int rc = run_stmt(s, q, "writing a step");
     sqlite3_clear_bindings(q);
-    free(miss.p);
+    ss_buf_free(&miss);
     if (rc != 0)
         return -1;
 
@@ -869,16 +812,18 @@ static int apply_item(ss_store *s, const item *it)
         return apply_step(s, it->run_id, &it->u.step);
     case IT_FINDING: {
         const ss_finding *f = &it->u.finding.f;
-        buf ranks = {0};
-        if (buf_reserve(&ranks, (size_t)f->n_ranks * 12 + 3) != 0)
-            return -1;
-        ranks.p[ranks.len++] = '[';
+        ss_buf ranks = {0};
+        ss_buf_add(&ranks, "[", 1);
         for (uint32_t i = 0; i < f->n_ranks && i < SS_FINDING_MAX_RANKS; i++) {
             if (i)
-                ranks.p[ranks.len++] = ',';
-            buf_put_i64(&ranks, f->ranks[i]);
+                ss_buf_add(&ranks, ",", 1);
+            ss_buf_json_int(&ranks, f->ranks[i]);
         }
-        ranks.p[ranks.len++] = ']';
+        ss_buf_add(&ranks, "]", 1);
+        if (ranks.oom) {
+            ss_buf_free(&ranks);
+            return -1;
+        }
         q = s->st[ST_FINDING];
         sqlite3_bind_int64(q, 1, it->run_id);
         sqlite3_bind_int64(q, 2, f->attempt);
@@ -887,7 +832,7 @@ static int apply_item(ss_store *s, const item *it)
         sqlite3_bind_text(q, 5, f->severity == SS_CRITICAL ? "critical"
                                                            : "warning",
                           -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 6, ranks.p, (int)ranks.len, SQLITE_STATIC);
+        sqlite3_bind_text(q, 6, ranks.data, (int)ranks.len, SQLITE_STATIC);
         bind_known_text(q, 7, f->phase);
         sqlite3_bind_int64(q, 8, (int64_t)f->first_step);
         sqlite3_bind_int64(q, 9, (int64_t)f->last_step);
@@ -897,7 +842,7 @@ static int apply_item(ss_store *s, const item *it)
         sqlite3_bind_int64(q, 12, it->u.finding.at);
         int rc = run_stmt(s, q, "writing a finding");
         sqlite3_clear_bindings(q);
-        free(ranks.p);
+        ss_buf_free(&ranks);
         return rc;
     }
     case IT_EVENT:
@@ -1215,12 +1160,12 @@ static void store_free(ss_store *s)
     }
     free(s->tracks);
     for (size_t i = 0; i < sizeof s->rowjson / sizeof s->rowjson[0]; i++)
-        free(s->rowjson[i].p);
-    free(s->keys.p);
+        ss_buf_free(&s->rowjson[i]);
+    ss_buf_free(&s->keys);
     free(s->key_off);
-    free(s->skeys.p);
+    ss_buf_free(&s->skeys);
     free(s->skey_off);
-    free(s->mkeys.p);
+    ss_buf_free(&s->mkeys);
     free(s->mkey_off);
     free(s->path);
     pthread_mutex_destroy(&s->mu);

@@ -335,6 +335,41 @@ static void readonly_open_refuses_missing_and_empty(void)
     CHECK(strstr(err, "empty") != NULL);
 }
 
+/* Names that need escaping (a quote, a backslash, UTF-8) are keys of valid
+ * JSON in the rank-step rows, and read back as the names the step tables
+ * hold. */
+static void escapes_names_in_row_json(void)
+{
+    static const char *const names[] = {"fwd \"quoted\"", "back\\slash",
+                                        "all\xc3\xa9reduce", "lo\xc3\x9f"};
+    char path[600], buf[600];
+    testing_tmp_path("names.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    step_fx fx;
+    fx_build(&fx, 2, 0, 0);
+    ss_store_put_step(s, run, &fx.v, names);
+    ss_store_close(s);
+
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "json_valid(phases) AND json_valid(syncs) "
+                               "AND json_valid(metrics) AND "
+                               "json_valid(phase_starts)"), 2);
+    CHECK_STR(sql_text(path, "SELECT phases FROM rank_steps WHERE rank = 1",
+                       buf, sizeof buf),
+              "{\"fwd \\\"quoted\\\"\":41000000,\"back\\\\slash\":60000000}");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps r, "
+                               "json_each(r.phases) j JOIN step_phases p ON "
+                               "p.phase = j.key AND p.step = r.step"), 4);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps r, "
+                               "json_each(r.syncs) j JOIN step_syncs y ON "
+                               "y.sync = j.key AND y.step = r.step"), 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps, "
+                               "json_each(metrics) WHERE key = "
+                               "'lo\xc3\x9f'"), 2);
+}
+
 static void writes_everything_and_reads_back(void)
 {
     char path[600], buf[1200];
@@ -812,6 +847,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
+          TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
           TEST(survives_sigkill),
