@@ -862,7 +862,7 @@ static const char usage[] =
     "last step, last heard) and the newest findings.  q or Ctrl-C quits.\n"
     "\n"
     "  RUN            the run to watch (id or name); default: the newest\n"
-    "                 running one in the store's directory\n"
+    "                 running one of the store\n"
     "  --db PATH      the store whose runs to look for; default: $XDG_DATA_\n"
     "                 HOME/stepscope/stepscope.db or ~/.local/share/...\n"
     "  --url URL      the controller's API (http://HOST:PORT/) instead\n"
