@@ -40,7 +40,6 @@
 #include "ingest.h"
 #include "launcher.h"
 #include "live.h"
-#include "private_fs.h"
 #include "runlock.h"
 #include "sockdir.h"
 #include "store.h"
@@ -377,7 +376,16 @@ static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
 
 static void cb_all_exited(void *ctx)
 {
-    maybe_finish(ctx);
+    run_ctx *r = ctx;
+    uint32_t left = ss_launcher_left_behind(r->launcher);
+    if (left) {
+        fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
+                "left behind\n", left, left == 1 ? "" : "es");
+        event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
+              "behind (outside their process groups) were ended", left,
+              left == 1 ? "" : "es");
+    }
+    maybe_finish(r);
 }
 
 /* ---- finishing ---- */
@@ -819,11 +827,6 @@ static int start(run_ctx *r, char *err, size_t errlen)
                  strerror(errno));
         return -1;
     }
-    if (ss_mkdirs_private(r->log_path) < 0) {
-        snprintf(err, errlen, "cannot create log directory %s: %s", r->log_path,
-                 strerror(errno));
-        return -1;
-    }
 
     if (ss_sockdir_create(r->sock_dir, sizeof r->sock_dir, err, errlen) != 0)
         return -1;
@@ -959,14 +962,6 @@ int ss_run_main(int argc, char **argv)
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
         status = ss_launcher_exit_status(r->launcher);
-        uint32_t left = ss_launcher_left_behind(r->launcher);
-        if (left) {
-            fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
-                    "left behind\n", left, left == 1 ? "" : "es");
-            event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks "
-                  "left behind (outside their process groups) were ended",
-                  left, left == 1 ? "" : "es");
-        }
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
