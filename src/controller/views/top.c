@@ -5,8 +5,8 @@
  * Finding the job: --url, else the live-run files that `stepscope run`
  * writes beside the store, in PATH.d/live/ (store_files.h; run-ID.json:
  * {"url", "pid", "run_id", "token" when the API is not on loopback}); a
- * file whose controller process is gone is stale and ignored.  Without RUN the newest live run
- * is shown.
+ * file whose controller process is gone is stale and ignored.  Without RUN
+ * the newest live run is shown.
  *
  * Each refresh GETs, from the controller's API (docs/api.md), /api/live
  * (is the run still going), /api/runs/ID/ranks (state, current phase, last
@@ -184,10 +184,12 @@ static int locate(const opts *o, view *v, char *err, size_t errlen)
     }
     char path[PATH_MAX];
     if (ss_store_live_dir(o->db, path, sizeof path) != 0) {
-        snprintf(err, errlen, o->db || errno != ENOENT
-                     ? "no live-run files for that store: %s"
-                     : "neither XDG_DATA_HOME nor HOME is set: use "
-                       "--db PATH or --url URL", strerror(errno));
+        if (!o->db && errno == ENOENT)
+            snprintf(err, errlen, "neither XDG_DATA_HOME nor HOME is set: "
+                                  "use --db PATH or --url URL");
+        else
+            snprintf(err, errlen, "no live-run files for %s: %s",
+                     o->db ? o->db : "the default store", strerror(errno));
         return -1;
     }
     if (o->run) {
