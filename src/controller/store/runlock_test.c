@@ -141,6 +141,11 @@ static void the_next_writer_marks_dead_runs_interrupted(void)
     add_run(s, "no-lock-run");
     int64_t done = add_run(s, "done-run");
     ss_store_put_event(s, killed, 0, 5000, "rank_connected", 0, "hello");
+    ss_rank_info rank;
+    memset(&rank, 0, sizeof rank);
+    rank.pid = rank.exit_code = rank.term_signal = rank.last_step = -1;
+    snprintf(rank.state, sizeof rank.state, "running");
+    ss_store_put_rank(s, killed, &rank);
     ss_store_end_run(s, done, 2000, 0, "succeeded", 0, 0);
     ss_store_flush(s);
 
@@ -152,6 +157,9 @@ static void the_next_writer_marks_dead_runs_interrupted(void)
     CHECK_STR(st, "live-run=running killed-run=interrupted "
                   "no-lock-run=interrupted done-run=succeeded");
     free(st);
+    char *rank_state = query_text(db, "SELECT state FROM ranks");
+    CHECK_STR(rank_state, "interrupted");
+    free(rank_state);
     /* ended_at: the last thing heard of the run. */
     char *ended = query_text(db, "SELECT ended_at FROM runs WHERE uuid = "
                                  "'killed-run'");

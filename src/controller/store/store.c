@@ -1474,8 +1474,8 @@ static size_t list_running(ss_store *s, running_run **out)
     return n;
 }
 
-/* Marks run ID interrupted with an event, unless another process did it
- * first.  Returns 1 when this call changed the row, 0 or -1 (error). */
+/* Marks run ID interrupted (and its ranks still `running`), with an
+ * event, unless another process did it first.  Returns 1 when this call changed the row, 0 or -1 (error). */
 static int mark_one_interrupted(ss_store *s, int64_t id)
 {
     /* ended_at: the last time anything was heard of the run. */
@@ -1484,6 +1484,9 @@ static int mark_one_interrupted(ss_store *s, int64_t id)
         " coalesce((SELECT max(at) FROM events WHERE run_id = ?1), 0),"
         " coalesce((SELECT max(finalized_at) FROM steps WHERE run_id = ?1),"
         " 0)) WHERE id = ?1 AND status = 'running'";
+    static const char ranks[] =
+        "UPDATE ranks SET state = 'interrupted' WHERE run_id = ?1 AND "
+        "state = 'running'";
     static const char event[] =
         "INSERT INTO events(run_id, attempt, at, kind, rank, message) "
         "VALUES (?1, (SELECT coalesce(max(attempt), 0) FROM attempts "
@@ -1502,14 +1505,16 @@ static int mark_one_interrupted(ss_store *s, int64_t id)
     }
     sqlite3_finalize(q);
     q = NULL;
-    if (rc == SQLITE_OK && changed) {
-        rc = sqlite3_prepare_v2(s->db, event, -1, &q, NULL);
+    for (int i = 0; i < 2 && rc == SQLITE_OK && changed; i++) {
+        rc = sqlite3_prepare_v2(s->db, i == 0 ? ranks : event, -1, &q, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_int64(q, 1, id);
-            sqlite3_bind_int64(q, 2, wall_now());
+            if (i == 1)
+                sqlite3_bind_int64(q, 2, wall_now());
             rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
         }
         sqlite3_finalize(q);
+        q = NULL;
     }
     if (rc != SQLITE_OK ||
         sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {

@@ -106,8 +106,8 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
 /*
  * Rewrites the status of every run whose row says `running` but whose
  * controller is gone (runlock.h: nobody holds its run lock) to
- * `interrupted`, with ended_at the last time anything was heard of it and
- * an `interrupted` event, then removes the lock files nobody holds.  The
+ * `interrupted` (and its ranks whose state is `running`), with ended_at
+ * the last time anything was heard of it and an `interrupted` event, then removes the lock files nobody holds.  The
  * controller calls it once, synchronously, when it opens the store, before
  * registering its own run.  Returns how many runs it marked (a run another
  * process marks first is not counted).
