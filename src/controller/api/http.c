@@ -36,7 +36,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "private_fs.h"
 #include "query.h"
+#include "store_files.h"
 
 #define POOL_MAX 8          /* idle store connections kept */
 #define SLICE_MS 200        /* a stream checks for shutdown this often */
@@ -761,18 +763,25 @@ void ss_http_stop(ss_http *h)
 
 /* ---- the live-run file ---- */
 
-int ss_http_live_file_write(const char *store_dir, int64_t run_id,
+int ss_http_live_file_write(const char *db_path, int64_t run_id,
                             const ss_http *h, const char *token, char *path,
                             size_t pathlen, char *err, size_t errlen)
 {
     char dir[PATH_MAX], tmp[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/live", store_dir);
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (ss_store_live_dir(db_path, dir, sizeof dir) != 0 ||
+        ss_store_live_file(db_path, run_id, path, pathlen) != 0) {
+        snprintf(err, errlen, "no live-run file for %s: %s", db_path,
+                 strerror(errno));
+        path[0] = '\0';
         return -1;
     }
-    snprintf(path, pathlen, "%s/run-%" PRId64 ".json", dir, run_id);
+    if (ss_mkdirs_private(dir) != 0) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        path[0] = '\0';
+        return -1;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    unlink(tmp); /* left by a controller that died while writing it */
     ss_buf b = {0};
     ss_buf_puts(&b, "{\"url\":");
     ss_buf_json_str(&b, h->url);
@@ -783,8 +792,7 @@ int ss_http_live_file_write(const char *store_dir, int64_t run_id,
         ss_buf_json_str(&b, token);
     }
     ss_buf_puts(&b, "}\n");
-    int fd = b.oom ? -1 : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                               0600);
+    int fd = b.oom ? -1 : ss_open_private(tmp, O_WRONLY, NULL);
     int ok = fd >= 0 && write(fd, b.data, b.len) == (ssize_t)b.len;
     if (fd >= 0 && close(fd) != 0)
         ok = 0;

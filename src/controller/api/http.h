@@ -102,12 +102,14 @@ int ss_http_authorized(const char *required, const char *auth_header,
 
 /*
  * The live-run file that lets other commands (`stepscope top`) find a
- * running controller: DIR/live/run-ID.json holding {"url", "pid", "run_id",
- * "token" (only when the address is not loopback)}, mode 0600.  DIR is the
- * store's directory.  ss_http_live_file_write returns 0 or -1 with ERR;
- * the path written goes to PATH (PATHLEN bytes) for ss_http_live_file_remove.
+ * running controller: ss_store_live_file(DB_PATH, RUN_ID)
+ * (PATH.d/live/run-ID.json beside the store DB_PATH, store_files.h)
+ * holding {"url", "pid", "run_id", "token" (only when the address is not
+ * loopback)}, mode 0600 in a 0700 directory.  ss_http_live_file_write
+ * returns 0 or -1 with ERR; the path written goes to PATH (PATHLEN bytes,
+ * "" on failure) for ss_http_live_file_remove.
  */
-int ss_http_live_file_write(const char *store_dir, int64_t run_id,
+int ss_http_live_file_write(const char *db_path, int64_t run_id,
                             const ss_http *h, const char *token, char *path,
                             size_t pathlen, char *err, size_t errlen);
 void ss_http_live_file_remove(const char *path);

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -612,14 +613,21 @@ static void live_file(void)
 {
     ss_http *h = start_(NULL, NULL, NULL);
     REQUIRE(h);
-    char dir[600], path[700], err[256] = "";
-    testing_tmp_path("", dir, sizeof dir);
-    CHECK_EQ_INT(ss_http_live_file_write(dir, 42, h, NULL, path, sizeof path,
+    char db[600], path[PATH_MAX], err[256] = "";
+    testing_tmp_path("live.db", db, sizeof db);
+    mode_t old_mask = umask(0);
+    CHECK_EQ_INT(ss_http_live_file_write(db, 42, h, NULL, path, sizeof path,
                                          err, sizeof err), 0);
-    CHECK(strstr(path, "/live/run-42.json") != NULL);
+    umask(old_mask);
+    CHECK(strstr(path, "/live.db.d/live/run-42.json") != NULL);
     struct stat sb;
     REQUIRE(stat(path, &sb) == 0);
     CHECK_EQ_INT(sb.st_mode & 0777, 0600);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    REQUIRE(stat(dir, &sb) == 0);
+    CHECK_EQ_INT(sb.st_mode & 0777, 0700);
     FILE *f = fopen(path, "r");
     REQUIRE(f);
     char text[512] = "";

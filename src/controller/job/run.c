@@ -2,14 +2,17 @@
  * run.c - `stepscope run`: launch ranks, ingest, aggregate, store, explain.
  *
  * Life of a run:
- *   1. open the store, register the run (uuid, token), make a private
- *      directory for the ingest socket;
+ *   1. open the store (marking runs whose controller died interrupted),
+ *      take the run lock (store/runlock.h), register the run (uuid,
+ *      token), make a private directory for the ingest socket (removing
+ *      those of dead controllers);
  *   2. start the ingest socket and the launcher on one libuv loop; signals
  *      and a 1 s housekeeping timer live on the same loop;
  *   3. each rank leaves the live set exactly once, as the life-cycle
  *      policy (lifecycle.h) decides from what the ingest socket, the
  *      launcher and the housekeeping timer report;
- *   4. when the policy says the run ends: finish the aggregator (final
+ *   4. when the policy says the run ends (every rank exited and what they
+ *      left behind is ended by the launcher): finish the aggregator (final
  *      findings), record exit codes, end the run in the store, print a
  *      summary of what the store holds and return the job's exit status.
  *
@@ -21,7 +24,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,7 +42,10 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "live.h"
+#include "runlock.h"
+#include "sockdir.h"
 #include "store.h"
+#include "store_files.h"
 
 /* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
 typedef struct {
@@ -71,6 +76,7 @@ typedef struct {
     /* state */
     uv_loop_t loop;
     ss_store *store;
+    ss_run_lock run_lock;   /* held while this controller lives (runlock.h) */
     int64_t run_id;
     uint32_t attempt;
     char uuid[40];
@@ -95,7 +101,7 @@ typedef struct {
     int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
-    char live_file[PATH_MAX]; /* <store dir>/live/run-ID.json, "" if none */
+    char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
 } run_ctx;
 
 static ss_wall_ns wall_now(void)
@@ -368,6 +374,14 @@ static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
 static void cb_all_exited(void *ctx)
 {
     run_ctx *r = ctx;
+    uint32_t left = ss_launcher_left_behind(r->launcher);
+    if (left) {
+        fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
+                "left behind\n", left, left == 1 ? "" : "es");
+        event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
+              "behind (outside their process groups) were ended", left,
+              left == 1 ? "" : "es");
+    }
     ss_life_all_exited(&r->life);
     maybe_finish(r);
 }
@@ -456,7 +470,7 @@ static void usage(FILE *out)
         "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
         "                           stepscope/stepscope.db)\n"
         "      --log-dir DIR        per-rank logs (default: beside the store,\n"
-        "                           logs/run-ID/rank-N.log)\n"
+        "                           PATH.d/logs/run-ID/rank-N.log)\n"
         "      --grace SECONDS      SIGTERM to SIGKILL delay (default 5)\n"
         "      --connect-timeout SECONDS\n"
         "                           a rank silent this long is recorded as\n"
@@ -651,21 +665,6 @@ static void join_command(char **argv, char *out, size_t outlen)
     }
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /*
  * For --auto: finds the stepscope Python package beside the executable EXE,
  * in <exe dir>/python (a build directory's own copy, build-asan/python) or
@@ -737,10 +736,8 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "HTTP server: %s", herr);
         return -1;
     }
-    char dbcopy[PATH_MAX];
-    snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
     r->http_public = !ss_http_is_loopback(host);
-    if (ss_http_live_file_write(dirname(dbcopy), r->run_id, r->http,
+    if (ss_http_live_file_write(r->db_path, r->run_id, r->http,
                                 r->http_public ? hex : NULL,
                                 r->live_file, sizeof r->live_file, herr,
                                 sizeof herr) != 0)
@@ -782,8 +779,17 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", serr);
         return -1;
     }
+    int interrupted = ss_store_mark_interrupted(r->store);
+    if (interrupted > 0)
+        fprintf(stderr, "stepscope: note: %d earlier run%s of this store lost "
+                "%s controller; marked interrupted\n", interrupted,
+                interrupted == 1 ? "" : "s", interrupted == 1 ? "its" : "their");
 
     make_uuid(r->uuid);
+    /* Before the run's row exists: a reader never sees it `running`
+     * without a live lock holder. */
+    if (ss_run_lock_take(&r->run_lock, r->db_path, r->uuid, err, errlen) != 0)
+        return -1;
     random_bytes(r->token, sizeof r->token);
     ss_run_info info;
     memset(&info, 0, sizeof info);
@@ -815,27 +821,17 @@ static int start(run_ctx *r, char *err, size_t errlen)
 
     if (r->log_dir) {
         snprintf(r->log_path, sizeof r->log_path, "%s", r->log_dir);
-    } else {
-        char dbcopy[PATH_MAX];
-        snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
-        snprintf(r->log_path, sizeof r->log_path, "%s/logs/run-%" PRId64,
-                 dirname(dbcopy), r->run_id);
-    }
-    if (mkdir_p(r->log_path) < 0) {
-        snprintf(err, errlen, "cannot create log directory %s: %s", r->log_path,
+    } else if (ss_store_log_dir(r->db_path, r->run_id, r->log_path,
+                                sizeof r->log_path) != 0) {
+        snprintf(err, errlen, "no log directory for %s: %s", r->db_path,
                  strerror(errno));
         return -1;
     }
 
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    snprintf(r->sock_dir, sizeof r->sock_dir, "%s/stepscope-XXXXXX",
-             rt && access(rt, W_OK) == 0 ? rt : "/tmp");
-    if (!mkdtemp(r->sock_dir)) {
-        snprintf(err, errlen, "mkdtemp(%s): %s", r->sock_dir, strerror(errno));
-        r->sock_dir[0] = '\0';
+    if (ss_sockdir_create(r->sock_dir, sizeof r->sock_dir, err, errlen) != 0)
         return -1;
-    }
-    snprintf(r->sock_path, sizeof r->sock_path, "%s/ctl.sock", r->sock_dir);
+    snprintf(r->sock_path, sizeof r->sock_path, "%s/" SS_SOCKDIR_SOCKET,
+             r->sock_dir);
 
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
@@ -1052,10 +1048,8 @@ int ss_run_main(int argc, char **argv)
     ss_live_destroy(r->live);
     ss_aggregator_destroy(r->agg);
     ss_store_close(r->store);
-    if (r->sock_dir[0]) {
-        unlink(r->sock_path);
-        rmdir(r->sock_dir);
-    }
+    ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
+    ss_sockdir_remove(r->sock_dir);
     free(r->ranks);
     ss_life_release(&r->life);
     free(r);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runlock.h"
 #include "stats.h"
 #include "store.h"
 #include "store_schema.h"
@@ -264,8 +265,10 @@ void ss_reader_set_progress(ss_reader *r, void (*tick)(void *arg), void *arg)
     "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), "                  \
     "(SELECT count(*) FROM findings f WHERE f.run_id = r.id) FROM runs r "
 
-/* Fills RUN from a RUN_SELECT row.  Returns 0 or -1 (out of memory). */
-static int run_from_row(sqlite3_stmt *st, ss_run_row *run)
+/* Fills RUN from a RUN_SELECT row of R's store; a run stored as running
+ * whose controller is gone reads as interrupted (runlock.h).  Returns 0 or
+ * -1 (out of memory). */
+static int run_from_row(ss_reader *r, sqlite3_stmt *st, ss_run_row *run)
 {
     memset(run, 0, sizeof *run);
     run->id = sqlite3_column_int64(st, 0);
@@ -281,6 +284,13 @@ static int run_from_row(sqlite3_stmt *st, ss_run_row *run)
     run->dropped_rank_steps = col_i64(st, 12);
     run->steps = sqlite3_column_int64(st, 13);
     run->findings = sqlite3_column_int64(st, 14);
+    if (!bad && run->status && run->uuid &&
+        strcmp(ss_run_status_now(r->path, run->uuid, run->status),
+               run->status) != 0) {
+        free(run->status);
+        run->status = strdup("interrupted");
+        bad = !run->status;
+    }
     if (bad)
         ss_run_row_clear(run);
     return bad ? -1 : 0;
@@ -316,7 +326,7 @@ int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n)
     int rc;
     while ((rc = next_row(r, st)) == 1) {
         if (grow((void **)runs, sizeof **runs, *n, &cap) != 0 ||
-            run_from_row(st, &(*runs)[*n]) != 0) {
+            run_from_row(r, st, &(*runs)[*n]) != 0) {
             rc = oom(r);
             break;
         }
@@ -340,7 +350,7 @@ int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run)
         return SS_READ_ERROR;
     int rc = next_row(r, st);
     if (rc == 1)
-        rc = run_from_row(st, run) == 0 ? 0 : oom(r);
+        rc = run_from_row(r, st, run) == 0 ? 0 : oom(r);
     else if (rc == 0)
         rc = fail(r, SS_READ_NOT_FOUND, "no run %" PRId64 " in %s", run_id,
                   r->path);

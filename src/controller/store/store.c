@@ -44,6 +44,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -53,8 +54,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "json.h"
+#include "private_fs.h"
+#include "runlock.h"
 #include "store_schema.h"
 
 /* ---- queued items ---- */
@@ -316,37 +320,6 @@ static ss_wall_ns wall_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* mkdir -p of PATH's directory.  Returns 0 or -1 with errno set. */
-static int make_parent_dirs(const char *path)
-{
-    char *dir = strdup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) {
-        free(dir);
-        return 0;
-    }
-    *slash = '\0';
-    for (char *p = dir + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(dir);
-            errno = e;
-            return -1;
-        }
-        *p = c;
-        if (c == '\0')
-            break;
-    }
-    free(dir);
-    return 0;
 }
 
 static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v)
@@ -1179,11 +1152,17 @@ static void store_free(ss_store *s)
 static int store_setup(ss_store *s, const char *path, char *err,
                        size_t errlen)
 {
-    if (make_parent_dirs(path) != 0) {
+    if (ss_mkdirs_private_parent(path) != 0) {
         snprintf(err, errlen, "cannot create the directory for %s: %s", path,
                  strerror(errno));
         return -1;
     }
+    /* A new store is created 0600 here, before SQLite opens it: SQLite
+     * would create it 0644, and it gives the -wal and -shm files the mode
+     * of the database file. */
+    int fd = ss_open_private(path, O_RDWR, NULL);
+    if (fd >= 0)
+        close(fd); /* else SQLite opens it and says what is wrong */
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                  SQLITE_OPEN_FULLMUTEX,
@@ -1591,4 +1570,103 @@ void ss_store_get_outcome(ss_store *s, ss_store_outcome *out)
 struct sqlite3 *ss_store_db(ss_store *s)
 {
     return s->db;
+}
+
+/* Collects the ids and uuids of the runs whose row says `running`. */
+typedef struct {
+    int64_t id;
+    char uuid[64];
+} running_run;
+
+static size_t list_running(ss_store *s, running_run **out)
+{
+    sqlite3_stmt *q = NULL;
+    size_t n = 0, cap = 0;
+    running_run *v = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT id, uuid FROM runs WHERE status = "
+                           "'running'", -1, &q, NULL) != SQLITE_OK)
+        return 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 8;
+            running_run *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v[n].id = sqlite3_column_int64(q, 0);
+        const unsigned char *u = sqlite3_column_text(q, 1);
+        snprintf(v[n].uuid, sizeof v[n].uuid, "%s", u ? (const char *)u : "");
+        n++;
+    }
+    sqlite3_finalize(q);
+    *out = v;
+    return n;
+}
+
+/* Marks run ID interrupted (and its ranks still `running`), with an
+ * event, unless another process did it first.  Returns 1 when this call changed the row, 0 or -1 (error). */
+static int mark_one_interrupted(ss_store *s, int64_t id)
+{
+    /* ended_at: the last time anything was heard of the run. */
+    static const char update[] =
+        "UPDATE runs SET status = 'interrupted', ended_at = max(started_at,"
+        " coalesce((SELECT max(at) FROM events WHERE run_id = ?1), 0),"
+        " coalesce((SELECT max(finalized_at) FROM steps WHERE run_id = ?1),"
+        " 0)) WHERE id = ?1 AND status = 'running'";
+    static const char ranks[] =
+        "UPDATE ranks SET state = 'interrupted' WHERE run_id = ?1 AND "
+        "state = 'running'";
+    static const char event[] =
+        "INSERT INTO events(run_id, attempt, at, kind, rank, message) "
+        "VALUES (?1, (SELECT coalesce(max(attempt), 0) FROM attempts "
+        "WHERE run_id = ?1), ?2, 'interrupted', NULL, 'the controller "
+        "stopped without ending the run (killed, crashed or its host went "
+        "down); a later stepscope run marked it interrupted')";
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    int changed = 0, rc;
+    sqlite3_stmt *q = NULL;
+    rc = sqlite3_prepare_v2(s->db, update, -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, id);
+        rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        changed = sqlite3_changes(s->db) == 1;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    for (int i = 0; i < 2 && rc == SQLITE_OK && changed; i++) {
+        rc = sqlite3_prepare_v2(s->db, i == 0 ? ranks : event, -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(q, 1, id);
+            if (i == 1)
+                sqlite3_bind_int64(q, 2, wall_now());
+            rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (rc != SQLITE_OK ||
+        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return changed;
+}
+
+int ss_store_mark_interrupted(ss_store *s)
+{
+    pthread_mutex_lock(&s->dbmu);
+    running_run *runs = NULL;
+    size_t n = list_running(s, &runs);
+    int marked = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!ss_run_controller_alive(s->path, runs[i].uuid) &&
+            mark_one_interrupted(s, runs[i].id) == 1)
+            marked++;
+    pthread_mutex_unlock(&s->dbmu);
+    free(runs);
+    ss_run_locks_sweep(s->path);
+    return marked;
 }

@@ -42,7 +42,9 @@ void ss_store_config_defaults(ss_store_config *cfg);
  * Opens (creating if needed) the store at PATH, migrating the schema.  With
  * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason
  * in ERR when PATH is not a stepscope store, is corrupt, is from a newer
- * version, or cannot be opened.  Creates missing parent directories.
+ * version, or cannot be opened.  A new store file is created 0600 (its
+ * -wal and -shm files get the same mode from SQLite) and missing parent
+ * directories 0700, whatever the umask (private_fs.h).
  */
 ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
                         int writer, char *err, size_t errlen);
@@ -106,6 +108,17 @@ void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f);
 void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
                         ss_wall_ns at, const char *kind, int32_t rank,
                         const char *message);
+
+/*
+ * Rewrites the status of every run whose row says `running` but whose
+ * controller is gone (runlock.h: nobody holds its run lock) to
+ * `interrupted` (and its ranks whose state is `running`), with ended_at
+ * the last time anything was heard of it and an `interrupted` event, then removes the lock files nobody holds.  The
+ * controller calls it once, synchronously, when it opens the store, before
+ * registering its own run.  Returns how many runs it marked (a run another
+ * process marks first is not counted).
+ */
+int ss_store_mark_interrupted(ss_store *s);
 
 /* Marks the run ended with the job's exit status and totals. */
 void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
