@@ -24,7 +24,7 @@
     X(P_S_ALPHA, "straggler.alpha", 1e-4, "probability", 1e-12, 0.5,          \
       "false alarms on a clean job: chance per window of steps that any "     \
       "rank is wrongly named (split over ranks and sub-windows)")             \
-    X(P_S_MIN_LATE_FRAC, "straggler.min_late_frac", 0.10, "ratio", 0, 100,    \
+    X(P_S_MIN_LATE_FRAC, "straggler.min_late_frac", 0.05, "ratio", 0, 100,    \
       "a straggler's median lateness (lower confidence bound) is at least "   \
       "this fraction of the median step time...")                            \
     X(P_S_MIN_LATE_MS, "straggler.min_late_ms", 0.05, "ms", 0, 1e9,           \
@@ -38,7 +38,7 @@
       "recent steps each rank is judged over")                                \
     X(P_S_MIN_STEPS, "straggler.min_steps", 20, "steps", 1, 1024,             \
       "steps a rank must have been seen in before it can be persistent")      \
-    X(P_S_END_FRAC, "straggler.end_frac", 0.05, "ratio", 0, 100,              \
+    X(P_S_END_FRAC, "straggler.end_frac", 0.025, "ratio", 0, 100,             \
       "an episode ends when the median lateness over its window falls "       \
       "below this fraction of the median step time")                          \
     X(P_S_TRANSIENT, "straggler.transient_steps", 10, "steps", 5, 1024,       \
