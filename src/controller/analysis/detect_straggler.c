@@ -783,6 +783,18 @@ static void straggler_destroy(void *state)
     free(sg);
 }
 
+/* The fewest steps in which a rank of WORLD, last in every one of them,
+ * passes the binomial test of a sub-window of that many steps:
+ * (1/WORLD)^n <= ALPHA / WORLD * n / SW.  At least SW when none is
+ * shorter. */
+static uint32_t shortest_burst(double alpha, uint32_t world, uint32_t sw)
+{
+    for (uint32_t n = 1; world >= 2 && n < sw; n++)
+        if (n * log((double)world) >= -log(alpha / world * n / sw))
+            return n;
+    return sw;
+}
+
 static void *straggler_create(ss_detectors *d)
 {
     straggler *sg = ss__zalloc(1, sizeof *sg);
@@ -791,7 +803,12 @@ static void *straggler_create(ss_detectors *d)
     size_t w = d->world;
     sg->world = d->world;
     sg->sw = ss__param_u32(d, P_S_WINDOW);
-    sg->sub = ss__param_u32(d, P_S_TRANSIENT); /* <= sw (resolved) */
+    /* transient_steps <= sw (resolved); longer with few ranks, where a
+     * short run of last places happens by chance */
+    sg->sub = ss__param_u32(d, P_S_TRANSIENT);
+    uint32_t shortest = shortest_burst(d->p[P_S_ALPHA], sg->world, sg->sw);
+    if (sg->sub < shortest)
+        sg->sub = shortest;
     size_t sw = sg->sw;
     size_t scratch = w > 4 * sw ? w : 4 * sw;
     sg->step = ss__zalloc(sw, sizeof *sg->step);

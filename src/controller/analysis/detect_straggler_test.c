@@ -332,6 +332,36 @@ static void every_rank_position_found(void)
     }
 }
 
+/* A 30-step burst on one of 2 ranks is transient: the sub-window grows to
+ * the 17 steps in which 2 ranks can tell a burst from chance. */
+static void transient_burst_on_two_ranks(void)
+{
+    rng_state = 31;
+    found fd;
+    memset(&fd, 0, sizeof fd);
+    for (int i = 0; i < MAX_FOUND; i++)
+        fd.rank[i] = -2;
+    ss_sink sink = {&fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, 2, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 300; s++) {
+        double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
+        if (s >= 150 && s < 180)
+            c[1] += 6;
+        build_step(b, 2, s, c);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    CHECK_EQ_INT(fd.rank[0], 1);
+    CHECK_EQ_INT(fd.persistent[0], 0);
+}
+
 TEST_LIST(TEST(clean_jobs_false_alarm_rate),
           TEST(late_35ms_on_112ms_step_found),
-          TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found))
+          TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
+          TEST(transient_burst_on_two_ranks))
