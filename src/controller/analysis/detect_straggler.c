@@ -373,7 +373,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] ? SS_CRITICAL
                                                    : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
-    char how[256], why[128], last[96];
+    char how[224], why[112], last[72];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
@@ -422,7 +422,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
     straggler_evidence(d, f, "transient", &s);
-    char how[256], why[128], last[96];
+    char how[224], why[112], last[72];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
