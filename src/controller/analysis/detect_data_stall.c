@@ -33,7 +33,7 @@ typedef struct {
     uint64_t first, last;
     uint64_t steps[STALL_RING]; /* ring, count % STALL_RING is next */
     float excess_ms[STALL_RING];
-    uint8_t phase;
+    ss__name_idx phase;
     int32_t finding;
 } stall_rank;
 
@@ -118,7 +118,7 @@ static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
         if (excess_ms > st->excess_ms[k]) {
             st->total_ms += excess_ms - st->excess_ms[k];
             st->excess_ms[k] = (float)excess_ms;
-            st->phase = (uint8_t)phase;
+            st->phase = (ss__name_idx)phase;
         }
     } else {
         uint32_t k = st->count % STALL_RING;
@@ -126,7 +126,7 @@ static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
         st->excess_ms[k] = (float)excess_ms;
         st->count++;
         st->total_ms += excess_ms;
-        st->phase = (uint8_t)phase;
+        st->phase = (ss__name_idx)phase;
     }
     st->last = step;
     if (excess_ms > st->max_ms)

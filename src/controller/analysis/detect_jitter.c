@@ -27,7 +27,8 @@ typedef struct {
     double *ms;   /* the median step time less the sync lateness */
     double *raw;  /* the median step time itself, for reporting */
     uint64_t *step;
-    uint8_t *out, *blame;
+    uint8_t *out;
+    ss__name_idx *blame;
     float *expl_ms;
     int32_t *worst;
     float *phase[SS_MAX_RUN_NAMES]; /* per phase median ms ring, lazy */
@@ -244,7 +245,7 @@ static void jitter_step(void *state, ss_detectors *d,
     jt->raw[k] = raw;
     jt->step[k] = v->step;
     jt->out[k] = (uint8_t)outlier;
-    jt->blame[k] = (uint8_t)blame;
+    jt->blame[k] = (ss__name_idx)blame;
     jt->expl_ms[k] = (float)blame_ex;
     jt->worst[k] = v->step_time.worst_rank;
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
@@ -326,7 +327,7 @@ static void *jitter_create(ss_detectors *d)
     jt->raw = ss__zalloc(jt->jw, sizeof *jt->raw);
     jt->step = ss__zalloc(jt->jw, sizeof *jt->step);
     jt->out = ss__zalloc(jt->jw, 1);
-    jt->blame = ss__zalloc(jt->jw, 1);
+    jt->blame = ss__zalloc(jt->jw, sizeof *jt->blame);
     jt->expl_ms = ss__zalloc(jt->jw, sizeof(float));
     jt->worst = ss__zalloc(jt->jw, sizeof(int32_t));
     jt->sort = ss__zalloc(jt->jw, sizeof(int32_t));

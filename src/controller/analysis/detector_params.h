@@ -21,25 +21,29 @@
       "first finalized steps ignored by every detector")                      \
     X(P_UPDATE, "update_steps", 50, "steps", 1, 1e9,                          \
       "a changed finding is emitted again at most once per this many steps")  \
-    X(P_S_MIN_LATE_MS, "straggler.min_late_ms", 5, "ms", 0, 1e9,              \
-      "a rank is late in a step when it is this much behind the median "      \
-      "rank...")                                                              \
-    X(P_S_MIN_LATE_FRAC, "straggler.min_late_frac", 0.10, "ratio", 0, 100,    \
-      "...and this fraction of the median step time...")                      \
-    X(P_S_MAD_K, "straggler.mad_k", 3, "sigmas", 0, 1e3,                      \
-      "...and this many robust sigmas of all ranks' lateness in that step")   \
+    X(P_S_ALPHA, "straggler.alpha", 1e-4, "probability", 1e-12, 0.5,          \
+      "false alarms on a clean job: chance per window of steps that any "     \
+      "rank is wrongly named (split over ranks and sub-windows)")             \
+    X(P_S_MIN_LATE_FRAC, "straggler.min_late_frac", 0.05, "ratio", 0, 100,    \
+      "a straggler's median lateness (lower confidence bound) is at least "   \
+      "this fraction of the median step time...")                            \
+    X(P_S_MIN_LATE_MS, "straggler.min_late_ms", 0.05, "ms", 0, 1e9,           \
+      "...and at least this (timer slack: shorter gaps say nothing)")         \
+    X(P_S_BOUND_ALPHA, "straggler.bound_alpha", 0.01, "probability", 1e-9,    \
+      0.5, "one-sided error of the lower confidence bound on the median "     \
+      "lateness")                                                             \
     X(P_S_BLAME_FRAC, "straggler.blame_frac", 0.25, "ratio", 0, 1e3,          \
       "a phase is blamed only when it explains this share of the lateness")   \
     X(P_S_WINDOW, "straggler.window", 100, "steps", 10, 1024,                 \
-      "recent steps over which lateness is counted")                          \
-    X(P_S_PERSIST_FRAC, "straggler.persistent_frac", 0.5, "ratio", 0.01, 1,   \
-      "persistent: late in at least this fraction of the window's steps")     \
-    X(P_S_END_FRAC, "straggler.end_frac", 0.25, "ratio", 0, 1,                \
-      "a persistent straggler episode ends below this late fraction")         \
+      "recent steps each rank is judged over")                                \
     X(P_S_MIN_STEPS, "straggler.min_steps", 20, "steps", 1, 1024,             \
       "steps a rank must have been seen in before it can be persistent")      \
-    X(P_S_TRANSIENT, "straggler.transient_steps", 5, "steps", 2, 1e6,         \
-      "transient: at least this many consecutive late steps")                 \
+    X(P_S_END_FRAC, "straggler.end_frac", 0.025, "ratio", 0, 100,             \
+      "an episode ends when the median lateness over its window falls "       \
+      "below this fraction of the median step time")                          \
+    X(P_S_TRANSIENT, "straggler.transient_steps", 10, "steps", 5, 1024,       \
+      "transient: significant over the newest this many steps, not over "     \
+      "the whole window")                                                     \
     X(P_S_CRIT_FRAC, "straggler.critical_frac", 0.25, "ratio", 0, 100,        \
       "critical when the median lateness is this fraction of a median step")  \
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
@@ -116,7 +120,8 @@ _Static_assert(P_COUNT <= 64, "ss_detector_config holds 64 values");
 
 /* Fills P with CFG's values (defaults when CFG is NULL), each one NaN
  * replaced by its default and clamped into its [min, max]; then lowers
- * straggler.min_steps and jitter.min_steps to their windows.  Never fails. */
+ * straggler.min_steps, straggler.transient_steps and jitter.min_steps to
+ * their windows.  Never fails. */
 void ss__detector_params_resolve(const ss_detector_config *cfg,
                                  double p[P_COUNT]);
 

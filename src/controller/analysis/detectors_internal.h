@@ -24,7 +24,11 @@
 #include "json.h"
 
 #define MIB (1024.0 * 1024.0)
-#define NO_NAME 255   /* "no name" in a uint8_t name index */
+/* A name index (into the run's name table) is stored as a uint16_t;
+ * NO_NAME is "no name". */
+typedef uint16_t ss__name_idx;
+#define NO_NAME 0xFFFF
+_Static_assert(SS_MAX_RUN_NAMES < NO_NAME, "name indexes fit ss__name_idx");
 #define MAX_LISTED 16 /* ranks named in one finding's message */
 
 /* What a detector earlier in the order tells later ones about the current
