@@ -612,6 +612,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         rs->metric = me;
         rs->phase_start_ns = pst;
         rs->phase_count = pco;
+        rs->host = NULL;
         if (!present[r]) {
             rs->present = 0;
             rs->step_ns = rs->rss_bytes = rs->device_bytes = SS_MISSING;

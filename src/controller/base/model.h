@@ -88,6 +88,10 @@ typedef struct {
     ss_mono_ns begin_ns;
     const int64_t *phase_start_ns;
     const int64_t *phase_count;
+    /* What the host saw of the rank's process tree during this step
+     * (run-queue delay, stops, throttling...); NULL when no host evidence
+     * is known for it. */
+    const ss_host_step *host;
 } ss_rank_step;
 
 /* A finalized step: every live rank completed it (or was declared
