@@ -1,21 +1,38 @@
 /*
  * http.c - the controller's HTTP server (http.h, docs/api.md).
  *
- * libmicrohttpd parses HTTP and runs one thread per connection (bounded by
- * SS_HTTP_MAX_CONNECTIONS); this file routes a request to a document of
- * query.c, the live state's /metrics or its event feed, and answers JSON
- * errors for everything else.  We bind the listening socket ourselves (with
- * SOCK_CLOEXEC, so ranks launched later do not inherit it, and so a busy
- * port gets a clear message or the fallback) and hand it to libmicrohttpd.
+ * Admission.  We bind the listening socket ourselves (SOCK_CLOEXEC, so
+ * ranks launched later do not inherit it, and so a busy port gets a clear
+ * message or the fallback) and accept on it in one "gate" thread, which
+ * decides whether to serve each new connection (ss_http_admission).  A
+ * served connection is handed to one of SS_HTTP_WORKERS libmicrohttpd
+ * daemons, each one epoll thread without a listening socket of its own; a
+ * refused one gets a canned 503 with a JSON body, and is kept for up to
+ * REJECT_LINGER_MS to read what the client still sends, so that closing it
+ * does not reset the connection before the client has read the answer.
  *
- * Store connections: a request takes a read-only ss_query from a small pool
- * (opening one when the pool is empty) and returns it afterwards, so a
- * connection is used by one thread at a time and opening costs are paid
- * once per connection, not per request.
+ * Deadlines.  libmicrohttpd's own timeout restarts on every byte received,
+ * so a client that trickles a header line every few seconds keeps a
+ * connection forever.  Each connection therefore has a record (conn) with
+ * the time by which its next request must have been read in full; the gate
+ * thread checks the records every TICK_MS and shuts down the sockets that
+ * missed it, which libmicrohttpd then sees as a closed connection and
+ * cleans up.  A record is created at accept, bound to libmicrohttpd's
+ * connection when it announces it (NOTIFY_STARTED) and freed when it
+ * announces its end (NOTIFY_CLOSED, before the socket is closed, so a
+ * record under the mutex never names a closed or reused descriptor).
  *
- * Event streams: the content reader blocks (allowed in thread-per-
- * connection mode) on the live feed in short slices, so ss_http_stop ends
- * every stream within about SLICE_MS.
+ * Requests.  A worker thread serves all its connections, so nothing may
+ * block it for long: documents are built from the store in one go (each
+ * costs milliseconds), the /steps document is streamed in pages of
+ * PAGE_STEPS steps (its memory does not grow with the window), and an
+ * event stream with nothing to send suspends its connection, which the
+ * gate thread resumes every TICK_MS to look for new notifications.
+ *
+ * Store connections: a request (or a page) takes a read-only ss_query from
+ * a small pool (opening one when the pool is empty) and returns it
+ * afterwards, so a connection is used by one thread at a time and opening
+ * costs are paid once per connection, not per request.
  */
 #include "http.h"
 
@@ -26,26 +43,51 @@
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "numparse.h"
 #include "query.h"
 
 #define POOL_MAX 8          /* idle store connections kept */
-#define SLICE_MS 200        /* a stream checks for shutdown this often */
+#define TICK_MS 100         /* deadlines checked, streams woken this often */
 #define KEEPALIVE_MS 15000  /* a comment line on a quiet stream */
+#define PAGE_STEPS 256      /* steps per page of a streamed /steps */
+#define ACCEPT_BATCH 64     /* connections accepted per wake-up at most */
+#define REJECT_MAX 64       /* refused connections read while closing */
+#define REJECT_LINGER_MS 2000
+#define LARGE_DOC_BYTES (1u << 20) /* a built document this big ... */
+#define MAX_LARGE_DOCS 8           /* ... is sent at most this many at once */
 #define JSON_TYPE "application/json; charset=utf-8"
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+/* One connection, from accept to close (see "Deadlines" above). */
+typedef struct conn conn;
+struct conn {
+    conn *prev, *next;
+    int fd;
+    int started;              /* bound to libmicrohttpd's connection */
+    int loopback;             /* the peer's address is loopback */
+    int shut;                 /* shut down for missing its deadline */
+    unsigned char addr[16];   /* the peer's address; IPv4 as v4-mapped */
+    ss_mono_ns accepted;
+    ss_mono_ns request_due;   /* the next request read by then; 0 while one
+                                 is being answered */
+};
+
+typedef struct stream stream;
+
 struct ss_http {
-    struct MHD_Daemon *mhd;
+    struct MHD_Daemon *mhd[SS_HTTP_WORKERS];
     ss_live *live;
     char *db_path;
     char *token; /* NULL: none required */
@@ -53,13 +95,32 @@ struct ss_http {
     uint16_t port;
     int fell_back;
     char url[INET6_ADDRSTRLEN + 300];
-    int stopping; /* atomic */
-    pthread_mutex_t mu;
+    int listen_fd;
+    int wake[2];              /* a byte here ends the gate thread */
+    pthread_t gate;
+    int gate_running;
+    unsigned max_conns, max_per_addr;
+    ss_mono_ns request_timeout;
+    unsigned next_worker;     /* gate thread only */
+    int stopping;             /* atomic */
+    pthread_mutex_t mu;       /* guards everything below */
     ss_query *pool[POOL_MAX];
     int n_pool;
+    conn *conns;
+    unsigned n_conns;
+    stream *streams;          /* open event streams */
+    unsigned large_docs;      /* large documents being sent */
+    uint64_t n_rejected, n_timed_out;
     const ss_static_file *files;
     size_t n_files;
 };
+
+static ss_mono_ns mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static const ss_static_file *static_files;
 static size_t n_static_files;
@@ -89,10 +150,8 @@ int ss_http_is_loopback(const char *host)
 
 static int parse_port(const char *s, uint16_t *port)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 0 || v > 65535)
+    int64_t v;
+    if (ss_parse_i64(s, 0, 65535, &v) != 0)
         return -1;
     *port = (uint16_t)v;
     return 0;
@@ -254,6 +313,61 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status,
     return reply(c, status, JSON_TYPE, &b);
 }
 
+typedef struct {
+    ss_http *h;
+    char *data;
+} large_doc;
+
+static void large_doc_free(void *cls)
+{
+    large_doc *d = cls;
+    pthread_mutex_lock(&d->h->mu);
+    d->h->large_docs--;
+    pthread_mutex_unlock(&d->h->mu);
+    free(d->data);
+    free(d);
+}
+
+/* Answers 200 with the JSON document BODY (taken over).  Built documents
+ * of LARGE_DOC_BYTES or more are sent at most MAX_LARGE_DOCS at a time, so
+ * slow or many clients cannot make the server hold an unbounded number of
+ * them; over that, 503 (retry). */
+static enum MHD_Result reply_document(ss_http *h, struct MHD_Connection *c,
+                                      ss_buf *body)
+{
+    if (body->len < LARGE_DOC_BYTES)
+        return reply(c, MHD_HTTP_OK, JSON_TYPE, body);
+    pthread_mutex_lock(&h->mu);
+    int admitted = h->large_docs < MAX_LARGE_DOCS;
+    h->large_docs += (unsigned)admitted;
+    pthread_mutex_unlock(&h->mu);
+    if (!admitted) {
+        ss_buf_free(body);
+        return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: %d large "
+                           "documents are being sent; retry, or ask for a "
+                           "smaller window (limit=)", MAX_LARGE_DOCS);
+    }
+    large_doc *d = malloc(sizeof *d);
+    struct MHD_Response *r = d ? MHD_create_response_from_buffer_with_free_callback_cls(
+        body->len, body->data, large_doc_free, d) : NULL;
+    if (!r) {
+        free(d);
+        ss_buf_free(body);
+        pthread_mutex_lock(&h->mu);
+        h->large_docs--;
+        pthread_mutex_unlock(&h->mu);
+        return MHD_NO;
+    }
+    d->h = h;
+    d->data = body->data;
+    memset(body, 0, sizeof *body); /* owned by the response now */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result reply_static(struct MHD_Connection *c,
                                     const ss_static_file *f)
 {
@@ -285,43 +399,73 @@ static const char default_page[] =
 static int arg_i64(struct MHD_Connection *c, const char *name, int64_t min,
                    int64_t max, int64_t *out, enum MHD_Result *ret)
 {
-    const char *s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
-                                                name);
+    const char *s = NULL;
+    size_t len = 0;
+    if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name,
+                                      strlen(name), &s, &len) != MHD_YES)
+        return 0;
+    if (!s)
+        s = ""; /* "?limit" without a value */
+    if (strlen(s) != len) { /* a %00 inside: "10%00" must not read as 10 */
+        *ret = reply_error(c, MHD_HTTP_BAD_REQUEST, "query argument %s "
+                           "holds a NUL byte; it must be an integer from "
+                           "%" PRId64 " to %" PRId64, name, min, max);
+        return -1;
+    }
     if (!s)
         return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
+    if (ss_parse_i64(s, min, max, out) != 0) {
         *ret = reply_error(c, MHD_HTTP_BAD_REQUEST,
                            "query argument %s=%s is not an integer from "
                            "%" PRId64 " to %" PRId64, name, s, min, max);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
 /* ---- the event stream ---- */
 
-typedef struct {
+struct stream {
+    stream *prev, *next;      /* in h->streams */
     ss_http *h;
+    struct MHD_Connection *conn;
+    int suspended;            /* under h->mu */
     ss_live_cursor cursor;
     ss_buf pending;
     size_t sent;
     int ended;   /* the end event is queued */
     ss_mono_ns last_write;
-} stream;
+};
 
-static ss_mono_ns mono_now(void)
+/* Parks S's connection until the gate thread's next tick (nothing to send
+ * now).  Returns 0, or -1 when the server is stopping (end the stream). */
+static int stream_suspend(stream *s)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    ss_http *h = s->h;
+    pthread_mutex_lock(&h->mu);
+    int stopping = __atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE);
+    if (!stopping) {
+        MHD_suspend_connection(s->conn);
+        s->suspended = 1;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return stopping ? -1 : 0;
+}
+
+/* Resumes every parked stream; they look for notifications again.  Called
+ * with h->mu held. */
+static void streams_wake_locked(ss_http *h)
+{
+    for (stream *s = h->streams; s; s = s->next)
+        if (s->suspended) {
+            s->suspended = 0;
+            MHD_resume_connection(s->conn);
+        }
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
+    (void)pos;
     stream *s = cls;
     while (s->sent == s->pending.len) {
         if (s->ended ||
@@ -329,15 +473,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         ss_buf_reset(&s->pending);
         s->sent = 0;
-        int n = ss_live_feed_wait(s->h->live, &s->cursor, SLICE_MS,
-                                  &s->pending);
+        int n = ss_live_feed_wait(s->h->live, &s->cursor, 0, &s->pending);
         if (n == -2)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (n == -1) {
             ss_buf_puts(&s->pending, "event: end\ndata: {}\n\n");
             s->ended = 1;
-        } else if (n == 0 &&
-                   mono_now() - s->last_write > KEEPALIVE_MS * 1000000LL) {
+        } else if (n == 0) {
+            if (mono_now() - s->last_write <= KEEPALIVE_MS * 1000000LL)
+                return stream_suspend(s) == 0
+                           ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
             ss_buf_puts(&s->pending, ": keepalive\n\n");
         }
         if (s->pending.oom)
@@ -355,7 +500,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream *s = cls;
-    ss_live_feed_leave(s->h->live);
+    ss_http *h = s->h;
+    pthread_mutex_lock(&h->mu);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&h->mu);
+    ss_live_feed_leave(h->live);
     ss_buf_free(&s->pending);
     free(s);
 }
@@ -366,8 +520,15 @@ static enum MHD_Result serve_stream(ss_http *h, struct MHD_Connection *c)
     if (!s)
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     s->h = h;
+    s->conn = c;
     s->last_write = mono_now();
     ss_live_feed_join(h->live, &s->cursor);
+    pthread_mutex_lock(&h->mu);
+    s->next = h->streams;
+    if (s->next)
+        s->next->prev = s;
+    h->streams = s;
+    pthread_mutex_unlock(&h->mu);
     /* A first comment so clients see the stream open at once. */
     ss_buf_puts(&s->pending, ": stepscope event stream\nretry: 2000\n\n");
     struct MHD_Response *r = MHD_create_response_from_callback(
@@ -378,6 +539,80 @@ static enum MHD_Result serve_stream(ss_http *h, struct MHD_Connection *c)
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             "text/event-stream; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- the /steps document, streamed in pages ---- */
+
+typedef struct {
+    ss_http *h;
+    ss_query_steps_cursor cursor;
+    ss_buf pending;  /* at most one page */
+    size_t sent;
+    int done;        /* the closing "]}" is in PENDING */
+} steps_doc;
+
+static ssize_t steps_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    steps_doc *d = cls;
+    while (d->sent == d->pending.len) {
+        if (d->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        ss_buf_reset(&d->pending);
+        d->sent = 0;
+        char err[512];
+        ss_query *q = pool_get(d->h, err, sizeof err);
+        if (!q)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        int n = ss_query_steps_page(q, &d->cursor, PAGE_STEPS, &d->pending,
+                                    err, sizeof err);
+        pool_put(d->h, q);
+        if (n < 0) /* the client sees the body cut short */
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n == 0) {
+            ss_buf_puts(&d->pending, "]}\n");
+            d->done = 1;
+        }
+        if (d->pending.oom)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = d->pending.len - d->sent;
+    if (n > max)
+        n = max;
+    memcpy(buf, d->pending.data + d->sent, n);
+    d->sent += n;
+    return (ssize_t)n;
+}
+
+static void steps_free(void *cls)
+{
+    steps_doc *d = cls;
+    ss_buf_free(&d->pending);
+    free(d);
+}
+
+/* Answers 200 with the steps of window CUR (already started), generated
+ * page by page while it is sent. */
+static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
+                                   const ss_query_steps_cursor *cur)
+{
+    steps_doc *d = calloc(1, sizeof *d);
+    if (!d)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    d->h = h;
+    d->cursor = *cur;
+    ss_buf_puts(&d->pending, "{\"steps\":[");
+    struct MHD_Response *r = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16384, steps_read, d, steps_free);
+    if (!r) {
+        steps_free(d);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -418,13 +653,11 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint "
                            "/api/runs/%s/%s (docs/api.md lists them)",
                            idtext, doc);
-    char *end;
-    errno = 0;
-    long long id = strtoll(idtext, &end, 10);
-    if (idlen == 0 || idlen > 18 || errno || *end || id <= 0 ||
-        idtext[0] == '+' || idtext[0] == ' ')
+    int64_t run_id;
+    if (idlen > 18 || ss_parse_i64(idtext, 1, INT64_MAX, &run_id) != 0)
         return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad run id '%s' (a "
                            "positive integer, as in /api/runs)", idtext);
+    long long id = run_id;
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -459,13 +692,14 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     if (!q)
         return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", err);
     ss_buf b = {0};
+    ss_query_steps_cursor steps;
     int rc;
     switch ((doc_kind)kind) {
     case DOC_RUN:
         rc = ss_query_run(q, id, rg.attempt, h->live, &b, err, sizeof err);
         break;
     case DOC_STEPS:
-        rc = ss_query_steps(q, id, &rg, &b, err, sizeof err);
+        rc = ss_query_steps_start(q, id, &rg, &steps, err, sizeof err);
         break;
     case DOC_HEATMAP:
         rc = ss_query_heatmap(q, id, &rg, &b, err, sizeof err);
@@ -492,12 +726,14 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         ss_buf_free(&b);
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
     }
+    if (kind == DOC_STEPS)
+        return serve_steps(h, c, &steps);
     ss_buf_puts(&b, "\n");
     if (b.oom) {
         ss_buf_free(&b);
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
-    return reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
+    return reply_document(h, c, &b);
 }
 
 static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
@@ -507,6 +743,23 @@ static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
                     "metrics (value 1).\n# TYPE stepscope_info gauge\n");
     ss_buf_printf(&b, "stepscope_info{mode=\"%s\"} 1\n",
                   h->live ? "run" : "serve");
+    pthread_mutex_lock(&h->mu);
+    unsigned open = h->n_conns;
+    uint64_t rejected = h->n_rejected, timed_out = h->n_timed_out;
+    pthread_mutex_unlock(&h->mu);
+    ss_buf_printf(&b, "# HELP stepscope_http_connections Open HTTP "
+                  "connections (limit %u).\n# TYPE stepscope_http_connections "
+                  "gauge\nstepscope_http_connections %u\n", h->max_conns,
+                  open);
+    ss_buf_printf(&b, "# HELP stepscope_http_refused_total Connections "
+                  "answered 503 at the connection limits.\n# TYPE "
+                  "stepscope_http_refused_total counter\n"
+                  "stepscope_http_refused_total %" PRIu64 "\n", rejected);
+    ss_buf_printf(&b, "# HELP stepscope_http_request_timeouts_total "
+                  "Connections closed because a request did not arrive in "
+                  "full in time.\n# TYPE stepscope_http_request_timeouts_total "
+                  "counter\nstepscope_http_request_timeouts_total %" PRIu64
+                  "\n", timed_out);
     if (h->live && ss_live_metrics(h->live, &b) != 0)
         b.oom = 1;
     if (b.oom) {
@@ -533,7 +786,7 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
             return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
                                rc ? err : "out of memory");
         }
-        return reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
+        return reply_document(h, c, &b);
     }
     if (strncmp(path, "/api/runs/", 10) == 0)
         return serve_run(h, c, path + 10, head);
@@ -550,6 +803,296 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
     }
     return reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint %s "
                        "(docs/api.md lists them)", path);
+}
+
+/* ---- connections: admission and deadlines ---- */
+
+int ss_http_admission(unsigned open, unsigned max, unsigned from_address,
+                      unsigned max_per_address, int loopback)
+{
+    if (open >= max)
+        return SS_HTTP_FULL;
+    if (!loopback && from_address >= max_per_address)
+        return SS_HTTP_ADDRESS_FULL;
+    return SS_HTTP_ADMIT;
+}
+
+/* The peer address SA as 16 bytes (IPv4 v4-mapped) and whether it is
+ * loopback. */
+static void peer_key(const struct sockaddr *sa, unsigned char key[16],
+                     int *loopback)
+{
+    memset(key, 0, 16);
+    *loopback = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &s4->sin_addr, 4);
+        *loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        memcpy(key, &s6->sin6_addr, 16);
+        *loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
+                    (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && key[12] == 127);
+    }
+}
+
+static void conn_unlink_locked(ss_http *h, conn *k)
+{
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        h->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    h->n_conns--;
+}
+
+/* Decides on the connection FD from SA and, when it is served, records it.
+ * Returns 0, or -1 with the reason for the 503 in WHY. */
+static int conn_admit(ss_http *h, int fd, const struct sockaddr *sa,
+                      char *why, size_t whylen)
+{
+    unsigned char key[16];
+    int loopback;
+    peer_key(sa, key, &loopback);
+    conn *k = calloc(1, sizeof *k);
+    pthread_mutex_lock(&h->mu);
+    unsigned from_address = 0;
+    if (!loopback)
+        for (const conn *o = h->conns; o; o = o->next)
+            from_address += memcmp(o->addr, key, sizeof key) == 0;
+    int verdict = ss_http_admission(h->n_conns, h->max_conns, from_address,
+                                    h->max_per_addr, loopback);
+    if (verdict == SS_HTTP_ADMIT && k) {
+        k->fd = fd;
+        k->loopback = loopback;
+        memcpy(k->addr, key, sizeof key);
+        k->accepted = mono_now();
+        k->request_due = k->accepted + h->request_timeout;
+        k->next = h->conns;
+        if (k->next)
+            k->next->prev = k;
+        h->conns = k;
+        h->n_conns++;
+        k = NULL;
+    } else {
+        h->n_rejected++;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (!k)
+        return 0;
+    free(k);
+    if (verdict == SS_HTTP_FULL)
+        snprintf(why, whylen, "the server is busy: %u connections are open, "
+                 "its limit; retry in a moment", h->max_conns);
+    else if (verdict == SS_HTTP_ADDRESS_FULL)
+        snprintf(why, whylen, "too many connections from your address (%u "
+                 "open, the limit); close some and retry", h->max_per_addr);
+    else
+        snprintf(why, whylen, "out of memory");
+    return -1;
+}
+
+/* Forgets the record of FD when libmicrohttpd refused the connection (it
+ * has closed FD). */
+static void conn_forget_unstarted(ss_http *h, int fd)
+{
+    pthread_mutex_lock(&h->mu);
+    for (conn *k = h->conns; k; k = k->next)
+        if (k->fd == fd && !k->started) {
+            conn_unlink_locked(h, k);
+            free(k);
+            break;
+        }
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* libmicrohttpd announces a connection (bind its record) or its end (free
+ * the record; the socket is still open). */
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    ss_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
+            c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        int fd = fi ? fi->connect_fd : -1;
+        pthread_mutex_lock(&h->mu);
+        for (conn *k = h->conns; k; k = k->next)
+            if (k->fd == fd && !k->started) {
+                k->started = 1;
+                *socket_context = k;
+                break;
+            }
+        pthread_mutex_unlock(&h->mu);
+        return;
+    }
+    conn *k = *socket_context;
+    *socket_context = NULL;
+    if (!k)
+        return;
+    pthread_mutex_lock(&h->mu);
+    conn_unlink_locked(h, k);
+    pthread_mutex_unlock(&h->mu);
+    free(k);
+}
+
+/* Sets the deadline of C's next request: DUE, or 0 (none) while one is
+ * being answered. */
+static void conn_set_due(ss_http *h, struct MHD_Connection *c, ss_mono_ns due)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn *k = ci ? ci->socket_context : NULL;
+    if (!k)
+        return;
+    pthread_mutex_lock(&h->mu);
+    k->request_due = due;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* A response was sent (or the request ended otherwise): the next request on
+ * this connection has the full timeout again. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)con_cls;
+    (void)toe;
+    ss_http *h = cls;
+    conn_set_due(h, c, mono_now() + h->request_timeout);
+}
+
+/* Shuts down connections whose request is overdue (libmicrohttpd then sees
+ * them end and closes them) and drops records of connections that
+ * libmicrohttpd never announced (it failed to set them up). */
+static void conns_reap(ss_http *h, ss_mono_ns now)
+{
+    pthread_mutex_lock(&h->mu);
+    conn *next;
+    for (conn *k = h->conns; k; k = next) {
+        next = k->next;
+        if (!k->started) {
+            if (now - k->accepted > h->request_timeout) {
+                conn_unlink_locked(h, k);
+                free(k);
+            }
+        } else if (!k->shut && k->request_due && now > k->request_due) {
+            shutdown(k->fd, SHUT_RDWR);
+            k->shut = 1;
+            h->n_timed_out++;
+        }
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- the gate thread: accept, refuse, reap, wake ---- */
+
+typedef struct {
+    int fd;
+    ss_mono_ns until;
+} refused;
+
+/* Answers FD 503 with WHY and half-closes it; it is then read until the
+ * client closes (or REJECT_LINGER_MS) in REF when there is room, else
+ * closed at once. */
+static void refuse(int fd, const char *why, refused *ref, int *n_ref)
+{
+    ss_buf body = {0}, msg = {0};
+    ss_buf_puts(&body, "{\"error\":");
+    ss_buf_json_str(&body, why);
+    ss_buf_puts(&body, "}\n");
+    ss_buf_printf(&msg, "HTTP/1.1 503 Service Unavailable\r\n"
+                  "Content-Type: " JSON_TYPE "\r\n"
+                  "Cache-Control: no-store\r\nRetry-After: 1\r\n"
+                  "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                  body.len, body.data ? body.data : "");
+    if (!msg.oom && msg.data &&
+        send(fd, msg.data, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
+        shutdown(fd, SHUT_WR);
+    ss_buf_free(&body);
+    ss_buf_free(&msg);
+    if (*n_ref < REJECT_MAX) {
+        ref[*n_ref].fd = fd;
+        ref[(*n_ref)++].until = mono_now() + REJECT_LINGER_MS * 1000000LL;
+    } else {
+        close(fd);
+    }
+}
+
+/* Accepts what is pending on the listening socket.  Returns 0, or -1 when
+ * out of descriptors (the caller pauses accepting for a tick). */
+static int accept_batch(ss_http *h, refused *ref, int *n_ref)
+{
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        int fd = accept4(h->listen_fd, (struct sockaddr *)&ss, &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+        }
+        char why[200];
+        if (conn_admit(h, fd, (struct sockaddr *)&ss, why, sizeof why) != 0) {
+            refuse(fd, why, ref, n_ref);
+            continue;
+        }
+        struct MHD_Daemon *d = h->mhd[h->next_worker++ % SS_HTTP_WORKERS];
+        if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES)
+            conn_forget_unstarted(h, fd);
+    }
+    return 0;
+}
+
+static void *gate_main(void *arg)
+{
+    ss_http *h = arg;
+    refused ref[REJECT_MAX];
+    int n_ref = 0;
+    struct pollfd pfd[2 + REJECT_MAX];
+    ss_mono_ns last_tick = mono_now(), accept_paused_until = 0;
+    for (;;) {
+        ss_mono_ns now = mono_now();
+        int n = 0, listening = now >= accept_paused_until;
+        pfd[n++] = (struct pollfd){.fd = h->wake[0], .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = listening ? h->listen_fd : -1,
+                                   .events = POLLIN};
+        for (int i = 0; i < n_ref; i++)
+            pfd[n++] = (struct pollfd){.fd = ref[i].fd, .events = POLLIN};
+        if (poll(pfd, (nfds_t)n, TICK_MS) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents)
+            break; /* ss_http_stop */
+        now = mono_now();
+        for (int i = n_ref - 1; i >= 0; i--) {
+            char scratch[4096];
+            ssize_t got = 1;
+            if (pfd[2 + i].revents)
+                while ((got = recv(ref[i].fd, scratch, sizeof scratch,
+                                   MSG_DONTWAIT)) > 0)
+                    ;
+            int open = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+            if ((pfd[2 + i].revents && !open) || now > ref[i].until) {
+                close(ref[i].fd);
+                ref[i] = ref[--n_ref];
+            }
+        }
+        if ((pfd[1].revents & POLLIN) && accept_batch(h, ref, &n_ref) != 0)
+            accept_paused_until = now + TICK_MS * 1000000LL;
+        if (now - last_tick >= TICK_MS * 1000000LL) {
+            last_tick = now;
+            conns_reap(h, now);
+            pthread_mutex_lock(&h->mu);
+            streams_wake_locked(h);
+            pthread_mutex_unlock(&h->mu);
+        }
+    }
+    for (int i = 0; i < n_ref; i++)
+        close(ref[i].fd);
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -570,6 +1113,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
+    conn_set_due(h, c, 0); /* read in full: no deadline while answering */
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.32s is "
@@ -637,7 +1181,7 @@ static int listen_on(const char *host, uint16_t port)
         return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0) {
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, SOMAXCONN) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -657,18 +1201,99 @@ static uint16_t bound_port(int fd)
                      : ((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
+/* Frees H and what it holds; the gate thread and the daemons are stopped
+ * (or were never started). */
 static void free_http(ss_http *h)
 {
     for (int i = 0; i < h->n_pool; i++)
         ss_query_close(h->pool[i]);
+    while (h->conns) { /* only records libmicrohttpd never announced */
+        conn *k = h->conns;
+        conn_unlink_locked(h, k);
+        free(k);
+    }
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    for (int i = 0; i < 2; i++)
+        if (h->wake[i] >= 0)
+            close(h->wake[i]);
     pthread_mutex_destroy(&h->mu);
     free(h->db_path);
     free(h->token);
     free(h);
 }
 
+/* The connection limit: WANT, lowered to half the open-file limit (the
+ * rest is for the store, the ranks and the logs). */
+static unsigned connection_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 2 < want)
+        want = rl.rlim_cur / 2 > 8 ? (unsigned)(rl.rlim_cur / 2) : 8;
+    return want;
+}
+
+/* Starts the worker daemons and the gate thread.  Returns 0 or -1. */
+static int start_workers(ss_http *h)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
+                     (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES
+                          ? MHD_USE_EPOLL : MHD_USE_POLL);
+    for (int i = 0; i < SS_HTTP_WORKERS; i++) {
+        h->mhd[i] = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, h,
+            MHD_OPTION_CONNECTION_LIMIT, h->max_conns,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SS_HTTP_IDLE_TIMEOUT_S,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+        if (!h->mhd[i])
+            return -1;
+    }
+    if (pipe2(h->wake, O_CLOEXEC | O_NONBLOCK) != 0)
+        return -1;
+    if (pthread_create(&h->gate, NULL, gate_main, h) != 0)
+        return -1;
+    h->gate_running = 1;
+    return 0;
+}
+
+/* Stops what start_workers started (any part of it). */
+static void stop_workers(ss_http *h)
+{
+    /* End the streams first: a parked one is resumed and then sees
+     * STOPPING, and none parks again (libmicrohttpd must not be stopped
+     * with a suspended connection). */
+    pthread_mutex_lock(&h->mu);
+    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
+    streams_wake_locked(h);
+    pthread_mutex_unlock(&h->mu);
+    if (h->gate_running) {
+        while (write(h->wake[1], "x", 1) < 0 && errno == EINTR)
+            ;
+        pthread_join(h->gate, NULL);
+        h->gate_running = 0;
+    }
+    for (int i = 0; i < SS_HTTP_WORKERS; i++)
+        if (h->mhd[i]) {
+            MHD_stop_daemon(h->mhd[i]); /* closes its connections */
+            h->mhd[i] = NULL;
+        }
+}
+
 ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
 {
+    return ss_http_start_limited(cfg, NULL, err, errlen);
+}
+
+ss_http *ss_http_start_limited(const ss_http_config *cfg,
+                               const ss_http_limits *limits, char *err,
+                               size_t errlen)
+{
+    static const ss_http_limits defaults = {0, 0, 0};
+    if (!limits)
+        limits = &defaults;
     const char *host = cfg->host ? cfg->host : "127.0.0.1";
     int loopback = ss_http_is_loopback(host);
     if (!loopback && (!cfg->token || !cfg->token[0])) {
@@ -681,11 +1306,21 @@ ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     pthread_mutex_init(&h->mu, NULL);
+    h->listen_fd = h->wake[0] = h->wake[1] = -1;
     h->live = cfg->live;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
     h->files = static_files;
     h->n_files = n_static_files;
+    h->max_conns = connection_limit(limits->max_connections
+                                        ? limits->max_connections
+                                        : SS_HTTP_MAX_CONNECTIONS);
+    h->max_per_addr = limits->max_per_address ? limits->max_per_address
+                                              : SS_HTTP_MAX_PER_ADDRESS;
+    h->request_timeout = (ss_mono_ns)(limits->request_timeout_ms
+                                          ? limits->request_timeout_ms
+                                          : SS_HTTP_REQUEST_TIMEOUT_MS) *
+                         1000000;
     snprintf(h->host, sizeof h->host, "%s", host);
     if (!h->db_path || (!loopback && !h->token)) {
         snprintf(err, errlen, "out of memory");
@@ -708,17 +1343,12 @@ ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
         free_http(h);
         return NULL;
     }
+    h->listen_fd = fd;
     h->port = bound_port(fd);
-    h->mhd = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-            MHD_USE_POLL,
-        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)SS_HTTP_MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
-    if (!h->mhd) {
+    if (start_workers(h) != 0) {
         snprintf(err, errlen, "cannot start the HTTP server on %s port %u",
                  host, h->port);
-        close(fd);
+        stop_workers(h);
         free_http(h);
         return NULL;
     }
@@ -750,12 +1380,16 @@ const char *ss_http_url(const ss_http *h)
     return h->url;
 }
 
+unsigned ss_http_max_connections(const ss_http *h)
+{
+    return h->max_conns;
+}
+
 void ss_http_stop(ss_http *h)
 {
     if (!h)
         return;
-    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
-    MHD_stop_daemon(h->mhd); /* joins the connection threads */
+    stop_workers(h);
     free_http(h);
 }
 
