@@ -55,9 +55,8 @@ class Server:
         self.err = tmp_path / f"serve-{time.monotonic_ns()}.err"
         limit = None
         if nofile:
-            def limit():
-                _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
+            def limit():  # hard too: serve raises its soft limit
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         with open(self.err, "w") as ef:
             self.proc = subprocess.Popen(
                 [str(STEPSCOPE), "serve", "--db", str(db), "--http", addr],
@@ -152,10 +151,12 @@ def test_slowloris_does_not_block_real_requests(tmp_path, big_store, addr):
         socks = open_slowloris(server.port, HOSTILE)
         worst = 0.0
         for _ in range(3):  # while every hostile connection trickles
-            assert trickle(socks) == 0
             worst = max(worst, timed_get(server))
             worst = max(worst, timed_get(server, "api/runs/1/steps?limit=5"))
+            assert trickle(socks) == 0
             time.sleep(1)
+        print(f"{HOSTILE} trickling connections on {addr}: slowest real "
+              f"request {worst * 1e3:.0f} ms")
         assert worst < 2.0, f"a real request took {worst:.2f} s"
         # The request deadline holds however the bytes trickle in.
         deadline = time.monotonic() + 14
