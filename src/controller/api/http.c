@@ -348,8 +348,12 @@ static enum MHD_Result reply_document(ss_http *h, struct MHD_Connection *c,
                            "smaller window (limit=)", MAX_LARGE_DOCS);
     }
     large_doc *d = malloc(sizeof *d);
-    struct MHD_Response *r = d ? MHD_create_response_from_buffer_with_free_callback_cls(
-        body->len, body->data, large_doc_free, d) : NULL;
+    struct MHD_Response *r = NULL;
+    if (d) {
+        *d = (large_doc){h, body->data};
+        r = MHD_create_response_from_buffer_with_free_callback_cls(
+            body->len, body->data, large_doc_free, d);
+    }
     if (!r) {
         free(d);
         ss_buf_free(body);
@@ -358,8 +362,6 @@ static enum MHD_Result reply_document(ss_http *h, struct MHD_Connection *c,
         pthread_mutex_unlock(&h->mu);
         return MHD_NO;
     }
-    d->h = h;
-    d->data = body->data;
     memset(body, 0, sizeof *body); /* owned by the response now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -412,8 +414,6 @@ static int arg_i64(struct MHD_Connection *c, const char *name, int64_t min,
                            "%" PRId64 " to %" PRId64, name, min, max);
         return -1;
     }
-    if (!s)
-        return 0;
     if (ss_parse_i64(s, min, max, out) != 0) {
         *ret = reply_error(c, MHD_HTTP_BAD_REQUEST,
                            "query argument %s=%s is not an integer from "
