@@ -8,7 +8,9 @@ server must close every trickling connection once its request deadline
 (10 s) has passed.  Flood: with the open-file limit lowered so that the
 connection limit is 128, connections over it get an HTTP 503 with a JSON
 body, not a reset.  Memory: 64 concurrent /steps?from=0&limit=10000
-requests keep the server's peak RSS under 150 MB.  Every wait is bounded.
+requests keep the server's peak RSS under 150 MB, and of 16 clients that
+ask for a 7 MB heatmap and do not read it, 8 get it and 8 a 503.  Every
+wait is bounded.
 """
 import json
 import re
@@ -18,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -38,6 +41,23 @@ def big_store(tmp_path_factory):
                     "--db", str(db)], check=True, capture_output=True,
                    timeout=300)
     return db
+
+
+@pytest.fixture(scope="module")
+def wide_store(tmp_path_factory):
+    """A store with run 1: 250 ranks, 4,000 steps, every rank-step row kept
+    (a 7 MB /heatmap: more than the kernel buffers of a connection hold, so
+    a client that does not read keeps it in the server).  100 MB on disk:
+    removed after the module."""
+    if not BENCH_STORE.exists():
+        pytest.skip("bench_store is not built")
+    db = tmp_path_factory.mktemp("wide") / "wide.db"
+    subprocess.run([str(BENCH_STORE), "-r", "250", "-s", "4000", "-p", "1",
+                    "--keep-all", "--db", str(db)], check=True,
+                   capture_output=True, timeout=300)
+    yield db
+    for f in db.parent.glob("wide.db*"):
+        f.unlink()
 
 
 def raise_fd_limit(want):
@@ -239,4 +259,46 @@ def test_concurrent_large_steps_documents_bounded_memory(tmp_path,
         assert results == [10000] * 64
         assert peak < 150 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
     finally:
+        server.stop()
+
+
+def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
+    server = Server(tmp_path, wide_store)
+    socks = []
+    try:
+        for _ in range(16):  # ask, then read nothing (a tiny window)
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(20)
+            s.connect(("127.0.0.1", server.port))
+            s.sendall(b"GET /api/runs/1/heatmap?from=0&limit=10000 "
+                      b"HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        statuses, refusals = [], []
+        for s in socks:
+            data = s.recv(64)
+            while b"\r\n" not in data:
+                data += s.recv(64)
+            status = int(data.split(b" ")[1])
+            statuses.append(status)
+            if status == 503:
+                while b"\r\n\r\n" not in data or not data.endswith(b"\n"):
+                    data += s.recv(4096)
+                refusals.append(json.loads(data.split(b"\r\n\r\n")[1]))
+        assert sorted(statuses) == [200] * 8 + [503] * 8
+        assert all("8 large documents" in r["error"] for r in refusals)
+        for s in socks:
+            s.close()
+        deadline = time.monotonic() + 10
+        while True:  # the slots come back once the clients are gone
+            try:
+                status, body = server.get("api/runs/1/heatmap?limit=2000")
+                break
+            except urllib.error.HTTPError as e:
+                assert e.code == 503 and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert status == 200 and len(json.loads(body)["ranks"]) == 250
+    finally:
+        for s in socks:
+            s.close()
         server.stop()
