@@ -110,6 +110,7 @@ class Server:
         raise AssertionError("no VmHWM")
 
     def stop(self):
+        """Ctrl-C; returns the exit status (0: a clean stop)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -117,6 +118,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 kill_quietly(self.proc.pid)
                 self.proc.wait()
+        return self.proc.returncode
 
 
 def open_slowloris(port, n):
@@ -187,6 +189,9 @@ def test_slowloris_does_not_block_real_requests(tmp_path, big_store, addr):
         status, body = server.get("metrics")
         m = re.search(rb"stepscope_http_request_timeouts_total (\d+)", body)
         assert m and int(m.group(1)) >= HOSTILE
+        # and it stops cleanly with every one of them still open
+        socks += open_slowloris(server.port, 100)
+        assert server.stop() == 0
     finally:
         for s in socks:
             s.close()
@@ -223,6 +228,7 @@ def test_over_the_limit_gets_503_json(tmp_path, big_store):
             s.close()
         time.sleep(0.3)
         assert timed_get(server) < 2.0  # room again
+        assert server.stop() == 0
     finally:
         for s in idle:
             s.close()
@@ -258,6 +264,7 @@ def test_concurrent_large_steps_documents_bounded_memory(tmp_path,
         assert not errors, errors[:3]
         assert results == [10000] * 64
         assert peak < 150 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
+        assert server.stop() == 0
     finally:
         server.stop()
 
@@ -298,6 +305,7 @@ def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
                 assert e.code == 503 and time.monotonic() < deadline
                 time.sleep(0.2)
         assert status == 200 and len(json.loads(body)["ranks"]) == 250
+        assert server.stop() == 0
     finally:
         for s in socks:
             s.close()
