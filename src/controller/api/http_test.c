@@ -7,7 +7,10 @@
  * server listens beyond loopback (bound to 0.0.0.0, reached over
  * loopback), the event stream delivers steps, findings and its end, the
  * dashboard's files are served, busy ports fail or fall back, and the
- * live-run file is written and removed.
+ * live-run file is written and removed.  Hostile clients: numbers are
+ * strict (no blanks, signs, %00 or trailing bytes), 300 idle connections
+ * do not delay a real request, a request that trickles in is cut at its
+ * deadline, connections over the limits get 503 with a JSON body.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -207,6 +210,7 @@ static void endpoints_answer_json(void)
         {"/api/runs/1", "{\"run\":{\"id\":1,"},
         {"/api/runs/1/steps", "{\"steps\":[{\"step\":1,\"n_present\":2,"},
         {"/api/runs/1/steps?from=2&limit=5", "{\"steps\":[{\"step\":2,"},
+        {"/api/runs/%31/steps?from=%32", "{\"steps\":[{\"step\":2,"},
         {"/api/runs/1/steps?attempt=0&to=1", "{\"steps\":[{\"step\":1,"},
         {"/api/runs/1/heatmap", "{\"ranks\":[0,1],\"steps\":[1,2],"
                                 "\"step_ms\":[[10.000,10.000],[12.000,"
@@ -279,6 +283,8 @@ static void bad_requests_get_4xx_json(void)
         {"/api/runs/1/events?after=1e3", 400},
         {"/api/runs/+1", 400},
         {"/api/runs/%201", 400},
+        {"/api/runs/1%00", 400},
+        {"/api/runs/1%00/steps", 400},
         {"/api/runs/1?attempt=3", 404},
         {"/api/runs/1/stream", 404}, /* not live here */
         {"/api/nothing", 404},
