@@ -1,33 +1,23 @@
 /*
  * http.c - the controller's HTTP server (http.h, docs/api.md).
  *
- * Admission.  We bind the listening socket ourselves (SOCK_CLOEXEC, so
+ * Connections.  We bind the listening socket ourselves (SOCK_CLOEXEC, so
  * ranks launched later do not inherit it, and so a busy port gets a clear
- * message or the fallback) and accept on it in one "gate" thread, which
- * decides whether to serve each new connection (ss_http_admission).  A
- * served connection is handed to one of SS_HTTP_WORKERS libmicrohttpd
- * daemons, each one epoll thread without a listening socket of its own; a
- * refused one gets a canned 503 with a JSON body, and is kept for up to
- * REJECT_LINGER_MS to read what the client still sends, so that closing it
- * does not reset the connection before the client has read the answer.
- *
- * Deadlines.  libmicrohttpd's own timeout restarts on every byte received,
- * so a client that trickles a header line every few seconds keeps a
- * connection forever.  Each connection therefore has a record (conn) with
- * the time by which its next request must have been read in full; the gate
- * thread checks the records every TICK_MS and shuts down the sockets that
- * missed it, which libmicrohttpd then sees as a closed connection and
- * cleans up.  A record is created at accept, bound to libmicrohttpd's
- * connection when it announces it (NOTIFY_STARTED) and freed when it
- * announces its end (NOTIFY_CLOSED, before the socket is closed, so a
- * record under the mutex never names a closed or reused descriptor).
+ * message or the fallback) and give it to the gate (http_gate.c), whose
+ * thread admits each new connection or answers it 503, and closes those
+ * whose request does not arrive in full in time.  An admitted connection
+ * is handed to one of SS_HTTP_WORKERS libmicrohttpd daemons in turn, each
+ * one epoll thread without a listening socket of its own; libmicrohttpd's
+ * notifications (connection started, request read, response done,
+ * connection closed) keep the gate's record of it current.
  *
  * Requests.  A worker thread serves all its connections, so nothing may
  * block it for long: documents are built from the store in one go (each
  * costs milliseconds), the /steps document is streamed in pages of
  * PAGE_STEPS steps (its memory does not grow with the window), and an
  * event stream with nothing to send suspends its connection, which the
- * gate thread resumes every TICK_MS to look for new notifications.
+ * gate's tick resumes every SS_HTTP_GATE_TICK_MS to look for new
+ * notifications.
  *
  * Store connections: a request (or a page) takes a read-only ss_query from
  * a small pool (opening one when the pool is empty) and returns it
@@ -43,7 +33,6 @@
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,34 +44,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_gate.h"
 #include "numparse.h"
 #include "query.h"
 
 #define POOL_MAX 8          /* idle store connections kept */
-#define TICK_MS 100         /* deadlines checked, streams woken this often */
 #define KEEPALIVE_MS 15000  /* a comment line on a quiet stream */
 #define PAGE_STEPS 256      /* steps per page of a streamed /steps */
-#define ACCEPT_BATCH 64     /* connections accepted per wake-up at most */
-#define REJECT_MAX 64       /* refused connections read while closing */
-#define REJECT_LINGER_MS 2000
 #define LARGE_DOC_BYTES (1u << 20) /* a built document this big ... */
 #define MAX_LARGE_DOCS 8           /* ... is sent at most this many at once */
 #define JSON_TYPE "application/json; charset=utf-8"
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
-
-/* One connection, from accept to close (see "Deadlines" above). */
-typedef struct conn conn;
-struct conn {
-    conn *prev, *next;
-    int fd;
-    int started;              /* bound to libmicrohttpd's connection */
-    int loopback;             /* the peer's address is loopback */
-    int shut;                 /* shut down for missing its deadline */
-    unsigned char addr[16];   /* the peer's address; IPv4 as v4-mapped */
-    ss_mono_ns accepted;
-    ss_mono_ns request_due;   /* the next request read by then; 0 while one
-                                 is being answered */
-};
 
 typedef struct stream stream;
 
@@ -95,22 +67,15 @@ struct ss_http {
     uint16_t port;
     int fell_back;
     char url[INET6_ADDRSTRLEN + 300];
-    int listen_fd;
-    int wake[2];              /* a byte here ends the gate thread */
-    pthread_t gate;
-    int gate_running;
-    unsigned max_conns, max_per_addr;
-    ss_mono_ns request_timeout;
+    ss_http_gate *gate;
+    unsigned max_conns;
     unsigned next_worker;     /* gate thread only */
     int stopping;             /* atomic */
     pthread_mutex_t mu;       /* guards everything below */
     ss_query *pool[POOL_MAX];
     int n_pool;
-    conn *conns;
-    unsigned n_conns;
     stream *streams;          /* open event streams */
     unsigned large_docs;      /* large documents being sent */
-    uint64_t n_rejected, n_timed_out;
     const ss_static_file *files;
     size_t n_files;
 };
@@ -768,23 +733,20 @@ static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
                     "metrics (value 1).\n# TYPE stepscope_info gauge\n");
     ss_buf_printf(&b, "stepscope_info{mode=\"%s\"} 1\n",
                   h->live ? "run" : "serve");
-    pthread_mutex_lock(&h->mu);
-    unsigned open = h->n_conns;
-    uint64_t rejected = h->n_rejected, timed_out = h->n_timed_out;
-    pthread_mutex_unlock(&h->mu);
+    ss_http_gate_counts n;
+    ss_http_gate_get_counts(h->gate, &n);
     ss_buf_printf(&b, "# HELP stepscope_http_connections Open HTTP "
                   "connections (limit %u).\n# TYPE stepscope_http_connections "
-                  "gauge\nstepscope_http_connections %u\n", h->max_conns,
-                  open);
+                  "gauge\nstepscope_http_connections %u\n", n.max, n.open);
     ss_buf_printf(&b, "# HELP stepscope_http_refused_total Connections "
                   "answered 503 at the connection limits.\n# TYPE "
                   "stepscope_http_refused_total counter\n"
-                  "stepscope_http_refused_total %" PRIu64 "\n", rejected);
+                  "stepscope_http_refused_total %" PRIu64 "\n", n.refused);
     ss_buf_printf(&b, "# HELP stepscope_http_request_timeouts_total "
                   "Connections closed because a request did not arrive in "
                   "full in time.\n# TYPE stepscope_http_request_timeouts_total "
                   "counter\nstepscope_http_request_timeouts_total %" PRIu64
-                  "\n", timed_out);
+                  "\n", n.timed_out);
     if (h->live && ss_live_metrics(h->live, &b) != 0)
         b.oom = 1;
     if (b.oom) {
@@ -830,111 +792,28 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
                        "(docs/api.md lists them)", path);
 }
 
-/* ---- connections: admission and deadlines ---- */
+/* ---- connections (http_gate.h) ---- */
 
-int ss_http_admission(unsigned open, unsigned max, unsigned from_address,
-                      unsigned max_per_address, int loopback)
+/* The gate hands over an admitted connection: to the workers in turn. */
+static int hand_over(void *cls, int fd, const struct sockaddr *sa,
+                     socklen_t len)
 {
-    if (open >= max)
-        return SS_HTTP_FULL;
-    if (!loopback && from_address >= max_per_address)
-        return SS_HTTP_ADDRESS_FULL;
-    return SS_HTTP_ADMIT;
+    ss_http *h = cls;
+    struct MHD_Daemon *d = h->mhd[h->next_worker++ % SS_HTTP_WORKERS];
+    return MHD_add_connection(d, fd, sa, len) == MHD_YES ? 0 : -1;
 }
 
-/* The peer address SA as 16 bytes (IPv4 v4-mapped) and whether it is
- * loopback. */
-static void peer_key(const struct sockaddr *sa, unsigned char key[16],
-                     int *loopback)
+/* Every gate tick: parked event streams look for notifications again. */
+static void on_tick(void *cls)
 {
-    memset(key, 0, 16);
-    *loopback = 0;
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        key[10] = key[11] = 0xff;
-        memcpy(key + 12, &s4->sin_addr, 4);
-        *loopback = (ntohl(s4->sin_addr.s_addr) >> 24) == 127;
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        memcpy(key, &s6->sin6_addr, 16);
-        *loopback = IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) ||
-                    (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) && key[12] == 127);
-    }
-}
-
-static void conn_unlink_locked(ss_http *h, conn *k)
-{
-    if (k->prev)
-        k->prev->next = k->next;
-    else
-        h->conns = k->next;
-    if (k->next)
-        k->next->prev = k->prev;
-    h->n_conns--;
-}
-
-/* Decides on the connection FD from SA and, when it is served, records it.
- * Returns 0, or -1 with the reason for the 503 in WHY. */
-static int conn_admit(ss_http *h, int fd, const struct sockaddr *sa,
-                      char *why, size_t whylen)
-{
-    unsigned char key[16];
-    int loopback;
-    peer_key(sa, key, &loopback);
-    conn *k = calloc(1, sizeof *k);
+    ss_http *h = cls;
     pthread_mutex_lock(&h->mu);
-    unsigned from_address = 0;
-    if (!loopback)
-        for (const conn *o = h->conns; o; o = o->next)
-            from_address += memcmp(o->addr, key, sizeof key) == 0;
-    int verdict = ss_http_admission(h->n_conns, h->max_conns, from_address,
-                                    h->max_per_addr, loopback);
-    if (verdict == SS_HTTP_ADMIT && k) {
-        k->fd = fd;
-        k->loopback = loopback;
-        memcpy(k->addr, key, sizeof key);
-        k->accepted = mono_now();
-        k->request_due = k->accepted + h->request_timeout;
-        k->next = h->conns;
-        if (k->next)
-            k->next->prev = k;
-        h->conns = k;
-        h->n_conns++;
-        k = NULL;
-    } else {
-        h->n_rejected++;
-    }
-    pthread_mutex_unlock(&h->mu);
-    if (!k)
-        return 0;
-    free(k);
-    if (verdict == SS_HTTP_FULL)
-        snprintf(why, whylen, "the server is busy: %u connections are open, "
-                 "its limit; retry in a moment", h->max_conns);
-    else if (verdict == SS_HTTP_ADDRESS_FULL)
-        snprintf(why, whylen, "too many connections from your address (%u "
-                 "open, the limit); close some and retry", h->max_per_addr);
-    else
-        snprintf(why, whylen, "out of memory");
-    return -1;
-}
-
-/* Forgets the record of FD when libmicrohttpd refused the connection (it
- * has closed FD). */
-static void conn_forget_unstarted(ss_http *h, int fd)
-{
-    pthread_mutex_lock(&h->mu);
-    for (conn *k = h->conns; k; k = k->next)
-        if (k->fd == fd && !k->started) {
-            conn_unlink_locked(h, k);
-            free(k);
-            break;
-        }
+    streams_wake_locked(h);
     pthread_mutex_unlock(&h->mu);
 }
 
-/* libmicrohttpd announces a connection (bind its record) or its end (free
- * the record; the socket is still open). */
+/* libmicrohttpd announces a connection or its end (before it closes the
+ * socket): the gate binds or frees its record. */
 static void on_connection(void *cls, struct MHD_Connection *c,
                           void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
@@ -943,181 +822,30 @@ static void on_connection(void *cls, struct MHD_Connection *c,
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
             c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        int fd = fi ? fi->connect_fd : -1;
-        pthread_mutex_lock(&h->mu);
-        for (conn *k = h->conns; k; k = k->next)
-            if (k->fd == fd && !k->started) {
-                k->started = 1;
-                *socket_context = k;
-                break;
-            }
-        pthread_mutex_unlock(&h->mu);
-        return;
+        *socket_context = fi ? ss_http_gate_started(h->gate, fi->connect_fd)
+                             : NULL;
+    } else {
+        ss_http_gate_closed(h->gate, *socket_context);
+        *socket_context = NULL;
     }
-    conn *k = *socket_context;
-    *socket_context = NULL;
-    if (!k)
-        return;
-    pthread_mutex_lock(&h->mu);
-    conn_unlink_locked(h, k);
-    pthread_mutex_unlock(&h->mu);
-    free(k);
 }
 
-/* Sets the deadline of C's next request: DUE, or 0 (none) while one is
- * being answered. */
-static void conn_set_due(ss_http *h, struct MHD_Connection *c, ss_mono_ns due)
+/* The gate's record of connection C, or NULL. */
+static ss_http_gate_conn *gate_conn(struct MHD_Connection *c)
 {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
         c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    conn *k = ci ? ci->socket_context : NULL;
-    if (!k)
-        return;
-    pthread_mutex_lock(&h->mu);
-    k->request_due = due;
-    pthread_mutex_unlock(&h->mu);
+    return ci ? ci->socket_context : NULL;
 }
 
-/* A response was sent (or the request ended otherwise): the next request on
- * this connection has the full timeout again. */
+/* A response was sent (or the request ended otherwise). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)con_cls;
     (void)toe;
     ss_http *h = cls;
-    conn_set_due(h, c, mono_now() + h->request_timeout);
-}
-
-/* Shuts down connections whose request is overdue (libmicrohttpd then sees
- * them end and closes them) and drops records of connections that
- * libmicrohttpd never announced (it failed to set them up). */
-static void conns_reap(ss_http *h, ss_mono_ns now)
-{
-    pthread_mutex_lock(&h->mu);
-    conn *next;
-    for (conn *k = h->conns; k; k = next) {
-        next = k->next;
-        if (!k->started) {
-            if (now - k->accepted > h->request_timeout) {
-                conn_unlink_locked(h, k);
-                free(k);
-            }
-        } else if (!k->shut && k->request_due && now > k->request_due) {
-            shutdown(k->fd, SHUT_RDWR);
-            k->shut = 1;
-            h->n_timed_out++;
-        }
-    }
-    pthread_mutex_unlock(&h->mu);
-}
-
-/* ---- the gate thread: accept, refuse, reap, wake ---- */
-
-typedef struct {
-    int fd;
-    ss_mono_ns until;
-} refused;
-
-/* Answers FD 503 with WHY and half-closes it; it is then read until the
- * client closes (or REJECT_LINGER_MS) in REF when there is room, else
- * closed at once. */
-static void refuse(int fd, const char *why, refused *ref, int *n_ref)
-{
-    ss_buf body = {0}, msg = {0};
-    ss_buf_puts(&body, "{\"error\":");
-    ss_buf_json_str(&body, why);
-    ss_buf_puts(&body, "}\n");
-    ss_buf_printf(&msg, "HTTP/1.1 503 Service Unavailable\r\n"
-                  "Content-Type: " JSON_TYPE "\r\n"
-                  "Cache-Control: no-store\r\nRetry-After: 1\r\n"
-                  "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
-                  body.len, body.data ? body.data : "");
-    if (!msg.oom && msg.data &&
-        send(fd, msg.data, msg.len, MSG_NOSIGNAL | MSG_DONTWAIT) > 0)
-        shutdown(fd, SHUT_WR);
-    ss_buf_free(&body);
-    ss_buf_free(&msg);
-    if (*n_ref < REJECT_MAX) {
-        ref[*n_ref].fd = fd;
-        ref[(*n_ref)++].until = mono_now() + REJECT_LINGER_MS * 1000000LL;
-    } else {
-        close(fd);
-    }
-}
-
-/* Accepts what is pending on the listening socket.  Returns 0, or -1 when
- * out of descriptors (the caller pauses accepting for a tick). */
-static int accept_batch(ss_http *h, refused *ref, int *n_ref)
-{
-    for (int i = 0; i < ACCEPT_BATCH; i++) {
-        struct sockaddr_storage ss;
-        socklen_t len = sizeof ss;
-        int fd = accept4(h->listen_fd, (struct sockaddr *)&ss, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-        }
-        char why[200];
-        if (conn_admit(h, fd, (struct sockaddr *)&ss, why, sizeof why) != 0) {
-            refuse(fd, why, ref, n_ref);
-            continue;
-        }
-        struct MHD_Daemon *d = h->mhd[h->next_worker++ % SS_HTTP_WORKERS];
-        if (MHD_add_connection(d, fd, (struct sockaddr *)&ss, len) != MHD_YES)
-            conn_forget_unstarted(h, fd);
-    }
-    return 0;
-}
-
-static void *gate_main(void *arg)
-{
-    ss_http *h = arg;
-    refused ref[REJECT_MAX];
-    int n_ref = 0;
-    struct pollfd pfd[2 + REJECT_MAX];
-    ss_mono_ns last_tick = mono_now(), accept_paused_until = 0;
-    for (;;) {
-        ss_mono_ns now = mono_now();
-        int n = 0, listening = now >= accept_paused_until;
-        pfd[n++] = (struct pollfd){.fd = h->wake[0], .events = POLLIN};
-        pfd[n++] = (struct pollfd){.fd = listening ? h->listen_fd : -1,
-                                   .events = POLLIN};
-        for (int i = 0; i < n_ref; i++)
-            pfd[n++] = (struct pollfd){.fd = ref[i].fd, .events = POLLIN};
-        if (poll(pfd, (nfds_t)n, TICK_MS) < 0 && errno != EINTR)
-            break;
-        if (pfd[0].revents)
-            break; /* ss_http_stop */
-        now = mono_now();
-        for (int i = n_ref - 1; i >= 0; i--) {
-            char scratch[4096];
-            ssize_t got = 1;
-            if (pfd[2 + i].revents)
-                while ((got = recv(ref[i].fd, scratch, sizeof scratch,
-                                   MSG_DONTWAIT)) > 0)
-                    ;
-            int open = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-            if ((pfd[2 + i].revents && !open) || now > ref[i].until) {
-                close(ref[i].fd);
-                ref[i] = ref[--n_ref];
-            }
-        }
-        if ((pfd[1].revents & POLLIN) && accept_batch(h, ref, &n_ref) != 0)
-            accept_paused_until = now + TICK_MS * 1000000LL;
-        if (now - last_tick >= TICK_MS * 1000000LL) {
-            last_tick = now;
-            conns_reap(h, now);
-            pthread_mutex_lock(&h->mu);
-            streams_wake_locked(h);
-            pthread_mutex_unlock(&h->mu);
-        }
-    }
-    for (int i = 0; i < n_ref; i++)
-        close(ref[i].fd);
-    return NULL;
+    ss_http_gate_response_done(h->gate, gate_conn(c));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -1138,7 +866,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
-    conn_set_due(h, c, 0); /* read in full: no deadline while answering */
+    ss_http_gate_request_read(h->gate, gate_conn(c));
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.32s is "
@@ -1226,22 +954,13 @@ static uint16_t bound_port(int fd)
                      : ((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
-/* Frees H and what it holds; the gate thread and the daemons are stopped
- * (or were never started). */
+/* Frees H and what it holds; the gate and the daemons are stopped (or
+ * were never started). */
 static void free_http(ss_http *h)
 {
     for (int i = 0; i < h->n_pool; i++)
         ss_query_close(h->pool[i]);
-    while (h->conns) { /* only records libmicrohttpd never announced */
-        conn *k = h->conns;
-        conn_unlink_locked(h, k);
-        free(k);
-    }
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
-    for (int i = 0; i < 2; i++)
-        if (h->wake[i] >= 0)
-            close(h->wake[i]);
+    ss_http_gate_free(h->gate);
     pthread_mutex_destroy(&h->mu);
     free(h->db_path);
     free(h->token);
@@ -1259,8 +978,11 @@ static unsigned connection_limit(unsigned want)
     return want;
 }
 
-/* Starts the worker daemons and the gate thread.  Returns 0 or -1. */
-static int start_workers(ss_http *h)
+/* Starts the worker daemons, then the gate on LISTEN_FD (taken over, also
+ * on failure).  Returns 0, or -1 with ERR. */
+static int start_workers(ss_http *h, int listen_fd,
+                         const ss_http_limits *limits, char *err,
+                         size_t errlen)
 {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
@@ -1275,15 +997,24 @@ static int start_workers(ss_http *h)
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
             MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
             MHD_OPTION_END);
-        if (!h->mhd[i])
+        if (!h->mhd[i]) {
+            snprintf(err, errlen, "cannot start the HTTP server on %s port "
+                     "%u", h->host, h->port);
+            close(listen_fd);
             return -1;
+        }
     }
-    if (pipe2(h->wake, O_CLOEXEC | O_NONBLOCK) != 0)
-        return -1;
-    if (pthread_create(&h->gate, NULL, gate_main, h) != 0)
-        return -1;
-    h->gate_running = 1;
-    return 0;
+    ss_http_gate_config gc = {
+        .max_connections = h->max_conns,
+        .max_per_address = limits->max_per_address ? limits->max_per_address
+                                                   : SS_HTTP_MAX_PER_ADDRESS,
+        .request_timeout = (ss_mono_ns)(limits->request_timeout_ms
+                                            ? limits->request_timeout_ms
+                                            : SS_HTTP_REQUEST_TIMEOUT_MS) *
+                           1000000,
+        .admit = hand_over, .tick = on_tick, .cls = h};
+    h->gate = ss_http_gate_start(listen_fd, &gc, err, errlen);
+    return h->gate ? 0 : -1;
 }
 
 /* Stops what start_workers started (any part of it). */
@@ -1296,12 +1027,7 @@ static void stop_workers(ss_http *h)
     __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
     streams_wake_locked(h);
     pthread_mutex_unlock(&h->mu);
-    if (h->gate_running) {
-        while (write(h->wake[1], "x", 1) < 0 && errno == EINTR)
-            ;
-        pthread_join(h->gate, NULL);
-        h->gate_running = 0;
-    }
+    ss_http_gate_stop(h->gate); /* no new connections */
     for (int i = 0; i < SS_HTTP_WORKERS; i++)
         if (h->mhd[i]) {
             MHD_stop_daemon(h->mhd[i]); /* closes its connections */
@@ -1333,7 +1059,6 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&h->mu, NULL);
-    h->listen_fd = h->wake[0] = h->wake[1] = -1;
     h->live = cfg->live;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
@@ -1342,12 +1067,6 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
     h->max_conns = connection_limit(limits->max_connections
                                         ? limits->max_connections
                                         : SS_HTTP_MAX_CONNECTIONS);
-    h->max_per_addr = limits->max_per_address ? limits->max_per_address
-                                              : SS_HTTP_MAX_PER_ADDRESS;
-    h->request_timeout = (ss_mono_ns)(limits->request_timeout_ms
-                                          ? limits->request_timeout_ms
-                                          : SS_HTTP_REQUEST_TIMEOUT_MS) *
-                         1000000;
     snprintf(h->host, sizeof h->host, "%s", host);
     if (!h->db_path || (!loopback && !h->token)) {
         snprintf(err, errlen, "out of memory");
@@ -1370,11 +1089,8 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
         free_http(h);
         return NULL;
     }
-    h->listen_fd = fd;
     h->port = bound_port(fd);
-    if (start_workers(h) != 0) {
-        snprintf(err, errlen, "cannot start the HTTP server on %s port %u",
-                 host, h->port);
+    if (start_workers(h, fd, limits, err, errlen) != 0) {
         stop_workers(h);
         free_http(h);
         return NULL;

@@ -113,17 +113,6 @@ unsigned ss_http_max_connections(const ss_http *h);
 void ss_http_stop(ss_http *h);
 
 /*
- * The admission decision for a new connection.  OPEN: connections open now;
- * FROM_ADDRESS: how many of them come from the new one's address;
- * LOOPBACK: that address is loopback (local clients share it, so it has no
- * per-address limit).  Returns SS_HTTP_ADMIT, SS_HTTP_FULL (OPEN has reached
- * MAX) or SS_HTTP_ADDRESS_FULL (FROM_ADDRESS has reached MAX_PER_ADDRESS).
- */
-enum { SS_HTTP_ADMIT, SS_HTTP_FULL, SS_HTTP_ADDRESS_FULL };
-int ss_http_admission(unsigned open, unsigned max, unsigned from_address,
-                      unsigned max_per_address, int loopback);
-
-/*
  * Parses "--http" values: "ADDR:PORT", "[V6ADDR]:PORT", ":PORT", "PORT" or
  * "ADDR" (port: the default).  Writes the numeric address (default
  * 127.0.0.1) to HOST and the port to *PORT.  Returns 0, or -1 with a reason

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "http_gate.h"
 #include "live.h"
 #include "query.h"
 #include "store.h"
