@@ -270,6 +270,12 @@ def test_concurrent_large_steps_documents_bounded_memory(tmp_path,
 
 
 def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
+    try:  # a send buffer that takes the whole document frees its slot
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            if int(f.read().split()[2]) >= 6 * 2**20:
+                pytest.skip("TCP send buffers here hold a 7 MB document")
+    except OSError:
+        pass
     server = Server(tmp_path, wide_store)
     socks = []
     try:
