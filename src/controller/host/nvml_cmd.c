@@ -136,7 +136,7 @@ static void print_gpu(FILE *out, const ss_gpu_info *info,
     fprintf(out, "  ECC           %s uncorrected (volatile)\n",
             num(a, sizeof a, s->ecc_uncorrected, 1, "%.0f"));
     if (s->xid_count == SS_MISSING)
-        fprintf(out, "  Xid           - (events not supported)\n");
+        fprintf(out, "  Xid           - (not watched)\n");
     else
         fprintf(out, "  Xid           %lld seen, last %lld\n",
                 (long long)s->xid_count, (long long)s->last_xid);
