@@ -72,21 +72,29 @@ int ss_enabled(void);
 /*
  * Interns NAME (1..SS_MAX_NAME_LEN bytes, copied) and returns its id, the
  * same id for the same name every time.  Returns 0 on a bad name or a full
- * table.  Not for the hot path: call once per call site (see SS_NAME).
- * Works while disabled, so ids are stable whatever the environment.
+ * table; phases, syncs and metrics recorded under id 0 are dropped and
+ * counted (ss_counters.dropped_events).  Not for the hot path: call once
+ * per call site (see SS_NAME).  Works while disabled, so ids are stable
+ * whatever the environment.
  */
 ss_name_id ss_name(const char *name);
 
-/* Caches the id of a literal name in a static at the call site. */
+/* Caches the id of a literal name in a static at the call site.  A name
+ * ss_name() refuses (a bad name, a full table: neither ever changes) is
+ * cached too, as SS_NAME_REFUSED_, so that the call site never asks again:
+ * it yields 0 without a lock. */
+#define SS_NAME_REFUSED_ UINT32_MAX
 #define SS_NAME(literal)                                                      \
     (__extension__({                                                          \
         static ss_name_id ss_cached_id_;                                      \
         ss_name_id ss_id_ = __atomic_load_n(&ss_cached_id_, __ATOMIC_RELAXED); \
         if (!ss_id_) {                                                        \
             ss_id_ = ss_name(literal);                                        \
+            if (!ss_id_)                                                      \
+                ss_id_ = SS_NAME_REFUSED_;                                    \
             __atomic_store_n(&ss_cached_id_, ss_id_, __ATOMIC_RELAXED);       \
         }                                                                     \
-        ss_id_;                                                               \
+        ss_id_ == SS_NAME_REFUSED_ ? 0 : ss_id_;                              \
     }))
 
 /* Marks the start of training step STEP (steps must increase).  Ends an
@@ -143,7 +151,7 @@ void ss_checkpoint_saved(uint64_t step);
 void ss_shutdown(void);
 
 /* Events and step records dropped so far (ring full, controller slow or
- * gone).  Both are also reported to the controller. */
+ * gone, recorded under id 0).  Both are also reported to the controller. */
 typedef struct {
     uint64_t dropped_events;
     uint64_t dropped_records;

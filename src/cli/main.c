@@ -9,6 +9,7 @@
  *   stepscope top [RUN]                            live terminal view
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
+ *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -19,6 +20,7 @@
 #include "guard.h"
 #include "http.h"
 #include "launcher.h"
+#include "nvml.h"
 #include "report.h"
 #include "run.h"
 #include "serve.h"
@@ -53,6 +55,8 @@ static void usage(FILE *out)
             "                                     comparable runs before it (exit 1)\n"
             "  upgrade [--db PATH]                bring an older store up to this\n"
             "                                     version (readers never write)\n"
+            "  gpus [--watch SECONDS]             this machine's GPUs as NVML reads\n"
+            "                                     them (clocks, throttling, errors)\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -83,6 +87,8 @@ int main(int argc, char **argv)
         return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
         return ss_upgrade_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "gpus") == 0)
+        return ss_gpus_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

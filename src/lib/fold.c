@@ -24,6 +24,16 @@ void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
     f->cur_step = SS__NO_STEP;
 }
 
+/* Leaves out of A's record the metrics whose last value is in doubt. */
+static void drop_doubted_metrics(ss__acc *a)
+{
+    unsigned kept = 0;
+    for (unsigned i = 0; i < a->rec.n_metrics; i++)
+        if (!a->metric_doubt[i])
+            a->rec.metrics[kept++] = a->rec.metrics[i];
+    a->rec.n_metrics = (uint8_t)kept;
+}
+
 /* Hands A on when it is complete (and above every step handed on so far:
  * the wire wants increasing steps), else drops it; either way no event can
  * reach its step any more. */
@@ -33,6 +43,7 @@ static void finish(ss__fold *f, ss__acc *a)
     if (a->ended && a->has_begin && in_order) {
         if (a->rec.end_ns < a->rec.begin_ns)
             a->rec.end_ns = a->rec.begin_ns;
+        drop_doubted_metrics(a);
         f->sink.on_step(f->sink.ctx, &a->rec);
     } else {
         f->dropped_records++;
@@ -99,6 +110,13 @@ static int valid_name(unsigned id)
     return id >= 1 && id <= WIRE_MAX_NAME_ID;
 }
 
+static int named_type(unsigned type)
+{
+    return type == SS__EV_PHASE_BEGIN || type == SS__EV_PHASE_END ||
+           type == SS__EV_PHASE_SPAN || type == SS__EV_SYNC ||
+           type == SS__EV_METRIC;
+}
+
 /* Adds one run of phase ID, which began at BEGIN and lasted D. */
 static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns begin,
                       ss__dur_ns d)
@@ -134,7 +152,8 @@ static void add_sync(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns t)
     a->rec.syncs[slot - 1] = (wire_sync){.name_id = id, .arrival_ns = t};
 }
 
-static void add_metric(ss__fold *f, ss__acc *a, unsigned id, uint64_t bits)
+static void add_metric(ss__fold *f, ss__acc *a, const ss__track *by,
+                       unsigned id, uint64_t bits)
 {
     unsigned slot = a->metric_slot[id];
     if (!slot) {
@@ -147,6 +166,33 @@ static void add_metric(ss__fold *f, ss__acc *a, unsigned id, uint64_t bits)
         a->rec.metrics[slot - 1].name_id = id;
     }
     memcpy(&a->rec.metrics[slot - 1].value, &bits, sizeof(double));
+    a->metric_by[slot - 1] = by;
+    a->metric_doubt[slot - 1] = 0;
+}
+
+/* A metric value of TRACK's thread was lost in a hole of its stream: the
+ * values it gave to steps it may still have been recording into may not be
+ * the last ones. */
+static void doubt_metrics(ss__fold *f, const ss__track *track)
+{
+    for (int i = 0; i < SS__FOLD_OPEN; i++) {
+        ss__acc *a = &f->acc[i];
+        if (!a->used || a->rec.step < track->open_from)
+            continue;
+        for (unsigned k = 0; k < a->rec.n_metrics; k++)
+            if (a->metric_by[k] == track)
+                a->metric_doubt[k] = 1;
+    }
+}
+
+/* Moves TRACK's open_from past what EV shows its thread is done with. */
+static void advance_track(ss__track *track, unsigned type, uint64_t step)
+{
+    if (step == SS__NO_STEP)
+        return;
+    uint64_t from = type == SS__EV_STEP_END ? step + 1 : step;
+    if (from > track->open_from)
+        track->open_from = from;
 }
 
 static void add_max(uint64_t *field, uint8_t *flags, uint8_t flag,
@@ -171,9 +217,22 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
 {
     if (ev->type & SS__EV_AFTER_LOSS)
         ss__track_reset(track);
+    if (ev->type & SS__EV_LOST_METRIC)
+        doubt_metrics(f, track);
     unsigned id = ev->name;
+    unsigned type = ev->type & SS__EV_TYPE_MASK;
+    if (type != SS__EV_PHASE_END && type != SS__EV_CHECKPOINT)
+        advance_track(track, type, ev->step);
+    if (named_type(type) && !valid_name(id)) {
+        /* Recorded under no name (ss_name refused it: the table was full,
+         * or the name was bad): lost, and counted like a dropped event.  A
+         * phase's end does not count again. */
+        if (type != SS__EV_PHASE_END && ev->step != SS__NO_STEP)
+            f->dropped_events++;
+        return;
+    }
     ss__acc *a;
-    switch (ev->type & SS__EV_TYPE_MASK) {
+    switch (type) {
     case SS__EV_STEP_BEGIN:
         if ((a = acc_for(f, ev->step))) {
             a->has_begin = 1;
@@ -197,28 +256,28 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         }
         break;
     case SS__EV_PHASE_BEGIN:
-        if (valid_name(id) && track->depth[id]++ == 0) {
+        if (track->depth[id]++ == 0) {
             track->begin[id] = ev->t;
             track->step[id] = ev->step;
         }
         break;
     case SS__EV_PHASE_END:
-        if (!valid_name(id) || track->depth[id] == 0)
+        if (track->depth[id] == 0)
             break; /* unmatched: its begin was lost or never made */
         if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
             add_phase(f, a, id, track->begin[id], ev->t - track->begin[id]);
         break;
     case SS__EV_PHASE_SPAN:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
+        if ((a = acc_for(f, ev->step)))
             add_phase(f, a, id, ev->t, (ss__mono_ns)ev->value - ev->t);
         break;
     case SS__EV_SYNC:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
+        if ((a = acc_for(f, ev->step)))
             add_sync(f, a, id, ev->t);
         break;
     case SS__EV_METRIC:
-        if (valid_name(id) && (a = acc_for(f, ev->step)))
-            add_metric(f, a, id, ev->value);
+        if ((a = acc_for(f, ev->step)))
+            add_metric(f, a, track, id, ev->value);
         break;
     case SS__EV_RSS:
         if ((a = acc_for(f, ev->step)))
@@ -314,4 +373,10 @@ void ss__fold_forget_track(ss__fold *f, const ss__track *track)
 {
     if (f->step_track == track)
         f->step_track = NULL;
+    /* Its memory may be given to a new thread: keep no pointer to it. */
+    for (int i = 0; i < SS__FOLD_OPEN; i++)
+        for (unsigned k = 0; f->acc[i].used && k < f->acc[i].rec.n_metrics;
+             k++)
+            if (f->acc[i].metric_by[k] == track)
+                f->acc[i].metric_by[k] = NULL;
 }

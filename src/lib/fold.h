@@ -10,6 +10,12 @@
  *    that was current at the begin.
  *  - A sync keeps its first arrival in the step; a metric its last value;
  *    RSS and device bytes their maximum.
+ *  - A metric whose later values in the step may have been lost is left out
+ *    of the record (missing, never an earlier value): when a thread's
+ *    stream shows a hole in which a metric value was dropped
+ *    (SS__EV_LOST_METRIC), every metric value that thread gave to a step it
+ *    may still have been recording into (see ss__track.open_from) is in
+ *    doubt until a later value for the same metric and step arrives.
  *  - A step is complete when its end event has been seen; ss__fold_round()
  *    hands complete steps to the sink in increasing order.  A step lower
  *    than a completed one that is still open can never complete and is
@@ -22,6 +28,8 @@
  *  - Events for a step already handed on (or dropped) are counted as
  *    dropped events, as are items beyond WIRE_MAX_ITEMS in one step.
  *  - Events made while no step was open (step SS__NO_STEP) are ignored.
+ *  - Phase, sync and metric events under no valid name id (0: ss_name
+ *    refused the name) are counted as dropped events.
  *  - A phase item also keeps its earliest begin (first_begin_ns).
  *  - Live state (ss__fold_status): the thread whose STEP_BEGIN was folded
  *    last is the stepping thread; its open step and innermost open phase
@@ -39,14 +47,20 @@
 #define SS__FOLD_OPEN 16 /* steps being assembled at once */
 #define SS__NAME_SLOTS (WIRE_MAX_NAME_ID + 1)
 
-/* Phase pairing state of one thread. */
+/* Phase pairing state of one thread, and how far its stream has moved. */
 typedef struct {
     uint32_t depth[SS__NAME_SLOTS];
     ss__mono_ns begin[SS__NAME_SLOTS];
     uint64_t step[SS__NAME_SLOTS];
+    /* The lowest step this thread may still record into: events of a
+     * thread carry non-decreasing steps, and once it has ended step S (or
+     * begun a later one) it records nothing more into S.  0 at first. */
+    uint64_t open_from;
 } ss__track;
 
-/* A step being assembled.  *_slot map a name id to its index + 1. */
+/* A step being assembled.  *_slot map a name id to its index + 1.
+ * metric_by[i] is the thread that gave rec.metrics[i] its value;
+ * metric_doubt[i] is set when later values of it may have been lost. */
 typedef struct {
     int used, has_begin, ended;
     uint64_t superseded; /* round in which a later step began; 0: none */
@@ -54,6 +68,8 @@ typedef struct {
     uint8_t phase_slot[SS__NAME_SLOTS];
     uint8_t sync_slot[SS__NAME_SLOTS];
     uint8_t metric_slot[SS__NAME_SLOTS];
+    const ss__track *metric_by[WIRE_MAX_ITEMS];
+    uint8_t metric_doubt[WIRE_MAX_ITEMS];
 } ss__acc;
 
 typedef struct {
@@ -81,7 +97,7 @@ typedef struct {
 } ss__fold;
 
 /* Forgets any open phases of a thread (new thread, or a hole in its
- * stream). */
+ * stream); open_from is kept. */
 void ss__track_reset(ss__track *t);
 
 /* Prepares F, which reports to SINK. */

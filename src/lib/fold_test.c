@@ -315,6 +315,84 @@ static void a_hole_in_the_stream_resets_pairing(void)
     free(h);
 }
 
+static const wire_metric *metric(const wire_step *s, unsigned id)
+{
+    for (unsigned i = 0; i < s->n_metrics; i++)
+        if (s->metrics[i].name_id == id)
+            return &s->metrics[i];
+    return NULL;
+}
+
+/* A full ring dropped later values of a metric: the value kept before the
+ * hole is not the step's last one, so the metric is missing there, never
+ * that earlier value.  Only the thread with the hole, only steps it may
+ * still have been recording into, and only holes that lost a metric. */
+static void a_metric_whose_later_values_were_lost_is_missing(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    const unsigned lost = SS__EV_AFTER_LOSS | SS__EV_LOST_METRIC;
+    /* step 1: thread 0 records 8 (kept) and 9 (kept, later lost ones of 9
+     * on thread 1 do not matter to it) */
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 0, SS__EV_METRIC, 8, 1, 0, dbits(1.0));
+    ev(h, 1, SS__EV_METRIC, 9, 1, 0, dbits(2.0));
+    ev(h, 0, SS__EV_METRIC, 9, 1, 0, dbits(3.0));
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 10, 0);
+    /* step 2: thread 0 keeps 8 = 4.0, then loses 8's later values */
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 2, 20, 0);
+    ev(h, 0, SS__EV_METRIC, 8, 2, 0, dbits(4.0));
+    ev(h, 0, SS__EV_METRIC, 9, 2, 0, dbits(5.0));
+    /* ... a hole that lost metric values, then 9 is recorded again ... */
+    ev(h, 0, SS__EV_METRIC | lost, 9, 2, 0, dbits(6.0));
+    ev(h, 0, SS__EV_STEP_END, 0, 2, 30, 0);
+    /* a hole after step 2 ended: step 2 is behind the thread */
+    ev(h, 0, SS__EV_STEP_BEGIN | lost, 0, 3, 40, 0);
+    ev(h, 0, SS__EV_METRIC, 8, 3, 0, dbits(7.0));
+    /* a hole that lost only other events leaves 8 as it is */
+    ev(h, 0, SS__EV_SYNC | SS__EV_AFTER_LOSS, 5, 3, 45, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 3, 50, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 3);
+    const wire_step *s1 = &h->log.steps[0], *s2 = &h->log.steps[1],
+                    *s3 = &h->log.steps[2];
+    REQUIRE(metric(s1, 8) && metric(s1, 9));
+    CHECK(metric(s1, 8)->value == 1.0);
+    CHECK(metric(s1, 9)->value == 3.0);
+    CHECK(metric(s2, 8) == NULL); /* missing, not the stale 4.0 */
+    REQUIRE(metric(s2, 9));
+    CHECK(metric(s2, 9)->value == 6.0); /* recorded after the hole */
+    CHECK_EQ_INT(s2->n_metrics, 1);
+    REQUIRE(metric(s3, 8));
+    CHECK(metric(s3, 8)->value == 7.0);
+    free(h);
+}
+
+/* A hole on a thread that never steps (a data loader recording metrics)
+ * puts in doubt only the steps it may still record into. */
+static void a_metric_lost_on_another_thread_spares_steps_behind_it(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    const unsigned lost = SS__EV_AFTER_LOSS | SS__EV_LOST_METRIC;
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    ev(h, 1, SS__EV_METRIC, 8, 1, 0, dbits(1.0));
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 10, 0);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 2, 20, 0);
+    ev(h, 1, SS__EV_METRIC, 8, 2, 0, dbits(2.0));
+    ev(h, 0, SS__EV_METRIC, 9, 2, 0, dbits(3.0));
+    ev(h, 1, SS__EV_SYNC | lost, 5, 2, 25, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 2, 30, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 2);
+    REQUIRE(metric(&h->log.steps[0], 8));
+    CHECK(metric(&h->log.steps[0], 8)->value == 1.0);
+    CHECK(metric(&h->log.steps[1], 8) == NULL);
+    REQUIRE(metric(&h->log.steps[1], 9));
+    CHECK(metric(&h->log.steps[1], 9)->value == 3.0);
+    free(h);
+}
+
 static void checkpoints_pass_straight_through(void)
 {
     harness *h = new_harness();
@@ -325,7 +403,9 @@ static void checkpoints_pass_straight_through(void)
     free(h);
 }
 
-static void bad_name_ids_are_ignored(void)
+/* Id 0 is what ss_name returns for a name it refuses (a full table, a bad
+ * name): what is recorded under it is lost, and counted. */
+static void bad_name_ids_are_dropped_and_counted(void)
 {
     harness *h = new_harness();
     REQUIRE(h);
@@ -339,6 +419,7 @@ static void bad_name_ids_are_ignored(void)
     REQUIRE(h->log.n_steps == 1);
     CHECK_EQ_INT(h->log.steps[0].n_phases + h->log.steps[0].n_syncs +
                      h->log.steps[0].n_metrics, 0);
+    CHECK_EQ_INT(h->fold.dropped_events, 3); /* the end does not count */
     free(h);
 }
 
@@ -408,6 +489,8 @@ TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(many_steps_in_one_round_are_all_handed_on),
           TEST(items_beyond_the_wire_limit_are_dropped),
           TEST(a_hole_in_the_stream_resets_pairing),
+          TEST(a_metric_whose_later_values_were_lost_is_missing),
+          TEST(a_metric_lost_on_another_thread_spares_steps_behind_it),
           TEST(checkpoints_pass_straight_through),
-          TEST(bad_name_ids_are_ignored),
+          TEST(bad_name_ids_are_dropped_and_counted),
           TEST(status_follows_the_stepping_thread))

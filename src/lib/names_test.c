@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "names.h"
+#include "stepscope.h"
 #include "testing.h"
 
 static void same_name_same_id_and_copy_back(void)
@@ -57,6 +58,12 @@ static void full_table_returns_zero(void)
         bad += last != SS_MAX_NAMES;
         bad += ss__name_intern("one-too-many") != 0;
         bad += ss__name_intern("n0") != first_new; /* old names resolve */
+        /* A call site keeps answering: its name's id, or 0 when refused,
+         * every time. */
+        for (int i = 0; i < 3; i++) {
+            bad += SS_NAME("n1") != first_new + 1;
+            bad += SS_NAME("refused-at-its-call-site") != 0;
+        }
         _exit(bad ? 1 : 0);
     }
     int status = 0;

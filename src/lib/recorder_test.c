@@ -329,6 +329,54 @@ static void steps_carry_phases_syncs_metrics_memory(void)
     fc_free(&fc);
 }
 
+/* A metric recorded many times in one step, more often than its thread's
+ * ring can hold: the record carries the step's last value or no value,
+ * never an earlier one (the values count up, so an earlier one is
+ * smaller). */
+#define FLOOD_VALUES (4 * 8192)
+
+static int body_metric_flood(void *arg)
+{
+    (void)arg;
+    ss_name_id loss = SS_NAME("loss");
+    CHECK_EQ_INT(ss_init(), 0);
+    ss_step_begin(1);
+    for (int i = 1; i <= FLOOD_VALUES; i++)
+        ss_metric(loss, (double)i);
+    ss_step_end();
+    sleep_ms(30);
+    ss_step_begin(2);
+    ss_metric(loss, 0.5);
+    ss_step_end();
+    sleep_ms(30);
+    ss_counters c;
+    ss_get_counters(&c);
+    CHECK(c.dropped_events > 0); /* the ring did overflow */
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void a_metric_flood_never_leaves_a_stale_value(void)
+{
+    fake_ctl fc = {0};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_metric_flood, NULL, &fc, NULL)),
+                 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    REQUIRE(fc.count[WIRE_STEP] == 2);
+    const wire_step *s1 = &fc_find(&fc, WIRE_STEP, 0)->u.step;
+    const wire_step *s2 = &fc_find(&fc, WIRE_STEP, 1)->u.step;
+    CHECK_EQ_INT(s1->step, 1);
+    if (s1->n_metrics)
+        CHECK(s1->metrics[0].value == (double)FLOOD_VALUES);
+    REQUIRE(s2->n_metrics == 1);
+    CHECK(s2->metrics[0].value == 0.5);
+    fc_free(&fc);
+}
+
 /* Steps left open or begun twice: ss_step_begin ends the open step. */
 static int body_forgotten_end(void *arg)
 {
@@ -553,6 +601,7 @@ TEST_LIST(TEST(disabled_without_env),
           TEST(malformed_env_disables_with_one_line),
           TEST(hello_carries_rank_identity),
           TEST(steps_carry_phases_syncs_metrics_memory),
+          TEST(a_metric_flood_never_leaves_a_stale_value),
           TEST(step_begin_ends_the_open_step_and_atexit_says_bye),
           TEST(no_controller_drops_and_never_blocks),
           TEST(reject_is_reported_once_and_records_dropped),

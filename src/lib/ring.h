@@ -9,7 +9,9 @@
  * store of `tail`.  Neither side ever waits: when the ring is full the
  * producer drops the event, counts it in `dropped` and marks the next event
  * it does store with SS__EV_AFTER_LOSS so that the consumer knows the stream
- * has a hole (and resets its phase pairing for that thread).
+ * has a hole (and resets its phase pairing for that thread), and with
+ * SS__EV_LOST_METRIC too when a metric value was among the dropped events (a
+ * metric's last value before such a hole may not be its last value).
  *
  * Field ownership: head, tail_cache, dropped and lost are written by the
  * producer only; tail by the consumer only.  They live on separate cache
@@ -28,7 +30,8 @@
  * fills the ring does not also lose the step boundaries. */
 #define SS__RING_STEP_RESERVE 64u
 
-/* Event types.  The high bit of ss__event.type is SS__EV_AFTER_LOSS. */
+/* Event types.  The two high bits of ss__event.type are the hole marks
+ * SS__EV_AFTER_LOSS and SS__EV_LOST_METRIC. */
 enum {
     SS__EV_STEP_BEGIN = 1, /* step: the new step */
     SS__EV_STEP_END = 2,   /* step: the step that ends */
@@ -41,8 +44,9 @@ enum {
     SS__EV_CHECKPOINT = 9, /* value: the checkpointed step */
     SS__EV_PHASE_SPAN = 10 /* t: begin; value: end (ns); a finished phase */
 };
-#define SS__EV_AFTER_LOSS 0x80u
-#define SS__EV_TYPE_MASK 0x7fu
+#define SS__EV_AFTER_LOSS 0x80u  /* events were dropped just before this one */
+#define SS__EV_LOST_METRIC 0x40u /* ... and a metric value was one of them */
+#define SS__EV_TYPE_MASK 0x3fu
 
 /* The step value of events made while no step is open. */
 #define SS__NO_STEP UINT64_MAX
@@ -52,7 +56,7 @@ typedef struct {
     ss__mono_ns t;  /* when it happened (0 for events that carry no time) */
     uint64_t step;  /* the step current when it was made, or SS__NO_STEP */
     uint64_t value; /* type-specific payload */
-    uint8_t type;   /* SS__EV_*, possibly | SS__EV_AFTER_LOSS */
+    uint8_t type;   /* SS__EV_*, possibly | the hole marks */
     uint8_t pad_;
     uint16_t name;  /* name id for phase, sync and metric events */
     uint32_t pad2_;
@@ -63,7 +67,7 @@ typedef struct {
     _Alignas(64) uint64_t head; /* next slot to fill; release-stored */
     uint64_t tail_cache;        /* the consumer's tail as last seen */
     uint64_t dropped;           /* events dropped on a full ring */
-    uint8_t lost;               /* SS__EV_AFTER_LOSS while a hole is pending */
+    uint8_t lost;               /* the hole marks while a hole is pending */
     /* consumer side */
     _Alignas(64) uint64_t tail; /* next slot to read; release-stored */
     _Alignas(64) ss__event ev[SS__RING_CAP];
@@ -88,7 +92,9 @@ static inline void ss__ring_push(ss__ring *r, unsigned type, unsigned name,
         r->tail_cache = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
         if (head - r->tail_cache >= cap) {
             __atomic_store_n(&r->dropped, r->dropped + 1, __ATOMIC_RELAXED);
-            r->lost = SS__EV_AFTER_LOSS;
+            r->lost |= type == SS__EV_METRIC
+                           ? SS__EV_AFTER_LOSS | SS__EV_LOST_METRIC
+                           : SS__EV_AFTER_LOSS;
             return;
         }
     }

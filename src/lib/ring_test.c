@@ -71,6 +71,31 @@ static void full_ring_drops_counts_and_marks_the_hole(void)
     free(r);
 }
 
+/* A hole in which a metric value was dropped is marked as such, however
+ * many other events it also swallowed. */
+static void a_hole_that_lost_a_metric_says_so(void)
+{
+    ss__ring *r = new_ring();
+    REQUIRE(r);
+    const unsigned fit = SS__RING_CAP - SS__RING_STEP_RESERVE;
+    for (unsigned i = 0; i < fit; i++)
+        ss__ring_push(r, SS__EV_SYNC, 1, 1, (ss__mono_ns)i, 0);
+    ss__ring_push(r, SS__EV_SYNC, 1, 1, 0, 0);
+    ss__ring_push(r, SS__EV_METRIC, 2, 1, 0, 0);
+    ss__ring_push(r, SS__EV_SYNC, 1, 1, 0, 0);
+    ss__ring_push(r, SS__EV_STEP_END, 0, 1, 0, 0);
+    CHECK_EQ_INT(ss__ring_dropped(r), 3);
+    static ss__event ev[SS__RING_CAP];
+    REQUIRE(drain(r, ev, SS__RING_CAP) == fit + 1);
+    CHECK_EQ_INT(ev[fit].type,
+                 SS__EV_STEP_END | SS__EV_AFTER_LOSS | SS__EV_LOST_METRIC);
+    /* the marks go with the first event after the hole only */
+    ss__ring_push(r, SS__EV_STEP_BEGIN, 0, 2, 0, 0);
+    REQUIRE(drain(r, ev, SS__RING_CAP) == 1);
+    CHECK_EQ_INT(ev[0].type, SS__EV_STEP_BEGIN);
+    free(r);
+}
+
 static void wrap_around_returns_two_runs(void)
 {
     ss__ring *r = new_ring();
@@ -133,5 +158,6 @@ static void producer_and_consumer_race_without_tearing(void)
 
 TEST_LIST(TEST(push_then_pop_keeps_fields_and_order),
           TEST(full_ring_drops_counts_and_marks_the_hole),
+          TEST(a_hole_that_lost_a_metric_says_so),
           TEST(wrap_around_returns_two_runs),
           TEST(producer_and_consumer_race_without_tearing))

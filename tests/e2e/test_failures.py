@@ -59,6 +59,33 @@ def test_ctrl_c_stops_every_rank(store):
     assert "stopping the ranks" in err
 
 
+def test_second_ctrl_c_kills_at_once_and_says_so(store):
+    # Ranks that ignore SIGTERM would need the 10 s grace period; a second
+    # Ctrl-C kills them at once, and the summary says that, not that the
+    # grace period ran out.
+    proc = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "3", "--db", str(store), "--grace", "10",
+         "--no-http", "--", "/bin/sh", "-c",
+         'trap "" TERM; exec "$0" "$@"',
+         *example("--steps", "100000", "--compute-ms", "2")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    pids = rank_pids(proc.pid)
+    assert len(pids) == 3, pids
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None, "the ranks ignored SIGTERM; still running"
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.time() - t0 < 5, err
+    assert wait_gone(pids), "ranks survived a second Ctrl-C"
+    assert proc.returncode == 128 + signal.SIGKILL, err
+    assert "the job was stopped: stopped by Interrupt" in err, err
+    assert "3 were killed at once with SIGKILL on a second Ctrl-C" in err, err
+    assert "grace period" not in err, err
+
+
 def test_no_orphans_when_controller_is_killed(store):
     proc = subprocess.Popen(
         [str(STEPSCOPE), "run", "-n", "3", "--db", str(store), "--",

@@ -103,7 +103,7 @@ def test_api_while_running_then_serve(tmp_path):
         assert live["world_size"] == 3 and live["running"] is True
 
         # the live-run file, for `stepscope top`
-        live_file = tmp_path / "live" / f"run-{rid}.json"
+        live_file = db.parent / f"{db.name}.d" / "live" / f"run-{rid}.json"
         info = json.loads(live_file.read_text())
         assert info["url"] == base and info["run_id"] == rid
         assert "token" not in info

@@ -177,6 +177,8 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     con.executescript(
         "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
+        "ALTER TABLE ranks DROP COLUMN names_over_limit;"
+        "ALTER TABLE ranks DROP COLUMN values_over_limit;"
         "PRAGMA user_version = 2;")
     con.close()
     # Read as it is, and left as it is ...

@@ -77,7 +77,7 @@ def start_job(db, steps):
                                                     "--compute-ms", "3")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    live = db.parent / "live" / "run-1.json"
+    live = db.parent / f"{db.name}.d" / "live" / "run-1.json"
     deadline = time.monotonic() + 15
     while not live.exists() and time.monotonic() < deadline:
         assert job.poll() is None, job.communicate()

@@ -45,6 +45,7 @@ enum {
 };
 enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BEGIN = 3, COL_BASE = 4 };
 enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
+_Static_assert(SS_MAX_RUN_NAMES <= 255, "col_name holds a name in a byte");
 enum { SPARE_MAX = 4 };              /* finalized buffers kept for reuse */
 enum { DEFAULT_WINDOW = 64, MAX_WINDOW = 65536 };
 
@@ -611,6 +612,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         rs->metric = me;
         rs->phase_start_ns = pst;
         rs->phase_count = pco;
+        rs->host = NULL;
         if (!present[r]) {
             rs->present = 0;
             rs->step_ns = rs->rss_bytes = rs->device_bytes = SS_MISSING;

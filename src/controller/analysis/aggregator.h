@@ -40,7 +40,7 @@ ss_aggregator *ss_aggregator_create(const ss_aggregator_config *cfg,
 void ss_aggregator_destroy(ss_aggregator *a);
 
 /* Returns the run-wide index of NAME (interning it), or -1 when the table
- * (SS_MAX_RUN_NAMES) is full or NAME is empty. */
+ * (SS_MAX_RUN_NAMES) is full or NAME is empty or too long. */
 int ss_aggregator_intern(ss_aggregator *a, const char *name);
 
 /* The run's name table: names[i] for index i, count via *n. */

@@ -564,9 +564,74 @@ static void memory_bounded(void)
     ss_aggregator_destroy(a);
 }
 
+/* What the full-table test sees of its one step. */
+typedef struct {
+    int steps;
+    int phase_name, sync_name;
+    int64_t phase_max;
+    uint32_t n_metrics;
+    int metric_name;
+    double metric;
+} last_index_view;
+
+static void on_last_index_step(void *ctx, const ss_step_view *v,
+                               const char *const *names)
+{
+    last_index_view *c = ctx;
+    c->steps++;
+    c->phase_name = v->n_phases ? v->phases[0].name : -1;
+    c->phase_max = v->n_phases ? v->phases[0].stat.max : -1;
+    c->sync_name = v->n_syncs ? v->syncs[0].name : -1;
+    c->n_metrics = v->n_metrics;
+    c->metric_name = v->n_metrics ? v->metrics[0] : -1;
+    if (v->n_metrics && strcmp(names[v->metrics[0]], "n254") == 0)
+        c->metric = v->ranks[0].metric[v->metrics[0]];
+}
+
+/* The run's table holds SS_MAX_RUN_NAMES names (as many as one process may
+ * use), refuses the next, and the last index is a name like any other. */
+static void full_name_table_uses_every_index(void)
+{
+    last_index_view c = {0};
+    ss_sink sink = {&c, on_last_index_step, NULL};
+    ss_aggregator *a = ss_aggregator_create(NULL, 1, 0, &sink);
+    REQUIRE(a);
+    CHECK_EQ_INT(SS_MAX_RUN_NAMES, 255);
+    for (int i = 0; i < SS_MAX_RUN_NAMES; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        CHECK_EQ_INT(ss_aggregator_intern(a, name), i);
+    }
+    CHECK_EQ_INT(ss_aggregator_intern(a, "one-too-many"), -1);
+    CHECK_EQ_INT(ss_aggregator_intern(a, "n254"), 254); /* known: found */
+    wire_step s = rec(0, 100);
+    s.n_phases = 1;
+    s.phases[0] = (wire_phase){.name_id = 254, .count = 1,
+                               .total_ns = 40 * MS,
+                               .first_begin_ns = s.begin_ns};
+    s.n_syncs = 1;
+    s.syncs[0] = (wire_sync){.name_id = 253, .arrival_ns = s.begin_ns};
+    s.n_metrics = 1;
+    s.metrics[0] = (wire_metric){.name_id = 254, .value = 2.5};
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
+    s.phases[0].name_id = 255; /* never interned */
+    s.step = 1;
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), -1);
+    ss_aggregator_finish(a);
+    CHECK_EQ_INT(c.steps, 1);
+    CHECK_EQ_INT(c.phase_name, 254);
+    CHECK_EQ_INT(c.phase_max, 40 * MS);
+    CHECK_EQ_INT(c.sync_name, 253);
+    REQUIRE(c.n_metrics == 1);
+    CHECK_EQ_INT(c.metric_name, 254);
+    CHECK(c.metric == 2.5);
+    ss_aggregator_destroy(a);
+}
+
 TEST_LIST(TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(crash_marks_missing), TEST(window_overflow_forces),
           TEST(late_and_duplicate_refused), TEST(statistics_exact),
           TEST(skipped_step_missing), TEST(steps_start_anywhere),
           TEST(names_grow_mid_run), TEST(finish_finalizes_open_steps),
-          TEST(phase_begins_and_counts), TEST(memory_bounded))
+          TEST(phase_begins_and_counts), TEST(memory_bounded),
+          TEST(full_name_table_uses_every_index))

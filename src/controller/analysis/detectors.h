@@ -16,7 +16,8 @@
 #include "model.h"
 
 typedef struct {
-    /* see ss_detector_params[] in detectors.c for names, defaults, docs */
+    /* by ss_detector_params[] index: names, defaults and docs are the
+     * rows of detector_params.h */
     double values[64];
 } ss_detector_config;
 

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "query.h"
+#include "objects.h"
 
 typedef struct {
     char state[16];
@@ -288,7 +288,7 @@ void ss_live_step(ss_live *l, const ss_step_view *v, const char *const *names)
     char *event = NULL;
     if (__atomic_load_n(&l->readers, __ATOMIC_ACQUIRE) > 0) {
         ss_buf json = {0};
-        ss_query_step_object(&json, v, names);
+        ss_obj_step(&json, v, names);
         event = sse_event("step", &json);
         ss_buf_free(&json);
     }
@@ -332,7 +332,7 @@ void ss_live_finding(ss_live *l, const ss_finding *f)
     if (!l)
         return;
     ss_buf json = {0};
-    ss_query_finding_object(&json, f);
+    ss_obj_finding(&json, f);
     char *event = sse_event("finding", &json);
     ss_buf_free(&json);
     pthread_mutex_lock(&l->mu);

@@ -13,7 +13,7 @@
  *     snapshot functions below, which copy under the lock.
  *
  * It also keeps a bounded feed of recent notifications (finalized steps and
- * new or updated findings, already formatted as API JSON by query.c) for
+ * new or updated findings, already formatted as API JSON by objects.c) for
  * the server-sent event stream, and renders the Prometheus exposition
  * (/metrics).  Nothing here touches SQLite.
  *

@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "live.h"
-#include "query.h"
+#include "objects.h"
 #include "testing.h"
 
 #define MS 1000000LL
@@ -181,8 +181,8 @@ static void feed_delivers(void)
     ss_live_finding(l, &f);
     CHECK_EQ_INT(ss_live_feed_wait(l, &c, 10, &b), 2);
     ss_buf step = {0}, fnd = {0};
-    ss_query_step_object(&step, &fx.v, names_);
-    ss_query_finding_object(&fnd, &f);
+    ss_obj_step(&step, &fx.v, names_);
+    ss_obj_finding(&fnd, &f);
     ss_buf want = {0};
     ss_buf_printf(&want, "event: step\ndata: %s\n\nevent: finding\ndata: "
                   "%s\n\n", step.data, fnd.data);

@@ -4,10 +4,11 @@
  * The single place that turns stored data into API JSON (docs/api.md is the
  * contract).  The HTTP server (http.c) calls it from its threads, and
  * `stepscope report --html` calls it in-process to embed the same documents
- * in a page.  Each ss_query is one read-only SQLite connection: use one per
- * thread (a connection is not shared between threads at once).  In WAL mode
- * it reads while the controller's writer thread writes; it sees what the
- * writer has committed (every 250 ms), never a half-written step.
+ * in a page.  Each ss_query reads through one store reader (reader.h), a
+ * read-only SQLite connection: use one per thread (a connection is not
+ * shared between threads at once).  In WAL mode it reads while the
+ * controller's writer thread writes; it sees what the writer has committed
+ * (every 250 ms), never a half-written step.
  *
  * Conventions (those of docs/report-json.md): durations in fields ending
  * _ms are milliseconds with 3 decimals, sizes in _bytes are bytes, times
@@ -81,6 +82,42 @@ typedef struct {
 int ss_query_steps(ss_query *q, int64_t run_id, const ss_query_range *r,
                    ss_buf *out, char *err, size_t errlen);
 
+/*
+ * The same document in pages, so that a server can send a large window
+ * while holding one page of it in memory (http.c streams /steps so).
+ * ss_query_steps_start resolves the window of R for RUN_ID into *CUR
+ * (0, SS_QUERY_NOT_FOUND or SS_QUERY_ERROR, as ss_query_steps).  Each
+ * ss_query_steps_page then appends the next at most MAX_STEPS elements of
+ * "steps" (comma-separated, a leading comma after the first page; the
+ * caller writes {"steps":[ before and ]} after) and returns how many, 0
+ * once the window is done, or SS_QUERY_ERROR.  Pages may use different
+ * connections (Q) and read transactions: a window given by FROM may end
+ * with steps committed while it is sent; one without FROM is fixed when
+ * started.  Concatenated, the pages are what ss_query_steps returns for
+ * the same window of a store that does not change.
+ */
+typedef struct {
+    int64_t run_id, attempt;
+    int64_t next;  /* the first step of the next page */
+    int64_t last;  /* the window's last step (INT64_MAX: open) */
+    int64_t left;  /* at most this many steps still to send */
+    int64_t sent;  /* steps appended so far */
+} ss_query_steps_cursor;
+
+int ss_query_steps_start(ss_query *q, int64_t run_id,
+                         const ss_query_range *r, ss_query_steps_cursor *cur,
+                         char *err, size_t errlen);
+int ss_query_steps_page(ss_query *q, ss_query_steps_cursor *cur,
+                        int64_t max_steps, ss_buf *out, char *err,
+                        size_t errlen);
+
+/* [{"steps":[...]}, ...]: every step of the attempt (-1: the latest), as
+ * steps documents of SS_QUERY_MAX_STEPS steps each but the last; what
+ * GET .../steps?from=F&limit=SS_QUERY_MAX_STEPS returns page after page
+ * (one empty document when there is no step). */
+int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
+                        ss_buf *out, char *err, size_t errlen);
+
 /* {"ranks":[0..],"steps":[...],"step_ms":[[...per step...] per rank]} from
  * the kept rank-step rows (retention: docs/store.md); null where a rank has
  * no row for a step.  LIMIT is lowered so ranks x steps stays within
@@ -105,15 +142,5 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
 #define SS_QUERY_MAX_EVENTS 10000
 int ss_query_events(ss_query *q, int64_t run_id, int64_t after, int64_t limit,
                     ss_buf *out, char *err, size_t errlen);
-
-/* ---- the same objects from the controller's memory (stream) ---- */
-
-/* One element of "steps" in ss_query_steps, built from a finalized step:
- * byte for byte what ss_query_steps returns for it once stored. */
-void ss_query_step_object(ss_buf *out, const ss_step_view *v,
-                          const char *const *names);
-
-/* One element of "findings", from a finding as the detectors emit it. */
-void ss_query_finding_object(ss_buf *out, const ss_finding *f);
 
 #endif

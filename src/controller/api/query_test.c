@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "live.h"
+#include "objects.h"
 #include "query.h"
 #include "store.h"
 #include "testing.h"
@@ -293,6 +294,72 @@ static void steps_windows(void)
     ss_query_close(q);
 }
 
+/* The pages of a window, concatenated with page size PAGE, into OUT. */
+static int steps_in_pages(ss_query *q, int64_t run_id,
+                          const ss_query_range *rg, int64_t page, ss_buf *out)
+{
+    char err[256];
+    ss_query_steps_cursor cur;
+    int rc = ss_query_steps_start(q, run_id, rg, &cur, err, sizeof err);
+    if (rc != 0)
+        return rc;
+    ss_buf_puts(out, "{\"steps\":[");
+    while ((rc = ss_query_steps_page(q, &cur, page, out, err, sizeof err)) > 0)
+        ;
+    ss_buf_puts(out, "]}");
+    return rc;
+}
+
+static void steps_in_pages_match_the_document(void)
+{
+    ss_query *q = open_fixture();
+    REQUIRE(q);
+    static const ss_query_range windows[] = {
+        {-1, -1, -1, 500}, {-1, -1, -1, 2}, {-1, 2, -1, 500},
+        {-1, 1, -1, 2},    {-1, -1, 2, 1},  {-1, 2, 2, 10},
+        {-1, 4, -1, 10},   {0, -1, -1, 10}, {-1, 0, -1, 3}};
+    char err[256];
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++)
+        for (int64_t page = 1; page <= 4; page++) {
+            ss_buf whole = {0}, paged = {0};
+            CHECK_EQ_INT(ss_query_steps(q, 1, &windows[i], &whole, err,
+                                        sizeof err), 0);
+            CHECK_EQ_INT(steps_in_pages(q, 1, &windows[i], page, &paged), 0);
+            CHECK_STR(paged.data, whole.data);
+            ss_buf_free(&whole);
+            ss_buf_free(&paged);
+        }
+    ss_query_steps_cursor cur;
+    CHECK_EQ_INT(ss_query_steps_start(q, 7, &windows[0], &cur, err,
+                                      sizeof err), SS_QUERY_NOT_FOUND);
+    ss_query_close(q);
+}
+
+/* Every step as pages: here one page, the window document itself. */
+static void step_pages(void)
+{
+    ss_query *q = open_fixture();
+    REQUIRE(q);
+    ss_buf pages = {0}, doc = {0};
+    char err[256];
+    CHECK_EQ_INT(ss_query_step_pages(q, 1, -1, &pages, err, sizeof err), 0);
+    ss_query_range rg = {-1, 0, -1, SS_QUERY_MAX_STEPS};
+    ss_buf_puts(&doc, "[");
+    CHECK_EQ_INT(ss_query_steps(q, 1, &rg, &doc, err, sizeof err), 0);
+    ss_buf_puts(&doc, "]");
+    CHECK_STR(pages.data, doc.data);
+    check_step_list(pages.data, "1,2,3");
+    ss_buf_reset(&pages);
+    CHECK_EQ_INT(ss_query_step_pages(q, 7, -1, &pages, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_reset(&pages);
+    CHECK_EQ_INT(ss_query_step_pages(q, 1, 1, &pages, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_free(&pages);
+    ss_buf_free(&doc);
+    ss_query_close(q);
+}
+
 static void step_object_matches_store(void)
 {
     ss_query *q = open_fixture();
@@ -302,7 +369,7 @@ static void step_object_matches_store(void)
         step_fx fx;
         fx_build(&fx, step, step == 2);
         ss_buf mem = {0}, doc = {0};
-        ss_query_step_object(&mem, &fx.v, names_);
+        ss_obj_step(&mem, &fx.v, names_);
         ss_query_range rg = {-1, (int64_t)step, (int64_t)step, 1};
         CHECK_EQ_INT(ss_query_steps(q, 1, &rg, &doc, err, sizeof err), 0);
         char want[4096];
@@ -428,9 +495,9 @@ static void findings_document(void)
     /* the stream's objects are the stored ones */
     ss_buf m = {0};
     ss_buf_puts(&m, "{\"findings\":[");
-    ss_query_finding_object(&m, &f1_);
+    ss_obj_finding(&m, &f1_);
     ss_buf_puts(&m, ",");
-    ss_query_finding_object(&m, &f2_);
+    ss_obj_finding(&m, &f2_);
     ss_buf_puts(&m, "]}");
     CHECK_STR(m.data, b.data);
     ss_buf_free(&m);
@@ -545,6 +612,10 @@ static void steps_10k(void)
     double t1 = now_s();
     check_step_list(b.data + b.len - 600, "9999");
     size_t bytes = b.len;
+    ss_buf paged = {0};
+    CHECK_EQ_INT(steps_in_pages(q, id, &rg, 256, &paged), 0);
+    CHECK(paged.len == b.len && memcmp(paged.data, b.data, b.len) == 0);
+    ss_buf_free(&paged);
     ss_buf_reset(&b);
     rg = (ss_query_range){-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
     double t2 = now_s();
@@ -563,7 +634,9 @@ static void steps_10k(void)
 }
 
 TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
-          TEST(steps_windows), TEST(step_object_matches_store),
+          TEST(steps_windows), TEST(steps_in_pages_match_the_document),
+          TEST(step_pages),
+          TEST(step_object_matches_store),
           TEST(heatmap_document), TEST(ranks_document), TEST(live_fields),
           TEST(findings_document), TEST(events_document),
           TEST(open_refuses_non_stores), TEST(json_escaping),

@@ -20,7 +20,13 @@ typedef int64_t ss_dur_ns;  /* a duration, nanoseconds */
 #define SS_MISSING INT64_MIN /* a duration / size that was not measured */
 #define SS_NO_RANK (-1)
 
-#define SS_MAX_RUN_NAMES 128 /* distinct phase/sync/metric names per run */
+/* Distinct phase, sync and metric names per run: as many as one process
+ * may use (SS_MAX_NAMES in stepscope.h), so a single rank never runs out.
+ * Ranks that together use more keep running: what they record under the
+ * names beyond the limit is dropped and counted (ingest.h).  Name indexes
+ * are kept in bytes (the aggregator's columns, the detectors' blame, where
+ * 255 means "no name"), so the limit stays at most 255. */
+#define SS_MAX_RUN_NAMES 255
 
 /* Order statistics of one quantity over the ranks present in a step.
  * When n == 0 every field is SS_MISSING and worst_rank is SS_NO_RANK. */
@@ -43,6 +49,24 @@ typedef struct {
     uint32_t n;        /* ranks that reported an arrival */
 } ss_sync_stat;
 
+/* What the host saw of one rank during one step (host evidence): how the
+ * kernel's counters for the rank's process tree moved over the step's
+ * interval, read from outside the rank (src/controller/host/).  Each field
+ * is SS_MISSING where this host does not provide it. */
+typedef struct {
+    ss_dur_ns cpu_ns;       /* CPU time used by the rank's process tree */
+    ss_dur_ns runq_ns;      /* runnable, but waiting for a CPU */
+    ss_dur_ns stopped_ns;   /* stopped (SIGSTOP, a debugger, a freezer) */
+    ss_dur_ns throttled_ns; /* its cgroup out of CPU quota */
+    int64_t nr_throttled;   /* CFS periods throttled */
+    int64_t vol_switches;   /* voluntary context switches (main threads) */
+    int64_t invol_switches; /* involuntary: preempted */
+    int64_t major_faults;   /* page faults that waited for I/O */
+    ss_dur_ns psi_cpu_ns;   /* pressure stall ("some") time over the step: */
+    ss_dur_ns psi_memory_ns;/* the cgroup's, or the machine's on cgroup v1 */
+    ss_dur_ns psi_io_ns;
+} ss_host_step;
+
 /* One rank's measurements in one step, as seen by the aggregator. */
 typedef struct {
     int present;          /* 0: the rank never reported this step */
@@ -64,6 +88,10 @@ typedef struct {
     ss_mono_ns begin_ns;
     const int64_t *phase_start_ns;
     const int64_t *phase_count;
+    /* What the host saw of the rank's process tree during this step
+     * (run-queue delay, stops, throttling...); NULL when no host evidence
+     * is known for it. */
+    const ss_host_step *host;
 } ss_rank_step;
 
 /* A finalized step: every live rank completed it (or was declared

@@ -5,8 +5,11 @@
  * and a wire_decoder.  Data is decoded as it arrives; a frame that fails
  * the decoder, or a HELLO the controller refuses, gets a REJECT frame with
  * the reason and the connection is closed after the write completes.  A
- * handshake timer closes connections that never say HELLO.  All state is
- * touched only from the loop thread.
+ * handshake timer closes connections that never say HELLO.  A name the run
+ * has no room for never closes a connection: its local id maps to
+ * NAME_REFUSED and translate() drops (and counts) the items under it, so
+ * the rest of each record keeps flowing.  All state is touched only from
+ * the loop thread.
  */
 #include "ingest.h"
 
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
+#define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
 
 typedef struct conn {
     uv_pipe_t pipe; /* first: the handle's data points back to us anyway */
@@ -28,7 +32,8 @@ typedef struct conn {
     int said_bye;
     int closing;
     int handles_open;   /* pipe and timer; freed when both closed */
-    int16_t name_map[WIRE_MAX_NAME_ID + 1]; /* local id -> run-wide index */
+    int16_t name_map[WIRE_MAX_NAME_ID + 1]; /* local id -> run-wide index,
+                                               or NAME_REFUSED */
     size_t len;
     uint8_t buf[CONN_BUF_SIZE];
 } conn;
@@ -147,17 +152,33 @@ static void on_handshake_timeout(uv_timer_t *t)
         conn_reject(c, 2, "no HELLO within the handshake timeout");
 }
 
+/* Keeps the items of a step array whose names have a run-wide index,
+ * rewriting their ids to it; adds the number of items left out to *DROPPED. */
+#define KEEP_KNOWN(c, arr, count, dropped)                                    \
+    do {                                                                      \
+        unsigned kept_ = 0;                                                   \
+        for (unsigned i_ = 0; i_ < (count); i_++) {                           \
+            int16_t idx_ = (c)->name_map[(arr)[i_].name_id];                  \
+            if (idx_ == NAME_REFUSED)                                         \
+                continue;                                                     \
+            if (kept_ != i_)                                                  \
+                (arr)[kept_] = (arr)[i_];                                     \
+            (arr)[kept_++].name_id = (uint32_t)idx_;                          \
+        }                                                                     \
+        *(dropped) += (count) - kept_;                                        \
+        (count) = (uint8_t)kept_;                                             \
+    } while (0)
+
 /* Rewrites the name ids of REC to run-wide indexes (the decoder already
- * checked that each id is declared). */
-static void translate(const conn *c, wire_step *rec)
+ * checked that each id is declared) and leaves out the items whose name
+ * was refused.  Returns how many items were left out. */
+static uint32_t translate(const conn *c, wire_step *rec)
 {
-    for (unsigned i = 0; i < rec->n_phases; i++)
-        rec->phases[i].name_id = (uint32_t)c->name_map[rec->phases[i].name_id];
-    for (unsigned i = 0; i < rec->n_syncs; i++)
-        rec->syncs[i].name_id = (uint32_t)c->name_map[rec->syncs[i].name_id];
-    for (unsigned i = 0; i < rec->n_metrics; i++)
-        rec->metrics[i].name_id =
-            (uint32_t)c->name_map[rec->metrics[i].name_id];
+    uint32_t dropped = 0;
+    KEEP_KNOWN(c, rec->phases, rec->n_phases, &dropped);
+    KEEP_KNOWN(c, rec->syncs, rec->n_syncs, &dropped);
+    KEEP_KNOWN(c, rec->metrics, rec->n_metrics, &dropped);
+    return dropped;
 }
 
 /* Handles one decoded frame.  Returns -1 when C was rejected. */
@@ -184,18 +205,28 @@ static int dispatch(conn *c, wire_frame *f)
     case WIRE_NAME: {
         int idx = cb->intern ? cb->intern(cb->ctx, f->u.name.name) : -1;
         if (idx < 0) {
-            conn_reject(c, 4, "too many distinct names in this run");
-            return -1;
+            c->name_map[f->u.name.name_id] = NAME_REFUSED;
+            in->stats.names_refused++;
+            if (cb->on_name_refused)
+                cb->on_name_refused(cb->ctx, (uint32_t)c->rank,
+                                    f->u.name.name);
+            return 0;
         }
         c->name_map[f->u.name.name_id] = (int16_t)idx;
         return 0;
     }
-    case WIRE_STEP:
-        translate(c, &f->u.step);
+    case WIRE_STEP: {
+        uint32_t dropped = translate(c, &f->u.step);
+        if (dropped) {
+            in->stats.values_dropped += dropped;
+            if (cb->on_values_dropped)
+                cb->on_values_dropped(cb->ctx, (uint32_t)c->rank, dropped);
+        }
         in->stats.steps++;
         if (cb->on_step)
             cb->on_step(cb->ctx, (uint32_t)c->rank, &f->u.step);
         return 0;
+    }
     case WIRE_COUNTERS:
         if (cb->on_counters)
             cb->on_counters(cb->ctx, (uint32_t)c->rank, &f->u.counters);
@@ -205,6 +236,7 @@ static int dispatch(conn *c, wire_frame *f)
             cb->on_checkpoint(cb->ctx, (uint32_t)c->rank, &f->u.checkpoint);
         return 0;
     case WIRE_STATUS:
+        /* NAME_REFUSED is -1 too: a phase without a name shows as none */
         if (cb->on_status)
             cb->on_status(cb->ctx, (uint32_t)c->rank, &f->u.status,
                           f->u.status.name_id

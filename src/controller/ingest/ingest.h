@@ -5,6 +5,10 @@
  * byte stream with the wire decoder (src/common/wire.h), answers the
  * handshake with WELCOME or REJECT, translates each connection's name ids
  * into run-wide name indexes, and hands decoded frames to callbacks.  A
+ * name that gets no run-wide index (the run's name table is full) is
+ * refused and counted, and the phases, syncs and metrics recorded under it
+ * are left out of the rank's records and counted; the connection and the
+ * rest of its records are unaffected.  A
  * connection that sends anything malformed, the wrong token, an unknown
  * version, a rank already connected, or no HELLO within the handshake
  * timeout is rejected with a logged reason and closed; other connections
@@ -22,13 +26,15 @@ typedef struct ss_ingest ss_ingest;
 
 typedef struct {
     void *ctx;
-    /* Returns the run-wide index of NAME, or -1 when none can be given. */
+    /* Returns the run-wide index of NAME (0..32767), or -1 when none can
+     * be given: the name is then refused (on_name_refused). */
     int (*intern)(void *ctx, const char *name);
     /* A rank completed its handshake.  Return 0 to accept, or -1 and a
      * reason in REASON (REASONLEN bytes) to reject it. */
     int (*on_hello)(void *ctx, const wire_hello *h, char *reason,
                     size_t reasonlen);
-    /* REC's name ids are already run-wide indexes. */
+    /* REC's name ids are already run-wide indexes; items under refused
+     * names are left out. */
     void (*on_step)(void *ctx, uint32_t rank, const wire_step *rec);
     void (*on_counters)(void *ctx, uint32_t rank, const wire_counters *c);
     void (*on_checkpoint)(void *ctx, uint32_t rank, const wire_checkpoint *c);
@@ -44,6 +50,14 @@ typedef struct {
      * id and should not be used).  May be NULL. */
     void (*on_status)(void *ctx, uint32_t rank, const wire_status *st,
                       int phase);
+    /* RANK declared NAME and intern() gave it no index: what RANK records
+     * under it is dropped from now on.  Called once per declaration (a
+     * rank declares each name once per connection).  May be NULL. */
+    void (*on_name_refused)(void *ctx, uint32_t rank, const char *name);
+    /* N phases, syncs and metrics of RANK's next step record were left out
+     * because their names were refused; called just before its on_step.
+     * May be NULL. */
+    void (*on_values_dropped)(void *ctx, uint32_t rank, uint32_t n);
 } ss_ingest_callbacks;
 
 typedef struct {
@@ -72,6 +86,8 @@ uint32_t ss_ingest_connections(const ss_ingest *in);
 
 typedef struct {
     uint64_t frames, bytes, steps, rejected;
+    uint64_t names_refused;  /* NAME declarations that got no index */
+    uint64_t values_dropped; /* step items left out under refused names */
 } ss_ingest_stats;
 void ss_ingest_get_stats(const ss_ingest *in, ss_ingest_stats *out);
 

@@ -1,12 +1,14 @@
 /*
  * ingest_test.c - the ingest socket on a real libuv loop: handshakes,
- * name translation, rejections that leave other connections alone, and the
- * handshake timeout.  Clients are plain blocking sockets on a thread.
+ * name translation, names the run has no room for (dropped and counted,
+ * never a disconnect), rejections that leave other connections alone, and
+ * the handshake timeout.  Clients are plain blocking sockets on a thread.
  */
 #include "ingest.h"
 #include "testing.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -21,8 +23,14 @@ typedef struct {
     uint64_t status_step;
     char last_reject[256];
     uint32_t last_phase_name;
+    wire_step last_step; /* the last record, as translated */
+    int refused;         /* on_name_refused calls */
+    uint32_t refused_rank;
+    char refused_name[WIRE_MAX_NAME_LEN + 1];
+    uint32_t values_dropped;
     int said_bye;
     ss_ingest *in;
+    ss_ingest_stats stats; /* as they were when the ingest was closed */
     int close_after; /* close the ingest after this many disconnects +
                         rejections, a little later so REJECTs go out */
     uv_timer_t closer;
@@ -31,6 +39,7 @@ typedef struct {
 static void on_closer(uv_timer_t *t)
 {
     seen *s = t->data;
+    ss_ingest_get_stats(s->in, &s->stats);
     ss_ingest_close(s->in);
     uv_close((uv_handle_t *)t, NULL);
 }
@@ -45,7 +54,22 @@ static int t_intern(void *ctx, const char *name)
 {
     seen *s = ctx;
     s->names++;
+    if (strncmp(name, "over", 4) == 0)
+        return -1; /* the run's name table is full */
     return strcmp(name, "forward") == 0 ? 17 : 3;
+}
+
+static void t_name_refused(void *ctx, uint32_t rank, const char *name)
+{
+    seen *s = ctx;
+    s->refused++;
+    s->refused_rank = rank;
+    snprintf(s->refused_name, sizeof s->refused_name, "%s", name);
+}
+
+static void t_values_dropped(void *ctx, uint32_t rank, uint32_t n)
+{
+    ((seen *)ctx)->values_dropped += n;
 }
 
 static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
@@ -64,6 +88,7 @@ static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
     seen *s = ctx;
     s->steps++;
     s->last_phase_name = rec->phases[0].name_id;
+    s->last_step = *rec;
 }
 
 static void t_status(void *ctx, uint32_t rank, const wire_status *st,
@@ -102,6 +127,7 @@ typedef struct {
     uint32_t rank;
     int bad_token;
     int silent;       /* connect and say nothing */
+    int over_limit;   /* also use a name the run refuses, in two steps */
     int got_reject;   /* out */
     int got_welcome;  /* out */
 } client;
@@ -170,7 +196,7 @@ static void *run_client(void *arg)
     strcpy(h.run_id, "r1");
     strcpy(h.host, "h");
     size_t n = wire_encode_hello(buf, sizeof buf, &h);
-    if (write(fd, buf, n) != (ssize_t)n)
+    if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
         return NULL;
     read_answer(c, fd, c->bad_token || c->rank == 3);
     if (c->got_welcome) {
@@ -183,14 +209,30 @@ static void *run_client(void *arg)
         s.end_ns = 2;
         s.n_phases = 1;
         s.phases[0] = (wire_phase){5, 1, 1, 1};
+        if (c->over_limit) {
+            /* local id 6 is refused: its phase, sync and metric go, the
+             * rest of each record stays */
+            wire_name over = {6, "over-the-limit"};
+            n += wire_encode_name(buf + n, sizeof buf - n, &over);
+            s.n_phases = 2;
+            s.phases[0] = (wire_phase){6, 1, 7, 1};
+            s.phases[1] = (wire_phase){5, 1, 1, 1};
+            s.n_syncs = 1;
+            s.syncs[0] = (wire_sync){6, 1};
+            s.n_metrics = 2;
+            s.metrics[0] = (wire_metric){6, 1.5};
+            s.metrics[1] = (wire_metric){5, 2.5};
+            n += wire_encode_step(buf + n, sizeof buf - n, &s);
+            s.step = 2;
+        }
         n += wire_encode_step(buf + n, sizeof buf - n, &s);
-        wire_status st = {2, 5, 3};
+        wire_status st = {2, c->over_limit ? 6 : 5, 3};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
         st = (wire_status){WIRE_NO_STEP, 0, 4};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
         wire_bye b = {1};
         n += wire_encode_bye(buf + n, sizeof buf - n, &b);
-        if (write(fd, buf, n) != (ssize_t)n)
+        if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
             return NULL;
     }
     close(fd);
@@ -207,8 +249,11 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                               .on_step = t_step, .on_bye = t_bye,
                               .on_disconnect = t_disconnect,
                               .on_rejected = t_rejected,
-                              .on_status = t_status};
+                              .on_status = t_status,
+                              .on_name_refused = t_name_refused,
+                              .on_values_dropped = t_values_dropped};
     char err[256];
+    signal(SIGPIPE, SIG_IGN); /* as `stepscope run` does */
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
     s->in = in;
     uv_timer_init(loop, &s->closer);
@@ -246,6 +291,48 @@ static void accepts_and_translates(void)
     CHECK_EQ_INT(s.byes, 1);
     CHECK_EQ_INT(s.said_bye, 1);
     CHECK_EQ_INT(s.rejects, 0);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+/* A name the run has no room for: never a disconnect.  The items under it
+ * are dropped and counted, everything else flows. */
+static void a_refused_name_drops_its_values_not_the_rank(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 1;
+    client c = {.rank = 2, .over_limit = 1};
+    sock_path(c.path, sizeof c.path, "over");
+    REQUIRE(start(&loop, &s, c.path, 5000) != NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, run_client, &c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(t, NULL);
+    CHECK(c.got_welcome);
+    CHECK(!c.got_reject);
+    CHECK_EQ_INT(s.rejects, 0);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK_EQ_INT(s.refused_rank, 2);
+    CHECK_STR(s.refused_name, "over-the-limit");
+    CHECK_EQ_INT(s.steps, 2); /* both records, after the refusal */
+    CHECK_EQ_INT(s.values_dropped, 2 * 3);
+    const wire_step *last = &s.last_step;
+    CHECK_EQ_INT(last->step, 2);
+    REQUIRE(last->n_phases == 1);
+    CHECK_EQ_INT(last->phases[0].name_id, 17);
+    CHECK_EQ_INT(last->phases[0].total_ns, 1);
+    CHECK_EQ_INT(last->n_syncs, 0);
+    REQUIRE(last->n_metrics == 1);
+    CHECK_EQ_INT(last->metrics[0].name_id, 17);
+    CHECK(last->metrics[0].value == 2.5);
+    CHECK_EQ_INT(s.status_phase[0], -1); /* a refused phase shows as none */
+    CHECK_EQ_INT(s.byes, 1);
+    CHECK_EQ_INT(s.said_bye, 1);
+    CHECK_EQ_INT(s.stats.names_refused, 1);
+    CHECK_EQ_INT(s.stats.values_dropped, 6);
+    CHECK_EQ_INT(s.stats.steps, 2);
+    CHECK_EQ_INT(s.stats.rejected, 0);
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
@@ -311,5 +398,7 @@ static void silent_peer_times_out(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
-TEST_LIST(TEST(accepts_and_translates), TEST(rejection_spares_others),
+TEST_LIST(TEST(accepts_and_translates),
+          TEST(a_refused_name_drops_its_values_not_the_rank),
+          TEST(rejection_spares_others),
           TEST(controller_refusal_is_sent), TEST(silent_peer_times_out))

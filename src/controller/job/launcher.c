@@ -35,13 +35,21 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "descendants.h"
+#include "private_fs.h"
 
 extern char **environ;
 
 /* After a rank's main process ended, how long its pipes may stay open
  * (held by a process that left its group) before they are closed. */
 #define DRAIN_TIMEOUT_MS 1000
+
+/* While processes left behind by the ranks are being ended, how often the
+ * launcher looks for them and reaps them. */
+#define SWEEP_POLL_MS 20
 
 #define TAIL_LINE_MAX 256 /* bytes of a line kept for the failure summary */
 #define REASON_MAX 256
@@ -70,6 +78,8 @@ struct ss_rank {
     int exited;       /* reaped: exit_code / term_signal valid */
     int64_t exit_code;
     int term_signal;
+    int sigkill_after_grace; /* the grace period ended while it ran */
+    int sigkill_at_once;     /* ss_launcher_kill_now hit it running */
     int log_fd;       /* -1 without a log directory */
     char prefix[24];  /* "[rank N] " */
     size_t prefix_len;
@@ -89,16 +99,23 @@ struct ss_launcher {
     char *log_dir;
     ss_rank *ranks;
     uv_timer_t grace;
+    uv_timer_t sweep;   /* polls for left-behind processes at job end */
+    uv_signal_t sigchld; /* reaps orphans re-parented to us */
     uint32_t open_handles;
     uint32_t running;   /* ranks spawned and not reaped */
     uint32_t finished;  /* ranks reaped with both pipes closed */
     int started;        /* every rank was spawned */
     int terminating;    /* terminate or kill_now was called */
+    int killing;        /* SIGKILL time: grace over or kill_now */
+    int sweeping;       /* every rank reaped: ending what they left */
+    int swept;          /* nothing the ranks started is left */
+    uint32_t left_behind; /* processes found when the sweep began */
     int all_exited_called;
     int destroyed;
     int64_t first_failed;  /* rank that failed on its own first, or -1 */
     int64_t first_nonzero; /* first rank reaped with a non-zero status */
     char reason[REASON_MAX];
+    char kill_reason[REASON_MAX]; /* why ss_launcher_kill_now was called */
 };
 
 /* ---- small helpers ---- */
@@ -177,10 +194,55 @@ static void signal_rank(ss_rank *r, int sig)
         kill(r->pid, sig);
 }
 
+/* Is P a running rank or inside its process group (reached by
+ * signal_rank)?  A rank's main process is left to libuv, which reaps it. */
+static int in_rank_group(const ss_launcher *l, const ss_proc *p)
+{
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        if (l->ranks[i].running &&
+            (p->pgid == l->ranks[i].pid || p->pid == l->ranks[i].pid))
+            return 1;
+    return 0;
+}
+
+/*
+ * The processes the ranks left behind or that left their rank's group:
+ * every descendant of this process outside the running ranks' groups.
+ * Reaps those that are our children and have exited (orphans re-parented
+ * to us as subreaper), sends SIG (0: none) to the others and returns how
+ * many are still alive.
+ */
+static uint32_t handle_strays(ss_launcher *l, int sig)
+{
+    ss_proc *procs = NULL;
+    int n = ss_descendants(&procs);
+    uint32_t alive = 0;
+    pid_t self = getpid();
+    for (int i = 0; i < n; i++) {
+        const ss_proc *p = &procs[i];
+        if (in_rank_group(l, p))
+            continue;
+        if (p->state == 'Z') {
+            /* Exited: ours to reap (never a running rank: those are in
+             * their group, and libuv reaps them), or its parent's, a
+             * descendant we are ending, after which it comes to us. */
+            if (p->ppid == self)
+                waitpid(p->pid, NULL, WNOHANG);
+            continue;
+        }
+        alive++;
+        if (sig)
+            kill(p->pid, sig);
+    }
+    free(procs);
+    return alive;
+}
+
 static void signal_all(ss_launcher *l, int sig)
 {
     for (uint32_t i = 0; i < l->nprocs; i++)
         signal_rank(&l->ranks[i], sig);
+    handle_strays(l, sig);
 }
 
 /* ---- handle lifetime ---- */
@@ -288,10 +350,11 @@ static void scan_lines(ss_stream *st, size_t scan_from)
 static void check_all_exited(ss_launcher *l)
 {
     if (l->destroyed || l->all_exited_called || !l->started ||
-        l->finished < l->nprocs)
+        l->finished < l->nprocs || !l->swept)
         return;
     l->all_exited_called = 1;
     uv_timer_stop(&l->grace);
+    uv_timer_stop(&l->sweep);
     if (l->cb.on_all_exited)
         l->cb.on_all_exited(l->cb.ctx);
 }
@@ -354,7 +417,52 @@ static void on_drain_timeout(uv_timer_t *t)
 
 static void on_grace_over(uv_timer_t *t)
 {
-    signal_all(t->data, SIGKILL);
+    ss_launcher *l = t->data;
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        l->ranks[i].sigkill_after_grace |= l->ranks[i].running;
+    l->killing = 1;
+    signal_all(l, SIGKILL);
+}
+
+/* At job end: reaps what exited, SIGKILLs what appeared once killing, and
+ * ends the sweep when nothing is left. */
+static void on_sweep_poll(uv_timer_t *t)
+{
+    ss_launcher *l = t->data;
+    if (handle_strays(l, l->killing ? SIGKILL : 0) > 0)
+        return;
+    uv_timer_stop(&l->sweep);
+    uv_timer_stop(&l->grace);
+    l->swept = 1;
+    check_all_exited(l);
+}
+
+/*
+ * Every rank's main process is reaped: whatever they started and left
+ * behind (a daemon, a `setsid` child, an orphaned worker) is ended with the
+ * same policy as the ranks: SIGTERM, SIGKILL after the grace period (at
+ * once when the grace period is already over), reaped before
+ * on_all_exited.
+ */
+static void start_sweep(ss_launcher *l)
+{
+    l->sweeping = 1;
+    l->left_behind = handle_strays(l, l->killing ? SIGKILL : SIGTERM);
+    if (l->left_behind == 0) {
+        l->swept = 1;
+        return;
+    }
+    if (!l->killing && !uv_is_active((uv_handle_t *)&l->grace))
+        uv_timer_start(&l->grace, on_grace_over, l->grace_ms, 0);
+    uv_timer_start(&l->sweep, on_sweep_poll, SWEEP_POLL_MS, SWEEP_POLL_MS);
+}
+
+/* SIGCHLD: reaps orphans re-parented to us as they exit, so none stays a
+ * zombie for the rest of the job.  libuv reaps the ranks themselves. */
+static void on_sigchld(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    handle_strays(h->data, 0);
 }
 
 static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
@@ -393,6 +501,8 @@ static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
         snprintf(reason, sizeof reason, "rank %" PRIu32 " failed", r->rank);
         ss_launcher_terminate(l, reason);
     }
+    if (l->running == 0 && l->started && !l->sweeping)
+        start_sweep(l);
     check_rank_finished(r);
 }
 
@@ -533,44 +643,27 @@ static int pick_free_port(uint16_t *port, char *err, size_t errlen)
     return 0;
 }
 
-/* mkdir -p PATH. */
-static int make_dirs(const char *path, char *err, size_t errlen)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        set_err(err, errlen, "log directory name too long");
-        return -1;
-    }
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(buf, 0777) < 0 && errno != EEXIST) {
-            set_err(err, errlen, "mkdir(%s): %s", buf, strerror(errno));
-            return -1;
-        }
-        *p = saved;
-        if (saved == '\0')
-            return 0;
-    }
-}
-
-static int open_log(ss_launcher *l, ss_rank *r, uint32_t attempt, char *err,
-                    size_t errlen)
+/* Opens rank R's log for appending.  An existing log is never truncated:
+ * a later attempt, or a new run that reuses --log-dir, starts after a
+ * separator line. */
+static int open_log(ss_launcher *l, ss_rank *r, const ss_launch_config *cfg,
+                    char *err, size_t errlen)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir, r->rank);
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
-    if (attempt == 0)
-        flags |= O_TRUNC;
-    r->log_fd = open(path, flags, 0666);
+    int created = 0;
+    r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created);
     if (r->log_fd < 0) {
         set_err(err, errlen, "open(%s): %s", path, strerror(errno));
         return -1;
     }
-    if (attempt > 0)
-        dprintf(r->log_fd, "---- stepscope: attempt %" PRIu32 " ----\n", attempt);
+    struct stat sb;
+    if (cfg->attempt > 0)
+        dprintf(r->log_fd, "---- stepscope: attempt %" PRIu32 " ----\n",
+                cfg->attempt);
+    else if (!created && fstat(r->log_fd, &sb) == 0 && sb.st_size > 0)
+        dprintf(r->log_fd, "---- stepscope: run %s ----\n",
+                cfg->run_id ? cfg->run_id : "none");
     return 0;
 }
 
@@ -714,16 +807,27 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
                                          "[rank %" PRIu32 "] ", i);
     }
     uv_timer_init(loop, &l->grace);
-    l->grace.data = l;
-    l->open_handles = 1;
+    uv_timer_init(loop, &l->sweep);
+    uv_signal_init(loop, &l->sigchld);
+    l->grace.data = l->sweep.data = l->sigchld.data = l;
+    l->open_handles = 3;
+    /* Orphans of the ranks come to us, so the sweep at job end finds
+     * them.  Without it (an old kernel) the sweep still ends every
+     * descendant that keeps its parent. */
+    ss_become_subreaper();
+    uv_signal_start(&l->sigchld, on_sigchld, SIGCHLD);
+    uv_unref((uv_handle_t *)&l->sigchld);
 
     char **argv = NULL;
     if (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir))) {
         set_err(err, errlen, "out of memory");
         goto fail;
     }
-    if (l->log_dir && make_dirs(l->log_dir, err, errlen) < 0)
+    if (l->log_dir && ss_mkdirs_private(l->log_dir) < 0) {
+        set_err(err, errlen, "cannot create log directory %s: %s", l->log_dir,
+                strerror(errno));
         goto fail;
+    }
     l->master_port = cfg->master_port;
     if (!l->master_port && pick_free_port(&l->master_port, err, errlen) < 0)
         goto fail;
@@ -733,7 +837,7 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     }
     for (uint32_t i = 0; i < cfg->nprocs; i++) {
         ss_rank *r = &l->ranks[i];
-        if (l->log_dir && open_log(l, r, cfg->attempt, err, errlen) < 0)
+        if (l->log_dir && open_log(l, r, cfg, err, errlen) < 0)
             goto fail;
         init_rank_handles(l, r);
         if (spawn_rank(l, cfg, r, argv, err, errlen) < 0)
@@ -755,7 +859,8 @@ void ss_launcher_terminate(ss_launcher *l, const char *reason)
     l->terminating = 1;
     snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "terminated");
     signal_all(l, SIGTERM);
-    if (l->running > 0)
+    if ((l->running > 0 || (l->sweeping && !l->swept)) &&
+        !uv_is_active((uv_handle_t *)&l->grace))
         uv_timer_start(&l->grace, on_grace_over, l->grace_ms, 0);
 }
 
@@ -767,7 +872,13 @@ void ss_launcher_kill_now(ss_launcher *l, const char *reason)
         l->terminating = 1;
         snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "killed");
     }
+    if (!l->kill_reason[0])
+        snprintf(l->kill_reason, sizeof l->kill_reason, "%s",
+                 reason ? reason : "");
+    l->killing = 1;
     uv_timer_stop(&l->grace);
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        l->ranks[i].sigkill_at_once |= l->ranks[i].running;
     signal_all(l, SIGKILL);
 }
 
@@ -776,6 +887,11 @@ int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank)
     if (!l || rank >= l->nprocs || !l->ranks[rank].running)
         return 0;
     return l->ranks[rank].pid;
+}
+
+uint32_t ss_launcher_left_behind(const ss_launcher *l)
+{
+    return l ? l->left_behind : 0;
 }
 
 uint16_t ss_launcher_master_port(const ss_launcher *l)
@@ -821,24 +937,27 @@ static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
         *len += (size_t)n;
 }
 
-/* How the other ranks ended, e.g. "2 stopped with SIGTERM, 1 with SIGKILL
- * after the 5000 ms grace period". */
+/* How the other ranks ended, e.g. "2 ended on SIGTERM, 1 needed SIGKILL
+ * after the 5000 ms grace period" or "3 were killed at once with SIGKILL
+ * on a second Ctrl-C". */
 static void append_others(const ss_launcher *l, int64_t skip, char *buf,
                           size_t buflen, size_t *len)
 {
-    uint32_t by_term = 0, by_kill = 0, other = 0;
+    uint32_t by_term = 0, by_kill = 0, at_once = 0, other = 0;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
         if ((int64_t)i == skip || !r->exited || !rank_failed(r))
             continue;
         if (r->term_signal == SIGTERM)
             by_term++;
-        else if (r->term_signal == SIGKILL)
+        else if (r->term_signal == SIGKILL && r->sigkill_after_grace)
             by_kill++;
+        else if (r->term_signal == SIGKILL && r->sigkill_at_once)
+            at_once++;
         else
             other++;
     }
-    if (by_term + by_kill + other == 0)
+    if (by_term + by_kill + at_once + other == 0)
         return;
     append(buf, buflen, len, "%s ranks were stopped:",
            skip >= 0 ? "the other" : "the");
@@ -850,6 +969,12 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     if (by_kill) {
         append(buf, buflen, len, "%s %" PRIu32 " needed SIGKILL after the %" PRIu32
                " ms grace period", sep, by_kill, l->grace_ms);
+        sep = ",";
+    }
+    if (at_once) {
+        append(buf, buflen, len, "%s %" PRIu32 " %s killed at once with "
+               "SIGKILL%s%s", sep, at_once, at_once == 1 ? "was" : "were",
+               l->kill_reason[0] ? " " : "", l->kill_reason);
         sep = ",";
     }
     if (other)
@@ -930,6 +1055,8 @@ void ss_launcher_destroy(ss_launcher *l)
         r->log_fd = -1;
     }
     close_handle(l, (uv_handle_t *)&l->grace);
+    close_handle(l, (uv_handle_t *)&l->sweep);
+    close_handle(l, (uv_handle_t *)&l->sigchld);
 }
 
 /* ---- the exec shim ---- */

@@ -18,6 +18,15 @@
  * rank in its own process group and asks the kernel to SIGKILL it when the
  * controller dies, even by SIGKILL.  Signals from the launcher go to the
  * whole process group, so the rank's own children are reached as well.
+ * Processes that leave the group (`setsid`) are found too: the launcher
+ * makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER), so
+ * orphans are re-parented to it, and treats every descendant of the calling
+ * process outside the ranks' groups as left behind by a rank (the calling
+ * process must not run children of its own beside the launcher).  These
+ * get the same signals as the ranks when the job is stopped, and when the
+ * last rank has exited they get SIGTERM, then SIGKILL after the grace
+ * period, and are reaped before on_all_exited (descendants.h says how they
+ * are found, and the limits).
  *
  * Threading: every function must be called on the thread that runs the loop
  * given to ss_launcher_start (PR_SET_PDEATHSIG is tied to the thread that
@@ -60,10 +69,14 @@ typedef struct {
                                 NULL-terminated, or NULL; they override the
                                 inherited environment */
     const char *run_id;      /* TORCHELASTIC_RUN_ID; NULL gives "none" */
-    const char *log_dir;     /* created if missing; NULL: no log files */
+    const char *log_dir;     /* created (0700) if missing; logs are 0600;
+                                NULL: no log files */
     uint32_t grace_ms;       /* SIGTERM -> SIGKILL delay; default 5000 */
-    uint32_t attempt;        /* TORCHELASTIC_RESTART_COUNT; 0 truncates the
-                                logs, later attempts append to them */
+    uint32_t attempt;        /* TORCHELASTIC_RESTART_COUNT; logs are never
+                                truncated: an existing log gets a separator
+                                line ("---- stepscope: attempt K ----", or
+                                "---- stepscope: run RUN_ID ----" for
+                                attempt 0) and is appended to */
     uint16_t master_port;    /* MASTER_PORT; 0 picks a free loopback port */
     int echo;                /* non-zero: forward rank output (default 1) */
     int echo_out_fd;         /* where rank stdout lines go (default 1) */
@@ -113,13 +126,21 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
  */
 void ss_launcher_terminate(ss_launcher *l, const char *reason);
 
-/* SIGKILL to every running rank's process group now (a second Ctrl-C).
- * REASON is used only if the job was not already being stopped. */
+/* SIGKILL to every running rank's process group now, without waiting for
+ * the grace period (a second Ctrl-C).  REASON (copied; may be NULL) says
+ * why, as the failure summary quotes it: "3 were killed at once with
+ * SIGKILL <REASON>", e.g. "on a second Ctrl-C"; it is also the job's stop
+ * reason if the job was not already being stopped. */
 void ss_launcher_kill_now(ss_launcher *l, const char *reason);
 
 /* The pid of RANK's process while it runs, 0 once it has exited or when
  * RANK is out of range. */
 int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank);
+
+/* How many processes the ranks left behind when the last of them exited
+ * (daemons, `setsid` children, orphans), all of which were then ended
+ * (see ss_launcher_start); 0 before that. */
+uint32_t ss_launcher_left_behind(const ss_launcher *l);
 
 /* The port given to the ranks as MASTER_PORT. */
 uint16_t ss_launcher_master_port(const ss_launcher *l);

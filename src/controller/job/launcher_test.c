@@ -393,6 +393,150 @@ static void terminate_when_ready(uv_timer_t *t)
     ss_launcher_terminate(f->l, "ignored second reason"); /* idempotent */
 }
 
+/* The pid written in DIR/NAME by a stray, 0 when there is none. */
+static int stray_pid(const fixture *f, int rank)
+{
+    char name[32];
+    snprintf(name, sizeof name, "stray-%d", rank);
+    char *text = slurp_in(f, name);
+    int pid = atoi(text);
+    free(text);
+    return pid;
+}
+
+/* Has PID been ended and reaped (it no longer exists at all)? */
+static int is_gone(int pid)
+{
+    return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Each rank starts a process in a session of its own (`setsid`), out of
+ * reach of a signal to the rank's group; rank 1's ignores SIGTERM.  Then
+ * the rank exits 0: the job ends normally. */
+static void setsid_children_are_ended_at_job_end(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char script[PATH_MAX * 2 + 512];
+    snprintf(script, sizeof script,
+        "if [ $RANK = 1 ]; then trap=\"trap '' TERM;\"; fi;"
+        " setsid /bin/sh -c \"$trap echo \\$\\$ > '%s/stray-$RANK';"
+        " while :; do sleep 0.05; done\" &"
+        " while [ ! -s '%s/stray-'$RANK ]; do sleep 0.01; done; exit 0",
+        f.dir, f.dir);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.grace_ms = 300;
+    uint64_t t0 = now_ms();
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.all_exited, 1);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 0);
+    CHECK(ss_launcher_left_behind(f.l) >= NP);
+    /* rank 1's stray needed SIGKILL after the grace period */
+    CHECK(f.t_done - t0 >= 300 && f.t_done - t0 < 5000);
+    for (int r = 0; r < NP; r++) {
+        int pid = stray_pid(&f, r);
+        CHECK(pid > 0);
+        CHECK(is_gone(pid));
+        if (!is_gone(pid))
+            kill(pid, SIGKILL);
+    }
+    /* Nothing the job started is left: no descendant, no zombie. */
+    char summary[256];
+    CHECK_EQ_INT(ss_launcher_failure_summary(f.l, summary, sizeof summary), 0);
+    fixture_done(&f);
+    CHECK_EQ_INT(waitpid(-1, NULL, WNOHANG), -1);
+}
+
+static void setsid_children_are_ended_on_terminate(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char script[PATH_MAX * 2 + 512];
+    snprintf(script, sizeof script,
+        "setsid /bin/sh -c \"echo \\$\\$ > '%s/stray-$RANK';"
+        " exec sleep 1000\" &"
+        " while [ ! -s '%s/stray-'$RANK ]; do sleep 0.01; done;"
+        " echo ready; exec sleep 30", f.dir, f.dir);
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.grace_ms = 10000;
+    uv_timer_start(&f.poll, terminate_when_ready, 20, 20);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    REQUIRE(f.terminated);
+    /* every stray ended on the SIGTERM of the stop: no grace needed */
+    CHECK(f.t_done - f.t_terminate < 3000);
+    for (int r = 0; r < NP; r++) {
+        CHECK_EQ_INT(f.sig[r], SIGTERM);
+        int pid = stray_pid(&f, r);
+        CHECK(pid > 0);
+        CHECK(is_gone(pid));
+        if (!is_gone(pid))
+            kill(pid, SIGKILL);
+    }
+    fixture_done(&f);
+}
+
+static int mode_of(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+static void logs_are_private_and_never_truncated(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char logs[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(logs, sizeof logs, "%s/logs/run-1", f.dir);
+    snprintf(path, sizeof path, "%s/logs", f.dir);
+    REQUIRE(mkdir(path, 0755) == 0);
+    REQUIRE(mkdir(logs, 0755) == 0);
+    snprintf(path, sizeof path, "%s/rank-0.log", logs);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    REQUIRE(fd >= 0);
+    CHECK_EQ_INT(write(fd, "earlier run\n", 12), 12);
+    close(fd);
+    char *argv[] = {"/bin/sh", "-c", "echo new-$RANK", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.log_dir = logs;
+    cfg.run_id = "run-xyz";
+    mode_t old = umask(0);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    umask(old);
+    CHECK(!f.timed_out);
+    char *log0 = slurp(path);
+    CHECK_STR(log0, "earlier run\n---- stepscope: run run-xyz ----\nnew-0\n");
+    free(log0);
+    CHECK_EQ_INT(mode_of(path), 0644); /* an existing file keeps its mode */
+    snprintf(path, sizeof path, "%s/rank-1.log", logs);
+    char *log1 = slurp(path);
+    CHECK_STR(log1, "new-1\n");
+    free(log1);
+    CHECK_EQ_INT(mode_of(path), 0600);
+    fixture_done(&f);
+
+    /* A log directory the launcher creates is private. */
+    REQUIRE(fixture_init(&f) == 0);
+    snprintf(logs, sizeof logs, "%s/new/logs", f.dir);
+    fixture_config(&f, &cfg, argv);
+    cfg.log_dir = logs;
+    old = umask(0);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    umask(old);
+    CHECK_EQ_INT(mode_of(logs), 0700);
+    snprintf(path, sizeof path, "%s/new", f.dir);
+    CHECK_EQ_INT(mode_of(path), 0700);
+    snprintf(path, sizeof path, "%s/rank-2.log", logs);
+    CHECK_EQ_INT(mode_of(path), 0600);
+    fixture_done(&f);
+}
+
 static void grace_then_sigkill(void)
 {
     fixture f;
@@ -425,7 +569,7 @@ static void kill_now_when_polled(uv_timer_t *t)
     fixture *f = t->data;
     terminate_when_ready(t);
     if (f->terminated)
-        ss_launcher_kill_now(f->l, "second interrupt");
+        ss_launcher_kill_now(f->l, "on a second interrupt");
 }
 
 static void kill_now_skips_grace(void)
@@ -444,6 +588,13 @@ static void kill_now_skips_grace(void)
     CHECK(f.t_done - f.t_terminate < 2000);
     for (int r = 0; r < NP; r++)
         CHECK_EQ_INT(f.sig[r], SIGKILL);
+    /* The summary says what happened: no grace period ran out. */
+    char summary[512];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "the job was stopped: test asked to stop\n") != NULL);
+    CHECK(strstr(summary, "the ranks were stopped: 3 were killed at once "
+                          "with SIGKILL on a second interrupt\n") != NULL);
+    CHECK(strstr(summary, "grace period") == NULL);
     fixture_done(&f);
 }
 
@@ -615,4 +766,7 @@ TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(kill_now_skips_grace), TEST(bad_config_and_spawn_failure),
           TEST(destroy_kills_running_ranks),
           TEST(no_orphans_after_launcher_sigkill),
-          TEST(shim_usage_and_exec_failure))
+          TEST(shim_usage_and_exec_failure),
+          TEST(setsid_children_are_ended_at_job_end),
+          TEST(setsid_children_are_ended_on_terminate),
+          TEST(logs_are_private_and_never_truncated))

@@ -2,25 +2,28 @@
  * run.c - `stepscope run`: launch ranks, ingest, aggregate, store, explain.
  *
  * Life of a run:
- *   1. open the store, register the run (uuid, token), make a private
- *      directory for the ingest socket;
+ *   1. open the store (marking runs whose controller died interrupted),
+ *      take the run lock (store/runlock.h), register the run (uuid,
+ *      token), make a private directory for the ingest socket (removing
+ *      those of dead controllers);
  *   2. start the ingest socket and the launcher on one libuv loop; signals
  *      and a 1 s housekeeping timer live on the same loop;
- *   3. each rank leaves the live set exactly once: when it says BYE and
- *      disconnects (clean), when its connection closes and its process
- *      exits (clean if status 0, crashed otherwise), when its process exits
- *      without ever connecting, or when it never connects within the
- *      connect timeout (missing);
- *   4. when every rank has exited: finish the aggregator (final findings),
- *      record exit codes, end the run in the store, print a summary and
- *      return the job's exit status.
+ *   3. each rank leaves the live set exactly once, as the life-cycle
+ *      policy (lifecycle.h) decides from what the ingest socket, the
+ *      launcher and the housekeeping timer report;
+ *   4. when the policy says the run ends (every rank exited and what they
+ *      left behind is ended by the launcher): finish the aggregator (final
+ *      findings), record exit codes, end the run in the store, print a
+ *      summary of what the store holds and return the job's exit status.
+ *
+ * This file is the wiring: libuv handles, callbacks, the store, the live
+ * state; every decision about a rank's life is lifecycle.c's.
  */
 #include "run.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,20 +41,20 @@
 #include "http.h"
 #include "ingest.h"
 #include "launcher.h"
+#include "lifecycle.h"
 #include "live.h"
+#include "runlock.h"
+#include "sockdir.h"
 #include "store.h"
+#include "store_files.h"
 
+/* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
 typedef struct {
-    int connected;       /* a connection is open */
-    int ever_connected;
-    int said_bye;
-    int exited;
-    int64_t exit_code;
-    int term_signal;
-    int left;            /* has left the aggregator's live set */
     int64_t pid;
     char host[WIRE_MAX_STR + 1];
     wire_counters counters;
+    uint64_t names_over_limit;  /* names it declared that the run refused */
+    uint64_t values_over_limit; /* values under them, dropped */
     uv_timer_t linger;   /* closes a dead rank's connection after a while */
 } rank_slot;
 
@@ -74,6 +77,7 @@ typedef struct {
     /* state */
     uv_loop_t loop;
     ss_store *store;
+    ss_run_lock run_lock;   /* held while this controller lives (runlock.h) */
     int64_t run_id;
     uint32_t attempt;
     char uuid[40];
@@ -86,18 +90,19 @@ typedef struct {
     ss_ingest *ingest;
     ss_launcher *launcher;
     rank_slot *ranks;
+    ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
     ss_mono_ns started;
     uint32_t stop_requests;
-    int finished;
     uint64_t steps_finalized;
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
     uint64_t rejected_connections;
+    int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
-    char live_file[PATH_MAX]; /* <store dir>/live/run-ID.json, "" if none */
+    char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
 } run_ctx;
 
 static ss_wall_ns wall_now(void)
@@ -130,9 +135,11 @@ static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
                        msg);
 }
 
+/* Stores RANK's facts with STATE (NULL or "": leave the state as it is). */
 static void put_rank(run_ctx *r, uint32_t rank, const char *state)
 {
     rank_slot *s = &r->ranks[rank];
+    const ss_rank_life *life = &r->life.ranks[rank];
     ss_rank_info info;
     memset(&info, 0, sizeof info);
     info.rank = rank;
@@ -140,13 +147,16 @@ static void put_rank(run_ctx *r, uint32_t rank, const char *state)
     snprintf(info.host, sizeof info.host, "%s", s->host);
     info.pid = s->pid ? s->pid : -1;
     snprintf(info.state, sizeof info.state, "%s", state ? state : "");
-    info.exit_code = s->exited && !s->term_signal ? s->exit_code : -1;
-    info.term_signal = s->exited ? s->term_signal : -1;
+    info.exit_code = life->exited && !life->term_signal ? life->exit_code
+                                                         : -1;
+    info.term_signal = life->exited ? life->term_signal : -1;
     ss_rank_state st;
     ss_aggregator_rank_state(r->agg, rank, &st);
     info.last_step = st.last_step;
     info.dropped_events = (int64_t)s->counters.dropped_events;
     info.dropped_records = (int64_t)s->counters.dropped_records;
+    info.names_over_limit = (int64_t)s->names_over_limit;
+    info.values_over_limit = (int64_t)s->values_over_limit;
     if (r->log_path[0])
         snprintf(info.log_path, sizeof info.log_path, "%s/rank-%u.log",
                  r->log_path, rank);
@@ -181,26 +191,29 @@ static void sink_finding(void *ctx, const ss_finding *f)
     }
 }
 
-/* ---- leaving the live set ---- */
+/* ---- carrying out the life-cycle decisions ---- */
 
 static void maybe_finish(run_ctx *r);
+static void on_linger_timeout(uv_timer_t *t);
 
-static void rank_leaves(run_ctx *r, uint32_t rank, int crashed,
-                        const char *why)
+/* Does what the policy decided D for RANK: the aggregator stops waiting
+ * for a rank that leaves (a missing one's unfinished steps are finalized
+ * with it missing, and an event says so), and the linger timer. */
+static void carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
 {
-    rank_slot *s = &r->ranks[rank];
-    if (s->left)
-        return;
-    s->left = 1;
-    ss_aggregator_rank_left(r->agg, rank, crashed);
-    if (crashed)
-        event(r, "rank_missing", (int32_t)rank, "rank %u %s; its unfinished "
-              "steps are finalized with it missing", rank, why);
-}
-
-static const char *exit_state(const rank_slot *s)
-{
-    return s->exit_code == 0 && s->term_signal == 0 ? "exited" : "failed";
+    if (d.leave != SS_STAYS) {
+        int missing = d.leave == SS_LEAVES_MISSING;
+        ss_aggregator_rank_left(r->agg, rank, missing);
+        if (missing)
+            event(r, "rank_missing", (int32_t)rank, "rank %u %s; its "
+                  "unfinished steps are finalized with it missing", rank,
+                  d.why);
+    }
+    if (d.linger == SS_LINGER_START)
+        uv_timer_start(&r->ranks[rank].linger, on_linger_timeout,
+                       SS_LIFE_LINGER_MS, 0);
+    else if (d.linger == SS_LINGER_STOP)
+        uv_timer_stop(&r->ranks[rank].linger);
 }
 
 /* ---- ingest callbacks ---- */
@@ -215,28 +228,10 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
                     size_t reasonlen)
 {
     run_ctx *r = ctx;
-    if (h->world_size != r->nprocs) {
-        snprintf(reason, reasonlen, "rank %u says world size %u, the run has %u",
-                 h->rank, h->world_size, r->nprocs);
+    if (ss_life_hello(&r->life, h->rank, h->world_size, h->attempt, reason,
+                      reasonlen) != 0)
         return -1;
-    }
-    if (h->attempt != r->attempt) {
-        snprintf(reason, reasonlen, "rank %u is from attempt %u, not %u",
-                 h->rank, h->attempt, r->attempt);
-        return -1;
-    }
     rank_slot *s = &r->ranks[h->rank];
-    if (s->connected) {
-        snprintf(reason, reasonlen, "rank %u is already connected", h->rank);
-        return -1;
-    }
-    if (s->left) {
-        snprintf(reason, reasonlen, "rank %u has already left the run",
-                 h->rank);
-        return -1;
-    }
-    s->connected = 1;
-    s->ever_connected = 1;
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
@@ -252,6 +247,32 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
     ss_live_rank_step(r->live, rank, rec->step);
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
+}
+
+/* The run's name table is full: RANK keeps running, what it records under
+ * NAME is dropped and counted.  Said once per rank in the store, once per
+ * run on stderr; the summary gives the totals. */
+static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    if (s->names_over_limit++ > 0)
+        return;
+    event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
+          "when the run's %d names were taken: what it records under names "
+          "beyond the limit is dropped and counted; its steps and other "
+          "values are kept", rank, name, SS_MAX_RUN_NAMES);
+    if (!r->quiet && !r->said_names_over_limit)
+        fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
+                "what rank %u records under '%s' and other new names is "
+                "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
+    r->said_names_over_limit = 1;
+}
+
+static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].values_over_limit += n;
 }
 
 static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
@@ -288,22 +309,13 @@ static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
 static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
 {
     run_ctx *r = ctx;
-    r->ranks[rank].said_bye = 1;
-    rank_leaves(r, rank, 0, "said goodbye");
+    carry_out(r, rank, ss_life_bye(&r->life, rank));
 }
 
 static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
 {
     run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    s->connected = 0;
-    uv_timer_stop(&s->linger);
-    if (said_bye || s->said_bye)
-        rank_leaves(r, rank, 0, "said goodbye");
-    else if (s->exited)
-        rank_leaves(r, rank, !(s->exit_code == 0 && s->term_signal == 0),
-                    "died without saying goodbye");
-    /* else: wait for its process to exit to know whether it crashed */
+    carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
     maybe_finish(r);
 }
 
@@ -323,20 +335,18 @@ static void on_linger_timeout(uv_timer_t *t)
     run_ctx *r = t->loop->data;
     uint32_t rank = (uint32_t)(uintptr_t)t->data;
     /* The process is gone but something keeps its socket open (a forked
-     * child, say): stop waiting for it. */
-    ss_ingest_drop_rank(r->ingest, rank);
+     * child, say): stop waiting for it; its disconnect decides. */
+    if (ss_life_linger_over(&r->life, rank))
+        ss_ingest_drop_rank(r->ingest, rank);
 }
 
 static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
                          int term_signal)
 {
     run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    s->exited = 1;
-    s->exit_code = exit_code;
-    s->term_signal = term_signal;
+    ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
-    int ok = exit_code == 0 && term_signal == 0;
+    int ok = ss_life_exit_ok(exit_code, term_signal);
     if (term_signal)
         event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u was killed by signal %d (%s)", rank, term_signal,
@@ -344,18 +354,11 @@ static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
     else
         event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u exited with status %" PRId64, rank, exit_code);
-    if (s->connected) {
-        /* Let the socket drain; the disconnect decides. */
-        uv_timer_start(&s->linger, on_linger_timeout, 2000, 0);
-    } else if (s->ever_connected) {
-        rank_leaves(r, rank, !ok && !s->said_bye, "died without saying goodbye");
-    } else {
-        if (!s->left)
-            event(r, "rank_never_connected", (int32_t)rank,
-                  "rank %u exited without ever sending telemetry", rank);
-        rank_leaves(r, rank, 1, "never sent telemetry");
-    }
-    put_rank(r, rank, exit_state(s));
+    if (d.never_connected)
+        event(r, "rank_never_connected", (int32_t)rank,
+              "rank %u exited without ever sending telemetry", rank);
+    carry_out(r, rank, d);
+    put_rank(r, rank, ss_life_rank_state(&r->life, rank));
 }
 
 static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
@@ -371,7 +374,17 @@ static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
 
 static void cb_all_exited(void *ctx)
 {
-    maybe_finish(ctx);
+    run_ctx *r = ctx;
+    uint32_t left = ss_launcher_left_behind(r->launcher);
+    if (left) {
+        fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
+                "left behind\n", left, left == 1 ? "" : "es");
+        event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
+              "behind (outside their process groups) were ended", left,
+              left == 1 ? "" : "es");
+    }
+    ss_life_all_exited(&r->life);
+    maybe_finish(r);
 }
 
 /* ---- finishing ---- */
@@ -384,19 +397,13 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static void maybe_finish(run_ctx *r)
 {
-    if (r->finished || !r->launcher || ss_launcher_exit_status(r->launcher) < 0)
+    if (!ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
-        if (r->ranks[i].connected)
-            return; /* still draining; the linger timer bounds the wait */
-    r->finished = 1;
-    for (uint32_t i = 0; i < r->nprocs; i++)
-        rank_leaves(r, i, 1, "never finished");
+        carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
     for (uint32_t i = 0; i < r->nprocs; i++)
-        put_rank(r, i, r->ranks[i].ever_connected || r->ranks[i].exited
-                           ? exit_state(&r->ranks[i])
-                           : "never_connected");
+        put_rank(r, i, ss_life_rank_state(&r->life, i));
     ss_live_finish(r->live);
     uv_stop(&r->loop);
 }
@@ -416,26 +423,34 @@ static void on_signal(uv_signal_t *h, int signum)
         event(r, "stop_requested", -1, "%s", why);
         ss_launcher_terminate(r->launcher, why);
     } else {
-        ss_launcher_kill_now(r->launcher, "killed at the user's request");
+        const char *what = signum == SIGINT    ? "Ctrl-C"
+                           : signum == SIGTERM ? "SIGTERM"
+                           : signum == SIGHUP  ? "SIGHUP"
+                                               : strsignal(signum);
+        char why[64];
+        snprintf(why, sizeof why, "on a second %s", what);
+        fprintf(stderr, "stepscope: second %s: killing the ranks now "
+                "(SIGKILL)\n", what);
+        event(r, "stop_requested", -1, "killed at once %s", why);
+        ss_launcher_kill_now(r->launcher, why);
     }
 }
 
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    ss_mono_ns waited = mono_now() - r->started;
+    ss_mono_ns now = mono_now();
     for (uint32_t i = 0; i < r->nprocs; i++) {
-        rank_slot *s = &r->ranks[i];
-        if (!s->ever_connected && !s->exited && !s->left &&
-            waited > (ss_mono_ns)r->connect_timeout_ms * 1000000) {
-            fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
-                    " its steps are recorded as missing\n", i,
-                    r->connect_timeout_ms / 1000.0);
-            event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
-                  "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
-            rank_leaves(r, i, 1, "never connected");
-            put_rank(r, i, "never_connected");
-        }
+        ss_life_decision d = ss_life_tick(&r->life, i, now);
+        if (!d.never_connected)
+            continue;
+        fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
+                " its steps are recorded as missing\n", i,
+                r->connect_timeout_ms / 1000.0);
+        event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
+              "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
+        carry_out(r, i, d);
+        put_rank(r, i, ss_life_rank_state(&r->life, i));
     }
 }
 
@@ -456,7 +471,7 @@ static void usage(FILE *out)
         "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
         "                           stepscope/stepscope.db)\n"
         "      --log-dir DIR        per-rank logs (default: beside the store,\n"
-        "                           logs/run-ID/rank-N.log)\n"
+        "                           PATH.d/logs/run-ID/rank-N.log)\n"
         "      --grace SECONDS      SIGTERM to SIGKILL delay (default 5)\n"
         "      --connect-timeout SECONDS\n"
         "                           a rank silent this long is recorded as\n"
@@ -651,21 +666,6 @@ static void join_command(char **argv, char *out, size_t outlen)
     }
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    return mkdir(tmp, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /*
  * For --auto: finds the stepscope Python package beside the executable EXE,
  * in <exe dir>/python (a build directory's own copy, build-asan/python) or
@@ -737,10 +737,8 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "HTTP server: %s", herr);
         return -1;
     }
-    char dbcopy[PATH_MAX];
-    snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
     r->http_public = !ss_http_is_loopback(host);
-    if (ss_http_live_file_write(dirname(dbcopy), r->run_id, r->http,
+    if (ss_http_live_file_write(r->db_path, r->run_id, r->http,
                                 r->http_public ? hex : NULL,
                                 r->live_file, sizeof r->live_file, herr,
                                 sizeof herr) != 0)
@@ -782,8 +780,17 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", serr);
         return -1;
     }
+    int interrupted = ss_store_mark_interrupted(r->store);
+    if (interrupted > 0)
+        fprintf(stderr, "stepscope: note: %d earlier run%s of this store lost "
+                "%s controller; marked interrupted\n", interrupted,
+                interrupted == 1 ? "" : "s", interrupted == 1 ? "its" : "their");
 
     make_uuid(r->uuid);
+    /* Before the run's row exists: a reader never sees it `running`
+     * without a live lock holder. */
+    if (ss_run_lock_take(&r->run_lock, r->db_path, r->uuid, err, errlen) != 0)
+        return -1;
     random_bytes(r->token, sizeof r->token);
     ss_run_info info;
     memset(&info, 0, sizeof info);
@@ -824,32 +831,24 @@ static int start(run_ctx *r, char *err, size_t errlen)
 
     if (r->log_dir) {
         snprintf(r->log_path, sizeof r->log_path, "%s", r->log_dir);
-    } else {
-        char dbcopy[PATH_MAX];
-        snprintf(dbcopy, sizeof dbcopy, "%s", r->db_path);
-        snprintf(r->log_path, sizeof r->log_path, "%s/logs/run-%" PRId64,
-                 dirname(dbcopy), r->run_id);
-    }
-    if (mkdir_p(r->log_path) < 0) {
-        snprintf(err, errlen, "cannot create log directory %s: %s", r->log_path,
+    } else if (ss_store_log_dir(r->db_path, r->run_id, r->log_path,
+                                sizeof r->log_path) != 0) {
+        snprintf(err, errlen, "no log directory for %s: %s", r->db_path,
                  strerror(errno));
         return -1;
     }
 
-    const char *rt = getenv("XDG_RUNTIME_DIR");
-    snprintf(r->sock_dir, sizeof r->sock_dir, "%s/stepscope-XXXXXX",
-             rt && access(rt, W_OK) == 0 ? rt : "/tmp");
-    if (!mkdtemp(r->sock_dir)) {
-        snprintf(err, errlen, "mkdtemp(%s): %s", r->sock_dir, strerror(errno));
-        r->sock_dir[0] = '\0';
+    if (ss_sockdir_create(r->sock_dir, sizeof r->sock_dir, err, errlen) != 0)
         return -1;
-    }
-    snprintf(r->sock_path, sizeof r->sock_path, "%s/ctl.sock", r->sock_dir);
+    snprintf(r->sock_path, sizeof r->sock_path, "%s/" SS_SOCKDIR_SOCKET,
+             r->sock_dir);
 
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
-    if (!r->agg || !r->ranks) {
+    if (!r->agg || !r->ranks ||
+        ss_life_init(&r->life, r->nprocs, r->attempt,
+                     (ss_dur_ns)r->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
         return -1;
     }
@@ -865,7 +864,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.run_id = r->uuid;
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
-                               cb_rejected, cb_status};
+                               cb_rejected, cb_status, cb_name_refused,
+                               cb_values_dropped};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     if (!r->ingest)
         return -1;
@@ -908,6 +908,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     lcfg.echo = !r->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->started = mono_now();
+    ss_life_launched(&r->life, r->started);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
@@ -918,29 +919,78 @@ static int start(run_ctx *r, char *err, size_t errlen)
     return 0;
 }
 
+/* One line when some rank used more names than the run has room for. */
+static void print_names_over_limit(const run_ctx *r)
+{
+    uint64_t names = 0, values = 0;
+    uint32_t ranks = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        names += r->ranks[i].names_over_limit;
+        values += r->ranks[i].values_over_limit;
+        ranks += r->ranks[i].names_over_limit > 0;
+    }
+    if (ranks)
+        fprintf(stderr, "stepscope: %" PRIu32 " rank%s could not add %" PRIu64
+                " name%s to the run's %d: %" PRIu64 " phase, sync and metric "
+                "value%s under them dropped (their steps and other values "
+                "were kept)\n", ranks, ranks == 1 ? "" : "s", names,
+                names == 1 ? "" : "s", SS_MAX_RUN_NAMES, values,
+                values == 1 ? "" : "s");
+}
+
+/* The facts of the end-of-run summary for the job's STATUS, with what the
+ * store committed: waits until it has committed or lost everything
+ * queued. */
+static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    sum->run_id = r->run_id;
+    sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
+    sum->job_status = status;
+    sum->seconds = (double)(mono_now() - r->started) / 1e9;
+    sum->steps_finalized = r->steps_finalized;
+    sum->findings = r->findings_seen;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
+        sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
+    }
+    ss_store_flush(r->store);
+    ss_store_get_outcome(r->store, &sum->stored);
+}
+
+/* When the store lost part of the run, an event says what, so that the
+ * report tells it too (if the store can still take that small write). */
+static void record_store_losses(run_ctx *r, int status)
+{
+    ss_run_summary sum;
+    summary_facts(r, status, &sum);
+    ss_buf note = {0};
+    if (ss_life_loss_note(&sum, &note) && note.data)
+        event(r, "store_lost", -1, "%s", note.data);
+    ss_buf_free(&note);
+}
+
+/* Prints why the job failed (the launcher's words) and the summary of
+ * what the store holds (lifecycle.c's words), once the store has
+ * committed everything it could, so that the summary claims nothing it
+ * lost. */
 static void print_summary(run_ctx *r, int status)
 {
-    double secs = (double)(mono_now() - r->started) / 1e9;
     char why[8192];
     if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
-    uint64_t dropped_ev = 0, dropped_rec = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
-        dropped_ev += r->ranks[i].counters.dropped_events;
-        dropped_rec += r->ranks[i].counters.dropped_records;
+    print_names_over_limit(r);
+    ss_run_summary sum;
+    summary_facts(r, status, &sum);
+    ss_buf text = {0};
+    ss_life_summary(&sum, &text);
+    for (char *line = text.data, *nl; line && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        fprintf(stderr, "stepscope: %.*s\n", (int)(nl - line), line);
     }
-    fprintf(stderr, "stepscope: run %" PRId64 " %s in %.1f s: %" PRIu64
-            " steps finalized, %" PRIu32 " finding%s",
-            r->run_id, status == 0 ? "finished" : "failed", secs,
-            r->steps_finalized, r->findings_seen,
-            r->findings_seen == 1 ? "" : "s");
-    if (dropped_ev || dropped_rec)
-        fprintf(stderr, ", %" PRIu64 " events and %" PRIu64
-                " step records dropped by ranks", dropped_ev, dropped_rec);
-    int own_db = r->db_path != r->default_db;
-    fprintf(stderr, ". `stepscope report %s%s%s%" PRId64 "` explains it.\n",
-            own_db ? "--db " : "", own_db ? r->db_path : "", own_db ? " " : "",
-            r->run_id);
+    ss_buf_free(&text);
 }
 
 int ss_run_main(int argc, char **argv)
@@ -984,9 +1034,10 @@ int ss_run_main(int argc, char **argv)
             event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, wall_now(), status,
-                         status == 0 ? "succeeded" : "failed",
-                         (int64_t)dropped_ev, (int64_t)dropped_rec);
+                         ss_life_run_status(status), (int64_t)dropped_ev,
+                         (int64_t)dropped_rec);
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
@@ -1007,11 +1058,10 @@ int ss_run_main(int argc, char **argv)
     ss_live_destroy(r->live);
     ss_aggregator_destroy(r->agg);
     ss_store_close(r->store);
-    if (r->sock_dir[0]) {
-        unlink(r->sock_path);
-        rmdir(r->sock_dir);
-    }
+    ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
+    ss_sockdir_remove(r->sock_dir);
     free(r->ranks);
+    ss_life_release(&r->life);
     free(r);
     return status;
 }

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runlock.h"
 #include "stats.h"
 #include "store.h"
 #include "store_schema.h"
@@ -264,8 +265,10 @@ void ss_reader_set_progress(ss_reader *r, void (*tick)(void *arg), void *arg)
     "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), "                  \
     "(SELECT count(*) FROM findings f WHERE f.run_id = r.id) FROM runs r "
 
-/* Fills RUN from a RUN_SELECT row.  Returns 0 or -1 (out of memory). */
-static int run_from_row(sqlite3_stmt *st, ss_run_row *run)
+/* Fills RUN from a RUN_SELECT row of R's store; a run stored as running
+ * whose controller is gone reads as interrupted (runlock.h).  Returns 0 or
+ * -1 (out of memory). */
+static int run_from_row(ss_reader *r, sqlite3_stmt *st, ss_run_row *run)
 {
     memset(run, 0, sizeof *run);
     run->id = sqlite3_column_int64(st, 0);
@@ -281,6 +284,13 @@ static int run_from_row(sqlite3_stmt *st, ss_run_row *run)
     run->dropped_rank_steps = col_i64(st, 12);
     run->steps = sqlite3_column_int64(st, 13);
     run->findings = sqlite3_column_int64(st, 14);
+    if (!bad && run->status && run->uuid &&
+        strcmp(ss_run_status_now(r->path, run->uuid, run->status),
+               run->status) != 0) {
+        free(run->status);
+        run->status = strdup("interrupted");
+        bad = !run->status;
+    }
     if (bad)
         ss_run_row_clear(run);
     return bad ? -1 : 0;
@@ -316,7 +326,7 @@ int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n)
     int rc;
     while ((rc = next_row(r, st)) == 1) {
         if (grow((void **)runs, sizeof **runs, *n, &cap) != 0 ||
-            run_from_row(st, &(*runs)[*n]) != 0) {
+            run_from_row(r, st, &(*runs)[*n]) != 0) {
             rc = oom(r);
             break;
         }
@@ -340,7 +350,7 @@ int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run)
         return SS_READ_ERROR;
     int rc = next_row(r, st);
     if (rc == 1)
-        rc = run_from_row(st, run) == 0 ? 0 : oom(r);
+        rc = run_from_row(r, st, run) == 0 ? 0 : oom(r);
     else if (rc == 0)
         rc = fail(r, SS_READ_NOT_FOUND, "no run %" PRId64 " in %s", run_id,
                   r->path);
@@ -1382,6 +1392,91 @@ int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
         return rc;
     }
     return 0;
+}
+
+/* ---- step times (the run summary's percentiles) ---- */
+
+int ss_reader_step_times(ss_reader *r, int64_t run_id, int64_t attempt,
+                         int64_t **median, size_t *n_median, int64_t **worst,
+                         size_t *n_worst)
+{
+    *median = *worst = NULL;
+    *n_median = *n_worst = 0;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT step_median, step_max FROM steps "
+                               "WHERE run_id = ?1 AND attempt = ?2",
+                            args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    int64_t **col[2] = {median, worst};
+    size_t *n[2] = {n_median, n_worst}, cap[2] = {0, 0};
+    while (rc >= 0 && (rc = next_row(r, st)) == 1)
+        for (int i = 0; i < 2; i++) {
+            if (sqlite3_column_type(st, i) == SQLITE_NULL)
+                continue;
+            if (grow((void **)col[i], sizeof **col[i], *n[i], &cap[i])) {
+                rc = oom(r);
+                break;
+            }
+            (*col[i])[(*n[i])++] = sqlite3_column_int64(st, i);
+        }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        free(*median);
+        free(*worst);
+        *median = *worst = NULL;
+        *n_median = *n_worst = 0;
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- a run's world size ---- */
+
+int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world)
+{
+    *world = SS_MISSING;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    return query_i64(r, "SELECT world_size FROM runs WHERE id = ?1", &run_id,
+                     1, world);
+}
+
+/* ---- the bounds of a window of steps ---- */
+
+int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
+                          const ss_step_window *w, int64_t *first,
+                          int64_t *last)
+{
+    *first = *last = SS_MISSING;
+    int rc = run_exists(r, run_id);
+    if (rc)
+        return rc;
+    int64_t from = w ? w->from : -1, to = w ? w->to : -1;
+    int64_t limit = w && w->limit > 0 ? w->limit : -1;
+    int descending = from < 0 && limit > 0;
+    int64_t args[5] = {run_id, attempt, from < 0 ? INT64_MIN : from,
+                       to < 0 ? INT64_MAX : to, limit};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT min(step), max(step) FROM (SELECT step FROM steps "
+             "WHERE run_id = ?1 AND attempt = ?2 AND step >= ?3 AND "
+             "step <= ?4 ORDER BY step %s LIMIT ?5)",
+             descending ? "DESC" : "ASC");
+    sqlite3_stmt *st = prep(r, sql, args, 5);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        *first = col_i64(st, 0);
+        *last = col_i64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
 }
 
 /* ---- run fingerprints ---- */

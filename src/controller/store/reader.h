@@ -398,6 +398,32 @@ int ss_reader_metrics(ss_reader *r, int64_t run_id, int64_t attempt,
                       ss_metric_row **rows, size_t *n);
 void ss_metric_rows_free(ss_metric_row *rows, size_t n);
 
+/* ---- step times ---- */
+
+/*
+ * The step times of every finalized step of the attempt, in no particular
+ * order and the measured ones only: the median rank's (what
+ * ss_step_row.step_median holds) into *MEDIAN (*N_MEDIAN of them) and the
+ * slowest rank's (step_max) into *WORST (*N_WORST).  One pass, two numbers
+ * per step, for percentiles over a whole run.  Free both with free().
+ */
+int ss_reader_step_times(ss_reader *r, int64_t run_id, int64_t attempt,
+                         int64_t **median, size_t *n_median, int64_t **worst,
+                         size_t *n_worst);
+
+/* The world size run RUN_ID was started with into *WORLD (SS_MISSING when
+ * not recorded): ss_run_row.world_size without the counts ss_reader_run
+ * adds, which cost a pass over the run's steps.  NOT_FOUND: no such run. */
+int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world);
+
+/* The first and last step of WINDOW (as for ss_reader_steps; NULL: every
+ * step) into *FIRST and *LAST, without loading the steps; both SS_MISSING
+ * when the window holds none.  Fixes a window ("the latest N") before
+ * reading it in pages. */
+int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
+                          const ss_step_window *window, int64_t *first,
+                          int64_t *last);
+
 /* ---- run fingerprints (docs/guard.md) ---- */
 
 /* The fingerprint recorded at launch for RUN_ID (a JSON object, caller

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "reader.h"
+#include "runlock.h"
 #include "store_fixture.h"
 #include "store_schema.h"
 #include "testing.h"
@@ -124,9 +125,18 @@ static void runs_and_attempts(void)
     CHECK_EQ_INT(runs[0].findings, 2);
     CHECK_EQ_INT(runs[0].dropped_events, 5);
     CHECK_EQ_INT(runs[0].ended_at - runs[0].started_at, 90000 * MS);
-    CHECK_STR(runs[1].status, "running");
+    /* stored as running, but no controller holds its lock */
+    CHECK_STR(runs[1].status, "interrupted");
     CHECK_EQ_INT(runs[1].ended_at, SS_MISSING);
     CHECK_EQ_INT(runs[1].exit_code, SS_MISSING);
+    ss_run_lock lock = {0};
+    char lerr[256];
+    REQUIRE(ss_run_lock_take(&lock, ss_reader_path(r), runs[1].uuid, lerr,
+                             sizeof lerr) == 0);
+    ss_run_rows_free(runs, n);
+    REQUIRE(ss_reader_runs(r, &runs, &n) == 0);
+    CHECK_STR(runs[1].status, "running"); /* its controller lives */
+    ss_run_lock_release(&lock);
     ss_run_rows_free(runs, n);
 
     ss_run_row run;

@@ -12,7 +12,12 @@
  * though not the machine losing power before the next checkpoint.  A batch
  * that cannot be written (disk full, file locked by another process for
  * more than 5 s) is rolled back, reported on stderr and lost, so a broken
- * disk cannot grow the queue without bound.  New files get 16 KiB pages:
+ * disk cannot grow the queue without bound; its small items (ranks,
+ * findings, events, the run's end) are then tried once more in a
+ * transaction of their own, which often fits where the steps did not.
+ * What was committed and what was lost is counted (ss_store_outcome), so
+ * the controller never claims more than the file holds.  New files get
+ * 16 KiB pages:
  * rank_steps inserts are appends, and bigger pages halve the B-tree work
  * per row (docs/store.md has the measurements).
  *
@@ -39,6 +44,7 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,7 +54,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "json.h"
+#include "private_fs.h"
+#include "runlock.h"
 #include "store_schema.h"
 
 /* ---- queued items ---- */
@@ -146,6 +156,9 @@ typedef struct {
     uint32_t n_ranks;
     rank_delta *delta; /* n_ranks entries */
     int dirty;         /* delta holds something */
+    uint8_t *committed_findings; /* bit i: finding id i has a committed
+                                    version (for ss_store_outcome) */
+    uint32_t committed_findings_bytes;
 } track;
 
 enum {
@@ -173,8 +186,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     /* NULL parameters leave the column as it is. */
     [ST_RANK] = "INSERT INTO ranks(run_id, attempt, rank, host, pid, state, "
                 "exit_code, term_signal, last_step, dropped_events, "
-                "dropped_records, log_path) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+                "dropped_records, log_path, names_over_limit, "
+                "values_over_limit) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                "?13, ?14) "
                 "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET "
                 "host = coalesce(excluded.host, host), "
                 "pid = coalesce(excluded.pid, pid), "
@@ -186,7 +201,11 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "dropped_events), "
                 "dropped_records = coalesce(excluded.dropped_records, "
                 "dropped_records), "
-                "log_path = coalesce(excluded.log_path, log_path)",
+                "log_path = coalesce(excluded.log_path, log_path), "
+                "names_over_limit = coalesce(excluded.names_over_limit, "
+                "names_over_limit), "
+                "values_over_limit = coalesce(excluded.values_over_limit, "
+                "values_over_limit)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
                 "finalized_at, world_size, n_present, n_missing, "
                 "missing_ranks, step_n, step_min, step_median, step_p90, "
@@ -258,12 +277,6 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
 };
 
-/* A growable byte buffer for building JSON text on the writer. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-} buf;
-
 struct ss_store {
     sqlite3 *db;
     char *path;
@@ -278,22 +291,24 @@ struct ss_store {
     uint64_t enq_seq, done_seq; /* items queued / applied, ever */
     int flush_wanted, stop;
     ss_store_stats stats;
+    ss_store_outcome outcome;
     int has_writer;
     pthread_t writer;
 
     pthread_mutex_t dbmu;   /* the connection and everything below */
+    char batch_err[256];    /* the first error of the batch being applied */
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
-    buf rowjson[5];         /* a rank row's JSON: phases, phase_starts,
+    ss_buf rowjson[5];      /* a rank row's JSON: phases, phase_starts,
                                phase_counts, syncs, metrics */
-    buf keys;               /* the current step's escaped phase keys */
+    ss_buf keys;            /* the current step's escaped phase keys */
     size_t *key_off;        /* key_cap offsets into keys */
     size_t key_cap;
-    buf skeys;              /* the same for its sync names */
+    ss_buf skeys;           /* the same for its sync names */
     size_t *skey_off;
     size_t skey_cap;
-    buf mkeys;              /* and for its metric names */
+    ss_buf mkeys;           /* and for its metric names */
     size_t *mkey_off;
     size_t mkey_cap;
 };
@@ -305,37 +320,6 @@ static ss_wall_ns wall_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* mkdir -p of PATH's directory.  Returns 0 or -1 with errno set. */
-static int make_parent_dirs(const char *path)
-{
-    char *dir = strdup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) {
-        free(dir);
-        return 0;
-    }
-    *slash = '\0';
-    for (char *p = dir + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(dir);
-            errno = e;
-            return -1;
-        }
-        *p = c;
-        if (c == '\0')
-            break;
-    }
-    free(dir);
-    return 0;
 }
 
 static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v)
@@ -369,57 +353,6 @@ static void bind_known_text(sqlite3_stmt *st, int i, const char *s)
         sqlite3_bind_null(st, i);
     else
         sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-}
-
-static int buf_reserve(buf *b, size_t more)
-{
-    if (b->len + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-/* Appends the decimal form of V; the caller reserved 21 bytes. */
-static void buf_put_i64(buf *b, int64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[n++] = '-';
-    while (n)
-        b->p[b->len++] = tmp[--n];
-}
-
-/* Appends S as a JSON string literal (quotes included).  Returns 0/-1. */
-static int buf_put_json_str(buf *b, const char *s)
-{
-    if (buf_reserve(b, strlen(s) * 6 + 3) != 0)
-        return -1;
-    b->p[b->len++] = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            b->p[b->len++] = '\\';
-            b->p[b->len++] = (char)*c;
-        } else if (*c < 0x20) {
-            b->len += (size_t)sprintf(b->p + b->len, "\\u%04x", *c);
-        } else {
-            b->p[b->len++] = (char)*c;
-        }
-    }
-    b->p[b->len++] = '"';
-    return 0;
 }
 
 /* ---- the queue ---- */
@@ -492,10 +425,34 @@ static size_t str_space(const char *s)
 
 /* ---- the writer: applying items ---- */
 
+/* A few words for what SQLite's primary result code RC means to a person
+ * whose data it cost. */
+static const char *loss_cause(int rc)
+{
+    switch (rc) {
+    case SQLITE_FULL: return "disk full";
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return "store locked by another process";
+    case SQLITE_IOERR: return "I/O error";
+    case SQLITE_NOMEM: return "out of memory";
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN: return "store not writable";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return "store corrupt";
+    default: return "SQLite error";
+    }
+}
+
+/* Reports the connection's last error on stderr and keeps the batch's
+ * first one (dbmu held) for ss_store_outcome.error. */
 static void report_sql_error(ss_store *s, const char *what)
 {
     fprintf(stderr, "stepscope: store %s: %s: %s\n", s->path, what,
             sqlite3_errmsg(s->db));
+    if (!s->batch_err[0])
+        snprintf(s->batch_err, sizeof s->batch_err, "%s: %s",
+                 loss_cause(sqlite3_errcode(s->db)), sqlite3_errmsg(s->db));
 }
 
 /* Steps ST once and resets it.  Returns 0 or -1 (reported). */
@@ -562,64 +519,63 @@ static int64_t max_known(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-/* Builds into B the JSON object {name: value} of the N values VALS that
- * are neither SS_MISSING nor OMIT, from pre-escaped `"name":` keys (key i
- * at KEYS->p[OFF[i] .. OFF[i + 1])).  B->len is 0 when no value is left. */
-static int build_json_object(buf *b, const int64_t *vals, uint32_t n,
-                             const buf *keys, const size_t *off, int64_t omit)
+/* Appends member I of a JSON object under construction in B: its
+ * pre-escaped `,"name":` key (key i at KEYS->data[OFF[i] .. OFF[i + 1]))
+ * with the comma, or after a '{' when it is the first member. */
+static void add_key(ss_buf *b, const ss_buf *keys, const size_t *off,
+                    uint32_t i)
 {
-    b->len = 0;
+    const char *key = keys->data + off[i];
+    size_t len = off[i + 1] - off[i];
+    if (b->len == 0) {
+        ss_buf_add(b, "{", 1);
+        key++;
+        len--;
+    }
+    ss_buf_add(b, key, len);
+}
+
+/* Builds into B the JSON object {name: value} of the N values VALS that
+ * are neither SS_MISSING nor OMIT, with the keys of build_keys.  B->len
+ * is 0 when no value is left.  Returns 0, or -1 when out of memory. */
+static int build_json_object(ss_buf *b, const int64_t *vals, uint32_t n,
+                             const ss_buf *keys, const size_t *off,
+                             int64_t omit)
+{
+    ss_buf_reset(b);
     for (uint32_t i = 0; i < n; i++) {
         if (vals[i] == SS_MISSING || vals[i] == omit)
             continue;
-        size_t klen = off[i + 1] - off[i];
-        if (buf_reserve(b, klen + 24) != 0)
-            return -1;
-        char sep = b->len == 0 ? '{' : ',';
-        b->p[b->len++] = sep;
-        memcpy(b->p + b->len, keys->p + off[i], klen);
-        b->len += klen;
-        buf_put_i64(b, vals[i]);
+        add_key(b, keys, off, i);
+        ss_buf_json_int(b, vals[i]);
     }
-    if (b->len) {
-        if (buf_reserve(b, 1) != 0)
-            return -1;
-        b->p[b->len++] = '}';
-    }
-    return 0;
+    if (b->len)
+        ss_buf_add(b, "}", 1);
+    return b->oom ? -1 : 0;
 }
 
 /* Like build_json_object for N metric values stored as the bits of
  * doubles; NaN and infinities (not JSON) are left out. */
-static int build_json_doubles(buf *b, const int64_t *bits, uint32_t n,
-                              const buf *keys, const size_t *off)
+static int build_json_doubles(ss_buf *b, const int64_t *bits, uint32_t n,
+                              const ss_buf *keys, const size_t *off)
 {
-    b->len = 0;
+    ss_buf_reset(b);
     for (uint32_t i = 0; i < n; i++) {
         double d;
         memcpy(&d, &bits[i], sizeof d);
         if (!isfinite(d))
             continue;
-        size_t klen = off[i + 1] - off[i];
-        if (buf_reserve(b, klen + 32) != 0)
-            return -1;
-        char sep = b->len == 0 ? '{' : ',';
-        b->p[b->len++] = sep;
-        memcpy(b->p + b->len, keys->p + off[i], klen);
-        b->len += klen;
-        b->len += (size_t)snprintf(b->p + b->len, 32, "%.17g", d);
+        add_key(b, keys, off, i);
+        ss_buf_printf(b, "%.17g", d);
     }
-    if (b->len) {
-        if (buf_reserve(b, 1) != 0)
-            return -1;
-        b->p[b->len++] = '}';
-    }
-    return 0;
+    if (b->len)
+        ss_buf_add(b, "}", 1);
+    return b->oom ? -1 : 0;
 }
 
-/* Escapes the N NAMES once per step into KEYS, as `"name":`, with name i
- * at KEYS->p[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
-static int build_keys(buf *keys, size_t **off, size_t *cap,
+/* Escapes the N NAMES once per step into KEYS, as `,"name":`, with name i
+ * at KEYS->data[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
+static int build_keys(ss_buf *keys, size_t **off, size_t *cap,
                       char *const *names, uint32_t n)
 {
     if (n + 1 > *cap) {
@@ -629,22 +585,22 @@ static int build_keys(buf *keys, size_t **off, size_t *cap,
         *off = o;
         *cap = n + 1;
     }
-    keys->len = 0;
+    ss_buf_reset(keys);
     for (uint32_t i = 0; i < n; i++) {
         (*off)[i] = keys->len;
-        if (buf_put_json_str(keys, names[i]) != 0 || buf_reserve(keys, 1) != 0)
-            return -1;
-        keys->p[keys->len++] = ':';
+        ss_buf_add(keys, ",", 1);
+        ss_buf_json_str(keys, names[i]);
+        ss_buf_add(keys, ":", 1);
     }
     (*off)[n] = keys->len;
-    return 0;
+    return keys->oom ? -1 : 0;
 }
 
 /* Binds the JSON in B to parameter I of Q, NULL when empty. */
-static void bind_json(sqlite3_stmt *q, int i, const buf *b)
+static void bind_json(sqlite3_stmt *q, int i, const ss_buf *b)
 {
     if (b->len)
-        sqlite3_bind_text(q, i, b->p, (int)b->len, SQLITE_STATIC);
+        sqlite3_bind_text(q, i, b->data, (int)b->len, SQLITE_STATIC);
     else
         sqlite3_bind_null(q, i);
 }
@@ -659,18 +615,18 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     sqlite3_bind_int64(q, 5, v->world_size);
     sqlite3_bind_int64(q, 6, v->n_present);
     sqlite3_bind_int64(q, 7, v->n_missing);
-    buf miss = {0};
+    ss_buf miss = {0};
     if (v->n_missing) {
-        if (buf_reserve(&miss, (size_t)v->n_missing * 12 + 3) != 0)
-            return -1;
-        miss.p[miss.len++] = '[';
         for (uint32_t i = 0; i < v->n_missing; i++) {
-            if (i)
-                miss.p[miss.len++] = ',';
-            buf_put_i64(&miss, v->missing[i]);
+            ss_buf_add(&miss, i ? "," : "[", 1);
+            ss_buf_json_int(&miss, v->missing[i]);
         }
-        miss.p[miss.len++] = ']';
-        sqlite3_bind_text(q, 8, miss.p, (int)miss.len, SQLITE_STATIC);
+        ss_buf_add(&miss, "]", 1);
+        if (miss.oom) {
+            ss_buf_free(&miss);
+            return -1;
+        }
+        sqlite3_bind_text(q, 8, miss.data, (int)miss.len, SQLITE_STATIC);
     } else {
         sqlite3_bind_null(q, 8);
     }
@@ -688,7 +644,7 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     bind_rank(q, 20, v->device.worst_rank);
     int rc = run_stmt(s, q, "writing a step");
     sqlite3_clear_bindings(q);
-    free(miss.p);
+    ss_buf_free(&miss);
     if (rc != 0)
         return -1;
 
@@ -821,22 +777,26 @@ static int apply_item(ss_store *s, const item *it)
         bind_known_int(q, 10, r->dropped_events);
         bind_known_int(q, 11, r->dropped_records);
         bind_known_text(q, 12, r->log_path);
+        bind_known_int(q, 13, r->names_over_limit);
+        bind_known_int(q, 14, r->values_over_limit);
         return run_stmt(s, q, "writing a rank");
     }
     case IT_STEP:
         return apply_step(s, it->run_id, &it->u.step);
     case IT_FINDING: {
         const ss_finding *f = &it->u.finding.f;
-        buf ranks = {0};
-        if (buf_reserve(&ranks, (size_t)f->n_ranks * 12 + 3) != 0)
-            return -1;
-        ranks.p[ranks.len++] = '[';
+        ss_buf ranks = {0};
+        ss_buf_add(&ranks, "[", 1);
         for (uint32_t i = 0; i < f->n_ranks && i < SS_FINDING_MAX_RANKS; i++) {
             if (i)
-                ranks.p[ranks.len++] = ',';
-            buf_put_i64(&ranks, f->ranks[i]);
+                ss_buf_add(&ranks, ",", 1);
+            ss_buf_json_int(&ranks, f->ranks[i]);
         }
-        ranks.p[ranks.len++] = ']';
+        ss_buf_add(&ranks, "]", 1);
+        if (ranks.oom) {
+            ss_buf_free(&ranks);
+            return -1;
+        }
         q = s->st[ST_FINDING];
         sqlite3_bind_int64(q, 1, it->run_id);
         sqlite3_bind_int64(q, 2, f->attempt);
@@ -845,7 +805,7 @@ static int apply_item(ss_store *s, const item *it)
         sqlite3_bind_text(q, 5, f->severity == SS_CRITICAL ? "critical"
                                                            : "warning",
                           -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 6, ranks.p, (int)ranks.len, SQLITE_STATIC);
+        sqlite3_bind_text(q, 6, ranks.data, (int)ranks.len, SQLITE_STATIC);
         bind_known_text(q, 7, f->phase);
         sqlite3_bind_int64(q, 8, (int64_t)f->first_step);
         sqlite3_bind_int64(q, 9, (int64_t)f->last_step);
@@ -855,7 +815,7 @@ static int apply_item(ss_store *s, const item *it)
         sqlite3_bind_int64(q, 12, it->u.finding.at);
         int rc = run_stmt(s, q, "writing a finding");
         sqlite3_clear_bindings(q);
-        free(ranks.p);
+        ss_buf_free(&ranks);
         return rc;
     }
     case IT_EVENT:
@@ -926,18 +886,17 @@ static int finish_tracks(ss_store *s)
     return 0;
 }
 
-/* Applies BATCH in one transaction and frees it.  On a failure the
- * transaction is rolled back and the batch is lost (reported on stderr):
- * a store that cannot be written must not grow the queue without bound. */
-static void apply_batch(ss_store *s, item *batch)
+/* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
+ * transaction, then the batch's rank totals and pruning (not when
+ * SMALL_ONLY).  Returns 0 when committed; -1 after rolling back (dbmu
+ * held). */
+static int run_batch(ss_store *s, const item *batch, int small_only)
 {
-    pthread_mutex_lock(&s->dbmu);
     int rc = run_stmt(s, s->st[ST_BEGIN], "starting a transaction");
-    size_t n = 0;
-    for (item *it = batch; it; it = it->next, n++)
-        if (rc == 0)
+    for (const item *it = batch; it && rc == 0; it = it->next)
+        if (!small_only || it->kind != IT_STEP)
             rc = apply_item(s, it);
-    if (rc == 0)
+    if (rc == 0 && !small_only)
         rc = finish_tracks(s);
     if (rc == 0)
         rc = run_stmt(s, s->st[ST_COMMIT], "committing");
@@ -946,10 +905,133 @@ static void apply_batch(ss_store *s, item *batch)
             run_stmt(s, s->st[ST_ROLLBACK], "rolling back");
         for (size_t i = 0; i < s->n_tracks; i++)
             track_clear(&s->tracks[i]);
+    }
+    return rc;
+}
+
+/* Marks finding ID of RUN_ID/ATTEMPT committed (dbmu held).  Returns 1
+ * the first time, else 0 (also when out of memory: never over-claim). */
+static int first_commit_of_finding(ss_store *s, int64_t run_id,
+                                   uint32_t attempt, uint32_t id)
+{
+    track *t = track_get(s, run_id, attempt, 0);
+    if (!t)
+        return 0;
+    uint32_t byte = id / 8;
+    if (byte >= t->committed_findings_bytes) {
+        uint32_t n = byte + 64;
+        uint8_t *bits = realloc(t->committed_findings, n);
+        if (!bits)
+            return 0;
+        memset(bits + t->committed_findings_bytes, 0,
+               n - t->committed_findings_bytes);
+        t->committed_findings = bits;
+        t->committed_findings_bytes = n;
+    }
+    uint8_t bit = (uint8_t)(1u << (id % 8));
+    if (t->committed_findings[byte] & bit)
+        return 0;
+    t->committed_findings[byte] |= bit;
+    return 1;
+}
+
+/* Adds the fate of IT (committed when STORED) to *O.  With STORED, dbmu
+ * must be held (the committed-findings bits are writer state). */
+static void tally_item(ss_store *s, const item *it, int stored,
+                       ss_store_outcome *o)
+{
+    switch (it->kind) {
+    case IT_STEP:
+        if (stored) {
+            o->steps_stored++;
+            o->rank_steps_stored += it->u.step.n_rows;
+        } else {
+            o->steps_lost++;
+            o->rank_steps_lost += it->u.step.n_rows;
+        }
+        break;
+    case IT_FINDING:
+        if (!stored)
+            o->finding_writes_lost++;
+        else if (first_commit_of_finding(s, it->run_id,
+                                         it->u.finding.f.attempt,
+                                         it->u.finding.f.id))
+            o->findings_stored++;
+        break;
+    case IT_EVENT:
+        stored ? o->events_stored++ : o->events_lost++;
+        break;
+    case IT_END_RUN:
+        stored ? o->ends_stored++ : o->ends_lost++;
+        break;
+    case IT_ATTEMPT:
+    case IT_RANK:
+        if (!stored)
+            o->other_lost++;
+        break;
+    }
+}
+
+/* Adds batch tallies D to the store's outcome (mu held); WHY names the
+ * first loss. */
+static void add_outcome(ss_store *s, const ss_store_outcome *d,
+                        const char *why)
+{
+    ss_store_outcome *o = &s->outcome;
+    o->steps_stored += d->steps_stored;
+    o->steps_lost += d->steps_lost;
+    o->rank_steps_stored += d->rank_steps_stored;
+    o->rank_steps_lost += d->rank_steps_lost;
+    o->findings_stored += d->findings_stored;
+    o->finding_writes_lost += d->finding_writes_lost;
+    o->events_stored += d->events_stored;
+    o->events_lost += d->events_lost;
+    o->other_lost += d->other_lost;
+    o->ends_stored += d->ends_stored;
+    o->ends_lost += d->ends_lost;
+    int lost = d->steps_lost || d->rank_steps_lost ||
+               d->finding_writes_lost || d->events_lost || d->other_lost ||
+               d->ends_lost;
+    if (lost && !o->error[0])
+        snprintf(o->error, sizeof o->error, "%s", why && *why ? why
+                                                              : "unknown");
+}
+
+/* Applies BATCH in one transaction and frees it.  On a failure the
+ * transaction is rolled back and the batch is lost (reported on stderr):
+ * a store that cannot be written must not grow the queue without bound.
+ * Its small items then get one more try of their own. */
+static void apply_batch(ss_store *s, item *batch)
+{
+    pthread_mutex_lock(&s->dbmu);
+    s->batch_err[0] = '\0';
+    size_t n = 0, n_small = 0;
+    for (const item *it = batch; it; it = it->next, n++)
+        n_small += it->kind != IT_STEP;
+    int rc = run_batch(s, batch, 0), small_rc = -1;
+    if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
                 "not written\n", s->path, n);
+        if (n_small > 0 && n_small < n) {
+            small_rc = run_batch(s, batch, 1);
+            if (small_rc == 0)
+                fprintf(stderr, "stepscope: store %s: its %zu other item%s "
+                        "(ranks, findings, events) were written without its "
+                        "steps\n", s->path, n_small, n_small == 1 ? "" : "s");
+        }
     }
+    ss_store_outcome d;
+    memset(&d, 0, sizeof d);
+    for (const item *it = batch; it; it = it->next)
+        tally_item(s, it, rc == 0 || (small_rc == 0 && it->kind != IT_STEP),
+                   &d);
+    char why[sizeof s->batch_err];
+    snprintf(why, sizeof why, "%s",
+             s->batch_err[0] ? s->batch_err : "out of memory while writing");
     pthread_mutex_unlock(&s->dbmu);
+    pthread_mutex_lock(&s->mu);
+    add_outcome(s, &d, why);
+    pthread_mutex_unlock(&s->mu);
     while (batch) {
         item *next = batch->next;
         free(batch);
@@ -1045,16 +1127,18 @@ static void store_free(ss_store *s)
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
     sqlite3_close(s->db);
-    for (size_t i = 0; i < s->n_tracks; i++)
+    for (size_t i = 0; i < s->n_tracks; i++) {
         free(s->tracks[i].delta);
+        free(s->tracks[i].committed_findings);
+    }
     free(s->tracks);
     for (size_t i = 0; i < sizeof s->rowjson / sizeof s->rowjson[0]; i++)
-        free(s->rowjson[i].p);
-    free(s->keys.p);
+        ss_buf_free(&s->rowjson[i]);
+    ss_buf_free(&s->keys);
     free(s->key_off);
-    free(s->skeys.p);
+    ss_buf_free(&s->skeys);
     free(s->skey_off);
-    free(s->mkeys.p);
+    ss_buf_free(&s->mkeys);
     free(s->mkey_off);
     free(s->path);
     pthread_mutex_destroy(&s->mu);
@@ -1068,11 +1152,17 @@ static void store_free(ss_store *s)
 static int store_setup(ss_store *s, const char *path, char *err,
                        size_t errlen)
 {
-    if (make_parent_dirs(path) != 0) {
+    if (ss_mkdirs_private_parent(path) != 0) {
         snprintf(err, errlen, "cannot create the directory for %s: %s", path,
                  strerror(errno));
         return -1;
     }
+    /* A new store is created 0600 here, before SQLite opens it: SQLite
+     * would create it 0644, and it gives the -wal and -shm files the mode
+     * of the database file. */
+    int fd = ss_open_private(path, O_RDWR, NULL);
+    if (fd >= 0)
+        close(fd); /* else SQLite opens it and says what is wrong */
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                  SQLITE_OPEN_FULLMUTEX,
@@ -1232,11 +1322,23 @@ int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
 }
 
 /* Out of memory in a put: the item is lost, as the store would lose it on a
- * crash; the controller goes on. */
-static void put_failed(ss_store *s, const char *what)
+ * crash, and counted; the controller goes on.  ROWS: the rank-step rows a
+ * lost step carried. */
+static void put_failed(ss_store *s, item_kind kind, uint32_t rows,
+                       const char *what)
 {
     fprintf(stderr, "stepscope: store %s: out of memory, %s not written\n",
             s->path, what);
+    item lost;
+    memset(&lost, 0, sizeof lost);
+    lost.kind = kind;
+    lost.u.step.n_rows = kind == IT_STEP ? rows : 0;
+    ss_store_outcome d;
+    memset(&d, 0, sizeof d);
+    tally_item(s, &lost, 0, &d);
+    pthread_mutex_lock(&s->mu);
+    add_outcome(s, &d, "out of memory");
+    pthread_mutex_unlock(&s->mu);
 }
 
 void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
@@ -1244,7 +1346,7 @@ void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
 {
     item *it = item_new(IT_ATTEMPT, run_id, 0);
     if (!it) {
-        put_failed(s, "an attempt");
+        put_failed(s, IT_ATTEMPT, 0, "an attempt");
         return;
     }
     it->u.attempt.attempt = attempt;
@@ -1256,7 +1358,7 @@ void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r)
 {
     item *it = item_new(IT_RANK, run_id, 0);
     if (!it) {
-        put_failed(s, "a rank");
+        put_failed(s, IT_RANK, 0, "a rank");
         return;
     }
     it->u.rank = *r;
@@ -1312,7 +1414,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         extra += str_space(name_of(names, v->metrics[i]));
     item *it = item_new(IT_STEP, run_id, extra);
     if (!it) {
-        put_failed(s, "a step");
+        put_failed(s, IT_STEP, rows, "a step");
         return;
     }
     step_item *st = &it->u.step;
@@ -1400,7 +1502,7 @@ void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f)
 {
     item *it = item_new(IT_FINDING, run_id, 0);
     if (!it) {
-        put_failed(s, "a finding");
+        put_failed(s, IT_FINDING, 0, "a finding");
         return;
     }
     ss_finding *c = &it->u.finding.f;
@@ -1422,7 +1524,7 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
     item *it = item_new(IT_EVENT, run_id,
                         str_space(kind) + str_space(message));
     if (!it) {
-        put_failed(s, "an event");
+        put_failed(s, IT_EVENT, 0, "an event");
         return;
     }
     char *p = (char *)(it + 1);
@@ -1440,7 +1542,7 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
 {
     item *it = item_new(IT_END_RUN, run_id, str_space(status));
     if (!it) {
-        put_failed(s, "the end of the run");
+        put_failed(s, IT_END_RUN, 0, "the end of the run");
         return;
     }
     char *p = (char *)(it + 1);
@@ -1459,7 +1561,114 @@ void ss_store_get_stats(ss_store *s, ss_store_stats *out)
     pthread_mutex_unlock(&s->mu);
 }
 
+void ss_store_get_outcome(ss_store *s, ss_store_outcome *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->outcome;
+    out->rank_steps_dropped = s->stats.dropped_rank_steps;
+    pthread_mutex_unlock(&s->mu);
+}
+
 struct sqlite3 *ss_store_db(ss_store *s)
 {
     return s->db;
+}
+
+/* Collects the ids and uuids of the runs whose row says `running`. */
+typedef struct {
+    int64_t id;
+    char uuid[64];
+} running_run;
+
+static size_t list_running(ss_store *s, running_run **out)
+{
+    sqlite3_stmt *q = NULL;
+    size_t n = 0, cap = 0;
+    running_run *v = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT id, uuid FROM runs WHERE status = "
+                           "'running'", -1, &q, NULL) != SQLITE_OK)
+        return 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        if (n == cap) {
+            size_t ncap = cap ? 2 * cap : 8;
+            running_run *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = ncap;
+        }
+        v[n].id = sqlite3_column_int64(q, 0);
+        const unsigned char *u = sqlite3_column_text(q, 1);
+        snprintf(v[n].uuid, sizeof v[n].uuid, "%s", u ? (const char *)u : "");
+        n++;
+    }
+    sqlite3_finalize(q);
+    *out = v;
+    return n;
+}
+
+/* Marks run ID interrupted (and its ranks still `running`), with an
+ * event, unless another process did it first.  Returns 1 when this call changed the row, 0 or -1 (error). */
+static int mark_one_interrupted(ss_store *s, int64_t id)
+{
+    /* ended_at: the last time anything was heard of the run. */
+    static const char update[] =
+        "UPDATE runs SET status = 'interrupted', ended_at = max(started_at,"
+        " coalesce((SELECT max(at) FROM events WHERE run_id = ?1), 0),"
+        " coalesce((SELECT max(finalized_at) FROM steps WHERE run_id = ?1),"
+        " 0)) WHERE id = ?1 AND status = 'running'";
+    static const char ranks[] =
+        "UPDATE ranks SET state = 'interrupted' WHERE run_id = ?1 AND "
+        "state = 'running'";
+    static const char event[] =
+        "INSERT INTO events(run_id, attempt, at, kind, rank, message) "
+        "VALUES (?1, (SELECT coalesce(max(attempt), 0) FROM attempts "
+        "WHERE run_id = ?1), ?2, 'interrupted', NULL, 'the controller "
+        "stopped without ending the run (killed, crashed or its host went "
+        "down); a later stepscope run marked it interrupted')";
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    int changed = 0, rc;
+    sqlite3_stmt *q = NULL;
+    rc = sqlite3_prepare_v2(s->db, update, -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, id);
+        rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        changed = sqlite3_changes(s->db) == 1;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    for (int i = 0; i < 2 && rc == SQLITE_OK && changed; i++) {
+        rc = sqlite3_prepare_v2(s->db, i == 0 ? ranks : event, -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_int64(q, 1, id);
+            if (i == 1)
+                sqlite3_bind_int64(q, 2, wall_now());
+            rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if (rc != SQLITE_OK ||
+        sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return -1;
+    }
+    return changed;
+}
+
+int ss_store_mark_interrupted(ss_store *s)
+{
+    pthread_mutex_lock(&s->dbmu);
+    running_run *runs = NULL;
+    size_t n = list_running(s, &runs);
+    int marked = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!ss_run_controller_alive(s->path, runs[i].uuid) &&
+            mark_one_interrupted(s, runs[i].id) == 1)
+            marked++;
+    pthread_mutex_unlock(&s->dbmu);
+    free(runs);
+    ss_run_locks_sweep(s->path);
+    return marked;
 }

@@ -10,7 +10,11 @@
  * applies the queue in batched transactions every flush interval (default
  * 250 ms), so a controller killed with SIGKILL loses at most that interval.
  * When the queue is full, rank-step rows are dropped first and counted
- * (store_stats); runs, findings and events are never dropped.
+ * (store_stats); runs, findings and events are never dropped at the queue.
+ * A batch the file refuses (disk full, I/O error, locked) is lost; the
+ * writer then retries the batch's small items (ranks, findings, events, the
+ * run's end) without its steps.  ss_store_get_outcome says what was
+ * committed and what was lost, so the controller tells only what it stored.
  *
  * Retention of per-rank step rows (rank_steps) is tiered so a 4096-rank x
  * 100k-step run stays bounded; docs/store.md states the bound.
@@ -38,7 +42,9 @@ void ss_store_config_defaults(ss_store_config *cfg);
  * Opens (creating if needed) the store at PATH, migrating the schema.  With
  * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason
  * in ERR when PATH is not a stepscope store, is corrupt, is from a newer
- * version, or cannot be opened.  Creates missing parent directories.
+ * version, or cannot be opened.  A new store file is created 0600 (its
+ * -wal and -shm files get the same mode from SQLite) and missing parent
+ * directories 0700, whatever the umask (private_fs.h).
  */
 ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
                         int writer, char *err, size_t errlen);
@@ -84,6 +90,8 @@ typedef struct {
     int64_t dropped_events;
     int64_t dropped_records;
     char log_path[512];
+    int64_t names_over_limit;  /* names refused: the run's table was full */
+    int64_t values_over_limit; /* values under them, dropped */
 } ss_rank_info;
 
 void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r);
@@ -102,15 +110,57 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
                         ss_wall_ns at, const char *kind, int32_t rank,
                         const char *message);
 
+/*
+ * Rewrites the status of every run whose row says `running` but whose
+ * controller is gone (runlock.h: nobody holds its run lock) to
+ * `interrupted` (and its ranks whose state is `running`), with ended_at
+ * the last time anything was heard of it and an `interrupted` event, then removes the lock files nobody holds.  The
+ * controller calls it once, synchronously, when it opens the store, before
+ * registering its own run.  Returns how many runs it marked (a run another
+ * process marks first is not counted).
+ */
+int ss_store_mark_interrupted(ss_store *s);
+
 /* Marks the run ended with the job's exit status and totals. */
 void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
                       int exit_code, const char *status,
                       int64_t dropped_events, int64_t dropped_records);
 
+/* Queue accounting in units (one per item plus one per rank-step row it
+ * carries): accepted, taken off the queue and applied (committed or lost),
+ * rank-step rows refused at a full queue, and transactions run. */
 typedef struct {
     uint64_t queued, written, dropped_rank_steps, transactions;
 } ss_store_stats;
 void ss_store_get_stats(ss_store *s, ss_store_stats *out);
+
+/*
+ * What became of everything put since the store was opened: committed to
+ * the file ("stored") or given up ("lost": a batch the file refused, or out
+ * of memory in a put).  Counts are complete for everything put before the
+ * last ss_store_flush.  Pruning by retention is not a loss.
+ */
+typedef struct {
+    uint64_t steps_stored, steps_lost;
+    uint64_t rank_steps_stored;  /* rows committed (retention may prune
+                                    some of them later) */
+    uint64_t rank_steps_lost;    /* rows in a lost batch */
+    uint64_t rank_steps_dropped; /* rows refused at a full queue */
+    uint64_t findings_stored;    /* distinct findings (run, attempt, id)
+                                    with at least one committed version */
+    uint64_t finding_writes_lost; /* versions of a finding (its first
+                                     sight or an update) not committed */
+    uint64_t events_stored, events_lost;
+    uint64_t other_lost;         /* attempts and rank facts not committed */
+    int ends_stored, ends_lost;  /* ss_store_end_run calls committed/lost */
+    char error[256];             /* why the first loss happened, e.g.
+                                    "disk full: database or disk is full";
+                                    "" when nothing was lost */
+} ss_store_outcome;
+
+/* Copies the outcome so far into OUT (call ss_store_flush first for a
+ * complete one). */
+void ss_store_get_outcome(ss_store *s, ss_store_outcome *out);
 
 /* Blocks until everything queued so far is committed. */
 void ss_store_flush(ss_store *s);

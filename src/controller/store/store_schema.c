@@ -208,8 +208,15 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
      * before version 3 have it NULL. */
     "ALTER TABLE rank_steps ADD COLUMN metrics TEXT;",
 
-    /* 4, 5: reserved for schema changes made alongside this one. */
-    "",
+    /* 4: names beyond the run's name table (SS_MAX_RUN_NAMES), per rank:
+     * names_over_limit the names it declared that got no place there,
+     * values_over_limit the phase, sync and metric values it recorded
+     * under them, which were dropped (its steps and other values were
+     * kept).  NULL in rows written before version 4. */
+    "ALTER TABLE ranks ADD COLUMN names_over_limit INTEGER;"
+    "ALTER TABLE ranks ADD COLUMN values_over_limit INTEGER;",
+
+    /* 5: reserved for a schema change made alongside this one. */
     "",
 
     /* 6: the run's fingerprint, what it ran on (docs/guard.md): a JSON

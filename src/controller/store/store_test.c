@@ -5,13 +5,15 @@
  * wrote back with plain SQL: schema creation and reopening, refusal of
  * foreign, garbage, corrupt and newer files, every table's contents,
  * retention tiers, the queue-full policy (only rank-step rows drop, and are
- * counted) and durability when the writing process is killed with SIGKILL.
+ * counted), durability when the writing process is killed with SIGKILL,
+ * and the outcome (stored vs lost) when the file cannot grow.
  */
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -115,11 +117,16 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         fx->count[r][2] = SS_MISSING;
         fx->metric[r][0] = fx->metric[r][1] = fx->metric[r][2] = NAN;
         fx->metric[r][3] = r == 2 ? NAN : r + 0.25;
-        fx->ranks[r] = (ss_rank_step){present, (100 + (int64_t)r) * 1000000,
-                                      ((int64_t)1 << 30) + r, SS_MISSING,
-                                      fx->phase_ns[r], fx->sync_ns[r],
-                                      fx->metric[r], begin, fx->start_ns[r],
-                                      fx->count[r]};
+        fx->ranks[r] = (ss_rank_step){.present = present,
+                                      .step_ns = (100 + (int64_t)r) * 1000000,
+                                      .rss_bytes = ((int64_t)1 << 30) + r,
+                                      .device_bytes = SS_MISSING,
+                                      .phase_ns = fx->phase_ns[r],
+                                      .sync_arrival_ns = fx->sync_ns[r],
+                                      .metric = fx->metric[r],
+                                      .begin_ns = begin,
+                                      .phase_start_ns = fx->start_ns[r],
+                                      .phase_count = fx->count[r]};
         if (!present)
             fx->missing[n_missing++] = r;
     }
@@ -235,8 +242,9 @@ static void refuses_garbage_file(void)
     CHECK(strstr(err, "not a stepscope store") != NULL);
 }
 
-/* A version-1 store (rank_steps without the timeline and metrics columns)
- * is migrated on open; its old rows keep NULL there. */
+/* A version-1 store (rank_steps without the timeline and metrics columns,
+ * ranks without the name-limit counts) is migrated on open; its old rows
+ * keep NULL there. */
 static void migrates_version_1(void)
 {
     char path[600];
@@ -252,8 +260,12 @@ static void migrates_version_1(void)
                           "ALTER TABLE rank_steps DROP COLUMN phase_starts;"
                           "ALTER TABLE rank_steps DROP COLUMN end_ns;"
                           "ALTER TABLE rank_steps DROP COLUMN begin_ns;"
+                          "ALTER TABLE ranks DROP COLUMN values_over_limit;"
+                          "ALTER TABLE ranks DROP COLUMN names_over_limit;"
                           "INSERT INTO rank_steps(run_id, attempt, step, rank,"
                           " step_ns) VALUES (1, 0, 0, 0, 5);"
+                          "INSERT INTO ranks(run_id, attempt, rank)"
+                          " VALUES (1, 0, 0);"
                           "PRAGMA user_version = 1"),
                  0);
     s = open_store(path, NULL, 0);
@@ -264,6 +276,10 @@ static void migrates_version_1(void)
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
                                "metrics IS NULL"),
+                 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
+                               "names_over_limit IS NULL AND "
+                               "values_over_limit IS NULL"),
                  1);
 }
 
@@ -325,6 +341,41 @@ static void readonly_open_refuses_missing_and_empty(void)
     CHECK(strstr(err, "empty") != NULL);
 }
 
+/* Names that need escaping (a quote, a backslash, UTF-8) are keys of valid
+ * JSON in the rank-step rows, and read back as the names the step tables
+ * hold. */
+static void escapes_names_in_row_json(void)
+{
+    static const char *const names[] = {"fwd \"quoted\"", "back\\slash",
+                                        "all\xc3\xa9reduce", "lo\xc3\x9f"};
+    char path[600], buf[600];
+    testing_tmp_path("names.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    step_fx fx;
+    fx_build(&fx, 2, 0, 0);
+    ss_store_put_step(s, run, &fx.v, names);
+    ss_store_close(s);
+
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
+                               "json_valid(phases) AND json_valid(syncs) "
+                               "AND json_valid(metrics) AND "
+                               "json_valid(phase_starts)"), 2);
+    CHECK_STR(sql_text(path, "SELECT phases FROM rank_steps WHERE rank = 1",
+                       buf, sizeof buf),
+              "{\"fwd \\\"quoted\\\"\":41000000,\"back\\\\slash\":60000000}");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps r, "
+                               "json_each(r.phases) j JOIN step_phases p ON "
+                               "p.phase = j.key AND p.step = r.step"), 4);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps r, "
+                               "json_each(r.syncs) j JOIN step_syncs y ON "
+                               "y.sync = j.key AND y.step = r.step"), 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps, "
+                               "json_each(metrics) WHERE key = "
+                               "'lo\xc3\x9f'"), 2);
+}
+
 /* The fingerprint given at launch is kept as it was given; a run begun
  * without one has NULL there. */
 static void keeps_the_run_fingerprint(void)
@@ -362,7 +413,8 @@ static void writes_everything_and_reads_back(void)
     ss_store_put_attempt(s, run, 0, 1700000001);
     ss_rank_info ri = {.rank = 2, .attempt = 0, .pid = 4242,
                        .exit_code = -1, .term_signal = -1, .last_step = -1,
-                       .dropped_events = 0, .dropped_records = 0};
+                       .dropped_events = 0, .dropped_records = 0,
+                       .names_over_limit = 0, .values_over_limit = 0};
     snprintf(ri.host, sizeof ri.host, "node1");
     snprintf(ri.state, sizeof ri.state, "running");
     snprintf(ri.log_path, sizeof ri.log_path, "/logs/rank2.log");
@@ -370,7 +422,8 @@ static void writes_everything_and_reads_back(void)
     /* An update that leaves the unknown fields as they are. */
     ss_rank_info upd = {.rank = 2, .attempt = 0, .pid = -1, .exit_code = -1,
                         .term_signal = 9, .last_step = 7,
-                        .dropped_events = 3, .dropped_records = -1};
+                        .dropped_events = 3, .dropped_records = -1,
+                        .names_over_limit = 2, .values_over_limit = -1};
     snprintf(upd.state, sizeof upd.state, "failed");
     ss_store_put_rank(s, run, &upd);
 
@@ -421,9 +474,11 @@ static void writes_everything_and_reads_back(void)
                              "'|' || coalesce(exit_code, 'null') || '|' || "
                              "term_signal || '|' || last_step || '|' || "
                              "dropped_events || '|' || dropped_records || "
-                             "'|' || log_path FROM ranks WHERE rank = 2",
+                             "'|' || log_path || '|' || names_over_limit || "
+                             "'|' || values_over_limit FROM ranks "
+                             "WHERE rank = 2",
                        buf, sizeof buf),
-              "node1|4242|failed|null|9|7|3|0|/logs/rank2.log");
+              "node1|4242|failed|null|9|7|3|0|/logs/rank2.log|2|0");
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 8);
     CHECK_EQ_INT(sql_int(path, "SELECT step_max FROM steps WHERE step = 0"),
                  103000000);
@@ -645,6 +700,153 @@ static void survives_sigkill(void)
     ss_store_close(s);
 }
 
+/* Size of the file at PATH, 0 when it does not exist. */
+static off_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+/* Puts steps FIRST..FIRST+N-1 of a 4-rank run. */
+static void put_steps(ss_store *s, int64_t run, uint64_t first, uint64_t n)
+{
+    step_fx fx;
+    for (uint64_t step = first; step < first + n; step++) {
+        fx_build(&fx, 4, step, 0);
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+}
+
+static void put_finding(ss_store *s, int64_t run, uint32_t id,
+                        uint64_t last_step)
+{
+    ss_finding f = {.id = id, .severity = SS_WARNING, .first_step = 0,
+                    .last_step = last_step};
+    snprintf(f.kind, sizeof f.kind, "jitter");
+    ss_store_put_finding(s, run, &f);
+}
+
+/* The file may not grow past its size and MORE bytes (RLIMIT_FSIZE:
+ * writes fail with EFBIG, which SQLite reports as an I/O error; a full
+ * disk, ENOSPC, is tested end to end in tests/e2e/test_store_full.py).
+ * Returns the limit to restore. */
+static struct rlimit limit_file_growth(const char *path, off_t more)
+{
+    char wal[640];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    off_t big = file_size(path) > file_size(wal) ? file_size(path)
+                                                 : file_size(wal);
+    lim.rlim_cur = (rlim_t)(big + more);
+    lim.rlim_max = old.rlim_max;
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    return old;
+}
+
+/* When the file cannot grow, the outcome says exactly what was committed
+ * and what was lost, and why; the counts match the file. */
+static void outcome_counts_what_a_full_disk_lost(void)
+{
+    char path[600];
+    testing_tmp_path("disk_full.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.recent_steps = 0; /* keep every rank row: all are counted */
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    put_steps(s, run, 0, 10);
+    put_finding(s, run, 1, 5);
+    ss_store_put_event(s, run, 0, 1700000000, "checkpoint", -1, "x");
+    ss_store_flush(s);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.steps_stored, 10);
+    CHECK_EQ_INT(o.rank_steps_stored, 40);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.events_stored, 1);
+    CHECK_EQ_INT(o.steps_lost + o.rank_steps_lost + o.finding_writes_lost +
+                     o.events_lost + o.other_lost + o.ends_lost, 0);
+    CHECK_STR(o.error, "");
+
+    struct rlimit old = limit_file_growth(path, 0);
+    put_steps(s, run, 10, 5);
+    put_finding(s, run, 1, 12); /* an update of a stored finding */
+    put_finding(s, run, 2, 14);
+    for (int i = 0; i < 3; i++)
+        ss_store_put_event(s, run, 0, 1700000001 + i, "checkpoint", -1, "y");
+    ss_store_end_run(s, run, 1700000100, 0, "succeeded", 0, 0);
+    ss_store_flush(s);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.steps_stored, 10);
+    CHECK_EQ_INT(o.steps_lost, 5);
+    CHECK_EQ_INT(o.rank_steps_lost, 20);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.finding_writes_lost, 2);
+    CHECK_EQ_INT(o.events_lost, 3);
+    CHECK_EQ_INT(o.ends_stored, 0);
+    CHECK_EQ_INT(o.ends_lost, 1);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+
+    /* Room again: the end is written, the first error stays the reason. */
+    ss_store_end_run(s, run, 1700000200, 0, "succeeded", 0, 0);
+    ss_store_flush(s);
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.ends_stored, 1);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 10);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"), 40);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT last_step FROM findings"), 5);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT ended_at FROM runs"), 1700000200);
+}
+
+/* A batch whose steps do not fit is lost, but its small items (findings,
+ * events, the run's end) are retried on their own and stored. */
+static void small_items_survive_a_batch_too_big_for_the_disk(void)
+{
+    char path[600];
+    testing_tmp_path("nearly_full.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.recent_steps = 0;
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    put_steps(s, run, 0, 2);
+    ss_store_flush(s);
+
+    /* Room for a few pages, not for 2000 steps of 4 rank rows. */
+    struct rlimit old = limit_file_growth(path, 8 * (16384 + 24));
+    put_steps(s, run, 2, 2000);
+    put_finding(s, run, 1, 100);
+    ss_store_put_event(s, run, 0, 1700000001, "checkpoint", -1, "y");
+    ss_store_end_run(s, run, 1700000100, 1, "failed", 0, 0);
+    ss_store_flush(s);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    ss_store_close(s);
+    CHECK_EQ_INT(o.steps_stored, 2);
+    CHECK_EQ_INT(o.steps_lost, 2000);
+    CHECK_EQ_INT(o.rank_steps_lost, 8000);
+    CHECK_EQ_INT(o.findings_stored, 1);
+    CHECK_EQ_INT(o.finding_writes_lost, 0);
+    CHECK_EQ_INT(o.events_stored, 1);
+    CHECK_EQ_INT(o.ends_stored, 1);
+    CHECK_EQ_INT(o.ends_lost, 0);
+    CHECK(strncmp(o.error, "I/O error: ", 11) == 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM events"), 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT exit_code FROM runs"), 1);
+}
+
 static void default_path_follows_xdg(void)
 {
     char *old_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME"))
@@ -678,7 +880,10 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
+          TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
           TEST(survives_sigkill),
+          TEST(outcome_counts_what_a_full_disk_lost),
+          TEST(small_items_survive_a_batch_too_big_for_the_disk),
           TEST(default_path_follows_xdg))

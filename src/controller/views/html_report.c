@@ -14,9 +14,10 @@
  * changes nothing); in stylesheets "</style" likewise; in the JSON every
  * '<' is written \u003c (it can only occur inside strings there).
  *
- * Cost: one pass over the store's steps through query.c, in pages of
- * SS_QUERY_MAX_STEPS, kept in memory once (about 0.5 KB per step with four
- * phases), plus the heat map's latest SS_HTML_HEAT_STEPS columns.
+ * Cost: one pass over the store's steps (query.c reads them through the
+ * store reader in pages of SS_QUERY_MAX_STEPS), kept in memory once as
+ * JSON (about 0.5 KB per step with four phases), plus the heat map's
+ * latest SS_HTML_HEAT_STEPS columns.
  */
 #include "html_report.h"
 
@@ -55,37 +56,11 @@ static int build_data(ss_buf *data, ss_query *q, const char *db_path,
     if (rc != 0)
         return rc;
 
-    /* Every step, page by page: each page starts after the last step of
-     * the one before, found as the last `{"step":` (the start of a step
-     * object; inside strings the quotes would be escaped). */
-    ss_buf_puts(data, ",\"step_pages\":[");
-    ss_query_range rg = {attempt, 0, -1, SS_QUERY_MAX_STEPS};
-    for (int page = 0;; page++) {
-        size_t start = data->len;
-        if (page)
-            ss_buf_puts(data, ",");
-        size_t doc = data->len;
-        rc = ss_query_steps(q, run_id, &rg, data, err, errlen);
-        if (rc != 0)
-            return rc;
-        if (data->oom)
-            break;
-        int64_t n = 0, last = -1;
-        const char *key = "{\"step\":";
-        for (const char *p = data->data + doc;
-             (p = strstr(p, key)) != NULL; p += strlen(key)) {
-            n++;
-            last = strtoll(p + strlen(key), NULL, 10);
-        }
-        if (n == 0 && page) {
-            data->len = start; /* an empty page after a full one */
-            data->data[start] = '\0';
-        }
-        if (n < SS_QUERY_MAX_STEPS || last < 0 || last == INT64_MAX)
-            break;
-        rg.from = last + 1;
-    }
-    ss_buf_puts(data, "],\"heatmap\":");
+    ss_buf_puts(data, ",\"step_pages\":");
+    rc = ss_query_step_pages(q, run_id, attempt, data, err, errlen);
+    if (rc != 0)
+        return rc;
+    ss_buf_puts(data, ",\"heatmap\":");
     ss_query_range heat = {attempt, -1, -1, SS_HTML_HEAT_STEPS};
     rc = ss_query_heatmap(q, run_id, &heat, data, err, errlen);
     if (rc == 0) {

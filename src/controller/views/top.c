@@ -3,10 +3,10 @@
  * docs/top.md).
  *
  * Finding the job: --url, else the live-run files that `stepscope run`
- * writes into <store dir>/live/ (run-ID.json: {"url", "pid", "run_id",
- * "token" when the API is not on loopback}); a file whose controller
- * process is gone is stale and ignored.  Without RUN the newest live run
- * is shown.
+ * writes beside the store, in PATH.d/live/ (store_files.h; run-ID.json:
+ * {"url", "pid", "run_id", "token" when the API is not on loopback}); a
+ * file whose controller process is gone is stale and ignored.  Without RUN
+ * the newest live run is shown.
  *
  * Each refresh GETs, from the controller's API (docs/api.md), /api/live
  * (is the run still going), /api/runs/ID/ranks (state, current phase, last
@@ -33,7 +33,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -50,6 +49,7 @@
 #include "query.h"
 #include "reader.h"
 #include "store.h"
+#include "store_files.h"
 
 #define RECENT_STEPS 20  /* steps behind the worst-vs-median line */
 #define HEAT_STEPS 16    /* steps behind each rank's bar */
@@ -174,22 +174,6 @@ static int read_live_file(const char *path, view *v)
     return ok;
 }
 
-/* The store's directory for O (its --db or the default path). */
-static int store_dir(const opts *o, char *dir, size_t cap, char *err,
-                     size_t errlen)
-{
-    char path[PATH_MAX];
-    if (o->db)
-        copy(path, sizeof path, o->db);
-    else if (ss_store_default_path(path, sizeof path) != 0) {
-        snprintf(err, errlen, "neither XDG_DATA_HOME nor HOME is set: use "
-                              "--db PATH or --url URL");
-        return -1;
-    }
-    copy(dir, cap, dirname(path));
-    return 0;
-}
-
 /* Finds the controller of run O->run (or of the newest live run) into V.
  * Returns 0, or -1 with ERR. */
 static int locate(const opts *o, view *v, char *err, size_t errlen)
@@ -199,9 +183,16 @@ static int locate(const opts *o, view *v, char *err, size_t errlen)
         copy(v->token, sizeof v->token, o->token);
         return 0;
     }
-    char dir[PATH_MAX], path[PATH_MAX + 64];
-    if (store_dir(o, dir, sizeof dir, err, errlen) != 0)
+    char path[PATH_MAX];
+    if (ss_store_live_dir(o->db, path, sizeof path) != 0) {
+        if (!o->db && errno == ENOENT)
+            snprintf(err, errlen, "neither XDG_DATA_HOME nor HOME is set: "
+                                  "use --db PATH or --url URL");
+        else
+            snprintf(err, errlen, "no live-run files for %s: %s",
+                     o->db ? o->db : "the default store", strerror(errno));
         return -1;
+    }
     if (o->run) {
         int64_t id = 0;
         const char *s = o->run;
@@ -218,14 +209,13 @@ static int locate(const opts *o, view *v, char *err, size_t errlen)
             if (rc != 0)
                 return -1;
         }
-        snprintf(path, sizeof path, "%s/live/run-%" PRId64 ".json", dir, id);
-        if (!read_live_file(path, v)) {
+        if (ss_store_live_file(o->db, id, path, sizeof path) != 0 ||
+            !read_live_file(path, v)) {
             snprintf(err, errlen, "run %" PRId64 " is not running: no live "
                      "controller for it (%s)", id, path);
             return -1;
         }
     } else {
-        snprintf(path, sizeof path, "%s/live", dir);
         DIR *d = opendir(path);
         int64_t best = -1;
         view found;
@@ -877,7 +867,7 @@ static const char usage[] =
     "last step, last heard) and the newest findings.  q or Ctrl-C quits.\n"
     "\n"
     "  RUN            the run to watch (id or name); default: the newest\n"
-    "                 running one in the store's directory\n"
+    "                 running one of the store\n"
     "  --db PATH      the store whose runs to look for; default: $XDG_DATA_\n"
     "                 HOME/stepscope/stepscope.db or ~/.local/share/...\n"
     "  --url URL      the controller's API (http://HOST:PORT/) instead\n"

@@ -188,15 +188,28 @@ static void finds_the_job_through_its_live_file(void)
     char dir[600], file[700], db[700];
     testing_tmp_path("store", dir, sizeof dir);
     mkdir(dir, 0700);
-    snprintf(file, sizeof file, "%s/live", dir);
-    mkdir(file, 0700);
     snprintf(db, sizeof db, "%s/stepscope.db", dir);
+    snprintf(file, sizeof file, "%s/stepscope.db.d", dir);
+    mkdir(file, 0700);
+    snprintf(file, sizeof file, "%s/stepscope.db.d/live", dir);
+    mkdir(file, 0700);
+    /* Another store in the same directory: its live runs are not ours. */
+    snprintf(file, sizeof file, "%s/other.db.d", dir);
+    mkdir(file, 0700);
+    snprintf(file, sizeof file, "%s/other.db.d/live", dir);
+    mkdir(file, 0700);
+    snprintf(file, sizeof file, "%s/other.db.d/live/run-8.json", dir);
+    FILE *other = fopen(file, "w");
+    REQUIRE(other != NULL);
+    fprintf(other, "{\"url\":\"http://127.0.0.1:1/\",\"pid\":%d,"
+            "\"run_id\":8}\n", (int)getpid());
+    fclose(other);
     /* A stale file: its controller (a child that has exited) is gone. */
     pid_t dead = fork();
     if (dead == 0)
         _exit(0);
     waitpid(dead, NULL, 0);
-    snprintf(file, sizeof file, "%s/live/run-9.json", dir);
+    snprintf(file, sizeof file, "%s/stepscope.db.d/live/run-9.json", dir);
     FILE *f = fopen(file, "w");
     REQUIRE(f != NULL);
     fprintf(f, "{\"url\":\"http://127.0.0.1:1/\",\"pid\":%d,\"run_id\":9}\n",
@@ -207,7 +220,7 @@ static void finds_the_job_through_its_live_file(void)
     CHECK_EQ_INT(top(out, sizeof out, err, sizeof err, 3, argv), 1);
     CHECK(strstr(err, "no job is running") != NULL);
 
-    snprintf(file, sizeof file, "%s/live/run-7.json", dir);
+    snprintf(file, sizeof file, "%s/stepscope.db.d/live/run-7.json", dir);
     f = fopen(file, "w");
     REQUIRE(f != NULL);
     fprintf(f, "{\"url\":\"%s\",\"pid\":%d,\"run_id\":7}\n", a.url,

@@ -1,0 +1,219 @@
+/*
+ * detect_data_stall.c - the data_stall detector: a rank whose data-loading
+ * phase is far above the median rank's in the same step.
+ *
+ * A phase is a data-loading phase when its name is one of
+ * data_phase_names[] (ignoring case).  A stall is a step where the rank's
+ * time in it exceeds the median rank's by data_stall.min_ms and is
+ * data_stall.factor times it; after data_stall.min_count stalls the rank
+ * gets a finding, with the period of the stalls when they recur
+ * regularly.  Per rank it keeps a ring of its last STALL_RING stalls.  It
+ * tells jitter which steps had a stall (ss__step_notes.data_stall).
+ * docs/detectors.md, "data_stall", states the rule and its defaults.
+ */
+#include "detectors_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <strings.h>
+
+#include "stats.h"
+
+#define STALL_RING 32
+
+/* Phase names treated as data loading (compared ignoring case). */
+static const char *const data_phase_names[] = {
+    "data",      "data_wait",    "dataloader", "data_loader", "data_load",
+    "data_loading", "data_fetch", "input_wait", "batch_wait", NULL};
+
+typedef struct {
+    uint32_t count;
+    double total_ms, max_ms, med_step_ms;
+    uint64_t first, last;
+    uint64_t steps[STALL_RING]; /* ring, count % STALL_RING is next */
+    float excess_ms[STALL_RING];
+    ss__name_idx phase;
+    int32_t finding;
+} stall_rank;
+
+typedef struct {
+    uint32_t world;
+    int8_t is_data[SS_MAX_RUN_NAMES]; /* by name index */
+    uint32_t n_classified;
+    stall_rank **rank; /* world entries, allocated at a rank's first stall */
+} data_stall;
+
+static int is_data_name(const char *name)
+{
+    for (int i = 0; data_phase_names[i]; i++)
+        if (strcasecmp(name, data_phase_names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void refresh_stall(ss_detectors *d, stall_rank *st, uint32_t r)
+{
+    ss_finding *f = ss__finding(d, st->finding);
+    uint32_t n = st->count < STALL_RING ? st->count : STALL_RING;
+    uint64_t steps[STALL_RING];
+    double ex[STALL_RING];
+    for (uint32_t i = 0; i < n; i++) {
+        /* oldest first */
+        uint32_t k = (st->count - n + i) % STALL_RING;
+        steps[i] = st->steps[k];
+        ex[i] = st->excess_ms[k];
+    }
+    uint64_t period = ss_regular_period(steps, n, d->p[P_D_PERIOD_FRAC]);
+    double med = ss_median_f64(ex, n);
+    int32_t rank = (int32_t)r;
+    ss__set_ranks(f, &rank, 1);
+    snprintf(f->phase, sizeof f->phase, "%s", ss__name_of(d, st->phase));
+    f->first_step = st->first;
+    f->last_step = st->last;
+    f->severity = st->med_step_ms > 0 &&
+                          med >= d->p[P_D_CRIT_FRAC] * st->med_step_ms
+                      ? SS_CRITICAL
+                      : SS_WARNING;
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_int(ev, "stalls", st->count);
+    ss__evidence_num(ev, "total_stall_ms", round(st->total_ms * 10) / 10);
+    ss__evidence_num(ev, "stall_ms_median", round(med * 10) / 10);
+    ss__evidence_num(ev, "stall_ms_max", round(st->max_ms * 10) / 10);
+    ss__evidence_num(ev, "median_step_ms", round(st->med_step_ms * 10) / 10);
+    ss__evidence_int(ev, "steps_seen", (int64_t)d->n_eval);
+    if (period)
+        ss__evidence_int(ev, "period_steps", (int64_t)period);
+    ss__evidence_end(ev, f);
+    char a[32], b[32], per[64] = "";
+    if (period)
+        snprintf(per, sizeof per, "; the stalls recur every %" PRIu64
+                 " steps",
+                 period);
+    snprintf(f->message, sizeof f->message,
+             "rank %u stalls waiting for data: %u times since step "
+             "%" PRIu64 " its %s phase took %s ms (median) longer than the "
+             "median rank's, %s s in all%s.",
+             r, st->count, st->first, f->phase, ss__fmt_ms(a, sizeof a, med),
+             ss__fmt_ms(b, sizeof b, st->total_ms / 1000), per);
+    ss__finding_touch(d, st->finding);
+}
+
+static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
+                       uint64_t step, int phase, double excess_ms,
+                       double med_step_ms)
+{
+    stall_rank *st = ds->rank[r];
+    if (!st) {
+        st = ds->rank[r] = ss__zalloc(1, sizeof *st);
+        if (!st)
+            return;
+        st->finding = -1;
+        st->first = step;
+    }
+    if (st->count && st->last == step) {
+        /* two data phases stalled in one step: one stall */
+        uint32_t k = (st->count - 1) % STALL_RING;
+        if (excess_ms > st->excess_ms[k]) {
+            st->total_ms += excess_ms - st->excess_ms[k];
+            st->excess_ms[k] = (float)excess_ms;
+            st->phase = (ss__name_idx)phase;
+        }
+    } else {
+        uint32_t k = st->count % STALL_RING;
+        st->steps[k] = step;
+        st->excess_ms[k] = (float)excess_ms;
+        st->count++;
+        st->total_ms += excess_ms;
+        st->phase = (ss__name_idx)phase;
+    }
+    st->last = step;
+    if (excess_ms > st->max_ms)
+        st->max_ms = excess_ms;
+    st->med_step_ms = med_step_ms;
+    if (st->count < ss__param_u32(d, P_D_MIN_COUNT))
+        return;
+    if (st->finding < 0)
+        st->finding = ss__finding_open(d, "data_stall");
+    if (st->finding >= 0)
+        refresh_stall(d, st, r);
+}
+
+/* ---- the ss__detector hooks ---- */
+
+static void *data_stall_create(ss_detectors *d)
+{
+    data_stall *ds = ss__zalloc(1, sizeof *ds);
+    if (!ds)
+        return NULL;
+    ds->world = d->world;
+    ds->rank = ss__zalloc(d->world, sizeof *ds->rank);
+    if (!ds->rank) {
+        free(ds);
+        return NULL;
+    }
+    return ds;
+}
+
+/* Classifies the names added to the run's table since the last step. */
+static void data_stall_names(void *state, ss_detectors *d, uint32_t n_names,
+                             const char *const *names)
+{
+    data_stall *ds = state;
+    (void)d;
+    if (n_names > SS_MAX_RUN_NAMES)
+        n_names = SS_MAX_RUN_NAMES;
+    for (uint32_t i = ds->n_classified; i < n_names; i++)
+        ds->is_data[i] = (int8_t)(names && names[i] && is_data_name(names[i]));
+    if (n_names > ds->n_classified)
+        ds->n_classified = n_names;
+}
+
+static void data_stall_step(void *state, ss_detectors *d,
+                            const ss_step_view *v, uint32_t world)
+{
+    data_stall *ds = state;
+    double med_step_ms = v->step_time.median == SS_MISSING
+                             ? 0
+                             : (double)v->step_time.median / 1e6;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        const ss_phase_stat *ps = &v->phases[i];
+        int p = ps->name;
+        if (p < 0 || (uint32_t)p >= v->n_names || !ds->is_data[p] ||
+            ps->stat.n == 0)
+            continue;
+        double med = (double)ps->stat.median;
+        double floor_ns = d->p[P_D_MIN_MS] * 1e6;
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (!rs->present || rs->phase_ns[p] == SS_MISSING)
+                continue;
+            double val = (double)rs->phase_ns[p];
+            if (val - med >= floor_ns && val >= d->p[P_D_FACTOR] * med) {
+                d->note.data_stall = 1;
+                stall_seen(d, ds, r, v->step, p, (val - med) / 1e6,
+                           med_step_ms);
+            }
+        }
+    }
+}
+
+static void data_stall_destroy(void *state)
+{
+    data_stall *ds = state;
+    if (ds->rank)
+        for (uint32_t r = 0; r < ds->world; r++)
+            free(ds->rank[r]);
+    free(ds->rank);
+    free(ds);
+}
+
+const ss__detector ss__data_stall_detector = {
+    .name = "data_stall",
+    .create = data_stall_create,
+    .on_names = data_stall_names,
+    .on_step = data_stall_step,
+    .on_end = NULL,
+    .destroy = data_stall_destroy,
+};

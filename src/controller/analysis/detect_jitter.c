@@ -1,0 +1,350 @@
+/*
+ * detect_jitter.c - the jitter detector: step time that varies from step
+ * to step although no rank is to blame for it.
+ *
+ * It follows the median rank's step time, less the part of it the
+ * straggler detector blames on the latest rank (ss__step_notes), over a
+ * ring of the last jitter.window steps; a step with a data stall is left
+ * out (data_stall explains it).  A step is an outlier above median +
+ * max(jitter.mad_k robust sigmas, a relative floor, an absolute floor).
+ * Enough outliers in the window, or a wide robust spread, open a finding,
+ * which closes with hysteresis.  The finding names the phase whose median
+ * rose most in the outlier steps and the ranks slowest in most of them.
+ * docs/detectors.md, "jitter", states every rule and default.
+ */
+#include "detectors_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stats.h"
+
+typedef struct {
+    uint32_t jw, head, fill, outliers; /* ring of jw steps */
+    /* per ring slot */
+    double *ms;   /* the median step time less the sync lateness */
+    double *raw;  /* the median step time itself, for reporting */
+    uint64_t *step;
+    uint8_t *out;
+    ss__name_idx *blame;
+    float *expl_ms;
+    int32_t *worst;
+    float *phase[SS_MAX_RUN_NAMES]; /* per phase median ms ring, lazy */
+    /* scratch */
+    int32_t *sort; /* jw */
+    double *f64;   /* jw */
+    uint64_t stall_excluded;
+    double med, sigma, thr; /* of the window, at the last judged step */
+    int32_t finding;        /* of the open episode, -1 */
+} jitter;
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Fills RANKS with up to MAX ranks that were the slowest in the most
+ * outlier steps (at least twice); returns how many. */
+static uint32_t frequent_ranks(int32_t *wr, uint32_t n, int32_t *ranks,
+                               uint32_t max)
+{
+    qsort(wr, n, sizeof wr[0], cmp_i32);
+    uint32_t counts[4] = {0}, got = 0;
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i;
+        while (j < n && wr[j] == wr[i])
+            j++;
+        uint32_t c = j - i;
+        if (wr[i] >= 0 && c >= 2) {
+            /* insert into the top list, most frequent first */
+            uint32_t pos = got < max ? got++ : max;
+            while (pos > 0 && counts[pos - 1] < c) {
+                if (pos < max) {
+                    counts[pos] = counts[pos - 1];
+                    ranks[pos] = ranks[pos - 1];
+                }
+                pos--;
+            }
+            if (pos < max) {
+                counts[pos] = c;
+                ranks[pos] = wr[i];
+            }
+        }
+        i = j;
+    }
+    return got;
+}
+
+static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
+                           int by_outliers)
+{
+    ss_finding *f = ss__finding(d, jt->finding);
+    uint32_t n = jt->fill, out = 0;
+    uint32_t votes[SS_MAX_RUN_NAMES];
+    double expl_sum[SS_MAX_RUN_NAMES];
+    memset(votes, 0, sizeof votes);
+    memset(expl_sum, 0, sizeof expl_sum);
+    double worst = 0;
+    uint64_t worst_step = 0, first = 0, last = 0;
+    uint64_t oldest = jt->step[ss__ring_back(jt->head, jt->jw, n - 1)];
+    uint64_t newest = jt->step[ss__ring_back(jt->head, jt->jw, 0)];
+    for (uint32_t i = 0; i < n; i++) {
+        /* oldest first */
+        uint32_t k = ss__ring_back(jt->head, jt->jw, n - 1 - i);
+        if (!jt->out[k])
+            continue;
+        if (out == 0)
+            first = jt->step[k];
+        last = jt->step[k];
+        if (jt->raw[k] > worst) {
+            worst = jt->raw[k];
+            worst_step = jt->step[k];
+        }
+        if (jt->blame[k] != NO_NAME) {
+            votes[jt->blame[k]]++;
+            expl_sum[jt->blame[k]] += jt->expl_ms[k];
+        }
+        jt->sort[out++] = jt->worst[k];
+    }
+    int32_t ranks[4];
+    uint32_t n_ranks = frequent_ranks(jt->sort, out, ranks, 4);
+    ss__set_ranks(f, ranks, n_ranks);
+    int blame = NO_NAME;
+    uint32_t best = 0;
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (votes[p] > best) {
+            best = votes[p];
+            blame = p;
+        }
+    double expl = blame != NO_NAME ? expl_sum[blame] / votes[blame] : 0;
+    if (blame != NO_NAME && votes[blame] * 2 >= out)
+        snprintf(f->phase, sizeof f->phase, "%s", ss__name_of(d, blame));
+    else
+        f->phase[0] = '\0';
+    double frac = n ? (double)out / n : 0;
+    double cv = jt->med > 0 ? jt->sigma / jt->med : 0;
+    if (opening)
+        f->first_step = out ? first : oldest;
+    f->last_step = out ? last : newest;
+    f->severity = frac >= d->p[P_J_CRIT_FRAC] ||
+                          cv >= 2 * d->p[P_J_MAX_CV]
+                      ? SS_CRITICAL
+                      : SS_WARNING;
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_str(ev, "trigger", by_outliers ? "outliers" : "spread");
+    ss__evidence_int(ev, "steps_seen", n);
+    ss__evidence_int(ev, "outliers", out);
+    ss__evidence_num(ev, "outlier_frac", round(frac * 1000) / 1000);
+    ss__evidence_num(ev, "median_step_ms", round(jt->med * 10) / 10);
+    ss__evidence_num(ev, "robust_sigma_ms", round(jt->sigma * 10) / 10);
+    ss__evidence_num(ev, "robust_cv", round(cv * 1000) / 1000);
+    ss__evidence_num(ev, "threshold_ms", round(jt->thr * 10) / 10);
+    if (out) {
+        ss__evidence_num(ev, "worst_step_ms", round(worst * 10) / 10);
+        ss__evidence_int(ev, "worst_step", (int64_t)worst_step);
+    }
+    ss__evidence_int(ev, "stall_steps_excluded",
+                     (int64_t)jt->stall_excluded);
+    if (f->phase[0]) {
+        ss__evidence_str(ev, "phase", f->phase);
+        ss__evidence_num(ev, "explained_ms", round(expl * 10) / 10);
+    }
+    ss__evidence_end(ev, f);
+    char a[32], b[32], c[32], e[32], phase[160] = "", who[160] = "";
+    if (f->phase[0])
+        snprintf(phase, sizeof phase, "; the %s phase accounts for %s ms of "
+                 "a typical slow step", f->phase,
+                 ss__fmt_ms(e, sizeof e, expl));
+    if (n_ranks) {
+        char list[96];
+        snprintf(who, sizeof who, "; the slowest rank in those steps is "
+                 "most often %s",
+                 ss__fmt_ranks(list, sizeof list, ranks, n_ranks, n_ranks));
+    }
+    if (by_outliers)
+        snprintf(f->message, sizeof f->message,
+                 "step time jitters: %u of the last %u steps took longer "
+                 "than %s ms (median step %s ms, worst %s ms at step "
+                 "%" PRIu64 ")%s%s.",
+                 out, n, ss__fmt_ms(a, sizeof a, jt->thr),
+                 ss__fmt_ms(b, sizeof b, jt->med),
+                 ss__fmt_ms(c, sizeof c, worst),
+                 worst_step, phase, who);
+    else
+        snprintf(f->message, sizeof f->message,
+                 "step time varies widely: a robust spread of %s ms around "
+                 "a median step of %s ms (CV %.2f) over the last %u steps.",
+                 ss__fmt_ms(a, sizeof a, jt->sigma),
+                 ss__fmt_ms(b, sizeof b, jt->med), cv, n);
+    ss__finding_touch(d, jt->finding);
+}
+
+static void jitter_step(void *state, ss_detectors *d,
+                        const ss_step_view *v, uint32_t world)
+{
+    jitter *jt = state;
+    (void)world;
+    if (v->step_time.median == SS_MISSING)
+        return;
+    if (d->note.data_stall) {
+        jt->stall_excluded++;
+        return;
+    }
+    /* In synchronized steps every rank waits for the latest one; that
+     * part of the step belongs to the straggler detector, so jitter looks
+     * at the step time without it. */
+    double raw = (double)v->step_time.median / 1e6;
+    double x = raw - d->note.sync_late_ms;
+    uint32_t jw = jt->jw, n = jt->fill;
+    int outlier = 0;
+    if (n >= ss__param_u32(d, P_J_MIN_STEPS)) {
+        for (uint32_t i = 0; i < n; i++)
+            jt->f64[i] = jt->ms[i];
+        double med;
+        double sigma = ss_mad_f64(jt->f64, n, &med) * SS_MAD_TO_SIGMA;
+        double margin = d->p[P_J_MAD_K] * sigma;
+        if (margin < d->p[P_J_REL_FLOOR] * med)
+            margin = d->p[P_J_REL_FLOOR] * med;
+        if (margin < d->p[P_J_ABS_FLOOR_MS])
+            margin = d->p[P_J_ABS_FLOOR_MS];
+        jt->med = med;
+        jt->sigma = sigma;
+        jt->thr = med + margin;
+        outlier = x > jt->thr;
+    }
+    uint32_t k = jt->head;
+    if (n == jw && jt->out[k])
+        jt->outliers--;
+    int blame = NO_NAME;
+    double blame_ex = 0;
+    if (outlier) {
+        /* the phase whose median rose most above its own recent median */
+        for (uint32_t i = 0; i < v->n_phases; i++) {
+            int p = v->phases[i].name;
+            if (p < 0 || (uint32_t)p >= v->n_names || !jt->phase[p])
+                continue;
+            uint32_t m = 0;
+            for (uint32_t t = 0; t < n; t++)
+                if (!isnan(jt->phase[p][t]))
+                    jt->f64[m++] = jt->phase[p][t];
+            if (m == 0)
+                continue;
+            double ex = (double)v->phases[i].stat.median / 1e6 -
+                        ss_median_f64(jt->f64, m);
+            if (ex > blame_ex) {
+                blame_ex = ex;
+                blame = p;
+            }
+        }
+    }
+    jt->ms[k] = x;
+    jt->raw[k] = raw;
+    jt->step[k] = v->step;
+    jt->out[k] = (uint8_t)outlier;
+    jt->blame[k] = (ss__name_idx)blame;
+    jt->expl_ms[k] = (float)blame_ex;
+    jt->worst[k] = v->step_time.worst_rank;
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (jt->phase[p])
+            jt->phase[p][k] = NAN;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        int p = v->phases[i].name;
+        if (p < 0 || (uint32_t)p >= v->n_names)
+            continue;
+        if (!jt->phase[p]) {
+            jt->phase[p] = malloc(jw * sizeof(float));
+            if (!jt->phase[p])
+                continue;
+            for (uint32_t t = 0; t < jw; t++)
+                jt->phase[p][t] = NAN;
+        }
+        jt->phase[p][k] = (float)((double)v->phases[i].stat.median / 1e6);
+    }
+    jt->head = (k + 1) % jw;
+    if (jt->fill < jw)
+        jt->fill++;
+    if (outlier)
+        jt->outliers++;
+    if (n < ss__param_u32(d, P_J_MIN_STEPS))
+        return;
+
+    double cv = jt->med > 0 ? jt->sigma / jt->med : 0;
+    double fill = jt->fill;
+    int by_outliers = jt->outliers >= d->p[P_J_MIN_OUTLIERS] &&
+                      jt->outliers >= d->p[P_J_MIN_FRAC] * fill;
+    int by_spread = cv >= d->p[P_J_MAX_CV] &&
+                    jt->sigma >= d->p[P_J_MIN_SPREAD_MS];
+    if (jt->finding < 0) {
+        if (by_outliers || by_spread) {
+            jt->finding = ss__finding_open(d, "jitter");
+            if (jt->finding >= 0)
+                refresh_jitter(d, jt, 1, by_outliers);
+        }
+        return;
+    }
+    /* an open episode ends with hysteresis: well below both triggers */
+    int keep_outliers = jt->outliers * 2 >= d->p[P_J_MIN_OUTLIERS] &&
+                        jt->outliers * 2 >= d->p[P_J_MIN_FRAC] * fill;
+    int keep_spread = cv >= 0.8 * d->p[P_J_MAX_CV] &&
+                      jt->sigma >= 0.8 * d->p[P_J_MIN_SPREAD_MS];
+    if (!keep_outliers && !keep_spread)
+        jt->finding = -1; /* keeps the last snapshot */
+    else if (outlier || by_spread)
+        refresh_jitter(d, jt, 0, by_outliers || (!by_spread && keep_outliers));
+}
+
+/* ---- the ss__detector hooks ---- */
+
+static void jitter_destroy(void *state)
+{
+    jitter *jt = state;
+    free(jt->ms);
+    free(jt->raw);
+    free(jt->step);
+    free(jt->out);
+    free(jt->blame);
+    free(jt->expl_ms);
+    free(jt->worst);
+    free(jt->sort);
+    free(jt->f64);
+    for (int i = 0; i < SS_MAX_RUN_NAMES; i++)
+        free(jt->phase[i]);
+    free(jt);
+}
+
+static void *jitter_create(ss_detectors *d)
+{
+    jitter *jt = ss__zalloc(1, sizeof *jt);
+    if (!jt)
+        return NULL;
+    jt->finding = -1;
+    jt->jw = ss__param_u32(d, P_J_WINDOW);
+    jt->ms = ss__zalloc(jt->jw, sizeof *jt->ms);
+    jt->raw = ss__zalloc(jt->jw, sizeof *jt->raw);
+    jt->step = ss__zalloc(jt->jw, sizeof *jt->step);
+    jt->out = ss__zalloc(jt->jw, 1);
+    jt->blame = ss__zalloc(jt->jw, sizeof *jt->blame);
+    jt->expl_ms = ss__zalloc(jt->jw, sizeof(float));
+    jt->worst = ss__zalloc(jt->jw, sizeof(int32_t));
+    jt->sort = ss__zalloc(jt->jw, sizeof(int32_t));
+    jt->f64 = ss__zalloc(jt->jw, sizeof *jt->f64);
+    if (!jt->ms || !jt->raw || !jt->step || !jt->out || !jt->blame ||
+        !jt->expl_ms || !jt->worst || !jt->sort || !jt->f64) {
+        jitter_destroy(jt);
+        return NULL;
+    }
+    return jt;
+}
+
+const ss__detector ss__jitter_detector = {
+    .name = "jitter",
+    .create = jitter_create,
+    .on_names = NULL,
+    .on_step = jitter_step,
+    .on_end = NULL,
+    .destroy = jitter_destroy,
+};

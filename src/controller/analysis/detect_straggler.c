@@ -1,0 +1,860 @@
+/*
+ * detect_straggler.c - the straggler detector: a rank the other ranks wait
+ * for, persistent or transient, and the phase that explains it.
+ *
+ * Each step every rank gets a lateness, by the first method that applies:
+ * its arrival at the sync point most ranks reported against the median
+ * arrival; without sync points, how much less it waits than the median
+ * rank in the phase that holds the synchronization (found from the data);
+ * otherwise how much longer its step takes than the median step.
+ *
+ * A rank is not judged step by step but on the distribution of its
+ * lateness over a ring of the last straggler.window steps, against its
+ * peers'.  It is a straggler when both
+ *   (a) it was the last rank more often than chance allows: a one-sided
+ *       binomial test of its count of "last" steps against the 1/n a rank
+ *       has in a step of n exchangeable ranks, at straggler.alpha split
+ *       over the ranks (Bonferroni), and
+ *   (b) the lower confidence bound of its median lateness (an order
+ *       statistic: distribution-free) exceeds straggler.min_late_frac of
+ *       the step time and the straggler.min_late_ms timer-slack floor.
+ * Over the whole window: persistent (one finding per episode, refreshed
+ * while it lasts).  Over the newest straggler.transient_steps steps only,
+ * at the same false-alarm rate per window: a transient burst, reported
+ * when it ends (or is held back until the rank has been seen long enough
+ * to tell it from the opening of a persistent episode).  An episode ends
+ * when the median lateness over its window falls below
+ * straggler.end_frac of the step.  The phase a finding blames is the one
+ * with the largest excess over the median rank's in most late steps.
+ * It tells jitter how late the latest rank was in a synchronized step
+ * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
+ * every rule and default, and the false-alarm rate measured on clean runs.
+ */
+#include "detectors_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stats.h"
+
+/* flags of a rank's ring entry: lateness measured; past the per-step
+ * threshold (used for counts, blame and episode bounds, not to decide);
+ * the one rank latest of all in that step */
+enum { F_SEEN = 1, F_LATE = 2, F_LAST = 4 };
+enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
+
+typedef struct {
+    /* running counts over the whole ring, and over its newest sub slots */
+    uint32_t seen, last, seen_sub, last_sub;
+    double chance, chance_sub; /* sum of 1/n over the seen steps: how
+                                  often it would be last by chance */
+    int32_t persistent;        /* finding of the open persistent episode */
+    int burst;                 /* a transient burst is open */
+    uint64_t burst_first, burst_last;
+    ss_finding *pending;       /* a closed burst awaiting judgement */
+} strag_rank;
+
+typedef struct {
+    uint32_t world;
+    uint32_t sw, sub, head, fill; /* ring of sw steps; head: next slot */
+    /* per ring slot */
+    uint64_t *step;
+    float *med_ms, *chance;
+    uint8_t *method;
+    ss__name_idx *ref;
+    /* per rank and ring slot: [rank * sw + slot] */
+    float *late_ms, *expl_ms;
+    ss__name_idx *blame;
+    uint8_t *flags;
+    strag_rank *rank;  /* world */
+    int32_t *bound_at; /* per sample count 0..sw: the order statistic that
+                          bounds the median, 0 none, -1 not computed */
+    /* scratch */
+    double *f64;  /* max(world, 4 * sw) */
+    int64_t *i64; /* world */
+} straggler;
+
+/* A scope of the ring: the steps of the newest NBACK slots whose step
+ * number lies in [LO, HI]. */
+typedef struct {
+    uint32_t nback;
+    uint64_t lo, hi;
+} scope;
+
+static const char *method_name(int m)
+{
+    return m == M_ARRIVAL      ? "arrival"
+           : m == M_SYNC_PHASE ? "sync_phase"
+                               : "step_time";
+}
+
+/* P(X >= K) for X ~ Binomial(N, P), for K above the mean N * P; 1 when K
+ * is not above it (no evidence, and the terms would not decrease). */
+static double binomial_upper_tail(uint32_t n, uint32_t k, double p)
+{
+    if (k == 0 || p >= 1 || (double)k <= (double)n * p)
+        return 1;
+    if (k > n || p <= 0)
+        return 0;
+    double log_first = lgamma(n + 1.0) - lgamma(k + 1.0) -
+                       lgamma(n - k + 1.0) + k * log(p) +
+                       (n - k) * log1p(-p);
+    double sum = 0, term = 1, ratio = p / (1 - p);
+    for (uint32_t i = k; i <= n && term > 1e-17 * sum; i++) {
+        sum += term;
+        term *= (double)(n - i) / (i + 1.0) * ratio;
+    }
+    double tail = exp(log_first) * sum;
+    return tail < 1 ? tail : 1;
+}
+
+/* The largest J (1-based) such that the J-th smallest of N samples lies
+ * below their population median with probability >= 1 - BETA, i.e.
+ * P(Binomial(N, 1/2) <= J - 1) <= BETA; 0 when even the smallest does not
+ * (N too small for that confidence).  Cached per N. */
+static uint32_t median_bound_index(straggler *sg, uint32_t n, double beta)
+{
+    if (n > sg->sw)
+        return 0;
+    if (sg->bound_at[n] >= 0)
+        return (uint32_t)sg->bound_at[n];
+    double log_term = -(double)n * log(2.0), cdf = 0;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        cdf += exp(log_term);
+        if (cdf > beta)
+            break;
+        j = i + 1;
+        log_term += log((double)(n - i) / (i + 1.0));
+    }
+    sg->bound_at[n] = (int32_t)j;
+    return j;
+}
+
+/* Rank R's lateness in ring slot K, less FRAC of that step's median step
+ * time and at least FLOOR_MS: > 0 when it is later than that. */
+static double excess_ms(const straggler *sg, uint32_t r, uint32_t k,
+                        double frac, double floor_ms)
+{
+    double thr = frac * sg->med_ms[k];
+    return sg->late_ms[(size_t)r * sg->sw + k] -
+           (thr > floor_ms ? thr : floor_ms);
+}
+
+/* Fills the scratch with rank R's excess (excess_ms) over the seen steps
+ * of scope SC; returns how many. */
+static uint32_t gather_excess(straggler *sg, uint32_t r, const scope *sc,
+                              double frac, double floor_ms)
+{
+    uint32_t n = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
+            sg->step[k] <= sc->hi)
+            sg->f64[n++] = excess_ms(sg, r, k, frac, floor_ms);
+    }
+    return n;
+}
+
+/* Whether rank R's median lateness over scope SC stays at or above
+ * straggler.end_frac of the step: an open episode goes on. */
+static int still_late(const ss_detectors *d, straggler *sg, uint32_t r,
+                      const scope *sc)
+{
+    uint32_t n = gather_excess(sg, r, sc, d->p[P_S_END_FRAC], 0);
+    return n > 0 && ss_median_f64(sg->f64, n) >= 0;
+}
+
+/*
+ * The test of a straggler over the newest NBACK slots, where rank R was
+ * seen in N steps, last in LAST of them, and would be last in CHANCE of
+ * them by chance: (a) the binomial tail of LAST is at most LEVEL, and (b)
+ * the order-statistic lower bound (at straggler.bound_alpha) of its median
+ * lateness exceeds min_late_frac of the step and min_late_ms.
+ */
+static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
+                      uint32_t nback, uint32_t n, uint32_t last,
+                      double chance, double level)
+{
+    if (n < 2 || (double)last <= chance ||
+        binomial_upper_tail(n, last, chance / n) > level)
+        return 0;
+    scope sc = {nback, 0, UINT64_MAX};
+    uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
+                               d->p[P_S_MIN_LATE_MS]);
+    uint32_t j = median_bound_index(sg, m, d->p[P_S_BOUND_ALPHA]);
+    return j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0;
+}
+
+/* Summary of rank R over the steps of scope SC. */
+typedef struct {
+    uint32_t n_seen, n_late, n_last;
+    double expected;       /* steps it would be last by chance */
+    double log10_p_last;   /* of being last n_last times by chance */
+    double late_med_ms, late_lower_ms, late_max_ms, pct_med, med_step_ms;
+    int blame;
+    double explained_ms;
+    int method, ref;
+    uint64_t first, last;  /* first and last late step */
+} late_summary;
+
+static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
+                      const scope *sc, late_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    out->blame = NO_NAME;
+    out->ref = NO_NAME;
+    size_t base = (size_t)r * sg->sw;
+    const float *late = sg->late_ms + base;
+    const ss__name_idx *blame = sg->blame + base;
+    const uint8_t *flags = sg->flags + base;
+    /* scratch: four arrays of sw doubles */
+    double *lv = sg->f64, *pct = lv + sg->sw, *med = pct + sg->sw;
+    double *ex = med + sg->sw;
+    uint32_t votes[SS_MAX_RUN_NAMES];
+    memset(votes, 0, sizeof votes);
+    uint32_t n = 0, m = 0;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
+            sg->step[k] > sc->hi)
+            continue;
+        if (n == 0) {
+            out->method = sg->method[k];
+            out->ref = sg->ref[k];
+        }
+        lv[n++] = late[k];
+        out->expected += sg->chance[k];
+        out->n_last += (flags[k] & F_LAST) != 0;
+        if (late[k] > out->late_max_ms)
+            out->late_max_ms = late[k];
+        if (sg->med_ms[k] > 0) {
+            pct[m] = late[k] / sg->med_ms[k];
+            med[m++] = sg->med_ms[k];
+        }
+        if (!(flags[k] & F_LATE))
+            continue;
+        if (out->n_late++ == 0)
+            out->last = sg->step[k];
+        out->first = sg->step[k];
+        if (blame[k] != NO_NAME && blame[k] < SS_MAX_RUN_NAMES)
+            votes[blame[k]]++;
+    }
+    out->n_seen = n;
+    if (n == 0)
+        return;
+    double tail = binomial_upper_tail(n, out->n_last, out->expected / n);
+    out->log10_p_last = tail > 0 ? log10(tail) : -300;
+    uint32_t best = 0;
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (votes[p] > best) {
+            best = votes[p];
+            out->blame = p;
+        }
+    /* what the blamed phase explains, over the same late steps */
+    uint32_t e = 0;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_LATE) && sg->step[k] >= sc->lo &&
+            sg->step[k] <= sc->hi && out->blame != NO_NAME &&
+            blame[k] == out->blame)
+            ex[e++] = sg->expl_ms[base + k];
+    }
+    if (e)
+        out->explained_ms = ss_median_f64(ex, e);
+    if (m) {
+        out->med_step_ms = ss_median_f64(med, m);
+        out->pct_med = ss_median_f64(pct, m);
+    }
+    uint32_t j = median_bound_index(sg, n, d->p[P_S_BOUND_ALPHA]);
+    out->late_lower_ms = j ? ss_select_f64(lv, n, j - 1) : NAN;
+    out->late_med_ms = ss_median_f64(lv, n);
+    if (out->explained_ms < d->p[P_S_BLAME_FRAC] * out->late_med_ms) {
+        out->blame = NO_NAME; /* no phase explains enough of it */
+        out->explained_ms = 0;
+    }
+}
+
+static void blame_clause(const ss_detectors *d, const late_summary *s,
+                         char *buf, size_t len)
+{
+    char a[32];
+    if (s->blame == NO_NAME || s->explained_ms <= 0) {
+        buf[0] = '\0';
+        return;
+    }
+    if (s->explained_ms >= s->late_med_ms)
+        snprintf(buf, len, "; its %s phase explains all of it (%s ms "
+                 "longer than the median rank's)", ss__name_of(d, s->blame),
+                 ss__fmt_ms(a, sizeof a, s->explained_ms));
+    else
+        snprintf(buf, len, "; its %s phase explains %s ms of it",
+                 ss__name_of(d, s->blame),
+                 ss__fmt_ms(a, sizeof a, s->explained_ms));
+}
+
+static void straggler_evidence(ss_detectors *d, ss_finding *f,
+                               const char *mode, const late_summary *s)
+{
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_str(ev, "mode", mode);
+    ss__evidence_str(ev, "method", method_name(s->method));
+    if (s->method == M_ARRIVAL)
+        ss__evidence_str(ev, "sync", ss__name_of(d, s->ref));
+    if (s->method == M_SYNC_PHASE)
+        ss__evidence_str(ev, "sync_phase", ss__name_of(d, s->ref));
+    ss__evidence_num(ev, "late_ms_median", round(s->late_med_ms * 10) / 10);
+    ss__evidence_num(ev, "late_ms_lower", round(s->late_lower_ms * 10) / 10);
+    ss__evidence_num(ev, "late_ms_max", round(s->late_max_ms * 10) / 10);
+    ss__evidence_num(ev, "late_pct_median", round(s->pct_med * 1000) / 10);
+    ss__evidence_num(ev, "median_step_ms", round(s->med_step_ms * 10) / 10);
+    ss__evidence_int(ev, "steps_late", s->n_late);
+    ss__evidence_int(ev, "steps_last", s->n_last);
+    ss__evidence_num(ev, "last_expected", round(s->expected * 10) / 10);
+    ss__evidence_num(ev, "p_last_log10", round(s->log10_p_last * 10) / 10);
+    ss__evidence_int(ev, "steps_seen", s->n_seen);
+    if (s->blame != NO_NAME && s->explained_ms > 0) {
+        ss__evidence_str(ev, "phase", ss__name_of(d, s->blame));
+        ss__evidence_num(ev, "explained_ms", round(s->explained_ms * 10) / 10);
+    }
+    ss__evidence_end(ev, f);
+    if (s->blame != NO_NAME && s->explained_ms > 0)
+        snprintf(f->phase, sizeof f->phase, "%s", ss__name_of(d, s->blame));
+    else
+        f->phase[0] = '\0';
+}
+
+/* One clause on how late the rank is, by the method that measured it. */
+static void lateness_words(const ss_detectors *d, const late_summary *s,
+                           char *buf, size_t len)
+{
+    char a[32];
+    int pct = (int)lround(s->pct_med * 100);
+    const char *ms = ss__fmt_ms(a, sizeof a, s->late_med_ms);
+    if (s->method == M_ARRIVAL)
+        snprintf(buf, len, "it reaches %s %s ms (+%d %% of a median step) "
+                 "after the median rank", ss__name_of(d, s->ref), ms, pct);
+    else if (s->method == M_SYNC_PHASE)
+        snprintf(buf, len, "it waits %s ms (%d %% of a median step) less "
+                 "than the median rank in %s, the phase that holds the "
+                 "synchronization, so every other rank waits for it",
+                 ms, pct, ss__name_of(d, s->ref));
+    else
+        snprintf(buf, len, "its step takes %s ms (+%d %%) longer than the "
+                 "median rank's", ms, pct);
+}
+
+/* "last in 86 of 100 steps (12.5 by chance)" */
+static void last_words(const late_summary *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "it was the last rank in %u of %u steps (%.1f by "
+             "chance)", s->n_last, s->n_seen, s->expected);
+}
+
+static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
+                               int opening)
+{
+    strag_rank *sr = &sg->rank[r];
+    ss_finding *f = ss__finding(d, sr->persistent);
+    late_summary s;
+    scope whole = {sg->sw, 0, UINT64_MAX};
+    summarize(d, sg, r, &whole, &s);
+    if (s.n_late == 0)
+        return;
+    if (opening)
+        f->first_step = s.first;
+    f->last_step = s.last;
+    int32_t rank = (int32_t)r;
+    ss__set_ranks(f, &rank, 1);
+    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] ? SS_CRITICAL
+                                                   : SS_WARNING;
+    straggler_evidence(d, f, "persistent", &s);
+    char how[224], why[112], last[72];
+    lateness_words(d, &s, how, sizeof how);
+    blame_clause(d, &s, why, sizeof why);
+    last_words(&s, last, sizeof last);
+    snprintf(f->message, sizeof f->message,
+             "rank %u is a persistent straggler: over the last %u steps "
+             "%s; %s%s.", r, s.n_seen, how, last, why);
+    ss__finding_touch(d, sr->persistent);
+}
+
+/* Publishes rank R's pending transient burst as a finding. */
+static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
+{
+    strag_rank *sr = &sg->rank[r];
+    ss__finding_publish(d, sr->pending);
+    free(sr->pending);
+    sr->pending = NULL;
+}
+
+/*
+ * Rank R's transient burst ended (or the run ends).  It becomes a
+ * finding; it stays pending until the rank has been seen in
+ * straggler.min_steps steps, because a burst at the very start may be the
+ * opening of a persistent episode.
+ */
+static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
+{
+    strag_rank *sr = &sg->rank[r];
+    sr->burst = 0;
+    if (sr->pending && sr->pending->last_step - sr->pending->first_step >=
+                           sr->burst_last - sr->burst_first)
+        return; /* a longer burst is already pending */
+    late_summary s;
+    scope sc = {sg->sw, sr->burst_first, sr->burst_last};
+    summarize(d, sg, r, &sc, &s);
+    if (s.n_late == 0)
+        return;
+    ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
+    if (!f)
+        return;
+    memset(f, 0, sizeof *f);
+    sr->pending = f;
+    snprintf(f->kind, sizeof f->kind, "straggler");
+    f->first_step = sr->burst_first;
+    f->last_step = sr->burst_last;
+    int32_t rank = (int32_t)r;
+    ss__set_ranks(f, &rank, 1);
+    f->severity = SS_WARNING;
+    straggler_evidence(d, f, "transient", &s);
+    char how[224], why[112], last[72];
+    lateness_words(d, &s, how, sizeof how);
+    blame_clause(d, &s, why, sizeof why);
+    last_words(&s, last, sizeof last);
+    snprintf(f->message, sizeof f->message,
+             "rank %u was a transient straggler in steps %" PRIu64
+             " to %" PRIu64 ": %s; %s%s.",
+             r, sr->burst_first, sr->burst_last, how, last, why);
+    if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS))
+        commit_pending(d, sg, r);
+}
+
+/* Opens a transient burst for rank R from the late steps of the newest
+ * sub-window. */
+static void open_burst(straggler *sg, uint32_t r)
+{
+    strag_rank *sr = &sg->rank[r];
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    int any = 0;
+    for (uint32_t i = 0; i < sg->sub && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!(flags[k] & F_LATE))
+            continue;
+        if (!any)
+            sr->burst_last = sg->step[k];
+        sr->burst_first = sg->step[k];
+        any = 1;
+    }
+    sr->burst = any;
+}
+
+/* Picks how lateness is measured in this step and fills LATE (ns, per
+ * rank; SS_MISSING where not measurable).  Returns the method and sets
+ * *REF to the sync point or sync phase used. */
+static int measure_lateness(const ss_detectors *d, straggler *sg,
+                            const ss_step_view *v, uint32_t world,
+                            double thr_ns, int64_t *late, int *ref)
+{
+    *ref = NO_NAME;
+    for (uint32_t r = 0; r < world; r++)
+        late[r] = SS_MISSING;
+
+    /* 1. arrival at the sync point most ranks reported */
+    int best = -1;
+    uint32_t best_n = 1;
+    for (uint32_t i = 0; i < v->n_syncs; i++)
+        if (v->syncs[i].n > best_n && v->syncs[i].name >= 0 &&
+            (uint32_t)v->syncs[i].name < v->n_names) {
+            best_n = v->syncs[i].n;
+            best = v->syncs[i].name;
+        }
+    if (best >= 0) {
+        size_t n = 0;
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (rs->present && rs->sync_arrival_ns[best] != SS_MISSING)
+                sg->i64[n++] = rs->sync_arrival_ns[best];
+        }
+        int64_t med = ss_median_i64(sg->i64, n);
+        /* LATE may be the scratch just used: write every entry */
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            late[r] = rs->present && rs->sync_arrival_ns[best] != SS_MISSING
+                          ? rs->sync_arrival_ns[best] - med
+                          : SS_MISSING;
+        }
+        *ref = best;
+        return M_ARRIVAL;
+    }
+
+    /* 2. the phase holding the synchronization: its shortest rank lies far
+     * below the median rank (it waits least) and is the rank with the
+     * most time outside that phase.  A slow compute phase has its outlier
+     * above the median instead, which tells the two apart even though
+     * every rank's step takes the same time. */
+    int sync_phase = -1;
+    double sync_spread = 0, sync_median = 0;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        const ss_phase_stat *ps = &v->phases[i];
+        int p = ps->name;
+        if (p < 0 || (uint32_t)p >= v->n_names || ps->stat.n < 2)
+            continue;
+        double spread = (double)ps->stat.median - (double)ps->stat.min;
+        if (spread < thr_ns || spread <= sync_spread)
+            continue;
+        int32_t rmin = -1, rrest = -1;
+        int64_t vmin = 0, rest_max = 0;
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (!rs->present || rs->phase_ns[p] == SS_MISSING)
+                continue;
+            int64_t val = rs->phase_ns[p];
+            int64_t rest = rs->step_ns - val;
+            if (rmin < 0 || val < vmin) {
+                vmin = val;
+                rmin = (int32_t)r;
+            }
+            if (rrest < 0 || rest > rest_max) {
+                rest_max = rest;
+                rrest = (int32_t)r;
+            }
+        }
+        if (rmin >= 0 && rmin == rrest) {
+            sync_phase = p;
+            sync_spread = spread;
+            sync_median = (double)ps->stat.median;
+        }
+    }
+    double step_spread = (double)v->step_time.max - (double)v->step_time.min;
+    if (sync_phase >= 0 && step_spread < d->p[P_S_SYNC_RATIO] * sync_spread) {
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (rs->present && rs->phase_ns[sync_phase] != SS_MISSING)
+                late[r] = (int64_t)(sync_median -
+                                    (double)rs->phase_ns[sync_phase]);
+        }
+        *ref = sync_phase;
+        return M_SYNC_PHASE;
+    }
+
+    /* 3. unsynchronized ranks: the step itself */
+    for (uint32_t r = 0; r < world; r++)
+        if (v->ranks[r].present && v->ranks[r].step_ns != SS_MISSING)
+            late[r] = v->ranks[r].step_ns - v->step_time.median;
+    return M_STEP_TIME;
+}
+
+/* The phase (other than SKIP) in which rank RS exceeds the median rank the
+ * most; NO_NAME when none exceeds it. */
+static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
+                       int skip, double *excess_ms)
+{
+    int best = NO_NAME;
+    double best_ex = 0;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        int p = v->phases[i].name;
+        if (p == skip || p < 0 || (uint32_t)p >= v->n_names ||
+            rs->phase_ns[p] == SS_MISSING)
+            continue;
+        double ex = (double)rs->phase_ns[p] - (double)v->phases[i].stat.median;
+        if (ex > best_ex) {
+            best_ex = ex;
+            best = p;
+        }
+    }
+    *excess_ms = best_ex / 1e6;
+    return best;
+}
+
+/* Takes ring slot IDX, about to be overwritten, out of every rank's
+ * running counts, and slot IDX - sub out of the sub-window counts. */
+static void retire_slots(straggler *sg, uint32_t idx, uint32_t world)
+{
+    uint32_t sw = sg->sw;
+    int sub_full = sg->fill >= sg->sub;
+    uint32_t leaving = (idx + sw - sg->sub) % sw;
+    for (uint32_t r = 0; r < world; r++) {
+        strag_rank *sr = &sg->rank[r];
+        size_t base = (size_t)r * sw;
+        if (sub_full) {
+            uint8_t fl = sg->flags[base + leaving];
+            if (fl & F_SEEN) {
+                sr->seen_sub--;
+                sr->chance_sub -= sg->chance[leaving];
+            }
+            sr->last_sub -= (fl & F_LAST) != 0;
+        }
+        uint8_t *fl = &sg->flags[base + idx];
+        if (*fl & F_SEEN) {
+            sr->seen--;
+            sr->chance -= sg->chance[idx];
+        }
+        sr->last -= (*fl & F_LAST) != 0;
+        *fl = 0;
+    }
+}
+
+/*
+ * With two ranks the median of all lies halfway between them, which would
+ * halve every lateness: measure each against the other rank instead (with
+ * three or more, the median rank is a peer).  Returns how many ranks of
+ * LATE were measured.
+ */
+static uint32_t two_ranks_against_each_other(int64_t *late, uint32_t world)
+{
+    uint32_t n = 0, who[2] = {0, 0};
+    for (uint32_t r = 0; r < world; r++)
+        if (late[r] != SS_MISSING) {
+            if (n < 2)
+                who[n] = r;
+            n++;
+        }
+    if (n == 2) {
+        int64_t a = late[who[0]], b = late[who[1]];
+        late[who[0]] = a - b;
+        late[who[1]] = b - a;
+    }
+    return n;
+}
+
+/* Measures this step's lateness into ring slot IDX and counts it. */
+static void record_step(ss_detectors *d, straggler *sg,
+                        const ss_step_view *v, uint32_t world, uint32_t idx)
+{
+    uint32_t sw = sg->sw;
+    double med_step = (double)v->step_time.median;
+    sg->step[idx] = v->step;
+    sg->med_ms[idx] =
+        v->step_time.median == SS_MISSING ? 0 : (float)(med_step / 1e6);
+    sg->chance[idx] = 0;
+    sg->method[idx] = M_NONE;
+    sg->ref[idx] = NO_NAME;
+    if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
+        med_step <= 0)
+        return;
+    double floor_ms = d->p[P_S_MIN_LATE_MS];
+    double thr_ms = d->p[P_S_MIN_LATE_FRAC] * med_step / 1e6;
+    if (thr_ms < floor_ms)
+        thr_ms = floor_ms;
+    int ref;
+    int64_t *late = sg->i64;
+    int method = measure_lateness(d, sg, v, world, thr_ms * 1e6, late, &ref);
+    if (two_ranks_against_each_other(late, world) < 2)
+        return;
+    /* the last rank: strictly later than every other (a tie has none) */
+    uint32_t n = 0;
+    int64_t latest = 0;
+    int32_t last_rank = -1;
+    int tied = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        if (late[r] == SS_MISSING)
+            continue;
+        if (n++ == 0 || late[r] > latest) {
+            latest = late[r];
+            last_rank = (int32_t)r;
+            tied = 0;
+        } else if (late[r] == latest) {
+            tied = 1;
+        }
+    }
+    if (n < 2)
+        return;
+    if (tied)
+        last_rank = -1;
+    sg->chance[idx] = (float)(1.0 / n);
+    sg->method[idx] = (uint8_t)method;
+    sg->ref[idx] = (ss__name_idx)ref;
+    for (uint32_t r = 0; r < world; r++) {
+        if (late[r] == SS_MISSING)
+            continue;
+        double late_ms = (double)late[r] / 1e6;
+        if (method != M_STEP_TIME && late_ms > d->note.sync_late_ms)
+            d->note.sync_late_ms = late_ms;
+        size_t k = (size_t)r * sw + idx;
+        strag_rank *sr = &sg->rank[r];
+        sg->flags[k] = F_SEEN;
+        sr->seen++;
+        sr->chance += sg->chance[idx];
+        sr->seen_sub++;
+        sr->chance_sub += sg->chance[idx];
+        if ((int32_t)r == last_rank) {
+            sg->flags[k] |= F_LAST;
+            sr->last++;
+            sr->last_sub++;
+        }
+        sg->late_ms[k] = (float)late_ms;
+        sg->blame[k] = NO_NAME;
+        sg->expl_ms[k] = 0;
+        if (late_ms <= thr_ms)
+            continue;
+        sg->flags[k] |= F_LATE;
+        double ex;
+        sg->blame[k] = (ss__name_idx)blame_phase(
+            v, &v->ranks[r], method == M_SYNC_PHASE ? ref : -1, &ex);
+        sg->expl_ms[k] = (float)ex;
+    }
+}
+
+/* Opens, refreshes or ends rank R's persistent episode and transient
+ * burst after the newest step (ring slot IDX). */
+static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
+                       uint32_t idx)
+{
+    strag_rank *sr = &sg->rank[r];
+    uint8_t fl = sg->flags[(size_t)r * sg->sw + idx];
+    /* straggler.alpha per window for the whole job: alpha / world per
+     * rank, and per sub-window that share times sub / sw */
+    double level = d->p[P_S_ALPHA] / (sg->world ? sg->world : 1);
+    double level_sub = level * sg->sub / sg->sw;
+    scope whole = {sg->sw, 0, UINT64_MAX};
+    scope sub = {sg->sub, 0, UINT64_MAX};
+    if (sr->persistent < 0) {
+        if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS) &&
+            straggling(d, sg, r, sg->sw, sr->seen, sr->last, sr->chance,
+                       level)) {
+            sr->persistent = ss__finding_open(d, "straggler");
+            if (sr->persistent >= 0) {
+                refresh_persistent(d, sg, r, 1);
+                sr->burst = 0; /* it opened this persistent episode */
+                free(sr->pending);
+                sr->pending = NULL;
+            }
+        }
+    } else if (!still_late(d, sg, r, &whole)) {
+        sr->persistent = -1; /* keeps the last snapshot */
+    } else if (fl & F_SEEN) {
+        refresh_persistent(d, sg, r, 0);
+    }
+    if (sr->persistent >= 0)
+        return;
+    if (sr->burst) {
+        if (!still_late(d, sg, r, &sub))
+            close_burst(d, sg, r);
+        else if (fl & F_LATE)
+            sr->burst_last = sg->step[idx];
+    } else if (straggling(d, sg, r, sg->sub, sr->seen_sub, sr->last_sub,
+                          sr->chance_sub, level_sub)) {
+        open_burst(sg, r);
+    }
+    if (sr->pending && sr->seen >= ss__param_u32(d, P_S_MIN_STEPS))
+        commit_pending(d, sg, r);
+}
+
+static void straggler_step(void *state, ss_detectors *d,
+                           const ss_step_view *v, uint32_t world)
+{
+    straggler *sg = state;
+    uint32_t idx = sg->head;
+    retire_slots(sg, idx, world);
+    sg->head = (idx + 1) % sg->sw;
+    if (sg->fill < sg->sw)
+        sg->fill++;
+    record_step(d, sg, v, world, idx);
+    for (uint32_t r = 0; r < world; r++)
+        judge_rank(d, sg, r, idx);
+}
+
+/* ---- the ss__detector hooks ---- */
+
+static void straggler_destroy(void *state)
+{
+    straggler *sg = state;
+    free(sg->step);
+    free(sg->med_ms);
+    free(sg->chance);
+    free(sg->method);
+    free(sg->ref);
+    free(sg->late_ms);
+    free(sg->expl_ms);
+    free(sg->blame);
+    free(sg->flags);
+    if (sg->rank)
+        for (uint32_t r = 0; r < sg->world; r++)
+            free(sg->rank[r].pending);
+    free(sg->rank);
+    free(sg->bound_at);
+    free(sg->f64);
+    free(sg->i64);
+    free(sg);
+}
+
+/* The fewest steps in which a rank of WORLD, last in every one of them,
+ * passes the binomial test of a sub-window of that many steps:
+ * (1/WORLD)^n <= ALPHA / WORLD * n / SW.  At least SW when none is
+ * shorter. */
+static uint32_t shortest_burst(double alpha, uint32_t world, uint32_t sw)
+{
+    for (uint32_t n = 1; world >= 2 && n < sw; n++)
+        if (n * log((double)world) >= -log(alpha / world * n / sw))
+            return n;
+    return sw;
+}
+
+static void *straggler_create(ss_detectors *d)
+{
+    straggler *sg = ss__zalloc(1, sizeof *sg);
+    if (!sg)
+        return NULL;
+    size_t w = d->world;
+    sg->world = d->world;
+    sg->sw = ss__param_u32(d, P_S_WINDOW);
+    /* transient_steps <= sw (resolved); longer with few ranks, where a
+     * short run of last places happens by chance */
+    sg->sub = ss__param_u32(d, P_S_TRANSIENT);
+    uint32_t shortest = shortest_burst(d->p[P_S_ALPHA], sg->world, sg->sw);
+    if (sg->sub < shortest)
+        sg->sub = shortest;
+    size_t sw = sg->sw;
+    size_t scratch = w > 4 * sw ? w : 4 * sw;
+    sg->step = ss__zalloc(sw, sizeof *sg->step);
+    sg->med_ms = ss__zalloc(sw, sizeof *sg->med_ms);
+    sg->chance = ss__zalloc(sw, sizeof *sg->chance);
+    sg->method = ss__zalloc(sw, sizeof *sg->method);
+    sg->ref = ss__zalloc(sw, sizeof *sg->ref);
+    sg->late_ms = ss__zalloc(w * sw, sizeof *sg->late_ms);
+    sg->expl_ms = ss__zalloc(w * sw, sizeof *sg->expl_ms);
+    sg->blame = ss__zalloc(w * sw, sizeof *sg->blame);
+    sg->flags = ss__zalloc(w * sw, sizeof *sg->flags);
+    sg->rank = ss__zalloc(w, sizeof *sg->rank);
+    sg->bound_at = ss__zalloc(sw + 1, sizeof *sg->bound_at);
+    sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
+    sg->i64 = ss__zalloc(w, sizeof *sg->i64);
+    if (!sg->step || !sg->med_ms || !sg->chance || !sg->method ||
+        !sg->ref || !sg->late_ms || !sg->expl_ms || !sg->blame ||
+        !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
+        straggler_destroy(sg);
+        return NULL;
+    }
+    for (size_t r = 0; r < w; r++)
+        sg->rank[r].persistent = -1;
+    for (size_t n = 0; n <= sw; n++)
+        sg->bound_at[n] = -1;
+    return sg;
+}
+
+/* The run ends: a burst still open, or still pending, is judged now. */
+static void straggler_end(void *state, ss_detectors *d)
+{
+    straggler *sg = state;
+    for (uint32_t r = 0; r < sg->world; r++) {
+        strag_rank *sr = &sg->rank[r];
+        if (sr->burst)
+            close_burst(d, sg, r);
+        if (sr->pending && sr->persistent < 0)
+            commit_pending(d, sg, r);
+    }
+}
+
+const ss__detector ss__straggler_detector = {
+    .name = "straggler",
+    .create = straggler_create,
+    .on_names = NULL,
+    .on_step = straggler_step,
+    .on_end = straggler_end,
+    .destroy = straggler_destroy,
+};

@@ -1,0 +1,128 @@
+/*
+ * detector_params.h - the detectors' tunables: one row per setting.
+ *
+ * Each row is X(enum id, name, default, unit, min, max, doc).  The enum ids
+ * index ss_detectors.p[] (detectors_internal.h) and ss_detector_config's
+ * values; detector_params.c turns the rows into the public table
+ * ss_detector_params[] (what `stepscope run --set help` lists) and parses
+ * `--set NAME=VALUE`.  A new tunable is one new row here, in the block of
+ * its detector (the order is the order of `--set help` and of
+ * docs/detectors.md), and a line in docs/detectors.md.  Internal to the
+ * analysis stage.
+ */
+#ifndef STEPSCOPE_DETECTOR_PARAMS_H
+#define STEPSCOPE_DETECTOR_PARAMS_H
+
+#include "detectors.h"
+
+/* X(enum id, name, default, unit, min, max, doc) */
+#define SS_DETECTOR_PARAMS(X)                                                 \
+    X(P_WARMUP, "warmup_steps", 3, "steps", 0, 1e6,                           \
+      "first finalized steps ignored by every detector")                      \
+    X(P_UPDATE, "update_steps", 50, "steps", 1, 1e9,                          \
+      "a changed finding is emitted again at most once per this many steps")  \
+    X(P_S_ALPHA, "straggler.alpha", 1e-4, "probability", 1e-12, 0.5,          \
+      "false alarms on a clean job: chance per window of steps that any "     \
+      "rank is wrongly named (split over ranks and sub-windows)")             \
+    X(P_S_MIN_LATE_FRAC, "straggler.min_late_frac", 0.05, "ratio", 0, 100,    \
+      "a straggler's median lateness (lower confidence bound) is at least "   \
+      "this fraction of the median step time...")                            \
+    X(P_S_MIN_LATE_MS, "straggler.min_late_ms", 0.05, "ms", 0, 1e9,           \
+      "...and at least this (timer slack: shorter gaps say nothing)")         \
+    X(P_S_BOUND_ALPHA, "straggler.bound_alpha", 0.01, "probability", 1e-9,    \
+      0.5, "one-sided error of the lower confidence bound on the median "     \
+      "lateness")                                                             \
+    X(P_S_BLAME_FRAC, "straggler.blame_frac", 0.25, "ratio", 0, 1e3,          \
+      "a phase is blamed only when it explains this share of the lateness")   \
+    X(P_S_WINDOW, "straggler.window", 100, "steps", 10, 1024,                 \
+      "recent steps each rank is judged over")                                \
+    X(P_S_MIN_STEPS, "straggler.min_steps", 20, "steps", 1, 1024,             \
+      "steps a rank must have been seen in before it can be persistent")      \
+    X(P_S_END_FRAC, "straggler.end_frac", 0.025, "ratio", 0, 100,             \
+      "an episode ends when the median lateness over its window falls "       \
+      "below this fraction of the median step time")                          \
+    X(P_S_TRANSIENT, "straggler.transient_steps", 10, "steps", 5, 1024,       \
+      "transient: significant over the newest this many steps, not over "     \
+      "the whole window")                                                     \
+    X(P_S_CRIT_FRAC, "straggler.critical_frac", 0.25, "ratio", 0, 100,        \
+      "critical when the median lateness is this fraction of a median step")  \
+    X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
+      "sync-phase rule only when the step-time spread is below this "         \
+      "fraction of the shortest wait's gap to the median wait")               \
+    X(P_D_MIN_MS, "data_stall.min_ms", 20, "ms", 0, 1e9,                      \
+      "a data phase stalls when it exceeds the median rank's by this much...")\
+    X(P_D_FACTOR, "data_stall.factor", 4, "ratio", 1, 1e6,                    \
+      "...and is at least this multiple of the median rank's")                \
+    X(P_D_MIN_COUNT, "data_stall.min_count", 3, "stalls", 1, 1e9,             \
+      "stalls on one rank before it is reported")                             \
+    X(P_D_PERIOD_FRAC, "data_stall.period_frac", 0.75, "ratio", 0.1, 1,       \
+      "stalls are periodic when this fraction of the gaps match the median "  \
+      "gap")                                                                  \
+    X(P_D_CRIT_FRAC, "data_stall.critical_frac", 1.0, "ratio", 0, 1e6,        \
+      "critical when the median stall is this fraction of a median step")     \
+    X(P_J_WINDOW, "jitter.window", 200, "steps", 20, 4096,                    \
+      "recent steps of median-rank step time kept")                           \
+    X(P_J_MIN_STEPS, "jitter.min_steps", 30, "steps", 5, 4096,                \
+      "steps needed before jitter is judged")                                 \
+    X(P_J_MAD_K, "jitter.mad_k", 6, "sigmas", 0, 1e3,                         \
+      "outlier: above median + this many robust sigmas (1.4826 MAD)...")      \
+    X(P_J_REL_FLOOR, "jitter.rel_floor", 0.5, "ratio", 0, 1e3,                \
+      "...and above median * (1 + this)...")                                  \
+    X(P_J_ABS_FLOOR_MS, "jitter.abs_floor_ms", 20, "ms", 0, 1e9,               \
+      "...and above median + this")                                           \
+    X(P_J_MIN_OUTLIERS, "jitter.min_outliers", 8, "steps", 1, 1e6,            \
+      "outlier steps in the window needed for a finding...")                  \
+    X(P_J_MIN_FRAC, "jitter.min_outlier_frac", 0.05, "ratio", 0, 1,           \
+      "...and fraction of the window's steps they must make up")              \
+    X(P_J_MAX_CV, "jitter.max_cv", 1.0, "ratio", 0, 1e3,                     \
+      "spread finding: robust sigma / median at least this...")               \
+    X(P_J_MIN_SPREAD_MS, "jitter.min_spread_ms", 20, "ms", 0, 1e9,            \
+      "...and robust sigma at least this")                                    \
+    X(P_J_CRIT_FRAC, "jitter.critical_frac", 0.2, "ratio", 0, 1,              \
+      "critical when outliers make up this fraction of the window")           \
+    X(P_M_BASELINE, "memory_spike.baseline_steps", 8, "steps", 2, 64,         \
+      "previous steps whose median is a rank's memory baseline")              \
+    X(P_M_MIN_MIB, "memory_spike.min_mib", 128, "MiB", 0, 1e9,                \
+      "a spike rises this much above the baseline...")                        \
+    X(P_M_MIN_FRAC, "memory_spike.min_frac", 0.2, "ratio", 0, 1e6,            \
+      "...and this fraction of it")                                           \
+    X(P_M_CRIT_FRAC, "memory_spike.critical_frac", 1.0, "ratio", 0, 1e6,      \
+      "critical when the largest spike is this fraction of its baseline")     \
+    X(P_C_MIN_BPS, "memory_creep.min_bytes_per_step", 65536, "bytes/step", 0, \
+      1e15, "creep: Theil-Sen slope at least this")                           \
+    X(P_C_MIN_GROWTH_MIB, "memory_creep.min_growth_mib", 64, "MiB", 0, 1e9,   \
+      "...and slope * observed span at least this")                           \
+    X(P_C_MIN_SPAN, "memory_creep.min_span_steps", 50, "steps", 2, 1e9,       \
+      "steps the history must span before creep is judged")                   \
+    X(P_C_POINTS, "memory_creep.points", 64, "samples", 16, 256,              \
+      "samples kept per rank (decimated by 2 when full)")                     \
+    X(P_C_EVAL_EVERY, "memory_creep.eval_every", 16, "steps", 1, 1e6,         \
+      "steps between two creep evaluations")                                  \
+    X(P_C_CRIT_MIB, "memory_creep.critical_mib_per_1000", 1024,               \
+      "MiB/1000 steps", 0, 1e12, "critical at this growth rate")              \
+    X(P_I_MIN_MIB, "memory_imbalance.min_mib", 256, "MiB", 0, 1e9,            \
+      "a rank is above the median rank by this much...")                      \
+    X(P_I_MIN_FRAC, "memory_imbalance.min_frac", 0.3, "ratio", 0, 1e6,        \
+      "...and by this fraction of it...")                                     \
+    X(P_I_MIN_STEPS, "memory_imbalance.min_steps", 20, "steps", 1, 1e9,       \
+      "...for this many consecutive steps")                                   \
+    X(P_I_CRIT_FRAC, "memory_imbalance.critical_frac", 1.0, "ratio", 0, 1e6,  \
+      "critical when the excess is this fraction of the median rank's")
+
+enum {
+#define X(id, name, def, unit, lo, hi, doc) id,
+    SS_DETECTOR_PARAMS(X)
+#undef X
+        P_COUNT
+};
+
+_Static_assert(P_COUNT <= 64, "ss_detector_config holds 64 values");
+
+/* Fills P with CFG's values (defaults when CFG is NULL), each one NaN
+ * replaced by its default and clamped into its [min, max]; then lowers
+ * straggler.min_steps, straggler.transient_steps and jitter.min_steps to
+ * their windows.  Never fails. */
+void ss__detector_params_resolve(const ss_detector_config *cfg,
+                                 double p[P_COUNT]);
+
+#endif

@@ -1,0 +1,161 @@
+/*
+ * detectors_internal.h - how a detector plugs into the driver (detectors.c).
+ *
+ * A detector is one file detect_<kind>.c exporting one ss__detector: a
+ * name and four hooks over a state of its own.  The driver creates every
+ * detector's state with the detectors, hands each finalized step past the
+ * warm-up to every detector in the order of its table (detectors.c), calls
+ * on_end when the run ends, and frees the states.  Detectors never emit a
+ * finding themselves: they open one in the driver's findings table
+ * (ss__finding_open), rewrite it in place and mark it changed
+ * (ss__finding_touch); the driver decides when it is emitted.
+ *
+ * Everything here is internal to the analysis stage; docs/detectors.md
+ * ("Adding a detector") walks through a new one.
+ */
+#ifndef STEPSCOPE_DETECTORS_INTERNAL_H
+#define STEPSCOPE_DETECTORS_INTERNAL_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "detector_params.h"
+#include "detectors.h"
+#include "json.h"
+
+#define MIB (1024.0 * 1024.0)
+/* A name index (into the run's name table) is stored as a uint16_t;
+ * NO_NAME is "no name". */
+typedef uint16_t ss__name_idx;
+#define NO_NAME 0xFFFF
+_Static_assert(SS_MAX_RUN_NAMES < NO_NAME, "name indexes fit ss__name_idx");
+#define MAX_LISTED 16 /* ranks named in one finding's message */
+
+/* What a detector earlier in the order tells later ones about the current
+ * step; the driver clears it before each step. */
+typedef struct {
+    int data_stall;      /* data_stall saw a stall in this step */
+    double sync_late_ms; /* straggler: the latest rank's lateness, synced
+                            steps only; 0 otherwise */
+} ss__step_notes;
+
+typedef struct ss__detector ss__detector;
+struct ss__finding_slot; /* the driver's findings table (detectors.c) */
+
+struct ss_detectors {
+    /* read by every detector */
+    double p[P_COUNT];         /* resolved tunables, by P_* id */
+    uint32_t world, attempt;
+    const char *const *names;  /* the run's name table, this step */
+    uint64_t n_steps;          /* finalized steps fed */
+    uint64_t n_eval;           /* steps past the warm-up */
+    ss__step_notes note;
+    ss_buf evidence;           /* scratch for ss__evidence_* */
+
+    /* the driver's own */
+    ss_sink sink;
+    void **state; /* one per entry of the detector table */
+    struct ss__finding_slot *fd;
+    uint32_t n_fd, cap_fd;
+};
+
+/*
+ * One detector.  CREATE allocates its state, sized from D->world and
+ * D->p (already resolved), and returns NULL only on out-of-memory (the
+ * whole ss_detectors_create then fails).  ON_NAMES (optional) sees the
+ * name table with every finalized step, warm-up included.  ON_STEP sees
+ * each finalized step past the warm-up; WORLD is the number of entries of
+ * V->ranks to read.  ON_END (optional) runs once at the end of the run,
+ * before the driver emits every finding in its final form.  DESTROY frees
+ * the state (never called with NULL).
+ */
+struct ss__detector {
+    const char *name;
+    void *(*create)(ss_detectors *d);
+    void (*on_names)(void *state, ss_detectors *d, uint32_t n_names,
+                     const char *const *names);
+    void (*on_step)(void *state, ss_detectors *d, const ss_step_view *v,
+                    uint32_t world);
+    void (*on_end)(void *state, ss_detectors *d);
+    void (*destroy)(void *state);
+};
+
+/* The detectors, one per file. */
+extern const ss__detector ss__straggler_detector;   /* detect_straggler.c */
+extern const ss__detector ss__data_stall_detector;  /* detect_data_stall.c */
+extern const ss__detector ss__jitter_detector;      /* detect_jitter.c */
+extern const ss__detector ss__memory_detector;      /* detect_memory.c */
+
+/* ---- the findings table (detectors.c) ---- */
+
+/* Opens a new finding of KIND (id = its position + 1, severity warning,
+ * everything else empty); returns its index, or -1 when the table is full
+ * (at most 4096 per attempt) or memory runs out: the finding is dropped.
+ * An index stays valid for the life of D; a pointer from ss__finding does
+ * not survive the next ss__finding_open. */
+int32_t ss__finding_open(ss_detectors *d, const char *kind);
+
+/* The finding at index IDX (from ss__finding_open). */
+ss_finding *ss__finding(ss_detectors *d, int32_t idx);
+
+/* Marks finding IDX changed: the driver emits it when due. */
+void ss__finding_touch(ss_detectors *d, int32_t idx);
+
+/* Opens a finding of CONTENT->kind holding a copy of CONTENT (with the new
+ * id and D's attempt) and marks it changed.  Returns its index or -1 as
+ * ss__finding_open.  For a finding a detector prepared outside the table
+ * until it was sure of it. */
+int32_t ss__finding_publish(ss_detectors *d, const ss_finding *content);
+
+/* ---- wording and evidence (detector_text.c) ---- */
+
+/* "41.2" below 10, "48" above: what a person reads.  Returns BUF. */
+const char *ss__fmt_ms(char *buf, size_t len, double ms);
+/* "512 KiB", "1.5 MiB", "2.00 GiB".  Returns BUF. */
+const char *ss__fmt_bytes(char *buf, size_t len, double bytes);
+/* "rank 3" or "ranks 1, 3 and 5" for the N first of TOTAL ranks, with
+ * " (T ranks in all)" when the list is cut.  Returns BUF. */
+const char *ss__fmt_ranks(char *buf, size_t len, const int32_t *ranks,
+                          uint32_t n, uint32_t total);
+/* The name at index IDX of the run's name table, "?" when unknown. */
+const char *ss__name_of(const ss_detectors *d, int idx);
+/* Sets F's ranks to the first SS_FINDING_MAX_RANKS of RANKS[N]. */
+void ss__set_ranks(ss_finding *f, const int32_t *ranks, uint32_t n);
+
+/*
+ * A finding's evidence: a flat JSON object written through base/json.h into
+ * EV (D->evidence), then copied into F->evidence_json by
+ * ss__evidence_end.  An item that would not fit there (with the closing
+ * brace) is left out whole, so the object is always valid.  Numbers: an
+ * integral value as an integer, otherwise up to 3 decimals without
+ * trailing zeros; a non-finite one is left out.
+ */
+void ss__evidence_begin(ss_buf *ev);
+void ss__evidence_str(ss_buf *ev, const char *key, const char *value);
+void ss__evidence_num(ss_buf *ev, const char *key, double value);
+void ss__evidence_int(ss_buf *ev, const char *key, int64_t value);
+void ss__evidence_end(ss_buf *ev, ss_finding *f);
+
+/* ---- small shared helpers ---- */
+
+/* calloc that never asks for 0 bytes: a 0-rank world still gets a
+ * pointer, so "NULL" means out-of-memory alone. */
+static inline void *ss__zalloc(size_t n, size_t size)
+{
+    return calloc(n ? n : 1, size);
+}
+
+/* Tunable ID as a count. */
+static inline uint32_t ss__param_u32(const ss_detectors *d, int id)
+{
+    return (uint32_t)d->p[id];
+}
+
+/* Index of the ring slot I positions before the newest one, in a ring of
+ * CAP slots whose next write goes to HEAD. */
+static inline uint32_t ss__ring_back(uint32_t head, uint32_t cap, uint32_t i)
+{
+    return (head + cap - 1 - i % cap) % cap;
+}
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * cgroup_cpu.c - CPU throttling and pressure of a rank's cgroup
+ * (cgroup_cpu.h).
+ *
+ * Resolution: /proc/PID/cgroup gives, per hierarchy, the cgroup path
+ * ("0::/a/b" for v2, "4:cpu,cpuacct:/a/b" for v1); /proc/self/mountinfo
+ * gives where each hierarchy is mounted and which part of it the mount
+ * shows (its root field), so the directory is mount point + (path - root).
+ * v2 is preferred when the rank's v2 cgroup has a cpu.stat with throttling
+ * fields; else the v1 cpu controller is used.
+ */
+#include "cgroup_cpu.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ss_cgroup_cpu {
+    int sources;
+    int v1;             /* cpu.stat is v1's (throttled_time in ns) */
+    int fd_cpu_stat;
+    int fd_psi[3];      /* cpu, memory, io */
+    char path[PATH_MAX];
+};
+
+static int read_all(int fd, char *buf, size_t cap)
+{
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+static char *slurp(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = read_all(fd, buf, cap);
+    if (fd >= 0)
+        close(fd);
+    return rc == 0 ? buf : NULL;
+}
+
+/* The value after "KEY " at the start of a line of S; -1 when absent. */
+static int64_t keyed(const char *s, const char *key)
+{
+    size_t k = strlen(key);
+    for (const char *p = s; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, key, k) == 0 && p[k] == ' ')
+            return strtoll(p + k + 1, NULL, 10);
+    return -1;
+}
+
+/* Does the comma-separated list LIST contain WORD? */
+static int has_word(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p;) {
+        if (strncmp(p, word, n) == 0 && (p[n] == ',' || p[n] == '\0' ||
+                                         p[n] == ' ' || p[n] == '\n'))
+            return 1;
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    return 0;
+}
+
+/* Finds the mount of the v2 hierarchy (V2) or of the v1 controller "cpu",
+ * writing its mount point and root; 0 when found. */
+static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/self/mountinfo", proc_root);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char line[4096];
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof line, f)) {
+        char r[PATH_MAX], m[PATH_MAX];
+        if (sscanf(line, "%*s %*s %*s %4095s %4095s", r, m) != 2)
+            continue;
+        const char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        char fstype[64], source[256], opts[1024] = "";
+        if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) < 2)
+            continue;
+        if (v2 ? strcmp(fstype, "cgroup2") == 0
+               : strcmp(fstype, "cgroup") == 0 && has_word(opts, "cpu")) {
+            snprintf(mnt, PATH_MAX, "%s", m);
+            snprintf(root, PATH_MAX, "%s", r);
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* PID's cgroup path in the v2 hierarchy (V2) or the v1 cpu controller. */
+static int cgroup_path(const char *proc_root, pid_t pid, int v2, char *out)
+{
+    char path[PATH_MAX], buf[8192];
+    snprintf(path, sizeof path, "%s/%d/cgroup", proc_root, (int)pid);
+    if (!slurp(path, buf, sizeof buf))
+        return -1;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        int match = v2 ? strcmp(line, "0") == 0 && c1[1] == '\0'
+                       : has_word(c1 + 1, "cpu");
+        if (match) {
+            snprintf(out, PATH_MAX, "%s", c2 + 1);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* mount point + (PATH - mount root): the cgroup's directory. */
+static void cgroup_dir(const char *mnt, const char *root, const char *path,
+                       char *out, size_t cap)
+{
+    size_t rl = strlen(root);
+    const char *rel = path;
+    if (strcmp(root, "/") != 0 && strncmp(path, root, rl) == 0)
+        rel = path + rl;
+    snprintf(out, cap, "%s%s", mnt, strcmp(rel, "/") == 0 ? "" : rel);
+}
+
+static int open_in(const char *dir, const char *name)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
+{
+    ss_cgroup_cpu *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->fd_cpu_stat = -1;
+    for (int i = 0; i < 3; i++)
+        c->fd_psi[i] = -1;
+    static const char *const psi[3] = {"cpu.pressure", "memory.pressure",
+                                       "io.pressure"};
+    char mnt[PATH_MAX], root[PATH_MAX], path[PATH_MAX], dir[PATH_MAX * 2];
+    char buf[1024];
+    if (find_mount(proc_root, 1, mnt, root) == 0 &&
+        cgroup_path(proc_root, pid, 1, path) == 0) {
+        cgroup_dir(mnt, root, path, dir, sizeof dir);
+        int fd = open_in(dir, "cpu.stat");
+        if (read_all(fd, buf, sizeof buf) == 0 &&
+            keyed(buf, "nr_throttled") >= 0) {
+            c->fd_cpu_stat = fd;
+            c->sources |= SS_CGROUP_V2;
+            snprintf(c->path, sizeof c->path, "%s", path);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+        for (int i = 0; i < 3; i++)
+            c->fd_psi[i] = open_in(dir, psi[i]);
+    }
+    if (c->fd_cpu_stat < 0 && find_mount(proc_root, 0, mnt, root) == 0 &&
+        cgroup_path(proc_root, pid, 0, path) == 0) {
+        cgroup_dir(mnt, root, path, dir, sizeof dir);
+        int fd = open_in(dir, "cpu.stat");
+        if (read_all(fd, buf, sizeof buf) == 0 &&
+            keyed(buf, "nr_throttled") >= 0) {
+            c->fd_cpu_stat = fd;
+            c->v1 = 1;
+            c->sources |= SS_CGROUP_V1;
+            snprintf(c->path, sizeof c->path, "%s", path);
+        } else if (fd >= 0) {
+            close(fd);
+        }
+    }
+    if (c->fd_psi[0] < 0) {
+        char pdir[PATH_MAX];
+        snprintf(pdir, sizeof pdir, "%s/pressure", proc_root);
+        for (int i = 0; i < 3; i++) {
+            static const char *const sys[3] = {"cpu", "memory", "io"};
+            if (c->fd_psi[i] >= 0)
+                close(c->fd_psi[i]);
+            c->fd_psi[i] = open_in(pdir, sys[i]);
+        }
+        if (c->fd_psi[0] >= 0)
+            c->sources |= SS_CGROUP_PSI_SYSTEM;
+    }
+    return c;
+}
+
+void ss_cgroup_cpu_free(ss_cgroup_cpu *c)
+{
+    if (!c)
+        return;
+    if (c->fd_cpu_stat >= 0)
+        close(c->fd_cpu_stat);
+    for (int i = 0; i < 3; i++)
+        if (c->fd_psi[i] >= 0)
+            close(c->fd_psi[i]);
+    free(c);
+}
+
+int ss_cgroup_cpu_sources(const ss_cgroup_cpu *c) { return c->sources; }
+
+const char *ss_cgroup_cpu_path(const ss_cgroup_cpu *c) { return c->path; }
+
+/* "some avg10=0.00 avg60=0.00 avg300=0.00 total=N" (N in microseconds). */
+static int64_t psi_some_ns(int fd)
+{
+    char buf[512];
+    if (read_all(fd, buf, sizeof buf) != 0 || strncmp(buf, "some ", 5) != 0)
+        return SS_MISSING;
+    const char *t = strstr(buf, "total=");
+    if (!t)
+        return SS_MISSING;
+    return strtoll(t + 6, NULL, 10) * 1000;
+}
+
+void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out)
+{
+    out->nr_throttled = out->throttled_ns = SS_MISSING;
+    char buf[1024];
+    if (read_all(c->fd_cpu_stat, buf, sizeof buf) == 0) {
+        int64_t n = keyed(buf, "nr_throttled");
+        int64_t t = c->v1 ? keyed(buf, "throttled_time")
+                          : keyed(buf, "throttled_usec");
+        if (n >= 0)
+            out->nr_throttled = n;
+        if (t >= 0)
+            out->throttled_ns = c->v1 ? t : t * 1000;
+    }
+    out->psi_cpu_ns = psi_some_ns(c->fd_psi[0]);
+    out->psi_memory_ns = psi_some_ns(c->fd_psi[1]);
+    out->psi_io_ns = psi_some_ns(c->fd_psi[2]);
+}

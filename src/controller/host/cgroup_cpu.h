@@ -1,0 +1,61 @@
+/*
+ * cgroup_cpu.h - CPU throttling and pressure of the cgroup a rank runs in.
+ *
+ * A rank can be slow because its container's CPU quota runs out (the CFS
+ * bandwidth controller throttles it until the next period) or because the
+ * machine is short of CPU, memory or I/O (pressure stall information).
+ * Clusters run both cgroup versions, so both are read:
+ *  - v2: <mount>/<path>/cpu.stat (nr_throttled, throttled_usec) and the
+ *    cgroup's cpu.pressure, memory.pressure, io.pressure;
+ *  - v1: the cpu controller's <mount>/<path>/cpu.stat (nr_throttled,
+ *    throttled_time in ns); pressure then comes from /proc/pressure/{cpu,memory,io},
+ *    which is the whole machine's (SS_CGROUP_PSI_SYSTEM says so).
+ * The cgroup is found once, from /proc/PID/cgroup and the mount table
+ * (/proc/self/mountinfo); the files are kept open and read with pread.
+ *
+ * PROC_ROOT is "/proc" in production; tests lay out a fake /proc whose
+ * self/mountinfo points into a fake cgroup tree.
+ */
+#ifndef STEPSCOPE_CGROUP_CPU_H
+#define STEPSCOPE_CGROUP_CPU_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model.h"
+
+/* Cumulative counters; SS_MISSING where this host does not provide one. */
+typedef struct {
+    int64_t nr_throttled;    /* CFS periods in which the cgroup was throttled */
+    int64_t throttled_ns;    /* time throttled */
+    int64_t psi_cpu_ns;      /* "some" stall totals: time at least one task */
+    int64_t psi_memory_ns;   /* waited for CPU / memory / I/O */
+    int64_t psi_io_ns;
+} ss_cgroup_counters;
+
+enum {
+    SS_CGROUP_V1 = 1,         /* throttling read from the v1 cpu controller */
+    SS_CGROUP_V2 = 2,         /* throttling read from the v2 hierarchy */
+    SS_CGROUP_PSI_SYSTEM = 4, /* pressure is the machine's, not the cgroup's */
+};
+
+typedef struct ss_cgroup_cpu ss_cgroup_cpu;
+
+/* Finds PID's cgroup under PROC_ROOT and opens its counters.  Never fails
+ * for a missing cgroup feature (those counters read SS_MISSING); returns
+ * NULL only when memory runs out.  Free with ss_cgroup_cpu_free (NULL is a
+ * no-op). */
+ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid);
+void ss_cgroup_cpu_free(ss_cgroup_cpu *c);
+
+/* SS_CGROUP_* flags saying where the counters come from (0: nothing). */
+int ss_cgroup_cpu_sources(const ss_cgroup_cpu *c);
+
+/* The cgroup's path as /proc/PID/cgroup names it for the controller read
+ * ("" when none was found). */
+const char *ss_cgroup_cpu_path(const ss_cgroup_cpu *c);
+
+/* Reads the counters now. */
+void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out);
+
+#endif

@@ -1,0 +1,173 @@
+"""Nothing a job starts outlives it, and a controller that dies leaves no
+state that lies: a grandchild in a session of its own (`os.setsid()`) is
+ended at a normal end and on Ctrl-C; after the controller is SIGKILLed its
+ranks die, its run reads `interrupted`, and the next controller removes the
+socket directory it left."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import STEPSCOPE, kill_quietly, wait_gone
+
+# A rank (a shell) that starts a grandchild in a new session, which writes
+# its pid to $PIDS/<rank> and sleeps; then the rank does THEN.
+RANK = ("{py} -c 'import os, sys, time; os.setsid();"
+        " open(sys.argv[1] + \".tmp\", \"w\").write(str(os.getpid()));"
+        " os.rename(sys.argv[1] + \".tmp\", sys.argv[1]); time.sleep(1000)'"
+        " \"$PIDS/$RANK\" &"
+        " while [ ! -e \"$PIDS/$RANK\" ]; do sleep 0.02; done; {then}")
+
+
+def rank_command(then):
+    return ["/bin/sh", "-c", RANK.format(py=sys.executable, then=then)]
+
+
+def run_env(tmp_path):
+    """An environment whose socket directories go to tmp_path/runtime."""
+    pids = tmp_path / "pids"
+    runtime = tmp_path / "runtime"
+    pids.mkdir()
+    runtime.mkdir(mode=0o700)
+    return dict(os.environ, PIDS=str(pids), XDG_RUNTIME_DIR=str(runtime)), \
+        pids, runtime
+
+
+def grandchildren(pids_dir, n, seconds=15.0):
+    """The N grandchild pids once every one has written its file."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        files = list(pids_dir.iterdir())
+        if len([f for f in files if not f.name.endswith(".tmp")]) >= n:
+            return [int((pids_dir / str(r)).read_text()) for r in range(n)]
+        time.sleep(0.05)
+    raise AssertionError(f"the grandchildren did not start: {files}")
+
+
+def start(store, env, then, nprocs=2):
+    return subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(store),
+         "--grace", "2", "--", *rank_command(then)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def children_of(parent):
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                    pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            pass
+    return pids
+
+
+def runs_status(store):
+    out = subprocess.run([str(STEPSCOPE), "runs", "--db", str(store)],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_setsid_grandchild_ends_with_a_normal_job(store, tmp_path):
+    env, pids_dir, _ = run_env(tmp_path)
+    job = start(store, env, "exit 0")
+    strays = []
+    try:
+        strays = grandchildren(pids_dir, 2)
+        out, err = job.communicate(timeout=60)
+        assert job.returncode == 0, err
+        assert wait_gone(strays, 5), "a setsid grandchild outlived the job"
+        assert "ended 2 processes the ranks left behind" in err, err
+    finally:
+        for pid in strays:
+            kill_quietly(pid)
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+
+
+def test_setsid_grandchild_ends_on_ctrl_c(store, tmp_path):
+    env, pids_dir, _ = run_env(tmp_path)
+    job = start(store, env, "exec sleep 1000")
+    strays = []
+    try:
+        strays = grandchildren(pids_dir, 2)
+        job.send_signal(signal.SIGINT)
+        out, err = job.communicate(timeout=60)
+        assert job.returncode != 0
+        assert "stopping the ranks" in err
+        assert wait_gone(strays, 5), "a setsid grandchild survived Ctrl-C"
+    finally:
+        for pid in strays:
+            kill_quietly(pid)
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+
+
+def kill_controller(store, tmp_path):
+    """Starts a job, SIGKILLs its controller once the ranks run; returns
+    (environment, runtime dir).  The ranks must die (PDEATHSIG)."""
+    env, pids_dir, runtime = run_env(tmp_path)
+    job = start(store, env, "exec sleep 1000")
+    strays = []
+    try:
+        strays = grandchildren(pids_dir, 2)
+        ranks = children_of(job.pid)
+        assert len(ranks) == 2, ranks
+        assert len(list(runtime.iterdir())) == 1  # its socket directory
+        job.kill()
+        job.communicate(timeout=10)
+        assert wait_gone(ranks, 10), "ranks outlived a SIGKILLed controller"
+    finally:
+        # Out of reach once the controller is dead (docs/launcher.md).
+        for pid in strays:
+            kill_quietly(pid)
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    return env, runtime
+
+
+def test_killed_controller_run_is_interrupted_and_cleaned_up(store,
+                                                             tmp_path):
+    env, runtime = kill_controller(store, tmp_path)
+    stale = list(runtime.iterdir())
+    assert len(stale) == 1 and stale[0].name.startswith("stepscope-")
+    # The next controller: marks run 1 interrupted, removes the directory.
+    out = subprocess.run(
+        [str(STEPSCOPE), "run", "-n", "1", "--db", str(store), "--",
+         "/bin/true"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "1 earlier run of this store lost its controller" in out.stderr
+    assert list(runtime.iterdir()) == [], "the stale socket directory stayed"
+    con = sqlite3.connect(str(store))
+    rows = con.execute("SELECT id, status, ended_at IS NOT NULL FROM runs "
+                       "ORDER BY id").fetchall()
+    events = con.execute("SELECT count(*) FROM events WHERE run_id = 1 AND "
+                         "kind = 'interrupted'").fetchone()[0]
+    con.close()
+    assert rows == [(1, "interrupted", 1), (2, "succeeded", 1)], rows
+    assert events == 1
+    listing = runs_status(store)
+    assert "interrupted" in listing and "running" not in listing, listing
+
+
+def test_killed_controller_run_reads_interrupted_at_once(store, tmp_path):
+    kill_controller(store, tmp_path)
+    # No controller has opened the store since: the readers decide.
+    listing = runs_status(store)
+    assert "interrupted" in listing and "running" not in listing, listing
+    report = subprocess.run([STEPSCOPE, "report", "--json", "--db", store],
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["run"]["status"] == "interrupted"
