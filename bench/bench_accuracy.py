@@ -9,7 +9,7 @@ are its own switches (--slow-rank/--slow-phase, --stall-rank, --leak-rank,
 outside to the rank's process once the job has begun stepping:
 
   nice      the rank's threads at nice 19 (its CPU goes to the others)
-  hog       the rank and a busy loop pinned to the same CPU
+  hog       the rank and busy loops pinned to the same CPU
   throttle  the rank moved into a new cgroup with a CPU quota (cgroup v2
             cpu.max where the cpu controller is on v2, else v1
             cpu.cfs_quota_us / cpu.cfs_period_us; needs root)
@@ -163,7 +163,7 @@ SCENARIOS = (
     Scenario("slow-forward-8-ranks", "rank 5: +40 ms compute in forward", 8, 100,
              ("--slow-rank", "5", "--slow-ms", "40")),
     Scenario("nice-19", "rank 2 at nice 19", 4, 200, host="nice", host_rank=2),
-    Scenario("cpu-hog", "rank 1 pinned to a CPU with a busy loop", 2, 200,
+    Scenario("cpu-hog", "rank 1 pinned to a CPU with 2 busy loops", 2, 200,
              host="hog", host_rank=1),
     Scenario("cgroup-throttle", "rank 2 in a cgroup with 10 % of a CPU", 4, 120,
              host="throttle", host_rank=2),
@@ -179,6 +179,7 @@ SCENARIOS = (
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
 STOP_MS, STOP_EVERY_MS = 30, 100
+HOG_LOOPS = 2  # busy loops beside the rank on its CPU: it gets a third of it
 FAULT_START_TIMEOUT_S = 90  # waiting for the job's first stored steps
 
 
@@ -344,14 +345,14 @@ class HostFault:
     """Applies a host fault to one rank's process from outside, in a thread
     of its own, from the moment the job has stored its first steps until
     stop(); cleanup() undoes what is left (a stopped rank is continued, the
-    busy loop killed, the cgroup removed) and is safe to call always."""
+    busy loops killed, the cgroup removed) and is safe to call always."""
 
     def __init__(self, kind, rank, launcher_pid, db, stepscope, tag):
         self.kind, self.rank = kind, rank
         self.launcher_pid, self.db, self.stepscope = launcher_pid, db, stepscope
         self.tag = tag
         self.pid = None
-        self.hog = None
+        self.hogs = []
         self.cgroup = None
         self.applied = False
         self.from_step = None  # steps the job had stored when the fault began
@@ -409,8 +410,10 @@ class HostFault:
             self._throttle()
         elif self.kind == "hog":
             cpu = max(os.sched_getaffinity(0))
-            self.hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            os.sched_setaffinity(self.hog.pid, {cpu})
+            for _ in range(HOG_LOOPS):
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                self.hogs.append(hog)
+                os.sched_setaffinity(hog.pid, {cpu})
         self.applied = True
         if self.kind == "stops":
             self._stops()
@@ -467,9 +470,9 @@ class HostFault:
                 os.kill(self.pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-        if self.hog is not None:
-            self.hog.kill()
-            self.hog.wait()
+        for hog in self.hogs:
+            hog.kill()
+            hog.wait()
         if self.cgroup is not None:
             remove_cgroup(self.cgroup)
 

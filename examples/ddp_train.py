@@ -192,7 +192,8 @@ class MLP(nn.Module):
         self.backward_s = backward_s
 
     def forward(self, x):
-        burn(self.forward_s)
+        if self.forward_s > 0:
+            burn(self.forward_s)
         out = self.net(x)
         if self.backward_s > 0:
             out = BurnInBackward.apply(out, self.backward_s)
