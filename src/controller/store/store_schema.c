@@ -216,11 +216,8 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE ranks ADD COLUMN names_over_limit INTEGER;"
     "ALTER TABLE ranks ADD COLUMN values_over_limit INTEGER;",
 
-    /* 5: reserved for a schema change made alongside this one. */
-    "",
-
-    /* 6: the run's fingerprint, what it ran on (docs/guard.md): a JSON
-     * object written at launch, NULL for runs recorded before version 6. */
+    /* 5: the run's fingerprint, what it ran on (docs/guard.md): a JSON
+     * object written at launch, NULL for runs recorded before version 5. */
     "ALTER TABLE runs ADD COLUMN fingerprint TEXT;",
 };
 
