@@ -42,6 +42,7 @@
 #include "ingest.h"
 #include "launcher.h"
 #include "lifecycle.h"
+#include "numparse.h"
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
@@ -503,14 +504,43 @@ static void list_params(void)
                p->unit ? p->unit : "", p->doc);
 }
 
-static int parse_uint(const char *s, double scale, uint32_t max, uint32_t *out)
+/* A whole number from 0 to MAX, exactly as typed ("4", not " 4", "4.0"
+ * or "+4"). */
+static int parse_count(const char *s, uint32_t max, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || v < 0 || v * scale > max)
+    int64_t v;
+    if (ss_parse_i64(s, 0, max, &v))
         return -1;
-    *out = (uint32_t)(v * scale + 0.5);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Seconds as typed, with up to three decimals ("10", "0.5", "2.125"), into
+ * milliseconds up to MAX_MS. */
+static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
+{
+    const char *dot = strchr(s, '.');
+    char whole[24];
+    size_t n = dot ? (size_t)(dot - s) : strlen(s);
+    if (n == 0 || n >= sizeof whole)
+        return -1;
+    memcpy(whole, s, n);
+    whole[n] = '\0';
+    int64_t sec, frac = 0;
+    if (ss_parse_i64(whole, 0, max_ms / 1000 + 1, &sec))
+        return -1;
+    if (dot) {
+        size_t digits = strlen(dot + 1);
+        if (digits == 0 || digits > 3 || dot[1] == '-' ||
+            ss_parse_i64(dot + 1, 0, 999, &frac))
+            return -1;
+        for (size_t i = digits; i < 3; i++)
+            frac *= 10;
+    }
+    int64_t ms = sec * 1000 + frac;
+    if (ms > max_ms)
+        return -1;
+    *out = (uint32_t)ms;
     return 0;
 }
 
@@ -539,7 +569,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         char err[200];
         switch (c) {
         case 'n':
-            if (parse_uint(optarg, 1, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
+            if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
                 r->nprocs == 0) {
                 fprintf(stderr, "stepscope run: -n wants a number of ranks "
                         "from 1 to %d, not '%s'\n", SS_LAUNCH_MAX_RANKS, optarg);
@@ -550,20 +580,21 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         case 'd': r->db_path = optarg; break;
         case 'l': r->log_dir = optarg; break;
         case 'g':
-            if (parse_uint(optarg, 1000, 3600 * 1000, &r->grace_ms)) {
-                fprintf(stderr, "stepscope run: bad --grace '%s'\n", optarg);
+            if (parse_seconds_ms(optarg, 3600 * 1000, &r->grace_ms)) {
+                fprintf(stderr, "stepscope run: bad --grace '%s' (seconds, "
+                        "e.g. 10 or 2.5)\n", optarg);
                 return 2;
             }
             break;
         case 'c':
-            if (parse_uint(optarg, 1000, 86400u * 1000, &r->connect_timeout_ms)) {
-                fprintf(stderr, "stepscope run: bad --connect-timeout '%s'\n",
-                        optarg);
+            if (parse_seconds_ms(optarg, 86400u * 1000, &r->connect_timeout_ms)) {
+                fprintf(stderr, "stepscope run: bad --connect-timeout '%s' "
+                        "(seconds, e.g. 60 or 0.5)\n", optarg);
                 return 2;
             }
             break;
         case 'w':
-            if (parse_uint(optarg, 1, 1 << 20, &r->agg_cfg.window_steps) ||
+            if (parse_count(optarg, 1 << 20, &r->agg_cfg.window_steps) ||
                 r->agg_cfg.window_steps < 2) {
                 fprintf(stderr, "stepscope run: bad --window '%s' (2 or more "
                         "steps)\n", optarg);
