@@ -50,6 +50,11 @@ static const char *const cause_key[N_CAUSES] = {"run_queue", "stopped",
 static const char *const cause_words[N_CAUSES] = {
     "run-queue delay", "stops", "CPU quota throttling"};
 
+/* The level of the tests for an open episode to go on (with half the
+ * thresholds): looser than the opening level (hysteresis), still far from
+ * a coin flip. */
+#define HOLD_LEVEL 0.01
+
 typedef struct {
     double lost_ms, step_ms; /* sums over the ring's steps where the rank's
                                 loss to the cause and its step time are
@@ -213,8 +218,8 @@ static double window_median_step(host *h, uint32_t k, uint32_t min)
  * over the window's median step BASE.
  */
 static void record_cause(ss_detectors *d, host *h, const ss_step_view *v,
-                           uint32_t world, uint32_t k, int c, double base,
-                           double excess)
+                         uint32_t world, uint32_t k, int c, double base,
+                         double excess)
 {
     size_t ck = (size_t)c * h->hw + k;
     uint32_t n = 0;
@@ -354,33 +359,31 @@ static double alone_cost(const host *h, uint32_t r, int c)
     return steps > 0 ? cost / steps : 0;
 }
 
-/* The slow-step rule: rank R alone explained at least host.min_events of
- * the ring's slow steps of cause C, more often than chance among
- * exchangeable ranks allows at LEVEL, and they cost the job at least
- * host.min_share of its time. */
+/* The slow-step rule at SCALE of its thresholds: rank R alone explained
+ * at least host.min_events (times SCALE) of the ring's slow steps of
+ * cause C, more often than chance among exchangeable ranks allows at
+ * LEVEL, and they cost the job at least host.min_share (times SCALE) of
+ * its time. */
 static int alone_rule(const ss_detectors *d, const host *h, uint32_t r,
-                      int c, double level)
+                      int c, double level, double scale)
 {
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
     uint32_t n = h->n_alone[c];
-    return rc->alone >= ss__param_u32(d, P_H_MIN_EVENTS) && n > 0 &&
+    return rc->alone >= scale * d->p[P_H_MIN_EVENTS] && n > 0 &&
            ss__binomial_upper_tail(n, rc->alone, h->chance_sum[c] / n) <=
                level &&
-           alone_cost(h, r, c) >= d->p[P_H_MIN_SHARE];
+           alone_cost(h, r, c) >= scale * d->p[P_H_MIN_SHARE];
 }
 
-/* An open episode goes on while the rank is still clearly behind it: the
- * share rule at half its threshold with the sign test at HOLD_LEVEL, or
- * the rank still the one behind most of the slow steps, at least half
- * host.min_events of them. */
-#define HOLD_LEVEL 0.01
-static int still_on(const ss_detectors *d, const host *h,
-                    const cause_state *rc, int c, double med_share)
+/* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
+ * of the tests: the share rule with the sign test, or the slow-step
+ * rule. */
+static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
+                  double med_share, double level, double scale)
 {
-    uint32_t half = (ss__param_u32(d, P_H_MIN_EVENTS) + 1) / 2;
-    return (share_rule(d, rc, med_share, 0.5) &&
-            above_peers(rc, HOLD_LEVEL)) ||
-           (rc->alone >= half && 2 * rc->alone > h->n_alone[c]);
+    const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
+    return (share_rule(d, rc, med_share, scale) && above_peers(rc, level)) ||
+           alone_rule(d, h, r, c, level, scale);
 }
 
 /* Rank R's loss to cause C over the ring, for its finding. */
@@ -397,7 +400,8 @@ typedef struct {
     double log10_p_alone;
     double cost;               /* what the job loses, fraction of a step */
     double med_step_ms;
-    int intermittent;          /* the slow-step rule (at half) holds */
+    int intermittent;          /* the slow-step rule holds (as for an
+                                  open episode) */
     uint64_t first, last;      /* first and last affected step */
 } cause_summary;
 
@@ -422,8 +426,7 @@ static void summarize(const ss_detectors *d, host *h, uint32_t r, int c,
                                    h->chance_sum[c] / s->n_alone)
                              : 1;
     s->log10_p_alone = tail > 0 ? log10(tail) : -300;
-    uint32_t half = (ss__param_u32(d, P_H_MIN_EVENTS) + 1) / 2;
-    s->intermittent = rc->alone >= half && 2 * rc->alone > h->n_alone[c];
+    s->intermittent = alone_rule(d, h, r, c, HOLD_LEVEL, 0.5);
     /* scratch: the affected losses, then the slow steps' excesses, then
      * the median step times (hw each at most; f64 holds max(world, hw)) */
     double *aff = h->f64;
@@ -574,15 +577,14 @@ static void judge_cause(ss_detectors *d, host *h, int c)
     for (uint32_t r = 0; r < h->world; r++) {
         cause_state *rc = cause_of(h, r, c);
         if (rc->finding < 0) {
-            if (rc->known < min ||
-                !((share_rule(d, rc, med_share, 1) &&
-                   above_peers(rc, level)) ||
-                  alone_rule(d, h, r, c, level)))
+            if (rc->known < min || !behind(d, h, r, c, med_share, level, 1))
                 continue;
             rc->finding = ss__finding_open(d, cause_kind[c]);
             if (rc->finding >= 0)
                 refresh(d, h, r, c, med_share, 1);
-        } else if (!still_on(d, h, rc, c, med_share)) {
+        } else if (!behind(d, h, r, c, med_share, HOLD_LEVEL, 0.5)) {
+            /* an open episode goes on while the rank is still behind the
+             * cause at half the thresholds and HOLD_LEVEL */
             rc->finding = -1; /* keeps the last snapshot */
         } else {
             refresh(d, h, r, c, med_share, 0);
