@@ -81,9 +81,9 @@ typedef struct {
     float *chance;      /* 1 / ranks measured, in such a step; else 0 */
     uint32_t n_alone[N_CAUSES];   /* slow steps explained in the ring */
     double chance_sum[N_CAUSES];  /* sum of their chance */
-    /* per rank, cause and ring slot: [(r * N_CAUSES + c) * hw + slot] */
+    /* per ring slot, rank and cause: at() */
     float *lost;
-    float *rank_step_ms; /* per rank and ring slot: [r * hw + slot] */
+    float *rank_step_ms; /* per ring slot and rank: step_at() */
     cause_state *cs;     /* per rank and cause: [r * N_CAUSES + c] */
     double *f64;         /* scratch: max(world, hw) */
 } host;
@@ -99,9 +99,16 @@ static double lost_ms(const ss_rank_step *rs, int c)
     return ns == SS_MISSING || ns < 0 ? NAN : (double)ns / 1e6;
 }
 
+/* Indexes of rank R's values in ring slot K: slot-major, so that a step
+ * writes (and retires) one contiguous row. */
 static size_t at(const host *h, uint32_t r, int c, uint32_t k)
 {
-    return ((size_t)r * N_CAUSES + (size_t)c) * h->hw + k;
+    return ((size_t)k * h->world + r) * N_CAUSES + (size_t)c;
+}
+
+static size_t step_at(const host *h, uint32_t r, uint32_t k)
+{
+    return (size_t)k * h->world + r;
 }
 
 static cause_state *cause_of(host *h, uint32_t r, int c)
@@ -181,7 +188,7 @@ static void retire_slot(host *h, uint32_t k)
         }
     }
     for (uint32_t r = 0; r < h->world; r++) {
-        float st = h->rank_step_ms[(size_t)r * h->hw + k];
+        float st = h->rank_step_ms[step_at(h, r, k)];
         for (int c = 0; c < N_CAUSES; c++) {
             float lost = h->lost[at(h, r, c, k)];
             float med = h->median_lost[(size_t)c * h->hw + k];
@@ -238,7 +245,7 @@ static void record_cause(ss_detectors *d, host *h, const ss_step_view *v,
         } else if (lost > second_ms) {
             second_ms = lost;
         }
-        float st = h->rank_step_ms[(size_t)r * h->hw + k];
+        float st = h->rank_step_ms[step_at(h, r, k)];
         if (!isnan(st)) {
             cause_state *rc = cause_of(h, r, c);
             rc->lost_ms += (float)lost;
@@ -285,7 +292,7 @@ static void record_step(ss_detectors *d, host *h, const ss_step_view *v,
     h->excess_ms[k] = (float)(h->med_ms[k] - base);
     for (uint32_t r = 0; r < h->world; r++) {
         const ss_rank_step *rs = r < world ? &v->ranks[r] : NULL;
-        h->rank_step_ms[(size_t)r * h->hw + k] =
+        h->rank_step_ms[step_at(h, r, k)] =
             rs && rs->present && rs->step_ns != SS_MISSING && rs->step_ns > 0
                 ? (float)((double)rs->step_ns / 1e6)
                 : NAN;

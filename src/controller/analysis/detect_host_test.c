@@ -28,11 +28,19 @@
 #include "testing.h"
 
 #define MS 1000000.0
+#ifndef MAX_RANKS
 #define MAX_RANKS 16
+#endif
 /* Seeds per configuration of the clean jobs; build with -DCLEAN_SEEDS=50
  * for the extended measurement docs/detectors.md quotes. */
 #ifndef CLEAN_SEEDS
 #define CLEAN_SEEDS 3
+#endif
+/* Seeds per configuration of the detection power measurement; build with
+ * -DPOWER_SEEDS=100 (and 50 for the loaded machine) for the numbers
+ * docs/detectors.md quotes. */
+#ifndef POWER_SEEDS
+#define POWER_SEEDS 4
 #endif
 #define MAX_FOUND 64
 
@@ -433,6 +441,70 @@ static void every_rank_position(void)
 }
 
 /*
+ * Detection power over seeds: each fault on a rank that moves with the
+ * seed, of 2, 4, 8 and 16 ranks: the right kind on the right rank, once,
+ * and no jitter.  Then starvation on a loaded machine, where every rank
+ * waits for a CPU (exponential run-queue delay of mean 0.5 to 12 ms on a
+ * 10 ms compute) and one rank 3 ms more in 78 % of steps: found while
+ * the others' delay averages up to 30 % of the compute (printed beyond).
+ */
+static void power_over_seeds(void)
+{
+    static const char *const kind[] = {"stopped", "cpu_starved",
+                                       "cpu_throttled"};
+    for (int fault = FAULT_STOP; fault <= FAULT_THROTTLE; fault++)
+        for (uint32_t world = 2; world <= 16; world *= 2) {
+            int right = 0, jitter = 0;
+            for (uint64_t seed = 1; seed <= POWER_SEEDS; seed++) {
+                found fd;
+                uint32_t r = (uint32_t)(seed % world);
+                run_fault(world, r, fault, 1, 300, seed * 31 + world, &fd);
+                const ss_finding *f = first_kind(&fd, kind[fault]);
+                right += f && f->ranks[0] == (int32_t)r &&
+                         count_kind(&fd, kind[fault]) == 1;
+                jitter += count_kind(&fd, "jitter") > 0;
+            }
+            printf("%s, %u ranks: right in %d of %d runs, jitter in %d\n",
+                   kind[fault], world, right, POWER_SEEDS, jitter);
+            CHECK_EQ_INT(right, POWER_SEEDS);
+            CHECK_EQ_INT(jitter, 0);
+        }
+    for (double queue = 0.5; queue <= 12; queue *= 2)
+        for (uint32_t world = 4; world <= 8; world *= 2) {
+            int right = 0, cause = 0;
+            for (uint64_t seed = 1; seed <= POWER_SEEDS; seed++) {
+                rng_state = seed * 77 + world;
+                found fd;
+                ss_detectors *d = make(world, &fd);
+                REQUIRE(d);
+                uint32_t r = (uint32_t)(seed % world);
+                job_step b;
+                for (uint64_t s = 0; s < 640; s++) {
+                    plan p;
+                    plan_clean(&p, world, 10, queue);
+                    if (uniform() < 0.78)
+                        p.runq[r] += 3;
+                    build_step(&b, world, s, &p);
+                    ss_detectors_step(d, &b.v, names);
+                }
+                ss_detectors_finish(d, names);
+                const ss_finding *f = first_kind(&fd, "cpu_starved");
+                right += f && f->ranks[0] == (int32_t)r;
+                const ss_finding *g = first_kind(&fd, "straggler");
+                cause += g && g->ranks[0] == (int32_t)r &&
+                         strstr(g->message, "waited for a CPU") != NULL;
+                ss_detectors_destroy(d);
+            }
+            printf("starved by 3 ms, every rank's run-queue delay %.1f ms, "
+                   "%u ranks: cpu_starved in %d of %d runs, straggler with "
+                   "its cause in %d\n", queue, world, right, POWER_SEEDS,
+                   cause);
+            if (queue <= 3)
+                CHECK_EQ_INT(right, POWER_SEEDS);
+        }
+}
+
+/*
  * The same loss on every rank alike is not one rank's doing: all ranks in
  * one throttled cgroup, and the whole machine paused (every rank stopped
  * together in 31 % of steps).  No rank is named; the paused machine's
@@ -646,7 +718,7 @@ static void host_params(void)
 TEST_LIST(TEST(stopped_rank_named),
           TEST(stopped_rank_without_host_is_jitter),
           TEST(starved_rank_named), TEST(throttled_rank_named),
-          TEST(every_rank_position),
+          TEST(every_rank_position), TEST(power_over_seeds),
           TEST(alike_on_every_rank_names_no_rank),
           TEST(clean_shared_cores_quiet), TEST(false_alarm_rate_of_the_tests),
           TEST(missing_host_evidence),
