@@ -514,11 +514,17 @@ static void cause_message(ss_finding *f, uint32_t r, int c,
 {
     char a[32], b[32], what[256], slow[200] = "";
     int share = (int)lround(s->share * 100);
-    if (c == C_RUNQ)
+    if (c == C_RUNQ && s->share < 1)
         snprintf(what, sizeof what, "rank %u waited for a CPU %d %% of its "
                  "step time over the last %u steps (run-queue delay %s ms "
                  "per step; median rank %s ms)", r, share, s->seen,
                  ss__fmt_ms(a, sizeof a, s->per_step_ms),
+                 ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    else if (c == C_RUNQ) /* summed over its threads: beyond wall time */
+        snprintf(what, sizeof what, "rank %u's threads waited for a CPU "
+                 "%.1f times its step time in all over the last %u steps "
+                 "(run-queue delay %s ms per step; median rank %s ms)", r,
+                 s->share, s->seen, ss__fmt_ms(a, sizeof a, s->per_step_ms),
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
     else if (c == C_STOPPED)
         snprintf(what, sizeof what, "rank %u was stopped for %s ms in %d %% "

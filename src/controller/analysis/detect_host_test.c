@@ -660,6 +660,36 @@ static void false_alarm_rate_of_the_tests(void)
     CHECK(rate <= 5 * 0.05);
 }
 
+/* Run-queue delay is summed over a rank's threads, so it may exceed the
+ * step: a rank whose 4 threads each wait 8 ms of an 11.25 ms step is said
+ * to wait 2.8 times its step time in all, not "285 %". */
+static void threads_wait_beyond_wall_time(void)
+{
+    rng_state = 70;
+    found fd;
+    ss_detectors *d = make(4, &fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < 100; s++) {
+        plan p;
+        plan_clean(&p, 4, 10, 0.1);
+        build_step(&b, 4, s, &p);
+        b.host[1].runq_ns = (int64_t)(4 * 8 * MS); /* after the arrival */
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    const ss_finding *f = first_kind(&fd, "cpu_starved");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->ranks[0], 1);
+    CHECK(strstr(f->message, "rank 1's threads waited for a CPU 2.8 times "
+                             "its step time in all") != NULL);
+    CHECK(fabs(json_get(f->evidence_json, "share_pct") - 32 / 11.25 * 100) <
+          3);
+    if (!strstr(f->message, "2.8 times"))
+        dump(&fd);
+    ss_detectors_destroy(d);
+}
+
 /* Host evidence that comes and goes: throttling unmeasured (no cgroup v2),
  * ranks without evidence in some steps, one rank never measured.  No
  * rank is judged on values it did not report, and a rank stopped in the
@@ -721,5 +751,5 @@ TEST_LIST(TEST(stopped_rank_named),
           TEST(every_rank_position), TEST(power_over_seeds),
           TEST(alike_on_every_rank_names_no_rank),
           TEST(clean_shared_cores_quiet), TEST(false_alarm_rate_of_the_tests),
-          TEST(missing_host_evidence),
+          TEST(threads_wait_beyond_wall_time), TEST(missing_host_evidence),
           TEST(host_params))
