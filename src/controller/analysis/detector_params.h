@@ -64,8 +64,8 @@
     X(P_H_MIN_EVENTS, "host.min_events", 5, "steps", 1, 1024,                 \
       "slow steps one rank must explain in the window to be named for them")  \
     X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
-      "false alarms: chance per window that the slow steps of a clean job "   \
-      "fall on one rank that often (split over ranks and causes)")            \
+      "false alarms: chance per window that a rank of a clean job is named "  \
+      "for a cause (split over ranks and causes)")                            \
     X(P_H_CRIT_FRAC, "host.critical_frac", 0.25, "ratio", 0, 100,             \
       "critical when the lost time costs the job this fraction of a step")    \
     X(P_D_MIN_MS, "data_stall.min_ms", 20, "ms", 0, 1e9,                      \
