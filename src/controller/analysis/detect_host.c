@@ -12,21 +12,25 @@
  * cpu_starved, stopped, cpu_throttled) when either
  *   (share)      it lost a share of its step time to the cause that is
  *                host.min_share above the median rank's and
- *                host.peer_factor times it: machine-wide pressure, alike
- *                on every rank, is never blamed on one of them; or
+ *                host.peer_factor times it, and more than its step's
+ *                median rank in more steps than chance allows (a sign
+ *                test at host.alpha split over ranks and causes):
+ *                machine-wide pressure, alike on every rank, is never
+ *                blamed on one of them; or
  *   (slow steps) the job's slow steps are its: in at least
  *                host.min_events steps that ran over the window's median
  *                step by host.explain_frac of what it alone lost (beyond
  *                the runner-up rank), it was that rank more often than
  *                chance allows among exchangeable ranks (a binomial test at
- *                host.alpha split over ranks and causes).  This names the
- *                intermittent straggler that arrival times cannot show:
- *                a rank stopped inside the collective, where every rank
- *                waits alike.
+ *                the same level), and they cost the job host.min_share of
+ *                its time.  This names the intermittent straggler that
+ *                arrival times cannot show: a rank stopped inside the
+ *                collective, where every rank waits alike.
  * An episode stays open, its finding refreshed, while either rule holds at
- * half its thresholds.  For every step it tells jitter what one rank alone
- * lost (that part of the step is explained) and what every rank lost alike
- * (ss__step_notes), and it answers the straggler detector's question
+ * half its thresholds and a test level of HOLD_LEVEL.  For every step it
+ * tells jitter what one named rank alone lost (that part of the step is
+ * explained) and what every rank lost alike (ss__step_notes), and it
+ * answers the straggler detector's question
  * whether the host explains a straggler's lateness (ss__host_explain).
  * Nothing is allocated until the first step that carries host evidence.
  * docs/detectors.md, "cpu_starved, stopped, cpu_throttled", states every
