@@ -10,10 +10,10 @@
  * max(jitter.mad_k robust sigmas, a relative floor, an absolute floor).
  * Enough outliers in the window, or a wide robust spread, open a finding,
  * which closes with hysteresis.  The finding names the phase whose median
- * rose most in the outlier steps and the ranks slowest in most of them,
- * unless the host's evidence shows every rank losing the time alike: then
- * it says so and blames no rank.
+ * rose most in the outlier steps and the ranks slowest in most of them.
  * docs/detectors.md, "jitter", states every rule and default.
+ * When the host's evidence shows every rank losing the time alike, the
+ * finding says so and blames no rank.
  */
 #include "detectors_internal.h"
 

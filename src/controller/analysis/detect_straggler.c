@@ -25,11 +25,12 @@
  * to tell it from the opening of a persistent episode).  An episode ends
  * when the median lateness over its window falls below
  * straggler.end_frac of the step.  The phase a finding blames is the one
- * with the largest excess over the median rank's in most late steps, and
- * the host's cause when its evidence explains the lateness (detect_host.c).
+ * with the largest excess over the median rank's in most late steps.
  * It tells jitter how late the latest rank was in a synchronized step
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
+ * A finding also names the host's cause when the host's evidence explains
+ * the lateness (ss__host_explain, detect_host.c).
  */
 #include "detectors_internal.h"
 
