@@ -417,7 +417,7 @@ static void names_grow_mid_run(void)
     int fwd = ss_aggregator_intern(a, "forward");
     wire_step s = rec(0, 10);
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns, 0};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     /* step 0 is open while new names arrive */
     int bwd = ss_aggregator_intern(a, "backward");
@@ -425,17 +425,17 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(loss, 2);
     s = rec(1, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS,
-                                s.begin_ns + 5 * MS};
+                                s.begin_ns + 5 * MS, 0};
     s.n_metrics = 1;
     s.metrics[0] = (wire_metric){(uint32_t)loss, 1.25};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     s = rec(0, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS,
-                                s.begin_ns + 2 * MS}; /* repeated: sum */
+                                s.begin_ns + 2 * MS, 0}; /* repeated: sum */
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
     REQUIRE(c.n == 1);
     captured *v = &c.steps[0];
@@ -504,11 +504,11 @@ static void phase_begins_and_counts(void)
     int fwd = ss_aggregator_intern(a, "forward");
     wire_step s = rec(3, 10);
     s.n_phases = 3;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)wait, 3, 4 * MS,
-                               s.begin_ns + 1 * MS};
+                               s.begin_ns + 1 * MS, 0};
     s.phases[2] = (wire_phase){(uint32_t)wait, 40000, 2 * MS,
-                               s.begin_ns - 2 * MS};
+                               s.begin_ns - 2 * MS, 0};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     ss_aggregator_finish(a);
     REQUIRE(c.n == 1);
@@ -541,7 +541,7 @@ static void memory_bounded(void)
             s.n_phases = 4;
             for (int i = 0; i < 4; i++)
                 s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS,
-                                            s.begin_ns + i * 20 * MS};
+                                            s.begin_ns + i * 20 * MS, 0};
             s.n_syncs = 1;
             s.syncs[0] = (wire_sync){(uint32_t)id[4], s.begin_ns + 80 * MS};
             s.flags = WIRE_STEP_HAS_RSS;
