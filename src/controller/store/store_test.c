@@ -254,6 +254,16 @@ static void migrates_version_1(void)
     REQUIRE(s != NULL);
     ss_store_close(s);
     CHECK_EQ_INT(sql_exec(path,
+                          "ALTER TABLE rank_steps DROP COLUMN phase_self;"
+                          "ALTER TABLE step_phases DROP COLUMN self_n;"
+                          "ALTER TABLE step_phases DROP COLUMN self_min;"
+                          "ALTER TABLE step_phases DROP COLUMN self_median;"
+                          "ALTER TABLE step_phases DROP COLUMN self_p90;"
+                          "ALTER TABLE step_phases DROP COLUMN self_max;"
+                          "ALTER TABLE step_phases DROP COLUMN "
+                          "self_worst_rank;"
+                          "INSERT INTO step_phases(run_id, attempt, step,"
+                          " phase, n) VALUES (1, 0, 0, 'forward', 1);"
                           "ALTER TABLE rank_steps DROP COLUMN metrics;"
                           "ALTER TABLE rank_steps DROP COLUMN syncs;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_counts;"
@@ -275,7 +285,10 @@ static void migrates_version_1(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
-                               "metrics IS NULL"),
+                               "metrics IS NULL AND phase_self IS NULL"),
+                 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
+                               "self_n IS NULL AND self_median IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
                                "names_over_limit IS NULL AND "
