@@ -16,6 +16,10 @@ user would by hand (only then is stepscope imported).
 Faults (all on the rank named, every other rank runs normally):
   --slow-rank R --slow-ms MS    MS of extra matrix multiplies inside the
                                 model's forward, every step
+  --slow-phase backward         ... inside backward instead (in the hook on
+                                the gradient of the output layer's weight,
+                                the first computed: the all-reduce waits
+                                for it), as a slower GPU would
   --stall-rank R --stall-ms MS --stall-every K
                                 the Dataset's __getitem__ sleeps MS (a slow
                                 read) once every K steps
@@ -70,7 +74,9 @@ def parse_args(argv):
                    help="run under torch.profiler recording every step but the first (for comparisons)")
     p.add_argument("--slow-rank", type=int, default=-1, metavar="R")
     p.add_argument("--slow-ms", type=float, default=30.0, metavar="MS",
-                   help="extra forward compute on --slow-rank (default 30)")
+                   help="extra compute on --slow-rank (default 30)")
+    p.add_argument("--slow-phase", choices=("forward", "backward"), default="forward",
+                   help="where --slow-rank computes longer (default forward)")
     p.add_argument("--stall-rank", type=int, default=-1, metavar="R")
     p.add_argument("--stall-ms", type=float, default=100.0, metavar="MS",
                    help="length of one data stall on --stall-rank (default 100)")
@@ -118,10 +124,19 @@ class SyntheticDataset(Dataset):
         return self.x[i], self.y[i]
 
 
+def burn(seconds, m):
+    """Multiplies matrices for SECONDS: real compute, as a rank on a slower
+    or busier device would do, not a sleep."""
+    with torch.no_grad():
+        end = time.perf_counter() + seconds
+        a = m
+        while time.perf_counter() < end:
+            a = torch.mm(a, m)
+
+
 class MLP(nn.Module):
-    """A plain MLP.  On the slow rank, forward() also multiplies matrices for
-    `slow_s` seconds: real compute, as a rank on a slower or busier device
-    would do, not a sleep."""
+    """A plain MLP.  On the slow rank, forward() also computes for `slow_s`
+    seconds (burn)."""
 
     def __init__(self, args, slow_s=0.0):
         super().__init__()
@@ -136,12 +151,21 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.slow_s > 0:
-            with torch.no_grad():
-                end = time.perf_counter() + self.slow_s
-                m = self.burn
-                while time.perf_counter() < end:
-                    m = torch.mm(m, self.burn)
+            burn(self.slow_s, self.burn)
         return self.net(x)
+
+
+def slow_backward(model, seconds):
+    """Makes every backward pass compute SECONDS longer: a hook on the
+    gradient of the output layer's weight, the first gradient backward
+    computes, so every later gradient, and this rank's arrival at the
+    all-reduce, comes that much later."""
+    m = torch.ones(64, 64) / 64
+
+    def hook(_grad):
+        burn(seconds, m)
+
+    model.net[-1].weight.register_hook(hook)
 
 
 def batches(loader, sampler):
@@ -187,7 +211,10 @@ def main(argv):
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler,
                         num_workers=args.workers, drop_last=True,
                         persistent_workers=args.workers > 0)
-    model = MLP(args, slow_s=args.slow_ms / 1000.0 if rank == args.slow_rank else 0.0)
+    slow_s = args.slow_ms / 1000.0 if rank == args.slow_rank else 0.0
+    model = MLP(args, slow_s=slow_s if args.slow_phase == "forward" else 0.0)
+    if slow_s and args.slow_phase == "backward":
+        slow_backward(model, slow_s)
     ddp = DDP(model)
     arrival = {"armed": False}
     if args.explicit:
