@@ -15,8 +15,10 @@
  *    (ss_phase_span, folded when recorded) in the innermost open phase that
  *    began no later than the span, and it covers that phase from its begin
  *    to its end.  A run still open when its parent ends covers the parent
- *    up to that end.  At most SS__NEST_MAX runs are tracked open per
- *    thread; one begun deeper is not subtracted from the phases around it.
+ *    up to that end.  Overlaps are found against the latest end covered so
+ *    far: a nested run folded after one that ended later counts only past
+ *    that end.  At most SS__NEST_MAX runs are tracked open per thread; one
+ *    begun deeper is not subtracted from the phases around it.
  *  - A sync keeps its first arrival in the step; a metric its last value;
  *    RSS and device bytes their maximum.
  *  - A metric whose later values in the step may have been lost is left out
