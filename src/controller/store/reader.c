@@ -1028,8 +1028,8 @@ static ss_rank_phase *row_phase(ss_rank_steps *c, uint32_t name)
 
 /* Adds the {name: number} items of the JSON object in column COL to the
  * row: KIND 0..2 the phases' totals, starts and counts, 3 the syncs, 4 the
- * metrics, 5 the phases' self times.  Text that is not a JSON object adds nothing.  Returns 0 or -1
- * on out-of-memory. */
+ * metrics, 5 the phases' self times.  Text that is not a JSON object adds
+ * nothing.  Returns 0 or -1 on out-of-memory. */
 static int add_items(ss_rank_steps *c, int col, int kind)
 {
     const char *text = (const char *)sqlite3_column_text(c->st, col);
