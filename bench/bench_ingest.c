@@ -94,7 +94,7 @@ static size_t encode_step(uint8_t *buf, uint32_t rank, uint64_t step)
     s.n_phases = 4;
     for (uint32_t i = 0; i < 4; i++)
         s.phases[i] = (wire_phase){i + 1, 1, 9000000 + (rank % 5) * 10000,
-                                   base + (int64_t)i * 9000000};
+                                   base + (int64_t)i * 9000000, 0};
     s.n_syncs = 1;
     s.syncs[0] = (wire_sync){5, base + 30000000 + (int64_t)(rank % 3) * 50000};
     s.n_metrics = 1;

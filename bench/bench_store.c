@@ -164,9 +164,13 @@ int main(int argc, char **argv)
             rs[r] = (ss_rank_step){
                 .present = 1,
                 .step_ns = 95000000 + (int64_t)(r + step) % 20000000,
-                .rss_bytes = (int64_t)2 << 30, .device_bytes = (int64_t)8 << 30,
-                .phase_ns = ph, .sync_arrival_ns = sy, .begin_ns = begin,
-                .phase_start_ns = st, .phase_count = ones};
+                .rss_bytes = (int64_t)2 << 30,
+                .device_bytes = (int64_t)8 << 30,
+                .phase_ns = ph,
+                .sync_arrival_ns = sy,
+                .begin_ns = begin,
+                .phase_start_ns = st,
+                .phase_count = ones};
         }
         v.step = step;
         v.finalized_at = (ss_wall_ns)step * 100000000;

@@ -106,13 +106,17 @@ void ss_step_end(void);
 
 /* Opens / closes the phase ID on the calling thread.  Phases may nest; the
  * same name nested in itself counts once (outermost).  A phase's time is
- * added to the step that was current when it began. */
+ * added to the step that was current when it began, and so is its self
+ * time: its time less that of the phases nested in it on this thread. */
 void ss_phase_begin(ss_name_id id);
 void ss_phase_end(ss_name_id id);
 
 /* Records a phase ID that ran from BEGIN_NS to END_NS (ss_now_ns() clock),
  * measured elsewhere - on another thread, or from a completion callback -
- * and adds it to the current step.  Ignored when END_NS < BEGIN_NS. */
+ * and adds it to the current step.  Ignored when END_NS < BEGIN_NS.  It
+ * nests in the innermost phase open on the calling thread that began no
+ * later than BEGIN_NS (that phase's self time leaves it out); record it
+ * before ending that phase. */
 void ss_phase_span(ss_name_id id, int64_t begin_ns, int64_t end_ns);
 
 /* The recorder's clock: CLOCK_MONOTONIC in nanoseconds.  Works while

@@ -38,17 +38,25 @@ class Job:
 
     def rank_steps(self):
         """{(step, rank): {"phases": {...}, "counts": {...}, "syncs": {...},
-        "rss": int|None, "device": int|None}} from the store."""
+        "self": {...} | None, "rss": int|None, "device": int|None}} from the
+        store; "self" has the self time of every phase (the store keeps
+        only those that differ from the phase's time), None when the rank
+        recorded none."""
         con = sqlite3.connect(str(self.db))
         rows = {}
-        for step, rank, phases, pc, sy, rss, dev in con.execute(
-                "SELECT step, rank, phases, phase_counts, syncs, rss_bytes, "
-                "device_bytes FROM rank_steps"):
+        for step, rank, phases, pc, sy, ps, rss, dev in con.execute(
+                "SELECT step, rank, phases, phase_counts, syncs, phase_self, "
+                "rss_bytes, device_bytes FROM rank_steps"):
+            phases = json.loads(phases) if phases else {}
+            own = None
+            if ps is not None:
+                own = dict(phases)
+                own.update(json.loads(ps))
             rows[(step, rank)] = {
-                "phases": json.loads(phases) if phases else {},
+                "phases": phases,
                 "counts": json.loads(pc) if pc else {},
                 "syncs": json.loads(sy) if sy else None,
-                "rss": rss, "device": dev}
+                "self": own, "rss": rss, "device": dev}
         con.close()
         return rows
 

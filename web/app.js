@@ -125,7 +125,7 @@
       run: null, summary: null,
       x: [], med: [], p90: [], worst: [], worstRank: [],
       rssMed: [], rssMax: [], rssRank: [], devMed: [], devMax: [], devRank: [],
-      phases: [], phaseByName: {},   /* {name, color, med, worst, worstRank} */
+      phases: [], phaseByName: {},   /* {name, color, med, worst, worstRank, nests} */
       lastStep: null, pending: {}, pendingN: 0,
       failures: 0, gone: false, lost: false, ended: false, inflight: false, again: false,
       heat: null,                     /* {ranks, steps, rows: [per rank]} */
@@ -163,10 +163,15 @@
         st.phaseByName[name] = ph;
         st.phases.push(ph);
       }
+      /* Phases nest (allreduce inside backward): the chart shows each
+       * phase's self time where recorded, so that a slow rank's backward
+       * does not hide behind the shorter wait nested in it. */
       var p = phases[name] || {};
-      ph.med.push(num(p.median));
-      ph.worst.push(num(p.max));
-      ph.worstRank.push(num(p.worst_rank));
+      var own = p.self || p;
+      if (p.self && (p.self.median !== p.median || p.self.max !== p.max)) ph.nests = true;
+      ph.med.push(num(own.median));
+      ph.worst.push(num(own.max));
+      ph.worstRank.push(num(own.worst_rank));
     }
     for (var j = 0; j < st.phases.length; j++) {
       var q = st.phases[j];
@@ -767,7 +772,7 @@
     var s = [stepLabel('phases')];
     st.phases.forEach(function (ph, k) {
       var worstOf = withRank('phases', fmtMs);
-      s.push({ label: ph.name, stroke: ph.color, width: 1.6,
+      s.push({ label: ph.nests ? ph.name + ' (self)' : ph.name, stroke: ph.color, width: 1.6,
                value: function (u, v, si, idx) {
                  if (idx == null) return '–';
                  var w = u.data[si + 1] ? u.data[si + 1][idx] : null;
@@ -879,7 +884,7 @@
       dropChart('phases');
       emptyNote($('#chart-phases'), 'No phases were recorded in this run.');
     } else {
-      ensureChart(CHARTS[1], st.phases.map(function (p) { return p.name; }).join('\u0000'), function (o) {
+      ensureChart(CHARTS[1], st.phases.map(function (p) { return p.name + (p.nests ? '*' : ''); }).join('\u0000'), function (o) {
         o.series = phaseSeries();
         o.hooks.setSeries = [function (u, i, opts) {
           /* a phase's line and its worst-rank dots are toggled together */

@@ -12,7 +12,9 @@ itself.  It patches torch in place, once per process:
   sync  "allreduce"  DDP: this rank's last gradient of a backward pass
                      that all-reduces (see _GradClock)
   phase "allreduce"  DDP: from that arrival until backward returns, which
-                     DDP allows once every bucket's all-reduce completed
+                     DDP allows once every bucket's all-reduce completed;
+                     recorded inside "backward", so backward's self time
+                     is its compute and allreduce's the wait
   memory             RSS at every step end; once the script uses CUDA, the
                      device peak (reset every step) and allocated bytes
   phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
@@ -219,11 +221,23 @@ def _allreduce_waited():
         _native.phase_span("allreduce", arrival, _native.now_ns())
 
 
+def _backward_enter(obj):
+    start = _compute_enter(obj)
+    _native.phase_begin("backward")
+    return start
+
+
 def _backward_exit(start, _failed):
-    if _S.clocks:
-        _allreduce_waited()
-    if start is not None:
-        _gpu_call(_S.gpu.end, "gpu_backward", start)
+    """Ends "backward" after its all-reduce wait is recorded, so that the
+    wait nests in it (the recorder subtracts it from backward's self
+    time)."""
+    try:
+        if _S.clocks:
+            _allreduce_waited()
+        if start is not None:
+            _gpu_call(_S.gpu.end, "gpu_backward", start)
+    finally:
+        _native.phase_end("backward")
 
 
 def _compute_exit(gpu_name):
@@ -263,10 +277,13 @@ def _patch_forward(torch):
 
 
 def _patch_backward(torch):
-    torch.Tensor.backward = _Outermost(torch.Tensor.backward, "backward",
-                                       _compute_enter, _backward_exit)
-    torch.autograd.backward = _Outermost(torch.autograd.backward, "backward",
-                                         _compute_enter, _backward_exit)
+    # The phase is begun and ended by the callbacks (not by _Outermost,
+    # which ends it before the exit callback runs): the all-reduce wait
+    # recorded at the exit must fall inside it.
+    torch.Tensor.backward = _Outermost(torch.Tensor.backward, None,
+                                       _backward_enter, _backward_exit)
+    torch.autograd.backward = _Outermost(torch.autograd.backward, None,
+                                         _backward_enter, _backward_exit)
 
 
 def _wrap_step(cls):

@@ -48,6 +48,14 @@ def test_steps_phases_and_allreduce(store):
         assert row["counts"].get("backward", 1) == 1
         assert row["counts"].get("optimizer", 1) == 1
         assert row["counts"].get("allreduce", 1) == 1
+        # The all-reduce wait nests in backward: backward's self time is
+        # what is left of it (docs/recorder.md), the wait's is all of it.
+        own = row["self"]
+        assert own is not None, (step, rank, row)
+        assert own["allreduce"] == row["phases"]["allreduce"]
+        assert own["forward"] == row["phases"]["forward"]
+        assert 0 <= own["backward"] < row["phases"]["backward"]
+        assert own["backward"] + own["allreduce"] >= row["phases"]["backward"]
         assert row["rss"] and row["rss"] > 1 << 20
         # CPU only: the CUDA path stays off and never initialises CUDA.
         assert row["device"] is None

@@ -156,6 +156,10 @@ size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s)
     if (s->n_phases > WIRE_MAX_ITEMS || s->n_syncs > WIRE_MAX_ITEMS ||
         s->n_metrics > WIRE_MAX_ITEMS || s->end_ns < s->begin_ns)
         return 0;
+    int with_self = (s->flags & WIRE_STEP_HAS_SELF) != 0;
+    for (unsigned i = 0; with_self && i < s->n_phases; i++)
+        if (s->phases[i].self_ns > s->phases[i].total_ns)
+            return 0;
     wbuf b = frame_begin(buf, cap, WIRE_STEP);
     put_u64(&b, s->step);
     put_u64(&b, (uint64_t)s->begin_ns);
@@ -171,6 +175,8 @@ size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s)
         put_u32(&b, s->phases[i].count);
         put_u64(&b, s->phases[i].total_ns);
         put_u64(&b, (uint64_t)s->phases[i].first_begin_ns);
+        if (with_self)
+            put_u64(&b, s->phases[i].self_ns);
     }
     for (unsigned i = 0; i < s->n_syncs; i++) {
         put_u32(&b, s->syncs[i].name_id);
@@ -401,7 +407,8 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
         s->n_metrics > WIRE_MAX_ITEMS)
         return fail(err, errlen, "STEP has more than %d items of a kind",
                     WIRE_MAX_ITEMS);
-    if (s->flags & ~(WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE))
+    if (s->flags &
+        ~(WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE | WIRE_STEP_HAS_SELF))
         return fail(err, errlen, "STEP has unknown flags 0x%x",
                     (unsigned)s->flags);
     if (s->begin_ns < 0 || s->end_ns < s->begin_ns)
@@ -416,6 +423,9 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
         s->phases[i].count = get_u32(r);
         s->phases[i].total_ns = get_u64(r);
         s->phases[i].first_begin_ns = (int64_t)get_u64(r);
+        s->phases[i].self_ns = 0;
+        if (s->flags & WIRE_STEP_HAS_SELF)
+            s->phases[i].self_ns = get_u64(r);
         if (r->short_read)
             break;
         if (!is_declared(d, s->phases[i].name_id))
@@ -425,6 +435,9 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
             return fail(err, errlen, "STEP phase duration out of range");
         if (s->phases[i].first_begin_ns < 0)
             return fail(err, errlen, "STEP phase begin out of range");
+        if (s->phases[i].self_ns > s->phases[i].total_ns)
+            return fail(err, errlen, "STEP phase self time exceeds its "
+                        "total");
     }
     for (unsigned i = 0; i < s->n_syncs && !r->short_read; i++) {
         s->syncs[i].name_id = get_u32(r);

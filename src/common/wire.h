@@ -72,8 +72,12 @@ typedef struct {
 typedef struct {
     uint32_t name_id;
     uint32_t count;         /* how many times the phase ran in this step */
-    uint64_t total_ns;      /* summed duration */
+    uint64_t total_ns;      /* summed duration (inclusive) */
     int64_t first_begin_ns; /* CLOCK_MONOTONIC of its earliest begin, >= 0 */
+    /* Summed self (exclusive) time: total_ns less the time covered by
+     * phases nested in it (docs/recorder.md), <= total_ns.  Valid only
+     * when the step's flags carry WIRE_STEP_HAS_SELF. */
+    uint64_t self_ns;
 } wire_phase;
 
 typedef struct {
@@ -88,6 +92,10 @@ typedef struct {
 
 #define WIRE_STEP_HAS_RSS 0x1u
 #define WIRE_STEP_HAS_DEVICE 0x2u
+/* Each phase item carries its self time (8 more bytes).  Recorders that
+ * predate it never set the flag: their records are accepted, with self
+ * time missing. */
+#define WIRE_STEP_HAS_SELF 0x4u
 
 typedef struct {
     uint64_t step;
@@ -165,7 +173,7 @@ size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *s);
 
 /* Upper bound of an encoded STEP frame. */
 #define WIRE_STEP_FRAME_MAX                                                   \
-    (WIRE_HEADER_SIZE + 48 + WIRE_MAX_ITEMS * (24 + 12 + 12))
+    (WIRE_HEADER_SIZE + 48 + WIRE_MAX_ITEMS * (32 + 12 + 12))
 
 /* ---- decoding ---- */
 

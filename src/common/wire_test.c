@@ -169,7 +169,7 @@ static void step_round_trip_and_order(void)
     s.rss_bytes = 123456789;
     s.flags = WIRE_STEP_HAS_RSS;
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){1, 2, 40000, 3000};
+    s.phases[0] = (wire_phase){1, 2, 40000, 3000, 0};
     s.n_syncs = 1;
     s.syncs[0] = (wire_sync){2, 45000};
     s.n_metrics = 1;
@@ -204,7 +204,7 @@ static void step_rejects_undeclared_and_bad_times(void)
     s.begin_ns = 10;
     s.end_ns = 20;
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){9, 1, 5, 10};
+    s.phases[0] = (wire_phase){9, 1, 5, 10, 0};
     uint8_t buf[WIRE_STEP_FRAME_MAX];
     size_t n = wire_encode_step(buf, sizeof buf, &s);
     wire_decoder d = handshaken();
@@ -227,6 +227,69 @@ static void step_rejects_undeclared_and_bad_times(void)
     d = handshaken();
     CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
     CHECK(strstr(err, "phase begin out of range") != NULL);
+}
+
+/* Writes V little-endian into P[0..N). */
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void step_self_time_optional(void)
+{
+    /* A record laid out as recorders without self time write it (phase
+     * items of 24 bytes, no flag), built byte by byte: it is accepted and
+     * says it carries no self time. */
+    uint8_t old[WIRE_HEADER_SIZE + 44 + 24];
+    memset(old, 0, sizeof old);
+    put_le(old, sizeof old - WIRE_HEADER_SIZE, 4);
+    old[4] = WIRE_STEP;
+    uint8_t *p = old + WIRE_HEADER_SIZE;
+    put_le(p, 3, 8);          /* step */
+    put_le(p + 8, 100, 8);    /* begin */
+    put_le(p + 16, 900, 8);   /* end */
+    p[41] = 1;                /* one phase */
+    put_le(p + 44, 1, 4);     /* name id */
+    put_le(p + 48, 1, 4);     /* count */
+    put_le(p + 52, 700, 8);   /* total */
+    put_le(p + 60, 150, 8);   /* first begin */
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    REQUIRE(feed(&d, old, sizeof old, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.u.step.flags & WIRE_STEP_HAS_SELF, 0);
+    CHECK_EQ_INT(f.u.step.phases[0].total_ns, 700);
+    CHECK_EQ_INT(f.u.step.phases[0].first_begin_ns, 150);
+
+    /* With the flag every phase item carries its self time. */
+    static wire_step s;
+    memset(&s, 0, sizeof s);
+    s.step = 4;
+    s.begin_ns = 1000;
+    s.end_ns = 90000;
+    s.flags = WIRE_STEP_HAS_SELF;
+    s.n_phases = 2;
+    s.phases[0] = (wire_phase){1, 1, 80000, 1000, 40000};
+    s.phases[1] = (wire_phase){2, 1, 40000, 41000, 40000};
+    uint8_t buf[WIRE_STEP_FRAME_MAX];
+    size_t n = wire_encode_step(buf, sizeof buf, &s);
+    CHECK_EQ_INT(n, WIRE_HEADER_SIZE + 44 + 2 * 32);
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.u.step.flags, WIRE_STEP_HAS_SELF);
+    CHECK_EQ_INT(f.u.step.phases[0].self_ns, 40000);
+    CHECK_EQ_INT(f.u.step.phases[1].self_ns, 40000);
+    CHECK_EQ_INT(f.u.step.phases[1].total_ns, 40000);
+
+    /* Self time above the total is refused, by encoder and decoder. */
+    s.step = 5;
+    s.phases[1].self_ns = 40001;
+    CHECK_EQ_INT(wire_encode_step(buf, sizeof buf, &s), 0);
+    s.phases[1].self_ns = 40000;
+    n = wire_encode_step(buf, sizeof buf, &s);
+    put_le(buf + n - 8, 40001, 8); /* the last item's self time */
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "self time exceeds") != NULL);
 }
 
 static void status_round_trip_and_rules(void)
@@ -361,6 +424,7 @@ TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
           TEST(rejects_garbage_and_oversize), TEST(requires_hello_first),
           TEST(step_round_trip_and_order),
           TEST(step_rejects_undeclared_and_bad_times),
+          TEST(step_self_time_optional),
           TEST(status_round_trip_and_rules),
           TEST(rejects_trailing_bytes_and_unknown_type),
           TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),

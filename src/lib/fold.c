@@ -14,6 +14,7 @@
 void ss__track_reset(ss__track *t)
 {
     memset(t->depth, 0, sizeof t->depth);
+    t->n_open = 0;
 }
 
 void ss__fold_init(ss__fold *f, const ss__fold_sink *sink)
@@ -63,6 +64,7 @@ static void acc_start(ss__acc *a, uint64_t step)
     a->superseded = 0;
     memset(&a->rec, 0, offsetof(wire_step, phases));
     a->rec.step = step;
+    a->rec.flags = WIRE_STEP_HAS_SELF;
     memset(a->phase_slot, 0, sizeof a->phase_slot);
     memset(a->sync_slot, 0, sizeof a->sync_slot);
     memset(a->metric_slot, 0, sizeof a->metric_slot);
@@ -117,9 +119,10 @@ static int named_type(unsigned type)
            type == SS__EV_METRIC;
 }
 
-/* Adds one run of phase ID, which began at BEGIN and lasted D. */
+/* Adds one run of phase ID, which began at BEGIN and lasted D, of which
+ * SELF was its own (not covered by nested runs). */
 static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns begin,
-                      ss__dur_ns d)
+                      ss__dur_ns d, ss__dur_ns self)
 {
     unsigned slot = a->phase_slot[id];
     if (!slot) {
@@ -137,6 +140,61 @@ static void add_phase(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns begin,
         p->first_begin_ns = begin;
     p->count++;
     p->total_ns += (uint64_t)(d > 0 ? d : 0);
+    p->self_ns += (uint64_t)(self > 0 ? (self < d ? self : d) : 0);
+}
+
+/* ---- nesting, for self time (rules in fold.h) ---- */
+
+/* Notes that [FROM, TO) was covered by a run nested in R. */
+static void cover(ss__open_run *r, ss__mono_ns from, ss__mono_ns to)
+{
+    if (from < r->covered_to)
+        from = r->covered_to;
+    if (to <= from)
+        return;
+    r->child_ns += (uint64_t)(to - from);
+    r->covered_to = to;
+}
+
+static void open_run(ss__track *t, unsigned id, ss__mono_ns begin)
+{
+    if (t->n_open >= SS__NEST_MAX)
+        return;
+    t->open[t->n_open++] = (ss__open_run){.id = (uint8_t)id, .begin = begin,
+                                          .covered_to = begin};
+}
+
+/* Closes the open run of ID at END and returns its self time; its whole
+ * duration when the run was not tracked (nested too deep). */
+static ss__dur_ns close_run(ss__track *t, unsigned id, ss__mono_ns begin,
+                            ss__mono_ns end)
+{
+    unsigned k = t->n_open;
+    while (k > 0 && t->open[k - 1].id != id)
+        k--;
+    if (k == 0)
+        return end - begin;
+    ss__open_run *r = &t->open[k - 1];
+    /* Runs begun inside it and still open cover it up to its end. */
+    for (unsigned i = k; i < t->n_open; i++)
+        cover(r, t->open[i].begin, end);
+    ss__dur_ns self = (end - begin) - (ss__dur_ns)r->child_ns;
+    memmove(r, r + 1, (t->n_open - k) * sizeof *r);
+    t->n_open--;
+    if (k >= 2)
+        cover(&t->open[k - 2], begin, end);
+    return self;
+}
+
+/* A span [BEGIN, END) folded now: it covers the innermost open run that
+ * began no later than it. */
+static void nest_span(ss__track *t, ss__mono_ns begin, ss__mono_ns end)
+{
+    for (unsigned k = t->n_open; k > 0; k--)
+        if (t->open[k - 1].begin <= begin) {
+            cover(&t->open[k - 1], begin, end);
+            return;
+        }
 }
 
 static void add_sync(ss__fold *f, ss__acc *a, unsigned id, ss__mono_ns t)
@@ -259,18 +317,28 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         if (track->depth[id]++ == 0) {
             track->begin[id] = ev->t;
             track->step[id] = ev->step;
+            open_run(track, id, ev->t);
         }
         break;
-    case SS__EV_PHASE_END:
+    case SS__EV_PHASE_END: {
         if (track->depth[id] == 0)
             break; /* unmatched: its begin was lost or never made */
-        if (--track->depth[id] == 0 && (a = acc_for(f, track->step[id])))
-            add_phase(f, a, id, track->begin[id], ev->t - track->begin[id]);
+        if (--track->depth[id] != 0)
+            break;
+        ss__mono_ns begin = track->begin[id];
+        ss__dur_ns self = close_run(track, id, begin, ev->t);
+        if ((a = acc_for(f, track->step[id])))
+            add_phase(f, a, id, begin, ev->t - begin, self);
         break;
-    case SS__EV_PHASE_SPAN:
-        if ((a = acc_for(f, ev->step)))
-            add_phase(f, a, id, ev->t, (ss__mono_ns)ev->value - ev->t);
+    }
+    case SS__EV_PHASE_SPAN: {
+        ss__mono_ns end = (ss__mono_ns)ev->value;
+        if ((a = acc_for(f, ev->step))) {
+            nest_span(track, ev->t, end);
+            add_phase(f, a, id, ev->t, end - ev->t, end - ev->t);
+        }
         break;
+    }
     case SS__EV_SYNC:
         if ((a = acc_for(f, ev->step)))
             add_sync(f, a, id, ev->t);

@@ -8,6 +8,17 @@
  *  - Phases pair begin with end per thread and per name; a name nested in
  *    itself counts once (the outermost pair).  The duration goes to the step
  *    that was current at the begin.
+ *  - Self time (docs/recorder.md): a phase run's self time is its duration
+ *    less the time covered by the phase runs nested in it, counted once
+ *    where they overlap.  A run nests in the phases open on the same thread
+ *    when it begins: a begin/end pair in the innermost one; a span
+ *    (ss_phase_span, folded when recorded) in the innermost open phase that
+ *    began no later than the span, and it covers that phase from its begin
+ *    to its end.  A run still open when its parent ends covers the parent
+ *    up to that end.  Overlaps are found against the latest end covered so
+ *    far: a nested run folded after one that ended later counts only past
+ *    that end.  At most SS__NEST_MAX runs are tracked open per thread; one
+ *    begun deeper is not subtracted from the phases around it.
  *  - A sync keeps its first arrival in the step; a metric its last value;
  *    RSS and device bytes their maximum.
  *  - A metric whose later values in the step may have been lost is left out
@@ -46,12 +57,26 @@
 
 #define SS__FOLD_OPEN 16 /* steps being assembled at once */
 #define SS__NAME_SLOTS (WIRE_MAX_NAME_ID + 1)
+#define SS__NEST_MAX 16 /* open phase runs tracked for self time, per thread */
+
+/* One open phase run of a thread, for self time: what its nested runs
+ * covered so far (child_ns), and up to when (covered_to), so that
+ * overlapping children count once. */
+typedef struct {
+    uint8_t id;
+    ss__mono_ns begin;
+    ss__mono_ns covered_to;
+    uint64_t child_ns;
+} ss__open_run;
 
 /* Phase pairing state of one thread, and how far its stream has moved. */
 typedef struct {
     uint32_t depth[SS__NAME_SLOTS];
     ss__mono_ns begin[SS__NAME_SLOTS];
     uint64_t step[SS__NAME_SLOTS];
+    /* The outermost open run of each tracked name, innermost last. */
+    ss__open_run open[SS__NEST_MAX];
+    unsigned n_open;
     /* The lowest step this thread may still record into: events of a
      * thread carry non-decreasing steps, and once it has ended step S (or
      * begun a later one) it records nothing more into S.  0 at first. */

@@ -104,7 +104,75 @@ static void phases_pair_and_same_name_nesting_counts_once(void)
     CHECK_EQ_INT(phase(s, 3)->total_ns, 10);
     CHECK_EQ_INT(phase(s, 2)->first_begin_ns, 110);
     CHECK_EQ_INT(phase(s, 3)->first_begin_ns, 125);
-    CHECK_EQ_INT(s->flags, 0);
+    CHECK_EQ_INT(s->flags, WIRE_STEP_HAS_SELF);
+    /* fwd's self time leaves out attn, nested in it; the inner fwd pair
+     * is fwd's own time. */
+    CHECK_EQ_INT(phase(s, 2)->self_ns, 30 + 10);
+    CHECK_EQ_INT(phase(s, 3)->self_ns, 10);
+    free(h);
+}
+
+static void self_time_leaves_out_nested_runs_once(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    /* backward [100, 190): its all-reduce wait is a span from the arrival
+     * (150) to when the wait was seen to end (188), recorded inside it. */
+    ev(h, 0, SS__EV_PHASE_BEGIN, 2, 1, 100, 0);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 3, 1, 110, 0);  /* user phase inside */
+    ev(h, 0, SS__EV_PHASE_END, 3, 1, 130, 0);
+    ev(h, 0, SS__EV_PHASE_SPAN, 4, 1, 150, 188);
+    ev(h, 0, SS__EV_PHASE_END, 2, 1, 190, 0);
+    /* A span of another thread nests in nothing of this one; nor does a
+     * span that began before every open phase. */
+    ev(h, 1, SS__EV_PHASE_SPAN, 5, 1, 120, 140);
+    ev(h, 0, SS__EV_PHASE_BEGIN, 6, 1, 200, 0);
+    ev(h, 0, SS__EV_PHASE_SPAN, 5, 1, 195, 205);
+    /* Overlapping children count once: [210, 230) and [220, 240). */
+    ev(h, 0, SS__EV_PHASE_SPAN, 7, 1, 210, 230);
+    ev(h, 0, SS__EV_PHASE_SPAN, 7, 1, 220, 240);
+    /* A run still open when its parent ends covers it up to that end. */
+    ev(h, 0, SS__EV_PHASE_BEGIN, 8, 1, 250, 0);
+    ev(h, 0, SS__EV_PHASE_END, 6, 1, 260, 0);
+    ev(h, 0, SS__EV_PHASE_END, 8, 1, 280, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 300, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    const wire_step *s = &h->log.steps[0];
+    REQUIRE(phase(s, 2) && phase(s, 3) && phase(s, 4) && phase(s, 5));
+    CHECK_EQ_INT(phase(s, 2)->total_ns, 90);
+    CHECK_EQ_INT(phase(s, 2)->self_ns, 90 - 20 - 38);
+    CHECK_EQ_INT(phase(s, 3)->self_ns, 20);
+    CHECK_EQ_INT(phase(s, 4)->self_ns, 38);
+    CHECK_EQ_INT(phase(s, 5)->self_ns, 20 + 10);
+    REQUIRE(phase(s, 6) && phase(s, 7) && phase(s, 8));
+    CHECK_EQ_INT(phase(s, 6)->total_ns, 60);
+    CHECK_EQ_INT(phase(s, 6)->self_ns, 60 - 30 - 10);
+    CHECK_EQ_INT(phase(s, 7)->self_ns, 40);
+    CHECK_EQ_INT(phase(s, 8)->self_ns, 30);
+    free(h);
+}
+
+static void phases_nested_too_deep_count_as_their_parents_time(void)
+{
+    harness *h = new_harness();
+    REQUIRE(h);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 0, 0);
+    for (unsigned k = 0; k <= SS__NEST_MAX; k++)
+        ev(h, 0, SS__EV_PHASE_BEGIN, 10 + k, 1, 10 + k, 0);
+    for (unsigned k = SS__NEST_MAX + 1; k-- > 0;)
+        ev(h, 0, SS__EV_PHASE_END, 10 + k, 1, 100 - k, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 200, 0);
+    ss__fold_round(&h->fold);
+    REQUIRE(h->log.n_steps == 1);
+    const wire_step *s = &h->log.steps[0];
+    const wire_phase *deepest = phase(s, 10 + SS__NEST_MAX);
+    const wire_phase *last_tracked = phase(s, 10 + SS__NEST_MAX - 1);
+    REQUIRE(deepest && last_tracked);
+    CHECK_EQ_INT(deepest->self_ns, deepest->total_ns);
+    CHECK_EQ_INT(last_tracked->self_ns, last_tracked->total_ns);
+    CHECK_EQ_INT(phase(s, 10)->self_ns, 2);
     free(h);
 }
 
@@ -169,7 +237,8 @@ static void sync_first_metric_last_memory_max(void)
     CHECK_EQ_INT(s->syncs[0].arrival_ns, 30);
     REQUIRE(s->n_metrics == 1);
     CHECK(s->metrics[0].value == 0.25);
-    CHECK_EQ_INT(s->flags, WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE);
+    CHECK_EQ_INT(s->flags, WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_DEVICE |
+                               WIRE_STEP_HAS_SELF);
     CHECK_EQ_INT(s->rss_bytes, 8192);
     CHECK_EQ_INT(s->device_bytes, 30);
     free(h);
@@ -479,6 +548,8 @@ static void status_follows_the_stepping_thread(void)
 
 TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
           TEST(phases_pair_per_thread),
+          TEST(self_time_leaves_out_nested_runs_once),
+          TEST(phases_nested_too_deep_count_as_their_parents_time),
           TEST(spans_add_to_the_step_current_when_recorded),
           TEST(sync_first_metric_last_memory_max),
           TEST(events_without_step_are_ignored),

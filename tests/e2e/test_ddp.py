@@ -1,9 +1,11 @@
 """Real PyTorch DistributedDataParallel jobs (gloo, CPU) under `stepscope
 run`, instrumented two ways: by hand with the Python API (`--explicit`) and
 from the outside (`stepscope run --auto`, the script unmodified).  Injected
-faults are found on the right rank with the right phase, a clean job has no
-finding, a script written like PyTorch's DDP tutorial runs unmodified and
-resumes from its snapshot, and a rank that raises is named with its step.
+faults are found on the right rank with the right phase (a rank slowed
+inside backward, where the all-reduce wait nests, by its self time), a
+clean job has no finding, a script written like PyTorch's DDP tutorial
+runs unmodified and resumes from its snapshot, and a rank that raises is
+named with its step.
 
 torch is slow to import and the machine may have two cores, so each job is
 small (tens of steps, three ranks where three show the point) and two
@@ -142,6 +144,39 @@ def test_straggler_is_the_slow_rank_in_forward(faulty):
     bwd = {r: ranks[r]["phase_median_ms"]["backward"] for r in ranks}
     assert fwd[SLOW_RANK] - max(v for r, v in fwd.items() if r != SLOW_RANK) >= 0.6 * SLOW_MS
     assert bwd[SLOW_RANK] == min(bwd.values()), bwd
+
+
+BWD_RANK, BWD_MS = 2, 40
+
+
+def test_slow_backward_is_blamed_on_backward(tmp_path):
+    """Auto mode nests each rank's all-reduce wait inside its backward, so
+    the slow rank's backward (more compute, less waiting) lasts about as
+    long as everyone's: only its self time tells.  The straggler is named
+    with phase backward and the excess, about the injected compute."""
+    job = run_train(tmp_path / "store.db", "auto", 4, "--steps", str(STEPS),
+                    "--slow-rank", str(BWD_RANK), "--slow-ms", str(BWD_MS),
+                    "--slow-phase", "backward")
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    hits = of_kind(report["findings"], "straggler")
+    assert [f["ranks"] for f in hits] == [[BWD_RANK]] * len(hits), report["findings"]
+    assert all(f["ranks"] == [BWD_RANK] for f in report["findings"]), report["findings"]
+    assert hits[0]["phase"] == "backward", hits[0]
+    ev = hits[0]["evidence"]
+    assert ev["phase_time"] == "self", ev
+    assert 0.6 * BWD_MS <= ev["explained_ms"] <= 2 * BWD_MS, ev
+    assert "backward phase (self time)" in hits[0]["message"], hits[0]
+    # The tables say why: backward nests the all-reduce wait; by inclusive
+    # time the slow rank's backward is unremarkable, by self time it stands
+    # out by about the injected compute.
+    phases = {p["name"]: p for p in report["steps"]["phases"]}
+    assert phases["backward"]["nests"] is True, phases["backward"]
+    ranks = {r["rank"]: r for r in report["ranks"]}
+    own = {r: ranks[r]["phase_self_median_ms"]["backward"] for r in ranks}
+    assert own[BWD_RANK] - max(v for r, v in own.items() if r != BWD_RANK) >= 0.6 * BWD_MS, own
+    wait = {r: ranks[r]["phase_self_median_ms"]["allreduce"] for r in ranks}
+    assert wait[BWD_RANK] == min(wait.values()), wait
 
 
 def test_data_stall_on_the_slow_reader(faulty):

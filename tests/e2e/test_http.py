@@ -73,6 +73,7 @@ RUN_KEYS = {"id", "uuid", "name", "status", "world_size", "started_at",
 STEP_KEYS = {"step", "n_present", "missing_ranks", "step_ms", "phases",
              "syncs"}
 STAT_KEYS = {"min", "median", "p90", "max", "worst_rank"}
+SELF_KEYS = {"median", "max", "worst_rank"}
 RANK_KEYS = {"rank", "state", "host", "pid", "last_step", "phase",
              "last_heard_s", "exit_code", "signal", "median_step_ms",
              "max_rss_bytes", "dropped_events", "dropped_records"}
@@ -84,7 +85,10 @@ def check_step(s):
     assert s["step_ms"]["min"] <= s["step_ms"]["median"] <= s["step_ms"]["max"]
     assert {"data", "compute", "allreduce", "optimizer"} <= s["phases"].keys()
     for st in s["phases"].values():
-        assert STAT_KEYS == set(st)
+        assert STAT_KEYS | {"self"} == set(st)
+        # nothing nests in ss_allreduce's phases: self time is all of it
+        assert SELF_KEYS == set(st["self"])
+        assert st["self"]["median"] == st["median"]
     assert set(s["syncs"]["allreduce"]) == {"skew_ms", "late_ms", "worst_rank"}
 
 

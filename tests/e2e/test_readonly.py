@@ -174,11 +174,19 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     db = tmp_path / "old.db"
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
+    # A version-2 store: without the columns of every later migration.
     con.executescript(
         "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
         "ALTER TABLE ranks DROP COLUMN names_over_limit;"
         "ALTER TABLE ranks DROP COLUMN values_over_limit;"
+        "ALTER TABLE rank_steps DROP COLUMN phase_self;"
+        "ALTER TABLE step_phases DROP COLUMN self_n;"
+        "ALTER TABLE step_phases DROP COLUMN self_min;"
+        "ALTER TABLE step_phases DROP COLUMN self_median;"
+        "ALTER TABLE step_phases DROP COLUMN self_p90;"
+        "ALTER TABLE step_phases DROP COLUMN self_max;"
+        "ALTER TABLE step_phases DROP COLUMN self_worst_rank;"
         "PRAGMA user_version = 2;")
     con.close()
     # Read as it is, and left as it is ...

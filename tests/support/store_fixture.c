@@ -16,7 +16,7 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
                          uint64_t step)
 {
     ss_rank_step ranks[4];
-    int64_t phase_ns[4][3], sync_ns[4][3];
+    int64_t phase_ns[4][3], self_ns[4][3], sync_ns[4][3];
     double metric[4][4];
     int metrics[1] = {3};
     for (int r = 0; r < 4; r++) {
@@ -25,20 +25,30 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
         phase_ns[r][0] = (40 + (int64_t)r) * 1000000;
         phase_ns[r][1] = 60000000;
         phase_ns[r][2] = SS_MISSING;
+        /* backward holds the all-reduce wait: rank 2 computes 50 ms of
+         * its 60, the others 20 */
+        self_ns[r][0] = phase_ns[r][0];
+        self_ns[r][1] = r == 2 ? 50000000 : 20000000;
+        self_ns[r][2] = SS_MISSING;
         sync_ns[r][0] = sync_ns[r][1] = SS_MISSING;
         sync_ns[r][2] = 1000000 + r * 1000;
-        ranks[r] = (ss_rank_step){.present = 1,
-                                  .step_ns = (100 + (int64_t)r) * 1000000,
-                                  .rss_bytes = ((int64_t)1 << 30) + r,
-                                  .device_bytes = SS_MISSING,
-                                  .phase_ns = phase_ns[r],
-                                  .sync_arrival_ns = sync_ns[r],
-                                  .metric = metric[r],
-                                  .begin_ns = (int64_t)step * 200000000};
+        ranks[r] = (ss_rank_step){
+            .present = 1,
+            .step_ns = (100 + (int64_t)r) * 1000000,
+            .rss_bytes = ((int64_t)1 << 30) + r,
+            .device_bytes = SS_MISSING,
+            .phase_ns = phase_ns[r],
+            .phase_self_ns = self_ns[r],
+            .sync_arrival_ns = sync_ns[r],
+            .metric = metric[r],
+            .begin_ns = (int64_t)step * 200000000};
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},
         {1, {60000000, 60000000, 60000000, 60000000, 0, 4}}};
+    ss_stat phase_self[2] = {
+        {40000000, 41000000, 43000000, 43000000, 3, 4},
+        {20000000, 20000000, 50000000, 50000000, 2, 4}};
     ss_sync_stat syncs[1] = {{2, 3000, 2000, 3, 4}};
     ss_step_view v = {
         .attempt = attempt, .step = step,
@@ -48,7 +58,8 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
                 ((int64_t)1 << 30) + 3, ((int64_t)1 << 30) + 3, 3, 4},
         .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
                    SS_NO_RANK, 0},
-        .n_phases = 2, .phases = phases, .n_syncs = 1, .syncs = syncs,
+        .n_phases = 2, .phases = phases, .phase_self = phase_self,
+        .n_syncs = 1, .syncs = syncs,
         .n_metrics = 1, .metrics = metrics, .n_names = 4, .ranks = ranks};
     ss_store_put_step(s, run, &v, names_);
 }

@@ -6,8 +6,9 @@
  * buffer of world_size rows plus world_size "present" bytes; a row holds
  * step time, RSS and device bytes, the step's begin, and then one 8-byte
  * column per (kind, name) pair actually seen in the run (a name used as a
- * phase gets two columns: its total, and its first begin after the step's
- * begin packed with its run count; one used as a metric a metric column),
+ * phase gets three columns: its total, its self time, and its first begin
+ * after the step's begin packed with its run count; one used as a metric a
+ * metric column),
  * so memory follows
  * the names in use rather than SS_MAX_RUN_NAMES.  When a record brings a
  * new (kind, name) the row width grows and the open buffers are re-laid
@@ -41,7 +42,8 @@ enum {
     KIND_SYNC = 1,        /* first arrival */
     KIND_METRIC = 2,      /* last value (double bits) */
     KIND_PHASE_TIME = 3,  /* first begin and run count, packed */
-    KIND_COUNT = 4
+    KIND_PHASE_SELF = 4,  /* self ns (missing from recorders without it) */
+    KIND_COUNT = 5
 };
 enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BEGIN = 3, COL_BASE = 4 };
 enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
@@ -104,12 +106,13 @@ struct ss_aggregator {
     uint32_t *missing;
     ss_rank_step *vrs;
     int64_t *vphase, *vsync; /* world * vnames_cap */
-    int64_t *vpstart, *vpcount;
+    int64_t *vpstart, *vpcount, *vpself;
     double *vmetric;
     int64_t *vmissing_i64;   /* vnames_cap words of SS_MISSING */
     double *vmissing_f64;    /* vnames_cap NaNs */
     uint32_t vnames_cap;
     ss_phase_stat phases[SS_MAX_RUN_NAMES];
+    ss_stat phase_self[SS_MAX_RUN_NAMES]; /* parallel to phases */
     ss_sync_stat syncs[SS_MAX_RUN_NAMES];
     int metrics[SS_MAX_RUN_NAMES];
 };
@@ -244,6 +247,7 @@ void ss_aggregator_destroy(ss_aggregator *a)
     free(a->vsync);
     free(a->vpstart);
     free(a->vpcount);
+    free(a->vpself);
     free(a->vmetric);
     free(a->vmissing_i64);
     free(a->vmissing_f64);
@@ -341,7 +345,7 @@ static int grow_columns(ss_aggregator *a, uint32_t need)
  * or -1 (nothing assigned) when memory runs out. */
 static int ensure_columns(ss_aggregator *a, const wire_step *rec)
 {
-    /* The common case: every column exists.  A phase's two columns are
+    /* The common case: every column exists.  A phase's columns are
      * assigned together, so its total column stands for both. */
     int complete = 1;
     for (uint32_t i = 0; i < rec->n_phases && complete; i++)
@@ -361,7 +365,8 @@ static int ensure_columns(ss_aggregator *a, const wire_step *rec)
     } lists[KIND_COUNT] = {{KIND_PHASE, rec->n_phases},
                            {KIND_SYNC, rec->n_syncs},
                            {KIND_METRIC, rec->n_metrics},
-                           {KIND_PHASE_TIME, rec->n_phases}};
+                           {KIND_PHASE_TIME, rec->n_phases},
+                           {KIND_PHASE_SELF, rec->n_phases}};
     for (int l = 0; l < KIND_COUNT; l++)
         for (uint32_t i = 0; i < lists[l].n; i++) {
             uint32_t id = l == KIND_SYNC     ? rec->syncs[i].name_id
@@ -481,14 +486,16 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     int64_t *sy = agg_alloc(a, cells * sizeof(int64_t));
     int64_t *pst = agg_alloc(a, cells * sizeof(int64_t));
     int64_t *pco = agg_alloc(a, cells * sizeof(int64_t));
+    int64_t *pse = agg_alloc(a, cells * sizeof(int64_t));
     double *me = agg_alloc(a, cells * sizeof(double));
     int64_t *mi = agg_alloc(a, cap * sizeof(int64_t));
     double *mf = agg_alloc(a, cap * sizeof(double));
-    if (!ph || !sy || !pst || !pco || !me || !mi || !mf) {
+    if (!ph || !sy || !pst || !pco || !pse || !me || !mi || !mf) {
         agg_free(a, ph, cells * sizeof(int64_t));
         agg_free(a, sy, cells * sizeof(int64_t));
         agg_free(a, pst, cells * sizeof(int64_t));
         agg_free(a, pco, cells * sizeof(int64_t));
+        agg_free(a, pse, cells * sizeof(int64_t));
         agg_free(a, me, cells * sizeof(double));
         agg_free(a, mi, cap * sizeof(int64_t));
         agg_free(a, mf, cap * sizeof(double));
@@ -499,6 +506,7 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     agg_free(a, a->vsync, old_cells * sizeof(int64_t));
     agg_free(a, a->vpstart, old_cells * sizeof(int64_t));
     agg_free(a, a->vpcount, old_cells * sizeof(int64_t));
+    agg_free(a, a->vpself, old_cells * sizeof(int64_t));
     agg_free(a, a->vmetric, old_cells * sizeof(double));
     agg_free(a, a->vmissing_i64, a->vnames_cap * sizeof(int64_t));
     agg_free(a, a->vmissing_f64, a->vnames_cap * sizeof(double));
@@ -510,6 +518,7 @@ static int ensure_view_names(ss_aggregator *a, uint32_t n)
     a->vsync = sy;
     a->vpstart = pst;
     a->vpcount = pco;
+    a->vpself = pse;
     a->vmetric = me;
     a->vmissing_i64 = mi;
     a->vmissing_f64 = mf;
@@ -601,17 +610,20 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         int64_t *sy = a->vsync + (size_t)r * cap;
         int64_t *pst = a->vpstart + (size_t)r * cap;
         int64_t *pco = a->vpcount + (size_t)r * cap;
+        int64_t *pse = a->vpself + (size_t)r * cap;
         double *me = a->vmetric + (size_t)r * cap;
         memcpy(ph, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(sy, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(pst, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(pco, a->vmissing_i64, nn * sizeof(int64_t));
+        memcpy(pse, a->vmissing_i64, nn * sizeof(int64_t));
         memcpy(me, a->vmissing_f64, nn * sizeof(double));
         rs->phase_ns = ph;
         rs->sync_arrival_ns = sy;
         rs->metric = me;
         rs->phase_start_ns = pst;
         rs->phase_count = pco;
+        rs->phase_self_ns = pse;
         rs->host = NULL;
         if (!present[r]) {
             rs->present = 0;
@@ -642,6 +654,9 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
                 if (v != SS_MISSING)
                     unpack_phase_time(v, &pst[name], &pco[name]);
                 break;
+            case KIND_PHASE_SELF:
+                pse[name] = v;
+                break;
             default:
                 memcpy(&me[name], &v, sizeof v);
                 break;
@@ -669,6 +684,9 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
             column_stat(a, rows, present, COL_BASE + (uint32_t)c, &p->stat);
             if (p->stat.n) {
                 p->name = (int)name;
+                column_stat(a, rows, present,
+                            COL_BASE + (uint32_t)a->col[KIND_PHASE_SELF][name],
+                            &a->phase_self[np]);
                 np++;
             }
         }
@@ -691,6 +709,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
     }
     v.n_phases = np;
     v.phases = a->phases;
+    v.phase_self = a->phase_self;
     v.n_syncs = ns;
     v.syncs = a->syncs;
     v.n_metrics = nm;
@@ -752,6 +771,14 @@ static int64_t clamp_u64(uint64_t v)
     return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+/* CELL + D for durations, CELL being SS_MISSING before the first. */
+static int64_t add_sat(int64_t cell, int64_t d)
+{
+    return cell == SS_MISSING       ? d
+           : d > INT64_MAX - cell ? INT64_MAX
+                                    : cell + d;
+}
+
 static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
 {
     memcpy(row, a->template_row, a->stride * sizeof(int64_t));
@@ -766,9 +793,12 @@ static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
         int64_t *cell = &row[COL_BASE + a->col[KIND_PHASE]
                                                  [rec->phases[i].name_id]];
         int64_t d = clamp_u64(rec->phases[i].total_ns);
-        *cell = *cell == SS_MISSING ? d
-                : d > INT64_MAX - *cell ? INT64_MAX
-                                        : *cell + d;
+        *cell = add_sat(*cell, d);
+        if (rec->flags & WIRE_STEP_HAS_SELF) {
+            int64_t *self = &row[COL_BASE + a->col[KIND_PHASE_SELF]
+                                                    [rec->phases[i].name_id]];
+            *self = add_sat(*self, clamp_u64(rec->phases[i].self_ns));
+        }
         /* the earliest begin counts, the runs add up; both times are
          * >= 0 (wire.c) */
         int64_t *time = &row[COL_BASE + a->col[KIND_PHASE_TIME]

@@ -23,10 +23,12 @@ typedef struct {
     ss_stat step_time, rss;
     uint32_t n_phases, n_syncs;
     ss_phase_stat phases[4];
+    ss_stat phase_self[4];
     ss_sync_stat syncs[4];
     int present[MAX_W];
     int64_t step_ns[MAX_W], rss_bytes[MAX_W];
     int64_t phase0[MAX_W], phase1[MAX_W], sync0[MAX_W];
+    int64_t self0[MAX_W], self1[MAX_W];
     int64_t begin[MAX_W], start1[MAX_W], count1[MAX_W];
     int64_t start0[MAX_W], count0[MAX_W];
     double metric2[MAX_W];
@@ -58,8 +60,10 @@ static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
     s->rss = v->rss;
     s->n_phases = v->n_phases;
     s->n_syncs = v->n_syncs;
-    for (uint32_t i = 0; i < v->n_phases && i < 4; i++)
+    for (uint32_t i = 0; i < v->n_phases && i < 4; i++) {
         s->phases[i] = v->phases[i];
+        s->phase_self[i] = v->phase_self[i];
+    }
     for (uint32_t i = 0; i < v->n_syncs && i < 4; i++)
         s->syncs[i] = v->syncs[i];
     s->n_names = v->n_names;
@@ -72,6 +76,8 @@ static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
         s->rss_bytes[r] = rs->rss_bytes;
         s->phase0[r] = v->n_names > 0 ? rs->phase_ns[0] : SS_MISSING;
         s->phase1[r] = v->n_names > 1 ? rs->phase_ns[1] : SS_MISSING;
+        s->self0[r] = v->n_names > 0 ? rs->phase_self_ns[0] : SS_MISSING;
+        s->self1[r] = v->n_names > 1 ? rs->phase_self_ns[1] : SS_MISSING;
         s->sync0[r] = v->n_names > 0 ? rs->sync_arrival_ns[0] : SS_MISSING;
         s->begin[r] = rs->begin_ns;
         s->start1[r] = v->n_names > 1 ? rs->phase_start_ns[1] : SS_MISSING;
@@ -417,7 +423,7 @@ static void names_grow_mid_run(void)
     int fwd = ss_aggregator_intern(a, "forward");
     wire_step s = rec(0, 10);
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns, 0};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     /* step 0 is open while new names arrive */
     int bwd = ss_aggregator_intern(a, "backward");
@@ -425,17 +431,17 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(loss, 2);
     s = rec(1, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS,
-                                s.begin_ns + 5 * MS};
+                                s.begin_ns + 5 * MS, 0};
     s.n_metrics = 1;
     s.metrics[0] = (wire_metric){(uint32_t)loss, 1.25};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     s = rec(0, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS,
-                                s.begin_ns + 2 * MS}; /* repeated: sum */
+                                s.begin_ns + 2 * MS, 0}; /* repeated: sum */
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
     REQUIRE(c.n == 1);
     captured *v = &c.steps[0];
@@ -464,6 +470,59 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(c.steps[1].begin[0], 1000 * MS);
     CHECK_EQ_INT(c.steps[1].start1[0], 5 * MS);
     CHECK_EQ_INT(c.steps[1].count1[0], 2);
+    ss_aggregator_destroy(a);
+}
+
+/* Rank R's record of a step in which backward (BWD_MS, ALLREDUCE_MS of it
+ * waiting in the nested allreduce) ran; WITH_SELF: as today's recorders
+ * send it, else as recorders without self time did. */
+static wire_step nested_rec(int bwd, int ar, int64_t bwd_ms,
+                            int64_t allreduce_ms, int with_self)
+{
+    wire_step s = rec(0, 100);
+    s.n_phases = 2;
+    s.flags = with_self ? WIRE_STEP_HAS_SELF : 0;
+    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, (uint64_t)bwd_ms * MS,
+                               s.begin_ns,
+                               (uint64_t)(bwd_ms - allreduce_ms) * MS};
+    s.phases[1] = (wire_phase){(uint32_t)ar, 1, (uint64_t)allreduce_ms * MS,
+                               s.begin_ns, (uint64_t)allreduce_ms * MS};
+    return s;
+}
+
+static void self_time_statistics_and_missing(void)
+{
+    capture c;
+    ss_aggregator *a = make(3, 0, &c);
+    REQUIRE(a);
+    int bwd = ss_aggregator_intern(a, "backward");
+    int ar = ss_aggregator_intern(a, "allreduce");
+    /* Ranks 0 and 1: 40 ms compute + 40 ms wait; rank 2 computes 72 ms
+     * and waits 10; rank 1's recorder sends no self time. */
+    wire_step s = nested_rec(bwd, ar, 80, 40, 1);
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
+    s = nested_rec(bwd, ar, 80, 40, 0);
+    CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
+    s = nested_rec(bwd, ar, 82, 10, 1);
+    CHECK_EQ_INT(ss_aggregator_add(a, 2, &s), 0);
+    REQUIRE(c.n == 1);
+    captured *v = &c.steps[0];
+    REQUIRE(v->n_phases == 2);
+    CHECK_EQ_INT(v->phases[0].name, bwd);
+    CHECK_EQ_INT(v->phases[0].stat.n, 3);
+    CHECK_EQ_INT(v->phases[0].stat.worst_rank, 2);
+    /* Self time: two ranks reported it, never zero for the third. */
+    CHECK_EQ_INT(v->phase_self[0].n, 2);
+    CHECK_EQ_INT(v->phase_self[0].min, 40 * MS);
+    CHECK_EQ_INT(v->phase_self[0].max, 72 * MS);
+    CHECK_EQ_INT(v->phase_self[0].worst_rank, 2);
+    CHECK_EQ_INT(v->phase_self[1].max, 40 * MS);
+    CHECK_EQ_INT(v->phase_self[1].worst_rank, 0);
+    CHECK_EQ_INT(v->self0[0], 40 * MS);
+    CHECK(v->self0[1] == SS_MISSING);
+    CHECK_EQ_INT(v->self0[2], 72 * MS);
+    CHECK_EQ_INT(v->self1[2], 10 * MS);
+    CHECK_EQ_INT(v->phase0[1], 80 * MS);
     ss_aggregator_destroy(a);
 }
 
@@ -504,11 +563,11 @@ static void phase_begins_and_counts(void)
     int fwd = ss_aggregator_intern(a, "forward");
     wire_step s = rec(3, 10);
     s.n_phases = 3;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns};
+    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns, 0};
     s.phases[1] = (wire_phase){(uint32_t)wait, 3, 4 * MS,
-                               s.begin_ns + 1 * MS};
+                               s.begin_ns + 1 * MS, 0};
     s.phases[2] = (wire_phase){(uint32_t)wait, 40000, 2 * MS,
-                               s.begin_ns - 2 * MS};
+                               s.begin_ns - 2 * MS, 0};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     ss_aggregator_finish(a);
     REQUIRE(c.n == 1);
@@ -541,7 +600,7 @@ static void memory_bounded(void)
             s.n_phases = 4;
             for (int i = 0; i < 4; i++)
                 s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS,
-                                            s.begin_ns + i * 20 * MS};
+                                            s.begin_ns + i * 20 * MS, 0};
             s.n_syncs = 1;
             s.syncs[0] = (wire_sync){(uint32_t)id[4], s.begin_ns + 80 * MS};
             s.flags = WIRE_STEP_HAS_RSS;
@@ -556,9 +615,9 @@ static void memory_bounded(void)
     ss_aggregator_stats st;
     ss_aggregator_get_stats(a, &st);
     CHECK_EQ_INT(st.forced_steps, STEPS - 64);
-    /* rows: 4 + 10 columns (9 in use: 2 per phase, 1 for the sync;
+    /* rows: 4 + 14 columns (13 in use: 3 per phase, 1 for the sync;
      * rounded up) of 8 bytes + 1 byte */
-    uint64_t per_step = (uint64_t)W * ((4 + 10) * 8 + 1);
+    uint64_t per_step = (uint64_t)W * ((4 + 14) * 8 + 1);
     CHECK(peak <= per_step * (64 + 4) + (uint64_t)W * 512);
     CHECK(peak >= per_step * 60);
     ss_aggregator_destroy(a);
@@ -632,6 +691,7 @@ TEST_LIST(TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(crash_marks_missing), TEST(window_overflow_forces),
           TEST(late_and_duplicate_refused), TEST(statistics_exact),
           TEST(skipped_step_missing), TEST(steps_start_anywhere),
-          TEST(names_grow_mid_run), TEST(finish_finalizes_open_steps),
+          TEST(names_grow_mid_run), TEST(self_time_statistics_and_missing),
+          TEST(finish_finalizes_open_steps),
           TEST(phase_begins_and_counts), TEST(memory_bounded),
           TEST(full_name_table_uses_every_index))

@@ -10,7 +10,9 @@
  * max(jitter.mad_k robust sigmas, a relative floor, an absolute floor).
  * Enough outliers in the window, or a wide robust spread, open a finding,
  * which closes with hysteresis.  The finding names the phase whose median
- * rose most in the outlier steps and the ranks slowest in most of them.
+ * rose most in the outlier steps (its self time where the ranks report
+ * it: a slower all-reduce must not be blamed on the backward it nests in)
+ * and the ranks slowest in most of them.
  * docs/detectors.md, "jitter", states every rule and default.
  * When the host's evidence shows every rank losing the time alike, the
  * finding says so and blames no rank.
@@ -23,6 +25,15 @@
 #include <string.h>
 
 #include "stats.h"
+
+/* The median rank's time in phase I of V, in ms: its self time where the
+ * ranks report it, else its inclusive time. */
+static double phase_median_ms(const ss_step_view *v, uint32_t i)
+{
+    if (v->phase_self && v->phase_self[i].n > 0)
+        return (double)v->phase_self[i].median / 1e6;
+    return (double)v->phases[i].stat.median / 1e6;
+}
 
 typedef struct {
     uint32_t jw, head, fill, outliers; /* ring of jw steps */
@@ -268,8 +279,7 @@ static void jitter_step(void *state, ss_detectors *d,
                     jt->f64[m++] = jt->phase[p][t];
             if (m == 0)
                 continue;
-            double ex = (double)v->phases[i].stat.median / 1e6 -
-                        ss_median_f64(jt->f64, m);
+            double ex = phase_median_ms(v, i) - ss_median_f64(jt->f64, m);
             if (ex > blame_ex) {
                 blame_ex = ex;
                 blame = p;
@@ -301,7 +311,7 @@ static void jitter_step(void *state, ss_detectors *d,
             for (uint32_t t = 0; t < jw; t++)
                 jt->phase[p][t] = NAN;
         }
-        jt->phase[p][k] = (float)((double)v->phases[i].stat.median / 1e6);
+        jt->phase[p][k] = (float)phase_median_ms(v, i);
     }
     jt->head = (k + 1) % jw;
     if (jt->fill < jw)

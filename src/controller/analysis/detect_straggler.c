@@ -25,7 +25,9 @@
  * to tell it from the opening of a persistent episode).  An episode ends
  * when the median lateness over its window falls below
  * straggler.end_frac of the step.  The phase a finding blames is the one
- * with the largest excess over the median rank's in most late steps.
+ * with the largest excess over the median rank's in most late steps,
+ * compared by self time where the ranks report it (phases nest: a slow
+ * backward must not hide behind the shorter all-reduce wait inside it).
  * It tells jitter how late the latest rank was in a synchronized step
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
@@ -43,8 +45,8 @@
 
 /* flags of a rank's ring entry: lateness measured; past the per-step
  * threshold (used for counts, blame and episode bounds, not to decide);
- * the one rank latest of all in that step */
-enum { F_SEEN = 1, F_LATE = 2, F_LAST = 4 };
+ * the one rank latest of all in that step; its blame compared self times */
+enum { F_SEEN = 1, F_LATE = 2, F_LAST = 4, F_BLAME_SELF = 8 };
 enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 
 typedef struct {
@@ -197,6 +199,7 @@ typedef struct {
     double late_med_ms, late_lower_ms, late_max_ms, pct_med, med_step_ms;
     int blame;
     double explained_ms;
+    int blame_by_self;     /* most blamed steps compared self times */
     int method, ref;
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
@@ -256,14 +259,17 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
             out->blame = p;
         }
     /* what the blamed phase explains, over the same late steps */
-    uint32_t e = 0;
+    uint32_t e = 0, by_self = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
         if ((flags[k] & F_LATE) && sg->step[k] >= sc->lo &&
             sg->step[k] <= sc->hi && out->blame != NO_NAME &&
-            blame[k] == out->blame)
+            blame[k] == out->blame) {
             ex[e++] = sg->expl_ms[base + k];
+            by_self += (flags[k] & F_BLAME_SELF) != 0;
+        }
     }
+    out->blame_by_self = 2 * by_self > e;
     if (e)
         out->explained_ms = ss_median_f64(ex, e);
     if (m) {
@@ -287,13 +293,14 @@ static void blame_clause(const ss_detectors *d, const late_summary *s,
         buf[0] = '\0';
         return;
     }
+    const char *self = s->blame_by_self ? " (self time)" : "";
     if (s->explained_ms >= s->late_med_ms)
-        snprintf(buf, len, "; its %s phase explains all of it (%s ms "
+        snprintf(buf, len, "; its %s phase%s explains all of it (%s ms "
                  "longer than the median rank's)", ss__name_of(d, s->blame),
-                 ss__fmt_ms(a, sizeof a, s->explained_ms));
+                 self, ss__fmt_ms(a, sizeof a, s->explained_ms));
     else
-        snprintf(buf, len, "; its %s phase explains %s ms of it",
-                 ss__name_of(d, s->blame),
+        snprintf(buf, len, "; its %s phase%s explains %s ms of it",
+                 ss__name_of(d, s->blame), self,
                  ss__fmt_ms(a, sizeof a, s->explained_ms));
 }
 
@@ -321,6 +328,8 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
     if (s->blame != NO_NAME && s->explained_ms > 0) {
         ss__evidence_str(ev, "phase", ss__name_of(d, s->blame));
         ss__evidence_num(ev, "explained_ms", round(s->explained_ms * 10) / 10);
+        ss__evidence_str(ev, "phase_time",
+                         s->blame_by_self ? "self" : "inclusive");
     }
     ss__host_cause_evidence(ev, &s->host);
     ss__evidence_end(ev, f);
@@ -556,21 +565,30 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
 }
 
 /* The phase (other than SKIP) in which rank RS exceeds the median rank the
- * most; NO_NAME when none exceeds it. */
+ * most; NO_NAME when none exceeds it.  Phases nest, so a phase is compared
+ * by self time when RS and another rank report it (*BY_SELF set when the
+ * blamed one was), else by its inclusive time. */
 static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
-                       int skip, double *excess_ms)
+                       int skip, double *excess_ms, int *by_self)
 {
     int best = NO_NAME;
     double best_ex = 0;
+    *by_self = 0;
     for (uint32_t i = 0; i < v->n_phases; i++) {
         int p = v->phases[i].name;
         if (p == skip || p < 0 || (uint32_t)p >= v->n_names ||
             rs->phase_ns[p] == SS_MISSING)
             continue;
-        double ex = (double)rs->phase_ns[p] - (double)v->phases[i].stat.median;
+        int self = v->phase_self && v->phase_self[i].n >= 2 &&
+                   rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
+        double ex = self ? (double)rs->phase_self_ns[p] -
+                               (double)v->phase_self[i].median
+                         : (double)rs->phase_ns[p] -
+                               (double)v->phases[i].stat.median;
         if (ex > best_ex) {
             best_ex = ex;
             best = p;
+            *by_self = self;
         }
     }
     *excess_ms = best_ex / 1e6;
@@ -700,9 +718,13 @@ static void record_step(ss_detectors *d, straggler *sg,
             continue;
         sg->flags[k] |= F_LATE;
         double ex;
+        int by_self;
         sg->blame[k] = (ss__name_idx)blame_phase(
-            v, &v->ranks[r], method == M_SYNC_PHASE ? ref : -1, &ex);
+            v, &v->ranks[r], method == M_SYNC_PHASE ? ref : -1, &ex,
+            &by_self);
         sg->expl_ms[k] = (float)ex;
+        if (by_self)
+            sg->flags[k] |= F_BLAME_SELF;
     }
 }
 

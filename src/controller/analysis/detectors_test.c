@@ -42,10 +42,11 @@ static double uniform(void) /* [0, 1) */
 
 typedef struct {
     uint32_t world;
-    int64_t phase[W][NN], sync[W][NN];
+    int64_t phase[W][NN], self[W][NN], sync[W][NN];
     double metric[W][NN];
     ss_rank_step ranks[W];
     ss_phase_stat phases[NN];
+    ss_stat phase_self[NN];
     ss_sync_stat syncs[NN];
     uint32_t missing[W];
     ss_step_view v;
@@ -60,13 +61,14 @@ static void vb_begin(builder *b, uint32_t world, uint64_t step)
     b->v.n_names = NN;
     for (uint32_t r = 0; r < world; r++) {
         for (int i = 0; i < NN; i++) {
-            b->phase[r][i] = b->sync[r][i] = SS_MISSING;
+            b->phase[r][i] = b->self[r][i] = b->sync[r][i] = SS_MISSING;
             b->metric[r][i] = NAN;
         }
         ss_rank_step *rs = &b->ranks[r];
         rs->present = 1;
         rs->step_ns = rs->rss_bytes = rs->device_bytes = SS_MISSING;
         rs->phase_ns = b->phase[r];
+        rs->phase_self_ns = b->self[r];
         rs->sync_arrival_ns = b->sync[r];
         rs->metric = b->metric[r];
     }
@@ -107,7 +109,14 @@ static void vb_end(builder *b)
             }
         if (n) {
             b->phases[v->n_phases].name = p;
-            ss_stat_compute(&b->phases[v->n_phases++].stat, vals, rk, n);
+            ss_stat_compute(&b->phases[v->n_phases].stat, vals, rk, n);
+            n = 0;
+            for (uint32_t r = 0; r < b->world; r++)
+                if (b->ranks[r].present && b->self[r][p] != SS_MISSING) {
+                    vals[n] = b->self[r][p];
+                    rk[n++] = (int32_t)r;
+                }
+            ss_stat_compute(&b->phase_self[v->n_phases++], vals, rk, n);
         }
         n = 0;
         int64_t first = 0, last = 0;
@@ -134,6 +143,7 @@ static void vb_end(builder *b)
     }
     v->missing_ranks = b->missing;
     v->phases = b->phases;
+    v->phase_self = b->phase_self;
     v->syncs = b->syncs;
     v->ranks = b->ranks;
 }
@@ -165,13 +175,16 @@ static void base_work(work *w, uint32_t world, double noise_ms)
     }
 }
 
-enum { SYNC_ARRIVAL, SYNC_PHASE_ONLY, UNSYNCHRONIZED };
+enum { SYNC_ARRIVAL, SYNC_PHASE_ONLY, UNSYNCHRONIZED, NESTED_ALLREDUCE };
 
 /*
  * Builds a step of data-parallel training: SYNC_ARRIVAL and
  * SYNC_PHASE_ONLY synchronize every rank in an "allreduce" phase (2 ms of
  * communication after the last arrival), SYNC_ARRIVAL also records the
  * arrival at "grad_sync"; UNSYNCHRONIZED ranks just run their phases.
+ * NESTED_ALLREDUCE is SYNC_ARRIVAL as auto mode records it: the
+ * "allreduce" wait nests in "backward", which ends with it, and every
+ * phase carries its self time.
  */
 static void build_step(builder *b, uint32_t world, uint64_t step,
                        const work *w, int mode)
@@ -195,8 +208,13 @@ static void build_step(builder *b, uint32_t world, uint64_t step,
             b->phase[r][ALLREDUCE] = (int64_t)(wait * MS);
             total = c + wait;
         }
-        if (mode == SYNC_ARRIVAL)
+        if (mode == SYNC_ARRIVAL || mode == NESTED_ALLREDUCE)
             b->sync[r][SYNC] = begin + (int64_t)(c * MS);
+        if (mode == NESTED_ALLREDUCE) {
+            for (int p = DATA; p <= ALLREDUCE; p++)
+                b->self[r][p] = b->phase[r][p];
+            b->phase[r][BWD] += b->phase[r][ALLREDUCE];
+        }
         b->ranks[r].step_ns = (int64_t)(total * MS);
         if (w->rss[r] > 0)
             b->ranks[r].rss_bytes = (int64_t)w->rss[r];
@@ -598,6 +616,40 @@ static void missing_arrivals_not_judged(void)
     ss_detectors_destroy(d);
 }
 
+/* The straggler of a job whose all-reduce wait nests in backward: 40 ms
+ * more backward compute, as much less waiting, so its inclusive backward
+ * is like everyone's.  Its self time gives it away: blamed on backward,
+ * with the excess. */
+static void nested_phases_blamed_by_self_time(void)
+{
+    rng_state = 31;
+    found fd;
+    ss_detectors *d = make(W, &fd);
+    REQUIRE(d);
+    builder b;
+    for (uint64_t s = 0; s < 80; s++) {
+        work w;
+        base_work(&w, W, 2);
+        w.bwd[5] += 40;
+        build_step(&b, W, s, &w, NESTED_ALLREDUCE);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
+    const ss_finding *f = first_kind(&fd, "straggler");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->ranks[0], 5);
+    CHECK_STR(f->phase, "backward");
+    CHECK(json_has(f->evidence_json, "phase", "backward"));
+    CHECK(fabs(json_get(f->evidence_json, "explained_ms") - 40) < 3);
+    CHECK(json_has(f->evidence_json, "phase_time", "self"));
+    CHECK(strstr(f->message, "backward") != NULL);
+    check_all_valid(&fd);
+    if (count_kind(&fd, "straggler") != 1)
+        dump(&fd);
+    ss_detectors_destroy(d);
+}
+
 /* Late with no phase to blame: the lateness is outside every phase. */
 static void straggler_without_phase_blame(void)
 {
@@ -687,6 +739,43 @@ static void jitter_global_slow_steps(void)
     check_all_valid(&fd);
     if (fd.n_ids != 1)
         dump(&fd);
+    ss_detectors_destroy(d);
+}
+
+/* Every rank's all-reduce, nested in backward, is 100 ms slower in some
+ * steps, and backward's own compute 5 ms: the jitter is the all-reduce's,
+ * not the backward's around it (whose inclusive time rose most). */
+static void jitter_blames_the_nested_phase(void)
+{
+    rng_state = 18;
+    found fd;
+    ss_detectors *d = make(W, &fd);
+    REQUIRE(d);
+    builder b;
+    for (uint64_t s = 0; s < 200; s++) {
+        work w;
+        base_work(&w, W, 2);
+        build_step(&b, W, s, &w, NESTED_ALLREDUCE);
+        if (s % 5 == 0 && s > 40) {
+            for (uint32_t r = 0; r < W; r++) {
+                int64_t pause = (int64_t)(100 * MS);
+                int64_t compute = (int64_t)(5 * MS);
+                b.phase[r][ALLREDUCE] += pause;
+                b.self[r][ALLREDUCE] += pause;
+                b.self[r][BWD] += compute;
+                b.phase[r][BWD] += pause + compute;
+                b.ranks[r].step_ns += pause + compute;
+            }
+            vb_end_again(&b);
+        }
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    const ss_finding *f = first_kind(&fd, "jitter");
+    REQUIRE(f);
+    CHECK_STR(f->phase, "allreduce");
+    CHECK(fabs(json_get(f->evidence_json, "explained_ms") - 100) < 5);
+    CHECK_EQ_INT(count_kind(&fd, "straggler"), 0);
     ss_detectors_destroy(d);
 }
 
@@ -939,8 +1028,10 @@ TEST_LIST(TEST(params_table), TEST(persistent_straggler_by_arrival),
           TEST(step_time_rule_unsynchronized), TEST(transient_straggler),
           TEST(transient_open_at_finish), TEST(early_burst_then_persistent),
           TEST(straggler_without_phase_blame),
+          TEST(nested_phases_blamed_by_self_time),
           TEST(missing_arrivals_not_judged), TEST(data_stall_periodic),
-          TEST(jitter_global_slow_steps), TEST(memory_spike_one_rank),
+          TEST(jitter_global_slow_steps),
+          TEST(jitter_blames_the_nested_phase), TEST(memory_spike_one_rank),
           TEST(memory_creep_slope), TEST(memory_step_up_is_not_creep),
           TEST(memory_imbalance_one_rank), TEST(clean_noisy_run_arrival),
           TEST(clean_noisy_run_sync_phase),

@@ -15,10 +15,11 @@
 
 /* ---- a step ---- */
 
-void ss_obj_stat(ss_buf *out, int64_t min_ns, int64_t median_ns,
-                 int64_t p90_ns, int64_t max_ns, int64_t worst_rank)
+/* The members of a statistics object, without its braces. */
+static void stat_members(ss_buf *out, int64_t min_ns, int64_t median_ns,
+                         int64_t p90_ns, int64_t max_ns, int64_t worst_rank)
 {
-    ss_buf_puts(out, "{\"min\":");
+    ss_buf_puts(out, "\"min\":");
     ss_buf_json_ms(out, min_ns);
     ss_buf_puts(out, ",\"median\":");
     ss_buf_json_ms(out, median_ns);
@@ -28,6 +29,34 @@ void ss_obj_stat(ss_buf *out, int64_t min_ns, int64_t median_ns,
     ss_buf_json_ms(out, max_ns);
     ss_buf_puts(out, ",\"worst_rank\":");
     ss_buf_json_int(out, worst_rank);
+}
+
+void ss_obj_stat(ss_buf *out, int64_t min_ns, int64_t median_ns,
+                 int64_t p90_ns, int64_t max_ns, int64_t worst_rank)
+{
+    ss_buf_puts(out, "{");
+    stat_members(out, min_ns, median_ns, p90_ns, max_ns, worst_rank);
+    ss_buf_puts(out, "}");
+}
+
+void ss_obj_phase(ss_buf *out, const char *name, const int64_t incl[5],
+                  int64_t self_n, const int64_t self[5])
+{
+    ss_buf_json_str(out, name);
+    ss_buf_puts(out, ":{");
+    stat_members(out, incl[0], incl[1], incl[2], incl[3], incl[4]);
+    ss_buf_puts(out, ",\"self\":");
+    if (self_n > 0) {
+        ss_buf_puts(out, "{\"median\":");
+        ss_buf_json_ms(out, self[1]);
+        ss_buf_puts(out, ",\"max\":");
+        ss_buf_json_ms(out, self[3]);
+        ss_buf_puts(out, ",\"worst_rank\":");
+        ss_buf_json_int(out, self[4]);
+        ss_buf_puts(out, "}");
+    } else {
+        ss_buf_puts(out, "null");
+    }
     ss_buf_puts(out, "}");
 }
 
@@ -115,10 +144,19 @@ void ss_obj_step(ss_buf *out, const ss_step_view *v, const char *const *names)
                 ss_buf_puts(out, ",");
             if (pass == 0) {
                 const ss_stat *p = &v->phases[i].stat;
-                ss_buf_json_str(out, name[i]);
-                ss_buf_puts(out, ":");
-                ss_obj_stat(out, p->min, p->median, p->p90, p->max,
-                            worst_or_missing(p->worst_rank));
+                const ss_stat *q = v->phase_self ? &v->phase_self[i] : NULL;
+                int64_t incl[5] = {p->min, p->median, p->p90, p->max,
+                                   worst_or_missing(p->worst_rank)};
+                int64_t self[5] = {SS_MISSING, SS_MISSING, SS_MISSING,
+                                   SS_MISSING, SS_MISSING};
+                if (q) {
+                    self[0] = q->min;
+                    self[1] = q->median;
+                    self[2] = q->p90;
+                    self[3] = q->max;
+                    self[4] = worst_or_missing(q->worst_rank);
+                }
+                ss_obj_phase(out, name[i], incl, q ? q->n : 0, self);
             } else {
                 const ss_sync_stat *y = &v->syncs[i];
                 ss_obj_sync(out, name[i], y->skew_ns, y->late_ns,

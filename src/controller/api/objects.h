@@ -29,6 +29,15 @@
 void ss_obj_stat(ss_buf *out, int64_t min_ns, int64_t median_ns,
                  int64_t p90_ns, int64_t max_ns, int64_t worst_rank);
 
+/* The member NAME:{"min","median","p90","max","worst_rank","self"} of
+ * "phases": the statistics of the phase's duration INCL over the ranks,
+ * and "self" {"median","max","worst_rank"} of its self time SELF (the
+ * phase less the phases nested in it), null when SELF_N is 0 (no rank
+ * recorded self time).  INCL and SELF hold min, median, p90, max (ns) and
+ * the worst rank. */
+void ss_obj_phase(ss_buf *out, const char *name, const int64_t incl[5],
+                  int64_t self_n, const int64_t self[5]);
+
 /* The member NAME:{"skew_ms","late_ms","worst_rank"} of "syncs". */
 void ss_obj_sync(ss_buf *out, const char *name, int64_t skew_ns,
                  int64_t late_ns, int64_t worst_rank);

@@ -22,6 +22,10 @@ static void step_object(void)
     ss_phase_stat phases[2] = {
         {1, {4 * MS, 5 * MS, 6 * MS, 6 * MS, 2, 3}},
         {2, {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING, SS_NO_RANK, 0}}};
+    /* Self time: zeta holds a nested phase; alpha is not measured. */
+    ss_stat self[2] = {
+        {1 * MS, 2 * MS, 3 * MS, 3 * MS, 1, 3},
+        {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING, SS_NO_RANK, 0}};
     ss_sync_stat syncs[2] = {{0, 2000, 1000, 1, 3}, {-1, 1500, 500, -1, 3}};
     uint32_t missing[2] = {1, 4};
     ss_step_view v = {
@@ -31,8 +35,8 @@ static void step_object(void)
         .rss = {1000, 1000, 1001, 1002, 2, 3},
         .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
                    SS_NO_RANK, 0},
-        .n_phases = 2, .phases = phases, .n_syncs = 2, .syncs = syncs,
-        .n_names = 3};
+        .n_phases = 2, .phases = phases, .phase_self = self, .n_syncs = 2,
+        .syncs = syncs, .n_names = 3};
     ss_buf b = {0};
     ss_obj_step(&b, &v, names);
     REQUIRE(!b.oom);
@@ -41,9 +45,11 @@ static void step_object(void)
               "\"step_ms\":{\"min\":10.000,\"median\":11.500,\"p90\":12.000,"
               "\"max\":13.000,\"worst_rank\":0},"
               "\"phases\":{\"alpha\":{\"min\":null,\"median\":null,"
-              "\"p90\":null,\"max\":null,\"worst_rank\":null},"
+              "\"p90\":null,\"max\":null,\"worst_rank\":null,"
+              "\"self\":null},"
               "\"zeta\":{\"min\":4.000,\"median\":5.000,\"p90\":6.000,"
-              "\"max\":6.000,\"worst_rank\":2}},"
+              "\"max\":6.000,\"worst_rank\":2,\"self\":{"
+              "\"median\":2.000,\"max\":3.000,\"worst_rank\":1}}},"
               "\"syncs\":{\"?\":{\"skew_ms\":0.002,\"late_ms\":0.001,"
               "\"worst_rank\":null},\"sync\":{\"skew_ms\":0.002,"
               "\"late_ms\":0.001,\"worst_rank\":1}},"

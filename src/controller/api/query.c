@@ -230,9 +230,11 @@ static void stored_step_object(ss_buf *out, const ss_steps *s,
         const ss_step_phase *p = &s->phases[x->phase0 + i];
         if (i)
             ss_buf_puts(out, ",");
-        ss_buf_json_str(out, s->names[p->name]);
-        ss_buf_puts(out, ":");
-        ss_obj_stat(out, p->min, p->median, p->p90, p->max, p->worst_rank);
+        int64_t incl[5] = {p->min, p->median, p->p90, p->max,
+                           p->worst_rank};
+        int64_t self[5] = {p->self_min, p->self_median, p->self_p90,
+                           p->self_max, p->self_worst_rank};
+        ss_obj_phase(out, s->names[p->name], incl, p->self_n, self);
     }
     ss_buf_puts(out, "},\"syncs\":{");
     for (size_t i = 0; i < x->n_syncs; i++) {

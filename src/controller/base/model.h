@@ -77,6 +77,11 @@ typedef struct {
      * SS_MISSING (NaN for metrics) where the rank did not report that name
      * in this step. */
     const int64_t *phase_ns;
+    /* Self (exclusive) time per phase: phase_ns less the time covered by
+     * phases nested in it (docs/recorder.md).  SS_MISSING where the phase
+     * is missing or the rank's recorder sends no self time; the array may
+     * be NULL (nothing known). */
+    const int64_t *phase_self_ns;
     const int64_t *sync_arrival_ns;
     const double *metric;       /* NaN when missing */
     /* Timeline detail, for traces.  BEGIN_NS is when the rank began the
@@ -109,6 +114,9 @@ typedef struct {
     ss_stat device;
     uint32_t n_phases;
     const ss_phase_stat *phases;
+    /* NULL, or n_phases entries parallel to phases: the statistics of the
+     * ranks' self time in that phase (n == 0 when no rank reported it). */
+    const ss_stat *phase_self;
     uint32_t n_syncs;
     const ss_sync_stat *syncs;
     uint32_t n_metrics;

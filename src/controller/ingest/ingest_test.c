@@ -208,15 +208,15 @@ static void *run_client(void *arg)
         s.begin_ns = 1;
         s.end_ns = 2;
         s.n_phases = 1;
-        s.phases[0] = (wire_phase){5, 1, 1, 1};
+        s.phases[0] = (wire_phase){5, 1, 1, 1, 0};
         if (c->over_limit) {
             /* local id 6 is refused: its phase, sync and metric go, the
              * rest of each record stays */
             wire_name over = {6, "over-the-limit"};
             n += wire_encode_name(buf + n, sizeof buf - n, &over);
             s.n_phases = 2;
-            s.phases[0] = (wire_phase){6, 1, 7, 1};
-            s.phases[1] = (wire_phase){5, 1, 1, 1};
+            s.phases[0] = (wire_phase){6, 1, 7, 1, 0};
+            s.phases[1] = (wire_phase){5, 1, 1, 1, 0};
             s.n_syncs = 1;
             s.syncs[0] = (wire_sync){6, 1};
             s.n_metrics = 2;

@@ -40,6 +40,10 @@
 #define SCHEMA_TIMELINES 2
 #define SCHEMA_METRICS 3
 #define SCHEMA_NAME_LIMIT 4
+#define SCHEMA_FINGERPRINT 5
+/* The version that added self time (step_phases.self_*,
+ * rank_steps.phase_self). */
+#define SCHEMA_SELF 6
 
 struct ss_reader {
     sqlite3 *db;
@@ -512,6 +516,9 @@ void ss_rank_rows_free(ss_rank_row *rows, size_t n)
         for (size_t p = 0; p < rows[i].n_phase_medians; p++)
             free(rows[i].phase_median_ns[p].name);
         free(rows[i].phase_median_ns);
+        for (size_t p = 0; p < rows[i].n_phase_self_medians; p++)
+            free(rows[i].phase_self_median_ns[p].name);
+        free(rows[i].phase_self_median_ns);
     }
     free(rows);
 }
@@ -562,17 +569,28 @@ static int rank_medians(ss_reader *r, const int64_t args[3], ss_rank_row *k,
 }
 
 /* Per-rank, per-phase p50 over the same rows, appended to each rank's
- * phase_median_ns in name order. */
+ * phase_median_ns (SELF: of self time, phase_self_median_ns) in name
+ * order.  A row's self time of a phase is its phase_self entry, else (a
+ * phase with nothing nested in it) its time; rows without phase_self have
+ * none. */
 static int rank_phase_medians(ss_reader *r, const int64_t args[3],
-                              ss_rank_row *k, size_t world)
+                              ss_rank_row *k, size_t world, int self)
 {
-    sqlite3_stmt *st = prep(r, "SELECT r.rank, j.key, j.value FROM "
-                               "rank_steps r, json_each(r.phases) j WHERE "
-                               "r.run_id = ?1 AND r.attempt = ?2 AND "
-                               "r.step >= ?3 AND r.phases IS NOT NULL AND "
-                               "json_valid(r.phases) AND j.type = 'integer' "
-                               "ORDER BY r.rank, j.key, j.value",
-                            args, 3);
+    sqlite3_stmt *st = prep(r, self
+        ? "SELECT r.rank, j.key, coalesce((SELECT s.value FROM "
+          "json_each(r.phase_self) s WHERE s.key = j.key), j.value) v "
+          "FROM rank_steps r, json_each(r.phases) j WHERE "
+          "r.run_id = ?1 AND r.attempt = ?2 AND r.step >= ?3 AND "
+          "r.phases IS NOT NULL AND json_valid(r.phases) AND "
+          "r.phase_self IS NOT NULL AND json_valid(r.phase_self) AND "
+          "j.type = 'integer' ORDER BY r.rank, j.key, v"
+        : "SELECT r.rank, j.key, j.value FROM "
+          "rank_steps r, json_each(r.phases) j WHERE "
+          "r.run_id = ?1 AND r.attempt = ?2 AND "
+          "r.step >= ?3 AND r.phases IS NOT NULL AND "
+          "json_valid(r.phases) AND j.type = 'integer' "
+          "ORDER BY r.rank, j.key, j.value",
+        args, 3);
     if (!st)
         return SS_READ_ERROR;
     int64_t *g = NULL, cur = -1;
@@ -588,15 +606,17 @@ static int rank_phase_medians(ss_reader *r, const int64_t args[3],
                    strcmp(name, key) == 0;
         if (!same && key && cur >= 0 && (size_t)cur < world) {
             ss_rank_row *x = &k[cur];
-            ss_named_i64 *m = realloc(x->phase_median_ns,
-                                      (x->n_phase_medians + 1) * sizeof *m);
+            ss_named_i64 **list = self ? &x->phase_self_median_ns
+                                       : &x->phase_median_ns;
+            size_t *count = self ? &x->n_phase_self_medians
+                                 : &x->n_phase_medians;
+            ss_named_i64 *m = realloc(*list, (*count + 1) * sizeof *m);
             if (!m) {
                 rc = oom(r);
                 break;
             }
-            x->phase_median_ns = m;
-            m[x->n_phase_medians++] = (ss_named_i64){key,
-                                                     sorted_pct(g, n, 500)};
+            *list = m;
+            m[(*count)++] = (ss_named_i64){key, sorted_pct(g, n, 500)};
             key = NULL;
         }
         if (rc != 1)
@@ -718,7 +738,10 @@ int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
         rc = rank_medians(r, args, k, (size_t)world);
     if (rc == 0 && (flags & SS_RANKS_PHASE_MEDIANS) &&
         !(flags & SS_RANKS_NO_MEDIANS))
-        rc = rank_phase_medians(r, args, k, (size_t)world);
+        rc = rank_phase_medians(r, args, k, (size_t)world, 0);
+    if (rc == 0 && (flags & SS_RANKS_PHASE_MEDIANS) &&
+        !(flags & SS_RANKS_NO_MEDIANS) && r->version >= SCHEMA_SELF)
+        rc = rank_phase_medians(r, args, k, (size_t)world, 1);
     if (rc < 0) {
         ss_rank_rows_free(k, (size_t)world);
         return rc;
@@ -834,13 +857,20 @@ static int load_step_parts(ss_reader *r, const int64_t args2[2], int syncs,
 {
     int64_t args[4] = {args2[0], args2[1], s->steps[0].step,
                        s->steps[s->n_steps - 1].step};
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT step, phase, n, min, median, p90, max, worst_rank, "
+             "%s FROM step_phases WHERE run_id = ?1 AND attempt = ?2 AND "
+             "step BETWEEN ?3 AND ?4 ORDER BY step, phase",
+             r->version >= SCHEMA_SELF
+                 ? "self_n, self_min, self_median, self_p90, self_max, "
+                   "self_worst_rank"
+                 : "NULL, NULL, NULL, NULL, NULL, NULL");
     sqlite3_stmt *st = prep(r, syncs
         ? "SELECT step, sync, n, skew_ns, late_ns, worst_rank FROM "
           "step_syncs WHERE run_id = ?1 AND attempt = ?2 AND step BETWEEN "
           "?3 AND ?4 ORDER BY step, sync"
-        : "SELECT step, phase, n, min, median, p90, max, worst_rank FROM "
-          "step_phases WHERE run_id = ?1 AND attempt = ?2 AND step BETWEEN "
-          "?3 AND ?4 ORDER BY step, phase", args, 4);
+        : sql, args, 4);
     if (!st)
         return SS_READ_ERROR;
     size_t cap = 0, at = 0, hint = 0;
@@ -877,10 +907,13 @@ static int load_step_parts(ss_reader *r, const int64_t args2[2], int syncs,
             if (x->n_phases == 0)
                 x->phase0 = s->n_phases;
             x->n_phases++;
+            int64_t self_n = col_i64(st, 8);
             s->phases[s->n_phases++] = (ss_step_phase){
                 (uint32_t)idx, sqlite3_column_int64(st, 2), col_i64(st, 3),
                 col_i64(st, 4), col_i64(st, 5), col_i64(st, 6),
-                col_i64(st, 7)};
+                col_i64(st, 7), self_n == SS_MISSING ? 0 : self_n,
+                col_i64(st, 9), col_i64(st, 10), col_i64(st, 11),
+                col_i64(st, 12), col_i64(st, 13)};
         }
     }
     sqlite3_finalize(st);
@@ -966,12 +999,13 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     char sql[1024];
     snprintf(sql, sizeof sql,
              "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
-             "%s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
+             "%s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
              "attempt = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step, rank",
              timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
              phases && timelines ? "phase_starts" : "NULL",
              phases && timelines ? "phase_counts" : "NULL",
-             syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL");
+             syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL",
+             phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL");
     int64_t args[4] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
                        q->last < 0 ? INT64_MAX : q->last};
     ss_rank_steps *c = calloc(1, sizeof *c);
@@ -999,14 +1033,14 @@ static ss_rank_phase *row_phase(ss_rank_steps *c, uint32_t name)
              &c->cap_phases) != 0)
         return NULL;
     ss_rank_phase *p = &c->phases[c->row.n_phases++];
-    *p = (ss_rank_phase){name, SS_MISSING, SS_MISSING, 1};
+    *p = (ss_rank_phase){name, SS_MISSING, SS_MISSING, 1, SS_MISSING};
     return p;
 }
 
 /* Adds the {name: number} items of the JSON object in column COL to the
  * row: KIND 0..2 the phases' totals, starts and counts, 3 the syncs, 4 the
- * metrics.  Text that is not a JSON object adds nothing.  Returns 0 or -1
- * on out-of-memory. */
+ * metrics, 5 the phases' self times.  Text that is not a JSON object adds
+ * nothing.  Returns 0 or -1 on out-of-memory. */
 static int add_items(ss_rank_steps *c, int col, int kind)
 {
     const char *text = (const char *)sqlite3_column_text(c->st, col);
@@ -1028,7 +1062,7 @@ static int add_items(ss_rank_steps *c, int col, int kind)
         c->hint = (size_t)idx + 1;
         uint32_t name = (uint32_t)idx;
         int64_t v = (int64_t)it->valuedouble;
-        if (kind < 3) {
+        if (kind < 3 || kind == 5) {
             ss_rank_phase *p = row_phase(c, name);
             if (!p)
                 rc = -1;
@@ -1036,8 +1070,10 @@ static int add_items(ss_rank_steps *c, int col, int kind)
                 p->total_ns = v;
             else if (kind == 1)
                 p->start_ns = v;
-            else
+            else if (kind == 2)
                 p->count = v;
+            else
+                p->self_ns = v;
         } else if (kind == 3) {
             if (grow((void **)&c->syncs, sizeof *c->syncs, c->row.n_syncs,
                      &c->cap_syncs) != 0)
@@ -1071,8 +1107,14 @@ int ss_rank_steps_next(ss_rank_steps *c, const ss_rank_step_row **row)
                             col_i64(st, 5), NULL, 0, NULL, 0, NULL, 0};
     if (add_items(c, 6, 0) != 0 || add_items(c, 7, 1) != 0 ||
         add_items(c, 8, 2) != 0 || add_items(c, 9, 3) != 0 ||
-        add_items(c, 10, 4) != 0)
+        add_items(c, 10, 4) != 0 || add_items(c, 11, 5) != 0)
         return oom(c->r);
+    /* phase_self lists only the phases with something nested in them: the
+     * others' self time is their time (none at all without phase_self). */
+    if (sqlite3_column_type(st, 11) != SQLITE_NULL)
+        for (size_t i = 0; i < x->n_phases; i++)
+            if (c->phases[i].self_ns == SS_MISSING)
+                c->phases[i].self_ns = c->phases[i].total_ns;
     x->phases = c->phases;
     x->syncs = c->syncs;
     x->metrics = c->metrics;
@@ -1492,7 +1534,6 @@ int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
 /* ---- run fingerprints ---- */
 
 /* The version that added runs.fingerprint. */
-#define SCHEMA_FINGERPRINT 5
 
 int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json)
 {

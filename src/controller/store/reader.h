@@ -157,9 +157,13 @@ typedef struct {
      * docs/store.md): nearest-rank p50 and p90 of the step time */
     int64_t median_step_ns, p90_step_ns, samples;
     /* with SS_RANKS_PHASE_MEDIANS: the nearest-rank p50 of each phase the
-     * rank reported over the same rows, sorted by name */
+     * rank reported over the same rows, sorted by name; and of its self
+     * time (the phase less the phases nested in it) over the rows that
+     * carry self time (none in stores or from recorders without it) */
     ss_named_i64 *phase_median_ns;
     size_t n_phase_medians;
+    ss_named_i64 *phase_self_median_ns;
+    size_t n_phase_self_medians;
 } ss_rank_row;
 
 #define SS_RANKS_PHASE_MEDIANS 1u /* fill phase_median_ns */
@@ -181,10 +185,15 @@ void ss_rank_rows_free(ss_rank_row *rows, size_t n);
 
 /* ---- steps: the per-step statistics over ranks ---- */
 
-/* The statistics of one phase in one step over the ranks that ran it. */
+/* The statistics of one phase in one step over the ranks that ran it: of
+ * its time, and of its self time (the phase less the phases nested in it)
+ * over the self_n ranks that reported one (0, every self_* SS_MISSING,
+ * where none did or the store predates self time). */
 typedef struct {
     uint32_t name; /* index into ss_steps.names */
     int64_t n, min, median, p90, max, worst_rank;
+    int64_t self_n, self_min, self_median, self_p90, self_max;
+    int64_t self_worst_rank;
 } ss_step_phase;
 
 /* Arrival at one sync point in one step: skew = last - first, late =
@@ -260,6 +269,8 @@ typedef struct {
     int64_t start_ns;   /* earliest begin, after the step's begin_ns;
                            SS_MISSING when not stored */
     int64_t count;      /* times it ran (1 unless stored otherwise) */
+    int64_t self_ns;    /* self time: total_ns less the phases nested in
+                           it; SS_MISSING when not recorded */
 } ss_rank_phase;
 
 typedef struct {
@@ -287,7 +298,7 @@ typedef struct {
     size_t n_metrics;
 } ss_rank_step_row;
 
-#define SS_RANK_STEPS_PHASES 1u  /* phase totals, starts and counts */
+#define SS_RANK_STEPS_PHASES 1u  /* phase totals, starts, counts, self */
 #define SS_RANK_STEPS_SYNCS 2u
 #define SS_RANK_STEPS_METRICS 4u
 

@@ -191,6 +191,14 @@ static void ranks_with_medians(void)
     CHECK_EQ_INT(k[3].phase_median_ns[0].value, 60 * MS);
     CHECK_STR(k[3].phase_median_ns[1].name, "forward");
     CHECK_EQ_INT(k[3].phase_median_ns[1].value, 43 * MS);
+    /* Self time: backward holds the all-reduce wait. */
+    REQUIRE(k[2].n_phase_self_medians == 2);
+    CHECK_STR(k[2].phase_self_median_ns[0].name, "backward");
+    CHECK_EQ_INT(k[2].phase_self_median_ns[0].value, 50 * MS);
+    CHECK_STR(k[2].phase_self_median_ns[1].name, "forward");
+    CHECK_EQ_INT(k[2].phase_self_median_ns[1].value, 42 * MS);
+    REQUIRE(k[3].n_phase_self_medians == 2);
+    CHECK_EQ_INT(k[3].phase_self_median_ns[0].value, 20 * MS);
     CHECK_STR(k[2].state, "failed");
     CHECK_EQ_INT(k[2].term_signal, 9);
     CHECK_EQ_INT(k[1].dropped_events, 5);
@@ -236,6 +244,12 @@ static void steps_with_phases_and_windows(void)
     CHECK_STR(s.names[p[1].name], "forward");
     CHECK_EQ_INT(p[1].median, 41 * MS);
     CHECK_EQ_INT(p[1].worst_rank, 3);
+    CHECK_EQ_INT(p[0].median, 60 * MS);
+    CHECK_EQ_INT(p[0].self_n, 4);
+    CHECK_EQ_INT(p[0].self_median, 20 * MS);
+    CHECK_EQ_INT(p[0].self_max, 50 * MS);
+    CHECK_EQ_INT(p[0].self_worst_rank, 2);
+    CHECK_EQ_INT(p[1].self_median, 41 * MS);
     REQUIRE(x->n_syncs == 1);
     CHECK_STR(s.names[s.syncs[x->sync0].name], "allreduce");
     CHECK_EQ_INT(s.syncs[x->sync0].skew_ns, 3000);
@@ -298,6 +312,12 @@ static void rank_steps_cursor(void)
         CHECK_EQ_INT(row->phases[0].total_ns, (40 + row->rank) * MS);
         CHECK_EQ_INT(row->phases[0].start_ns, SS_MISSING);
         CHECK_EQ_INT(row->phases[0].count, 1);
+        /* forward has nothing nested: its self time is its time */
+        CHECK_EQ_INT(row->phases[0].self_ns, row->phases[0].total_ns);
+        CHECK_STR(ss_rank_steps_name(cur, row->phases[1].name), "backward");
+        CHECK_EQ_INT(row->phases[1].total_ns, 60 * MS);
+        CHECK_EQ_INT(row->phases[1].self_ns,
+                     (row->rank == 2 ? 50 : 20) * MS);
         REQUIRE(row->n_syncs == 1);
         CHECK_STR(ss_rank_steps_name(cur, row->syncs[0].name), "allreduce");
         /* Stored after the step's begin. */
@@ -421,6 +441,11 @@ static void older_schema_is_read_without_migrating(void)
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
+                              "ALTER TABLE rank_steps DROP COLUMN "
+                              "phase_self;"
+                              "ALTER TABLE step_phases DROP COLUMN self_n;"
+                              "ALTER TABLE step_phases DROP COLUMN "
+                              "self_median;"
                               "ALTER TABLE rank_steps DROP COLUMN metrics;"
                               "ALTER TABLE rank_steps DROP COLUMN syncs;"
                               "ALTER TABLE rank_steps DROP COLUMN "
@@ -448,7 +473,8 @@ static void older_schema_is_read_without_migrating(void)
     const ss_rank_step_row *row;
     REQUIRE(ss_rank_steps_next(cur, &row) == 1);
     CHECK_EQ_INT(row->begin_ns, SS_MISSING);
-    CHECK_EQ_INT(row->n_phases, 2);
+    REQUIRE(row->n_phases == 2);
+    CHECK_EQ_INT(row->phases[1].self_ns, SS_MISSING); /* never zero */
     CHECK_EQ_INT(row->n_syncs, 0);
     CHECK_EQ_INT(row->n_metrics, 0);
     ss_rank_steps_close(cur);

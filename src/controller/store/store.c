@@ -77,8 +77,10 @@ typedef enum {
  * device, begin (ROW_FIXED values), then per phase in phases[] order the
  * durations, then the first begins (ns after begin), then the counts, then
  * per sync in syncs[] order the arrival (ns after begin), then per metric
- * in metric_names[] order the value (the bits of a double); SS_MISSING
- * (NaN for a metric) where the rank did not report it. */
+ * in metric_names[] order the value (the bits of a double), then per phase
+ * its self time; SS_MISSING (NaN for a metric) where the rank did not
+ * report it.  phase_self[i] is the statistics of phases[i]'s self time
+ * (n == 0 when no rank reported it). */
 typedef struct {
     uint32_t attempt;
     uint64_t step;
@@ -88,6 +90,7 @@ typedef struct {
     ss_stat step_time, rss, device;
     uint32_t n_phases;
     ss_phase_stat *phases;
+    ss_stat *phase_self;
     char **phase_names;
     uint32_t n_syncs;
     ss_sync_stat *syncs;
@@ -104,7 +107,7 @@ enum { ROW_FIXED = 4 }; /* step_ns, rss, device, begin */
 
 static size_t row_stride(const step_item *v)
 {
-    return ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs + v->n_metrics;
+    return ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs + v->n_metrics;
 }
 
 typedef struct item {
@@ -214,16 +217,18 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "device_worst_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
                 "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
     [ST_PHASE] = "INSERT OR REPLACE INTO step_phases(run_id, attempt, step, "
-                 "phase, n, min, median, p90, max, worst_rank) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 "phase, n, min, median, p90, max, worst_rank, self_n, "
+                 "self_min, self_median, self_p90, self_max, "
+                 "self_worst_rank) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+                 "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     [ST_SYNC] = "INSERT OR REPLACE INTO step_syncs(run_id, attempt, step, "
                 "sync, n, skew_ns, late_ns, worst_rank) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
                      "step, rank, step_ns, rss_bytes, device_bytes, phases, "
-                     "begin_ns, phase_starts, phase_counts, syncs, metrics) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                     "?12, ?13)",
+                     "begin_ns, phase_starts, phase_counts, syncs, metrics, "
+                     "phase_self) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                     "?10, ?11, ?12, ?13, ?14)",
     /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
     [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
                   "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
@@ -300,8 +305,8 @@ struct ss_store {
     sqlite3_stmt *st[ST_COUNT];
     track *tracks;
     size_t n_tracks;
-    ss_buf rowjson[5];      /* a rank row's JSON: phases, phase_starts,
-                               phase_counts, syncs, metrics */
+    ss_buf rowjson[6];      /* a rank row's JSON: phases, phase_starts,
+                               phase_counts, syncs, metrics, phase_self */
     ss_buf keys;            /* the current step's escaped phase keys */
     size_t *key_off;        /* key_cap offsets into keys */
     size_t key_cap;
@@ -573,6 +578,33 @@ static int build_json_doubles(ss_buf *b, const int64_t *bits, uint32_t n,
     return b->oom ? -1 : 0;
 }
 
+/* Builds into B a rank row's phase_self (docs/store.md): the JSON object
+ * {name: self ns} of the N phases whose self time SELF differs from their
+ * total TOTAL; "{}" when every reported self time equals its total; empty
+ * (NULL) when no self time is known.  Returns 0, or -1 when out of
+ * memory. */
+static int build_self_json(ss_buf *b, const int64_t *total,
+                           const int64_t *self, uint32_t n,
+                           const ss_buf *keys, const size_t *off)
+{
+    ss_buf_reset(b);
+    int known = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (self[i] == SS_MISSING)
+            continue;
+        known = 1;
+        if (self[i] == total[i])
+            continue;
+        add_key(b, keys, off, i);
+        ss_buf_json_int(b, self[i]);
+    }
+    if (b->len)
+        ss_buf_add(b, "}", 1);
+    else if (known)
+        ss_buf_add(b, "{}", 2);
+    return b->oom ? -1 : 0;
+}
+
 /* Escapes the N NAMES once per step into KEYS, as `,"name":`, with name i
  * at KEYS->data[(*OFF)[i] .. (*OFF)[i + 1]); *OFF has *CAP entries. */
 static int build_keys(ss_buf *keys, size_t **off, size_t *cap,
@@ -661,6 +693,13 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
         bind_opt_int(q, 8, ps->p90);
         bind_opt_int(q, 9, ps->max);
         bind_rank(q, 10, ps->worst_rank);
+        const ss_stat *self = &v->phase_self[i];
+        sqlite3_bind_int64(q, 11, self->n);
+        bind_opt_int(q, 12, self->min);
+        bind_opt_int(q, 13, self->median);
+        bind_opt_int(q, 14, self->p90);
+        bind_opt_int(q, 15, self->max);
+        bind_rank(q, 16, self->worst_rank);
         if (run_stmt(s, q, "writing a step phase") != 0)
             return -1;
     }
@@ -721,7 +760,10 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
             build_json_object(&s->rowjson[3], ph + 3 * np, v->n_syncs,
                               &s->skeys, s->skey_off, SS_MISSING) != 0 ||
             build_json_doubles(&s->rowjson[4], ph + 3 * np + v->n_syncs,
-                               v->n_metrics, &s->mkeys, s->mkey_off) != 0)
+                               v->n_metrics, &s->mkeys, s->mkey_off) != 0 ||
+            build_self_json(&s->rowjson[5], ph,
+                            ph + 3 * np + v->n_syncs + v->n_metrics, np,
+                            &s->keys, s->key_off) != 0)
             return -1;
         sqlite3_bind_int64(q, 4, rank);
         bind_opt_int(q, 5, vals[0]);
@@ -733,6 +775,7 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
         bind_json(q, 11, &s->rowjson[2]);
         bind_json(q, 12, &s->rowjson[3]);
         bind_json(q, 13, &s->rowjson[4]);
+        bind_json(q, 14, &s->rowjson[5]);
         if (run_stmt(s, q, "writing a rank step") != 0)
             return -1;
         if (rank < t->n_ranks) {
@@ -1396,10 +1439,11 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
 
-    size_t stride = ROW_FIXED + 3 * (size_t)v->n_phases + v->n_syncs +
+    size_t stride = ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs +
                     v->n_metrics;
     size_t extra = round8((size_t)v->n_missing * sizeof(uint32_t)) +
                    round8((size_t)v->n_phases * sizeof(ss_phase_stat)) +
+                   round8((size_t)v->n_phases * sizeof(ss_stat)) +
                    round8((size_t)v->n_phases * sizeof(char *)) +
                    round8((size_t)v->n_syncs * sizeof(ss_sync_stat)) +
                    round8((size_t)v->n_syncs * sizeof(char *)) +
@@ -1434,9 +1478,15 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     st->device = v->device;
     st->n_phases = v->n_phases;
     st->phases = carve(&p, (size_t)v->n_phases * sizeof(ss_phase_stat));
+    st->phase_self = carve(&p, (size_t)v->n_phases * sizeof(ss_stat));
     st->phase_names = carve(&p, (size_t)v->n_phases * sizeof(char *));
     for (uint32_t i = 0; i < v->n_phases; i++) {
         st->phases[i] = v->phases[i];
+        if (v->phase_self)
+            st->phase_self[i] = v->phase_self[i];
+        else
+            st->phase_self[i] = (ss_stat){SS_MISSING, SS_MISSING, SS_MISSING,
+                                          SS_MISSING, SS_NO_RANK, 0};
         st->phase_names[i] = carve_str(&p, name_of(names, v->phases[i].name));
     }
     st->n_syncs = v->n_syncs;
@@ -1490,6 +1540,13 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                            ? rs->metric[idx]
                            : NAN;
             memcpy(&me[k], &d, sizeof d);
+        }
+        int64_t *self = me + v->n_metrics;
+        for (uint32_t k = 0; k < np; k++) {
+            int idx = v->phases[k].name;
+            self[k] = idx >= 0 && (uint32_t)idx < v->n_names
+                          ? name_value(rs->phase_self_ns, idx)
+                          : SS_MISSING;
         }
         i++;
     }

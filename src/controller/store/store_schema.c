@@ -219,6 +219,20 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     /* 5: the run's fingerprint, what it ran on (docs/guard.md): a JSON
      * object written at launch, NULL for runs recorded before version 5. */
     "ALTER TABLE runs ADD COLUMN fingerprint TEXT;",
+    /* 6: self time (a phase less the phases nested in it).  step_phases
+     * gains its statistics over the ranks that reported it (self_n 0 when
+     * none did: recorders without self time); rank_steps.phase_self is a
+     * JSON object {"phase name": self ns} of the phases whose self time
+     * differs from their time in `phases` (the others' equals it), "{}"
+     * when none does, NULL when the rank reported no self time.  NULL in
+     * rows written before this version. */
+    "ALTER TABLE step_phases ADD COLUMN self_n INTEGER;"
+    "ALTER TABLE step_phases ADD COLUMN self_min INTEGER;"
+    "ALTER TABLE step_phases ADD COLUMN self_median INTEGER;"
+    "ALTER TABLE step_phases ADD COLUMN self_p90 INTEGER;"
+    "ALTER TABLE step_phases ADD COLUMN self_max INTEGER;"
+    "ALTER TABLE step_phases ADD COLUMN self_worst_rank INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN phase_self TEXT;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

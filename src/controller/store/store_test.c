@@ -117,16 +117,17 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         fx->count[r][2] = SS_MISSING;
         fx->metric[r][0] = fx->metric[r][1] = fx->metric[r][2] = NAN;
         fx->metric[r][3] = r == 2 ? NAN : r + 0.25;
-        fx->ranks[r] = (ss_rank_step){.present = present,
-                                      .step_ns = (100 + (int64_t)r) * 1000000,
-                                      .rss_bytes = ((int64_t)1 << 30) + r,
-                                      .device_bytes = SS_MISSING,
-                                      .phase_ns = fx->phase_ns[r],
-                                      .sync_arrival_ns = fx->sync_ns[r],
-                                      .metric = fx->metric[r],
-                                      .begin_ns = begin,
-                                      .phase_start_ns = fx->start_ns[r],
-                                      .phase_count = fx->count[r]};
+        fx->ranks[r] = (ss_rank_step){
+            .present = present,
+            .step_ns = (100 + (int64_t)r) * 1000000,
+            .rss_bytes = ((int64_t)1 << 30) + r,
+            .device_bytes = SS_MISSING,
+            .phase_ns = fx->phase_ns[r],
+            .sync_arrival_ns = fx->sync_ns[r],
+            .metric = fx->metric[r],
+            .begin_ns = begin,
+            .phase_start_ns = fx->start_ns[r],
+            .phase_count = fx->count[r]};
         if (!present)
             fx->missing[n_missing++] = r;
     }
@@ -254,6 +255,16 @@ static void migrates_version_1(void)
     ss_store_close(s);
     CHECK_EQ_INT(sql_exec(path,
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
+                          "ALTER TABLE rank_steps DROP COLUMN phase_self;"
+                          "ALTER TABLE step_phases DROP COLUMN self_n;"
+                          "ALTER TABLE step_phases DROP COLUMN self_min;"
+                          "ALTER TABLE step_phases DROP COLUMN self_median;"
+                          "ALTER TABLE step_phases DROP COLUMN self_p90;"
+                          "ALTER TABLE step_phases DROP COLUMN self_max;"
+                          "ALTER TABLE step_phases DROP COLUMN "
+                          "self_worst_rank;"
+                          "INSERT INTO step_phases(run_id, attempt, step,"
+                          " phase, n) VALUES (1, 0, 0, 'forward', 1);"
                           "ALTER TABLE rank_steps DROP COLUMN metrics;"
                           "ALTER TABLE rank_steps DROP COLUMN syncs;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_counts;"
@@ -275,7 +286,10 @@ static void migrates_version_1(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
-                               "metrics IS NULL"),
+                               "metrics IS NULL AND phase_self IS NULL"),
+                 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
+                               "self_n IS NULL AND self_median IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
                                "names_over_limit IS NULL AND "

@@ -49,6 +49,25 @@ static void json_pcts(ss_buf *b, const ss_report_vec *a)
     ss_buf_puts(b, "}");
 }
 
+/* The object {phase name: ms} of the known values of V (one per phase of
+ * RP, in its order). */
+static void json_phase_values(ss_buf *b, const ss_report *rp,
+                              const int64_t *v)
+{
+    ss_buf_puts(b, "{");
+    int first = 1;
+    for (size_t p = 0; p < rp->n_phases; p++) {
+        if (v[p] == SS_MISSING)
+            continue;
+        ss_buf_puts(b, first ? "" : ", ");
+        first = 0;
+        ss_buf_json_str(b, rp->phases[p].name);
+        ss_buf_puts(b, ": ");
+        ss_buf_json_ms(b, v[p]);
+    }
+    ss_buf_puts(b, "}");
+}
+
 static void json_run(ss_buf *b, const ss_report *rp)
 {
     const ss_run_row *r = &rp->run;
@@ -139,6 +158,12 @@ static void json_steps(ss_buf *b, const ss_report *rp)
         json_pcts(b, &p->a);
         ss_buf_puts(b, ", \"worst_rank_ms\": ");
         json_pcts(b, &p->b);
+        ss_buf_puts(b, ", \"self_median_rank_ms\": ");
+        if (p->self.n)
+            json_pcts(b, &p->self);
+        else
+            ss_buf_puts(b, "null");
+        ss_buf_printf(b, ", \"nests\": %s", p->nests ? "true" : "false");
         ss_buf_puts(b, ", \"most_often_worst_rank\": ");
         ss_buf_json_int(b, p->top_rank);
         ss_buf_puts(b, ", \"most_often_worst_steps\": ");
@@ -210,19 +235,11 @@ static void json_ranks(out *o, const ss_report *rp)
                                        : SS_MISSING);
         ss_buf_puts(b, ", \"max_step_ms\": ");
         ss_buf_json_ms(b, k->step_ns_max);
-        ss_buf_puts(b, ", \"phase_median_ms\": {");
-        int first = 1;
-        for (size_t p = 0; p < rp->n_phases; p++) {
-            int64_t v = rp->phase_med[i * rp->n_phases + p];
-            if (v == SS_MISSING)
-                continue;
-            ss_buf_puts(b, first ? "" : ", ");
-            first = 0;
-            ss_buf_json_str(b, rp->phases[p].name);
-            ss_buf_puts(b, ": ");
-            ss_buf_json_ms(b, v);
-        }
-        ss_buf_puts(b, "}, \"max_rss_bytes\": ");
+        ss_buf_puts(b, ", \"phase_median_ms\": ");
+        json_phase_values(b, rp, rp->phase_med + i * rp->n_phases);
+        ss_buf_puts(b, ", \"phase_self_median_ms\": ");
+        json_phase_values(b, rp, rp->phase_self_med + i * rp->n_phases);
+        ss_buf_puts(b, ", \"max_rss_bytes\": ");
         ss_buf_json_int(b, k->max_rss_bytes);
         ss_buf_puts(b, ", \"max_device_bytes\": ");
         ss_buf_json_int(b, k->max_device_bytes);

@@ -103,12 +103,14 @@ static int series_finish(series_acc *acc, size_t n, ss_report_series **out,
         vec_sort(&acc[i].worst);
         mode(&acc[i].worst, &x->top_rank, &x->top_count);
         free(acc[i].worst.v);
+        vec_sort(&x->self);
         if (s) {
             s[i] = *x;
         } else {
             free(x->name);
             free(x->a.v);
             free(x->b.v);
+            free(x->self.v);
         }
     }
     *out = s;
@@ -166,8 +168,13 @@ static int fold_steps(const ss_steps *s, ss_report *rp)
                     (p->median != SS_MISSING &&
                      vec_push(&a->s.a, p->median)) ||
                     (p->max != SS_MISSING && vec_push(&a->s.b, p->max)) ||
+                    (p->self_median != SS_MISSING &&
+                     vec_push(&a->s.self, p->self_median)) ||
                     (p->worst_rank != SS_MISSING &&
                      vec_push(&a->worst, p->worst_rank));
+            if (a && p->self_n > 0 &&
+                (p->self_median != p->median || p->self_max != p->max))
+                a->s.nests = 1;
         }
         for (size_t k = 0; !nomem && k < x->n_syncs; k++) {
             const ss_step_sync *y = &s->syncs[x->sync0 + k];
@@ -194,6 +201,8 @@ static int fold_steps(const ss_steps *s, ss_report *rp)
     free(sy);
     if (rp->n_phases > 1)
         qsort(rp->phases, rp->n_phases, sizeof *rp->phases, cmp_phase);
+    for (size_t i = 0; i < rp->n_phases; i++)
+        rp->any_nests |= rp->phases[i].nests;
     if (rp->n_syncs > 1)
         qsort(rp->syncs, rp->n_syncs, sizeof *rp->syncs, cmp_name);
     return nomem ? -1 : 0;
@@ -239,6 +248,15 @@ static int load_metrics(ss_reader *r, ss_report *rp)
     return 0;
 }
 
+/* The value under NAME among the N entries of V; SS_MISSING if none. */
+static int64_t named_value(const ss_named_i64 *v, size_t n, const char *name)
+{
+    for (size_t j = 0; j < n; j++)
+        if (strcmp(v[j].name, name) == 0)
+            return v[j].value;
+    return SS_MISSING;
+}
+
 static int load_ranks(ss_reader *r, ss_report *rp)
 {
     int rc = ss_reader_ranks(r, rp->run.id, rp->attempt, 0,
@@ -249,18 +267,20 @@ static int load_ranks(ss_reader *r, ss_report *rp)
     size_t n = rp->n_ranks, np = rp->n_phases;
     size_t cells = n * np;
     rp->phase_med = malloc((cells ? cells : 1) * sizeof *rp->phase_med);
+    rp->phase_self_med = malloc((cells ? cells : 1) *
+                                sizeof *rp->phase_self_med);
     rp->named = calloc(n ? n : 1, 1);
-    if (!rp->phase_med || !rp->named)
+    if (!rp->phase_med || !rp->phase_self_med || !rp->named)
         return REPORT_NOMEM;
     for (size_t i = 0; i < n; i++) {
         const ss_rank_row *k = &rp->ranks[i];
         for (size_t p = 0; p < np; p++) {
-            int64_t v = SS_MISSING;
-            for (size_t j = 0; j < k->n_phase_medians; j++)
-                if (strcmp(k->phase_median_ns[j].name,
-                           rp->phases[p].name) == 0)
-                    v = k->phase_median_ns[j].value;
-            rp->phase_med[i * np + p] = v;
+            rp->phase_med[i * np + p] =
+                named_value(k->phase_median_ns, k->n_phase_medians,
+                            rp->phases[p].name);
+            rp->phase_self_med[i * np + p] =
+                named_value(k->phase_self_median_ns, k->n_phase_self_medians,
+                            rp->phases[p].name);
         }
     }
     for (size_t i = 0; i < rp->n_findings; i++)
@@ -344,6 +364,7 @@ void ss_report_free(ss_report *rp)
         free(rp->phases[i].name);
         free(rp->phases[i].a.v);
         free(rp->phases[i].b.v);
+        free(rp->phases[i].self.v);
     }
     free(rp->phases);
     for (size_t i = 0; i < rp->n_syncs; i++) {
@@ -357,6 +378,7 @@ void ss_report_free(ss_report *rp)
     free(rp->metrics);
     ss_rank_rows_free(rp->ranks, rp->n_ranks);
     free(rp->phase_med);
+    free(rp->phase_self_med);
     free(rp->named);
     ss_event_rows_free(rp->events, rp->n_events);
     memset(rp, 0, sizeof *rp);

@@ -34,12 +34,16 @@ typedef struct {
 int64_t ss_report_pct(const ss_report_vec *a, unsigned permille);
 
 /* Per-step values of one phase or sync point, sorted.  Phase: a = the
- * median rank's duration, b = the worst rank's; top_rank = the rank most
- * often worst.  Sync: a = arrival skew, b = lateness of the last rank;
- * top_rank = the rank most often last. */
+ * median rank's duration, b = the worst rank's, self = the median rank's
+ * self time (the phase less the phases nested in it; empty when not
+ * recorded); nests: in some step its self time differed from its time
+ * (phases were nested in it); top_rank = the rank most often worst.
+ * Sync: a = arrival skew, b = lateness of the last rank; top_rank = the
+ * rank most often last. */
 typedef struct {
     char *name;
-    ss_report_vec a, b;
+    ss_report_vec a, b, self;
+    int nests;
     int64_t top_rank, top_count;
 } ss_report_series;
 
@@ -69,6 +73,8 @@ typedef struct {
     ss_rank_row *ranks;       /* ranks 0 .. n_ranks-1 */
     size_t n_ranks;
     int64_t *phase_med;       /* [rank * n_phases + phase]: the rank's p50 */
+    int64_t *phase_self_med;  /* the same of its self time */
+    int any_nests;            /* some phase nests others */
     uint8_t *named;           /* n_ranks: named by a finding */
     ss_event_row *events;     /* the latest SS_REPORT_MAX_EVENTS, in time
                                  order */

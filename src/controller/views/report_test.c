@@ -167,6 +167,11 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.steps.phases[1].worst_rank_ms.p50", "43.0");
     CHECK_J(j, "$.steps.phases[1].most_often_worst_rank", "3");
     CHECK_J(j, "$.steps.phases[1].most_often_worst_steps", "20");
+    /* Self time: backward holds a nested wait, forward nothing. */
+    CHECK_J(j, "$.steps.phases[0].self_median_rank_ms.p50", "20.0");
+    CHECK_J(j, "$.steps.phases[0].nests", "1");
+    CHECK_J(j, "$.steps.phases[1].self_median_rank_ms.p50", "41.0");
+    CHECK_J(j, "$.steps.phases[1].nests", "0");
     CHECK_J(j, "$.steps.syncs[0].name", "allreduce");
     CHECK_J(j, "$.steps.syncs[0].skew_ms.p50", "0.003");
     CHECK_J(j, "$.steps.syncs[0].most_often_last_rank", "3");
@@ -193,6 +198,9 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.ranks[3].median_step_ms", "103.0");
     CHECK_J(j, "$.ranks[3].p90_step_ms", "103.0");
     CHECK_J(j, "$.ranks[3].phase_median_ms.forward", "43.0");
+    CHECK_J(j, "$.ranks[2].phase_median_ms.backward", "60.0");
+    CHECK_J(j, "$.ranks[2].phase_self_median_ms.backward", "50.0");
+    CHECK_J(j, "$.ranks[3].phase_self_median_ms.backward", "20.0");
     CHECK_J(j, "$.ranks[3].max_rss_bytes", "1073741827");
     CHECK_J(j, "$.ranks[3].max_device_bytes", "<null>");
     CHECK_J(j, "$.ranks[2].state", "failed");
@@ -232,6 +240,16 @@ static void text_report_puts_findings_first(void)
     CHECK(metrics && steps < metrics && metrics < ranks);
     CHECK(strstr(r.out, "19 (rank 0)") != NULL);
     CHECK(strstr(r.out, "20.5 (rank 3)") != NULL);
+    /* Where phases nest, self time stands next to the inclusive time,
+     * and the rank table shows it for the phase that nests. */
+    CHECK(strstr(r.out, "self p50") != NULL);
+    const char *bwd = strstr(r.out, "\n  backward ");
+    double incl = 0, self = 0;
+    CHECK(bwd && sscanf(bwd, " backward %lf %lf", &incl, &self) == 2);
+    CHECK(incl == 60.0 && self == 20.0);
+    CHECK(strstr(r.out, "  backward*") != NULL);
+    CHECK(strstr(r.out, "* self time: the phase less the phases nested") !=
+          NULL);
     result_free(&r);
 }
 

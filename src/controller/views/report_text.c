@@ -254,15 +254,23 @@ static void text_steps(FILE *f, const ss_report *rp)
 
 static void text_phases(FILE *f, const ss_report *rp)
 {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32];
     if (rp->n_phases) {
-        fprintf(f, "PHASES (ms)        %15s %15s %15s   %s\n",
-                "median rank p50", "worst rank p50", "worst rank p90",
+        /* Where phases nest, their self time (less the phases nested in
+         * them) goes next to the inclusive time. */
+        fprintf(f, "PHASES (ms)        %15s", "median rank p50");
+        if (rp->any_nests)
+            fprintf(f, " %15s", "self p50");
+        fprintf(f, " %15s %15s   %s\n", "worst rank p50", "worst rank p90",
                 "most often worst");
         for (size_t i = 0; i < rp->n_phases; i++) {
             const ss_report_series *p = &rp->phases[i];
-            fprintf(f, "  %-16s %15s %15s %15s   ", p->name,
-                    fmt_ms(a, sizeof a, ss_report_pct(&p->a, 500)),
+            fprintf(f, "  %-16s %15s", p->name,
+                    fmt_ms(a, sizeof a, ss_report_pct(&p->a, 500)));
+            if (rp->any_nests)
+                fprintf(f, " %15s",
+                        fmt_ms(d, sizeof d, ss_report_pct(&p->self, 500)));
+            fprintf(f, " %15s %15s   ",
                     fmt_ms(b, sizeof b, ss_report_pct(&p->b, 500)),
                     fmt_ms(c, sizeof c, ss_report_pct(&p->b, 900)));
             if (p->top_rank != SS_MISSING)
@@ -354,8 +362,15 @@ static void text_ranks(FILE *f, const ss_report *rp)
                                 : "");
     fprintf(f, "  %5s  %-15s %-9s %9s %7s %10s %8s", "rank", "state", "exit",
             "last step", "steps", "median ms", "p90 ms");
-    for (size_t p = 0; p < rp->n_phases; p++)
-        fprintf(f, " %10.10s", rp->phases[p].name);
+    /* A phase that nests others shows the rank's self time, marked '*':
+     * its inclusive time would hide a slow rank behind a shorter wait
+     * nested in it. */
+    for (size_t p = 0; p < rp->n_phases; p++) {
+        char head[16];
+        snprintf(head, sizeof head, rp->phases[p].nests ? "%.9s*" : "%.10s",
+                 rp->phases[p].name);
+        fprintf(f, " %10s", head);
+    }
     fprintf(f, " %10s %9s\n", "max RSS", "dropped");
     char a[32], b[32], c[32], d[32], e[32], g[32];
     for (size_t i = 0; i < rp->n_ranks; i++) {
@@ -369,9 +384,13 @@ static void text_ranks(FILE *f, const ss_report *rp)
                 fmt_int(b, sizeof b, k->last_step), k->steps,
                 fmt_ms(c, sizeof c, k->median_step_ns),
                 fmt_ms(d, sizeof d, k->p90_step_ns));
-        for (size_t p = 0; p < rp->n_phases; p++)
-            fprintf(f, " %10s", fmt_ms(e, sizeof e,
-                                        rp->phase_med[i * rp->n_phases + p]));
+        for (size_t p = 0; p < rp->n_phases; p++) {
+            size_t cell = i * rp->n_phases + p;
+            fprintf(f, " %10s",
+                    fmt_ms(e, sizeof e, rp->phases[p].nests
+                                            ? rp->phase_self_med[cell]
+                                            : rp->phase_med[cell]));
+        }
         int64_t dropped = SS_MISSING;
         if (k->dropped_events != SS_MISSING || k->dropped_records != SS_MISSING)
             dropped = (k->dropped_events == SS_MISSING ? 0
@@ -384,6 +403,8 @@ static void text_ranks(FILE *f, const ss_report *rp)
     if (shown < rp->n_ranks)
         fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
                 rp->n_ranks - shown);
+    if (rp->any_nests)
+        fputs("  * self time: the phase less the phases nested in it\n", f);
     fputc('\n', f);
     free(show);
     free(order);
