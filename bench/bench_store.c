@@ -163,7 +163,7 @@ int main(int argc, char **argv)
             sy[16] = begin + 80000000 + (int64_t)(r % 97) * 1000;
             rs[r] = (ss_rank_step){1, 95000000 + (int64_t)(r + step) % 20000000,
                                    (int64_t)2 << 30, (int64_t)8 << 30, ph,
-                                   sy, NULL, begin, st, ones};
+                                   sy, NULL, begin, st, ones, NULL};
         }
         v.step = step;
         v.finalized_at = (ss_wall_ns)step * 100000000;

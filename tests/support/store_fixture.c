@@ -30,7 +30,8 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
         ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
                                   ((int64_t)1 << 30) + r, SS_MISSING,
                                   phase_ns[r], sync_ns[r], metric[r],
-                                  (int64_t)step * 200000000, NULL, NULL};
+                                  (int64_t)step * 200000000, NULL, NULL,
+                                  NULL};
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},

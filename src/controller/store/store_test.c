@@ -121,7 +121,7 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
                                       ((int64_t)1 << 30) + r, SS_MISSING,
                                       fx->phase_ns[r], fx->sync_ns[r],
                                       fx->metric[r], begin, fx->start_ns[r],
-                                      fx->count[r]};
+                                      fx->count[r], NULL};
         if (!present)
             fx->missing[n_missing++] = r;
     }

@@ -53,7 +53,8 @@ static void put_steps(ss_store *s, int64_t run, int with_timeline)
             ranks[r] = (ss_rank_step){
                 1, (90 + r) * MS, SS_MISSING, SS_MISSING, ph[r], sy[r], NULL,
                 with_timeline ? begin : SS_MISSING,
-                with_timeline ? st[r] : NULL, with_timeline ? co[r] : NULL};
+                with_timeline ? st[r] : NULL, with_timeline ? co[r] : NULL,
+                NULL};
         }
         ss_phase_stat phases[N_PHASES];
         for (int n = 0; n < N_PHASES; n++)
