@@ -147,16 +147,20 @@ static void burn_cpu(double seconds)
  * seen, and the grandchild's CPU stays counted after it ends. */
 static void real_tree(void)
 {
-    int ready[2], done[2];
-    REQUIRE(pipe(ready) == 0 && pipe(done) == 0);
+    /* Separate pipes for "the child is set up" (child -> test) and "the
+     * grandchild may start" (test -> grandchild): on one shared pipe the
+     * grandchild could take the child's byte and the test would wait
+     * forever. */
+    int ready[2], go[2], done[2];
+    REQUIRE(pipe(ready) == 0 && pipe(go) == 0 && pipe(done) == 0);
     pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
         pid_t g = fork();
         if (g == 0) {
             setsid();
-            char go;
-            (void)!read(ready[0], &go, 1); /* start after the first sample */
+            char byte;
+            (void)!read(go[0], &byte, 1); /* start after the first sample */
             burn_cpu(0.2);
             _exit(0);
         }
@@ -174,7 +178,7 @@ static void real_tree(void)
     ss_proc_counters c0, c1;
     REQUIRE(ss_proc_tree_sample(t, now_ns(), &c0) == 0);
     CHECK_EQ_INT(c0.n_procs, 2);
-    REQUIRE(write(ready[1], "x", 1) == 1); /* the grandchild may start */
+    REQUIRE(write(go[1], "x", 1) == 1); /* the grandchild may start */
     REQUIRE(read(done[0], &b, 1) == 1);
     REQUIRE(ss_proc_tree_sample(t, now_ns() + 2000000000LL, &c1) == 0);
     CHECK_EQ_INT(c1.n_procs, 1);
@@ -199,6 +203,8 @@ static void real_tree(void)
     ss_proc_tree_free(t);
     close(ready[0]);
     close(ready[1]);
+    close(go[0]);
+    close(go[1]);
     close(done[0]);
     close(done[1]);
 }
