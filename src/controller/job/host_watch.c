@@ -39,6 +39,7 @@ struct ss_host_watch {
     char proc_root[256];
     uint32_t nprocs;
     watched_rank *ranks;
+    uint64_t samples;
 };
 
 static ss_mono_ns mono_now(void)
@@ -48,10 +49,11 @@ static ss_mono_ns mono_now(void)
     return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void sample(watched_rank *w, ss_mono_ns now)
+static void sample(ss_host_watch *hw, watched_rank *w, ss_mono_ns now)
 {
     if (!w->tree)
         return;
+    hw->samples++;
     if (w->pid && now - w->cgroup_checked >= CGROUP_REFRESH_NS) {
         ss_cgroup_cpu_refresh(w->cgroup);
         w->cgroup_checked = now;
@@ -77,7 +79,7 @@ static void on_timer(uv_timer_t *t)
     ss_mono_ns now = mono_now();
     for (uint32_t i = 0; i < hw->nprocs; i++)
         if (hw->ranks[i].pid)
-            sample(&hw->ranks[i], now);
+            sample(hw, &hw->ranks[i], now);
 }
 
 /* Stop and continue notifications of the ranks (never their exits). */
@@ -154,7 +156,7 @@ int ss_host_watch_rank(ss_host_watch *hw, uint32_t rank, pid_t pid)
     w->pid = pid;
     ss_mono_ns now = mono_now();
     w->cgroup_checked = now;
-    sample(w, now);
+    sample(hw, w, now);
     return 0;
 }
 
@@ -166,7 +168,7 @@ void ss_host_watch_rank_exited(ss_host_watch *hw, uint32_t rank)
     if (!w->pid)
         return;
     ss_mono_ns now = mono_now();
-    sample(w, now); /* its last counters (the tree keeps them) */
+    sample(hw, w, now); /* its last counters (the tree keeps them) */
     if (w->stopped_since) {
         ss_host_timeline_continued(w->timeline, now);
         w->stopped_total += now - w->stopped_since;
@@ -182,7 +184,7 @@ void ss_host_watch_step_done(ss_host_watch *hw, uint32_t rank)
     watched_rank *w = &hw->ranks[rank];
     ss_mono_ns now = mono_now();
     if (w->pid && now - w->last_sample >= SS_HOST_WATCH_MIN_GAP_NS)
-        sample(w, now);
+        sample(hw, w, now);
 }
 
 int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
@@ -195,7 +197,7 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
     if (end_ns > w->last_sample) {
         ss_mono_ns now = mono_now();
         if (now >= end_ns)
-            sample(w, now);
+            sample(hw, w, now);
     }
     if (ss_host_timeline_window(w->timeline, begin_ns, end_ns, out) == 0)
         return 0;
@@ -232,6 +234,11 @@ int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
     out->stopped_ns = w->stopped_total +
                       (w->stopped_since ? mono_now() - w->stopped_since : 0);
     return 0;
+}
+
+uint64_t ss_host_watch_samples(const ss_host_watch *hw)
+{
+    return hw ? hw->samples : 0;
 }
 
 void ss_host_watch_close(ss_host_watch *hw)

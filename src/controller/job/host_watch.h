@@ -74,6 +74,10 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
 int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
                          ss_host_step *out);
 
+/* Rank samples taken so far (each reads a rank's tree and cgroup), for
+ * benchmarks and tests. */
+uint64_t ss_host_watch_samples(const ss_host_watch *hw);
+
 /* Stops the timer and the signal watcher (their handles close as the loop
  * runs).  NULL is a no-op. */
 void ss_host_watch_close(ss_host_watch *hw);
