@@ -74,14 +74,14 @@ def median(values):
 
 
 def test_stopped_rank_has_stopped_time_others_none(store):
-    proc = start_job(store, 4, example("--steps", "150", "--compute-ms", "3"))
-    stopped_s = 0.0
+    proc = start_job(store, 4, example("--steps", "200", "--compute-ms", "5"))
+    stopped_s, stops = 0.0, 0
     try:
         pid = rank_pid(proc.pid, 2)
         done = threading.Event()
 
         def hiccups():
-            nonlocal stopped_s
+            nonlocal stopped_s, stops
             while not done.is_set():
                 t = time.monotonic()
                 try:
@@ -93,6 +93,7 @@ def test_stopped_rank_has_stopped_time_others_none(store):
                 finally:
                     kill_quietly(pid, signal.SIGCONT)
                 stopped_s += time.monotonic() - t
+                stops += 1
                 time.sleep(0.070)
 
         thread = threading.Thread(target=hiccups)
@@ -117,8 +118,11 @@ def test_stopped_rank_has_stopped_time_others_none(store):
     # machine); what falls between steps is not counted.
     assert 0.15 < share < 0.5, (share, stopped_ns, steps_ns)
     assert stopped_ns <= stopped_s * 1e9 * 1.05, (stopped_ns, stopped_s)
+    # Each stop lands in a step (a step is much shorter than the 70 ms
+    # between stops), or in two when the controller timestamps it late on
+    # a loaded machine; the first and last may fall outside the steps.
     hit = sum(1 for r in rows[2] if r[2] > 0)
-    assert hit >= len(rows[2]) * 0.15, (hit, len(rows[2]))
+    assert stops * 0.7 - 2 <= hit <= 2 * stops, (hit, stops)
 
     report = job.report()
     ev = report["ranks"][2]["host_evidence"]

@@ -11,11 +11,13 @@
  *    ticks (at most one such sample every SS_HOST_WATCH_MIN_GAP_NS, so
  *    1 ms steps do not cost a read each);
  *  - on demand, when a window asked for ends after the newest sample.
- * Stops and continues are exact: the controller is the ranks' parent, so
- * on SIGCHLD it asks the kernel with waitid(WSTOPPED | WCONTINUED |
- * WNOHANG) for each live rank.  That consumes only stop/continue
- * notifications, never an exit: libuv still reaps the ranks and the
- * launcher its strays.  The cgroup is looked up again once a second, so a
+ * Stops and continues are not sampled: the controller is the ranks'
+ * parent, so on SIGCHLD it asks the kernel with waitid(WSTOPPED |
+ * WCONTINUED | WNOHANG) for each live rank, and times each event when the
+ * loop sees it (within a millisecond normally; a stop and continue both
+ * before the loop runs show as a continue alone and are not counted).
+ * waitid this way consumes only stop/continue notifications, never an
+ * exit: libuv still reaps the ranks and the launcher its strays.  The cgroup is looked up again once a second, so a
  * rank moved to another cgroup is followed.
  *
  * ss_host_watch_window is the aggregator's host provider (aggregator.h):
