@@ -210,3 +210,22 @@ def test_throttled_rank_in_a_cpu_quota(store):
     assert throttled[1] == 0 and throttled[2] == 0, throttled
     ev = job.report()["ranks"][0]["host_evidence"]
     assert ev["throttled_steps"] > 0 and ev["total"]["throttled_ms"] > 50
+
+
+def test_host_interval_zero_turns_it_off(store):
+    proc = start_job(store, 2, example("--steps", "20", "--compute-ms", "2"),
+                     extra=("--host-interval", "0"))
+    job = finish(proc, store)
+    assert host_rows(store) == {}
+    ranks = job.report()["ranks"]
+    assert [r["host_evidence"] for r in ranks] == [None, None]
+
+
+def test_bad_host_interval_is_refused(store):
+    for bad in ("-1", "ten", "60001"):
+        r = subprocess.run([str(STEPSCOPE), "run", "-n", "1", "--db",
+                            str(store), "--host-interval", bad, "--",
+                            "true"], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 2, (bad, r.stderr)
+        assert "--host-interval" in r.stderr, r.stderr

@@ -439,7 +439,8 @@ static void text_host(FILE *f, const ss_report *rp)
         shown = 8;
     }
     fprintf(f, "HOST (per step: median [worst step]; the ranks' process "
-               "trees as the kernel saw them)\n");
+               "trees as the kernel saw them%s)\n",
+            shown < rp->n_hosts ? "; the 8 ranks it held back most" : "");
     fprintf(f, "  %5s %18s %18s %8s %10s %18s %7s %9s\n", "rank",
             "run-queue ms", "stopped ms", "stopped", "CPU ms", "throttled ms",
             "preempt", "maj.fault");
