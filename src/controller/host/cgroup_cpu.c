@@ -21,17 +21,18 @@
 enum { N_COUNTERS = 5 }; /* the fields of ss_cgroup_counters, in order */
 
 struct ss_cgroup_cpu {
-    char proc_root[PATH_MAX];
+    /* Heap strings (a controller holds one reader per rank: no PATH_MAX
+     * arrays); "" where none. */
+    char *proc_root;
     pid_t pid;
     int have_v2, have_v1;            /* the hierarchies are mounted */
-    char v2_mnt[PATH_MAX], v2_root[PATH_MAX];
-    char v1_mnt[PATH_MAX], v1_root[PATH_MAX];
-    char v2_path[PATH_MAX], v1_path[PATH_MAX]; /* as last resolved */
+    char *v2_mnt, *v2_root, *v1_mnt, *v1_root;
+    char *v2_path, *v1_path;         /* as last resolved */
     int sources;
     int v1;             /* cpu.stat is v1's (throttled_time in ns) */
     int fd_cpu_stat;
     int fd_psi[3];      /* cpu, memory, io */
-    char path[PATH_MAX];
+    const char *path;   /* v2_path, v1_path or "": the one read */
     /* Added to what the current cgroup's files say, so that the counters
      * stay cumulative when the rank moves to another cgroup. */
     int64_t offset[N_COUNTERS];
@@ -82,8 +83,20 @@ static int has_word(const char *list, const char *word)
     return 0;
 }
 
+/* Replaces *DST by a copy of SRC; -1 (and *DST unchanged) when memory
+ * runs out. */
+static int set_str(char **dst, const char *src)
+{
+    char *copy = strdup(src);
+    if (!copy)
+        return -1;
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
 /* Finds the mount of the v2 hierarchy (V2) or of the v1 controller "cpu",
- * writing its mount point and root; 0 when found. */
+ * writing its mount point and root (PATH_MAX bytes each); 0 when found. */
 static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
 {
     char path[PATH_MAX];
@@ -164,7 +177,7 @@ static void close_files(ss_cgroup_cpu *c)
             close(c->fd_psi[i]);
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
     c->sources = c->v1 = 0;
-    c->path[0] = '\0';
+    c->path = "";
 }
 
 /* Opens cpu.stat in DIR when it has the throttling fields; -1 if not. */
@@ -191,7 +204,7 @@ static void attach(ss_cgroup_cpu *c)
         c->fd_cpu_stat = open_cpu_stat(dir);
         if (c->fd_cpu_stat >= 0) {
             c->sources |= SS_CGROUP_V2;
-            snprintf(c->path, sizeof c->path, "%s", c->v2_path);
+            c->path = c->v2_path;
         }
         for (int i = 0; i < 3; i++)
             c->fd_psi[i] = open_in(dir, psi[i]);
@@ -205,7 +218,7 @@ static void attach(ss_cgroup_cpu *c)
         if (c->fd_cpu_stat >= 0) {
             c->v1 = 1;
             c->sources |= SS_CGROUP_V1;
-            snprintf(c->path, sizeof c->path, "%s", c->v1_path);
+            c->path = c->v1_path;
         }
     }
     if (c->fd_psi[0] < 0) {
@@ -238,11 +251,23 @@ ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
     if (!c)
         return NULL;
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
-    snprintf(c->proc_root, sizeof c->proc_root, "%s", proc_root);
+    c->path = "";
     c->pid = pid;
-    c->have_v2 = find_mount(proc_root, 1, c->v2_mnt, c->v2_root) == 0;
-    c->have_v1 = find_mount(proc_root, 0, c->v1_mnt, c->v1_root) == 0;
-    resolve_paths(c, c->v2_path, c->v1_path);
+    char mnt[2][PATH_MAX] = {"", ""}, root[2][PATH_MAX] = {"", ""};
+    char path[2][PATH_MAX];
+    c->have_v2 = find_mount(proc_root, 1, mnt[0], root[0]) == 0;
+    c->have_v1 = find_mount(proc_root, 0, mnt[1], root[1]) == 0;
+    if (set_str(&c->proc_root, proc_root) != 0) {
+        free(c);
+        return NULL;
+    }
+    resolve_paths(c, path[0], path[1]);
+    if (set_str(&c->v2_mnt, mnt[0]) || set_str(&c->v2_root, root[0]) ||
+        set_str(&c->v1_mnt, mnt[1]) || set_str(&c->v1_root, root[1]) ||
+        set_str(&c->v2_path, path[0]) || set_str(&c->v1_path, path[1])) {
+        ss_cgroup_cpu_free(c);
+        return NULL;
+    }
     attach(c);
     return c;
 }
@@ -257,11 +282,19 @@ int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c)
     if ((!v2[0] && !v1[0]) ||
         (strcmp(v2, c->v2_path) == 0 && strcmp(v1, c->v1_path) == 0))
         return 0; /* the same cgroup, or the rank is gone */
+    char *new_v2 = strdup(v2), *new_v1 = strdup(v1);
+    if (!new_v2 || !new_v1) {
+        free(new_v2);
+        free(new_v1);
+        return 0; /* out of memory: keep reading the old cgroup */
+    }
     int64_t before[N_COUNTERS], after[N_COUNTERS];
     read_raw(c, before);
     close_files(c);
-    snprintf(c->v2_path, sizeof c->v2_path, "%s", v2);
-    snprintf(c->v1_path, sizeof c->v1_path, "%s", v1);
+    free(c->v2_path);
+    free(c->v1_path);
+    c->v2_path = new_v2;
+    c->v1_path = new_v1;
     attach(c);
     read_raw(c, after);
     for (int i = 0; i < N_COUNTERS; i++)
@@ -275,6 +308,13 @@ void ss_cgroup_cpu_free(ss_cgroup_cpu *c)
     if (!c)
         return;
     close_files(c);
+    free(c->proc_root);
+    free(c->v2_mnt);
+    free(c->v2_root);
+    free(c->v1_mnt);
+    free(c->v1_root);
+    free(c->v2_path);
+    free(c->v1_path);
     free(c);
 }
 
