@@ -174,8 +174,16 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     db = tmp_path / "old.db"
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
+    # Version 2: without what later versions added (metrics, the name
+    # limits, the host evidence).
     con.executescript(
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
+        "ALTER TABLE ranks DROP COLUMN names_over_limit;"
+        "ALTER TABLE ranks DROP COLUMN values_over_limit;" +
+        "".join(f"ALTER TABLE rank_steps DROP COLUMN host_{c};" for c in (
+            "cpu_ns", "runq_ns", "stopped_ns", "throttled_ns",
+            "nr_throttled", "vol_switches", "invol_switches",
+            "major_faults", "psi_cpu_ns", "psi_memory_ns", "psi_io_ns")) +
         "PRAGMA user_version = 2;")
     con.close()
     # Read as it is, and left as it is ...
