@@ -169,10 +169,13 @@ int main(int argc, char **argv)
             for (int k = 0; k < 16; k++)
                 sy[k] = SS_MISSING;
             sy[16] = begin + 80000000 + (int64_t)(r % 97) * 1000;
-            rs[r] = (ss_rank_step){1, 95000000 + (int64_t)(r + step) % 20000000,
-                                   (int64_t)2 << 30, (int64_t)8 << 30, ph,
-                                   sy, NULL, begin, st, ones,
-                                   with_host ? &host : NULL};
+            rs[r] = (ss_rank_step){
+                .present = 1,
+                .step_ns = 95000000 + (int64_t)(r + step) % 20000000,
+                .rss_bytes = (int64_t)2 << 30, .device_bytes = (int64_t)8 << 30,
+                .phase_ns = ph, .sync_arrival_ns = sy, .begin_ns = begin,
+                .phase_start_ns = st, .phase_count = ones,
+                .host = with_host ? &host : NULL};
         }
         v.step = step;
         v.finalized_at = (ss_wall_ns)step * 100000000;

@@ -8,6 +8,7 @@
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
  *   stepscope upgrade [--db PATH]                  migrate an older store
+ *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
  *
  * Each subcommand lives in its controller module and parses its own
  * options; this file only routes and prints the top-level help.
@@ -17,6 +18,7 @@
 
 #include "http.h"
 #include "launcher.h"
+#include "nvml.h"
 #include "report.h"
 #include "run.h"
 #include "serve.h"
@@ -48,6 +50,8 @@ static void usage(FILE *out)
             "                                     the terminal\n"
             "  upgrade [--db PATH]                bring an older store up to this\n"
             "                                     version (readers never write)\n"
+            "  gpus [--watch SECONDS]             this machine's GPUs as NVML reads\n"
+            "                                     them (clocks, throttling, errors)\n"
             "  version                            print the version\n"
             "\n"
             "`stepscope <command> --help` describes a command's options.\n");
@@ -76,6 +80,8 @@ int main(int argc, char **argv)
         return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
         return ss_upgrade_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "gpus") == 0)
+        return ss_gpus_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -50,11 +50,15 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
         phase_ns[r][2] = SS_MISSING;
         sync_ns[r][0] = sync_ns[r][1] = SS_MISSING;
         sync_ns[r][2] = 1000000 + r * 1000;
-        ranks[r] = (ss_rank_step){1, (100 + (int64_t)r) * 1000000,
-                                  ((int64_t)1 << 30) + r, SS_MISSING,
-                                  phase_ns[r], sync_ns[r], metric[r],
-                                  (int64_t)step * 200000000, NULL, NULL,
-                                  attempt == 0 ? &host[r] : NULL};
+        ranks[r] = (ss_rank_step){.present = 1,
+                                  .step_ns = (100 + (int64_t)r) * 1000000,
+                                  .rss_bytes = ((int64_t)1 << 30) + r,
+                                  .device_bytes = SS_MISSING,
+                                  .phase_ns = phase_ns[r],
+                                  .sync_arrival_ns = sync_ns[r],
+                                  .metric = metric[r],
+                                  .begin_ns = (int64_t)step * 200000000,
+                                  .host = attempt == 0 ? &host[r] : NULL};
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},

@@ -1,21 +1,28 @@
 /*
  * http.c - the controller's HTTP server (http.h, docs/api.md).
  *
- * libmicrohttpd parses HTTP and runs one thread per connection (bounded by
- * SS_HTTP_MAX_CONNECTIONS); this file routes a request to a document of
- * query.c, the live state's /metrics or its event feed, and answers JSON
- * errors for everything else.  We bind the listening socket ourselves (with
- * SOCK_CLOEXEC, so ranks launched later do not inherit it, and so a busy
- * port gets a clear message or the fallback) and hand it to libmicrohttpd.
+ * Connections.  We bind the listening socket ourselves (SOCK_CLOEXEC, so
+ * ranks launched later do not inherit it, and so a busy port gets a clear
+ * message or the fallback) and give it to the gate (http_gate.c), whose
+ * thread admits each new connection or answers it 503, and closes those
+ * whose request does not arrive in full in time.  An admitted connection
+ * is handed to one of SS_HTTP_WORKERS libmicrohttpd daemons in turn, each
+ * one epoll thread without a listening socket of its own; libmicrohttpd's
+ * notifications (connection started, request read, response done,
+ * connection closed) keep the gate's record of it current.
  *
- * Store connections: a request takes a read-only ss_query from a small pool
- * (opening one when the pool is empty) and returns it afterwards, so a
- * connection is used by one thread at a time and opening costs are paid
- * once per connection, not per request.
+ * Requests.  A worker thread serves all its connections, so nothing may
+ * block it for long: documents are built from the store in one go (each
+ * costs milliseconds), the /steps document is streamed in pages of
+ * PAGE_STEPS steps (its memory does not grow with the window), and an
+ * event stream with nothing to send suspends its connection, which the
+ * gate's tick resumes every SS_HTTP_GATE_TICK_MS to look for new
+ * notifications.
  *
- * Event streams: the content reader blocks (allowed in thread-per-
- * connection mode) on the live feed in short slices, so ss_http_stop ends
- * every stream within about SLICE_MS.
+ * Store connections: a request (or a page) takes a read-only ss_query from
+ * a small pool (opening one when the pool is empty) and returns it
+ * afterwards, so a connection is used by one thread at a time and opening
+ * costs are paid once per connection, not per request.
  */
 #include "http.h"
 
@@ -31,23 +38,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "http_gate.h"
+#include "numparse.h"
 #include "private_fs.h"
 #include "query.h"
 #include "store_files.h"
 
 #define POOL_MAX 8          /* idle store connections kept */
-#define SLICE_MS 200        /* a stream checks for shutdown this often */
 #define KEEPALIVE_MS 15000  /* a comment line on a quiet stream */
+#define PAGE_STEPS 256      /* steps per page of a streamed /steps */
+#define LARGE_DOC_BYTES (1u << 20) /* a built document this big ... */
+#define MAX_LARGE_DOCS 8           /* ... is sent at most this many at once */
 #define JSON_TYPE "application/json; charset=utf-8"
 #define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+typedef struct stream stream;
+
 struct ss_http {
-    struct MHD_Daemon *mhd;
+    struct MHD_Daemon *mhd[SS_HTTP_WORKERS];
     ss_live *live;
     char *db_path;
     char *token; /* NULL: none required */
@@ -55,13 +69,25 @@ struct ss_http {
     uint16_t port;
     int fell_back;
     char url[INET6_ADDRSTRLEN + 300];
-    int stopping; /* atomic */
-    pthread_mutex_t mu;
+    ss_http_gate *gate;
+    unsigned max_conns;
+    unsigned next_worker;     /* gate thread only */
+    int stopping;             /* atomic */
+    pthread_mutex_t mu;       /* guards everything below */
     ss_query *pool[POOL_MAX];
     int n_pool;
+    stream *streams;          /* open event streams */
+    unsigned large_docs;      /* large documents being sent */
     const ss_static_file *files;
     size_t n_files;
 };
+
+static ss_mono_ns mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static const ss_static_file *static_files;
 static size_t n_static_files;
@@ -91,10 +117,8 @@ int ss_http_is_loopback(const char *host)
 
 static int parse_port(const char *s, uint16_t *port)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 0 || v > 65535)
+    int64_t v;
+    if (ss_parse_i64(s, 0, 65535, &v) != 0)
         return -1;
     *port = (uint16_t)v;
     return 0;
@@ -256,6 +280,63 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status,
     return reply(c, status, JSON_TYPE, &b);
 }
 
+typedef struct {
+    ss_http *h;
+    char *data;
+} large_doc;
+
+static void large_doc_free(void *cls)
+{
+    large_doc *d = cls;
+    pthread_mutex_lock(&d->h->mu);
+    d->h->large_docs--;
+    pthread_mutex_unlock(&d->h->mu);
+    free(d->data);
+    free(d);
+}
+
+/* Answers 200 with the JSON document BODY (taken over).  Built documents
+ * of LARGE_DOC_BYTES or more are sent at most MAX_LARGE_DOCS at a time, so
+ * slow or many clients cannot make the server hold an unbounded number of
+ * them; over that, 503 (retry). */
+static enum MHD_Result reply_document(ss_http *h, struct MHD_Connection *c,
+                                      ss_buf *body)
+{
+    if (body->len < LARGE_DOC_BYTES)
+        return reply(c, MHD_HTTP_OK, JSON_TYPE, body);
+    pthread_mutex_lock(&h->mu);
+    int admitted = h->large_docs < MAX_LARGE_DOCS;
+    h->large_docs += (unsigned)admitted;
+    pthread_mutex_unlock(&h->mu);
+    if (!admitted) {
+        ss_buf_free(body);
+        return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "busy: %d large "
+                           "documents are being sent; retry, or ask for a "
+                           "smaller window (limit=)", MAX_LARGE_DOCS);
+    }
+    large_doc *d = malloc(sizeof *d);
+    struct MHD_Response *r = NULL;
+    if (d) {
+        *d = (large_doc){h, body->data};
+        r = MHD_create_response_from_buffer_with_free_callback_cls(
+            body->len, body->data, large_doc_free, d);
+    }
+    if (!r) {
+        free(d);
+        ss_buf_free(body);
+        pthread_mutex_lock(&h->mu);
+        h->large_docs--;
+        pthread_mutex_unlock(&h->mu);
+        return MHD_NO;
+    }
+    memset(body, 0, sizeof *body); /* owned by the response now */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result reply_static(struct MHD_Connection *c,
                                     const ss_static_file *f)
 {
@@ -282,48 +363,101 @@ static const char default_page[] =
 
 /* ---- query arguments ---- */
 
+static int hex_digit(char ch)
+{
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* Percent-decodes S in place, as libmicrohttpd does for the path and the
+ * query arguments, except that "%00" stays as it is: a NUL would cut the
+ * text short, so that "limit=10%00" read as 10 and "/api/runs/1%00" as
+ * run 1.  Returns the new length. */
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *c,
+                                   char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_digit(r[1])) >= 0 &&
+            (lo = hex_digit(r[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 /* Reads argument NAME as an integer in [MIN, MAX] into *OUT (left as is
  * when absent).  Returns 0, or -1 after answering 400. */
 static int arg_i64(struct MHD_Connection *c, const char *name, int64_t min,
                    int64_t max, int64_t *out, enum MHD_Result *ret)
 {
-    const char *s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
-                                                name);
+    const char *s = NULL;
+    if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name,
+                                      strlen(name), &s, NULL) != MHD_YES)
+        return 0; /* absent */
     if (!s)
-        return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
+        s = ""; /* "?limit" without a value */
+    if (ss_parse_i64(s, min, max, out) != 0) {
         *ret = reply_error(c, MHD_HTTP_BAD_REQUEST,
                            "query argument %s=%s is not an integer from "
                            "%" PRId64 " to %" PRId64, name, s, min, max);
         return -1;
     }
-    *out = v;
     return 0;
 }
 
 /* ---- the event stream ---- */
 
-typedef struct {
+struct stream {
+    stream *prev, *next;      /* in h->streams */
     ss_http *h;
+    struct MHD_Connection *conn;
+    int suspended;            /* under h->mu */
     ss_live_cursor cursor;
     ss_buf pending;
     size_t sent;
     int ended;   /* the end event is queued */
     ss_mono_ns last_write;
-} stream;
+};
 
-static ss_mono_ns mono_now(void)
+/* Parks S's connection until the gate thread's next tick (nothing to send
+ * now).  Returns 0, or -1 when the server is stopping (end the stream). */
+static int stream_suspend(stream *s)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    ss_http *h = s->h;
+    pthread_mutex_lock(&h->mu);
+    int stopping = __atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE);
+    if (!stopping) {
+        MHD_suspend_connection(s->conn);
+        s->suspended = 1;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return stopping ? -1 : 0;
+}
+
+/* Resumes every parked stream; they look for notifications again.  Called
+ * with h->mu held. */
+static void streams_wake_locked(ss_http *h)
+{
+    for (stream *s = h->streams; s; s = s->next)
+        if (s->suspended) {
+            s->suspended = 0;
+            MHD_resume_connection(s->conn);
+        }
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
+    (void)pos;
     stream *s = cls;
     while (s->sent == s->pending.len) {
         if (s->ended ||
@@ -331,15 +465,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         ss_buf_reset(&s->pending);
         s->sent = 0;
-        int n = ss_live_feed_wait(s->h->live, &s->cursor, SLICE_MS,
-                                  &s->pending);
+        int n = ss_live_feed_wait(s->h->live, &s->cursor, 0, &s->pending);
         if (n == -2)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (n == -1) {
             ss_buf_puts(&s->pending, "event: end\ndata: {}\n\n");
             s->ended = 1;
-        } else if (n == 0 &&
-                   mono_now() - s->last_write > KEEPALIVE_MS * 1000000LL) {
+        } else if (n == 0) {
+            if (mono_now() - s->last_write <= KEEPALIVE_MS * 1000000LL)
+                return stream_suspend(s) == 0
+                           ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
             ss_buf_puts(&s->pending, ": keepalive\n\n");
         }
         if (s->pending.oom)
@@ -357,7 +492,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
     stream *s = cls;
-    ss_live_feed_leave(s->h->live);
+    ss_http *h = s->h;
+    pthread_mutex_lock(&h->mu);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        h->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    pthread_mutex_unlock(&h->mu);
+    ss_live_feed_leave(h->live);
     ss_buf_free(&s->pending);
     free(s);
 }
@@ -368,8 +512,15 @@ static enum MHD_Result serve_stream(ss_http *h, struct MHD_Connection *c)
     if (!s)
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     s->h = h;
+    s->conn = c;
     s->last_write = mono_now();
     ss_live_feed_join(h->live, &s->cursor);
+    pthread_mutex_lock(&h->mu);
+    s->next = h->streams;
+    if (s->next)
+        s->next->prev = s;
+    h->streams = s;
+    pthread_mutex_unlock(&h->mu);
     /* A first comment so clients see the stream open at once. */
     ss_buf_puts(&s->pending, ": stepscope event stream\nretry: 2000\n\n");
     struct MHD_Response *r = MHD_create_response_from_callback(
@@ -380,6 +531,80 @@ static enum MHD_Result serve_stream(ss_http *h, struct MHD_Connection *c)
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
                             "text/event-stream; charset=utf-8");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- the /steps document, streamed in pages ---- */
+
+typedef struct {
+    ss_http *h;
+    ss_query_steps_cursor cursor;
+    ss_buf pending;  /* at most one page */
+    size_t sent;
+    int done;        /* the closing "]}" is in PENDING */
+} steps_doc;
+
+static ssize_t steps_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    steps_doc *d = cls;
+    while (d->sent == d->pending.len) {
+        if (d->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        ss_buf_reset(&d->pending);
+        d->sent = 0;
+        char err[512];
+        ss_query *q = pool_get(d->h, err, sizeof err);
+        if (!q)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        int n = ss_query_steps_page(q, &d->cursor, PAGE_STEPS, &d->pending,
+                                    err, sizeof err);
+        pool_put(d->h, q);
+        if (n < 0) /* the client sees the body cut short */
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n == 0) {
+            ss_buf_puts(&d->pending, "]}\n");
+            d->done = 1;
+        }
+        if (d->pending.oom)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = d->pending.len - d->sent;
+    if (n > max)
+        n = max;
+    memcpy(buf, d->pending.data + d->sent, n);
+    d->sent += n;
+    return (ssize_t)n;
+}
+
+static void steps_free(void *cls)
+{
+    steps_doc *d = cls;
+    ss_buf_free(&d->pending);
+    free(d);
+}
+
+/* Answers 200 with the steps of window CUR (already started), generated
+ * page by page while it is sent. */
+static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
+                                   const ss_query_steps_cursor *cur)
+{
+    steps_doc *d = calloc(1, sizeof *d);
+    if (!d)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    d->h = h;
+    d->cursor = *cur;
+    ss_buf_puts(&d->pending, "{\"steps\":[");
+    struct MHD_Response *r = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16384, steps_read, d, steps_free);
+    if (!r) {
+        steps_free(d);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
@@ -420,13 +645,11 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint "
                            "/api/runs/%s/%s (docs/api.md lists them)",
                            idtext, doc);
-    char *end;
-    errno = 0;
-    long long id = strtoll(idtext, &end, 10);
-    if (idlen == 0 || idlen > 18 || errno || *end || id <= 0 ||
-        idtext[0] == '+' || idtext[0] == ' ')
+    int64_t run_id;
+    if (idlen > 18 || ss_parse_i64(idtext, 1, INT64_MAX, &run_id) != 0)
         return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad run id '%s' (a "
                            "positive integer, as in /api/runs)", idtext);
+    long long id = run_id;
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -461,13 +684,14 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     if (!q)
         return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", err);
     ss_buf b = {0};
+    ss_query_steps_cursor steps;
     int rc;
     switch ((doc_kind)kind) {
     case DOC_RUN:
         rc = ss_query_run(q, id, rg.attempt, h->live, &b, err, sizeof err);
         break;
     case DOC_STEPS:
-        rc = ss_query_steps(q, id, &rg, &b, err, sizeof err);
+        rc = ss_query_steps_start(q, id, &rg, &steps, err, sizeof err);
         break;
     case DOC_HEATMAP:
         rc = ss_query_heatmap(q, id, &rg, &b, err, sizeof err);
@@ -497,12 +721,14 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         ss_buf_free(&b);
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s", err);
     }
+    if (kind == DOC_STEPS)
+        return serve_steps(h, c, &steps);
     ss_buf_puts(&b, "\n");
     if (b.oom) {
         ss_buf_free(&b);
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
-    return reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
+    return reply_document(h, c, &b);
 }
 
 static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
@@ -512,6 +738,20 @@ static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
                     "metrics (value 1).\n# TYPE stepscope_info gauge\n");
     ss_buf_printf(&b, "stepscope_info{mode=\"%s\"} 1\n",
                   h->live ? "run" : "serve");
+    ss_http_gate_counts n;
+    ss_http_gate_get_counts(h->gate, &n);
+    ss_buf_printf(&b, "# HELP stepscope_http_connections Open HTTP "
+                  "connections (limit %u).\n# TYPE stepscope_http_connections "
+                  "gauge\nstepscope_http_connections %u\n", n.max, n.open);
+    ss_buf_printf(&b, "# HELP stepscope_http_refused_total Connections "
+                  "answered 503 at the connection limits.\n# TYPE "
+                  "stepscope_http_refused_total counter\n"
+                  "stepscope_http_refused_total %" PRIu64 "\n", n.refused);
+    ss_buf_printf(&b, "# HELP stepscope_http_request_timeouts_total "
+                  "Connections closed because a request did not arrive in "
+                  "full in time.\n# TYPE stepscope_http_request_timeouts_total "
+                  "counter\nstepscope_http_request_timeouts_total %" PRIu64
+                  "\n", n.timed_out);
     if (h->live && ss_live_metrics(h->live, &b) != 0)
         b.oom = 1;
     if (b.oom) {
@@ -538,7 +778,7 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
             return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "%s",
                                rc ? err : "out of memory");
         }
-        return reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
+        return reply_document(h, c, &b);
     }
     if (strncmp(path, "/api/runs/", 10) == 0)
         return serve_run(h, c, path + 10, head);
@@ -555,6 +795,62 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
     }
     return reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint %s "
                        "(docs/api.md lists them)", path);
+}
+
+/* ---- connections (http_gate.h) ---- */
+
+/* The gate hands over an admitted connection: to the workers in turn. */
+static int hand_over(void *cls, int fd, const struct sockaddr *sa,
+                     socklen_t len)
+{
+    ss_http *h = cls;
+    struct MHD_Daemon *d = h->mhd[h->next_worker++ % SS_HTTP_WORKERS];
+    return MHD_add_connection(d, fd, sa, len) == MHD_YES ? 0 : -1;
+}
+
+/* Every gate tick: parked event streams look for notifications again. */
+static void on_tick(void *cls)
+{
+    ss_http *h = cls;
+    pthread_mutex_lock(&h->mu);
+    streams_wake_locked(h);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* libmicrohttpd announces a connection or its end (before it closes the
+ * socket): the gate binds or frees its record. */
+static void on_connection(void *cls, struct MHD_Connection *c,
+                          void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    ss_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(
+            c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = fi ? ss_http_gate_started(h->gate, fi->connect_fd)
+                             : NULL;
+    } else {
+        ss_http_gate_closed(h->gate, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The gate's record of connection C, or NULL. */
+static ss_http_gate_conn *gate_conn(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+        c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* A response was sent (or the request ended otherwise). */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)con_cls;
+    (void)toe;
+    ss_http *h = cls;
+    ss_http_gate_response_done(h->gate, gate_conn(c));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -575,6 +871,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         *upload_size = 0;
         return MHD_YES;
     }
+    ss_http_gate_request_read(h->gate, gate_conn(c));
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.32s is "
@@ -642,7 +939,7 @@ static int listen_on(const char *host, uint16_t port)
         return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0) {
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, SOMAXCONN) < 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -662,18 +959,98 @@ static uint16_t bound_port(int fd)
                      : ((struct sockaddr_in6 *)&ss)->sin6_port);
 }
 
+/* Frees H and what it holds; the gate and the daemons are stopped (or
+ * were never started). */
 static void free_http(ss_http *h)
 {
     for (int i = 0; i < h->n_pool; i++)
         ss_query_close(h->pool[i]);
+    ss_http_gate_free(h->gate);
     pthread_mutex_destroy(&h->mu);
     free(h->db_path);
     free(h->token);
     free(h);
 }
 
+/* The connection limit: WANT, lowered to half the open-file limit (the
+ * rest is for the store, the ranks and the logs). */
+static unsigned connection_limit(unsigned want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur / 2 < want)
+        want = rl.rlim_cur / 2 > 8 ? (unsigned)(rl.rlim_cur / 2) : 8;
+    return want;
+}
+
+/* Starts the worker daemons, then the gate on LISTEN_FD (taken over, also
+ * on failure).  Returns 0, or -1 with ERR. */
+static int start_workers(ss_http *h, int listen_fd,
+                         const ss_http_limits *limits, char *err,
+                         size_t errlen)
+{
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
+                     (MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES
+                          ? MHD_USE_EPOLL : MHD_USE_POLL);
+    for (int i = 0; i < SS_HTTP_WORKERS; i++) {
+        h->mhd[i] = MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, h,
+            MHD_OPTION_CONNECTION_LIMIT, h->max_conns,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SS_HTTP_IDLE_TIMEOUT_S,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
+            MHD_OPTION_END);
+        if (!h->mhd[i]) {
+            snprintf(err, errlen, "cannot start the HTTP server on %s port "
+                     "%u", h->host, h->port);
+            close(listen_fd);
+            return -1;
+        }
+    }
+    ss_http_gate_config gc = {
+        .max_connections = h->max_conns,
+        .max_per_address = limits->max_per_address ? limits->max_per_address
+                                                   : SS_HTTP_MAX_PER_ADDRESS,
+        .request_timeout = (ss_mono_ns)(limits->request_timeout_ms
+                                            ? limits->request_timeout_ms
+                                            : SS_HTTP_REQUEST_TIMEOUT_MS) *
+                           1000000,
+        .admit = hand_over, .tick = on_tick, .cls = h};
+    return ss_http_gate_start(listen_fd, &gc, &h->gate, err, errlen);
+}
+
+/* Stops what start_workers started (any part of it). */
+static void stop_workers(ss_http *h)
+{
+    /* End the streams first: a parked one is resumed and then sees
+     * STOPPING, and none parks again (libmicrohttpd must not be stopped
+     * with a suspended connection). */
+    pthread_mutex_lock(&h->mu);
+    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
+    streams_wake_locked(h);
+    pthread_mutex_unlock(&h->mu);
+    ss_http_gate_stop(h->gate); /* no new connections */
+    for (int i = 0; i < SS_HTTP_WORKERS; i++)
+        if (h->mhd[i]) {
+            MHD_stop_daemon(h->mhd[i]); /* closes its connections */
+            h->mhd[i] = NULL;
+        }
+}
+
 ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
 {
+    return ss_http_start_limited(cfg, NULL, err, errlen);
+}
+
+ss_http *ss_http_start_limited(const ss_http_config *cfg,
+                               const ss_http_limits *limits, char *err,
+                               size_t errlen)
+{
+    static const ss_http_limits defaults = {0, 0, 0};
+    if (!limits)
+        limits = &defaults;
     const char *host = cfg->host ? cfg->host : "127.0.0.1";
     int loopback = ss_http_is_loopback(host);
     if (!loopback && (!cfg->token || !cfg->token[0])) {
@@ -691,6 +1068,9 @@ ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
     h->token = loopback ? NULL : strdup(cfg->token);
     h->files = static_files;
     h->n_files = n_static_files;
+    h->max_conns = connection_limit(limits->max_connections
+                                        ? limits->max_connections
+                                        : SS_HTTP_MAX_CONNECTIONS);
     snprintf(h->host, sizeof h->host, "%s", host);
     if (!h->db_path || (!loopback && !h->token)) {
         snprintf(err, errlen, "out of memory");
@@ -714,16 +1094,8 @@ ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     h->port = bound_port(fd);
-    h->mhd = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-            MHD_USE_POLL,
-        0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)SS_HTTP_MAX_CONNECTIONS,
-        MHD_OPTION_CONNECTION_TIMEOUT, 60u, MHD_OPTION_END);
-    if (!h->mhd) {
-        snprintf(err, errlen, "cannot start the HTTP server on %s port %u",
-                 host, h->port);
-        close(fd);
+    if (start_workers(h, fd, limits, err, errlen) != 0) {
+        stop_workers(h);
         free_http(h);
         return NULL;
     }
@@ -755,12 +1127,16 @@ const char *ss_http_url(const ss_http *h)
     return h->url;
 }
 
+unsigned ss_http_max_connections(const ss_http *h)
+{
+    return h->max_conns;
+}
+
 void ss_http_stop(ss_http *h)
 {
     if (!h)
         return;
-    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
-    MHD_stop_daemon(h->mhd); /* joins the connection threads */
+    stop_workers(h);
     free_http(h);
 }
 

@@ -2,12 +2,24 @@
  * http.h - the controller's HTTP server: JSON API, dashboard files,
  * server-sent events and Prometheus /metrics (docs/api.md).
  *
- * Built on libmicrohttpd, which parses HTTP; this module only routes,
- * authorizes and answers.  Requests are served on libmicrohttpd's own
- * threads (one per connection, at most SS_HTTP_MAX_CONNECTIONS), so the
- * controller's libuv loop never waits for HTTP; data comes from the store
- * through query.c (one read-only SQLite connection per request thread) and
- * from the live state (live.h), the only state shared with the loop.
+ * Built on libmicrohttpd, which parses HTTP; this module admits
+ * connections, routes, authorizes and answers.  Requests are served by
+ * SS_HTTP_WORKERS event-driven threads (epoll), so an idle connection costs
+ * a socket and a little memory, not a thread, and the controller's libuv
+ * loop never waits for HTTP; data comes from the store through query.c
+ * (read-only SQLite connections) and from the live state (live.h), the
+ * only state shared with the loop.
+ *
+ * Limits (docs/api.md): at most SS_HTTP_MAX_CONNECTIONS connections at once
+ * (lowered to half the open-file limit) and SS_HTTP_MAX_PER_ADDRESS from
+ * one address other than loopback; a connection over either limit is
+ * answered 503 with a JSON body and closed.  Every request must arrive in
+ * full (request line, headers, body) within SS_HTTP_REQUEST_TIMEOUT_MS of
+ * the connection's start or of the previous response's end, however slowly
+ * its bytes trickle in, else the connection is closed; a connection that
+ * makes no progress at all for SS_HTTP_IDLE_TIMEOUT_S is closed too.  Large
+ * /steps windows are streamed in pages, so a request's memory does not grow
+ * with its window.
  *
  * Security: by default the server listens on loopback only.  When it
  * listens on any other address every /api/ and /metrics request must carry
@@ -27,7 +39,11 @@
 typedef struct ss_http ss_http;
 
 #define SS_HTTP_DEFAULT_PORT 8470
-#define SS_HTTP_MAX_CONNECTIONS 64
+#define SS_HTTP_MAX_CONNECTIONS 1024   /* open at once, all clients */
+#define SS_HTTP_MAX_PER_ADDRESS 64     /* from one non-loopback address */
+#define SS_HTTP_REQUEST_TIMEOUT_MS 10000
+#define SS_HTTP_IDLE_TIMEOUT_S 30
+#define SS_HTTP_WORKERS 4              /* threads serving requests */
 
 /* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
  * sizeof page - 1}.  PATH starts with '/'. */
@@ -57,6 +73,14 @@ typedef struct {
                                NULL on loopback */
 } ss_http_config;
 
+/* The connection limits (http.h's header comment); 0 in a field: the
+ * default. */
+typedef struct {
+    unsigned max_connections;    /* SS_HTTP_MAX_CONNECTIONS */
+    unsigned max_per_address;    /* SS_HTTP_MAX_PER_ADDRESS */
+    unsigned request_timeout_ms; /* SS_HTTP_REQUEST_TIMEOUT_MS */
+} ss_http_limits;
+
 /*
  * Starts serving.  Returns NULL with a one-line reason in ERR when the
  * address is invalid, the port is in use (without FALLBACK), or a
@@ -64,6 +88,11 @@ typedef struct {
  * copied; CFG->live must outlive the server.
  */
 ss_http *ss_http_start(const ss_http_config *cfg, char *err, size_t errlen);
+
+/* ss_http_start with other LIMITS than the defaults (NULL: the defaults). */
+ss_http *ss_http_start_limited(const ss_http_config *cfg,
+                               const ss_http_limits *limits, char *err,
+                               size_t errlen);
 
 /* The port actually bound. */
 uint16_t ss_http_port(const ss_http *h);
@@ -75,8 +104,12 @@ int ss_http_fell_back(const ss_http *h);
  * wildcard address is shown as this host's name).  Valid while H lives. */
 const char *ss_http_url(const ss_http *h);
 
-/* Stops accepting, ends open event streams, waits for the request threads
- * and frees H.  NULL is a no-op. */
+/* The connection limit in force: the one asked for, lowered to half the
+ * process's open-file limit. */
+unsigned ss_http_max_connections(const ss_http *h);
+
+/* Stops accepting, ends open event streams, closes every connection, waits
+ * for the server's threads and frees H.  NULL is a no-op. */
 void ss_http_stop(ss_http *h);
 
 /*

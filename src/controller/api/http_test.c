@@ -7,10 +7,14 @@
  * server listens beyond loopback (bound to 0.0.0.0, reached over
  * loopback), the event stream delivers steps, findings and its end, the
  * dashboard's files are served, busy ports fail or fall back, and the
- * live-run file is written and removed.
+ * live-run file is written and removed.  Hostile clients: numbers are
+ * strict (no blanks, signs, %00 or trailing bytes), 300 idle connections
+ * do not delay a real request, a request that trickles in is cut at its
+ * deadline, connections over the limits get 503 with a JSON body.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "http_gate.h"
 #include "live.h"
 #include "objects.h"
 #include "store.h"
@@ -207,6 +212,7 @@ static void endpoints_answer_json(void)
         {"/api/runs/1", "{\"run\":{\"id\":1,"},
         {"/api/runs/1/steps", "{\"steps\":[{\"step\":1,\"n_present\":2,"},
         {"/api/runs/1/steps?from=2&limit=5", "{\"steps\":[{\"step\":2,"},
+        {"/api/runs/%31/steps?from=%32", "{\"steps\":[{\"step\":2,"},
         {"/api/runs/1/steps?attempt=0&to=1", "{\"steps\":[{\"step\":1,"},
         {"/api/runs/1/heatmap", "{\"ranks\":[0,1],\"steps\":[1,2],"
                                 "\"step_ms\":[[10.000,10.000],[12.000,"
@@ -267,6 +273,22 @@ static void bad_requests_get_4xx_json(void)
         {"/api/runs/1/steps?from=5&to=2", 400},
         {"/api/runs/1/heatmap?to=1x", 400},
         {"/api/runs/1/events?after=x", 400},
+        /* strict numbers: nothing but digits, in range */
+        {"/api/runs/1/steps?limit=%2010", 400},
+        {"/api/runs/1/steps?limit=10%20", 400},
+        {"/api/runs/1/steps?limit=10%00", 400},
+        {"/api/runs/1/steps?limit=%2B10", 400},
+        {"/api/runs/1/steps?limit=+10", 400},
+        {"/api/runs/1/steps?limit=", 400},
+        {"/api/runs/1/steps?limit", 400},
+        {"/api/runs/1/steps?limit=10abc", 400},
+        {"/api/runs/1/steps?from=99999999999999999999", 400},
+        {"/api/runs/1/heatmap?attempt=0x1", 400},
+        {"/api/runs/1/events?after=1e3", 400},
+        {"/api/runs/+1", 400},
+        {"/api/runs/%201", 400},
+        {"/api/runs/1%00", 400},
+        {"/api/runs/1%00/steps", 400},
         {"/api/runs/1?attempt=3", 404},
         {"/api/runs/1/stream", 404}, /* not live here */
         {"/api/nothing", 404},
@@ -281,6 +303,13 @@ static void bad_requests_get_4xx_json(void)
                     r.body);
         CHECK_EQ_INT(r.status, cases[i].status);
         CHECK(strncmp(r.body, "{\"error\":\"", 10) == 0);
+        const char *arg = strchr(cases[i].path, '?');
+        if (arg && r.status == 400) { /* the error names the argument */
+            char name[32];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(arg + 1, "="),
+                     arg + 1);
+            CHECK(strstr(r.body, name) != NULL);
+        }
         free(r.body);
     }
     response r;
@@ -611,6 +640,224 @@ static void stop_ends_open_streams(void)
     ss_live_destroy(l);
 }
 
+
+/* ---- hostile clients ---- */
+
+static ss_http *start_limited_(const char *host, const char *token,
+                               unsigned max_conns, unsigned per_address,
+                               unsigned timeout_ms)
+{
+    char err[512] = "";
+    ss_http_config cfg = {host, 0, 0, fixture(), NULL, token};
+    ss_http_limits lim = {max_conns, per_address, timeout_ms};
+    ss_http *h = ss_http_start_limited(&cfg, &lim, err, sizeof err);
+    if (!h)
+        fprintf(stderr, "  ss_http_start_limited: %s\n", err);
+    return h;
+}
+
+/* A connection that sent the start of a request and nothing more. */
+static int connect_partial(uint16_t port)
+{
+    int fd = connect_(port);
+    static const char part[] = "GET /api/runs HTTP/1.1\r\nHost: x\r\n";
+    if (fd >= 0 && write(fd, part, sizeof part - 1) != sizeof part - 1) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Seconds until the server closes FD (EOF or reset), sending a header line
+ * every STEP_MS meanwhile; -1 when it stays open for LIMIT_S. */
+static double seconds_until_closed(int fd, int step_ms, double limit_s)
+{
+    double t0 = now_s();
+    struct timeval tv = {0, step_ms * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (now_s() - t0 < limit_s) {
+        char c;
+        ssize_t n = read(fd, &c, 1);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+            return now_s() - t0;
+        if (send(fd, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) < 0)
+            return now_s() - t0;
+    }
+    return -1;
+}
+
+static void admission_decision(void)
+{
+    CHECK_EQ_INT(ss_http_admission(0, 10, 0, 2, 0), SS_HTTP_ADMIT);
+    CHECK_EQ_INT(ss_http_admission(9, 10, 1, 2, 0), SS_HTTP_ADMIT);
+    CHECK_EQ_INT(ss_http_admission(10, 10, 0, 2, 0), SS_HTTP_FULL);
+    CHECK_EQ_INT(ss_http_admission(10, 10, 0, 2, 1), SS_HTTP_FULL);
+    CHECK_EQ_INT(ss_http_admission(5, 10, 2, 2, 0), SS_HTTP_ADDRESS_FULL);
+    /* local clients share the loopback address: no per-address limit */
+    CHECK_EQ_INT(ss_http_admission(5, 10, 9, 2, 1), SS_HTTP_ADMIT);
+}
+
+/* Slowloris from one address: held, silent or trickling connections do
+ * not keep a real request from being answered at once. */
+static void idle_connections_do_not_block_requests(void)
+{
+    enum { N = 300 };
+    ss_http *h = start_(NULL, NULL, NULL);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    static int fds[N];
+    int held = 0;
+    for (int i = 0; i < N; i++)
+        if ((fds[held] = connect_partial(port)) >= 0)
+            held++;
+    CHECK_EQ_INT(held, N);
+    double worst = 0;
+    for (int round = 0; round < 3; round++) {
+        double t0 = now_s();
+        response r;
+        REQUIRE(get(port, "/api/runs", NULL, &r) == 0);
+        CHECK_EQ_INT(r.status, 200);
+        free(r.body);
+        double took = now_s() - t0;
+        worst = took > worst ? took : worst;
+    }
+    CHECK(worst < 2.0);
+    for (int i = 0; i < held; i++)
+        close(fds[i]);
+    ss_http_stop(h);
+}
+
+/* A request that trickles in is cut at the deadline, counted from the
+ * connection's start however often bytes arrive; so is a kept-alive
+ * connection that sends no next request. */
+static void request_deadline_cuts_trickles(void)
+{
+    ss_http *h = start_limited_(NULL, NULL, 0, 0, 600);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    int fd = connect_partial(port);
+    REQUIRE(fd >= 0);
+    double took = seconds_until_closed(fd, 100, 5.0);
+    close(fd);
+    CHECK(took >= 0.5 && took < 2.0);
+    if (took < 0.5 || took >= 2.0)
+        fprintf(stderr, "  trickling connection closed after %.2f s\n", took);
+
+    fd = connect_(port);
+    REQUIRE(fd >= 0);
+    static const char req[] = "GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
+    ss_buf b = {0};
+    CHECK(read_until(fd, &b, "{\"runs\":[") == 0);
+    ss_buf_free(&b);
+    double t0 = now_s();
+    char c;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    while (read(fd, &c, 1) > 0)
+        ;
+    took = now_s() - t0;
+    CHECK(took >= 0.4 && took < 2.0);
+    close(fd);
+
+    response r;
+    REQUIRE(get(port, "/metrics", NULL, &r) == 0);
+    CHECK(strstr(r.body, "stepscope_http_request_timeouts_total 2\n"));
+    free(r.body);
+    ss_http_stop(h);
+}
+
+/* Over the connection limit a client gets 503 with a JSON body (not a
+ * reset), and room again once others close. */
+static void over_the_limit_gets_503_json(void)
+{
+    enum { LIMIT = 4 };
+    ss_http *h = start_limited_(NULL, NULL, LIMIT, 0, 0);
+    REQUIRE(h);
+    CHECK_EQ_INT(ss_http_max_connections(h), LIMIT);
+    uint16_t port = ss_http_port(h);
+    int fds[LIMIT];
+    for (int i = 0; i < LIMIT; i++)
+        fds[i] = connect_partial(port);
+    usleep(300 * 1000); /* admitted */
+    for (int round = 0; round < 3; round++) {
+        response r;
+        REQUIRE(get(port, "/api/runs", NULL, &r) == 0);
+        CHECK_EQ_INT(r.status, 503);
+        CHECK(strstr(r.head, "Content-Type: application/json") != NULL);
+        CHECK(strstr(r.head, "Retry-After: 1") != NULL);
+        CHECK(strncmp(r.body, "{\"error\":\"the server is busy: 4 "
+                              "connections are open", 40) == 0);
+        free(r.body);
+    }
+    close(fds[0]);
+    usleep(300 * 1000);
+    response r;
+    REQUIRE(get(port, "/metrics", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "stepscope_http_refused_total 3\n") != NULL);
+    free(r.body);
+    for (int i = 1; i < LIMIT; i++)
+        close(fds[i]);
+    ss_http_stop(h);
+}
+
+/* A non-loopback IPv4 address of this host, or 0 when it has none. */
+static int local_ipv4(struct in_addr *out)
+{
+    struct ifaddrs *ifs, *i;
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    int found = 0;
+    for (i = ifs; i && !found; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+            *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+            found = (ntohl(out->s_addr) >> 24) != 127;
+        }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* One remote address may hold SS_HTTP_MAX_PER_ADDRESS connections (here
+ * 3); loopback clients are not limited by it. */
+static void per_address_limit(void)
+{
+    struct in_addr self;
+    if (!local_ipv4(&self)) {
+        printf("  skipped: no non-loopback IPv4 address\n");
+        return;
+    }
+    ss_http *h = start_limited_("0.0.0.0", "tok", 0, 3, 0);
+    REQUIRE(h);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons(ss_http_port(h)),
+                            .sin_addr = self};
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(fds[i] >= 0);
+        struct timeval tv = {5, 0};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        REQUIRE(connect(fds[i], (struct sockaddr *)&a, sizeof a) == 0);
+        usleep(100 * 1000);
+    }
+    char buf[1024] = "";
+    ssize_t n = read(fds[3], buf, sizeof buf - 1);
+    CHECK(n > 0);
+    buf[n > 0 ? n : 0] = '\0';
+    CHECK(strncmp(buf, "HTTP/1.1 503 ", 13) == 0);
+    CHECK(strstr(buf, "{\"error\":\"too many connections from your "
+                      "address") != NULL);
+    response r;
+    REQUIRE(get(ss_http_port(h), "/api/runs", "Authorization: Bearer tok\r\n",
+                &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    ss_http_stop(h);
+}
+
 static void live_file(void)
 {
     ss_http *h = start_(NULL, NULL, NULL);
@@ -649,4 +896,8 @@ TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
           TEST(authorization_decision), TEST(token_required_beyond_loopback),
           TEST(addresses), TEST(busy_port), TEST(static_files),
           TEST(live_endpoints), TEST(event_stream),
-          TEST(stop_ends_open_streams), TEST(live_file))
+          TEST(stop_ends_open_streams), TEST(admission_decision),
+          TEST(idle_connections_do_not_block_requests),
+          TEST(request_deadline_cuts_trickles),
+          TEST(over_the_limit_gets_503_json), TEST(per_address_limit),
+          TEST(live_file))

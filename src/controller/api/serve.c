@@ -4,7 +4,9 @@
  * Opens the store read-only (so a missing or foreign file is refused with
  * the store's own message before anything listens), starts the HTTP server
  * without a live run and waits for SIGINT or SIGTERM.  Outside loopback it
- * makes a random token and prints it with the URL.
+ * makes a random token and prints it with the URL.  It raises its soft
+ * open-file limit (up to the hard one) so that the server's connection
+ * limit, half of it, can be SS_HTTP_MAX_CONNECTIONS.
  */
 #include "serve.h"
 
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -108,6 +111,16 @@ int ss_serve_main(int argc, char **argv)
     if (!loopback && make_token(token) != 0) {
         fprintf(stderr, "stepscope serve: no random source for a token\n");
         return 1;
+    }
+    /* Room for SS_HTTP_MAX_CONNECTIONS: the server takes at most half the
+     * open-file limit, and serve starts no children that would inherit a
+     * raised one. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+        nofile.rlim_cur < 2 * SS_HTTP_MAX_CONNECTIONS + 64) {
+        rlim_t want = 2 * SS_HTTP_MAX_CONNECTIONS + 64;
+        nofile.rlim_cur = nofile.rlim_max < want ? nofile.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
     /* Block the signals before the server's threads start, so that only
      * sigwait below receives them. */

@@ -289,8 +289,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
                   lost ? "shows what was stored" : "explains it");
     if (end_lost)
         ss_buf_printf(out, "the run's end (%s, exit status %d) was not "
-                      "stored (%s): the store still shows run %" PRId64
-                      " as running, and so does `%s`.\n",
+                      "stored (%s): the store still says run %" PRId64
+                      " is running; `%s` shows it as interrupted.\n",
                       ss_life_run_status(s->job_status), s->job_status,
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);

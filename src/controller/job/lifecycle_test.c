@@ -371,8 +371,8 @@ static void summary_when_the_end_was_not_stored(void)
                     "shows what was stored.\n"
                     "the run's end (failed, exit status 1) was not stored "
                     "(disk full: database or disk is full): the store "
-                    "still shows run 3 as running, and so does `stepscope "
-                    "report --db s.db 3`.\n");
+                    "still says run 3 is running; `stepscope "
+                    "report --db s.db 3` shows it as interrupted.\n");
 }
 
 static void summary_counts_rows_dropped_at_the_queue(void)

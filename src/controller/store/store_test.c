@@ -117,11 +117,16 @@ static void fx_build(step_fx *fx, uint32_t world, uint64_t step,
         fx->count[r][2] = SS_MISSING;
         fx->metric[r][0] = fx->metric[r][1] = fx->metric[r][2] = NAN;
         fx->metric[r][3] = r == 2 ? NAN : r + 0.25;
-        fx->ranks[r] = (ss_rank_step){present, (100 + (int64_t)r) * 1000000,
-                                      ((int64_t)1 << 30) + r, SS_MISSING,
-                                      fx->phase_ns[r], fx->sync_ns[r],
-                                      fx->metric[r], begin, fx->start_ns[r],
-                                      fx->count[r], NULL};
+        fx->ranks[r] = (ss_rank_step){.present = present,
+                                      .step_ns = (100 + (int64_t)r) * 1000000,
+                                      .rss_bytes = ((int64_t)1 << 30) + r,
+                                      .device_bytes = SS_MISSING,
+                                      .phase_ns = fx->phase_ns[r],
+                                      .sync_arrival_ns = fx->sync_ns[r],
+                                      .metric = fx->metric[r],
+                                      .begin_ns = begin,
+                                      .phase_start_ns = fx->start_ns[r],
+                                      .phase_count = fx->count[r]};
         if (!present)
             fx->missing[n_missing++] = r;
     }

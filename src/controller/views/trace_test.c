@@ -51,10 +51,12 @@ static void put_steps(ss_store *s, int64_t run, int with_timeline)
                 sy[r][n] = n == 6 ? begin + (80 + r) * MS : SS_MISSING;
             }
             ranks[r] = (ss_rank_step){
-                1, (90 + r) * MS, SS_MISSING, SS_MISSING, ph[r], sy[r], NULL,
-                with_timeline ? begin : SS_MISSING,
-                with_timeline ? st[r] : NULL, with_timeline ? co[r] : NULL,
-                NULL};
+                .present = 1, .step_ns = (90 + r) * MS,
+                .rss_bytes = SS_MISSING, .device_bytes = SS_MISSING,
+                .phase_ns = ph[r], .sync_arrival_ns = sy[r],
+                .begin_ns = with_timeline ? begin : SS_MISSING,
+                .phase_start_ns = with_timeline ? st[r] : NULL,
+                .phase_count = with_timeline ? co[r] : NULL};
         }
         ss_phase_stat phases[N_PHASES];
         for (int n = 0; n < N_PHASES; n++)

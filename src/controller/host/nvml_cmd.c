@@ -1,0 +1,274 @@
+/*
+ * nvml_cmd.c - `stepscope gpus`: what NVML says about this machine's GPUs.
+ *
+ * The command is the check that the GPU readings work where they matter:
+ * on a machine with NVIDIA GPUs it prints each GPU's identity, clocks,
+ * clock event reasons, temperature, power, memory, ECC and Xid errors as
+ * the controller reads them (nvml.c), and with --watch it samples them
+ * for a while and sums each GPU up over the watch through the same
+ * step-alignment code the controller uses (nvml_timeline.c).  It exits 1
+ * when NVML is present but cannot be read, which is what
+ * scripts/gpu_check.sh relies on (docs/gpu.md).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nvml.h"
+#include "nvml_timeline.h"
+
+static const char usage[] =
+    "usage: stepscope gpus [--watch SECONDS] [--interval MS] [--require]\n"
+    "\n"
+    "What NVML reports for every GPU of this machine: clocks, the reasons\n"
+    "the clocks are held down, temperature, power, memory, uncorrected ECC\n"
+    "and Xid errors; and the GPU the rule of docs/gpu.md gives a rank with\n"
+    "this shell's CUDA_VISIBLE_DEVICES and LOCAL_RANK.  NVML is loaded at\n"
+    "run time ($STEPSCOPE_NVML_LIB, else libnvidia-ml.so.1).\n"
+    "\n"
+    "  --watch S      also sample every GPU for S seconds (1 to 3600), one\n"
+    "                 line per GPU and sample, then a summary per GPU\n"
+    "  --interval MS  milliseconds between samples (20 to 60000; default\n"
+    "                 500)\n"
+    "  --require      exit 1 also when there is no NVML or no GPU\n"
+    "  -h, --help     print this help\n"
+    "\n"
+    "Exit status: 0 when every GPU was read (or there is no NVML and no\n"
+    "--require), 1 when NVML is there but a GPU cannot be read, 2 on bad\n"
+    "usage.\n";
+
+typedef struct {
+    long watch_s;
+    long interval_ms;
+    int require;
+} gpus_opts;
+
+static ss_mono_ns mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (ss_mono_ns)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Parses a whole number in [LO, HI] from VAL into *OUT; 0 or -1. */
+static int parse_long(const char *val, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(val, &end, 10);
+    if (end == val || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0 to go on, 1 when help was printed, 2 on bad usage. */
+static int parse_args(int argc, char **argv, gpus_opts *o, FILE *out,
+                      FILE *err)
+{
+    *o = (gpus_opts){.watch_s = 0, .interval_ms = 500, .require = 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, out);
+            return 1;
+        }
+        if (strcmp(a, "--require") == 0) {
+            o->require = 1;
+            continue;
+        }
+        int watch = strcmp(a, "--watch") == 0;
+        if (watch || strcmp(a, "--interval") == 0) {
+            const char *val = i + 1 < argc ? argv[++i] : "";
+            if (watch ? parse_long(val, 1, 3600, &o->watch_s)
+                      : parse_long(val, 20, 60000, &o->interval_ms)) {
+                fprintf(err, "stepscope gpus: %s wants %s, not '%s'\n", a,
+                        watch ? "seconds from 1 to 3600"
+                              : "milliseconds from 20 to 60000", val);
+                return 2;
+            }
+            continue;
+        }
+        fprintf(err, "stepscope gpus: unknown argument '%s' (see `stepscope "
+                     "gpus --help`)\n", a);
+        return 2;
+    }
+    return 0;
+}
+
+/* "123" or "-" for a reading that is SS_MISSING, scaled down by DIV. */
+static const char *num(char *buf, size_t len, int64_t v, double div,
+                       const char *fmt)
+{
+    if (v == SS_MISSING)
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, fmt, (double)v / div);
+    return buf;
+}
+
+static void print_gpu(FILE *out, const ss_gpu_info *info,
+                      const ss_gpu_sample *s)
+{
+    char a[32], b[32], c[32], d[32], reasons[256];
+    fprintf(out, "GPU %u  %s  %s  %s\n", info->index,
+            info->name[0] ? info->name : "(no name)",
+            info->uuid[0] ? info->uuid : "(no UUID)",
+            info->pci_bus_id[0] ? info->pci_bus_id : "(no PCI id)");
+    fprintf(out, "  clocks        SM %s MHz, memory %s MHz\n",
+            num(a, sizeof a, s->sm_clock_mhz, 1, "%.0f"),
+            num(b, sizeof b, s->mem_clock_mhz, 1, "%.0f"));
+    fprintf(out, "  held down by  %s\n",
+            s->reasons_known
+                ? ss_gpu_reasons_format(s->reasons, reasons, sizeof reasons)
+                : "- (not reported)");
+    fprintf(out, "  temperature   %s C\n",
+            num(a, sizeof a, s->temperature_c, 1, "%.0f"));
+    fprintf(out, "  power         %s W of a %s W limit\n",
+            num(a, sizeof a, s->power_mw, 1000, "%.1f"),
+            num(b, sizeof b, s->power_limit_mw, 1000, "%.1f"));
+    fprintf(out, "  memory        %s GiB used of %s GiB\n",
+            num(a, sizeof a, s->mem_used_bytes, 1 << 30, "%.1f"),
+            num(b, sizeof b, s->mem_total_bytes, 1 << 30, "%.1f"));
+    fprintf(out, "  utilisation   GPU %s %%, memory %s %%\n",
+            num(c, sizeof c, s->util_gpu_pct, 1, "%.0f"),
+            num(d, sizeof d, s->util_mem_pct, 1, "%.0f"));
+    fprintf(out, "  ECC           %s uncorrected (volatile)\n",
+            num(a, sizeof a, s->ecc_uncorrected, 1, "%.0f"));
+    if (s->xid_count == SS_MISSING)
+        fprintf(out, "  Xid           - (not watched)\n");
+    else
+        fprintf(out, "  Xid           %lld seen, last %lld\n",
+                (long long)s->xid_count, (long long)s->last_xid);
+}
+
+static void print_sample_line(FILE *out, double t_s, const ss_gpu_sample *s)
+{
+    char a[32], b[32], c[32], d[32], reasons[256];
+    fprintf(out, "t=%.2fs gpu=%u sm_mhz=%s temp_c=%s power_w=%s util=%s "
+                 "held=%s\n",
+            t_s, s->index, num(a, sizeof a, s->sm_clock_mhz, 1, "%.0f"),
+            num(b, sizeof b, s->temperature_c, 1, "%.0f"),
+            num(c, sizeof c, s->power_mw, 1000, "%.1f"),
+            num(d, sizeof d, s->util_gpu_pct, 1, "%.0f"),
+            s->reasons_known
+                ? ss_gpu_reasons_format(s->reasons, reasons, sizeof reasons)
+                : "-");
+}
+
+/* One line per GPU over the watch, from its timeline: the shares of the
+ * time each reason held the clocks down. */
+static void print_summary(FILE *out, uint32_t index,
+                          const ss_gpu_timeline *tl, ss_mono_ns begin,
+                          ss_mono_ns end)
+{
+    ss_gpu_step st;
+    char a[32], b[32], c[32], d[32], e[32], f[32];
+    if (ss_gpu_timeline_window(tl, begin, end, &st) != 0) {
+        fprintf(out, "summary gpu=%u no samples\n", index);
+        return;
+    }
+    fprintf(out, "summary gpu=%u util=%s sm_mhz=%s power_w=%s max_temp_c=%s "
+                 "new_ecc=%s new_xid=%s slowed=%.0f%%",
+            index, num(a, sizeof a, st.util_gpu_pct, 1, "%.0f"),
+            num(b, sizeof b, st.sm_clock_mhz, 1, "%.0f"),
+            num(c, sizeof c, st.power_mw, 1000, "%.1f"),
+            num(d, sizeof d, st.temperature_c, 1, "%.0f"),
+            num(e, sizeof e, st.ecc_uncorrected_new, 1, "%.0f"),
+            num(f, sizeof f, st.xid_new, 1, "%.0f"),
+            st.covered_ns ? 100.0 * st.slowed_ns / st.covered_ns : 0.0);
+    for (int r = 0; r < SS_GPU_N_REASONS; r++)
+        if (st.reason_ns[r] > 0)
+            fprintf(out, " %s=%.0f%%", ss_gpu_reason_name((ss_gpu_reason)r),
+                    100.0 * st.reason_ns[r] / st.covered_ns);
+    fputc('\n', out);
+}
+
+/* Samples every GPU every INTERVAL_MS for WATCH_S seconds. */
+static int watch(ss_nvml *n, const gpus_opts *o, FILE *out, FILE *err)
+{
+    uint32_t count = ss_nvml_count(n);
+    ss_gpu_timeline *tl[SS_NVML_MAX_GPUS] = {0};
+    int failed = 0;
+    for (uint32_t i = 0; i < count; i++)
+        if (!(tl[i] = ss_gpu_timeline_new())) {
+            fprintf(err, "stepscope gpus: out of memory\n");
+            failed = 1;
+            goto done;
+        }
+    ss_mono_ns begin = mono_now(), stop = begin + o->watch_s * 1000000000LL;
+    ss_mono_ns t = begin;
+    while (t < stop) {
+        for (uint32_t i = 0; i < count; i++) {
+            ss_gpu_sample s;
+            if (ss_nvml_sample(n, i, t, &s) != 0) {
+                fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
+                failed = 1;
+                continue;
+            }
+            ss_gpu_timeline_add(tl[i], &s);
+            print_sample_line(out, (double)(t - begin) / 1e9, &s);
+        }
+        fflush(out);
+        struct timespec pause = {o->interval_ms / 1000,
+                                 (o->interval_ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+        t = mono_now();
+    }
+    for (uint32_t i = 0; i < count; i++)
+        print_summary(out, i, tl[i], begin, t);
+done:
+    for (uint32_t i = 0; i < count; i++)
+        ss_gpu_timeline_free(tl[i]);
+    return failed;
+}
+
+int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err)
+{
+    gpus_opts o;
+    int rc = parse_args(argc, argv, &o, out, err);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    ss_nvml *n = ss_nvml_open(NULL);
+    if (!n) {
+        fprintf(err, "stepscope gpus: out of memory\n");
+        return 1;
+    }
+    ss_nvml_state state = ss_nvml_state_of(n);
+    if (state != SS_NVML_READY) {
+        fprintf(state == SS_NVML_ABSENT ? out : err, "%s\n", ss_nvml_why(n));
+        ss_nvml_close(n);
+        return state == SS_NVML_ABSENT && !o.require ? 0 : 1;
+    }
+    uint32_t count = ss_nvml_count(n);
+    fprintf(out, "NVML: %u GPU%s, Xid errors %s\n", count,
+            count == 1 ? "" : "s",
+            ss_nvml_watches_xid(n) ? "watched" : "not watched (no events)");
+    int failed = count == 0 && o.require;
+    for (uint32_t i = 0; i < count; i++) {
+        ss_gpu_sample s;
+        if (ss_nvml_sample(n, i, mono_now(), &s) != 0) {
+            fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
+            failed = 1;
+        }
+        print_gpu(out, ss_nvml_gpu(n, i), &s);
+    }
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    const char *local_rank = getenv("LOCAL_RANK");
+    int mine = ss_nvml_gpu_for_rank(n, cvd, local_rank);
+    fprintf(out, "rank GPU: CUDA_VISIBLE_DEVICES=%s LOCAL_RANK=%s -> ",
+            cvd ? cvd : "(unset)", local_rank ? local_rank : "(unset)");
+    if (mine >= 0)
+        fprintf(out, "GPU %d\n", mine);
+    else
+        fprintf(out, "none\n");
+    if (o.watch_s > 0)
+        failed |= watch(n, &o, out, err);
+    ss_nvml_close(n);
+    return failed ? 1 : 0;
+}
+
+int ss_gpus_main(int argc, char **argv)
+{
+    return ss_gpus_cmd(argc, argv, stdout, stderr);
+}
