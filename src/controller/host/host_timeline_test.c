@@ -66,10 +66,13 @@ static void uncovered_windows(void)
     ss_host_step h;
     CHECK_EQ_INT(ss_host_timeline_window(tl, 0, 10, &h), -1); /* empty */
     CHECK(h.cpu_ns == SS_MISSING);
-    CHECK_EQ_INT(h.stopped_ns, 0); /* no stop was ever seen */
+    /* nothing watched yet: no claim that it was not stopped (the old code
+     * said 0) */
+    CHECK(h.stopped_ns == SS_MISSING);
     add(tl, 1000, 0);
     add(tl, 2000, 100);
     CHECK_EQ_INT(ss_host_timeline_window(tl, 500, 1500, &h), -1);
+    CHECK(h.stopped_ns == SS_MISSING); /* begins before the watch */
     CHECK_EQ_INT(ss_host_timeline_window(tl, 1500, 2500, &h), -1);
     CHECK(h.cpu_ns == SS_MISSING && h.runq_ns == SS_MISSING);
     CHECK_EQ_INT(ss_host_timeline_window(tl, 1800, 1200, &h), -1);
