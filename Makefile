@@ -7,7 +7,7 @@ BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
 
-.PHONY: all deps test unit asan fuzz demo bench bench-torch clean
+.PHONY: all deps test unit asan fuzz demo bench bench-torch bench-accuracy clean
 
 all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -44,6 +44,12 @@ bench: all
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all
 	/usr/bin/python3 bench/bench_torch_overhead.py
+
+# Does stepscope name the right rank, phase and cause (docs/accuracy.md)?
+# A scenario matrix on real DDP jobs; ~20 minutes.  BENCH_ARGS passes options,
+# e.g. BENCH_ARGS="--only slow-backward,nice-19 --reps 1 --out accuracy.md".
+bench-accuracy: all
+	STEPSCOPE_BUILD=$(BUILD) /usr/bin/python3 bench/bench_accuracy.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

@@ -14,12 +14,21 @@ stepscope: under `stepscope run --auto` it is instrumented from the outside.
 user would by hand (only then is stepscope imported).
 
 Faults (all on the rank named, every other rank runs normally):
-  --slow-rank R --slow-ms MS    MS of extra matrix multiplies inside the
-                                model's forward, every step
+  --slow-rank R --slow-ms MS [--slow-phase P]
+                                MS of extra matrix multiplies every step,
+                                inside the model's forward (the default),
+                                its backward, the optimizer's step or the
+                                read of each batch (P = forward, backward,
+                                optimizer, data)
   --stall-rank R --stall-ms MS --stall-every K
                                 the Dataset's __getitem__ sleeps MS (a slow
                                 read) once every K steps
   --leak-rank R --leak-mb MB    keeps MB MiB of new tensors alive per step
+  --spike-rank R --spike-step S --spike-mb MB
+                                holds MB MiB of new tensors during step S
+                                only (freed in step S+1)
+  --imbalance-rank R --imbalance-mb MB
+                                holds MB MiB of tensors for the whole run
   --crash-rank R --crash-step S raises RuntimeError in step S
 
 Rank 0 ends with one line of key=value pairs (steps, median and mean step
@@ -44,6 +53,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 PROG = "ddp_train"
+SLOW_PHASES = ("forward", "backward", "optimizer", "data")
 
 
 def parse_args(argv):
@@ -70,7 +80,9 @@ def parse_args(argv):
                    help="run under torch.profiler recording every step but the first (for comparisons)")
     p.add_argument("--slow-rank", type=int, default=-1, metavar="R")
     p.add_argument("--slow-ms", type=float, default=30.0, metavar="MS",
-                   help="extra forward compute on --slow-rank (default 30)")
+                   help="extra compute per step on --slow-rank (default 30)")
+    p.add_argument("--slow-phase", choices=SLOW_PHASES, default="forward",
+                   help="where --slow-rank computes longer (default forward)")
     p.add_argument("--stall-rank", type=int, default=-1, metavar="R")
     p.add_argument("--stall-ms", type=float, default=100.0, metavar="MS",
                    help="length of one data stall on --stall-rank (default 100)")
@@ -79,6 +91,14 @@ def parse_args(argv):
     p.add_argument("--leak-rank", type=int, default=-1, metavar="R")
     p.add_argument("--leak-mb", type=float, default=4.0, metavar="MB",
                    help="MiB kept alive per step on --leak-rank (default 4)")
+    p.add_argument("--spike-rank", type=int, default=-1, metavar="R")
+    p.add_argument("--spike-step", type=int, default=30, metavar="S",
+                   help="step in which --spike-rank holds --spike-mb more (default 30)")
+    p.add_argument("--spike-mb", type=float, default=512.0, metavar="MB",
+                   help="MiB held for one step on --spike-rank (default 512)")
+    p.add_argument("--imbalance-rank", type=int, default=-1, metavar="R")
+    p.add_argument("--imbalance-mb", type=float, default=768.0, metavar="MB",
+                   help="MiB held for the whole run on --imbalance-rank (default 768)")
     p.add_argument("--crash-rank", type=int, default=-1, metavar="R")
     p.add_argument("--crash-step", type=int, default=10, metavar="S",
                    help="step in which --crash-rank raises (default 10)")
@@ -88,42 +108,79 @@ def parse_args(argv):
             p.error(f"--{name} must be at least 1")
     if args.layers < 0 or args.workers < 0 or args.warmup < 0 or args.stall_every < 1:
         p.error("--layers, --workers and --warmup must be >= 0, --stall-every >= 1")
+    if min(args.slow_ms, args.stall_ms, args.leak_mb, args.spike_mb, args.imbalance_mb) < 0:
+        p.error("durations and sizes must be >= 0")
     if args.explicit and args.profile:
         p.error("--explicit and --profile are separate configurations")
     return args
 
 
+BURN_MATRIX = torch.ones(64, 64) / 64
+
+
+def burn(seconds):
+    """Real compute for SECONDS, 64x64 matrix multiplies: what a rank on a
+    slower or busier device does, not a sleep."""
+    with torch.no_grad():
+        end = time.perf_counter() + seconds
+        m = BURN_MATRIX
+        while time.perf_counter() < end:
+            m = torch.mm(m, BURN_MATRIX)
+
+
 class SyntheticDataset(Dataset):
     """Gaussian clusters, one per class, drawn once from a fixed seed so every
     rank sees the same data set.  On the stalling rank, every
-    `stall_period`-th read sleeps `stall_s`, like a slow file system."""
+    `stall_period`-th read sleeps `stall_s`, like a slow file system; on a
+    rank slow in data, every `burn_period`-th read (the first of each
+    batch) computes for `burn_s`, like a costly decode."""
 
-    def __init__(self, args, stall_period=0, stall_s=0.0):
+    def __init__(self, args, stall_period=0, stall_s=0.0, burn_period=0, burn_s=0.0):
         g = torch.Generator().manual_seed(args.seed)
         centers = torch.randn(args.classes, args.features, generator=g) * 0.5
         self.y = torch.randint(0, args.classes, (args.samples,), generator=g)
         self.x = centers[self.y] + torch.randn(args.samples, args.features, generator=g)
         self.stall_period = stall_period
         self.stall_s = stall_s
+        self.burn_period = burn_period
+        self.burn_s = burn_s
         self.reads = 0
 
     def __len__(self):
         return len(self.y)
 
     def __getitem__(self, i):
-        if self.stall_period:
-            if self.reads % self.stall_period == 0:
-                time.sleep(self.stall_s)
-            self.reads += 1
+        if self.stall_period and self.reads % self.stall_period == 0:
+            time.sleep(self.stall_s)
+        if self.burn_period and self.reads % self.burn_period == 0:
+            burn(self.burn_s)
+        self.reads += 1
         return self.x[i], self.y[i]
 
 
-class MLP(nn.Module):
-    """A plain MLP.  On the slow rank, forward() also multiplies matrices for
-    `slow_s` seconds: real compute, as a rank on a slower or busier device
-    would do, not a sleep."""
+class BurnInBackward(torch.autograd.Function):
+    """The identity, whose backward first computes for `seconds`.  Applied
+    to the model's output, its backward runs first in loss.backward(),
+    before any parameter's gradient and so before DDP's all-reduce: a rank
+    slower in backward, as on a slower or throttled GPU."""
 
-    def __init__(self, args, slow_s=0.0):
+    @staticmethod
+    def forward(ctx, x, seconds):
+        ctx.seconds = seconds
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        burn(ctx.seconds)
+        return grad, None
+
+
+class MLP(nn.Module):
+    """A plain MLP.  On a rank slow in forward, forward() also computes for
+    `forward_s` seconds; on one slow in backward, its backward computes
+    for `backward_s` seconds (BurnInBackward)."""
+
+    def __init__(self, args, forward_s=0.0, backward_s=0.0):
         super().__init__()
         dims = [args.features] + [args.hidden] * args.layers
         layers = []
@@ -131,17 +188,29 @@ class MLP(nn.Module):
             layers += [nn.Linear(a, b), nn.ReLU()]
         layers.append(nn.Linear(dims[-1], args.classes))
         self.net = nn.Sequential(*layers)
-        self.slow_s = slow_s
-        self.burn = torch.ones(64, 64) / 64 if slow_s > 0 else None
+        self.forward_s = forward_s
+        self.backward_s = backward_s
 
     def forward(self, x):
-        if self.slow_s > 0:
-            with torch.no_grad():
-                end = time.perf_counter() + self.slow_s
-                m = self.burn
-                while time.perf_counter() < end:
-                    m = torch.mm(m, self.burn)
-        return self.net(x)
+        if self.forward_s > 0:
+            burn(self.forward_s)
+        out = self.net(x)
+        if self.backward_s > 0:
+            out = BurnInBackward.apply(out, self.backward_s)
+        return out
+
+
+class SlowSGD(torch.optim.SGD):
+    """SGD whose step() first computes for `slow_s` seconds: a rank whose
+    optimizer step is slower (say, one offloaded to a busy CPU)."""
+
+    def __init__(self, params, slow_s, **kwargs):
+        super().__init__(params, **kwargs)
+        self.slow_s = slow_s
+
+    def step(self, closure=None):
+        burn(self.slow_s)
+        return super().step(closure)
 
 
 def batches(loader, sampler):
@@ -163,7 +232,8 @@ def main(argv):
     args = parse_args(argv)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    for opt in ("slow_rank", "stall_rank", "leak_rank", "crash_rank"):
+    for opt in ("slow_rank", "stall_rank", "leak_rank", "spike_rank", "imbalance_rank",
+                "crash_rank"):
         if getattr(args, opt) >= world:
             print(f"{PROG}: --{opt.replace('_', '-')} {getattr(args, opt)} is not below "
                   f"WORLD_SIZE {world}", file=sys.stderr)
@@ -178,27 +248,37 @@ def main(argv):
         phase = lambda name: contextlib.nullcontext()  # noqa: E731
 
     stalling = rank == args.stall_rank
+    slow = {p: args.slow_ms / 1000.0 if rank == args.slow_rank and args.slow_phase == p else 0.0
+            for p in SLOW_PHASES}
     dataset = SyntheticDataset(
         args,
         stall_period=args.batch * args.accum * args.stall_every if stalling else 0,
-        stall_s=args.stall_ms / 1000.0)
+        stall_s=args.stall_ms / 1000.0,
+        burn_period=args.batch if slow["data"] else 0, burn_s=slow["data"])
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank,
                                  shuffle=True, seed=args.seed, drop_last=True)
     loader = DataLoader(dataset, batch_size=args.batch, sampler=sampler,
                         num_workers=args.workers, drop_last=True,
                         persistent_workers=args.workers > 0)
-    model = MLP(args, slow_s=args.slow_ms / 1000.0 if rank == args.slow_rank else 0.0)
+    model = MLP(args, forward_s=slow["forward"], backward_s=slow["backward"])
     ddp = DDP(model)
     arrival = {"armed": False}
     if args.explicit:
         mark_allreduce_arrival(model, stepscope, arrival)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    if slow["optimizer"]:
+        optimizer = SlowSGD(ddp.parameters(), slow["optimizer"], lr=args.lr, momentum=0.9)
+    else:
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     criterion = nn.CrossEntropyLoss()
 
     leak, leak_numel = [], 0
     if rank == args.leak_rank:
         leak_numel = int(args.leak_mb * (1 << 20)) // 4  # float32
     rss_marks = []
+    held = None  # the imbalance: tensors kept for the whole run
+    if rank == args.imbalance_rank:
+        held = torch.ones(int(args.imbalance_mb * (1 << 20)) // 4)
+    spike = None
 
     profiler = None
     if args.profile:
@@ -221,6 +301,9 @@ def main(argv):
                 raise RuntimeError(f"injected crash on rank {rank} in step {step}")
             if leak_numel:
                 leak.append(torch.ones(leak_numel))
+            if rank == args.spike_rank:
+                spike = (torch.ones(int(args.spike_mb * (1 << 20)) // 4)
+                         if step == args.spike_step else None)
             total = 0.0
             for micro in range(args.accum):
                 with phase("data"):
@@ -251,6 +334,7 @@ def main(argv):
     if profiler:
         profiler.stop()
 
+    del held, spike
     if leak_numel:
         report_leak(rank, args, leak_numel * 4, rss_marks)
     if rank == 0:

@@ -7,6 +7,7 @@
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
  *
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "guard.h"
 #include "http.h"
 #include "launcher.h"
 #include "nvml.h"
@@ -48,6 +50,9 @@ static void usage(FILE *out)
             "                                     Chrome trace (JSON)\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  guard [--db PATH] [--name NAME] [RUN]\n"
+            "                                     did the run regress against the\n"
+            "                                     comparable runs before it (exit 1)\n"
             "  upgrade [--db PATH]                bring an older store up to this\n"
             "                                     version (readers never write)\n"
             "  gpus [--watch SECONDS]             this machine's GPUs as NVML reads\n"
@@ -76,6 +81,8 @@ int main(int argc, char **argv)
         return ss_serve_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "guard") == 0)
+        return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)

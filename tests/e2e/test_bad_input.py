@@ -1,10 +1,11 @@
 """Bad input on the wire is rejected with a logged reason and harms no one:
 the same rank then connects properly and the run is recorded in full."""
+import subprocess
 import sys
 
 import pytest
 
-from conftest import SOURCE, example, run_job
+from conftest import SOURCE, STEPSCOPE, example, run_job
 
 BAD_CLIENT = str(SOURCE / "tests" / "e2e" / "bad_client.py")
 
@@ -29,3 +30,31 @@ def test_bad_connection_is_rejected_and_run_survives(store, mode, reason):
     assert len(events) == 2  # one per rank
     assert report["steps"]["count"] >= 28
     assert report["findings"] == []
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("-n", "2.6"), ("-n", " 2"), ("-n", "+2"), ("-n", "2x"), ("-n", "0"),
+    ("-n", "1e0"), ("--window", "64.0"), ("--grace", "1e1"),
+    ("--grace", " 5"), ("--grace", "5."), ("--grace", "0.0001"),
+    ("--connect-timeout", "-1"), ("--connect-timeout", "nan"),
+])
+def test_number_flags_are_parsed_strictly(tmp_path, flag, value):
+    # A flag's number is exactly what was typed: "-n 2.6" is not 3 ranks.
+    out = subprocess.run([str(STEPSCOPE), "run", "--db",
+                          str(tmp_path / "s.db"), flag, value, "--", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert f"'{value}'" in out.stderr, out.stderr
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("flag,value", [("--grace", "2.5"), ("--grace", "3"),
+                                        ("--connect-timeout", "0.5"),
+                                        ("-n", "2"), ("--window", "16")])
+def test_number_flags_take_what_they_should(tmp_path, flag, value):
+    ranks = [] if flag == "-n" else ["-n", "1"]
+    out = subprocess.run([str(STEPSCOPE), "run", "--no-http", "--db",
+                          str(tmp_path / "s.db"), *ranks, flag, value, "--",
+                          "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

@@ -269,6 +269,17 @@ def test_concurrent_large_steps_documents_bounded_memory(tmp_path,
         server.stop()
 
 
+def recv_until(sock, done, data=b""):
+    """Reads from SOCK until DONE(data) or the peer closes; never spins on
+    a closed socket (the socket's own timeout bounds each read)."""
+    while not done(data):
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
     try:  # a send buffer that takes the whole document frees its slot
         with open("/proc/sys/net/ipv4/tcp_wmem") as f:
@@ -289,14 +300,11 @@ def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
             socks.append(s)
         statuses, refusals = [], []
         for s in socks:
-            data = s.recv(64)
-            while b"\r\n" not in data:
-                data += s.recv(64)
+            data = recv_until(s, lambda d: b"\r\n" in d)
             status = int(data.split(b" ")[1])
             statuses.append(status)
-            if status == 503:
-                while b"\r\n\r\n" not in data or not data.endswith(b"\n"):
-                    data += s.recv(4096)
+            if status == 503:  # Connection: close, so the body ends at EOF
+                data = recv_until(s, lambda d: False, data)
                 refusals.append(json.loads(data.split(b"\r\n\r\n")[1]))
         assert sorted(statuses) == [200] * 8 + [503] * 8
         assert all("8 large documents" in r["error"] for r in refusals)

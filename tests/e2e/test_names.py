@@ -9,8 +9,9 @@ way every step of every rank is stored with its known values, and the
 loss shows in the summary and the store.
 """
 import sqlite3
+import subprocess
 
-from conftest import BUILD, run_job
+from conftest import BUILD, STEPSCOPE, run_job
 
 MANY_NAMES = BUILD / "tests" / "many_names"
 STEPS = 40
@@ -65,6 +66,16 @@ def test_ranks_over_the_run_name_limit_keep_their_steps(store):
     assert (f"{len(over)} rank{'s' if len(over) > 1 else ''} could not add "
             f"{refused_total} names to the run's {RUN_NAMES}: {values} "
             "phase, sync and metric values under them dropped") in job.stderr
+    # The report says it too, in text and JSON.
+    report = job.report()
+    assert report["dropped"]["names_over_limit"] == refused_total
+    assert report["dropped"]["values_over_limit"] == values
+    by_rank = {k["rank"]: k["names_over_limit"] for k in report["ranks"]}
+    assert by_rank == {r[0]: r[1] for r in ranks}
+    text = subprocess.run([str(STEPSCOPE), "report", "--db", str(store)],
+                          capture_output=True, text=True, timeout=60)
+    assert (f"over the run's name limit: {values} values under "
+            f"{refused_total} names") in text.stdout, text.stdout
 
 
 def test_a_process_over_its_own_name_limit_keeps_its_steps(store):

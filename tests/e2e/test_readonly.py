@@ -177,6 +177,7 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     # Version 2: without what later versions added (metrics, the name
     # limits, the host evidence).
     con.executescript(
+        "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
         "ALTER TABLE ranks DROP COLUMN names_over_limit;"
         "ALTER TABLE ranks DROP COLUMN values_over_limit;" +

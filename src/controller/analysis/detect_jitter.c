@@ -3,14 +3,17 @@
  * to step although no rank is to blame for it.
  *
  * It follows the median rank's step time, less the part of it the
- * straggler detector blames on the latest rank (ss__step_notes), over a
- * ring of the last jitter.window steps; a step with a data stall is left
- * out (data_stall explains it).  A step is an outlier above median +
+ * straggler detector blames on the latest rank or the host detector on
+ * what one rank alone lost to the host (ss__step_notes), over a ring of
+ * the last jitter.window steps; a step with a data stall is left out
+ * (data_stall explains it).  A step is an outlier above median +
  * max(jitter.mad_k robust sigmas, a relative floor, an absolute floor).
  * Enough outliers in the window, or a wide robust spread, open a finding,
  * which closes with hysteresis.  The finding names the phase whose median
  * rose most in the outlier steps and the ranks slowest in most of them.
  * docs/detectors.md, "jitter", states every rule and default.
+ * When the host's evidence shows every rank losing the time alike, the
+ * finding says so and blames no rank.
  */
 #include "detectors_internal.h"
 
@@ -31,6 +34,8 @@ typedef struct {
     ss__name_idx *blame;
     float *expl_ms;
     int32_t *worst;
+    float *host_ms;      /* what every rank lost to the host alike */
+    int8_t *host_cause;  /* the cause it lost most to */
     float *phase[SS_MAX_RUN_NAMES]; /* per phase median ms ring, lazy */
     /* scratch */
     int32_t *sort; /* jw */
@@ -87,7 +92,8 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
     double expl_sum[SS_MAX_RUN_NAMES];
     memset(votes, 0, sizeof votes);
     memset(expl_sum, 0, sizeof expl_sum);
-    double worst = 0;
+    double worst = 0, host_sum = 0;
+    uint32_t cause_votes[SS_HOST_CAUSES] = {0};
     uint64_t worst_step = 0, first = 0, last = 0;
     uint64_t oldest = jt->step[ss__ring_back(jt->head, jt->jw, n - 1)];
     uint64_t newest = jt->step[ss__ring_back(jt->head, jt->jw, 0)];
@@ -107,10 +113,27 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
             votes[jt->blame[k]]++;
             expl_sum[jt->blame[k]] += jt->expl_ms[k];
         }
+        jt->f64[out] = jt->raw[k] - jt->med;
+        host_sum += jt->host_ms[k];
+        if (jt->host_ms[k] > 0 && jt->host_cause[k] >= 0 &&
+            jt->host_cause[k] < SS_HOST_CAUSES)
+            cause_votes[jt->host_cause[k]]++;
         jt->sort[out++] = jt->worst[k];
     }
+    /* the host explains the slow steps when every rank lost, alike, at
+     * least host.explain_frac of a typical one's excess */
+    double host_ms = out ? host_sum / out : 0;
+    double excess = out ? ss_median_f64(jt->f64, out) : 0;
+    int host_cause = -1;
+    for (int c = 0; c < SS_HOST_CAUSES; c++)
+        if (cause_votes[c] &&
+            (host_cause < 0 || cause_votes[c] > cause_votes[host_cause]))
+            host_cause = c;
+    int by_host = host_cause >= 0 && excess > 0 &&
+                  host_ms >= d->p[P_H_EXPLAIN_FRAC] * excess;
     int32_t ranks[4];
-    uint32_t n_ranks = frequent_ranks(jt->sort, out, ranks, 4);
+    uint32_t n_ranks =
+        by_host ? 0 : frequent_ranks(jt->sort, out, ranks, 4);
     ss__set_ranks(f, ranks, n_ranks);
     int blame = NO_NAME;
     uint32_t best = 0;
@@ -153,6 +176,10 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
         ss__evidence_str(ev, "phase", f->phase);
         ss__evidence_num(ev, "explained_ms", round(expl * 10) / 10);
     }
+    if (by_host) {
+        ss__evidence_str(ev, "host_cause", ss__host_cause_name(host_cause, 0));
+        ss__evidence_num(ev, "host_all_ms", round(host_ms * 10) / 10);
+    }
     ss__evidence_end(ev, f);
     char a[32], b[32], c[32], e[32], phase[160] = "", who[160] = "";
     if (f->phase[0])
@@ -165,6 +192,11 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
                  "most often %s",
                  ss__fmt_ranks(list, sizeof list, ranks, n_ranks, n_ranks));
     }
+    if (by_host)
+        snprintf(who, sizeof who, "; the host explains it on every rank "
+                 "alike (%s ms of a slow step lost to %s), so no rank is to "
+                 "blame", ss__fmt_ms(e, sizeof e, host_ms),
+                 ss__host_cause_name(host_cause, 1));
     if (by_outliers)
         snprintf(f->message, sizeof f->message,
                  "step time jitters: %u of the last %u steps took longer "
@@ -196,9 +228,12 @@ static void jitter_step(void *state, ss_detectors *d,
     }
     /* In synchronized steps every rank waits for the latest one; that
      * part of the step belongs to the straggler detector, so jitter looks
-     * at the step time without it. */
+     * at the step time without it.  Likewise the part one rank alone lost
+     * to the host (a rank stopped inside the collective: every rank
+     * waited, but for it); the same delay may show as both, so the larger
+     * of the two is taken out. */
     double raw = (double)v->step_time.median / 1e6;
-    double x = raw - d->note.sync_late_ms;
+    double x = raw - fmax(d->note.sync_late_ms, d->note.host_late_ms);
     uint32_t jw = jt->jw, n = jt->fill;
     int outlier = 0;
     if (n >= ss__param_u32(d, P_J_MIN_STEPS)) {
@@ -248,6 +283,10 @@ static void jitter_step(void *state, ss_detectors *d,
     jt->blame[k] = (ss__name_idx)blame;
     jt->expl_ms[k] = (float)blame_ex;
     jt->worst[k] = v->step_time.worst_rank;
+    jt->host_ms[k] = (float)d->note.host_all_ms;
+    jt->host_cause[k] = (int8_t)(d->note.host_all_ms > 0
+                                     ? d->note.host_all_cause
+                                     : -1);
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
         if (jt->phase[p])
             jt->phase[p][k] = NAN;
@@ -309,6 +348,8 @@ static void jitter_destroy(void *state)
     free(jt->blame);
     free(jt->expl_ms);
     free(jt->worst);
+    free(jt->host_ms);
+    free(jt->host_cause);
     free(jt->sort);
     free(jt->f64);
     for (int i = 0; i < SS_MAX_RUN_NAMES; i++)
@@ -330,10 +371,13 @@ static void *jitter_create(ss_detectors *d)
     jt->blame = ss__zalloc(jt->jw, sizeof *jt->blame);
     jt->expl_ms = ss__zalloc(jt->jw, sizeof(float));
     jt->worst = ss__zalloc(jt->jw, sizeof(int32_t));
+    jt->host_ms = ss__zalloc(jt->jw, sizeof *jt->host_ms);
+    jt->host_cause = ss__zalloc(jt->jw, sizeof *jt->host_cause);
     jt->sort = ss__zalloc(jt->jw, sizeof(int32_t));
     jt->f64 = ss__zalloc(jt->jw, sizeof *jt->f64);
     if (!jt->ms || !jt->raw || !jt->step || !jt->out || !jt->blame ||
-        !jt->expl_ms || !jt->worst || !jt->sort || !jt->f64) {
+        !jt->expl_ms || !jt->worst || !jt->host_ms || !jt->host_cause ||
+        !jt->sort || !jt->f64) {
         jitter_destroy(jt);
         return NULL;
     }

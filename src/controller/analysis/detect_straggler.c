@@ -29,6 +29,8 @@
  * It tells jitter how late the latest rank was in a synchronized step
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
+ * A finding also names the host's cause when the host's evidence explains
+ * the lateness (ss__host_explain, detect_host.c).
  */
 #include "detectors_internal.h"
 
@@ -90,9 +92,7 @@ static const char *method_name(int m)
                                : "step_time";
 }
 
-/* P(X >= K) for X ~ Binomial(N, P), for K above the mean N * P; 1 when K
- * is not above it (no evidence, and the terms would not decrease). */
-static double binomial_upper_tail(uint32_t n, uint32_t k, double p)
+double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p)
 {
     if (k == 0 || p >= 1 || (double)k <= (double)n * p)
         return 1;
@@ -180,7 +180,7 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       double chance, double level)
 {
     if (n < 2 || (double)last <= chance ||
-        binomial_upper_tail(n, last, chance / n) > level)
+        ss__binomial_upper_tail(n, last, chance / n) > level)
         return 0;
     scope sc = {nback, 0, UINT64_MAX};
     uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
@@ -199,6 +199,7 @@ typedef struct {
     double explained_ms;
     int method, ref;
     uint64_t first, last;  /* first and last late step */
+    ss__host_cause host;   /* what the host says about those steps */
 } late_summary;
 
 static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
@@ -246,7 +247,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     out->n_seen = n;
     if (n == 0)
         return;
-    double tail = binomial_upper_tail(n, out->n_last, out->expected / n);
+    double tail = ss__binomial_upper_tail(n, out->n_last, out->expected / n);
     out->log10_p_last = tail > 0 ? log10(tail) : -300;
     uint32_t best = 0;
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
@@ -321,6 +322,7 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
         ss__evidence_str(ev, "phase", ss__name_of(d, s->blame));
         ss__evidence_num(ev, "explained_ms", round(s->explained_ms * 10) / 10);
     }
+    ss__host_cause_evidence(ev, &s->host);
     ss__evidence_end(ev, f);
     if (s->blame != NO_NAME && s->explained_ms > 0)
         snprintf(f->phase, sizeof f->phase, "%s", ss__name_of(d, s->blame));
@@ -365,6 +367,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     summarize(d, sg, r, &whole, &s);
     if (s.n_late == 0)
         return;
+    ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     if (opening)
         f->first_step = s.first;
     f->last_step = s.last;
@@ -373,13 +376,14 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] ? SS_CRITICAL
                                                    : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
-    char how[224], why[112], last[72];
+    char how[224], why[112], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
+    ss__host_cause_words(&s.host, host, sizeof host);
     snprintf(f->message, sizeof f->message,
              "rank %u is a persistent straggler: over the last %u steps "
-             "%s; %s%s.", r, s.n_seen, how, last, why);
+             "%s; %s%s%s.", r, s.n_seen, how, last, why, host);
     ss__finding_touch(d, sr->persistent);
 }
 
@@ -410,6 +414,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     summarize(d, sg, r, &sc, &s);
     if (s.n_late == 0)
         return;
+    ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
     if (!f)
         return;
@@ -422,14 +427,15 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
     straggler_evidence(d, f, "transient", &s);
-    char how[224], why[112], last[72];
+    char how[224], why[112], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
+    ss__host_cause_words(&s.host, host, sizeof host);
     snprintf(f->message, sizeof f->message,
              "rank %u was a transient straggler in steps %" PRIu64
-             " to %" PRIu64 ": %s; %s%s.",
-             r, sr->burst_first, sr->burst_last, how, last, why);
+             " to %" PRIu64 ": %s; %s%s%s.",
+             r, sr->burst_first, sr->burst_last, how, last, why, host);
     if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS))
         commit_pending(d, sg, r);
 }

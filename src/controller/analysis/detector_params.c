@@ -86,6 +86,10 @@ void ss__detector_params_resolve(const ss_detector_config *cfg,
         p[P_S_MIN_STEPS] = p[P_S_WINDOW];
     if (p[P_S_TRANSIENT] > p[P_S_WINDOW])
         p[P_S_TRANSIENT] = p[P_S_WINDOW];
+    if (p[P_H_MIN_STEPS] > p[P_H_WINDOW])
+        p[P_H_MIN_STEPS] = p[P_H_WINDOW];
+    if (p[P_H_MIN_EVENTS] > p[P_H_WINDOW])
+        p[P_H_MIN_EVENTS] = p[P_H_WINDOW];
     if (p[P_J_MIN_STEPS] > p[P_J_WINDOW])
         p[P_J_MIN_STEPS] = p[P_J_WINDOW];
 }

@@ -49,6 +49,25 @@
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
       "sync-phase rule only when the step-time spread is below this "         \
       "fraction of the shortest wait's gap to the median wait")               \
+    X(P_H_WINDOW, "host.window", 100, "steps", 10, 1024,                      \
+      "recent steps each rank's host evidence is judged over")                \
+    X(P_H_MIN_STEPS, "host.min_steps", 20, "steps", 1, 1024,                  \
+      "steps with host evidence a rank needs before it is judged")            \
+    X(P_H_MIN_SHARE, "host.min_share", 0.05, "ratio", 0, 100,                 \
+      "a rank loses this fraction of its step time more than the median "     \
+      "rank to one cause (run-queue delay, stops, CPU quota)...")             \
+    X(P_H_PEER_FACTOR, "host.peer_factor", 1.5, "ratio", 1, 1e6,              \
+      "...and at least this multiple of the median rank's share")             \
+    X(P_H_EXPLAIN_FRAC, "host.explain_frac", 0.5, "ratio", 0, 100,            \
+      "a slow step is one rank's when the step ran over the window's median " \
+      "step by this fraction of what that rank alone lost")                   \
+    X(P_H_MIN_EVENTS, "host.min_events", 5, "steps", 1, 1024,                 \
+      "slow steps one rank must explain in the window to be named for them")  \
+    X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
+      "false alarms: chance per window that a rank of a clean job is named "  \
+      "for a cause (split over ranks and causes)")                            \
+    X(P_H_CRIT_FRAC, "host.critical_frac", 0.25, "ratio", 0, 100,             \
+      "critical when the lost time costs the job this fraction of a step")    \
     X(P_D_MIN_MS, "data_stall.min_ms", 20, "ms", 0, 1e9,                      \
       "a data phase stalls when it exceeds the median rank's by this much...")\
     X(P_D_FACTOR, "data_stall.factor", 4, "ratio", 1, 1e6,                    \
@@ -120,8 +139,8 @@ _Static_assert(P_COUNT <= 64, "ss_detector_config holds 64 values");
 
 /* Fills P with CFG's values (defaults when CFG is NULL), each one NaN
  * replaced by its default and clamped into its [min, max]; then lowers
- * straggler.min_steps, straggler.transient_steps and jitter.min_steps to
- * their windows.  Never fails. */
+ * straggler.min_steps, straggler.transient_steps, host.min_steps,
+ * host.min_events and jitter.min_steps to their windows.  Never fails. */
 void ss__detector_params_resolve(const ss_detector_config *cfg,
                                  double p[P_COUNT]);
 

@@ -7,6 +7,9 @@
  * (detectors_internal.h):
  *
  *   detect_data_stall.c  a data-loading phase far above the median rank's
+ *   detect_host.c        a rank that loses its step time to the host (run-
+ *                        queue delay, stops, CPU quota), steadily or in the
+ *                        job's slow steps
  *   detect_straggler.c   a rank the others wait for, persistent or
  *                        transient, with the phase that explains it
  *   detect_jitter.c      outliers and spread of the median-rank step time
@@ -16,8 +19,9 @@
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
  * saw a stall in and the part of the step straggler blames on the latest
- * rank (ss__step_notes), and finding ids follow the order findings are
- * opened in.
+ * rank or the host detector on one rank's lost time (ss__step_notes), the
+ * straggler asks the host detector about the step it just recorded, and
+ * finding ids follow the order findings are opened in.
  *
  * The first warmup_steps finalized steps are ignored by all of them.
  * Findings are kept in a table (at most MAX_FINDINGS); each is emitted when
@@ -34,6 +38,7 @@
 
 static const ss__detector *const detector_table[] = {
     &ss__data_stall_detector,
+    &ss__host_detector,
     &ss__straggler_detector,
     &ss__jitter_detector,
     &ss__memory_detector,
@@ -114,6 +119,14 @@ static void flush_findings(ss_detectors *d)
             (!slot->emitted || d->n_steps - slot->emitted_at >= every))
             finding_emit(d, slot);
     }
+}
+
+void *ss__detector_state(const ss_detectors *d, const ss__detector *detector)
+{
+    for (size_t i = 0; i < N_DETECTORS; i++)
+        if (detector_table[i] == detector)
+            return d->state ? d->state[i] : NULL;
+    return NULL;
 }
 
 /* ---- life cycle ---- */

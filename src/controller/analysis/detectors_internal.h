@@ -37,6 +37,16 @@ typedef struct {
     int data_stall;      /* data_stall saw a stall in this step */
     double sync_late_ms; /* straggler: the latest rank's lateness, synced
                             steps only; 0 otherwise */
+    double host_late_ms; /* host: what one rank, named for it, alone lost
+                            to the host (run-queue delay, stops,
+                            throttling) in a step that ran over the
+                            window's median step, up to that excess; 0
+                            otherwise */
+    double host_all_ms;  /* host: what the median rank lost to the host in
+                            this step (every rank alike), ms; 0 when none */
+    int host_all_cause;  /* host: the cause the median rank lost most to
+                            (ss__host_cause_name); valid when host_all_ms
+                            is above 0 */
 } ss__step_notes;
 
 typedef struct ss__detector ss__detector;
@@ -81,6 +91,7 @@ struct ss__detector {
 };
 
 /* The detectors, one per file. */
+extern const ss__detector ss__host_detector;        /* detect_host.c */
 extern const ss__detector ss__straggler_detector;   /* detect_straggler.c */
 extern const ss__detector ss__data_stall_detector;  /* detect_data_stall.c */
 extern const ss__detector ss__jitter_detector;      /* detect_jitter.c */
@@ -106,6 +117,49 @@ void ss__finding_touch(ss_detectors *d, int32_t idx);
  * ss__finding_open.  For a finding a detector prepared outside the table
  * until it was sure of it. */
 int32_t ss__finding_publish(ss_detectors *d, const ss_finding *content);
+
+/* The state DETECTOR's create returned for D, NULL when it is not in the
+ * driver's table.  For a detector that asks another one about what it
+ * keeps (the straggler asks the host detector, ss__host_explain). */
+void *ss__detector_state(const ss_detectors *d, const ss__detector *detector);
+
+/* ---- what the host says about a rank (detect_host.c) ---- */
+
+/* The host causes: 0 run-queue delay, 1 stops, 2 CPU quota throttling. */
+#define SS_HOST_CAUSES 3
+
+/* Whether the host explains a rank's lateness, and by what. */
+typedef struct {
+    int cause;             /* -1: the host does not explain it; otherwise
+                              0 .. SS_HOST_CAUSES - 1 */
+    double ms_per_step;    /* what the rank lost to that cause per step */
+    double median_rank_ms; /* what the median rank lost to it per step */
+    uint32_t steps;        /* steps both were measured over */
+} ss__host_cause;
+
+/*
+ * What the host saw of rank R over the steps FIRST..LAST that the host
+ * detector still keeps: the cause (run-queue delay, stops, throttling) by
+ * which R lost the most time per step beyond the median rank.  It explains
+ * a lateness of LATE_MS when that excess is at least straggler.blame_frac
+ * of it and R lost at least host.peer_factor times the median rank;
+ * otherwise OUT->cause is -1 (also when no host evidence is kept).
+ */
+void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
+                      uint64_t last, double late_ms, ss__host_cause *out);
+/* The clause for a finding's message: "; the host explains it: it waited
+ * for a CPU 3.1 ms per step (median rank 0.2 ms)", or "" when HC explains
+ * nothing.  Returns BUF. */
+const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
+                                 size_t len);
+/* The name of host cause CAUSE: its evidence key ("run_queue",
+ * "stopped", "throttled"), or with WORDS its words in a message
+ * ("run-queue delay", "stops", "CPU quota throttling"); "?" when CAUSE is
+ * not one. */
+const char *ss__host_cause_name(int cause, int words);
+/* Adds host_cause, host_ms_per_step and host_median_rank_ms to evidence
+ * EV; nothing when HC explains nothing. */
+void ss__host_cause_evidence(ss_buf *ev, const ss__host_cause *hc);
 
 /* ---- wording and evidence (detector_text.c) ---- */
 
@@ -137,6 +191,11 @@ void ss__evidence_int(ss_buf *ev, const char *key, int64_t value);
 void ss__evidence_end(ss_buf *ev, ss_finding *f);
 
 /* ---- small shared helpers ---- */
+
+/* P(X >= K) for X ~ Binomial(N, P), for K above the mean N * P; 1 when K
+ * is not above it (no evidence, and the terms would not decrease).
+ * (detect_straggler.c) */
+double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p);
 
 /* calloc that never asks for 0 bytes: a 0-rank world still gets a
  * pointer, so "NULL" means out-of-memory alone. */

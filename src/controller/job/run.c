@@ -37,11 +37,13 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "fingerprint.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
 #include "launcher.h"
 #include "lifecycle.h"
+#include "numparse.h"
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
@@ -523,14 +525,43 @@ static void list_params(void)
                p->unit ? p->unit : "", p->doc);
 }
 
-static int parse_uint(const char *s, double scale, uint32_t max, uint32_t *out)
+/* A whole number from 0 to MAX, exactly as typed ("4", not " 4", "4.0"
+ * or "+4"). */
+static int parse_count(const char *s, uint32_t max, uint32_t *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || v < 0 || v * scale > max)
+    int64_t v;
+    if (ss_parse_i64(s, 0, max, &v))
         return -1;
-    *out = (uint32_t)(v * scale + 0.5);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Seconds as typed, with up to three decimals ("10", "0.5", "2.125"), into
+ * milliseconds up to MAX_MS. */
+static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
+{
+    const char *dot = strchr(s, '.');
+    char whole[24];
+    size_t n = dot ? (size_t)(dot - s) : strlen(s);
+    if (n == 0 || n >= sizeof whole)
+        return -1;
+    memcpy(whole, s, n);
+    whole[n] = '\0';
+    int64_t sec, frac = 0;
+    if (ss_parse_i64(whole, 0, max_ms / 1000 + 1, &sec))
+        return -1;
+    if (dot) {
+        size_t digits = strlen(dot + 1);
+        if (digits == 0 || digits > 3 || dot[1] == '-' ||
+            ss_parse_i64(dot + 1, 0, 999, &frac))
+            return -1;
+        for (size_t i = digits; i < 3; i++)
+            frac *= 10;
+    }
+    int64_t ms = sec * 1000 + frac;
+    if (ms > max_ms)
+        return -1;
+    *out = (uint32_t)ms;
     return 0;
 }
 
@@ -560,7 +591,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         char err[200];
         switch (c) {
         case 'n':
-            if (parse_uint(optarg, 1, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
+            if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
                 r->nprocs == 0) {
                 fprintf(stderr, "stepscope run: -n wants a number of ranks "
                         "from 1 to %d, not '%s'\n", SS_LAUNCH_MAX_RANKS, optarg);
@@ -571,20 +602,21 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         case 'd': r->db_path = optarg; break;
         case 'l': r->log_dir = optarg; break;
         case 'g':
-            if (parse_uint(optarg, 1000, 3600 * 1000, &r->grace_ms)) {
-                fprintf(stderr, "stepscope run: bad --grace '%s'\n", optarg);
+            if (parse_seconds_ms(optarg, 3600 * 1000, &r->grace_ms)) {
+                fprintf(stderr, "stepscope run: bad --grace '%s' (seconds, "
+                        "e.g. 10 or 2.5)\n", optarg);
                 return 2;
             }
             break;
         case 'c':
-            if (parse_uint(optarg, 1000, 86400u * 1000, &r->connect_timeout_ms)) {
-                fprintf(stderr, "stepscope run: bad --connect-timeout '%s'\n",
-                        optarg);
+            if (parse_seconds_ms(optarg, 86400u * 1000, &r->connect_timeout_ms)) {
+                fprintf(stderr, "stepscope run: bad --connect-timeout '%s' "
+                        "(seconds, e.g. 60 or 0.5)\n", optarg);
                 return 2;
             }
             break;
         case 'w':
-            if (parse_uint(optarg, 1, 1 << 20, &r->agg_cfg.window_steps) ||
+            if (parse_count(optarg, 1 << 20, &r->agg_cfg.window_steps) ||
                 r->agg_cfg.window_steps < 2) {
                 fprintf(stderr, "stepscope run: bad --window '%s' (2 or more "
                         "steps)\n", optarg);
@@ -613,7 +645,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         }
         case 'q': r->quiet = 1; break;
         case 0x102:
-            if (parse_uint(optarg, 1, 60000, &r->host_interval_ms)) {
+            if (parse_count(optarg, 60000, &r->host_interval_ms)) {
                 fprintf(stderr, "stepscope run: bad --host-interval '%s' "
                         "(milliseconds, 0 to 60000; 0 turns host evidence "
                         "off)\n", optarg);
@@ -841,7 +873,16 @@ static int start(run_ctx *r, char *err, size_t errlen)
     info.world_size = r->nprocs;
     info.started_at = wall_now();
     gethostname(info.host, sizeof info.host - 1);
-    if (ss_store_begin_run(r->store, &info, &r->run_id, serr, sizeof serr)) {
+    ss_fingerprint_sources fsrc;
+    ss_fingerprint_sources_default(&fsrc);
+    ss_buf fingerprint = {0};
+    ss_fingerprint_collect(&fingerprint, r->argv, info.command, r->nprocs, 1,
+                           &fsrc);
+    info.fingerprint = fingerprint.oom ? NULL : fingerprint.data;
+    int begun = ss_store_begin_run(r->store, &info, &r->run_id, serr,
+                                   sizeof serr);
+    ss_buf_free(&fingerprint);
+    if (begun != 0) {
         snprintf(err, errlen, "%s", serr);
         return -1;
     }

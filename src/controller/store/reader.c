@@ -39,6 +39,7 @@
  * phase_starts, phase_counts, syncs), and the one that added metrics. */
 #define SCHEMA_TIMELINES 2
 #define SCHEMA_METRICS 3
+#define SCHEMA_NAME_LIMIT 4
 #define SCHEMA_HOST SS_SCHEMA_HOST
 /* The host columns of rank_steps, in ss_host_step's order (11). */
 #define HOST_SELECT                                                           \
@@ -507,6 +508,7 @@ static void rank_row_init(ss_rank_row *k, int64_t rank)
     k->rank = rank;
     k->pid = k->exit_code = k->term_signal = k->last_step = SS_MISSING;
     k->dropped_events = k->dropped_records = SS_MISSING;
+    k->names_over_limit = k->values_over_limit = SS_MISSING;
     k->step_ns_max = k->max_rss_bytes = k->max_device_bytes = SS_MISSING;
     k->median_step_ns = k->p90_step_ns = SS_MISSING;
 }
@@ -662,10 +664,16 @@ int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
     for (int64_t i = 0; i < world; i++)
         rank_row_init(&k[i], i);
 
-    sqlite3_stmt *st = prep(r, "SELECT rank, host, state, pid, exit_code, "
-                               "term_signal, last_step, dropped_events, "
-                               "dropped_records FROM ranks "
-                               "WHERE run_id = ?1 AND attempt = ?2",
+    sqlite3_stmt *st = prep(r, r->version >= SCHEMA_NAME_LIMIT
+                               ? "SELECT rank, host, state, pid, exit_code, "
+                                 "term_signal, last_step, dropped_events, "
+                                 "dropped_records, names_over_limit, "
+                                 "values_over_limit FROM ranks "
+                                 "WHERE run_id = ?1 AND attempt = ?2"
+                               : "SELECT rank, host, state, pid, exit_code, "
+                                 "term_signal, last_step, dropped_events, "
+                                 "dropped_records, NULL, NULL FROM ranks "
+                                 "WHERE run_id = ?1 AND attempt = ?2",
                             args, 2);
     rc = st ? 0 : SS_READ_ERROR;
     while (st && (rc = next_row(r, st)) == 1) {
@@ -685,6 +693,8 @@ int ss_reader_ranks(ss_reader *r, int64_t run_id, int64_t attempt,
         x->last_step = col_i64(st, 6);
         x->dropped_events = col_i64(st, 7);
         x->dropped_records = col_i64(st, 8);
+        x->names_over_limit = col_i64(st, 9);
+        x->values_over_limit = col_i64(st, 10);
     }
     sqlite3_finalize(st);
 
@@ -1617,6 +1627,28 @@ int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
         *first = col_i64(st, 0);
         *last = col_i64(st, 1);
     }
+    sqlite3_finalize(st);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- run fingerprints ---- */
+
+/* The version that added runs.fingerprint. */
+#define SCHEMA_FINGERPRINT 5
+
+int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json)
+{
+    *json = NULL;
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SCHEMA_FINGERPRINT)
+        return rc;
+    sqlite3_stmt *st = prep(r, "SELECT fingerprint FROM runs WHERE id = ?1",
+                            &run_id, 1);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1 && col_dup(st, 0, json) != 0)
+        rc = oom(r);
     sqlite3_finalize(st);
     return rc < 0 ? rc : 0;
 }

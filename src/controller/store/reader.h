@@ -147,6 +147,9 @@ typedef struct {
     int64_t pid, exit_code, term_signal;
     int64_t last_step; /* the later of the launcher's and the store's */
     int64_t dropped_events, dropped_records;
+    /* names the run's full name table refused, and the values under them
+     * that were dropped (SS_MISSING in stores older than schema 4) */
+    int64_t names_over_limit, values_over_limit;
     /* over every step written (rank_totals), kept or not */
     int64_t steps, step_ns_n, step_ns_sum, step_ns_max;
     int64_t max_rss_bytes, max_device_bytes;
@@ -445,5 +448,12 @@ int ss_reader_world_size(ss_reader *r, int64_t run_id, int64_t *world);
 int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
                           const ss_step_window *window, int64_t *first,
                           int64_t *last);
+
+/* ---- run fingerprints (docs/guard.md) ---- */
+
+/* The fingerprint recorded at launch for RUN_ID (a JSON object, caller
+ * frees) into *JSON, NULL for a run recorded before fingerprints (schema
+ * version 5).  SS_READ_NOT_FOUND when there is no such run. */
+int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json);
 
 #endif

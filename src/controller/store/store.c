@@ -1324,8 +1324,8 @@ int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
                        char *err, size_t errlen)
 {
     static const char sql[] =
-        "INSERT INTO runs(uuid, name, command, host, world_size, started_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        "INSERT INTO runs(uuid, name, command, host, world_size, started_at, "
+        "fingerprint) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
     pthread_mutex_lock(&s->dbmu);
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
@@ -1336,6 +1336,8 @@ int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
         sqlite3_bind_text(q, 4, info->host, -1, SQLITE_STATIC);
         sqlite3_bind_int64(q, 5, info->world_size);
         sqlite3_bind_int64(q, 6, info->started_at);
+        if (info->fingerprint)
+            sqlite3_bind_text(q, 7, info->fingerprint, -1, SQLITE_STATIC);
         rc = sqlite3_step(q);
     }
     if (rc == SQLITE_DONE) {

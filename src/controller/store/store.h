@@ -66,6 +66,7 @@ typedef struct {
     uint32_t world_size;
     ss_wall_ns started_at;
     char host[256];
+    const char *fingerprint; /* JSON object (docs/guard.md); NULL: none */
 } ss_run_info;
 
 /* Inserts the run synchronously and returns its numeric id in *RUN_ID (0),

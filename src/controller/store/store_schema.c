@@ -216,7 +216,11 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE ranks ADD COLUMN names_over_limit INTEGER;"
     "ALTER TABLE ranks ADD COLUMN values_over_limit INTEGER;",
 
-    /* 8: what the host saw of the rank's process tree during the step
+    /* 5: the run's fingerprint, what it ran on (docs/guard.md): a JSON
+     * object written at launch, NULL for runs recorded before version 5. */
+    "ALTER TABLE runs ADD COLUMN fingerprint TEXT;",
+
+    /* 6: what the host saw of the rank's process tree during the step
      * (ss_host_step, read by the controller from /proc and the rank's
      * cgroup): CPU time, run-queue delay, stopped time, throttled time (ns),
      * CFS periods throttled, voluntary and involuntary context switches,

@@ -264,6 +264,7 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN metrics;"
                           "ALTER TABLE rank_steps DROP COLUMN syncs;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_counts;"
@@ -385,6 +386,32 @@ static void escapes_names_in_row_json(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps, "
                                "json_each(metrics) WHERE key = "
                                "'lo\xc3\x9f'"), 2);
+}
+
+/* The fingerprint given at launch is kept as it was given; a run begun
+ * without one has NULL there. */
+static void keeps_the_run_fingerprint(void)
+{
+    char path[600], buf[256];
+    testing_tmp_path("fingerprint.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    ss_run_info info = {.world_size = 2, .started_at = 1700000000,
+                        .fingerprint = "{\"world_size\":2,\"cpu\":\"x\"}"};
+    snprintf(info.name, sizeof info.name, "train");
+    int64_t with = -1;
+    char err[256];
+    REQUIRE(ss_store_begin_run(s, &info, &with, err, sizeof err) == 0);
+    int64_t without = begin_run(s, 2);
+    ss_store_close(s);
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT fingerprint FROM runs WHERE id = %lld",
+             (long long)with);
+    CHECK_STR(sql_text(path, sql, buf, sizeof buf),
+              "{\"world_size\":2,\"cpu\":\"x\"}");
+    snprintf(sql, sizeof sql, "SELECT fingerprint IS NULL FROM runs WHERE "
+             "id = %lld", (long long)without);
+    CHECK_EQ_INT(sql_int(path, sql), 1);
 }
 
 static void writes_everything_and_reads_back(void)
@@ -858,6 +885,7 @@ static void default_path_follows_xdg(void)
 }
 
 TEST_LIST(TEST(creates_migrates_and_reopens),
+          TEST(keeps_the_run_fingerprint),
           TEST(refuses_foreign_sqlite_file),
           TEST(refuses_garbage_file),
           TEST(refuses_newer_version), TEST(migrates_version_1),

@@ -255,6 +255,10 @@ static void json_ranks(out *o, const ss_report *rp)
         ss_buf_json_int(b, k->dropped_events);
         ss_buf_puts(b, ", \"dropped_records\": ");
         ss_buf_json_int(b, k->dropped_records);
+        ss_buf_puts(b, ", \"names_over_limit\": ");
+        ss_buf_json_int(b, k->names_over_limit);
+        ss_buf_puts(b, ", \"values_over_limit\": ");
+        ss_buf_json_int(b, k->values_over_limit);
         json_rank_host(b, rp, i);
         ss_buf_puts(b, "}");
         maybe_flush(o);
@@ -273,6 +277,12 @@ static void json_tail(out *o, const ss_report *rp)
     ss_buf_json_int(b, rec);
     ss_buf_puts(b, ", \"rank_steps\": ");
     ss_buf_json_int(b, rp->run.dropped_rank_steps);
+    int64_t names, values, ranks;
+    ss_report_names_over_limit(rp, &names, &values, &ranks);
+    ss_buf_puts(b, ", \"names_over_limit\": ");
+    ss_buf_json_int(b, names);
+    ss_buf_puts(b, ", \"values_over_limit\": ");
+    ss_buf_json_int(b, values);
     ss_buf_puts(b, "},\n  \"events\": [");
     for (size_t i = 0; i < rp->n_events; i++) {
         const ss_event_row *e = &rp->events[i];

@@ -366,6 +366,23 @@ void ss_report_free(ss_report *rp)
     memset(rp, 0, sizeof *rp);
 }
 
+void ss_report_names_over_limit(const ss_report *rp, int64_t *names,
+                                int64_t *values, int64_t *ranks)
+{
+    *names = *values = *ranks = SS_MISSING;
+    for (size_t i = 0; i < rp->n_ranks; i++) {
+        const ss_rank_row *k = &rp->ranks[i];
+        if (k->names_over_limit == SS_MISSING)
+            continue;
+        *names = (*names == SS_MISSING ? 0 : *names) + k->names_over_limit;
+        *values = (*values == SS_MISSING ? 0 : *values) +
+                  (k->values_over_limit == SS_MISSING ? 0
+                                                      : k->values_over_limit);
+        *ranks = (*ranks == SS_MISSING ? 0 : *ranks) +
+                 (k->names_over_limit > 0);
+    }
+}
+
 void ss_report_dropped(const ss_report *rp, int64_t *events,
                        int64_t *records)
 {

@@ -91,6 +91,11 @@ void ss_report_free(ss_report *rp);
 
 /* The totals of dropped data: the run's own when it ended, else the sum of
  * what the ranks reported so far. */
+/* Over the ranks: names the run's name table refused, the values under them
+ * that were dropped, and how many ranks had any (SS_MISSING when the store
+ * does not know). */
+void ss_report_names_over_limit(const ss_report *rp, int64_t *names,
+                                int64_t *values, int64_t *ranks);
 void ss_report_dropped(const ss_report *rp, int64_t *events,
                        int64_t *records);
 

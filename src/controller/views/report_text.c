@@ -504,9 +504,26 @@ static void text_dropped_and_events(FILE *f, const ss_report *rp)
     char a[32], b[32], c[32];
     ss_report_dropped(rp, &ev, &rec);
     fprintf(f, "DROPPED  by the ranks: %s events, %s records; by the store: "
-               "%s rank-steps\n\n",
+               "%s rank-steps",
             fmt_int(a, sizeof a, ev), fmt_int(b, sizeof b, rec),
             fmt_int(c, sizeof c, rp->run.dropped_rank_steps));
+    int64_t names, values, ranks;
+    ss_report_names_over_limit(rp, &names, &values, &ranks);
+    if (names != SS_MISSING && names > 0) {
+        fprintf(f, "; over the run's name limit: %" PRId64 " value%s under %"
+                   PRId64 " name%s (rank%s",
+                values, values == 1 ? "" : "s", names, names == 1 ? "" : "s",
+                ranks == 1 ? "" : "s");
+        const char *sep = " ";
+        for (size_t i = 0; i < rp->n_ranks; i++)
+            if (rp->ranks[i].names_over_limit > 0 &&
+                rp->ranks[i].names_over_limit != SS_MISSING) {
+                fprintf(f, "%s%" PRId64, sep, rp->ranks[i].rank);
+                sep = ", ";
+            }
+        fputc(')', f);
+    }
+    fputs("\n\n", f);
 
     size_t notable = 0;
     for (size_t i = 0; i < rp->n_events; i++)

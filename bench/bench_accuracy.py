@@ -1,0 +1,765 @@
+"""bench_accuracy.py - does stepscope name the right rank, phase and cause?
+
+A scenario matrix on real PyTorch DDP jobs (examples/ddp_train.py: gloo,
+CPU) under `stepscope run --auto`.  Each scenario injects one fault (or
+none, in the clean runs) and says what a correct diagnosis is: the kind of
+finding, the rank, and the phase or the cause.  Faults inside the script
+are its own switches (--slow-rank/--slow-phase, --stall-rank, --leak-rank,
+--spike-rank, --imbalance-rank); faults of the host are applied from
+outside to the rank's process once the job has begun stepping:
+
+  nice      the rank's threads at nice 19 (its CPU goes to the others)
+  hog       the rank and busy loops pinned to the same CPU
+  throttle  the rank moved into a new cgroup with a CPU quota (cgroup v2
+            cpu.max where the cpu controller is on v2, else v1
+            cpu.cfs_quota_us / cpu.cfs_period_us; needs root)
+  stops     SIGSTOP for 30 ms every 100 ms, then SIGCONT
+
+Every run's findings (`stepscope report --json`) are graded against the
+scenario's expectations, the table EXPECT below:
+
+  right   a finding matches one of the expected alternatives: its kind,
+          exactly the expected rank, and the phase or cause when one is
+          given (a clean run is right when it has no finding)
+  wrong   findings, but none that matches
+  missed  no finding at all
+  error   the job failed or timed out (counted as not right)
+
+Findings of a fault run that match nothing and do not name the faulty rank
+are counted as unrelated (false) findings.  The output is a table, one row
+per scenario, with the totals: recall over the fault runs, how many
+scenarios were right in every repetition, and the findings on clean runs
+split into critical and warning.  It is a benchmark, not a test: on a
+shared machine the numbers move from run to run.
+
+    /usr/bin/python3 bench/bench_accuracy.py [--reps 3] [--only A,B] [--list]
+                                             [--out FILE.md] [--keep-db DIR]
+
+Needs the build (STEPSCOPE_BUILD, default ./build; `make bench-accuracy`
+builds it first) and PyTorch.  The full matrix takes about 20 minutes on
+2 cores.  Exit status: 0 when every run was made, 1 when some run could
+not be (a job error or timeout), 2 for a usage error.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
+TRAIN = SOURCE / "examples" / "ddp_train.py"
+RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
+
+
+# ---------------------------------------------------------------------------
+# What a correct diagnosis is, per scenario.  Each entry lists alternatives;
+# a run is right when one finding matches one of them.  Adjust here as the
+# detectors learn to name more (e.g. a cause).
+
+ANY = "any phase"
+
+
+@dataclass(frozen=True)
+class Want:
+    """One acceptable finding: KIND naming exactly [RANK]; PHASE unless it
+    is ANY (None: the finding must name no phase); CAUSE when given, a
+    substring of the finding's cause (its `cause` field or evidence key)."""
+    kind: str
+    rank: int
+    phase: object = ANY
+    cause: str = None
+
+    def describe(self):
+        text = f"{self.kind} r{self.rank}"
+        if self.phase != ANY:
+            text += f" {self.phase or '-'}"
+        if self.cause:
+            text += f" cause~{self.cause}"
+        return text
+
+
+CLEAN = ()  # no finding at all
+
+EXPECT = {
+    "clean-2": CLEAN,
+    "clean-4": CLEAN,
+    "clean-8": CLEAN,
+    "clean-2-short": CLEAN,
+    "clean-4-short": CLEAN,
+    "clean-8-short": CLEAN,
+    "clean-4-long": CLEAN,
+    "slow-forward": (Want("straggler", 2, "forward"),),
+    "slow-backward": (Want("straggler", 1, "backward"),),
+    "slow-optimizer": (Want("straggler", 3, "optimizer"),),
+    "slow-data": (Want("straggler", 2, "data"), Want("data_stall", 2)),
+    "data-stall": (Want("data_stall", 1),),
+    "slow-3ms-11ms-step": (Want("straggler", 1, "forward"),),
+    "slow-1ms-short-step": (Want("straggler", 1, "forward"),),
+    "slow-forward-8-ranks": (Want("straggler", 5, "forward"),),
+    "nice-19": (Want("cpu_starved", 2), Want("straggler", 2, cause="cpu")),
+    "cpu-hog": (Want("cpu_starved", 1), Want("straggler", 1, cause="cpu")),
+    "cgroup-throttle": (Want("cpu_throttled", 2), Want("straggler", 2, cause="throttl")),
+    "sigstop-hiccups": (Want("stopped", 3), Want("straggler", 3, cause="stop"),
+                        Want("jitter", 3, cause="stop")),
+    "memory-leak": (Want("memory_creep", 1),),
+    "memory-spike": (Want("memory_spike", 2),),
+    "memory-imbalance": (Want("memory_imbalance", 3),),
+}
+
+
+# ---------------------------------------------------------------------------
+# The workloads.  Step times measured on 2 idle cores: default model ~23 ms
+# on 4 ranks, ~57 ms on 8; "short" ~1.3 ms on 2 ranks, ~6 ms on 4; the
+# 11 ms step ~9 ms before its 3 ms straggler; "long" ~125 ms on 4.
+
+SHORT = ("--hidden", "32", "--layers", "1", "--batch", "8")
+MID = ("--hidden", "128", "--layers", "1", "--batch", "16")
+LONG = ("--hidden", "512", "--layers", "2", "--batch", "64")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    what: str               # one line for people
+    ranks: int
+    steps: int
+    args: tuple = ()        # more ddp_train.py arguments
+    host: str = None        # a host fault: nice, hog, throttle, stops
+    host_rank: int = None
+    timeout_s: int = 180
+
+
+SCENARIOS = (
+    Scenario("clean-2", "no fault", 2, 150),
+    Scenario("clean-4", "no fault", 4, 150),
+    Scenario("clean-8", "no fault, ranks outnumber cores", 8, 100),
+    Scenario("clean-2-short", "no fault, ~1.3 ms steps", 2, 400, SHORT),
+    Scenario("clean-4-short", "no fault, ~6 ms steps", 4, 300, SHORT),
+    Scenario("clean-8-short", "no fault, short steps, ranks outnumber cores", 8, 200, SHORT),
+    Scenario("clean-4-long", "no fault, ~125 ms steps", 4, 50, LONG),
+    Scenario("slow-forward", "rank 2: +40 ms compute in forward", 4, 100,
+             ("--slow-rank", "2", "--slow-phase", "forward", "--slow-ms", "40")),
+    Scenario("slow-backward", "rank 1: +40 ms compute in backward", 4, 100,
+             ("--slow-rank", "1", "--slow-phase", "backward", "--slow-ms", "40")),
+    Scenario("slow-optimizer", "rank 3: +40 ms compute in the optimizer step", 4, 100,
+             ("--slow-rank", "3", "--slow-phase", "optimizer", "--slow-ms", "40")),
+    Scenario("slow-data", "rank 2: +40 ms compute reading each batch", 4, 100,
+             ("--slow-rank", "2", "--slow-phase", "data", "--slow-ms", "40")),
+    Scenario("data-stall", "rank 1: a 150 ms read every 10 steps", 4, 120,
+             ("--stall-rank", "1", "--stall-ms", "150", "--stall-every", "10")),
+    Scenario("slow-3ms-11ms-step", "rank 1: +3 ms in forward of a ~11 ms step", 4, 250,
+             MID + ("--slow-rank", "1", "--slow-ms", "3")),
+    Scenario("slow-1ms-short-step", "rank 1: +1 ms in forward of a ~1.3 ms step", 2, 400,
+             SHORT + ("--slow-rank", "1", "--slow-ms", "1")),
+    Scenario("slow-forward-8-ranks", "rank 5: +40 ms compute in forward", 8, 100,
+             ("--slow-rank", "5", "--slow-ms", "40")),
+    Scenario("nice-19", "rank 2 at nice 19", 4, 200, host="nice", host_rank=2),
+    Scenario("cpu-hog", "rank 1 pinned to a CPU with 2 busy loops", 2, 200,
+             host="hog", host_rank=1),
+    Scenario("cgroup-throttle", "rank 2 in a cgroup with 10 % of a CPU", 4, 120,
+             host="throttle", host_rank=2),
+    Scenario("sigstop-hiccups", "rank 3 stopped 30 ms every 100 ms", 4, 200,
+             host="stops", host_rank=3),
+    Scenario("memory-leak", "rank 1 keeps 4 MiB more per step", 4, 120,
+             ("--leak-rank", "1", "--leak-mb", "4")),
+    Scenario("memory-spike", "rank 2 holds 512 MiB more in step 40", 4, 80,
+             ("--spike-rank", "2", "--spike-step", "40", "--spike-mb", "512")),
+    Scenario("memory-imbalance", "rank 3 holds 768 MiB more throughout", 4, 80,
+             ("--imbalance-rank", "3", "--imbalance-mb", "768")),
+)
+
+THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
+STOP_MS, STOP_EVERY_MS = 30, 100
+HOG_LOOPS = 2  # busy loops beside the rank on its CPU: it gets a third of it
+FAULT_START_TIMEOUT_S = 90  # waiting for the job's first stored steps
+
+
+# ---------------------------------------------------------------------------
+# Grading
+
+def finding_cause(f):
+    """The cause a finding names, or None: a `cause` field of the finding
+    or of its evidence (string; or a dict's `kind`)."""
+    for cause in (f.get("cause"), (f.get("evidence") or {}).get("cause")):
+        if isinstance(cause, dict):
+            cause = cause.get("kind")
+        if isinstance(cause, str) and cause:
+            return cause
+    return None
+
+
+def describe_finding(f):
+    ranks = ",".join(str(r) for r in f.get("ranks") or []) or "-"
+    text = f"{f['kind']} r{ranks} {f.get('phase') or '-'}"
+    cause = finding_cause(f)
+    if cause:
+        text += f" cause={cause}"
+    return text + (" [crit]" if f.get("severity") == "critical" else " [warn]")
+
+
+def matches(want, f):
+    if f["kind"] != want.kind or f.get("ranks") != [want.rank]:
+        return False
+    if want.phase != ANY and f.get("phase") != want.phase:
+        return False
+    if want.cause:
+        cause = finding_cause(f)
+        return cause is not None and want.cause in cause.lower()
+    return True
+
+
+@dataclass
+class Grade:
+    result: str                      # right, wrong, missed, error, skipped
+    found: str                       # the findings, described
+    note: str = ""                   # why wrong / error / skipped
+    findings: list = field(default_factory=list)   # as `report --json` gave them
+    unrelated: list = field(default_factory=list)  # those of a fault run matching nothing
+
+
+def grade(expect, findings):
+    """Grades one run's findings against EXPECT's alternatives."""
+    found = "; ".join(describe_finding(f) for f in findings) or "none"
+    if expect == CLEAN:
+        return Grade("right" if not findings else "wrong", found, findings=findings)
+    fault_ranks = {w.rank for w in expect}
+    unrelated = [f for f in findings
+                 if not any(matches(w, f) for w in expect)
+                 and not fault_ranks & set(f.get("ranks") or [])]
+    if any(matches(w, f) for w in expect for f in findings):
+        return Grade("right", found, findings=findings, unrelated=unrelated)
+    if not findings:
+        return Grade("missed", found)
+    kinds = {w.kind for w in expect}
+    if any(f["kind"] in kinds and f.get("ranks") == [w.rank]
+           for f in findings for w in expect):
+        note = "right kind and rank, wrong phase or cause"
+    elif any(fault_ranks & set(f.get("ranks") or []) for f in findings):
+        note = "names the rank, but not as expected"
+    else:
+        note = "names other ranks"
+    return Grade("wrong", found, note, findings, unrelated)
+
+
+# ---------------------------------------------------------------------------
+# The processes of a run
+
+def proc_children():
+    """{pid: parent pid} for every process now."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after it.
+        parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    return parents
+
+
+def descendants(root):
+    parents = proc_children()
+    found, frontier = [], {root}
+    while frontier:
+        kids = {pid for pid, ppid in parents.items() if ppid in frontier}
+        found += sorted(kids)
+        frontier = kids
+    return found
+
+
+def rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"RANK="):
+            try:
+                return int(item[5:])
+            except ValueError:
+                return None
+    return None
+
+
+def rank_pid(launcher_pid, rank):
+    """The main process of RANK: a child of the launcher with RANK set."""
+    for pid, ppid in proc_children().items():
+        if ppid == launcher_pid and rank_of(pid) == rank:
+            return pid
+    return None
+
+
+def threads(pid):
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def cgroup_cpu_base():
+    """(version, directory under which to make a cgroup with a CPU limit),
+    or (None, why not).  Prefers cgroup v2 when its cpu controller is
+    available, else the v1 cpu controller; the new group goes under this
+    process's own group."""
+    if os.geteuid() != 0:
+        return None, "needs root"
+    mounts = []
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, where, kind, opts = line.split()[:4]
+            mounts.append((where, kind, opts.split(",")))
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            own[controllers] = path
+    for where, kind, _ in mounts:
+        if kind == "cgroup2":
+            try:
+                with open(os.path.join(where, "cgroup.controllers")) as f:
+                    if "cpu" in f.read().split():
+                        return 2, where + own.get("", "/").rstrip("/")
+            except OSError:
+                pass
+    for where, kind, opts in mounts:
+        if kind == "cgroup" and "cpu" in opts:
+            path = next((p for c, p in own.items() if "cpu" in c.split(",")), "/")
+            return 1, where + path.rstrip("/")
+    return None, "no cgroup cpu controller"
+
+
+class HostFault:
+    """Applies a host fault to one rank's process from outside, in a thread
+    of its own, from the moment the job has stored its first steps until
+    stop(); cleanup() undoes what is left (a stopped rank is continued, the
+    busy loops killed, the cgroup removed) and is safe to call always."""
+
+    def __init__(self, kind, rank, launcher_pid, db, stepscope, tag):
+        self.kind, self.rank = kind, rank
+        self.launcher_pid, self.db, self.stepscope = launcher_pid, db, stepscope
+        self.tag = tag
+        self.pid = None
+        self.hogs = []
+        self.cgroup = None
+        self.applied = False
+        self.from_step = None  # steps the job had stored when the fault began
+        self.problem = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def unavailable(kind):
+        """Why KIND cannot be applied on this machine, or None."""
+        if kind == "throttle":
+            version, why = cgroup_cpu_base()
+            return None if version else why
+        if kind == "hog" and len(os.sched_getaffinity(0)) < 2:
+            return "needs 2 CPUs"
+        return None
+
+    def start(self):
+        self.thread.start()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join(timeout=10)
+
+    def _stored_steps(self):
+        try:
+            out = subprocess.run([str(self.stepscope), "runs", "--json", "--db", str(self.db)],
+                                 capture_output=True, text=True, timeout=10).stdout
+            runs = json.loads(out)["runs"]
+        except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+            return 0
+        return runs[-1]["steps"] if runs else 0
+
+    def _run(self):
+        try:
+            deadline = time.monotonic() + FAULT_START_TIMEOUT_S
+            while not self.done.is_set() and time.monotonic() < deadline:
+                if self.pid is None:
+                    self.pid = rank_pid(self.launcher_pid, self.rank)
+                if self.pid is not None:
+                    self.from_step = self._stored_steps()
+                    if self.from_step > 0:
+                        break
+                self.done.wait(0.25)
+            else:
+                if not self.done.is_set():
+                    self.problem = "the job never stored a step"
+                return
+            self._apply()
+        except Exception as e:  # reported in the table, never fatal
+            self.problem = f"{type(e).__name__}: {e}"
+
+    def _apply(self):
+        if self.kind == "throttle":
+            self._throttle()
+        elif self.kind == "hog":
+            cpu = max(os.sched_getaffinity(0))
+            for _ in range(HOG_LOOPS):
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                self.hogs.append(hog)
+                os.sched_setaffinity(hog.pid, {cpu})
+        self.applied = True
+        if self.kind == "stops":
+            self._stops()
+            return
+        # nice and the pinning apply per thread: threads made since are
+        # caught on the next pass.
+        while not self.done.is_set():
+            for tid in threads(self.pid):
+                try:
+                    if self.kind == "nice":
+                        os.setpriority(os.PRIO_PROCESS, tid, 19)
+                    elif self.kind == "hog":
+                        os.sched_setaffinity(tid, {cpu})
+                except OSError:
+                    pass  # the thread ended
+            self.done.wait(0.2)
+
+    def _stops(self):
+        period, pause = STOP_EVERY_MS / 1000.0, STOP_MS / 1000.0
+        next_stop = time.monotonic()
+        while not self.done.is_set():
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+                time.sleep(pause)
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                return
+            next_stop += period
+            self.done.wait(max(0.0, next_stop - time.monotonic()))
+
+    def _throttle(self):
+        version, base = cgroup_cpu_base()
+        if version is None:
+            raise RuntimeError(base)
+        self.cgroup = os.path.join(base, f"stepscope-bench-{os.getpid()}-{self.tag}")
+        if version == 2:  # the cpu controller must be on for the children
+            try:
+                write(os.path.join(base, "cgroup.subtree_control"), "+cpu")
+            except OSError:
+                pass  # already on, or refused: cpu.max below then fails clearly
+        os.mkdir(self.cgroup)
+        if version == 2:
+            write(os.path.join(self.cgroup, "cpu.max"),
+                  f"{THROTTLE_QUOTA_US} {THROTTLE_PERIOD_US}")
+        else:
+            write(os.path.join(self.cgroup, "cpu.cfs_period_us"), str(THROTTLE_PERIOD_US))
+            write(os.path.join(self.cgroup, "cpu.cfs_quota_us"), str(THROTTLE_QUOTA_US))
+        write(os.path.join(self.cgroup, "cgroup.procs"), str(self.pid))
+
+    def cleanup(self):
+        self.stop()
+        if self.kind == "stops" and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        for hog in self.hogs:
+            hog.kill()
+            hog.wait()
+        if self.cgroup is not None:
+            remove_cgroup(self.cgroup)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def remove_cgroup(path):
+    """Removes a cgroup made here, moving any process still in it (the
+    job should be gone by now) to the parent first."""
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    for pid in f.read().split():
+                        write(os.path.join(os.path.dirname(path), "cgroup.procs"), pid)
+            except OSError:
+                pass
+            time.sleep(0.1)
+    print(f"bench_accuracy: could not remove cgroup {path}", file=sys.stderr)
+
+
+def stop_job(job):
+    """Stops a job still running (a timeout, or the harness interrupted):
+    SIGTERM to the launcher, which stops its ranks (SIGTERM, then SIGKILL
+    after its grace period), then SIGKILL if it is still there."""
+    job.terminate()
+    try:
+        job.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+
+
+def start_time(pid):
+    """PID's start time (clock ticks since boot), None when it is gone:
+    with the pid, it names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def end_processes(seen):
+    """SIGKILL to each process of SEEN (pid -> start time) still alive:
+    only the job's own processes, which the launcher should have ended."""
+    for pid, started in seen.items():
+        if started is not None and start_time(pid) == started:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# ---------------------------------------------------------------------------
+# One run
+
+def run_once(sc, rep, stepscope, workdir):
+    """Runs scenario SC once; returns (Grade, seconds, a remark on the host
+    fault for the progress line)."""
+    db = workdir / f"{sc.name}-{rep}.db"
+    cmd = [str(stepscope), "run", "--auto", "-n", str(sc.ranks), "--name", f"{sc.name}-{rep}",
+           "--db", str(db), "--quiet", "--no-http", "--",
+           RANK_PYTHON, str(TRAIN), "--steps", str(sc.steps), *sc.args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    started = time.monotonic()
+    job = fault = None
+    timed_out = False
+    seen = {}  # every process of the job seen: pid -> start time
+    with open(workdir / f"{sc.name}-{rep}.out", "w") as log:
+        try:
+            job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            if sc.host:
+                fault = HostFault(sc.host, sc.host_rank, job.pid, db, stepscope,
+                                  f"{sc.name}-{rep}")
+                fault.start()
+            deadline = started + sc.timeout_s
+            while job.poll() is None and time.monotonic() < deadline:
+                for pid in descendants(job.pid):
+                    seen.setdefault(pid, start_time(pid))
+                time.sleep(0.5)
+            timed_out = job.poll() is None
+        finally:
+            if fault is not None:
+                fault.cleanup()
+            if job is not None and job.poll() is None:
+                stop_job(job)
+            end_processes(seen)
+    seconds = time.monotonic() - started
+    remark = f"({sc.host} from step {fault.from_step}) " if fault and fault.applied else ""
+    if timed_out:
+        return Grade("error", "-", f"timed out after {sc.timeout_s} s"), seconds, remark
+    if job.returncode != 0:
+        return Grade("error", "-", f"job exit status {job.returncode}"), seconds, remark
+    if fault is not None and not fault.applied:
+        return Grade("error", "-", f"host fault not applied: {fault.problem}"), seconds, remark
+    out = subprocess.run([str(stepscope), "report", "--json", "--db", str(db)],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        return Grade("error", "-", f"report: {out.stderr.strip()}"), seconds, remark
+    return grade(EXPECT[sc.name], json.loads(out.stdout)["findings"]), seconds, remark
+
+
+# ---------------------------------------------------------------------------
+# The table
+
+def expected_text(name):
+    expect = EXPECT[name]
+    return "no finding" if expect == CLEAN else " or ".join(w.describe() for w in expect)
+
+
+def found_text(grades):
+    """The distinct findings over the repetitions, with counts."""
+    counts = {}
+    for g in grades:
+        text = g.found if g.result not in ("error", "skipped") else f"{g.result}: {g.note}"
+        counts[text] = counts.get(text, 0) + 1
+    return " / ".join(f"{text} (x{n})" if len(grades) > 1 else text for text, n in counts.items())
+
+
+def result_text(grades):
+    order = ("right", "wrong", "missed", "error", "skipped")
+    n = {k: sum(g.result == k for g in grades) for k in order}
+    return ", ".join(f"{n[k]} {k}" for k in order if n[k])
+
+
+def totals(results):
+    """The summary lines from {scenario name: [Grade, ...]}."""
+    fault_runs = [g for name, gs in results.items() if EXPECT[name] != CLEAN
+                  for g in gs if g.result != "skipped"]
+    clean_runs = [g for name, gs in results.items() if EXPECT[name] == CLEAN
+                  for g in gs if g.result != "skipped"]
+    n = {k: sum(g.result == k for g in fault_runs) for k in ("right", "wrong", "missed", "error")}
+    fault_scenarios = [name for name in results if EXPECT[name] != CLEAN]
+    all_right = [name for name in fault_scenarios
+                 if results[name] and all(g.result == "right" for g in results[name])]
+    unrelated = [f for g in fault_runs for f in g.unrelated]
+    clean_findings = [f for g in clean_runs for f in g.findings]
+    crit_clean = sum(f.get("severity") == "critical" for f in clean_findings)
+    warn_clean = len(clean_findings) - crit_clean
+    lines = []
+    if fault_runs:
+        lines.append(f"recall: {n['right']} of {len(fault_runs)} fault runs right "
+                     f"({100.0 * n['right'] / len(fault_runs):.0f} %); "
+                     f"{n['wrong']} wrong, {n['missed']} missed, {n['error']} errors")
+        lines.append(f"fault scenarios right in every repetition: {len(all_right)} of "
+                     f"{len(fault_scenarios)}")
+        lines.append(f"unrelated findings in fault runs: {len(unrelated)} "
+                     f"({sum(f.get('severity') == 'critical' for f in unrelated)} critical)")
+    if clean_runs:
+        quiet = sum(g.result == "right" for g in clean_runs)
+        lines.append(f"clean runs without a finding: {quiet} of {len(clean_runs)}; "
+                     f"findings on clean runs: {crit_clean} critical, {warn_clean} warning; "
+                     f"{sum(g.result == 'error' for g in clean_runs)} errors")
+    skipped = sum(g.result == "skipped" for gs in results.values() for g in gs)
+    if skipped:
+        lines.append(f"skipped runs: {skipped}")
+    return lines
+
+
+def table_rows(results):
+    rows = []
+    by_name = {sc.name: sc for sc in SCENARIOS}
+    for name, grades in results.items():
+        sc = by_name[name]
+        notes = sorted({g.note for g in grades if g.note and g.result in ("wrong", "skipped")})
+        rows.append((name, f"{sc.what} ({sc.ranks} ranks, {sc.steps} steps)",
+                     expected_text(name), found_text(grades),
+                     result_text(grades) + (f" ({'; '.join(notes)})" if notes else "")))
+    return rows
+
+
+HEADER = ("scenario", "fault", "expected", "found", "result")
+
+
+def markdown(results, reps, wall_s):
+    cell = lambda s: s.replace("|", "\\|")  # noqa: E731
+    out = [f"Scenario matrix, {reps} repetition(s) per scenario, "
+           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, "
+           f"{os.cpu_count()} CPUs ({platform.machine()}), {wall_s / 60:.1f} minutes "
+           f"(`make bench-accuracy`).", "",
+           "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for row in table_rows(results):
+        out.append("| " + " | ".join(cell(c) for c in row) + " |")
+    out.append("")
+    out += [f"- {line}" for line in totals(results)]
+    return "\n".join(out) + "\n"
+
+
+def print_table(results):
+    rows = [HEADER] + table_rows(results)
+    widths = [min(max(len(r[i]) for r in rows), 60) for i in range(len(HEADER))]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print()
+    for line in totals(results):
+        print(line)
+
+
+# ---------------------------------------------------------------------------
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="bench_accuracy",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--reps", type=int, default=3, help="repetitions per scenario (default 3)")
+    p.add_argument("--only", default="", metavar="A,B,...", help="run only these scenarios")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--out", metavar="FILE.md", help="also write the table as markdown")
+    p.add_argument("--keep-db", metavar="DIR",
+                   help="keep each run's store and output in DIR (default: a temporary "
+                        "directory, removed)")
+    args = p.parse_args(argv)
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    names = [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in EXPECT]
+    if unknown:
+        p.error(f"unknown scenario(s) {', '.join(unknown)} (see --list)")
+    args.scenarios = [sc for sc in SCENARIOS if not names or sc.name in names]
+    return args
+
+
+def main(argv):
+    assert [sc.name for sc in SCENARIOS] == list(EXPECT), "SCENARIOS and EXPECT disagree"
+    args = parse_args(argv)
+    if args.list:
+        for sc in SCENARIOS:
+            print(f"{sc.name:22} {sc.what}; expected: {expected_text(sc.name)}")
+        return 0
+    stepscope = BUILD / "stepscope"
+    if not stepscope.exists():
+        print(f"bench_accuracy: {stepscope} not found: build first (make)", file=sys.stderr)
+        return 1
+    if args.keep_db:
+        workdir = Path(args.keep_db)
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp = None
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="stepscope-accuracy-")
+        workdir = Path(tmp.name)
+    # Stopped from outside, still clean up (the finally clauses below).
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+    results = {sc.name: [] for sc in args.scenarios}
+    total = len(args.scenarios) * args.reps
+    began = time.monotonic()
+    done = 0
+    interrupted = False
+    try:
+        for rep in range(1, args.reps + 1):  # repetitions outermost: noise spreads evenly
+            for sc in args.scenarios:
+                why = HostFault.unavailable(sc.host) if sc.host else None
+                if why:
+                    g, seconds, remark = Grade("skipped", "-", f"{sc.host}: {why}"), 0.0, ""
+                else:
+                    g, seconds, remark = run_once(sc, rep, stepscope, workdir)
+                results[sc.name].append(g)
+                done += 1
+                detail = g.found if g.result not in ("error", "skipped") else g.note
+                print(f"[{done:2}/{total}] {sc.name:22} rep {rep}  {seconds:5.1f} s  "
+                      f"{g.result:7} {remark}{detail}", flush=True)
+    except (KeyboardInterrupt, SystemExit):
+        interrupted = True  # the run in progress was cleaned up; report the others
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    wall = time.monotonic() - began
+    results = {name: grades for name, grades in results.items() if grades}
+    print()
+    print_table(results)
+    print(f"\n{done} of {total} runs in {wall / 60:.1f} minutes"
+          + (" (interrupted)" if interrupted else ""))
+    if args.out:
+        Path(args.out).write_text(markdown(results, args.reps, wall))
+        print(f"table written to {args.out}")
+    if interrupted:
+        return 130
+    return 1 if any(g.result == "error" for gs in results.values() for g in gs) else 0
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

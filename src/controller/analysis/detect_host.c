@@ -1,0 +1,751 @@
+/*
+ * detect_host.c - the host-cause detector: a rank that loses its step time
+ * to the host rather than to its own work, and which cause it is.
+ *
+ * The host stage measures, for each rank and step, how long the rank's
+ * process tree waited for a CPU (run-queue delay), was stopped (SIGSTOP, a
+ * debugger, a frozen container) and had its cgroup throttled by its CPU
+ * quota (ss_host_step, model.h).  Over a ring of the last host.window
+ * steps this detector keeps, per rank and cause, the time lost and the
+ * rank's step time, and, per step, which rank alone lost time in a step
+ * the whole job paid for.  A rank is named for a cause (finding kinds
+ * cpu_starved, stopped, cpu_throttled) when either
+ *   (share)      it lost a share of its step time to the cause that is
+ *                host.min_share above the median rank's and
+ *                host.peer_factor times it, and more than its step's
+ *                median rank in more steps than chance allows (a sign
+ *                test at host.alpha split over ranks and causes):
+ *                machine-wide pressure, alike on every rank, is never
+ *                blamed on one of them; or
+ *   (slow steps) the job's slow steps are its: in at least
+ *                host.min_events steps that ran over the window's median
+ *                step by host.explain_frac of what it alone lost (beyond
+ *                the runner-up rank), it was that rank more often than
+ *                chance allows among exchangeable ranks (a binomial test at
+ *                the same level), and they cost the job host.min_share of
+ *                its time.  This names the intermittent straggler that
+ *                arrival times cannot show: a rank stopped inside the
+ *                collective, where every rank waits alike.
+ * An episode stays open, its finding refreshed, while either rule holds at
+ * half its thresholds and a test level of HOLD_LEVEL.  For every step it
+ * tells jitter what one named rank alone lost (that part of the step is
+ * explained) and what every rank lost alike (ss__step_notes), and it
+ * answers the straggler detector's question
+ * whether the host explains a straggler's lateness (ss__host_explain).
+ * Nothing is allocated until the first step that carries host evidence.
+ * docs/detectors.md, "cpu_starved, stopped, cpu_throttled", states every
+ * rule and default.
+ */
+#include "detectors_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stats.h"
+
+/* The causes, in the order of the fields read by lost_ms(). */
+enum { C_RUNQ = 0, C_STOPPED = 1, C_THROTTLED = 2, N_CAUSES = SS_HOST_CAUSES };
+
+static const char *const cause_kind[N_CAUSES] = {"cpu_starved", "stopped",
+                                                 "cpu_throttled"};
+static const char *const cause_key[N_CAUSES] = {"run_queue", "stopped",
+                                                "throttled"};
+static const char *const cause_words[N_CAUSES] = {
+    "run-queue delay", "stops", "CPU quota throttling"};
+
+/* The level of the tests for an open episode to go on (with half the
+ * thresholds): looser than the opening level (hysteresis), still far from
+ * a coin flip. */
+#define HOLD_LEVEL 0.01
+
+typedef struct {
+    double lost_ms, step_ms; /* sums over the ring's steps where the rank's
+                                loss to the cause and its step time are
+                                both known */
+    uint32_t known;          /* those steps */
+    uint32_t above, decided; /* steps it lost more than the median rank
+                                in; steps it lost more or less (not tied) */
+    uint32_t alone;          /* slow steps of the ring it alone explained */
+    int32_t finding;         /* of the open episode, -1 */
+} cause_state;
+
+typedef struct {
+    uint32_t world, hw, head, fill; /* ring of hw steps; head: next slot */
+    int started;                    /* host evidence seen, ring allocated */
+    /* per ring slot */
+    uint64_t *step;
+    float *med_ms;    /* the median rank's step time; NaN unknown */
+    float *excess_ms; /* med_ms over the window's median step before it;
+                         NaN until host.min_steps steps were seen */
+    /* per cause and ring slot: [c * hw + slot] */
+    float *median_lost; /* the median rank's loss, ms; NaN none measured */
+    int32_t *alone_rank;/* the rank that alone explained the slow step */
+    float *alone_ms;    /* what it lost beyond the runner-up rank */
+    float *chance;      /* 1 / ranks measured, in such a step; else 0 */
+    uint32_t n_alone[N_CAUSES];   /* slow steps explained in the ring */
+    double chance_sum[N_CAUSES];  /* sum of their chance */
+    /* per ring slot, rank and cause: at() */
+    float *lost;
+    float *rank_step_ms; /* per ring slot and rank: step_at() */
+    cause_state *cs;     /* per rank and cause: [r * N_CAUSES + c] */
+    double *f64;         /* scratch: max(world, hw) */
+} host;
+
+/* Rank-step RS's loss to cause C, in ms; NaN when not measured. */
+static double lost_ms(const ss_rank_step *rs, int c)
+{
+    if (!rs->present || !rs->host)
+        return NAN;
+    ss_dur_ns ns = c == C_RUNQ      ? rs->host->runq_ns
+                   : c == C_STOPPED ? rs->host->stopped_ns
+                                    : rs->host->throttled_ns;
+    return ns == SS_MISSING || ns < 0 ? NAN : (double)ns / 1e6;
+}
+
+/* Indexes of rank R's values in ring slot K: slot-major, so that a step
+ * writes (and retires) one contiguous row. */
+static size_t at(const host *h, uint32_t r, int c, uint32_t k)
+{
+    return ((size_t)k * h->world + r) * N_CAUSES + (size_t)c;
+}
+
+static size_t step_at(const host *h, uint32_t r, uint32_t k)
+{
+    return (size_t)k * h->world + r;
+}
+
+static cause_state *cause_of(host *h, uint32_t r, int c)
+{
+    return &h->cs[(size_t)r * N_CAUSES + (size_t)c];
+}
+
+/* The share of its step time rank-cause RC lost; 0 when nothing known. */
+static double share_of(const cause_state *rc)
+{
+    return rc->step_ms > 0 && rc->lost_ms > 0 ? rc->lost_ms / rc->step_ms
+                                              : 0;
+}
+
+/* Frees the ring and forgets everything but the sizes. */
+static void free_ring(host *h)
+{
+    free(h->step);
+    free(h->med_ms);
+    free(h->excess_ms);
+    free(h->median_lost);
+    free(h->alone_rank);
+    free(h->alone_ms);
+    free(h->chance);
+    free(h->lost);
+    free(h->rank_step_ms);
+    free(h->cs);
+    free(h->f64);
+    uint32_t world = h->world, hw = h->hw;
+    memset(h, 0, sizeof *h);
+    h->world = world;
+    h->hw = hw;
+}
+
+/* Allocates the ring on the first step with host evidence; -1 on
+ * out-of-memory (nothing kept; tried again at the next step). */
+static int start_ring(host *h)
+{
+    size_t hw = h->hw, w = h->world, per = N_CAUSES * hw;
+    size_t scratch = w > hw ? w : hw;
+    h->step = ss__zalloc(hw, sizeof *h->step);
+    h->med_ms = ss__zalloc(hw, sizeof *h->med_ms);
+    h->excess_ms = ss__zalloc(hw, sizeof *h->excess_ms);
+    h->median_lost = ss__zalloc(per, sizeof *h->median_lost);
+    h->alone_rank = ss__zalloc(per, sizeof *h->alone_rank);
+    h->alone_ms = ss__zalloc(per, sizeof *h->alone_ms);
+    h->chance = ss__zalloc(per, sizeof *h->chance);
+    h->lost = ss__zalloc(w * per, sizeof *h->lost);
+    h->rank_step_ms = ss__zalloc(w * hw, sizeof *h->rank_step_ms);
+    h->cs = ss__zalloc(w * N_CAUSES, sizeof *h->cs);
+    h->f64 = ss__zalloc(scratch, sizeof *h->f64);
+    if (!h->step || !h->med_ms || !h->excess_ms || !h->median_lost ||
+        !h->alone_rank || !h->alone_ms || !h->chance || !h->lost ||
+        !h->rank_step_ms || !h->cs || !h->f64) {
+        free_ring(h);
+        return -1;
+    }
+    for (size_t i = 0; i < per; i++)
+        h->alone_rank[i] = -1;
+    for (size_t i = 0; i < w * N_CAUSES; i++)
+        h->cs[i].finding = -1;
+    h->started = 1;
+    return 0;
+}
+
+/* Takes ring slot K, about to be overwritten, out of the running sums. */
+static void retire_slot(host *h, uint32_t k)
+{
+    if (h->fill < h->hw)
+        return; /* never written */
+    for (int c = 0; c < N_CAUSES; c++) {
+        size_t ck = (size_t)c * h->hw + k;
+        if (h->alone_rank[ck] >= 0) {
+            cause_of(h, (uint32_t)h->alone_rank[ck], c)->alone--;
+            h->n_alone[c]--;
+            h->chance_sum[c] -= h->chance[ck];
+        }
+    }
+    for (uint32_t r = 0; r < h->world; r++) {
+        float st = h->rank_step_ms[step_at(h, r, k)];
+        for (int c = 0; c < N_CAUSES; c++) {
+            float lost = h->lost[at(h, r, c, k)];
+            float med = h->median_lost[(size_t)c * h->hw + k];
+            cause_state *rc = cause_of(h, r, c);
+            if (!isnan(lost) && lost != med) {
+                rc->decided--;
+                rc->above -= lost > med;
+            }
+            if (isnan(lost) || isnan(st))
+                continue;
+            rc->lost_ms -= lost;
+            rc->step_ms -= st;
+            rc->known--;
+        }
+    }
+}
+
+/* The median of the median-rank step times of the ring's filled slots
+ * other than K; NaN when fewer than MIN are known. */
+static double window_median_step(host *h, uint32_t k, uint32_t min)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t s = ss__ring_back(h->head, h->hw, i);
+        if (s != k && !isnan(h->med_ms[s]))
+            h->f64[n++] = h->med_ms[s];
+    }
+    return n >= min && n > 0 ? ss_median_f64(h->f64, n) : NAN;
+}
+
+/*
+ * Records cause C of step V in ring slot K: each rank's loss, the median
+ * rank's, and whether one rank alone explains the step's excess EXCESS
+ * over the window's median step BASE.
+ */
+static void record_cause(ss_detectors *d, host *h, const ss_step_view *v,
+                         uint32_t world, uint32_t k, int c, double base,
+                         double excess)
+{
+    size_t ck = (size_t)c * h->hw + k;
+    uint32_t n = 0;
+    int32_t top = -1;
+    double top_ms = 0, second_ms = 0;
+    for (uint32_t r = 0; r < h->world; r++) {
+        double lost = r < world ? lost_ms(&v->ranks[r], c) : NAN;
+        h->lost[at(h, r, c, k)] = (float)lost;
+        if (isnan(lost))
+            continue;
+        h->f64[n++] = lost;
+        if (top < 0 || lost > top_ms) {
+            second_ms = top < 0 ? 0 : top_ms;
+            top_ms = lost;
+            top = (int32_t)r;
+        } else if (lost > second_ms) {
+            second_ms = lost;
+        }
+        float st = h->rank_step_ms[step_at(h, r, k)];
+        if (!isnan(st)) {
+            cause_state *rc = cause_of(h, r, c);
+            rc->lost_ms += (float)lost;
+            rc->step_ms += st;
+            rc->known++;
+        }
+    }
+    float med = n ? (float)ss_median_f64(h->f64, n) : NAN;
+    h->median_lost[ck] = med;
+    for (uint32_t r = 0; r < h->world && n; r++) {
+        float lost = h->lost[at(h, r, c, k)];
+        cause_state *rc = cause_of(h, r, c);
+        if (!isnan(lost) && lost != med) {
+            rc->decided++;
+            rc->above += lost > med;
+        }
+    }
+    h->alone_rank[ck] = -1;
+    h->alone_ms[ck] = 0;
+    h->chance[ck] = 0;
+    double gap = top_ms - second_ms;
+    if (n < 2 || isnan(excess) || gap <= 0 ||
+        gap < d->p[P_H_MIN_SHARE] * base ||
+        excess < d->p[P_H_EXPLAIN_FRAC] * gap)
+        return;
+    h->alone_rank[ck] = top;
+    h->alone_ms[ck] = (float)gap;
+    h->chance[ck] = (float)(1.0 / n);
+    h->n_alone[c]++;
+    h->chance_sum[c] += h->chance[ck];
+    cause_of(h, (uint32_t)top, c)->alone++;
+}
+
+/* Records step V in ring slot K and tells jitter what every rank lost to
+ * the host alike. */
+static void record_step(ss_detectors *d, host *h, const ss_step_view *v,
+                        uint32_t world, uint32_t k)
+{
+    h->step[k] = v->step;
+    h->med_ms[k] = v->step_time.median == SS_MISSING
+                       ? NAN
+                       : (float)((double)v->step_time.median / 1e6);
+    double base = window_median_step(h, k, ss__param_u32(d, P_H_MIN_STEPS));
+    h->excess_ms[k] = (float)(h->med_ms[k] - base);
+    for (uint32_t r = 0; r < h->world; r++) {
+        const ss_rank_step *rs = r < world ? &v->ranks[r] : NULL;
+        h->rank_step_ms[step_at(h, r, k)] =
+            rs && rs->present && rs->step_ns != SS_MISSING && rs->step_ns > 0
+                ? (float)((double)rs->step_ns / 1e6)
+                : NAN;
+    }
+    double all_ms = 0, all_most = 0;
+    for (int c = 0; c < N_CAUSES; c++) {
+        record_cause(d, h, v, world, k, c, base, h->excess_ms[k]);
+        float med = h->median_lost[(size_t)c * h->hw + k];
+        if (!isnan(med) && med > 0) {
+            all_ms += med;
+            if (med > all_most) {
+                all_most = med;
+                d->note.host_all_cause = c;
+            }
+        }
+    }
+    d->note.host_all_ms = all_ms;
+}
+
+/* ---- judging a rank ---- */
+
+/* The median over the ranks judged (seen in host.min_steps steps) of their
+ * share of step time lost to cause C, or, with PER_STEP, of their loss
+ * per step in ms. */
+static double median_rank(const ss_detectors *d, host *h, int c,
+                          int per_step)
+{
+    uint32_t n = 0, min = ss__param_u32(d, P_H_MIN_STEPS);
+    for (uint32_t r = 0; r < h->world; r++) {
+        const cause_state *rc = cause_of(h, r, c);
+        if (rc->known >= min && rc->known > 0)
+            h->f64[n++] = per_step ? rc->lost_ms / rc->known : share_of(rc);
+    }
+    double m = ss_median_f64(h->f64, n);
+    return isnan(m) || m < 0 ? 0 : m;
+}
+
+/* The share rule at SCALE of its threshold: RC's share is host.min_share
+ * (times SCALE) above the median rank's and host.peer_factor times it. */
+static int share_rule(const ss_detectors *d, const cause_state *rc,
+                      double med_share, double scale)
+{
+    double share = share_of(rc);
+    return share - med_share >= scale * d->p[P_H_MIN_SHARE] &&
+           share >= d->p[P_H_PEER_FACTOR] * med_share;
+}
+
+/* The sign test: RC lost more than the median rank of its step in more of
+ * the untied steps than chance allows among exchangeable ranks (each is
+ * above the median with probability 1/2) at LEVEL. */
+static int above_peers(const cause_state *rc, double level)
+{
+    return rc->decided > 0 &&
+           ss__binomial_upper_tail(rc->decided, rc->above, 0.5) <= level;
+}
+
+/* What the slow steps rank R alone explained of cause C cost the job: the
+ * sum of their excess (up to what R lost) over the sum of the ring's
+ * median steps. */
+static double alone_cost(const host *h, uint32_t r, int c)
+{
+    double cost = 0, steps = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        size_t ck = (size_t)c * h->hw + k;
+        if (!isnan(h->med_ms[k]))
+            steps += h->med_ms[k];
+        if (h->alone_rank[ck] == (int32_t)r)
+            cost += fmin(h->alone_ms[ck], h->excess_ms[k]);
+    }
+    return steps > 0 ? cost / steps : 0;
+}
+
+/* The slow-step rule at SCALE of its thresholds: rank R alone explained
+ * at least host.min_events (times SCALE) of the ring's slow steps of
+ * cause C, more often than chance among exchangeable ranks allows at
+ * LEVEL, and they cost the job at least host.min_share (times SCALE) of
+ * its time. */
+static int alone_rule(const ss_detectors *d, const host *h, uint32_t r,
+                      int c, double level, double scale)
+{
+    const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
+    uint32_t n = h->n_alone[c];
+    return rc->alone >= scale * d->p[P_H_MIN_EVENTS] && n > 0 &&
+           ss__binomial_upper_tail(n, rc->alone, h->chance_sum[c] / n) <=
+               level &&
+           alone_cost(h, r, c) >= scale * d->p[P_H_MIN_SHARE];
+}
+
+/* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
+ * of the tests: the share rule with the sign test, or the slow-step
+ * rule. */
+static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
+                  double med_share, double level, double scale)
+{
+    const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
+    return (share_rule(d, rc, med_share, scale) && above_peers(rc, level)) ||
+           alone_rule(d, h, r, c, level, scale);
+}
+
+/* Rank R's loss to cause C over the ring, for its finding. */
+typedef struct {
+    uint32_t seen;             /* steps with loss and step time known */
+    double share, per_step_ms; /* of its step time; ms per step */
+    double med_share, med_per_step_ms; /* the median rank's */
+    uint32_t above, decided;   /* steps above the median rank / untied */
+    double log10_p_above;      /* of being above that often by chance */
+    uint32_t affected;         /* steps it lost host.min_share of one in */
+    double affected_ms;        /* its median loss in those steps */
+    uint32_t alone, n_alone;   /* slow steps it explained / all of them */
+    double slow_excess_ms;     /* their median excess over the median step */
+    double log10_p_alone;
+    double cost;               /* what the job loses, fraction of a step */
+    double med_step_ms;
+    int intermittent;          /* the slow-step rule holds (as for an
+                                  open episode) */
+    uint64_t first, last;      /* first and last affected step */
+} cause_summary;
+
+static void summarize(const ss_detectors *d, host *h, uint32_t r, int c,
+                      double med_share, cause_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    const cause_state *rc = cause_of(h, r, c);
+    s->seen = rc->known;
+    s->share = share_of(rc);
+    s->per_step_ms = rc->known ? fmax(rc->lost_ms, 0) / rc->known : 0;
+    s->med_share = med_share;
+    s->med_per_step_ms = median_rank(d, h, c, 1);
+    s->above = rc->above;
+    s->decided = rc->decided;
+    double above_tail = ss__binomial_upper_tail(rc->decided, rc->above, 0.5);
+    s->log10_p_above = above_tail > 0 ? log10(above_tail) : -300;
+    s->alone = rc->alone;
+    s->n_alone = h->n_alone[c];
+    double tail = s->n_alone ? ss__binomial_upper_tail(
+                                   s->n_alone, s->alone,
+                                   h->chance_sum[c] / s->n_alone)
+                             : 1;
+    s->log10_p_alone = tail > 0 ? log10(tail) : -300;
+    s->intermittent = alone_rule(d, h, r, c, HOLD_LEVEL, 0.5);
+    /* scratch: the affected losses, then the slow steps' excesses, then
+     * the median step times (hw each at most; f64 holds max(world, hw)) */
+    double *aff = h->f64;
+    uint32_t n_aff = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i); /* newest first */
+        float med = h->med_ms[k];
+        float lost = h->lost[at(h, r, c, k)];
+        if (isnan(lost) || isnan(med) || lost <= 0 ||
+            lost < d->p[P_H_MIN_SHARE] * med)
+            continue;
+        if (n_aff == 0)
+            s->last = h->step[k];
+        s->first = h->step[k];
+        aff[n_aff++] = lost;
+    }
+    s->affected = n_aff;
+    s->affected_ms = n_aff ? ss_median_f64(aff, n_aff) : 0;
+    uint32_t n_ex = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (h->alone_rank[(size_t)c * h->hw + k] == (int32_t)r)
+            h->f64[n_ex++] = h->excess_ms[k];
+    }
+    s->slow_excess_ms = n_ex ? ss_median_f64(h->f64, n_ex) : 0;
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (!isnan(h->med_ms[k]))
+            h->f64[m++] = h->med_ms[k];
+    }
+    s->med_step_ms = m ? ss_median_f64(h->f64, m) : 0;
+    double steady = s->share - s->med_share;
+    double spiky = alone_cost(h, r, c);
+    s->cost = steady > spiky ? steady : spiky;
+    if (n_aff == 0) { /* spread thinly: the window's bounds */
+        s->last = h->step[ss__ring_back(h->head, h->hw, 0)];
+        s->first = h->step[ss__ring_back(h->head, h->hw, h->fill - 1)];
+    }
+}
+
+static void cause_evidence(ss_detectors *d, ss_finding *f, int c,
+                           const cause_summary *s)
+{
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_str(ev, "mode", s->intermittent ? "intermittent" : "steady");
+    ss__evidence_str(ev, "cause", cause_key[c]);
+    ss__evidence_int(ev, "steps_seen", s->seen);
+    ss__evidence_num(ev, "lost_ms_per_step", round(s->per_step_ms * 100) / 100);
+    ss__evidence_num(ev, "share_pct", round(s->share * 1000) / 10);
+    ss__evidence_num(ev, "median_rank_ms_per_step",
+                     round(s->med_per_step_ms * 100) / 100);
+    ss__evidence_num(ev, "median_rank_share_pct",
+                     round(s->med_share * 1000) / 10);
+    ss__evidence_int(ev, "steps_above_median_rank", s->above);
+    ss__evidence_int(ev, "steps_untied", s->decided);
+    ss__evidence_num(ev, "p_above_log10", round(s->log10_p_above * 10) / 10);
+    ss__evidence_int(ev, "steps_affected", s->affected);
+    ss__evidence_num(ev, "lost_ms_affected_median",
+                     round(s->affected_ms * 10) / 10);
+    ss__evidence_int(ev, "slow_steps_alone", s->alone);
+    ss__evidence_int(ev, "slow_steps_all", s->n_alone);
+    if (s->alone) {
+        ss__evidence_num(ev, "slow_excess_ms_median",
+                         round(s->slow_excess_ms * 10) / 10);
+        ss__evidence_num(ev, "p_alone_log10",
+                         round(s->log10_p_alone * 10) / 10);
+    }
+    ss__evidence_num(ev, "median_step_ms", round(s->med_step_ms * 10) / 10);
+    ss__evidence_num(ev, "cost_pct", round(s->cost * 1000) / 10);
+    ss__evidence_end(ev, f);
+}
+
+/* The sentence of rank R's finding for cause C. */
+static void cause_message(ss_finding *f, uint32_t r, int c,
+                          const cause_summary *s)
+{
+    char a[32], b[32], what[256], slow[200] = "";
+    int share = (int)lround(s->share * 100);
+    if (c == C_RUNQ && s->share < 1)
+        snprintf(what, sizeof what, "rank %u waited for a CPU %d %% of its "
+                 "step time over the last %u steps (run-queue delay %s ms "
+                 "per step; median rank %s ms)", r, share, s->seen,
+                 ss__fmt_ms(a, sizeof a, s->per_step_ms),
+                 ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    else if (c == C_RUNQ) /* summed over its threads: beyond wall time */
+        snprintf(what, sizeof what, "rank %u's threads waited for a CPU "
+                 "%.1f times its step time in all over the last %u steps "
+                 "(run-queue delay %s ms per step; median rank %s ms)", r,
+                 s->share, s->seen, ss__fmt_ms(a, sizeof a, s->per_step_ms),
+                 ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    else if (c == C_STOPPED)
+        snprintf(what, sizeof what, "rank %u was stopped for %s ms in %d %% "
+                 "of the last %u steps (%d %% of its step time; median rank "
+                 "%s ms per step)", r,
+                 ss__fmt_ms(a, sizeof a, s->affected_ms),
+                 (int)lround(100.0 * s->affected / (s->seen ? s->seen : 1)),
+                 s->seen, share,
+                 ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    else
+        snprintf(what, sizeof what, "rank %u's cgroup was throttled %s ms "
+                 "per step over the last %u steps (CPU quota; %d %% of its "
+                 "step time; median rank %s ms)", r,
+                 ss__fmt_ms(a, sizeof a, s->per_step_ms), s->seen, share,
+                 ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    if (s->intermittent)
+        snprintf(slow, sizeof slow, "; it is an intermittent straggler: in "
+                 "%u steps every rank's step ran a median %s ms over the "
+                 "median step while it alone lost that time (the others "
+                 "waited for it)", s->alone,
+                 ss__fmt_ms(a, sizeof a, s->slow_excess_ms));
+    snprintf(f->message, sizeof f->message, "%s%s.", what, slow);
+}
+
+static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
+                    double med_share, int opening)
+{
+    cause_state *rc = cause_of(h, r, c);
+    ss_finding *f = ss__finding(d, rc->finding);
+    cause_summary s;
+    summarize(d, h, r, c, med_share, &s);
+    if (opening)
+        f->first_step = s.first;
+    if (s.last > f->last_step || opening)
+        f->last_step = s.last;
+    if (f->first_step > f->last_step)
+        f->first_step = f->last_step;
+    int32_t rank = (int32_t)r;
+    ss__set_ranks(f, &rank, 1);
+    f->phase[0] = '\0';
+    f->severity = s.cost >= d->p[P_H_CRIT_FRAC] ? SS_CRITICAL : SS_WARNING;
+    cause_evidence(d, f, c, &s);
+    cause_message(f, r, c, &s);
+    ss__finding_touch(d, rc->finding);
+}
+
+/* Opens, refreshes or ends every rank's episode of cause C. */
+static void judge_cause(ss_detectors *d, host *h, int c)
+{
+    uint32_t min = ss__param_u32(d, P_H_MIN_STEPS);
+    double level = d->p[P_H_ALPHA] / ((h->world ? h->world : 1) * N_CAUSES);
+    int any = 0; /* a rank that could pass, or an open episode */
+    for (uint32_t r = 0; r < h->world && !any; r++) {
+        const cause_state *rc = cause_of(h, r, c);
+        any = rc->finding >= 0 ||
+              (rc->known >= min &&
+               (share_of(rc) >= 0.5 * d->p[P_H_MIN_SHARE] ||
+                rc->alone >= ss__param_u32(d, P_H_MIN_EVENTS)));
+    }
+    if (!any)
+        return;
+    double med_share = median_rank(d, h, c, 0);
+    for (uint32_t r = 0; r < h->world; r++) {
+        cause_state *rc = cause_of(h, r, c);
+        if (rc->finding < 0) {
+            if (rc->known < min || !behind(d, h, r, c, med_share, level, 1))
+                continue;
+            rc->finding = ss__finding_open(d, cause_kind[c]);
+            if (rc->finding >= 0)
+                refresh(d, h, r, c, med_share, 1);
+        } else if (!behind(d, h, r, c, med_share, HOLD_LEVEL, 0.5)) {
+            /* an open episode goes on while the rank is still behind the
+             * cause at half the thresholds and HOLD_LEVEL */
+            rc->finding = -1; /* keeps the last snapshot */
+        } else {
+            refresh(d, h, r, c, med_share, 0);
+        }
+    }
+}
+
+static int any_host_evidence(const ss_step_view *v, uint32_t world)
+{
+    for (uint32_t r = 0; r < world; r++)
+        if (v->ranks[r].present && v->ranks[r].host)
+            return 1;
+    return 0;
+}
+
+static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
+                      uint32_t world)
+{
+    host *h = state;
+    if (!h->started &&
+        (!any_host_evidence(v, world) || start_ring(h) < 0))
+        return;
+    uint32_t k = h->head;
+    retire_slot(h, k);
+    h->head = (k + 1) % h->hw;
+    if (h->fill < h->hw)
+        h->fill++;
+    record_step(d, h, v, world, k);
+    for (int c = 0; c < N_CAUSES; c++) {
+        judge_cause(d, h, c);
+        /* a named rank alone explains this slow step: that part of it is
+         * not jitter */
+        size_t ck = (size_t)c * h->hw + k;
+        int32_t r = h->alone_rank[ck];
+        if (r >= 0 && cause_of(h, (uint32_t)r, c)->finding >= 0) {
+            double part = fmin(h->alone_ms[ck], h->excess_ms[k]);
+            if (part > d->note.host_late_ms)
+                d->note.host_late_ms = part;
+        }
+    }
+}
+
+/* ---- what the host says about another detector's rank ---- */
+
+void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
+                      uint64_t last, double late_ms, ss__host_cause *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cause = -1;
+    const host *h = ss__detector_state(d, &ss__host_detector);
+    if (!h || !h->started || r >= h->world || !(late_ms > 0))
+        return;
+    double best = 0;
+    for (int c = 0; c < N_CAUSES; c++) {
+        double own = 0, med = 0;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < h->fill; i++) {
+            uint32_t k = ss__ring_back(h->head, h->hw, i);
+            float lost = h->lost[at(h, r, c, k)];
+            float m = h->median_lost[(size_t)c * h->hw + k];
+            if (h->step[k] < first || h->step[k] > last || isnan(lost) ||
+                isnan(m))
+                continue;
+            own += lost;
+            med += m;
+            n++;
+        }
+        if (n == 0)
+            continue;
+        double excess = (own - med) / n;
+        if (excess > best && excess >= d->p[P_S_BLAME_FRAC] * late_ms &&
+            own >= d->p[P_H_PEER_FACTOR] * med) {
+            best = excess;
+            out->cause = c;
+            out->ms_per_step = own / n;
+            out->median_rank_ms = med / n;
+            out->steps = n;
+        }
+    }
+}
+
+const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
+                                 size_t len)
+{
+    char a[32], b[32];
+    ss__fmt_ms(a, sizeof a, hc->ms_per_step);
+    ss__fmt_ms(b, sizeof b, hc->median_rank_ms);
+    if (hc->cause == C_RUNQ)
+        snprintf(buf, len, "; the host explains it: it waited for a CPU %s "
+                 "ms per step (median rank %s ms)", a, b);
+    else if (hc->cause == C_STOPPED)
+        snprintf(buf, len, "; the host explains it: it was stopped %s ms "
+                 "per step (median rank %s ms)", a, b);
+    else if (hc->cause == C_THROTTLED)
+        snprintf(buf, len, "; the host explains it: its cgroup was "
+                 "throttled %s ms per step (CPU quota; median rank %s ms)",
+                 a, b);
+    else if (len)
+        buf[0] = '\0';
+    return buf;
+}
+
+const char *ss__host_cause_name(int cause, int words)
+{
+    if (cause < 0 || cause >= N_CAUSES)
+        return "?";
+    return words ? cause_words[cause] : cause_key[cause];
+}
+
+void ss__host_cause_evidence(ss_buf *ev, const ss__host_cause *hc)
+{
+    if (hc->cause < 0 || hc->cause >= N_CAUSES)
+        return;
+    ss__evidence_str(ev, "host_cause", cause_key[hc->cause]);
+    ss__evidence_num(ev, "host_ms_per_step",
+                     round(hc->ms_per_step * 100) / 100);
+    ss__evidence_num(ev, "host_median_rank_ms",
+                     round(hc->median_rank_ms * 100) / 100);
+}
+
+/* ---- the ss__detector hooks ---- */
+
+static void host_destroy(void *state)
+{
+    host *h = state;
+    free_ring(h);
+    free(h);
+}
+
+static void *host_create(ss_detectors *d)
+{
+    host *h = ss__zalloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->world = d->world;
+    h->hw = ss__param_u32(d, P_H_WINDOW);
+    return h;
+}
+
+const ss__detector ss__host_detector = {
+    .name = "host",
+    .create = host_create,
+    .on_names = NULL,
+    .on_step = host_step,
+    .on_end = NULL,
+    .destroy = host_destroy,
+};

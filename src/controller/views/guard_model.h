@@ -1,0 +1,141 @@
+/*
+ * guard_model.h - what the parts of `stepscope guard` hand each other
+ * (internal to guard*.c): a run's metric samples, the settings, and the
+ * verdict per metric.
+ */
+#ifndef STEPSCOPE_GUARD_MODEL_H
+#define STEPSCOPE_GUARD_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "guard_stats.h"
+#include "reader.h"
+
+/* Which way is worse. */
+typedef enum {
+    GUARD_HIGHER_IS_WORSE, /* times, memory */
+    GUARD_LOWER_IS_WORSE,  /* throughput, user rates */
+    GUARD_EITHER_IS_WORSE, /* a user metric of unknown meaning */
+} guard_direction;
+
+/* One metric of one run: its per-step (or per-block) samples. */
+typedef struct {
+    char *name;          /* "step_time", "phase.compute", "metric.loss" */
+    const char *unit;    /* "ms", "steps/s", "MiB", "" */
+    guard_direction direction;
+    int tested;          /* 0: shown only (finding counts) */
+    double *v;           /* samples; n of them (cap allocated) */
+    size_t n, cap;
+    double value;        /* the run's summary: the median of v (or count) */
+} guard_series;
+
+/* A run and its metrics. */
+typedef struct {
+    ss_run_row row;
+    char *fingerprint; /* JSON object; NULL when not recorded */
+    guard_series *m;
+    size_t n_m;
+} guard_run;
+
+/* Settings (--set NAME=VALUE; docs/guard.md lists the defaults). */
+typedef struct {
+    double alpha;        /* significance of the rank-sum test */
+    double run_alpha;    /* one-sided level of the run-level bound */
+    double confidence;   /* of the shift's interval */
+    size_t warmup;       /* first steps of a run left out */
+    size_t min_runs;     /* fewest baseline runs to judge */
+    size_t last;         /* default baseline: the last N comparable runs */
+    size_t history;      /* runs the change-point search looks at */
+    size_t block;        /* steps per block for the p90 metric */
+    size_t consecutive;  /* runs in a row a regression must last */
+    /* per-metric overrides, "name=percent" or "family.=percent" */
+    char **thresholds;
+    size_t n_thresholds;
+} guard_settings;
+
+typedef enum {
+    GUARD_SAME,        /* no significant change beyond the threshold */
+    GUARD_REGRESSED,
+    GUARD_SUSPECT,     /* regressed, in fewer than `consecutive` runs */
+    GUARD_IMPROVED,
+    GUARD_SHOWN,       /* not tested (finding counts) */
+    GUARD_NO_DATA,     /* the run or its baseline lacks the metric */
+} guard_verdict;
+
+/* The comparison of one metric. */
+typedef struct {
+    const guard_series *run;      /* the candidate's series */
+    double baseline;              /* median of the pooled baseline samples */
+    double spread;                /* the run-level bound, relative to the
+                                     baseline (run_level_bound) */
+    size_t n_baseline;            /* pooled samples */
+    size_t runs_left_out;         /* latest baseline runs already worse */
+    ss_shift_test t;              /* shift = run - baseline */
+    double rel, rel_lo, rel_hi;   /* shift and interval / baseline */
+    double threshold;             /* relative, e.g. 0.05 */
+    double min_abs;               /* smallest absolute shift that counts */
+    guard_verdict verdict;
+    int64_t since_run;            /* the run the change starts at; 0: none */
+    /* the history: per comparable run (oldest first) its summary value */
+    int64_t *history_runs;
+    double *history_values;
+    size_t n_history;
+    int64_t *change_runs;         /* runs that start a new level */
+    size_t n_change;
+} guard_result;
+
+/* Everything the outputs print. */
+typedef struct {
+    const char *db;
+    const guard_run *run;
+    int64_t *baseline_ids;
+    size_t n_baseline;
+    char *excluded;          /* why runs were left out, "" when none */
+    char *differences;       /* explicit baseline runs that differ */
+    int status;              /* SS_GUARD_* */
+    char reason[512];        /* for SS_GUARD_CANNOT_JUDGE */
+    guard_result *results;
+    size_t n_results;
+    const guard_settings *settings;
+} guard_report;
+
+/* ---- guard_load.c ---- */
+
+/*
+ * Loads run RUN_ID's row, fingerprint and metric samples (docs/guard.md,
+ * "Metrics") through reader R into OUT, leaving out the first SETTINGS->
+ * warmup steps.  Returns 0, or an SS_READ_* code (the reader's errmsg says
+ * why).  Free with guard_run_free (also after an error).
+ */
+int guard_load_run(ss_reader *r, int64_t run_id, const guard_settings *settings,
+                   guard_run *out);
+
+/* The two halves of guard_load_run: the row and fingerprint into OUT
+ * (cheap: enough to tell whether the run is comparable), then the samples
+ * into RUN.  WHAT: 0 for the metrics of the steps table and the findings
+ * only, GUARD_LOAD_RANK_STEPS to add those of the kept rank-steps
+ * (step_time_worst_rank, metric.*), which cost a row per rank per step. */
+#define GUARD_LOAD_RANK_STEPS 1u
+int guard_load_identity(ss_reader *r, int64_t run_id, guard_run *out);
+int guard_load_samples(ss_reader *r, const guard_settings *settings,
+                       unsigned what, guard_run *run);
+
+void guard_run_free(guard_run *run);
+
+/* The series named NAME of RUN, or NULL. */
+const guard_series *guard_find_series(const guard_run *run, const char *name);
+
+/* ---- guard_out.c ---- */
+
+void guard_print_table(FILE *out, const guard_report *rep);
+void guard_write_markdown(FILE *out, const guard_report *rep);
+void guard_write_junit(FILE *out, const guard_report *rep);
+void guard_write_json(FILE *out, const guard_report *rep);
+
+/* "step_time +11.2 % [+10.1, +12.3] (p < 1e-9)" style summary of R into
+ * BUF; returns BUF. */
+const char *guard_describe(const guard_result *r, char *buf, size_t len);
+
+#endif
