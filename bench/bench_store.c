@@ -3,14 +3,16 @@
  *
  * Writes STEPS finalized steps of RANKS ranks (each with PHASES phases and
  * their first begins, one sync arrival, the step's begin, RSS and device
- * memory) through the public store API into a new temporary
+ * memory; with --host also the host evidence of each rank-step) through
+ * the public store API into a new temporary
  * file, with the default retention tiers unless --keep-all, and reports
  * rows/s from the first put to the end of ss_store_flush, the controller-side
  * cost of one ss_store_put_step, rows kept and bytes on disk per kept row.
  * The producer waits while the queue is over half full, so the number is
  * the writer's sustained rate, not a count of drops (which it also prints).
  *
- *   bench_store [-r RANKS] [-s STEPS] [-p PHASES] [--keep-all] [--db PATH]
+ *   bench_store [-r RANKS] [-s STEPS] [-p PHASES] [--keep-all] [--host]
+ *               [--db PATH]
  *
  * The target is >= 200,000 rows/s (docs/store.md).
  */
@@ -52,13 +54,13 @@ static long long count_rows(ss_store *s, const char *sql)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_store [-r RANKS] [-s STEPS] [-p PHASES] "
-                    "[--keep-all] [--db PATH]\n");
+                    "[--keep-all] [--host] [--db PATH]\n");
 }
 
 int main(int argc, char **argv)
 {
     uint32_t ranks = 256, steps = 2000, n_phases = 4;
-    int keep_all = 0;
+    int keep_all = 0, with_host = 0;
     const char *db_arg = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-r") == 0 && i + 1 < argc)
@@ -67,6 +69,8 @@ int main(int argc, char **argv)
             steps = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
             n_phases = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--host") == 0)
+            with_host = 1;
         else if (strcmp(argv[i], "--keep-all") == 0)
             keep_all = 1;
         else if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
@@ -144,6 +148,10 @@ int main(int argc, char **argv)
     v.rss = v.step_time;
     v.device = v.step_time;
 
+    /* What a busy rank's host evidence looks like (cgroup v1: no cgroup
+     * pressure of its own, io unknown). */
+    const ss_host_step host = {90000000, 1200000, 0, 0, 0, 2400, 130, 0,
+                               4000000, 0, SS_MISSING};
     double put_s = 0;
     uint64_t waits = 0;
     double t0 = now_s();
@@ -170,7 +178,8 @@ int main(int argc, char **argv)
                 .sync_arrival_ns = sy,
                 .begin_ns = begin,
                 .phase_start_ns = st,
-                .phase_count = ones};
+                .phase_count = ones,
+                .host = with_host ? &host : NULL};
         }
         v.step = step;
         v.finalized_at = (ss_wall_ns)step * 100000000;
@@ -199,9 +208,10 @@ int main(int argc, char **argv)
     bytes += file_size(wal);
 
     uint64_t rows = (uint64_t)ranks * steps;
-    printf("bench_store: %u ranks x %u steps, %u phases, retention %s\n",
+    printf("bench_store: %u ranks x %u steps, %u phases, retention %s%s\n",
            ranks, steps, n_phases,
-           keep_all ? "off" : "on (recent 512, every 100th)");
+           keep_all ? "off" : "on (recent 512, every 100th)",
+           with_host ? ", host evidence" : "");
     printf("  %llu rank-steps in %.2f s = %.0f rows/s (%llu transactions, "
            "%llu producer waits, %llu dropped)\n",
            (unsigned long long)rows, t1 - t0, (double)rows / (t1 - t0),

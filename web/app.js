@@ -15,6 +15,7 @@
  * After each render the <body> carries data-state ("loading", "ready",
  * "empty", "error"), data-run-id, data-steps-rendered (steps in the
  * charts), data-heat-cells (cells with a value in the heat map),
+ * data-host-steps (steps in the host chart),
  * data-findings (rows in the findings list), data-zoom ("FIRST-LAST" while
  * the charts are zoomed) and data-stream (the live event stream: "open",
  * "ended", "closed"), which tests and scripts can wait for.  The page
@@ -129,6 +130,7 @@
       lastStep: null, pending: {}, pendingN: 0,
       failures: 0, gone: false, lost: false, ended: false, inflight: false, again: false,
       heat: null,                     /* {ranks, steps, rows: [per rank]} */
+      host: null,                     /* {ranks, steps, runq, stopped: [per rank]} */
       ranks: [], findings: [], events: [], lastEventId: 0,
       streamFailed: false
     };
@@ -231,6 +233,59 @@
     }
   }
 
+  /* DOC: a host document (/api/runs/{id}/host); APPEND: its steps follow
+   * the ones kept.  Keeps run-queue delay and stopped time per rank. */
+  function addHost(doc, append) {
+    if (!doc || !doc.ranks || !doc.steps) return;
+    var h = st.host;
+    function rows(a) { return (a || []).map(function (r) { return r.slice(); }); }
+    if (!append || !h || h.ranks.length !== doc.ranks.length) {
+      st.host = { ranks: doc.ranks.slice(), steps: doc.steps.slice(),
+                  runq: rows(doc.runq_ms), stopped: rows(doc.stopped_ms) };
+    } else {
+      var last = h.steps.length ? h.steps[h.steps.length - 1] : -Infinity;
+      for (var c = 0; c < doc.steps.length; c++) {
+        if (doc.steps[c] <= last) continue;
+        h.steps.push(doc.steps[c]);
+        for (var r = 0; r < h.ranks.length; r++) {
+          h.runq[r].push(doc.runq_ms[r] ? doc.runq_ms[r][c] : null);
+          h.stopped[r].push(doc.stopped_ms[r] ? doc.stopped_ms[r][c] : null);
+        }
+      }
+    }
+    h = st.host;
+    if (!STATIC && h.steps.length > HEAT_STEPS) {
+      var cut = h.steps.length - HEAT_STEPS;
+      h.steps.splice(0, cut);
+      h.runq.forEach(function (row) { row.splice(0, cut); });
+      h.stopped.forEach(function (row) { row.splice(0, cut); });
+    }
+  }
+
+  function median(vals) {
+    var v = vals.filter(isNum).sort(function (x, y) { return x - y; });
+    return v.length ? v[Math.ceil(v.length / 2) - 1] : null;
+  }
+
+  /* Per step of the host window: the median rank's and the worst rank's
+   * value of ROWS (one array per rank), and which rank was worst. */
+  function hostAcross(rows, n) {
+    var med = [], worst = [], who = [];
+    for (var i = 0; i < n; i++) {
+      var col = [], best = null, at = null;
+      for (var r = 0; r < rows.length; r++) {
+        var v = rows[r][i];
+        if (!isNum(v)) continue;
+        col.push(v);
+        if (best === null || v > best) { best = v; at = r; }
+      }
+      med.push(median(col));
+      worst.push(best);
+      who.push(at);
+    }
+    return { med: med, worst: worst, who: who };
+  }
+
   function addEvents(list) {
     for (var i = 0; i < list.length; i++) {
       var e = list[i];
@@ -311,6 +366,9 @@
     var heatLast = st.heat && st.heat.steps.length ? st.heat.steps[st.heat.steps.length - 1] : null;
     var heatQ = heatLast === null ? 'heatmap?limit=' + HEAT_STEPS
                                   : 'heatmap?from=' + (heatLast + 1) + '&limit=' + HEAT_STEPS;
+    var hostLast = st.host && st.host.steps.length ? st.host.steps[st.host.steps.length - 1] : null;
+    var hostQ = hostLast === null ? 'host?limit=' + HEAT_STEPS
+                                  : 'host?from=' + (hostLast + 1) + '&limit=' + HEAT_STEPS;
     var base = 'runs/' + id + '/';
     /* the run first: while the server is away that is the one request
      * that fails, not six; then whatever arrives is used, so the last
@@ -321,7 +379,8 @@
       st.summary = runDoc.summary;
       return Promise.allSettled([
         api(base + stepsQ), api(base + heatQ), api(base + 'ranks'),
-        api(base + 'findings'), api(base + 'events?after=' + st.lastEventId)
+        api(base + 'findings'), api(base + 'events?after=' + st.lastEventId),
+        api(base + hostQ)
       ]).then(function (res) {
         if (g !== gen) return;
         var got = res.map(function (r) { return r.status === 'fulfilled' ? r.value : null; });
@@ -330,7 +389,9 @@
         if (got[2]) st.ranks = got[2].ranks || [];
         if (got[3]) st.findings = got[3].findings || [];
         if (got[4]) addEvents(got[4].events || []);
-        for (var i = 0; i < res.length; i++) if (res[i].status === 'rejected') throw res[i].reason;
+        if (got[5]) addHost(got[5], hostLast !== null);
+        /* an older server without /host is not an error */
+        for (var i = 0; i < 5; i++) if (res[i].status === 'rejected') throw res[i].reason;
       });
     }).then(function () {
       if (g !== gen) return;
@@ -463,6 +524,7 @@
     renderCards();
     renderCharts();
     renderHeat();
+    renderHost();
     renderFindings();
     renderRanks();
     renderEvents();
@@ -834,6 +896,7 @@
   function destroyCharts() {
     eachChart(function (u) { u.destroy(); });
     CHARTS.forEach(function (c) { charts[c.key] = null; charts[c.key + 'Key'] = ''; });
+    if (charts.host) { charts.host.destroy(); charts.host = null; }
   }
 
   function emptyNote(el, text) {
@@ -1145,10 +1208,76 @@
     document.body.dataset.findings = list.length;
   }
 
+  /* The host chart: run-queue delay and stopped time per step, median rank
+   * and worst rank; hidden when the run has no host evidence. */
+  function renderHost() {
+    var panel = $('#panel-host'), el = $('#chart-host');
+    var h = st && st.host, n = h ? h.steps.length : 0;
+    var runq = hostAcross(h ? h.runq : [], n), stopped = hostAcross(h ? h.stopped : [], n);
+    var any = hasAny(runq.worst) || hasAny(stopped.worst);
+    panel.hidden = !any;
+    document.body.dataset.hostSteps = any ? n : 0;
+    if (!any) {
+      if (charts.host) { charts.host.destroy(); charts.host = null; }
+      return;
+    }
+    /* the worst ranks of the data shown (the legend reads them live) */
+    charts.hostWho = { runq: runq.who, stopped: stopped.who, ranks: h.ranks };
+    function ranked(key) {
+      return function (u, v, si, idx) {
+        var w = charts.hostWho, r = idx == null ? null : w[key][idx];
+        return fmtMs(v) + (r == null || v == null ? '' : ' (rank ' + w.ranks[r] + ')');
+      };
+    }
+    var data = [h.steps, runq.med, runq.worst, stopped.med, stopped.worst];
+    if (charts.host && charts.hostN === h.ranks.length) {
+      charts.host.setData(data);
+      return;
+    }
+    if (charts.host) charts.host.destroy();
+    el.innerHTML = '';
+    var o = {
+      width: chartWidth(el), height: 200,
+      scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, max > 0 ? max * 1.06 : 1]; } } },
+      axes: axes(' ms', false),
+      legend: { live: true },
+      cursor: { drag: { x: false, y: false }, points: { size: 6 } },
+      series: [
+        { label: 'step', value: function (u, v) { return v == null ? '–' : fmtInt(v); } },
+        { label: 'run queue, median rank', stroke: css('--median'), width: 1.6,
+          value: function (u, v) { return fmtMs(v); } },
+        { label: 'run queue, worst rank', stroke: css('--worst'), width: 1.6, value: ranked('runq') },
+        { label: 'stopped, median rank', stroke: PHASE_COLORS[4], width: 1.4, dash: [5, 3],
+          value: function (u, v) { return fmtMs(v); } },
+        { label: 'stopped, worst rank', stroke: PHASE_COLORS[6], width: 1.4, dash: [5, 3],
+          value: ranked('stopped') }
+      ]
+    };
+    charts.host = new uPlot(o, data, el);
+    charts.hostN = h.ranks.length;
+  }
+
+  /* RANK's median per step of host series ROWS over the host window. */
+  function hostMedian(rows, rank) {
+    var h = st.host;
+    if (!h) return null;
+    var k = h.ranks.indexOf(rank);
+    return k < 0 ? null : median(rows[k] || []);
+  }
+
+  function stoppedCell(rank) {
+    var h = st.host, k = h ? h.ranks.indexOf(rank) : -1;
+    if (k < 0) return '<span class="dash">–</span>';
+    var row = h.stopped[k] || [], known = row.filter(isNum);
+    if (!known.length) return '<span class="dash">–</span>';
+    var hit = known.filter(function (v) { return v > 0; }).length;
+    return fmtMs(median(known)) + (hit ? ' · ' + hit + '/' + known.length + ' steps' : '');
+  }
+
   function renderRanks() {
     var body = $('#ranks tbody');
     if (!st || !st.ranks.length) {
-      body.innerHTML = '<tr><td colspan="10" class="muted">' + (st && st.run ? 'No ranks recorded.' : 'Loading…') + '</td></tr>';
+      body.innerHTML = '<tr><td colspan="12" class="muted">' + (st && st.run ? 'No ranks recorded.' : 'Loading…') + '</td></tr>';
       return;
     }
     var blamed = blamedRanks(), live = !STATIC && st.run && st.run.live && !st.lost;
@@ -1170,7 +1299,9 @@
         '<td class="num">' + (live && isNum(r.last_heard_s) ? fmtAgo(r.last_heard_s) : '<span class="dash">–</span>') + '</td>' +
         '<td class="num">' + dash(r.median_step_ms, fmtMs) + '</td>' +
         '<td class="num">' + dash(r.max_rss_bytes, fmtBytes) + '</td>' +
-        '<td class="num">' + (drops === null ? '<span class="dash">–</span>' : drops) + '</td></tr>';
+        '<td class="num">' + (drops === null ? '<span class="dash">–</span>' : drops) + '</td>' +
+        '<td class="num">' + dash(hostMedian(st.host ? st.host.runq : [], r.rank), fmtMs) + '</td>' +
+        '<td class="num nowrap">' + stoppedCell(r.rank) + '</td></tr>';
     }).join('');
   }
 
@@ -1201,6 +1332,7 @@
 
   function onResize() {
     eachChart(function (u, spec) { u.setSize({ width: chartWidth($(spec.el)), height: spec.height }); });
+    if (charts.host) charts.host.setSize({ width: chartWidth($('#chart-host')), height: 200 });
     updateCharts(!zoomed);
     if (st) renderHeat();
   }
@@ -1250,6 +1382,7 @@
     st.summary = d.run && d.run.summary;
     (d.step_pages || []).forEach(function (p) { addSteps(p.steps || []); });
     addHeat(d.heatmap, false);
+    addHost(d.host, false);
     st.ranks = (d.ranks && d.ranks.ranks) || [];
     st.findings = (d.findings && d.findings.findings) || [];
     addEvents((d.events && d.events.events) || []);

@@ -261,13 +261,16 @@ def test_dashboard_follows_a_live_run(tmp_path, browser):
         browser.wait_for(FINDING_ON_RANK_1, "a finding on rank 1", timeout=90)
         assert proc.poll() is None, "the run ended during the checks"
         assert int(browser.js("return +document.body.dataset.heatCells")) > 30
+        # The host chart: the ranks' run-queue delay and stopped time.
+        browser.wait_for("return +document.body.dataset.hostSteps > 10",
+                         "the host chart")
         rows = browser.js("return document.querySelectorAll('#ranks tbody tr').length")
         assert rows == 3
         # Every chart has a canvas with pixels on it.
         assert browser.js("""
             const c = [...document.querySelectorAll(
-                '#chart-steps canvas, #chart-phases canvas, #chart-memory canvas, #heat-canvas')];
-            return c.length === 4 && c.every(x => x.width > 0 && x.height > 0)""")
+                '#chart-steps canvas, #chart-phases canvas, #chart-memory canvas, #heat-canvas, #chart-host canvas')];
+            return c.length === 5 && c.every(x => x.width > 0 && x.height > 0)""")
         shot = browser.screenshot(tmp_path / "dashboard-live.png")
         keep_artifact(shot)
         assert shot.stat().st_size > 20000
@@ -306,6 +309,8 @@ def test_report_html_is_one_self_contained_file(tmp_path, browser):
     assert sum(len(p["steps"]) for p in data["step_pages"]) == 150
     findings = data["findings"]["findings"]
     assert data["ranks"]["ranks"][1]["median_step_ms"] > 0
+    assert len(data["host"]["runq_ms"]) == 3
+    assert sum(v is not None for v in data["host"]["cpu_ms"][0]) >= 140
     # It draws offline: file:// URL, nothing else to fetch.
     browser.get(page.as_uri())
     browser.wait_for("return document.body.dataset.state === 'ready' && "
@@ -313,6 +318,9 @@ def test_report_html_is_one_self_contained_file(tmp_path, browser):
     assert browser.js("return document.querySelectorAll('.finding').length") == len(findings)
     assert browser.js("return document.querySelectorAll('#ranks tbody tr').length") == 3
     assert int(browser.js("return +document.body.dataset.heatCells")) >= 150 * 3 - 3
+    assert int(browser.js("return +document.body.dataset.hostSteps")) >= 140
+    assert browser.js("return document.querySelector('#ranks tbody tr td:nth-child(11)')"
+                      ".textContent") != "–"
     shot = browser.screenshot(tmp_path / "report.png")
     keep_artifact(shot)
     # Clicking a finding zooms every chart to its steps.

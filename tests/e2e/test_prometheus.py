@@ -139,6 +139,17 @@ def test_prometheus_scrapes_a_running_job(tmp_path):
                 base, f'rate(stepscope_steps_finalized_total{{run="{run_id}"}}[5s])')
             if v > 0] or None, 30)
         assert rate[0] > 0
+        # The host's counters of each rank's process tree.
+        cpu = wait_for("the ranks' CPU time", lambda: [
+            v for _, v in query(
+                base, f'stepscope_rank_cpu_seconds_total{{run="{run_id}"}}')
+            if v > 0] or None, 30)
+        assert len(cpu) == 3
+        stopped = query(
+            base, f'stepscope_rank_stopped_seconds_total{{run="{run_id}"}}')
+        assert sorted(v for _, v in stopped) == [0.0, 0.0, 0.0]
+        assert len(query(base, 'stepscope_rank_runqueue_seconds_total'
+                               f'{{run="{run_id}"}}')) == 3
     finally:
         if prom is not None:
             stop(prom, signal.SIGTERM)

@@ -174,7 +174,8 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     db = tmp_path / "old.db"
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
-    # A version-2 store: without the columns of every later migration.
+    # Version 2: without what later versions added (metrics, the name
+    # limits, the fingerprint, self time, the host evidence).
     con.executescript(
         "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
@@ -186,7 +187,11 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
         "ALTER TABLE step_phases DROP COLUMN self_median;"
         "ALTER TABLE step_phases DROP COLUMN self_p90;"
         "ALTER TABLE step_phases DROP COLUMN self_max;"
-        "ALTER TABLE step_phases DROP COLUMN self_worst_rank;"
+        "ALTER TABLE step_phases DROP COLUMN self_worst_rank;" +
+        "".join(f"ALTER TABLE rank_steps DROP COLUMN host_{c};" for c in (
+            "cpu_ns", "runq_ns", "stopped_ns", "throttled_ns",
+            "nr_throttled", "vol_switches", "invol_switches",
+            "major_faults", "psi_cpu_ns", "psi_memory_ns", "psi_io_ns")) +
         "PRAGMA user_version = 2;")
     con.close()
     # Read as it is, and left as it is ...

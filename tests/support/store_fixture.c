@@ -12,6 +12,26 @@
 static const char *const names_[] = {"forward", "backward", "allreduce",
                                      "loss"};
 
+/* The host evidence of rank R in STEP (store_fixture.h). */
+static ss_host_step fixture_host(int r, uint64_t step)
+{
+    const int64_t ms = 1000000;
+    ss_host_step h = {
+        .cpu_ns = (80 + r) * ms,
+        .runq_ns = r == 2 ? 5 * ms : 1 * ms,
+        .stopped_ns = r == 2 && step % 2 ? 30 * ms : 0,
+        .throttled_ns = r == 3 ? 2 * ms : 0,
+        .nr_throttled = r == 3,
+        .vol_switches = 10,
+        .invol_switches = 2 + r,
+        .major_faults = r,
+        .psi_cpu_ns = 4 * ms,
+        .psi_memory_ns = 0,
+        .psi_io_ns = SS_MISSING,
+    };
+    return h;
+}
+
 void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
                          uint64_t step)
 {
@@ -19,6 +39,9 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
     int64_t phase_ns[4][3], self_ns[4][3], sync_ns[4][3];
     double metric[4][4];
     int metrics[1] = {3};
+    ss_host_step host[4];
+    for (int r = 0; r < 4; r++)
+        host[r] = fixture_host(r, step);
     for (int r = 0; r < 4; r++) {
         metric[r][0] = metric[r][1] = metric[r][2] = NAN;
         metric[r][3] = r == 2 && step == 19 ? NAN : (double)step + 0.5 * r;
@@ -41,7 +64,8 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
             .phase_self_ns = self_ns[r],
             .sync_arrival_ns = sync_ns[r],
             .metric = metric[r],
-            .begin_ns = (int64_t)step * 200000000};
+            .begin_ns = (int64_t)step * 200000000,
+            .host = attempt == 0 ? &host[r] : NULL};
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},

@@ -15,6 +15,11 @@
  *       at the "allreduce" sync at 1 ms + r us (the same clock), has an
  *       RSS of 1 GiB + r bytes, and
  *       reports the metric "loss" = s + r / 2 (rank 2: none in step 19);
+ *       host evidence (attempt 0 only): CPU 80 + r ms, run-queue delay
+ *       1 ms (rank 2: 5 ms), stopped 0 (rank 2: 30 ms in odd steps),
+ *       throttled 0 (rank 3: 2 ms, 1 period), 10 voluntary and 2 + r
+ *       involuntary switches, r major faults, pressure cpu 4 ms, memory 0,
+ *       io unknown;
  *     - findings: 1 "data_stall" (warning, rank 1, step 7, evidence
  *       {"wait_ms":250}, a message with control characters and invalid
  *       UTF-8) and 2 "straggler" (critical, rank 3, phase forward, steps

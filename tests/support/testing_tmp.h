@@ -11,6 +11,8 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 static char testing_tmpdir_[512];
 
@@ -51,6 +53,28 @@ static inline const char *testing_tmp_path(const char *name, char *out,
 {
     snprintf(out, outlen, "%s/%s", testing_tmp_dir(), name);
     return out;
+}
+
+/* Writes TEXT to ROOT/REL, making ROOT and the folders of REL as needed
+ * (for fake /proc and /sys trees).  Silently does nothing on failure: the
+ * test's reads then fail visibly. */
+static inline void testing_write_file(const char *root, const char *rel,
+                                      const char *text)
+{
+    char path[1024];
+    mkdir(root, 0700);
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0700);
+            *p = '/';
+        }
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
 }
 
 #endif

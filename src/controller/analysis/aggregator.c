@@ -115,6 +115,11 @@ struct ss_aggregator {
     ss_stat phase_self[SS_MAX_RUN_NAMES]; /* parallel to phases */
     ss_sync_stat syncs[SS_MAX_RUN_NAMES];
     int metrics[SS_MAX_RUN_NAMES];
+
+    /* Host evidence (aggregator.h): the provider, and per-rank scratch for
+     * what it answers (world entries; NULL without a provider). */
+    ss_host_provider host;
+    ss_host_step *vhost;
 };
 
 /* ---- allocation with accounting ---- */
@@ -223,6 +228,11 @@ ss_aggregator *ss_aggregator_create(const ss_aggregator_config *cfg,
     }
     memset(a->slots, 0, a->window * sizeof *a->slots);
     fill_template(a);
+    a->host = cfg->host;
+    if (a->host.window && !(a->vhost = agg_alloc(a, w * sizeof *a->vhost))) {
+        ss_aggregator_destroy(a);
+        return NULL;
+    }
     return a;
 }
 
@@ -243,6 +253,7 @@ void ss_aggregator_destroy(ss_aggregator *a)
     free(a->vranks);
     free(a->missing);
     free(a->vrs);
+    free(a->vhost);
     free(a->vphase);
     free(a->vsync);
     free(a->vpstart);
@@ -592,6 +603,23 @@ static ss_wall_ns wall_now(void)
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Asks the host provider what it saw of each present rank during its
+ * step, [begin, begin + step time), and points the rank's view at it. */
+static void attach_host_evidence(ss_aggregator *a)
+{
+    if (!a->host.window)
+        return;
+    for (uint32_t r = 0; r < a->world; r++) {
+        ss_rank_step *rs = &a->vrs[r];
+        if (!rs->present || rs->begin_ns == SS_MISSING ||
+            rs->step_ns == SS_MISSING)
+            continue;
+        if (a->host.window(a->host.ctx, r, rs->begin_ns,
+                           rs->begin_ns + rs->step_ns, &a->vhost[r]) == 0)
+            rs->host = &a->vhost[r];
+    }
+}
+
 /* Builds the view of STEP (whose slot holds records) and hands it to the
  * detectors and the sink. */
 static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
@@ -663,6 +691,8 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
             }
         }
     }
+
+    attach_host_evidence(a);
 
     ss_step_view v;
     memset(&v, 0, sizeof v);

@@ -22,9 +22,24 @@
 
 typedef struct ss_aggregator ss_aggregator;
 
+/* Where the host's evidence about a rank's step comes from (the host
+ * stage, kept out of the aggregator's sight).  WINDOW fills OUT with what
+ * the host saw of RANK's process tree in [BEGIN_NS, END_NS) (the rank's
+ * step, CLOCK_MONOTONIC of its host) and returns 0, any field SS_MISSING
+ * where unknown; or returns -1 when it knows nothing of that interval.  It
+ * is called at finalization for each present rank whose step has a begin
+ * time, on the aggregator's thread. */
+typedef struct {
+    int (*window)(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
+                  ss_mono_ns end_ns, ss_host_step *out);
+    void *ctx;
+} ss_host_provider;
+
 typedef struct {
     uint32_t window_steps;   /* steps kept in memory, default 64 */
     ss_detector_config detect;
+    ss_host_provider host;   /* no WINDOW (the default): ss_rank_step.host
+                                stays NULL */
 } ss_aggregator_config;
 
 /* Fills CFG with the documented defaults. */

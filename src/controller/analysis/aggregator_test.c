@@ -687,7 +687,106 @@ static void full_name_table_uses_every_index(void)
     ss_aggregator_destroy(a);
 }
 
-TEST_LIST(TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
+/* ---- host evidence through the provider hook ---- */
+
+typedef struct {
+    uint32_t calls;
+    uint32_t rank[16];
+    ss_mono_ns begin[16], end[16];
+} host_calls;
+
+/* Knows nothing of rank 1; for the others, stopped time = rank ms plus the
+ * step's number (from its begin), the rest missing. */
+static int fake_host_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
+                            ss_mono_ns end_ns, ss_host_step *out)
+{
+    host_calls *hc = ctx;
+    if (hc->calls < 16) {
+        hc->rank[hc->calls] = rank;
+        hc->begin[hc->calls] = begin_ns;
+        hc->end[hc->calls] = end_ns;
+    }
+    hc->calls++;
+    if (rank == 1)
+        return -1;
+    memset(out, 0xff, sizeof *out); /* SS_MISSING is -1 */
+    out->stopped_ns = (int64_t)rank * MS + begin_ns / (1000 * MS);
+    return 0;
+}
+
+typedef struct {
+    uint32_t n;
+    int has_host[4][3];
+    int64_t stopped[4][3];
+} host_seen;
+
+static void on_host_step(void *ctx, const ss_step_view *v,
+                         const char *const *names)
+{
+    (void)names;
+    host_seen *hs = ctx;
+    if (hs->n >= 4)
+        return;
+    for (uint32_t r = 0; r < 3; r++) {
+        const ss_host_step *h = v->ranks[r].host;
+        hs->has_host[hs->n][r] = h != NULL;
+        hs->stopped[hs->n][r] = h ? h->stopped_ns : SS_MISSING;
+    }
+    hs->n++;
+}
+
+/* The provider is asked once per present rank with the rank's own step
+ * interval; what it answers is in the view; a rank it knows nothing of,
+ * and a missing rank, have no host evidence. */
+static void host_provider_fills_rank_steps(void)
+{
+    host_calls hc = {0};
+    host_seen hs = {0};
+    ss_aggregator_config cfg;
+    ss_aggregator_config_defaults(&cfg);
+    cfg.host = (ss_host_provider){fake_host_window, &hc};
+    ss_sink sink = {&hs, on_host_step, NULL};
+    ss_aggregator *a = ss_aggregator_create(&cfg, 3, 0, &sink);
+    REQUIRE(a);
+    for (uint32_t r = 0; r < 3; r++) {
+        wire_step s = rec(5, 10 + r);
+        CHECK_EQ_INT(ss_aggregator_add(a, r, &s), 0);
+    }
+    REQUIRE(hs.n == 1);
+    CHECK_EQ_INT(hc.calls, 3);
+    CHECK_EQ_INT(hc.rank[2], 2);
+    CHECK_EQ_INT(hc.begin[2], 5000 * MS);
+    CHECK_EQ_INT(hc.end[2], 5012 * MS);
+    CHECK(hs.has_host[0][0] && !hs.has_host[0][1] && hs.has_host[0][2]);
+    CHECK_EQ_INT(hs.stopped[0][0], 5);
+    CHECK_EQ_INT(hs.stopped[0][2], 2 * MS + 5);
+    /* step 6: rank 2 crashes before reporting it */
+    for (uint32_t r = 0; r < 2; r++)
+        CHECK_EQ_INT(add(a, r, 6), 0);
+    ss_aggregator_rank_left(a, 2, 1);
+    REQUIRE(hs.n == 2);
+    CHECK_EQ_INT(hc.calls, 5);
+    CHECK(hs.has_host[1][0] && !hs.has_host[1][2]);
+    CHECK_EQ_INT(hs.stopped[1][0], 6);
+    ss_aggregator_destroy(a);
+}
+
+/* Without a provider (the default) no rank step has host evidence. */
+static void no_provider_no_host(void)
+{
+    host_seen hs = {0};
+    ss_sink sink = {&hs, on_host_step, NULL};
+    ss_aggregator *a = ss_aggregator_create(NULL, 3, 0, &sink);
+    REQUIRE(a);
+    for (uint32_t r = 0; r < 3; r++)
+        CHECK_EQ_INT(add(a, r, 1), 0);
+    REQUIRE(hs.n == 1);
+    CHECK(!hs.has_host[0][0] && !hs.has_host[0][1] && !hs.has_host[0][2]);
+    ss_aggregator_destroy(a);
+}
+
+TEST_LIST(TEST(host_provider_fills_rank_steps), TEST(no_provider_no_host),
+          TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(crash_marks_missing), TEST(window_overflow_forces),
           TEST(late_and_duplicate_refused), TEST(statistics_exact),
           TEST(skipped_step_missing), TEST(steps_start_anywhere),

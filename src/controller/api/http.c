@@ -615,7 +615,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM
+    DOC_STREAM, DOC_HOST
 } doc_kind;
 
 static const struct {
@@ -625,7 +625,7 @@ static const struct {
     {"", DOC_RUN},           {"steps", DOC_STEPS},
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
-    {"stream", DOC_STREAM},
+    {"stream", DOC_STREAM},   {"host", DOC_HOST},
 };
 
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/". */
@@ -695,6 +695,9 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         break;
     case DOC_HEATMAP:
         rc = ss_query_heatmap(q, id, &rg, &b, err, sizeof err);
+        break;
+    case DOC_HOST:
+        rc = ss_query_host(q, id, &rg, &b, err, sizeof err);
         break;
     case DOC_RANKS:
         rc = ss_query_ranks(q, id, rg.attempt, h->live, &b, err, sizeof err);

@@ -217,6 +217,8 @@ static void endpoints_answer_json(void)
         {"/api/runs/1/heatmap", "{\"ranks\":[0,1],\"steps\":[1,2],"
                                 "\"step_ms\":[[10.000,10.000],[12.000,"
                                 "12.000]]}"},
+        {"/api/runs/1/host?limit=1", "{\"ranks\":[0,1],\"steps\":[2],"
+                                     "\"runq_ms\":[[null],[null]],"},
         {"/api/runs/1/ranks", "{\"ranks\":[{\"rank\":0,"},
         {"/api/runs/1/findings", "{\"findings\":[{\"id\":1,\"kind\":"
                                  "\"straggler\""},

@@ -12,6 +12,7 @@
 #include "live.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,8 @@ typedef struct {
     int64_t exit_code, term_signal;
     int64_t dropped_events, dropped_records;
     int64_t step_ns, rss_bytes; /* in the latest finalized step */
+    int have_host;
+    ss_host_step host_totals; /* since the controller began reading */
 } rank_live;
 
 typedef struct {
@@ -173,6 +176,16 @@ void ss_live_rank_step(ss_live *l, uint32_t rank, uint64_t step)
         return;
     r->last_step = step > INT64_MAX ? INT64_MAX : (int64_t)step;
     r->heard = mono_now();
+    pthread_mutex_unlock(&l->mu);
+}
+
+void ss_live_rank_host(ss_live *l, uint32_t rank, const ss_host_step *totals)
+{
+    rank_live *r = lock_rank(l, rank);
+    if (!r)
+        return;
+    r->host_totals = *totals;
+    r->have_host = 1;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -489,6 +502,57 @@ static void help(ss_buf *b, const char *name, const char *type,
     ss_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* The per-rank host counters (docs/api.md): what the host saw of each
+ * rank's process tree since the controller began reading it. */
+static void host_metrics(ss_buf *out, const ss_live *l, const char *run)
+{
+    static const struct {
+        const char *name, *help;
+        size_t field; /* offset in ss_host_step */
+        int seconds;  /* a duration in ns, exported in seconds */
+    } host[] = {
+        {"stepscope_rank_cpu_seconds_total",
+         "CPU time the rank's process tree used.",
+         offsetof(ss_host_step, cpu_ns), 1},
+        {"stepscope_rank_runqueue_seconds_total",
+         "Time the rank's threads were runnable but waited for a CPU "
+         "(run-queue delay).", offsetof(ss_host_step, runq_ns), 1},
+        {"stepscope_rank_stopped_seconds_total",
+         "Time the rank's process was stopped (SIGSTOP, a debugger).",
+         offsetof(ss_host_step, stopped_ns), 1},
+        {"stepscope_rank_throttled_seconds_total",
+         "Time the rank's cgroup was throttled (CPU quota spent).",
+         offsetof(ss_host_step, throttled_ns), 1},
+        {"stepscope_rank_involuntary_switches_total",
+         "Times the rank's main threads were preempted.",
+         offsetof(ss_host_step, invol_switches), 0},
+        {"stepscope_rank_major_faults_total",
+         "Page faults of the rank's process tree that waited for I/O.",
+         offsetof(ss_host_step, major_faults), 0},
+    };
+    int any = 0;
+    for (uint32_t i = 0; i < l->world && !any; i++)
+        any = l->ranks[i].have_host;
+    if (!any)
+        return;
+    for (size_t m = 0; m < sizeof host / sizeof host[0]; m++) {
+        help(out, host[m].name, "counter", host[m].help);
+        for (uint32_t i = 0; i < l->world; i++) {
+            const rank_live *r = &l->ranks[i];
+            int64_t v;
+            memcpy(&v, (const char *)&r->host_totals + host[m].field, sizeof v);
+            if (!r->have_host || v == SS_MISSING)
+                continue;
+            ss_buf_printf(out, "%s{%s,rank=\"%" PRIu32 "\"} ", host[m].name,
+                          run, i);
+            if (host[m].seconds)
+                ss_buf_printf(out, "%.6f\n", (double)v / 1e9);
+            else
+                ss_buf_printf(out, "%" PRId64 "\n", v);
+        }
+    }
+}
+
 /* NAME{run="ID"[,EXTRA]} as seconds (nanoseconds in), skipped when
  * missing. */
 static void sample_secs(ss_buf *b, const char *series, int64_t ns)
@@ -636,6 +700,8 @@ int ss_live_metrics(ss_live *l, ss_buf *out)
             }
         }
     }
+
+    host_metrics(out, l, run);
 
     help(out, "stepscope_findings", "gauge",
          "Findings of the run so far, by kind and severity.");

@@ -70,6 +70,12 @@ void ss_live_rank_status(ss_live *l, uint32_t rank, int64_t step,
 /* Shorthand for ss_live_rank_status(l, rank, <unchanged step>, phase, 0). */
 void ss_live_rank_phase(ss_live *l, uint32_t rank, const char *phase_or_null);
 
+/* What the host saw of RANK's process tree since the controller began
+ * reading it (cumulative: CPU, run-queue delay, stopped and throttled time,
+ * major faults...; fields SS_MISSING where unknown), for the per-rank host
+ * metrics. */
+void ss_live_rank_host(ss_live *l, uint32_t rank, const ss_host_step *totals);
+
 /* The rank's state word, as in the store's ranks.state: "running",
  * "exited", "failed", "never_connected".  A rank leaving clears its phase. */
 void ss_live_rank_state(ss_live *l, uint32_t rank, const char *state);

@@ -346,5 +346,48 @@ static void metrics_exposition(void)
     ss_live_destroy(l);
 }
 
+/* The per-rank host counters: only once the host stage published some,
+ * and only the known ones. */
+static void host_metrics(void)
+{
+    ss_live *l = ss_live_create(4, 2);
+    REQUIRE(l);
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_live_metrics(l, &b), 0);
+    CHECK(strstr(b.data, "stepscope_rank_runqueue_seconds_total") == NULL);
+    ss_host_step h = {.cpu_ns = 2500000000, .runq_ns = 120000000,
+                      .stopped_ns = 30000000, .throttled_ns = SS_MISSING,
+                      .nr_throttled = SS_MISSING, .vol_switches = 10,
+                      .invol_switches = 7, .major_faults = 3,
+                      .psi_cpu_ns = 0, .psi_memory_ns = 0,
+                      .psi_io_ns = SS_MISSING};
+    ss_live_rank_host(l, 1, &h);
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_live_metrics(l, &b), 0);
+    CHECK(exposition_valid(b.data));
+    static const char *const lines[] = {
+        "# TYPE stepscope_rank_cpu_seconds_total counter\n",
+        "stepscope_rank_cpu_seconds_total{run=\"4\",rank=\"1\"} 2.500000\n",
+        "stepscope_rank_runqueue_seconds_total{run=\"4\",rank=\"1\"} "
+        "0.120000\n",
+        "stepscope_rank_stopped_seconds_total{run=\"4\",rank=\"1\"} "
+        "0.030000\n",
+        "stepscope_rank_involuntary_switches_total{run=\"4\",rank=\"1\"} 7\n",
+        "stepscope_rank_major_faults_total{run=\"4\",rank=\"1\"} 3\n",
+        "# TYPE stepscope_rank_throttled_seconds_total counter\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(b.data, lines[i])) {
+            fprintf(stderr, "  missing: %s", lines[i]);
+            CHECK(0);
+        }
+    CHECK(strstr(b.data, "stepscope_rank_throttled_seconds_total{") == NULL);
+    CHECK(strstr(b.data, "stepscope_rank_cpu_seconds_total{run=\"4\","
+                         "rank=\"0\"}") == NULL);
+    ss_buf_free(&b);
+    ss_live_destroy(l);
+}
+
 TEST_LIST(TEST(rank_life), TEST(step_updates_ranks), TEST(feed_delivers),
-          TEST(feed_wakes_reader), TEST(metrics_exposition))
+          TEST(feed_wakes_reader), TEST(metrics_exposition),
+          TEST(host_metrics))

@@ -10,6 +10,7 @@
  *
  * Costs: /steps reads one window of steps with their phases and syncs;
  * /heatmap the kept rank-step rows of at most SS_QUERY_MAX_CELLS cells;
+ * /host the same cells' host evidence (four series);
  * /ranks the per-rank medians over the kept rank-step rows of the latest
  * SS_QUERY_RANK_MEDIAN_STEPS steps; /runs counts steps per run; the run
  * summary reads two numbers per step of the attempt.  Nothing reads a
@@ -416,29 +417,69 @@ static int fill_heatmap(ss_query *q, int64_t run_id, int64_t attempt,
     return rc < 0 ? rc : 0;
 }
 
+/* The kept steps of RG's window for a per-rank matrix (heat map, host
+ * series): the attempt, the world size and the steps, with the window's
+ * limit lowered so that ranks x steps stays within SS_QUERY_MAX_CELLS.
+ * Returns 0 or an SS_READ_* code; free *STEPS with free(). */
+static int matrix_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
+                        int64_t *attempt, int64_t *world, int64_t **steps,
+                        size_t *n)
+{
+    int rc = ss_reader_attempt(q->reader, run_id, rg->attempt, attempt, NULL);
+    if (rc == 0)
+        rc = ss_reader_world_size(q->reader, run_id, world);
+    if (rc != 0)
+        return rc;
+    if (*world == SS_MISSING || *world < 0)
+        *world = 0;
+    if (*world > SS_READ_MAX_RANKS)
+        *world = SS_READ_MAX_RANKS;
+    int64_t limit = rg->limit;
+    if (*world > 0 && limit * *world > SS_QUERY_MAX_CELLS)
+        limit = SS_QUERY_MAX_CELLS / *world > 0 ? SS_QUERY_MAX_CELLS / *world
+                                                : 1;
+    ss_step_window w = {rg->from, rg->to, limit};
+    return ss_reader_rank_step_numbers(q->reader, run_id, *attempt, &w, steps,
+                                       n);
+}
+
+/* "KEY":[[...per step...] per rank] of matrix M (WORLD x N, ns) in ms. */
+static void matrix_ms(ss_buf *out, const char *key, const int64_t *m,
+                      int64_t world, size_t n)
+{
+    ss_buf_printf(out, "\"%s\":[", key);
+    for (int64_t k = 0; k < world; k++) {
+        ss_buf_puts(out, k ? ",[" : "[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                ss_buf_puts(out, ",");
+            ss_buf_json_ms(out, m[(size_t)k * n + i]);
+        }
+        ss_buf_puts(out, "]");
+    }
+    ss_buf_puts(out, "]");
+}
+
+/* {"ranks":[..],"steps":[..], */
+static void matrix_axes(ss_buf *out, int64_t world, const int64_t *steps,
+                        size_t n)
+{
+    ss_buf_puts(out, "{\"ranks\":[");
+    for (int64_t k = 0; k < world; k++)
+        ss_buf_printf(out, k ? ",%" PRId64 : "%" PRId64, k);
+    ss_buf_puts(out, "],\"steps\":[");
+    for (size_t i = 0; i < n; i++)
+        ss_buf_printf(out, i ? ",%" PRId64 : "%" PRId64, steps[i]);
+    ss_buf_puts(out, "],");
+}
+
 int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *rg,
                      ss_buf *out, char *err, size_t errlen)
 {
     int64_t attempt, world;
-    int rc = ss_reader_attempt(q->reader, run_id, rg->attempt, &attempt,
-                               NULL);
-    if (rc == 0)
-        rc = ss_reader_world_size(q->reader, run_id, &world);
-    if (rc != 0)
-        return failed(q, rc, err, errlen);
-    if (world == SS_MISSING || world < 0)
-        world = 0;
-    if (world > SS_READ_MAX_RANKS)
-        world = SS_READ_MAX_RANKS;
-    int64_t limit = rg->limit;
-    if (world > 0 && limit * world > SS_QUERY_MAX_CELLS)
-        limit = SS_QUERY_MAX_CELLS / world > 0 ? SS_QUERY_MAX_CELLS / world
-                                               : 1;
-    ss_step_window w = {rg->from, rg->to, limit};
     int64_t *steps = NULL;
     size_t n = 0;
-    rc = ss_reader_rank_step_numbers(q->reader, run_id, attempt, &w, &steps,
-                                     &n);
+    int rc = matrix_steps(q, run_id, rg, &attempt, &world, &steps, &n);
     if (rc != 0)
         return failed(q, rc, err, errlen);
     size_t cells = (size_t)world * n;
@@ -452,23 +493,79 @@ int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *rg,
     if (n > 0)
         rc = fill_heatmap(q, run_id, attempt, steps, n, world, m);
     if (rc == 0) {
-        ss_buf_puts(out, "{\"ranks\":[");
-        for (int64_t k = 0; k < world; k++)
-            ss_buf_printf(out, k ? ",%" PRId64 : "%" PRId64, k);
-        ss_buf_puts(out, "],\"steps\":[");
-        for (size_t i = 0; i < n; i++)
-            ss_buf_printf(out, i ? ",%" PRId64 : "%" PRId64, steps[i]);
-        ss_buf_puts(out, "],\"step_ms\":[");
-        for (int64_t k = 0; k < world; k++) {
-            ss_buf_puts(out, k ? ",[" : "[");
-            for (size_t i = 0; i < n; i++) {
-                if (i)
-                    ss_buf_puts(out, ",");
-                ss_buf_json_ms(out, m[(size_t)k * n + i]);
-            }
-            ss_buf_puts(out, "]");
+        matrix_axes(out, world, steps, n);
+        matrix_ms(out, "step_ms", m, world, n);
+        ss_buf_puts(out, "}");
+    }
+    free(m);
+    free(steps);
+    return rc != 0 ? failed(q, rc, err, errlen) : finish(out, err, errlen);
+}
+
+/* ---- host evidence ---- */
+
+enum { HOST_SERIES = 4 }; /* runq, stopped, cpu, throttled */
+
+/* The host series of the kept rank-steps at STEPS: series s of rank k at
+ * STEPS[i] in M[(s * WORLD + k) * N_STEPS + i]. */
+static int fill_host(ss_query *q, int64_t run_id, int64_t attempt,
+                     const int64_t *steps, size_t n_steps, int64_t world,
+                     int64_t *m)
+{
+    ss_rank_step_query rq = {run_id, attempt, steps[0], steps[n_steps - 1],
+                             SS_RANK_STEPS_HOST};
+    ss_rank_steps *cur = NULL;
+    int rc = ss_reader_rank_steps(q->reader, &rq, &cur);
+    if (rc != 0)
+        return rc;
+    const ss_rank_step_row *row;
+    while ((rc = ss_rank_steps_next(cur, &row)) == 1) {
+        const int64_t *at = bsearch(&row->step, steps, n_steps, sizeof *steps,
+                                    cmp_step);
+        if (!at || !row->host || row->rank < 0 || row->rank >= world)
+            continue;
+        const int64_t v[HOST_SERIES] = {row->host->runq_ns,
+                                        row->host->stopped_ns,
+                                        row->host->cpu_ns,
+                                        row->host->throttled_ns};
+        for (int s = 0; s < HOST_SERIES; s++)
+            m[((size_t)s * (size_t)world + (size_t)row->rank) * n_steps +
+              (size_t)(at - steps)] = v[s];
+    }
+    ss_rank_steps_close(cur);
+    return rc < 0 ? rc : 0;
+}
+
+int ss_query_host(ss_query *q, int64_t run_id, const ss_query_range *rg,
+                  ss_buf *out, char *err, size_t errlen)
+{
+    int64_t attempt, world;
+    int64_t *steps = NULL;
+    size_t n = 0;
+    int rc = matrix_steps(q, run_id, rg, &attempt, &world, &steps, &n);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    size_t cells = (size_t)world * n * HOST_SERIES;
+    int64_t *m = malloc((cells ? cells : 1) * sizeof *m);
+    if (!m) {
+        free(steps);
+        return oom(err, errlen);
+    }
+    for (size_t i = 0; i < cells; i++)
+        m[i] = SS_MISSING;
+    if (n > 0)
+        rc = fill_host(q, run_id, attempt, steps, n, world, m);
+    if (rc == 0) {
+        static const char *const keys[HOST_SERIES] = {
+            "runq_ms", "stopped_ms", "cpu_ms", "throttled_ms"};
+        matrix_axes(out, world, steps, n);
+        for (int s = 0; s < HOST_SERIES; s++) {
+            if (s)
+                ss_buf_puts(out, ",");
+            matrix_ms(out, keys[s], m + (size_t)s * (size_t)world * n, world,
+                      n);
         }
-        ss_buf_puts(out, "]}");
+        ss_buf_puts(out, "}");
     }
     free(m);
     free(steps);

@@ -125,6 +125,14 @@ int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
 int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *r,
                      ss_buf *out, char *err, size_t errlen);
 
+/* {"ranks":[0..],"steps":[...],"runq_ms":[[...]],"stopped_ms":[[...]],
+ * "cpu_ms":[[...]],"throttled_ms":[[...]]}: per rank (outer) and step
+ * (inner), what the host saw of the rank's process tree in that step, as
+ * the store kept it; null where a rank has no host evidence for a step.
+ * The steps and their limit are those of ss_query_heatmap. */
+int ss_query_host(ss_query *q, int64_t run_id, const ss_query_range *r,
+                  ss_buf *out, char *err, size_t errlen);
+
 /* {"ranks":[{rank, state, host, pid, last_step, phase, last_heard_s,
  * exit_code, signal, median_step_ms, max_rss_bytes, dropped_events,
  * dropped_records, current_step, phase_s}]}, one per rank 0..world-1. */

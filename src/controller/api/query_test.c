@@ -34,6 +34,7 @@ typedef struct {
     ss_rank_step ranks[3];
     int64_t phase_ns[3][3], self_ns[3][3];
     ss_stat phase_self[2];
+    ss_host_step host0; /* rank 0's host evidence; the others have none */
     int64_t sync_ns[3][3];
     ss_phase_stat phases[2];
     ss_sync_stat syncs[1];
@@ -61,6 +62,13 @@ static void fx_build(step_fx *fx, uint64_t step, int missing1)
             .sync_arrival_ns = fx->sync_ns[r],
             .begin_ns = SS_MISSING};
     }
+    fx->host0 = (ss_host_step){
+        .cpu_ns = 9 * MS, .runq_ns = (int64_t)step * MS,
+        .stopped_ns = step == 2 ? 3 * MS : 0, .throttled_ns = SS_MISSING,
+        .nr_throttled = SS_MISSING, .vol_switches = 1, .invol_switches = 2,
+        .major_faults = 0, .psi_cpu_ns = SS_MISSING,
+        .psi_memory_ns = SS_MISSING, .psi_io_ns = SS_MISSING};
+    fx->ranks[0].host = &fx->host0;
     int64_t s = (int64_t)step;
     fx->phases[0] = (ss_phase_stat){0, {4 * MS, 5 * MS, 6 * MS, 6 * MS, 2,
                                         missing1 ? 2 : 3}};
@@ -417,6 +425,28 @@ static void heatmap_document(void)
     ss_query_close(q);
 }
 
+/* Rank 0's host evidence per step, null for the ranks without any. */
+static void host_document(void)
+{
+    ss_query *q = open_fixture();
+    REQUIRE(q);
+    ss_buf b = {0};
+    char err[256];
+    ss_query_range rg = {-1, 2, -1, 500};
+    CHECK_EQ_INT(ss_query_host(q, 1, &rg, &b, err, sizeof err), 0);
+    CHECK_STR(b.data,
+              "{\"ranks\":[0,1,2],\"steps\":[2,3],"
+              "\"runq_ms\":[[2.000,3.000],[null,null],[null,null]],"
+              "\"stopped_ms\":[[3.000,0.000],[null,null],[null,null]],"
+              "\"cpu_ms\":[[9.000,9.000],[null,null],[null,null]],"
+              "\"throttled_ms\":[[null,null],[null,null],[null,null]]}");
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_host(q, 99, &rg, &b, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_free(&b);
+    ss_query_close(q);
+}
+
 static const char ranks_stored_[] =
     "{\"ranks\":["
     "{\"rank\":0,\"state\":\"exited\",\"host\":\"node1\",\"pid\":100,"
@@ -650,7 +680,7 @@ TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
           TEST(steps_windows), TEST(steps_in_pages_match_the_document),
           TEST(step_pages),
           TEST(step_object_matches_store),
-          TEST(heatmap_document), TEST(ranks_document), TEST(live_fields),
+          TEST(heatmap_document), TEST(host_document), TEST(ranks_document), TEST(live_fields),
           TEST(findings_document), TEST(events_document),
           TEST(open_refuses_non_stores), TEST(json_escaping),
           TEST(steps_10k))

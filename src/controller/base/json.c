@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,3 +267,34 @@ void ss_buf_json_time(ss_buf *b, int64_t ns)
 
 /* ---- the connection ---- */
 
+
+void ss_buf_json_host_step(ss_buf *b, const ss_host_step *h)
+{
+    static const struct {
+        const char *key;
+        size_t offset;
+        int ns; /* a duration, written in ms */
+    } fields[] = {
+        {"cpu_ms", offsetof(ss_host_step, cpu_ns), 1},
+        {"runq_ms", offsetof(ss_host_step, runq_ns), 1},
+        {"stopped_ms", offsetof(ss_host_step, stopped_ns), 1},
+        {"throttled_ms", offsetof(ss_host_step, throttled_ns), 1},
+        {"nr_throttled", offsetof(ss_host_step, nr_throttled), 0},
+        {"vol_switches", offsetof(ss_host_step, vol_switches), 0},
+        {"invol_switches", offsetof(ss_host_step, invol_switches), 0},
+        {"major_faults", offsetof(ss_host_step, major_faults), 0},
+        {"psi_cpu_ms", offsetof(ss_host_step, psi_cpu_ns), 1},
+        {"psi_memory_ms", offsetof(ss_host_step, psi_memory_ns), 1},
+        {"psi_io_ms", offsetof(ss_host_step, psi_io_ns), 1},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)h + fields[i].offset, sizeof v);
+        ss_buf_printf(b, "%s\"%s\": ", i ? ", " : "{", fields[i].key);
+        if (fields[i].ns)
+            ss_buf_json_ms(b, v);
+        else
+            ss_buf_json_int(b, v);
+    }
+    ss_buf_puts(b, "}");
+}

@@ -52,4 +52,10 @@ void ss_json_fput_str(FILE *f, const char *s);
 #define SS_JSON_TIME_LEN 96
 const char *ss_json_time(char *out, size_t n, int64_t wall_ns);
 
+/* The host evidence H as a JSON object: durations in ms (cpu_ms, runq_ms,
+ * stopped_ms, throttled_ms, psi_cpu_ms, psi_memory_ms, psi_io_ms), counts
+ * as integers (nr_throttled, vol_switches, invol_switches, major_faults);
+ * null where SS_MISSING.  docs/report-json.md lists the fields. */
+void ss_buf_json_host_step(ss_buf *b, const ss_host_step *h);
+
 #endif

@@ -18,12 +18,24 @@
 #include <string.h>
 #include <unistd.h>
 
+enum { N_COUNTERS = 5 }; /* the fields of ss_cgroup_counters, in order */
+
 struct ss_cgroup_cpu {
+    /* Heap strings (a controller holds one reader per rank: no PATH_MAX
+     * arrays); "" where none. */
+    char *proc_root;
+    pid_t pid;
+    int have_v2, have_v1;            /* the hierarchies are mounted */
+    char *v2_mnt, *v2_root, *v1_mnt, *v1_root;
+    char *v2_path, *v1_path;         /* as last resolved */
     int sources;
     int v1;             /* cpu.stat is v1's (throttled_time in ns) */
     int fd_cpu_stat;
     int fd_psi[3];      /* cpu, memory, io */
-    char path[PATH_MAX];
+    const char *path;   /* v2_path, v1_path or "": the one read */
+    /* Added to what the current cgroup's files say, so that the counters
+     * stay cumulative when the rank moves to another cgroup. */
+    int64_t offset[N_COUNTERS];
 };
 
 static int read_all(int fd, char *buf, size_t cap)
@@ -71,8 +83,20 @@ static int has_word(const char *list, const char *word)
     return 0;
 }
 
+/* Replaces *DST by a copy of SRC; -1 (and *DST unchanged) when memory
+ * runs out. */
+static int set_str(char **dst, const char *src)
+{
+    char *copy = strdup(src);
+    if (!copy)
+        return -1;
+    free(*dst);
+    *dst = copy;
+    return 0;
+}
+
 /* Finds the mount of the v2 hierarchy (V2) or of the v1 controller "cpu",
- * writing its mount point and root; 0 when found. */
+ * writing its mount point and root (PATH_MAX bytes each); 0 when found. */
 static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
 {
     char path[PATH_MAX];
@@ -115,7 +139,7 @@ static int cgroup_path(const char *proc_root, pid_t pid, int v2, char *out)
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
             continue;
-        *c2 = '\0';
+        *c1 = *c2 = '\0'; /* LINE: the hierarchy id, C1 + 1: controllers */
         int match = v2 ? strcmp(line, "0") == 0 && c1[1] == '\0'
                        : has_word(c1 + 1, "cpu");
         if (match) {
@@ -144,50 +168,62 @@ static int open_in(const char *dir, const char *name)
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
+static void close_files(ss_cgroup_cpu *c)
 {
-    ss_cgroup_cpu *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->fd_cpu_stat = -1;
+    if (c->fd_cpu_stat >= 0)
+        close(c->fd_cpu_stat);
     for (int i = 0; i < 3; i++)
-        c->fd_psi[i] = -1;
+        if (c->fd_psi[i] >= 0)
+            close(c->fd_psi[i]);
+    c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
+    c->sources = c->v1 = 0;
+    c->path = "";
+}
+
+/* Opens cpu.stat in DIR when it has the throttling fields; -1 if not. */
+static int open_cpu_stat(const char *dir)
+{
+    char buf[1024];
+    int fd = open_in(dir, "cpu.stat");
+    if (read_all(fd, buf, sizeof buf) == 0 && keyed(buf, "nr_throttled") >= 0)
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
+/* Resolves the cgroup of the rank's current paths (v2_path, v1_path) and
+ * opens their files. */
+static void attach(ss_cgroup_cpu *c)
+{
     static const char *const psi[3] = {"cpu.pressure", "memory.pressure",
                                        "io.pressure"};
-    char mnt[PATH_MAX], root[PATH_MAX], path[PATH_MAX], dir[PATH_MAX * 2];
-    char buf[1024];
-    if (find_mount(proc_root, 1, mnt, root) == 0 &&
-        cgroup_path(proc_root, pid, 1, path) == 0) {
-        cgroup_dir(mnt, root, path, dir, sizeof dir);
-        int fd = open_in(dir, "cpu.stat");
-        if (read_all(fd, buf, sizeof buf) == 0 &&
-            keyed(buf, "nr_throttled") >= 0) {
-            c->fd_cpu_stat = fd;
+    char dir[PATH_MAX * 2];
+    if (c->v2_path[0]) {
+        cgroup_dir(c->v2_mnt, c->v2_root, c->v2_path, dir, sizeof dir);
+        c->fd_cpu_stat = open_cpu_stat(dir);
+        if (c->fd_cpu_stat >= 0) {
             c->sources |= SS_CGROUP_V2;
-            snprintf(c->path, sizeof c->path, "%s", path);
-        } else if (fd >= 0) {
-            close(fd);
+            c->path = c->v2_path;
         }
         for (int i = 0; i < 3; i++)
             c->fd_psi[i] = open_in(dir, psi[i]);
+        /* The root cgroup's pressure is the whole machine's. */
+        if (c->fd_psi[0] >= 0 && strcmp(c->v2_path, "/") == 0)
+            c->sources |= SS_CGROUP_PSI_SYSTEM;
     }
-    if (c->fd_cpu_stat < 0 && find_mount(proc_root, 0, mnt, root) == 0 &&
-        cgroup_path(proc_root, pid, 0, path) == 0) {
-        cgroup_dir(mnt, root, path, dir, sizeof dir);
-        int fd = open_in(dir, "cpu.stat");
-        if (read_all(fd, buf, sizeof buf) == 0 &&
-            keyed(buf, "nr_throttled") >= 0) {
-            c->fd_cpu_stat = fd;
+    if (c->fd_cpu_stat < 0 && c->v1_path[0]) {
+        cgroup_dir(c->v1_mnt, c->v1_root, c->v1_path, dir, sizeof dir);
+        c->fd_cpu_stat = open_cpu_stat(dir);
+        if (c->fd_cpu_stat >= 0) {
             c->v1 = 1;
             c->sources |= SS_CGROUP_V1;
-            snprintf(c->path, sizeof c->path, "%s", path);
-        } else if (fd >= 0) {
-            close(fd);
+            c->path = c->v1_path;
         }
     }
     if (c->fd_psi[0] < 0) {
         char pdir[PATH_MAX];
-        snprintf(pdir, sizeof pdir, "%s/pressure", proc_root);
+        snprintf(pdir, sizeof pdir, "%s/pressure", c->proc_root);
         for (int i = 0; i < 3; i++) {
             static const char *const sys[3] = {"cpu", "memory", "io"};
             if (c->fd_psi[i] >= 0)
@@ -197,18 +233,88 @@ ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
         if (c->fd_psi[0] >= 0)
             c->sources |= SS_CGROUP_PSI_SYSTEM;
     }
+}
+
+/* Reads the rank's cgroup paths into V2 and V1 ("" where none). */
+static void resolve_paths(const ss_cgroup_cpu *c, char *v2, char *v1)
+{
+    v2[0] = v1[0] = '\0';
+    if (c->have_v2 && cgroup_path(c->proc_root, c->pid, 1, v2) != 0)
+        v2[0] = '\0';
+    if (c->have_v1 && cgroup_path(c->proc_root, c->pid, 0, v1) != 0)
+        v1[0] = '\0';
+}
+
+ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
+{
+    ss_cgroup_cpu *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
+    c->path = "";
+    c->pid = pid;
+    char mnt[2][PATH_MAX] = {"", ""}, root[2][PATH_MAX] = {"", ""};
+    char path[2][PATH_MAX];
+    c->have_v2 = find_mount(proc_root, 1, mnt[0], root[0]) == 0;
+    c->have_v1 = find_mount(proc_root, 0, mnt[1], root[1]) == 0;
+    if (set_str(&c->proc_root, proc_root) != 0) {
+        free(c);
+        return NULL;
+    }
+    resolve_paths(c, path[0], path[1]);
+    if (set_str(&c->v2_mnt, mnt[0]) || set_str(&c->v2_root, root[0]) ||
+        set_str(&c->v1_mnt, mnt[1]) || set_str(&c->v1_root, root[1]) ||
+        set_str(&c->v2_path, path[0]) || set_str(&c->v1_path, path[1])) {
+        ss_cgroup_cpu_free(c);
+        return NULL;
+    }
+    attach(c);
     return c;
+}
+
+/* The counters as the current cgroup's files say them (no offset). */
+static void read_raw(ss_cgroup_cpu *c, int64_t *v);
+
+int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c)
+{
+    char v2[PATH_MAX], v1[PATH_MAX];
+    resolve_paths(c, v2, v1);
+    if ((!v2[0] && !v1[0]) ||
+        (strcmp(v2, c->v2_path) == 0 && strcmp(v1, c->v1_path) == 0))
+        return 0; /* the same cgroup, or the rank is gone */
+    char *new_v2 = strdup(v2), *new_v1 = strdup(v1);
+    if (!new_v2 || !new_v1) {
+        free(new_v2);
+        free(new_v1);
+        return 0; /* out of memory: keep reading the old cgroup */
+    }
+    int64_t before[N_COUNTERS], after[N_COUNTERS];
+    read_raw(c, before);
+    close_files(c);
+    free(c->v2_path);
+    free(c->v1_path);
+    c->v2_path = new_v2;
+    c->v1_path = new_v1;
+    attach(c);
+    read_raw(c, after);
+    for (int i = 0; i < N_COUNTERS; i++)
+        if (before[i] != SS_MISSING && after[i] != SS_MISSING)
+            c->offset[i] += before[i] - after[i];
+    return 1;
 }
 
 void ss_cgroup_cpu_free(ss_cgroup_cpu *c)
 {
     if (!c)
         return;
-    if (c->fd_cpu_stat >= 0)
-        close(c->fd_cpu_stat);
-    for (int i = 0; i < 3; i++)
-        if (c->fd_psi[i] >= 0)
-            close(c->fd_psi[i]);
+    close_files(c);
+    free(c->proc_root);
+    free(c->v2_mnt);
+    free(c->v2_root);
+    free(c->v1_mnt);
+    free(c->v1_root);
+    free(c->v2_path);
+    free(c->v1_path);
     free(c);
 }
 
@@ -228,20 +334,33 @@ static int64_t psi_some_ns(int fd)
     return strtoll(t + 6, NULL, 10) * 1000;
 }
 
-void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out)
+static void read_raw(ss_cgroup_cpu *c, int64_t *v)
 {
-    out->nr_throttled = out->throttled_ns = SS_MISSING;
+    v[0] = v[1] = SS_MISSING;
     char buf[1024];
     if (read_all(c->fd_cpu_stat, buf, sizeof buf) == 0) {
         int64_t n = keyed(buf, "nr_throttled");
         int64_t t = c->v1 ? keyed(buf, "throttled_time")
                           : keyed(buf, "throttled_usec");
         if (n >= 0)
-            out->nr_throttled = n;
+            v[0] = n;
         if (t >= 0)
-            out->throttled_ns = c->v1 ? t : t * 1000;
+            v[1] = c->v1 ? t : t * 1000;
     }
-    out->psi_cpu_ns = psi_some_ns(c->fd_psi[0]);
-    out->psi_memory_ns = psi_some_ns(c->fd_psi[1]);
-    out->psi_io_ns = psi_some_ns(c->fd_psi[2]);
+    for (int i = 0; i < 3; i++)
+        v[2 + i] = psi_some_ns(c->fd_psi[i]);
+}
+
+void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out)
+{
+    int64_t v[N_COUNTERS];
+    read_raw(c, v);
+    for (int i = 0; i < N_COUNTERS; i++)
+        if (v[i] != SS_MISSING)
+            v[i] += c->offset[i];
+    out->nr_throttled = v[0];
+    out->throttled_ns = v[1];
+    out->psi_cpu_ns = v[2];
+    out->psi_memory_ns = v[3];
+    out->psi_io_ns = v[4];
 }

@@ -10,8 +10,11 @@
  *  - v1: the cpu controller's <mount>/<path>/cpu.stat (nr_throttled,
  *    throttled_time in ns); pressure then comes from /proc/pressure/{cpu,memory,io},
  *    which is the whole machine's (SS_CGROUP_PSI_SYSTEM says so).
- * The cgroup is found once, from /proc/PID/cgroup and the mount table
- * (/proc/self/mountinfo); the files are kept open and read with pread.
+ * The cgroup is found from /proc/PID/cgroup and the mount table
+ * (/proc/self/mountinfo, read once); the files are kept open and read with
+ * pread.  A rank can be moved to another cgroup while it runs (a container
+ * runtime, an operator, a test): ss_cgroup_cpu_refresh finds the new one,
+ * and the counters carry on from where the old one left them.
  *
  * PROC_ROOT is "/proc" in production; tests lay out a fake /proc whose
  * self/mountinfo points into a fake cgroup tree.
@@ -54,6 +57,14 @@ int ss_cgroup_cpu_sources(const ss_cgroup_cpu *c);
 /* The cgroup's path as /proc/PID/cgroup names it for the controller read
  * ("" when none was found). */
 const char *ss_cgroup_cpu_path(const ss_cgroup_cpu *c);
+
+/* Looks up PID's cgroup again; when it moved, reopens the files of the
+ * new one so that the counters continue from their values at the move
+ * (they stay cumulative; what they count from then on is the new
+ * cgroup's).  Returns 1 when it moved, else 0 (also when the process is
+ * gone).  Costs one read of /proc/PID/cgroup: call it seldom (the
+ * controller does once a second). */
+int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c);
 
 /* Reads the counters now. */
 void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out);

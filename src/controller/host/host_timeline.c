@@ -31,13 +31,17 @@ struct ss_host_timeline {
     uint64_t stops_dropped; /* intervals overwritten (windows before them
                                are not exact any more) */
     ss_mono_ns stops_kept_since;
+    ss_mono_ns following_since; /* the first sample: stops before it were
+                                   not watched (INT64_MAX: none yet) */
 };
 
 ss_host_timeline *ss_host_timeline_new(void)
 {
     ss_host_timeline *tl = calloc(1, sizeof *tl);
-    if (tl)
+    if (tl) {
         tl->stops_kept_since = INT64_MIN;
+        tl->following_since = INT64_MAX;
+    }
     return tl;
 }
 
@@ -62,6 +66,8 @@ void ss_host_timeline_add(ss_host_timeline *tl, ss_mono_ns at,
 {
     if (tl->n_samples && at < sample_at(tl, tl->n_samples - 1)->at)
         return;
+    if (at < tl->following_since)
+        tl->following_since = at;
     sample s = {.at = at};
     s.v[F_CPU] = proc->cpu_ns;
     s.v[F_RUNQ] = proc->runq_ns;
@@ -140,7 +146,7 @@ static int value_at(const ss_host_timeline *tl, ss_mono_ns t, int64_t *v)
 static ss_dur_ns stopped_in(const ss_host_timeline *tl, ss_mono_ns begin,
                             ss_mono_ns end)
 {
-    if (begin < tl->stops_kept_since)
+    if (begin < tl->stops_kept_since || begin < tl->following_since)
         return SS_MISSING;
     ss_dur_ns sum = 0;
     for (uint32_t i = 0; i < tl->n_stops; i++) {

@@ -44,8 +44,9 @@ void ss_host_timeline_continued(ss_host_timeline *tl, ss_mono_ns at);
 
 /* What moved in [BEGIN, END): fills OUT and returns 0; returns -1 when the
  * samples kept do not reach back to BEGIN or forward to END (OUT then has
- * every field SS_MISSING but stopped_ns, which is exact whenever the stop
- * intervals of the window are still kept). */
+ * every field SS_MISSING but stopped_ns, which is known whenever BEGIN is
+ * not before the first sample ever added, the start of the watch, and the
+ * stop intervals of the window are still kept). */
 int ss_host_timeline_window(const ss_host_timeline *tl, ss_mono_ns begin,
                             ss_mono_ns end, ss_host_step *out);
 

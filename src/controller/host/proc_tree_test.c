@@ -24,25 +24,6 @@ static ss_mono_ns now_ns(void)
     return (ss_mono_ns)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void put(const char *root, const char *rel, const char *text)
-{
-    char path[1024];
-    mkdir(root, 0700);
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    /* make the parent directories */
-    for (char *p = path + strlen(root) + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            mkdir(path, 0700);
-            *p = '/';
-        }
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 /* A process line of /proc/PID/stat with majflt, utime, stime set. */
 static void fake_stat(const char *root, int pid, char state, int majflt,
                       int utime, int stime, int cutime)
@@ -53,7 +34,7 @@ static void fake_stat(const char *root, int pid, char state, int majflt,
              "%d (py thon) %c 1 1 1 0 -1 0 10 0 %d 1 %d %d %d 0 20 0 1 0 1 "
              "1000 100 0\n",
              pid, state, majflt, utime, stime, cutime);
-    put(root, rel, text);
+    testing_write_file(root, rel, text);
 }
 
 static void fake_task(const char *root, int pid, int tid, long long run,
@@ -62,9 +43,9 @@ static void fake_task(const char *root, int pid, int tid, long long run,
     char rel[96], text[128];
     snprintf(rel, sizeof rel, "%d/task/%d/schedstat", pid, tid);
     snprintf(text, sizeof text, "%lld %lld 7\n", run, wait);
-    put(root, rel, text);
+    testing_write_file(root, rel, text);
     snprintf(rel, sizeof rel, "%d/task/%d/children", pid, tid);
-    put(root, rel, children);
+    testing_write_file(root, rel, children);
 }
 
 static void fake_status(const char *root, int pid, int vol, int invol)
@@ -75,7 +56,7 @@ static void fake_status(const char *root, int pid, int vol, int invol)
              "Name:\tpython\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t%d\n"
              "nonvoluntary_ctxt_switches:\t%d\n",
              vol, invol);
-    put(root, rel, text);
+    testing_write_file(root, rel, text);
 }
 
 static void fake_tree_exact(void)
@@ -129,7 +110,7 @@ static void fake_without_schedstat_uses_ticks(void)
     testing_tmp_path("proc2", root, sizeof root);
     fake_stat(root, 300, 'S', 0, 7, 3, 0);
     fake_status(root, 300, 1, 1);
-    put(root, "300/task/300/children", "");
+    testing_write_file(root, "300/task/300/children", "");
     ss_proc_tree *t = ss_proc_tree_new(root, 300);
     ss_proc_counters c;
     REQUIRE(ss_proc_tree_sample(t, 1, &c) == 0);
@@ -166,7 +147,11 @@ static void burn_cpu(double seconds)
  * seen, and the grandchild's CPU stays counted after it ends. */
 static void real_tree(void)
 {
-    int ready[2], go[2], done[2]; /* one pipe per direction and reader */
+    /* Separate pipes for "the child is set up" (child -> test) and "the
+     * grandchild may start" (test -> grandchild): on one shared pipe the
+     * grandchild could take the child's byte and the test would wait
+     * forever. */
+    int ready[2], go[2], done[2];
     REQUIRE(pipe(ready) == 0 && pipe(go) == 0 && pipe(done) == 0);
     pid_t child = fork();
     REQUIRE(child >= 0);
@@ -174,8 +159,8 @@ static void real_tree(void)
         pid_t g = fork();
         if (g == 0) {
             setsid();
-            char b;
-            (void)!read(go[0], &b, 1); /* start after the first sample */
+            char byte;
+            (void)!read(go[0], &byte, 1); /* start after the first sample */
             burn_cpu(0.2);
             _exit(0);
         }

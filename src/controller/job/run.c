@@ -38,6 +38,7 @@
 
 #include "aggregator.h"
 #include "fingerprint.h"
+#include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
 #include "launcher.h"
@@ -72,6 +73,7 @@ typedef struct {
     int no_http;           /* --no-http */
     int http_public;       /* listening beyond loopback: token required */
     int auto_mode;       /* --auto: instrument PyTorch scripts */
+    uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
     char **argv;
     ss_aggregator_config agg_cfg;
 
@@ -90,6 +92,7 @@ typedef struct {
     ss_aggregator *agg;
     ss_ingest *ingest;
     ss_launcher *launcher;
+    ss_host_watch *host;    /* NULL with --host-interval 0 */
     rank_slot *ranks;
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
@@ -196,6 +199,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
 
 static void maybe_finish(run_ctx *r);
 static void on_linger_timeout(uv_timer_t *t);
+static void publish_host_totals(run_ctx *r);
 
 /* Does what the policy decided D for RANK: the aggregator stops waiting
  * for a rank that leaves (a missing one's unfinished steps are finalized
@@ -246,6 +250,7 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
+    ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
 }
@@ -346,6 +351,7 @@ static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
 {
     run_ctx *r = ctx;
     ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
+    ss_host_watch_rank_exited(r->host, rank);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
     int ok = ss_life_exit_ok(exit_code, term_signal);
     if (term_signal)
@@ -403,6 +409,7 @@ static void maybe_finish(run_ctx *r)
     for (uint32_t i = 0; i < r->nprocs; i++)
         carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
+    publish_host_totals(r);
     for (uint32_t i = 0; i < r->nprocs; i++)
         put_rank(r, i, ss_life_rank_state(&r->life, i));
     ss_live_finish(r->live);
@@ -437,10 +444,20 @@ static void on_signal(uv_signal_t *h, int signum)
     }
 }
 
+/* The ranks' host totals, for the live metrics. */
+static void publish_host_totals(run_ctx *r)
+{
+    ss_host_step totals;
+    for (uint32_t i = 0; r->host && i < r->nprocs; i++)
+        if (ss_host_watch_totals(r->host, i, &totals) == 0)
+            ss_live_rank_host(r->live, i, &totals);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = mono_now();
+    publish_host_totals(r);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
@@ -489,11 +506,15 @@ static void usage(FILE *out)
         "                           port when busy; any address but loopback\n"
         "                           requires the run token: docs/api.md)\n"
         "      --no-http            no HTTP server\n"
+        "      --host-interval MS   read each rank's process tree and cgroup\n"
+        "                           (CPU, run-queue delay, stops, throttling,\n"
+        "                           faults) every MS ms and at each step\n"
+        "                           (default %d; 0: no host evidence)\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
         "The exit status is the job's: 0, or that of the rank that failed first.\n",
-        SS_HTTP_DEFAULT_PORT);
+        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT);
 }
 
 static void list_params(void)
@@ -560,6 +581,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"http", required_argument, NULL, 0x100},
         {"no-http", no_argument, NULL, 0x101},
+        {"host-interval", required_argument, NULL, 0x102},
         {"auto", no_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -622,6 +644,14 @@ static int parse_args(run_ctx *r, int argc, char **argv)
             break;
         }
         case 'q': r->quiet = 1; break;
+        case 0x102:
+            if (parse_count(optarg, 60000, &r->host_interval_ms)) {
+                fprintf(stderr, "stepscope run: bad --host-interval '%s' "
+                        "(milliseconds, 0 to 60000; 0 turns host evidence "
+                        "off)\n", optarg);
+                return 2;
+            }
+            break;
         case 0x100: {
             char host[64];
             uint16_t port;
@@ -874,6 +904,15 @@ static int start(run_ctx *r, char *err, size_t errlen)
     snprintf(r->sock_path, sizeof r->sock_path, "%s/" SS_SOCKDIR_SOCKET,
              r->sock_dir);
 
+    if (r->host_interval_ms) {
+        r->host = ss_host_watch_start(&r->loop, r->nprocs,
+                                      r->host_interval_ms, "/proc");
+        if (!r->host) {
+            snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
+            return -1;
+        }
+        r->agg_cfg.host = (ss_host_provider){ss_host_watch_window, r->host};
+    }
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
@@ -943,6 +982,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
+    for (uint32_t i = 0; r->host && i < r->nprocs; i++)
+        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
     event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
@@ -1031,6 +1072,7 @@ int ss_run_main(int argc, char **argv)
         return 1;
     r->grace_ms = SS_LAUNCH_GRACE_MS_DEFAULT;
     r->connect_timeout_ms = 60000;
+    r->host_interval_ms = SS_HOST_WATCH_INTERVAL_MS_DEFAULT;
     ss_aggregator_config_defaults(&r->agg_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
@@ -1081,6 +1123,7 @@ int ss_run_main(int argc, char **argv)
         ss_launcher_destroy(r->launcher);
     if (r->ingest)
         ss_ingest_close(r->ingest);
+    ss_host_watch_close(r->host);
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
@@ -1088,6 +1131,7 @@ int ss_run_main(int argc, char **argv)
     ss_http_stop(r->http);
     ss_live_destroy(r->live);
     ss_aggregator_destroy(r->agg);
+    ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);

@@ -44,6 +44,15 @@
 /* The version that added self time (step_phases.self_*,
  * rank_steps.phase_self). */
 #define SCHEMA_SELF 6
+#define SCHEMA_HOST SS_SCHEMA_HOST
+/* The host columns of rank_steps, in ss_host_step's order (11). */
+#define HOST_SELECT                                                           \
+    "host_cpu_ns, host_runq_ns, host_stopped_ns, host_throttled_ns, "        \
+    "host_nr_throttled, host_vol_switches, host_invol_switches, "             \
+    "host_major_faults, host_psi_cpu_ns, host_psi_memory_ns, host_psi_io_ns"
+#define HOST_SELECT_NONE                                                      \
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
+#define HOST_FIELDS 11
 
 struct ss_reader {
     sqlite3 *db;
@@ -980,6 +989,7 @@ struct ss_rank_steps {
     size_t cap_syncs;
     ss_rank_metric *metrics;
     size_t cap_metrics;
+    ss_host_step host;
     char **names;
     size_t n_names, cap_names, hint;
 };
@@ -996,16 +1006,18 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     int syncs = timelines && (q->fields & SS_RANK_STEPS_SYNCS);
     int metrics = r->version >= SCHEMA_METRICS &&
                   (q->fields & SS_RANK_STEPS_METRICS);
-    char sql[1024];
+    int host = r->version >= SCHEMA_HOST && (q->fields & SS_RANK_STEPS_HOST);
+    char sql[1536];
     snprintf(sql, sizeof sql,
              "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
-             "%s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
+             "%s, %s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
              "attempt = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step, rank",
              timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
              phases && timelines ? "phase_starts" : "NULL",
              phases && timelines ? "phase_counts" : "NULL",
              syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL",
-             phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL");
+             phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL",
+             host ? HOST_SELECT : HOST_SELECT_NONE);
     int64_t args[4] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
                        q->last < 0 ? INT64_MAX : q->last};
     ss_rank_steps *c = calloc(1, sizeof *c);
@@ -1020,6 +1032,22 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     }
     *cur = c;
     return 0;
+}
+
+
+/* Reads the host columns from FIRST on into H (in ss_host_step's field
+ * order); returns 1 when any is known, else 0. */
+static int col_host(sqlite3_stmt *st, int first, ss_host_step *h)
+{
+    int64_t v[HOST_FIELDS];
+    int known = 0;
+    for (int i = 0; i < HOST_FIELDS; i++) {
+        v[i] = col_i64(st, first + i);
+        known |= v[i] != SS_MISSING;
+    }
+    *h = (ss_host_step){v[0], v[1], v[2], v[3], v[4], v[5],
+                        v[6], v[7], v[8], v[9], v[10]};
+    return known;
 }
 
 /* The phase entry of NAME in the row being read, added (total and start
@@ -1104,7 +1132,7 @@ int ss_rank_steps_next(ss_rank_steps *c, const ss_rank_step_row **row)
     *x = (ss_rank_step_row){sqlite3_column_int64(st, 0),
                             sqlite3_column_int64(st, 1),
                             col_i64(st, 2), col_i64(st, 3), col_i64(st, 4),
-                            col_i64(st, 5), NULL, 0, NULL, 0, NULL, 0};
+                            col_i64(st, 5), NULL, 0, NULL, 0, NULL, 0, NULL};
     if (add_items(c, 6, 0) != 0 || add_items(c, 7, 1) != 0 ||
         add_items(c, 8, 2) != 0 || add_items(c, 9, 3) != 0 ||
         add_items(c, 10, 4) != 0 || add_items(c, 11, 5) != 0)
@@ -1118,6 +1146,7 @@ int ss_rank_steps_next(ss_rank_steps *c, const ss_rank_step_row **row)
     x->phases = c->phases;
     x->syncs = c->syncs;
     x->metrics = c->metrics;
+    x->host = col_host(st, 12, &c->host) ? &c->host : NULL;
     *row = x;
     return 1;
 }
@@ -1139,6 +1168,119 @@ void ss_rank_steps_close(ss_rank_steps *c)
         free(c->names[i]);
     free(c->names);
     free(c);
+}
+
+/* Median, largest and sum of N values of one field of the host evidence
+ * (VALS is reordered) into the field at OFFSET of M, X and S. */
+static void host_field_stats(int64_t *vals, size_t n, size_t offset,
+                             ss_host_step *m, ss_host_step *x,
+                             ss_host_step *s)
+{
+    int64_t med = SS_MISSING, max = SS_MISSING, sum = SS_MISSING;
+    if (n) {
+        sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            sum += vals[i];
+            if (max == SS_MISSING || vals[i] > max)
+                max = vals[i];
+        }
+        med = ss_median_i64(vals, n);
+    }
+    memcpy((char *)m + offset, &med, sizeof med);
+    memcpy((char *)x + offset, &max, sizeof max);
+    memcpy((char *)s + offset, &sum, sizeof sum);
+}
+
+/* Completes OUT (its rank and counts set) from its rows' values: VALS
+ * holds, per field, N_ROWS values (SS_MISSING where unknown). */
+static void finish_rank_host(ss_rank_host *out, int64_t *vals, size_t n_rows)
+{
+    for (int f = 0; f < HOST_FIELDS; f++) {
+        int64_t *col = vals + (size_t)f * n_rows;
+        size_t n = 0;
+        for (size_t i = 0; i < n_rows; i++)
+            if (col[i] != SS_MISSING)
+                col[n++] = col[i];
+        host_field_stats(col, n, (size_t)f * sizeof(int64_t), &out->median,
+                         &out->max, &out->sum);
+    }
+}
+
+int ss_reader_rank_host(ss_reader *r, int64_t run_id, int64_t attempt,
+                        ss_rank_host **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc || r->version < SCHEMA_HOST)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT rank, " HOST_SELECT " FROM rank_steps "
+                               "WHERE run_id = ?1 AND attempt = ?2 AND "
+                               "coalesce(host_cpu_ns, host_stopped_ns, "
+                               "host_runq_ns, host_throttled_ns) IS NOT NULL "
+                               "ORDER BY rank", args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    ss_rank_host *ranks = NULL;
+    size_t n_ranks = 0, cap_ranks = 0;
+    int64_t *rows = NULL; /* the current rank's rows, field-major below */
+    size_t n_rows = 0, cap_rows = 0;
+    int64_t *by_field = NULL;
+    for (;;) {
+        rc = next_row(r, st);
+        int64_t rank = rc == 1 ? sqlite3_column_int64(st, 0) : -1;
+        if (n_ranks && (rc != 1 || rank != ranks[n_ranks - 1].rank)) {
+            /* the previous rank is complete: transpose, then summarize */
+            int64_t *t = realloc(by_field, (n_rows ? n_rows : 1) *
+                                               HOST_FIELDS * sizeof *t);
+            if (!t) {
+                rc = oom(r);
+                break;
+            }
+            by_field = t;
+            for (size_t i = 0; i < n_rows; i++)
+                for (int f = 0; f < HOST_FIELDS; f++)
+                    by_field[(size_t)f * n_rows + i] =
+                        rows[i * HOST_FIELDS + (size_t)f];
+            finish_rank_host(&ranks[n_ranks - 1], by_field, n_rows);
+            n_rows = 0;
+        }
+        if (rc != 1)
+            break;
+        if (!n_ranks || rank != ranks[n_ranks - 1].rank) {
+            if (grow((void **)&ranks, sizeof *ranks, n_ranks, &cap_ranks)) {
+                rc = oom(r);
+                break;
+            }
+            memset(&ranks[n_ranks], 0, sizeof ranks[n_ranks]);
+            ranks[n_ranks++].rank = rank;
+        }
+        if (grow((void **)&rows, HOST_FIELDS * sizeof *rows, n_rows,
+                 &cap_rows)) {
+            rc = oom(r);
+            break;
+        }
+        ss_host_step h;
+        col_host(st, 1, &h);
+        memcpy(&rows[n_rows * HOST_FIELDS], &h, sizeof h);
+        n_rows++;
+        ss_rank_host *cur = &ranks[n_ranks - 1];
+        cur->steps++;
+        cur->stopped_steps += h.stopped_ns != SS_MISSING && h.stopped_ns > 0;
+        cur->throttled_steps += h.throttled_ns != SS_MISSING &&
+                                h.throttled_ns > 0;
+    }
+    sqlite3_finalize(st);
+    free(rows);
+    free(by_field);
+    if (rc < 0) {
+        free(ranks);
+        return rc;
+    }
+    *out = ranks;
+    *n = n_ranks;
+    return 0;
 }
 
 int ss_reader_rank_step_summary(ss_reader *r, int64_t run_id,

@@ -296,11 +296,16 @@ typedef struct {
     size_t n_syncs;
     const ss_rank_metric *metrics; /* with SS_RANK_STEPS_METRICS */
     size_t n_metrics;
+    /* With SS_RANK_STEPS_HOST: what the host saw of the rank's process
+     * tree during the step (fields SS_MISSING where unknown); NULL when the
+     * row has no host evidence. */
+    const ss_host_step *host;
 } ss_rank_step_row;
 
 #define SS_RANK_STEPS_PHASES 1u  /* phase totals, starts, counts, self */
 #define SS_RANK_STEPS_SYNCS 2u
 #define SS_RANK_STEPS_METRICS 4u
+#define SS_RANK_STEPS_HOST 8u
 
 /* Which rank-step rows to read: steps FIRST..LAST inclusive (-1: open),
  * ordered by step then rank. */
@@ -323,6 +328,23 @@ int ss_rank_steps_next(ss_rank_steps *cur, const ss_rank_step_row **row);
  * grows as rows are read); NULL when out of range. */
 const char *ss_rank_steps_name(const ss_rank_steps *cur, uint32_t idx);
 void ss_rank_steps_close(ss_rank_steps *cur); /* NULL: no-op */
+
+/* The host evidence of one rank over an attempt's kept rank-steps
+ * (retention thins old steps): per field, the median and the largest value
+ * per step and the sum, over the steps where that field is known. */
+typedef struct {
+    int64_t rank;
+    int64_t steps;          /* kept rank-steps with host evidence */
+    int64_t stopped_steps;  /* of them, steps with some stopped time */
+    int64_t throttled_steps;/* of them, steps with some throttled time */
+    ss_host_step median, max, sum;
+} ss_rank_host;
+
+/* The host evidence of every rank of the attempt that has some, ordered by
+ * rank, into *OUT (*N entries; free with free(); NULL and 0 when none, as
+ * in stores older than the host columns). */
+int ss_reader_rank_host(ss_reader *r, int64_t run_id, int64_t attempt,
+                        ss_rank_host **out, size_t *n);
 
 /* What is kept of an attempt's rank-steps in steps FIRST..LAST (-1:
  * open). */

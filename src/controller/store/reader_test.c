@@ -501,11 +501,65 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3_close(db);
 }
 
+/* Host evidence: per rank-step with SS_RANK_STEPS_HOST, and per rank
+ * over the attempt; none for an attempt written without it. */
+static void rank_host_evidence(void)
+{
+    ss_reader *r = open_fixture();
+    REQUIRE(r != NULL);
+    ss_rank_step_query q = {1, 0, 3, 3, SS_RANK_STEPS_HOST};
+    ss_rank_steps *cur;
+    REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
+    const ss_rank_step_row *row;
+    int n = 0;
+    while (ss_rank_steps_next(cur, &row) == 1) {
+        REQUIRE(row->host != NULL);
+        CHECK_EQ_INT(row->host->cpu_ns, (80 + row->rank) * MS);
+        CHECK_EQ_INT(row->host->runq_ns, row->rank == 2 ? 5 * MS : MS);
+        CHECK_EQ_INT(row->host->stopped_ns, row->rank == 2 ? 30 * MS : 0);
+        CHECK_EQ_INT(row->host->invol_switches, 2 + row->rank);
+        CHECK_EQ_INT(row->host->psi_io_ns, SS_MISSING);
+        n++;
+    }
+    CHECK_EQ_INT(n, 4);
+    ss_rank_steps_close(cur);
+    q.fields = 0; /* not asked for */
+    REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
+    REQUIRE(ss_rank_steps_next(cur, &row) == 1);
+    CHECK(row->host == NULL);
+    ss_rank_steps_close(cur);
+
+    ss_rank_host *hosts;
+    size_t n_hosts;
+    REQUIRE(ss_reader_rank_host(r, 1, 0, &hosts, &n_hosts) == 0);
+    REQUIRE(n_hosts == 4);
+    const ss_rank_host *h2 = &hosts[2], *h3 = &hosts[3];
+    CHECK_EQ_INT(h2->rank, 2);
+    CHECK_EQ_INT(h2->steps, 20);
+    CHECK_EQ_INT(h2->stopped_steps, 10);
+    CHECK_EQ_INT(h2->max.stopped_ns, 30 * MS);
+    CHECK_EQ_INT(h2->sum.stopped_ns, 300 * MS);
+    CHECK_EQ_INT(h2->median.runq_ns, 5 * MS);
+    CHECK_EQ_INT(hosts[0].median.runq_ns, MS);
+    CHECK_EQ_INT(hosts[0].stopped_steps, 0);
+    CHECK_EQ_INT(h3->throttled_steps, 20);
+    CHECK_EQ_INT(h3->median.throttled_ns, 2 * MS);
+    CHECK_EQ_INT(h3->median.major_faults, 3);
+    CHECK_EQ_INT(h3->median.psi_cpu_ns, 4 * MS);
+    CHECK_EQ_INT(h3->median.psi_io_ns, SS_MISSING);
+    free(hosts);
+    /* run 2's attempt 1 was written without host evidence */
+    REQUIRE(ss_reader_rank_host(r, 2, 1, &hosts, &n_hosts) == 0);
+    CHECK(hosts == NULL && n_hosts == 0);
+    ss_reader_close(r);
+}
+
 TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(selects_runs_by_id_name_and_uuid),
           TEST(runs_and_attempts),
           TEST(ranks_with_medians),
           TEST(steps_with_phases_and_windows),
           TEST(rank_steps_cursor),
+          TEST(rank_host_evidence),
           TEST(findings_events_and_metrics),
           TEST(older_schema_is_read_without_migrating))

@@ -61,6 +61,15 @@
 #include "runlock.h"
 #include "store_schema.h"
 
+/* The host evidence of a rank step (ss_host_step, in this order) binds to
+ * HOST_PARAMS of ST_RANK_STEP, from parameter HOST_FIRST_PARAM on. */
+#define HOST_COLUMNS                                                          \
+    "host_cpu_ns, host_runq_ns, host_stopped_ns, host_throttled_ns, "        \
+    "host_nr_throttled, host_vol_switches, host_invol_switches, "             \
+    "host_major_faults, host_psi_cpu_ns, host_psi_memory_ns, host_psi_io_ns"
+#define HOST_PARAMS "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25"
+#define HOST_FIRST_PARAM 15
+
 /* ---- queued items ---- */
 
 typedef enum {
@@ -101,6 +110,8 @@ typedef struct {
     uint32_t *row_rank;
     int64_t *row_vals;
     uint64_t dropped_rows; /* rank rows refused at the queue */
+    ss_host_step *row_host; /* n_rows entries (all SS_MISSING where a rank
+                               has none), or NULL when no row has any */
 } step_item;
 
 enum { ROW_FIXED = 4 }; /* step_ns, rss, device, begin */
@@ -227,8 +238,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
                      "step, rank, step_ns, rss_bytes, device_bytes, phases, "
                      "begin_ns, phase_starts, phase_counts, syncs, metrics, "
-                     "phase_self) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                     "?10, ?11, ?12, ?13, ?14)",
+                     "phase_self, " HOST_COLUMNS ") "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+                     "?12, ?13, ?14, " HOST_PARAMS ")",
     /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
     [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
                   "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
@@ -333,6 +345,23 @@ static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v)
         sqlite3_bind_null(st, i);
     else
         sqlite3_bind_int64(st, i, v);
+}
+
+/* Binds H (NULL: no host evidence, every column NULL). */
+static void bind_host(sqlite3_stmt *st, const ss_host_step *h)
+{
+    static const ss_host_step none = {SS_MISSING, SS_MISSING, SS_MISSING,
+                                      SS_MISSING, SS_MISSING, SS_MISSING,
+                                      SS_MISSING, SS_MISSING, SS_MISSING,
+                                      SS_MISSING, SS_MISSING};
+    if (!h)
+        h = &none;
+    const int64_t v[] = {h->cpu_ns, h->runq_ns, h->stopped_ns,
+                         h->throttled_ns, h->nr_throttled, h->vol_switches,
+                         h->invol_switches, h->major_faults, h->psi_cpu_ns,
+                         h->psi_memory_ns, h->psi_io_ns};
+    for (int i = 0; i < (int)(sizeof v / sizeof v[0]); i++)
+        bind_opt_int(st, HOST_FIRST_PARAM + i, v[i]);
 }
 
 static void bind_rank(sqlite3_stmt *st, int i, int32_t rank)
@@ -776,6 +805,7 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
         bind_json(q, 12, &s->rowjson[3]);
         bind_json(q, 13, &s->rowjson[4]);
         bind_json(q, 14, &s->rowjson[5]);
+        bind_host(q, v->row_host ? &v->row_host[i] : NULL);
         if (run_stmt(s, q, "writing a rank step") != 0)
             return -1;
         if (rank < t->n_ranks) {
@@ -1422,6 +1452,34 @@ static const char *name_of(const char *const *names, int idx)
     return names && idx >= 0 && names[idx] ? names[idx] : "?";
 }
 
+/* Does some present rank of V carry host evidence? */
+static int has_host(const ss_step_view *v)
+{
+    for (uint32_t r = 0; v->ranks && r < v->world_size; r++)
+        if (v->ranks[r].present && v->ranks[r].host)
+            return 1;
+    return 0;
+}
+
+/* The host evidence of V's first ROWS present ranks into OUT, in row
+ * order (all SS_MISSING for a rank without any). */
+static void copy_host_rows(const ss_step_view *v, uint32_t rows,
+                           ss_host_step *out)
+{
+    uint32_t i = 0;
+    for (uint32_t r = 0; r < v->world_size && i < rows; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present)
+            continue;
+        if (rs->host)
+            out[i] = *rs->host;
+        else
+            for (size_t k = 0; k < sizeof out[i] / sizeof(int64_t); k++)
+                ((int64_t *)&out[i])[k] = SS_MISSING;
+        i++;
+    }
+}
+
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                        const char *const *names)
 {
@@ -1438,6 +1496,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         s->stats.dropped_rank_steps += n_rows;
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
+    int with_host = rows && has_host(v);
 
     size_t stride = ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs +
                     v->n_metrics;
@@ -1449,7 +1508,8 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                    round8((size_t)v->n_syncs * sizeof(char *)) +
                    round8((size_t)v->n_metrics * sizeof(char *)) +
                    round8((size_t)rows * sizeof(uint32_t)) +
-                   (size_t)rows * stride * sizeof(int64_t);
+                   (size_t)rows * stride * sizeof(int64_t) +
+                   (with_host ? (size_t)rows * sizeof(ss_host_step) : 0);
     for (uint32_t i = 0; i < v->n_phases; i++)
         extra += str_space(name_of(names, v->phases[i].name));
     for (uint32_t i = 0; i < v->n_syncs; i++)
@@ -1550,6 +1610,10 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         }
         i++;
     }
+    st->row_host = with_host ? carve(&p, (size_t)rows * sizeof(ss_host_step))
+                             : NULL;
+    if (with_host)
+        copy_host_rows(v, rows, st->row_host);
     st->dropped_rows = keep_rows ? 0 : n_rows;
     it->units = 1 + rows;
     enqueue(s, it);

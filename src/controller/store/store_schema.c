@@ -233,6 +233,25 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE step_phases ADD COLUMN self_max INTEGER;"
     "ALTER TABLE step_phases ADD COLUMN self_worst_rank INTEGER;"
     "ALTER TABLE rank_steps ADD COLUMN phase_self TEXT;",
+
+    /* 7: what the host saw of the rank's process tree during the step
+     * (ss_host_step, read by the controller from /proc and the rank's
+     * cgroup): CPU time, run-queue delay, stopped time, throttled time (ns),
+     * CFS periods throttled, voluntary and involuntary context switches,
+     * major page faults, and pressure stall time (ns; the cgroup's, or the
+     * machine's on cgroup v1).  NULL where unknown, and in rows written
+     * before this version or by a run without host evidence. */
+    "ALTER TABLE rank_steps ADD COLUMN host_cpu_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_runq_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_stopped_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_throttled_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_nr_throttled INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_vol_switches INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_invol_switches INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_major_faults INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_psi_cpu_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_psi_memory_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN host_psi_io_ns INTEGER;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

@@ -17,7 +17,10 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 6
+#define SS_SCHEMA_VERSION 7
+
+/* The version that added rank_steps' host evidence columns (host_*). */
+#define SS_SCHEMA_HOST 7
 
 /* The value of meta.application in every stepscope store. */
 #define SS_STORE_MARKER "stepscope"

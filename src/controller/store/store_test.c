@@ -243,9 +243,9 @@ static void refuses_garbage_file(void)
     CHECK(strstr(err, "not a stepscope store") != NULL);
 }
 
-/* A version-1 store (rank_steps without the timeline and metrics columns,
- * ranks without the name-limit counts) is migrated on open; its old rows
- * keep NULL there. */
+/* A version-1 store (rank_steps without the timeline, metrics and host
+ * columns, ranks without the name-limit counts) is migrated on open; its
+ * old rows keep NULL there. */
 static void migrates_version_1(void)
 {
     char path[600];
@@ -253,6 +253,17 @@ static void migrates_version_1(void)
     ss_store *s = open_store(path, NULL, 0);
     REQUIRE(s != NULL);
     ss_store_close(s);
+    static const char *const host_columns[] = {
+        "host_cpu_ns", "host_runq_ns", "host_stopped_ns", "host_throttled_ns",
+        "host_nr_throttled", "host_vol_switches", "host_invol_switches",
+        "host_major_faults", "host_psi_cpu_ns", "host_psi_memory_ns",
+        "host_psi_io_ns"};
+    for (size_t i = 0; i < sizeof host_columns / sizeof *host_columns; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "ALTER TABLE rank_steps DROP COLUMN %s",
+                 host_columns[i]);
+        CHECK_EQ_INT(sql_exec(path, sql), 0);
+    }
     CHECK_EQ_INT(sql_exec(path,
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
@@ -286,7 +297,8 @@ static void migrates_version_1(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps WHERE "
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
-                               "metrics IS NULL AND phase_self IS NULL"),
+                               "metrics IS NULL AND phase_self IS NULL AND "
+                               "host_cpu_ns IS NULL AND host_psi_io_ns IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
                                "self_n IS NULL AND self_median IS NULL"),

@@ -64,6 +64,10 @@ static int build_data(ss_buf *data, ss_query *q, const char *db_path,
     ss_query_range heat = {attempt, -1, -1, SS_HTML_HEAT_STEPS};
     rc = ss_query_heatmap(q, run_id, &heat, data, err, errlen);
     if (rc == 0) {
+        ss_buf_puts(data, ",\"host\":");
+        rc = ss_query_host(q, run_id, &heat, data, err, errlen);
+    }
+    if (rc == 0) {
         ss_buf_puts(data, ",\"ranks\":");
         rc = ss_query_ranks(q, run_id, attempt, NULL, data, err, errlen);
     }

@@ -206,6 +206,31 @@ static void json_metrics(ss_buf *b, const ss_report *rp)
     ss_buf_puts(b, rp->n_metrics ? "\n  ],\n" : "],\n");
 }
 
+/* ", "host_evidence": {...}" of RANK (null when the host saw nothing of
+ * it): steps counted, and per step the median, worst and total of each
+ * field (docs/report-json.md). */
+static void json_rank_host(ss_buf *b, const ss_report *rp, size_t rank)
+{
+    const ss_rank_host *h = NULL;
+    for (size_t i = 0; i < rp->n_hosts && !h; i++)
+        if (rp->hosts[i].rank == (int64_t)rank)
+            h = &rp->hosts[i];
+    ss_buf_puts(b, ", \"host_evidence\": ");
+    if (!h) {
+        ss_buf_puts(b, "null");
+        return;
+    }
+    ss_buf_printf(b, "{\"steps\": %" PRId64 ", \"stopped_steps\": %" PRId64
+                     ", \"throttled_steps\": %" PRId64 ", \"median\": ",
+                  h->steps, h->stopped_steps, h->throttled_steps);
+    ss_buf_json_host_step(b, &h->median);
+    ss_buf_puts(b, ", \"max\": ");
+    ss_buf_json_host_step(b, &h->max);
+    ss_buf_puts(b, ", \"total\": ");
+    ss_buf_json_host_step(b, &h->sum);
+    ss_buf_puts(b, "}");
+}
+
 static void json_ranks(out *o, const ss_report *rp)
 {
     ss_buf *b = &o->b;
@@ -251,6 +276,7 @@ static void json_ranks(out *o, const ss_report *rp)
         ss_buf_json_int(b, k->names_over_limit);
         ss_buf_puts(b, ", \"values_over_limit\": ");
         ss_buf_json_int(b, k->values_over_limit);
+        json_rank_host(b, rp, i);
         ss_buf_puts(b, "}");
         maybe_flush(o);
     }

@@ -319,6 +319,9 @@ static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
     ss_progress_stage(pg, "stepscope report: reading per-rank steps", 2, 4);
     if (rc == 0)
         rc = load_ranks(r, rp);
+    if (rc == 0)
+        rc = ss_reader_rank_host(r, rp->run.id, rp->attempt, &rp->hosts,
+                                 &rp->n_hosts);
     ss_progress_stage(pg, "stepscope report: reading events", 3, 4);
     if (rc == 0) {
         ss_event_query q = {rp->attempt, -1, SS_REPORT_MAX_EVENTS, 1};
@@ -377,6 +380,7 @@ void ss_report_free(ss_report *rp)
         free(rp->metrics[i].name);
     free(rp->metrics);
     ss_rank_rows_free(rp->ranks, rp->n_ranks);
+    free(rp->hosts);
     free(rp->phase_med);
     free(rp->phase_self_med);
     free(rp->named);

@@ -80,6 +80,9 @@ typedef struct {
                                  order */
     size_t n_events;
     int64_t events_total;
+    ss_rank_host *hosts;      /* host evidence of the ranks that have some,
+                                 by rank (reader.h); NULL when none */
+    size_t n_hosts;
 } ss_report;
 
 /*

@@ -208,6 +208,19 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.ranks[2].signal", "9");
     CHECK_J(j, "$.ranks[1].dropped_events", "5");
     CHECK_J(j, "$.ranks[1].dropped_records", "0");
+    /* Host evidence: rank 2 stopped 30 ms in every other step. */
+    CHECK_J(j, "$.ranks[2].host", "node1");
+    CHECK_J(j, "$.ranks[2].host_evidence.steps", "20");
+    CHECK_J(j, "$.ranks[2].host_evidence.stopped_steps", "10");
+    CHECK_J(j, "$.ranks[2].host_evidence.median.runq_ms", "5.0");
+    CHECK_J(j, "$.ranks[2].host_evidence.max.stopped_ms", "30.0");
+    CHECK_J(j, "$.ranks[2].host_evidence.total.stopped_ms", "300.0");
+    CHECK_J(j, "$.ranks[2].host_evidence.median.cpu_ms", "82.0");
+    CHECK_J(j, "$.ranks[2].host_evidence.median.invol_switches", "4");
+    CHECK_J(j, "$.ranks[2].host_evidence.median.psi_io_ms", "<null>");
+    CHECK_J(j, "$.ranks[3].host_evidence.throttled_steps", "20");
+    CHECK_J(j, "$.ranks[3].host_evidence.median.throttled_ms", "2.0");
+    CHECK_J(j, "$.ranks[3].host_evidence.median.nr_throttled", "1");
 
     CHECK_J(j, "$.dropped.events", "5");
     CHECK_J(j, "$.dropped.records", "0");
@@ -250,6 +263,15 @@ static void text_report_puts_findings_first(void)
     CHECK(strstr(r.out, "  backward*") != NULL);
     CHECK(strstr(r.out, "* self time: the phase less the phases nested") !=
           NULL);
+    const char *host = strstr(r.out, "HOST (per step");
+    CHECK(host && ranks < host);
+    if (host) {
+        const char *rank2 = strstr(host, "\n      2 ");
+        CHECK(rank2 && strstr(rank2, "5.0 [5.0]") &&
+              strstr(rank2, "10/20"));
+    }
+    CHECK(strstr(r.out, "pressure stalls per step (PSI some, median): cpu "
+                        "4.0 ms, memory 0.000 ms, io - ms") != NULL);
     result_free(&r);
 }
 

@@ -17,6 +17,7 @@
 
 #include "json.h"
 #include "report_model.h"
+#include "stats.h"
 
 #define MAX_EVENTS_TEXT 20 /* events listed */
 #define MAX_RANKS_TEXT 32  /* above this, the notable ranks only */
@@ -410,6 +411,102 @@ static void text_ranks(FILE *f, const ss_report *rp)
     free(order);
 }
 
+/* How much of a rank's step the host took from it (median run-queue
+ * delay + stopped + throttled time per step), to pick the ranks shown. */
+static int64_t host_burden(const ss_rank_host *h)
+{
+    int64_t v[3] = {h->median.runq_ns, h->median.stopped_ns,
+                    h->median.throttled_ns};
+    int64_t sum = 0;
+    for (int i = 0; i < 3; i++)
+        sum += v[i] == SS_MISSING ? 0 : v[i];
+    return sum;
+}
+
+static int cmp_host_burden(const void *a, const void *b)
+{
+    int64_t x = host_burden(a), y = host_burden(b);
+    return (x < y) - (x > y); /* most first */
+}
+
+/* The median and the worst step of one field: "1.2 [4.0]". */
+static const char *fmt_ms_pair(char *buf, size_t n, int64_t med, int64_t max)
+{
+    char a[32], b[32];
+    snprintf(buf, n, "%s [%s]", fmt_ms(a, sizeof a, med),
+             fmt_ms(b, sizeof b, max));
+    return buf;
+}
+
+/* HOST: what the host saw of each rank's process tree per step (docs/
+ * report.md), the ranks the host held back most first when there are
+ * many, then the machine's pressure. */
+static void text_host(FILE *f, const ss_report *rp)
+{
+    if (rp->n_hosts == 0)
+        return;
+    ss_rank_host *order = malloc(rp->n_hosts * sizeof *order);
+    int64_t *psi = malloc(3 * rp->n_hosts * sizeof *psi);
+    if (!order || !psi) {
+        free(order);
+        free(psi);
+        fputs("HOST: out of memory\n\n", f);
+        return;
+    }
+    memcpy(order, rp->hosts, rp->n_hosts * sizeof *order);
+    size_t shown = rp->n_hosts;
+    if (rp->n_hosts > MAX_RANKS_TEXT) {
+        qsort(order, rp->n_hosts, sizeof *order, cmp_host_burden);
+        shown = 8;
+    }
+    fprintf(f, "HOST (per step: median [worst step]; the ranks' process "
+               "trees as the kernel saw them%s)\n",
+            shown < rp->n_hosts ? "; the 8 ranks it held back most" : "");
+    fprintf(f, "  %5s %18s %18s %8s %10s %18s %7s %9s\n", "rank",
+            "run-queue ms", "stopped ms", "stopped", "CPU ms", "throttled ms",
+            "preempt", "maj.fault");
+    char a[64], b[64], c[32], d[64], e[32], g[32], steps[32];
+    for (size_t i = 0; i < shown; i++) {
+        const ss_rank_host *h = &order[i];
+        snprintf(steps, sizeof steps, "%" PRId64 "/%" PRId64,
+                 h->stopped_steps, h->steps);
+        fprintf(f, "  %5" PRId64 " %18s %18s %8s %10s %18s %7s %9s\n",
+                h->rank,
+                fmt_ms_pair(a, sizeof a, h->median.runq_ns, h->max.runq_ns),
+                fmt_ms_pair(b, sizeof b, h->median.stopped_ns,
+                            h->max.stopped_ns),
+                steps, fmt_ms(c, sizeof c, h->median.cpu_ns),
+                fmt_ms_pair(d, sizeof d, h->median.throttled_ns,
+                            h->max.throttled_ns),
+                fmt_int(e, sizeof e, h->median.invol_switches),
+                fmt_int(g, sizeof g, h->median.major_faults));
+    }
+    if (shown < rp->n_hosts)
+        fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
+                rp->n_hosts - shown);
+    /* Pressure: the median over ranks of their medians (on cgroup v1 every
+     * rank reads the machine's). */
+    size_t n[3] = {0, 0, 0};
+    for (size_t i = 0; i < rp->n_hosts; i++) {
+        const ss_host_step *m = &rp->hosts[i].median;
+        int64_t v[3] = {m->psi_cpu_ns, m->psi_memory_ns, m->psi_io_ns};
+        for (int k = 0; k < 3; k++)
+            if (v[k] != SS_MISSING)
+                psi[(size_t)k * rp->n_hosts + n[k]++] = v[k];
+    }
+    int64_t med[3];
+    for (int k = 0; k < 3; k++)
+        med[k] = ss_median_i64(psi + (size_t)k * rp->n_hosts, n[k]);
+    if (n[0] || n[1] || n[2])
+        fprintf(f, "  pressure stalls per step (PSI some, median): cpu %s ms,"
+                   " memory %s ms, io %s ms\n",
+                fmt_ms(a, sizeof a, med[0]), fmt_ms(b, sizeof b, med[1]),
+                fmt_ms(c, sizeof c, med[2]));
+    fputc('\n', f);
+    free(order);
+    free(psi);
+}
+
 /* Events every healthy run has (the header already says what they say);
  * the text report lists only the others. */
 static int event_routine(const char *kind)
@@ -487,6 +584,7 @@ void ss_report_print_text(FILE *f, ss_report *rp)
     text_phases(f, rp);
     text_metrics(f, rp);
     text_ranks(f, rp);
+    text_host(f, rp);
     text_dropped_and_events(f, rp);
 }
 
