@@ -28,6 +28,9 @@ import pytest
 from conftest import BUILD, STEPSCOPE, kill_quietly
 
 BENCH_STORE = BUILD / "bench" / "bench_store"
+SANITIZED = "libasan" in subprocess.run(["ldd", str(STEPSCOPE)],
+                                        capture_output=True,
+                                        text=True).stdout
 HOSTILE = 500
 
 
@@ -263,7 +266,10 @@ def test_concurrent_large_steps_documents_bounded_memory(tmp_path,
               f"{before / 2**20:.1f} MiB idle, {peak / 2**20:.1f} MiB after")
         assert not errors, errors[:3]
         assert results == [10000] * 64
-        assert peak < 150 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
+        # AddressSanitizer keeps freed memory in quarantine (256 MiB by
+        # default): there RSS says nothing about what a request holds.
+        if not SANITIZED:
+            assert peak < 150 * 2**20, f"peak RSS {peak / 2**20:.0f} MiB"
         assert server.stop() == 0
     finally:
         server.stop()
