@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -268,6 +269,15 @@ static void reap(ss_http_gate *g, ss_mono_ns now)
                 free(c);
             }
         } else if (!c->shut && c->request_due && now > c->request_due) {
+            /* Bytes the server has not read yet mean the server is behind
+             * (its worker busy with a long answer), not the client: give
+             * the request another period.  A trickling client's bytes are
+             * read as they come, so nothing waits for it. */
+            int unread = 0;
+            if (ioctl(c->fd, FIONREAD, &unread) == 0 && unread > 0) {
+                c->request_due = now + g->cfg.request_timeout;
+                continue;
+            }
             shutdown(c->fd, SHUT_RDWR);
             c->shut = 1;
             g->n_timed_out++;
