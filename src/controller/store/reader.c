@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numparse.h"
 #include "runlock.h"
 #include "stats.h"
 #include "store.h"
@@ -372,16 +373,6 @@ int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run)
     return rc;
 }
 
-static int all_digits(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return 0;
-    return 1;
-}
-
 int ss_reader_select_run(ss_reader *r, const char *spec, int64_t *run_id)
 {
     int64_t id;
@@ -394,8 +385,8 @@ int ss_reader_select_run(ss_reader *r, const char *spec, int64_t *run_id)
         *run_id = id;
         return 0;
     }
-    if (all_digits(spec) && strlen(spec) < 19) {
-        int64_t want = strtoll(spec, NULL, 10);
+    int64_t want;
+    if (ss_parse_i64(spec, 1, INT64_MAX, &want) == 0) {
         if (query_i64(r, "SELECT id FROM runs WHERE id = ?1", &want, 1, &id))
             return SS_READ_ERROR;
         if (id != SS_MISSING) {

@@ -18,20 +18,11 @@
 #include <sys/stat.h>
 
 #include "html_report.h"
+#include "numparse.h"
 #include "reader.h"
 #include "report_model.h"
 #include "store.h"
 #include "store_schema.h"
-
-static int is_number(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return 0;
-    return 1;
-}
 
 typedef struct {
     const char *db;
@@ -115,12 +106,13 @@ static int parse_args(const char *cmd, int argc, char **argv, int with_run,
                    (strcmp(a, "--attempt") == 0 ||
                     strncmp(a, "--attempt=", 10) == 0)) {
             val = a[9] == '=' ? a + 10 : (i + 1 < argc ? argv[++i] : NULL);
-            if (!val || !is_number(val) || strlen(val) > 9) {
+            int64_t attempt;
+            if (!val || ss_parse_i64(val, 0, 999999999, &attempt) != 0) {
                 fprintf(err, "stepscope %s: --attempt needs a number (0 is "
                              "the first attempt)\n", cmd);
                 return 2;
             }
-            o->attempt = strtoll(val, NULL, 10);
+            o->attempt = attempt;
         } else if (!only_args && a[0] == '-' && a[1] != '\0') {
             fprintf(err, "stepscope %s: unknown option '%s' (see `stepscope "
                          "%s --help`)\n", cmd, a, cmd);
