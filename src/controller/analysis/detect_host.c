@@ -90,6 +90,15 @@ typedef struct {
     float *rank_step_ms; /* per ring slot and rank: step_at() */
     cause_state *cs;     /* per rank and cause: [r * N_CAUSES + c] */
     double *f64;         /* scratch: max(world, hw) */
+    /* Who arrived last at the step's most skewed sync point, per ring slot
+     * (-1: no sync point measured), the chance of it among the ranks that
+     * arrived (1/n), and per rank how many of the ring's steps it was
+     * last in: a loss that delays nobody is not a cause. */
+    int32_t *last_rank;
+    float *last_chance;
+    uint32_t *n_last;
+    uint32_t n_sync_steps;
+    double last_chance_sum;
 } host;
 
 /* Rank-step RS's loss to cause C, in ms; NaN when not measured. */
@@ -141,6 +150,9 @@ static void free_ring(host *h)
     free(h->rank_step_ms);
     free(h->cs);
     free(h->f64);
+    free(h->last_rank);
+    free(h->last_chance);
+    free(h->n_last);
     uint32_t world = h->world, hw = h->hw;
     memset(h, 0, sizeof *h);
     h->world = world;
@@ -164,14 +176,20 @@ static int start_ring(host *h)
     h->rank_step_ms = ss__zalloc(w * hw, sizeof *h->rank_step_ms);
     h->cs = ss__zalloc(w * N_CAUSES, sizeof *h->cs);
     h->f64 = ss__zalloc(scratch, sizeof *h->f64);
+    h->last_rank = ss__zalloc(hw, sizeof *h->last_rank);
+    h->last_chance = ss__zalloc(hw, sizeof *h->last_chance);
+    h->n_last = ss__zalloc(w ? w : 1, sizeof *h->n_last);
     if (!h->step || !h->med_ms || !h->excess_ms || !h->median_lost ||
         !h->alone_rank || !h->alone_ms || !h->chance || !h->lost ||
-        !h->rank_step_ms || !h->cs || !h->f64) {
+        !h->rank_step_ms || !h->cs || !h->f64 || !h->last_rank ||
+        !h->last_chance || !h->n_last) {
         free_ring(h);
         return -1;
     }
     for (size_t i = 0; i < per; i++)
         h->alone_rank[i] = -1;
+    for (size_t i = 0; i < hw; i++)
+        h->last_rank[i] = -1;
     for (size_t i = 0; i < w * N_CAUSES; i++)
         h->cs[i].finding = -1;
     h->started = 1;
@@ -183,6 +201,12 @@ static void retire_slot(host *h, uint32_t k)
 {
     if (h->fill < h->hw)
         return; /* never written */
+    if (h->last_rank[k] >= 0) {
+        h->n_last[h->last_rank[k]]--;
+        h->n_sync_steps--;
+        h->last_chance_sum -= h->last_chance[k];
+        h->last_rank[k] = -1;
+    }
     for (int c = 0; c < N_CAUSES; c++) {
         size_t ck = (size_t)c * h->hw + k;
         if (h->alone_rank[ck] >= 0) {
@@ -289,6 +313,21 @@ static void record_step(ss_detectors *d, host *h, const ss_step_view *v,
                         uint32_t world, uint32_t k)
 {
     h->step[k] = v->step;
+    const ss_sync_stat *skewed = NULL;
+    for (uint32_t i = 0; i < v->n_syncs; i++) {
+        const ss_sync_stat *y = &v->syncs[i];
+        if (y->n >= 2 && y->worst_rank >= 0 &&
+            (uint32_t)y->worst_rank < h->world && y->skew_ns != SS_MISSING &&
+            (!skewed || y->skew_ns > skewed->skew_ns))
+            skewed = y;
+    }
+    if (skewed) {
+        h->last_rank[k] = skewed->worst_rank;
+        h->last_chance[k] = (float)(1.0 / skewed->n);
+        h->n_last[skewed->worst_rank]++;
+        h->n_sync_steps++;
+        h->last_chance_sum += h->last_chance[k];
+    }
     h->med_ms[k] = v->step_time.median == SS_MISSING
                        ? NAN
                        : (float)((double)v->step_time.median / 1e6);
@@ -386,6 +425,25 @@ static int alone_rule(const ss_detectors *d, const host *h, uint32_t r,
            alone_cost(h, r, c) >= scale * d->p[P_H_MIN_SHARE];
 }
 
+/* Whether rank R's steady wait for a CPU delays the others: where the job
+ * has sync points, R arrived last at the most skewed one in more of the
+ * ring's steps than chance allows among exchangeable ranks at LEVEL.  A
+ * rank that waits for a CPU more than its peers but still is not last (on
+ * a machine whose cores every rank shares, where one rank happens to share
+ * its core with the controller, say) costs the job nothing.  Stops and
+ * throttling are not asked this: they are rare on a healthy machine, and
+ * land inside the collective as often as before it.  Without sync points
+ * there is nothing to tell, and the share rule alone holds. */
+static int delays_others(const ss_detectors *d, const host *h, uint32_t r,
+                         double level)
+{
+    if (h->n_sync_steps < ss__param_u32(d, P_H_MIN_STEPS))
+        return 1;
+    double chance = h->last_chance_sum / h->n_sync_steps;
+    return ss__binomial_upper_tail(h->n_sync_steps, h->n_last[r], chance) <=
+           level;
+}
+
 /* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
  * of the tests: the share rule with the sign test, or the slow-step
  * rule. */
@@ -393,7 +451,8 @@ static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
                   double med_share, double level, double scale)
 {
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
-    return (share_rule(d, rc, med_share, scale) && above_peers(rc, level)) ||
+    return (share_rule(d, rc, med_share, scale) && above_peers(rc, level) &&
+            (c != C_RUNQ || delays_others(d, h, r, level))) ||
            alone_rule(d, h, r, c, level, scale);
 }
 
