@@ -561,6 +561,26 @@ static int choose_and_load(ss_reader *rd, const guard_request *o,
     return rc;
 }
 
+const char *guard_verdict_word(guard_verdict v)
+{
+    switch (v) {
+    case GUARD_REGRESSED: return "regressed";
+    case GUARD_SUSPECT: return "suspect";
+    case GUARD_IMPROVED: return "improved";
+    case GUARD_SAME: return "same";
+    case GUARD_SHOWN: return "shown";
+    case GUARD_NO_DATA: break;
+    }
+    return "no_data";
+}
+
+const char *guard_status_word(int status)
+{
+    return status == SS_GUARD_OK ? "ok"
+           : status == SS_GUARD_REGRESSION ? "regression"
+                                           : "cannot_judge";
+}
+
 void guard_settings_free(guard_settings *s)
 {
     for (size_t i = 0; i < s->n_thresholds; i++)

@@ -202,6 +202,12 @@ int guard_history_of(guard_result *r, const char *name,
                      const guard_run *cand, const guard_settings *settings);
 void guard_result_free(guard_result *r);
 
+/* The words --json and the API use: "regressed", "suspect", "improved",
+ * "same", "shown", "no_data"; and "ok", "regression", "cannot_judge" for
+ * an SS_GUARD_* status.  Static strings. */
+const char *guard_verdict_word(guard_verdict v);
+const char *guard_status_word(int status);
+
 /* Frees the runs of G and its arrays. */
 void guard_set_free(guard_set *g);
 
