@@ -436,7 +436,7 @@ void guard_result_free(guard_result *r)
 }
 
 
-void guard_set_free(guard_set *g)
+static void guard_set_free(guard_set *g)
 {
     for (size_t i = 0; i < g->n; i++)
         guard_run_free(&g->runs[i]);

@@ -208,9 +208,6 @@ void guard_result_free(guard_result *r);
 const char *guard_verdict_word(guard_verdict v);
 const char *guard_status_word(int status);
 
-/* Frees the runs of G and its arrays. */
-void guard_set_free(guard_set *g);
-
 /* ---- guard_out.c (views) ---- */
 
 void guard_print_table(FILE *out, const guard_report *rep);

@@ -13,7 +13,6 @@
 
 #include "guard_model.h"
 
-
 static void usage(FILE *out)
 {
     fprintf(out,
