@@ -615,7 +615,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM, DOC_HOST
+    DOC_STREAM, DOC_HOST, DOC_HISTORY
 } doc_kind;
 
 static const struct {
@@ -626,7 +626,68 @@ static const struct {
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
+    {"history", DOC_HISTORY},
 };
+
+/* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
+ * or -1 after answering 400 when it is empty or longer than a run name
+ * may sensibly be. */
+static int arg_text(struct MHD_Connection *c, const char *name,
+                    const char **out, enum MHD_Result *ret)
+{
+    const char *s = NULL;
+    if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, name,
+                                      strlen(name), &s, NULL) != MHD_YES)
+        return 0; /* absent */
+    if (!s || !*s || strlen(s) > 1024 || strstr(s, "%00")) {
+        *ret = reply_error(c, MHD_HTTP_BAD_REQUEST, "query argument %s is "
+                           "empty, too long or holds %%00", name);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+/* Answers /api/runs/{RUN_ID}/history, or /api/history?name=NAME when
+ * RUN_ID is 0: guard's judgement of the run and the history of its
+ * comparable runs (query.h). */
+static enum MHD_Result serve_history(ss_http *h, struct MHD_Connection *c,
+                                     int64_t run_id)
+{
+    enum MHD_Result ret = MHD_NO;
+    ss_query_history_args a = {run_id, NULL, NULL, SS_QUERY_DEFAULT_HISTORY};
+    if (arg_text(c, "metric", &a.metric, &ret) ||
+        arg_i64(c, "last", 1, SS_QUERY_MAX_HISTORY, &a.last, &ret))
+        return ret;
+    if (!run_id) {
+        if (arg_text(c, "name", &a.name, &ret))
+            return ret;
+        if (!a.name)
+            return reply_error(c, MHD_HTTP_BAD_REQUEST, "/api/history needs "
+                               "?name=NAME (a run name, as in /api/runs)");
+    }
+    char err[512] = "";
+    ss_query *q = pool_get(h, err, sizeof err);
+    if (!q)
+        return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", err);
+    ss_buf b = {0};
+    int rc = ss_query_history(q, &a, &b, err, sizeof err);
+    pool_put(h, q);
+    if (rc == 0)
+        ss_buf_puts(&b, "\n");
+    if (rc == 0 && b.oom)
+        rc = SS_QUERY_ERROR;
+    if (rc != 0) {
+        if (b.oom)
+            snprintf(err, sizeof err, "out of memory");
+        ss_buf_free(&b);
+        return reply_error(c, rc == SS_QUERY_NOT_FOUND
+                                  ? MHD_HTTP_NOT_FOUND
+                                  : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "%s", err);
+    }
+    return reply_document(h, c, &b);
+}
 
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/". */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
@@ -650,6 +711,8 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad run id '%s' (a "
                            "positive integer, as in /api/runs)", idtext);
     long long id = run_id;
+    if (kind == DOC_HISTORY)
+        return serve_history(h, c, run_id);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -782,6 +845,8 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
     }
     if (strncmp(path, "/api/runs/", 10) == 0)
         return serve_run(h, c, path + 10, head);
+    if (strcmp(path, "/api/history") == 0)
+        return serve_history(h, c, 0);
     if (strcmp(path, "/api/live") == 0) {
         if (!h->live)
             return reply_error(c, MHD_HTTP_NOT_FOUND, "no live run: this is "

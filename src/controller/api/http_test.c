@@ -224,6 +224,11 @@ static void endpoints_answer_json(void)
                                  "\"straggler\""},
         {"/api/runs/1/events?after=0", "{\"events\":[{\"id\":1,"},
         {"/api/runs/1/events?after=1&limit=10", "{\"events\":[]}"},
+        /* two steps: too few to judge, the history is there all the same */
+        {"/api/runs/1/history", "{\"name\":\"train\",\"run_id\":1,"
+                                "\"verdict\":\"cannot_judge\","},
+        {"/api/history?name=train&last=5&metric=step_time",
+         "{\"name\":\"train\",\"run_id\":1,"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         response r;
@@ -291,6 +296,16 @@ static void bad_requests_get_4xx_json(void)
         {"/api/runs/1%00/steps", 400},
         {"/api/runs/1?attempt=3", 404},
         {"/api/runs/1/stream", 404}, /* not live here */
+        {"/api/runs/2/history", 404},
+        {"/api/history", 400},
+        {"/api/history?name=", 400},
+        {"/api/history?name=train%00", 400},
+        {"/api/history?name=nope", 404},
+        {"/api/history?last=0&name=train", 400},
+        {"/api/history?last=1001&name=train", 400},
+        {"/api/history?last=5x&name=train", 400},
+        {"/api/history?metric=&name=train", 400},
+        {"/api/runs/1/history?last=-1", 400},
         {"/api/nothing", 404},
         {"/api", 404},
         {"/nothing", 404},

@@ -14,15 +14,19 @@
  * /ranks the per-rank medians over the kept rank-step rows of the latest
  * SS_QUERY_RANK_MEDIAN_STEPS steps; /runs counts steps per run; the run
  * summary reads two numbers per step of the attempt.  Nothing reads a
- * whole run's rank-steps.
+ * whole run's rank-steps, except /history: it is guard's judgement
+ * (guard_judge.c), which reads the kept rank-steps of the judged run and
+ * of its baseline runs (10 by default) and the steps of up to LAST runs.
  */
 #include "query.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard_model.h"
 #include "objects.h"
 #include "reader.h"
 #include "stats.h"
@@ -739,4 +743,174 @@ int ss_query_events(ss_query *q, int64_t run_id, int64_t after, int64_t limit,
     ss_buf_puts(out, "]}");
     ss_event_rows_free(rows, n);
     return finish(out, err, errlen);
+}
+
+/* ---- history (the judgement of api/guard_judge.c) ---- */
+
+static void json_num(ss_buf *b, double v)
+{
+    if (isfinite(v))
+        ss_buf_printf(b, "%.6g", v);
+    else
+        ss_buf_puts(b, "null");
+}
+
+/* The id of the latest run named NAME into *RUN_ID; SS_QUERY_NOT_FOUND
+ * when there is none.  By name alone, so that a name made of digits is
+ * not read as a run id. */
+static int latest_named(ss_query *q, const char *name, int64_t *run_id,
+                        char *err, size_t errlen)
+{
+    ss_run_row *rows = NULL;
+    size_t n = 0;
+    int rc = ss_reader_runs(q->reader, &rows, &n);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    *run_id = 0;
+    for (size_t i = n; i-- > 0 && !*run_id;)
+        if (rows[i].name && strcmp(rows[i].name, name) == 0)
+            *run_id = rows[i].id;
+    ss_run_rows_free(rows, n);
+    if (*run_id)
+        return 0;
+    snprintf(err, errlen, "no run named '%s'", name);
+    return SS_QUERY_NOT_FOUND;
+}
+
+/* One metric of the history document: R's history and verdict, its
+ * values aligned with RUNS[0..N_RUNS). */
+static void history_metric(ss_buf *out, const guard_result *r,
+                           const guard_run *const *runs, size_t n_runs)
+{
+    const guard_series *s = r->run;
+    ss_buf_puts(out, "{\"name\":");
+    ss_buf_json_str(out, s->name);
+    ss_buf_puts(out, ",\"unit\":");
+    ss_buf_json_str(out, s->unit);
+    ss_buf_printf(out, ",\"worse\":\"%s\",\"values\":[",
+                  s->direction == GUARD_HIGHER_IS_WORSE   ? "higher"
+                  : s->direction == GUARD_LOWER_IS_WORSE ? "lower"
+                                                         : "either");
+    for (size_t i = 0; i < n_runs; i++) {
+        const guard_series *v = guard_find_series(runs[i], s->name);
+        if (i)
+            ss_buf_puts(out, ",");
+        json_num(out, v ? v->value : NAN);
+    }
+    ss_buf_puts(out, "],\"change_points\":[");
+    for (size_t k = 0; k < r->n_change; k++)
+        ss_buf_printf(out, "%s%" PRId64, k ? "," : "", r->change_runs[k]);
+    ss_buf_printf(out, "],\"verdict\":\"%s\"", guard_verdict_word(r->verdict));
+    int judged = r->verdict != GUARD_NO_DATA && r->verdict != GUARD_SHOWN;
+    ss_buf_puts(out, ",\"baseline\":");
+    json_num(out, judged ? r->baseline : NAN);
+    ss_buf_puts(out, ",\"relative\":");
+    json_num(out, judged ? r->rel : NAN);
+    ss_buf_puts(out, ",\"relative_low\":");
+    json_num(out, judged ? r->rel_lo : NAN);
+    ss_buf_puts(out, ",\"relative_high\":");
+    json_num(out, judged ? r->rel_hi : NAN);
+    ss_buf_puts(out, ",\"p\":");
+    json_num(out, judged ? r->t.p : NAN);
+    ss_buf_puts(out, ",\"since_run\":");
+    ss_buf_json_int(out, r->since_run ? r->since_run : SS_MISSING);
+    ss_buf_puts(out, "}");
+}
+
+/* The document from judgement J (metrics wanted: WANT, or all). */
+static int history_document(ss_buf *out, guard_judgement *j,
+                            const guard_settings *st, char **want,
+                            size_t n_want, char *err, size_t errlen)
+{
+    const guard_run *cand = &j->cand;
+    const guard_set *g = &j->set;
+    const guard_report *rep = &j->rep;
+    size_t n_runs = g->n_hist + 1;
+    const guard_run **runs = malloc(n_runs * sizeof *runs);
+    if (!runs)
+        return oom(err, errlen);
+    memcpy(runs, g->hist, g->n_hist * sizeof *runs);
+    runs[g->n_hist] = cand;
+
+    ss_buf_puts(out, "{\"name\":");
+    ss_buf_json_str(out, cand->row.name);
+    ss_buf_printf(out, ",\"run_id\":%" PRId64 ",\"verdict\":\"%s\","
+                  "\"reason\":", cand->row.id, guard_status_word(rep->status));
+    if (rep->status == SS_GUARD_CANNOT_JUDGE)
+        ss_buf_json_str(out, rep->reason);
+    else
+        ss_buf_puts(out, "null");
+    ss_buf_puts(out, ",\"baseline\":[");
+    for (size_t i = 0; i < rep->n_baseline; i++)
+        ss_buf_printf(out, "%s%" PRId64, i ? "," : "", rep->baseline_ids[i]);
+    ss_buf_puts(out, "],\"left_out\":");
+    ss_buf_json_str(out, rep->excluded);
+    ss_buf_puts(out, ",\"runs\":[");
+    for (size_t i = 0; i < n_runs; i++) {
+        const ss_run_row *row = &runs[i]->row;
+        ss_buf_printf(out, "%s{\"id\":%" PRId64 ",\"started_at\":",
+                      i ? "," : "", row->id);
+        ss_buf_json_time(out, row->started_at);
+        ss_buf_puts(out, ",\"status\":");
+        ss_buf_json_str(out, row->status);
+        ss_buf_puts(out, ",\"steps\":");
+        ss_buf_json_int(out, row->steps);
+        ss_buf_puts(out, "}");
+    }
+    ss_buf_puts(out, "],\"metrics\":[");
+    int rc = 0, first = 1;
+    for (size_t i = 0; rc == 0 && i < cand->n_m; i++) {
+        const guard_series *s = &cand->m[i];
+        if (!s->tested || !guard_wanted_metric(s->name, want, n_want))
+            continue;
+        /* The judgement's result, or (when it could not judge) the
+         * history and change points alone. */
+        const guard_result *r = NULL;
+        for (size_t k = 0; k < rep->n_results && !r; k++)
+            if (rep->results[k].run == s)
+                r = &rep->results[k];
+        guard_result own = {.run = s, .verdict = GUARD_NO_DATA};
+        if (!r) {
+            rc = guard_history_of(&own, s->name, g->hist, g->n_hist, cand, st);
+            r = &own;
+        }
+        if (rc == 0 && r->n_history > 0) {
+            if (!first)
+                ss_buf_puts(out, ",");
+            first = 0;
+            history_metric(out, r, runs, n_runs);
+        }
+        guard_result_free(&own);
+    }
+    ss_buf_puts(out, "]}");
+    free(runs);
+    return rc ? oom(err, errlen) : finish(out, err, errlen);
+}
+
+int ss_query_history(ss_query *q, const ss_query_history_args *a,
+                     ss_buf *out, char *err, size_t errlen)
+{
+    int64_t run_id = a->run_id;
+    if (run_id <= 0) {
+        int rc = latest_named(q, a->name, &run_id, err, errlen);
+        if (rc != 0)
+            return rc;
+    }
+    char selector[32];
+    snprintf(selector, sizeof selector, "%" PRId64, run_id);
+    char *want[1] = {(char *)a->metric};
+    guard_request rq = {selector, NULL, want, a->metric ? 1 : 0};
+    guard_settings st;
+    guard_settings_defaults(&st);
+    st.history = (size_t)a->last;
+    guard_judgement j;
+    int rc = guard_judge(q->reader, &rq, &st, &j, err, errlen);
+    if (rc == 0)
+        rc = history_document(out, &j, &st, rq.metrics, rq.n_metrics, err,
+                              errlen);
+    else
+        rc = rc == SS_READ_NOT_FOUND ? SS_QUERY_NOT_FOUND : SS_QUERY_ERROR;
+    guard_judgement_free(&j);
+    guard_settings_free(&st);
+    return rc;
 }

@@ -151,4 +151,26 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
 int ss_query_events(ss_query *q, int64_t run_id, int64_t after, int64_t limit,
                     ss_buf *out, char *err, size_t errlen);
 
+/*
+ * {"name", "run_id", "verdict":"ok"|"regression"|"cannot_judge", "reason",
+ *  "baseline":[ids], "left_out", "runs":[{id, started_at, status, steps}],
+ *  "metrics":[{name, unit, worse, values:[one per run], change_points:[run
+ *  ids], verdict, baseline, relative, relative_low, relative_high, p,
+ *  since_run}]}: what `stepscope guard` judges of run RUN_ID (or, when
+ * RUN_ID is 0, of the latest run named NAME) against the comparable runs
+ * before it, with the history of at most LAST comparable runs (oldest
+ * first, the judged run last).  METRIC (NULL: all) is a metric name or a
+ * prefix ending in '.'.  SS_QUERY_NOT_FOUND: no such run or name.
+ */
+#define SS_QUERY_DEFAULT_HISTORY 50
+#define SS_QUERY_MAX_HISTORY 1000
+typedef struct {
+    int64_t run_id;     /* > 0, or 0: the latest run named NAME */
+    const char *name;
+    const char *metric; /* NULL: every metric */
+    int64_t last;       /* 1 .. SS_QUERY_MAX_HISTORY */
+} ss_query_history_args;
+int ss_query_history(ss_query *q, const ss_query_history_args *a,
+                     ss_buf *out, char *err, size_t errlen);
+
 #endif

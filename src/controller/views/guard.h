@@ -9,19 +9,19 @@
  * Exit status, made for CI: 0 no regression, 1 a regression, 2 cannot
  * judge (too few comparable runs, no steps, bad arguments, no store).
  *
- * The parts: guard_stats.c (the statistics), guard_load.c (a run's metric
- * samples from the store, through store/reader.h), guard.c (options, the
- * choice of baseline, the comparison), guard_out.c (terminal table,
- * Markdown, JUnit XML, JSON).  guard_model.h is what they share.
+ * The parts: base/guard_stats.c (the statistics), api/guard_load.c (a
+ * run's metric samples from the store, through store/reader.h),
+ * api/guard_judge.c (the choice of baseline, the comparison, the history;
+ * also behind the API's history document), guard.c (options),
+ * guard_out.c (terminal table, Markdown, JUnit XML, JSON).
+ * api/guard_model.h is what they share.
  */
 #ifndef STEPSCOPE_GUARD_H
 #define STEPSCOPE_GUARD_H
 
 #include <stdio.h>
 
-#define SS_GUARD_OK 0
-#define SS_GUARD_REGRESSION 1
-#define SS_GUARD_CANNOT_JUDGE 2
+#include "guard_model.h" /* SS_GUARD_OK 0, _REGRESSION 1, _CANNOT_JUDGE 2 */
 
 /* `stepscope guard`; ARGV[0] is the subcommand's name.  Writes the verdict
  * to OUT and messages to ERR; returns the exit status above. */

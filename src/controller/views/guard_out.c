@@ -12,26 +12,6 @@
 #include "guard_model.h"
 #include "json.h"
 
-static const char *verdict_word(guard_verdict v)
-{
-    switch (v) {
-    case GUARD_REGRESSED: return "regressed";
-    case GUARD_SUSPECT: return "suspect";
-    case GUARD_IMPROVED: return "improved";
-    case GUARD_SAME: return "same";
-    case GUARD_SHOWN: return "shown";
-    case GUARD_NO_DATA: break;
-    }
-    return "no_data";
-}
-
-static const char *status_word(int status)
-{
-    return status == SS_GUARD_OK ? "ok"
-           : status == SS_GUARD_REGRESSION ? "regression"
-                                           : "cannot_judge";
-}
-
 /* V in the metric's unit, with as many decimals as it deserves. */
 static const char *fmt_value(char *buf, size_t len, double v, const char *unit)
 {
@@ -132,7 +112,7 @@ void guard_print_table(FILE *out, const guard_report *rep)
             snprintf(v, sizeof v, "REGRESSED since run %lld",
                      (long long)r->since_run);
         else
-            snprintf(v, sizeof v, "%s", verdict_word(r->verdict));
+            snprintf(v, sizeof v, "%s", guard_verdict_word(r->verdict));
         fprintf(out, "%-30s %11s %11s %9s %21s %8s  %s\n", name,
                 fmt_value(a, sizeof a, r->baseline, r->run->unit),
                 fmt_value(b, sizeof b, r->run->value, r->run->unit), ch, ci,
@@ -234,7 +214,7 @@ void guard_write_markdown(FILE *out, const guard_report *rep)
             fprintf(out, "` | **regressed** since run %lld |\n",
                     (long long)r->since_run);
         else
-            fprintf(out, "` | %s |\n", verdict_word(r->verdict));
+            fprintf(out, "` | %s |\n", guard_verdict_word(r->verdict));
     }
     int any = 0;
     for (size_t i = 0; i < rep->n_results; i++)
@@ -327,7 +307,7 @@ void guard_write_json(FILE *out, const guard_report *rep)
     fprintf(out, "{\"db\":");
     ss_json_fput_str(out, rep->db);
     fprintf(out, ",\"verdict\":\"%s\",\"exit_status\":%d,\"reason\":",
-            status_word(rep->status), rep->status);
+            guard_status_word(rep->status), rep->status);
     if (rep->status == SS_GUARD_CANNOT_JUDGE)
         ss_json_fput_str(out, rep->reason);
     else
@@ -363,7 +343,7 @@ void guard_write_json(FILE *out, const guard_report *rep)
                 r->run->direction == GUARD_HIGHER_IS_WORSE   ? "higher"
                 : r->run->direction == GUARD_LOWER_IS_WORSE ? "lower"
                                                             : "either",
-                verdict_word(r->verdict));
+                guard_verdict_word(r->verdict));
         json_num(out, r->run->value);
         fprintf(out, ",\"baseline\":");
         json_num(out, r->baseline);

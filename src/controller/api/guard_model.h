@@ -1,7 +1,8 @@
 /*
- * guard_model.h - what the parts of `stepscope guard` hand each other
- * (internal to guard*.c): a run's metric samples, the settings, and the
- * verdict per metric.
+ * guard_model.h - what the parts of `stepscope guard` hand each other: a
+ * run's metric samples, the settings, the verdict per metric, and the
+ * judgement that both the command (views/guard.c) and the HTTP API's
+ * history document (query.c) are made from.  Internal to stepscope.
  */
 #ifndef STEPSCOPE_GUARD_MODEL_H
 #define STEPSCOPE_GUARD_MODEL_H
@@ -12,6 +13,11 @@
 
 #include "guard_stats.h"
 #include "reader.h"
+
+/* The verdict of a whole judgement, also guard's exit status. */
+#define SS_GUARD_OK 0
+#define SS_GUARD_REGRESSION 1
+#define SS_GUARD_CANNOT_JUDGE 2
 
 /* Which way is worse. */
 typedef enum {
@@ -127,7 +133,82 @@ void guard_run_free(guard_run *run);
 /* The series named NAME of RUN, or NULL. */
 const guard_series *guard_find_series(const guard_run *run, const char *name);
 
-/* ---- guard_out.c ---- */
+/* ---- guard_judge.c ---- */
+
+/* The documented defaults (docs/guard.md); guard_settings_free frees the
+ * thresholds --set added (the struct itself is the caller's). */
+void guard_settings_defaults(guard_settings *s);
+void guard_settings_free(guard_settings *s);
+
+/* What to judge. */
+typedef struct {
+    const char *selector; /* the run, as ss_reader_select_run reads it; NULL:
+                             the latest run */
+    const char *baseline; /* explicit baseline runs "3,5,7-9", or NULL: the
+                             last comparable runs of the run's name */
+    char **metrics;       /* only these metrics (a name, or a prefix ending in
+                             '.'); none: all */
+    size_t n_metrics;
+} guard_request;
+
+/* The runs a judgement loaded besides the candidate: RUNS owns them
+ * (newest first); BASE and HIST point into it, oldest first.  Only
+ * baseline runs keep their samples; the rest of the history keeps its
+ * per-run medians. */
+typedef struct {
+    guard_run *runs;
+    size_t n;
+    const guard_run **base, **hist;
+    size_t n_base, n_hist;
+} guard_set;
+
+/* A judgement: the candidate, the runs compared with it and the report.
+ * REP points into the struct: do not copy it. */
+typedef struct {
+    guard_run cand;
+    guard_set set;
+    guard_report rep;
+} guard_judgement;
+
+/*
+ * Judges the run Q->selector names against its comparable runs with
+ * SETTINGS (which must outlive J), filling J.  Returns 0 when J->rep holds
+ * a verdict (rep.status SS_GUARD_*, rep.reason saying why when it cannot
+ * judge: too few steps or comparable runs); or SS_READ_NOT_FOUND (no such
+ * run, a malformed baseline list) or SS_READ_ERROR (store unreadable, out
+ * of memory) with a one-line reason in ERR.  Free J with
+ * guard_judgement_free in every case.
+ */
+int guard_judge(ss_reader *rd, const guard_request *q,
+                const guard_settings *settings, guard_judgement *j,
+                char *err, size_t errlen);
+void guard_judgement_free(guard_judgement *j);
+
+/* 1 when metric NAME is among WANT[0..N_WANT) (a name, or a prefix ending
+ * in '.'), or when N_WANT is 0. */
+int guard_wanted_metric(const char *name, char **want, size_t n_want);
+
+/*
+ * The history of metric NAME over HIST[0..N_HIST) (oldest first) and CAND
+ * (last) into R: the runs with a value and their medians, the E-divisive
+ * change points, and, when R->verdict is GUARD_REGRESSED, since which run
+ * (a regression shorter than SETTINGS->consecutive runs becomes
+ * GUARD_SUSPECT).  R's other fields are the caller's (zeroed, verdict
+ * GUARD_NO_DATA, when there was no comparison).  Returns 0 or -1 when out
+ * of memory; free R's arrays with guard_result_free either way.
+ */
+int guard_history_of(guard_result *r, const char *name,
+                     const guard_run *const *hist, size_t n_hist,
+                     const guard_run *cand, const guard_settings *settings);
+void guard_result_free(guard_result *r);
+
+/* The words --json and the API use: "regressed", "suspect", "improved",
+ * "same", "shown", "no_data"; and "ok", "regression", "cannot_judge" for
+ * an SS_GUARD_* status.  Static strings. */
+const char *guard_verdict_word(guard_verdict v);
+const char *guard_status_word(int status);
+
+/* ---- guard_out.c (views) ---- */
 
 void guard_print_table(FILE *out, const guard_report *rep);
 void guard_write_markdown(FILE *out, const guard_report *rep);
