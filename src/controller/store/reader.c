@@ -1222,8 +1222,11 @@ static void add_rank_gpu(ss_rank_host *out, const ss_gpu_evidence *g)
         return;
     ss_gpu_evidence *s = &out->gpu_sum;
     if (!out->gpu_steps++) {
-        *s = (ss_gpu_evidence){1, 0, 0, 0, 0, 0, 0, SS_MISSING, SS_MISSING,
-                               0, 0, 0};
+        /* sums stay SS_MISSING until a step knows the field */
+        *s = (ss_gpu_evidence){1,          0,          SS_MISSING,
+                               SS_MISSING, SS_MISSING, SS_MISSING,
+                               SS_MISSING, SS_MISSING, SS_MISSING,
+                               SS_MISSING, SS_MISSING, 0};
         out->gpu_clock_steps = 0;
     }
     s->index = g->index;
