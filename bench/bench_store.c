@@ -151,7 +151,7 @@ int main(int argc, char **argv)
     /* What a busy rank's host evidence looks like (cgroup v1: no cgroup
      * pressure of its own, io unknown). */
     const ss_host_step host = {90000000, 1200000, 0, 0, 0, 2400, 130, 0,
-                               4000000, 0, SS_MISSING};
+                               4000000, 0, SS_MISSING, {0}};
     double put_s = 0;
     uint64_t waits = 0;
     double t0 = now_s();

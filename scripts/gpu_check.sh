@@ -15,7 +15,10 @@
 #     must map to the last GPU, CUDA_VISIBLE_DEVICES=0 to GPU 0;
 #  4. with PyTorch and CUDA: a matrix-multiply load on GPU 0 while
 #     `stepscope gpus --watch S` samples; GPU 0's utilisation over the
-#     watch must reach 50 % and its SM clock be known.
+#     watch must reach 50 % and its SM clock be known;
+#  5. a short `stepscope run` of the example job (2 ranks on GPU 0): every
+#     rank-step must carry GPU 0's evidence (report --json shows
+#     ranks[].host_evidence.gpu with the GPU's index and an SM clock).
 # On a machine without NVIDIA's driver it says so and exits 0 (set
 # GPU_CHECK_REQUIRE=1 to make that a failure).  Exit status: 0 passed or
 # nothing to check, 1 a check failed, 2 bad usage.  The test suite runs it
@@ -131,4 +134,18 @@ EOF
 else
     echo "no PyTorch with CUDA: skipped"
 fi
+
+echo "== 5. GPU evidence per rank-step under stepscope run"
+EX="$BUILD/examples/ss_allreduce"
+[ -x "$EX" ] || fail "no $EX: build first (make)"
+CUDA_VISIBLE_DEVICES=0 "$SS" run -n 2 --db "$TMP/run.db" --no-http -q -- \
+    "$EX" --steps 60 --compute-ms 20 >"$TMP/run.txt" 2>&1 ||
+    { cat "$TMP/run.txt"; fail "stepscope run failed"; }
+"$SS" report --json --db "$TMP/run.db" >"$TMP/report.json" ||
+    fail "stepscope report failed"
+N_GPU=$(grep -o '"gpu": {"steps": [0-9]*, [^}]*"total": {"gpu": 0, [^}]*"sm_clock_mhz": [0-9]' \
+    "$TMP/report.json" | grep -c . || true)
+[ "$N_GPU" = 2 ] ||
+    fail "the report shows GPU 0's evidence for $N_GPU of 2 ranks"
+echo "both ranks have GPU 0's evidence per step"
 echo "gpu_check: PASSED"

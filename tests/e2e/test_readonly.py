@@ -192,6 +192,10 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
             "cpu_ns", "runq_ns", "stopped_ns", "throttled_ns",
             "nr_throttled", "vol_switches", "invol_switches",
             "major_faults", "psi_cpu_ns", "psi_memory_ns", "psi_io_ns")) +
+        "".join(f"ALTER TABLE rank_steps DROP COLUMN gpu_{c};" for c in (
+            "index", "covered_ns", "slowed_ns", "power_cap_ns", "thermal_ns",
+            "hw_slowdown_ns", "sm_clock_mhz", "temperature_c", "ecc_new",
+            "xid_new", "last_xid")) +
         "PRAGMA user_version = 2;")
     con.close()
     # Read as it is, and left as it is ...

@@ -29,6 +29,18 @@ static ss_host_step fixture_host(int r, uint64_t step)
         .psi_memory_ns = 0,
         .psi_io_ns = SS_MISSING,
     };
+    /* ranks 0-2 on GPUs 0-2 (made-up NVML evidence), rank 3 none: GPU 2
+     * held by the power cap 20 ms in odd steps; GPU 1 reports Xid 79 in
+     * step 5 */
+    if (r < 3)
+        h.gpu = (ss_gpu_evidence){
+            .present = 1, .index = r, .covered_ns = 100 * ms,
+            .slowed_ns = r == 2 && step % 2 ? 20 * ms : 0,
+            .power_cap_ns = r == 2 && step % 2 ? 20 * ms : 0,
+            .thermal_ns = 0, .hw_slowdown_ns = SS_MISSING,
+            .sm_clock_mhz = 1400 + 10 * r, .temperature_c = 60 + r,
+            .ecc_new = 0, .xid_new = r == 1 && step == 5,
+            .last_xid = r == 1 && step >= 5 ? 79 : 0};
     return h;
 }
 

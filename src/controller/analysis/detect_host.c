@@ -711,8 +711,12 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
     memset(out, 0, sizeof *out);
     out->cause = -1;
     const host *h = ss__detector_state(d, &ss__host_detector);
-    if (!h || !h->started || r >= h->world || !(late_ms > 0))
+    if (!(late_ms > 0))
         return;
+    if (!h || !h->started || r >= h->world) {
+        ss__gpu_explain(d, r, first, last, out);
+        return;
+    }
     double best = 0;
     for (int c = 0; c < N_CAUSES; c++) {
         double own = 0, med = 0;
@@ -740,6 +744,8 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
             out->steps = n;
         }
     }
+    if (out->cause < 0)
+        ss__gpu_explain(d, r, first, last, out); /* its GPU, throttled */
 }
 
 const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
@@ -758,6 +764,11 @@ const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
         snprintf(buf, len, "; the host explains it: its cgroup was "
                  "throttled %s ms per step (CPU quota; median rank %s ms)",
                  a, b);
+    else if (hc->cause == SS_HOST_CAUSE_GPU)
+        snprintf(buf, len, "; the host explains it: its GPU %d was "
+                 "throttled (%s) in %d %% of these steps, %s ms per step",
+                 hc->gpu, hc->gpu_reason ? hc->gpu_reason : "?",
+                 (int)lround(hc->gpu_frac * 100), a);
     else if (len)
         buf[0] = '\0';
     return buf;
@@ -765,6 +776,8 @@ const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
 
 const char *ss__host_cause_name(int cause, int words)
 {
+    if (cause == SS_HOST_CAUSE_GPU)
+        return words ? "GPU throttling" : "gpu_throttled";
     if (cause < 0 || cause >= N_CAUSES)
         return "?";
     return words ? cause_words[cause] : cause_key[cause];
@@ -772,9 +785,16 @@ const char *ss__host_cause_name(int cause, int words)
 
 void ss__host_cause_evidence(ss_buf *ev, const ss__host_cause *hc)
 {
-    if (hc->cause < 0 || hc->cause >= N_CAUSES)
+    if (hc->cause < 0 || hc->cause > SS_HOST_CAUSE_GPU)
         return;
-    ss__evidence_str(ev, "host_cause", cause_key[hc->cause]);
+    ss__evidence_str(ev, "host_cause", ss__host_cause_name(hc->cause, 0));
+    if (hc->cause == SS_HOST_CAUSE_GPU) {
+        ss__evidence_int(ev, "host_gpu", hc->gpu);
+        ss__evidence_str(ev, "host_gpu_reason",
+                         hc->gpu_reason ? hc->gpu_reason : "?");
+        ss__evidence_num(ev, "host_gpu_slowed_pct",
+                         round(hc->gpu_frac * 1000) / 10);
+    }
     ss__evidence_num(ev, "host_ms_per_step",
                      round(hc->ms_per_step * 100) / 100);
     ss__evidence_num(ev, "host_median_rank_ms",

@@ -76,6 +76,10 @@ typedef struct {
     double runq[MAX_RANKS], stopped[MAX_RANKS], throttled[MAX_RANKS];
     int before[MAX_RANKS];
     int no_host[MAX_RANKS]; /* no host evidence for this rank-step */
+    int with_gpu;           /* rank r on GPU r, with NVML evidence */
+    double gpu_held[MAX_RANKS]; /* ms its GPU was held down by the power
+                                   cap (added to its work) */
+    int64_t gpu_xid[MAX_RANKS]; /* an Xid error code seen in this step */
 } plan;
 
 typedef struct {
@@ -125,7 +129,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
     int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
     double arrive[MAX_RANKS], last = 0, hold = 0;
     for (uint32_t r = 0; r < world; r++) {
-        arrive[r] = p->work[r] + lost_before(p, r, 1);
+        arrive[r] = p->work[r] + p->gpu_held[r] + lost_before(p, r, 1);
         if (arrive[r] > last)
             last = arrive[r];
         if (!p->before[r] && !isnan(p->stopped[r]) && p->stopped[r] > hold)
@@ -150,6 +154,16 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
         h->nr_throttled = SS_MISSING;
         h->vol_switches = h->invol_switches = h->major_faults = SS_MISSING;
         h->psi_cpu_ns = h->psi_memory_ns = h->psi_io_ns = SS_MISSING;
+        if (p->with_gpu)
+            h->gpu = (ss_gpu_evidence){
+                .present = 1, .index = (int32_t)r,
+                .covered_ns = (int64_t)((last + 1 + hold) * MS),
+                .slowed_ns = (int64_t)(p->gpu_held[r] * MS),
+                .power_cap_ns = (int64_t)(p->gpu_held[r] * MS),
+                .sm_clock_mhz = p->gpu_held[r] > 0 ? 1400 : 1980,
+                .temperature_c = 60, .ecc_new = 0,
+                .xid_new = p->gpu_xid[r] ? 1 : 0,
+                .last_xid = p->gpu_xid[r]};
         ss_rank_step *rs = &b->ranks[r];
         rs->present = 1;
         rs->step_ns = (int64_t)((last + 1 + hold) * MS);
@@ -316,6 +330,87 @@ static void run_fault(uint32_t world, uint32_t r, int fault, int with_host,
     }
     ss_detectors_finish(d, names);
     ss_detectors_destroy(d);
+}
+
+/* STEPS steps of 4 ranks on GPUs 0-3 (their NVML evidence is made up
+ * here: no GPU, no NVML): GPU 2 held down by the power cap for HELD_MS in
+ * PCT % of the steps (spread evenly), GPU 1 reporting Xid 79 at step 50
+ * when XID.  Findings go to FD. */
+static void run_gpu(double held_ms, int pct, int xid, uint64_t steps,
+                    found *fd)
+{
+    rng_state = 7;
+    ss_detectors *d = make(4, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < steps; s++) {
+        plan p;
+        plan_clean(&p, 4, 25, 0.1);
+        p.with_gpu = 1;
+        if ((s * (uint64_t)pct) % 100 < (uint64_t)pct)
+            p.gpu_held[2] = held_ms;
+        if (xid && s == 50)
+            p.gpu_xid[1] = 79;
+        build_step(&b, 4, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
+/* GPU 2 power capped in 40 % of steps: gpu_throttled names it, with the
+ * reason, the share of steps and the time per step; GPU 1's Xid is a
+ * critical gpu_error naming the code; nothing else about GPUs. */
+static void gpu_throttled_and_gpu_error(void)
+{
+    found fd;
+    run_gpu(18, 40, 1, 300, &fd);
+    const ss_finding *f = first_kind(&fd, "gpu_throttled");
+    REQUIRE(f != NULL);
+    CHECK_EQ_INT(count_kind(&fd, "gpu_throttled"), 1);
+    CHECK_EQ_INT(f->n_ranks, 1);
+    CHECK_EQ_INT(f->ranks[0], 2);
+    CHECK(strstr(f->message, "GPU 2 (rank 2) throttled (power cap) in 40 % "
+                             "of steps, 18 ms per step") != NULL);
+    CHECK(json_has(f->evidence_json, "reason", "power_cap"));
+    CHECK_EQ_INT((int)json_get(f->evidence_json, "gpu"), 2);
+    const ss_finding *e = first_kind(&fd, "gpu_error");
+    REQUIRE(e != NULL);
+    CHECK_EQ_INT(count_kind(&fd, "gpu_error"), 1);
+    CHECK_EQ_INT(e->severity, SS_CRITICAL);
+    CHECK_EQ_INT(e->ranks[0], 1);
+    CHECK(strstr(e->message, "GPU 1 (rank 1) reported Xid 79") != NULL);
+    CHECK_EQ_INT((int)json_get(e->evidence_json, "last_xid"), 79);
+    if (count_kind(&fd, "gpu_throttled") != 1)
+        dump(&fd);
+}
+
+/* Held down in 10 % of steps (below gpu.min_frac), or for a sliver of each
+ * step (below gpu.step_share): no finding. */
+static void gpu_rarely_throttled_quiet(void)
+{
+    found fd;
+    run_gpu(18, 10, 0, 300, &fd);
+    CHECK_EQ_INT(count_kind(&fd, "gpu_throttled"), 0);
+    run_gpu(0.5, 100, 0, 300, &fd);
+    CHECK_EQ_INT(count_kind(&fd, "gpu_throttled"), 0);
+    CHECK_EQ_INT(count_kind(&fd, "gpu_error"), 0);
+}
+
+/* GPU 2 power capped in every step, rank 2 late at every all-reduce: the
+ * straggler finding says its GPU explains it. */
+static void straggler_explained_by_its_gpu(void)
+{
+    found fd;
+    run_gpu(10, 100, 0, 300, &fd);
+    const ss_finding *f = first_kind(&fd, "straggler");
+    REQUIRE(f != NULL);
+    CHECK_EQ_INT(f->ranks[0], 2);
+    CHECK(strstr(f->message, "its GPU 2 was throttled (power cap) in 100 % "
+                             "of these steps") != NULL);
+    CHECK(json_has(f->evidence_json, "host_cause", "gpu_throttled"));
+    if (!strstr(f->message, "its GPU 2"))
+        dump(&fd);
 }
 
 /* ---- tests ---- */
@@ -755,4 +850,6 @@ TEST_LIST(TEST(stopped_rank_named),
           TEST(alike_on_every_rank_names_no_rank),
           TEST(clean_shared_cores_quiet), TEST(false_alarm_rate_of_the_tests),
           TEST(threads_wait_beyond_wall_time), TEST(missing_host_evidence),
-          TEST(host_params))
+          TEST(host_params), TEST(gpu_throttled_and_gpu_error),
+          TEST(gpu_rarely_throttled_quiet),
+          TEST(straggler_explained_by_its_gpu))

@@ -68,6 +68,12 @@
       "for a cause (split over ranks and causes)")                            \
     X(P_H_CRIT_FRAC, "host.critical_frac", 0.25, "ratio", 0, 100,             \
       "critical when the lost time costs the job this fraction of a step")    \
+    X(P_G_MIN_FRAC, "gpu.min_frac", 0.2, "ratio", 0.01, 1,                    \
+      "a rank is named when its GPU was slowed in this fraction of the "      \
+      "host.window steps with GPU evidence (at least host.min_steps)")        \
+    X(P_G_STEP_SHARE, "gpu.step_share", 0.1, "ratio", 0, 1,                   \
+      "a step is slowed when its GPU was held down (power cap, thermal, "     \
+      "hardware slowdown...) for this fraction of the step's sampled time")  \
     X(P_D_MIN_MS, "data_stall.min_ms", 20, "ms", 0, 1e9,                      \
       "a data phase stalls when it exceeds the median rank's by this much...")\
     X(P_D_FACTOR, "data_stall.factor", 4, "ratio", 1, 1e6,                    \

@@ -39,6 +39,7 @@
 static const ss__detector *const detector_table[] = {
     &ss__data_stall_detector,
     &ss__host_detector,
+    &ss__gpu_detector,
     &ss__straggler_detector,
     &ss__jitter_detector,
     &ss__memory_detector,

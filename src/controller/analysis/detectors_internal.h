@@ -96,6 +96,7 @@ extern const ss__detector ss__straggler_detector;   /* detect_straggler.c */
 extern const ss__detector ss__data_stall_detector;  /* detect_data_stall.c */
 extern const ss__detector ss__jitter_detector;      /* detect_jitter.c */
 extern const ss__detector ss__memory_detector;      /* detect_memory.c */
+extern const ss__detector ss__gpu_detector;         /* detect_gpu.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
@@ -125,17 +126,36 @@ void *ss__detector_state(const ss_detectors *d, const ss__detector *detector);
 
 /* ---- what the host says about a rank (detect_host.c) ---- */
 
-/* The host causes: 0 run-queue delay, 1 stops, 2 CPU quota throttling. */
+/* The host causes: 0 run-queue delay, 1 stops, 2 CPU quota throttling
+ * (kept per step by the host detector); SS_HOST_CAUSE_GPU, the rank's GPU
+ * held below its clocks, is told by the GPU detector (detect_gpu.c). */
 #define SS_HOST_CAUSES 3
+#define SS_HOST_CAUSE_GPU SS_HOST_CAUSES
 
 /* Whether the host explains a rank's lateness, and by what. */
 typedef struct {
     int cause;             /* -1: the host does not explain it; otherwise
-                              0 .. SS_HOST_CAUSES - 1 */
+                              0 .. SS_HOST_CAUSES - 1 or SS_HOST_CAUSE_GPU */
     double ms_per_step;    /* what the rank lost to that cause per step */
     double median_rank_ms; /* what the median rank lost to it per step */
     uint32_t steps;        /* steps both were measured over */
+    int gpu;               /* SS_HOST_CAUSE_GPU: the GPU's NVML index... */
+    const char *gpu_reason;/* ...the reason that held it most often
+                              ("power cap", "thermal", "hardware slowdown")
+                              ... */
+    double gpu_frac;       /* ...and the fraction of the steps it was held
+                              down in */
 } ss__host_cause;
+
+/*
+ * Whether rank R's GPU was slowed in at least gpu.min_frac of the steps
+ * FIRST..LAST that the GPU detector keeps: fills OUT (cause
+ * SS_HOST_CAUSE_GPU, ms_per_step the time held down per slowed step, gpu,
+ * gpu_reason, gpu_frac, steps) and returns 1; else returns 0 and leaves
+ * OUT alone.
+ */
+int ss__gpu_explain(const ss_detectors *d, uint32_t r, uint64_t first,
+                    uint64_t last, ss__host_cause *out);
 
 /*
  * What the host saw of rank R over the steps FIRST..LAST that the host

@@ -502,6 +502,61 @@ static void help(ss_buf *b, const char *name, const char *type,
     ss_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
 }
 
+/* The per-rank GPU counters (docs/api.md), for the ranks whose GPU NVML
+ * reads: time held below its clocks, by reason; Xid and ECC errors; the
+ * GPU's index as a label. */
+static void gpu_metrics(ss_buf *out, const ss_live *l, const char *run)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < l->world && !any; i++)
+        any = l->ranks[i].have_host && l->ranks[i].host_totals.gpu.present;
+    if (!any)
+        return;
+    static const char *const reasons[] = {"any", "power_cap", "thermal",
+                                          "hw_slowdown"};
+    help(out, "stepscope_rank_gpu_throttled_seconds_total", "counter",
+         "Time the rank's GPU was held below its clocks, by reason (any: "
+         "every reason that slows the work).");
+    for (uint32_t i = 0; i < l->world; i++) {
+        const ss_gpu_evidence *g = &l->ranks[i].host_totals.gpu;
+        if (!l->ranks[i].have_host || !g->present)
+            continue;
+        const int64_t v[] = {g->slowed_ns, g->power_cap_ns, g->thermal_ns,
+                             g->hw_slowdown_ns};
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+            if (v[k] != SS_MISSING)
+                ss_buf_printf(out,
+                              "stepscope_rank_gpu_throttled_seconds_total{%s,"
+                              "rank=\"%" PRIu32 "\",gpu=\"%d\",reason=\"%s\"} "
+                              "%.6f\n",
+                              run, i, (int)g->index, reasons[k],
+                              (double)v[k] / 1e9);
+    }
+    static const struct {
+        const char *name, *help;
+        size_t field;
+    } errors[] = {
+        {"stepscope_rank_gpu_xid_errors_total",
+         "Xid errors the rank's GPU reported.",
+         offsetof(ss_gpu_evidence, xid_new)},
+        {"stepscope_rank_gpu_ecc_errors_total",
+         "Uncorrected ECC errors the rank's GPU reported.",
+         offsetof(ss_gpu_evidence, ecc_new)},
+    };
+    for (size_t m = 0; m < sizeof errors / sizeof errors[0]; m++) {
+        help(out, errors[m].name, "counter", errors[m].help);
+        for (uint32_t i = 0; i < l->world; i++) {
+            const ss_gpu_evidence *g = &l->ranks[i].host_totals.gpu;
+            int64_t v;
+            memcpy(&v, (const char *)g + errors[m].field, sizeof v);
+            if (!l->ranks[i].have_host || !g->present || v == SS_MISSING)
+                continue;
+            ss_buf_printf(out, "%s{%s,rank=\"%" PRIu32 "\",gpu=\"%d\"} %" PRId64
+                               "\n", errors[m].name, run, i, (int)g->index, v);
+        }
+    }
+}
+
 /* The per-rank host counters (docs/api.md): what the host saw of each
  * rank's process tree since the controller began reading it. */
 static void host_metrics(ss_buf *out, const ss_live *l, const char *run)
@@ -551,6 +606,7 @@ static void host_metrics(ss_buf *out, const ss_live *l, const char *run)
                 ss_buf_printf(out, "%" PRId64 "\n", v);
         }
     }
+    gpu_metrics(out, l, run);
 }
 
 /* NAME{run="ID"[,EXTRA]} as seconds (nanoseconds in), skipped when

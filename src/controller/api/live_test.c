@@ -388,6 +388,51 @@ static void host_metrics(void)
     ss_live_destroy(l);
 }
 
+/* The per-rank GPU counters: by reason, with the GPU's index, only for the
+ * ranks with a GPU (the evidence is made up here: no GPU is read). */
+static void gpu_metrics(void)
+{
+    ss_live *l = ss_live_create(4, 2);
+    REQUIRE(l);
+    ss_host_step h = {.cpu_ns = SS_MISSING, .runq_ns = SS_MISSING,
+                      .stopped_ns = SS_MISSING, .throttled_ns = SS_MISSING,
+                      .nr_throttled = SS_MISSING, .vol_switches = SS_MISSING,
+                      .invol_switches = SS_MISSING, .major_faults = SS_MISSING,
+                      .psi_cpu_ns = SS_MISSING, .psi_memory_ns = SS_MISSING,
+                      .psi_io_ns = SS_MISSING};
+    ss_live_rank_host(l, 0, &h); /* no GPU */
+    h.gpu = (ss_gpu_evidence){.present = 1, .index = 2,
+                              .slowed_ns = 1500000000,
+                              .power_cap_ns = 1500000000, .thermal_ns = 0,
+                              .hw_slowdown_ns = 0, .ecc_new = 0,
+                              .xid_new = 1, .last_xid = 79};
+    ss_live_rank_host(l, 1, &h);
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_live_metrics(l, &b), 0);
+    CHECK(exposition_valid(b.data));
+    static const char *const lines[] = {
+        "# TYPE stepscope_rank_gpu_throttled_seconds_total counter\n",
+        "stepscope_rank_gpu_throttled_seconds_total{run=\"4\",rank=\"1\","
+        "gpu=\"2\",reason=\"any\"} 1.500000\n",
+        "stepscope_rank_gpu_throttled_seconds_total{run=\"4\",rank=\"1\","
+        "gpu=\"2\",reason=\"power_cap\"} 1.500000\n",
+        "stepscope_rank_gpu_throttled_seconds_total{run=\"4\",rank=\"1\","
+        "gpu=\"2\",reason=\"thermal\"} 0.000000\n",
+        "stepscope_rank_gpu_xid_errors_total{run=\"4\",rank=\"1\",gpu=\"2\"} "
+        "1\n",
+        "stepscope_rank_gpu_ecc_errors_total{run=\"4\",rank=\"1\",gpu=\"2\"} "
+        "0\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(b.data, lines[i])) {
+            fprintf(stderr, "  missing: %s", lines[i]);
+            CHECK(0);
+        }
+    CHECK(strstr(b.data, "rank=\"0\",gpu=") == NULL);
+    ss_buf_free(&b);
+    ss_live_destroy(l);
+}
+
 TEST_LIST(TEST(rank_life), TEST(step_updates_ranks), TEST(feed_delivers),
           TEST(feed_wakes_reader), TEST(metrics_exposition),
-          TEST(host_metrics))
+          TEST(host_metrics), TEST(gpu_metrics))

@@ -508,7 +508,7 @@ int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *rg,
 
 /* ---- host evidence ---- */
 
-enum { HOST_SERIES = 4 }; /* runq, stopped, cpu, throttled */
+enum { HOST_SERIES = 5 }; /* runq, stopped, cpu, throttled, GPU slowed */
 
 /* The host series of the kept rank-steps at STEPS: series s of rank k at
  * STEPS[i] in M[(s * WORLD + k) * N_STEPS + i]. */
@@ -531,7 +531,10 @@ static int fill_host(ss_query *q, int64_t run_id, int64_t attempt,
         const int64_t v[HOST_SERIES] = {row->host->runq_ns,
                                         row->host->stopped_ns,
                                         row->host->cpu_ns,
-                                        row->host->throttled_ns};
+                                        row->host->throttled_ns,
+                                        row->host->gpu.present
+                                            ? row->host->gpu.slowed_ns
+                                            : SS_MISSING};
         for (int s = 0; s < HOST_SERIES; s++)
             m[((size_t)s * (size_t)world + (size_t)row->rank) * n_steps +
               (size_t)(at - steps)] = v[s];
@@ -561,7 +564,8 @@ int ss_query_host(ss_query *q, int64_t run_id, const ss_query_range *rg,
         rc = fill_host(q, run_id, attempt, steps, n, world, m);
     if (rc == 0) {
         static const char *const keys[HOST_SERIES] = {
-            "runq_ms", "stopped_ms", "cpu_ms", "throttled_ms"};
+            "runq_ms", "stopped_ms", "cpu_ms", "throttled_ms",
+            "gpu_slowed_ms"};
         matrix_axes(out, world, steps, n);
         for (int s = 0; s < HOST_SERIES; s++) {
             if (s)

@@ -439,7 +439,8 @@ static void host_document(void)
               "\"runq_ms\":[[2.000,3.000],[null,null],[null,null]],"
               "\"stopped_ms\":[[3.000,0.000],[null,null],[null,null]],"
               "\"cpu_ms\":[[9.000,9.000],[null,null],[null,null]],"
-              "\"throttled_ms\":[[null,null],[null,null],[null,null]]}");
+              "\"throttled_ms\":[[null,null],[null,null],[null,null]],"
+              "\"gpu_slowed_ms\":[[null,null],[null,null],[null,null]]}");
     ss_buf_reset(&b);
     CHECK_EQ_INT(ss_query_host(q, 99, &rg, &b, err, sizeof err),
                  SS_QUERY_NOT_FOUND);

@@ -268,6 +268,39 @@ void ss_buf_json_time(ss_buf *b, int64_t ns)
 /* ---- the connection ---- */
 
 
+void ss_buf_json_gpu_evidence(ss_buf *b, const ss_gpu_evidence *g)
+{
+    if (!g->present) {
+        ss_buf_puts(b, "null");
+        return;
+    }
+    const struct {
+        const char *key;
+        int64_t v;
+        int ns;
+    } fields[] = {
+        {"covered_ms", g->covered_ns, 1},
+        {"slowed_ms", g->slowed_ns, 1},
+        {"power_cap_ms", g->power_cap_ns, 1},
+        {"thermal_ms", g->thermal_ns, 1},
+        {"hw_slowdown_ms", g->hw_slowdown_ns, 1},
+        {"sm_clock_mhz", g->sm_clock_mhz, 0},
+        {"temperature_c", g->temperature_c, 0},
+        {"ecc_new", g->ecc_new, 0},
+        {"xid_new", g->xid_new, 0},
+        {"last_xid", g->last_xid, 0},
+    };
+    ss_buf_printf(b, "{\"gpu\": %d", (int)g->index);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        ss_buf_printf(b, ", \"%s\": ", fields[i].key);
+        if (fields[i].ns)
+            ss_buf_json_ms(b, fields[i].v);
+        else
+            ss_buf_json_int(b, fields[i].v);
+    }
+    ss_buf_puts(b, "}");
+}
+
 void ss_buf_json_host_step(ss_buf *b, const ss_host_step *h)
 {
     static const struct {

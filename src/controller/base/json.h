@@ -58,4 +58,10 @@ const char *ss_json_time(char *out, size_t n, int64_t wall_ns);
  * null where SS_MISSING.  docs/report-json.md lists the fields. */
 void ss_buf_json_host_step(ss_buf *b, const ss_host_step *h);
 
+/* The GPU evidence G as a JSON object, or null when G->present is 0:
+ * {"gpu": index, "covered_ms", "slowed_ms", "power_cap_ms", "thermal_ms",
+ * "hw_slowdown_ms", "sm_clock_mhz", "temperature_c", "ecc_new", "xid_new",
+ * "last_xid"}, null where SS_MISSING (docs/report-json.md). */
+void ss_buf_json_gpu_evidence(ss_buf *b, const ss_gpu_evidence *g);
+
 #endif

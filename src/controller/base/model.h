@@ -49,6 +49,29 @@ typedef struct {
     uint32_t n;        /* ranks that reported an arrival */
 } ss_sync_stat;
 
+/* What the rank's GPU did during one step, from NVML samples
+ * (src/controller/host/nvml_timeline.h).  PRESENT is 0 when no GPU
+ * evidence is known (no NVML on the host, or the rank uses no GPU that can
+ * be told): the other fields then mean nothing.  Durations are the parts
+ * of the step covered by samples that had their reasons; readings are
+ * SS_MISSING where the GPU did not give them. */
+typedef struct {
+    int present;             /* 0: no GPU evidence */
+    int32_t index;           /* NVML index of the rank's GPU */
+    ss_dur_ns covered_ns;    /* the step's time covered by samples */
+    ss_dur_ns slowed_ns;     /* clocks held down by any reason that slows
+                                the work (nvml.h ss_gpu_reason_slows) */
+    ss_dur_ns power_cap_ns;  /* ... by the software power cap */
+    ss_dur_ns thermal_ns;    /* ... by a software or hardware thermal
+                                slowdown */
+    ss_dur_ns hw_slowdown_ns;/* ... by a hardware slowdown or power brake */
+    int64_t sm_clock_mhz;    /* time-weighted mean SM clock */
+    int64_t temperature_c;   /* the highest */
+    int64_t ecc_new;         /* uncorrected ECC errors first seen */
+    int64_t xid_new;         /* Xid errors first seen */
+    int64_t last_xid;        /* the latest Xid code known (0: none) */
+} ss_gpu_evidence;
+
 /* What the host saw of one rank during one step (host evidence): how the
  * kernel's counters for the rank's process tree moved over the step's
  * interval, read from outside the rank (src/controller/host/).  Each field
@@ -65,6 +88,7 @@ typedef struct {
     ss_dur_ns psi_cpu_ns;   /* pressure stall ("some") time over the step: */
     ss_dur_ns psi_memory_ns;/* the cgroup's, or the machine's on cgroup v1 */
     ss_dur_ns psi_io_ns;
+    ss_gpu_evidence gpu;    /* the rank's GPU (gpu.present 0: none) */
 } ss_host_step;
 
 /* One rank's measurements in one step, as seen by the aggregator. */

@@ -8,6 +8,7 @@
 #include "host_timeline.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 enum {
     F_CPU, F_RUNQ, F_THROTTLED, F_NR_THROTTLED, F_VOL, F_INVOL, F_MAJOR,
@@ -53,6 +54,7 @@ void ss_host_step_clear(ss_host_step *h)
     h->nr_throttled = h->vol_switches = h->invol_switches = SS_MISSING;
     h->major_faults = SS_MISSING;
     h->psi_cpu_ns = h->psi_memory_ns = h->psi_io_ns = SS_MISSING;
+    memset(&h->gpu, 0, sizeof h->gpu); /* no GPU evidence */
 }
 
 static const sample *sample_at(const ss_host_timeline *tl, uint32_t i)

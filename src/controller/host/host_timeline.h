@@ -50,7 +50,7 @@ void ss_host_timeline_continued(ss_host_timeline *tl, ss_mono_ns at);
 int ss_host_timeline_window(const ss_host_timeline *tl, ss_mono_ns begin,
                             ss_mono_ns end, ss_host_step *out);
 
-/* Marks every field of H missing. */
+/* Marks every field of H missing, its GPU evidence absent. */
 void ss_host_step_clear(ss_host_step *h);
 
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "cgroup_cpu.h"
+#include "gpu_watch.h"
 #include "host_timeline.h"
 #include "proc_tree.h"
 
@@ -40,6 +41,7 @@ struct ss_host_watch {
     uint32_t nprocs;
     watched_rank *ranks;
     uint64_t samples;
+    ss_gpu_watch *gpus; /* NULL when it could not start */
 };
 
 static ss_mono_ns mono_now(void)
@@ -125,6 +127,7 @@ ss_host_watch *ss_host_watch_start(uv_loop_t *loop, uint32_t nprocs,
     }
     hw->nprocs = nprocs;
     snprintf(hw->proc_root, sizeof hw->proc_root, "%s", proc_root);
+    hw->gpus = ss_gpu_watch_start(nprocs, interval_ms, proc_root, NULL);
     uv_timer_init(loop, &hw->timer);
     hw->timer.data = hw;
     uv_timer_start(&hw->timer, on_timer, interval_ms, interval_ms);
@@ -177,6 +180,12 @@ void ss_host_watch_rank_exited(ss_host_watch *hw, uint32_t rank)
     w->pid = 0;
 }
 
+void ss_host_watch_rank_hello(ss_host_watch *hw, uint32_t rank, pid_t pid)
+{
+    if (hw)
+        ss_gpu_watch_rank(hw->gpus, rank, pid);
+}
+
 void ss_host_watch_step_done(ss_host_watch *hw, uint32_t rank)
 {
     if (!hw || rank >= hw->nprocs)
@@ -199,7 +208,12 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
         if (now >= end_ns)
             sample(hw, w, now);
     }
-    if (ss_host_timeline_window(w->timeline, begin_ns, end_ns, out) == 0)
+    int gpu_rc = ss_gpu_watch_window(hw->gpus, rank, begin_ns, end_ns,
+                                     &out->gpu);
+    ss_gpu_evidence gpu = out->gpu; /* the host timeline clears OUT */
+    int rc = ss_host_timeline_window(w->timeline, begin_ns, end_ns, out);
+    out->gpu = gpu;
+    if (rc == 0 || gpu_rc == 0)
         return 0;
     return out->stopped_ns == SS_MISSING ? -1 : 0;
 }
@@ -233,6 +247,7 @@ int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
     out->psi_io_ns = moved(w->first_cg.psi_io_ns, w->last_cg.psi_io_ns);
     out->stopped_ns = w->stopped_total +
                       (w->stopped_since ? mono_now() - w->stopped_since : 0);
+    ss_gpu_watch_totals(hw->gpus, rank, &out->gpu);
     return 0;
 }
 
@@ -260,6 +275,7 @@ void ss_host_watch_free(ss_host_watch *hw)
         ss_cgroup_cpu_free(hw->ranks[i].cgroup);
         ss_host_timeline_free(hw->ranks[i].timeline);
     }
+    ss_gpu_watch_stop(hw->gpus);
     free(hw->ranks);
     free(hw);
 }

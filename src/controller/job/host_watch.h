@@ -24,7 +24,11 @@
  * it answers what moved during a rank's step.  Totals since each rank was
  * first read feed the live metrics.
  *
- * Threading: everything runs on the loop's thread.
+ * The ranks' GPUs are sampled through NVML on a thread of their own
+ * (gpu_watch.h) and their evidence is filled into each window and the
+ * totals (ss_host_step.gpu; gpu.present 0 without NVML).
+ *
+ * Threading: everything runs on the loop's thread, but the GPU sampler.
  */
 #ifndef STEPSCOPE_HOST_WATCH_H
 #define STEPSCOPE_HOST_WATCH_H
@@ -58,6 +62,10 @@ int ss_host_watch_rank(ss_host_watch *hw, uint32_t rank, pid_t pid);
 /* RANK's process has exited: its stop notifications end (its counters,
  * cumulative, stay readable for its last steps). */
 void ss_host_watch_rank_exited(ss_host_watch *hw, uint32_t rank);
+
+/* RANK said hello from process PID: its GPU is looked up (gpu_watch.h)
+ * from that process's environment. */
+void ss_host_watch_rank_hello(ss_host_watch *hw, uint32_t rank, pid_t pid);
 
 /* RANK reported a finished step: samples it unless it was sampled within
  * SS_HOST_WATCH_MIN_GAP_NS. */

@@ -4,7 +4,8 @@
  * the step window that covers them (and not in one that does not); the
  * timer and step reports sample; a burning child's CPU shows in its
  * window and totals; exits and unknown ranks are handled; the stop
- * watcher consumes no exit (waitpid still reaps the child).
+ * watcher consumes no exit (waitpid still reaps the child); a rank's GPU
+ * evidence fills its window, read through NVML's test double (no GPU).
  */
 #include "host_watch.h"
 
@@ -152,4 +153,55 @@ static void exit_while_stopped(void)
     ss_host_watch_free(hw);
 }
 
-TEST_LIST(TEST(stop_seen_in_its_window), TEST(exit_while_stopped))
+/* The GPU evidence of a rank's window, through NVML's TEST DOUBLE
+ * (tests/support/fake_nvml.c; no GPU is read): the rank's process, exec'd
+ * with CUDA_VISIBLE_DEVICES=1, is mapped to GPU 1 at hello, and GPU 1's
+ * power cap shows in its window and totals. */
+static void gpu_evidence_of_a_rank(void)
+{
+    setenv("STEPSCOPE_NVML_LIB", FAKE_NVML_DIR "/libfake_nvml.so", 1);
+    setenv("FAKE_NVML_REASONS", "1:0x4", 1);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ss_host_watch *hw = ss_host_watch_start(&loop, 2, 20, "/proc");
+    REQUIRE(hw);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *const argv[] = {"sleep", "30", NULL};
+        char *const envp[] = {"CUDA_VISIBLE_DEVICES=1", NULL};
+        execve("/bin/sleep", argv, envp);
+        _exit(127);
+    }
+    REQUIRE(pid > 0);
+    CHECK_EQ_INT(ss_host_watch_rank(hw, 0, pid), 0);
+    usleep(50000); /* exec'd: its environment is its own */
+    ss_host_watch_rank_hello(hw, 0, pid);
+    ss_mono_ns t0 = now_ns();
+    run_for(&loop, 200);
+    ss_mono_ns t1 = now_ns();
+    ss_host_step h;
+    CHECK_EQ_INT(ss_host_watch_window(hw, 0, t0, t1, &h), 0);
+    CHECK_EQ_INT(h.gpu.present, 1);
+    CHECK_EQ_INT(h.gpu.index, 1);
+    CHECK(h.gpu.power_cap_ns > 100 * MS);
+    CHECK_EQ_INT(h.gpu.slowed_ns, h.gpu.power_cap_ns);
+    CHECK(h.cpu_ns != SS_MISSING); /* the process tree's evidence too */
+    /* rank 1 never said hello: no GPU */
+    CHECK_EQ_INT(ss_host_watch_window(hw, 1, t0, t1, &h), -1);
+    ss_host_step tot;
+    CHECK_EQ_INT(ss_host_watch_totals(hw, 0, &tot), 0);
+    CHECK_EQ_INT(tot.gpu.index, 1);
+    CHECK(tot.gpu.power_cap_ns > 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ss_host_watch_rank_exited(hw, 0);
+    ss_host_watch_close(hw);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ss_host_watch_free(hw);
+    uv_loop_close(&loop);
+    unsetenv("STEPSCOPE_NVML_LIB");
+    unsetenv("FAKE_NVML_REASONS");
+}
+
+TEST_LIST(TEST(stop_seen_in_its_window), TEST(exit_while_stopped),
+          TEST(gpu_evidence_of_a_rank))

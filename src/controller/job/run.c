@@ -240,6 +240,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
+    ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
     put_rank(r, h->rank, "running");
     event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);

@@ -54,6 +54,14 @@
 #define HOST_SELECT_NONE                                                      \
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 #define HOST_FIELDS 11
+#define SCHEMA_GPU SS_SCHEMA_GPU
+/* The GPU columns, in ss_gpu_evidence's order from the index on (11). */
+#define GPU_SELECT                                                            \
+    "gpu_index, gpu_covered_ns, gpu_slowed_ns, gpu_power_cap_ns, "            \
+    "gpu_thermal_ns, gpu_hw_slowdown_ns, gpu_sm_clock_mhz, "                  \
+    "gpu_temperature_c, gpu_ecc_new, gpu_xid_new, gpu_last_xid"
+#define GPU_SELECT_NONE HOST_SELECT_NONE
+#define GPU_FIELDS 11
 
 struct ss_reader {
     sqlite3 *db;
@@ -1001,14 +1009,15 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     char sql[1536];
     snprintf(sql, sizeof sql,
              "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
-             "%s, %s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
+             "%s, %s, %s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 AND "
              "attempt = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step, rank",
              timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
              phases && timelines ? "phase_starts" : "NULL",
              phases && timelines ? "phase_counts" : "NULL",
              syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL",
              phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL",
-             host ? HOST_SELECT : HOST_SELECT_NONE);
+             host ? HOST_SELECT : HOST_SELECT_NONE,
+             host && r->version >= SCHEMA_GPU ? GPU_SELECT : GPU_SELECT_NONE);
     int64_t args[4] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
                        q->last < 0 ? INT64_MAX : q->last};
     ss_rank_steps *c = calloc(1, sizeof *c);
@@ -1027,17 +1036,26 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
 
 
 /* Reads the host columns from FIRST on into H (in ss_host_step's field
- * order); returns 1 when any is known, else 0. */
+ * order), then the GPU columns that follow them (gpu.present 1 when
+ * gpu_index is known); returns 1 when any is known, else 0. */
 static int col_host(sqlite3_stmt *st, int first, ss_host_step *h)
 {
-    int64_t v[HOST_FIELDS];
+    int64_t v[HOST_FIELDS], g[GPU_FIELDS];
     int known = 0;
     for (int i = 0; i < HOST_FIELDS; i++) {
         v[i] = col_i64(st, first + i);
         known |= v[i] != SS_MISSING;
     }
+    for (int i = 0; i < GPU_FIELDS; i++)
+        g[i] = col_i64(st, first + HOST_FIELDS + i);
+    ss_gpu_evidence gpu = {0};
+    if (g[0] != SS_MISSING) {
+        known = 1;
+        gpu = (ss_gpu_evidence){1, (int32_t)g[0], g[1], g[2], g[3], g[4],
+                                g[5], g[6], g[7], g[8], g[9], g[10]};
+    }
     *h = (ss_host_step){v[0], v[1], v[2], v[3], v[4], v[5],
-                        v[6], v[7], v[8], v[9], v[10]};
+                        v[6], v[7], v[8], v[9], v[10], gpu};
     return known;
 }
 
@@ -1182,6 +1200,51 @@ static void host_field_stats(int64_t *vals, size_t n, size_t offset,
     memcpy((char *)s + offset, &sum, sizeof sum);
 }
 
+static int64_t plus(int64_t sum, int64_t v)
+{
+    return v == SS_MISSING ? sum : sum == SS_MISSING ? v : sum + v;
+}
+
+/* Counts the GPU evidence G of one of OUT's steps into its GPU summary
+ * (the SM clock summed here, divided by finish_rank_host). */
+static void add_rank_gpu(ss_rank_host *out, const ss_gpu_evidence *g)
+{
+    if (!g->present)
+        return;
+    ss_gpu_evidence *s = &out->gpu_sum;
+    if (!out->gpu_steps++) {
+        /* sums stay SS_MISSING until a step knows the field */
+        *s = (ss_gpu_evidence){1,          0,          SS_MISSING,
+                               SS_MISSING, SS_MISSING, SS_MISSING,
+                               SS_MISSING, SS_MISSING, SS_MISSING,
+                               SS_MISSING, SS_MISSING, 0};
+        out->gpu_clock_steps = 0;
+    }
+    s->index = g->index;
+    s->covered_ns = plus(s->covered_ns, g->covered_ns);
+    s->slowed_ns = plus(s->slowed_ns, g->slowed_ns);
+    s->power_cap_ns = plus(s->power_cap_ns, g->power_cap_ns);
+    s->thermal_ns = plus(s->thermal_ns, g->thermal_ns);
+    s->hw_slowdown_ns = plus(s->hw_slowdown_ns, g->hw_slowdown_ns);
+    out->gpu_slowed_steps += g->slowed_ns != SS_MISSING && g->slowed_ns > 0;
+    out->gpu_power_cap_steps += g->power_cap_ns != SS_MISSING &&
+                                g->power_cap_ns > 0;
+    out->gpu_thermal_steps += g->thermal_ns != SS_MISSING && g->thermal_ns > 0;
+    out->gpu_hw_slowdown_steps += g->hw_slowdown_ns != SS_MISSING &&
+                                  g->hw_slowdown_ns > 0;
+    if (g->sm_clock_mhz != SS_MISSING) {
+        s->sm_clock_mhz = plus(s->sm_clock_mhz, g->sm_clock_mhz);
+        out->gpu_clock_steps++;
+    }
+    if (g->temperature_c != SS_MISSING &&
+        (s->temperature_c == SS_MISSING || g->temperature_c > s->temperature_c))
+        s->temperature_c = g->temperature_c;
+    s->ecc_new = plus(s->ecc_new, g->ecc_new);
+    s->xid_new = plus(s->xid_new, g->xid_new);
+    if (g->last_xid != SS_MISSING && g->last_xid)
+        s->last_xid = g->last_xid;
+}
+
 /* Completes OUT (its rank and counts set) from its rows' values: VALS
  * holds, per field, N_ROWS values (SS_MISSING where unknown). */
 static void finish_rank_host(ss_rank_host *out, int64_t *vals, size_t n_rows)
@@ -1195,6 +1258,8 @@ static void finish_rank_host(ss_rank_host *out, int64_t *vals, size_t n_rows)
         host_field_stats(col, n, (size_t)f * sizeof(int64_t), &out->median,
                          &out->max, &out->sum);
     }
+    if (out->gpu_clock_steps)
+        out->gpu_sum.sm_clock_mhz /= out->gpu_clock_steps;
 }
 
 int ss_reader_rank_host(ss_reader *r, int64_t run_id, int64_t attempt,
@@ -1206,11 +1271,20 @@ int ss_reader_rank_host(ss_reader *r, int64_t run_id, int64_t attempt,
     if (rc || r->version < SCHEMA_HOST)
         return rc;
     int64_t args[2] = {run_id, attempt};
-    sqlite3_stmt *st = prep(r, "SELECT rank, " HOST_SELECT " FROM rank_steps "
-                               "WHERE run_id = ?1 AND attempt = ?2 AND "
-                               "coalesce(host_cpu_ns, host_stopped_ns, "
-                               "host_runq_ns, host_throttled_ns) IS NOT NULL "
-                               "ORDER BY rank", args, 2);
+    int gpu = r->version >= SCHEMA_GPU;
+    sqlite3_stmt *st = prep(r, gpu ? "SELECT rank, " HOST_SELECT ", "
+                                     GPU_SELECT " FROM rank_steps "
+                                     "WHERE run_id = ?1 AND attempt = ?2 AND "
+                                     "coalesce(host_cpu_ns, host_stopped_ns, "
+                                     "host_runq_ns, host_throttled_ns, "
+                                     "gpu_index) IS NOT NULL ORDER BY rank"
+                                   : "SELECT rank, " HOST_SELECT ", "
+                                     GPU_SELECT_NONE " FROM rank_steps "
+                                     "WHERE run_id = ?1 AND attempt = ?2 AND "
+                                     "coalesce(host_cpu_ns, host_stopped_ns, "
+                                     "host_runq_ns, host_throttled_ns) IS NOT "
+                                     "NULL ORDER BY rank",
+                            args, 2);
     if (!st)
         return SS_READ_ERROR;
     ss_rank_host *ranks = NULL;
@@ -1254,9 +1328,10 @@ int ss_reader_rank_host(ss_reader *r, int64_t run_id, int64_t attempt,
         }
         ss_host_step h;
         col_host(st, 1, &h);
-        memcpy(&rows[n_rows * HOST_FIELDS], &h, sizeof h);
+        memcpy(&rows[n_rows * HOST_FIELDS], &h, HOST_FIELDS * sizeof *rows);
         n_rows++;
         ss_rank_host *cur = &ranks[n_ranks - 1];
+        add_rank_gpu(cur, &h.gpu);
         cur->steps++;
         cur->stopped_steps += h.stopped_ns != SS_MISSING && h.stopped_ns > 0;
         cur->throttled_steps += h.throttled_ns != SS_MISSING &&

@@ -337,7 +337,17 @@ typedef struct {
     int64_t steps;          /* kept rank-steps with host evidence */
     int64_t stopped_steps;  /* of them, steps with some stopped time */
     int64_t throttled_steps;/* of them, steps with some throttled time */
-    ss_host_step median, max, sum;
+    ss_host_step median, max, sum; /* their gpu members are not used */
+    /* The rank's GPU over the same steps (gpu_steps 0: no GPU evidence).
+     * Counts of steps with some time held down, in total and per main
+     * reason; GPU_SUM sums the durations and errors, holds the highest
+     * temperature, the mean of the steps' SM clocks, the GPU's index and
+     * the latest Xid code (gpu_sum.present 1 when gpu_steps > 0). */
+    int64_t gpu_steps;
+    int64_t gpu_clock_steps; /* of them, steps with a known SM clock */
+    int64_t gpu_slowed_steps, gpu_power_cap_steps, gpu_thermal_steps,
+        gpu_hw_slowdown_steps;
+    ss_gpu_evidence gpu_sum;
 } ss_rank_host;
 
 /* The host evidence of every rank of the attempt that has some, ordered by

@@ -519,6 +519,14 @@ static void rank_host_evidence(void)
         CHECK_EQ_INT(row->host->stopped_ns, row->rank == 2 ? 30 * MS : 0);
         CHECK_EQ_INT(row->host->invol_switches, 2 + row->rank);
         CHECK_EQ_INT(row->host->psi_io_ns, SS_MISSING);
+        CHECK_EQ_INT(row->host->gpu.present, row->rank < 3);
+        if (row->rank == 2) {
+            CHECK_EQ_INT(row->host->gpu.index, 2);
+            CHECK_EQ_INT(row->host->gpu.power_cap_ns, 20 * MS); /* step 3 */
+            CHECK_EQ_INT(row->host->gpu.slowed_ns, 20 * MS);
+            CHECK_EQ_INT(row->host->gpu.hw_slowdown_ns, SS_MISSING);
+            CHECK_EQ_INT(row->host->gpu.sm_clock_mhz, 1420);
+        }
         n++;
     }
     CHECK_EQ_INT(n, 4);
@@ -547,6 +555,23 @@ static void rank_host_evidence(void)
     CHECK_EQ_INT(h3->median.major_faults, 3);
     CHECK_EQ_INT(h3->median.psi_cpu_ns, 4 * MS);
     CHECK_EQ_INT(h3->median.psi_io_ns, SS_MISSING);
+    /* the GPU columns (schema 8): ranks 0-2 on GPUs 0-2, rank 3 none */
+    CHECK_EQ_INT(h3->gpu_steps, 0);
+    CHECK_EQ_INT(h3->gpu_sum.present, 0);
+    CHECK_EQ_INT(h2->gpu_steps, 20);
+    CHECK_EQ_INT(h2->gpu_sum.index, 2);
+    CHECK_EQ_INT(h2->gpu_slowed_steps, 10);
+    CHECK_EQ_INT(h2->gpu_power_cap_steps, 10);
+    CHECK_EQ_INT(h2->gpu_thermal_steps, 0);
+    CHECK_EQ_INT(h2->gpu_hw_slowdown_steps, 0);
+    CHECK_EQ_INT(h2->gpu_sum.power_cap_ns, 200 * MS);
+    CHECK_EQ_INT(h2->gpu_sum.covered_ns, 2000 * MS);
+    CHECK_EQ_INT(h2->gpu_sum.hw_slowdown_ns, SS_MISSING);
+    CHECK_EQ_INT(h2->gpu_sum.sm_clock_mhz, 1420);
+    CHECK_EQ_INT(h2->gpu_sum.temperature_c, 62);
+    CHECK_EQ_INT(hosts[1].gpu_sum.xid_new, 1);
+    CHECK_EQ_INT(hosts[1].gpu_sum.last_xid, 79);
+    CHECK_EQ_INT(hosts[0].gpu_sum.last_xid, 0);
     free(hosts);
     /* run 2's attempt 1 was written without host evidence */
     REQUIRE(ss_reader_rank_host(r, 2, 1, &hosts, &n_hosts) == 0);

@@ -69,6 +69,14 @@
     "host_major_faults, host_psi_cpu_ns, host_psi_memory_ns, host_psi_io_ns"
 #define HOST_PARAMS "?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25"
 #define HOST_FIRST_PARAM 15
+/* Its GPU evidence (ss_gpu_evidence, in this order, the index first)
+ * binds to GPU_PARAMS, from parameter GPU_FIRST_PARAM on. */
+#define GPU_COLUMNS                                                           \
+    "gpu_index, gpu_covered_ns, gpu_slowed_ns, gpu_power_cap_ns, "            \
+    "gpu_thermal_ns, gpu_hw_slowdown_ns, gpu_sm_clock_mhz, "                  \
+    "gpu_temperature_c, gpu_ecc_new, gpu_xid_new, gpu_last_xid"
+#define GPU_PARAMS "?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36"
+#define GPU_FIRST_PARAM 26
 
 /* ---- queued items ---- */
 
@@ -238,9 +246,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RANK_STEP] = "INSERT OR REPLACE INTO rank_steps(run_id, attempt, "
                      "step, rank, step_ns, rss_bytes, device_bytes, phases, "
                      "begin_ns, phase_starts, phase_counts, syncs, metrics, "
-                     "phase_self, " HOST_COLUMNS ") "
+                     "phase_self, " HOST_COLUMNS ", " GPU_COLUMNS ") "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                     "?12, ?13, ?14, " HOST_PARAMS ")",
+                     "?12, ?13, ?14, " HOST_PARAMS ", " GPU_PARAMS ")",
     /* max(coalesce(a, b), coalesce(b, a)): the larger, ignoring NULLs. */
     [ST_TOTALS] = "INSERT INTO rank_totals(run_id, attempt, rank, steps, "
                   "step_ns_n, step_ns_sum, step_ns_max, max_rss_bytes, "
@@ -353,7 +361,7 @@ static void bind_host(sqlite3_stmt *st, const ss_host_step *h)
     static const ss_host_step none = {SS_MISSING, SS_MISSING, SS_MISSING,
                                       SS_MISSING, SS_MISSING, SS_MISSING,
                                       SS_MISSING, SS_MISSING, SS_MISSING,
-                                      SS_MISSING, SS_MISSING};
+                                      SS_MISSING, SS_MISSING, {0}};
     if (!h)
         h = &none;
     const int64_t v[] = {h->cpu_ns, h->runq_ns, h->stopped_ns,
@@ -362,6 +370,14 @@ static void bind_host(sqlite3_stmt *st, const ss_host_step *h)
                          h->psi_memory_ns, h->psi_io_ns};
     for (int i = 0; i < (int)(sizeof v / sizeof v[0]); i++)
         bind_opt_int(st, HOST_FIRST_PARAM + i, v[i]);
+    const ss_gpu_evidence *g = &h->gpu;
+    const int64_t gv[] = {g->index, g->covered_ns, g->slowed_ns,
+                          g->power_cap_ns, g->thermal_ns, g->hw_slowdown_ns,
+                          g->sm_clock_mhz, g->temperature_c, g->ecc_new,
+                          g->xid_new, g->last_xid};
+    for (int i = 0; i < (int)(sizeof gv / sizeof gv[0]); i++)
+        bind_opt_int(st, GPU_FIRST_PARAM + i,
+                     g->present ? gv[i] : SS_MISSING);
 }
 
 static void bind_rank(sqlite3_stmt *st, int i, int32_t rank)

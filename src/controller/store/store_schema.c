@@ -252,6 +252,25 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE rank_steps ADD COLUMN host_psi_cpu_ns INTEGER;"
     "ALTER TABLE rank_steps ADD COLUMN host_psi_memory_ns INTEGER;"
     "ALTER TABLE rank_steps ADD COLUMN host_psi_io_ns INTEGER;",
+
+    /* 8: what the rank's GPU did during the step (ss_gpu_evidence, read
+     * by the controller through NVML): its NVML index, the step's time
+     * covered by samples, held down by any slowing reason, by the power
+     * cap, by a thermal slowdown, by a hardware slowdown or power brake
+     * (ns), the mean SM clock (MHz), the highest temperature (C), new
+     * uncorrected ECC errors, new Xid errors and the latest Xid code.  All
+     * NULL where the rank had no GPU evidence, and in older rows. */
+    "ALTER TABLE rank_steps ADD COLUMN gpu_index INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_covered_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_slowed_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_power_cap_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_thermal_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_hw_slowdown_ns INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_sm_clock_mhz INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_temperature_c INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_ecc_new INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_xid_new INTEGER;"
+    "ALTER TABLE rank_steps ADD COLUMN gpu_last_xid INTEGER;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

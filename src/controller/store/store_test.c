@@ -257,7 +257,10 @@ static void migrates_version_1(void)
         "host_cpu_ns", "host_runq_ns", "host_stopped_ns", "host_throttled_ns",
         "host_nr_throttled", "host_vol_switches", "host_invol_switches",
         "host_major_faults", "host_psi_cpu_ns", "host_psi_memory_ns",
-        "host_psi_io_ns"};
+        "host_psi_io_ns", "gpu_index", "gpu_covered_ns", "gpu_slowed_ns",
+        "gpu_power_cap_ns", "gpu_thermal_ns", "gpu_hw_slowdown_ns",
+        "gpu_sm_clock_mhz", "gpu_temperature_c", "gpu_ecc_new", "gpu_xid_new",
+        "gpu_last_xid"};
     for (size_t i = 0; i < sizeof host_columns / sizeof *host_columns; i++) {
         char sql[128];
         snprintf(sql, sizeof sql, "ALTER TABLE rank_steps DROP COLUMN %s",
@@ -298,7 +301,8 @@ static void migrates_version_1(void)
                                "begin_ns IS NULL AND end_ns IS NULL AND "
                                "phase_starts IS NULL AND syncs IS NULL AND "
                                "metrics IS NULL AND phase_self IS NULL AND "
-                               "host_cpu_ns IS NULL AND host_psi_io_ns IS NULL"),
+                               "host_cpu_ns IS NULL AND host_psi_io_ns IS NULL "
+                               "AND gpu_index IS NULL AND gpu_last_xid IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
                                "self_n IS NULL AND self_median IS NULL"),

@@ -228,7 +228,19 @@ static void json_rank_host(ss_buf *b, const ss_report *rp, size_t rank)
     ss_buf_json_host_step(b, &h->max);
     ss_buf_puts(b, ", \"total\": ");
     ss_buf_json_host_step(b, &h->sum);
-    ss_buf_puts(b, "}");
+    ss_buf_puts(b, ", \"gpu\": ");
+    if (!h->gpu_steps) {
+        ss_buf_puts(b, "null}");
+        return;
+    }
+    ss_buf_printf(b, "{\"steps\": %" PRId64 ", \"slowed_steps\": %" PRId64
+                     ", \"power_cap_steps\": %" PRId64
+                     ", \"thermal_steps\": %" PRId64
+                     ", \"hw_slowdown_steps\": %" PRId64 ", \"total\": ",
+                  h->gpu_steps, h->gpu_slowed_steps, h->gpu_power_cap_steps,
+                  h->gpu_thermal_steps, h->gpu_hw_slowdown_steps);
+    ss_buf_json_gpu_evidence(b, &h->gpu_sum);
+    ss_buf_puts(b, "}}");
 }
 
 static void json_ranks(out *o, const ss_report *rp)

@@ -221,6 +221,19 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.ranks[3].host_evidence.throttled_steps", "20");
     CHECK_J(j, "$.ranks[3].host_evidence.median.throttled_ms", "2.0");
     CHECK_J(j, "$.ranks[3].host_evidence.median.nr_throttled", "1");
+    /* GPU evidence (made up in the fixture): GPU 2 power capped in every
+     * other step, GPU 1's Xid 79, rank 3 without a GPU. */
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.steps", "20");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.slowed_steps", "10");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.power_cap_steps", "10");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.total.gpu", "2");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.total.power_cap_ms", "200.0");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.total.hw_slowdown_ms",
+            "<null>");
+    CHECK_J(j, "$.ranks[2].host_evidence.gpu.total.sm_clock_mhz", "1420");
+    CHECK_J(j, "$.ranks[1].host_evidence.gpu.total.last_xid", "79");
+    CHECK_J(j, "$.ranks[1].host_evidence.gpu.total.xid_new", "1");
+    CHECK_J(j, "$.ranks[3].host_evidence.gpu", "<null>");
 
     CHECK_J(j, "$.dropped.events", "5");
     CHECK_J(j, "$.dropped.records", "0");
@@ -269,6 +282,14 @@ static void text_report_puts_findings_first(void)
         const char *rank2 = strstr(host, "\n      2 ");
         CHECK(rank2 && strstr(rank2, "5.0 [5.0]") &&
               strstr(rank2, "10/20"));
+    }
+    const char *gpus = host ? strstr(host, "  rank  GPU      slowed") : NULL;
+    CHECK(gpus != NULL);
+    if (gpus) {
+        const char *gpu2 = strstr(gpus, "\n      2    2       10/20 ");
+        CHECK(gpu2 != NULL && strstr(gpu2, "1420") != NULL);
+        CHECK(strstr(gpus, "code 79") != NULL);
+        CHECK(strstr(gpus, "\n      3 ") == NULL); /* no GPU */
     }
     CHECK(strstr(r.out, "pressure stalls per step (PSI some, median): cpu "
                         "4.0 ms, memory 0.000 ms, io - ms") != NULL);

@@ -438,6 +438,49 @@ static const char *fmt_ms_pair(char *buf, size_t n, int64_t med, int64_t max)
     return buf;
 }
 
+/* The GPU lines of the HOST section (when any of the SHOWN ranks of ORDER
+ * has GPU evidence): per rank, its GPU, in how many steps its clocks were
+ * held down (in total and by the power cap, a thermal slowdown, a hardware
+ * slowdown or brake), the time held down per step, the mean SM clock, the
+ * highest temperature and the new ECC and Xid errors. */
+static void text_host_gpus(FILE *f, const ss_rank_host *order, size_t shown)
+{
+    size_t with_gpu = 0;
+    for (size_t i = 0; i < shown; i++)
+        with_gpu += order[i].gpu_steps > 0;
+    if (!with_gpu)
+        return;
+    fprintf(f, "  %5s %4s %11s %9s %9s %9s %10s %7s %6s %4s %9s\n", "rank",
+            "GPU", "slowed", "power cap", "thermal", "hw slow", "slowed ms",
+            "SM MHz", "max C", "ECC", "Xid");
+    char a[32], b[32], c[32], d[32], e[32], g[32], t[32], ecc[32], x[48];
+    for (size_t i = 0; i < shown; i++) {
+        const ss_rank_host *h = &order[i];
+        if (!h->gpu_steps)
+            continue;
+        const ss_gpu_evidence *s = &h->gpu_sum;
+        snprintf(a, sizeof a, "%" PRId64 "/%" PRId64, h->gpu_slowed_steps,
+                 h->gpu_steps);
+        snprintf(b, sizeof b, "%" PRId64, h->gpu_power_cap_steps);
+        snprintf(c, sizeof c, "%" PRId64, h->gpu_thermal_steps);
+        snprintf(d, sizeof d, "%" PRId64, h->gpu_hw_slowdown_steps);
+        if (s->last_xid != SS_MISSING && s->last_xid > 0)
+            snprintf(x, sizeof x, "code %" PRId64, s->last_xid);
+        else
+            fmt_int(x, sizeof x, s->xid_new);
+        fprintf(f, "  %5" PRId64 " %4d %11s %9s %9s %9s %10s %7s %6s %4s "
+                   "%9s\n",
+                h->rank, (int)s->index, a, b, c, d,
+                fmt_ms(e, sizeof e,
+                       s->slowed_ns == SS_MISSING
+                           ? SS_MISSING
+                           : s->slowed_ns / h->gpu_steps),
+                fmt_int(g, sizeof g, s->sm_clock_mhz),
+                fmt_int(t, sizeof t, s->temperature_c),
+                fmt_int(ecc, sizeof ecc, s->ecc_new), x);
+    }
+}
+
 /* HOST: what the host saw of each rank's process tree per step (docs/
  * report.md), the ranks the host held back most first when there are
  * many, then the machine's pressure. */
@@ -484,6 +527,7 @@ static void text_host(FILE *f, const ss_report *rp)
     if (shown < rp->n_hosts)
         fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
                 rp->n_hosts - shown);
+    text_host_gpus(f, order, shown);
     /* Pressure: the median over ranks of their medians (on cgroup v1 every
      * rank reads the machine's). */
     size_t n[3] = {0, 0, 0};

@@ -1,0 +1,87 @@
+"""The GPUs' evidence per rank and per step, from real ranks under
+`stepscope run`.
+
+NO GPU IS READ HERE: the controller loads a TEST DOUBLE of NVML
+(tests/support/fake_nvml.c, built as build/tests/libfake_nvml.so) through
+STEPSCOPE_NVML_LIB, scripted by FAKE_NVML_* so that GPU 2 reports the
+power-cap clock event reason and GPU 1 an Xid error.  The ranks are mapped
+to GPUs as CUDA would: CUDA_VISIBLE_DEVICES lists GPUs 0-3 and the launcher
+gives each rank LOCAL_RANK = its rank.  A real GPU is checked by
+scripts/gpu_check.sh (docs/gpu.md)."""
+import os
+import sqlite3
+
+from conftest import BUILD, example, run_job
+
+FAKE_NVML = BUILD / "tests" / "libfake_nvml.so"
+
+
+def gpu_env(**script):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("FAKE_NVML_") or k in ("STEPSCOPE_NVML_LIB",
+                                                "CUDA_VISIBLE_DEVICES"):
+            del env[k]
+    env.update(script)
+    return env
+
+
+def test_gpu_evidence_and_findings_from_the_fake_nvml(store):
+    assert FAKE_NVML.exists(), "build the test double first (make)"
+    env = gpu_env(STEPSCOPE_NVML_LIB=str(FAKE_NVML), FAKE_NVML_GPUS="4",
+                  FAKE_NVML_REASONS="2:0x4", FAKE_NVML_XID="1:79",
+                  CUDA_VISIBLE_DEVICES="0,1,2,3")
+    job = run_job(store, 4, example("--steps", "150", "--compute-ms", "20"),
+                  extra=("--no-http", "-q"), env=env)
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    for rank in range(4):
+        gpu = report["ranks"][rank]["host_evidence"]["gpu"]
+        assert gpu is not None, rank
+        assert gpu["total"]["gpu"] == rank
+        assert gpu["steps"] > 100
+    g2 = report["ranks"][2]["host_evidence"]["gpu"]
+    assert g2["slowed_steps"] == g2["steps"]
+    assert g2["power_cap_steps"] == g2["steps"]
+    assert g2["total"]["power_cap_ms"] > 0
+    g0 = report["ranks"][0]["host_evidence"]["gpu"]
+    assert g0["slowed_steps"] == 0 and g0["total"]["slowed_ms"] == 0
+    assert report["ranks"][1]["host_evidence"]["gpu"]["total"]["last_xid"] \
+        == 79
+
+    throttled = job.findings("gpu_throttled")
+    assert len(throttled) == 1, report["findings"]
+    assert throttled[0]["ranks"] == [2]
+    assert "GPU 2 (rank 2) throttled (power cap) in 100 % of steps" in \
+        throttled[0]["message"]
+    errors = job.findings("gpu_error")
+    assert len(errors) == 1, report["findings"]
+    assert errors[0]["severity"] == "critical"
+    assert errors[0]["ranks"] == [1]
+    assert "GPU 1 (rank 1) reported Xid 79" in errors[0]["message"]
+
+    con = sqlite3.connect(str(store))
+    per_rank = dict(con.execute(
+        "SELECT rank, count(*) FROM rank_steps WHERE gpu_index = rank "
+        "GROUP BY rank"))
+    con.close()
+    assert sorted(per_rank) == [0, 1, 2, 3]
+
+
+def test_without_nvml_nothing_changes(store):
+    env = gpu_env(STEPSCOPE_NVML_LIB="/nonexistent/libnvidia-ml.so.1",
+                  CUDA_VISIBLE_DEVICES="0,1")
+    job = run_job(store, 2, example("--steps", "40", "--compute-ms", "5"),
+                  extra=("--no-http", "-q"), env=env)
+    assert job.returncode == 0, job.stderr
+    assert "NVML" not in job.stderr
+    report = job.report()
+    for rank in range(2):
+        ev = report["ranks"][rank]["host_evidence"]
+        assert ev is not None and ev["gpu"] is None
+    assert not job.findings("gpu_throttled")
+    assert not job.findings("gpu_error")
+    con = sqlite3.connect(str(store))
+    assert con.execute("SELECT count(*) FROM rank_steps WHERE gpu_index IS "
+                       "NOT NULL").fetchone()[0] == 0
+    con.close()
