@@ -59,6 +59,12 @@ static const char *const cause_words[N_CAUSES] = {
  * a coin flip. */
 #define HOLD_LEVEL 0.01
 
+/* How much more a starved rank waits per time it runs than the median
+ * rank: a rank treated alike by the scheduler has the same ratio whatever
+ * it computes (1.0 up to noise); 1.25 leaves room for that noise, which
+ * the share rule's own thresholds already bound. */
+#define WAIT_RATIO_FACTOR 1.25
+
 typedef struct {
     double lost_ms, step_ms; /* sums over the ring's steps where the rank's
                                 loss to the cause and its step time are
@@ -99,6 +105,12 @@ typedef struct {
     uint32_t *n_last;
     uint32_t n_sync_steps;
     double last_chance_sum;
+    /* CPU time per ring slot and rank (step_at(); NaN unknown), and per
+     * rank the sums over the ring's steps where both its run-queue delay
+     * and its CPU time are known: how long it waited per time it ran. */
+    float *rank_cpu_ms;
+    double *wait_sum, *run_sum;
+    uint32_t *n_wait_run;
 } host;
 
 /* Rank-step RS's loss to cause C, in ms; NaN when not measured. */
@@ -153,6 +165,10 @@ static void free_ring(host *h)
     free(h->last_rank);
     free(h->last_chance);
     free(h->n_last);
+    free(h->rank_cpu_ms);
+    free(h->wait_sum);
+    free(h->run_sum);
+    free(h->n_wait_run);
     uint32_t world = h->world, hw = h->hw;
     memset(h, 0, sizeof *h);
     h->world = world;
@@ -179,10 +195,15 @@ static int start_ring(host *h)
     h->last_rank = ss__zalloc(hw, sizeof *h->last_rank);
     h->last_chance = ss__zalloc(hw, sizeof *h->last_chance);
     h->n_last = ss__zalloc(w ? w : 1, sizeof *h->n_last);
+    h->rank_cpu_ms = ss__zalloc(w * hw, sizeof *h->rank_cpu_ms);
+    h->wait_sum = ss__zalloc(w ? w : 1, sizeof *h->wait_sum);
+    h->run_sum = ss__zalloc(w ? w : 1, sizeof *h->run_sum);
+    h->n_wait_run = ss__zalloc(w ? w : 1, sizeof *h->n_wait_run);
     if (!h->step || !h->med_ms || !h->excess_ms || !h->median_lost ||
         !h->alone_rank || !h->alone_ms || !h->chance || !h->lost ||
         !h->rank_step_ms || !h->cs || !h->f64 || !h->last_rank ||
-        !h->last_chance || !h->n_last) {
+        !h->last_chance || !h->n_last || !h->rank_cpu_ms || !h->wait_sum ||
+        !h->run_sum || !h->n_wait_run) {
         free_ring(h);
         return -1;
     }
@@ -217,6 +238,13 @@ static void retire_slot(host *h, uint32_t k)
     }
     for (uint32_t r = 0; r < h->world; r++) {
         float st = h->rank_step_ms[step_at(h, r, k)];
+        float cpu = h->rank_cpu_ms[step_at(h, r, k)];
+        float wait = h->lost[at(h, r, C_RUNQ, k)];
+        if (!isnan(cpu) && !isnan(wait)) {
+            h->wait_sum[r] -= wait;
+            h->run_sum[r] -= cpu;
+            h->n_wait_run[r]--;
+        }
         for (int c = 0; c < N_CAUSES; c++) {
             float lost = h->lost[at(h, r, c, k)];
             float med = h->median_lost[(size_t)c * h->hw + k];
@@ -339,10 +367,25 @@ static void record_step(ss_detectors *d, host *h, const ss_step_view *v,
             rs && rs->present && rs->step_ns != SS_MISSING && rs->step_ns > 0
                 ? (float)((double)rs->step_ns / 1e6)
                 : NAN;
+        h->rank_cpu_ms[step_at(h, r, k)] =
+            rs && rs->present && rs->host && rs->host->cpu_ns != SS_MISSING &&
+                    rs->host->cpu_ns >= 0
+                ? (float)((double)rs->host->cpu_ns / 1e6)
+                : NAN;
     }
     double all_ms = 0, all_most = 0;
-    for (int c = 0; c < N_CAUSES; c++) {
+    for (int c = 0; c < N_CAUSES; c++)
         record_cause(d, h, v, world, k, c, base, h->excess_ms[k]);
+    for (uint32_t r = 0; r < h->world; r++) {
+        float cpu = h->rank_cpu_ms[step_at(h, r, k)];
+        float wait = h->lost[at(h, r, C_RUNQ, k)];
+        if (!isnan(cpu) && !isnan(wait)) {
+            h->wait_sum[r] += wait;
+            h->run_sum[r] += cpu;
+            h->n_wait_run[r]++;
+        }
+    }
+    for (int c = 0; c < N_CAUSES; c++) {
         float med = h->median_lost[(size_t)c * h->hw + k];
         if (!isnan(med) && med > 0) {
             all_ms += med;
@@ -444,6 +487,33 @@ static int delays_others(const ss_detectors *d, const host *h, uint32_t r,
            level;
 }
 
+/* Whether rank R waited for a CPU more, per time it was runnable
+ * (wait / (wait + run)), than its peers pooled: WAIT_RATIO_FACTOR times
+ * their ratio and half of host.min_share (at SCALE) above it.  A rank that
+ * computes more than its peers (its own work makes it a straggler) waits
+ * more in all on shared cores, but not more per CPU time it asks for (the
+ * scheduler treats it alike): that is not starvation.  Where CPU time is
+ * not measured there is nothing to tell, and this holds. */
+static int waits_more_per_run(const ss_detectors *d, const host *h,
+                              uint32_t r, double scale)
+{
+    uint32_t min = ss__param_u32(d, P_H_MIN_STEPS);
+    if (h->n_wait_run[r] < min || h->run_sum[r] <= 0)
+        return 1;
+    double wait = 0, run = 0;
+    for (uint32_t q = 0; q < h->world; q++)
+        if (q != r && h->n_wait_run[q] >= min) {
+            wait += h->wait_sum[q];
+            run += h->run_sum[q];
+        }
+    if (wait + run <= 0)
+        return 1;
+    double peers = wait / (wait + run);
+    double mine = h->wait_sum[r] / (h->wait_sum[r] + h->run_sum[r]);
+    return mine >= WAIT_RATIO_FACTOR * peers &&
+           mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
+}
+
 /* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
  * of the tests: the share rule with the sign test, or the slow-step
  * rule. */
@@ -452,7 +522,8 @@ static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
 {
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
     return (share_rule(d, rc, med_share, scale) && above_peers(rc, level) &&
-            (c != C_RUNQ || delays_others(d, h, r, level))) ||
+            (c != C_RUNQ || (delays_others(d, h, r, level) &&
+                             waits_more_per_run(d, h, r, scale)))) ||
            alone_rule(d, h, r, c, level, scale);
 }
 
@@ -732,7 +803,7 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
             med += m;
             n++;
         }
-        if (n == 0)
+        if (n == 0 || (c == C_RUNQ && !waits_more_per_run(d, h, r, 1)))
             continue;
         double excess = (own - med) / n;
         if (excess > best && excess >= d->p[P_S_BLAME_FRAC] * late_ms &&
