@@ -59,6 +59,9 @@ BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
+sys.path.insert(0, str(SOURCE / "tests"))
+from jobs import descendants, rank_pid, stored_steps, threads  # noqa: E402
+
 
 # ---------------------------------------------------------------------------
 # What a correct diagnosis is, per scenario.  Each entry lists alternatives;
@@ -251,63 +254,7 @@ def grade(expect, findings):
 
 
 # ---------------------------------------------------------------------------
-# The processes of a run
-
-def proc_children():
-    """{pid: parent pid} for every process now."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: split after it.
-        parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-    return parents
-
-
-def descendants(root):
-    parents = proc_children()
-    found, frontier = [], {root}
-    while frontier:
-        kids = {pid for pid, ppid in parents.items() if ppid in frontier}
-        found += sorted(kids)
-        frontier = kids
-    return found
-
-
-def rank_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read().split(b"\0")
-    except OSError:
-        return None
-    for item in env:
-        if item.startswith(b"RANK="):
-            try:
-                return int(item[5:])
-            except ValueError:
-                return None
-    return None
-
-
-def rank_pid(launcher_pid, rank):
-    """The main process of RANK: a child of the launcher with RANK set."""
-    for pid, ppid in proc_children().items():
-        if ppid == launcher_pid and rank_of(pid) == rank:
-            return pid
-    return None
-
-
-def threads(pid):
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
+# The processes of a run (tests/jobs.py finds them)
 
 def cgroup_cpu_base():
     """(version, directory under which to make a cgroup with a CPU limit),
@@ -347,9 +294,9 @@ class HostFault:
     stop(); cleanup() undoes what is left (a stopped rank is continued, the
     busy loops killed, the cgroup removed) and is safe to call always."""
 
-    def __init__(self, kind, rank, launcher_pid, db, stepscope, tag):
+    def __init__(self, kind, rank, launcher_pid, db, tag):
         self.kind, self.rank = kind, rank
-        self.launcher_pid, self.db, self.stepscope = launcher_pid, db, stepscope
+        self.launcher_pid, self.db = launcher_pid, db
         self.tag = tag
         self.pid = None
         self.hogs = []
@@ -377,15 +324,6 @@ class HostFault:
         self.done.set()
         self.thread.join(timeout=10)
 
-    def _stored_steps(self):
-        try:
-            out = subprocess.run([str(self.stepscope), "runs", "--json", "--db", str(self.db)],
-                                 capture_output=True, text=True, timeout=10).stdout
-            runs = json.loads(out)["runs"]
-        except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
-            return 0
-        return runs[-1]["steps"] if runs else 0
-
     def _run(self):
         try:
             deadline = time.monotonic() + FAULT_START_TIMEOUT_S
@@ -393,7 +331,7 @@ class HostFault:
                 if self.pid is None:
                     self.pid = rank_pid(self.launcher_pid, self.rank)
                 if self.pid is not None:
-                    self.from_step = self._stored_steps()
+                    self.from_step = stored_steps(self.db)
                     if self.from_step > 0:
                         break
                 self.done.wait(0.25)
@@ -555,8 +493,7 @@ def run_once(sc, rep, stepscope, workdir):
         try:
             job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             if sc.host:
-                fault = HostFault(sc.host, sc.host_rank, job.pid, db, stepscope,
-                                  f"{sc.name}-{rep}")
+                fault = HostFault(sc.host, sc.host_rank, job.pid, db, f"{sc.name}-{rep}")
                 fault.start()
             deadline = started + sc.timeout_s
             while job.poll() is None and time.monotonic() < deadline:

@@ -1,8 +1,9 @@
 """Running `stepscope run` jobs from tests and reading what they left.
 
-Shared by the end-to-end tests (tests/e2e) and the Python package's tests
-(python/tests), whose conftest.py files put this folder on sys.path.  The
-CLI is $STEPSCOPE_BUILD/stepscope (default ./build).
+Shared by the end-to-end tests (tests/e2e), the Python package's tests
+(python/tests), whose conftest.py files put this folder on sys.path, and
+bench/bench_accuracy.py (the helpers that find a job's rank processes).
+The CLI is $STEPSCOPE_BUILD/stepscope (default ./build).
 """
 import json
 import os
@@ -70,11 +71,91 @@ class Job:
         return out
 
 
+def job_args(db, nprocs, cmd, extra=()):
+    """The command line `stepscope run -n NPROCS --db DB [EXTRA] -- CMD`."""
+    return [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(db),
+            *extra, "--", *cmd]
+
+
 def run_job(db, nprocs, cmd, extra=(), timeout=240, env=None):
     """Runs `stepscope run -n NPROCS --db DB [EXTRA] -- CMD` and waits for
     it."""
-    args = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(db),
-            *extra, "--", *cmd]
-    proc = subprocess.run(args, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(job_args(db, nprocs, cmd, extra), capture_output=True,
+                          text=True, timeout=timeout, env=env)
     return Job(proc, db)
+
+
+def stored_steps(db):
+    """Steps the latest run of the store DB has finalized so far (0 when
+    there is no store or no run yet); readable while the job runs."""
+    try:
+        out = subprocess.run([str(STEPSCOPE), "runs", "--json", "--db", str(db)],
+                             capture_output=True, text=True, timeout=10).stdout
+        runs = json.loads(out)["runs"]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return 0
+    return runs[-1]["steps"] if runs else 0
+
+
+# ---------------------------------------------------------------------------
+# A job's processes, seen from outside (to stop, renice or pin one rank)
+
+def proc_parents():
+    """{pid: parent pid} for every process now."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after it.
+        parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    return parents
+
+
+def descendants(root):
+    """The pids of ROOT's children, grandchildren and so on, now."""
+    parents = proc_parents()
+    found, frontier = [], {root}
+    while frontier:
+        kids = {pid for pid, ppid in parents.items() if ppid in frontier}
+        found += sorted(kids)
+        frontier = kids
+    return found
+
+
+def rank_of(pid):
+    """The RANK in PID's environment, None when it has none or is gone."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+    except OSError:
+        return None
+    for item in env:
+        if item.startswith(b"RANK="):
+            try:
+                return int(item[5:])
+            except ValueError:
+                return None
+    return None
+
+
+def rank_pid(launcher_pid, rank):
+    """The main process of RANK: a child of the launcher with RANK set
+    (a wrapper script that execs its program keeps that pid); None while
+    there is none."""
+    for pid, ppid in proc_parents().items():
+        if ppid == launcher_pid and rank_of(pid) == rank:
+            return pid
+    return None
+
+
+def threads(pid):
+    """The thread ids of PID, [] when it is gone."""
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
