@@ -1,8 +1,9 @@
 # Top-level driver: `make` builds everything into build/ (the CLI is
 # build/stepscope); `make test` runs every test; `make asan` builds and tests
-# under AddressSanitizer + UBSan in build-asan/ (all but the real-DDP
-# timing tests, whose native parts the Python tests already cover under the
-# sanitizers); `make demo` runs the demo.
+# under AddressSanitizer + UBSan in build-asan/ (all but the timing
+# measurements: the real-DDP tests, whose native parts the Python tests
+# cover under the sanitizers, and guard's verdicts over histories of real
+# runs, whose code guard_test and query_history_test cover); `make demo` runs the demo.
 BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
@@ -27,7 +28,7 @@ unit: all
 asan:
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_ddp$$'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history)$$'
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
