@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "findings_capture.h"
 #include "stats.h"
 #include "testing.h"
 
@@ -42,7 +43,6 @@
 #ifndef POWER_SEEDS
 #define POWER_SEEDS 4
 #endif
-#define MAX_FOUND 64
 
 enum { COMPUTE = 0, ALLREDUCE = 1, SYNC = 2, N_NAMES = 3 };
 static const char *const names[N_NAMES] = {"compute", "allreduce",
@@ -212,72 +212,6 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
     v->phases = b->phases;
     v->syncs = b->syncs;
     v->ranks = b->ranks;
-}
-
-/* ---- finding capture ---- */
-
-typedef struct {
-    ss_finding last[MAX_FOUND]; /* by id - 1 */
-    uint32_t n_ids;
-} found;
-
-static void on_finding(void *ctx, const ss_finding *f)
-{
-    found *fd = ctx;
-    if (f->id >= 1 && f->id <= MAX_FOUND) {
-        fd->last[f->id - 1] = *f;
-        if (f->id > fd->n_ids)
-            fd->n_ids = f->id;
-    }
-}
-
-static ss_detectors *make(uint32_t world, found *fd)
-{
-    memset(fd, 0, sizeof *fd);
-    ss_detector_config cfg;
-    ss_detector_config_defaults(&cfg);
-    ss_sink sink = {fd, NULL, on_finding};
-    return ss_detectors_create(&cfg, world, 0, &sink);
-}
-
-static uint32_t count_kind(const found *fd, const char *kind)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        n += strcmp(fd->last[i].kind, kind) == 0;
-    return n;
-}
-
-static const ss_finding *first_kind(const found *fd, const char *kind)
-{
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        if (strcmp(fd->last[i].kind, kind) == 0)
-            return &fd->last[i];
-    return NULL;
-}
-
-static void dump(const found *fd)
-{
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        fprintf(stderr, "    [%u] %s: %s %s\n", fd->last[i].id,
-                fd->last[i].kind, fd->last[i].message,
-                fd->last[i].evidence_json);
-}
-
-/* The number under KEY in a flat JSON object, NaN when absent. */
-static double json_get(const char *json, const char *key)
-{
-    char pat[80];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *p = strstr(json, pat);
-    return p ? strtod(p + strlen(pat), NULL) : NAN;
-}
-
-static int json_has(const char *json, const char *key, const char *value)
-{
-    char pat[160];
-    snprintf(pat, sizeof pat, "\"%s\":\"%s\"", key, value);
-    return strstr(json, pat) != NULL;
 }
 
 /* ---- the faults ---- */
