@@ -182,3 +182,61 @@ int ss_fixture_build(const char *path, char *err, size_t errlen)
     }
     return 0;
 }
+
+/* Uniform in [0, 1) from the xorshift state *RNG. */
+static double fixture_uniform(uint64_t *rng)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    return (double)(*rng >> 11) / 9007199254740992.0;
+}
+
+int64_t ss_fixture_timed_run(ss_store *s, const char *name, uint32_t world,
+                             uint64_t steps, double mean_ms, uint64_t *rng)
+{
+    static const char *const names[] = {"compute"};
+    if (world == 0 || world > SS_FIXTURE_MAX_WORLD)
+        return -1;
+    ss_run_info info = {.world_size = world, .started_at = 1700000000};
+    snprintf(info.name, sizeof info.name, "%s", name);
+    snprintf(info.command, sizeof info.command, "./train");
+    char fingerprint[128];
+    snprintf(fingerprint, sizeof fingerprint,
+             "{\"command\":\"./train\",\"world_size\":%u,"
+             "\"cpu\":\"x\"}", world);
+    info.fingerprint = fingerprint;
+    int64_t id = -1;
+    char err[256];
+    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0) {
+        fprintf(stderr, "  begin_run: %s\n", err);
+        return -1;
+    }
+    for (uint64_t step = 1; step <= steps; step++) {
+        double noise = 0.95 + 0.1 * fixture_uniform(rng);
+        int64_t ns = (int64_t)(mean_ms * 1e6 * noise);
+        int64_t phase[SS_FIXTURE_MAX_WORLD][1];
+        ss_rank_step ranks[SS_FIXTURE_MAX_WORLD];
+        for (uint32_t r = 0; r < world; r++) {
+            phase[r][0] = ns / 2;
+            ranks[r] = (ss_rank_step){.present = 1, .step_ns = ns,
+                                      .rss_bytes = SS_MISSING,
+                                      .device_bytes = SS_MISSING,
+                                      .phase_ns = phase[r],
+                                      .begin_ns = SS_MISSING};
+        }
+        ss_phase_stat ph = {0, {ns / 2, ns / 2, ns / 2, ns / 2, 0, world}};
+        ss_step_view v = {
+            .attempt = 0, .step = step, .finalized_at = 1700000000,
+            .world_size = world, .n_present = world,
+            .step_time = {ns, ns, ns, ns, 0, world},
+            .rss = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                    SS_NO_RANK, 0},
+            .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                       SS_NO_RANK, 0},
+            .n_phases = 1, .phases = &ph, .n_names = 1, .ranks = ranks};
+        ss_store_put_step(s, id, &v, names);
+    }
+    ss_store_end_run(s, id, 1700000100, 0, "succeeded", 0, 0);
+    return id;
+}

@@ -63,4 +63,16 @@ void ss_fixture_put_finding(ss_store *s, int64_t run, uint32_t id,
                             uint64_t first_step, uint64_t last_step,
                             const char *evidence, const char *message);
 
+/*
+ * Writes one succeeded run named NAME of WORLD ranks (at most
+ * SS_FIXTURE_MAX_WORLD) and STEPS steps (1..STEPS) whose step takes about
+ * MEAN_MS (uniform noise of +-5 %, drawn from the xorshift state *RNG),
+ * half of it in phase "compute".  Its fingerprint names the command and
+ * WORLD, so runs of one world size are comparable (stepscope guard).
+ * Returns the run's id, or -1 (the reason on stderr).
+ */
+#define SS_FIXTURE_MAX_WORLD 16
+int64_t ss_fixture_timed_run(ss_store *s, const char *name, uint32_t world,
+                             uint64_t steps, double mean_ms, uint64_t *rng);
+
 #endif

@@ -14,65 +14,14 @@
 
 #include "query.h"
 #include "store.h"
+#include "store_fixture.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
 #define STEPS 80
 #define WORLD 2
 
-static const char *const names_[] = {"compute"};
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-/* Uniform in [0, 1). */
-static double uniform(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
-
-/* Writes one succeeded run of WORLD ranks named NAME whose step takes
- * about MEAN_MS (uniform noise of +-5 %), half of it in phase compute. */
-static void add_run(ss_store *s, const char *name, double mean_ms)
-{
-    ss_run_info info = {.world_size = WORLD, .started_at = 1700000000};
-    snprintf(info.name, sizeof info.name, "%s", name);
-    snprintf(info.command, sizeof info.command, "./train");
-    info.fingerprint = "{\"command\":\"./train\",\"world_size\":2}";
-    int64_t id = -1;
-    char err[256];
-    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0) {
-        fprintf(stderr, "  begin_run: %s\n", err);
-        return;
-    }
-    for (uint64_t step = 1; step <= STEPS; step++) {
-        int64_t ns = (int64_t)(mean_ms * 1e6 * (0.95 + 0.1 * uniform()));
-        int64_t phase[WORLD][1];
-        ss_rank_step ranks[WORLD];
-        for (uint32_t r = 0; r < WORLD; r++) {
-            phase[r][0] = ns / 2;
-            ranks[r] = (ss_rank_step){.present = 1, .step_ns = ns,
-                                      .rss_bytes = SS_MISSING,
-                                      .device_bytes = SS_MISSING,
-                                      .phase_ns = phase[r],
-                                      .begin_ns = SS_MISSING};
-        }
-        ss_phase_stat ph = {0, {ns / 2, ns / 2, ns / 2, ns / 2, 0, WORLD}};
-        ss_step_view v = {
-            .attempt = 0, .step = step, .finalized_at = 1700000000,
-            .world_size = WORLD, .n_present = WORLD,
-            .step_time = {ns, ns, ns, ns, 0, WORLD},
-            .rss = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
-                    SS_NO_RANK, 0},
-            .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
-                       SS_NO_RANK, 0},
-            .n_phases = 1, .phases = &ph, .n_names = 1, .ranks = ranks};
-        ss_store_put_step(s, id, &v, names_);
-    }
-    ss_store_end_run(s, id, 1700000100, 0, "succeeded", 0, 0);
-}
 
 static char db_[600];
 
@@ -92,10 +41,11 @@ static const char *store_path(void)
         return db_;
     }
     for (int i = 0; i < 5; i++)
-        add_run(s, "train", 10.0 * (1.0 + 0.01 * (i % 3)));
-    add_run(s, "other", 10.0);
+        ss_fixture_timed_run(s, "train", WORLD, STEPS,
+                             10.0 * (1.0 + 0.01 * (i % 3)), &rng);
+    ss_fixture_timed_run(s, "other", WORLD, STEPS, 10.0, &rng);
     for (int i = 0; i < 3; i++)
-        add_run(s, "train", 13.0);
+        ss_fixture_timed_run(s, "train", WORLD, STEPS, 13.0, &rng);
     ss_store_close(s);
     return db_;
 }

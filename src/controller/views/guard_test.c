@@ -14,70 +14,14 @@
 #include <string.h>
 
 #include "store.h"
+#include "store_fixture.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
 #define STEPS 80
 #define WORLD 2
 
-static const char *const names_[] = {"compute"};
-
 static uint64_t rng = 0x1234567ull;
-
-/* Uniform in [0, 1). */
-static double uniform(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
-
-/* Writes one succeeded run of WORLD ranks whose step takes about MEAN_MS
- * (uniform noise of +-5 %), half of it in phase compute. */
-static void add_run(ss_store *s, const char *name, uint32_t world,
-                    double mean_ms)
-{
-    ss_run_info info = {.world_size = world, .started_at = 1700000000};
-    snprintf(info.name, sizeof info.name, "%s", name);
-    snprintf(info.command, sizeof info.command, "./train");
-    char fingerprint[128];
-    snprintf(fingerprint, sizeof fingerprint,
-             "{\"command\":\"./train\",\"world_size\":%u,\"cpu\":\"x\"}",
-             world);
-    info.fingerprint = fingerprint;
-    int64_t id = -1;
-    char err[256];
-    if (ss_store_begin_run(s, &info, &id, err, sizeof err) != 0) {
-        fprintf(stderr, "  begin_run: %s\n", err);
-        return;
-    }
-    for (uint64_t step = 1; step <= STEPS; step++) {
-        int64_t ns = (int64_t)(mean_ms * 1e6 * (0.95 + 0.1 * uniform()));
-        int64_t phase[WORLD][1];
-        ss_rank_step ranks[WORLD];
-        for (uint32_t r = 0; r < world; r++) {
-            phase[r][0] = ns / 2;
-            ranks[r] = (ss_rank_step){.present = 1, .step_ns = ns,
-                                      .rss_bytes = SS_MISSING,
-                                      .device_bytes = SS_MISSING,
-                                      .phase_ns = phase[r],
-                                      .begin_ns = SS_MISSING};
-        }
-        ss_phase_stat ph = {0, {ns / 2, ns / 2, ns / 2, ns / 2, 0, world}};
-        ss_step_view v = {
-            .attempt = 0, .step = step, .finalized_at = 1700000000,
-            .world_size = world, .n_present = world,
-            .step_time = {ns, ns, ns, ns, 0, world},
-            .rss = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
-                    SS_NO_RANK, 0},
-            .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
-                       SS_NO_RANK, 0},
-            .n_phases = 1, .phases = &ph, .n_names = 1, .ranks = ranks};
-        ss_store_put_step(s, id, &v, names_);
-    }
-    ss_store_end_run(s, id, 1700000100, 0, "succeeded", 0, 0);
-}
 
 /* Runs `stepscope guard ARGS...` on the store at DB; the output and the
  * error output into OUT and ERR (LEN bytes each).  Returns the status. */
@@ -120,7 +64,8 @@ static void make_history(void)
         return;
     }
     for (int i = 0; i < 6; i++)
-        add_run(s, "train", WORLD, 10.0 * (1.0 + 0.01 * (i % 3)));
+        ss_fixture_timed_run(s, "train", WORLD, STEPS,
+                             10.0 * (1.0 + 0.01 * (i % 3)), &rng);
     ss_store_close(s);
 }
 
@@ -132,7 +77,7 @@ static void append_run(const char *name, uint32_t world, double mean_ms)
     ss_store *s = ss_store_open(db_, &cfg, 1, err, sizeof err);
     if (!s)
         return;
-    add_run(s, name, world, mean_ms);
+    ss_fixture_timed_run(s, name, world, STEPS, mean_ms, &rng);
     ss_store_close(s);
 }
 
