@@ -1,0 +1,251 @@
+/*
+ * link_wire.h - the agent link: the one TCP connection between a node's
+ * agent and the controller of a multi-node run (docs/protocol.md, "Agent
+ * link").
+ *
+ * Frames have the rank protocol's 8-byte header (u32 payload length, u8
+ * type, u8 flags, u16 reserved; little-endian; flags and reserved zero).
+ * The first four frames authenticate both sides with a challenge-response
+ * over a shared secret (link_auth.h): AGENT_HELLO (agent), CHALLENGE
+ * (controller: its nonce and its proof), PROOF (agent), then JOIN_OK or
+ * JOIN_REJECT (controller).  From JOIN_OK on, every frame in either
+ * direction is followed by a 16-byte MAC over (direction, sequence number,
+ * header, payload) under the session key, so a frame cannot be forged,
+ * replayed, reordered or dropped on the way without the receiver closing
+ * the link.  Nothing is encrypted except the rank token in JOIN_OK.
+ *
+ * After JOIN_OK the agent multiplexes its ranks' connections over the link:
+ * OPEN(channel) when a rank connects to the agent's local socket, DATA
+ * (channel, bytes) in both directions carrying the rank protocol's bytes
+ * unchanged, CLOSE(channel) from either side.  The rest is the node's
+ * business: clock exchanges, rank starts and exits, host evidence per rank
+ * step, heartbeats, and the controller's STOP.
+ *
+ * The decoder is a per-link state machine that checks framing, field
+ * ranges, the order of the handshake, the direction of each type and every
+ * MAC; any violation is an error with a one-line reason and the caller
+ * closes the link.  It never reads past the bytes given.
+ */
+#ifndef STEPSCOPE_LINK_WIRE_H
+#define STEPSCOPE_LINK_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define LINK_VERSION 1
+#define LINK_MAGIC "SSAG"
+#define LINK_HEADER_SIZE 8
+#define LINK_MAX_PAYLOAD 65536
+#define LINK_MAC_SIZE 16
+#define LINK_NONCE_SIZE 32
+#define LINK_PROOF_SIZE 32
+#define LINK_TOKEN_SIZE 16     /* the ranks' token (WIRE_TOKEN_SIZE) */
+#define LINK_KEY_SIZE 32
+#define LINK_MAX_STR 255
+#define LINK_MAX_TAIL 4096     /* bytes of a rank's last output lines */
+#define LINK_MAX_DATA (LINK_MAX_PAYLOAD - 4)
+#define LINK_FRAME_MAX (LINK_HEADER_SIZE + LINK_MAX_PAYLOAD + LINK_MAC_SIZE)
+
+typedef enum {
+    /* handshake */
+    LINK_AGENT_HELLO = 1, /* agent -> controller, first frame */
+    LINK_CHALLENGE = 2,   /* controller -> agent */
+    LINK_PROOF = 3,       /* agent -> controller */
+    LINK_JOIN_OK = 4,     /* controller -> agent; MACs start here */
+    LINK_JOIN_REJECT = 5, /* controller -> agent, then close */
+    /* rank connections, multiplexed */
+    LINK_OPEN = 10,       /* agent -> controller */
+    LINK_DATA = 11,       /* both directions */
+    LINK_CLOSE = 12,      /* both directions */
+    /* clocks and liveness */
+    LINK_TIME_REQ = 20,   /* agent -> controller */
+    LINK_TIME_RESP = 21,  /* controller -> agent */
+    LINK_CLOCK = 22,      /* agent -> controller: its estimate */
+    LINK_HEARTBEAT = 23,  /* both directions */
+    /* the node's ranks */
+    LINK_RANK_STARTED = 30, /* agent -> controller */
+    LINK_RANK_EXIT = 31,    /* agent -> controller */
+    LINK_ALL_EXITED = 32,   /* agent -> controller */
+    LINK_HOST = 33,         /* agent -> controller: one rank step's evidence */
+    /* commands */
+    LINK_STOP = 40,       /* controller -> agent */
+    LINK_BYE = 41         /* agent -> controller, last frame */
+} link_type;
+
+/* Which side a decoder reads (and an encoder writes for the other). */
+typedef enum {
+    LINK_FROM_AGENT = 0,      /* the controller's decoder */
+    LINK_FROM_CONTROLLER = 1  /* the agent's decoder */
+} link_direction;
+
+typedef struct {
+    uint16_t version;
+    uint32_t node_rank;
+    uint32_t nnodes;
+    uint32_t nproc_per_node;
+    uint8_t nonce[LINK_NONCE_SIZE];
+    char job_id[LINK_MAX_STR + 1]; /* the run's job id, all nodes alike */
+    char host[LINK_MAX_STR + 1];   /* the node's host name */
+} link_agent_hello;
+
+typedef struct {
+    uint8_t nonce[LINK_NONCE_SIZE];
+    uint8_t proof[LINK_PROOF_SIZE]; /* link_auth_controller_proof */
+} link_challenge;
+
+typedef struct {
+    uint8_t proof[LINK_PROOF_SIZE]; /* link_auth_agent_proof */
+} link_proof;
+
+typedef struct {
+    uint32_t attempt;
+    uint32_t world_size;
+    int64_t controller_mono_ns; /* the controller's clock when sent */
+    uint8_t sealed_token[LINK_TOKEN_SIZE]; /* link_auth_seal_token */
+    char run_uuid[LINK_MAX_STR + 1];
+} link_join_ok;
+
+typedef struct {
+    char reason[LINK_MAX_STR + 1];
+} link_join_reject;
+
+typedef struct {
+    uint32_t channel;
+} link_channel; /* OPEN and CLOSE */
+
+typedef struct {
+    uint32_t channel;
+    uint32_t len;            /* 1..LINK_MAX_DATA */
+    const uint8_t *bytes;    /* decoder: points into the caller's buffer */
+} link_data;
+
+typedef struct {
+    int64_t t1; /* agent clock when sent */
+} link_time_req;
+
+typedef struct {
+    int64_t t1; /* echoed */
+    int64_t t2; /* controller clock when the request arrived */
+    int64_t t3; /* controller clock when the answer left */
+} link_time_resp;
+
+typedef struct {
+    int64_t offset_ns; /* controller clock = agent clock + offset */
+    int64_t bound_ns;  /* |error| <= bound, >= 0 */
+    int64_t rtt_ns;    /* of the exchange the estimate comes from */
+    uint32_t samples;
+} link_clock;
+
+typedef struct {
+    uint32_t rank;
+    uint32_t pid;
+} link_rank_started;
+
+typedef struct {
+    uint32_t rank;
+    int64_t exit_code;  /* when term_signal is 0 */
+    int32_t term_signal;
+    char tail[LINK_MAX_TAIL + 1]; /* its last output lines, may be "" */
+} link_rank_exit;
+
+typedef struct {
+    uint32_t left_behind; /* processes the ranks left behind, ended */
+    int32_t status;       /* the node's job status (launcher.h) */
+} link_all_exited;
+
+typedef struct {
+    uint32_t rank;
+    uint64_t step;
+    ss_host_step host;    /* every field, SS_MISSING kept as is */
+} link_host;
+
+typedef struct {
+    uint8_t kill_now;     /* 1: SIGKILL now; 0: SIGTERM, grace, SIGKILL */
+    char reason[LINK_MAX_STR + 1];
+} link_stop;
+
+/* A decoded frame; only the member of TYPE is valid.  HEARTBEAT and BYE
+ * have no payload. */
+typedef struct {
+    link_type type;
+    union {
+        link_agent_hello hello;
+        link_challenge challenge;
+        link_proof proof;
+        link_join_ok join_ok;
+        link_join_reject join_reject;
+        link_channel channel;
+        link_data data;
+        link_time_req time_req;
+        link_time_resp time_resp;
+        link_clock clock;
+        link_rank_started rank_started;
+        link_rank_exit rank_exit;
+        link_all_exited all_exited;
+        link_host host;
+        link_stop stop;
+    } u;
+} link_frame;
+
+/* ---- encoding ----
+ * An encoder writes one direction of one link.  Until link_encoder_keyed
+ * is called its frames carry no MAC (the handshake); afterwards each frame
+ * gets the MAC and the next sequence number. */
+typedef struct {
+    link_direction direction; /* which side writes: LINK_FROM_AGENT on the
+                                 agent */
+    int keyed;
+    uint8_t key[LINK_KEY_SIZE];
+    uint64_t seq;
+} link_encoder;
+
+void link_encoder_init(link_encoder *e, link_direction writes);
+/* From now on frames are MACed under KEY (link_auth_session_key). */
+void link_encoder_keyed(link_encoder *e, const uint8_t key[LINK_KEY_SIZE]);
+
+/* Encodes F into BUF.  Returns the bytes written, or 0 when CAP is too
+ * small, a field is out of range, or TYPE is not one this side sends. */
+size_t link_encode(link_encoder *e, uint8_t *buf, size_t cap,
+                   const link_frame *f);
+
+/* ---- decoding ---- */
+typedef struct {
+    link_direction direction; /* which side the bytes come from */
+    int stage;                /* handshake progress; private */
+    int keyed;
+    uint8_t key[LINK_KEY_SIZE];
+    uint64_t seq;
+    uint64_t frames;
+} link_decoder;
+
+typedef enum {
+    LINK_OK = 1,
+    LINK_NEED_MORE = 0,
+    LINK_ERROR = -1
+} link_result;
+
+void link_decoder_init(link_decoder *d, link_direction reads);
+/* From the next frame on, frames must carry a valid MAC under KEY. */
+void link_decoder_keyed(link_decoder *d, const uint8_t key[LINK_KEY_SIZE]);
+
+/*
+ * Decodes the first complete frame of BUF[0..LEN).  On LINK_OK fills *OUT
+ * (DATA's bytes point into BUF) and sets *CONSUMED; on LINK_NEED_MORE sets
+ * *CONSUMED to 0; on LINK_ERROR writes a one-line reason into ERR and the
+ * decoder must not be used again.  Checks the handshake order: from the
+ * agent, AGENT_HELLO then PROOF then anything after JOIN_OK; from the
+ * controller, CHALLENGE then JOIN_OK or JOIN_REJECT, then anything.  The
+ * caller keys the decoder (link_decoder_keyed) right after it has decoded
+ * PROOF (controller side) or CHALLENGE (agent side) and computed the
+ * session key: JOIN_OK is the first MACed frame.
+ */
+link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
+                              link_frame *out, size_t *consumed, char *err,
+                              size_t errlen);
+
+/* A static name for a frame type ("DATA"), or "UNKNOWN". */
+const char *link_type_name(unsigned type);
+
+#endif
