@@ -23,9 +23,14 @@
 #define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
 
 typedef struct conn {
-    uv_pipe_t pipe; /* first: the handle's data points back to us anyway */
+    uv_pipe_t pipe; /* first: the handle's data points back to us anyway;
+                       unused by a channel */
     uv_timer_t handshake_timer;
     ss_ingest *owner;
+    /* A channel (ss_ingest_channel_open): its bytes come from ss_ingest_
+     * channel_feed, what is sent goes to TRANSPORT; NULL for a socket. */
+    const ss_ingest_transport *transport;
+    int far_end_gone;   /* the transport reported the channel gone */
     struct conn *prev, *next;
     wire_decoder decoder;
     int32_t rank;       /* -1 until HELLO accepted */
@@ -35,7 +40,7 @@ typedef struct conn {
     int16_t name_map[WIRE_MAX_NAME_ID + 1]; /* local id -> run-wide index,
                                                or NAME_REFUSED */
     size_t len;
-    uint8_t buf[CONN_BUF_SIZE];
+    uint8_t *buf; /* CONN_BUF_SIZE; a channel's only while bytes wait */
 } conn;
 
 struct ss_ingest {
@@ -73,6 +78,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     in->n_conns--;
+    free(c->buf);
     free(c);
     maybe_free_ingest(in);
 }
@@ -86,8 +92,13 @@ static void conn_close(conn *c)
     ss_ingest *in = c->owner;
     if (c->rank >= 0 && in->cb.on_disconnect)
         in->cb.on_disconnect(in->cb.ctx, (uint32_t)c->rank, c->said_bye);
-    uv_read_stop((uv_stream_t *)&c->pipe);
     uv_close((uv_handle_t *)&c->handshake_timer, on_conn_handle_closed);
+    if (c->transport) {
+        if (!c->far_end_gone && c->transport->closed)
+            c->transport->closed(c->transport->ctx);
+        return;
+    }
+    uv_read_stop((uv_stream_t *)&c->pipe);
     uv_close((uv_handle_t *)&c->pipe, on_conn_handle_closed);
 }
 
@@ -110,6 +121,13 @@ static void on_write_done(uv_write_t *req, int status)
 static void conn_send(conn *c, const uint8_t *bytes, size_t len,
                       int close_after)
 {
+    if (c->transport) {
+        if (c->far_end_gone ||
+            c->transport->write(c->transport->ctx, bytes, len) != 0 ||
+            close_after)
+            conn_close(c);
+        return;
+    }
     write_req *w = malloc(sizeof *w);
     if (!w || len > sizeof w->bytes) {
         free(w);
@@ -138,7 +156,8 @@ static void conn_reject(conn *c, uint16_t code, const char *reason)
     r.code = code;
     snprintf(r.reason, sizeof r.reason, "%s", reason);
     size_t n = wire_encode_reject(out, sizeof out, &r);
-    uv_read_stop((uv_stream_t *)&c->pipe);
+    if (!c->transport)
+        uv_read_stop((uv_stream_t *)&c->pipe);
     if (n > 0)
         conn_send(c, out, n, 1);
     else
@@ -258,7 +277,54 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     conn *c = h->data;
     b->base = (char *)c->buf + c->len;
-    b->len = sizeof c->buf - c->len;
+    b->len = CONN_BUF_SIZE - c->len;
+}
+
+/* A channel's clock: the far end's CLOCK_MONOTONIC plus the offset is the
+ * controller's (an agent on another host); every time in REC moves. */
+static void align_step(const conn *c, wire_step *rec)
+{
+    int64_t off = c->transport && c->transport->clock_offset_ns
+                      ? *c->transport->clock_offset_ns
+                      : 0;
+    if (!off)
+        return;
+    rec->begin_ns += off;
+    rec->end_ns += off;
+    for (unsigned i = 0; i < rec->n_phases; i++)
+        rec->phases[i].first_begin_ns += off;
+    for (unsigned i = 0; i < rec->n_syncs; i++)
+        rec->syncs[i].arrival_ns += off;
+}
+
+/* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
+ * bytes consumed, or -1 once C is closing. */
+static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
+{
+    ss_ingest *in = c->owner;
+    size_t off = 0;
+    while (!c->closing) {
+        size_t used = 0;
+        char err[256];
+        wire_result rc = wire_decoder_next(&c->decoder, p + off, len - off,
+                                           &in->frame, &used, err, sizeof err);
+        if (rc == WIRE_NEED_MORE)
+            return (ssize_t)off;
+        if (rc == WIRE_ERROR) {
+            conn_reject(c, 1, err);
+            return -1;
+        }
+        in->stats.frames++;
+        off += used;
+        if (in->frame.type == WIRE_STEP)
+            align_step(c, &in->frame.u.step);
+        else if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
+                 c->transport && c->transport->clock_offset_ns)
+            in->frame.u.status.since_ns += *c->transport->clock_offset_ns;
+        if (dispatch(c, &in->frame) < 0)
+            return -1;
+    }
+    return -1;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -273,28 +339,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     c->len += (size_t)nread;
     in->stats.bytes += (uint64_t)nread;
-    size_t off = 0;
-    while (!c->closing) {
-        size_t used = 0;
-        char err[256];
-        wire_result rc = wire_decoder_next(&c->decoder, c->buf + off,
-                                           c->len - off, &in->frame, &used,
-                                           err, sizeof err);
-        if (rc == WIRE_NEED_MORE)
-            break;
-        if (rc == WIRE_ERROR) {
-            conn_reject(c, 1, err);
-            return;
-        }
-        in->stats.frames++;
-        off += used;
-        if (dispatch(c, &in->frame) < 0)
-            return;
+    ssize_t off = decode_frames(c, c->buf, c->len);
+    if (off > 0) {
+        memmove(c->buf, c->buf + off, c->len - (size_t)off);
+        c->len -= (size_t)off;
     }
-    if (off > 0 && !c->closing) {
-        memmove(c->buf, c->buf + off, c->len - off);
-        c->len -= off;
-    }
+}
+
+/* Adds C to IN's list with its handshake timer running. */
+static conn *conn_new(ss_ingest *in)
+{
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->owner = in;
+    c->rank = -1;
+    wire_decoder_init(&c->decoder, WIRE_FROM_RANK, in->token, in->run_id);
+    uv_timer_init(in->loop, &c->handshake_timer);
+    c->handshake_timer.data = c;
+    c->next = in->conns;
+    if (in->conns)
+        in->conns->prev = c;
+    in->conns = c;
+    in->n_conns++;
+    return c;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -302,22 +370,16 @@ static void on_connection(uv_stream_t *server, int status)
     ss_ingest *in = server->data;
     if (status < 0 || in->closing)
         return;
-    conn *c = calloc(1, sizeof *c);
-    if (!c)
+    uint8_t *buf = malloc(CONN_BUF_SIZE);
+    conn *c = buf ? conn_new(in) : NULL;
+    if (!c) {
+        free(buf);
         return;
-    c->owner = in;
-    c->rank = -1;
-    wire_decoder_init(&c->decoder, WIRE_FROM_RANK, in->token, in->run_id);
+    }
+    c->buf = buf;
     uv_pipe_init(in->loop, &c->pipe, 0);
-    uv_timer_init(in->loop, &c->handshake_timer);
     c->pipe.data = c;
-    c->handshake_timer.data = c;
     c->handles_open = 2;
-    c->next = in->conns;
-    if (in->conns)
-        in->conns->prev = c;
-    in->conns = c;
-    in->n_conns++;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
         conn_close(c);
         return;
@@ -325,6 +387,71 @@ static void on_connection(uv_stream_t *server, int status)
     uv_timer_start(&c->handshake_timer, on_handshake_timeout,
                    in->handshake_timeout_ms, 0);
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+ss_ingest_channel *ss_ingest_channel_open(ss_ingest *in,
+                                          const ss_ingest_transport *t)
+{
+    if (in->closing)
+        return NULL;
+    conn *c = conn_new(in);
+    if (!c)
+        return NULL;
+    c->transport = t;
+    c->handles_open = 1;
+    uv_timer_start(&c->handshake_timer, on_handshake_timeout,
+                   in->handshake_timeout_ms, 0);
+    return (ss_ingest_channel *)c;
+}
+
+void ss_ingest_channel_feed(ss_ingest_channel *ch, const uint8_t *bytes,
+                            size_t len)
+{
+    conn *c = (conn *)ch;
+    ss_ingest *in = c->owner;
+    if (c->closing)
+        return;
+    in->stats.bytes += len;
+    /* Whole frames are decoded where they lie; only a frame split across
+     * feeds is copied, into a buffer that exists while it waits. */
+    while (len > 0 && !c->closing) {
+        if (c->len == 0) {
+            ssize_t used = decode_frames(c, bytes, len);
+            if (used < 0)
+                return;
+            bytes += used;
+            len -= (size_t)used;
+            if (len == 0)
+                break;
+        }
+        if (!c->buf && !(c->buf = malloc(CONN_BUF_SIZE))) {
+            conn_reject(c, 1, "out of memory");
+            return;
+        }
+        size_t take = CONN_BUF_SIZE - c->len;
+        if (take > len)
+            take = len;
+        memcpy(c->buf + c->len, bytes, take);
+        c->len += take;
+        bytes += take;
+        len -= take;
+        ssize_t used = decode_frames(c, c->buf, c->len);
+        if (used < 0)
+            return;
+        memmove(c->buf, c->buf + used, c->len - (size_t)used);
+        c->len -= (size_t)used;
+        if (c->len == 0) {
+            free(c->buf);
+            c->buf = NULL;
+        }
+    }
+}
+
+void ss_ingest_channel_gone(ss_ingest_channel *ch)
+{
+    conn *c = (conn *)ch;
+    c->far_end_gone = 1;
+    conn_close(c);
 }
 
 ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,

@@ -81,6 +81,46 @@ void ss_ingest_close(ss_ingest *in);
 /* Closes RANK's connection, if any (used when its process is gone). */
 void ss_ingest_drop_rank(ss_ingest *in, uint32_t rank);
 
+/*
+ * Rank connections carried by another transport: an agent link multiplexes
+ * the connections of a remote node's ranks (job/agent.c on that node,
+ * node_links.h here).  A channel is a connection like any other (the same
+ * handshake, decoder, callbacks and limits); only its bytes come and go
+ * through the transport.
+ */
+typedef struct ss_ingest_channel ss_ingest_channel;
+
+typedef struct {
+    void *ctx;
+    /* Sends LEN bytes (a WELCOME or REJECT frame) to the rank.  Returns 0,
+     * or -1: the channel is then closed. */
+    int (*write)(void *ctx, const uint8_t *bytes, size_t len);
+    /* The controller closed the channel (a rejected rank, a dropped rank,
+     * the ingest closing): tell the far end.  Called at most once; the
+     * channel must not be fed or reported gone after it. */
+    void (*closed)(void *ctx);
+    /* The far end's CLOCK_MONOTONIC plus *CLOCK_OFFSET_NS is the
+     * controller's: every time in the rank's records is moved by it as it
+     * is when each record arrives.  NULL: the same clock. */
+    const int64_t *clock_offset_ns;
+} ss_ingest_transport;
+
+/* Opens a channel whose transport is T (T must outlive the channel: until
+ * T->closed or ss_ingest_channel_gone).  Its handshake timer starts now.
+ * Returns NULL when out of memory or the ingest is closing. */
+ss_ingest_channel *ss_ingest_channel_open(ss_ingest *in,
+                                          const ss_ingest_transport *t);
+
+/* LEN bytes the rank sent, in order, split anywhere.  Decoded now; only a
+ * frame split across calls is copied. */
+void ss_ingest_channel_feed(ss_ingest_channel *ch, const uint8_t *bytes,
+                            size_t len);
+
+/* The far end closed the channel (the rank's socket closed, or the link
+ * was lost): like the end of a socket's stream.  CH is invalid after the
+ * call; T->closed is not called. */
+void ss_ingest_channel_gone(ss_ingest_channel *ch);
+
 /* Number of open connections, handshaken or not. */
 uint32_t ss_ingest_connections(const ss_ingest *in);
 

@@ -398,7 +398,168 @@ static void silent_peer_times_out(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* ---- channels: rank connections carried by a transport ---- */
+
+typedef struct {
+    uint8_t out[256]; /* what the controller sent back */
+    size_t out_len;
+    int closed;       /* the controller closed the channel */
+    int64_t offset;
+} fake_transport;
+
+static int ft_write(void *ctx, const uint8_t *bytes, size_t len)
+{
+    fake_transport *t = ctx;
+    if (t->out_len + len > sizeof t->out)
+        return -1;
+    memcpy(t->out + t->out_len, bytes, len);
+    t->out_len += len;
+    return 0;
+}
+
+static void ft_closed(void *ctx)
+{
+    ((fake_transport *)ctx)->closed++;
+}
+
+/* A rank's whole conversation: HELLO, a name, one step, STATUS, BYE. */
+static size_t channel_script(uint8_t *buf, size_t cap, uint32_t rank,
+                             int bad_token)
+{
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = rank;
+    h.world_size = 4;
+    memcpy(h.token, k_token, sizeof k_token);
+    h.token[0] ^= (uint8_t)bad_token;
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "node1");
+    size_t n = wire_encode_hello(buf, cap, &h);
+    wire_name nm = {5, "forward"};
+    n += wire_encode_name(buf + n, cap - n, &nm);
+    static wire_step st;
+    memset(&st, 0, sizeof st);
+    st.step = 1;
+    st.begin_ns = 5000;
+    st.end_ns = 9000;
+    st.n_phases = 1;
+    st.phases[0] = (wire_phase){5, 1, 100, 6000, 0};
+    st.n_syncs = 1;
+    st.syncs[0] = (wire_sync){5, 8000};
+    n += wire_encode_step(buf + n, cap - n, &st);
+    wire_status ws = {2, 5, 8500};
+    n += wire_encode_status(buf + n, cap - n, &ws);
+    wire_bye b = {1};
+    n += wire_encode_bye(buf + n, cap - n, &b);
+    return n;
+}
+
+/* Fed in pieces of CHUNK bytes, a channel behaves as a socket would, and
+ * every time in its records moves by the transport's clock offset. */
+static void channel_with_chunk(size_t chunk)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    char path[108];
+    sock_path(path, sizeof path, "chan");
+    ss_ingest *in = start(&loop, &s, path, 5000);
+    REQUIRE(in != NULL);
+    fake_transport ft = {.offset = -1000};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, &ft.offset};
+    ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
+    REQUIRE(ch != NULL);
+    uint8_t buf[2048];
+    size_t n = channel_script(buf, sizeof buf, 2, 0);
+    for (size_t off = 0; off < n; off += chunk)
+        ss_ingest_channel_feed(ch, buf + off, n - off < chunk ? n - off : chunk);
+    CHECK_EQ_INT(s.hellos, 1);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK_EQ_INT(s.last_phase_name, 17);
+    CHECK(s.last_step.begin_ns == 4000 && s.last_step.end_ns == 8000);
+    CHECK(s.last_step.phases[0].first_begin_ns == 5000);
+    CHECK(s.last_step.syncs[0].arrival_ns == 7000);
+    CHECK_EQ_INT(s.statuses, 1);
+    CHECK_EQ_INT(s.byes, 1);
+    /* WELCOME went back through the transport */
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    wire_frame f;
+    size_t used;
+    char err[128];
+    CHECK(wire_decoder_next(&d, ft.out, ft.out_len, &f, &used, err,
+                            sizeof err) == WIRE_OK &&
+          f.type == WIRE_WELCOME);
+    ss_ingest_channel_gone(ch); /* the rank closed its socket */
+    CHECK_EQ_INT(s.disconnects, 1);
+    CHECK_EQ_INT(s.said_bye, 1);
+    CHECK_EQ_INT(ft.closed, 0); /* the far end closed it, not us */
+    ss_ingest_close(in);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&s.closer, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static void channel_fed_byte_by_byte(void)
+{
+    channel_with_chunk(1);
+}
+
+static void channel_fed_at_once(void)
+{
+    channel_with_chunk(100000);
+}
+
+/* A channel that fails the handshake is rejected through its transport
+ * and closed from our side; the ingest's other connections go on. */
+static void channel_rejected(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    char path[108];
+    sock_path(path, sizeof path, "chanbad");
+    ss_ingest *in = start(&loop, &s, path, 5000);
+    REQUIRE(in != NULL);
+    fake_transport ft = {0};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, NULL};
+    ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
+    uint8_t buf[2048];
+    size_t n = channel_script(buf, sizeof buf, 1, 1);
+    ss_ingest_channel_feed(ch, buf, n);
+    CHECK_EQ_INT(s.rejects, 1);
+    CHECK_EQ_INT(s.hellos, 0);
+    CHECK_EQ_INT(ft.closed, 1);
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    wire_frame f;
+    size_t used;
+    char err[128];
+    CHECK(wire_decoder_next(&d, ft.out, ft.out_len, &f, &used, err,
+                            sizeof err) == WIRE_OK &&
+          f.type == WIRE_REJECT);
+    /* a second channel is unaffected */
+    fake_transport ft2 = {0};
+    ss_ingest_transport tr2 = {&ft2, ft_write, ft_closed, NULL};
+    ss_ingest_channel *ch2 = ss_ingest_channel_open(in, &tr2);
+    n = channel_script(buf, sizeof buf, 1, 0);
+    ss_ingest_channel_feed(ch2, buf, n);
+    CHECK_EQ_INT(s.hellos, 1);
+    CHECK_EQ_INT(s.steps, 1);
+    ss_ingest_close(in); /* closes ch2 from our side */
+    CHECK_EQ_INT(ft2.closed, 1);
+    CHECK_EQ_INT(s.disconnects, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&s.closer, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
 TEST_LIST(TEST(accepts_and_translates),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),
-          TEST(controller_refusal_is_sent), TEST(silent_peer_times_out))
+          TEST(controller_refusal_is_sent), TEST(silent_peer_times_out),
+          TEST(channel_fed_byte_by_byte), TEST(channel_fed_at_once),
+          TEST(channel_rejected))
