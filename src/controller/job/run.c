@@ -44,6 +44,7 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "numparse.h"
+#include "rank_env.h"
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
@@ -107,6 +108,7 @@ typedef struct {
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
+    ss_rank_env rank_env;   /* what the local ranks get */
 } run_ctx;
 
 static ss_wall_ns wall_now(void)
@@ -728,48 +730,6 @@ static void join_command(char **argv, char *out, size_t outlen)
     }
 }
 
-/*
- * For --auto: finds the stepscope Python package beside the executable EXE,
- * in <exe dir>/python (a build directory's own copy, build-asan/python) or
- * <exe dir>/../python (the source tree's, for build/stepscope), and writes
- * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]" into OUT: the
- * _autoload directory holds the sitecustomize.py that installs the hooks.
- * Returns 0, or -1 with a reason in ERR.
- */
-static int auto_pythonpath(const char *exe, char *out, size_t outlen,
-                           char *err, size_t errlen)
-{
-    char dir[PATH_MAX], py[2][PATH_MAX + 16], probe[PATH_MAX + 64];
-    char real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", exe);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(py[0], sizeof py[0], "%s/python", dir);
-    snprintf(py[1], sizeof py[1], "%s/../python", dir);
-    for (int i = 0; i < 2; i++) {
-        snprintf(probe, sizeof probe, "%s/stepscope/_autoload/sitecustomize.py",
-                 py[i]);
-        if (access(probe, R_OK) != 0 || !realpath(py[i], real))
-            continue;
-        const char *old = getenv("PYTHONPATH");
-        int has_old = old && *old;
-        size_t n = (size_t)snprintf(out, outlen,
-                                    "PYTHONPATH=%s/stepscope/_autoload:%s%s%s",
-                                    real, real, has_old ? ":" : "",
-                                    has_old ? old : "");
-        if (n >= outlen) {
-            snprintf(err, errlen, "--auto: PYTHONPATH would be too long");
-            return -1;
-        }
-        return 0;
-    }
-    snprintf(err, errlen, "--auto needs the stepscope Python package, but "
-             "there is no stepscope/_autoload/sitecustomize.py in %s or %s",
-             py[0], py[1]);
-    return -1;
-}
-
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -942,36 +902,17 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
 
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        snprintf(err, errlen, "cannot find the stepscope executable: %s",
-                 strerror(errno));
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0 ||
+        ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->token, r->uuid,
+                          r->auto_mode, err, errlen) != 0)
         return -1;
-    }
-    exe[n] = '\0';
-    char env_addr[PATH_MAX + 32], env_token[64], env_run[80];
-    char hex[2 * WIRE_TOKEN_SIZE + 1];
-    wire_token_format(r->token, hex);
-    snprintf(env_addr, sizeof env_addr, "STEPSCOPE_ADDR=unix:%s", r->sock_path);
-    snprintf(env_token, sizeof env_token, "STEPSCOPE_TOKEN=%s", hex);
-    snprintf(env_run, sizeof env_run, "STEPSCOPE_RUN_ID=%s", r->uuid);
-    /* --auto: an empty STEPSCOPE_AUTO_PID lets each rank claim it (see
-     * python/stepscope/_autoload/sitecustomize.py). */
-    char env_pypath[3 * PATH_MAX], env_auto[] = "STEPSCOPE_AUTO=1",
-         env_auto_pid[] = "STEPSCOPE_AUTO_PID=";
-    if (r->auto_mode &&
-        auto_pythonpath(exe, env_pypath, sizeof env_pypath, err, errlen) < 0)
-        return -1;
-    char *env[] = {env_addr, env_token, env_run,
-                   r->auto_mode ? env_pypath : NULL, env_auto, env_auto_pid,
-                   NULL};
 
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
     lcfg.nprocs = r->nprocs;
     lcfg.argv = r->argv;
     lcfg.exec_shim = exe;
-    lcfg.env = env;
+    lcfg.env = r->rank_env.env;
     lcfg.run_id = r->uuid;
     lcfg.log_dir = r->log_path;
     lcfg.grace_ms = r->grace_ms;

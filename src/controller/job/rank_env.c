@@ -1,0 +1,94 @@
+/*
+ * rank_env.c - builds the STEPSCOPE_* entries of a rank's environment
+ * (rank_env.h), and finds the Python package --auto puts on PYTHONPATH.
+ */
+#include "rank_env.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * For --auto: finds the stepscope Python package beside the executable EXE,
+ * in <exe dir>/python (a build directory's own copy, build-asan/python) or
+ * <exe dir>/../python (the source tree's, for build/stepscope), and writes
+ * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]" into OUT: the
+ * _autoload directory holds the sitecustomize.py that installs the hooks.
+ * Returns 0, or -1 with a reason in ERR.
+ */
+static int auto_pythonpath(const char *exe, char *out, size_t outlen,
+                           char *err, size_t errlen)
+{
+    char dir[PATH_MAX], py[2][PATH_MAX + 16], probe[PATH_MAX + 64];
+    char real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", exe);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(py[0], sizeof py[0], "%s/python", dir);
+    snprintf(py[1], sizeof py[1], "%s/../python", dir);
+    for (int i = 0; i < 2; i++) {
+        snprintf(probe, sizeof probe, "%s/stepscope/_autoload/sitecustomize.py",
+                 py[i]);
+        if (access(probe, R_OK) != 0 || !realpath(py[i], real))
+            continue;
+        const char *old = getenv("PYTHONPATH");
+        int has_old = old && *old;
+        size_t n = (size_t)snprintf(out, outlen,
+                                    "PYTHONPATH=%s/stepscope/_autoload:%s%s%s",
+                                    real, real, has_old ? ":" : "",
+                                    has_old ? old : "");
+        if (n >= outlen) {
+            snprintf(err, errlen, "--auto: PYTHONPATH would be too long");
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, errlen, "--auto needs the stepscope Python package, but "
+             "there is no stepscope/_autoload/sitecustomize.py in %s or %s",
+             py[0], py[1]);
+    return -1;
+}
+
+int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
+                      const uint8_t token[WIRE_TOKEN_SIZE],
+                      const char *run_uuid, int auto_mode, char *err,
+                      size_t errlen)
+{
+    memset(e, 0, sizeof *e);
+    char hex[2 * WIRE_TOKEN_SIZE + 1];
+    wire_token_format(token, hex);
+    snprintf(e->addr, sizeof e->addr, "STEPSCOPE_ADDR=unix:%s", sock_path);
+    snprintf(e->token, sizeof e->token, "STEPSCOPE_TOKEN=%s", hex);
+    snprintf(e->run, sizeof e->run, "STEPSCOPE_RUN_ID=%s", run_uuid);
+    snprintf(e->auto_on, sizeof e->auto_on, "STEPSCOPE_AUTO=1");
+    snprintf(e->auto_pid, sizeof e->auto_pid, "STEPSCOPE_AUTO_PID=");
+    size_t n = 0;
+    e->env[n++] = e->addr;
+    e->env[n++] = e->token;
+    e->env[n++] = e->run;
+    if (auto_mode) {
+        if (auto_pythonpath(exe, e->pythonpath, sizeof e->pythonpath, err,
+                            errlen) < 0)
+            return -1;
+        e->env[n++] = e->pythonpath;
+        e->env[n++] = e->auto_on;
+        e->env[n++] = e->auto_pid;
+    }
+    e->env[n] = NULL;
+    return 0;
+}
+
+int ss_rank_env_self_exe(char *out, size_t outlen, char *err, size_t errlen)
+{
+    ssize_t n = readlink("/proc/self/exe", out, outlen - 1);
+    if (n <= 0) {
+        snprintf(err, errlen, "cannot find the stepscope executable: %s",
+                 strerror(errno));
+        return -1;
+    }
+    out[n] = '\0';
+    return 0;
+}

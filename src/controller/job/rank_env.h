@@ -1,0 +1,45 @@
+/*
+ * rank_env.h - the STEPSCOPE_* environment a rank gets from whoever
+ * launches it: the controller on its own node, an agent on the others.
+ *
+ * STEPSCOPE_ADDR (the local socket the rank connects to), STEPSCOPE_TOKEN
+ * and STEPSCOPE_RUN_ID (what its HELLO must carry), and for --auto the
+ * PYTHONPATH that puts stepscope's sitecustomize first plus
+ * STEPSCOPE_AUTO=1 and an empty STEPSCOPE_AUTO_PID (each rank claims it;
+ * python/stepscope/_autoload/sitecustomize.py).
+ */
+#ifndef STEPSCOPE_RANK_ENV_H
+#define STEPSCOPE_RANK_ENV_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+typedef struct {
+    char addr[PATH_MAX + 32];
+    char token[64];
+    char run[80];
+    char pythonpath[3 * PATH_MAX];
+    char auto_on[20];
+    char auto_pid[24];
+    char *env[7]; /* NULL-terminated, for ss_launch_config.env */
+} ss_rank_env;
+
+/*
+ * Fills E for ranks connecting to the unix socket SOCK_PATH with TOKEN and
+ * RUN_UUID; AUTO_MODE adds the --auto entries, finding the Python package
+ * beside the stepscope executable EXE (<exe dir>/python or
+ * <exe dir>/../python).  Returns 0, or -1 with a reason in ERR.
+ */
+int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
+                      const uint8_t token[WIRE_TOKEN_SIZE],
+                      const char *run_uuid, int auto_mode, char *err,
+                      size_t errlen);
+
+/* The stepscope executable's path into OUT.  Returns 0, or -1 with a
+ * reason in ERR. */
+int ss_rank_env_self_exe(char *out, size_t outlen, char *err, size_t errlen);
+
+#endif
