@@ -240,3 +240,51 @@ int64_t ss_fixture_timed_run(ss_store *s, const char *name, uint32_t world,
     ss_store_end_run(s, id, 1700000100, 0, "succeeded", 0, 0);
     return id;
 }
+
+int64_t ss_fixture_two_node_run(ss_store *s, ss_wall_ns t0)
+{
+    const ss_wall_ns sec = 1000000000;
+    int64_t run = ss_fixture_add_run(s, "89abcdef-0000", "multi", 4, t0);
+    if (run < 0)
+        return -1;
+    ss_store_put_attempt(s, run, 0, t0);
+    for (uint32_t r = 0; r < 4; r++) {
+        ss_rank_info ri = {.rank = r, .pid = 2000 + r, .exit_code = 0,
+                           .term_signal = 0, .last_step = 3,
+                           .dropped_events = 0, .dropped_records = 0,
+                           .names_over_limit = -1, .values_over_limit = -1};
+        snprintf(ri.host, sizeof ri.host, r < 2 ? "node1" : "node2");
+        snprintf(ri.state, sizeof ri.state, r < 2 ? "exited" : "failed");
+        if (r >= 2)
+            ri.exit_code = -1;
+        ss_store_put_rank(s, run, &ri);
+    }
+    for (uint64_t step = 0; step < 4; step++)
+        ss_fixture_put_step(s, run, 0, step);
+    ss_node_info n;
+    ss_node_info_init(&n);
+    snprintf(n.host, sizeof n.host, "node1");
+    n.nranks = 2;
+    snprintf(n.state, sizeof n.state, SS_NODE_DONE);
+    n.joined_at = t0;
+    n.ended_at = t0 + 60 * sec;
+    n.clock_offset_ns = 0;
+    n.clock_bound_ns = 0;
+    ss_store_put_node(s, run, &n);
+    ss_node_info_init(&n);
+    n.node_rank = 1;
+    snprintf(n.host, sizeof n.host, "node2");
+    snprintf(n.addr, sizeof n.addr, "10.0.0.2:40112");
+    n.first_rank = 2;
+    n.nranks = 2;
+    snprintf(n.state, sizeof n.state, SS_NODE_LOST);
+    n.joined_at = t0 + sec;
+    n.ended_at = t0 + 30 * sec;
+    n.clock_offset_ns = -1200000;
+    n.clock_bound_ns = 300000;
+    snprintf(n.lost_reason, sizeof n.lost_reason, "lost its connection");
+    n.lost_at_step = 3;
+    ss_store_put_node(s, run, &n);
+    ss_store_end_run(s, run, t0 + 60 * sec, 1, "failed", 0, 0);
+    return run;
+}

@@ -75,4 +75,14 @@ void ss_fixture_put_finding(ss_store *s, int64_t run, uint32_t id,
 int64_t ss_fixture_timed_run(ss_store *s, const char *name, uint32_t world,
                              uint64_t steps, double mean_ms, uint64_t *rng);
 
+/*
+ * Writes a run named "multi" of 4 ranks on two nodes, started at T0 and
+ * failed 60 s later: node 0 "node1" (the controller's, ranks 0-1, clock
+ * the reference), node 1 "node2" at 10.0.0.2:40112 (ranks 2-3, joined at
+ * T0 + 1 s, clock offset -1.2 ms +- 0.3 ms) lost at T0 + 30 s: "lost its
+ * connection" at step 3.  Ranks 0-1 "exited" on node1, 2-3 "failed" on
+ * node2; steps 0..3 of the standard shape.  Returns the run's id, or -1.
+ */
+int64_t ss_fixture_two_node_run(ss_store *s, ss_wall_ns t0);
+
 #endif

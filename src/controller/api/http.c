@@ -615,7 +615,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM, DOC_HOST, DOC_HISTORY
+    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES
 } doc_kind;
 
 static const struct {
@@ -626,7 +626,7 @@ static const struct {
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
-    {"history", DOC_HISTORY},
+    {"history", DOC_HISTORY}, {"nodes", DOC_NODES},
 };
 
 /* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
@@ -767,6 +767,9 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         break;
     case DOC_FINDINGS:
         rc = ss_query_findings(q, id, rg.attempt, &b, err, sizeof err);
+        break;
+    case DOC_NODES:
+        rc = ss_query_nodes(q, id, rg.attempt, &b, err, sizeof err);
         break;
     default:
         rc = ss_query_events(q, id, after, limit, &b, err, sizeof err);

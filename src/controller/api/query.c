@@ -691,6 +691,53 @@ int ss_query_ranks(ss_query *q, int64_t run_id, int64_t attempt,
     return finish(out, err, errlen);
 }
 
+/* ---- nodes ---- */
+
+void ss_query_node_object(ss_buf *out, const ss_node_row *n)
+{
+    ss_buf_printf(out, "{\"node\":%" PRId64 ",\"host\":", n->node_rank);
+    ss_buf_json_str(out, n->host);
+    ss_buf_puts(out, ",\"addr\":");
+    ss_buf_json_str(out, n->addr);
+    ss_buf_printf(out, ",\"first_rank\":%" PRId64 ",\"nranks\":%" PRId64
+                  ",\"state\":", n->first_rank, n->nranks);
+    ss_buf_json_str(out, n->state);
+    ss_buf_puts(out, ",\"joined_at\":");
+    ss_buf_json_time(out, n->joined_at);
+    ss_buf_puts(out, ",\"ended_at\":");
+    ss_buf_json_time(out, n->ended_at);
+    ss_buf_puts(out, ",\"clock_offset_ms\":");
+    ss_buf_json_ms(out, n->clock_offset_ns);
+    ss_buf_puts(out, ",\"clock_bound_ms\":");
+    ss_buf_json_ms(out, n->clock_bound_ns);
+    ss_buf_puts(out, ",\"lost_reason\":");
+    ss_buf_json_str(out, n->lost_reason);
+    ss_buf_puts(out, ",\"lost_at_step\":");
+    ss_buf_json_int(out, n->lost_at_step);
+    ss_buf_puts(out, "}");
+}
+
+int ss_query_nodes(ss_query *q, int64_t run_id, int64_t attempt,
+                   ss_buf *out, char *err, size_t errlen)
+{
+    int rc = ss_reader_attempt(q->reader, run_id, attempt, &attempt, NULL);
+    ss_node_row *rows = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = ss_reader_nodes(q->reader, run_id, attempt, &rows, &n);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    ss_buf_printf(out, "{\"agents\":%zu,\"nodes\":[", n);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ss_buf_puts(out, ",");
+        ss_query_node_object(out, &rows[i]);
+    }
+    ss_buf_puts(out, "]}");
+    ss_node_rows_free(rows, n);
+    return finish(out, err, errlen);
+}
+
 /* ---- findings and events ---- */
 
 int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,

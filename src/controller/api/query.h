@@ -33,6 +33,7 @@
 #include "json.h"
 #include "live.h"
 #include "model.h"
+#include "reader.h"
 
 /* ---- the connection ---- */
 
@@ -138,6 +139,19 @@ int ss_query_host(ss_query *q, int64_t run_id, const ss_query_range *r,
  * dropped_records, current_step, phase_s}]}, one per rank 0..world-1. */
 int ss_query_ranks(ss_query *q, int64_t run_id, int64_t attempt,
                    ss_live *live, ss_buf *out, char *err, size_t errlen);
+
+/* {"agents":N,"nodes":[...]}: the nodes of a multi-node run's attempt, by
+ * node rank (ss_query_node_object), and how many agents that is; none
+ * for a single-node run recorded without its node 0, or a store before
+ * schema version 9. */
+int ss_query_nodes(ss_query *q, int64_t run_id, int64_t attempt,
+                   ss_buf *out, char *err, size_t errlen);
+
+/* Appends node N as the object of docs/api.md and docs/report-json.md:
+ * {"node","host","addr","first_rank","nranks","state","joined_at",
+ * "ended_at","clock_offset_ms","clock_bound_ms","lost_reason",
+ * "lost_at_step"}, unknowns null. */
+void ss_query_node_object(ss_buf *out, const ss_node_row *n);
 
 /* {"findings":[...as in report --json...]}: critical first, then by
  * first_step. */

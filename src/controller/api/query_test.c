@@ -17,6 +17,7 @@
 #include "objects.h"
 #include "query.h"
 #include "store.h"
+#include "store_fixture.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
@@ -520,6 +521,46 @@ static void live_fields(void)
     ss_query_close(q);
 }
 
+/* /api/runs/{id}/nodes: a run's nodes and their number; none for a run
+ * recorded without them. */
+static void nodes_document(void)
+{
+    char path[600], err[256];
+    testing_tmp_path("nodes.db", path, sizeof path);
+    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
+    REQUIRE(s != NULL);
+    int64_t multi = ss_fixture_two_node_run(s, SS_FIXTURE_T0);
+    int64_t single = ss_fixture_add_run(s, "0000-one", "one", 1,
+                                        SS_FIXTURE_T0);
+    ss_store_close(s);
+    ss_query *q = ss_query_open(path, err, sizeof err);
+    REQUIRE(q);
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_query_nodes(q, multi, -1, &b, err, sizeof err), 0);
+    CHECK_STR(b.data,
+              "{\"agents\":2,\"nodes\":[{\"node\":0,\"host\":\"node1\","
+              "\"addr\":\"\",\"first_rank\":0,\"nranks\":2,\"state\":"
+              "\"done\",\"joined_at\":\"2023-11-14T22:13:20.000Z\","
+              "\"ended_at\":\"2023-11-14T22:14:20.000Z\","
+              "\"clock_offset_ms\":0.000,\"clock_bound_ms\":0.000,"
+              "\"lost_reason\":null,\"lost_at_step\":null},"
+              "{\"node\":1,\"host\":\"node2\",\"addr\":"
+              "\"10.0.0.2:40112\",\"first_rank\":2,\"nranks\":2,"
+              "\"state\":\"lost\",\"joined_at\":"
+              "\"2023-11-14T22:13:21.000Z\",\"ended_at\":"
+              "\"2023-11-14T22:13:50.000Z\",\"clock_offset_ms\":-1.200,"
+              "\"clock_bound_ms\":0.300,\"lost_reason\":"
+              "\"lost its connection\",\"lost_at_step\":3}]}");
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_nodes(q, single, -1, &b, err, sizeof err), 0);
+    CHECK_STR(b.data, "{\"agents\":0,\"nodes\":[]}");
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_nodes(q, 99, -1, &b, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+    ss_buf_free(&b);
+    ss_query_close(q);
+}
+
 static void findings_document(void)
 {
     ss_query *q = open_fixture();
@@ -682,6 +723,6 @@ TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
           TEST(step_pages),
           TEST(step_object_matches_store),
           TEST(heatmap_document), TEST(host_document), TEST(ranks_document), TEST(live_fields),
-          TEST(findings_document), TEST(events_document),
+          TEST(findings_document), TEST(nodes_document), TEST(events_document),
           TEST(open_refuses_non_stores), TEST(json_escaping),
           TEST(steps_10k))

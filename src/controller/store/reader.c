@@ -55,6 +55,7 @@
     "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL"
 #define HOST_FIELDS 11
 #define SCHEMA_GPU SS_SCHEMA_GPU
+#define SCHEMA_NODES SS_SCHEMA_NODES
 /* The GPU columns, in ss_gpu_evidence's order from the index on (11). */
 #define GPU_SELECT                                                            \
     "gpu_index, gpu_covered_ns, gpu_slowed_ns, gpu_power_cap_ns, "            \
@@ -1758,4 +1759,71 @@ int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json)
         rc = oom(r);
     sqlite3_finalize(st);
     return rc < 0 ? rc : 0;
+}
+
+/* ---- nodes ---- */
+
+void ss_node_rows_free(ss_node_row *rows, size_t n)
+{
+    if (!rows)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].host);
+        free(rows[i].addr);
+        free(rows[i].state);
+        free(rows[i].lost_reason);
+    }
+    free(rows);
+}
+
+int ss_reader_nodes(ss_reader *r, int64_t run_id, int64_t attempt,
+                    ss_node_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SCHEMA_NODES)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT node_rank, host, coalesce(addr, ''), "
+                               "state, lost_reason, first_rank, nranks, "
+                               "joined_at, ended_at, clock_offset_ns, "
+                               "clock_bound_ns, lost_at_step FROM nodes "
+                               "WHERE run_id = ?1 AND attempt = ?2 "
+                               "ORDER BY node_rank",
+                            args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    ss_node_row *k = NULL;
+    size_t count = 0, cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)&k, sizeof *k, count, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_node_row *x = &k[count];
+        memset(x, 0, sizeof *x);
+        count++;
+        x->node_rank = sqlite3_column_int64(st, 0);
+        if (col_dup(st, 1, &x->host) | col_dup(st, 2, &x->addr) |
+            col_dup(st, 3, &x->state) | col_dup(st, 4, &x->lost_reason)) {
+            rc = oom(r);
+            break;
+        }
+        x->first_rank = sqlite3_column_int64(st, 5);
+        x->nranks = sqlite3_column_int64(st, 6);
+        x->joined_at = col_i64(st, 7);
+        x->ended_at = col_i64(st, 8);
+        x->clock_offset_ns = col_i64(st, 9);
+        x->clock_bound_ns = col_i64(st, 10);
+        x->lost_at_step = col_i64(st, 11);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_node_rows_free(k, count);
+        return rc;
+    }
+    *rows = k;
+    *n = count;
+    return 0;
 }

@@ -477,4 +477,29 @@ int ss_reader_step_bounds(ss_reader *r, int64_t run_id, int64_t attempt,
  * version 5).  SS_READ_NOT_FOUND when there is no such run. */
 int ss_reader_run_fingerprint(ss_reader *r, int64_t run_id, char **json);
 
+/* ---- nodes of a multi-node run (docs/store.md, `nodes`) ---- */
+
+/* One agent's node (store.h ss_node_info): global ranks first_rank ..
+ * first_rank + nranks - 1.  addr is "" for node 0; state one of
+ * "joining", "running", "done", "lost", "never_joined"; joined_at,
+ * ended_at, the clock offset and bound (ns, 0 on node 0) and lost_at_step
+ * are SS_MISSING where unknown, host and lost_reason NULL. */
+typedef struct {
+    int64_t node_rank;
+    char *host, *addr, *state, *lost_reason;
+    int64_t first_rank, nranks;
+    ss_wall_ns joined_at, ended_at;
+    int64_t clock_offset_ns, clock_bound_ns;
+    int64_t lost_at_step;
+} ss_node_row;
+
+/* The nodes recorded for ATTEMPT of RUN_ID, by node rank, into *ROWS (*N
+ * of them).  None (a single-node run recorded without its node 0, or a
+ * store older than schema version 9) is not an error: *N == 0.
+ * SS_READ_NOT_FOUND when there is no such run. */
+int ss_reader_nodes(ss_reader *r, int64_t run_id, int64_t attempt,
+                    ss_node_row **rows, size_t *n);
+/* Frees ROWS[0..N) and the array; NULL is a no-op. */
+void ss_node_rows_free(ss_node_row *rows, size_t n);
+
 #endif

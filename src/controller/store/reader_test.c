@@ -440,6 +440,7 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
+                              "DROP TABLE nodes;"
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
                               "ALTER TABLE rank_steps DROP COLUMN "
                               "phase_self;"
@@ -487,6 +488,11 @@ static void older_schema_is_read_without_migrating(void)
     size_t n = 9;
     CHECK_EQ_INT(ss_reader_metrics(r, 1, 0, &m, &n), 0);
     CHECK_EQ_INT(n, 0);
+    ss_node_row *nodes = (ss_node_row *)1;
+    n = 9;
+    CHECK_EQ_INT(ss_reader_nodes(r, 1, 0, &nodes, &n), 0); /* no table */
+    CHECK_EQ_INT(n, 0);
+    CHECK(nodes == NULL);
     ss_reader_close(r);
 
     REQUIRE(stat(path, &after) == 0);

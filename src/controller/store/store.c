@@ -83,6 +83,7 @@
 typedef enum {
     IT_ATTEMPT,
     IT_RANK,
+    IT_NODE,
     IT_STEP,
     IT_FINDING,
     IT_EVENT,
@@ -140,6 +141,7 @@ typedef struct item {
             ss_wall_ns started_at;
         } attempt;
         ss_rank_info rank;
+        ss_node_info node;
         step_item step;
         struct {
             ss_finding f;
@@ -186,6 +188,7 @@ typedef struct {
 enum {
     ST_ATTEMPT,
     ST_RANK,
+    ST_NODE,
     ST_STEP,
     ST_PHASE,
     ST_SYNC,
@@ -228,6 +231,24 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "names_over_limit), "
                 "values_over_limit = coalesce(excluded.values_over_limit, "
                 "values_over_limit)",
+    /* NULL parameters leave the optional columns as they are. */
+    [ST_NODE] = "INSERT INTO nodes(run_id, attempt, node_rank, host, addr, "
+                "first_rank, nranks, state, joined_at, ended_at, "
+                "clock_offset_ns, clock_bound_ns, lost_reason, lost_at_step) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                "?13, ?14) "
+                "ON CONFLICT (run_id, attempt, node_rank) DO UPDATE SET "
+                "host = coalesce(excluded.host, host), "
+                "addr = excluded.addr, first_rank = excluded.first_rank, "
+                "nranks = excluded.nranks, state = excluded.state, "
+                "joined_at = coalesce(excluded.joined_at, joined_at), "
+                "ended_at = coalesce(excluded.ended_at, ended_at), "
+                "clock_offset_ns = coalesce(excluded.clock_offset_ns, "
+                "clock_offset_ns), "
+                "clock_bound_ns = coalesce(excluded.clock_bound_ns, "
+                "clock_bound_ns), "
+                "lost_reason = coalesce(excluded.lost_reason, lost_reason), "
+                "lost_at_step = coalesce(excluded.lost_at_step, lost_at_step)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
                 "finalized_at, world_size, n_present, n_missing, "
                 "missing_ranks, step_n, step_min, step_median, step_p90, "
@@ -870,6 +891,25 @@ static int apply_item(ss_store *s, const item *it)
         bind_known_int(q, 14, r->values_over_limit);
         return run_stmt(s, q, "writing a rank");
     }
+    case IT_NODE: {
+        const ss_node_info *n = &it->u.node;
+        q = s->st[ST_NODE];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, n->attempt);
+        sqlite3_bind_int64(q, 3, n->node_rank);
+        bind_known_text(q, 4, n->host);
+        sqlite3_bind_text(q, 5, n->addr, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 6, n->first_rank);
+        sqlite3_bind_int64(q, 7, n->nranks);
+        sqlite3_bind_text(q, 8, n->state, -1, SQLITE_STATIC);
+        bind_opt_int(q, 9, n->joined_at);
+        bind_opt_int(q, 10, n->ended_at);
+        bind_opt_int(q, 11, n->clock_offset_ns);
+        bind_opt_int(q, 12, n->clock_bound_ns);
+        bind_known_text(q, 13, n->lost_reason);
+        bind_opt_int(q, 14, n->lost_at_step);
+        return run_stmt(s, q, "writing a node");
+    }
     case IT_STEP:
         return apply_step(s, it->run_id, &it->u.step);
     case IT_FINDING: {
@@ -1055,6 +1095,7 @@ static void tally_item(ss_store *s, const item *it, int stored,
         break;
     case IT_ATTEMPT:
     case IT_RANK:
+    case IT_NODE:
         if (!stored)
             o->other_lost++;
         break;
@@ -1454,6 +1495,58 @@ void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r)
     it->u.rank.host[sizeof r->host - 1] = '\0';
     it->u.rank.state[sizeof r->state - 1] = '\0';
     it->u.rank.log_path[sizeof r->log_path - 1] = '\0';
+    enqueue(s, it);
+}
+
+void ss_node_info_init(ss_node_info *n)
+{
+    memset(n, 0, sizeof *n);
+    n->joined_at = SS_MISSING;
+    n->ended_at = SS_MISSING;
+    n->clock_offset_ns = SS_MISSING;
+    n->clock_bound_ns = SS_MISSING;
+    n->lost_at_step = SS_MISSING;
+}
+
+static int node_state_known(const char *state)
+{
+    static const char *const known[] = {SS_NODE_JOINING, SS_NODE_RUNNING,
+                                        SS_NODE_DONE, SS_NODE_LOST,
+                                        SS_NODE_NEVER_JOINED};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(state, known[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n)
+{
+    char state[sizeof n->state];
+    snprintf(state, sizeof state, "%.*s", (int)sizeof state - 1, n->state);
+    if (!node_state_known(state)) {
+        fprintf(stderr, "stepscope: store %s: node %u has an unknown state "
+                "'%s', not written\n", s->path, n->node_rank, state);
+        item lost;
+        memset(&lost, 0, sizeof lost);
+        lost.kind = IT_NODE;
+        ss_store_outcome d;
+        memset(&d, 0, sizeof d);
+        tally_item(s, &lost, 0, &d);
+        pthread_mutex_lock(&s->mu);
+        add_outcome(s, &d, "a node with an unknown state");
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    item *it = item_new(IT_NODE, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_NODE, 0, "a node");
+        return;
+    }
+    it->u.node = *n;
+    it->u.node.host[sizeof n->host - 1] = '\0';
+    it->u.node.addr[sizeof n->addr - 1] = '\0';
+    it->u.node.state[sizeof n->state - 1] = '\0';
+    it->u.node.lost_reason[sizeof n->lost_reason - 1] = '\0';
     enqueue(s, it);
 }
 

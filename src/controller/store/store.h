@@ -96,6 +96,46 @@ typedef struct {
 
 void ss_store_put_rank(ss_store *s, int64_t run_id, const ss_rank_info *r);
 
+/* The states of a node (ss_node_info.state). */
+#define SS_NODE_JOINING "joining"           /* launched, not yet joined */
+#define SS_NODE_RUNNING "running"           /* joined, its ranks running */
+#define SS_NODE_DONE "done"                 /* its ranks ended, link closed */
+#define SS_NODE_LOST "lost"                 /* link lost while running */
+#define SS_NODE_NEVER_JOINED "never_joined" /* not joined by --join-timeout */
+
+/* Node facts of a multi-node run (docs/store.md, `nodes`): one agent, which
+ * launches global ranks first_rank .. first_rank + nranks - 1.  Node 0 is
+ * the controller's own node (addr "", clock offset and bound 0).  The
+ * int64 fields set to SS_MISSING and the text fields set to "" (host,
+ * lost_reason) are left as they are; node_rank, attempt, addr, first_rank,
+ * nranks and state are always written. */
+typedef struct {
+    uint32_t node_rank;
+    uint32_t attempt;
+    char host[256];           /* the agent's host name */
+    char addr[128];           /* its address as the controller saw it
+                                 ("10.0.0.2:40112"); "" for node 0 */
+    uint32_t first_rank;
+    uint32_t nranks;
+    char state[16];           /* one of SS_NODE_* */
+    ss_wall_ns joined_at;     /* SS_MISSING: not (yet) joined */
+    ss_wall_ns ended_at;      /* SS_MISSING: not ended */
+    int64_t clock_offset_ns;  /* its clock minus the controller's */
+    int64_t clock_bound_ns;   /* |error| of that offset is at most this */
+    char lost_reason[128];    /* lost: "lost its connection",
+                                 "missed its heartbeats", ... */
+    int64_t lost_at_step;     /* lost: the run's last step then */
+} ss_node_info;
+
+/* Fills N with "unknown / leave as it is" (SS_MISSING, "") for every
+ * optional field, and zero for the rest; set what is known after it. */
+void ss_node_info_init(ss_node_info *n);
+
+/* Queues an upsert of node N of RUN_ID by (run, attempt, node_rank), like
+ * ss_store_put_rank.  A state that is not one of SS_NODE_* is refused: a
+ * line on stderr, counted in the outcome's other_lost, nothing written. */
+void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n);
+
 /* Copies a finalized step (aggregates, per-phase, per-sync, and per-rank
  * rows subject to retention). */
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,

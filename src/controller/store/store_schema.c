@@ -271,6 +271,33 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE rank_steps ADD COLUMN gpu_ecc_new INTEGER;"
     "ALTER TABLE rank_steps ADD COLUMN gpu_xid_new INTEGER;"
     "ALTER TABLE rank_steps ADD COLUMN gpu_last_xid INTEGER;",
+
+    /* 9: the nodes of a multi-node run (docs/store.md, `nodes`), one row per
+     * agent and attempt: its node rank, host, address ("" on node 0, the
+     * controller's own), the global ranks it launches (first_rank ..
+     * first_rank + nranks - 1), its state ('joining', 'running', 'done',
+     * 'lost', 'never_joined'), when it joined and ended (wall ns; NULL
+     * when it never did), its clock's offset to the controller's and the
+     * bound on that estimate (ns; 0 on node 0, NULL when unknown), and,
+     * for a lost node, why and the step it was lost at (NULL when
+     * unknown).  Runs recorded before this version have no rows. */
+    "CREATE TABLE nodes ("
+    "  run_id          INTEGER NOT NULL,"
+    "  attempt         INTEGER NOT NULL,"
+    "  node_rank       INTEGER NOT NULL,"
+    "  host            TEXT,"
+    "  addr            TEXT,"
+    "  first_rank      INTEGER NOT NULL,"
+    "  nranks          INTEGER NOT NULL,"
+    "  state           TEXT NOT NULL,"
+    "  joined_at       INTEGER,"
+    "  ended_at        INTEGER,"
+    "  clock_offset_ns INTEGER,"
+    "  clock_bound_ns  INTEGER,"
+    "  lost_reason     TEXT,"
+    "  lost_at_step    INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, node_rank)"
+    ");",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

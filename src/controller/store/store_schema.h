@@ -17,13 +17,16 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 8
+#define SS_SCHEMA_VERSION 9
 
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
 
 /* The version that added rank_steps' GPU evidence columns (gpu_*). */
 #define SS_SCHEMA_GPU 8
+
+/* The version that added the nodes table (multi-node runs). */
+#define SS_SCHEMA_NODES 9
 
 /* The value of meta.application in every stepscope store. */
 #define SS_STORE_MARKER "stepscope"

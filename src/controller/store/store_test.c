@@ -268,6 +268,7 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "DROP TABLE nodes;"
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
                           "ALTER TABLE step_phases DROP COLUMN self_n;"
@@ -307,6 +308,7 @@ static void migrates_version_1(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
                                "self_n IS NULL AND self_median IS NULL"),
                  1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM nodes"), 0);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
                                "names_over_limit IS NULL AND "
                                "values_over_limit IS NULL"),
@@ -430,6 +432,78 @@ static void keeps_the_run_fingerprint(void)
     snprintf(sql, sizeof sql, "SELECT fingerprint IS NULL FROM runs WHERE "
              "id = %lld", (long long)without);
     CHECK_EQ_INT(sql_int(path, sql), 1);
+}
+
+/* Nodes are upserted by (run, attempt, node_rank): a later put changes
+ * the state and keeps what it leaves unknown (joined_at, the clock), and
+ * a node with an unknown state is refused and counted, not written. */
+static void writes_and_upserts_nodes(void)
+{
+    char path[600], buf[256];
+    testing_tmp_path("nodes.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    ss_node_info n0, n1;
+    ss_node_info_init(&n0);
+    snprintf(n0.host, sizeof n0.host, "gpu-a");
+    n0.nranks = 2;
+    snprintf(n0.state, sizeof n0.state, SS_NODE_RUNNING);
+    n0.joined_at = 1700000001;
+    n0.clock_offset_ns = 0;
+    n0.clock_bound_ns = 0;
+    ss_store_put_node(s, run, &n0);
+    ss_node_info_init(&n1);
+    n1.node_rank = 1;
+    snprintf(n1.host, sizeof n1.host, "gpu-b");
+    snprintf(n1.addr, sizeof n1.addr, "10.0.0.2:40112");
+    n1.first_rank = 2;
+    n1.nranks = 2;
+    snprintf(n1.state, sizeof n1.state, SS_NODE_RUNNING);
+    n1.joined_at = 1700000002;
+    n1.clock_offset_ns = -1200000;
+    n1.clock_bound_ns = 300000;
+    ss_store_put_node(s, run, &n1);
+    /* Lost: only what changed is known now. */
+    ss_node_info lost;
+    ss_node_info_init(&lost);
+    lost.node_rank = 1;
+    snprintf(lost.addr, sizeof lost.addr, "10.0.0.2:40112");
+    lost.first_rank = 2;
+    lost.nranks = 2;
+    snprintf(lost.state, sizeof lost.state, SS_NODE_LOST);
+    lost.ended_at = 1700000009;
+    snprintf(lost.lost_reason, sizeof lost.lost_reason,
+             "lost its connection");
+    lost.lost_at_step = 412;
+    ss_store_put_node(s, run, &lost);
+    ss_node_info bad = n1;
+    bad.node_rank = 2;
+    snprintf(bad.state, sizeof bad.state, "sleeping");
+    ss_store_put_node(s, run, &bad);
+    ss_store_flush(s);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.other_lost, 1);
+    ss_store_close(s);
+
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM nodes"), 2);
+    CHECK_STR(sql_text(path, "SELECT host || ' ' || addr || ' ' || state || "
+                             "' ' || first_rank || ' ' || nranks || ' ' || "
+                             "joined_at || ' ' || ended_at || ' ' || "
+                             "clock_offset_ns || ' ' || clock_bound_ns || "
+                             "' ' || lost_reason || ' ' || lost_at_step "
+                             "FROM nodes WHERE node_rank = 1",
+                       buf, sizeof buf),
+              "gpu-b 10.0.0.2:40112 lost 2 2 1700000002 1700000009 -1200000 "
+              "300000 lost its connection 412");
+    CHECK_STR(sql_text(path, "SELECT addr || '|' || state || '|' || "
+                             "clock_bound_ns || '|' || "
+                             "coalesce(ended_at, 'null') || '|' || "
+                             "coalesce(lost_at_step, 'null') "
+                             "FROM nodes WHERE node_rank = 0",
+                       buf, sizeof buf),
+              "|running|0|null|null");
 }
 
 static void writes_everything_and_reads_back(void)
@@ -910,6 +984,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
+          TEST(writes_and_upserts_nodes),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),

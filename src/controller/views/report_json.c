@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "query.h"
 #include "report_model.h"
 
 #define FLUSH_AT (64 * 1024)
@@ -295,6 +296,18 @@ static void json_ranks(out *o, const ss_report *rp)
     ss_buf_puts(b, rp->n_ranks ? "\n  ],\n" : "],\n");
 }
 
+/* "agents" (how many nodes the run had; 0 when none was recorded) and
+ * "nodes" (docs/report-json.md). */
+static void json_nodes(ss_buf *b, const ss_report *rp)
+{
+    ss_buf_printf(b, "  \"agents\": %zu,\n  \"nodes\": [", rp->n_nodes);
+    for (size_t i = 0; i < rp->n_nodes; i++) {
+        ss_buf_puts(b, i ? ",\n    " : "\n    ");
+        ss_query_node_object(b, &rp->nodes[i]);
+    }
+    ss_buf_puts(b, rp->n_nodes ? "\n  ],\n" : "],\n");
+}
+
 static void json_tail(out *o, const ss_report *rp)
 {
     ss_buf *b = &o->b;
@@ -341,6 +354,7 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
     json_steps(&o.b, rp);
     json_metrics(&o.b, rp);
     json_ranks(&o, rp);
+    json_nodes(&o.b, rp);
     json_tail(&o, rp);
     ss_buf_puts(&o.b, "}\n");
     flush(&o);

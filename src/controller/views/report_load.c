@@ -322,6 +322,9 @@ static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
     if (rc == 0)
         rc = ss_reader_rank_host(r, rp->run.id, rp->attempt, &rp->hosts,
                                  &rp->n_hosts);
+    if (rc == 0)
+        rc = ss_reader_nodes(r, rp->run.id, rp->attempt, &rp->nodes,
+                             &rp->n_nodes);
     ss_progress_stage(pg, "stepscope report: reading events", 3, 4);
     if (rc == 0) {
         ss_event_query q = {rp->attempt, -1, SS_REPORT_MAX_EVENTS, 1};
@@ -385,6 +388,7 @@ void ss_report_free(ss_report *rp)
     free(rp->phase_self_med);
     free(rp->named);
     ss_event_rows_free(rp->events, rp->n_events);
+    ss_node_rows_free(rp->nodes, rp->n_nodes);
     memset(rp, 0, sizeof *rp);
 }
 

@@ -83,6 +83,9 @@ typedef struct {
     ss_rank_host *hosts;      /* host evidence of the ranks that have some,
                                  by rank (reader.h); NULL when none */
     size_t n_hosts;
+    ss_node_row *nodes;       /* the nodes of a multi-node run, by node
+                                 rank; none for a run recorded without */
+    size_t n_nodes;
 } ss_report;
 
 /*

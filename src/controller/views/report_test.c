@@ -296,6 +296,67 @@ static void text_report_puts_findings_first(void)
     result_free(&r);
 }
 
+/* A run of two nodes: the text report lists them (ranks, clock bound,
+ * why one was lost) and the ranks' hosts; the JSON carries them and the
+ * number of agents.  A run of one host shows neither. */
+static void multi_node_run_shows_its_nodes(void)
+{
+    char path[600], err[512];
+    testing_tmp_path("multi.db", path, sizeof path);
+    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
+    REQUIRE(s != NULL);
+    REQUIRE(ss_fixture_two_node_run(s, SS_FIXTURE_T0) > 0);
+    ss_store_close(s);
+
+    const char *args[] = {"report", "--db", path, "multi", NULL};
+    result r = run_cmd(ss_report_cmd, args);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(r.out != NULL);
+    const char *nodes = strstr(r.out, "\nNODES\n");
+    const char *ranks = strstr(r.out, "\nRANKS");
+    CHECK(nodes && ranks && nodes < ranks);
+    CHECK(strstr(r.out, "     0  node1                (local)               "
+                        "0\u20131         done         reference\n") != NULL);
+    CHECK(strstr(r.out, "     1  node2                10.0.0.2:40112        "
+                        "2\u20133         lost         \u00b10.300 ms (offset "
+                        "-1.2 ms)  lost its connection at step 3\n") != NULL);
+    CHECK(strstr(r.out, "   rank  host                 state") != NULL);
+    CHECK(strstr(r.out, "      3  node2                failed") != NULL);
+    result_free(&r);
+
+    const char *jargs[] = {"report", "--db", path, "--json", "multi", NULL};
+    r = run_cmd(ss_report_cmd, jargs);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(json_ok(r.out));
+    CHECK_J(r.out, "$.agents", "2");
+    CHECK_J(r.out, "$.nodes[0].addr", "");
+    CHECK_J(r.out, "$.nodes[0].clock_bound_ms", "0.0");
+    CHECK_J(r.out, "$.nodes[1].node", "1");
+    CHECK_J(r.out, "$.nodes[1].host", "node2");
+    CHECK_J(r.out, "$.nodes[1].addr", "10.0.0.2:40112");
+    CHECK_J(r.out, "$.nodes[1].first_rank", "2");
+    CHECK_J(r.out, "$.nodes[1].nranks", "2");
+    CHECK_J(r.out, "$.nodes[1].state", "lost");
+    CHECK_J(r.out, "$.nodes[1].joined_at", "2023-11-14T22:13:21.000Z");
+    CHECK_J(r.out, "$.nodes[1].clock_offset_ms", "-1.2");
+    CHECK_J(r.out, "$.nodes[1].clock_bound_ms", "0.3");
+    CHECK_J(r.out, "$.nodes[1].lost_reason", "lost its connection");
+    CHECK_J(r.out, "$.nodes[1].lost_at_step", "3");
+    result_free(&r);
+
+    const char *one[] = {"report", "--db", fixture(), "train", NULL};
+    r = run_cmd(ss_report_cmd, one);
+    CHECK(r.out && strstr(r.out, "NODES") == NULL);
+    CHECK(r.out && strstr(r.out, "   rank  state") != NULL);
+    result_free(&r);
+    const char *onej[] = {"report", "--db", fixture(), "--json", "train",
+                          NULL};
+    r = run_cmd(ss_report_cmd, onej);
+    CHECK_J(r.out, "$.agents", "0");
+    CHECK_J(r.out, "$.nodes", "[]");
+    result_free(&r);
+}
+
 static void selects_runs_by_id_name_and_uuid(void)
 {
     char buf[64];
@@ -487,6 +548,7 @@ static void default_db_path_is_used(void)
 
 TEST_LIST(TEST(json_report_has_documented_fields),
           TEST(text_report_puts_findings_first),
+          TEST(multi_node_run_shows_its_nodes),
           TEST(selects_runs_by_id_name_and_uuid),
           TEST(unknown_run_is_a_clear_error),
           TEST(missing_garbage_and_empty_files),

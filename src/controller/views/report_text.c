@@ -163,6 +163,12 @@ static void clean_for_text(ss_report *rp)
         clean(rp->events[i].kind);
         clean(rp->events[i].message);
     }
+    for (size_t i = 0; i < rp->n_nodes; i++) {
+        clean(rp->nodes[i].host);
+        clean(rp->nodes[i].addr);
+        clean(rp->nodes[i].state);
+        clean(rp->nodes[i].lost_reason);
+    }
 }
 
 static void text_header(FILE *f, const ss_report *rp)
@@ -361,7 +367,12 @@ static void text_ranks(FILE *f, const ss_report *rp)
                                 ? " (failed, named by findings, and the 5 "
                                   "slowest)"
                                 : "");
-    fprintf(f, "  %5s  %-15s %-9s %9s %7s %10s %8s", "rank", "state", "exit",
+    /* A multi-node run names each rank's host. */
+    int with_host = rp->n_nodes > 1;
+    fprintf(f, "  %5s  ", "rank");
+    if (with_host)
+        fprintf(f, "%-20s ", "host");
+    fprintf(f, "%-15s %-9s %9s %7s %10s %8s", "state", "exit",
             "last step", "steps", "median ms", "p90 ms");
     /* A phase that nests others shows the rank's self time, marked '*':
      * its inclusive time would hide a slow rank behind a shorter wait
@@ -379,7 +390,10 @@ static void text_ranks(FILE *f, const ss_report *rp)
             continue;
         shown++;
         const ss_rank_row *k = &rp->ranks[i];
-        fprintf(f, "  %5zu  %-15.15s %-9s %9s %7" PRId64 " %10s %8s", i,
+        fprintf(f, "  %5zu  ", i);
+        if (with_host)
+            fprintf(f, "%-20.20s ", k->host ? k->host : "-");
+        fprintf(f, "%-15.15s %-9s %9s %7" PRId64 " %10s %8s",
                 k->state ? k->state : "-",
                 fmt_exit(a, sizeof a, k->exit_code, k->term_signal),
                 fmt_int(b, sizeof b, k->last_step), k->steps,
@@ -409,6 +423,65 @@ static void text_ranks(FILE *f, const ss_report *rp)
     fputc('\n', f);
     free(show);
     free(order);
+}
+
+/* A node's global ranks: "2–3", "2" for one, "-" for none. */
+static const char *fmt_rank_span(char *buf, size_t n, const ss_node_row *x)
+{
+    if (x->nranks <= 0)
+        snprintf(buf, n, "-");
+    else if (x->nranks == 1)
+        snprintf(buf, n, "%" PRId64, x->first_rank);
+    else
+        snprintf(buf, n, "%" PRId64 "\u2013%" PRId64, x->first_rank,
+                 x->first_rank + x->nranks - 1);
+    return buf;
+}
+
+/* A node's clock against the controller's: "±0.3 ms (offset -1.2 ms)",
+ * "reference" for the controller's own node, "-" when not estimated. */
+static const char *fmt_clock(char *buf, size_t n, const ss_node_row *x)
+{
+    char a[32], b[32];
+    if (x->clock_bound_ns == SS_MISSING)
+        snprintf(buf, n, "-");
+    else if (x->clock_bound_ns == 0 && x->clock_offset_ns == 0)
+        snprintf(buf, n, "reference");
+    else
+        snprintf(buf, n, "\u00b1%s ms (offset %s ms)",
+                 fmt_ms(a, sizeof a, x->clock_bound_ns),
+                 fmt_ms(b, sizeof b, x->clock_offset_ns));
+    return buf;
+}
+
+/* The nodes of a multi-node run; nothing for a single node (the report of
+ * a run on one host is as it always was). */
+static void text_nodes(FILE *f, const ss_report *rp)
+{
+    if (rp->n_nodes < 2)
+        return;
+    fputs("NODES\n", f);
+    fprintf(f, "  %4s  %-20s %-21s %-11s %-12s %s\n", "node", "host", "addr",
+            "ranks", "state", "clock");
+    char a[48], b[96];
+    for (size_t i = 0; i < rp->n_nodes; i++) {
+        const ss_node_row *x = &rp->nodes[i];
+        /* The en dash takes 3 bytes and one column: pad by hand. */
+        fmt_rank_span(a, sizeof a, x);
+        int pad = 11 - (int)strlen(a) + (strstr(a, "\u2013") ? 2 : 0);
+        fprintf(f, "  %4" PRId64 "  %-20.20s %-21.21s %s%*s %-12s %s",
+                x->node_rank, x->host ? x->host : "-",
+                x->addr && *x->addr ? x->addr : "(local)", a,
+                pad > 0 ? pad : 0, "", x->state ? x->state : "-",
+                fmt_clock(b, sizeof b, x));
+        if (x->lost_reason) {
+            fprintf(f, "  %s", x->lost_reason);
+            if (x->lost_at_step != SS_MISSING)
+                fprintf(f, " at step %" PRId64, x->lost_at_step);
+        }
+        fputc('\n', f);
+    }
+    fputc('\n', f);
 }
 
 /* How much of a rank's step the host took from it (median run-queue
@@ -627,6 +700,7 @@ void ss_report_print_text(FILE *f, ss_report *rp)
     text_steps(f, rp);
     text_phases(f, rp);
     text_metrics(f, rp);
+    text_nodes(f, rp);
     text_ranks(f, rp);
     text_host(f, rp);
     text_dropped_and_events(f, rp);
