@@ -596,7 +596,9 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
         if (parse_port(c, &out->master_port, err, errlen) < 0)
             return -1;
         out->master_port_from = c->from;
-    } else if (out->nnodes > 1) {
+    } else if (out->nnodes > 1 ||
+               out->master_addr_from.source != SS_NODE_FROM_DEFAULT) {
+        /* Only this host's own loopback master may pick a free port. */
         out->master_port = SS_NODECONF_DEFAULT_PORT;
     }
     if (f->controller_port) {

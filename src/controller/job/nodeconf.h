@@ -24,9 +24,9 @@
  *      and the training operator's v1 PyTorchJob sets RANK and WORLD_SIZE
  *      per pod (node), not per process;
  *   4. defaults: one node, node rank 0, master 127.0.0.1; master port
- *      29500 (torchrun's) when there is more than one node, else 0 (the
- *      launcher picks a free loopback port, as single-node runs always
- *      did); controller port = master port + 1.
+ *      29500 (torchrun's) when there is more than one node or a master
+ *      address was given, else 0 (the launcher picks a free loopback port,
+ *      as single-node runs always did); controller port = master port + 1.
  *
  * Every field remembers where it came from, and ss_nodeconf_describe turns
  * that into the line printed once at start.  The module is pure: the
@@ -83,8 +83,9 @@ typedef struct {
     uint32_t node_rank;        /* < nnodes */
     uint32_t nproc_per_node;   /* 0: not given anywhere (the caller asks
                                   for -n) */
-    uint16_t master_port;      /* 0 only for one node with no port given:
-                                  the launcher picks a free one */
+    uint16_t master_port;      /* 0 only for one node with neither port
+                                  nor master address given: the launcher
+                                  picks a free one */
     uint16_t controller_port;  /* 0 exactly when master_port is 0 */
     char master_addr[SS_NODECONF_ADDR_MAX];
     char job_id[SS_NODECONF_JOB_ID_MAX]; /* "" when none */

@@ -431,6 +431,18 @@ static void rejects_bad_values(void)
 #undef WITH
 }
 
+static void a_given_master_gets_the_default_port(void)
+{
+    /* one node, but a master address given: no free port picked here */
+    ss_node_flags f = {.master_addr = "10.0.0.1"};
+    REQUIRE(resolve(&f, NULL) == 0);
+    CHECK_EQ_INT(conf.master_port, 29500);
+    CHECK_EQ_INT(conf.controller_port, 29501);
+    char *env[] = {"PET_MASTER_ADDR=m", NULL};
+    REQUIRE(resolve(NULL, env) == 0);
+    CHECK_EQ_INT(conf.master_port, 29500);
+}
+
 static void accepts_limits(void)
 {
     ss_node_flags f = {.nnodes = "4096", .node_rank = "4095",
@@ -467,4 +479,5 @@ TEST_LIST(TEST(hostlist_plain_names), TEST(hostlist_ranges_and_padding),
           TEST(flags_beat_slurm_and_pet), TEST(slurm_beats_pet_field_by_field),
           TEST(overridden_sources_are_not_parsed),
           TEST(empty_values_count_as_unset), TEST(rejects_bad_values),
+          TEST(a_given_master_gets_the_default_port),
           TEST(accepts_limits))
