@@ -19,6 +19,7 @@
 #include "launcher.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -67,7 +68,8 @@ typedef struct {
 
 struct ss_rank {
     ss_launcher *l;
-    uint32_t rank;
+    uint32_t rank;    /* local rank: the index in l->ranks */
+    uint32_t global;  /* RANK: l->rank_base + rank */
     uv_process_t proc;
     uv_timer_t drain;
     ss_stream out, err;
@@ -81,7 +83,7 @@ struct ss_rank {
     int sigkill_after_grace; /* the grace period ended while it ran */
     int sigkill_at_once;     /* ss_launcher_kill_now hit it running */
     int log_fd;       /* -1 without a log directory */
-    char prefix[24];  /* "[rank N] " */
+    char prefix[24];  /* "[rank R] ", R the global rank */
     size_t prefix_len;
     /* Ring of the last SS_LAUNCH_TAIL_LINES lines (stdout and stderr). */
     char tail[SS_LAUNCH_TAIL_LINES][TAIL_LINE_MAX];
@@ -92,8 +94,10 @@ struct ss_launcher {
     uv_loop_t *loop;
     ss_launch_callbacks cb;
     uint32_t nprocs;
+    uint32_t rank_base, world_size, node_rank, nnodes;
     uint32_t grace_ms;
     uint16_t master_port;
+    char *master_addr;
     int echo, echo_out_fd, echo_err_fd;
     int echo_out_broken, echo_err_broken; /* a write failed: stop echoing */
     char *log_dir;
@@ -253,6 +257,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--l->open_handles == 0 && l->destroyed) {
         free(l->ranks);
         free(l->log_dir);
+        free(l->master_addr);
         free(l);
     }
 }
@@ -498,7 +503,7 @@ static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
         return;
     if (first) {
         char reason[64];
-        snprintf(reason, sizeof reason, "rank %" PRIu32 " failed", r->rank);
+        snprintf(reason, sizeof reason, "rank %" PRIu32 " failed", r->global);
         ss_launcher_terminate(l, reason);
     }
     if (l->running == 0 && l->started && !l->sweeping)
@@ -513,7 +518,8 @@ static const char *const launcher_vars[] = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", SS_PARENT_PID_ENV};
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", SS_PARENT_PID_ENV,
+    "NODE_RANK"};
 #define N_LAUNCHER_VARS (sizeof launcher_vars / sizeof launcher_vars[0])
 
 /* Does "NAME=value" ENTRY set the variable NAME? */
@@ -582,27 +588,33 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
             goto oom;
     }
     const char *values[N_LAUNCHER_VARS];
-    char num[5][24];
-    snprintf(num[0], sizeof num[0], "%" PRIu32, rank);
-    snprintf(num[1], sizeof num[1], "%" PRIu32, l->nprocs);
+    char num[9][24];
+    snprintf(num[0], sizeof num[0], "%" PRIu32, l->rank_base + rank);
+    snprintf(num[1], sizeof num[1], "%" PRIu32, l->world_size);
     snprintf(num[2], sizeof num[2], "%" PRIu16, l->master_port);
     snprintf(num[3], sizeof num[3], "%" PRIu32, cfg->attempt);
     snprintf(num[4], sizeof num[4], "%ld", (long)getpid());
-    values[0] = num[0];              /* RANK */
-    values[1] = num[0];              /* LOCAL_RANK: one node */
-    values[2] = num[1];              /* WORLD_SIZE */
-    values[3] = num[1];              /* LOCAL_WORLD_SIZE */
-    values[4] = "0";                 /* GROUP_RANK */
-    values[5] = "1";                 /* GROUP_WORLD_SIZE */
-    values[6] = num[0];              /* ROLE_RANK */
+    snprintf(num[5], sizeof num[5], "%" PRIu32, rank);
+    snprintf(num[6], sizeof num[6], "%" PRIu32, l->nprocs);
+    snprintf(num[7], sizeof num[7], "%" PRIu32, l->node_rank);
+    snprintf(num[8], sizeof num[8], "%" PRIu32, l->nnodes);
+    values[0] = num[0];              /* RANK: global */
+    values[1] = num[5];              /* LOCAL_RANK */
+    values[2] = num[1];              /* WORLD_SIZE: every node's ranks */
+    values[3] = num[6];              /* LOCAL_WORLD_SIZE: this node's */
+    values[4] = num[7];              /* GROUP_RANK: the node rank */
+    values[5] = num[8];              /* GROUP_WORLD_SIZE: the nodes */
+    values[6] = num[0];              /* ROLE_RANK: one role, = RANK */
     values[7] = num[1];              /* ROLE_WORLD_SIZE */
     values[8] = "default";           /* ROLE_NAME */
-    values[9] = "127.0.0.1";         /* MASTER_ADDR */
+    values[9] = l->master_addr;      /* MASTER_ADDR */
     values[10] = num[2];             /* MASTER_PORT */
     values[11] = num[3];             /* TORCHELASTIC_RESTART_COUNT */
     values[12] = "0";                /* TORCHELASTIC_MAX_RESTARTS */
     values[13] = cfg->run_id ? cfg->run_id : "none";
     values[14] = num[4];             /* STEPSCOPE_PARENT_PID */
+    values[15] = num[7];             /* NODE_RANK: not torchrun's, but
+                                        what many scripts read */
     for (size_t i = 0; i < N_LAUNCHER_VARS; i++)
         if (asprintf(&env[k++], "%s=%s", launcher_vars[i], values[i]) < 0) {
             env[--k] = NULL;
@@ -650,7 +662,8 @@ static int open_log(ss_launcher *l, ss_rank *r, const ss_launch_config *cfg,
                     char *err, size_t errlen)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir, r->rank);
+    snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir,
+             r->global);
     int created = 0;
     r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created);
     if (r->log_fd < 0) {
@@ -709,8 +722,8 @@ static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
     int rc = uv_spawn(l->loop, &r->proc, &opt);
     free_env(env);
     if (rc < 0) {
-        set_err(err, errlen, "cannot start rank %" PRIu32 ": %s: %s", r->rank,
-                argv[0], uv_strerror(rc));
+        set_err(err, errlen, "cannot start rank %" PRIu32 ": %s: %s",
+                r->global, argv[0], uv_strerror(rc));
         return -1;
     }
     r->pid = r->proc.pid;
@@ -738,6 +751,13 @@ static char **shim_argv(const ss_launch_config *cfg)
     return argv;
 }
 
+/* Is ADDR this host's loopback, where a port picked here is valid? */
+static int is_loopback(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "localhost") == 0 ||
+           strcmp(addr, "::1") == 0;
+}
+
 static int check_config(const ss_launch_config *cfg, char *err, size_t errlen)
 {
     if (cfg->nprocs < 1 || cfg->nprocs > SS_LAUNCH_MAX_RANKS) {
@@ -758,6 +778,38 @@ static int check_config(const ss_launch_config *cfg, char *err, size_t errlen)
             set_err(err, errlen, "bad environment entry '%s' (NAME=value)", *e);
             return -1;
         }
+    uint32_t nnodes = cfg->nnodes ? cfg->nnodes : 1;
+    uint64_t world = cfg->world_size ? cfg->world_size : cfg->nprocs;
+    if (cfg->node_rank >= nnodes) {
+        set_err(err, errlen, "node rank %" PRIu32 " is not below the number "
+                "of nodes (%" PRIu32 ")", cfg->node_rank, nnodes);
+        return -1;
+    }
+    if ((uint64_t)cfg->rank_base + cfg->nprocs > world) {
+        set_err(err, errlen, "ranks %" PRIu32 "..%" PRIu64 " do not fit in a "
+                "world of %" PRIu64 " ranks", cfg->rank_base,
+                (uint64_t)cfg->rank_base + cfg->nprocs - 1, world);
+        return -1;
+    }
+    const char *addr = cfg->master_addr;
+    if (addr) {
+        if (!*addr) {
+            set_err(err, errlen, "empty master address");
+            return -1;
+        }
+        for (const char *c = addr; *c; c++)
+            if (!isgraph((unsigned char)*c)) {
+                set_err(err, errlen, "bad master address '%s'", addr);
+                return -1;
+            }
+    }
+    if (!cfg->master_port && (nnodes > 1 || (addr && !is_loopback(addr)))) {
+        set_err(err, errlen, "no master port for %s%s: every node must be "
+                "given the same MASTER_PORT, none can be picked at random",
+                nnodes > 1 ? "a multi-node job with master " : "master ",
+                addr ? addr : "127.0.0.1");
+        return -1;
+    }
     return 0;
 }
 
@@ -793,6 +845,10 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     if (cb)
         l->cb = *cb;
     l->nprocs = cfg->nprocs;
+    l->rank_base = cfg->rank_base;
+    l->world_size = cfg->world_size ? cfg->world_size : cfg->nprocs;
+    l->node_rank = cfg->node_rank;
+    l->nnodes = cfg->nnodes ? cfg->nnodes : 1;
     l->grace_ms = cfg->grace_ms;
     l->echo = cfg->echo;
     l->echo_out_fd = cfg->echo_out_fd;
@@ -802,9 +858,10 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
         ss_rank *r = &l->ranks[i];
         r->l = l;
         r->rank = i;
+        r->global = cfg->rank_base + i;
         r->log_fd = -1;
         r->prefix_len = (size_t)snprintf(r->prefix, sizeof r->prefix,
-                                         "[rank %" PRIu32 "] ", i);
+                                         "[rank %" PRIu32 "] ", r->global);
     }
     uv_timer_init(loop, &l->grace);
     uv_timer_init(loop, &l->sweep);
@@ -819,7 +876,9 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     uv_unref((uv_handle_t *)&l->sigchld);
 
     char **argv = NULL;
-    if (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir))) {
+    if (!(l->master_addr = strdup(cfg->master_addr ? cfg->master_addr
+                                                   : "127.0.0.1")) ||
+        (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir)))) {
         set_err(err, errlen, "out of memory");
         goto fail;
     }
@@ -899,6 +958,11 @@ uint16_t ss_launcher_master_port(const ss_launcher *l)
     return l ? l->master_port : 0;
 }
 
+uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
+{
+    return l ? l->rank_base + local_rank : local_rank;
+}
+
 int ss_launcher_exit_status(const ss_launcher *l)
 {
     if (!l || !l->all_exited_called)
@@ -916,6 +980,7 @@ int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out)
         return 0;
     const ss_rank *r = &l->ranks[l->first_failed];
     out->rank = r->rank;
+    out->global_rank = r->global;
     out->pid = r->pid;
     out->exit_code = r->exit_code;
     out->term_signal = r->term_signal;
@@ -1011,18 +1076,19 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
         snprintf(step, sizeof step, "%" PRIu64, last);
     append(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
-           r->rank, how, r->pid, step);
+           r->global, how, r->pid, step);
     if (r->tail_count == 0) {
-        append(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n", r->rank);
+        append(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
+               r->global);
     } else {
         if (r->tail_count == 1)
-            append(buf, buflen, &len, "last line of rank %" PRIu32, r->rank);
+            append(buf, buflen, &len, "last line of rank %" PRIu32, r->global);
         else
             append(buf, buflen, &len, "last %" PRIu32 " lines of rank %" PRIu32,
-                   r->tail_count, r->rank);
+                   r->tail_count, r->global);
         if (l->log_dir)
             append(buf, buflen, &len, " (all of them in %s/rank-%" PRIu32 ".log)",
-                   l->log_dir, r->rank);
+                   l->log_dir, r->global);
         append(buf, buflen, &len, ":\n");
         uint32_t first = (r->tail_next + SS_LAUNCH_TAIL_LINES - r->tail_count) %
                          SS_LAUNCH_TAIL_LINES;

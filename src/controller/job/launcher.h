@@ -1,13 +1,23 @@
 /*
  * launcher.h - starts the ranks of one attempt and supervises them.
  *
- * The launcher spawns N rank processes on the controller's libuv loop with
- * the environment torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE,
- * MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, ...) plus the
- * controller's STEPSCOPE_* entries.  Each rank's stdout and stderr come back
- * through pipes and are forwarded line by line with a "[rank N] " prefix,
- * appended to LOG_DIR/rank-N.log and kept (the last lines) in memory for the
- * failure message.
+ * The launcher spawns the N ranks of one node on the controller's libuv
+ * loop with the environment torchrun gives its workers (RANK, LOCAL_RANK,
+ * WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,
+ * TORCHELASTIC_RESTART_COUNT, ...) plus the controller's STEPSCOPE_*
+ * entries.  Each rank's stdout and stderr come back through pipes and are
+ * forwarded line by line with a "[rank R] " prefix, appended to
+ * LOG_DIR/rank-R.log and kept (the last lines) in memory for the failure
+ * message.
+ *
+ * Local and global ranks: on a node of a multi-node job, the launcher's
+ * ranks are the local ranks 0..nprocs-1 (LOCAL_RANK), whose global ranks
+ * (RANK) are rank_base + LOCAL_RANK.  Whatever people read uses the global
+ * rank: the "[rank R]" prefix, the log file name rank-R.log and the
+ * failure summary.  The API uses the LOCAL rank: the callbacks'
+ * RANK arguments, ss_launcher_rank_pid and ss_rank_failure.rank;
+ * ss_launcher_global_rank maps one to the other.  On a single node
+ * (rank_base 0) the two are the same.
  *
  * Supervision follows torchrun: when a rank fails (non-zero exit or signal)
  * the others are stopped with SIGTERM and, after a grace period, SIGKILL.
@@ -59,7 +69,8 @@ typedef struct ss_launcher ss_launcher;
 #define SS_LAUNCH_LINE_MAX 4096     /* longer output lines are split */
 
 typedef struct {
-    uint32_t nprocs;         /* ranks to start, 1..SS_LAUNCH_MAX_RANKS */
+    uint32_t nprocs;         /* ranks to start on this node,
+                                1..SS_LAUNCH_MAX_RANKS (LOCAL_WORLD_SIZE) */
     char *const *argv;       /* the command, NULL-terminated; argv[0] is
                                 looked up in PATH by the shim */
     const char *exec_shim;   /* the stepscope executable: each rank runs as
@@ -77,7 +88,18 @@ typedef struct {
                                 line ("---- stepscope: attempt K ----", or
                                 "---- stepscope: run RUN_ID ----" for
                                 attempt 0) and is appended to */
-    uint16_t master_port;    /* MASTER_PORT; 0 picks a free loopback port */
+    uint16_t master_port;    /* MASTER_PORT; 0 picks a free loopback port,
+                                which only a single node on a loopback
+                                master may do (an error otherwise: every
+                                node must be given the same port) */
+    const char *master_addr; /* MASTER_ADDR; NULL gives "127.0.0.1" */
+    uint32_t rank_base;      /* RANK of local rank 0 (default 0): RANK =
+                                rank_base + LOCAL_RANK */
+    uint32_t world_size;     /* WORLD_SIZE = ROLE_WORLD_SIZE, all nodes'
+                                ranks; 0 gives nprocs.  rank_base + nprocs
+                                must not exceed it */
+    uint32_t node_rank;      /* GROUP_RANK = NODE_RANK, < nnodes */
+    uint32_t nnodes;         /* GROUP_WORLD_SIZE; 0 gives 1 */
     int echo;                /* non-zero: forward rank output (default 1) */
     int echo_out_fd;         /* where rank stdout lines go (default 1) */
     int echo_err_fd;         /* where rank stderr lines go (default 2) */
@@ -89,7 +111,8 @@ void ss_launch_config_defaults(ss_launch_config *cfg);
 /*
  * What the launcher tells the controller.  Every member may be NULL.
  * Callbacks run on the loop thread; they may call ss_launcher_terminate,
- * ss_launcher_kill_now and ss_launcher_destroy.
+ * ss_launcher_kill_now and ss_launcher_destroy.  RANK is always the LOCAL
+ * rank (0..nprocs-1); ss_launcher_global_rank gives the global one.
  */
 typedef struct {
     void *ctx;
@@ -133,8 +156,8 @@ void ss_launcher_terminate(ss_launcher *l, const char *reason);
  * reason if the job was not already being stopped. */
 void ss_launcher_kill_now(ss_launcher *l, const char *reason);
 
-/* The pid of RANK's process while it runs, 0 once it has exited or when
- * RANK is out of range. */
+/* The pid of local rank RANK's process while it runs, 0 once it has
+ * exited or when RANK is out of range. */
 int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank);
 
 /* How many processes the ranks left behind when the last of them exited
@@ -144,6 +167,10 @@ uint32_t ss_launcher_left_behind(const ss_launcher *l);
 
 /* The port given to the ranks as MASTER_PORT. */
 uint16_t ss_launcher_master_port(const ss_launcher *l);
+
+/* The global rank (RANK) of local rank LOCAL_RANK: rank_base +
+ * LOCAL_RANK; LOCAL_RANK itself when L is NULL. */
+uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank);
 
 /*
  * The job's exit status once on_all_exited has been called, that is every
@@ -157,7 +184,8 @@ int ss_launcher_exit_status(const ss_launcher *l);
 
 /* How the first failing rank ended. */
 typedef struct {
-    uint32_t rank;
+    uint32_t rank;         /* local rank */
+    uint32_t global_rank;  /* RANK */
     int pid;
     int64_t exit_code;   /* meaningful when term_signal == 0 */
     int term_signal;     /* 0 when the rank exited by itself */
@@ -172,8 +200,8 @@ int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out);
 
 /*
  * Writes a few lines for a person into BUF (always NUL-terminated when
- * BUFLEN > 0) explaining why the job failed: the rank that failed first,
- * how (exit code N / killed by signal SIGSEGV), its last step (from the
+ * BUFLEN > 0) explaining why the job failed: the rank that failed first
+ * (named by its global rank), how (exit code N / killed by signal SIGSEGV), its last step (from the
  * last_step callback, else "unknown"), its last output lines and how the
  * other ranks were stopped; or, when no rank failed but the job was
  * terminated, the reason.  Writes "" when nothing went wrong.  Returns the

@@ -1,6 +1,7 @@
 /*
  * launcher_test.c - runs real rank processes (/bin/sh scripts) under the
- * launcher on a real libuv loop and checks environment, output forwarding,
+ * launcher on a real libuv loop and checks environment (one node, and one
+ * node of several: global RANK, GROUP_RANK, MASTER_ADDR), output forwarding,
  * logs, exit status, first-failure naming, the SIGTERM -> SIGKILL grace
  * period and that no rank outlives a launcher killed with SIGKILL.
  *
@@ -626,6 +627,164 @@ static void bad_config_and_spawn_failure(void)
     fixture_done(&f); /* the failed launcher's handles close cleanly */
 }
 
+/* Node 1 of 2 with 3 ranks each: global ranks 3..5 in a world of 6. */
+static void multi_node_config(ss_launch_config *cfg)
+{
+    cfg->nnodes = 2;
+    cfg->node_rank = 1;
+    cfg->rank_base = 3;
+    cfg->world_size = 6;
+    cfg->master_addr = "node0.example";
+    cfg->master_port = 4242;
+}
+
+static void multi_node_env_logs_and_prefixes_use_global_ranks(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    setenv("NODE_RANK", "9", 1); /* inherited values must be overridden */
+    char *argv[] = {"/bin/sh", "-c",
+        "echo \"R=$RANK L=$LOCAL_RANK W=$WORLD_SIZE LW=$LOCAL_WORLD_SIZE"
+        " G=$GROUP_RANK GW=$GROUP_WORLD_SIZE N=$NODE_RANK RR=$ROLE_RANK"
+        " RW=$ROLE_WORLD_SIZE RN=$ROLE_NAME MA=$MASTER_ADDR MP=$MASTER_PORT"
+        " RC=$TORCHELASTIC_RESTART_COUNT MR=$TORCHELASTIC_MAX_RESTARTS"
+        " RID=$TORCHELASTIC_RUN_ID\"", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    multi_node_config(&cfg);
+    cfg.run_id = "run-mn";
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    unsetenv("NODE_RANK");
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 0);
+    CHECK_EQ_INT(ss_launcher_master_port(f.l), 4242);
+    char *out = slurp_in(&f, "echo.out");
+    for (int local = 0; local < NP; local++) {
+        int global = 3 + local;
+        /* callbacks report the local rank */
+        CHECK_EQ_INT(f.exited[local], 1);
+        CHECK_EQ_INT(ss_launcher_global_rank(f.l, (uint32_t)local), global);
+        char want[512], name[32];
+        snprintf(want, sizeof want,
+                 "R=%d L=%d W=6 LW=3 G=1 GW=2 N=1 RR=%d RW=6 RN=default"
+                 " MA=node0.example MP=4242 RC=0 MR=0 RID=run-mn\n",
+                 global, local, global);
+        snprintf(name, sizeof name, "rank-%d.log", global);
+        char *log = slurp_in(&f, name);
+        CHECK(strstr(log, want) != NULL);
+        free(log);
+        char prefixed[600];
+        snprintf(prefixed, sizeof prefixed, "[rank %d] %s", global, want);
+        CHECK(strstr(out, prefixed) != NULL);
+        char path[PATH_MAX + 64]; /* no log under a local rank's name */
+        snprintf(path, sizeof path, "%s/rank-%d.log", f.dir, local);
+        CHECK(access(path, F_OK) != 0);
+    }
+    CHECK(strstr(out, "[rank 0]") == NULL);
+    free(out);
+    CHECK_EQ_INT(ss_launcher_global_rank(NULL, 7), 7);
+    fixture_done(&f);
+}
+
+static void single_node_sets_node_rank_zero(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "echo \"N=$NODE_RANK GW=$GROUP_WORLD_SIZE W=$WORLD_SIZE\"", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    char *log = slurp_in(&f, "rank-2.log");
+    CHECK(strstr(log, "N=0 GW=1 W=3\n") != NULL);
+    free(log);
+    fixture_done(&f);
+}
+
+static void multi_node_failure_names_the_global_rank(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "if [ $LOCAL_RANK = 1 ]; then echo boom >&2; exit 3; fi;"
+        " exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    multi_node_config(&cfg);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.order[0], 1); /* local rank in the callback */
+    ss_rank_failure fail;
+    CHECK_EQ_INT(ss_launcher_first_failure(f.l, &fail), 1);
+    CHECK_EQ_INT(fail.rank, 1);
+    CHECK_EQ_INT(fail.global_rank, 4);
+    char summary[2048];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 4 failed first: exited with code 3") != NULL);
+    CHECK(strstr(summary, "last line of rank 4 (all of them in ") != NULL);
+    CHECK(strstr(summary, "/rank-4.log):\n[rank 4] boom\n") != NULL);
+    /* the last_step callback is asked about local rank 1 (its 41) */
+    CHECK(strstr(summary, "(pid ") && strstr(summary, "last step: 41)"));
+    fixture_done(&f);
+}
+
+static void multi_node_config_errors(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/true", NULL};
+    ss_launch_config cfg;
+    char err[256];
+#define REFUSED(want)                                                         \
+    do {                                                                      \
+        err[0] = '\0';                                                        \
+        CHECK(ss_launcher_start(&f.loop, &cfg, NULL, err, sizeof err) ==      \
+              NULL);                                                          \
+        if (!strstr(err, want)) {                                             \
+            fprintf(stderr, "  error '%s' lacks '%s'\n", err, want);          \
+            CHECK(0);                                                         \
+        }                                                                     \
+    } while (0)
+    fixture_config(&f, &cfg, argv);
+    multi_node_config(&cfg);
+    cfg.master_port = 0;
+    REFUSED("no master port for a multi-node job with master node0.example");
+    fixture_config(&f, &cfg, argv);
+    cfg.nnodes = 2;
+    cfg.master_addr = "127.0.0.1";
+    cfg.world_size = 6;
+    REFUSED("no master port for a multi-node job");
+    fixture_config(&f, &cfg, argv);
+    cfg.master_addr = "10.1.2.3";
+    REFUSED("no master port for master 10.1.2.3");
+    fixture_config(&f, &cfg, argv);
+    cfg.master_addr = "";
+    REFUSED("empty master address");
+    fixture_config(&f, &cfg, argv);
+    cfg.master_addr = "a b";
+    cfg.master_port = 1;
+    REFUSED("bad master address 'a b'");
+    fixture_config(&f, &cfg, argv);
+    multi_node_config(&cfg);
+    cfg.node_rank = 2;
+    REFUSED("node rank 2 is not below the number of nodes (2)");
+    fixture_config(&f, &cfg, argv);
+    multi_node_config(&cfg);
+    cfg.world_size = 5;
+    REFUSED("ranks 3..5 do not fit in a world of 5 ranks");
+    fixture_config(&f, &cfg, argv);
+    cfg.rank_base = 1; /* world_size 0 means nprocs: 1..3 do not fit */
+    REFUSED("ranks 1..3 do not fit in a world of 3 ranks");
+#undef REFUSED
+    /* a loopback master on one node may still pick its port */
+    fixture_config(&f, &cfg, argv);
+    cfg.master_addr = "localhost";
+    f.l = ss_launcher_start(&f.loop, &cfg, NULL, err, sizeof err);
+    CHECK(f.l != NULL);
+    CHECK(ss_launcher_master_port(f.l) > 0);
+    fixture_done(&f);
+}
+
 static void destroy_kills_running_ranks(void)
 {
     fixture f;
@@ -769,4 +928,8 @@ TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(shim_usage_and_exec_failure),
           TEST(setsid_children_are_ended_at_job_end),
           TEST(setsid_children_are_ended_on_terminate),
-          TEST(logs_are_private_and_never_truncated))
+          TEST(logs_are_private_and_never_truncated),
+          TEST(multi_node_env_logs_and_prefixes_use_global_ranks),
+          TEST(single_node_sets_node_rank_zero),
+          TEST(multi_node_failure_names_the_global_rank),
+          TEST(multi_node_config_errors))
