@@ -32,9 +32,10 @@ asan:
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_wire
-	mkdir -p build-fuzz/corpus
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_wire fuzz_link
+	mkdir -p build-fuzz/corpus build-fuzz/corpus_link
 	build-fuzz/fuzz/fuzz_wire -max_total_time=$${FUZZ_SECONDS:-60} build-fuzz/corpus fuzz/corpus
+	build-fuzz/fuzz/fuzz_link -max_total_time=$${FUZZ_SECONDS:-60} build-fuzz/corpus_link fuzz/corpus_link
 
 demo: all
 	scripts/demo.sh
