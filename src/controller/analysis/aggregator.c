@@ -949,6 +949,12 @@ void ss_aggregator_finish(ss_aggregator *a)
     ss_detectors_finish(a->det, a->names);
 }
 
+void ss_aggregator_set_clock_bound(ss_aggregator *agg, uint32_t rank,
+                                   int64_t bound_ns)
+{
+    ss_detectors_set_clock_bound(agg->det, rank, bound_ns);
+}
+
 void ss_aggregator_get_stats(const ss_aggregator *a, ss_aggregator_stats *out)
 {
     *out = a->st;

@@ -79,6 +79,16 @@ void ss_aggregator_rank_left(ss_aggregator *a, uint32_t rank, int crashed);
  * runs the detectors' end-of-run pass, which emits the final findings. */
 void ss_aggregator_finish(ss_aggregator *a);
 
+/* Sets how far RANK's clock, aligned to the controller's, may be off it:
+ * BOUND_NS, the error bound of the alignment estimate of RANK's host (0 on
+ * the controller's host, and the default).  May be called at any time;
+ * the latest value is used by every finding worded after it.  Findings
+ * that compare arrival times across ranks then state the largest bound
+ * among the ranks compared (ss_detectors_set_clock_bound).  A rank out of
+ * range or a negative bound is ignored. */
+void ss_aggregator_set_clock_bound(ss_aggregator *agg, uint32_t rank,
+                                   int64_t bound_ns);
+
 typedef struct {
     uint64_t records;          /* accepted records */
     uint64_t refused;          /* refused records */

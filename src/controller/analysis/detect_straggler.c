@@ -32,7 +32,12 @@
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
  * A finding also names the host's cause when the host's evidence explains
- * the lateness (ss__host_explain, detect_host.c).
+ * the lateness (ss__host_explain, detect_host.c).  Where arrivals were
+ * compared across hosts whose clocks were aligned with an error bound
+ * (ss_detectors_set_clock_bound), the finding states the largest bound
+ * among the ranks compared, and a median lateness within that bound is
+ * called uncertain: a clock off by a steady amount makes its ranks look
+ * steadily late, which the tests above cannot tell from a straggler.
  */
 #include "detectors_internal.h"
 
@@ -203,7 +208,37 @@ typedef struct {
     int method, ref;
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
+    int64_t clock_bound_ns;/* arrivals: the largest clock error bound
+                              among the ranks compared; 0 otherwise */
+    int clock_uncertain;   /* the median lateness lies within it */
 } late_summary;
+
+/* The largest clock error bound (ns) among the ranks compared by arrival
+ * in the steps of scope SC (the blamed rank is one of them): the latest
+ * bound of every rank measured by arrival in one of them.  0 when none
+ * was, or every clock is the reference's. */
+static int64_t arrival_clock_bound(const ss_detectors *d,
+                                   const straggler *sg, const scope *sc)
+{
+    const int64_t *bound = d->clock_bound_ns;
+    int64_t max = 0;
+    for (uint32_t q = 0; q < sg->world; q++) {
+        /* only a larger bound can change the answer: with every bound 0
+         * (one host) this reads nothing of the ring */
+        if (bound[q] <= max)
+            continue;
+        const uint8_t *flags = sg->flags + (size_t)q * sg->sw;
+        for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+            uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+            if ((flags[k] & F_SEEN) && sg->method[k] == M_ARRIVAL &&
+                sg->step[k] >= sc->lo && sg->step[k] <= sc->hi) {
+                max = bound[q];
+                break;
+            }
+        }
+    }
+    return max;
+}
 
 static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
                       const scope *sc, late_summary *out)
@@ -283,6 +318,12 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         out->blame = NO_NAME; /* no phase explains enough of it */
         out->explained_ms = 0;
     }
+    if (out->method == M_ARRIVAL) {
+        out->clock_bound_ns = arrival_clock_bound(d, sg, sc);
+        out->clock_uncertain = out->clock_bound_ns > 0 &&
+                               out->late_med_ms * 1e6 <
+                                   (double)out->clock_bound_ns;
+    }
 }
 
 static void blame_clause(const ss_detectors *d, const late_summary *s,
@@ -313,6 +354,7 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
     ss__evidence_str(ev, "method", method_name(s->method));
     if (s->method == M_ARRIVAL)
         ss__evidence_str(ev, "sync", ss__name_of(d, s->ref));
+    ss__evidence_clock_bound(ev, s->clock_bound_ns, s->clock_uncertain);
     if (s->method == M_SYNC_PHASE)
         ss__evidence_str(ev, "sync_phase", ss__name_of(d, s->ref));
     ss__evidence_num(ev, "late_ms_median", round(s->late_med_ms * 10) / 10);
@@ -346,9 +388,16 @@ static void lateness_words(const ss_detectors *d, const late_summary *s,
     char a[32];
     int pct = (int)lround(s->pct_med * 100);
     const char *ms = ss__fmt_ms(a, sizeof a, s->late_med_ms);
+    char clock[48];
+    ss__fmt_clock_bound(clock, sizeof clock, s->clock_bound_ns);
     if (s->method == M_ARRIVAL)
         snprintf(buf, len, "it reaches %s %s ms (+%d %% of a median step) "
-                 "after the median rank", ss__name_of(d, s->ref), ms, pct);
+                 "after the median rank%s%s", ss__name_of(d, s->ref), ms,
+                 pct, clock,
+                 s->clock_uncertain ? ", within the clocks' error, so this "
+                                      "is uncertain: clock error alone "
+                                      "could make it look late"
+                                    : "");
     else if (s->method == M_SYNC_PHASE)
         snprintf(buf, len, "it waits %s ms (%d %% of a median step) less "
                  "than the median rank in %s, the phase that holds the "
@@ -382,17 +431,19 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     f->last_step = s.last;
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
-    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] ? SS_CRITICAL
-                                                   : SS_WARNING;
+    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] && !s.clock_uncertain
+                      ? SS_CRITICAL
+                      : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
-    char how[224], why[112], last[72], host[128];
+    char how[352], why[112], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
     ss__host_cause_words(&s.host, host, sizeof host);
     snprintf(f->message, sizeof f->message,
-             "rank %u is a persistent straggler: over the last %u steps "
-             "%s; %s%s%s.", r, s.n_seen, how, last, why, host);
+             "rank %u %s a persistent straggler: over the last %u steps "
+             "%s; %s%s%s.", r, s.clock_uncertain ? "may be" : "is",
+             s.n_seen, how, last, why, host);
     ss__finding_touch(d, sr->persistent);
 }
 
@@ -436,15 +487,16 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
     straggler_evidence(d, f, "transient", &s);
-    char how[224], why[112], last[72], host[128];
+    char how[352], why[112], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
     ss__host_cause_words(&s.host, host, sizeof host);
     snprintf(f->message, sizeof f->message,
-             "rank %u was a transient straggler in steps %" PRIu64
+             "rank %u %s a transient straggler in steps %" PRIu64
              " to %" PRIu64 ": %s; %s%s%s.",
-             r, sr->burst_first, sr->burst_last, how, last, why, host);
+             r, s.clock_uncertain ? "may have been" : "was",
+             sr->burst_first, sr->burst_last, how, last, why, host);
     if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS))
         commit_pending(d, sg, r);
 }

@@ -366,7 +366,149 @@ static void transient_burst_on_two_ranks(void)
     CHECK_EQ_INT(fd.persistent[0], 0);
 }
 
-TEST_LIST(TEST(clean_jobs_false_alarm_rate),
+/* ---- clocks aligned across hosts ---- */
+
+/* The last straggler finding's final form. */
+typedef struct {
+    uint32_t n;
+    ss_finding f;
+} last_finding;
+
+static void keep_straggler(void *ctx, const ss_finding *f)
+{
+    last_finding *lf = ctx;
+    if (strcmp(f->kind, "straggler") == 0) {
+        lf->n++;
+        lf->f = *f;
+    }
+}
+
+/* Rank 2 of 4 reaches the all-reduce LATE_MS after the others (20 ms
+ * steps, 1 % jitter) in each of 200 steps; BOUND[r] (NULL: none set) is
+ * each rank's clock error bound, set after SET_AT steps (0: before the
+ * first).  Fills LF with the straggler finding. */
+static void clock_job(double late_ms, const int64_t *bound, uint64_t set_at,
+                      last_finding *lf)
+{
+    memset(lf, 0, sizeof *lf);
+    rng_state = 77;
+    ss_sink sink = {lf, NULL, keep_straggler};
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 200; s++) {
+        if (bound && s == set_at)
+            for (uint32_t r = 0; r < 4; r++)
+                CHECK_EQ_INT(ss_detectors_set_clock_bound(d, r, bound[r]),
+                             0);
+        double c[4];
+        for (uint32_t r = 0; r < 4; r++)
+            c[r] = 20 * (1 + 0.01 * gauss());
+        c[2] += late_ms;
+        build_step(b, 4, s, c);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+}
+
+/* With every bound 0 (one host) message and evidence are those of a run
+ * that never heard of clocks, byte for byte. */
+static void zero_clock_bounds_change_nothing(void)
+{
+    static const int64_t zero[4] = {0, 0, 0, 0};
+    last_finding plain, zeroed;
+    clock_job(3, NULL, 0, &plain);
+    clock_job(3, zero, 0, &zeroed);
+    REQUIRE(plain.n > 0);
+    CHECK_STR(zeroed.f.message, plain.f.message);
+    CHECK_STR(zeroed.f.evidence_json, plain.f.evidence_json);
+    CHECK(strstr(plain.f.message, "clocks") == NULL);
+    CHECK(strstr(plain.f.evidence_json, "clock") == NULL);
+}
+
+/* Ranks on another host (bound 0.3 ms): a 3 ms straggler is named as
+ * before, with the bound stated in its message and evidence; the largest
+ * bound among the ranks compared counts, whether it is the straggler's or
+ * a reference rank's, and the latest value set is the one used. */
+static void clock_bound_stated(void)
+{
+    static const int64_t on_other_host[4] = {0, 0, 300000, 300000};
+    static const int64_t reference_off[4] = {0, 300000, 0, 120000};
+    last_finding plain, lf;
+    clock_job(3, NULL, 0, &plain);
+    REQUIRE(plain.n > 0);
+    clock_job(3, on_other_host, 0, &lf);
+    REQUIRE(lf.n > 0);
+    fprintf(stderr, "    %s\n    %s\n", lf.f.message, lf.f.evidence_json);
+    CHECK_EQ_INT(lf.f.ranks[0], 2);
+    CHECK(strncmp(lf.f.message, "rank 2 is a persistent straggler", 32) ==
+          0);
+    CHECK(strstr(lf.f.message,
+                 "after the median rank (clocks aligned \u00b1 0.3 ms); "));
+    CHECK(strstr(lf.f.evidence_json, "\"clock_bound_ns\":300000"));
+    CHECK(strstr(lf.f.evidence_json, "clock_uncertain") == NULL);
+    CHECK_EQ_INT(lf.f.severity, plain.f.severity);
+    /* the rest of the message is the single-host one */
+    const char *cut = strstr(plain.f.message, "after the median rank");
+    const char *cut2 = strstr(lf.f.message, "after the median rank");
+    REQUIRE(cut && cut2);
+    CHECK_EQ_INT((int)(cut - plain.f.message), (int)(cut2 - lf.f.message));
+    CHECK(strncmp(plain.f.message, lf.f.message,
+                  (size_t)(cut - plain.f.message)) == 0);
+
+    clock_job(3, reference_off, 0, &lf);
+    REQUIRE(lf.n > 0);
+    CHECK(strstr(lf.f.message, "(clocks aligned \u00b1 0.3 ms)"));
+
+    clock_job(3, on_other_host, 150, &lf); /* set late in the run */
+    REQUIRE(lf.n > 0);
+    CHECK(strstr(lf.f.message, "(clocks aligned \u00b1 0.3 ms)"));
+}
+
+/* A lateness within the bound (1.5 ms late, clocks aligned to 2 ms) is
+ * still reported, since it may be real, but as uncertain: "may be", the
+ * reason in words, clock_uncertain in the evidence, never critical. */
+static void lateness_within_bound_uncertain(void)
+{
+    static const int64_t loose[4] = {0, 0, 2000000, 2000000};
+    last_finding plain, lf;
+    clock_job(1.5, NULL, 0, &plain);
+    REQUIRE(plain.n > 0);
+    CHECK(strncmp(plain.f.message, "rank 2 is a persistent", 22) == 0);
+    clock_job(1.5, loose, 0, &lf);
+    REQUIRE(lf.n > 0);
+    fprintf(stderr, "    %s\n    %s\n", lf.f.message, lf.f.evidence_json);
+    CHECK_EQ_INT(lf.f.ranks[0], 2);
+    CHECK(strncmp(lf.f.message, "rank 2 may be a persistent straggler",
+                  36) == 0);
+    CHECK(strstr(lf.f.message, "(clocks aligned \u00b1 2.0 ms), within the "
+                               "clocks' error, so this is uncertain"));
+    CHECK(strstr(lf.f.evidence_json,
+                 "\"clock_bound_ns\":2000000,\"clock_uncertain\":1"));
+    CHECK_EQ_INT(lf.f.severity, SS_WARNING);
+    /* a 3 ms straggler at the same bound is not uncertain */
+    clock_job(3, loose, 0, &lf);
+    CHECK(strncmp(lf.f.message, "rank 2 is a persistent", 22) == 0);
+    CHECK(strstr(lf.f.evidence_json, "clock_uncertain") == NULL);
+}
+
+/* A rank out of range or a negative bound is refused, nothing changed. */
+static void clock_bound_bad_input(void)
+{
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, NULL);
+    REQUIRE(d);
+    CHECK_EQ_INT(ss_detectors_set_clock_bound(d, 4, 1000), -1);
+    CHECK_EQ_INT(ss_detectors_set_clock_bound(d, 0, -1), -1);
+    CHECK_EQ_INT(ss_detectors_set_clock_bound(d, 3, 0), 0);
+    ss_detectors_destroy(d);
+}
+
+TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
+          TEST(lateness_within_bound_uncertain), TEST(clock_bound_bad_input),
+          TEST(clean_jobs_false_alarm_rate),
           TEST(late_35ms_on_112ms_step_found),
           TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
           TEST(transient_burst_on_two_ranks))

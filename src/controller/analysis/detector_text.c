@@ -49,6 +49,20 @@ const char *ss__fmt_ranks(char *buf, size_t len, const int32_t *ranks,
     return buf;
 }
 
+const char *ss__fmt_clock_bound(char *buf, size_t len, int64_t bound_ns)
+{
+    char ms[32];
+    if (bound_ns <= 0)
+        snprintf(buf, len, "%s", "");
+    else if (bound_ns < 100000)
+        snprintf(buf, len, " (clocks aligned \u00b1 %.0f \u00b5s)",
+                 ceil((double)bound_ns / 1e3));
+    else
+        snprintf(buf, len, " (clocks aligned \u00b1 %s ms)",
+                 ss__fmt_ms(ms, sizeof ms, (double)bound_ns / 1e6));
+    return buf;
+}
+
 const char *ss__name_of(const ss_detectors *d, int idx)
 {
     if (idx < 0 || idx == NO_NAME || !d->names || !d->names[idx])
@@ -128,6 +142,15 @@ void ss__evidence_int(ss_buf *ev, const char *key, int64_t v)
     size_t before = item_begin(ev, key);
     ss_buf_json_int(ev, v);
     item_end(ev, before);
+}
+
+void ss__evidence_clock_bound(ss_buf *ev, int64_t bound_ns, int uncertain)
+{
+    if (bound_ns <= 0)
+        return;
+    ss__evidence_int(ev, "clock_bound_ns", bound_ns);
+    if (uncertain)
+        ss__evidence_int(ev, "clock_uncertain", 1);
 }
 
 void ss__evidence_end(ss_buf *ev, ss_finding *f)

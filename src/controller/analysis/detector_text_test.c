@@ -162,5 +162,37 @@ static void invalid_utf8_name_escaped(void)
         fprintf(stderr, "    evidence: %s\n", last.evidence_json);
 }
 
-TEST_LIST(TEST(numbers), TEST(full_object_drops_whole_items),
+/* The clock error bound in words, and in evidence only when above 0. */
+static void clock_bound_words_and_evidence(void)
+{
+    char buf[64];
+    CHECK_STR(ss__fmt_clock_bound(buf, sizeof buf, 0), "");
+    CHECK_STR(ss__fmt_clock_bound(buf, sizeof buf, 300000),
+              " (clocks aligned \u00b1 0.3 ms)");
+    CHECK_STR(ss__fmt_clock_bound(buf, sizeof buf, 12500000),
+              " (clocks aligned \u00b1 12 ms)");
+    CHECK_STR(ss__fmt_clock_bound(buf, sizeof buf, 40000),
+              " (clocks aligned \u00b1 40 \u00b5s)");
+    CHECK_STR(ss__fmt_clock_bound(buf, sizeof buf, 1),
+              " (clocks aligned \u00b1 1 \u00b5s)");
+
+    ss_finding f;
+    ss_buf ev = {0};
+    ss__evidence_begin(&ev);
+    ss__evidence_clock_bound(&ev, 0, 1);
+    ss__evidence_end(&ev, &f);
+    CHECK_STR(f.evidence_json, "{}");
+    ss__evidence_begin(&ev);
+    ss__evidence_clock_bound(&ev, 300000, 0);
+    ss__evidence_end(&ev, &f);
+    CHECK_STR(f.evidence_json, "{\"clock_bound_ns\":300000}");
+    ss__evidence_begin(&ev);
+    ss__evidence_clock_bound(&ev, 300000, 1);
+    ss__evidence_end(&ev, &f);
+    CHECK_STR(f.evidence_json,
+              "{\"clock_bound_ns\":300000,\"clock_uncertain\":1}");
+    ss_buf_free(&ev);
+}
+
+TEST_LIST(TEST(clock_bound_words_and_evidence), TEST(numbers), TEST(full_object_drops_whole_items),
           TEST(invalid_utf8_name_escaped))

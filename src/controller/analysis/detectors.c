@@ -145,7 +145,8 @@ ss_detectors *ss_detectors_create(const ss_detector_config *cfg,
     if (sink)
         d->sink = *sink;
     d->state = ss__zalloc(N_DETECTORS, sizeof *d->state);
-    if (!d->state) {
+    d->clock_bound_ns = ss__zalloc(world_size, sizeof *d->clock_bound_ns);
+    if (!d->state || !d->clock_bound_ns) {
         ss_detectors_destroy(d);
         return NULL;
     }
@@ -168,9 +169,19 @@ void ss_detectors_destroy(ss_detectors *d)
             if (d->state[i])
                 detector_table[i]->destroy(d->state[i]);
     free(d->state);
+    free(d->clock_bound_ns);
     ss_buf_free(&d->evidence);
     free(d->fd);
     free(d);
+}
+
+int ss_detectors_set_clock_bound(ss_detectors *d, uint32_t rank,
+                                 int64_t bound_ns)
+{
+    if (rank >= d->world || bound_ns < 0)
+        return -1;
+    d->clock_bound_ns[rank] = bound_ns;
+    return 0;
 }
 
 void ss_detectors_step(ss_detectors *d, const ss_step_view *v,

@@ -52,6 +52,20 @@ void ss_detectors_destroy(ss_detectors *d);
 void ss_detectors_step(ss_detectors *d, const ss_step_view *step,
                        const char *const *names);
 
+/*
+ * Sets how far RANK's clock may be off the reference clock that arrival
+ * times of different ranks are compared on: BOUND_NS >= 0, the error bound
+ * of the estimate that aligned its host's clock (0: the reference host, or
+ * a single host).  May be called at any time; a finding worded after it
+ * uses the latest value.  Findings that compare arrival times across ranks
+ * state the largest bound among the ranks compared and call a lateness
+ * within it uncertain (docs/detectors.md, "Clocks of several hosts").
+ * Returns 0, or -1 (nothing changed) when RANK is not below the world size
+ * or BOUND_NS is negative.
+ */
+int ss_detectors_set_clock_bound(ss_detectors *d, uint32_t rank,
+                                 int64_t bound_ns);
+
 /* End of run: emits every finding in its final form. */
 void ss_detectors_finish(ss_detectors *d, const char *const *names);
 

@@ -61,6 +61,9 @@ struct ss_detectors {
     uint64_t n_eval;           /* steps past the warm-up */
     ss__step_notes note;
     ss_buf evidence;           /* scratch for ss__evidence_* */
+    int64_t *clock_bound_ns;   /* world entries: how far each rank's
+                                  aligned clock may be off, ns (0 until
+                                  ss_detectors_set_clock_bound) */
 
     /* the driver's own */
     ss_sink sink;
@@ -191,6 +194,10 @@ const char *ss__fmt_bytes(char *buf, size_t len, double bytes);
  * " (T ranks in all)" when the list is cut.  Returns BUF. */
 const char *ss__fmt_ranks(char *buf, size_t len, const int32_t *ranks,
                           uint32_t n, uint32_t total);
+/* " (clocks aligned ± 0.3 ms)", " (clocks aligned ± 40 µs)" below
+ * 0.1 ms, for a clock error bound BOUND_NS above 0; "" for 0.  Returns
+ * BUF. */
+const char *ss__fmt_clock_bound(char *buf, size_t len, int64_t bound_ns);
 /* The name at index IDX of the run's name table, "?" when unknown. */
 const char *ss__name_of(const ss_detectors *d, int idx);
 /* Sets F's ranks to the first SS_FINDING_MAX_RANKS of RANKS[N]. */
@@ -209,6 +216,9 @@ void ss__evidence_str(ss_buf *ev, const char *key, const char *value);
 void ss__evidence_num(ss_buf *ev, const char *key, double value);
 void ss__evidence_int(ss_buf *ev, const char *key, int64_t value);
 void ss__evidence_end(ss_buf *ev, ss_finding *f);
+/* Adds clock_bound_ns (and clock_uncertain: 1 when UNCERTAIN) to EV for a
+ * bound above 0; nothing for 0, so single-host evidence is unchanged. */
+void ss__evidence_clock_bound(ss_buf *ev, int64_t bound_ns, int uncertain);
 
 /* ---- small shared helpers ---- */
 
