@@ -5,8 +5,8 @@ key and socket), slurmctld and slurmd (node `n1`, loopback only, ports
 chosen free on 127.0.0.1), with a minimal slurm.conf: no cgroups
 (proctrack/linuxproc, task/none, no accounting).  `srun(args)` runs srun
 against it; nothing of the host's Slurm or munge configuration is used or
-changed, and close() kills every daemon (each in its own session, so the
-slurmstepd processes of running steps go with them).
+changed, and close() kills every daemon and every process they started
+(slurmstepd and tasks included).
 
     from slurm import SlurmCluster, available
     with SlurmCluster(tmp_path) as s:
@@ -176,8 +176,8 @@ PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
         return "\n".join(parts)
 
     def close(self):
-        """Stops the daemons and whatever they started (SIGTERM, then
-        SIGKILL after 5 s).  Idempotent."""
+        """Stops the daemons (SIGTERM, then SIGKILL after 5 s) and kills
+        whatever they started.  Idempotent."""
         for proc in reversed(self._daemons):
             if proc.poll() is None:
                 try:
@@ -195,3 +195,30 @@ PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
                 pass
             proc.wait()
         self._daemons.clear()
+        self._kill_strays()
+
+    def _kill_strays(self):
+        """SIGKILLs what the daemons left in sessions of its own: slurmstepd
+        (which lingers, retrying to report to a slurmd that is gone) and
+        the tasks of unfinished steps, found by the SLURM_CONF they carry."""
+        mark = f"SLURM_CONF={self.conf}".encode()
+        deadline = time.monotonic() + 5
+        while True:
+            strays = []
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) == os.getpid():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/environ", "rb") as f:
+                        if mark in f.read().split(b"\0"):
+                            strays.append(int(entry))
+                except OSError:
+                    continue
+            if not strays or time.monotonic() > deadline:
+                return
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)

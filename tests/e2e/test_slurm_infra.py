@@ -4,6 +4,7 @@ SLURM_* variables a launcher reads (SLURM_NNODES, SLURM_NODEID,
 SLURM_JOB_NODELIST, SLURM_PROCID...), and close() leaves no daemon
 behind.  Skipped, with the reason, when not root or Slurm is not
 installed."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,16 @@ def test_srun_runs_a_task_with_the_slurm_environment(tmp_path):
         assert env["SLURM_JOB_NODELIST"] == slurm.NODE
         assert env["SLURM_PROCID"] == "0"
         assert env["SLURM_NTASKS"] == "1"
-    # The controller is gone: its clients can no longer reach it.
+    # Nothing of the cluster is left: no process carries its SLURM_CONF
+    # (slurmstepd detaches into a session of its own and would linger), and
+    # the controller's clients can no longer reach it.
+    mark = f"SLURM_CONF={s.conf}".encode()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                assert mark not in f.read().split(b"\0"), f"process {entry} outlived close()"
+        except OSError:
+            pass
     r = subprocess.run(["sinfo"], env=s.env(), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0, r.stdout
 
