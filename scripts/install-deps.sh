@@ -1,11 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages that stepscope's build, tests and demo need.
 # Idempotent: packages already present are left alone.  Run as root (or with
-# sudo available).
+# sudo available).  iproute2 (`ip netns`) builds the virtual cluster of the
+# multi-node tests (tests/netns.py); slurm-wlm and munge the one-host Slurm
+# cluster of the srun tests (tests/slurm.py), which starts its own daemons.
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev sqlite3
 clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev
-libmicrohttpd-dev prometheus libcjson-dev libsodium-dev tmux chromium chromium-driver"
+libmicrohttpd-dev prometheus libcjson-dev libsodium-dev libdw-dev tmux chromium
+chromium-driver iproute2 slurm-wlm munge"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
