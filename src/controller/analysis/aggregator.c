@@ -605,7 +605,7 @@ static ss_wall_ns wall_now(void)
 
 /* Asks the host provider what it saw of each present rank during its
  * step, [begin, begin + step time), and points the rank's view at it. */
-static void attach_host_evidence(ss_aggregator *a)
+static void attach_host_evidence(ss_aggregator *a, uint64_t step)
 {
     if (!a->host.window)
         return;
@@ -614,7 +614,7 @@ static void attach_host_evidence(ss_aggregator *a)
         if (!rs->present || rs->begin_ns == SS_MISSING ||
             rs->step_ns == SS_MISSING)
             continue;
-        if (a->host.window(a->host.ctx, r, rs->begin_ns,
+        if (a->host.window(a->host.ctx, r, step, rs->begin_ns,
                            rs->begin_ns + rs->step_ns, &a->vhost[r]) == 0)
             rs->host = &a->vhost[r];
     }
@@ -692,7 +692,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         }
     }
 
-    attach_host_evidence(a);
+    attach_host_evidence(a, step);
 
     ss_step_view v;
     memset(&v, 0, sizeof v);

@@ -25,13 +25,14 @@ typedef struct ss_aggregator ss_aggregator;
 /* Where the host's evidence about a rank's step comes from (the host
  * stage, kept out of the aggregator's sight).  WINDOW fills OUT with what
  * the host saw of RANK's process tree in [BEGIN_NS, END_NS) (the rank's
- * step, CLOCK_MONOTONIC of its host) and returns 0, any field SS_MISSING
+ * step STEP, on the controller's CLOCK_MONOTONIC: for a rank on another
+ * host, its clock aligned; a provider of such ranks answers by STEP) and returns 0, any field SS_MISSING
  * where unknown; or returns -1 when it knows nothing of that interval.  It
  * is called at finalization for each present rank whose step has a begin
  * time, on the aggregator's thread. */
 typedef struct {
-    int (*window)(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
-                  ss_mono_ns end_ns, ss_host_step *out);
+    int (*window)(void *ctx, uint32_t rank, uint64_t step,
+                  ss_mono_ns begin_ns, ss_mono_ns end_ns, ss_host_step *out);
     void *ctx;
 } ss_host_provider;
 

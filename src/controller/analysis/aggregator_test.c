@@ -692,17 +692,20 @@ static void full_name_table_uses_every_index(void)
 typedef struct {
     uint32_t calls;
     uint32_t rank[16];
+    uint64_t step[16];
     ss_mono_ns begin[16], end[16];
 } host_calls;
 
 /* Knows nothing of rank 1; for the others, stopped time = rank ms plus the
  * step's number (from its begin), the rest missing. */
-static int fake_host_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
-                            ss_mono_ns end_ns, ss_host_step *out)
+static int fake_host_window(void *ctx, uint32_t rank, uint64_t step,
+                            ss_mono_ns begin_ns, ss_mono_ns end_ns,
+                            ss_host_step *out)
 {
     host_calls *hc = ctx;
     if (hc->calls < 16) {
         hc->rank[hc->calls] = rank;
+        hc->step[hc->calls] = step;
         hc->begin[hc->calls] = begin_ns;
         hc->end[hc->calls] = end_ns;
     }
@@ -755,6 +758,7 @@ static void host_provider_fills_rank_steps(void)
     REQUIRE(hs.n == 1);
     CHECK_EQ_INT(hc.calls, 3);
     CHECK_EQ_INT(hc.rank[2], 2);
+    CHECK_EQ_INT(hc.step[2], 5);
     CHECK_EQ_INT(hc.begin[2], 5000 * MS);
     CHECK_EQ_INT(hc.end[2], 5012 * MS);
     CHECK(hs.has_host[0][0] && !hs.has_host[0][1] && hs.has_host[0][2]);

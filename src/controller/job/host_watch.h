@@ -71,8 +71,8 @@ void ss_host_watch_rank_hello(ss_host_watch *hw, uint32_t rank, pid_t pid);
  * SS_HOST_WATCH_MIN_GAP_NS. */
 void ss_host_watch_step_done(ss_host_watch *hw, uint32_t rank);
 
-/* The aggregator's host provider (ss_host_provider.window; CTX is the
- * watch): what moved in RANK's tree during [BEGIN_NS, END_NS).  Returns 0
+/* What the host provider (ss_host_provider.window) answers for a rank on
+ * this host (CTX is the watch): what moved in RANK's tree during [BEGIN_NS, END_NS).  Returns 0
  * with OUT filled (fields SS_MISSING where unknown), -1 when nothing is
  * known of that interval. */
 int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,

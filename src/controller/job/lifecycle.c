@@ -187,11 +187,24 @@ ss_life_decision ss_life_finish_rank(ss_lifecycle *lc, uint32_t rank)
     return leave(lc, rank, 1, "never finished");
 }
 
+ss_life_decision ss_life_node_lost(ss_lifecycle *lc, uint32_t rank,
+                                   const char *why)
+{
+    if (rank >= lc->nprocs)
+        return stays;
+    ss_rank_life *s = &lc->ranks[rank];
+    s->lost = 1;
+    s->connected = 0;
+    return leave(lc, rank, 1, why);
+}
+
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
 {
     if (rank >= lc->nprocs)
         return "";
     const ss_rank_life *s = &lc->ranks[rank];
+    if (s->lost && !s->exited)
+        return "lost";
     if (s->exited)
         return ss_life_exit_ok(s->exit_code, s->term_signal) ? "exited"
                                                              : "failed";

@@ -74,6 +74,7 @@ typedef struct {
     int term_signal;    /* 0: it exited by itself */
     int left;           /* has left the live set */
     int left_missing;   /* ... and its unfinished steps are missing */
+    int lost;           /* its node was lost: nothing more is known */
 } ss_rank_life;
 
 /* The life cycle of one attempt's ranks.  Caller-owned; members are for
@@ -133,6 +134,12 @@ int ss_life_linger_over(const ss_lifecycle *lc, uint32_t rank);
 ss_life_decision ss_life_tick(ss_lifecycle *lc, uint32_t rank,
                               ss_mono_ns now);
 
+/* RANK's node was lost (its agent's link ended without goodbye, or it
+ * never joined): nothing more will be heard of it, so it leaves now,
+ * missing, for WHY (static text), and counts as gone, not open. */
+ss_life_decision ss_life_node_lost(ss_lifecycle *lc, uint32_t rank,
+                                   const char *why);
+
 /* The launcher has reported every process exited and drained. */
 void ss_life_all_exited(ss_lifecycle *lc);
 
@@ -148,8 +155,8 @@ ss_life_decision ss_life_finish_rank(ss_lifecycle *lc, uint32_t rank);
 int ss_life_exit_ok(int64_t exit_code, int term_signal);
 
 /* RANK's state for the store (static text): "failed" or "exited" once its
- * process ended, "never_connected" while it never connected, else
- * "running". */
+ * process ended, "lost" when its node was lost before, "never_connected"
+ * while it never connected, else "running". */
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank);
 
 /* The run's final status for the store from the job's exit status:

@@ -20,6 +20,7 @@
  * state; every decision about a rank's life is lifecycle.c's.
  */
 #include "run.h"
+#include "run_internal.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -36,6 +37,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "agent.h"
 #include "aggregator.h"
 #include "fingerprint.h"
 #include "host_watch.h"
@@ -43,6 +45,7 @@
 #include "ingest.h"
 #include "launcher.h"
 #include "lifecycle.h"
+#include "nodeconf.h"
 #include "numparse.h"
 #include "rank_env.h"
 #include "live.h"
@@ -51,85 +54,21 @@
 #include "store.h"
 #include "store_files.h"
 
-/* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
-typedef struct {
-    int64_t pid;
-    char host[WIRE_MAX_STR + 1];
-    wire_counters counters;
-    uint64_t names_over_limit;  /* names it declared that the run refused */
-    uint64_t values_over_limit; /* values under them, dropped */
-    uv_timer_t linger;   /* closes a dead rank's connection after a while */
-} rank_slot;
-
-typedef struct {
-    /* options */
-    uint32_t nprocs;
-    const char *name;
-    const char *db_path;
-    const char *log_dir;
-    uint32_t grace_ms;
-    uint32_t connect_timeout_ms;
-    int quiet;
-    const char *http_addr; /* --http ADDR:PORT; NULL: the default */
-    int no_http;           /* --no-http */
-    int http_public;       /* listening beyond loopback: token required */
-    int auto_mode;       /* --auto: instrument PyTorch scripts */
-    uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
-    char **argv;
-    ss_aggregator_config agg_cfg;
-
-    /* state */
-    uv_loop_t loop;
-    ss_store *store;
-    ss_run_lock run_lock;   /* held while this controller lives (runlock.h) */
-    int64_t run_id;
-    uint32_t attempt;
-    char uuid[40];
-    uint8_t token[WIRE_TOKEN_SIZE];
-    char default_db[PATH_MAX]; /* db_path points here without --db */
-    char sock_dir[PATH_MAX];
-    char sock_path[PATH_MAX];
-    char log_path[PATH_MAX];
-    ss_aggregator *agg;
-    ss_ingest *ingest;
-    ss_launcher *launcher;
-    ss_host_watch *host;    /* NULL with --host-interval 0 */
-    rank_slot *ranks;
-    ss_lifecycle life;
-    uv_signal_t sig_int, sig_term, sig_hup;
-    uv_timer_t tick;
-    ss_mono_ns started;
-    uint32_t stop_requests;
-    uint64_t steps_finalized;
-    uint32_t findings_seen; /* finding ids run 1, 2, ... */
-    uint64_t refused_records;
-    uint64_t rejected_connections;
-    int said_names_over_limit; /* the stderr warning went out */
-    ss_live *live;          /* what the HTTP server shows; NULL-safe */
-    ss_http *http;          /* NULL with --no-http */
-    char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
-    ss_rank_env rank_env;   /* what the local ranks get */
-} run_ctx;
-
-static ss_wall_ns wall_now(void)
+ss_wall_ns run_wall_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static ss_mono_ns mono_now(void)
+ss_mono_ns run_mono_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
-                  ...) __attribute__((format(printf, 4, 5)));
-
-/* Records an event in the store. */
-static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
+void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
                   ...)
 {
     char msg[512];
@@ -137,12 +76,12 @@ static void event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ss_store_put_event(r->store, r->run_id, r->attempt, wall_now(), kind, rank,
+    ss_store_put_event(r->store, r->run_id, r->attempt, run_wall_now(), kind, rank,
                        msg);
 }
 
 /* Stores RANK's facts with STATE (NULL or "": leave the state as it is). */
-static void put_rank(run_ctx *r, uint32_t rank, const char *state)
+void run_put_rank(run_ctx *r, uint32_t rank, const char *state)
 {
     rank_slot *s = &r->ranks[rank];
     const ss_rank_life *life = &r->life.ranks[rank];
@@ -199,20 +138,19 @@ static void sink_finding(void *ctx, const ss_finding *f)
 
 /* ---- carrying out the life-cycle decisions ---- */
 
-static void maybe_finish(run_ctx *r);
 static void on_linger_timeout(uv_timer_t *t);
 static void publish_host_totals(run_ctx *r);
 
 /* Does what the policy decided D for RANK: the aggregator stops waiting
  * for a rank that leaves (a missing one's unfinished steps are finalized
  * with it missing, and an event says so), and the linger timer. */
-static void carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
+void run_carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
 {
     if (d.leave != SS_STAYS) {
         int missing = d.leave == SS_LEAVES_MISSING;
         ss_aggregator_rank_left(r->agg, rank, missing);
         if (missing)
-            event(r, "rank_missing", (int32_t)rank, "rank %u %s; its "
+            run_event(r, "rank_missing", (int32_t)rank, "rank %u %s; its "
                   "unfinished steps are finalized with it missing", rank,
                   d.why);
     }
@@ -242,9 +180,10 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
-    ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
-    put_rank(r, h->rank, "running");
-    event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
+    if (h->rank < r->nproc_local)
+        ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
+    run_put_rank(r, h->rank, "running");
+    run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
     return 0;
 }
@@ -253,7 +192,8 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
-    ss_host_watch_step_done(r->host, rank); /* covers the step's end */
+    if (rank < r->nproc_local)
+        ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
 }
@@ -267,7 +207,7 @@ static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
     rank_slot *s = &r->ranks[rank];
     if (s->names_over_limit++ > 0)
         return;
-    event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
+    run_event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
           "when the run's %d names were taken: what it records under names "
           "beyond the limit is dropped and counted; its steps and other "
           "values are kept", rank, name, SS_MAX_RUN_NAMES);
@@ -311,21 +251,21 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
 static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
 {
     run_ctx *r = ctx;
-    event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
+    run_event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
           "step %" PRIu64, rank, c->step);
 }
 
 static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
 {
     run_ctx *r = ctx;
-    carry_out(r, rank, ss_life_bye(&r->life, rank));
+    run_carry_out(r, rank, ss_life_bye(&r->life, rank));
 }
 
 static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
 {
     run_ctx *r = ctx;
-    carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
-    maybe_finish(r);
+    run_carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
+    run_maybe_finish(r);
 }
 
 static void cb_rejected(void *ctx, int32_t rank, const char *reason)
@@ -334,7 +274,7 @@ static void cb_rejected(void *ctx, int32_t rank, const char *reason)
     r->rejected_connections++;
     fprintf(stderr, "stepscope: rejected a connection%s: %s\n",
             rank >= 0 ? " from a rank" : "", reason);
-    event(r, "rejected_connection", rank, "%s", reason);
+    run_event(r, "rejected_connection", rank, "%s", reason);
 }
 
 /* ---- launcher callbacks ---- */
@@ -349,26 +289,58 @@ static void on_linger_timeout(uv_timer_t *t)
         ss_ingest_drop_rank(r->ingest, rank);
 }
 
-static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
-                         int term_signal)
+void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
+                     int term_signal, const char *failure_text)
 {
-    run_ctx *r = ctx;
     ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
-    ss_host_watch_rank_exited(r->host, rank);
+    if (rank < r->nproc_local)
+        ss_host_watch_rank_exited(r->host, rank);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
     int ok = ss_life_exit_ok(exit_code, term_signal);
     if (term_signal)
-        event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
+        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u was killed by signal %d (%s)", rank, term_signal,
               strsignal(term_signal));
     else
-        event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
+        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
               "rank %u exited with status %" PRId64, rank, exit_code);
     if (d.never_connected)
-        event(r, "rank_never_connected", (int32_t)rank,
+        run_event(r, "rank_never_connected", (int32_t)rank,
               "rank %u exited without ever sending telemetry", rank);
-    carry_out(r, rank, d);
-    put_rank(r, rank, ss_life_rank_state(&r->life, rank));
+    run_carry_out(r, rank, d);
+    run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
+    if (ok || r->job_stopping)
+        return;
+    /* The job's first failure: every node stops (torchrun's policy). */
+    if (r->first_failure_status < 0) {
+        r->first_failure_status =
+            term_signal ? 128 + term_signal : (int)(exit_code & 0xff);
+        if (failure_text)
+            snprintf(r->failure_text, sizeof r->failure_text,
+                     "node %u: %s", run_node_of(r, rank), failure_text);
+    }
+    char why[96];
+    snprintf(why, sizeof why, "rank %u failed", rank);
+    run_stop_job(r, 0, why);
+}
+
+/* Node 0's own ranks: the launcher's local index is the global rank. */
+static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
+                         int term_signal)
+{
+    run_rank_exited(ctx, rank, exit_code, term_signal, NULL);
+}
+
+void run_stop_job(run_ctx *r, int kill_now, const char *reason)
+{
+    if (r->job_stopping && !kill_now)
+        return;
+    r->job_stopping = 1;
+    if (kill_now)
+        ss_launcher_kill_now(r->launcher, reason);
+    else
+        ss_launcher_terminate(r->launcher, reason);
+    ss_node_links_stop_all(r->links, kill_now, reason);
 }
 
 static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
@@ -389,12 +361,15 @@ static void cb_all_exited(void *ctx)
     if (left) {
         fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
                 "left behind\n", left, left == 1 ? "" : "es");
-        event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
+        run_event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
               "behind (outside their process groups) were ended", left,
               left == 1 ? "" : "es");
     }
-    ss_life_all_exited(&r->life);
-    maybe_finish(r);
+    r->local_all_exited = 1;
+    if (run_nodes_all_exited(r)) {
+        ss_life_all_exited(&r->life);
+        run_maybe_finish(r);
+    }
 }
 
 /* ---- finishing ---- */
@@ -405,16 +380,17 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-static void maybe_finish(run_ctx *r)
+void run_maybe_finish(run_ctx *r)
 {
     if (!ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
-        carry_out(r, i, ss_life_finish_rank(&r->life, i));
+        run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
+    run_nodes_finish(r);
     publish_host_totals(r);
     for (uint32_t i = 0; i < r->nprocs; i++)
-        put_rank(r, i, ss_life_rank_state(&r->life, i));
+        run_put_rank(r, i, ss_life_rank_state(&r->life, i));
     ss_live_finish(r->live);
     uv_stop(&r->loop);
 }
@@ -431,8 +407,8 @@ static void on_signal(uv_signal_t *h, int signum)
                 strsignal(signum), r->grace_ms / 1000.0);
         char why[64];
         snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
-        event(r, "stop_requested", -1, "%s", why);
-        ss_launcher_terminate(r->launcher, why);
+        run_event(r, "stop_requested", -1, "%s", why);
+        run_stop_job(r, 0, why);
     } else {
         const char *what = signum == SIGINT    ? "Ctrl-C"
                            : signum == SIGTERM ? "SIGTERM"
@@ -442,8 +418,8 @@ static void on_signal(uv_signal_t *h, int signum)
         snprintf(why, sizeof why, "on a second %s", what);
         fprintf(stderr, "stepscope: second %s: killing the ranks now "
                 "(SIGKILL)\n", what);
-        event(r, "stop_requested", -1, "killed at once %s", why);
-        ss_launcher_kill_now(r->launcher, why);
+        run_event(r, "stop_requested", -1, "killed at once %s", why);
+        run_stop_job(r, 1, why);
     }
 }
 
@@ -451,7 +427,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static void publish_host_totals(run_ctx *r)
 {
     ss_host_step totals;
-    for (uint32_t i = 0; r->host && i < r->nprocs; i++)
+    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
         if (ss_host_watch_totals(r->host, i, &totals) == 0)
             ss_live_rank_host(r->live, i, &totals);
 }
@@ -459,8 +435,9 @@ static void publish_host_totals(run_ctx *r)
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = run_mono_now();
     publish_host_totals(r);
+    run_nodes_tick(r, now);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
@@ -468,10 +445,10 @@ static void on_tick(uv_timer_t *t)
         fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
                 " its steps are recorded as missing\n", i,
                 r->connect_timeout_ms / 1000.0);
-        event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
+        run_event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
               "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
-        carry_out(r, i, d);
-        put_rank(r, i, ss_life_rank_state(&r->life, i));
+        run_carry_out(r, i, d);
+        run_put_rank(r, i, ss_life_rank_state(&r->life, i));
     }
 }
 
@@ -568,6 +545,42 @@ static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
     return 0;
 }
 
+/* Where this node stands in the job: flags, then Slurm's and torchrun's
+ * (PET_*) variables (nodeconf.h), said once when there is more than one
+ * node.  Returns 0, or 2 on a usage error. */
+static int resolve_nodes(run_ctx *r)
+{
+    extern char **environ;
+    char err[300];
+    if (ss_nodeconf_resolve(&r->node_flags, environ, &r->conf, err,
+                            sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        return 2;
+    }
+    if (r->conf.nproc_per_node == 0) {
+        fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
+        return 2;
+    }
+    r->nproc_local = r->conf.nproc_per_node;
+    r->nnodes = r->conf.nnodes;
+    if ((uint64_t)r->nnodes * r->nproc_local > SS_LAUNCH_MAX_RANKS) {
+        fprintf(stderr, "stepscope run: %u nodes of %u ranks is more than "
+                "%d ranks\n", r->nnodes, r->nproc_local, SS_LAUNCH_MAX_RANKS);
+        return 2;
+    }
+    r->nprocs = r->nnodes * r->nproc_local;
+    r->master_port = r->conf.master_port;
+    r->controller_port = r->conf.controller_port;
+    r->master_addr = r->conf.master_addr[0] ? r->conf.master_addr : NULL;
+    r->job_id = r->conf.job_id[0] ? r->conf.job_id : "none";
+    if (r->nnodes > 1) {
+        char line[600];
+        ss_nodeconf_describe(&r->conf, line, sizeof line);
+        fprintf(stderr, "stepscope: %s\n", line);
+    }
+    return 0;
+}
+
 /* Parses ARGV into R.  Returns 0, 1 after --help, or 2 on a usage error. */
 static int parse_args(run_ctx *r, int argc, char **argv)
 {
@@ -586,6 +599,18 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"no-http", no_argument, NULL, 0x101},
         {"host-interval", required_argument, NULL, 0x102},
         {"auto", no_argument, NULL, 'A'},
+        {"nnodes", required_argument, NULL, 0x110},
+        {"node-rank", required_argument, NULL, 0x111},
+        {"node_rank", required_argument, NULL, 0x111},
+        {"master-addr", required_argument, NULL, 0x112},
+        {"master_addr", required_argument, NULL, 0x112},
+        {"master-port", required_argument, NULL, 0x113},
+        {"master_port", required_argument, NULL, 0x113},
+        {"controller-port", required_argument, NULL, 0x114},
+        {"job-id", required_argument, NULL, 0x115},
+        {"token-file", required_argument, NULL, 0x116},
+        {"join-timeout", required_argument, NULL, 0x117},
+        {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -594,8 +619,9 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         char err[200];
         switch (c) {
         case 'n':
-            if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &r->nprocs) ||
-                r->nprocs == 0) {
+            r->node_flags.nproc_per_node = optarg;
+            if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &r->nproc_local) ||
+                r->nproc_local == 0) {
                 fprintf(stderr, "stepscope run: -n wants a number of ranks "
                         "from 1 to %d, not '%s'\n", SS_LAUNCH_MAX_RANKS, optarg);
                 return 2;
@@ -669,6 +695,30 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         }
         case 0x101: r->no_http = 1; break;
         case 'A': r->auto_mode = 1; break;
+        case 0x110: r->node_flags.nnodes = optarg; break;
+        case 0x111: r->node_flags.node_rank = optarg; break;
+        case 0x112: r->node_flags.master_addr = optarg; break;
+        case 0x113: r->node_flags.master_port = optarg; break;
+        case 0x114: r->node_flags.controller_port = optarg; break;
+        case 0x115: r->node_flags.job_id = optarg; break;
+        case 0x116: r->token_file = optarg; break;
+        case 0x117:
+            if (parse_seconds_ms(optarg, 86400u * 1000, &r->join_timeout_ms) ||
+                r->join_timeout_ms == 0) {
+                fprintf(stderr, "stepscope run: bad --join-timeout '%s' "
+                        "(seconds, e.g. 300)\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x118:
+            if (parse_seconds_ms(optarg, 3600u * 1000,
+                                 &r->heartbeat_timeout_ms) ||
+                r->heartbeat_timeout_ms < 2000) {
+                fprintf(stderr, "stepscope run: bad --heartbeat-timeout '%s' "
+                        "(seconds, 2 or more)\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
@@ -680,12 +730,8 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 "-- CMD ARGS...)\n");
         return 2;
     }
-    if (r->nprocs == 0) {
-        fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
-        return 2;
-    }
     r->argv = argv + optind;
-    return 0;
+    return resolve_nodes(r);
 }
 
 static void random_bytes(uint8_t *p, size_t n)
@@ -697,7 +743,7 @@ static void random_bytes(uint8_t *p, size_t n)
             continue;
         if (k <= 0) { /* no entropy source at all: weak but unique */
             for (; got < n; got++)
-                p[got] = (uint8_t)(rand() ^ getpid() ^ mono_now() >> (got % 8));
+                p[got] = (uint8_t)(rand() ^ getpid() ^ run_mono_now() >> (got % 8));
             return;
         }
         got += (size_t)k;
@@ -832,7 +878,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(info.name, sizeof info.name, "%s", slash ? slash + 1 : prog);
     }
     info.world_size = r->nprocs;
-    info.started_at = wall_now();
+    info.started_at = run_wall_now();
     gethostname(info.host, sizeof info.host - 1);
     ss_fingerprint_sources fsrc;
     ss_fingerprint_sources_default(&fsrc);
@@ -866,14 +912,15 @@ static int start(run_ctx *r, char *err, size_t errlen)
              r->sock_dir);
 
     if (r->host_interval_ms) {
-        r->host = ss_host_watch_start(&r->loop, r->nprocs,
+        r->host = ss_host_watch_start(&r->loop, r->nproc_local,
                                       r->host_interval_ms, "/proc");
         if (!r->host) {
             snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
             return -1;
         }
-        r->agg_cfg.host = (ss_host_provider){ss_host_watch_window, r->host};
     }
+    if (r->host || r->nnodes > 1)
+        r->agg_cfg.host = (ss_host_provider){run_nodes_host_window, r};
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
@@ -898,7 +945,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
                                cb_rejected, cb_status, cb_name_refused,
                                cb_values_dropped};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
-    if (!r->ingest)
+    if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
         return -1;
 
     char exe[PATH_MAX];
@@ -909,7 +956,11 @@ static int start(run_ctx *r, char *err, size_t errlen)
 
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
-    lcfg.nprocs = r->nprocs;
+    lcfg.nprocs = r->nproc_local;
+    lcfg.world_size = r->nprocs;
+    lcfg.nnodes = r->nnodes;
+    lcfg.master_addr = r->master_addr;
+    lcfg.master_port = r->master_port;
     lcfg.argv = r->argv;
     lcfg.exec_shim = exe;
     lcfg.env = r->rank_env.env;
@@ -919,14 +970,14 @@ static int start(run_ctx *r, char *err, size_t errlen)
     lcfg.attempt = r->attempt;
     lcfg.echo = !r->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
-    r->started = mono_now();
+    r->started = run_mono_now();
     ss_life_launched(&r->life, r->started);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
-    for (uint32_t i = 0; r->host && i < r->nprocs; i++)
+    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
         ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
-    event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
+    run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);
@@ -961,7 +1012,7 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->run_id = r->run_id;
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
-    sum->seconds = (double)(mono_now() - r->started) / 1e9;
+    sum->seconds = (double)(run_mono_now() - r->started) / 1e9;
     sum->steps_finalized = r->steps_finalized;
     sum->findings = r->findings_seen;
     for (uint32_t i = 0; i < r->nprocs; i++) {
@@ -980,7 +1031,7 @@ static void record_store_losses(run_ctx *r, int status)
     summary_facts(r, status, &sum);
     ss_buf note = {0};
     if (ss_life_loss_note(&sum, &note) && note.data)
-        event(r, "store_lost", -1, "%s", note.data);
+        run_event(r, "store_lost", -1, "%s", note.data);
     ss_buf_free(&note);
 }
 
@@ -991,7 +1042,9 @@ static void record_store_losses(run_ctx *r, int status)
 static void print_summary(run_ctx *r, int status)
 {
     char why[8192];
-    if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+    if (r->failure_text[0])
+        fprintf(stderr, "stepscope: %s\n", r->failure_text);
+    else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     print_names_over_limit(r);
     ss_run_summary sum;
@@ -1007,6 +1060,59 @@ static void print_summary(run_ctx *r, int status)
     ss_buf_free(&text);
 }
 
+/* The job's exit status: node 0's launcher's on a single node; on
+ * several, that of the first failure anywhere (a rank's, or 1 for a lost
+ * node), else the first non-zero node status. */
+static int job_status(const run_ctx *r)
+{
+    int local = ss_launcher_exit_status(r->launcher);
+    if (r->nnodes == 1)
+        return local;
+    if (r->first_failure_status >= 0)
+        return r->first_failure_status;
+    if (local != 0)
+        return local;
+    for (uint32_t k = 1; k < r->nnodes; k++)
+        if (r->nodes[k].status != 0)
+            return r->nodes[k].status;
+    return 0;
+}
+
+/* This node is not node 0: it runs an agent (agent.h). */
+static int run_agent(run_ctx *r)
+{
+    if (link_auth_init() != 0) {
+        fprintf(stderr, "stepscope run: the crypto library did not "
+                "initialise\n");
+        return 1;
+    }
+    char err[400];
+    if (link_secret_load(r->token_file, getenv("STEPSCOPE_TOKEN"), &r->secret,
+                         err, sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        return 2;
+    }
+    ss_agent_config cfg = {
+        .node_rank = r->conf.node_rank,
+        .nnodes = r->nnodes,
+        .nproc = r->nproc_local,
+        .master_addr = r->conf.master_addr,
+        .master_port = r->master_port,
+        .controller_port = r->controller_port,
+        .secret = &r->secret,
+        .job_id = r->job_id,
+        .argv = r->argv,
+        .auto_mode = r->auto_mode,
+        .quiet = r->quiet,
+        .grace_ms = r->grace_ms,
+        .join_timeout_ms = r->join_timeout_ms,
+        .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
+        .host_interval_ms = r->host_interval_ms,
+        .log_dir = r->log_dir,
+    };
+    return ss_agent_main(&cfg);
+}
+
 int ss_run_main(int argc, char **argv)
 {
     run_ctx *r = calloc(1, sizeof *r);
@@ -1016,10 +1122,18 @@ int ss_run_main(int argc, char **argv)
     r->connect_timeout_ms = 60000;
     r->host_interval_ms = SS_HOST_WATCH_INTERVAL_MS_DEFAULT;
     ss_aggregator_config_defaults(&r->agg_cfg);
+    r->join_timeout_ms = 300000;
+    r->heartbeat_timeout_ms = 10000;
+    r->first_failure_status = -1;
     int prc = parse_args(r, argc, argv);
     if (prc) {
         free(r);
         return prc == 1 ? 0 : 2;
+    }
+    if (r->conf.node_rank > 0) {
+        int st = run_agent(r);
+        free(r);
+        return st;
     }
     uv_loop_init(&r->loop);
     r->loop.data = r;
@@ -1039,30 +1153,31 @@ int ss_run_main(int argc, char **argv)
         r->tick.data = r;
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
-        status = ss_launcher_exit_status(r->launcher);
+        status = job_status(r);
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
             dropped_rec += r->ranks[i].counters.dropped_records;
         }
         if (r->refused_records)
-            event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
+            run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
         record_store_losses(r, status);
-        ss_store_end_run(r->store, r->run_id, wall_now(), status,
+        ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,
                          (int64_t)dropped_rec);
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
         if (r->store && r->run_id)
-            ss_store_end_run(r->store, r->run_id, wall_now(), 1,
+            ss_store_end_run(r->store, r->run_id, run_wall_now(), 1,
                              "failed_to_start", 0, 0);
     }
     /* Tear down: close everything on the loop, then let it finish. */
     if (r->launcher)
         ss_launcher_destroy(r->launcher);
+    run_nodes_close(r);
     if (r->ingest)
         ss_ingest_close(r->ingest);
     ss_host_watch_close(r->host);
@@ -1078,6 +1193,8 @@ int ss_run_main(int argc, char **argv)
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);
     free(r->ranks);
+    free(r->nodes);
+    free(r->remote_host);
     ss_life_release(&r->life);
     free(r);
     return status;

@@ -1,0 +1,586 @@
+/*
+ * node_links.c - accepts agent links, authenticates them, and turns what
+ * they carry into ingest channels and callbacks.
+ *
+ * Each link owns a read buffer for two maximal frames, a link decoder and
+ * encoder (link_wire.h), its handshake state and the list of its open
+ * channels (one per rank connection on the agent's host, by the agent's
+ * channel id).  One repeating timer per link sends heartbeats and notices
+ * silence: before the join it is the handshake deadline, after it the
+ * heartbeat timeout.  Writes are queued on the socket; a link whose peer
+ * stops reading (more than SS_LINK_MAX_QUEUED bytes waiting) is closed as
+ * lost rather than growing memory.  All state is touched only from the
+ * loop thread.
+ */
+#include "node_links.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LINK_BUF_SIZE (2 * LINK_FRAME_MAX)
+#define SS_LINK_MAX_QUEUED (64u << 20)
+
+enum { ST_HELLO, ST_PROOF, ST_JOINED, ST_CLOSING };
+
+struct peer;
+
+typedef struct chan {
+    uint32_t id;
+    ss_ingest_channel *ch;
+    ss_ingest_transport tr;
+    struct peer *owner;
+    struct chan *next;
+} chan;
+
+typedef struct peer {
+    uv_tcp_t tcp; /* first: handle data points back anyway */
+    uv_timer_t timer;
+    ss_node_links *owner;
+    struct peer *prev, *next;
+    link_decoder dec;
+    link_encoder enc;
+    int stage;
+    int said_bye;
+    int handles_open;
+    link_agent_hello hello;
+    uint8_t nonce[LINK_NONCE_SIZE];
+    int64_t clock_offset_ns; /* the channels' transports point here */
+    uint64_t last_rx_ms;
+    size_t queued;
+    char addr[64];
+    chan *chans;
+    size_t len;
+    uint8_t buf[LINK_BUF_SIZE];
+} peer;
+
+struct ss_node_links {
+    uv_loop_t *loop;
+    uv_tcp_t server;
+    ss_ingest *ingest;
+    ss_node_links_config cfg;
+    link_secret secret;
+    char run_uuid[LINK_MAX_STR + 1];
+    uint8_t rank_token[LINK_TOKEN_SIZE];
+    ss_node_links_callbacks cb;
+    peer *links;
+    uint32_t n_links;
+    int server_open;
+    int closing;
+    uint16_t port;
+    link_frame frame;                /* scratch: decoded */
+    uint8_t out[LINK_FRAME_MAX];     /* scratch: encoded */
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void maybe_free(ss_node_links *nl)
+{
+    if (nl->closing && !nl->server_open && nl->n_links == 0)
+        free(nl);
+}
+
+static void on_link_handle_closed(uv_handle_t *h)
+{
+    peer *l = h->data;
+    if (--l->handles_open > 0)
+        return;
+    ss_node_links *nl = l->owner;
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        nl->links = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    nl->n_links--;
+    free(l);
+    maybe_free(nl);
+}
+
+/* Closes L.  A joined link's channels are reported gone first; REPORT
+ * says whether the node's end is reported (not when the controller closes
+ * every link itself). */
+static void link_close(peer *l, const char *why, int report)
+{
+    if (l->stage == ST_CLOSING)
+        return;
+    int joined = l->stage == ST_JOINED;
+    l->stage = ST_CLOSING;
+    ss_node_links *nl = l->owner;
+    while (l->chans) {
+        chan *c = l->chans;
+        l->chans = c->next;
+        ss_ingest_channel_gone(c->ch);
+        free(c);
+    }
+    if (report && joined && nl->cb.on_node_gone)
+        nl->cb.on_node_gone(nl->cb.ctx, l->hello.node_rank, l->said_bye,
+                            l->said_bye ? "said goodbye" : why);
+    else if (report && !joined && nl->cb.on_refused)
+        nl->cb.on_refused(nl->cb.ctx, l->addr, why);
+    uv_read_stop((uv_stream_t *)&l->tcp);
+    uv_close((uv_handle_t *)&l->timer, on_link_handle_closed);
+    uv_close((uv_handle_t *)&l->tcp, on_link_handle_closed);
+}
+
+typedef struct {
+    uv_write_t req;
+    peer *l;
+    size_t len;
+    int close_after;
+    uint8_t bytes[];
+} write_req;
+
+static void on_write_done(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    peer *l = w->l;
+    l->queued -= w->len;
+    if (status < 0)
+        link_close(l, "its connection failed while sending", 1);
+    else if (w->close_after)
+        link_close(l, "refused", 0);
+    free(w);
+}
+
+/* Encodes F and queues it; closes L (lost) when it cannot. */
+static int link_send(peer *l, const link_frame *f, int close_after)
+{
+    if (l->stage == ST_CLOSING)
+        return -1;
+    ss_node_links *nl = l->owner;
+    size_t n = link_encode(&l->enc, nl->out, sizeof nl->out, f);
+    write_req *w = n ? malloc(sizeof *w + n) : NULL;
+    if (!w || l->queued + n > SS_LINK_MAX_QUEUED) {
+        free(w);
+        link_close(l, n ? "it stopped reading what the controller sends"
+                        : "a frame could not be encoded", 1);
+        return -1;
+    }
+    memcpy(w->bytes, nl->out, n);
+    w->l = l;
+    w->len = n;
+    w->close_after = close_after;
+    l->queued += n;
+    uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&l->tcp, &b, 1, on_write_done) < 0) {
+        l->queued -= n;
+        free(w);
+        link_close(l, "its connection failed while sending", 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- channels ---- */
+
+static int chan_write(void *ctx, const uint8_t *bytes, size_t len)
+{
+    chan *c = ctx;
+    link_frame f = {.type = LINK_DATA};
+    f.u.data = (link_data){c->id, (uint32_t)len, bytes};
+    return link_send(c->owner, &f, 0);
+}
+
+static void chan_unlink(chan *c)
+{
+    for (chan **p = &c->owner->chans; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            return;
+        }
+}
+
+/* The controller closed the channel: tell the agent, forget it. */
+static void chan_closed(void *ctx)
+{
+    chan *c = ctx;
+    peer *l = c->owner;
+    chan_unlink(c);
+    link_frame f = {.type = LINK_CLOSE};
+    f.u.channel.channel = c->id;
+    free(c);
+    link_send(l, &f, 0);
+}
+
+static chan *chan_find(peer *l, uint32_t id)
+{
+    for (chan *c = l->chans; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* ---- the handshake ---- */
+
+static void on_agent_hello(peer *l, const link_agent_hello *h)
+{
+    ss_node_links *nl = l->owner;
+    l->hello = *h;
+    link_random(l->nonce, sizeof l->nonce);
+    link_frame f = {.type = LINK_CHALLENGE};
+    memcpy(f.u.challenge.nonce, l->nonce, sizeof l->nonce);
+    link_auth_controller_proof(&nl->secret, &l->hello, l->nonce,
+                               f.u.challenge.proof);
+    l->stage = ST_PROOF;
+    link_send(l, &f, 0);
+}
+
+static void on_proof(peer *l, const link_proof *p)
+{
+    ss_node_links *nl = l->owner;
+    uint8_t want[LINK_PROOF_SIZE];
+    link_auth_agent_proof(&nl->secret, &l->hello, l->nonce, want);
+    if (!link_auth_proof_equal(want, p->proof)) {
+        link_close(l, "authentication failed: the agent does not know the "
+                   "run's secret", 1);
+        return;
+    }
+    uint8_t key[LINK_KEY_SIZE];
+    link_auth_session_key(&nl->secret, &l->hello, l->nonce, key);
+    link_encoder_keyed(&l->enc, key);
+    link_decoder_keyed(&l->dec, key);
+    char reason[LINK_MAX_STR + 1] = "refused by the controller";
+    if (nl->cb.on_join &&
+        nl->cb.on_join(nl->cb.ctx, &l->hello, l->addr, reason,
+                       sizeof reason) != 0) {
+        link_frame f = {.type = LINK_JOIN_REJECT};
+        snprintf(f.u.join_reject.reason, sizeof f.u.join_reject.reason, "%s",
+                 reason);
+        if (nl->cb.on_refused)
+            nl->cb.on_refused(nl->cb.ctx, l->addr, reason);
+        l->said_bye = 1; /* never joined: nothing to report at close */
+        link_send(l, &f, 1);
+        return;
+    }
+    link_frame f = {.type = LINK_JOIN_OK};
+    f.u.join_ok.attempt = nl->cfg.attempt;
+    f.u.join_ok.world_size = nl->cfg.world_size;
+    f.u.join_ok.controller_mono_ns = mono_ns();
+    link_auth_seal_token(key, nl->rank_token, f.u.join_ok.sealed_token);
+    snprintf(f.u.join_ok.run_uuid, sizeof f.u.join_ok.run_uuid, "%s",
+             nl->run_uuid);
+    l->stage = ST_JOINED;
+    link_send(l, &f, 0);
+}
+
+/* ---- frames of a joined node ---- */
+
+static void on_joined_frame(peer *l, const link_frame *f)
+{
+    ss_node_links *nl = l->owner;
+    const ss_node_links_callbacks *cb = &nl->cb;
+    uint32_t node = l->hello.node_rank;
+    switch (f->type) {
+    case LINK_OPEN: {
+        if (chan_find(l, f->u.channel.channel)) {
+            link_close(l, "it opened a channel twice", 1);
+            return;
+        }
+        chan *c = calloc(1, sizeof *c);
+        if (!c)
+            return;
+        c->id = f->u.channel.channel;
+        c->owner = l;
+        c->tr = (ss_ingest_transport){c, chan_write, chan_closed,
+                                      &l->clock_offset_ns};
+        c->ch = ss_ingest_channel_open(nl->ingest, &c->tr);
+        if (!c->ch) {
+            free(c);
+            link_frame cl = {.type = LINK_CLOSE};
+            cl.u.channel.channel = f->u.channel.channel;
+            link_send(l, &cl, 0);
+            return;
+        }
+        c->next = l->chans;
+        l->chans = c;
+        return;
+    }
+    case LINK_DATA: {
+        /* A channel we closed may still have bytes in flight: dropped. */
+        chan *c = chan_find(l, f->u.data.channel);
+        if (c)
+            ss_ingest_channel_feed(c->ch, f->u.data.bytes, f->u.data.len);
+        return;
+    }
+    case LINK_CLOSE: {
+        chan *c = chan_find(l, f->u.channel.channel);
+        if (c) {
+            chan_unlink(c);
+            ss_ingest_channel_gone(c->ch);
+            free(c);
+        }
+        return;
+    }
+    case LINK_TIME_REQ: {
+        int64_t t2 = mono_ns();
+        link_frame r = {.type = LINK_TIME_RESP};
+        r.u.time_resp = (link_time_resp){f->u.time_req.t1, t2, mono_ns()};
+        link_send(l, &r, 0);
+        return;
+    }
+    case LINK_CLOCK:
+        l->clock_offset_ns = f->u.clock.offset_ns;
+        if (cb->on_clock)
+            cb->on_clock(cb->ctx, node, &f->u.clock);
+        return;
+    case LINK_HEARTBEAT:
+        return;
+    case LINK_RANK_STARTED:
+        if (cb->on_rank_started)
+            cb->on_rank_started(cb->ctx, node, &f->u.rank_started);
+        return;
+    case LINK_RANK_EXIT:
+        if (cb->on_rank_exit)
+            cb->on_rank_exit(cb->ctx, node, &f->u.rank_exit);
+        return;
+    case LINK_ALL_EXITED:
+        if (cb->on_all_exited)
+            cb->on_all_exited(cb->ctx, node, &f->u.all_exited);
+        return;
+    case LINK_HOST:
+        if (cb->on_host)
+            cb->on_host(cb->ctx, node, &f->u.host);
+        return;
+    case LINK_BYE:
+        l->said_bye = 1;
+        return;
+    default:
+        link_close(l, "it sent a frame out of place", 1);
+        return;
+    }
+}
+
+/* ---- reading ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    peer *l = h->data;
+    b->base = (char *)l->buf + l->len;
+    b->len = sizeof l->buf - l->len;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    peer *l = s->data;
+    ss_node_links *nl = l->owner;
+    if (nread < 0) {
+        char why[128];
+        if (nread == UV_EOF)
+            snprintf(why, sizeof why, "its connection closed");
+        else
+            snprintf(why, sizeof why, "its connection failed: %s",
+                     uv_strerror((int)nread));
+        link_close(l, why, 1);
+        return;
+    }
+    l->len += (size_t)nread;
+    l->last_rx_ms = uv_now(nl->loop);
+    size_t off = 0;
+    while (l->stage != ST_CLOSING) {
+        size_t used = 0;
+        char err[200];
+        link_result rc = link_decoder_next(&l->dec, l->buf + off, l->len - off,
+                                           &nl->frame, &used, err, sizeof err);
+        if (rc == LINK_NEED_MORE)
+            break;
+        if (rc == LINK_ERROR) {
+            char why[260];
+            snprintf(why, sizeof why, "protocol error: %s", err);
+            link_close(l, why, 1);
+            return;
+        }
+        off += used;
+        if (l->stage == ST_HELLO && nl->frame.type == LINK_AGENT_HELLO)
+            on_agent_hello(l, &nl->frame.u.hello);
+        else if (l->stage == ST_PROOF && nl->frame.type == LINK_PROOF)
+            on_proof(l, &nl->frame.u.proof);
+        else if (l->stage == ST_JOINED)
+            on_joined_frame(l, &nl->frame);
+        else
+            link_close(l, "it broke the handshake", 1);
+    }
+    if (l->stage == ST_CLOSING)
+        return;
+    memmove(l->buf, l->buf + off, l->len - off);
+    l->len -= off;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    peer *l = t->data;
+    ss_node_links *nl = l->owner;
+    uint64_t silent = uv_now(nl->loop) - l->last_rx_ms;
+    if (l->stage != ST_JOINED) {
+        if (silent >= nl->cfg.handshake_timeout_ms)
+            link_close(l, "no handshake within the timeout", 1);
+        return;
+    }
+    if (silent >= nl->cfg.heartbeat_timeout_ms) {
+        char why[96];
+        snprintf(why, sizeof why, "no heartbeat for %.0f s",
+                 silent / 1000.0);
+        link_close(l, why, 1);
+        return;
+    }
+    link_frame f = {.type = LINK_HEARTBEAT};
+    link_send(l, &f, 0);
+}
+
+static void peer_name(uv_tcp_t *tcp, char *out, size_t n)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    snprintf(out, n, "?");
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    char ip[48] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        uv_ip4_name(a, ip, sizeof ip);
+        port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        uv_ip6_name(a, ip, sizeof ip);
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(out, n, "%s:%d", ip, port);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    ss_node_links *nl = server->data;
+    if (status < 0 || nl->closing)
+        return;
+    peer *l = calloc(1, sizeof *l);
+    if (!l)
+        return;
+    l->owner = nl;
+    link_decoder_init(&l->dec, LINK_FROM_AGENT);
+    link_encoder_init(&l->enc, LINK_FROM_CONTROLLER);
+    uv_tcp_init(nl->loop, &l->tcp);
+    uv_timer_init(nl->loop, &l->timer);
+    l->tcp.data = l;
+    l->timer.data = l;
+    l->handles_open = 2;
+    l->next = nl->links;
+    if (nl->links)
+        nl->links->prev = l;
+    nl->links = l;
+    nl->n_links++;
+    l->last_rx_ms = uv_now(nl->loop);
+    if (uv_accept(server, (uv_stream_t *)&l->tcp) < 0) {
+        link_close(l, "accept failed", 0);
+        return;
+    }
+    uv_tcp_nodelay(&l->tcp, 1);
+    peer_name(&l->tcp, l->addr, sizeof l->addr);
+    uv_timer_start(&l->timer, on_timer, nl->cfg.heartbeat_ms,
+                   nl->cfg.heartbeat_ms);
+    uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
+}
+
+ss_node_links *ss_node_links_start(uv_loop_t *loop, ss_ingest *ingest,
+                                   const ss_node_links_config *cfg,
+                                   const ss_node_links_callbacks *cb,
+                                   char *err, size_t errlen)
+{
+    ss_node_links *nl = calloc(1, sizeof *nl);
+    if (!nl) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    nl->loop = loop;
+    nl->ingest = ingest;
+    nl->cfg = *cfg;
+    nl->cb = *cb;
+    nl->secret = *cfg->secret;
+    nl->cfg.secret = &nl->secret;
+    snprintf(nl->run_uuid, sizeof nl->run_uuid, "%s", cfg->run_uuid);
+    nl->cfg.run_uuid = nl->run_uuid;
+    memcpy(nl->rank_token, cfg->rank_token, LINK_TOKEN_SIZE);
+    nl->cfg.rank_token = nl->rank_token;
+    if (!nl->cfg.heartbeat_ms)
+        nl->cfg.heartbeat_ms = 1000;
+    if (!nl->cfg.heartbeat_timeout_ms)
+        nl->cfg.heartbeat_timeout_ms = 10000;
+    if (!nl->cfg.handshake_timeout_ms)
+        nl->cfg.handshake_timeout_ms = 10000;
+    const char *host = cfg->bind_addr ? cfg->bind_addr : "0.0.0.0";
+    nl->cfg.bind_addr = NULL;
+    struct sockaddr_storage addr;
+    int rc = strchr(host, ':')
+                 ? uv_ip6_addr(host, cfg->port, (struct sockaddr_in6 *)&addr)
+                 : uv_ip4_addr(host, cfg->port, (struct sockaddr_in *)&addr);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot listen on '%s': not an IP address",
+                 host);
+        free(nl);
+        return NULL;
+    }
+    uv_tcp_init(loop, &nl->server);
+    nl->server.data = nl;
+    nl->server_open = 1;
+    rc = uv_tcp_bind(&nl->server, (struct sockaddr *)&addr, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&nl->server, 256, on_connection);
+    if (rc < 0) {
+        snprintf(err, errlen, "listen on %s:%u for the agents: %s", host,
+                 (unsigned)cfg->port, uv_strerror(rc));
+        ss_node_links_close(nl);
+        return NULL;
+    }
+    struct sockaddr_storage got;
+    int len = sizeof got;
+    uv_tcp_getsockname(&nl->server, (struct sockaddr *)&got, &len);
+    nl->port = ntohs(got.ss_family == AF_INET6
+                         ? ((struct sockaddr_in6 *)&got)->sin6_port
+                         : ((struct sockaddr_in *)&got)->sin_port);
+    return nl;
+}
+
+void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
+                            const char *reason)
+{
+    if (!nl)
+        return;
+    link_frame f = {.type = LINK_STOP};
+    f.u.stop.kill_now = (uint8_t)(kill_now != 0);
+    snprintf(f.u.stop.reason, sizeof f.u.stop.reason, "%s",
+             reason ? reason : "");
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED)
+            link_send(l, &f, 0);
+}
+
+static void on_server_closed(uv_handle_t *h)
+{
+    ss_node_links *nl = h->data;
+    nl->server_open = 0;
+    maybe_free(nl);
+}
+
+void ss_node_links_close(ss_node_links *nl)
+{
+    if (!nl)
+        return;
+    nl->closing = 1;
+    for (peer *l = nl->links; l; l = l->next)
+        link_close(l, "the controller closed", 0);
+    if (nl->server_open && !uv_is_closing((uv_handle_t *)&nl->server))
+        uv_close((uv_handle_t *)&nl->server, on_server_closed);
+    else
+        maybe_free(nl);
+}
+
+uint16_t ss_node_links_port(const ss_node_links *nl)
+{
+    return nl->port;
+}

@@ -1,0 +1,868 @@
+/*
+ * agent.c - the node agent of a multi-node run (agent.h).
+ *
+ * One libuv loop: the link to the controller (a TCP stream, a link
+ * decoder and encoder), a unix socket where the node's ranks connect
+ * (one channel per connection, bytes forwarded both ways unchanged), the
+ * launcher, the host watch, a heartbeat timer, a clock timer and the
+ * signals.  Stages: connecting (retried until the join timeout), the
+ * handshake, the first clock round, then running; the ranks start only
+ * once the node has joined and its clock is known.
+ *
+ * Each rank connection's bytes are also decoded here, passively, with the
+ * rank protocol's own decoder: HELLO tells which rank it is (its GPU is
+ * looked up), each STEP is the moment to sample the host and send that
+ * step's evidence (LINK_HOST).  A connection the decoder fails on is still
+ * forwarded (the controller rejects it); it just gets no evidence.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "clock_sync.h"
+#include "host_watch.h"
+#include "launcher.h"
+#include "link_wire.h"
+#include "private_fs.h"
+#include "rank_env.h"
+#include "sockdir.h"
+#include "store.h"
+#include "store_files.h"
+#include "wire.h"
+
+#define DECODE_BUF (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
+#define LINK_BUF (2 * LINK_FRAME_MAX)
+#define CLOCK_GAP_MS 5      /* between the exchanges of one round */
+#define RETRY_MS 500        /* between attempts to reach the controller */
+
+enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
+
+struct agent;
+
+typedef struct rank_conn {
+    uv_pipe_t pipe; /* first */
+    struct agent *a;
+    struct rank_conn *next;
+    uint32_t id;
+    int closing;
+    int controller_closed; /* the controller closed it: no CLOSE back */
+    int64_t rank;          /* global rank once its HELLO was seen, else -1 */
+    int decoding;          /* 0 once the passive decoder failed */
+    wire_decoder dec;
+    size_t len;
+    uint8_t buf[DECODE_BUF];
+    uint8_t readbuf[16384];
+} rank_conn;
+
+typedef struct agent {
+    const ss_agent_config *cfg;
+    uv_loop_t loop;
+    int stage;
+    int status;        /* what ss_agent_main returns */
+    char controller[300]; /* "host:port", for messages */
+    struct sockaddr_storage ctl_addr;
+    /* the link */
+    uv_tcp_t tcp;
+    int tcp_open;
+    uv_connect_t connect_req;
+    uv_timer_t retry, heartbeat, clock_timer;
+    uint64_t deadline_ms;      /* join deadline, loop time */
+    uint64_t last_rx_ms;
+    char last_error[200];
+    link_encoder enc;
+    link_decoder dec;
+    link_agent_hello hello;
+    uint8_t key[LINK_KEY_SIZE];
+    size_t link_len;
+    uint8_t link_buf[LINK_BUF];
+    link_frame frame;
+    uint8_t out[LINK_FRAME_MAX];
+    /* the run, from JOIN_OK */
+    char uuid[LINK_MAX_STR + 1];
+    uint8_t token[WIRE_TOKEN_SIZE];
+    uint32_t attempt;
+    /* clocks */
+    ss_clock_sync clock;
+    uint32_t clock_sent; /* exchanges sent in this round */
+    /* the ranks */
+    uint32_t rank_base;
+    char sock_dir[PATH_MAX];
+    char sock_path[PATH_MAX];
+    char log_dir[PATH_MAX];
+    uv_pipe_t server;
+    int server_open;
+    rank_conn *conns;
+    uint32_t next_channel;
+    ss_rank_env env;
+    ss_launcher *launcher;
+    ss_host_watch *host;
+    int64_t *last_step;     /* per local rank, -1: none */
+    int ranks_done;
+    int lost;               /* the controller was lost */
+    uint32_t stop_requests;
+    uv_signal_t sig_int, sig_term, sig_hup;
+    wire_frame wframe;
+} agent;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void say(const agent *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void say(const agent *a, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "stepscope: node %u: ", a->cfg->node_rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void finish(agent *a);
+static void lose_controller(agent *a, const char *why);
+
+/* ---- sending on the link ---- */
+
+typedef struct {
+    uv_write_t req;
+    uint8_t bytes[];
+} link_write;
+
+static void on_link_written(uv_write_t *req, int status)
+{
+    free(req);
+}
+
+static int send_frame(agent *a, const link_frame *f)
+{
+    if (!a->tcp_open || a->lost)
+        return -1;
+    size_t n = link_encode(&a->enc, a->out, sizeof a->out, f);
+    link_write *w = n ? malloc(sizeof *w + n) : NULL;
+    if (!w) {
+        free(w);
+        return -1;
+    }
+    memcpy(w->bytes, a->out, n);
+    uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&a->tcp, &b, 1, on_link_written) <
+        0) {
+        free(w);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the ranks' connections ---- */
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void conn_close(rank_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    agent *a = c->a;
+    for (rank_conn **p = &a->conns; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    if (!c->controller_closed) {
+        link_frame f = {.type = LINK_CLOSE};
+        f.u.channel.channel = c->id;
+        send_frame(a, &f);
+    }
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static rank_conn *conn_find(agent *a, uint32_t id)
+{
+    for (rank_conn *c = a->conns; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+/* What the host saw of the rank during the step it just reported. */
+static void send_host_evidence(agent *a, rank_conn *c, const wire_step *s)
+{
+    uint32_t local = (uint32_t)(c->rank - a->rank_base);
+    if (local >= a->cfg->nproc)
+        return;
+    a->last_step[local] = (int64_t)s->step;
+    if (!a->host)
+        return;
+    ss_host_watch_step_done(a->host, local);
+    link_frame f = {.type = LINK_HOST};
+    if (ss_host_watch_window(a->host, local, s->begin_ns, s->end_ns,
+                             &f.u.host.host) != 0)
+        return;
+    f.u.host.rank = (uint32_t)c->rank;
+    f.u.host.step = s->step;
+    send_frame(a, &f);
+}
+
+/* Reads C's frames as the controller will, to learn its rank and steps. */
+static void observe(agent *a, rank_conn *c, const uint8_t *p, size_t n)
+{
+    if (!c->decoding)
+        return;
+    if (n > sizeof c->buf - c->len) {
+        c->decoding = 0;
+        return;
+    }
+    memcpy(c->buf + c->len, p, n);
+    c->len += n;
+    size_t off = 0;
+    for (;;) {
+        size_t used = 0;
+        char err[128];
+        wire_result rc = wire_decoder_next(&c->dec, c->buf + off,
+                                           c->len - off, &a->wframe, &used,
+                                           err, sizeof err);
+        if (rc == WIRE_NEED_MORE)
+            break;
+        if (rc == WIRE_ERROR) {
+            c->decoding = 0;
+            return;
+        }
+        off += used;
+        if (a->wframe.type == WIRE_HELLO) {
+            c->rank = a->wframe.u.hello.rank;
+            uint32_t local = (uint32_t)(c->rank - a->rank_base);
+            if (a->host && local < a->cfg->nproc)
+                ss_host_watch_rank_hello(a->host, local,
+                                         (pid_t)a->wframe.u.hello.pid);
+        } else if (a->wframe.type == WIRE_STEP && c->rank >= 0) {
+            send_host_evidence(a, c, &a->wframe.u.step);
+        }
+    }
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+}
+
+static void on_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    rank_conn *c = h->data;
+    b->base = (char *)c->readbuf;
+    b->len = sizeof c->readbuf;
+}
+
+static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    rank_conn *c = s->data;
+    agent *a = c->a;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    /* Evidence first: the controller may finalize a step the moment its
+     * record arrives, and must have the host's view of it by then. */
+    observe(a, c, c->readbuf, (size_t)nread);
+    link_frame f = {.type = LINK_DATA};
+    f.u.data = (link_data){c->id, (uint32_t)nread, c->readbuf};
+    if (send_frame(a, &f) != 0)
+        conn_close(c);
+}
+
+static void on_rank_connection(uv_stream_t *server, int status)
+{
+    agent *a = server->data;
+    if (status < 0)
+        return;
+    rank_conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->a = a;
+    c->rank = -1;
+    c->decoding = 1;
+    c->id = ++a->next_channel;
+    wire_decoder_init(&c->dec, WIRE_FROM_RANK, a->token, a->uuid);
+    uv_pipe_init(&a->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    c->next = a->conns;
+    a->conns = c;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+        c->controller_closed = 1; /* never opened there */
+        conn_close(c);
+        return;
+    }
+    link_frame f = {.type = LINK_OPEN};
+    f.u.channel.channel = c->id;
+    send_frame(a, &f);
+    uv_read_start((uv_stream_t *)&c->pipe, on_conn_alloc, on_conn_read);
+}
+
+typedef struct {
+    uv_write_t req;
+    uint8_t bytes[];
+} conn_write;
+
+static void on_conn_written(uv_write_t *req, int status)
+{
+    free(req);
+}
+
+/* Bytes from the controller for channel ID (WELCOME, REJECT). */
+static void to_rank(agent *a, const link_data *d)
+{
+    rank_conn *c = conn_find(a, d->channel);
+    if (!c)
+        return;
+    conn_write *w = malloc(sizeof *w + d->len);
+    if (!w)
+        return;
+    memcpy(w->bytes, d->bytes, d->len);
+    uv_buf_t b = uv_buf_init((char *)w->bytes, d->len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_conn_written) < 0)
+        free(w);
+}
+
+/* ---- the launcher ---- */
+
+static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
+                         int term_signal)
+{
+    agent *a = ctx;
+    ss_host_watch_rank_exited(a->host, local);
+    link_frame f = {.type = LINK_RANK_EXIT};
+    f.u.rank_exit.rank = a->rank_base + local;
+    f.u.rank_exit.exit_code = exit_code;
+    f.u.rank_exit.term_signal = term_signal;
+    if (exit_code != 0 || term_signal != 0)
+        ss_launcher_failure_summary(a->launcher, f.u.rank_exit.tail,
+                                    sizeof f.u.rank_exit.tail);
+    send_frame(a, &f);
+}
+
+static void cb_all_exited(void *ctx)
+{
+    agent *a = ctx;
+    a->ranks_done = 1;
+    int status = ss_launcher_exit_status(a->launcher);
+    link_frame f = {.type = LINK_ALL_EXITED};
+    f.u.all_exited.left_behind = ss_launcher_left_behind(a->launcher);
+    f.u.all_exited.status = status;
+    send_frame(a, &f);
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(a, &bye);
+    a->status = a->lost && status == 0 ? 1 : status;
+    char why[4096];
+    if (ss_launcher_failure_summary(a->launcher, why, sizeof why) > 0)
+        say(a, "%s", why);
+    finish(a);
+}
+
+static int cb_last_step(void *ctx, uint32_t local, uint64_t *step)
+{
+    agent *a = ctx;
+    if (local >= a->cfg->nproc || a->last_step[local] < 0)
+        return 0;
+    *step = (uint64_t)a->last_step[local];
+    return 1;
+}
+
+/* Joined and the clock is known: the node's ranks start. */
+static int start_ranks(agent *a)
+{
+    char err[512];
+    if (ss_sockdir_create(a->sock_dir, sizeof a->sock_dir, err, sizeof err) !=
+        0)
+        goto fail;
+    snprintf(a->sock_path, sizeof a->sock_path, "%s/" SS_SOCKDIR_SOCKET,
+             a->sock_dir);
+    uv_pipe_init(&a->loop, &a->server, 0);
+    a->server.data = a;
+    a->server_open = 1;
+    int rc = uv_pipe_bind(&a->server, a->sock_path);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&a->server, 1024, on_rank_connection);
+    if (rc < 0) {
+        snprintf(err, sizeof err, "listen(%s): %s", a->sock_path,
+                 uv_strerror(rc));
+        goto fail;
+    }
+    char exe[PATH_MAX];
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0 ||
+        ss_rank_env_build(&a->env, exe, a->sock_path, a->token, a->uuid,
+                          a->cfg->auto_mode, err, sizeof err) != 0)
+        goto fail;
+    if (a->cfg->log_dir) {
+        snprintf(a->log_dir, sizeof a->log_dir, "%s", a->cfg->log_dir);
+    } else {
+        char files[PATH_MAX];
+        if (ss_store_files_dir(NULL, files, sizeof files) != 0) {
+            snprintf(err, sizeof err, "no HOME or XDG_DATA_HOME for the "
+                     "ranks' logs; pass --log-dir DIR");
+            goto fail;
+        }
+        snprintf(a->log_dir, sizeof a->log_dir, "%.*s/logs/run-%s-node%u",
+                 PATH_MAX - 64, files, a->uuid, a->cfg->node_rank);
+    }
+    if (a->cfg->host_interval_ms) {
+        a->host = ss_host_watch_start(&a->loop, a->cfg->nproc,
+                                      a->cfg->host_interval_ms, "/proc");
+        if (!a->host) {
+            snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
+    }
+    ss_launch_config lcfg;
+    ss_launch_config_defaults(&lcfg);
+    lcfg.nprocs = a->cfg->nproc;
+    lcfg.rank_base = a->rank_base;
+    lcfg.world_size = a->cfg->nnodes * a->cfg->nproc;
+    lcfg.node_rank = a->cfg->node_rank;
+    lcfg.nnodes = a->cfg->nnodes;
+    lcfg.master_addr = a->cfg->master_addr;
+    lcfg.master_port = a->cfg->master_port;
+    lcfg.argv = a->cfg->argv;
+    lcfg.exec_shim = exe;
+    lcfg.env = a->env.env;
+    lcfg.run_id = a->uuid;
+    lcfg.log_dir = a->log_dir;
+    lcfg.grace_ms = a->cfg->grace_ms;
+    lcfg.attempt = a->attempt;
+    lcfg.echo = !a->cfg->quiet;
+    ss_launch_callbacks lcb = {a, cb_rank_exit, cb_all_exited, cb_last_step};
+    a->launcher = ss_launcher_start(&a->loop, &lcfg, &lcb, err, sizeof err);
+    if (!a->launcher)
+        goto fail;
+    for (uint32_t i = 0; i < a->cfg->nproc; i++) {
+        int pid = ss_launcher_rank_pid(a->launcher, i);
+        ss_host_watch_rank(a->host, i, pid);
+        link_frame f = {.type = LINK_RANK_STARTED};
+        f.u.rank_started = (link_rank_started){a->rank_base + i,
+                                               (uint32_t)pid};
+        send_frame(a, &f);
+    }
+    a->stage = AG_RUNNING;
+    if (!a->cfg->quiet)
+        say(a, "ranks %u-%u started (run %s, logs %s)", a->rank_base,
+            a->rank_base + a->cfg->nproc - 1, a->uuid, a->log_dir);
+    return 0;
+fail:
+    say(a, "cannot start this node's ranks: %s", err);
+    a->status = 1;
+    finish(a);
+    return -1;
+}
+
+/* ---- clocks ---- */
+
+static void on_clock_timer(uv_timer_t *t)
+{
+    agent *a = t->data;
+    if (a->clock_sent >= SS_CLOCK_ROUND) {
+        /* a new round */
+        a->clock_sent = 0;
+    }
+    link_frame f = {.type = LINK_TIME_REQ};
+    f.u.time_req.t1 = mono_ns();
+    a->clock_sent++;
+    send_frame(a, &f);
+    if (a->clock_sent < SS_CLOCK_ROUND)
+        uv_timer_start(&a->clock_timer, on_clock_timer, CLOCK_GAP_MS, 0);
+}
+
+static void on_time_resp(agent *a, const link_time_resp *r)
+{
+    int64_t t4 = mono_ns();
+    if (ss_clock_sync_add(&a->clock, r->t1, r->t2, r->t3, t4) != 1)
+        return;
+    ss_clock_estimate e;
+    if (ss_clock_sync_estimate(&a->clock, t4, &e) != 0)
+        return;
+    link_frame f = {.type = LINK_CLOCK};
+    f.u.clock = (link_clock){e.offset_ns, e.bound_ns, e.rtt_ns, e.samples};
+    send_frame(a, &f);
+    uv_timer_start(&a->clock_timer, on_clock_timer, SS_AGENT_CLOCK_PERIOD_MS,
+                   0);
+    if (a->stage == AG_SYNCING) {
+        if (!a->cfg->quiet)
+            say(a, "joined %s; clock offset %+.3f ms (± %.3f ms)",
+                a->controller, e.offset_ns / 1e6, e.bound_ns / 1e6);
+        start_ranks(a);
+    }
+}
+
+/* ---- the link ---- */
+
+static void on_join_ok(agent *a, const link_join_ok *j)
+{
+    uint32_t want = a->cfg->nnodes * a->cfg->nproc;
+    if (j->world_size != want) {
+        say(a, "the controller runs %u ranks, this node expects %u "
+            "(--nnodes %u × -n %u): use the same -n and --nnodes on every "
+            "node", j->world_size, want, a->cfg->nnodes, a->cfg->nproc);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    snprintf(a->uuid, sizeof a->uuid, "%s", j->run_uuid);
+    link_auth_seal_token(a->key, j->sealed_token, a->token);
+    a->attempt = j->attempt;
+    a->stage = AG_SYNCING;
+    ss_clock_sync_init(&a->clock);
+    a->clock_sent = 0;
+    on_clock_timer(&a->clock_timer);
+}
+
+static void on_challenge(agent *a, const link_challenge *c)
+{
+    uint8_t want[LINK_PROOF_SIZE];
+    link_auth_controller_proof(a->cfg->secret, &a->hello, c->nonce, want);
+    if (!link_auth_proof_equal(want, c->proof)) {
+        say(a, "the controller at %s did not prove it knows the run's "
+            "secret (another --token-file or STEPSCOPE_TOKEN, or not this "
+            "run's controller); no rank started", a->controller);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    link_frame f = {.type = LINK_PROOF};
+    link_auth_agent_proof(a->cfg->secret, &a->hello, c->nonce, f.u.proof.proof);
+    send_frame(a, &f);
+    link_auth_session_key(a->cfg->secret, &a->hello, c->nonce, a->key);
+    link_encoder_keyed(&a->enc, a->key);
+    link_decoder_keyed(&a->dec, a->key);
+}
+
+static void on_link_frame(agent *a, const link_frame *f)
+{
+    switch (f->type) {
+    case LINK_CHALLENGE:
+        on_challenge(a, &f->u.challenge);
+        return;
+    case LINK_JOIN_OK:
+        on_join_ok(a, &f->u.join_ok);
+        return;
+    case LINK_JOIN_REJECT:
+        say(a, "the controller at %s refused this node: %s", a->controller,
+            f->u.join_reject.reason);
+        a->status = 1;
+        finish(a);
+        return;
+    case LINK_DATA:
+        to_rank(a, &f->u.data);
+        return;
+    case LINK_CLOSE: {
+        rank_conn *c = conn_find(a, f->u.channel.channel);
+        if (c) {
+            c->controller_closed = 1;
+            conn_close(c);
+        }
+        return;
+    }
+    case LINK_TIME_RESP:
+        on_time_resp(a, &f->u.time_resp);
+        return;
+    case LINK_HEARTBEAT:
+        return;
+    case LINK_STOP:
+        if (!a->launcher) {
+            a->status = 1;
+            finish(a);
+        } else if (f->u.stop.kill_now) {
+            ss_launcher_kill_now(a->launcher, f->u.stop.reason);
+        } else {
+            ss_launcher_terminate(a->launcher, f->u.stop.reason);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+static void on_link_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    agent *a = h->data;
+    b->base = (char *)a->link_buf + a->link_len;
+    b->len = sizeof a->link_buf - a->link_len;
+}
+
+static void on_link_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    agent *a = s->data;
+    if (nread < 0) {
+        char why[160];
+        snprintf(why, sizeof why, "its connection %s",
+                 nread == UV_EOF ? "closed" : uv_strerror((int)nread));
+        lose_controller(a, why);
+        return;
+    }
+    a->link_len += (size_t)nread;
+    a->last_rx_ms = uv_now(&a->loop);
+    size_t off = 0;
+    while (a->stage != AG_ENDING && !a->lost) {
+        size_t used = 0;
+        char err[200];
+        link_result rc = link_decoder_next(&a->dec, a->link_buf + off,
+                                           a->link_len - off, &a->frame, &used,
+                                           err, sizeof err);
+        if (rc == LINK_NEED_MORE)
+            break;
+        if (rc == LINK_ERROR) {
+            char why[260];
+            snprintf(why, sizeof why, "protocol error: %s", err);
+            lose_controller(a, why);
+            return;
+        }
+        off += used;
+        on_link_frame(a, &a->frame);
+    }
+    if (a->lost || a->stage == AG_ENDING)
+        return;
+    memmove(a->link_buf, a->link_buf + off, a->link_len - off);
+    a->link_len -= off;
+}
+
+static void on_heartbeat(uv_timer_t *t)
+{
+    agent *a = t->data;
+    if (a->lost || a->stage < AG_SYNCING)
+        return;
+    uint64_t silent = uv_now(&a->loop) - a->last_rx_ms;
+    uint32_t limit = a->cfg->heartbeat_timeout_ms;
+    if (silent >= limit) {
+        char why[96];
+        snprintf(why, sizeof why, "no heartbeat for %.0f s", silent / 1000.0);
+        lose_controller(a, why);
+        return;
+    }
+    link_frame f = {.type = LINK_HEARTBEAT};
+    send_frame(a, &f);
+}
+
+static void try_connect(agent *a);
+
+static void on_retry(uv_timer_t *t)
+{
+    try_connect(t->data);
+}
+
+static void on_tcp_closed_retry(uv_handle_t *h)
+{
+    agent *a = h->data;
+    a->tcp_open = 0;
+    if (uv_now(&a->loop) >= a->deadline_ms) {
+        say(a, "could not join the controller at %s within %.0f s: %s",
+            a->controller, a->cfg->join_timeout_ms / 1000.0, a->last_error);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    uv_timer_start(&a->retry, on_retry, RETRY_MS, 0);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    agent *a = req->data;
+    if (status < 0) {
+        snprintf(a->last_error, sizeof a->last_error, "%s",
+                 uv_strerror(status));
+        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+        return;
+    }
+    uv_tcp_nodelay(&a->tcp, 1);
+    a->stage = AG_HANDSHAKE;
+    a->last_rx_ms = uv_now(&a->loop);
+    link_encoder_init(&a->enc, LINK_FROM_AGENT);
+    link_decoder_init(&a->dec, LINK_FROM_CONTROLLER);
+    link_random(a->hello.nonce, sizeof a->hello.nonce);
+    link_frame f = {.type = LINK_AGENT_HELLO};
+    f.u.hello = a->hello;
+    uv_read_start((uv_stream_t *)&a->tcp, on_link_alloc, on_link_read);
+    send_frame(a, &f);
+}
+
+static void try_connect(agent *a)
+{
+    if (a->stage == AG_ENDING)
+        return;
+    uv_tcp_init(&a->loop, &a->tcp);
+    a->tcp.data = a;
+    a->tcp_open = 1;
+    a->connect_req.data = a;
+    int rc = uv_tcp_connect(&a->connect_req, &a->tcp,
+                            (struct sockaddr *)&a->ctl_addr, on_connected);
+    if (rc < 0) {
+        snprintf(a->last_error, sizeof a->last_error, "%s", uv_strerror(rc));
+        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+    }
+}
+
+/* The controller is gone: this node's ranks are stopped, then the agent
+ * ends with a failure. */
+static void lose_controller(agent *a, const char *why)
+{
+    if (a->lost || a->stage == AG_ENDING)
+        return;
+    if (a->stage < AG_SYNCING) {
+        /* still joining: a refused or failed handshake */
+        say(a, "lost the controller at %s while joining: %s", a->controller,
+            why);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    a->lost = 1;
+    say(a, "lost the controller at %s: %s; stopping this node's ranks",
+        a->controller, why);
+    uv_read_stop((uv_stream_t *)&a->tcp);
+    if (a->launcher && !a->ranks_done) {
+        char reason[256];
+        snprintf(reason, sizeof reason, "the controller was lost (%s)", why);
+        ss_launcher_terminate(a->launcher, reason);
+    } else {
+        a->status = 1;
+        finish(a);
+    }
+}
+
+/* Ends the loop: everything still open is closed. */
+static void finish(agent *a)
+{
+    if (a->stage == AG_ENDING)
+        return;
+    a->stage = AG_ENDING;
+    uv_stop(&a->loop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    agent *a = h->data;
+    a->stop_requests++;
+    char why[64];
+    snprintf(why, sizeof why, "stopped by %s on node %u", strsignal(signum),
+             a->cfg->node_rank);
+    if (!a->launcher || a->ranks_done) {
+        a->status = 128 + signum;
+        finish(a);
+    } else if (a->stop_requests == 1) {
+        say(a, "%s: stopping this node's ranks (again to kill now)",
+            strsignal(signum));
+        ss_launcher_terminate(a->launcher, why);
+    } else {
+        ss_launcher_kill_now(a->launcher, why);
+    }
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* Resolves the controller's address (a host name from Slurm, say). */
+static int resolve(agent *a)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)a->cfg->controller_port);
+    int rc = getaddrinfo(a->cfg->master_addr, port, &hints, &res);
+    if (rc != 0 || !res) {
+        say(a, "cannot resolve the master address '%s': %s",
+            a->cfg->master_addr, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(&a->ctl_addr, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+int ss_agent_main(const ss_agent_config *cfg)
+{
+    agent *a = calloc(1, sizeof *a);
+    int64_t *last = calloc(cfg->nproc ? cfg->nproc : 1, sizeof *last);
+    if (!a || !last) {
+        free(a);
+        free(last);
+        fprintf(stderr, "stepscope: out of memory\n");
+        return 1;
+    }
+    ss_agent_config c = *cfg;
+    if (!c.heartbeat_ms)
+        c.heartbeat_ms = 1000;
+    if (!c.heartbeat_timeout_ms)
+        c.heartbeat_timeout_ms = 10000;
+    a->cfg = &c;
+    a->status = 1;
+    a->last_step = last;
+    for (uint32_t i = 0; i < c.nproc; i++)
+        last[i] = -1;
+    a->rank_base = c.node_rank * c.nproc;
+    snprintf(a->controller, sizeof a->controller, "%s:%u", c.master_addr,
+             (unsigned)c.controller_port);
+    a->hello.version = LINK_VERSION;
+    a->hello.node_rank = c.node_rank;
+    a->hello.nnodes = c.nnodes;
+    a->hello.nproc_per_node = c.nproc;
+    snprintf(a->hello.job_id, sizeof a->hello.job_id, "%s", c.job_id);
+    gethostname(a->hello.host, sizeof a->hello.host - 1);
+    snprintf(a->last_error, sizeof a->last_error, "no answer");
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&a->loop);
+    a->loop.data = a;
+    uv_signal_t *sigs[] = {&a->sig_int, &a->sig_term, &a->sig_hup};
+    int signums[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&a->loop, sigs[i]);
+        sigs[i]->data = a;
+        uv_signal_start(sigs[i], on_signal, signums[i]);
+    }
+    uv_timer_init(&a->loop, &a->retry);
+    uv_timer_init(&a->loop, &a->heartbeat);
+    uv_timer_init(&a->loop, &a->clock_timer);
+    a->retry.data = a->heartbeat.data = a->clock_timer.data = a;
+    if (link_auth_init() != 0) {
+        say(a, "the crypto library did not initialise");
+    } else if (resolve(a) == 0) {
+        if (!c.quiet)
+            say(a, "joining the controller at %s", a->controller);
+        a->deadline_ms = uv_now(&a->loop) + c.join_timeout_ms;
+        uv_timer_start(&a->heartbeat, on_heartbeat, c.heartbeat_ms,
+                       c.heartbeat_ms);
+        try_connect(a);
+        uv_run(&a->loop, UV_RUN_DEFAULT);
+    }
+    int status = a->status;
+    if (a->launcher)
+        ss_launcher_destroy(a->launcher);
+    ss_host_watch_close(a->host);
+    if (a->server_open)
+        unlink(a->sock_path);
+    uv_walk(&a->loop, close_walk, NULL);
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&a->loop);
+    ss_host_watch_free(a->host);
+    ss_sockdir_remove(a->sock_dir);
+    free(a->last_step);
+    free(a);
+    return status;
+}

@@ -1,0 +1,189 @@
+/*
+ * run_internal.h - what the files of `stepscope run` share: the run's
+ * state and the few actions every part of the wiring takes.
+ *
+ * run.c wires one node's controller (store, ingest, aggregator, launcher,
+ * HTTP); run_nodes.c adds the other nodes of a multi-node run (their agent
+ * links, clocks, rank exits, losses and host evidence).  Both run on the
+ * controller's one loop thread.  Not an interface for anything else.
+ */
+#ifndef STEPSCOPE_RUN_INTERNAL_H
+#define STEPSCOPE_RUN_INTERNAL_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "aggregator.h"
+#include "host_watch.h"
+#include "http.h"
+#include "ingest.h"
+#include "launcher.h"
+#include "lifecycle.h"
+#include "link_auth.h"
+#include "live.h"
+#include "node_links.h"
+#include "nodeconf.h"
+#include "rank_env.h"
+#include "runlock.h"
+#include "store.h"
+
+/* Host evidence a remote node sent for one of its rank's steps. */
+typedef struct {
+    uint64_t step;
+    int valid;
+    ss_host_step host;
+} remote_host_slot;
+
+#define SS_REMOTE_HOST_SLOTS 32 /* steps of evidence kept per remote rank */
+
+/* What the controller knows of one node of a multi-node run. */
+typedef struct {
+    int joined;       /* its agent joined (node 0: always) */
+    int gone;         /* its link ended (clean or lost) or it never joined */
+    int lost;         /* ... without goodbye, or never joined */
+    int all_exited;   /* its ranks have all exited (ALL_EXITED) */
+    int status;       /* its job status (ALL_EXITED) */
+    int64_t clock_offset_ns;
+    int64_t clock_bound_ns;
+    int have_clock;
+    char host[256];
+    char addr[128];
+} node_slot;
+
+/* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
+typedef struct {
+    int64_t pid;
+    char host[WIRE_MAX_STR + 1];
+    wire_counters counters;
+    uint64_t names_over_limit;  /* names it declared that the run refused */
+    uint64_t values_over_limit; /* values under them, dropped */
+    uv_timer_t linger;   /* closes a dead rank's connection after a while */
+} rank_slot;
+
+typedef struct {
+    /* options */
+    uint32_t nprocs;
+    const char *name;
+    const char *db_path;
+    const char *log_dir;
+    uint32_t grace_ms;
+    uint32_t connect_timeout_ms;
+    int quiet;
+    const char *http_addr; /* --http ADDR:PORT; NULL: the default */
+    int no_http;           /* --no-http */
+    int http_public;       /* listening beyond loopback: token required */
+    int auto_mode;       /* --auto: instrument PyTorch scripts */
+    uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
+    /* multi-node (run_nodes.c); nnodes 1: a single-node run */
+    ss_node_flags node_flags; /* as typed */
+    ss_node_conf conf;       /* resolved (nodeconf.h) */
+    uint32_t nnodes;
+    uint32_t nproc_local;    /* -n: ranks per node; nprocs is the world */
+    uint16_t master_port;    /* MASTER_PORT (0: a free one, single node) */
+    const char *master_addr; /* NULL: 127.0.0.1 */
+    uint16_t controller_port;
+    const char *token_file;  /* --token-file */
+    const char *job_id;
+    uint32_t join_timeout_ms;
+    uint32_t heartbeat_timeout_ms;
+    char **argv;
+    ss_aggregator_config agg_cfg;
+
+    /* state */
+    uv_loop_t loop;
+    ss_store *store;
+    ss_run_lock run_lock;   /* held while this controller lives (runlock.h) */
+    int64_t run_id;
+    uint32_t attempt;
+    char uuid[40];
+    uint8_t token[WIRE_TOKEN_SIZE];
+    char default_db[PATH_MAX]; /* db_path points here without --db */
+    char sock_dir[PATH_MAX];
+    char sock_path[PATH_MAX];
+    char log_path[PATH_MAX];
+    ss_aggregator *agg;
+    ss_ingest *ingest;
+    ss_launcher *launcher;
+    ss_host_watch *host;    /* NULL with --host-interval 0 */
+    rank_slot *ranks;
+    ss_lifecycle life;
+    uv_signal_t sig_int, sig_term, sig_hup;
+    uv_timer_t tick;
+    ss_mono_ns started;
+    uint32_t stop_requests;
+    uint64_t steps_finalized;
+    uint32_t findings_seen; /* finding ids run 1, 2, ... */
+    uint64_t refused_records;
+    uint64_t rejected_connections;
+    int said_names_over_limit; /* the stderr warning went out */
+    ss_live *live;          /* what the HTTP server shows; NULL-safe */
+    ss_http *http;          /* NULL with --no-http */
+    char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
+    /* multi-node state (run_nodes.c) */
+    link_secret secret;
+    ss_node_links *links;   /* NULL on a single-node run */
+    node_slot *nodes;       /* nnodes entries */
+    remote_host_slot *remote_host; /* (nprocs - nproc_local) x slots */
+    int job_stopping;       /* the whole job is being stopped */
+    int local_all_exited;   /* node 0's launcher reported its ranks gone */
+    int first_failure_status; /* -1: none yet (the job's status) */
+    char failure_text[4200];  /* why it failed, when on another node */
+    ss_rank_env rank_env;   /* what the local ranks get */
+} run_ctx;
+
+
+ss_wall_ns run_wall_now(void);
+ss_mono_ns run_mono_now(void);
+
+/* Records an event in the store. */
+void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
+               ...) __attribute__((format(printf, 4, 5)));
+
+/* Stores RANK's facts with STATE (NULL or "": leave the state as it is). */
+void run_put_rank(run_ctx *r, uint32_t rank, const char *state);
+
+/* Does what the life-cycle policy decided D for RANK. */
+void run_carry_out(run_ctx *r, uint32_t rank, ss_life_decision d);
+
+/* Ends the run when the policy says every rank is done. */
+void run_maybe_finish(run_ctx *r);
+
+/* Stops the whole job (every node) for REASON; KILL_NOW: SIGKILL at
+ * once.  The first call decides the reason; later calls only escalate. */
+void run_stop_job(run_ctx *r, int kill_now, const char *reason);
+
+/* A rank ended: the life cycle, the store, the live state and, for a
+ * failure, the job's first failure and its stop. */
+void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
+                     int term_signal, const char *failure_text);
+
+/* ---- run_nodes.c ---- */
+
+/* Starts the agent links of a multi-node run (nnodes > 1): the secret,
+ * the listener, node 0's own record.  Returns 0, or -1 with ERR. */
+int run_nodes_start(run_ctx *r, char *err, size_t errlen);
+
+/* Whether every node's ranks have exited (or the node is gone): node 0's
+ * own launcher is asked by run.c. */
+int run_nodes_all_exited(const run_ctx *r);
+
+/* Housekeeping: nodes that have not joined within the join timeout. */
+void run_nodes_tick(run_ctx *r, ss_mono_ns now);
+
+/* The host provider of the aggregator: node 0's ranks from the local
+ * watch, the others from the evidence their agents sent. */
+int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
+                          ss_mono_ns begin_ns, ss_mono_ns end_ns,
+                          ss_host_step *out);
+
+/* The node of RANK. */
+uint32_t run_node_of(const run_ctx *r, uint32_t rank);
+
+/* At the end of the run: the nodes whose ranks all exited are done. */
+void run_nodes_finish(run_ctx *r);
+
+/* Closes the links (end of run). */
+void run_nodes_close(run_ctx *r);
+
+#endif

@@ -1,0 +1,391 @@
+/*
+ * run_nodes.c - the other nodes of a multi-node `stepscope run`, as the
+ * controller on node 0 sees them (run_internal.h).
+ *
+ * Node 0's own ranks are run.c's business.  Here: the agent links
+ * (node_links.h) and what arrives on them.  An agent joins when its node
+ * rank is free and in range and it runs the same job (node count, ranks
+ * per node, job id); its clock estimate moves its ranks' records onto the
+ * controller's clock and bounds the arrival comparisons; its ranks' exits
+ * go through the same path as node 0's; its host evidence is kept per rank
+ * step for the aggregator.  A node whose link ends without goodbye, or
+ * that has not joined within the join timeout, is lost: its ranks leave,
+ * missing, an event and the summary name the node, its address and ranks
+ * and the step, and the whole job is stopped (restarts come later).
+ */
+#include "run_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint32_t run_node_of(const run_ctx *r, uint32_t rank)
+{
+    return r->nproc_local ? rank / r->nproc_local : 0;
+}
+
+/* "ranks 2–3" or "rank 2" for NODE. */
+static void node_ranks(const run_ctx *r, uint32_t node, char *out, size_t n)
+{
+    uint32_t first = node * r->nproc_local;
+    if (r->nproc_local == 1)
+        snprintf(out, n, "rank %u", first);
+    else
+        snprintf(out, n, "ranks %u–%u", first, first + r->nproc_local - 1);
+}
+
+static void put_node(run_ctx *r, uint32_t node, const char *state,
+                     const char *lost_reason, int64_t lost_at_step)
+{
+    const node_slot *s = &r->nodes[node];
+    ss_node_info info;
+    ss_node_info_init(&info);
+    info.node_rank = node;
+    info.attempt = r->attempt;
+    snprintf(info.host, sizeof info.host, "%s", s->host);
+    snprintf(info.addr, sizeof info.addr, "%s", s->addr);
+    info.first_rank = node * r->nproc_local;
+    info.nranks = r->nproc_local;
+    snprintf(info.state, sizeof info.state, "%s", state);
+    if (!strcmp(state, SS_NODE_RUNNING) && s->joined)
+        info.joined_at = run_wall_now();
+    if (!strcmp(state, SS_NODE_DONE) || !strcmp(state, SS_NODE_LOST) ||
+        !strcmp(state, SS_NODE_NEVER_JOINED))
+        info.ended_at = run_wall_now();
+    if (node == 0) {
+        info.clock_offset_ns = 0;
+        info.clock_bound_ns = 0;
+    } else if (s->have_clock) {
+        info.clock_offset_ns = s->clock_offset_ns;
+        info.clock_bound_ns = s->clock_bound_ns;
+    }
+    if (lost_reason)
+        snprintf(info.lost_reason, sizeof info.lost_reason, "%s", lost_reason);
+    info.lost_at_step = lost_at_step;
+    ss_store_put_node(r->store, r->run_id, &info);
+}
+
+int run_nodes_all_exited(const run_ctx *r)
+{
+    for (uint32_t k = 1; k < r->nnodes; k++)
+        if (!r->nodes[k].all_exited && !r->nodes[k].gone)
+            return 0;
+    return 1;
+}
+
+/* Every node has ended its ranks: the life cycle may end the run. */
+static void check_all_exited(run_ctx *r)
+{
+    if (r->local_all_exited && run_nodes_all_exited(r)) {
+        ss_life_all_exited(&r->life);
+        run_maybe_finish(r);
+    }
+}
+
+/* The last step any of NODE's ranks completed, -1 when none. */
+static int64_t node_last_step(run_ctx *r, uint32_t node)
+{
+    int64_t last = -1;
+    for (uint32_t i = 0; i < r->nproc_local; i++) {
+        ss_rank_state st;
+        ss_aggregator_rank_state(r->agg, node * r->nproc_local + i, &st);
+        if (st.last_step > last)
+            last = st.last_step;
+    }
+    return last;
+}
+
+/* NODE is lost for WHY: its ranks leave, missing; the job stops. */
+static void node_lost(run_ctx *r, uint32_t node, const char *why,
+                      const char *state)
+{
+    node_slot *s = &r->nodes[node];
+    if (s->lost)
+        return;
+    s->lost = 1;
+    s->gone = 1;
+    char ranks[64], where[200], msg[600];
+    node_ranks(r, node, ranks, sizeof ranks);
+    if (s->addr[0])
+        snprintf(where, sizeof where, "%s%s%s, %s", s->host,
+                 s->host[0] ? " " : "", s->addr, ranks);
+    else
+        snprintf(where, sizeof where, "%s", ranks);
+    int64_t step = node_last_step(r, node);
+    if (step >= 0)
+        snprintf(msg, sizeof msg, "node %u (%s) %s at step %" PRId64, node,
+                 where, why, step);
+    else
+        snprintf(msg, sizeof msg, "node %u (%s) %s before its first step",
+                 node, where, why);
+    fprintf(stderr, "stepscope: %s; its ranks are recorded as missing\n",
+            msg);
+    run_event(r, "node_lost", -1, "%s", msg);
+    put_node(r, node, state, why, step);
+    for (uint32_t i = 0; i < r->nproc_local; i++) {
+        uint32_t rank = node * r->nproc_local + i;
+        run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
+                                                 "its node was lost"));
+        run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
+        ss_live_rank_state(r->live, rank, "lost");
+    }
+    if (r->first_failure_status < 0) {
+        r->first_failure_status = 1;
+        snprintf(r->failure_text, sizeof r->failure_text, "%s", msg);
+    }
+    run_stop_job(r, 0, msg);
+    check_all_exited(r);
+}
+
+/* ---- agent link callbacks ---- */
+
+static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
+                   char *reason, size_t reasonlen)
+{
+    run_ctx *r = ctx;
+    uint32_t k = h->node_rank;
+    if (h->nnodes != r->nnodes || h->nproc_per_node != r->nproc_local) {
+        snprintf(reason, reasonlen, "this run has %u nodes of %u ranks; the "
+                 "agent says %u of %u: use the same --nnodes and -n on every "
+                 "node", r->nnodes, r->nproc_local, h->nnodes,
+                 h->nproc_per_node);
+        return -1;
+    }
+    if (k == 0 || k >= r->nnodes) {
+        snprintf(reason, reasonlen, "node rank %u is not one of this run's "
+                 "agents (1 to %u; node 0 runs the controller)", k,
+                 r->nnodes - 1);
+        return -1;
+    }
+    if (strcmp(h->job_id, r->job_id) != 0) {
+        snprintf(reason, reasonlen, "the agent belongs to job '%s', this run "
+                 "is job '%s'", h->job_id, r->job_id);
+        return -1;
+    }
+    node_slot *s = &r->nodes[k];
+    if (s->joined || s->gone) {
+        snprintf(reason, reasonlen, "node %u has %s", k,
+                 s->gone ? "already left the run" : "already joined");
+        return -1;
+    }
+    if (r->job_stopping) {
+        snprintf(reason, reasonlen, "the job is stopping");
+        return -1;
+    }
+    s->joined = 1;
+    snprintf(s->host, sizeof s->host, "%s", h->host);
+    snprintf(s->addr, sizeof s->addr, "%s", addr);
+    put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
+    char ranks[64];
+    node_ranks(r, k, ranks, sizeof ranks);
+    run_event(r, "node_joined", -1, "node %u (%s %s, %s) joined", k, h->host,
+              addr, ranks);
+    if (!r->quiet)
+        fprintf(stderr, "stepscope: node %u (%s %s, %s) joined\n", k, h->host,
+                addr, ranks);
+    return 0;
+}
+
+static void cb_clock(void *ctx, uint32_t node, const link_clock *c)
+{
+    run_ctx *r = ctx;
+    node_slot *s = &r->nodes[node];
+    int first = !s->have_clock;
+    s->have_clock = 1;
+    s->clock_offset_ns = c->offset_ns;
+    s->clock_bound_ns = c->bound_ns;
+    for (uint32_t i = 0; i < r->nproc_local; i++)
+        ss_aggregator_set_clock_bound(r->agg, node * r->nproc_local + i,
+                                      c->bound_ns);
+    if (first)
+        run_event(r, "node_clock", -1, "node %u's clock is %+.3f ms from the "
+                  "controller's (± %.3f ms, round trip %.3f ms)", node,
+                  c->offset_ns / 1e6, c->bound_ns / 1e6, c->rtt_ns / 1e6);
+    put_node(r, node, SS_NODE_RUNNING, NULL, SS_MISSING);
+}
+
+/* RANK is one of NODE's ranks. */
+static int owns(const run_ctx *r, uint32_t node, uint32_t rank)
+{
+    return rank < r->nprocs && run_node_of(r, rank) == node;
+}
+
+static void cb_rank_started(void *ctx, uint32_t node,
+                            const link_rank_started *st)
+{
+    run_ctx *r = ctx;
+    if (!owns(r, node, st->rank))
+        return;
+    r->ranks[st->rank].pid = st->pid;
+}
+
+static void cb_rank_exit(void *ctx, uint32_t node, const link_rank_exit *e)
+{
+    run_ctx *r = ctx;
+    if (!owns(r, node, e->rank))
+        return;
+    run_rank_exited(r, e->rank, e->exit_code, e->term_signal,
+                    e->tail[0] ? e->tail : NULL);
+}
+
+static void cb_all_exited(void *ctx, uint32_t node, const link_all_exited *a)
+{
+    run_ctx *r = ctx;
+    node_slot *s = &r->nodes[node];
+    s->all_exited = 1;
+    s->status = a->status;
+    if (a->left_behind)
+        run_event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks of "
+                  "node %u left behind were ended", a->left_behind,
+                  a->left_behind == 1 ? "" : "es", node);
+    check_all_exited(r);
+}
+
+static void cb_host(void *ctx, uint32_t node, const link_host *h)
+{
+    run_ctx *r = ctx;
+    if (!owns(r, node, h->rank) || h->rank < r->nproc_local)
+        return;
+    remote_host_slot *slot =
+        &r->remote_host[(size_t)(h->rank - r->nproc_local) *
+                            SS_REMOTE_HOST_SLOTS +
+                        h->step % SS_REMOTE_HOST_SLOTS];
+    slot->step = h->step;
+    slot->valid = 1;
+    slot->host = h->host;
+}
+
+static void cb_node_gone(void *ctx, uint32_t node, int clean, const char *why)
+{
+    run_ctx *r = ctx;
+    node_slot *s = &r->nodes[node];
+    if (clean && s->all_exited) {
+        s->gone = 1;
+        put_node(r, node, SS_NODE_DONE, NULL, SS_MISSING);
+        check_all_exited(r);
+        return;
+    }
+    char lost[160];
+    snprintf(lost, sizeof lost, "lost its connection (%s)", why);
+    node_lost(r, node, lost, SS_NODE_LOST);
+}
+
+static void cb_refused(void *ctx, const char *addr, const char *why)
+{
+    run_ctx *r = ctx;
+    fprintf(stderr, "stepscope: refused an agent from %s: %s\n", addr, why);
+    run_event(r, "agent_refused", -1, "an agent from %s: %s", addr, why);
+}
+
+/* ---- the rest of the wiring ---- */
+
+int run_nodes_start(run_ctx *r, char *err, size_t errlen)
+{
+    r->nodes = calloc(r->nnodes, sizeof *r->nodes);
+    if (!r->nodes) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    r->nodes[0].joined = 1;
+    gethostname(r->nodes[0].host, sizeof r->nodes[0].host - 1);
+    if (r->nnodes == 1)
+        return 0;
+    if (link_auth_init() != 0) {
+        snprintf(err, errlen, "the crypto library did not initialise");
+        return -1;
+    }
+    if (link_secret_load(r->token_file, getenv("STEPSCOPE_TOKEN"), &r->secret,
+                         err, errlen) != 0)
+        return -1;
+    r->remote_host = calloc((size_t)(r->nprocs - r->nproc_local) *
+                                SS_REMOTE_HOST_SLOTS,
+                            sizeof *r->remote_host);
+    if (!r->remote_host) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ss_node_links_config cfg = {
+        .port = r->controller_port,
+        .secret = &r->secret,
+        .run_uuid = r->uuid,
+        .attempt = r->attempt,
+        .world_size = r->nprocs,
+        .rank_token = r->token,
+        .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
+    };
+    ss_node_links_callbacks cb = {r,
+                                  cb_join,
+                                  cb_clock,
+                                  cb_rank_started,
+                                  cb_rank_exit,
+                                  cb_all_exited,
+                                  cb_host,
+                                  cb_node_gone,
+                                  cb_refused};
+    r->links = ss_node_links_start(&r->loop, r->ingest, &cfg, &cb, err,
+                                   errlen);
+    if (!r->links)
+        return -1;
+    put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
+    for (uint32_t k = 1; k < r->nnodes; k++)
+        put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
+    fprintf(stderr, "stepscope: waiting for %u agent%s on port %u (join "
+            "timeout %.0f s)\n", r->nnodes - 1, r->nnodes == 2 ? "" : "s",
+            (unsigned)ss_node_links_port(r->links),
+            r->join_timeout_ms / 1000.0);
+    return 0;
+}
+
+void run_nodes_tick(run_ctx *r, ss_mono_ns now)
+{
+    if (r->nnodes == 1 ||
+        now - r->started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
+        return;
+    for (uint32_t k = 1; k < r->nnodes; k++) {
+        if (r->nodes[k].joined || r->nodes[k].gone)
+            continue;
+        char why[96];
+        snprintf(why, sizeof why, "did not join within %.0f s",
+                 r->join_timeout_ms / 1000.0);
+        node_lost(r, k, why, SS_NODE_NEVER_JOINED);
+    }
+}
+
+int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
+                          ss_mono_ns begin_ns, ss_mono_ns end_ns,
+                          ss_host_step *out)
+{
+    run_ctx *r = ctx;
+    if (rank < r->nproc_local)
+        return r->host ? ss_host_watch_window(r->host, rank, begin_ns, end_ns,
+                                              out)
+                       : -1;
+    if (!r->remote_host || rank >= r->nprocs)
+        return -1;
+    const remote_host_slot *slot =
+        &r->remote_host[(size_t)(rank - r->nproc_local) *
+                            SS_REMOTE_HOST_SLOTS +
+                        step % SS_REMOTE_HOST_SLOTS];
+    if (!slot->valid || slot->step != step)
+        return -1;
+    *out = slot->host;
+    return 0;
+}
+
+void run_nodes_finish(run_ctx *r)
+{
+    if (r->nnodes == 1)
+        return;
+    put_node(r, 0, SS_NODE_DONE, NULL, SS_MISSING);
+    for (uint32_t k = 1; k < r->nnodes; k++)
+        if (!r->nodes[k].lost && r->nodes[k].all_exited)
+            put_node(r, k, SS_NODE_DONE, NULL, SS_MISSING);
+}
+
+void run_nodes_close(run_ctx *r)
+{
+    ss_node_links_close(r->links);
+    r->links = NULL;
+}
