@@ -226,9 +226,9 @@ static void *run_client(void *arg)
             s.step = 2;
         }
         n += wire_encode_step(buf + n, sizeof buf - n, &s);
-        wire_status st = {2, c->over_limit ? 6 : 5, 3};
+        wire_status st = {2, c->over_limit ? 6 : 5, 3, 0, 0, 0};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
-        st = (wire_status){WIRE_NO_STEP, 0, 4};
+        st = (wire_status){WIRE_NO_STEP, 0, 4, 0, 0, 0};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
         wire_bye b = {1};
         n += wire_encode_bye(buf + n, sizeof buf - n, &b);
