@@ -92,7 +92,7 @@ static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
 }
 
 static void t_status(void *ctx, uint32_t rank, const wire_status *st,
-                     int phase)
+                     int phase, int collective)
 {
     seen *s = ctx;
     if (s->statuses < 2)

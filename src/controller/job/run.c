@@ -38,6 +38,7 @@
 
 #include "aggregator.h"
 #include "fingerprint.h"
+#include "hang.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
@@ -58,7 +59,32 @@ typedef struct {
     uint64_t names_over_limit;  /* names it declared that the run refused */
     uint64_t values_over_limit; /* values under them, dropped */
     uv_timer_t linger;   /* closes a dead rank's connection after a while */
+    /* its latest STATUS, for hang diagnosis */
+    ss_mono_ns status_at;   /* 0: none yet */
+    int64_t cur_step;       /* -1 between steps */
+    int phase, collective;  /* run-wide name indexes, -1 none */
+    uint64_t coll_seq;
+    int coll_active;
 } rank_slot;
+
+/* What `stepscope run` does on a hang besides recording the finding
+ * (--on-hang). */
+typedef enum { SS_ON_HANG_DUMP = 0, SS_ON_HANG_STOP = 1 } ss_on_hang;
+
+/* The job's exit status after --on-hang stop ended it (docs/debug.md). */
+#define SS_HANG_EXIT_STATUS 124
+
+/*
+ * The capture of every rank's stacks on a hang: called once per hang
+ * finding, on the loop thread, right after the finding was recorded, with
+ * the run and the finding's id so that the stacks can be stored with it.
+ * CAPTURE NULL: no capture (stacks are not part of this build).
+ */
+typedef struct {
+    void *ctx;
+    void (*capture)(void *ctx, int64_t run_id, uint32_t attempt,
+                    uint32_t finding_id);
+} ss_hang_stacks_hook;
 
 typedef struct {
     /* options */
@@ -74,6 +100,9 @@ typedef struct {
     int http_public;       /* listening beyond loopback: token required */
     int auto_mode;       /* --auto: instrument PyTorch scripts */
     uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
+    ss_hang_config hang_cfg; /* --hang-timeout */
+    int hang_off;            /* --hang-timeout 0 */
+    ss_on_hang on_hang;      /* --on-hang */
     char **argv;
     ss_aggregator_config agg_cfg;
 
@@ -93,6 +122,10 @@ typedef struct {
     ss_ingest *ingest;
     ss_launcher *launcher;
     ss_host_watch *host;    /* NULL with --host-interval 0 */
+    ss_hang hang;
+    ss_hang_rank *hang_ranks; /* nprocs, filled on each tick */
+    ss_hang_stacks_hook hang_stacks;
+    char hang_stop_why[512]; /* --on-hang stop ended the job: the finding */
     rank_slot *ranks;
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
@@ -176,6 +209,7 @@ static void sink_step(void *ctx, const ss_step_view *v,
 {
     run_ctx *r = ctx;
     r->steps_finalized++;
+    ss_hang_progress(&r->hang, v->step, v->step_time.max, mono_now());
     ss_store_put_step(r->store, r->run_id, v, names);
     ss_live_step(r->live, v, names);
 }
@@ -292,9 +326,19 @@ static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
 
 /* What the rank is doing now (STATUS): for the live views only. */
 static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
-                      int phase)
+                      int phase, int collective)
 {
     run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    s->status_at = mono_now();
+    s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
+                      ? -1
+                      : (int64_t)st->step;
+    s->phase = phase;
+    s->collective = collective;
+    s->coll_seq = collective >= 0 ? st->coll_seq : 0;
+    s->coll_active = collective >= 0 &&
+                     (st->coll_flags & WIRE_STATUS_COLL_ACTIVE) != 0;
     uint32_t n_names = 0;
     const char *const *names = ss_aggregator_names(r->agg, &n_names);
     ss_live_rank_status(r->live, rank,
@@ -454,11 +498,62 @@ static void publish_host_totals(run_ctx *r)
             ss_live_rank_host(r->live, i, &totals);
 }
 
+/* A name of the run's table, "" for -1 or one out of range. */
+static const char *run_name(run_ctx *r, int idx)
+{
+    uint32_t n = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n);
+    return idx >= 0 && (uint32_t)idx < n && names[idx] ? names[idx] : "";
+}
+
+/* Hang detection on the housekeeping tick (hang.h): what each rank does
+ * now, from its STATUS and the aggregator; on a hang, the finding, the
+ * stacks (ss_hang_stacks_hook) and what --on-hang says. */
+static void check_hang(run_ctx *r, ss_mono_ns now)
+{
+    if (r->hang_off || r->hang_stop_why[0])
+        return;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const rank_slot *s = &r->ranks[i];
+        ss_hang_rank *h = &r->hang_ranks[i];
+        ss_rank_state st;
+        ss_aggregator_rank_state(r->agg, i, &st);
+        memset(h, 0, sizeof *h);
+        h->live = st.live && !st.crashed;
+        h->last_step = st.last_step;
+        h->cur_step = s->status_at ? s->cur_step : -1;
+        snprintf(h->phase, sizeof h->phase, "%s", run_name(r, s->phase));
+        snprintf(h->collective, sizeof h->collective, "%s",
+                 run_name(r, s->collective));
+        h->coll_seq = s->coll_seq;
+        h->coll_active = s->coll_active;
+        h->heard_at = s->status_at;
+    }
+    ss_finding f;
+    if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->nprocs, &f))
+        return;
+    uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
+    event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
+    /* The stack capture call site: every rank's stacks, stored with the
+     * finding. */
+    if (r->hang_stacks.capture && id)
+        r->hang_stacks.capture(r->hang_stacks.ctx, r->run_id, r->attempt,
+                               id);
+    if (r->on_hang == SS_ON_HANG_STOP) {
+        snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
+        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
+                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+        event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
+        ss_launcher_terminate(r->launcher, "stopped on a hang");
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = mono_now();
     publish_host_totals(r);
+    check_hang(r, now);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
@@ -511,11 +606,21 @@ static void usage(FILE *out)
         "                           (CPU, run-queue delay, stops, throttling,\n"
         "                           faults) every MS ms and at each step\n"
         "                           (default %d; 0: no host evidence)\n"
+        "      --hang-timeout SECONDS\n"
+        "                           a hang: no step completed by every rank\n"
+        "                           for this long (default: adaptive, 10 x\n"
+        "                           p99 of recent step times, at least 30;\n"
+        "                           600 before the first step; 0: off;\n"
+        "                           docs/debug.md)\n"
+        "      --on-hang dump|stop  on a hang: record it and keep waiting\n"
+        "                           (dump, the default), or also end the job\n"
+        "                           with exit status %d (stop)\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
         "The exit status is the job's: 0, or that of the rank that failed first.\n",
-        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT);
+        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
+        SS_HANG_EXIT_STATUS);
 }
 
 static void list_params(void)
@@ -584,6 +689,8 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"no-http", no_argument, NULL, 0x101},
         {"host-interval", required_argument, NULL, 0x102},
         {"auto", no_argument, NULL, 'A'},
+        {"hang-timeout", required_argument, NULL, 0x103},
+        {"on-hang", required_argument, NULL, 0x104},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -666,6 +773,29 @@ static int parse_args(run_ctx *r, int argc, char **argv)
             break;
         }
         case 0x101: r->no_http = 1; break;
+        case 0x103: {
+            uint32_t ms;
+            if (parse_seconds_ms(optarg, 7 * 86400u * 1000, &ms)) {
+                fprintf(stderr, "stepscope run: bad --hang-timeout '%s' "
+                        "(seconds, e.g. 60 or 2.5; 0 turns hang detection "
+                        "off)\n", optarg);
+                return 2;
+            }
+            r->hang_off = ms == 0;
+            r->hang_cfg.timeout = (ss_dur_ns)ms * 1000000;
+            break;
+        }
+        case 0x104:
+            if (strcmp(optarg, "dump") == 0) {
+                r->on_hang = SS_ON_HANG_DUMP;
+            } else if (strcmp(optarg, "stop") == 0) {
+                r->on_hang = SS_ON_HANG_STOP;
+            } else {
+                fprintf(stderr, "stepscope run: --on-hang wants dump or "
+                        "stop, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'A': r->auto_mode = 1; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
@@ -917,7 +1047,10 @@ static int start(run_ctx *r, char *err, size_t errlen)
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
-    if (!r->agg || !r->ranks ||
+    r->hang_ranks = calloc(r->nprocs, sizeof *r->hang_ranks);
+    for (uint32_t i = 0; r->ranks && i < r->nprocs; i++)
+        r->ranks[i].phase = r->ranks[i].collective = -1;
+    if (!r->agg || !r->ranks || !r->hang_ranks ||
         ss_life_init(&r->life, r->nprocs, r->attempt,
                      (ss_dur_ns)r->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
@@ -980,6 +1113,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->started = mono_now();
     ss_life_launched(&r->life, r->started);
+    ss_hang_init(&r->hang, &r->hang_cfg, r->started);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
@@ -1050,7 +1184,10 @@ static void record_store_losses(run_ctx *r, int status)
 static void print_summary(run_ctx *r, int status)
 {
     char why[8192];
-    if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+    if (r->hang_stop_why[0])
+        fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
+                "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
+    else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     print_names_over_limit(r);
     ss_run_summary sum;
@@ -1075,6 +1212,7 @@ int ss_run_main(int argc, char **argv)
     r->connect_timeout_ms = 60000;
     r->host_interval_ms = SS_HOST_WATCH_INTERVAL_MS_DEFAULT;
     ss_aggregator_config_defaults(&r->agg_cfg);
+    ss_hang_config_defaults(&r->hang_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
         free(r);
@@ -1098,7 +1236,8 @@ int ss_run_main(int argc, char **argv)
         r->tick.data = r;
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
-        status = ss_launcher_exit_status(r->launcher);
+        status = r->hang_stop_why[0] ? SS_HANG_EXIT_STATUS
+                                     : ss_launcher_exit_status(r->launcher);
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
@@ -1137,6 +1276,7 @@ int ss_run_main(int argc, char **argv)
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);
     free(r->ranks);
+    free(r->hang_ranks);
     ss_life_release(&r->life);
     free(r);
     return status;
