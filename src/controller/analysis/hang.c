@@ -290,10 +290,16 @@ int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
     if (!v)
         return 0; /* tried again on the next tick */
     h->fired = 1;
+    /* A short timeout shortens the silence that counts (ranks report at
+     * least once a second). */
+    ss_dur_ns silent_after = h->cfg.silent_after < timeout
+                                 ? h->cfg.silent_after : timeout;
+    if (silent_after < 2 * NS_PER_S)
+        silent_after = 2 * NS_PER_S;
     for (uint32_t i = 0; i < n; i++) {
         v[i].r = &ranks[i];
         v[i].silent = ranks[i].live && ranks[i].heard_at > 0 &&
-                      now - ranks[i].heard_at > h->cfg.silent_after;
+                      now - ranks[i].heard_at > silent_after;
         v[i].silent_s = (double)(now - ranks[i].heard_at) / 1e9;
         v[i].group = -1;
     }

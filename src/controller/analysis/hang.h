@@ -34,7 +34,8 @@ typedef struct {
     ss_dur_ns startup;      /* before the first finalized step (600 s, or
                                the fixed timeout when larger) */
     ss_dur_ns silent_after; /* a rank with no STATUS this long is silent:
-                               stopped or frozen (5 s; ranks send one a
+                               stopped or frozen (5 s, or the timeout when
+                               shorter, at least 2 s; ranks send one a
                                second) */
 } ss_hang_config;
 
