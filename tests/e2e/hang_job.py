@@ -3,7 +3,7 @@ meant for `stepscope run --auto`: each step is a forward, a backward (DDP
 all-reduces the gradients) and an optimizer step, then an explicit
 torch.distributed.all_reduce of the loss.  One rank can be made to hang at
 step --at: "sleep" sleeps forever before its forward; "skip" leaves out
-that step's explicit all_reduce and then sleeps forever after the loop.
+that step's explicit all_reduce (after DDP's) and sleeps forever.
 Prints "STEP k" on rank 0 as it goes."""
 import argparse
 import os
@@ -36,9 +36,10 @@ for step in range(a.steps):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    if not (faulty and a.fault == "skip"):
-        dist.all_reduce(loss.detach())
-if rank == a.rank and a.fault == "skip":
-    time.sleep(10 ** 6)
+    if faulty and a.fault == "skip":
+        # gloo aborts when a skipped collective pairs with another of a
+        # different size, so the rank that skips goes no further.
+        time.sleep(10 ** 6)
+    dist.all_reduce(loss.detach())
 dist.barrier()
 dist.destroy_process_group()
