@@ -124,8 +124,21 @@ void ss_phase_span(ss_name_id id, int64_t begin_ns, int64_t end_ns);
 int64_t ss_now_ns(void);
 
 /* Records this rank's arrival now at the collective or barrier ID.  The
- * controller compares arrivals across ranks (arrival skew). */
+ * controller compares arrivals across ranks (arrival skew).  It also
+ * counts as the process's next collective (see ss_collective_begin), which
+ * lasts until the next step or phase call of any thread. */
 void ss_sync(ss_name_id id);
+
+/* The process enters its next collective, of kind KIND (all_reduce,
+ * barrier, ...): collectives are numbered 1, 2, ... per process in the
+ * order they are entered, and the latest one's kind, number and whether
+ * the process is still inside it travel to the controller with the live
+ * status, so that a hang can say which rank is at a different collective
+ * from the others (docs/debug.md).  Costs one atomic compare-and-swap. */
+void ss_collective_begin(ss_name_id kind);
+
+/* The process left its latest collective. */
+void ss_collective_end(void);
 
 /* Records this rank's arrival at the collective ID at AT_NS (ss_now_ns()
  * clock), taken earlier on this or another thread - the moment its last

@@ -728,6 +728,23 @@ static PyObject *m_sync_at(PyObject *m, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* _collective_begin(name): the process enters its next collective of
+ * kind NAME (ss_collective_begin). */
+static PyObject *m_collective_begin(PyObject *m, PyObject *name)
+{
+    ss_name_id id = name_id(name);
+    if (!id)
+        return NULL;
+    ss_collective_begin(id);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_collective_end(PyObject *m, PyObject *unused)
+{
+    ss_collective_end();
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_metric(PyObject *m, PyObject *const *args,
                           Py_ssize_t nargs)
 {
@@ -894,6 +911,8 @@ static PyMethodDef module_methods[] = {
     {"_current_step", m_current_step, METH_NOARGS, NULL},
     {"_sync_at", (PyCFunction)(void (*)(void))m_sync_at, METH_FASTCALL,
      NULL},
+    {"_collective_begin", m_collective_begin, METH_O, NULL},
+    {"_collective_end", m_collective_end, METH_NOARGS, NULL},
     {"_explicit", m_explicit, METH_NOARGS, NULL},
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},

@@ -17,6 +17,12 @@ itself.  It patches torch in place, once per process:
                      is its compute and allreduce's the wait
   memory             RSS at every step end; once the script uses CUDA, the
                      device peak (reset every step) and allocated bytes
+  collectives        every torch.distributed collective the script calls
+                     (all_reduce, broadcast, barrier, all_gather, ...) and
+                     each DDP backward pass that all-reduces (as
+                     "all_reduce", from its first gradient to backward's
+                     end) are numbered; the latest goes with the live
+                     status, for hang diagnosis (docs/debug.md)
   phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
                      and optimizer from CUDA events, read when complete
 
@@ -63,6 +69,7 @@ class _State:
         self.pacer = None     # weakref to the object whose step ends steps
         self.gpu = None       # _Gpu once the script has initialised CUDA
         self.clocks = []      # weak references to each DDP's _GradClock
+        self.coll_open = False  # a DDP all-reduce collective is open
         self.torch = None
         self.warned = set()
 
@@ -232,6 +239,9 @@ def _backward_exit(start, _failed):
     wait nests in it (the recorder subtracts it from backward's self
     time)."""
     try:
+        if _S.coll_open:
+            _S.coll_open = False
+            _native._collective_end()
         if _S.clocks:
             _allreduce_waited()
         if start is not None:
@@ -356,6 +366,11 @@ class _GradClock:
         now = _native.now_ns
 
         def hook(_grad):
+            if self.ns is None and self.armed and not _S.coll_open:
+                # The pass's first gradient: DDP's bucket all-reduces
+                # begin; backward's end leaves them (_backward_exit).
+                _S.coll_open = True
+                _native._collective_begin("all_reduce")
             self.ns = now()
             self.last = index
         return hook
@@ -438,6 +453,39 @@ def _patch_ddp(torch):
     ddp_cls.forward = forward_
 
 
+# The torch.distributed collectives a script may call; each call is the
+# process's next collective of that kind (ss_collective_begin).
+_COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather",
+                "all_gather_into_tensor", "all_gather_object",
+                "reduce_scatter", "reduce_scatter_tensor", "reduce",
+                "gather", "scatter", "all_to_all", "all_to_all_single",
+                "broadcast_object_list", "monitored_barrier")
+
+
+def _collective(fn, kind):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        _native._collective_begin(kind)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            # With async_op=True the call only launches it: its wait is
+            # not seen, the collective ends here.
+            _native._collective_end()
+    call._stepscope_collective = True
+    return call
+
+
+def _patch_collectives(torch):
+    import torch.distributed as dist
+    if not dist.is_available():
+        return
+    for kind in _COLLECTIVES:
+        fn = getattr(dist, kind, None)
+        if fn is not None and not getattr(fn, "_stepscope_collective", False):
+            setattr(dist, kind, _collective(fn, kind))
+
+
 def _after_fork_in_child():
     _native._auto_enable(False)
 
@@ -484,7 +532,7 @@ def install():
     import torch
     _S.torch = torch
     for patch in (_patch_data, _patch_forward, _patch_backward,
-                  _patch_optimizer, _patch_ddp):
+                  _patch_optimizer, _patch_ddp, _patch_collectives):
         try:
             patch(torch)
         except Exception as e:

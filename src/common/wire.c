@@ -215,12 +215,21 @@ size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *by)
 
 size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *st)
 {
-    if (st->name_id > WIRE_MAX_NAME_ID || st->since_ns < 0)
+    if (st->name_id > WIRE_MAX_NAME_ID || st->since_ns < 0 ||
+        st->coll_name_id > WIRE_MAX_NAME_ID ||
+        (st->coll_flags & ~WIRE_STATUS_COLL_ACTIVE) != 0 ||
+        (st->coll_name_id != 0) != (st->coll_seq != 0) ||
+        (st->coll_name_id == 0 && st->coll_flags != 0))
         return 0;
     wbuf b = frame_begin(buf, cap, WIRE_STATUS);
     put_u64(&b, st->step);
     put_u32(&b, st->name_id);
     put_u64(&b, (uint64_t)st->since_ns);
+    if (st->coll_name_id) {
+        put_u32(&b, st->coll_name_id);
+        put_u64(&b, st->coll_seq);
+        put_u8(&b, st->coll_flags);
+    }
     return frame_end(&b);
 }
 
@@ -604,6 +613,24 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
                         (unsigned)st->name_id);
         if (st->since_ns < 0)
             return fail(err, errlen, "STATUS time out of range");
+        st->coll_name_id = 0;
+        st->coll_seq = 0;
+        st->coll_flags = 0;
+        if (r.pos == r.len)
+            break; /* 20 bytes: no collective */
+        st->coll_name_id = get_u32(&r);
+        st->coll_seq = get_u64(&r);
+        st->coll_flags = get_u8(&r);
+        if (r.short_read)
+            return fail(err, errlen, "STATUS collective is truncated");
+        if (st->coll_name_id == 0 || !is_declared(d, st->coll_name_id))
+            return fail(err, errlen, "STATUS collective uses undeclared "
+                        "name id %u", (unsigned)st->coll_name_id);
+        if (st->coll_seq == 0)
+            return fail(err, errlen, "STATUS collective number 0");
+        if (st->coll_flags & ~WIRE_STATUS_COLL_ACTIVE)
+            return fail(err, errlen, "STATUS has unknown collective flags "
+                        "0x%x", (unsigned)st->coll_flags);
         break;
     }
     default:

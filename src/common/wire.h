@@ -130,10 +130,20 @@ typedef struct {
  * declared name); since_ns is when that state began: the phase's begin,
  * else the step's begin, else the end of the last step (0: nothing yet). */
 #define WIRE_NO_STEP UINT64_MAX
+/* Optionally (coll_name_id != 0) the rank's latest collective: its kind
+ * (a declared name, e.g. "all_reduce"), its sequence number (the rank's
+ * collectives are numbered 1, 2, ... in the order it entered them) and
+ * whether the rank is still inside it.  coll_name_id 0: the rank has not
+ * entered a collective yet (or its recorder predates collective counts);
+ * the other two fields are then 0. */
+#define WIRE_STATUS_COLL_ACTIVE 0x1u
 typedef struct {
     uint64_t step;
     uint32_t name_id;
     int64_t since_ns; /* CLOCK_MONOTONIC, >= 0 */
+    uint32_t coll_name_id; /* 0: none; else a declared name */
+    uint64_t coll_seq;     /* >= 1 with a collective, else 0 */
+    uint8_t coll_flags;    /* WIRE_STATUS_COLL_ACTIVE; other bits 0 */
 } wire_status;
 
 /* One decoded frame.  Which member is valid follows from TYPE; of a
@@ -168,8 +178,9 @@ size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
 size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
 size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *s);
 
-/* Size of an encoded STATUS frame. */
+/* Size of an encoded STATUS frame without, and with, a collective. */
 #define WIRE_STATUS_FRAME_SIZE (WIRE_HEADER_SIZE + 20)
+#define WIRE_STATUS_COLL_FRAME_SIZE (WIRE_STATUS_FRAME_SIZE + 13)
 
 /* Upper bound of an encoded STEP frame. */
 #define WIRE_STEP_FRAME_MAX                                                   \

@@ -295,7 +295,7 @@ static void step_self_time_optional(void)
 static void status_round_trip_and_rules(void)
 {
     uint8_t buf[64];
-    wire_status st = {12, 1, 987654321};
+    wire_status st = {12, 1, 987654321, 0, 0, 0};
     size_t n = wire_encode_status(buf, sizeof buf, &st);
     CHECK_EQ_INT(n, WIRE_STATUS_FRAME_SIZE);
     wire_decoder d = handshaken();
@@ -309,20 +309,20 @@ static void status_round_trip_and_rules(void)
     CHECK_STR(wire_type_name(WIRE_STATUS), "STATUS");
 
     /* No step and no phase is valid; the step need not follow STEPs. */
-    st = (wire_status){WIRE_NO_STEP, 0, 0};
+    st = (wire_status){WIRE_NO_STEP, 0, 0, 0, 0, 0};
     n = wire_encode_status(buf, sizeof buf, &st);
     REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
     CHECK(f.u.status.step == WIRE_NO_STEP);
     CHECK_EQ_INT(f.u.status.name_id, 0);
 
     /* A name must be declared first. */
-    st = (wire_status){3, 9, 5};
+    st = (wire_status){3, 9, 5, 0, 0, 0};
     n = wire_encode_status(buf, sizeof buf, &st);
     CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
     CHECK(strstr(err, "undeclared name id 9") != NULL);
 
     /* A negative time, a truncated payload, the wrong direction. */
-    st = (wire_status){3, 1, 5};
+    st = (wire_status){3, 1, 5, 0, 0, 0};
     n = wire_encode_status(buf, sizeof buf, &st);
     memset(buf + n - 8, 0xff, 8);
     d = handshaken();
@@ -342,9 +342,68 @@ static void status_round_trip_and_rules(void)
     CHECK(strstr(err, "unexpected STATUS") != NULL);
 
     /* The encoder refuses what the decoder would. */
-    st = (wire_status){1, WIRE_MAX_NAME_ID + 1, 0};
+    st = (wire_status){1, WIRE_MAX_NAME_ID + 1, 0, 0, 0, 0};
     CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
-    st = (wire_status){1, 1, -5};
+    st = (wire_status){1, 1, -5, 0, 0, 0};
+    CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
+}
+
+/* The optional collective tail of STATUS: round trip, and the decoder's
+ * rules for it (declared name, number >= 1, known flags, exact length). */
+static void status_collective(void)
+{
+    uint8_t buf[64];
+    wire_status st = {7, 1, 100, 2, 1203, WIRE_STATUS_COLL_ACTIVE};
+    size_t n = wire_encode_status(buf, sizeof buf, &st);
+    CHECK_EQ_INT(n, WIRE_STATUS_COLL_FRAME_SIZE);
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.u.status.coll_name_id, 2);
+    CHECK_EQ_INT(f.u.status.coll_seq, 1203);
+    CHECK_EQ_INT(f.u.status.coll_flags, WIRE_STATUS_COLL_ACTIVE);
+
+    /* Without the tail the fields read as "no collective". */
+    st = (wire_status){7, 1, 100, 0, 0, 0};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    CHECK_EQ_INT(n, WIRE_STATUS_FRAME_SIZE);
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.u.status.coll_name_id, 0);
+    CHECK_EQ_INT(f.u.status.coll_seq, 0);
+
+    /* Undeclared kind, number 0, unknown flags, a partial tail. */
+    st = (wire_status){7, 1, 100, 9, 5, 0};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "collective uses undeclared name id 9") != NULL);
+
+    st = (wire_status){7, 1, 100, 2, 5, 0};
+    n = wire_encode_status(buf, sizeof buf, &st);
+    put_le(buf + n - 9, 0, 8); /* the number */
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "collective number 0") != NULL);
+
+    n = wire_encode_status(buf, sizeof buf, &st);
+    buf[n - 1] = 0x2;
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unknown collective flags 0x2") != NULL);
+
+    n = wire_encode_status(buf, sizeof buf, &st);
+    buf[0] = (uint8_t)(buf[0] - 1);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n - 1, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "STATUS collective is truncated") != NULL);
+
+    /* The encoder refuses what the decoder would. */
+    st = (wire_status){7, 1, 100, 2, 0, 0};
+    CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
+    st = (wire_status){7, 1, 100, 0, 3, 0};
+    CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
+    st = (wire_status){7, 1, 100, 2, 3, 0x4};
     CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
 }
 
@@ -426,6 +485,7 @@ TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
           TEST(step_rejects_undeclared_and_bad_times),
           TEST(step_self_time_optional),
           TEST(status_round_trip_and_rules),
+          TEST(status_collective),
           TEST(rejects_trailing_bytes_and_unknown_type),
           TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),
           TEST(token_hex))

@@ -424,6 +424,9 @@ void ss__fold_status(const ss__fold *f, wire_status *out)
     out->step = f->cur_step == SS__NO_STEP ? WIRE_NO_STEP : f->cur_step;
     out->name_id = 0;
     out->since_ns = f->step_since > 0 ? f->step_since : 0;
+    out->coll_name_id = 0; /* the sender adds the collective */
+    out->coll_seq = 0;
+    out->coll_flags = 0;
     const ss__track *t = f->step_track;
     if (!t)
         return;

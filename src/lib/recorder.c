@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "collective.h"
 #include "config.h"
 #include "names.h"
 #include "ring.h"
@@ -33,6 +34,10 @@
 enum { ST_UNINIT = 0, ST_DISABLED = 1, ST_ENABLED = 2 };
 
 static int rec_state;                   /* atomic: ST_* */
+uint64_t ss__coll_word;                 /* collective.h */
+/* atomic: 1 while the latest collective was entered by ss_sync, which
+ * the next step or phase call of any thread ends */
+static int rec_sync_open;
 static uint64_t rec_step = SS__NO_STEP; /* atomic: the open step */
 static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER; /* life cycle */
 static int rec_init_rc;      /* atomic: what the first ss_init() returned */
@@ -173,6 +178,16 @@ static inline void record(unsigned type, unsigned name, uint64_t step,
     ss__ring_push(&th->ring, type, name, step, t, value);
 }
 
+/* Ends a collective that ss_sync entered: the process went on. */
+static inline void sync_moved_on(void)
+{
+    if (__builtin_expect(__atomic_load_n(&rec_sync_open, __ATOMIC_RELAXED),
+                         0)) {
+        __atomic_store_n(&rec_sync_open, 0, __ATOMIC_RELAXED);
+        ss__coll_end();
+    }
+}
+
 static inline uint64_t current_step(void)
 {
     return __atomic_load_n(&rec_step, __ATOMIC_RELAXED);
@@ -182,6 +197,7 @@ SS_API void ss_step_begin(uint64_t step)
 {
     if (!active() || step == SS__NO_STEP)
         return;
+    sync_moved_on();
     ss__mono_ns t = ss__now();
     uint64_t open = current_step();
     if (open != SS__NO_STEP)
@@ -194,6 +210,7 @@ SS_API void ss_step_end(void)
 {
     if (!active())
         return;
+    sync_moved_on();
     uint64_t open = current_step();
     if (open == SS__NO_STEP)
         return;
@@ -203,14 +220,18 @@ SS_API void ss_step_end(void)
 
 SS_API void ss_phase_begin(ss_name_id id)
 {
-    if (active())
-        record(SS__EV_PHASE_BEGIN, id, current_step(), ss__now(), 0);
+    if (!active())
+        return;
+    sync_moved_on();
+    record(SS__EV_PHASE_BEGIN, id, current_step(), ss__now(), 0);
 }
 
 SS_API void ss_phase_end(ss_name_id id)
 {
-    if (active())
-        record(SS__EV_PHASE_END, id, SS__NO_STEP, ss__now(), 0);
+    if (!active())
+        return;
+    sync_moved_on();
+    record(SS__EV_PHASE_END, id, SS__NO_STEP, ss__now(), 0);
 }
 
 SS_API void ss_phase_span(ss_name_id id, int64_t begin_ns, int64_t end_ns)
@@ -227,8 +248,29 @@ SS_API int64_t ss_now_ns(void)
 
 SS_API void ss_sync(ss_name_id id)
 {
-    if (active())
-        record(SS__EV_SYNC, id, current_step(), ss__now(), 0);
+    if (!active())
+        return;
+    record(SS__EV_SYNC, id, current_step(), ss__now(), 0);
+    if (id >= 1 && id <= SS_MAX_NAMES) {
+        ss__coll_begin(id);
+        __atomic_store_n(&rec_sync_open, 1, __ATOMIC_RELAXED);
+    }
+}
+
+SS_API void ss_collective_begin(ss_name_id kind)
+{
+    if (!active() || kind < 1 || kind > SS_MAX_NAMES)
+        return;
+    __atomic_store_n(&rec_sync_open, 0, __ATOMIC_RELAXED);
+    ss__coll_begin(kind);
+}
+
+SS_API void ss_collective_end(void)
+{
+    if (!active())
+        return;
+    __atomic_store_n(&rec_sync_open, 0, __ATOMIC_RELAXED);
+    ss__coll_end();
 }
 
 SS_API void ss_sync_at(ss_name_id id, int64_t at_ns)

@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "collective.h"
 #include "fold.h"
 #include "names.h"
 #include "stepscope.h"
@@ -494,10 +495,15 @@ static void maybe_queue_status(ss__mono_ns now)
         return;
     wire_status st;
     ss__fold_status(&S.fold, &st);
+    int coll_active;
+    ss__coll_get(&st.coll_name_id, &st.coll_seq, &coll_active);
+    st.coll_flags = coll_active ? WIRE_STATUS_COLL_ACTIVE : 0;
     ss__dur_ns since_last = now - S.status_at;
     int changed = !S.have_status || st.step != S.status.step ||
                   st.name_id != S.status.name_id ||
-                  st.since_ns != S.status.since_ns;
+                  st.since_ns != S.status.since_ns ||
+                  st.coll_seq != S.status.coll_seq ||
+                  st.coll_flags != S.status.coll_flags;
     if (S.have_status && !(changed && since_last >= STATUS_MIN_GAP_NS) &&
         since_last < STATUS_EVERY_NS)
         return;
@@ -506,6 +512,8 @@ static void maybe_queue_status(ss__mono_ns now)
     size_t n = 0;
     if (st.name_id && declare(st.name_id, decl, &n) < 0)
         st.name_id = 0; /* a name that cannot be declared is not shown */
+    if (st.coll_name_id && declare(st.coll_name_id, decl, &n) < 0)
+        st.coll_name_id = 0, st.coll_seq = 0, st.coll_flags = 0;
     size_t len = wire_encode_status(S.scratch + n, sizeof S.scratch - n, &st);
     if (len == 0 || out_free() < n + len + OUT_CONTROL_RESERVE)
         return; /* retried on the next tick */

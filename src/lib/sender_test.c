@@ -248,6 +248,11 @@ static int body_status(void *arg)
     fc_sleep_ms(300);
     ss_phase_end(inner);
     ss_phase_end(outer);
+    ss_collective_begin(SS_NAME("all_reduce")); /* collective #1 */
+    fc_sleep_ms(300);
+    ss_collective_end();
+    ss_sync(SS_NAME("barrier")); /* #2, open until the step's end */
+    fc_sleep_ms(300);
     ss_step_end();
     fc_sleep_ms(1300); /* idle: a heartbeat STATUS between steps */
     ss_shutdown();
@@ -271,6 +276,31 @@ static void reports_the_current_phase_and_a_heartbeat(void)
             strcmp(fc.frames[k].u.name.name, "slow_inner") == 0)
             inner_id = fc.frames[k].u.name.name_id;
     REQUIRE(inner_id != 0);
+    uint32_t ar_id = 0, barrier_id = 0;
+    for (int k = 0; k < fc.n_frames; k++)
+        if (fc.frames[k].type == WIRE_NAME) {
+            if (strcmp(fc.frames[k].u.name.name, "all_reduce") == 0)
+                ar_id = fc.frames[k].u.name.name_id;
+            if (strcmp(fc.frames[k].u.name.name, "barrier") == 0)
+                barrier_id = fc.frames[k].u.name.name_id;
+        }
+    REQUIRE(ar_id != 0 && barrier_id != 0);
+    int in_ar = 0, in_barrier = 0, after_barrier = 0;
+    for (int k = 0; k < fc.n_frames; k++) {
+        const wire_status *st = &fc.frames[k].u.status;
+        if (fc.frames[k].type != WIRE_STATUS)
+            continue;
+        int active = st->coll_flags & WIRE_STATUS_COLL_ACTIVE;
+        in_ar += st->coll_name_id == ar_id && st->coll_seq == 1 && active;
+        in_barrier += st->coll_name_id == barrier_id && st->coll_seq == 2 &&
+                      active;
+        after_barrier += st->coll_name_id == barrier_id &&
+                         st->coll_seq == 2 && !active &&
+                         st->step == WIRE_NO_STEP;
+    }
+    CHECK(in_ar >= 1);
+    CHECK(in_barrier >= 1);
+    CHECK(after_barrier >= 1);
     int in_inner = 0, idle = 0;
     for (int k = 0; k < fc.n_frames; k++) {
         const wire_frame *f = &fc.frames[k];

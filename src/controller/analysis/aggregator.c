@@ -974,3 +974,9 @@ void ss_aggregator_rank_state(const ss_aggregator *a, uint32_t rank,
     out->crashed = a->ranks[rank].crashed;
     out->last_step = a->ranks[rank].last_step;
 }
+
+uint32_t ss_aggregator_publish_finding(ss_aggregator *a,
+                                       const ss_finding *content)
+{
+    return ss_detectors_publish(a->det, content);
+}

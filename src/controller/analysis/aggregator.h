@@ -90,6 +90,12 @@ void ss_aggregator_finish(ss_aggregator *a);
 void ss_aggregator_set_clock_bound(ss_aggregator *agg, uint32_t rank,
                                    int64_t bound_ns);
 
+/* Publishes a finding made outside the detectors (a hang) through the
+ * detectors' table and sink: ss_detectors_publish.  Returns its id, 0 when
+ * the table is full. */
+uint32_t ss_aggregator_publish_finding(ss_aggregator *a,
+                                       const ss_finding *content);
+
 typedef struct {
     uint64_t records;          /* accepted records */
     uint64_t refused;          /* refused records */

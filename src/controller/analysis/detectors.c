@@ -122,6 +122,15 @@ static void flush_findings(ss_detectors *d)
     }
 }
 
+uint32_t ss_detectors_publish(ss_detectors *d, const ss_finding *content)
+{
+    int32_t idx = ss__finding_publish(d, content);
+    if (idx < 0)
+        return 0;
+    finding_emit(d, &d->fd[idx]);
+    return d->fd[idx].f.id;
+}
+
 void *ss__detector_state(const ss_detectors *d, const ss__detector *detector)
 {
     for (size_t i = 0; i < N_DETECTORS; i++)

@@ -69,4 +69,9 @@ int ss_detectors_set_clock_bound(ss_detectors *d, uint32_t rank,
 /* End of run: emits every finding in its final form. */
 void ss_detectors_finish(ss_detectors *d, const char *const *names);
 
+/* Records CONTENT, a finding made outside the step-driven detectors (a
+ * hang, hang.h), under the next finding id and emits it to the sink at
+ * once.  Returns the id, or 0 when the findings table is full. */
+uint32_t ss_detectors_publish(ss_detectors *d, const ss_finding *content);
+
 #endif

@@ -260,6 +260,9 @@ static int dispatch(conn *c, wire_frame *f)
             cb->on_status(cb->ctx, (uint32_t)c->rank, &f->u.status,
                           f->u.status.name_id
                               ? c->name_map[f->u.status.name_id]
+                              : -1,
+                          f->u.status.coll_name_id
+                              ? c->name_map[f->u.status.coll_name_id]
                               : -1);
         return 0;
     case WIRE_BYE:

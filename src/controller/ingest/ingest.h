@@ -47,9 +47,11 @@ typedef struct {
     void (*on_rejected)(void *ctx, int32_t rank, const char *reason);
     /* RANK's live state (STATUS).  PHASE is the run-wide index of the
      * innermost open phase, -1 when none (ST->name_id is the rank's own
-     * id and should not be used).  May be NULL. */
+     * id and should not be used).  COLLECTIVE likewise is the run-wide
+     * index of its latest collective's kind (ST->coll_seq its number), -1
+     * when none.  May be NULL. */
     void (*on_status)(void *ctx, uint32_t rank, const wire_status *st,
-                      int phase);
+                      int phase, int collective);
     /* RANK declared NAME and intern() gave it no index: what RANK records
      * under it is dropped from now on.  Called once per declaration (a
      * rank declares each name once per connection).  May be NULL. */

@@ -92,7 +92,7 @@ static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
 }
 
 static void t_status(void *ctx, uint32_t rank, const wire_status *st,
-                     int phase)
+                     int phase, int collective)
 {
     seen *s = ctx;
     if (s->statuses < 2)
@@ -226,9 +226,9 @@ static void *run_client(void *arg)
             s.step = 2;
         }
         n += wire_encode_step(buf + n, sizeof buf - n, &s);
-        wire_status st = {2, c->over_limit ? 6 : 5, 3};
+        wire_status st = {2, c->over_limit ? 6 : 5, 3, 0, 0, 0};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
-        st = (wire_status){WIRE_NO_STEP, 0, 4};
+        st = (wire_status){WIRE_NO_STEP, 0, 4, 0, 0, 0};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
         wire_bye b = {1};
         n += wire_encode_bye(buf + n, sizeof buf - n, &b);
@@ -448,7 +448,7 @@ static size_t channel_script(uint8_t *buf, size_t cap, uint32_t rank,
     st.n_syncs = 1;
     st.syncs[0] = (wire_sync){5, 8000};
     n += wire_encode_step(buf + n, cap - n, &st);
-    wire_status ws = {2, 5, 8500};
+    wire_status ws = {2, 5, 8500, 0, 0, 0};
     n += wire_encode_status(buf + n, cap - n, &ws);
     wire_bye b = {1};
     n += wire_encode_bye(buf + n, cap - n, &b);

@@ -40,6 +40,7 @@
 #include "agent.h"
 #include "aggregator.h"
 #include "fingerprint.h"
+#include "hang.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
@@ -117,6 +118,7 @@ static void sink_step(void *ctx, const ss_step_view *v,
 {
     run_ctx *r = ctx;
     r->steps_finalized++;
+    ss_hang_progress(&r->hang, v->step, v->step_time.max, run_mono_now());
     ss_store_put_step(r->store, r->run_id, v, names);
     ss_live_step(r->live, v, names);
 }
@@ -234,9 +236,19 @@ static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
 
 /* What the rank is doing now (STATUS): for the live views only. */
 static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
-                      int phase)
+                      int phase, int collective)
 {
     run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    s->status_at = run_mono_now();
+    s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
+                      ? -1
+                      : (int64_t)st->step;
+    s->phase = phase;
+    s->collective = collective;
+    s->coll_seq = collective >= 0 ? st->coll_seq : 0;
+    s->coll_active = collective >= 0 &&
+                     (st->coll_flags & WIRE_STATUS_COLL_ACTIVE) != 0;
     uint32_t n_names = 0;
     const char *const *names = ss_aggregator_names(r->agg, &n_names);
     ss_live_rank_status(r->live, rank,
@@ -432,12 +444,63 @@ static void publish_host_totals(run_ctx *r)
             ss_live_rank_host(r->live, i, &totals);
 }
 
+/* A name of the run's table, "" for -1 or one out of range. */
+static const char *run_name(run_ctx *r, int idx)
+{
+    uint32_t n = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n);
+    return idx >= 0 && (uint32_t)idx < n && names[idx] ? names[idx] : "";
+}
+
+/* Hang detection on the housekeeping tick (hang.h): what each rank does
+ * now, from its STATUS and the aggregator; on a hang, the finding, the
+ * stacks (ss_hang_stacks_hook) and what --on-hang says. */
+static void check_hang(run_ctx *r, ss_mono_ns now)
+{
+    if (r->hang_off || r->hang_stop_why[0])
+        return;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        const rank_slot *s = &r->ranks[i];
+        ss_hang_rank *h = &r->hang_ranks[i];
+        ss_rank_state st;
+        ss_aggregator_rank_state(r->agg, i, &st);
+        memset(h, 0, sizeof *h);
+        h->live = st.live && !st.crashed;
+        h->last_step = st.last_step;
+        h->cur_step = s->status_at ? s->cur_step : -1;
+        snprintf(h->phase, sizeof h->phase, "%s", run_name(r, s->phase));
+        snprintf(h->collective, sizeof h->collective, "%s",
+                 run_name(r, s->collective));
+        h->coll_seq = s->coll_seq;
+        h->coll_active = s->coll_active;
+        h->heard_at = s->status_at;
+    }
+    ss_finding f;
+    if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->nprocs, &f))
+        return;
+    uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
+    run_event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
+    /* The stack capture call site: every rank's stacks, stored with the
+     * finding. */
+    if (r->hang_stacks.capture && id)
+        r->hang_stacks.capture(r->hang_stacks.ctx, r->run_id, r->attempt,
+                               id);
+    if (r->on_hang == SS_ON_HANG_STOP) {
+        snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
+        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
+                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
+        run_stop_job(r, 0, "stopped on a hang");
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_mono_now();
     publish_host_totals(r);
     run_nodes_tick(r, now);
+    check_hang(r, now);
     for (uint32_t i = 0; i < r->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
@@ -490,11 +553,42 @@ static void usage(FILE *out)
         "                           (CPU, run-queue delay, stops, throttling,\n"
         "                           faults) every MS ms and at each step\n"
         "                           (default %d; 0: no host evidence)\n"
+        "      --hang-timeout SECONDS\n"
+        "                           a hang: no step completed by every rank\n"
+        "                           for this long (default: adaptive, 10 x\n"
+        "                           p99 of recent step times, at least 30;\n"
+        "                           600 before the first step; 0: off;\n"
+        "                           docs/debug.md)\n"
+        "      --on-hang dump|stop  on a hang: record it and keep waiting\n"
+        "                           (dump, the default), or also end the job\n"
+        "                           with exit status %d (stop)\n"
+        "\n"
+        "multi-node (the same command on every node; docs/multinode.md):\n"
+        "      --nnodes N           nodes in the job (default 1; Slurm's\n"
+        "                           SLURM_NNODES or PET_NNODES when set)\n"
+        "      --node-rank K        this node (0 runs the controller; others\n"
+        "                           run an agent; SLURM_NODEID, PET_NODE_RANK)\n"
+        "      --master-addr HOST   node 0's address (first host of\n"
+        "                           SLURM_JOB_NODELIST, PET_MASTER_ADDR)\n"
+        "      --master-port PORT   the ranks' MASTER_PORT (default 29500)\n"
+        "      --controller-port PORT\n"
+        "                           where node 0 listens for agents (default\n"
+        "                           master port + 1)\n"
+        "      --token-file FILE    the shared secret of the agent links (or\n"
+        "                           STEPSCOPE_TOKEN); required with --nnodes > 1\n"
+        "      --job-id ID          the same on every node (default\n"
+        "                           SLURM_JOB_ID, PET_RDZV_ID)\n"
+        "      --join-timeout SECONDS\n"
+        "                           a node not joined by then is lost (300)\n"
+        "      --heartbeat-timeout SECONDS\n"
+        "                           a silent link is lost after this (10)\n"
+        "\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
         "The exit status is the job's: 0, or that of the rank that failed first.\n",
-        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT);
+        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
+        SS_HANG_EXIT_STATUS);
 }
 
 static void list_params(void)
@@ -611,6 +705,8 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"token-file", required_argument, NULL, 0x116},
         {"join-timeout", required_argument, NULL, 0x117},
         {"heartbeat-timeout", required_argument, NULL, 0x118},
+        {"hang-timeout", required_argument, NULL, 0x103},
+        {"on-hang", required_argument, NULL, 0x104},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -694,6 +790,29 @@ static int parse_args(run_ctx *r, int argc, char **argv)
             break;
         }
         case 0x101: r->no_http = 1; break;
+        case 0x103: {
+            uint32_t ms;
+            if (parse_seconds_ms(optarg, 7 * 86400u * 1000, &ms)) {
+                fprintf(stderr, "stepscope run: bad --hang-timeout '%s' "
+                        "(seconds, e.g. 60 or 2.5; 0 turns hang detection "
+                        "off)\n", optarg);
+                return 2;
+            }
+            r->hang_off = ms == 0;
+            r->hang_cfg.timeout = (ss_dur_ns)ms * 1000000;
+            break;
+        }
+        case 0x104:
+            if (strcmp(optarg, "dump") == 0) {
+                r->on_hang = SS_ON_HANG_DUMP;
+            } else if (strcmp(optarg, "stop") == 0) {
+                r->on_hang = SS_ON_HANG_STOP;
+            } else {
+                fprintf(stderr, "stepscope run: --on-hang wants dump or "
+                        "stop, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'A': r->auto_mode = 1; break;
         case 0x110: r->node_flags.nnodes = optarg; break;
         case 0x111: r->node_flags.node_rank = optarg; break;
@@ -924,7 +1043,10 @@ static int start(run_ctx *r, char *err, size_t errlen)
     r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     r->ranks = calloc(r->nprocs, sizeof *r->ranks);
-    if (!r->agg || !r->ranks ||
+    r->hang_ranks = calloc(r->nprocs, sizeof *r->hang_ranks);
+    for (uint32_t i = 0; r->ranks && i < r->nprocs; i++)
+        r->ranks[i].phase = r->ranks[i].collective = -1;
+    if (!r->agg || !r->ranks || !r->hang_ranks ||
         ss_life_init(&r->life, r->nprocs, r->attempt,
                      (ss_dur_ns)r->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
@@ -972,6 +1094,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->started = run_mono_now();
     ss_life_launched(&r->life, r->started);
+    ss_hang_init(&r->hang, &r->hang_cfg, r->started);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
@@ -1042,7 +1165,10 @@ static void record_store_losses(run_ctx *r, int status)
 static void print_summary(run_ctx *r, int status)
 {
     char why[8192];
-    if (r->failure_text[0])
+    if (r->hang_stop_why[0])
+        fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
+                "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
+    else if (r->failure_text[0])
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
@@ -1125,6 +1251,7 @@ int ss_run_main(int argc, char **argv)
     r->join_timeout_ms = 300000;
     r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
+    ss_hang_config_defaults(&r->hang_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
         free(r);
@@ -1153,7 +1280,7 @@ int ss_run_main(int argc, char **argv)
         r->tick.data = r;
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
-        status = job_status(r);
+        status = r->hang_stop_why[0] ? SS_HANG_EXIT_STATUS : job_status(r);
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
@@ -1195,6 +1322,7 @@ int ss_run_main(int argc, char **argv)
     free(r->ranks);
     free(r->nodes);
     free(r->remote_host);
+    free(r->hang_ranks);
     ss_life_release(&r->life);
     free(r);
     return status;

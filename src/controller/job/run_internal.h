@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "hang.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
@@ -59,7 +60,32 @@ typedef struct {
     uint64_t names_over_limit;  /* names it declared that the run refused */
     uint64_t values_over_limit; /* values under them, dropped */
     uv_timer_t linger;   /* closes a dead rank's connection after a while */
+    /* its latest STATUS, for hang diagnosis */
+    ss_mono_ns status_at;   /* 0: none yet */
+    int64_t cur_step;       /* -1 between steps */
+    int phase, collective;  /* run-wide name indexes, -1 none */
+    uint64_t coll_seq;
+    int coll_active;
 } rank_slot;
+
+/* What `stepscope run` does on a hang besides recording the finding
+ * (--on-hang). */
+typedef enum { SS_ON_HANG_DUMP = 0, SS_ON_HANG_STOP = 1 } ss_on_hang;
+
+/* The job's exit status after --on-hang stop ended it (docs/debug.md). */
+#define SS_HANG_EXIT_STATUS 124
+
+/*
+ * The capture of every rank's stacks on a hang: called once per hang
+ * finding, on the loop thread, right after the finding was recorded, with
+ * the run and the finding's id so that the stacks can be stored with it.
+ * CAPTURE NULL: no capture.
+ */
+typedef struct {
+    void *ctx;
+    void (*capture)(void *ctx, int64_t run_id, uint32_t attempt,
+                    uint32_t finding_id);
+} ss_hang_stacks_hook;
 
 typedef struct {
     /* options */
@@ -75,6 +101,9 @@ typedef struct {
     int http_public;       /* listening beyond loopback: token required */
     int auto_mode;       /* --auto: instrument PyTorch scripts */
     uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
+    ss_hang_config hang_cfg; /* --hang-timeout */
+    int hang_off;            /* --hang-timeout 0 */
+    ss_on_hang on_hang;      /* --on-hang */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
     ss_node_conf conf;       /* resolved (nodeconf.h) */
@@ -106,6 +135,10 @@ typedef struct {
     ss_ingest *ingest;
     ss_launcher *launcher;
     ss_host_watch *host;    /* NULL with --host-interval 0 */
+    ss_hang hang;
+    ss_hang_rank *hang_ranks; /* nprocs, filled on each tick */
+    ss_hang_stacks_hook hang_stacks;
+    char hang_stop_why[512]; /* --on-hang stop ended the job: the finding */
     rank_slot *ranks;
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;

@@ -1,0 +1,108 @@
+"""Hangs on real ranks: a tiny gloo DDP job (tests/e2e/hang_job.py) under
+`stepscope run --auto --hang-timeout 3 --on-hang stop`.  A rank asleep
+forever at some step while the others block in the all-reduce, a rank
+stopped with SIGSTOP, and a rank that skipped one all_reduce are each
+named in one `hang` finding within the timeout + 5 s, the skip as a
+collective mismatch; --on-hang stop ends the job with status 124 and
+leaves no process behind; clean jobs with normal jitter give no hang."""
+import importlib.util
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import STEPSCOPE, Job, wait_gone
+from jobs import descendants, job_args, rank_pid, stored_steps
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for this Python")
+
+JOB = Path(__file__).resolve().parent / "hang_job.py"
+TIMEOUT_S = 3
+HANG_EXIT = 124
+
+
+def run(store, *script_args, extra=(), during=None):
+    args = job_args(store, 3, ["/usr/bin/python3", str(JOB), *script_args],
+                    ["--auto", "-q", "--hang-timeout", str(TIMEOUT_S), *extra])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    procs = []
+    try:
+        if during:
+            during(proc)
+        deadline = time.time() + 150
+        while proc.poll() is None and time.time() < deadline:
+            procs = sorted(set(procs) | set(descendants(proc.pid)))
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    job = Job(subprocess.CompletedProcess(args, proc.returncode, out, err),
+              store)
+    return job, procs
+
+
+def the_hang(job):
+    hangs = job.findings("hang")
+    assert len(hangs) == 1, (hangs, job.stderr)
+    h = hangs[0]
+    assert h["severity"] == "critical"
+    ev = h["evidence"] if isinstance(h["evidence"], dict) else \
+        json.loads(h["evidence"])
+    assert ev["stalled_s"] <= TIMEOUT_S + 5, ev
+    return h, ev
+
+
+def test_sleeping_rank_named_and_stop_leaves_nothing(store):
+    job, procs = run(store, "--rank", "1", "--at", "10",
+                     extra=["--on-hang", "stop"])
+    assert job.returncode == HANG_EXIT, job.stderr
+    h, ev = the_hang(job)
+    assert h["ranks"] == [1], h
+    assert "rank 1 is" in h["message"] and "ranks 0,2 are waiting in " \
+        "all_reduce" in h["message"], h["message"]
+    assert "stopped on a hang" in job.stderr
+    assert wait_gone(procs, 10), procs  # no orphans
+
+
+def test_sigstopped_rank_named(store):
+    def stop_rank_2(proc):
+        deadline = time.time() + 90
+        while stored_steps(store) < 5 and time.time() < deadline:
+            time.sleep(0.2)
+        pid = rank_pid(proc.pid, 2)
+        assert pid
+        pid_sig = pid
+        import os
+        os.kill(pid_sig, signal.SIGSTOP)
+
+    job, procs = run(store, "--steps", "100000", "--step-ms", "5",
+                     extra=["--on-hang", "stop"], during=stop_rank_2)
+    assert job.returncode == HANG_EXIT, job.stderr
+    h, ev = the_hang(job)
+    assert h["ranks"] == [2], h
+    assert "rank 2 is silent" in h["message"], h["message"]
+    assert wait_gone(procs, 15), procs
+
+
+def test_skipped_all_reduce_is_a_mismatch(store):
+    job, procs = run(store, "--steps", "20", "--rank", "2", "--at", "5",
+                     "--fault", "skip", extra=["--on-hang", "stop"])
+    assert job.returncode == HANG_EXIT, job.stderr
+    h, ev = the_hang(job)
+    assert ev["collective_mismatch"] is True, ev
+    assert h["ranks"] == [2], h
+    assert "different collectives" in h["message"], h["message"]
+    assert wait_gone(procs, 10), procs
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_clean_runs_have_no_hang(store, attempt):
+    job, _ = run(store, "--steps", "60", "--step-ms", "30")
+    assert job.returncode == 0, job.stderr
+    assert job.findings("hang") == []
