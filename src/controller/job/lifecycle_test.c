@@ -249,6 +249,35 @@ static void finish_makes_ranks_still_in_missing(void)
     ss_life_release(&lc);
 }
 
+/* A lost node's ranks leave at once, missing, whether they were connected
+ * or never connected; they no longer hold the run open, and read "lost"
+ * unless their exit was already known. */
+static void lost_node_ranks_leave_missing(void)
+{
+    ss_lifecycle lc;
+    setup(&lc);
+    REQUIRE(hello(&lc, 2) == 0);
+    CHECK_DECISION(ss_life_node_lost(&lc, 2, "its node was lost"),
+                   SS_LEAVES_MISSING, "its node was lost", SS_LINGER_KEEP);
+    CHECK_DECISION(ss_life_node_lost(&lc, 3, "its node was lost"),
+                   SS_LEAVES_MISSING, "its node was lost", SS_LINGER_KEEP);
+    CHECK_STR(ss_life_rank_state(&lc, 2), "lost");
+    CHECK_STR(ss_life_rank_state(&lc, 3), "lost");
+    /* once left, a later loss changes nothing */
+    CHECK_EQ_INT(ss_life_node_lost(&lc, 2, "again").leave, SS_STAYS);
+    CHECK_EQ_INT(ss_life_node_lost(&lc, 9, "out of range").leave, SS_STAYS);
+    /* a rank whose exit came first keeps its exit state */
+    ss_life_exit(&lc, 1, 3, 0);
+    ss_life_node_lost(&lc, 1, "its node was lost");
+    CHECK_STR(ss_life_rank_state(&lc, 1), "failed");
+    for (uint32_t i = 0; i < 4; i++)
+        ss_life_exit(&lc, i, 0, 0);
+    ss_life_all_exited(&lc);
+    /* rank 2's connection counts as gone: nothing holds the run open */
+    CHECK_EQ_INT(ss_life_finish(&lc), 1);
+    ss_life_release(&lc);
+}
+
 static void run_status_follows_the_job(void)
 {
     CHECK_STR(ss_life_run_status(0), "succeeded");
@@ -412,6 +441,7 @@ static void loss_note_says_what_the_store_lost(void)
 }
 
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
+          TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),
           TEST(bye_seen_only_at_disconnect_is_clean),
           TEST(disconnect_then_exit_0_is_clean),
