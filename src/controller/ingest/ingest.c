@@ -208,6 +208,16 @@ static int dispatch(conn *c, wire_frame *f)
     switch (f->type) {
     case WIRE_HELLO: {
         char reason[200] = "refused by the controller";
+        const ss_ingest_transport *t = c->transport;
+        if (t && t->rank_count &&
+            (f->u.hello.rank < t->rank_first ||
+             f->u.hello.rank - t->rank_first >= t->rank_count)) {
+            snprintf(reason, sizeof reason, "rank %u does not run on this "
+                     "node (its ranks are %u to %u)", f->u.hello.rank,
+                     t->rank_first, t->rank_first + t->rank_count - 1);
+            conn_reject(c, 3, reason);
+            return -1;
+        }
         if (cb->on_hello &&
             cb->on_hello(cb->ctx, &f->u.hello, reason, sizeof reason) != 0) {
             conn_reject(c, 3, reason);

@@ -105,6 +105,9 @@ typedef struct {
      * controller's: every time in the rank's records is moved by it as it
      * is when each record arrives.  NULL: the same clock. */
     const int64_t *clock_offset_ns;
+    /* The ranks that may say HELLO on this channel: RANK_FIRST ..
+     * RANK_FIRST + RANK_COUNT - 1 (a node's own); RANK_COUNT 0: any. */
+    uint32_t rank_first, rank_count;
 } ss_ingest_transport;
 
 /* Opens a channel whose transport is T (T must outlive the channel: until

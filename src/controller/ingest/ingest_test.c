@@ -467,7 +467,7 @@ static void channel_with_chunk(size_t chunk)
     ss_ingest *in = start(&loop, &s, path, 5000);
     REQUIRE(in != NULL);
     fake_transport ft = {.offset = -1000};
-    ss_ingest_transport tr = {&ft, ft_write, ft_closed, &ft.offset};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, &ft.offset, 2, 2};
     ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
     REQUIRE(ch != NULL);
     uint8_t buf[2048];
@@ -524,7 +524,7 @@ static void channel_rejected(void)
     ss_ingest *in = start(&loop, &s, path, 5000);
     REQUIRE(in != NULL);
     fake_transport ft = {0};
-    ss_ingest_transport tr = {&ft, ft_write, ft_closed, NULL};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, NULL, 0, 0};
     ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
     uint8_t buf[2048];
     size_t n = channel_script(buf, sizeof buf, 1, 1);
@@ -540,9 +540,18 @@ static void channel_rejected(void)
     CHECK(wire_decoder_next(&d, ft.out, ft.out_len, &f, &used, err,
                             sizeof err) == WIRE_OK &&
           f.type == WIRE_REJECT);
+    /* a rank of another node is refused on this node's channel */
+    fake_transport ft3 = {0};
+    ss_ingest_transport tr3 = {&ft3, ft_write, ft_closed, NULL, 2, 2};
+    ss_ingest_channel *ch3 = ss_ingest_channel_open(in, &tr3);
+    n = channel_script(buf, sizeof buf, 1, 0);
+    ss_ingest_channel_feed(ch3, buf, n);
+    CHECK_EQ_INT(s.rejects, 2);
+    CHECK(strstr(s.last_reject, "rank 1 does not run on this node") != NULL);
+    CHECK_EQ_INT(ft3.closed, 1);
     /* a second channel is unaffected */
     fake_transport ft2 = {0};
-    ss_ingest_transport tr2 = {&ft2, ft_write, ft_closed, NULL};
+    ss_ingest_transport tr2 = {&ft2, ft_write, ft_closed, NULL, 0, 0};
     ss_ingest_channel *ch2 = ss_ingest_channel_open(in, &tr2);
     n = channel_script(buf, sizeof buf, 1, 0);
     ss_ingest_channel_feed(ch2, buf, n);

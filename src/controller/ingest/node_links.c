@@ -289,7 +289,9 @@ static void on_joined_frame(peer *l, const link_frame *f)
         c->id = f->u.channel.channel;
         c->owner = l;
         c->tr = (ss_ingest_transport){c, chan_write, chan_closed,
-                                      &l->clock_offset_ns};
+                                      &l->clock_offset_ns,
+                                      node * l->hello.nproc_per_node,
+                                      l->hello.nproc_per_node};
         c->ch = ss_ingest_channel_open(nl->ingest, &c->tr);
         if (!c->ch) {
             free(c);
