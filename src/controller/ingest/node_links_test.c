@@ -1,0 +1,435 @@
+/*
+ * node_links_test.c - the controller's side of the agent link on a real
+ * loop and real TCP, against a scripted agent on a thread (blocking
+ * socket, the link codec): a node that joins, opens a rank connection,
+ * exchanges clocks, reports exits and says goodbye; an agent with the
+ * wrong secret; a node the controller refuses; a node that falls silent;
+ * bytes that are not the protocol.
+ */
+#include "node_links.h"
+#include "testing.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const uint8_t k_token[WIRE_TOKEN_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8,
+                                                 9, 10, 11, 12, 13, 14, 15,
+                                                 16};
+
+typedef struct {
+    int joins, refused, clocks, exits, all_exited, gone, gone_clean;
+    int hellos, steps, disconnects;
+    int64_t last_offset;
+    char gone_why[128], refused_why[256];
+    int refuse_join;
+    int64_t step_begin; /* of the last step record, as ingest saw it */
+    ss_node_links *nl;
+    ss_ingest *in;
+    uv_timer_t closer;
+    int close_when_gone; /* close everything after this many gone+refused */
+} seen;
+
+static void on_closer(uv_timer_t *t)
+{
+    seen *s = t->data;
+    ss_node_links_close(s->nl);
+    ss_ingest_close(s->in);
+    uv_close((uv_handle_t *)t, NULL);
+}
+
+static void maybe_close(seen *s)
+{
+    if (s->gone + s->refused >= s->close_when_gone)
+        uv_timer_start(&s->closer, on_closer, 50, 0);
+}
+
+static int t_join(void *ctx, const link_agent_hello *h, const char *addr,
+                  char *reason, size_t n)
+{
+    seen *s = ctx;
+    s->joins++;
+    if (s->refuse_join) {
+        snprintf(reason, n, "node rank %u is taken", h->node_rank);
+        return -1;
+    }
+    return 0;
+}
+
+static void t_clock(void *ctx, uint32_t node, const link_clock *c)
+{
+    seen *s = ctx;
+    s->clocks++;
+    s->last_offset = c->offset_ns;
+}
+
+static void t_exit(void *ctx, uint32_t node, const link_rank_exit *e)
+{
+    ((seen *)ctx)->exits++;
+}
+
+static void t_all(void *ctx, uint32_t node, const link_all_exited *a)
+{
+    ((seen *)ctx)->all_exited++;
+}
+
+static void t_gone(void *ctx, uint32_t node, int clean, const char *why)
+{
+    seen *s = ctx;
+    s->gone++;
+    s->gone_clean = clean;
+    snprintf(s->gone_why, sizeof s->gone_why, "%s", why);
+    maybe_close(s);
+}
+
+static void t_refused(void *ctx, const char *addr, const char *why)
+{
+    seen *s = ctx;
+    s->refused++;
+    snprintf(s->refused_why, sizeof s->refused_why, "%s", why);
+    maybe_close(s);
+}
+
+static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
+{
+    ((seen *)ctx)->hellos++;
+    return 0;
+}
+
+static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
+{
+    seen *s = ctx;
+    s->steps++;
+    s->step_begin = rec->begin_ns;
+}
+
+static void t_disconnect(void *ctx, uint32_t rank, int said_bye)
+{
+    ((seen *)ctx)->disconnects++;
+}
+
+static int t_intern(void *ctx, const char *name)
+{
+    return 1;
+}
+
+/* ---- the scripted agent ---- */
+
+typedef enum { A_GOOD, A_WRONG_SECRET, A_REFUSED, A_SILENT, A_GARBAGE } script;
+
+typedef struct {
+    uint16_t port;
+    script what;
+    link_secret secret;
+    /* out */
+    int verified_controller; /* the controller's proof checked out */
+    int joined, rejected, got_time_resp, token_ok, got_welcome, closed;
+    char reject_reason[256];
+} agent;
+
+typedef struct {
+    int fd;
+    link_encoder enc;
+    link_decoder dec;
+    uint8_t buf[2 * LINK_FRAME_MAX];
+    size_t len;
+    uint8_t out[LINK_FRAME_MAX];
+} conn;
+
+static int send_frame(conn *c, const link_frame *f)
+{
+    size_t n = link_encode(&c->enc, c->out, sizeof c->out, f);
+    return n && send(c->fd, c->out, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+/* Reads one frame; returns 1, or 0 at the end of the stream or an error. */
+static int read_frame(conn *c, link_frame *f)
+{
+    for (;;) {
+        size_t used = 0;
+        char err[200];
+        link_result rc = link_decoder_next(&c->dec, c->buf, c->len, f, &used,
+                                           err, sizeof err);
+        if (rc == LINK_OK) {
+            /* DATA points into buf: keep a copy of what tests read */
+            static uint8_t data[LINK_MAX_DATA];
+            if (f->type == LINK_DATA) {
+                memcpy(data, f->u.data.bytes, f->u.data.len);
+                f->u.data.bytes = data;
+            }
+            memmove(c->buf, c->buf + used, c->len - used);
+            c->len -= used;
+            return 1;
+        }
+        if (rc == LINK_ERROR)
+            return 0;
+        ssize_t n = read(c->fd, c->buf + c->len, sizeof c->buf - c->len);
+        if (n <= 0)
+            return 0;
+        c->len += (size_t)n;
+    }
+}
+
+static void *run_agent(void *arg)
+{
+    agent *a = arg;
+    static conn c;
+    memset(&c, 0, sizeof c);
+    c.fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(a->port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(c.fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        return NULL;
+    if (a->what == A_GARBAGE) {
+        static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+        send(c.fd, junk, sizeof junk - 1, MSG_NOSIGNAL);
+        link_frame f;
+        link_decoder_init(&c.dec, LINK_FROM_CONTROLLER);
+        a->closed = !read_frame(&c, &f);
+        close(c.fd);
+        return NULL;
+    }
+    link_encoder_init(&c.enc, LINK_FROM_AGENT);
+    link_decoder_init(&c.dec, LINK_FROM_CONTROLLER);
+    link_frame f = {.type = LINK_AGENT_HELLO};
+    link_agent_hello *h = &f.u.hello;
+    h->version = LINK_VERSION;
+    h->node_rank = 1;
+    h->nnodes = 2;
+    h->nproc_per_node = 2;
+    link_random(h->nonce, sizeof h->nonce);
+    snprintf(h->job_id, sizeof h->job_id, "job7");
+    snprintf(h->host, sizeof h->host, "node1");
+    link_agent_hello hello = *h;
+    send_frame(&c, &f);
+    link_frame in;
+    if (!read_frame(&c, &in) || in.type != LINK_CHALLENGE)
+        goto out;
+    uint8_t want[LINK_PROOF_SIZE];
+    link_auth_controller_proof(&a->secret, &hello, in.u.challenge.nonce, want);
+    a->verified_controller = link_auth_proof_equal(want, in.u.challenge.proof);
+    link_frame p = {.type = LINK_PROOF};
+    link_auth_agent_proof(&a->secret, &hello, in.u.challenge.nonce,
+                          p.u.proof.proof);
+    send_frame(&c, &p);
+    uint8_t key[LINK_KEY_SIZE];
+    link_auth_session_key(&a->secret, &hello, in.u.challenge.nonce, key);
+    link_encoder_keyed(&c.enc, key);
+    link_decoder_keyed(&c.dec, key);
+    if (!read_frame(&c, &in))
+        goto out;
+    if (in.type == LINK_JOIN_REJECT) {
+        a->rejected = 1;
+        snprintf(a->reject_reason, sizeof a->reject_reason, "%s",
+                 in.u.join_reject.reason);
+        goto out;
+    }
+    if (in.type != LINK_JOIN_OK)
+        goto out;
+    a->joined = 1;
+    uint8_t token[LINK_TOKEN_SIZE];
+    link_auth_seal_token(key, in.u.join_ok.sealed_token, token);
+    a->token_ok = memcmp(token, k_token, sizeof token) == 0;
+    if (a->what == A_SILENT) {
+        /* say nothing more: the heartbeat timeout must end it */
+        while (read_frame(&c, &in))
+            ;
+        a->closed = 1;
+        goto out;
+    }
+    /* a clock exchange and an estimate */
+    link_frame t = {.type = LINK_TIME_REQ};
+    t.u.time_req.t1 = 5;
+    send_frame(&c, &t);
+    do {
+        if (!read_frame(&c, &in))
+            goto out;
+    } while (in.type == LINK_HEARTBEAT);
+    a->got_time_resp = in.type == LINK_TIME_RESP && in.u.time_resp.t1 == 5;
+    link_frame ck = {.type = LINK_CLOCK};
+    ck.u.clock = (link_clock){-1000, 10, 20, 8};
+    send_frame(&c, &ck);
+    /* rank 2 connects: OPEN, its HELLO and one step */
+    link_frame o = {.type = LINK_OPEN};
+    o.u.channel.channel = 7;
+    send_frame(&c, &o);
+    uint8_t rb[1024];
+    wire_hello wh;
+    memset(&wh, 0, sizeof wh);
+    wh.version = WIRE_VERSION;
+    wh.rank = 2;
+    wh.world_size = 4;
+    memcpy(wh.token, token, sizeof wh.token);
+    snprintf(wh.run_id, sizeof wh.run_id, "run-uuid");
+    snprintf(wh.host, sizeof wh.host, "node1");
+    size_t n = wire_encode_hello(rb, sizeof rb, &wh);
+    wire_name nm = {1, "forward"};
+    n += wire_encode_name(rb + n, sizeof rb - n, &nm);
+    static wire_step st;
+    st.step = 0;
+    st.begin_ns = 50000;
+    st.end_ns = 60000;
+    n += wire_encode_step(rb + n, sizeof rb - n, &st);
+    link_frame d = {.type = LINK_DATA};
+    d.u.data = (link_data){7, (uint32_t)n, rb};
+    send_frame(&c, &d);
+    do {
+        if (!read_frame(&c, &in))
+            goto out;
+    } while (in.type == LINK_HEARTBEAT);
+    if (in.type == LINK_DATA && in.u.data.channel == 7) {
+        wire_decoder wd;
+        wire_decoder_init(&wd, WIRE_FROM_CONTROLLER, NULL, NULL);
+        wire_frame wf;
+        size_t used;
+        char err[100];
+        a->got_welcome = wire_decoder_next(&wd, in.u.data.bytes,
+                                           in.u.data.len, &wf, &used, err,
+                                           sizeof err) == WIRE_OK &&
+                         wf.type == WIRE_WELCOME;
+    }
+    link_frame cl = {.type = LINK_CLOSE};
+    cl.u.channel.channel = 7;
+    send_frame(&c, &cl);
+    link_frame ex = {.type = LINK_RANK_EXIT};
+    ex.u.rank_exit.rank = 2;
+    send_frame(&c, &ex);
+    link_frame all = {.type = LINK_ALL_EXITED};
+    send_frame(&c, &all);
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(&c, &bye);
+out:
+    close(c.fd);
+    return NULL;
+}
+
+/* Runs a controller and one scripted agent to the end. */
+static void run_case(seen *s, agent *a, const char *controller_secret,
+                     uint32_t heartbeat_timeout_ms)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    signal(SIGPIPE, SIG_IGN);
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/ss-nl-test-%d.sock", (int)getpid());
+    unlink(path);
+    ss_ingest_config icfg = {.unix_path = path, .run_id = "run-uuid"};
+    memcpy(icfg.token, k_token, sizeof k_token);
+    ss_ingest_callbacks icb = {.ctx = s, .intern = t_intern,
+                               .on_hello = t_hello, .on_step = t_step,
+                               .on_disconnect = t_disconnect};
+    char err[256];
+    s->in = ss_ingest_start(&loop, &icfg, &icb, err, sizeof err);
+    REQUIRE(s->in != NULL);
+    link_secret secret;
+    REQUIRE(link_secret_load(NULL, controller_secret, &secret, err,
+                             sizeof err) == 0);
+    ss_node_links_config cfg = {.bind_addr = "127.0.0.1",
+                                .secret = &secret,
+                                .run_uuid = "run-uuid",
+                                .world_size = 4,
+                                .rank_token = k_token,
+                                .heartbeat_ms = 100,
+                                .heartbeat_timeout_ms = heartbeat_timeout_ms,
+                                .handshake_timeout_ms = 2000};
+    ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
+                                  t_all,  NULL,   t_gone,  t_refused};
+    s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
+    REQUIRE(s->nl != NULL);
+    uv_timer_init(&loop, &s->closer);
+    s->closer.data = s;
+    if (!s->close_when_gone)
+        s->close_when_gone = 1;
+    a->port = ss_node_links_port(s->nl);
+    pthread_t th;
+    pthread_create(&th, NULL, run_agent, a);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+static const char *k_secret = "a-test-secret-of-enough-length";
+
+static void a_node_joins_works_and_leaves(void)
+{
+    seen s = {0};
+    agent a = {.what = A_GOOD};
+    char err[100];
+    REQUIRE(link_auth_init() == 0);
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.verified_controller);
+    CHECK(a.joined && a.token_ok && a.got_time_resp && a.got_welcome);
+    CHECK_EQ_INT(s.joins, 1);
+    CHECK_EQ_INT(s.clocks, 1);
+    CHECK_EQ_INT(s.hellos, 1);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK_EQ_INT(s.step_begin, 49000); /* moved by the node's offset */
+    CHECK_EQ_INT(s.disconnects, 1);
+    CHECK_EQ_INT(s.exits, 1);
+    CHECK_EQ_INT(s.all_exited, 1);
+    CHECK_EQ_INT(s.gone, 1);
+    CHECK_EQ_INT(s.gone_clean, 1);
+}
+
+static void a_wrong_secret_is_refused_both_ways(void)
+{
+    seen s = {0};
+    agent a = {.what = A_WRONG_SECRET};
+    char err[100];
+    REQUIRE(link_secret_load(NULL, "another-secret-entirely!", &a.secret, err,
+                             sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(!a.verified_controller); /* the agent sees a fake controller */
+    CHECK(!a.joined);
+    CHECK_EQ_INT(s.joins, 0);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "authentication failed") != NULL);
+    CHECK_EQ_INT(s.gone, 0);
+}
+
+static void a_refused_node_is_told_why(void)
+{
+    seen s = {.refuse_join = 1};
+    agent a = {.what = A_REFUSED};
+    char err[100];
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.rejected);
+    CHECK_STR(a.reject_reason, "node rank 1 is taken");
+    CHECK_EQ_INT(s.gone, 0);
+}
+
+static void a_silent_node_is_lost(void)
+{
+    seen s = {0};
+    agent a = {.what = A_SILENT};
+    char err[100];
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 400);
+    CHECK(a.joined);
+    CHECK_EQ_INT(s.gone, 1);
+    CHECK_EQ_INT(s.gone_clean, 0);
+    CHECK(strstr(s.gone_why, "no heartbeat") != NULL);
+    CHECK(a.closed);
+}
+
+static void garbage_is_closed(void)
+{
+    seen s = {0};
+    agent a = {.what = A_GARBAGE};
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.closed);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "protocol error") != NULL);
+}
+
+TEST_LIST(TEST(a_node_joins_works_and_leaves),
+          TEST(a_wrong_secret_is_refused_both_ways),
+          TEST(a_refused_node_is_told_why), TEST(a_silent_node_is_lost),
+          TEST(garbage_is_closed))
