@@ -440,6 +440,13 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
+                              "ALTER TABLE attempts DROP COLUMN ended_at;"
+                              "ALTER TABLE attempts DROP COLUMN cause;"
+                              "ALTER TABLE attempts DROP COLUMN "
+                              "first_step;"
+                              "ALTER TABLE attempts DROP COLUMN last_step;"
+                              "ALTER TABLE attempts DROP COLUMN "
+                              "resumed_from;"
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
                               "ALTER TABLE rank_steps DROP COLUMN "
                               "phase_self;"

@@ -268,6 +268,11 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "ALTER TABLE attempts DROP COLUMN ended_at;"
+                          "ALTER TABLE attempts DROP COLUMN cause;"
+                          "ALTER TABLE attempts DROP COLUMN first_step;"
+                          "ALTER TABLE attempts DROP COLUMN last_step;"
+                          "ALTER TABLE attempts DROP COLUMN resumed_from;"
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
                           "ALTER TABLE step_phases DROP COLUMN self_n;"
@@ -291,6 +296,8 @@ static void migrates_version_1(void)
                           " step_ns) VALUES (1, 0, 0, 0, 5);"
                           "INSERT INTO ranks(run_id, attempt, rank)"
                           " VALUES (1, 0, 0);"
+                          "INSERT INTO attempts(run_id, attempt, started_at)"
+                          " VALUES (1, 0, 5);"
                           "PRAGMA user_version = 1"),
                  0);
     s = open_store(path, NULL, 0);
@@ -306,6 +313,11 @@ static void migrates_version_1(void)
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM step_phases WHERE "
                                "self_n IS NULL AND self_median IS NULL"),
+                 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM attempts WHERE "
+                               "ended_at IS NULL AND cause IS NULL AND "
+                               "first_step IS NULL AND last_step IS NULL "
+                               "AND resumed_from IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
                                "names_over_limit IS NULL AND "
