@@ -37,8 +37,10 @@ checkpoint of step k (in a script that makes its own steps: the open step,
 else the last one begun).  Saved to a path, it gets a sidecar file
 PATH.stepscope.json: {"format": "stepscope.checkpoint/1", "step": k,
 "size": ..., "mtime_ns": ...} of the file (or directory) as saved.  When a
-later process torch.load()s that path before its first step and the file
-still has that size and modification time, it resumed from step k:
+later process torch.load()s that file before its first step and the file
+still has that size and modification time (renamed or not: a file moved
+after the save is matched among its directory's sidecars), it resumed from
+step k:
 resumed_from(k) is reported and its steps continue with k + 1, so step
 numbers mean the same across attempts (docs/fault-tolerance.md).
 
@@ -509,25 +511,56 @@ def _saved(f):
               "%s" % (path, SIDECAR_SUFFIX, e))
 
 
+_SIDECAR_SCAN_MAX = 10000  # directory entries looked at for a renamed file
+
+
+def _sidecar_step(path):
+    """The step of the checkpoint at PATH from its sidecar, or None.  The
+    sidecar must describe the file as it is (size and modification time);
+    a file renamed after the save (saved to a temporary name, then
+    os.replace) is found among the sidecars of its directory by that
+    identity."""
+    import json
+    ident = list(_identity(path))
+    directory = os.path.dirname(path) or "."
+    candidates = [path + SIDECAR_SUFFIX]
+    try:
+        with os.scandir(directory) as it:
+            for i, entry in enumerate(it):
+                if i >= _SIDECAR_SCAN_MAX:
+                    break
+                if entry.name.endswith(SIDECAR_SUFFIX):
+                    candidates.append(entry.path)
+    except OSError:
+        pass
+    for name in candidates:
+        try:
+            with open(name) as src:
+                meta = json.load(src)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+            continue
+        step = meta.get("step")
+        if ([meta.get("size"), meta.get("mtime_ns")] == ident
+                and isinstance(step, int) and not isinstance(step, bool)
+                and step >= 0):
+            return step
+    return None
+
+
 def _loaded(f):
     """After a load from F: resumed_from(k) when F is a checkpoint saved at
-    step k (its sidecar says so and F is unchanged since) and no step has
-    begun in this process."""
+    step k (a sidecar says so of the file as it is) and no step has begun
+    in this process."""
     path = _path_of(f)
     if path is None or _native._current_step() is not None:
         return
     try:
-        import json
-        with open(path + SIDECAR_SUFFIX) as src:
-            meta = json.load(src)
-        if (not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT
-                or [meta.get("size"), meta.get("mtime_ns")]
-                != list(_identity(path))):
-            return
-        step = meta.get("step")
-        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        step = _sidecar_step(path)
+        if step is not None:
             _native.resumed_from(step)
-    except (OSError, ValueError):
+    except OSError:
         return
     except _native.StepscopeError:
         return  # a load after training began: not a resume

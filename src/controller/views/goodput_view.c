@@ -18,13 +18,15 @@ static ss_wall_ns wall_now(void)
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Seconds with one decimal, or "-" for SS_MISSING. */
+/* Seconds, with two decimals below 10 s and one above; "-" for
+ * SS_MISSING. */
 static const char *fmt_s(char *buf, size_t n, int64_t ns)
 {
     if (ns == SS_MISSING)
         snprintf(buf, n, "-");
     else
-        snprintf(buf, n, "%.1f s", (double)ns / 1e9);
+        snprintf(buf, n, ns < 10000000000 ? "%.2f s" : "%.1f s",
+                 (double)ns / 1e9);
     return buf;
 }
 
@@ -137,6 +139,8 @@ void ss_goodput_json(ss_buf *b, const ss_goodput *g)
         ss_buf_json_time(b, a->from);
         ss_buf_puts(b, ", \"to\": ");
         ss_buf_json_time(b, a->to);
+        ss_buf_puts(b, ", \"wall_ms\": ");
+        ss_buf_json_ms(b, a->to - a->from);
         ss_buf_puts(b, ", \"cause\": ");
         if (a->cause[0])
             ss_buf_json_str(b, a->cause);

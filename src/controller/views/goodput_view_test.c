@@ -90,6 +90,15 @@ static void check_json_sums(const cJSON *g)
         sum += c->valuedouble;
     CHECK_EQ_INT(n, SS_GP_N);
     CHECK(sum > 0 && sum == num(g, "wall_ms"));
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(g, "attempts"))
+    {
+        double part = 0;
+        for (const cJSON *c = cJSON_GetObjectItem(a, "ms")->child; c;
+             c = c->next)
+            part += c->valuedouble;
+        CHECK(part > 0 && part == num(a, "wall_ms"));
+    }
 }
 
 static void text_and_json_of_one_run(void)
@@ -100,7 +109,7 @@ static void text_and_json_of_one_run(void)
     CHECK_EQ_INT(st, 0);
     REQUIRE(text);
     CHECK(strstr(text, "GOODPUT 42.6 % (productive 14.5 s of 34.0 s wall)"));
-    CHECK(strstr(text, "  lost_work        5.4 s  15.9 %"));
+    CHECK(strstr(text, "  lost_work       5.40 s  15.9 %"));
     CHECK(strstr(text, "  0       rank_crash   0-9"));
     CHECK(strstr(text, "  1       completed    5-14                4"));
     free(text);
@@ -151,7 +160,7 @@ static void name_reliability_and_report(void)
     CHECK(strstr(text, "RELIABILITY of the 4 runs named train (4 failed"));
     CHECK(strstr(text, "rank_crash    4"));
     /* 3 recoveries of 7.6 s; saves of 0.5 s, one per run: no interval. */
-    CHECK(strstr(text, "MTTR 7.6 s (3 recoveries)"));
+    CHECK(strstr(text, "MTTR 7.60 s (3 recoveries)"));
     CHECK(strstr(text, "Young/Daly interval"));
     free(text);
 
