@@ -144,6 +144,12 @@ int ss_query_ranks(ss_query *q, int64_t run_id, int64_t attempt,
 int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
                       ss_buf *out, char *err, size_t errlen);
 
+/* {"goodput": {...}}: the run's goodput (every attempt; a running run
+ * up to NOW), the object of docs/report-json.md.  With METRICS, its
+ * Prometheus lines instead (goodput_out.h). */
+int ss_query_goodput(ss_query *q, int64_t run_id, ss_wall_ns now,
+                     int metrics, ss_buf *out, char *err, size_t errlen);
+
 /* {"events":[{id, at, kind, rank, message}]}: the run's events with id >
  * AFTER, ascending, at most LIMIT (1 .. SS_QUERY_MAX_EVENTS). */
 #define SS_QUERY_DEFAULT_EVENTS 1000

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "goodput.h"
+#include "goodput_out.h"
 #include "json.h"
 
 /* The GOODPUT section: the run's split and one line per attempt. */
@@ -24,12 +25,6 @@ void ss_goodput_text(ss_buf *b, const ss_goodput *g);
 /* The RELIABILITY section over the runs of NAME in REL (finished). */
 void ss_reliability_text(ss_buf *b, const ss_reliability *rel,
                          const char *name);
-
-/* The "goodput" JSON object (docs/report-json.md). */
-void ss_goodput_json(ss_buf *b, const ss_goodput *g);
-
-/* The "reliability" JSON object (docs/report-json.md). */
-void ss_reliability_json(ss_buf *b, const ss_reliability *rel);
 
 /* The reliability of the runs named NAME (at most the latest
  * SS_RELIABILITY_MAX_RUNS of them) into *REL (finished).  Returns 0 or
