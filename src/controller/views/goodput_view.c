@@ -18,15 +18,21 @@ static ss_wall_ns wall_now(void)
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Seconds, with two decimals below 10 s and one above; "-" for
- * SS_MISSING. */
+/* A duration: "0 s", milliseconds below 1 s, seconds with two decimals below
+ * 10 s and one above, hours from 10 h; "-" for SS_MISSING. */
 static const char *fmt_s(char *buf, size_t n, int64_t ns)
 {
     if (ns == SS_MISSING)
         snprintf(buf, n, "-");
-    else
+    else if (ns == 0)
+        snprintf(buf, n, "0 s");
+    else if (ns < 1000000000)
+        snprintf(buf, n, "%.1f ms", (double)ns / 1e6);
+    else if (ns < 36000 * (int64_t)1000000000)
         snprintf(buf, n, ns < 10000000000 ? "%.2f s" : "%.1f s",
                  (double)ns / 1e9);
+    else
+        snprintf(buf, n, "%.2f h", (double)ns / 3.6e12);
     return buf;
 }
 
@@ -83,8 +89,8 @@ void ss_reliability_text(ss_buf *b, const ss_reliability *rel,
                      " failed; injected faults excluded)\n",
                   rel->runs, rel->runs == 1 ? "" : "s", name,
                   rel->failed_runs);
-    ss_buf_printf(b, "  up %.2f h, %" PRId64 " failure%s",
-                  (double)rel->up_ns / 3.6e12, rel->failures,
+    ss_buf_printf(b, "  up %s, %" PRId64 " failure%s",
+                  fmt_s(s1, sizeof s1, rel->up_ns), rel->failures,
                   rel->failures == 1 ? "" : "s");
     if (rel->failures_per_hour >= 0)
         ss_buf_printf(b, ", %.2f per hour", rel->failures_per_hour);
