@@ -167,6 +167,33 @@ static void runs_and_attempts(void)
     ss_reader_close(r);
 }
 
+/* The facts of a restarted run's attempts. */
+static void attempt_facts(void)
+{
+    char path[600], err[512];
+    testing_tmp_path("restart.db", path, sizeof path);
+    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
+    REQUIRE(s);
+    int64_t run = ss_fixture_restart_run(s, "train", SS_FIXTURE_T0);
+    ss_store_close(s);
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r);
+    ss_attempt_row *att;
+    size_t n;
+    REQUIRE(ss_reader_attempts(r, run, &att, &n) == 0);
+    REQUIRE(n == 2);
+    CHECK_STR(att[0].cause, "rank_crash");
+    CHECK_EQ_INT(att[0].ended_at, SS_FIXTURE_T0 + 16000 * MS);
+    CHECK_EQ_INT(att[0].first_step, 0);
+    CHECK_EQ_INT(att[0].last_step, 9);
+    CHECK_EQ_INT(att[0].resumed_from, SS_MISSING);
+    CHECK_STR(att[1].cause, "completed");
+    CHECK_EQ_INT(att[1].started_at, SS_FIXTURE_T0 + 20000 * MS);
+    CHECK_EQ_INT(att[1].resumed_from, 4);
+    ss_attempt_rows_free(att);
+    ss_reader_close(r);
+}
+
 static void ranks_with_medians(void)
 {
     ss_reader *r = open_fixture();
@@ -494,6 +521,14 @@ static void older_schema_is_read_without_migrating(void)
     size_t n = 9;
     CHECK_EQ_INT(ss_reader_metrics(r, 1, 0, &m, &n), 0);
     CHECK_EQ_INT(n, 0);
+    ss_attempt_row *att;
+    REQUIRE(ss_reader_attempts(r, 1, &att, &n) == 0);
+    REQUIRE(n == 1);
+    CHECK_EQ_INT(att[0].started_at, SS_FIXTURE_T0);
+    CHECK_EQ_INT(att[0].ended_at, SS_MISSING);
+    CHECK_EQ_INT(att[0].resumed_from, SS_MISSING);
+    CHECK_STR(att[0].cause, "");
+    ss_attempt_rows_free(att);
     ss_reader_close(r);
 
     REQUIRE(stat(path, &after) == 0);
@@ -588,7 +623,7 @@ static void rank_host_evidence(void)
 
 TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(selects_runs_by_id_name_and_uuid),
-          TEST(runs_and_attempts),
+          TEST(runs_and_attempts), TEST(attempt_facts),
           TEST(ranks_with_medians),
           TEST(steps_with_phases_and_windows),
           TEST(rank_steps_cursor),

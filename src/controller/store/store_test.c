@@ -444,6 +444,37 @@ static void keeps_the_run_fingerprint(void)
     CHECK_EQ_INT(sql_int(path, sql), 1);
 }
 
+/* An attempt's facts: updates that leave unknown fields as they are, and
+ * a second put of the attempt (a relaunch) that keeps them. */
+static void attempt_facts(void)
+{
+    char path[600], buf[256];
+    testing_tmp_path("attempts.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    ss_store_put_attempt(s, run, 0, 100);
+    ss_attempt_facts f = {.attempt = 0, .ended_at = -1, .first_step = -1,
+                          .last_step = -1, .resumed_from = 7};
+    ss_store_put_attempt_facts(s, run, &f);
+    f = (ss_attempt_facts){.attempt = 0, .ended_at = 900,
+                           .cause = "rank_crash", .first_step = 8,
+                           .last_step = 12, .resumed_from = -1};
+    ss_store_put_attempt_facts(s, run, &f);
+    ss_store_put_attempt(s, run, 0, 150);
+    ss_store_put_attempt(s, run, 1, 1000);
+    ss_store_close(s);
+    CHECK_STR(sql_text(path, "SELECT started_at || ' ' || ended_at || ' ' || "
+                             "cause || ' ' || first_step || ' ' || last_step "
+                             "|| ' ' || resumed_from FROM attempts WHERE "
+                             "attempt = 0", buf, sizeof buf),
+              "150 900 rank_crash 8 12 7");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM attempts WHERE "
+                               "attempt = 1 AND cause IS NULL AND "
+                               "resumed_from IS NULL"),
+                 1);
+}
+
 static void writes_everything_and_reads_back(void)
 {
     char path[600], buf[1200];
@@ -921,7 +952,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_newer_version), TEST(migrates_version_1),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
-          TEST(writes_everything_and_reads_back),
+          TEST(writes_everything_and_reads_back), TEST(attempt_facts),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
