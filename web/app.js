@@ -1608,6 +1608,7 @@
     st.ranks = (d.ranks && d.ranks.ranks) || [];
     st.findings = (d.findings && d.findings.findings) || [];
     addEvents((d.events && d.events.events) || []);
+    st.goodput = (d.goodput && d.goodput.goodput) || null;
     var sel = $('#run-select');
     sel.innerHTML = '<option>#' + esc(run ? run.id : '?') + ' ' + esc(run ? run.name : '') + '</option>';
     $('.run-pick').hidden = true;
