@@ -156,8 +156,21 @@ void ss_memory_sample(void);
 /* Records device memory of KIND in the current step (maximum kept). */
 void ss_memory_record(ss_mem_kind kind, uint64_t bytes);
 
-/* Reports that a checkpoint for STEP has been written. */
+/* Reports that a checkpoint for STEP has been written: it holds the state
+ * after step STEP, so a run resumed from it continues with STEP + 1. */
 void ss_checkpoint_saved(uint64_t step);
+
+/*
+ * Reports that this process resumed from a checkpoint saved at STEP (it
+ * loaded the state after step STEP), so its steps continue with STEP + 1
+ * and step numbers mean the same in every attempt of a run.  The caller
+ * numbers its steps itself (ss_step_begin(STEP + 1), ...); the controller
+ * records the step with the attempt and counts the steps an earlier
+ * attempt made after it as lost work (docs/fault-tolerance.md).  Call it
+ * once, before the first step; later calls replace the report.  A STEP
+ * above INT64_MAX is ignored.
+ */
+void ss_resumed_from(uint64_t step);
 
 /*
  * Flushes what is recorded (waiting at most about one second for the

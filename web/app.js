@@ -132,6 +132,7 @@
       failures: 0, gone: false, lost: false, ended: false, inflight: false, again: false,
       heat: null,                     /* {ranks, steps, rows: [per rank]} */
       host: null,                     /* {ranks, steps, runq, stopped: [per rank]} */
+      goodput: null, goodputAt: 0,
       ranks: [], findings: [], events: [], lastEventId: 0,
       streamFailed: false
     };
@@ -382,7 +383,10 @@
       return Promise.allSettled([
         api(base + stepsQ), api(base + heatQ), api(base + 'ranks'),
         api(base + 'findings'), api(base + 'events?after=' + st.lastEventId),
-        api(base + hostQ)
+        api(base + hostQ),
+        /* goodput reads every step: now and then while the run goes on */
+        following() && Date.now() - st.goodputAt < GOODPUT_EVERY_MS
+          ? Promise.resolve(null) : api(base + 'goodput')
       ]).then(function (res) {
         if (g !== gen) return;
         var got = res.map(function (r) { return r.status === 'fulfilled' ? r.value : null; });
@@ -392,6 +396,7 @@
         if (got[3]) st.findings = got[3].findings || [];
         if (got[4]) addEvents(got[4].events || []);
         if (got[5]) addHost(got[5], hostLast !== null);
+        if (got[6]) { st.goodput = got[6].goodput; st.goodputAt = Date.now(); }
         /* an older server without /host is not an error */
         for (var i = 0; i < 5; i++) if (res[i].status === 'rejected') throw res[i].reason;
       });
@@ -527,6 +532,7 @@
     renderCharts();
     renderHeat();
     renderHost();
+    renderGoodput();
     renderFindings();
     renderRanks();
     renderEvents();
@@ -1184,6 +1190,40 @@
 
   /* ---- lists ---- */
 
+  var GOODPUT_EVERY_MS = 15000;
+  var GOODPUT_LABELS = {
+    productive: 'productive', startup: 'start-up', checkpoint: 'checkpoint',
+    lost_work: 'lost work', restart: 'restart', hang: 'hang',
+    data_stall: 'data stall', straggler: 'stragglers', other: 'other'
+  };
+
+  /* One stacked bar per attempt: its wall time by category. */
+  function renderGoodput() {
+    var g = st && st.goodput, panel = $('#panel-goodput');
+    panel.hidden = !g || !g.attempts || !g.attempts.length;
+    if (panel.hidden) return;
+    var cats = Object.keys(GOODPUT_LABELS);
+    function bar(ms, wall) {
+      return '<div class="gp-bar">' + cats.map(function (c) {
+        var v = ms[c] || 0, pct = wall > 0 ? 100 * v / wall : 0;
+        return pct <= 0 ? '' : '<span class="gp-' + c + '" style="width:' + pct.toFixed(3) +
+          '%" title="' + esc(GOODPUT_LABELS[c] + ': ' + fmtDuration(v / 1000) + ' (' + pct.toFixed(1) + ' %)') + '"></span>';
+      }).join('') + '</div>';
+    }
+    var html = '<div class="gp-total">goodput <b>' + (100 * g.goodput).toFixed(1) + ' %</b> of ' +
+      fmtDuration(g.wall_ms / 1000) + (g.running ? ' so far' : '') + '</div>';
+    html += g.attempts.map(function (a) {
+      return '<div class="gp-row"><span class="gp-label">attempt ' + a.attempt +
+        (a.cause ? ' · ' + esc(a.cause) : '') +
+        (a.resumed_from !== null ? ' · resumed from ' + a.resumed_from : '') + '</span>' +
+        bar(a.ms, a.wall_ms) + '</div>';
+    }).join('');
+    html += '<div class="legend">' + cats.map(function (c) {
+      return '<span class="swatch gp-' + c + '"></span><span>' + GOODPUT_LABELS[c] + '</span>';
+    }).join('') + '</div>';
+    $('#goodput').innerHTML = html;
+  }
+
   function renderFindings() {
     var el = $('#findings');
     if (!st || !st.run) { el.innerHTML = ''; document.body.dataset.findings = 0; return; }
@@ -1568,6 +1608,7 @@
     st.ranks = (d.ranks && d.ranks.ranks) || [];
     st.findings = (d.findings && d.findings.findings) || [];
     addEvents((d.events && d.events.events) || []);
+    st.goodput = (d.goodput && d.goodput.goodput) || null;
     var sel = $('#run-select');
     sel.innerHTML = '<option>#' + esc(run ? run.id : '?') + ' ' + esc(run ? run.name : '') + '</option>';
     $('.run-pick').hidden = true;

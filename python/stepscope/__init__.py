@@ -48,6 +48,7 @@ from ._native import (  # noqa: E402  (after the helpful ImportError)
     phase_begin,
     phase_end,
     phase_span,
+    resumed_from,
     step,
     step_begin,
     step_end,
@@ -59,7 +60,8 @@ __version__ = _native.__version__
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
     "enabled", "memory_record", "memory_sample", "metric", "now_ns", "phase",
-    "phase_begin", "phase_end", "phase_span", "step", "step_begin",
+    "phase_begin", "phase_end", "phase_span", "resumed_from", "step",
+    "step_begin",
     "step_end", "sync",
 ]
 

@@ -47,6 +47,7 @@ static PyObject *next_step_obj; /* the shared step(None) object */
 static int64_t step_next;     /* the last step begun + 1: step(None) */
 static int64_t step_current = -1; /* the open step, -1 when none */
 static int step_explicit;     /* the program itself used step() / step_begin */
+static int step_begun;        /* some step was begun in this process */
 
 /* Auto mode: wrappers pass straight through unless enabled (and never in a
  * forked child, see auto.py).  The depth is per thread. */
@@ -300,6 +301,7 @@ static int64_t begin_step(int64_t n)
         return n;
     }
     ss_step_begin((uint64_t)n);
+    step_begun = 1;
     step_current = n;
     step_next = n + 1; /* n <= INT64_MAX - 1: parse_step */
     return n;
@@ -809,6 +811,21 @@ static PyObject *m_checkpoint_saved(PyObject *m, PyObject *step)
     Py_RETURN_NONE;
 }
 
+/* Before the first step only: a resume renumbers what follows, and steps
+ * already recorded cannot be. */
+static PyObject *m_resumed_from(PyObject *m, PyObject *step)
+{
+    int64_t v;
+    if (parse_step(step, 0, &v) < 0)
+        return NULL;
+    if (step_begun)
+        return ss_error(SS_ESTATE, "resumed_from(%lld) after a step was "
+                        "begun: call it before the first step", (long long)v);
+    ss_resumed_from((uint64_t)v);
+    step_next = v + 1; /* v <= INT64_MAX - 2: parse_step */
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_counters(PyObject *m, PyObject *unused)
 {
     ss_counters c;
@@ -835,6 +852,11 @@ static PyObject *m_current_step(PyObject *m, PyObject *unused)
     if (step_current < 0)
         Py_RETURN_NONE;
     return PyLong_FromLongLong(step_current);
+}
+
+static PyObject *m_next_step(PyObject *m, PyObject *unused)
+{
+    return PyLong_FromLongLong(step_next);
 }
 
 static PyObject *m_explicit(PyObject *m, PyObject *unused)
@@ -867,6 +889,11 @@ static PyObject *m_auto_enable(PyObject *m, PyObject *on)
     Py_RETURN_NONE;
 }
 
+static PyObject *m_auto_on(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(auto_on);
+}
+
 static PyMethodDef module_methods[] = {
     {"enabled", m_enabled, METH_NOARGS,
      "enabled() -> bool: whether events are recorded and sent (a controller "
@@ -892,6 +919,10 @@ static PyMethodDef module_methods[] = {
     {"checkpoint_saved", m_checkpoint_saved, METH_O,
      "checkpoint_saved(step): reports that a checkpoint for STEP was "
      "written."},
+    {"resumed_from", m_resumed_from, METH_O,
+     "resumed_from(step): reports that this process resumed from a "
+     "checkpoint saved at STEP; step(None) then continues with STEP + 1.  "
+     "Call it before the first step."},
     {"counters", m_counters, METH_NOARGS,
      "counters() -> dict: dropped_events and dropped_records so far."},
     {"step_begin", (PyCFunction)(void (*)(void))m_step_begin, METH_FASTCALL,
@@ -909,6 +940,7 @@ static PyMethodDef module_methods[] = {
      "now_ns() -> int: the recorder's clock, CLOCK_MONOTONIC in ns."},
     {"_set_decorate", m_set_decorate, METH_O, NULL},
     {"_current_step", m_current_step, METH_NOARGS, NULL},
+    {"_next_step", m_next_step, METH_NOARGS, NULL},
     {"_sync_at", (PyCFunction)(void (*)(void))m_sync_at, METH_FASTCALL,
      NULL},
     {"_collective_begin", m_collective_begin, METH_O, NULL},
@@ -917,6 +949,7 @@ static PyMethodDef module_methods[] = {
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},
     {"_auto_enable", m_auto_enable, METH_O, NULL},
+    {"_auto_on", m_auto_on, METH_NOARGS, NULL},
     {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,
      METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL}};

@@ -25,6 +25,9 @@ itself.  It patches torch in place, once per process:
                      status, for hang diagnosis (docs/debug.md)
   phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
                      and optimizer from CUDA events, read when complete
+  phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
+                     present), reported with checkpoint_saved(k); see
+                     "Checkpoints" below
 
 Steps: a step runs from the end of one optimizer step to the end of the
 next, so gradient accumulation stays one step.  The first step begins at
@@ -33,6 +36,19 @@ it are added to it as "data" spans.  When several optimizers step, the
 first one to step paces the steps.  A script that calls stepscope.step()
 or step_begin() itself keeps its own steps: auto mode then makes no step
 boundaries and only records phases, memory and the all-reduce.
+
+Checkpoints: a save made while step k + 1 is open (auto steps: after
+optimizer step k) holds the state after step k, so it is reported as the
+checkpoint of step k (in a script that makes its own steps: the open step,
+else the last one begun).  Saved to a path, it gets a sidecar file
+PATH.stepscope.json: {"format": "stepscope.checkpoint/1", "step": k,
+"size": ..., "mtime_ns": ...} of the file (or directory) as saved.  When a
+later process torch.load()s that file before its first step and the file
+still has that size and modification time (renamed or not: a file moved
+after the save is matched among its directory's sidecars), it resumed from
+step k:
+resumed_from(k) is reported and its steps continue with k + 1, so step
+numbers mean the same across attempts (docs/fault-tolerance.md).
 
 Only the outermost instrumented call on a thread is recorded: modules
 called by the forward, forwards recomputed inside backward (activation
@@ -486,6 +502,172 @@ def _patch_collectives(torch):
             setattr(dist, kind, _collective(fn, kind))
 
 
+# ---- checkpoints ----
+
+SIDECAR_SUFFIX = ".stepscope.json"
+SIDECAR_FORMAT = "stepscope.checkpoint/1"
+
+
+def _checkpoint_step():
+    """The step whose state a save made now holds, or None (no step has
+    completed)."""
+    current = _native._current_step()
+    if _native._explicit():
+        last = current if current is not None else _native._next_step() - 1
+    else:
+        # Auto steps end at the optimizer step: the open one has not
+        # updated the model yet.
+        last = (current if current is not None else _native._next_step()) - 1
+    return last if last >= 0 else None
+
+
+def _path_of(f):
+    """The path a checkpoint is saved to or loaded from, or None (a
+    file-like object)."""
+    if isinstance(f, (str, bytes, os.PathLike)):
+        try:
+            return os.fsdecode(os.fspath(f))
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def _identity(path):
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def _saved(f):
+    """After a save to F: checkpoint_saved(k) and the sidecar."""
+    step = _checkpoint_step()
+    if step is None:
+        return
+    _native.checkpoint_saved(step)
+    path = _path_of(f)
+    if path is None:
+        return
+    try:
+        import json
+        size, mtime = _identity(path)
+        tmp = "%s%s.%d.tmp" % (path, SIDECAR_SUFFIX, os.getpid())
+        with open(tmp, "w") as out:
+            json.dump({"format": SIDECAR_FORMAT, "step": step, "size": size,
+                       "mtime_ns": mtime}, out)
+        os.replace(tmp, path + SIDECAR_SUFFIX)
+    except (OSError, ValueError) as e:
+        _warn("cannot write %s%s (resumes from it will not be recognised): "
+              "%s" % (path, SIDECAR_SUFFIX, e))
+
+
+_SIDECAR_SCAN_MAX = 10000  # directory entries looked at for a renamed file
+
+
+def _sidecar_step(path):
+    """The step of the checkpoint at PATH from its sidecar, or None.  The
+    sidecar must describe the file as it is (size and modification time);
+    a file renamed after the save (saved to a temporary name, then
+    os.replace) is found among the sidecars of its directory by that
+    identity."""
+    import json
+    ident = list(_identity(path))
+    directory = os.path.dirname(path) or "."
+    candidates = [path + SIDECAR_SUFFIX]
+    try:
+        with os.scandir(directory) as it:
+            for i, entry in enumerate(it):
+                if i >= _SIDECAR_SCAN_MAX:
+                    break
+                if entry.name.endswith(SIDECAR_SUFFIX):
+                    candidates.append(entry.path)
+    except OSError:
+        pass
+    for name in candidates:
+        try:
+            with open(name) as src:
+                meta = json.load(src)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+            continue
+        step = meta.get("step")
+        if ([meta.get("size"), meta.get("mtime_ns")] == ident
+                and isinstance(step, int) and not isinstance(step, bool)
+                and step >= 0):
+            return step
+    return None
+
+
+def _loaded(f):
+    """After a load from F: resumed_from(k) when F is a checkpoint saved at
+    step k (a sidecar says so of the file as it is) and no step has begun
+    in this process."""
+    path = _path_of(f)
+    if path is None or _native._current_step() is not None:
+        return
+    try:
+        step = _sidecar_step(path)
+        if step is not None:
+            _native.resumed_from(step)
+    except OSError:
+        return
+    except _native.StepscopeError:
+        return  # a load after training began: not a resume
+
+
+def _wrap_save(save):
+    timed = _Outermost(save, "checkpoint", None, None)
+
+    @functools.wraps(save)
+    def wrapper(*args, **kwargs):
+        out = timed(*args, **kwargs)
+        if _native._auto_on():
+            _saved(args[1] if len(args) > 1 else kwargs.get("f"))
+        return out
+    return wrapper
+
+
+def _wrap_load(load):
+    @functools.wraps(load)
+    def wrapper(*args, **kwargs):
+        out = load(*args, **kwargs)
+        if _native._auto_on():
+            f = args[0] if args else kwargs.get("f")
+            _loaded(f)
+        return out
+    return wrapper
+
+
+def _wrap_dcp_load(load):
+    @functools.wraps(load)
+    def wrapper(*args, **kwargs):
+        out = load(*args, **kwargs)
+        if _native._auto_on():
+            _loaded(kwargs.get("checkpoint_id"))
+        return out
+    return wrapper
+
+
+def _patch_checkpoint(torch):
+    torch.save = _wrap_save(torch.save)
+    torch.load = _wrap_load(torch.load)
+    try:
+        import torch.distributed.checkpoint as dcp
+    except ImportError:
+        return
+    if hasattr(dcp, "save") and hasattr(dcp, "load"):
+        save = dcp.save
+        timed = _Outermost(save, "checkpoint", None, None)
+
+        @functools.wraps(save)
+        def dcp_save(*args, **kwargs):
+            out = timed(*args, **kwargs)
+            if _native._auto_on():
+                _saved(kwargs.get("checkpoint_id"))
+            return out
+        dcp.save = dcp_save
+        dcp.load = _wrap_dcp_load(dcp.load)
+
+
 def _after_fork_in_child():
     _native._auto_enable(False)
 
@@ -533,6 +715,9 @@ def install():
     _S.torch = torch
     for patch in (_patch_data, _patch_forward, _patch_backward,
                   _patch_optimizer, _patch_ddp, _patch_collectives):
+
+
+                  _patch_optimizer, _patch_ddp, _patch_checkpoint):
         try:
             patch(torch)
         except Exception as e:

@@ -76,6 +76,8 @@ def test_stubs_match_the_module():
     (lambda: stepscope.step_begin(-3), StepscopeError, "a step must be"),
     (lambda: stepscope.checkpoint_saved(-1), StepscopeError, "a step must be"),
     (lambda: stepscope.checkpoint_saved(None), TypeError, "must be an int"),
+    (lambda: stepscope.resumed_from(-1), StepscopeError, "a step must be"),
+    (lambda: stepscope.resumed_from("3"), TypeError, "must be an int"),
     (lambda: stepscope.memory_record("host", 1), StepscopeError,
      "'device_allocated' or 'device_peak'"),
     (lambda: stepscope.memory_record("device_peak", -1), StepscopeError,
@@ -159,6 +161,47 @@ def test_step_numbers_and_decorators():
     assert first == "[0, 10, 11, 12, 13, 'raised'] 14 14"
     assert second == "3 stepscope: step 3 does not follow step 14 (steps " \
         "must increase), so it is not recorded 15"
+
+
+def test_resumed_from_numbers_the_steps_after_it():
+    out = run_python("""
+        import stepscope as s
+        s.resumed_from(3)
+        s.resumed_from(41)                  # before any step: replaces it
+        with s.step() as a: pass
+        with s.step() as b: pass
+        try:
+            s.resumed_from(7)
+        except s.StepscopeError as e:
+            print(a, b, e)
+    """)
+    assert out.strip() == "42 43 call not valid in the current state: " \
+        "resumed_from(7) after a step was begun: call it before the first step"
+
+
+RESUME_SCRIPT = r'''
+import stepscope as s
+s.resumed_from(9)
+for i in range(3):
+    with s.step():
+        s.sync("barrier")
+'''
+
+
+def test_resumed_from_reaches_the_store(store, tmp_path):
+    script = tmp_path / "resume_script.py"
+    script.write_text(RESUME_SCRIPT)
+    job = run_job(store, 2, [PYTHON, str(script)])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (10, 12)
+    [attempt] = rep["goodput"]["attempts"]
+    assert attempt["resumed_from"] == 9
+    assert (attempt["first_step"], attempt["last_step"]) == (10, 12)
+    assert attempt["cause"] == "completed"
+    assert sum(e["kind"] == "resumed" for e in rep["events"]) == 2
+    ms = rep["goodput"]["ms"]
+    assert abs(sum(ms.values()) - rep["goodput"]["wall_ms"]) < 0.01
 
 
 API_SCRIPT = r'''

@@ -305,3 +305,24 @@ def test_grad_clock_arrival_narrowing_and_widening(monkeypatch):
     clock._unhook()
     before, arrival = pass_(armed=True)
     assert arrival is None and not a.weight._backward_hooks
+
+
+def test_checkpoint_sidecar_identifies_the_file_as_saved(tmp_path):
+    """A sidecar names the step of the file as saved: found next to it, or
+    for a file renamed after the save among its directory's sidecars; a
+    file changed since (another size or modification time) has none."""
+    import json
+    from stepscope import auto
+    tmp = tmp_path / "ckpt.pt.tmp"
+    tmp.write_bytes(b"state after step 7")
+    size, mtime = auto._identity(str(tmp))
+    (tmp_path / ("ckpt.pt.tmp" + auto.SIDECAR_SUFFIX)).write_text(json.dumps(
+        {"format": auto.SIDECAR_FORMAT, "step": 7, "size": size,
+         "mtime_ns": mtime}))
+    assert auto._sidecar_step(str(tmp)) == 7
+    final = tmp_path / "ckpt.pt"
+    os.replace(tmp, final)                  # the usual atomic save
+    assert auto._sidecar_step(str(final)) == 7
+    os.utime(final, ns=(mtime + 1000, mtime + 1000))  # rewritten since
+    assert auto._sidecar_step(str(final)) is None
+    assert auto._path_of(object()) is None and auto._path_of(final) == str(final)

@@ -6,6 +6,7 @@
  *   stepscope runs                                 list stored runs
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
+ *   stepscope goodput [RUN | --name NAME]          goodput, MTBF and MTTR
  *   stepscope top [RUN]                            live terminal view
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "goodput_view.h"
 #include "guard.h"
 #include "http.h"
 #include "launcher.h"
@@ -48,6 +50,9 @@ static void usage(FILE *out)
             "                                     the stored runs\n"
             "  trace [RUN] -o FILE [--steps A:B]  per-rank timelines as a Perfetto /\n"
             "                                     Chrome trace (JSON)\n"
+            "  goodput [--json] [RUN | --name NAME]\n"
+            "                                     where the wall time went (productive,\n"
+            "                                     badput); MTBF and MTTR of a name\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
             "  guard [--db PATH] [--name NAME] [RUN]\n"
@@ -85,6 +90,8 @@ int main(int argc, char **argv)
         return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
         return ss_trace_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "goodput") == 0)
+        return ss_goodput_main(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
         return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)

@@ -22,7 +22,8 @@ _Static_assert(sizeof(wire_hello) >= sizeof(wire_reject) &&
                    sizeof(wire_hello) >= sizeof(wire_counters) &&
                    sizeof(wire_hello) >= sizeof(wire_checkpoint) &&
                    sizeof(wire_hello) >= sizeof(wire_bye) &&
-                   sizeof(wire_hello) >= sizeof(wire_status),
+                   sizeof(wire_hello) >= sizeof(wire_status) &&
+                   sizeof(wire_hello) >= sizeof(wire_resumed),
                "wire_hello must be the largest non-STEP frame");
 
 /* ---- little-endian cursor ---- */
@@ -203,6 +204,16 @@ size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
     wbuf b = frame_begin(buf, cap, WIRE_CHECKPOINT);
     put_u64(&b, c->step);
     put_u64(&b, (uint64_t)c->t_ns);
+    return frame_end(&b);
+}
+
+size_t wire_encode_resumed(uint8_t *buf, size_t cap, const wire_resumed *rs)
+{
+    if (rs->step > INT64_MAX || rs->t_ns < 0)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_RESUMED);
+    put_u64(&b, rs->step);
+    put_u64(&b, (uint64_t)rs->t_ns);
     return frame_end(&b);
 }
 
@@ -592,6 +603,19 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         if (r.short_read)
             return fail(err, errlen, "CHECKPOINT is truncated");
         break;
+    case WIRE_RESUMED:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected RESUMED");
+        out->u.resumed.step = get_u64(&r);
+        out->u.resumed.t_ns = (int64_t)get_u64(&r);
+        if (r.short_read)
+            return fail(err, errlen, "RESUMED is truncated");
+        if (out->u.resumed.step == WIRE_NO_STEP ||
+            out->u.resumed.step > INT64_MAX)
+            return fail(err, errlen, "RESUMED step out of range");
+        if (out->u.resumed.t_ns < 0)
+            return fail(err, errlen, "RESUMED time out of range");
+        break;
     case WIRE_BYE:
         if (!from_rank)
             return fail(err, errlen, "unexpected BYE");
@@ -685,7 +709,7 @@ const char *wire_type_name(unsigned type)
 {
     static const char *const names[] = {
         NULL, "HELLO", "WELCOME", "REJECT", "NAME",
-        "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS"};
+        "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS", "RESUMED"};
     if (type >= 1 && type < sizeof names / sizeof names[0])
         return names[type];
     return "UNKNOWN";

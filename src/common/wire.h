@@ -40,7 +40,8 @@ typedef enum {
     WIRE_COUNTERS = 6,   /* rank -> controller, cumulative drop counters */
     WIRE_CHECKPOINT = 7, /* rank -> controller, a checkpoint was saved */
     WIRE_BYE = 8,        /* rank -> controller, clean end of this rank */
-    WIRE_STATUS = 9      /* rank -> controller, current step and phase */
+    WIRE_STATUS = 9,     /* rank -> controller, current step and phase */
+    WIRE_RESUMED = 10    /* rank -> controller, resumed from a checkpoint */
 } wire_type;
 
 typedef struct {
@@ -124,6 +125,13 @@ typedef struct {
     uint64_t last_step; /* UINT64_MAX when no step was recorded */
 } wire_bye;
 
+/* The rank loaded a checkpoint saved at STEP: its steps continue from
+ * step + 1 (docs/fault-tolerance.md).  t_ns: CLOCK_MONOTONIC. */
+typedef struct {
+    uint64_t step;
+    int64_t t_ns;
+} wire_resumed;
+
 /* What the rank is doing now (sent about once a second and when it
  * changes).  step is WIRE_NO_STEP between steps; name_id is the innermost
  * phase open on the thread that began the step, 0 when none (else a
@@ -161,6 +169,7 @@ typedef struct {
         wire_checkpoint checkpoint;
         wire_bye bye;
         wire_status status;
+        wire_resumed resumed;
     } u;
 } wire_frame;
 
@@ -177,6 +186,7 @@ size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
                               const wire_checkpoint *c);
 size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
 size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *s);
+size_t wire_encode_resumed(uint8_t *buf, size_t cap, const wire_resumed *r);
 
 /* Size of an encoded STATUS frame without, and with, a collective. */
 #define WIRE_STATUS_FRAME_SIZE (WIRE_HEADER_SIZE + 20)

@@ -407,6 +407,51 @@ static void status_collective(void)
     CHECK_EQ_INT(wire_encode_status(buf, sizeof buf, &st), 0);
 }
 
+static void resumed_round_trip_and_rules(void)
+{
+    uint8_t buf[64];
+    wire_resumed rs = {41, 123456789};
+    size_t n = wire_encode_resumed(buf, sizeof buf, &rs);
+    CHECK_EQ_INT(n, WIRE_HEADER_SIZE + 16);
+    wire_decoder d = handshaken();
+    wire_frame f;
+    char err[256];
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_RESUMED);
+    CHECK_EQ_INT(f.u.resumed.step, 41);
+    CHECK_EQ_INT(f.u.resumed.t_ns, 123456789);
+    CHECK_STR(wire_type_name(WIRE_RESUMED), "RESUMED");
+
+    /* A step beyond INT64_MAX, a negative time, a truncated payload, the
+     * wrong direction: each refused with its reason. */
+    n = wire_encode_resumed(buf, sizeof buf, &rs);
+    memset(buf + WIRE_HEADER_SIZE, 0xff, 8);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "RESUMED step out of range") != NULL);
+    n = wire_encode_resumed(buf, sizeof buf, &rs);
+    memset(buf + n - 8, 0xff, 8);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "RESUMED time out of range") != NULL);
+    n = wire_encode_resumed(buf, sizeof buf, &rs);
+    buf[0] = (uint8_t)(buf[0] - 4);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n - 4, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "RESUMED is truncated") != NULL);
+    n = wire_encode_resumed(buf, sizeof buf, &rs);
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    d.handshaken = 1;
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unexpected RESUMED") != NULL);
+
+    /* The encoder refuses what the decoder would. */
+    rs = (wire_resumed){(uint64_t)INT64_MAX + 1, 0};
+    CHECK_EQ_INT(wire_encode_resumed(buf, sizeof buf, &rs), 0);
+    rs = (wire_resumed){1, -1};
+    CHECK_EQ_INT(wire_encode_resumed(buf, sizeof buf, &rs), 0);
+}
+
 static void rejects_trailing_bytes_and_unknown_type(void)
 {
     uint8_t buf[64];
@@ -486,6 +531,7 @@ TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
           TEST(step_self_time_optional),
           TEST(status_round_trip_and_rules),
           TEST(status_collective),
+          TEST(resumed_round_trip_and_rules),
           TEST(rejects_trailing_bytes_and_unknown_type),
           TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),
           TEST(token_hex))

@@ -279,7 +279,8 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         doubt_metrics(f, track);
     unsigned id = ev->name;
     unsigned type = ev->type & SS__EV_TYPE_MASK;
-    if (type != SS__EV_PHASE_END && type != SS__EV_CHECKPOINT)
+    if (type != SS__EV_PHASE_END && type != SS__EV_CHECKPOINT &&
+        type != SS__EV_RESUMED)
         advance_track(track, type, ev->step);
     if (named_type(type) && !valid_name(id)) {
         /* Recorded under no name (ss_name refused it: the table was full,
@@ -359,6 +360,10 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         break;
     case SS__EV_CHECKPOINT:
         f->sink.on_checkpoint(f->sink.ctx, ev->value, ev->t);
+        break;
+    case SS__EV_RESUMED:
+        if (f->sink.on_resumed)
+            f->sink.on_resumed(f->sink.ctx, ev->value, ev->t);
         break;
     default:
         break;

@@ -103,6 +103,8 @@ typedef struct {
     void (*on_step)(void *ctx, const wire_step *rec);
     /* A checkpoint report, handed on as soon as it is seen. */
     void (*on_checkpoint)(void *ctx, uint64_t step, ss__mono_ns t);
+    /* A resume report (ss_resumed_from), likewise; NULL: dropped. */
+    void (*on_resumed)(void *ctx, uint64_t step, ss__mono_ns t);
 } ss__fold_sink;
 
 typedef struct {

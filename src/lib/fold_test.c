@@ -44,7 +44,7 @@ static harness *new_harness(void)
     harness *h = calloc(1, sizeof *h);
     if (!h)
         return NULL;
-    ss__fold_sink sink = {&h->log, log_step, log_ckpt};
+    ss__fold_sink sink = {&h->log, log_step, log_ckpt, NULL};
     ss__fold_init(&h->fold, &sink);
     ss__track_reset(&h->tracks[0]);
     ss__track_reset(&h->tracks[1]);

@@ -319,6 +319,12 @@ SS_API void ss_checkpoint_saved(uint64_t step)
         record(SS__EV_CHECKPOINT, 0, SS__NO_STEP, ss__now(), step);
 }
 
+SS_API void ss_resumed_from(uint64_t step)
+{
+    if (active() && step <= INT64_MAX)
+        record(SS__EV_RESUMED, 0, SS__NO_STEP, ss__now(), step);
+}
+
 SS_API int ss_enabled(void)
 {
     return active() && !ss__sender_rejected();

@@ -216,6 +216,8 @@ static int body_steps(void *arg)
     ss_name_id grads = SS_NAME("grads");
     id_io = SS_NAME("io");
     CHECK_EQ_INT(ss_init(), 0);
+    ss_resumed_from(UINT64_MAX); /* out of range: ignored */
+    ss_resumed_from(0);          /* steps continue with 1 */
     for (uint64_t step = 1; step <= 3; step++) {
         ss_step_begin(step);
         int64_t early = ss_now_ns();
@@ -318,6 +320,11 @@ static void steps_carry_phases_syncs_metrics_memory(void)
     const wire_frame *ck = fc_find(&fc, WIRE_CHECKPOINT, 0);
     REQUIRE(ck);
     CHECK_EQ_INT(ck->u.checkpoint.step, 2);
+    CHECK_EQ_INT(fc.count[WIRE_RESUMED], 1);
+    const wire_frame *rs = fc_find(&fc, WIRE_RESUMED, 0);
+    REQUIRE(rs);
+    CHECK_EQ_INT(rs->u.resumed.step, 0);
+    CHECK(rs->u.resumed.t_ns > 0);
     const wire_frame *cn = fc_find(&fc, WIRE_COUNTERS, 0);
     REQUIRE(cn);
     CHECK_EQ_INT(cn->u.counters.dropped_events, 0);

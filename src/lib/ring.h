@@ -42,7 +42,8 @@ enum {
     SS__EV_RSS = 7,        /* value: bytes */
     SS__EV_DEVICE = 8,     /* value: bytes; name: the ss_mem_kind */
     SS__EV_CHECKPOINT = 9, /* value: the checkpointed step */
-    SS__EV_PHASE_SPAN = 10 /* t: begin; value: end (ns); a finished phase */
+    SS__EV_PHASE_SPAN = 10, /* t: begin; value: end (ns); a finished phase */
+    SS__EV_RESUMED = 11    /* value: the step of the checkpoint loaded */
 };
 #define SS__EV_AFTER_LOSS 0x80u  /* events were dropped just before this one */
 #define SS__EV_LOST_METRIC 0x40u /* ... and a metric value was one of them */

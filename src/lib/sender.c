@@ -462,6 +462,16 @@ static void on_checkpoint(void *ctx, uint64_t step, ss__mono_ns t)
         S.own_dropped_records++;
 }
 
+static void on_resumed(void *ctx, uint64_t step, ss__mono_ns t)
+{
+    (void)ctx;
+    wire_resumed rs = {.step = step, .t_ns = t};
+    uint8_t buf[64];
+    if (!accepting() ||
+        out_frame(buf, wire_encode_resumed(buf, sizeof buf, &rs)) < 0)
+        S.own_dropped_records++;
+}
+
 /* ---- the loop ---- */
 
 static void drain_round(void)
@@ -620,7 +630,7 @@ int ss__sender_start(const ss__config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for the send buffer");
         return SS_ENOMEM;
     }
-    ss__fold_sink sink = {NULL, on_step, on_checkpoint};
+    ss__fold_sink sink = {NULL, on_step, on_checkpoint, on_resumed};
     ss__fold_init(&S.fold, &sink);
     set_conn(C_IDLE);
     __atomic_store_n(&S.stop, 0, __ATOMIC_RELAXED);

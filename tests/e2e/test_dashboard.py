@@ -266,6 +266,11 @@ def test_dashboard_follows_a_live_run(tmp_path, browser):
                          "the host chart")
         rows = browser.js("return document.querySelectorAll('#ranks tbody tr').length")
         assert rows == 3
+        # The goodput panel: one stacked bar for the one attempt, with
+        # productive time in it.
+        browser.wait_for("return document.querySelector('#goodput .gp-bar .gp-productive') !== null",
+                         "the goodput bar")
+        assert browser.js("return document.querySelectorAll('#goodput .gp-row').length") == 1
         # Every chart has a canvas with pixels on it.
         assert browser.js("""
             const c = [...document.querySelectorAll(

@@ -177,7 +177,10 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     # Version 2: without what later versions added (metrics, the name
     # limits, the fingerprint, self time, the host evidence, the nodes).
     con.executescript(
-        "DROP TABLE nodes;"
+        "DROP TABLE nodes;" +
+        "".join(f"ALTER TABLE attempts DROP COLUMN {c};" for c in (
+            "ended_at", "cause", "first_step", "last_step",
+            "resumed_from")) +
         "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
         "ALTER TABLE ranks DROP COLUMN names_over_limit;"

@@ -49,7 +49,7 @@ typedef struct {
     int n_conns;
     int n_errors;
     char error[256];
-    int count[WIRE_STATUS + 1]; /* frames decoded, by type */
+    int count[WIRE_RESUMED + 1]; /* frames decoded, by type */
     wire_counters counters;     /* the last COUNTERS received */
     int n_frames;               /* frames kept (at most FC_MAX_FRAMES) */
     wire_frame *frames;
@@ -113,7 +113,7 @@ static int fc_listen(fake_ctl *fc)
 
 static void fc_keep(fake_ctl *fc, const wire_frame *f, int conn)
 {
-    if (f->type <= WIRE_STATUS)
+    if (f->type <= WIRE_RESUMED)
         fc->count[f->type]++;
     if (f->type == WIRE_COUNTERS)
         fc->counters = f->u.counters;

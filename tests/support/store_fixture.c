@@ -288,3 +288,67 @@ int64_t ss_fixture_two_node_run(ss_store *s, ss_wall_ns t0)
     ss_store_end_run(s, run, t0 + 60 * sec, 1, "failed", 0, 0);
     return run;
 }
+
+void ss_fixture_goodput_step(ss_store *s, int64_t run, uint32_t attempt,
+                             uint64_t step, ss_wall_ns fin, int64_t dur_ns,
+                             int64_t ckpt_ns, int64_t data_ns,
+                             int64_t late_ns)
+{
+    static const char *const names[] = {"checkpoint", "data", "allreduce"};
+    ss_phase_stat ph[2];
+    uint32_t n_ph = 0;
+    if (ckpt_ns)
+        ph[n_ph++] = (ss_phase_stat){0, {0, ckpt_ns / 2, ckpt_ns, ckpt_ns,
+                                         0, 2}};
+    if (data_ns)
+        ph[n_ph++] = (ss_phase_stat){1, {data_ns / 2, data_ns / 2, data_ns,
+                                         data_ns, 0, 2}};
+    ss_sync_stat sy = {2, late_ns, late_ns, 0, 2};
+    ss_rank_step ranks[2];
+    for (int r = 0; r < 2; r++)
+        ranks[r] = (ss_rank_step){.present = 1,
+                                  .step_ns = r == 0 ? dur_ns : dur_ns / 2,
+                                  .rss_bytes = SS_MISSING,
+                                  .device_bytes = SS_MISSING,
+                                  .begin_ns = SS_MISSING};
+    ss_step_view v = {
+        .attempt = attempt, .step = step, .finalized_at = fin,
+        .world_size = 2, .n_present = 2,
+        .step_time = {dur_ns / 2, dur_ns / 2, dur_ns, dur_ns, 0, 2},
+        .rss = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING, SS_NO_RANK,
+                0},
+        .device = {SS_MISSING, SS_MISSING, SS_MISSING, SS_MISSING,
+                   SS_NO_RANK, 0},
+        .n_phases = n_ph, .phases = ph, .n_syncs = late_ns ? 1 : 0,
+        .syncs = &sy, .n_names = 0, .ranks = ranks};
+    ss_store_put_step(s, run, &v, names);
+}
+
+int64_t ss_fixture_restart_run(ss_store *s, const char *name, ss_wall_ns t0)
+{
+    const ss_wall_ns sec = 1000000000, ms = 1000000;
+    int64_t run = ss_fixture_add_run(s, "restart-0000", name, 2, t0);
+    if (run < 0)
+        return -1;
+    ss_store_put_attempt(s, run, 0, t0);
+    for (uint64_t i = 0; i <= 9; i++)
+        ss_fixture_goodput_step(s, run, 0, i, t0 + (ss_wall_ns)(6 + i) * sec,
+                                sec, i == 4 ? 500 * ms : 0, 0, 0);
+    ss_store_put_event(s, run, 0, t0 + 15400 * ms, "rank_failed", 1,
+                       "rank 1 exited with status 1");
+    ss_attempt_facts f0 = {.attempt = 0, .ended_at = t0 + 16 * sec,
+                           .cause = "rank_crash", .first_step = 0,
+                           .last_step = 9, .resumed_from = -1};
+    ss_store_put_attempt_facts(s, run, &f0);
+    ss_store_put_attempt(s, run, 1, t0 + 20 * sec);
+    for (uint64_t i = 5; i <= 14; i++)
+        ss_fixture_goodput_step(s, run, 1, i,
+                                t0 + (ss_wall_ns)(19 + i) * sec, sec, 0, 0,
+                                0);
+    ss_attempt_facts f1 = {.attempt = 1, .ended_at = t0 + 33500 * ms,
+                           .cause = "completed", .first_step = 5,
+                           .last_step = 14, .resumed_from = 4};
+    ss_store_put_attempt_facts(s, run, &f1);
+    ss_store_end_run(s, run, t0 + 34 * sec, 0, "succeeded", 0, 0);
+    return run;
+}

@@ -72,6 +72,27 @@ void ss_fixture_put_finding(ss_store *s, int64_t run, uint32_t id,
  * Returns the run's id, or -1 (the reason on stderr).
  */
 #define SS_FIXTURE_MAX_WORLD 16
+
+/* Writes step STEP of ATTEMPT for 2 ranks, finalized at FIN: the slowest
+ * rank took DUR_NS, the other half of it; phases "checkpoint" (slowest
+ * rank CKPT_NS) and "data" (slowest rank DATA_NS, median DATA_NS / 2)
+ * where not 0; the sync "allreduce" with late_ns LATE_NS where not 0. */
+void ss_fixture_goodput_step(ss_store *s, int64_t run, uint32_t attempt,
+                             uint64_t step, ss_wall_ns fin, int64_t dur_ns,
+                             int64_t ckpt_ns, int64_t data_ns,
+                             int64_t late_ns);
+
+/*
+ * Writes the one-restart run of docs/fault-tolerance.md named NAME,
+ * started at T0 (seconds after T0 below): attempt 0 launched at 0, steps
+ * 0..9 of 1 s finalized at 6..15 (step 4 saved a checkpoint in 0.5 s), a
+ * rank failed at 15.4, ended at 16 (cause rank_crash); attempt 1 launched
+ * at 20, resumed from step 4, steps 5..14 of 1 s finalized at 24..33,
+ * ended at 33.5 (completed); the run ended at 34, status "succeeded".
+ * Its goodput: start-up 8 s, productive 14.5 s, checkpoint 0.5 s, lost
+ * work 5.4 s, restart 4.6 s, other 1 s.  Returns the run id or -1.
+ */
+int64_t ss_fixture_restart_run(ss_store *s, const char *name, ss_wall_ns t0);
 int64_t ss_fixture_timed_run(ss_store *s, const char *name, uint32_t world,
                              uint64_t steps, double mean_ms, uint64_t *rng);
 

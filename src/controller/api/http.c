@@ -80,13 +80,26 @@ struct ss_http {
     unsigned large_docs;      /* large documents being sent */
     const ss_static_file *files;
     size_t n_files;
+    ss_buf goodput_metrics;   /* the live run's, from the store */
+    ss_mono_ns goodput_at;    /* when computed; 0: never */
 };
+
+/* The live run's goodput lines in /metrics are recomputed from the store
+ * at most this often (it reads every step of the run). */
+#define GOODPUT_METRICS_EVERY_NS ((ss_mono_ns)15 * 1000000000)
 
 static ss_mono_ns mono_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static ss_wall_ns wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static const ss_static_file *static_files;
@@ -615,7 +628,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES
+    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT
 } doc_kind;
 
 static const struct {
@@ -626,7 +639,7 @@ static const struct {
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
-    {"history", DOC_HISTORY}, {"nodes", DOC_NODES},
+    {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT},
 };
 
 /* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
@@ -771,6 +784,9 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     case DOC_NODES:
         rc = ss_query_nodes(q, id, rg.attempt, &b, err, sizeof err);
         break;
+    case DOC_GOODPUT:
+        rc = ss_query_goodput(q, id, wall_now(), 0, &b, err, sizeof err);
+        break;
     default:
         rc = ss_query_events(q, id, after, limit, &b, err, sizeof err);
         break;
@@ -797,6 +813,40 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     return reply_document(h, c, &b);
 }
 
+/* Appends the live run's goodput lines, recomputed from the store when
+ * older than GOODPUT_METRICS_EVERY_NS; nothing when the store cannot say
+ * (the run's first rows are not committed yet). */
+static void goodput_metrics(ss_http *h, ss_buf *b)
+{
+    ss_mono_ns now = mono_now();
+    pthread_mutex_lock(&h->mu);
+    int fresh = h->goodput_at && now - h->goodput_at < GOODPUT_METRICS_EVERY_NS;
+    pthread_mutex_unlock(&h->mu);
+    if (!fresh) {
+        char err[512];
+        ss_buf lines = {0};
+        ss_query *q = pool_get(h, err, sizeof err);
+        int rc = q ? ss_query_goodput(q, ss_live_run_id(h->live), wall_now(),
+                                      1, &lines, err, sizeof err)
+                   : SS_QUERY_ERROR;
+        if (q)
+            pool_put(h, q);
+        pthread_mutex_lock(&h->mu);
+        if (rc == 0 && !lines.oom) {
+            ss_buf_free(&h->goodput_metrics);
+            h->goodput_metrics = lines;
+            h->goodput_at = now;
+        } else {
+            ss_buf_free(&lines);
+        }
+        pthread_mutex_unlock(&h->mu);
+    }
+    pthread_mutex_lock(&h->mu);
+    if (h->goodput_metrics.data)
+        ss_buf_add(b, h->goodput_metrics.data, h->goodput_metrics.len);
+    pthread_mutex_unlock(&h->mu);
+}
+
 static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
 {
     ss_buf b = {0};
@@ -820,6 +870,8 @@ static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
                   "\n", n.timed_out);
     if (h->live && ss_live_metrics(h->live, &b) != 0)
         b.oom = 1;
+    if (h->live)
+        goodput_metrics(h, &b);
     if (b.oom) {
         ss_buf_free(&b);
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -1035,6 +1087,7 @@ static void free_http(ss_http *h)
         ss_query_close(h->pool[i]);
     ss_http_gate_free(h->gate);
     pthread_mutex_destroy(&h->mu);
+    ss_buf_free(&h->goodput_metrics);
     free(h->db_path);
     free(h->token);
     free(h);

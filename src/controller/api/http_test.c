@@ -223,6 +223,7 @@ static void endpoints_answer_json(void)
         {"/api/runs/1/findings", "{\"findings\":[{\"id\":1,\"kind\":"
                                  "\"straggler\""},
         {"/api/runs/1/events?after=0", "{\"events\":[{\"id\":1,"},
+        {"/api/runs/1/goodput", "{\"goodput\":{\"run\": 1, \"running\": "},
         {"/api/runs/1/events?after=1&limit=10", "{\"events\":[]}"},
         /* two steps: too few to judge, the history is there all the same */
         {"/api/runs/1/history", "{\"name\":\"train\",\"run_id\":1,"
@@ -566,6 +567,11 @@ static void live_endpoints(void)
     CHECK(strstr(r.body, "stepscope_rank_up{run=\"1\",rank=\"1\"} 0\n"));
     CHECK(strstr(r.body, "stepscope_findings{run=\"1\",kind=\"straggler\","
                          "severity=\"critical\"} 1\n"));
+    /* The live run's goodput, from the store. */
+    CHECK(strstr(r.body, "# TYPE stepscope_goodput_ratio gauge\n"
+                         "stepscope_goodput_ratio{run=\"1\"} "));
+    CHECK(strstr(r.body, "stepscope_goodput_seconds{run=\"1\","
+                         "category=\"lost_work\"} 0.000\n"));
     free(r.body);
     REQUIRE(get(port, "/api/runs/2/stream", NULL, &r) == 0);
     CHECK_EQ_INT(r.status, 404);

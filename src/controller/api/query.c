@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "goodput.h"
+#include "goodput_out.h"
 #include "guard_model.h"
 #include "objects.h"
 #include "reader.h"
@@ -765,6 +767,24 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
     }
     ss_buf_puts(out, "]}");
     ss_finding_rows_free(rows, n);
+    return finish(out, err, errlen);
+}
+
+int ss_query_goodput(ss_query *q, int64_t run_id, ss_wall_ns now,
+                     int metrics, ss_buf *out, char *err, size_t errlen)
+{
+    ss_goodput g;
+    int rc = ss_goodput_load(q->reader, run_id, now, &g);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    if (metrics) {
+        ss_goodput_metrics(out, &g);
+    } else {
+        ss_buf_puts(out, "{\"goodput\":");
+        ss_goodput_json(out, &g);
+        ss_buf_puts(out, "}");
+    }
+    ss_goodput_free(&g);
     return finish(out, err, errlen);
 }
 

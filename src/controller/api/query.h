@@ -158,6 +158,12 @@ void ss_query_node_object(ss_buf *out, const ss_node_row *n);
 int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
                       ss_buf *out, char *err, size_t errlen);
 
+/* {"goodput": {...}}: the run's goodput (every attempt; a running run
+ * up to NOW), the object of docs/report-json.md.  With METRICS, its
+ * Prometheus lines instead (goodput_out.h). */
+int ss_query_goodput(ss_query *q, int64_t run_id, ss_wall_ns now,
+                     int metrics, ss_buf *out, char *err, size_t errlen);
+
 /* {"events":[{id, at, kind, rank, message}]}: the run's events with id >
  * AFTER, ascending, at most LIMIT (1 .. SS_QUERY_MAX_EVENTS). */
 #define SS_QUERY_DEFAULT_EVENTS 1000

@@ -264,6 +264,10 @@ static int dispatch(conn *c, wire_frame *f)
         if (cb->on_checkpoint)
             cb->on_checkpoint(cb->ctx, (uint32_t)c->rank, &f->u.checkpoint);
         return 0;
+    case WIRE_RESUMED:
+        if (cb->on_resumed)
+            cb->on_resumed(cb->ctx, (uint32_t)c->rank, &f->u.resumed);
+        return 0;
     case WIRE_STATUS:
         /* NAME_REFUSED is -1 too: a phase without a name shows as none */
         if (cb->on_status)

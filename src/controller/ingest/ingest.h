@@ -60,6 +60,9 @@ typedef struct {
      * because their names were refused; called just before its on_step.
      * May be NULL. */
     void (*on_values_dropped)(void *ctx, uint32_t rank, uint32_t n);
+    /* RANK resumed from a checkpoint saved at R->step (RESUMED).  May be
+     * NULL. */
+    void (*on_resumed)(void *ctx, uint32_t rank, const wire_resumed *r);
 } ss_ingest_callbacks;
 
 typedef struct {

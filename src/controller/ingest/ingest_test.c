@@ -28,6 +28,8 @@ typedef struct {
     uint32_t refused_rank;
     char refused_name[WIRE_MAX_NAME_LEN + 1];
     uint32_t values_dropped;
+    int resumed;          /* on_resumed calls */
+    uint64_t resumed_step;
     int said_bye;
     ss_ingest *in;
     ss_ingest_stats stats; /* as they were when the ingest was closed */
@@ -99,6 +101,13 @@ static void t_status(void *ctx, uint32_t rank, const wire_status *st,
         s->status_phase[s->statuses] = phase;
     s->statuses++;
     s->status_step = st->step;
+}
+
+static void t_resumed(void *ctx, uint32_t rank, const wire_resumed *r)
+{
+    seen *s = ctx;
+    s->resumed++;
+    s->resumed_step = r->step;
 }
 
 static void t_bye(void *ctx, uint32_t rank, const wire_bye *b)
@@ -230,6 +239,8 @@ static void *run_client(void *arg)
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
         st = (wire_status){WIRE_NO_STEP, 0, 4, 0, 0, 0};
         n += wire_encode_status(buf + n, sizeof buf - n, &st);
+        wire_resumed rs = {41, 5};
+        n += wire_encode_resumed(buf + n, sizeof buf - n, &rs);
         wire_bye b = {1};
         n += wire_encode_bye(buf + n, sizeof buf - n, &b);
         if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
@@ -251,7 +262,8 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                               .on_rejected = t_rejected,
                               .on_status = t_status,
                               .on_name_refused = t_name_refused,
-                              .on_values_dropped = t_values_dropped};
+                              .on_values_dropped = t_values_dropped,
+                              .on_resumed = t_resumed};
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* as `stepscope run` does */
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
@@ -288,6 +300,8 @@ static void accepts_and_translates(void)
     CHECK_EQ_INT(s.status_phase[0], 17);
     CHECK_EQ_INT(s.status_phase[1], -1); /* no phase */
     CHECK(s.status_step == WIRE_NO_STEP);
+    CHECK_EQ_INT(s.resumed, 1);
+    CHECK_EQ_INT(s.resumed_step, 41);
     CHECK_EQ_INT(s.byes, 1);
     CHECK_EQ_INT(s.said_bye, 1);
     CHECK_EQ_INT(s.rejects, 0);

@@ -216,6 +216,13 @@ const char *ss_life_run_status(int job_status)
     return job_status == 0 ? "succeeded" : "failed";
 }
 
+const char *ss_life_attempt_cause(int job_status, int stopped)
+{
+    if (job_status == 0)
+        return "completed";
+    return stopped ? "interrupted" : "rank_crash";
+}
+
 /* ---- the end-of-run summary ---- */
 
 static const char *plural(uint64_t n)

@@ -163,6 +163,12 @@ const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank);
  * "succeeded" (0) or "failed".  The run's exit code is the job's. */
 const char *ss_life_run_status(int job_status);
 
+/* Why an attempt ended, for the store's attempts.cause
+ * (docs/fault-tolerance.md): "completed" when JOB_STATUS is 0, else
+ * "interrupted" when the user asked the job to stop (STOPPED != 0), else
+ * "rank_crash". */
+const char *ss_life_attempt_cause(int job_status, int stopped);
+
 /* ---- the end-of-run summary ---- */
 
 /* The facts the summary states. */

@@ -283,6 +283,10 @@ static void run_status_follows_the_job(void)
     CHECK_STR(ss_life_run_status(0), "succeeded");
     CHECK_STR(ss_life_run_status(3), "failed");
     CHECK_STR(ss_life_run_status(137), "failed");
+    CHECK_STR(ss_life_attempt_cause(0, 0), "completed");
+    CHECK_STR(ss_life_attempt_cause(0, 1), "completed");
+    CHECK_STR(ss_life_attempt_cause(1, 0), "rank_crash");
+    CHECK_STR(ss_life_attempt_cause(130, 1), "interrupted");
     CHECK_EQ_INT(ss_life_exit_ok(0, 0), 1);
     CHECK_EQ_INT(ss_life_exit_ok(1, 0), 0);
     CHECK_EQ_INT(ss_life_exit_ok(0, 9), 0);

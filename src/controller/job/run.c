@@ -119,6 +119,11 @@ static void sink_step(void *ctx, const ss_step_view *v,
     run_ctx *r = ctx;
     r->steps_finalized++;
     ss_hang_progress(&r->hang, v->step, v->step_time.max, run_mono_now());
+    int64_t step = (int64_t)v->step;
+    if (r->first_step < 0 || step < r->first_step)
+        r->first_step = step;
+    if (step > r->last_step)
+        r->last_step = step;
     ss_store_put_step(r->store, r->run_id, v, names);
     ss_live_step(r->live, v, names);
 }
@@ -265,6 +270,24 @@ static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
     run_ctx *r = ctx;
     run_event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
           "step %" PRIu64, rank, c->step);
+}
+
+/* Ranks report the step they resumed from; the first report stands for
+ * the attempt, and a rank that disagrees is noted. */
+static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
+{
+    run_ctx *r = ctx;
+    int64_t step = (int64_t)rs->step;
+    if (r->resumed_from < 0) {
+        r->resumed_from = step;
+        ss_attempt_facts f = {.attempt = r->attempt, .ended_at = -1,
+                              .first_step = -1, .last_step = -1,
+                              .resumed_from = step};
+        ss_store_put_attempt_facts(r->store, r->run_id, &f);
+    }
+    run_event(r, "resumed", (int32_t)rank, "rank %u resumed from the checkpoint "
+          "of step %" PRId64 "%s", rank, step,
+          step == r->resumed_from ? "" : " (another rank's differs)");
 }
 
 static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
@@ -1065,7 +1088,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
                                cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped};
+                               cb_values_dropped, cb_resumed};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
         return -1;
@@ -1245,6 +1268,7 @@ int ss_run_main(int argc, char **argv)
     if (!r)
         return 1;
     r->grace_ms = SS_LAUNCH_GRACE_MS_DEFAULT;
+    r->first_step = r->last_step = r->resumed_from = -1;
     r->connect_timeout_ms = 60000;
     r->host_interval_ms = SS_HOST_WATCH_INTERVAL_MS_DEFAULT;
     ss_aggregator_config_defaults(&r->agg_cfg);
@@ -1290,6 +1314,14 @@ int ss_run_main(int argc, char **argv)
             run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        ss_attempt_facts facts = {.attempt = r->attempt,
+                                  .ended_at = run_wall_now(),
+                                  .first_step = r->first_step,
+                                  .last_step = r->last_step,
+                                  .resumed_from = -1};
+        snprintf(facts.cause, sizeof facts.cause, "%s",
+                 ss_life_attempt_cause(status, r->stop_requests > 0));
+        ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,

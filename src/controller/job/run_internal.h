@@ -146,6 +146,8 @@ typedef struct {
     ss_mono_ns started;
     uint32_t stop_requests;
     uint64_t steps_finalized;
+    int64_t first_step, last_step; /* of this attempt's finalized steps */
+    int64_t resumed_from;   /* the step the ranks resumed from; -1: none */
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
     uint64_t rejected_connections;

@@ -446,8 +446,14 @@ int ss_reader_attempts(ss_reader *r, int64_t run_id, ss_attempt_row **rows,
     int rc = run_exists(r, run_id);
     if (rc)
         return rc;
-    sqlite3_stmt *st = prep(r, "SELECT attempt, started_at FROM attempts "
-                               "WHERE run_id = ?1 ORDER BY attempt",
+    sqlite3_stmt *st = prep(r, r->version >= SS_SCHEMA_ATTEMPT_FACTS
+                                   ? "SELECT attempt, started_at, ended_at, "
+                                     "cause, first_step, last_step, "
+                                     "resumed_from FROM attempts "
+                                     "WHERE run_id = ?1 ORDER BY attempt"
+                                   : "SELECT attempt, started_at, NULL, NULL, "
+                                     "NULL, NULL, NULL FROM attempts "
+                                     "WHERE run_id = ?1 ORDER BY attempt",
                             &run_id, 1);
     if (!st)
         return SS_READ_ERROR;
@@ -457,8 +463,17 @@ int ss_reader_attempts(ss_reader *r, int64_t run_id, ss_attempt_row **rows,
             rc = oom(r);
             break;
         }
-        (*rows)[(*n)++] = (ss_attempt_row){sqlite3_column_int64(st, 0),
-                                           col_i64(st, 1)};
+        ss_attempt_row *a = &(*rows)[(*n)++];
+        memset(a, 0, sizeof *a);
+        a->attempt = sqlite3_column_int64(st, 0);
+        a->started_at = col_i64(st, 1);
+        a->ended_at = col_i64(st, 2);
+        const unsigned char *cause = sqlite3_column_text(st, 3);
+        if (cause)
+            snprintf(a->cause, sizeof a->cause, "%s", (const char *)cause);
+        a->first_step = col_i64(st, 4);
+        a->last_step = col_i64(st, 5);
+        a->resumed_from = col_i64(st, 6);
     }
     sqlite3_finalize(st);
     if (rc < 0) {

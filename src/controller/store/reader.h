@@ -112,9 +112,15 @@ int ss_reader_select_run(ss_reader *r, const char *spec, int64_t *run_id);
 
 /* ---- attempts ---- */
 
+/* One attempt (docs/fault-tolerance.md): launched at started_at; the
+ * rest is SS_MISSING ("" for cause) where not recorded, and in stores
+ * older than schema version 11. */
 typedef struct {
     int64_t attempt;
-    ss_wall_ns started_at;
+    ss_wall_ns started_at, ended_at;
+    char cause[48]; /* why it ended: "completed", "rank_crash", ... */
+    int64_t first_step, last_step; /* its first and last finalized step */
+    int64_t resumed_from; /* the step of the checkpoint it resumed from */
 } ss_attempt_row;
 
 /* The attempts recorded for RUN_ID, in order.  NOT_FOUND: no such run. */

@@ -167,6 +167,33 @@ static void runs_and_attempts(void)
     ss_reader_close(r);
 }
 
+/* The facts of a restarted run's attempts. */
+static void attempt_facts(void)
+{
+    char path[600], err[512];
+    testing_tmp_path("restart.db", path, sizeof path);
+    ss_store *s = ss_store_open(path, NULL, 1, err, sizeof err);
+    REQUIRE(s);
+    int64_t run = ss_fixture_restart_run(s, "train", SS_FIXTURE_T0);
+    ss_store_close(s);
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r);
+    ss_attempt_row *att;
+    size_t n;
+    REQUIRE(ss_reader_attempts(r, run, &att, &n) == 0);
+    REQUIRE(n == 2);
+    CHECK_STR(att[0].cause, "rank_crash");
+    CHECK_EQ_INT(att[0].ended_at, SS_FIXTURE_T0 + 16000 * MS);
+    CHECK_EQ_INT(att[0].first_step, 0);
+    CHECK_EQ_INT(att[0].last_step, 9);
+    CHECK_EQ_INT(att[0].resumed_from, SS_MISSING);
+    CHECK_STR(att[1].cause, "completed");
+    CHECK_EQ_INT(att[1].started_at, SS_FIXTURE_T0 + 20000 * MS);
+    CHECK_EQ_INT(att[1].resumed_from, 4);
+    ss_attempt_rows_free(att);
+    ss_reader_close(r);
+}
+
 static void ranks_with_medians(void)
 {
     ss_reader *r = open_fixture();
@@ -441,6 +468,13 @@ static void older_schema_is_read_without_migrating(void)
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
                               "DROP TABLE nodes;"
+                              "ALTER TABLE attempts DROP COLUMN ended_at;"
+                              "ALTER TABLE attempts DROP COLUMN cause;"
+                              "ALTER TABLE attempts DROP COLUMN "
+                              "first_step;"
+                              "ALTER TABLE attempts DROP COLUMN last_step;"
+                              "ALTER TABLE attempts DROP COLUMN "
+                              "resumed_from;"
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
                               "ALTER TABLE rank_steps DROP COLUMN "
                               "phase_self;"
@@ -493,6 +527,14 @@ static void older_schema_is_read_without_migrating(void)
     CHECK_EQ_INT(ss_reader_nodes(r, 1, 0, &nodes, &n), 0); /* no table */
     CHECK_EQ_INT(n, 0);
     CHECK(nodes == NULL);
+    ss_attempt_row *att;
+    REQUIRE(ss_reader_attempts(r, 1, &att, &n) == 0);
+    REQUIRE(n == 1);
+    CHECK_EQ_INT(att[0].started_at, SS_FIXTURE_T0);
+    CHECK_EQ_INT(att[0].ended_at, SS_MISSING);
+    CHECK_EQ_INT(att[0].resumed_from, SS_MISSING);
+    CHECK_STR(att[0].cause, "");
+    ss_attempt_rows_free(att);
     ss_reader_close(r);
 
     REQUIRE(stat(path, &after) == 0);
@@ -587,7 +629,7 @@ static void rank_host_evidence(void)
 
 TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(selects_runs_by_id_name_and_uuid),
-          TEST(runs_and_attempts),
+          TEST(runs_and_attempts), TEST(attempt_facts),
           TEST(ranks_with_medians),
           TEST(steps_with_phases_and_windows),
           TEST(rank_steps_cursor),

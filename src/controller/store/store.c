@@ -82,6 +82,7 @@
 
 typedef enum {
     IT_ATTEMPT,
+    IT_ATTEMPT_FACTS,
     IT_RANK,
     IT_NODE,
     IT_STEP,
@@ -140,6 +141,7 @@ typedef struct item {
             uint32_t attempt;
             ss_wall_ns started_at;
         } attempt;
+        ss_attempt_facts facts;
         ss_rank_info rank;
         ss_node_info node;
         step_item step;
@@ -187,6 +189,7 @@ typedef struct {
 
 enum {
     ST_ATTEMPT,
+    ST_ATTEMPT_FACTS,
     ST_RANK,
     ST_NODE,
     ST_STEP,
@@ -206,8 +209,17 @@ enum {
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_ATTEMPT] = "INSERT OR REPLACE INTO attempts(run_id, attempt, "
-                   "started_at) VALUES (?1, ?2, ?3)",
+    [ST_ATTEMPT] = "INSERT INTO attempts(run_id, attempt, started_at) "
+                   "VALUES (?1, ?2, ?3) ON CONFLICT (run_id, attempt) "
+                   "DO UPDATE SET started_at = excluded.started_at",
+    /* NULL parameters leave the column as it is. */
+    [ST_ATTEMPT_FACTS] = "UPDATE attempts SET "
+                         "ended_at = coalesce(?3, ended_at), "
+                         "cause = coalesce(?4, cause), "
+                         "first_step = coalesce(?5, first_step), "
+                         "last_step = coalesce(?6, last_step), "
+                         "resumed_from = coalesce(?7, resumed_from) "
+                         "WHERE run_id = ?1 AND attempt = ?2",
     /* NULL parameters leave the column as it is. */
     [ST_RANK] = "INSERT INTO ranks(run_id, attempt, rank, host, pid, state, "
                 "exit_code, term_signal, last_step, dropped_events, "
@@ -872,6 +884,18 @@ static int apply_item(ss_store *s, const item *it)
         sqlite3_bind_int64(q, 2, it->u.attempt.attempt);
         sqlite3_bind_int64(q, 3, it->u.attempt.started_at);
         return run_stmt(s, q, "writing an attempt");
+    case IT_ATTEMPT_FACTS: {
+        const ss_attempt_facts *f = &it->u.facts;
+        q = s->st[ST_ATTEMPT_FACTS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, f->attempt);
+        bind_known_int(q, 3, f->ended_at);
+        bind_known_text(q, 4, f->cause);
+        bind_known_int(q, 5, f->first_step);
+        bind_known_int(q, 6, f->last_step);
+        bind_known_int(q, 7, f->resumed_from);
+        return run_stmt(s, q, "writing an attempt's facts");
+    }
     case IT_RANK: {
         const ss_rank_info *r = &it->u.rank;
         q = s->st[ST_RANK];
@@ -1094,6 +1118,7 @@ static void tally_item(ss_store *s, const item *it, int stored,
         stored ? o->ends_stored++ : o->ends_lost++;
         break;
     case IT_ATTEMPT:
+    case IT_ATTEMPT_FACTS:
     case IT_RANK:
     case IT_NODE:
         if (!stored)
@@ -1481,6 +1506,19 @@ void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
     }
     it->u.attempt.attempt = attempt;
     it->u.attempt.started_at = started_at;
+    enqueue(s, it);
+}
+
+void ss_store_put_attempt_facts(ss_store *s, int64_t run_id,
+                                const ss_attempt_facts *f)
+{
+    item *it = item_new(IT_ATTEMPT_FACTS, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_ATTEMPT_FACTS, 0, "an attempt's facts");
+        return;
+    }
+    it->u.facts = *f;
+    it->u.facts.cause[sizeof f->cause - 1] = '\0';
     enqueue(s, it);
 }
 

@@ -77,6 +77,22 @@ int ss_store_begin_run(ss_store *s, const ss_run_info *info, int64_t *run_id,
 void ss_store_put_attempt(ss_store *s, int64_t run_id, uint32_t attempt,
                           ss_wall_ns started_at);
 
+/* What an attempt came to (docs/fault-tolerance.md); fields set to -1 /
+ * "" are left as they are.  CAUSE says why the attempt ended: "completed",
+ * "interrupted", "rank_crash", "hang", "node_lost", "health_check", or
+ * "injected:..." for a fault stepscope injected on purpose. */
+typedef struct {
+    uint32_t attempt;
+    ss_wall_ns ended_at;
+    char cause[48];
+    int64_t first_step, last_step; /* finalized steps of this attempt */
+    int64_t resumed_from; /* the step of the checkpoint it resumed from */
+} ss_attempt_facts;
+
+/* Updates the facts of an attempt put before with ss_store_put_attempt. */
+void ss_store_put_attempt_facts(ss_store *s, int64_t run_id,
+                                const ss_attempt_facts *f);
+
 /* Rank facts; fields set to -1 / "" are left as they are. */
 typedef struct {
     uint32_t rank;

@@ -298,6 +298,22 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  lost_at_step    INTEGER,"
     "  PRIMARY KEY (run_id, attempt, node_rank)"
     ");",
+
+    /* 10: no change to the schema in this tree. */
+    "SELECT 1;",
+
+    /* 11: what each attempt came to (docs/fault-tolerance.md): when it
+     * ended (wall ns), why (cause: 'completed', 'interrupted',
+     * 'rank_crash', 'hang', 'node_lost', 'health_check', or 'injected:...'
+     * for a fault stepscope injected), its first and last finalized step,
+     * and the step it resumed from (a checkpoint saved at that step was
+     * loaded; its steps are numbered from resumed_from + 1).  NULL where
+     * unknown, and in rows written before this version. */
+    "ALTER TABLE attempts ADD COLUMN ended_at INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN cause TEXT;"
+    "ALTER TABLE attempts ADD COLUMN first_step INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN last_step INTEGER;"
+    "ALTER TABLE attempts ADD COLUMN resumed_from INTEGER;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

@@ -269,6 +269,11 @@ static void migrates_version_1(void)
     }
     CHECK_EQ_INT(sql_exec(path,
                           "DROP TABLE nodes;"
+                          "ALTER TABLE attempts DROP COLUMN ended_at;"
+                          "ALTER TABLE attempts DROP COLUMN cause;"
+                          "ALTER TABLE attempts DROP COLUMN first_step;"
+                          "ALTER TABLE attempts DROP COLUMN last_step;"
+                          "ALTER TABLE attempts DROP COLUMN resumed_from;"
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
                           "ALTER TABLE step_phases DROP COLUMN self_n;"
@@ -292,6 +297,8 @@ static void migrates_version_1(void)
                           " step_ns) VALUES (1, 0, 0, 0, 5);"
                           "INSERT INTO ranks(run_id, attempt, rank)"
                           " VALUES (1, 0, 0);"
+                          "INSERT INTO attempts(run_id, attempt, started_at)"
+                          " VALUES (1, 0, 5);"
                           "PRAGMA user_version = 1"),
                  0);
     s = open_store(path, NULL, 0);
@@ -309,6 +316,11 @@ static void migrates_version_1(void)
                                "self_n IS NULL AND self_median IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM nodes"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM attempts WHERE "
+                               "ended_at IS NULL AND cause IS NULL AND "
+                               "first_step IS NULL AND last_step IS NULL "
+                               "AND resumed_from IS NULL"),
+                 1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM ranks WHERE "
                                "names_over_limit IS NULL AND "
                                "values_over_limit IS NULL"),
@@ -504,6 +516,37 @@ static void writes_and_upserts_nodes(void)
                              "FROM nodes WHERE node_rank = 0",
                        buf, sizeof buf),
               "|running|0|null|null");
+}
+
+/* An attempt's facts: updates that leave unknown fields as they are, and
+ * a second put of the attempt (a relaunch) that keeps them. */
+static void attempt_facts(void)
+{
+    char path[600], buf[256];
+    testing_tmp_path("attempts.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    ss_store_put_attempt(s, run, 0, 100);
+    ss_attempt_facts f = {.attempt = 0, .ended_at = -1, .first_step = -1,
+                          .last_step = -1, .resumed_from = 7};
+    ss_store_put_attempt_facts(s, run, &f);
+    f = (ss_attempt_facts){.attempt = 0, .ended_at = 900,
+                           .cause = "rank_crash", .first_step = 8,
+                           .last_step = 12, .resumed_from = -1};
+    ss_store_put_attempt_facts(s, run, &f);
+    ss_store_put_attempt(s, run, 0, 150);
+    ss_store_put_attempt(s, run, 1, 1000);
+    ss_store_close(s);
+    CHECK_STR(sql_text(path, "SELECT started_at || ' ' || ended_at || ' ' || "
+                             "cause || ' ' || first_step || ' ' || last_step "
+                             "|| ' ' || resumed_from FROM attempts WHERE "
+                             "attempt = 0", buf, sizeof buf),
+              "150 900 rank_crash 8 12 7");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM attempts WHERE "
+                               "attempt = 1 AND cause IS NULL AND "
+                               "resumed_from IS NULL"),
+                 1);
 }
 
 static void writes_everything_and_reads_back(void)
@@ -984,7 +1027,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
-          TEST(writes_and_upserts_nodes),
+          TEST(writes_and_upserts_nodes), TEST(attempt_facts),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),

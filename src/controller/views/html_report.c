@@ -80,6 +80,12 @@ static int build_data(ss_buf *data, ss_query *q, const char *db_path,
         rc = ss_query_events(q, run_id, 0, SS_QUERY_MAX_EVENTS, data, err,
                              errlen);
     }
+    if (rc == 0) {
+        ss_buf_puts(data, ",\"goodput\":");
+        rc = ss_query_goodput(q, run_id,
+                              (int64_t)now.tv_sec * 1000000000 + now.tv_nsec,
+                              0, data, err, errlen);
+    }
     ss_buf_puts(data, "}");
     if (rc == 0 && data->oom) {
         snprintf(err, errlen, "out of memory");

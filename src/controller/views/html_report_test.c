@@ -220,6 +220,9 @@ static void data_holds_the_run(void)
     CHECK_SQL(json, "json_extract(?1, '$.findings.findings[0].ranks[0]')",
               "2");
     CHECK_SQL(json, "json_array_length(?1, '$.events.events')", "1");
+    CHECK_SQL(json, "json_extract(?1, '$.goodput.goodput.run')", "1");
+    CHECK_SQL(json, "json_type(?1, '$.goodput.goodput.ms.productive')",
+              "real");
     /* the rank's text comes back intact once parsed... */
     CHECK_SQL(json, "json_extract(?1, '$.findings.findings[0].message')",
               "rank 2 </script><script>alert(1)</script> <!-- is late");

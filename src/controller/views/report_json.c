@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "goodput_view.h"
 #include "json.h"
 #include "query.h"
 #include "report_model.h"
@@ -353,6 +354,14 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
     json_findings(&o, rp);
     json_steps(&o.b, rp);
     json_metrics(&o.b, rp);
+    ss_buf_puts(&o.b, "  \"goodput\": ");
+    ss_goodput_json(&o.b, &rp->goodput);
+    ss_buf_puts(&o.b, ",\n  \"reliability\": ");
+    if (rp->has_reliability)
+        ss_reliability_json(&o.b, &rp->reliability);
+    else
+        ss_buf_puts(&o.b, "null");
+    ss_buf_puts(&o.b, ",\n");
     json_ranks(&o, rp);
     json_nodes(&o.b, rp);
     json_tail(&o, rp);

@@ -12,7 +12,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "goodput_view.h"
 #include "progress.h"
 #include "stats.h"
 
@@ -334,6 +336,44 @@ static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
     return rc;
 }
 
+/* The run's goodput, and the reliability of its name once at least
+ * SS_REPORT_RELIABILITY_RUNS runs of that name failed: ended "failed", or
+ * had an attempt that ended in a failure MTBF counts (goodput.h). */
+static int load_goodput(ss_reader *r, ss_report *rp)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ss_wall_ns now = (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int rc = ss_goodput_load(r, rp->run.id, now, &rp->goodput);
+    if (rc || !rp->run.name)
+        return rc;
+    ss_run_row *runs;
+    size_t n, failed = 0;
+    if ((rc = ss_reader_runs(r, &runs, &n)))
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (!runs[i].name || strcmp(runs[i].name, rp->run.name) != 0)
+            continue;
+        int bad = runs[i].status && strcmp(runs[i].status, "failed") == 0;
+        ss_attempt_row *att;
+        size_t n_att;
+        if ((rc = ss_reader_attempts(r, runs[i].id, &att, &n_att)))
+            break;
+        for (size_t k = 0; k < n_att; k++)
+            bad |= ss_gp_failure_cause(att[k].cause) >= 0;
+        ss_attempt_rows_free(att);
+        failed += bad;
+    }
+    ss_run_rows_free(runs, n);
+    if (rc)
+        return rc;
+    if (failed < SS_REPORT_RELIABILITY_RUNS)
+        return 0;
+    rc = ss_reliability_load(r, rp->run.name, now, &rp->reliability);
+    rp->has_reliability = rc == 0;
+    return rc;
+}
+
 int ss_report_load(ss_reader *r, int64_t run_id, int64_t attempt,
                    ss_report *rp, FILE *err)
 {
@@ -350,6 +390,8 @@ int ss_report_load(ss_reader *r, int64_t run_id, int64_t attempt,
         ss_progress_begin(&pg, err, "stepscope report: reading steps", 4);
         ss_reader_set_progress(r, progress_tick, &pg);
         rc = load_parts(r, rp, &pg);
+        if (rc == 0)
+            rc = load_goodput(r, rp);
         ss_reader_set_progress(r, NULL, NULL);
         ss_progress_end(&pg);
     }
@@ -389,6 +431,7 @@ void ss_report_free(ss_report *rp)
     free(rp->named);
     ss_event_rows_free(rp->events, rp->n_events);
     ss_node_rows_free(rp->nodes, rp->n_nodes);
+    ss_goodput_free(&rp->goodput);
     memset(rp, 0, sizeof *rp);
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "goodput.h"
 #include "reader.h"
 
 #define SS_REPORT_MAX_EVENTS 10000 /* events kept: the latest ones */
@@ -86,7 +87,14 @@ typedef struct {
     ss_node_row *nodes;       /* the nodes of a multi-node run, by node
                                  rank; none for a run recorded without */
     size_t n_nodes;
+    ss_goodput goodput;       /* the whole run's, every attempt */
+    /* Over every run of the run's name, when at least
+     * SS_REPORT_RELIABILITY_RUNS of them failed (has_reliability). */
+    ss_reliability reliability;
+    int has_reliability;
 } ss_report;
+
+#define SS_REPORT_RELIABILITY_RUNS 3
 
 /*
  * Reads attempt ATTEMPT (-1: the latest) of run RUN_ID through R into RP

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "goodput_view.h"
 #include "json.h"
 #include "report_model.h"
 #include "stats.h"
@@ -692,12 +693,26 @@ static void text_dropped_and_events(FILE *f, const ss_report *rp)
     fputc('\n', f);
 }
 
+/* GOODPUT (every attempt of the run) and, for a name that failed often,
+ * RELIABILITY. */
+static void text_goodput(FILE *f, const ss_report *rp)
+{
+    ss_buf b = {0};
+    ss_goodput_text(&b, &rp->goodput);
+    if (rp->has_reliability)
+        ss_reliability_text(&b, &rp->reliability, rp->run.name);
+    if (b.data)
+        fputs(b.data, f);
+    ss_buf_free(&b);
+}
+
 void ss_report_print_text(FILE *f, ss_report *rp)
 {
     clean_for_text(rp);
     text_header(f, rp);
     text_findings(f, rp);
     text_steps(f, rp);
+    text_goodput(f, rp);
     text_phases(f, rp);
     text_metrics(f, rp);
     text_nodes(f, rp);

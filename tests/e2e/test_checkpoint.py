@@ -1,0 +1,86 @@
+"""End to end: a real DDP job (examples/ddp_checkpoint.py, 2 ranks, gloo on
+CPU) under `stepscope run --auto` saves a checkpoint every 4 steps; the
+first run crashes at step 10, the second, started by hand, loads the
+checkpoint of step 7 and continues.  Auto mode times the saves as the
+"checkpoint" phase and reports them, recognises the resume, numbers the
+second run's steps from 8, and each run's goodput adds up to its wall
+time (docs/fault-tolerance.md)."""
+import json
+import subprocess
+
+from conftest import SOURCE, STEPSCOPE, run_job
+from test_ddp import JOB_TIMEOUT, ddp_env, python_cmd
+
+SCRIPT = SOURCE / "examples" / "ddp_checkpoint.py"
+
+
+def checkpoint_job(store, ckpt, *args):
+    return run_job(store, 2, python_cmd(SCRIPT, "--checkpoint", str(ckpt),
+                                        "--steps", "16", "--save-every", "4",
+                                        "--step-ms", "20", *args),
+                   extra=("--auto",), env=ddp_env(), timeout=JOB_TIMEOUT)
+
+
+def check_goodput(goodput):
+    """The categories add up to the wall time (to the rounding of the
+    milliseconds printed), the run's and each attempt's."""
+    ms = goodput["ms"]
+    assert abs(sum(ms.values()) - goodput["wall_ms"]) < 0.01 * len(ms)
+    assert goodput["wall_ms"] > 0 and 0 < goodput["goodput"] < 1
+    assert abs(goodput["goodput"] - ms["productive"] / goodput["wall_ms"]) < 1e-4
+    for a in goodput["attempts"]:
+        assert abs(sum(a["ms"].values()) - a["wall_ms"]) < 0.01 * len(ms)
+
+
+def stored_attempt(db, run):
+    con = __import__("sqlite3").connect(str(db))
+    row = con.execute("SELECT cause, first_step, last_step, resumed_from, "
+                      "ended_at IS NOT NULL FROM attempts WHERE run_id = ?",
+                      (run,)).fetchone()
+    con.close()
+    return row
+
+
+def test_checkpoints_and_a_resume_by_hand(store, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    first = checkpoint_job(store, ckpt, "--crash-rank", "1", "--crash-step", "10")
+    assert first.returncode == 1, first.stderr
+    assert ckpt.exists()
+    rep = first.report()
+    phases = {p["name"]: p for p in rep["steps"]["phases"]}
+    # Rank 0 saved after steps 3 and 7, in the auto steps 4 and 8.
+    assert phases["checkpoint"]["steps"] == 2, phases["checkpoint"]
+    saved = sorted(e["message"] for e in rep["events"] if e["kind"] == "checkpoint")
+    assert saved == ["rank 0 saved a checkpoint at step 3",
+                     "rank 0 saved a checkpoint at step 7"]
+    check_goodput(rep["goodput"])
+    assert rep["goodput"]["ms"]["checkpoint"] > 0
+    cause, first_step, last_step, resumed, ended = stored_attempt(store, 1)
+    assert (cause, first_step, resumed, ended) == ("rank_crash", 0, None, 1)
+    assert 9 <= last_step <= 10
+
+    second = checkpoint_job(store, ckpt)
+    assert second.returncode == 0, second.stderr
+    results = second.results()
+    assert {r["resumed_from"] for r in results.values()} == {7}
+    rep = second.report()
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (8, 15)
+    assert rep["steps"]["count"] == 8
+    [attempt] = rep["goodput"]["attempts"]
+    assert attempt["resumed_from"] == 7 and attempt["cause"] == "completed"
+    check_goodput(rep["goodput"])
+    assert stored_attempt(store, 2) == ("completed", 8, 15, 7, 1)
+    assert sum(e["kind"] == "resumed" for e in rep["events"]) == 2
+
+    text = subprocess.run([str(STEPSCOPE), "report", "--db", str(store), "2"],
+                          capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    assert "\nGOODPUT " in text.stdout and "completed    8-15" in text.stdout
+    out = subprocess.run([str(STEPSCOPE), "goodput", "--json", "--db",
+                          str(store), "--name", "ddp_checkpoint.py"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    named = json.loads(out.stdout)
+    assert len(named["runs"]) == 2
+    assert named["reliability"]["failures"] == 1
+    assert named["reliability"]["by_cause"]["rank_crash"]["failures"] == 1
