@@ -714,10 +714,8 @@ def install():
     import torch
     _S.torch = torch
     for patch in (_patch_data, _patch_forward, _patch_backward,
-                  _patch_optimizer, _patch_ddp, _patch_collectives):
-
-
-                  _patch_optimizer, _patch_ddp, _patch_checkpoint):
+                  _patch_optimizer, _patch_ddp, _patch_collectives,
+                  _patch_checkpoint):
         try:
             patch(torch)
         except Exception as e:
