@@ -9,8 +9,9 @@ right with node 1's clock 1000 s ahead as without, and NODES shows the
 offset; an agent killed by SIGKILL, a link taken down, a rank crashing on
 node 1 and Ctrl-C to the controller each stop every node, with the event
 and summary naming the node.  A node that never joins and an agent with
-the wrong secret end the job at the join timeout.  Under a one-host
-Slurm cluster a job launched by srun runs.
+the wrong secret end the job at the join timeout; without a secret no
+node starts anything.  Under a one-host Slurm cluster a job launched by
+srun runs.
 
 After every scenario no process of the job is left on any node: none
 carries the scenario's marker in its environment (every process of the
@@ -451,7 +452,7 @@ def test_node_that_never_joins(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# 6. The wrong secret
+# 6. The wrong secret; no secret at all
 
 
 def test_agent_with_the_wrong_secret_is_refused(tmp_path):
@@ -473,6 +474,24 @@ def test_agent_with_the_wrong_secret_is_refused(tmp_path):
         assert nodes_by_rank(rep)[1]["state"] == "never_joined", rep["nodes"]
     finally:
         assert_nothing_left(sc)
+
+
+def test_no_listener_without_a_secret(tmp_path):
+    """Without a secret neither node starts anything: a usage error (2) with
+    how to make one; node 0 records no run and launches no rank."""
+    sc = Scenario(tmp_path)
+    p0 = spawn(None, 0, sc.argv(0, train(*LONG), token=False), sc.env)
+    p1 = spawn(None, 1, sc.argv(1, train(*LONG), token=False), sc.env)
+    (rc0, out0, err0), (rc1, out1, err1) = finish([p0, p1], timeout=30)
+    for rc, out, err, k in ((rc0, out0, err0, 0), (rc1, out1, err1, 1)):
+        assert rc == 2, err
+        assert "no shared secret" in err and "--token-file" in err, err
+        assert "head -c 32 /dev/urandom | base64" in err, err
+        assert "chmod 600" in err, err
+        assert "ddp_train" not in out and not (tmp_path / f"logs{k}").exists()
+    assert "waiting for" not in err0, err0
+    assert not sc.db.exists(), "a run was recorded"
+    assert_nothing_left(sc)
 
 
 # ---------------------------------------------------------------------------
