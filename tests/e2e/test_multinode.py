@@ -507,7 +507,11 @@ def test_rank_crash_on_node_1_stops_every_node(tmp_path, cluster):
         (rc0, _, err0), (rc1, _, err1) = finish([p0, p1], timeout=60)
         assert rc0 == 1, err0  # ddp_train.py exits 1 on an exception
         assert rc1 != 0, err1
-        assert re.search(r"rank 3\b.*node 1|node 1\b.*rank 3", err0), err0
+        # Node 0's summary names the node, the rank and why; node 1 stopped
+        # its other rank.
+        assert "node 1: rank 3 failed first: exited with code 1" in err0, err0
+        assert "rank-3.log" in err0, err0
+        assert "the other ranks were stopped" in err1, err1
         rep = report(sc)
         ranks = ranks_by_rank(rep)
         assert ranks[3]["exit_code"] == 1, ranks[3]
@@ -530,9 +534,14 @@ def test_interrupting_the_controller_stops_the_agents(tmp_path, cluster):
         (rc0, _, err0), (rc1, _, err1) = finish([p0, p1], timeout=40)
         assert rc0 != 0, err0
         assert rc1 != 0, err1
+        # The agent stopped its ranks on the controller's word.
+        assert "the job was stopped: stopped by Interrupt" in err1, err1
         rep = report(sc)
+        assert events(rep, "stop_requested"), rep["events"]
         ranks = ranks_by_rank(rep)
         assert sorted(ranks) == [0, 1, 2, 3]
+        assert all(r["state"] != "running" for r in ranks.values()), ranks
+        assert all(n["state"] != "running" for n in rep["nodes"]), rep["nodes"]
     finally:
         assert_nothing_left(sc, cluster)
 
