@@ -292,6 +292,33 @@ def test_two_nodes_on_loopback(tmp_path):
         assert_nothing_left(sc)
 
 
+def test_agent_started_first_and_a_second_node_1_refused(tmp_path):
+    """An agent started before node 0 keeps trying until it joins; a second
+    agent claiming node 1 is refused and starts nothing, the job runs on."""
+    sc = Scenario(tmp_path)
+    try:
+        p1 = spawn(None, 1, sc.argv(1, train("--steps", "30")), sc.env)
+        time.sleep(2)
+        p0 = spawn(None, 0, sc.argv(0, train("--steps", "30")), sc.env)
+        wait_for(lambda: p0.poll() is not None or stored_steps(sc.db) >= 1, 60,
+                 "the first step")
+        dup = spawn(None, 1, sc.argv(1, train("--steps", "30"), ("--log-dir",
+                                                                 str(tmp_path / "dup"))),
+                    sc.env)
+        (rc0, _, err0), (rc1, _, err1), (rcd, _, errd) = finish([p0, p1, dup])
+        assert rc0 == 0, err0
+        assert rc1 == 0, err1
+        assert rcd == 1, errd
+        assert "refused this node: node 1 has already joined" in errd, errd
+        assert "ranks 2-3 started" not in errd, errd
+        assert not (tmp_path / "dup").exists()
+        assert "refused an agent from 127.0.0.1" in err0, err0
+        rep = report(sc)
+        assert rep["agents"] == 2 and len(rep["ranks"]) == 4, rep["nodes"]
+    finally:
+        assert_nothing_left(sc)
+
+
 # ---------------------------------------------------------------------------
 # 2. A straggler on node 1, whose clock runs 1000 s ahead
 
@@ -542,6 +569,24 @@ def test_interrupting_the_controller_stops_the_agents(tmp_path, cluster):
         assert sorted(ranks) == [0, 1, 2, 3]
         assert all(r["state"] != "running" for r in ranks.values()), ranks
         assert all(n["state"] != "running" for n in rep["nodes"]), rep["nodes"]
+    finally:
+        assert_nothing_left(sc, cluster)
+
+
+@needs_netns
+def test_controller_killed_mid_run(tmp_path, cluster):
+    """Node 0's `stepscope run` SIGKILLed: its ranks die with it, node 1's
+    agent sees the link close and stops its own."""
+    sc = Scenario(tmp_path, master_addr=cluster.addr(0))
+    try:
+        p0, p1 = start_pair(sc, cluster, train(*LONG))
+        wait_steps(sc, 5, [p0, p1])
+        os.kill(p0.pid, signal.SIGKILL)
+        (rc0, _, _), (rc1, _, err1) = finish([p0, p1], timeout=40)
+        assert rc0 == -signal.SIGKILL
+        assert rc1 != 0, err1
+        assert "lost the controller" in err1 and "stopping this node's ranks" in err1, err1
+        assert "the ranks were stopped: 2 ended on SIGTERM" in err1, err1
     finally:
         assert_nothing_left(sc, cluster)
 
