@@ -20,7 +20,8 @@ line, and each node's network namespace holds only the cluster's own
 holder processes.
 
 Each node has its own port space in the virtual cluster, so fixed ports
-collide with nothing.  Namespace scenarios run as root (an error if root
+collide with nothing there; on loopback each scenario takes two free
+ports in a row (the master port and the controller's, master port + 1).  Namespace scenarios run as root (an error if root
 cannot build a cluster, unless STEPSCOPE_NETNS=skip) and are skipped with
 the reason otherwise; the loopback ones run anywhere torch is installed.
 """
@@ -31,6 +32,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,7 +57,7 @@ SLURM_OK, SLURM_WHY = slurm.available()
 PY = sys.executable
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 NPROC = 2
-MASTER_PORT = 29611  # the ranks' rendezvous; the controller listens on +1
+NODE_PORT = 29611  # in a virtual node: the ranks' rendezvous; the controller +1
 SLOW_RANK, SLOW_MS = 3, 30  # rank 3 is node 1's second rank
 TIMEOUT = 120  # seconds a scenario's processes may take at most
 LONG = ("--steps", "100000")  # a job that runs until it is stopped
@@ -73,6 +75,23 @@ def secret_file(path):
     return path
 
 
+def free_port_pair():
+    """A port P on 127.0.0.1 such that P and P + 1 are both free now."""
+    for _ in range(100):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+            return port
+    raise AssertionError("no two free ports in a row on 127.0.0.1")
+
+
 class Scenario:
     """One multi-node job: its directory, secret, store, environment and
     marker, and the command line of each node."""
@@ -83,6 +102,9 @@ class Scenario:
         self.db = tmp_path / "store.db"
         self.token = secret_file(tmp_path / "token")
         self.master_addr = master_addr
+        # Loopback shares this host's ports with everything else: two free
+        # ones in a row.  A virtual node has its own port space.
+        self.master_port = NODE_PORT if master_addr != "127.0.0.1" else free_port_pair()
         self.mark = f"SS_MULTINODE_TEST={uuid.uuid4().hex}"
         env = dict(os.environ)
         pkg = BUILD / "python"
@@ -102,7 +124,7 @@ class Scenario:
     def argv(self, k, cmd, extra=(), token=None, nnodes=2):
         """`stepscope run` for node K running CMD."""
         args = [str(STEPSCOPE), "run", "--nnodes", str(nnodes), "--node-rank", str(k),
-                "--master-addr", self.master_addr, "--master-port", str(MASTER_PORT),
+                "--master-addr", self.master_addr, "--master-port", str(self.master_port),
                 "-n", str(NPROC), "--auto", "--grace", "2",
                 "--log-dir", str(self.dir / f"logs{k}")]
         if token is not False:
