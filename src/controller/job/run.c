@@ -1227,8 +1227,12 @@ static int job_status(const run_ctx *r)
     return 0;
 }
 
-/* This node is not node 0: it runs an agent (agent.h). */
-static int run_agent(run_ctx *r)
+/* The shared secret of the agent links, on every node of a multi-node
+ * run, before anything starts: without one node 0 opens no listener,
+ * records no run and launches no rank, and every node says so the same
+ * way.  Returns 0, 1 when the crypto library fails, or 2 (a usage error)
+ * when there is no usable secret. */
+static int load_secret(run_ctx *r)
 {
     if (link_auth_init() != 0) {
         fprintf(stderr, "stepscope run: the crypto library did not "
@@ -1241,6 +1245,12 @@ static int run_agent(run_ctx *r)
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
     }
+    return 0;
+}
+
+/* This node is not node 0: it runs an agent (agent.h). */
+static int run_agent(run_ctx *r)
+{
     ss_agent_config cfg = {
         .node_rank = r->conf.node_rank,
         .nnodes = r->nnodes,
@@ -1280,6 +1290,11 @@ int ss_run_main(int argc, char **argv)
     if (prc) {
         free(r);
         return prc == 1 ? 0 : 2;
+    }
+    int src = r->nnodes > 1 ? load_secret(r) : 0;
+    if (src) {
+        free(r);
+        return src;
     }
     if (r->conf.node_rank > 0) {
         int st = run_agent(r);

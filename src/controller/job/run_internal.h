@@ -195,8 +195,8 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
 
 /* ---- run_nodes.c ---- */
 
-/* Starts the agent links of a multi-node run (nnodes > 1): the secret,
- * the listener, node 0's own record.  Returns 0, or -1 with ERR. */
+/* Starts the agent links of a multi-node run (nnodes > 1; r->secret
+ * already loaded): the listener, node 0's own record.  Returns 0, or -1 with ERR. */
 int run_nodes_start(run_ctx *r, char *err, size_t errlen);
 
 /* Whether every node's ranks have exited (or the node is gone): node 0's

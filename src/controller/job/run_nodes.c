@@ -292,13 +292,6 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
     gethostname(r->nodes[0].host, sizeof r->nodes[0].host - 1);
     if (r->nnodes == 1)
         return 0;
-    if (link_auth_init() != 0) {
-        snprintf(err, errlen, "the crypto library did not initialise");
-        return -1;
-    }
-    if (link_secret_load(r->token_file, getenv("STEPSCOPE_TOKEN"), &r->secret,
-                         err, errlen) != 0)
-        return -1;
     r->remote_host = calloc((size_t)(r->nprocs - r->nproc_local) *
                                 SS_REMOTE_HOST_SLOTS,
                             sizeof *r->remote_host);
