@@ -426,8 +426,8 @@ static void on_timer(uv_timer_t *t)
     }
     if (silent >= nl->cfg.heartbeat_timeout_ms) {
         char why[96];
-        snprintf(why, sizeof why, "no heartbeat for %.0f s",
-                 silent / 1000.0);
+        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
+                 silent / 1000.0, nl->cfg.heartbeat_timeout_ms / 1000.0);
         link_close(l, why, 1);
         return;
     }

@@ -649,7 +649,8 @@ static void on_heartbeat(uv_timer_t *t)
     uint32_t limit = a->cfg->heartbeat_timeout_ms;
     if (silent >= limit) {
         char why[96];
-        snprintf(why, sizeof why, "no heartbeat for %.0f s", silent / 1000.0);
+        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
+                 silent / 1000.0, limit / 1000.0);
         lose_controller(a, why);
         return;
     }
