@@ -5,7 +5,7 @@
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev sqlite3
 clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev
-libmicrohttpd-dev prometheus libcjson-dev tmux chromium chromium-driver"
+libmicrohttpd-dev libdw-dev prometheus libcjson-dev tmux chromium chromium-driver"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -20,6 +20,7 @@
 #include "guard.h"
 #include "http.h"
 #include "launcher.h"
+#include "native_stack.h"
 #include "nvml.h"
 #include "report.h"
 #include "run.h"
@@ -89,6 +90,8 @@ int main(int argc, char **argv)
         return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)
         return ss_gpus_main(argc - 1, argv + 1);
+    if (strcmp(cmd, SS_NATIVE_STACK_ARG) == 0)
+        return ss_native_stack_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
