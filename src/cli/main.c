@@ -25,6 +25,7 @@
 #include "report.h"
 #include "run.h"
 #include "serve.h"
+#include "stacks_cmd.h"
 #include "stepscope.h"
 #include "top.h"
 #include "trace.h"
@@ -51,6 +52,9 @@ static void usage(FILE *out)
             "                                     Chrome trace (JSON)\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  stacks [--db PATH] [--url URL] [RUN] [--native] [--json]\n"
+            "                                     every rank's stacks of a running\n"
+            "                                     job, grouped, the outlier first\n"
             "  guard [--db PATH] [--name NAME] [RUN]\n"
             "                                     did the run regress against the\n"
             "                                     comparable runs before it (exit 1)\n"
@@ -80,6 +84,8 @@ int main(int argc, char **argv)
         return ss_runs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return ss_serve_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "stacks") == 0)
+        return ss_stacks_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
     if (strcmp(cmd, "guard") == 0)
