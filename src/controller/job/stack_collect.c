@@ -486,21 +486,29 @@ static void on_native_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0)
         return;
-    /* EOF or error: the helper is done writing. */
+    /* EOF or error: the helper is done.  Its exit is not waited for: the
+     * launcher reaps every child of ours that is not a rank (launcher.c,
+     * strays), so libuv may never see it. */
     j->pipe_open = 0;
     uv_close((uv_handle_t *)&j->out, on_handle_closed);
+    if (j->native_running) {
+        j->native_running = 0;
+        uv_close((uv_handle_t *)&j->proc, on_handle_closed);
+    }
     maybe_finish(j->req);
 }
 
 static void on_native_exit(uv_process_t *p, int64_t status, int sig)
 {
     rank_job *j = p->data;
-    j->native_running = 0;
     if ((status || sig) && !j->native_err[0])
         snprintf(j->native_err, sizeof j->native_err,
                  "the native-stack helper ended with %s %d",
                  sig ? "signal" : "status", sig ? sig : (int)status);
-    uv_close((uv_handle_t *)p, on_handle_closed);
+    if (j->native_running) {
+        j->native_running = 0;
+        uv_close((uv_handle_t *)p, on_handle_closed);
+    }
     maybe_finish(j->req);
 }
 
@@ -686,8 +694,16 @@ void ss_stack_collector_close(ss_stack_collector *c)
         for (size_t i = 0; i < q->n; i++) {
             if (!q->ranks[i].state)
                 answer(&q->ranks[i], "no_answer", "the controller is closing");
-            if (q->ranks[i].native_running)
-                uv_process_kill(&q->ranks[i].proc, SIGKILL);
+            rank_job *j = &q->ranks[i];
+            if (j->native_running) {
+                uv_process_kill(&j->proc, SIGKILL);
+                j->native_running = 0;
+                uv_close((uv_handle_t *)&j->proc, on_handle_closed);
+            }
+            if (j->pipe_open) {
+                j->pipe_open = 0;
+                uv_close((uv_handle_t *)&j->out, on_handle_closed);
+            }
         }
         maybe_finish(q);
     }
