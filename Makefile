@@ -2,8 +2,9 @@
 # build/stepscope); `make test` runs every test; `make asan` builds and tests
 # under AddressSanitizer + UBSan in build-asan/ (all but the timing
 # measurements: the real-DDP tests, whose native parts the Python tests
-# cover under the sanitizers, and guard's verdicts over histories of real
-# runs, whose code guard_test and query_history_test cover); `make demo` runs the demo.
+# cover under the sanitizers, guard's verdicts over histories of real
+# runs, whose code guard_test and query_history_test cover, and the
+# stacks' 2-second answer, whose collector stack_collect_test covers); `make demo` runs the demo.
 BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
@@ -28,7 +29,7 @@ unit: all
 asan:
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history)$$'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|stacks)$$'
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
