@@ -175,8 +175,9 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
     # Version 2: without what later versions added (metrics, the name
-    # limits, the fingerprint, self time, the host evidence).
+    # limits, the fingerprint, self time, the host evidence, the stacks).
     con.executescript(
+        "DROP TABLE stack_snapshots;"
         "ALTER TABLE runs DROP COLUMN fingerprint;"
         "ALTER TABLE rank_steps DROP COLUMN metrics;"
         "ALTER TABLE ranks DROP COLUMN names_over_limit;"

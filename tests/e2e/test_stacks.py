@@ -1,6 +1,7 @@
 """`stepscope stacks` and GET /api/runs/{id}/stacks on real ranks
 (docs/debug.md): a rank asleep in time.sleep while the others wait in a
-gloo all-reduce comes first in the merged output; a rank blocked in a C
+gloo all-reduce comes first in the merged output, which `report` shows
+after the job; a rank blocked in a C
 call that holds the GIL still shows its Python stack; a SIGSTOPped rank is
 listed as stopped, with native frames under --native; a rank that does not
 load stepscope's Python module is listed with why; eight ranks answer
@@ -115,6 +116,23 @@ def test_sleeping_rank_first_while_others_wait_in_all_reduce(tmp_path, jobs):
     # frames, but the rank's Python threads all do
     r0 = doc["ranks"][0]
     assert r0["threads"][-1]["frames"][0]["func"] == "<module>"
+
+    # the snapshots are stored: `report` shows the merged stacks after the
+    # job is gone
+    job.stop()
+    out = subprocess.run([str(STEPSCOPE), "report", "--db", str(job.db)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    section = out.stdout.split("STACKS (taken ")[1].split("\n\n")[0]
+    assert "on request; 4 of 4 ranks answered)" in section
+    assert section.splitlines()[1].startswith("  rank 2 (1): "), section
+    assert "load_batch: time.sleep(100000)" in section
+    rep = json.loads(subprocess.run(
+        [str(STEPSCOPE), "report", "--json", "--db", str(job.db)],
+        capture_output=True, text=True, timeout=60).stdout)
+    assert rep["stacks"]["trigger"] == "request"
+    assert rep["stacks"]["finding_id"] is None
+    assert rep["stacks"]["document"]["merged"]["groups"][0]["ranks"] == "2"
 
 
 def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):

@@ -117,7 +117,11 @@ typedef struct {
     pthread_cond_t stacks_cv;
     struct http_stacks *stacks_queue; /* guarded by stacks_mu */
     int stacks_closed;                /* guarded by stacks_mu */
+    uint32_t stacks_stored;           /* request snapshots stored */
 } run_ctx;
+
+/* Stacks snapshots taken on request that the store keeps per run. */
+#define RUN_MAX_STORED_REQUESTS 32
 
 static ss_wall_ns wall_now(void)
 {
@@ -833,6 +837,7 @@ typedef struct {
     run_ctx *r;
     int native;
     char trigger[16];
+    int64_t finding_id;
     run_stacks_cb cb;
     void *ctx;
 } stacks_call;
@@ -845,9 +850,17 @@ static void on_stacks_collected(void *arg, const char *const *ranks,
     ss_stack_doc_info info = {r->run_id, r->attempt, wall_now(),
                               call->trigger, call->native, elapsed_ms};
     ss_buf doc = {0};
-    if (ranks && ss_stack_doc(&info, ranks, n, &doc) == 0)
+    if (ranks && ss_stack_doc(&info, ranks, n, &doc) == 0) {
+        /* Stored for `report`: every hang's, and the first requests'. */
+        int hang = strcmp(call->trigger, "hang") == 0;
+        if (r->store && (hang || r->stacks_stored < RUN_MAX_STORED_REQUESTS)) {
+            r->stacks_stored += !hang;
+            ss_store_put_stacks(r->store, r->run_id, r->attempt,
+                                info.taken_at, call->trigger,
+                                call->finding_id, doc.data);
+        }
         call->cb(call->ctx, doc.data, doc.len, NULL);
-    else
+    } else
         call->cb(call->ctx, NULL, 0, "out of memory");
     ss_buf_free(&doc);
     free(call);
@@ -857,11 +870,15 @@ static void on_stacks_collected(void *arg, const char *const *ranks,
  * Captures the stacks of every rank of the run (with native frames when
  * NATIVE) and calls CB once on the loop's thread with the stacks document
  * (stack_doc.h; TRIGGER, "request" or "hang", is written into it).  The
- * hang detector calls this too.  Returns 0, or -1 with CB never called
- * (no ranks yet, too many requests waiting, out of memory).
+ * document is stored as a snapshot (stack_snapshots) for FINDING_ID (< 0:
+ * none) so that `report` shows it after the job: every one for a hang,
+ * the first RUN_MAX_STORED_REQUESTS requests.  The hang detector calls
+ * this too.  Returns 0, or -1 with CB never called (no ranks yet, too many
+ * requests waiting, out of memory).
  */
 static int run_capture_stacks(run_ctx *r, int native, const char *trigger,
-                              run_stacks_cb cb, void *ctx)
+                              int64_t finding_id, run_stacks_cb cb,
+                              void *ctx)
 {
     if (!r->stacks || !r->launcher || !r->nprocs)
         return -1;
@@ -875,7 +892,7 @@ static int run_capture_stacks(run_ctx *r, int native, const char *trigger,
             t[i] = (ss_stack_target){i, ss_launcher_rank_pid(r->launcher, i),
                                      files[i]};
         }
-        *call = (stacks_call){r, native, "", cb, ctx};
+        *call = (stacks_call){r, native, "", finding_id, cb, ctx};
         snprintf(call->trigger, sizeof call->trigger, "%s", trigger);
         ss_stack_options opt = {native, native ? 10000 : 0};
         rc = ss_stack_collect(r->stacks, t, r->nprocs, &opt,
@@ -938,8 +955,8 @@ static void on_stacks_async(uv_async_t *a)
     while (list) {
         http_stacks *q = list;
         list = q->next;
-        if (run_capture_stacks(r, q->native, "request", on_http_stacks_done,
-                               q) != 0) {
+        if (run_capture_stacks(r, q->native, "request", -1,
+                               on_http_stacks_done, q) != 0) {
             static const char busy[] = "the controller cannot take a stacks "
                                        "request now (the ranks are not "
                                        "launched, or too many requests wait)";

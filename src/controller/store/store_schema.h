@@ -17,10 +17,13 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 8
+#define SS_SCHEMA_VERSION 10
 
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
+
+/* The version that added the stack_snapshots table. */
+#define SS_SCHEMA_STACKS 10
 
 /* The version that added rank_steps' GPU evidence columns (gpu_*). */
 #define SS_SCHEMA_GPU 8

@@ -83,6 +83,12 @@ typedef struct {
     ss_rank_host *hosts;      /* host evidence of the ranks that have some,
                                  by rank (reader.h); NULL when none */
     size_t n_hosts;
+    /* The stacks captured while the attempt ran (docs/debug.md): the
+     * newest snapshot, one taken for a hang first; stacks.json NULL when
+     * none.  stacks_text: its merged text (malloc'ed, NULL if unreadable). */
+    ss_stack_snapshot_row stacks;
+    char *stacks_text;
+    int64_t stacks_answered, stacks_total;
 } ss_report;
 
 /*
