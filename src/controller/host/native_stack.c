@@ -2,16 +2,34 @@
  * native_stack.c - every thread's native stack of a process, through
  * ptrace and libdw's unwinder (native_stack.h).  Bounded: at most
  * SS_NATIVE_MAX_THREADS threads and SS_NATIVE_MAX_FRAMES frames each, the
- * cut said with "truncated".
+ * cut said with "truncated"; a symbol longer than 500 bytes is cut.
  */
 #include "native_stack.h"
 
+#include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* C++ symbols are demangled with libstdc++'s __cxa_demangle when that
+ * library can be loaded; else they stay mangled. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static demangle_fn demangler(void)
+{
+    static int tried;
+    static demangle_fn fn;
+    if (!tried) {
+        tried = 1;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (h)
+            *(void **)&fn = dlsym(h, "__cxa_demangle");
+    }
+    return fn;
+}
 
 typedef struct {
     Dwfl *dwfl;
@@ -74,11 +92,18 @@ static int on_frame(Dwfl_Frame *frame, void *arg)
                   (unsigned long long)pc);
     if (sym) {
         char name[512];
+        char *plain = NULL;
+        demangle_fn dm = sym[0] == '_' && sym[1] == 'Z' ? demangler() : NULL;
+        int status = -1;
+        if (dm)
+            plain = dm(sym, NULL, NULL, &status);
+        const char *shown = plain && status == 0 ? plain : sym;
         if (off)
-            snprintf(name, sizeof name, "%s+0x%llx", sym,
+            snprintf(name, sizeof name, "%s+0x%llx", shown,
                      (unsigned long long)off);
         else
-            snprintf(name, sizeof name, "%s", sym);
+            snprintf(name, sizeof name, "%s", shown);
+        free(plain);
         ss_buf_json_str(u->out, name);
     } else {
         ss_buf_puts(u->out, "null");

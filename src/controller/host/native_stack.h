@@ -6,8 +6,8 @@
  * The process is stopped only while it is unwound: libdw attaches to every
  * thread (PTRACE_ATTACH), unwinds each one from its registers with the
  * CFI of the loaded modules, names each frame's symbol from the modules'
- * symbol tables, and detaches; a process that was stopped (SIGSTOP)
- * before stays stopped.
+ * symbol tables (C++ names demangled when libstdc++ can be loaded), and
+ * detaches; a process that was stopped (SIGSTOP) before stays stopped.
  *
  * ptrace and waitpid do not mix with a process that also waits for the
  * same children (libuv's SIGCHLD handling would take a ptrace stop for an
