@@ -9,7 +9,8 @@ and then chains to the C handler of stepscope._native, which appends the
 end marker the controller waits for.  Nothing runs between requests: no
 thread, no timer.
 
-STEPSCOPE_STACKS=0 turns this off (the controller then reports the rank as
+The variable is taken out of the environment, so processes this one starts
+do not answer in its name.  STEPSCOPE_STACKS=0 turns this off (the controller then reports the rank as
 not answering).  A program that registers its own handler for the signal
 replaces this one.
 """
@@ -27,7 +28,10 @@ def install():
         return _installed
     if os.environ.get("STEPSCOPE_STACKS", "1") == "0":
         return None
-    d = os.environ.get("STEPSCOPE_STACK_DIR")
+    # Taken out of the environment: the processes this one starts (spawned
+    # workers, a child that imports stepscope) are not the rank the
+    # controller signals, and must not replace its file.
+    d = os.environ.pop("STEPSCOPE_STACK_DIR", None)
     rank = os.environ.get("RANK")
     if not d or rank is None or not rank.isdigit():
         return None

@@ -2,7 +2,8 @@
 docs/debug.md): importing stepscope under a controller registers the stack
 handler; the stack signal then appends every thread's stack and the end
 marker to the rank's stack file, also while the main thread is in a C call
-that holds the GIL; the file appears only once the handler is in place;
+that holds the GIL; the file appears only once the handler is in place, and the processes
+the rank starts do not see the directory;
 STEPSCOPE_STACKS=0 and a missing STEPSCOPE_STACK_DIR leave the process
 alone."""
 import os
@@ -17,10 +18,12 @@ MARKER = "\n# stepscope: end of stacks\n"
 SIG = signal.SIGRTMIN + 10
 
 RANK_PROGRAM = r"""
-import ctypes, sys, threading, time
+import ctypes, os, sys, threading, time
 import stepscope
 from stepscope import _stacks
 assert _stacks.install() == _stacks.install()  # once per process
+# what this process starts does not answer in its name
+assert _stacks.install() is None or "STEPSCOPE_STACK_DIR" not in os.environ
 def helper():
     time.sleep(1000)
 threading.Thread(target=helper, name="helper", daemon=True).start()
@@ -64,7 +67,7 @@ def test_signal_dumps_every_thread_and_the_marker(tmp_path):
             os.kill(p.pid, SIG)
             text = wait_for(stack, MARKER)
             assert text.endswith(MARKER)
-            assert 'line 14 in blocked_in_c' in text  # the second lock
+            assert 'line 16 in blocked_in_c' in text  # the second lock
             assert "in helper" in text
             stack.write_text("")  # as the controller empties it
         assert p.poll() is None  # still blocked in its C call

@@ -11,6 +11,7 @@
  */
 #include "stack_collect.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,6 +102,31 @@ static char proc_state(pid_t pid)
     buf[n] = '\0';
     char *paren = strrchr(buf, ')');
     return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+/* 1 when process PID holds FILE open (the rank's handler writes to that
+ * descriptor): a process that exec'ed another program since, or a file
+ * that another process replaced, is not signalled. */
+static int holds_file(pid_t pid, const char *file)
+{
+    struct stat want;
+    if (stat(file, &want) != 0)
+        return 0;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        struct stat sb;
+        if (e->d_name[0] != '.' &&
+            fstatat(dirfd(d), e->d_name, &sb, 0) == 0)
+            found = sb.st_dev == want.st_dev && sb.st_ino == want.st_ino;
+    }
+    closedir(d);
+    return found;
 }
 
 /* ---- faulthandler's dump ---- */
@@ -568,8 +595,9 @@ static void start_request(ss_stack_collector *c, request *q)
             continue;
         }
         /* The file exists only once the rank's handler is registered
-         * (_stacks.py renames it into place): never send the signal to a
-         * process that would die of it. */
+         * (_stacks.py renames it into place), and the handler's process
+         * holds it open: never send the signal to a process that would
+         * die of it. */
         int fd = open(j->file, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
             answer(j, "no_answer", "no answer: the rank does not load "
@@ -578,6 +606,13 @@ static void start_request(ss_stack_collector *c, request *q)
             continue;
         }
         close(fd);
+        if (!holds_file(j->pid, j->file)) {
+            answer(j, "no_answer", "no answer: the rank's process does not "
+                   "hold its stack file open (stepscope was loaded by "
+                   "another process, or the rank ran another program "
+                   "since): not signalled");
+            continue;
+        }
         if (kill(j->pid, sig) != 0) {
             answer(j, errno == ESRCH ? "exited" : "no_answer",
                    "signal %d: %s", sig, strerror(errno));

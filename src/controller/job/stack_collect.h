@@ -5,7 +5,8 @@
  * For each target rank at once:
  *  - Python: the rank registered a faulthandler dump for the stack signal
  *    (SS_STACK_SIGNAL, python/stepscope/_stacks.py) writing to its stack
- *    file, which exists only once that handler is in place.  The collector
+ *    file, which exists only once that handler is in place; a rank is
+ *    signalled only when the file exists and its process holds it open.  The collector
  *    empties the file, sends the signal, and reads the file on a 5 ms
  *    timer until the end marker arrives or the deadline passes.  The dump
  *    takes no GIL, so a rank blocked in a C call that holds it answers.

@@ -3,8 +3,9 @@
  * dump parsed into call paths; and the collector on a real loop against
  * child processes that play ranks: one answers the stack signal like a
  * rank that loaded stepscope's Python module (a dump and the end marker),
- * one never registered (no stack file: it must not be signalled), one is
- * stopped, one has exited, one blocks the signal (no answer by the
+ * one never registered (no stack file: it must not be signalled), one
+ * whose file another process made (it holds no descriptor of it: not
+ * signalled either), one is stopped, one has exited, one blocks the signal (no answer by the
  * deadline); and a collector closed while a request runs answers it.
  */
 #include "stack_collect.h"
@@ -149,8 +150,8 @@ static void reap(pid_t pid)
 static void collect_states(void)
 {
     const char *dir = testing_tmp_dir();
-    char files[5][600];
-    for (int i = 0; i < 5; i++)
+    char files[6][600];
+    for (int i = 0; i < 6; i++)
         snprintf(files[i], sizeof files[i], "%s/stack.%d", dir, i);
     pid_t answers = spawn_rank(files[0], ANSWERS);
     pid_t unregistered = spawn_plain();
@@ -161,22 +162,27 @@ static void collect_states(void)
     pid_t exited = spawn_plain();
     reap(exited);
     pid_t blocks = spawn_rank(files[4], BLOCKS);
+    pid_t foreign = spawn_plain();
+    int made = open(files[5], O_WRONLY | O_CREAT, 0600);
+    REQUIRE(made >= 0);
+    close(made);
 
     uv_loop_t loop;
     uv_loop_init(&loop);
     ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h1");
     REQUIRE(c);
-    ss_stack_target t[5] = {{0, answers, files[0]},
+    ss_stack_target t[6] = {{0, answers, files[0]},
                             {1, unregistered, files[1]},
                             {2, stopped, files[2]},
                             {3, exited, files[3]},
-                            {4, blocks, files[4]}};
+                            {4, blocks, files[4]},
+                            {5, foreign, files[5]}};
     ss_stack_options opt = {0, 300};
     result res = {0};
-    CHECK_EQ_INT(ss_stack_collect(c, t, 5, &opt, on_done, &res), 0);
+    CHECK_EQ_INT(ss_stack_collect(c, t, 6, &opt, on_done, &res), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(res.calls, 1);
-    REQUIRE(res.n == 5);
+    REQUIRE(res.n == 6);
     CHECK(strstr(res.ranks[0], "\"rank\":0,\"host\":\"h1\"") != NULL);
     CHECK(strstr(res.ranks[0], "\"state\":\"ok\",\"why\":null,\"threads\":"
                  "[{\"id\":\"0x1\",\"current\":true,\"frames\":[{\"func\":"
@@ -189,11 +195,14 @@ static void collect_states(void)
     CHECK(strstr(res.ranks[3], "\"state\":\"exited\"") != NULL);
     CHECK(strstr(res.ranks[4], "\"state\":\"no_answer\",\"why\":\"no answer "
                  "within 0.3 s") != NULL);
+    CHECK(strstr(res.ranks[5], "\"state\":\"no_answer\",\"why\":\"no answer: "
+                 "the rank's process does not hold its stack file open")
+          != NULL);
     CHECK(res.elapsed_ms >= 300 && res.elapsed_ms < 2000);
-    /* The unregistered child was not signalled: it would have died. */
-    CHECK(kill(unregistered, 0) == 0);
+    /* Neither was signalled: they would have died of it. */
     int wst;
     CHECK_EQ_INT(waitpid(unregistered, &wst, WNOHANG), 0);
+    CHECK_EQ_INT(waitpid(foreign, &wst, WNOHANG), 0);
     free_result(&res);
 
     /* A second request: the file was emptied, the answer is fresh. */
@@ -227,6 +236,7 @@ static void collect_states(void)
     reap(unregistered);
     reap(stopped);
     reap(blocks);
+    reap(foreign);
 }
 
 TEST_LIST(TEST(parse_dump), TEST(collect_states))
