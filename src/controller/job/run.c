@@ -22,7 +22,6 @@
 #include "run.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -48,8 +47,7 @@
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
-#include "stack_collect.h"
-#include "stack_doc.h"
+#include "stack_service.h"
 #include "store.h"
 #include "store_files.h"
 
@@ -110,18 +108,9 @@ typedef struct {
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
-    ss_stack_collector *stacks; /* every rank's stacks on request */
-    /* HTTP workers hand stack requests to the loop through this queue */
-    uv_async_t stacks_async;
-    pthread_mutex_t stacks_mu;
-    pthread_cond_t stacks_cv;
-    struct http_stacks *stacks_queue; /* guarded by stacks_mu */
-    int stacks_closed;                /* guarded by stacks_mu */
-    uint32_t stacks_stored;           /* request snapshots stored */
+    ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
+                                 ss_stack_service_capture for the run */
 } run_ctx;
-
-/* Stacks snapshots taken on request that the store keeps per run. */
-#define RUN_MAX_STORED_REQUESTS 32
 
 static ss_wall_ns wall_now(void)
 {
@@ -784,8 +773,6 @@ static int auto_pythonpath(const char *exe, char *out, size_t outlen,
     return -1;
 }
 
-static unsigned http_stacks_hook(void *ctx, int native, ss_buf *out);
-
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -809,7 +796,9 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     char hex[2 * WIRE_TOKEN_SIZE + 1];
     wire_token_format(r->token, hex);
     ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
-                           r->live, hex, http_stacks_hook, r};
+                           r->live, hex,
+                           r->stacks ? ss_stack_service_http : NULL,
+                           r->stacks};
     r->http = ss_http_start(&hcfg, herr, sizeof herr);
     if (!r->http) {
         snprintf(err, errlen, "HTTP server: %s", herr);
@@ -825,204 +814,12 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     return 0;
 }
 
-/* ---- every rank's stacks (docs/debug.md) ---- */
-
-/* What run_capture_stacks hands its caller, on the loop's thread: DOC, the
- * stacks document (stack_doc.h) of LEN bytes, or NULL with a one-line
- * reason in WHY. */
-typedef void (*run_stacks_cb)(void *ctx, const char *doc, size_t len,
-                              const char *why);
-
-typedef struct {
-    run_ctx *r;
-    int native;
-    char trigger[16];
-    int64_t finding_id;
-    run_stacks_cb cb;
-    void *ctx;
-} stacks_call;
-
-static void on_stacks_collected(void *arg, const char *const *ranks,
-                                size_t n, double elapsed_ms)
-{
-    stacks_call *call = arg;
-    run_ctx *r = call->r;
-    ss_stack_doc_info info = {r->run_id, r->attempt, wall_now(),
-                              call->trigger, call->native, elapsed_ms};
-    ss_buf doc = {0};
-    if (ranks && ss_stack_doc(&info, ranks, n, &doc) == 0) {
-        /* Stored for `report`: every hang's, and the first requests'. */
-        int hang = strcmp(call->trigger, "hang") == 0;
-        if (r->store && (hang || r->stacks_stored < RUN_MAX_STORED_REQUESTS)) {
-            r->stacks_stored += !hang;
-            ss_store_put_stacks(r->store, r->run_id, r->attempt,
-                                info.taken_at, call->trigger,
-                                call->finding_id, doc.data);
-        }
-        call->cb(call->ctx, doc.data, doc.len, NULL);
-    } else
-        call->cb(call->ctx, NULL, 0, "out of memory");
-    ss_buf_free(&doc);
-    free(call);
-}
-
-/*
- * Captures the stacks of every rank of the run (with native frames when
- * NATIVE) and calls CB once on the loop's thread with the stacks document
- * (stack_doc.h; TRIGGER, "request" or "hang", is written into it).  The
- * document is stored as a snapshot (stack_snapshots) for FINDING_ID (< 0:
- * none) so that `report` shows it after the job: every one for a hang,
- * the first RUN_MAX_STORED_REQUESTS requests.  The hang detector calls
- * this too.  Returns 0, or -1 with CB never called (no ranks yet, too many
- * requests waiting, out of memory).
- */
-static int run_capture_stacks(run_ctx *r, int native, const char *trigger,
-                              int64_t finding_id, run_stacks_cb cb,
-                              void *ctx)
-{
-    if (!r->stacks || !r->launcher || !r->nprocs)
-        return -1;
-    ss_stack_target *t = calloc(r->nprocs, sizeof *t);
-    char (*files)[PATH_MAX] = calloc(r->nprocs, sizeof *files);
-    stacks_call *call = calloc(1, sizeof *call);
-    int rc = -1;
-    if (t && files && call) {
-        for (uint32_t i = 0; i < r->nprocs; i++) {
-            snprintf(files[i], sizeof files[i], "%s/stack.%u", r->sock_dir, i);
-            t[i] = (ss_stack_target){i, ss_launcher_rank_pid(r->launcher, i),
-                                     files[i]};
-        }
-        *call = (stacks_call){r, native, "", finding_id, cb, ctx};
-        snprintf(call->trigger, sizeof call->trigger, "%s", trigger);
-        ss_stack_options opt = {native, native ? 10000 : 0};
-        rc = ss_stack_collect(r->stacks, t, r->nprocs, &opt,
-                              on_stacks_collected, call) == 0 ? 0 : -1;
-    }
-    if (rc != 0)
-        free(call);
-    free(t);
-    free(files);
-    return rc;
-}
-
-/* One GET /api/runs/{id}/stacks waiting on an HTTP worker thread. */
-typedef struct http_stacks {
-    struct http_stacks *next;
-    run_ctx *r;
-    int native;
-    int done;        /* the loop answered: STATUS and OUT are set */
-    int abandoned;   /* the worker gave up waiting: the loop frees it */
-    unsigned status;
-    ss_buf out;
-} http_stacks;
-
-/* Under stacks_mu: answers Q, or frees it when its worker left. */
-static void http_stacks_answer(run_ctx *r, http_stacks *q, unsigned status,
-                               const char *body, size_t len)
-{
-    if (q->abandoned) {
-        free(q);
-        return;
-    }
-    q->status = status;
-    ss_buf_add(&q->out, body, len);
-    q->done = 1;
-    pthread_cond_broadcast(&r->stacks_cv);
-}
-
-static void on_http_stacks_done(void *ctx, const char *doc, size_t len,
-                                const char *why)
-{
-    http_stacks *q = ctx;
-    run_ctx *run = q->r;
-    pthread_mutex_lock(&run->stacks_mu);
-    if (doc)
-        http_stacks_answer(run, q, 200, doc, len);
-    else
-        http_stacks_answer(run, q, 500, why, strlen(why));
-    pthread_mutex_unlock(&run->stacks_mu);
-}
-
-/* The loop's side of the HTTP hook: starts the requests the workers
- * queued. */
-static void on_stacks_async(uv_async_t *a)
-{
-    run_ctx *r = a->data;
-    pthread_mutex_lock(&r->stacks_mu);
-    http_stacks *list = r->stacks_queue;
-    r->stacks_queue = NULL;
-    pthread_mutex_unlock(&r->stacks_mu);
-    while (list) {
-        http_stacks *q = list;
-        list = q->next;
-        if (run_capture_stacks(r, q->native, "request", -1,
-                               on_http_stacks_done, q) != 0) {
-            static const char busy[] = "the controller cannot take a stacks "
-                                       "request now (the ranks are not "
-                                       "launched, or too many requests wait)";
-            pthread_mutex_lock(&r->stacks_mu);
-            http_stacks_answer(r, q, 503, busy, sizeof busy - 1);
-            pthread_mutex_unlock(&r->stacks_mu);
-        }
-    }
-}
-
-/* ss_http_stacks_fn: runs on an HTTP worker; waits for the loop. */
-static unsigned http_stacks_hook(void *ctx, int native, ss_buf *out)
+/* ss_stack_pid_fn: rank RANK's pid now, 0 before the launch or once it
+ * exited. */
+static pid_t rank_pid(void *ctx, uint32_t rank)
 {
     run_ctx *r = ctx;
-    http_stacks *q = calloc(1, sizeof *q);
-    if (!q) {
-        ss_buf_puts(out, "out of memory");
-        return 500;
-    }
-    q->native = native;
-    q->r = r;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += native ? 30 : 10; /* the collector's deadline, and more */
-    pthread_mutex_lock(&r->stacks_mu);
-    if (r->stacks_closed) {
-        pthread_mutex_unlock(&r->stacks_mu);
-        free(q);
-        ss_buf_puts(out, "the run is ending");
-        return 503;
-    }
-    q->next = r->stacks_queue;
-    r->stacks_queue = q;
-    uv_async_send(&r->stacks_async);
-    while (!q->done &&
-           pthread_cond_timedwait(&r->stacks_cv, &r->stacks_mu, &until) == 0)
-        ;
-    if (!q->done) {
-        q->abandoned = 1; /* still queued or collecting: the loop frees it */
-        pthread_mutex_unlock(&r->stacks_mu);
-        ss_buf_puts(out, "the controller did not answer in time");
-        return 504;
-    }
-    pthread_mutex_unlock(&r->stacks_mu);
-    unsigned status = q->status;
-    ss_buf_add(out, q->out.data ? q->out.data : "", q->out.len);
-    ss_buf_free(&q->out);
-    free(q);
-    return status;
-}
-
-/* Before the loop's handles close: no request reaches the loop again, and
- * the workers still queued are answered. */
-static void stacks_shutdown(run_ctx *r)
-{
-    static const char ending[] = "the run is ending";
-    pthread_mutex_lock(&r->stacks_mu);
-    r->stacks_closed = 1;
-    while (r->stacks_queue) {
-        http_stacks *q = r->stacks_queue;
-        r->stacks_queue = q->next;
-        http_stacks_answer(r, q, 503, ending, sizeof ending - 1);
-    }
-    pthread_mutex_unlock(&r->stacks_mu);
-    ss_stack_collector_close(r->stacks); /* answers what it runs */
-    r->stacks = NULL;
+    return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
 }
 
 /* Tells the person where the dashboard is. */
@@ -1167,11 +964,15 @@ static int start(run_ctx *r, char *err, size_t errlen)
     exe[n] = '\0';
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
-    r->stacks = ss_stack_collector_new(&r->loop, exe, host_name);
+    ss_stack_service_config stcfg = {exe, host_name, r->sock_dir,
+                                     r->nprocs, rank_pid, r, r->store,
+                                     r->run_id, r->attempt};
     if (!r->stacks) {
-        snprintf(err, errlen, "out of memory for the stack collector");
+        snprintf(err, errlen, "out of memory for the stack service");
         return -1;
     }
+    if (ss_stack_service_start(r->stacks, &stcfg, err, errlen) != 0)
+        return -1;
     char env_addr[PATH_MAX + 32], env_token[64], env_run[80];
     char env_stacks[PATH_MAX + 32];
     snprintf(env_stacks, sizeof env_stacks, "STEPSCOPE_STACK_DIR=%s",
@@ -1308,11 +1109,7 @@ int ss_run_main(int argc, char **argv)
     }
     uv_loop_init(&r->loop);
     r->loop.data = r;
-    pthread_mutex_init(&r->stacks_mu, NULL);
-    pthread_cond_init(&r->stacks_cv, NULL);
-    uv_async_init(&r->loop, &r->stacks_async, on_stacks_async);
-    r->stacks_async.data = r;
-    uv_unref((uv_handle_t *)&r->stacks_async); /* never keeps the run up */
+    r->stacks = ss_stack_service_new(&r->loop);
     char err[512] = "";
     int status = 1;
     /* Signals first, so a Ctrl-C during start-up is not lost. */
@@ -1356,15 +1153,14 @@ int ss_run_main(int argc, char **argv)
     if (r->ingest)
         ss_ingest_close(r->ingest);
     ss_host_watch_close(r->host);
-    stacks_shutdown(r);
+    ss_stack_service_close(r->stacks);
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
     ss_http_live_file_remove(r->live_file);
     ss_http_stop(r->http);
     ss_live_destroy(r->live);
-    pthread_cond_destroy(&r->stacks_cv); /* the HTTP workers are gone */
-    pthread_mutex_destroy(&r->stacks_mu);
+    ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
     ss_aggregator_destroy(r->agg);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);
