@@ -27,7 +27,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -894,6 +896,59 @@ static PyObject *m_auto_on(PyObject *m, PyObject *unused)
     return PyBool_FromLong(auto_on);
 }
 
+/* ---- stack requests (stepscope/_stacks.py, docs/debug.md) ----
+ *
+ * The controller asks a rank for its Python stacks with a real-time signal,
+ * SS_STACK_SIGNAL_OFFSET above SIGRTMIN.  faulthandler's handler (registered
+ * by _stacks.py with chain=True) writes every thread's stack to the rank's
+ * stack file without taking the GIL, then calls the handler that was there
+ * before it: this one, which appends the end marker, so the controller
+ * knows the dump is complete.  Only write(2) is used: async-signal-safe. */
+#define SS_STACK_SIGNAL_OFFSET 10
+static const char stack_end_marker[] = "\n# stepscope: end of stacks\n";
+static volatile sig_atomic_t stack_fd = -1;
+
+static void stack_end_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    int fd = stack_fd;
+    if (fd >= 0) {
+        ssize_t rc = write(fd, stack_end_marker, sizeof stack_end_marker - 1);
+        (void)rc; /* nothing to do about a failed write in a handler */
+    }
+    errno = saved;
+}
+
+/* _stack_marker_install(fd) -> int: installs the end-marker handler for
+ * the stack signal, writing to FD, and returns the signal's number.  Call
+ * before faulthandler.register(sig, ..., chain=True). */
+static PyObject *m_stack_marker_install(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "fd must be a file descriptor");
+        return NULL;
+    }
+    int sig = SIGRTMIN + SS_STACK_SIGNAL_OFFSET;
+    if (sig > SIGRTMAX) {
+        PyErr_SetString(StepscopeError, "no real-time signal for stacks");
+        return NULL;
+    }
+    stack_fd = (int)fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stack_end_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(sig);
+}
+
 static PyMethodDef module_methods[] = {
     {"enabled", m_enabled, METH_NOARGS,
      "enabled() -> bool: whether events are recorded and sent (a controller "
@@ -952,6 +1007,7 @@ static PyMethodDef module_methods[] = {
     {"_auto_on", m_auto_on, METH_NOARGS, NULL},
     {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,
      METH_FASTCALL, NULL},
+    {"_stack_marker_install", m_stack_marker_install, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef native_module = {

@@ -479,8 +479,10 @@ _COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather",
 
 
 def _collective(fn, kind):
+    # The wrapper's name is what merged stacks show between the script's
+    # frame and torch's (docs/debug.md).
     @functools.wraps(fn)
-    def call(*args, **kwargs):
+    def stepscope_collective(*args, **kwargs):
         _native._collective_begin(kind)
         try:
             return fn(*args, **kwargs)
@@ -488,8 +490,8 @@ def _collective(fn, kind):
             # With async_op=True the call only launches it: its wait is
             # not seen, the collective ends here.
             _native._collective_end()
-    call._stepscope_collective = True
-    return call
+    stepscope_collective._stepscope_collective = True
+    return stepscope_collective
 
 
 def _patch_collectives(torch):

@@ -70,6 +70,8 @@ struct ss_http {
     int fell_back;
     char url[INET6_ADDRSTRLEN + 300];
     ss_http_gate *gate;
+    ss_http_stacks_fn stacks;
+    void *stacks_ctx;
     unsigned max_conns;
     unsigned next_worker;     /* gate thread only */
     int stopping;             /* atomic */
@@ -628,7 +630,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT
+    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT, DOC_STACKS
 } doc_kind;
 
 static const struct {
@@ -639,7 +641,7 @@ static const struct {
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
-    {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT},
+    {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT}, {"stacks", DOC_STACKS},
 };
 
 /* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
@@ -702,6 +704,36 @@ static enum MHD_Result serve_history(ss_http *h, struct MHD_Connection *c,
     return reply_document(h, c, &b);
 }
 
+/* Answers /api/runs/{id}/stacks: asks the live controller for every
+ * rank's stacks (it signals the ranks, so GET only, never HEAD). */
+static enum MHD_Result serve_stacks(ss_http *h, struct MHD_Connection *c,
+                                    int64_t run_id, int head)
+{
+    if (head)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+    if (!h->stacks || !h->live || ss_live_run_id(h->live) != run_id)
+        return reply_error(c, MHD_HTTP_NOT_FOUND, "run %lld is not live "
+                           "here: stacks come from a running job's "
+                           "controller (`stepscope report` shows the stacks "
+                           "stored for a run)", (long long)run_id);
+    const char *nat = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                  "native");
+    int native = nat && (strcmp(nat, "1") == 0 || strcmp(nat, "true") == 0);
+    if (nat && !native && strcmp(nat, "0") != 0 && strcmp(nat, "false") != 0)
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, "native must be 0 or 1");
+    ss_buf b = {0};
+    unsigned status = h->stacks(h->stacks_ctx, native, &b);
+    if (status != MHD_HTTP_OK || b.oom) {
+        enum MHD_Result ret = reply_error(
+            c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
+            b.oom ? "out of memory" : b.data ? b.data : "no stacks");
+        ss_buf_free(&b);
+        return ret;
+    }
+    ss_buf_puts(&b, "\n");
+    return reply_document(h, c, &b);
+}
+
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/". */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
                                  const char *rest, int head)
@@ -726,6 +758,8 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     long long id = run_id;
     if (kind == DOC_HISTORY)
         return serve_history(h, c, run_id);
+    if (kind == DOC_STACKS)
+        return serve_stacks(h, c, run_id, head);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -1185,6 +1219,8 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
     }
     pthread_mutex_init(&h->mu, NULL);
     h->live = cfg->live;
+    h->stacks = cfg->stacks;
+    h->stacks_ctx = cfg->stacks_ctx;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
     h->files = static_files;

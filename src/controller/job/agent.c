@@ -407,7 +407,8 @@ static int start_ranks(agent *a)
     }
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0 ||
-        ss_rank_env_build(&a->env, exe, a->sock_path, a->token, a->uuid,
+        ss_rank_env_build(&a->env, exe, a->sock_path, a->sock_dir, a->token,
+                          a->uuid,
                           a->cfg->auto_mode, err, sizeof err) != 0)
         goto fail;
     if (a->cfg->log_dir) {

@@ -52,6 +52,7 @@
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
+#include "stack_service.h"
 #include "store.h"
 #include "store_files.h"
 
@@ -475,9 +476,28 @@ static const char *run_name(run_ctx *r, int idx)
     return idx >= 0 && (uint32_t)idx < n && names[idx] ? names[idx] : "";
 }
 
+/* The stacks captured for a hang are stored (or WHY they are not); then
+ * --on-hang stop ends the job. */
+static void on_hang_stacks(void *ctx, const char *doc, size_t len,
+                           const char *why)
+{
+    run_ctx *r = ctx;
+    if (!doc)
+        fprintf(stderr, "stepscope: hang: no stacks: %s\n", why);
+    else if (!r->quiet)
+        fprintf(stderr, "stepscope: hang: every rank's stacks are stored "
+                "(`stepscope report` shows them merged)\n");
+    if (r->on_hang != SS_ON_HANG_STOP)
+        return;
+    fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
+            "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+    run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
+    run_stop_job(r, 0, "stopped on a hang");
+}
+
 /* Hang detection on the housekeeping tick (hang.h): what each rank does
- * now, from its STATUS and the aggregator; on a hang, the finding, the
- * stacks (ss_hang_stacks_hook) and what --on-hang says. */
+ * now, from its STATUS and the aggregator; on a hang, the finding, every
+ * rank's stacks stored with it, and what --on-hang says. */
 static void check_hang(run_ctx *r, ss_mono_ns now)
 {
     if (r->hang_off || r->hang_stop_why[0])
@@ -503,18 +523,14 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         return;
     uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
     run_event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
-    /* The stack capture call site: every rank's stacks, stored with the
-     * finding. */
-    if (r->hang_stacks.capture && id)
-        r->hang_stacks.capture(r->hang_stacks.ctx, r->run_id, r->attempt,
-                               id);
-    if (r->on_hang == SS_ON_HANG_STOP) {
+    if (r->on_hang == SS_ON_HANG_STOP)
         snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
-        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
-                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
-        run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
-        run_stop_job(r, 0, "stopped on a hang");
-    }
+    /* Every rank's stacks, stored with the finding; --on-hang stop waits
+     * for them, so the ranks are still there to answer. */
+    if (!id || ss_stack_service_capture(r->stacks, 0, "hang", id,
+                                        on_hang_stacks, r) != 0)
+        on_hang_stacks(r, NULL, 0, "the stack service did not take the "
+                       "request");
 }
 
 static void on_tick(uv_timer_t *t)
@@ -941,7 +957,9 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     char hex[2 * WIRE_TOKEN_SIZE + 1];
     wire_token_format(r->token, hex);
     ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
-                           r->live, hex};
+                           r->live, hex,
+                           r->stacks ? ss_stack_service_http : NULL,
+                           r->stacks};
     r->http = ss_http_start(&hcfg, herr, sizeof herr);
     if (!r->http) {
         snprintf(err, errlen, "HTTP server: %s", herr);
@@ -955,6 +973,14 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
         fprintf(stderr, "stepscope: note: %s (`stepscope top` will not find "
                 "this run)\n", herr);
     return 0;
+}
+
+/* ss_stack_pid_fn: rank RANK's pid now, 0 before the launch or once it
+ * exited. */
+static pid_t rank_pid(void *ctx, uint32_t rank)
+{
+    run_ctx *r = ctx;
+    return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
 }
 
 /* Tells the person where the dashboard is. */
@@ -1095,8 +1121,19 @@ static int start(run_ctx *r, char *err, size_t errlen)
 
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0 ||
-        ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->token, r->uuid,
-                          r->auto_mode, err, errlen) != 0)
+        ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->sock_dir,
+                          r->token, r->uuid, r->auto_mode, err, errlen) != 0)
+        return -1;
+    char host_name[256] = "localhost";
+    gethostname(host_name, sizeof host_name - 1);
+    ss_stack_service_config stcfg = {exe, host_name, r->sock_dir,
+                                     r->nproc_local, rank_pid, r, r->store,
+                                     r->run_id, r->attempt};
+    if (!r->stacks) {
+        snprintf(err, errlen, "out of memory for the stack service");
+        return -1;
+    }
+    if (ss_stack_service_start(r->stacks, &stcfg, err, errlen) != 0)
         return -1;
 
     ss_launch_config lcfg;
@@ -1303,6 +1340,7 @@ int ss_run_main(int argc, char **argv)
     }
     uv_loop_init(&r->loop);
     r->loop.data = r;
+    r->stacks = ss_stack_service_new(&r->loop);
     char err[512] = "";
     int status = 1;
     /* Signals first, so a Ctrl-C during start-up is not lost. */
@@ -1355,12 +1393,14 @@ int ss_run_main(int argc, char **argv)
     if (r->ingest)
         ss_ingest_close(r->ingest);
     ss_host_watch_close(r->host);
+    ss_stack_service_close(r->stacks);
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
     ss_http_live_file_remove(r->live_file);
     ss_http_stop(r->http);
     ss_live_destroy(r->live);
+    ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
     ss_aggregator_destroy(r->agg);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);

@@ -27,6 +27,7 @@
 #include "nodeconf.h"
 #include "rank_env.h"
 #include "runlock.h"
+#include "stack_service.h"
 #include "store.h"
 
 /* Host evidence a remote node sent for one of its rank's steps. */
@@ -75,17 +76,6 @@ typedef enum { SS_ON_HANG_DUMP = 0, SS_ON_HANG_STOP = 1 } ss_on_hang;
 /* The job's exit status after --on-hang stop ended it (docs/debug.md). */
 #define SS_HANG_EXIT_STATUS 124
 
-/*
- * The capture of every rank's stacks on a hang: called once per hang
- * finding, on the loop thread, right after the finding was recorded, with
- * the run and the finding's id so that the stacks can be stored with it.
- * CAPTURE NULL: no capture.
- */
-typedef struct {
-    void *ctx;
-    void (*capture)(void *ctx, int64_t run_id, uint32_t attempt,
-                    uint32_t finding_id);
-} ss_hang_stacks_hook;
 
 typedef struct {
     /* options */
@@ -137,7 +127,6 @@ typedef struct {
     ss_host_watch *host;    /* NULL with --host-interval 0 */
     ss_hang hang;
     ss_hang_rank *hang_ranks; /* nprocs, filled on each tick */
-    ss_hang_stacks_hook hang_stacks;
     char hang_stop_why[512]; /* --on-hang stop ended the job: the finding */
     rank_slot *ranks;
     ss_lifecycle life;
@@ -165,6 +154,8 @@ typedef struct {
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
     ss_rank_env rank_env;   /* what the local ranks get */
+    ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
+                                 ss_stack_service_capture for the run */
 } run_ctx;
 
 

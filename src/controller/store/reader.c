@@ -1842,3 +1842,40 @@ int ss_reader_nodes(ss_reader *r, int64_t run_id, int64_t attempt,
     *n = count;
     return 0;
 }
+
+int ss_reader_stack_snapshot(ss_reader *r, int64_t run_id, int64_t attempt,
+                             ss_stack_snapshot_row *row)
+{
+    memset(row, 0, sizeof *row);
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SS_SCHEMA_STACKS)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT id, attempt, taken_at, trigger, "
+                               "finding_id, json FROM stack_snapshots "
+                               "WHERE run_id = ?1 AND (?2 < 0 OR attempt = ?2) "
+                               "ORDER BY trigger = 'hang' DESC, taken_at DESC, "
+                               "id DESC LIMIT 1", args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        row->id = col_i64(st, 0);
+        row->attempt = col_i64(st, 1);
+        row->taken_at = col_i64(st, 2);
+        row->finding_id = col_i64(st, 4);
+        if (col_dup(st, 3, &row->trigger) | col_dup(st, 5, &row->json)) {
+            ss_stack_snapshot_row_clear(row);
+            rc = oom(r);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+void ss_stack_snapshot_row_clear(ss_stack_snapshot_row *row)
+{
+    free(row->trigger);
+    free(row->json);
+    memset(row, 0, sizeof *row);
+}

@@ -475,6 +475,7 @@ static void older_schema_is_read_without_migrating(void)
                               "ALTER TABLE attempts DROP COLUMN last_step;"
                               "ALTER TABLE attempts DROP COLUMN "
                               "resumed_from;"
+                              "DROP TABLE stack_snapshots;"
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
                               "ALTER TABLE rank_steps DROP COLUMN "
                               "phase_self;"

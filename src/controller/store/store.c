@@ -88,6 +88,7 @@ typedef enum {
     IT_STEP,
     IT_FINDING,
     IT_EVENT,
+    IT_STACKS,
     IT_END_RUN,
 } item_kind;
 
@@ -156,6 +157,12 @@ typedef struct item {
             char *kind, *message;
         } event;
         struct {
+            uint32_t attempt;
+            ss_wall_ns taken_at;
+            int64_t finding_id; /* < 0: none */
+            char *trigger, *json;
+        } stacks;
+        struct {
             ss_wall_ns ended_at;
             int exit_code;
             char *status;
@@ -199,6 +206,7 @@ enum {
     ST_TOTALS,
     ST_FINDING,
     ST_EVENT,
+    ST_STACKS,
     ST_END_RUN,
     ST_DROPPED,
     ST_PRUNE,
@@ -316,6 +324,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                    "updated_at = excluded.updated_at",
     [ST_EVENT] = "INSERT INTO events(run_id, attempt, at, kind, rank, "
                  "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_STACKS] = "INSERT INTO stack_snapshots(run_id, attempt, taken_at, "
+                  "trigger, finding_id, json) VALUES (?1, ?2, ?3, ?4, ?5, "
+                  "?6)",
     [ST_END_RUN] = "UPDATE runs SET ended_at = ?2, exit_code = ?3, "
                    "status = ?4, dropped_events = ?5, dropped_records = ?6 "
                    "WHERE id = ?1",
@@ -980,6 +991,18 @@ static int apply_item(ss_store *s, const item *it)
         bind_rank(q, 5, it->u.event.rank);
         bind_known_text(q, 6, it->u.event.message);
         return run_stmt(s, q, "writing an event");
+    case IT_STACKS:
+        q = s->st[ST_STACKS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.stacks.attempt);
+        sqlite3_bind_int64(q, 3, it->u.stacks.taken_at);
+        sqlite3_bind_text(q, 4, it->u.stacks.trigger, -1, SQLITE_STATIC);
+        if (it->u.stacks.finding_id >= 0)
+            sqlite3_bind_int64(q, 5, it->u.stacks.finding_id);
+        else
+            sqlite3_bind_null(q, 5);
+        sqlite3_bind_text(q, 6, it->u.stacks.json, -1, SQLITE_STATIC);
+        return run_stmt(s, q, "writing a stacks snapshot");
     case IT_END_RUN:
         q = s->st[ST_END_RUN];
         sqlite3_bind_int64(q, 1, it->run_id);
@@ -1121,6 +1144,7 @@ static void tally_item(ss_store *s, const item *it, int stored,
     case IT_ATTEMPT_FACTS:
     case IT_RANK:
     case IT_NODE:
+    case IT_STACKS:
         if (!stored)
             o->other_lost++;
         break;
@@ -1801,6 +1825,25 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
     it->u.event.rank = rank;
     it->u.event.kind = carve_str(&p, kind);
     it->u.event.message = carve_str(&p, message);
+    enqueue(s, it);
+}
+
+void ss_store_put_stacks(ss_store *s, int64_t run_id, uint32_t attempt,
+                         ss_wall_ns taken_at, const char *trigger,
+                         int64_t finding_id, const char *json)
+{
+    item *it = item_new(IT_STACKS, run_id,
+                        str_space(trigger) + str_space(json));
+    if (!it) {
+        put_failed(s, IT_STACKS, 0, "a stacks snapshot");
+        return;
+    }
+    char *p = (char *)(it + 1);
+    it->u.stacks.attempt = attempt;
+    it->u.stacks.taken_at = taken_at;
+    it->u.stacks.finding_id = finding_id;
+    it->u.stacks.trigger = carve_str(&p, trigger);
+    it->u.stacks.json = carve_str(&p, json);
     enqueue(s, it);
 }
 

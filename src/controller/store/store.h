@@ -177,6 +177,14 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
  */
 int ss_store_mark_interrupted(ss_store *s);
 
+/* Queues a stacks snapshot of RUN_ID's ATTEMPT (docs/debug.md): JSON, the
+ * stacks document, taken at TAKEN_AT because of TRIGGER ("request" or
+ * "hang"), for the finding FINDING_ID (< 0: none).  Copied; never dropped
+ * for a full queue, like events. */
+void ss_store_put_stacks(ss_store *s, int64_t run_id, uint32_t attempt,
+                         ss_wall_ns taken_at, const char *trigger,
+                         int64_t finding_id, const char *json);
+
 /* Marks the run ended with the job's exit status and totals. */
 void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
                       int exit_code, const char *status,

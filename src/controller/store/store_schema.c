@@ -299,8 +299,22 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  PRIMARY KEY (run_id, attempt, node_rank)"
     ");",
 
-    /* 10: no change to the schema in this tree. */
-    "SELECT 1;",
+    /* 10: every rank's stacks as captured while the job ran
+     * (docs/debug.md): the stacks document (JSON: each rank's threads and
+     * frames, and their merge) taken on request or on a hang, with the
+     * hang finding it belongs to (findings.id of the run's attempt), NULL
+     * for a request. */
+    "CREATE TABLE stack_snapshots("
+    "  id         INTEGER PRIMARY KEY,"
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  taken_at   INTEGER NOT NULL,"
+    "  trigger    TEXT NOT NULL CHECK (trigger IN ('request', 'hang')),"
+    "  finding_id INTEGER,"
+    "  json       TEXT NOT NULL"
+    ");"
+    "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
+    " taken_at);",
 
     /* 11: what each attempt came to (docs/fault-tolerance.md): when it
      * ended (wall ns), why (cause: 'completed', 'interrupted',

@@ -22,6 +22,9 @@ struct sqlite3;
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
 
+/* The version that added the stack_snapshots table. */
+#define SS_SCHEMA_STACKS 10
+
 /* The version that added rank_steps' GPU evidence columns (gpu_*). */
 #define SS_SCHEMA_GPU 8
 

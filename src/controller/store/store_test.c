@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reader.h"
 #include "store.h"
 #include "store_schema.h"
 #include "testing.h"
@@ -274,6 +275,7 @@ static void migrates_version_1(void)
                           "ALTER TABLE attempts DROP COLUMN first_step;"
                           "ALTER TABLE attempts DROP COLUMN last_step;"
                           "ALTER TABLE attempts DROP COLUMN resumed_from;"
+                          "DROP TABLE stack_snapshots;"
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
                           "ALTER TABLE step_phases DROP COLUMN self_n;"
@@ -325,6 +327,55 @@ static void migrates_version_1(void)
                                "names_over_limit IS NULL AND "
                                "values_over_limit IS NULL"),
                  1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM stack_snapshots"), 0);
+}
+
+/* Stacks snapshots are written whole and read back newest first, one
+ * taken for a hang before any taken on request; a store without the table
+ * (older than version 10) has none. */
+static void stack_snapshots_round_trip(void)
+{
+    char path[600], err[512] = "";
+    testing_tmp_path("stacks.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    ss_store_put_stacks(s, run, 0, 1700000001, "request", -1, "{\"n\":1}");
+    ss_store_put_stacks(s, run, 0, 1700000002, "hang", 3, "{\"n\":2}");
+    ss_store_put_stacks(s, run, 0, 1700000003, "request", -1, "{\"n\":3}");
+    ss_store_flush(s);
+    ss_store_close(s);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_stack_snapshot_row row;
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 0, &row), 1);
+    CHECK_STR(row.trigger, "hang");
+    CHECK_STR(row.json, "{\"n\":2}");
+    CHECK(row.finding_id == 3 && row.taken_at == 1700000002);
+    ss_stack_snapshot_row_clear(&row);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 1, &row), 0);
+    CHECK(row.json == NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run + 5, -1, &row),
+                 SS_READ_NOT_FOUND);
+    ss_reader_close(r);
+
+    CHECK_EQ_INT(sql_exec(path, "DELETE FROM stack_snapshots WHERE "
+                                "trigger = 'hang'"), 0);
+    r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, -1, &row), 1);
+    CHECK_STR(row.json, "{\"n\":3}");
+    CHECK(row.finding_id == SS_MISSING);
+    ss_stack_snapshot_row_clear(&row);
+    ss_reader_close(r);
+
+    CHECK_EQ_INT(sql_exec(path, "DROP TABLE stack_snapshots;"
+                                "PRAGMA user_version = 9"), 0);
+    r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, -1, &row), 0);
+    ss_reader_close(r);
 }
 
 static void refuses_newer_version(void)
@@ -1024,6 +1075,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_foreign_sqlite_file),
           TEST(refuses_garbage_file),
           TEST(refuses_newer_version), TEST(migrates_version_1),
+          TEST(stack_snapshots_round_trip),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
