@@ -148,9 +148,9 @@ void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step)
         uint32_t first, count, ms;
         int sig = ss_inject_signal(x, &ms);
         ss_inject_targets(x, r->nproc_local, &first, &count);
-        if (!r->quiet)
-            fprintf(stderr, "stepscope: injecting %s (rank %u at step %lld)\n",
-                    x->spec, rank, (long long)step);
+        /* Said even with -q: the job is being broken on purpose. */
+        fprintf(stderr, "stepscope: injecting %s (rank %u at step %lld)\n",
+                x->spec, rank, (long long)step);
         /* The first fault that ends ranks is charged with the failure it
          * causes; a pause only if nothing worse fired. */
         if (r->inject_ended < 0 ||
