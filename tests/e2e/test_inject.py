@@ -131,34 +131,41 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_kill_a_rank_of_another_node(store, tmp_path):
+def two_nodes(store, tmp_path, node0_extra=(), node1_extra=(), steps=40):
+    """Node 0 and node 1 of a 2 x 2-rank job on loopback; returns their
+    (returncode, stderr) pairs."""
     token = tmp_path / "token"
     token.write_text("a-shared-secret-for-this-test-only\n")
     token.chmod(0o600)
-    port = free_port()
     common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",
-              str(port), "--controller-port", str(free_port()), "-n", "2",
-              "--token-file", str(token), "--job-id", "inject-test", "-q"]
-    cmd = ["--", *example("--steps", "40", "--compute-ms", "50")]
+              str(free_port()), "--controller-port", str(free_port()), "-n",
+              "2", "--token-file", str(token), "--job-id", "inject-test", "-q"]
+    cmd = ["--", *example("--steps", str(steps), "--compute-ms", "50")]
     node0 = subprocess.Popen(
         [str(STEPSCOPE), "run", "--node-rank", "0", "--db", str(store),
-         "--no-http", "--log-dir", str(tmp_path / "l0"),
-         "--inject", "kill-rank:3@5", *common, *cmd],
+         "--no-http", "--log-dir", str(tmp_path / "l0"), *node0_extra,
+         *common, *cmd],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
     node1 = subprocess.Popen(
         [str(STEPSCOPE), "run", "--node-rank", "1",
-         "--log-dir", str(tmp_path / "l1"), *common, *cmd],
+         "--log-dir", str(tmp_path / "l1"), *node1_extra, *common, *cmd],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        out0, err0 = node0.communicate(timeout=120)
-        out1, err1 = node1.communicate(timeout=60)
+        _, err0 = node0.communicate(timeout=120)
+        _, err1 = node1.communicate(timeout=60)
     finally:
         for p in (node0, node1):
             if p.poll() is None:
                 p.kill()
-    assert node0.returncode == 137, (err0, err1)
-    assert node1.returncode == 137, err1
+    return (node0.returncode, err0), (node1.returncode, err1)
+
+
+def test_kill_a_rank_of_another_node(store, tmp_path):
+    (rc0, err0), (rc1, err1) = two_nodes(
+        store, tmp_path, node0_extra=("--inject", "kill-rank:3@5"))
+    assert rc0 == 137, (err0, err1)
+    assert rc1 == 137, err1
     inj = events(store, "injected")
     assert inj == [(3, "kill-rank:3@5: SIGKILL to rank 3 (node 1)")], inj
     (sig, last), = rows(store, "SELECT term_signal, last_step FROM ranks "
@@ -168,3 +175,19 @@ def test_kill_a_rank_of_another_node(store, tmp_path):
     assert cause(store) == "injected:kill-rank:3@5"
     health = [m for _, m in events(store, "health_check")]
     assert any(m.startswith("node 1 passed") for m in health), health
+
+
+def test_another_node_failing_its_health_check(store, tmp_path):
+    (rc0, err0), (rc1, err1) = two_nodes(
+        store, tmp_path, node1_extra=("--health-check", "echo nope; exit 4"),
+        steps=400)
+    assert rc1 == 1, err1
+    assert "the health check 'command' failed; no rank started" in err1
+    assert rc0 == 1, err0
+    assert "node 1 failed the health check 'command'" in err0
+    assert "exited with status 4\nnope" in err0
+    assert cause(store) == "health_check"
+    connected = {r for r, _ in events(store, "rank_connected")}
+    assert not connected & {2, 3}, connected
+    (msg,), = [(m,) for _, m in events(store, "health_check_failed")]
+    assert msg.startswith("node 1 failed the health check 'command'"), msg

@@ -32,9 +32,15 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
      * bounded); stderr gets all of it. */
     run_event(r, "health_check_failed", -1, "node %u failed the health "
               "check '%s': %s", node, check, output);
-    fprintf(stderr, "stepscope: node %u failed the health check '%s':\n%s%s",
-            node, check, output,
-            output[0] && output[strlen(output) - 1] == '\n' ? "" : "\n");
+    /* Before the ranks start no summary follows: the output goes out now.
+     * Later, the summary's failure line carries it. */
+    if (!r->launcher)
+        fprintf(stderr, "stepscope: node %u failed the health check '%s':\n"
+                "%s%s", node, check, output,
+                output[0] && output[strlen(output) - 1] == '\n' ? "" : "\n");
+    else
+        fprintf(stderr, "stepscope: node %u failed the health check '%s'; "
+                "stopping the job\n", node, check);
     if (!r->health_failed) {
         r->health_failed = 1;
         if (r->first_failure_status < 0)
