@@ -4,7 +4,8 @@
 # measurements: the real-DDP tests, whose native parts the Python tests
 # cover under the sanitizers, and guard's verdicts over histories of real
 # runs, whose code guard_test and query_history_test cover, and the virtual
-# cluster's own tests, which run no stepscope code); `make demo` runs the demo.
+# cluster's own tests, which run no stepscope code, and the injected
+# faults' timings); `make demo` runs the demo.
 BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
@@ -29,7 +30,7 @@ unit: all
 asan:
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang)$$'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang|inject)$$'
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
