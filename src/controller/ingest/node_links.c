@@ -350,6 +350,10 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_host)
             cb->on_host(cb->ctx, node, &f->u.host);
         return;
+    case LINK_HEALTH:
+        if (cb->on_health)
+            cb->on_health(cb->ctx, node, &f->u.health);
+        return;
     case LINK_BYE:
         l->said_bye = 1;
         return;
@@ -560,6 +564,19 @@ void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED)
             link_send(l, &f, 0);
+}
+
+int ss_node_links_inject(ss_node_links *nl, uint32_t node,
+                         const link_inject *x)
+{
+    if (!nl)
+        return -1;
+    link_frame f = {.type = LINK_INJECT};
+    f.u.inject = *x;
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED && l->hello.node_rank == node)
+            return link_send(l, &f, 0);
+    return -1;
 }
 
 static void on_server_closed(uv_handle_t *h)

@@ -31,7 +31,9 @@
 #include <uv.h>
 
 #include "clock_sync.h"
+#include "health.h"
 #include "host_watch.h"
+#include "inject.h"
 #include "launcher.h"
 #include "link_wire.h"
 #include "private_fs.h"
@@ -113,6 +115,10 @@ typedef struct agent {
     uint32_t stop_requests;
     uv_signal_t sig_int, sig_term, sig_hup;
     wire_frame wframe;
+    /* injected stops: SIGCONT to a process group after a while */
+    uv_timer_t cont[SS_INJECT_MAX];
+    int cont_pid[SS_INJECT_MAX];
+    int health_running;
 } agent;
 
 static int64_t mono_ns(void)
@@ -472,6 +478,87 @@ fail:
     return -1;
 }
 
+/* ---- health checks and injected faults ---- */
+
+/* The node's health check is done: HEALTH to the controller, then the
+ * ranks, or on a failure no rank, ALL_EXITED and BYE with status 1. */
+static void on_health_done(void *ctx, const ss_health_result *res)
+{
+    agent *a = ctx;
+    a->health_running = 0;
+    link_frame f = {.type = LINK_HEALTH};
+    f.u.health.ok = (uint8_t)(res->ok != 0);
+    snprintf(f.u.health.check, sizeof f.u.health.check, "%s", res->check);
+    snprintf(f.u.health.output, sizeof f.u.health.output, "%s",
+             res->ok ? res->notes : res->output);
+    send_frame(a, &f);
+    if (a->stage != AG_SYNCING)
+        return; /* stopped or lost meanwhile */
+    if (res->ok) {
+        start_ranks(a);
+        return;
+    }
+    say(a, "the health check '%s' failed; no rank started:\n%s", res->check,
+        res->output);
+    link_frame all = {.type = LINK_ALL_EXITED};
+    all.u.all_exited.status = 1;
+    send_frame(a, &all);
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(a, &bye);
+    a->status = 1;
+    finish(a);
+}
+
+/* Joined and the clock is known: the health check, then the ranks. */
+static void check_then_start(agent *a)
+{
+    if (!a->cfg->health) {
+        start_ranks(a);
+        return;
+    }
+    char err[300];
+    a->health_running = 1;
+    if (ss_health_start(&a->loop, a->cfg->health, on_health_done, a, err,
+                        sizeof err) != 0) {
+        ss_health_result res;
+        memset(&res, 0, sizeof res);
+        snprintf(res.check, sizeof res.check, "command");
+        snprintf(res.output, sizeof res.output, "%s", err);
+        on_health_done(a, &res);
+    }
+}
+
+static void on_cont(uv_timer_t *t)
+{
+    agent *a = t->data;
+    int i = (int)(t - a->cont);
+    if (a->cont_pid[i] > 0)
+        kill(-a->cont_pid[i], SIGCONT);
+    a->cont_pid[i] = 0;
+}
+
+/* INJECT: the signal to one of this node's ranks' process group. */
+static void on_inject(agent *a, const link_inject *x)
+{
+    if (!a->launcher || x->rank < a->rank_base ||
+        x->rank - a->rank_base >= a->cfg->nproc)
+        return;
+    int pid = ss_launcher_rank_pid(a->launcher, x->rank - a->rank_base);
+    if (pid <= 0 || kill(-pid, x->signal) != 0)
+        return;
+    if (!a->cfg->quiet)
+        say(a, "injected %s into rank %u%s", x->signal == SIGKILL ? "SIGKILL"
+            : "SIGSTOP", x->rank, x->duration_ms ? " for a while" : "");
+    if (x->signal != SIGSTOP || !x->duration_ms)
+        return;
+    for (int i = 0; i < SS_INJECT_MAX; i++)
+        if (!a->cont_pid[i]) {
+            a->cont_pid[i] = pid;
+            uv_timer_start(&a->cont[i], on_cont, x->duration_ms, 0);
+            return;
+        }
+}
+
 /* ---- clocks ---- */
 
 static void on_clock_timer(uv_timer_t *t)
@@ -506,7 +593,8 @@ static void on_time_resp(agent *a, const link_time_resp *r)
         if (!a->cfg->quiet)
             say(a, "joined %s; clock offset %+.3f ms (± %.3f ms)",
                 a->controller, e.offset_ns / 1e6, e.bound_ns / 1e6);
-        start_ranks(a);
+        if (!a->health_running)
+            check_then_start(a);
     }
 }
 
@@ -582,6 +670,9 @@ static void on_link_frame(agent *a, const link_frame *f)
         on_time_resp(a, &f->u.time_resp);
         return;
     case LINK_HEARTBEAT:
+        return;
+    case LINK_INJECT:
+        on_inject(a, &f->u.inject);
         return;
     case LINK_STOP:
         if (!a->launcher) {
@@ -841,6 +932,10 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_timer_init(&a->loop, &a->retry);
     uv_timer_init(&a->loop, &a->heartbeat);
     uv_timer_init(&a->loop, &a->clock_timer);
+    for (int i = 0; i < SS_INJECT_MAX; i++) {
+        uv_timer_init(&a->loop, &a->cont[i]);
+        a->cont[i].data = a;
+    }
     a->retry.data = a->heartbeat.data = a->clock_timer.data = a;
     if (link_auth_init() != 0) {
         say(a, "the crypto library did not initialise");

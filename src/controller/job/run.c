@@ -193,6 +193,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     run_put_rank(r, h->rank, "running");
     run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
+    run_inject_observe(r, h->rank, -1);
     return 0;
 }
 
@@ -204,6 +205,8 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
+    if (rec->step <= INT64_MAX)
+        run_inject_observe(r, rank, (int64_t)rec->step);
 }
 
 /* The run's name table is full: RANK keeps running, what it records under
@@ -264,6 +267,8 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
                         phase >= 0 && (uint32_t)phase < n_names ? names[phase]
                                                                 : NULL,
                         st->since_ns);
+    if (s->cur_step >= 0)
+        run_inject_observe(r, rank, s->cur_step);
 }
 
 static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
@@ -602,6 +607,29 @@ static void usage(FILE *out)
         "                           (dump, the default), or also end the job\n"
         "                           with exit status %d (stop)\n"
         "\n"
+        "health checks before the ranks start, on every node\n"
+        "(docs/fault-tolerance.md):\n"
+        "      --checkpoint-dir DIR where checkpoints are written (default:\n"
+        "                           the working directory)\n"
+        "      --min-free-gb GB     fail with less free space there (default\n"
+        "                           %g; 0: no check)\n"
+        "      --health-check CMD   a site check run by /bin/sh; a non-zero\n"
+        "                           exit fails (its output is kept)\n"
+        "      --health-check-timeout SECONDS\n"
+        "                           CMD fails after this long (default %d)\n"
+        "      --no-gpu-check       skip the GPUs' check (NVML: every GPU\n"
+        "                           readable, none with uncorrected ECC or\n"
+        "                           Xid errors; skipped without NVML)\n"
+        "  (and node 0's master port must be free when it is fixed)\n"
+        "\n"
+        "fault injection, to test a resume path (repeatable):\n"
+        "      --inject kill-rank:R@STEP   SIGKILL rank R at step STEP\n"
+        "      --inject kill-node:K@STEP   SIGKILL every rank of node K\n"
+        "      --inject hang-rank:R@STEP   SIGSTOP rank R for good (a hang)\n"
+        "      --inject stop-rank:R:MS[@STEP]\n"
+        "                           SIGSTOP rank R for MS ms, then SIGCONT\n"
+        "                           (at its start, or at STEP)\n"
+        "\n"
         "multi-node (the same command on every node; docs/multinode.md):\n"
         "      --nnodes N           nodes in the job (default 1; Slurm's\n"
         "                           SLURM_NNODES or PET_NNODES when set)\n"
@@ -627,7 +655,8 @@ static void usage(FILE *out)
         "\n"
         "The exit status is the job's: 0, or that of the rank that failed first.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS);
+        SS_HANG_EXIT_STATUS, SS_HEALTH_MIN_FREE_GB_DEFAULT,
+        SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
 static void list_params(void)
@@ -746,6 +775,13 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
+        /* health checks and fault injection (run_inject.c) */
+        {"checkpoint-dir", required_argument, NULL, 0x120},
+        {"min-free-gb", required_argument, NULL, 0x121},
+        {"health-check", required_argument, NULL, 0x122},
+        {"health-check-timeout", required_argument, NULL, 0x123},
+        {"no-gpu-check", no_argument, NULL, 0x125},
+        {"inject", required_argument, NULL, 0x124},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -877,6 +913,36 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
+        case 0x120: r->health_cfg.checkpoint_dir = optarg; break;
+        case 0x121: {
+            char *end = NULL;
+            double gb = strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(gb >= 0 && gb <= 1e9)) {
+                fprintf(stderr, "stepscope run: bad --min-free-gb '%s' "
+                        "(gigabytes, e.g. 50 or 0.5; 0 turns the check "
+                        "off)\n", optarg);
+                return 2;
+            }
+            r->health_cfg.min_free_gb = gb;
+            break;
+        }
+        case 0x122: r->health_cfg.command = optarg; break;
+        case 0x125: r->health_cfg.gpus = 0; break;
+        case 0x123:
+            if (parse_seconds_ms(optarg, 3600u * 1000,
+                                 &r->health_cfg.timeout_ms) ||
+                r->health_cfg.timeout_ms == 0) {
+                fprintf(stderr, "stepscope run: bad --health-check-timeout "
+                        "'%s' (seconds, e.g. 60)\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x124:
+            if (ss_inject_add(&r->inject, optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: %s\n", err);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
@@ -889,7 +955,14 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         return 2;
     }
     r->argv = argv + optind;
-    return resolve_nodes(r);
+    int rc = resolve_nodes(r);
+    char err[300];
+    if (rc == 0 && ss_inject_check(&r->inject, r->nprocs, r->nnodes, err,
+                                   sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        return 2;
+    }
+    return rc;
 }
 
 static void random_bytes(uint8_t *p, size_t n)
@@ -1062,6 +1135,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
+    if (run_health_first(r, err, errlen) != 0)
+        return -1;
     if (start_http(r, err, errlen) != 0)
         return -1;
 
@@ -1152,6 +1227,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     lcfg.attempt = r->attempt;
     lcfg.echo = !r->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
+    run_inject_init(r);
     r->started = run_mono_now();
     ss_life_launched(&r->life, r->started);
     ss_hang_init(&r->hang, &r->hang_cfg, r->started);
@@ -1305,6 +1381,7 @@ static int run_agent(run_ctx *r)
         .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
         .host_interval_ms = r->host_interval_ms,
         .log_dir = r->log_dir,
+        .health = &r->health_cfg,
     };
     return ss_agent_main(&cfg);
 }
@@ -1322,6 +1399,8 @@ int ss_run_main(int argc, char **argv)
     r->join_timeout_ms = 300000;
     r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
+    r->inject_ended = -1;
+    ss_health_config_defaults(&r->health_cfg);
     ss_hang_config_defaults(&r->hang_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
@@ -1372,8 +1451,11 @@ int ss_run_main(int argc, char **argv)
                                   .first_step = r->first_step,
                                   .last_step = r->last_step,
                                   .resumed_from = -1};
+        char fault[sizeof facts.cause];
+        const char *cause = run_fault_cause(r, status, fault, sizeof fault);
         snprintf(facts.cause, sizeof facts.cause, "%s",
-                 ss_life_attempt_cause(status, r->stop_requests > 0));
+                 cause ? cause
+                       : ss_life_attempt_cause(status, r->stop_requests > 0));
         ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
@@ -1382,6 +1464,14 @@ int ss_run_main(int argc, char **argv)
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
+        if (r->store && r->run_id && r->health_failed) {
+            ss_attempt_facts facts = {.attempt = r->attempt,
+                                      .ended_at = run_wall_now(),
+                                      .first_step = -1, .last_step = -1,
+                                      .resumed_from = -1};
+            snprintf(facts.cause, sizeof facts.cause, "health_check");
+            ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+        }
         if (r->store && r->run_id)
             ss_store_end_run(r->store, r->run_id, run_wall_now(), 1,
                              "failed_to_start", 0, 0);

@@ -16,9 +16,11 @@
 
 #include "aggregator.h"
 #include "hang.h"
+#include "health.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
+#include "inject.h"
 #include "launcher.h"
 #include "lifecycle.h"
 #include "link_auth.h"
@@ -108,6 +110,8 @@ typedef struct {
     uint32_t heartbeat_timeout_ms;
     char **argv;
     ss_aggregator_config agg_cfg;
+    ss_health_config health_cfg; /* --checkpoint-dir, --min-free-gb, ... */
+    ss_inject_plan inject;       /* --inject */
 
     /* state */
     uv_loop_t loop;
@@ -156,6 +160,12 @@ typedef struct {
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */
+    /* health checks and injected faults (run_inject.c) */
+    int health_failed;      /* a node failed its check: cause health_check */
+    int inject_ended;       /* index of the injection charged with the
+                               attempt's failure; -1: none fired */
+    uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
+    int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
 } run_ctx;
 
 
@@ -183,6 +193,36 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
  * failure, the job's first failure and its stop. */
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
+
+/* ---- run_inject.c: health checks and injected faults ---- */
+
+/* Node 0's health check before the first attempt, on a private loop (no
+ * agent has joined yet, so no link waits).  Returns 0 when it passed; -1
+ * after run_health_failed with a short reason in ERR. */
+int run_health_first(run_ctx *r, char *err, size_t errlen);
+
+/* NODE failed its health check RES: stderr, an event, the job's failure
+ * (status 1, cause health_check) and its stop. */
+void run_health_failed(run_ctx *r, uint32_t node, const char *check,
+                       const char *output);
+
+/* Node 0's health check before a later attempt, on the run's loop: DONE
+ * is called once with the result (for the restart loop). */
+int run_health_start(run_ctx *r, ss_health_done done, void *ctx, char *err,
+                     size_t errlen);
+
+/* Initialises the injector's timers (once, on the run's loop). */
+void run_inject_init(run_ctx *r);
+
+/* The controller learned RANK is at STEP (-1: it just connected): sends
+ * every fault now due (inject.h), to node 0's ranks directly and to other
+ * nodes' ranks through their agent (INJECT), with an `injected` event. */
+void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step);
+
+/* The attempt's cause when a health check or an injected fault explains
+ * its end with STATUS ("health_check", "injected:SPEC" into BUF), or NULL
+ * for the usual causes. */
+const char *run_fault_cause(run_ctx *r, int status, char *buf, size_t len);
 
 /* ---- run_nodes.c ---- */
 

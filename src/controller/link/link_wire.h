@@ -19,7 +19,8 @@
  * (channel, bytes) in both directions carrying the rank protocol's bytes
  * unchanged, CLOSE(channel) from either side.  The rest is the node's
  * business: clock exchanges, rank starts and exits, host evidence per rank
- * step, heartbeats, and the controller's STOP.
+ * step, heartbeats, the node's health check (HEALTH), and the controller's
+ * STOP and injected faults (INJECT).
  *
  * The decoder is a per-link state machine that checks framing, field
  * ranges, the order of the handshake, the direction of each type and every
@@ -71,7 +72,10 @@ typedef enum {
     LINK_HOST = 33,         /* agent -> controller: one rank step's evidence */
     /* commands */
     LINK_STOP = 40,       /* controller -> agent */
-    LINK_BYE = 41         /* agent -> controller, last frame */
+    LINK_BYE = 41,        /* agent -> controller, last frame */
+    /* health checks and fault injection */
+    LINK_HEALTH = 44,     /* agent -> controller: a check's result */
+    LINK_INJECT = 45      /* controller -> agent: signal one of its ranks */
 } link_type;
 
 /* Which side a decoder reads (and an encoder writes for the other). */
@@ -166,6 +170,24 @@ typedef struct {
     char reason[LINK_MAX_STR + 1];
 } link_stop;
 
+/* The node's health check (health.h) before its ranks start: OK 1 when
+ * every check passed (CHECK names the last one run), 0 with the failing
+ * check's name and its output (bounded, may be ""). */
+typedef struct {
+    uint8_t ok;           /* 0 or 1 */
+    char check[LINK_MAX_STR + 1];
+    char output[LINK_MAX_TAIL + 1]; /* lines; no NUL */
+} link_health;
+
+/* An injected fault (inject.h): send SIGNAL (SIGKILL or SIGSTOP only) to
+ * RANK's process group; with SIGSTOP and DURATION_MS > 0, SIGCONT after
+ * that long (0: stopped until it ends).  DURATION_MS is 0 with SIGKILL. */
+typedef struct {
+    uint32_t rank;        /* global rank, one of the agent's */
+    uint8_t signal;
+    uint32_t duration_ms;
+} link_inject;
+
 /* A decoded frame; only the member of TYPE is valid.  HEARTBEAT and BYE
  * have no payload. */
 typedef struct {
@@ -186,6 +208,8 @@ typedef struct {
         link_all_exited all_exited;
         link_host host;
         link_stop stop;
+        link_health health;
+        link_inject inject;
     } u;
 } link_frame;
 
