@@ -1065,7 +1065,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
                                cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped};
+                               cb_values_dropped, NULL};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
         return -1;
