@@ -122,7 +122,7 @@ static const char *fixture(void)
 static ss_http *start_(const char *host, const char *token, ss_live *live)
 {
     char err[512] = "";
-    ss_http_config cfg = {host, 0, 0, fixture(), live, token};
+    ss_http_config cfg = {host, 0, 0, fixture(), live, token, NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h)
         fprintf(stderr, "  ss_http_start: %s\n", err);
@@ -377,7 +377,7 @@ static void authorization_decision(void)
 static void token_required_beyond_loopback(void)
 {
     char err[256] = "";
-    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL};
+    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL, NULL, NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "token") != NULL);
 
@@ -481,7 +481,8 @@ static void busy_port(void)
     getsockname(fd, (struct sockaddr *)&a, &len);
     uint16_t held = ntohs(a.sin_port);
     char err[256] = "";
-    ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL};
+    ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL, NULL,
+                          NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "in use") != NULL);
     cfg.fallback = 1;
@@ -663,7 +664,7 @@ static ss_http *start_limited_(const char *host, const char *token,
                                unsigned timeout_ms)
 {
     char err[512] = "";
-    ss_http_config cfg = {host, 0, 0, fixture(), NULL, token};
+    ss_http_config cfg = {host, 0, 0, fixture(), NULL, token, NULL, NULL};
     ss_http_limits lim = {max_conns, per_address, timeout_ms};
     ss_http *h = ss_http_start_limited(&cfg, &lim, err, sizeof err);
     if (!h)
