@@ -7,6 +7,7 @@
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope profile [RUN] --ranks L --seconds S  torch.profiler on ranks
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
@@ -25,6 +26,7 @@
 #include "run.h"
 #include "serve.h"
 #include "stepscope.h"
+#include "profile_cmd.h"
 #include "top.h"
 #include "trace.h"
 #include "web_assets.h"
@@ -50,6 +52,9 @@ static void usage(FILE *out)
             "                                     Chrome trace (JSON)\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  profile [RUN] --ranks LIST --seconds S\n"
+            "                                     torch.profiler traces of chosen\n"
+            "                                     ranks of a running --auto job\n"
             "  guard [--db PATH] [--name NAME] [RUN]\n"
             "                                     did the run regress against the\n"
             "                                     comparable runs before it (exit 1)\n"
@@ -81,6 +86,8 @@ int main(int argc, char **argv)
         return ss_serve_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return ss_profile_main(argc - 1, argv + 1);
     if (strcmp(cmd, "guard") == 0)
         return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
