@@ -312,7 +312,7 @@ int ss_profile_parse_ranks(const char *text, uint32_t world, uint8_t *sel,
                 sel[r] = 1;
                 n++;
             }
-        if (*s == ',')
+        if (*s == ',' && s[1])
             s++;
         else if (*s)
             goto bad;
