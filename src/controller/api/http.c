@@ -1010,6 +1010,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                "(Authorization: Bearer TOKEN or ?token=TOKEN)");
         if (post && is_metrics)
             return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+        /* A web page may POST to a loopback server without the token:
+         * browsers send Origin with it, stepscope's clients never do. */
+        if (post && MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                "Origin"))
+            return reply_error(c, MHD_HTTP_FORBIDDEN, "POST from a web page "
+                               "(an Origin header) is refused");
         return is_metrics ? serve_metrics(h, c)
                           : serve_api(h, c, path,
                                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0,

@@ -460,6 +460,12 @@ static void profile_endpoint(void)
     CHECK_EQ_INT(r.status, 405);
     free(r.body);
     CHECK_EQ_INT(profile_calls, calls);
+    /* a cross-site POST from a browser, even with the token */
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=0&seconds=2&token=abc123",
+                 "Origin: http://evil.example\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 403);
+    free(r.body);
+    CHECK_EQ_INT(profile_calls, calls);
     ss_http_stop(h);
     ss_live_destroy(l);
 }
