@@ -749,6 +749,43 @@ static PyObject *m_collective_end(PyObject *m, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ---- on-demand profiling (auto mode; stepscope.h ss_profile_*) ---- */
+
+static PyObject *m_profile_enable(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(ss_profile_enable() == 0);
+}
+
+/* _profile_poll(): (request_id, duration_ms, dir) of the pending request,
+ * taken, or None (one atomic load when there is none). */
+static PyObject *m_profile_poll(PyObject *m, PyObject *unused)
+{
+    ss_profile_request req;
+    if (!ss_profile_poll(&req))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(kks)", (unsigned long)req.request_id,
+                         (unsigned long)req.duration_ms, req.dir);
+}
+
+/* _profile_done(request_id, ok, marker_ns, text): the answer. */
+static PyObject *m_profile_done(PyObject *m, PyObject *const *args,
+                                Py_ssize_t nargs)
+{
+    int64_t marker;
+    if (check_nargs("_profile_done", nargs, 4, 4) < 0 ||
+        parse_ns(args[2], &marker) < 0)
+        return NULL;
+    unsigned long id = PyLong_AsUnsignedLong(args[0]);
+    int ok = PyObject_IsTrue(args[1]);
+    const char *text = PyUnicode_AsUTF8(args[3]);
+    if (PyErr_Occurred() || ok < 0 || !text)
+        return NULL;
+    int rc = ss_profile_done((uint32_t)id, ok, marker, text);
+    if (rc != 0)
+        return ss_error(rc, "cannot answer profile request %lu", id);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_metric(PyObject *m, PyObject *const *args,
                           Py_ssize_t nargs)
 {
@@ -1000,6 +1037,10 @@ static PyMethodDef module_methods[] = {
      NULL},
     {"_collective_begin", m_collective_begin, METH_O, NULL},
     {"_collective_end", m_collective_end, METH_NOARGS, NULL},
+    {"_profile_enable", m_profile_enable, METH_NOARGS, NULL},
+    {"_profile_poll", m_profile_poll, METH_NOARGS, NULL},
+    {"_profile_done", (PyCFunction)(void (*)(void))m_profile_done,
+     METH_FASTCALL, NULL},
     {"_explicit", m_explicit, METH_NOARGS, NULL},
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},

@@ -8,6 +8,7 @@
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope goodput [RUN | --name NAME]          goodput, MTBF and MTTR
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope profile [RUN] --ranks L --seconds S  torch.profiler on ranks
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
@@ -29,6 +30,7 @@
 #include "serve.h"
 #include "stacks_cmd.h"
 #include "stepscope.h"
+#include "profile_cmd.h"
 #include "top.h"
 #include "trace.h"
 #include "web_assets.h"
@@ -60,6 +62,9 @@ static void usage(FILE *out)
             "  stacks [--db PATH] [--url URL] [RUN] [--native] [--json]\n"
             "                                     every rank's stacks of a running\n"
             "                                     job, grouped, the outlier first\n"
+            "  profile [RUN] --ranks LIST --seconds S\n"
+            "                                     torch.profiler traces of chosen\n"
+            "                                     ranks of a running --auto job\n"
             "  guard [--db PATH] [--name NAME] [RUN]\n"
             "                                     did the run regress against the\n"
             "                                     comparable runs before it (exit 1)\n"
@@ -93,6 +98,8 @@ int main(int argc, char **argv)
         return ss_stacks_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return ss_profile_main(argc - 1, argv + 1);
     if (strcmp(cmd, "guard") == 0)
         return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)

@@ -48,6 +48,7 @@
 #include "lifecycle.h"
 #include "nodeconf.h"
 #include "numparse.h"
+#include "profile.h"
 #include "rank_env.h"
 #include "live.h"
 #include "runlock.h"
@@ -1007,6 +1008,28 @@ static void join_command(char **argv, char *out, size_t outlen)
     }
 }
 
+/* The profiler of `stepscope profile` (profile.h), writing into the
+ * store's PATH.d/profiles/run-ID; NULL with a reason in ERR. */
+static ss_profiler *run_profiler_start(run_ctx *r, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    if (ss_store_profile_dir(r->db_path, r->run_id, dir, sizeof dir) != 0) {
+        snprintf(err, errlen, "no directory for profiles: %s",
+                 strerror(errno));
+        return NULL;
+    }
+    ss_profiler_config pc = {&r->loop, NULL, r->store, r->live, r->run_id,
+                             r->attempt, r->nprocs, dir};
+    return ss_profiler_start(&pc, err, errlen);
+}
+
+static void cb_profile_done(void *ctx, uint32_t rank,
+                            const wire_profile_done *pd)
+{
+    run_ctx *r = ctx;
+    ss_profiler_on_done(r->profiler, rank, pd);
+}
+
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -1029,10 +1052,16 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     }
     char hex[2 * WIRE_TOKEN_SIZE + 1];
     wire_token_format(r->token, hex);
+    r->profiler = run_profiler_start(r, herr, sizeof herr);
+    if (!r->profiler)
+        fprintf(stderr, "stepscope: note: %s (`stepscope profile` will not "
+                "work for this run)\n", herr);
     ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
                            r->live, hex,
                            r->stacks ? ss_stack_service_http : NULL,
-                           r->stacks};
+                           r->stacks,
+                           r->profiler ? ss_profiler_http : NULL,
+                           r->profiler};
     r->http = ss_http_start(&hcfg, herr, sizeof herr);
     if (!r->http) {
         snprintf(err, errlen, "HTTP server: %s", herr);
@@ -1189,8 +1218,10 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
                                cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped, cb_resumed};
+                               cb_values_dropped, cb_resumed,
+                               cb_profile_done};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
+    ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
         return -1;
 
@@ -1482,6 +1513,7 @@ int ss_run_main(int argc, char **argv)
     run_nodes_close(r);
     if (r->ingest)
         ss_ingest_close(r->ingest);
+    ss_profiler_close(r->profiler);
     ss_host_watch_close(r->host);
     ss_stack_service_close(r->stacks);
     uv_walk(&r->loop, close_walk, NULL);
@@ -1489,6 +1521,7 @@ int ss_run_main(int argc, char **argv)
     uv_loop_close(&r->loop);
     ss_http_live_file_remove(r->live_file);
     ss_http_stop(r->http);
+    ss_profiler_free(r->profiler); /* no HTTP worker calls in any more */
     ss_live_destroy(r->live);
     ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
     ss_aggregator_destroy(r->agg);

@@ -147,6 +147,7 @@ typedef struct {
     int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
+    struct ss_profiler *profiler; /* `stepscope profile`; NULL if none */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
     /* multi-node state (run_nodes.c) */
     link_secret secret;

@@ -530,4 +530,25 @@ int ss_reader_stack_snapshot(ss_reader *r, int64_t run_id, int64_t attempt,
                              ss_stack_snapshot_row *row);
 void ss_stack_snapshot_row_clear(ss_stack_snapshot_row *row);
 
+/* ---- on-demand profiles (docs/store.md, `profiles`) ---- */
+
+/* One rank's part of a profile request; path, host and message NULL where
+ * unknown, marker_ns SS_MISSING. */
+typedef struct {
+    int64_t request_id, rank;
+    ss_wall_ns requested_at;
+    int64_t duration_ms;
+    char *status, *path, *host, *message;
+    int64_t marker_ns;
+} ss_profile_row;
+
+/* The profiles of ATTEMPT of RUN_ID (REQUEST_ID > 0: only that request),
+ * by request then rank, into *ROWS (*N).  None, or a store older than
+ * schema version 12, is not an error.  SS_READ_NOT_FOUND when there is
+ * no such run. */
+int ss_reader_profiles(ss_reader *r, int64_t run_id, int64_t attempt,
+                       int64_t request_id, ss_profile_row **rows, size_t *n);
+/* Frees ROWS[0..N) and the array; NULL is a no-op. */
+void ss_profile_rows_free(ss_profile_row *rows, size_t n);
+
 #endif

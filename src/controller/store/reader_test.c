@@ -467,6 +467,7 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
+                              "DROP TABLE profiles;"
                               "DROP TABLE nodes;"
                               "ALTER TABLE attempts DROP COLUMN ended_at;"
                               "ALTER TABLE attempts DROP COLUMN cause;"

@@ -85,6 +85,7 @@ typedef enum {
     IT_ATTEMPT_FACTS,
     IT_RANK,
     IT_NODE,
+    IT_PROFILE,
     IT_STEP,
     IT_FINDING,
     IT_EVENT,
@@ -145,6 +146,7 @@ typedef struct item {
         ss_attempt_facts facts;
         ss_rank_info rank;
         ss_node_info node;
+        ss_profile_info profile;
         step_item step;
         struct {
             ss_finding f;
@@ -199,6 +201,7 @@ enum {
     ST_ATTEMPT_FACTS,
     ST_RANK,
     ST_NODE,
+    ST_PROFILE,
     ST_STEP,
     ST_PHASE,
     ST_SYNC,
@@ -269,6 +272,16 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "clock_bound_ns), "
                 "lost_reason = coalesce(excluded.lost_reason, lost_reason), "
                 "lost_at_step = coalesce(excluded.lost_at_step, lost_at_step)",
+    [ST_PROFILE] = "INSERT INTO profiles(run_id, attempt, request_id, rank, "
+                   "requested_at, duration_ms, status, path, host, message, "
+                   "marker_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                   "?10, ?11) "
+                   "ON CONFLICT (run_id, attempt, request_id, rank) DO "
+                   "UPDATE SET status = excluded.status, "
+                   "path = coalesce(excluded.path, path), "
+                   "host = coalesce(excluded.host, host), "
+                   "message = coalesce(excluded.message, message), "
+                   "marker_ns = coalesce(excluded.marker_ns, marker_ns)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
                 "finalized_at, world_size, n_present, n_missing, "
                 "missing_ranks, step_n, step_min, step_median, step_p90, "
@@ -945,6 +958,22 @@ static int apply_item(ss_store *s, const item *it)
         bind_opt_int(q, 14, n->lost_at_step);
         return run_stmt(s, q, "writing a node");
     }
+    case IT_PROFILE: {
+        const ss_profile_info *p = &it->u.profile;
+        q = s->st[ST_PROFILE];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, p->attempt);
+        sqlite3_bind_int64(q, 3, p->request_id);
+        sqlite3_bind_int64(q, 4, p->rank);
+        sqlite3_bind_int64(q, 5, p->requested_at);
+        sqlite3_bind_int64(q, 6, p->duration_ms);
+        sqlite3_bind_text(q, 7, p->status, -1, SQLITE_STATIC);
+        bind_known_text(q, 8, p->path);
+        bind_known_text(q, 9, p->host);
+        bind_known_text(q, 10, p->message);
+        bind_opt_int(q, 11, p->marker_ns);
+        return run_stmt(s, q, "writing a profile");
+    }
     case IT_STEP:
         return apply_step(s, it->run_id, &it->u.step);
     case IT_FINDING: {
@@ -1145,6 +1174,7 @@ static void tally_item(ss_store *s, const item *it, int stored,
     case IT_RANK:
     case IT_NODE:
     case IT_STACKS:
+    case IT_PROFILE:
         if (!stored)
             o->other_lost++;
         break;
@@ -1609,6 +1639,22 @@ void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n)
     it->u.node.addr[sizeof n->addr - 1] = '\0';
     it->u.node.state[sizeof n->state - 1] = '\0';
     it->u.node.lost_reason[sizeof n->lost_reason - 1] = '\0';
+    enqueue(s, it);
+}
+
+void ss_store_put_profile(ss_store *s, int64_t run_id,
+                          const ss_profile_info *p)
+{
+    item *it = item_new(IT_PROFILE, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_PROFILE, 0, "a profile");
+        return;
+    }
+    it->u.profile = *p;
+    it->u.profile.status[sizeof p->status - 1] = '\0';
+    it->u.profile.path[sizeof p->path - 1] = '\0';
+    it->u.profile.host[sizeof p->host - 1] = '\0';
+    it->u.profile.message[sizeof p->message - 1] = '\0';
     enqueue(s, it);
 }
 

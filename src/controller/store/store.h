@@ -152,6 +152,27 @@ void ss_node_info_init(ss_node_info *n);
  * line on stderr, counted in the outcome's other_lost, nothing written. */
 void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n);
 
+/* One rank's part of an on-demand profile request (docs/store.md,
+ * `profiles`).  Text fields "" and marker_ns SS_MISSING are left as they
+ * are by an update; the others are always written. */
+typedef struct {
+    uint32_t attempt;
+    uint32_t request_id;
+    uint32_t rank;
+    ss_wall_ns requested_at;
+    uint32_t duration_ms;
+    char status[16];   /* "requested", "done", "failed", "unsupported",
+                          "not_connected", "timeout" */
+    char path[256];    /* the trace file, on HOST */
+    char host[256];
+    char message[256]; /* why there is no trace */
+    int64_t marker_ns; /* controller's CLOCK_MONOTONIC of the marker */
+} ss_profile_info;
+
+/* Queues an upsert of P for RUN_ID by (run, attempt, request, rank). */
+void ss_store_put_profile(ss_store *s, int64_t run_id,
+                          const ss_profile_info *p);
+
 /* Copies a finalized step (aggregates, per-phase, per-sync, and per-rank
  * rows subject to retention). */
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,

@@ -328,6 +328,29 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE attempts ADD COLUMN first_step INTEGER;"
     "ALTER TABLE attempts ADD COLUMN last_step INTEGER;"
     "ALTER TABLE attempts ADD COLUMN resumed_from INTEGER;",
+
+    /* 12: on-demand profiles (docs/debug.md#profiling, docs/store.md),
+     * one row per request and rank: when it was asked for (wall ns), for
+     * how long (ms), its status ('requested', 'done', 'failed',
+     * 'unsupported', 'not_connected', 'timeout'), the trace file's path
+     * and the host it lies on (NULL until done), why it failed (NULL
+     * otherwise), and the controller-clock CLOCK_MONOTONIC ns of the
+     * trace's "stepscope::clock" event, which aligns it with the steps
+     * (NULL until done).  Runs recorded before this version have none. */
+    "CREATE TABLE profiles ("
+    "  run_id       INTEGER NOT NULL,"
+    "  attempt      INTEGER NOT NULL,"
+    "  request_id   INTEGER NOT NULL,"
+    "  rank         INTEGER NOT NULL,"
+    "  requested_at INTEGER NOT NULL,"
+    "  duration_ms  INTEGER NOT NULL,"
+    "  status       TEXT NOT NULL,"
+    "  path         TEXT,"
+    "  host         TEXT,"
+    "  message      TEXT,"
+    "  marker_ns    INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, request_id, rank)"
+    ");",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

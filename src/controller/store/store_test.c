@@ -269,6 +269,7 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "DROP TABLE profiles;"
                           "DROP TABLE nodes;"
                           "ALTER TABLE attempts DROP COLUMN ended_at;"
                           "ALTER TABLE attempts DROP COLUMN cause;"
@@ -598,6 +599,65 @@ static void attempt_facts(void)
                                "attempt = 1 AND cause IS NULL AND "
                                "resumed_from IS NULL"),
                  1);
+}
+
+/* Profiles are upserted by (run, attempt, request, rank): the answer
+ * keeps the request's time and duration, and the reader gives them back
+ * by request. */
+static void writes_and_reads_profiles(void)
+{
+    char path[600], err[256];
+    testing_tmp_path("profiles.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    ss_profile_info p;
+    memset(&p, 0, sizeof p);
+    p.request_id = 3;
+    p.rank = 1;
+    p.requested_at = 1700000001;
+    p.duration_ms = 2000;
+    p.marker_ns = SS_MISSING;
+    snprintf(p.status, sizeof p.status, "requested");
+    ss_store_put_profile(s, run, &p);
+    p.rank = 2;
+    snprintf(p.status, sizeof p.status, "unsupported");
+    snprintf(p.message, sizeof p.message, "rank 2 does not run auto mode");
+    ss_store_put_profile(s, run, &p);
+    ss_profile_info done;
+    memset(&done, 0, sizeof done);
+    done.request_id = 3;
+    done.rank = 1;
+    done.requested_at = 1700000005;
+    done.duration_ms = 2000;
+    snprintf(done.status, sizeof done.status, "done");
+    snprintf(done.path, sizeof done.path, "/data/p/rank1.json");
+    snprintf(done.host, sizeof done.host, "gpu-a");
+    done.marker_ns = 123456789;
+    ss_store_put_profile(s, run, &done);
+    ss_store_close(s);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_profile_row *rows;
+    size_t n;
+    CHECK_EQ_INT(ss_reader_profiles(r, run, 0, 3, &rows, &n), 0);
+    REQUIRE(n == 2);
+    CHECK_EQ_INT(rows[0].rank, 1);
+    CHECK_STR(rows[0].status, "done");
+    CHECK_STR(rows[0].path, "/data/p/rank1.json");
+    CHECK_STR(rows[0].host, "gpu-a");
+    CHECK(rows[0].message == NULL);
+    CHECK(rows[0].marker_ns == 123456789);
+    CHECK(rows[0].requested_at == 1700000001); /* the request's */
+    CHECK_STR(rows[1].status, "unsupported");
+    CHECK(rows[1].path == NULL);
+    CHECK(rows[1].marker_ns == SS_MISSING);
+    ss_profile_rows_free(rows, n);
+    CHECK_EQ_INT(ss_reader_profiles(r, run, 0, 4, &rows, &n), 0);
+    CHECK(n == 0);
+    ss_profile_rows_free(rows, n);
+    ss_reader_close(r);
 }
 
 static void writes_everything_and_reads_back(void)
@@ -1080,6 +1140,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
           TEST(writes_and_upserts_nodes), TEST(attempt_facts),
+          TEST(writes_and_reads_profiles),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),

@@ -158,6 +158,24 @@ static int locate(const opts *o, view *v, char *err, size_t errlen)
     return 0;
 }
 
+int ss_top_find_live(const char *db, const char *url, const char *token,
+                     const char *run, char *url_out, size_t url_cap,
+                     char *token_out, size_t token_cap, int64_t *run_id,
+                     char *err, size_t errlen)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.db = db, o.url = url, o.token = token, o.run = run;
+    view v;
+    memset(&v, 0, sizeof v);
+    if (locate(&o, &v, err, errlen) != 0)
+        return -1;
+    copy(url_out, url_cap, v.url);
+    copy(token_out, token_cap, v.token);
+    *run_id = v.run_id;
+    return 0;
+}
+
 /* ---- refreshing ---- */
 
 /* GETs PATH as JSON.  Returns the document, or NULL with v->problem set
