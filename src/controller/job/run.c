@@ -1268,6 +1268,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
         ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
     run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
+    if (r->health_notes[0])
+        run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);

@@ -68,7 +68,8 @@ int run_health_first(run_ctx *r, char *err, size_t errlen)
     ss_health_config cfg = node0_config(r);
     ss_health_result res;
     if (ss_health_run(&cfg, &res) == 0) {
-        run_event(r, "health_check", -1, "node 0 passed: %s", res.notes);
+        /* said after run_started, the run's first event */
+        snprintf(r->health_notes, sizeof r->health_notes, "%s", res.notes);
         return 0;
     }
     run_health_failed(r, 0, res.check, res.output);

@@ -163,6 +163,8 @@ typedef struct {
                                  ss_stack_service_capture for the run */
     /* health checks and injected faults (run_inject.c) */
     int health_failed;      /* a node failed its check: cause health_check */
+    char health_notes[512]; /* what node 0's passed checks saw, for the
+                               event after run_started */
     int inject_ended;       /* index of the injection charged with the
                                attempt's failure; -1: none fired */
     uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
