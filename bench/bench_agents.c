@@ -61,11 +61,11 @@ typedef struct {
     uint32_t agents, ranks;
     double rate, seconds, warmup;
     unsigned port;
-    const char *stepscope, *dir;
+    const char *stepscope, *dir, *samples;
     int keep;
 } options;
 
-static options o = {8, 8, 10, 20, 0, 29640, NULL, NULL, 0};
+static options o = {8, 8, 10, 20, 0, 29640, NULL, NULL, NULL, 0};
 static link_secret g_secret;
 static int64_t g_t0_mono;  /* step s ends at g_t0_mono + (s + 1) * period */
 static uint64_t g_steps;
@@ -493,6 +493,7 @@ static void *agent_main(void *arg)
 
 typedef struct {
     double t, cpu_pct, rss_mib, gen_cpu_pct;
+    double anon_mib, file_mib, shmem_mib; /* the parts of RSS */
 } sample;
 
 static int proc_cpu_ticks(pid_t pid, long long *ticks)
@@ -514,18 +515,25 @@ static int proc_cpu_ticks(pid_t pid, long long *ticks)
     return 0;
 }
 
-static double proc_rss_mib(pid_t pid)
+/* Fills S's RSS and its anonymous, file and shared-memory parts (MiB). */
+static void proc_rss(pid_t pid, sample *s)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "VmRSS: %ld", &kib) == 1)
-            break;
+    long rss = -1, anon = -1, file = -1, shmem = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "VmRSS: %ld", &rss);
+        sscanf(line, "RssAnon: %ld", &anon);
+        sscanf(line, "RssFile: %ld", &file);
+        sscanf(line, "RssShmem: %ld", &shmem);
+    }
     if (f)
         fclose(f);
-    return kib / 1024.0;
+    s->rss_mib = rss / 1024.0;
+    s->anon_mib = anon / 1024.0;
+    s->file_mib = file / 1024.0;
+    s->shmem_mib = shmem / 1024.0;
 }
 
 static double self_cpu_s(void)
@@ -579,7 +587,9 @@ static void usage(void)
             "usage: bench_agents [--agents N] [--ranks M] [--rate R] "
             "[--seconds S]\n"
             "                    [--port P] [--stepscope PATH] [--dir DIR] "
-            "[--warmup S] [--keep]\n");
+            "[--warmup S] [--keep]\n"
+            "                    [--samples CSV]   (t is seconds from the "
+            "first step)\n");
     exit(2);
 }
 
@@ -597,6 +607,7 @@ int main(int argc, char **argv)
         {"dir", required_argument, NULL, 'd'},
         {"warmup", required_argument, NULL, 'w'},
         {"keep", no_argument, NULL, 'k'},
+        {"samples", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -610,6 +621,7 @@ int main(int argc, char **argv)
         case 'd': o.dir = optarg; break;
         case 'w': o.warmup = atof(optarg); break;
         case 'k': o.keep = 1; break;
+        case 'c': o.samples = optarg; break;
         default: usage();
         }
     }
@@ -725,9 +737,11 @@ int main(int argc, char **argv)
             ticks_run1 = ticks;
             gen_run1 = gen;
         }
-        if (ns < MAX_SAMPLES)
-            samples[ns++] = (sample){t, 100.0 * (ticks - prev) / hz,
-                                     proc_rss_mib(ctl), 100.0 * (gen - prev_gen)};
+        if (ns < MAX_SAMPLES) {
+            samples[ns] = (sample){t, 100.0 * (ticks - prev) / hz, 0,
+                                   100.0 * (gen - prev_gen), 0, 0, 0};
+            proc_rss(ctl, &samples[ns++]);
+        }
         prev = ticks;
         prev_gen = gen;
     }
@@ -736,11 +750,27 @@ int main(int argc, char **argv)
         pthread_join(ag[i].thread, NULL);
     double gen_total = self_cpu_s() - gen0;
 
-    printf("\n   t(s)  controller CPU%%    RSS MiB   generator CPU%%\n");
+    /* the controller's last sample may be of a process already ending */
+    while (ns > 0 && samples[ns - 1].rss_mib <= 0)
+        ns--;
+    FILE *cf = o.samples ? fopen(o.samples, "w") : NULL;
+    if (cf) {
+        fprintf(cf, "t_s,controller_cpu_pct,controller_rss_mib,anon_mib,"
+                    "file_mib,shmem_mib,generator_cpu_pct\n");
+        for (size_t i = 0; i < ns; i++)
+            fprintf(cf, "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f\n", samples[i].t,
+                    samples[i].cpu_pct, samples[i].rss_mib,
+                    samples[i].anon_mib, samples[i].file_mib,
+                    samples[i].shmem_mib, samples[i].gen_cpu_pct);
+        fclose(cf);
+    }
+    printf("\n   t(s)  controller CPU%%    RSS MiB  (anon  shmem)   "
+           "generator CPU%%\n");
     for (size_t i = 0; i < ns; i++)
         if (i % 5 == 4 || i + 1 == ns || samples[i].t < 1)
-            printf("  %5.0f  %14.1f  %9.1f  %15.1f\n", samples[i].t,
-                   samples[i].cpu_pct, samples[i].rss_mib,
+            printf("  %5.0f  %14.1f  %9.1f  %6.1f %6.1f  %15.1f\n",
+                   samples[i].t, samples[i].cpu_pct, samples[i].rss_mib,
+                   samples[i].anon_mib, samples[i].shmem_mib,
                    samples[i].gen_cpu_pct);
     double rss_min = 1e18, rss_max = 0, rss_at10 = -1;
     for (size_t i = 0; i < ns; i++)
