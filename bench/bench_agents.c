@@ -70,6 +70,7 @@ static link_secret g_secret;
 static int64_t g_t0_mono;  /* step s ends at g_t0_mono + (s + 1) * period */
 static uint64_t g_steps;
 static atomic_int g_failed;
+static atomic_int g_ctl_gone; /* the controller exited: agents give up */
 static atomic_uint_fast64_t g_frames, g_bytes;
 
 static const char *k_names[] = {"data", "forward", "backward", "optimizer",
@@ -266,7 +267,7 @@ static int connect_link(agent *a)
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)(o.port + 1)),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    while (mono_ns() < deadline) {
+    while (mono_ns() < deadline && !atomic_load(&g_ctl_gone)) {
         a->fd = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(a->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
             int one = 1;
@@ -746,6 +747,7 @@ int main(int argc, char **argv)
         prev_gen = gen;
     }
     int64_t ctl_end = mono_ns();
+    atomic_store(&g_ctl_gone, 1);
     for (uint32_t i = 0; i < o.agents; i++)
         pthread_join(ag[i].thread, NULL);
     double gen_total = self_cpu_s() - gen0;
@@ -797,6 +799,8 @@ int main(int argc, char **argv)
     }
     sqlite3_close(sdb);
     double run_s = o.seconds;
+    if (ns == 0)
+        printf("  (no sample: the controller ended at once)\n");
     double ctl_cpu_run = ticks_run1 >= 0 && ticks_run0 >= 0
                              ? 100.0 * (double)(ticks_run1 - ticks_run0) / hz / run_s
                              : -1;
