@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -582,6 +583,12 @@ static pid_t start_controller(const char *self, const char *token,
     _exit(127);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    return remove(path);
+}
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -840,15 +847,8 @@ int main(int argc, char **argv)
         fclose(lf);
     }
     if (!o.keep && !o.dir) {
-        unlink(token);
-        unlink(db);
-        char wal[PATH_MAX + 32];
-        snprintf(wal, sizeof wal, "%s-wal", db);
-        unlink(wal);
-        snprintf(wal, sizeof wal, "%s-shm", db);
-        unlink(wal);
-        unlink(log);
-        rmdir(dir);
+        /* the token, the store and the ranks' logs beside it */
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     } else {
         printf("kept %s\n", dir);
     }
