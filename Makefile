@@ -14,7 +14,7 @@ BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
 
-.PHONY: all deps test unit asan fuzz demo bench bench-torch bench-accuracy clean
+.PHONY: all deps test unit asan fuzz demo bench bench-agents bench-torch bench-accuracy clean
 
 all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -48,6 +48,12 @@ demo: all
 
 bench: all
 	scripts/bench.sh
+
+# The multi-node controller under 64 agents x 64 ranks at 10 steps/s over
+# TCP for a minute (docs/performance.md, "Many nodes"); BENCH_ARGS overrides,
+# e.g. BENCH_ARGS="--agents 128 --ranks 128 --rate 1 --seconds 60".
+bench-agents: all
+	$(BUILD)/bench/bench_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --rate 10 --seconds 60)
 
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all

@@ -1112,6 +1112,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     }
     ss_store_config scfg;
     ss_store_config_defaults(&scfg);
+    ss_store_config_fit_world(&scfg, r->nprocs);
     char serr[256];
     r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
     if (!r->store) {

@@ -1315,6 +1315,15 @@ void ss_store_config_defaults(ss_store_config *cfg)
     cfg->sample_every = 100;
 }
 
+void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world)
+{
+    uint64_t want = (uint64_t)SS_STORE_QUEUE_STEPS * ((uint64_t)world + 1);
+    if (want > UINT32_MAX)
+        want = UINT32_MAX;
+    if (cfg->queue_limit < want)
+        cfg->queue_limit = (uint32_t)want;
+}
+
 int ss_store_default_path(char *out, size_t outlen)
 {
     const char *xdg = getenv("XDG_DATA_HOME");

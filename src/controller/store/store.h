@@ -38,6 +38,15 @@ typedef struct {
 
 void ss_store_config_defaults(ss_store_config *cfg);
 
+/* Steps of a whole world the queue holds before rank rows drop. */
+#define SS_STORE_QUEUE_STEPS 4
+
+/* Raises CFG's queue_limit, never lowers it, so that the queue holds
+ * SS_STORE_QUEUE_STEPS finalized steps of WORLD ranks (each step is one
+ * unit plus one per rank row): a step's rows are kept or dropped whole, so
+ * a queue smaller than one step would drop every row of every step. */
+void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world);
+
 /*
  * Opens (creating if needed) the store at PATH, migrating the schema.  With
  * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason

@@ -897,6 +897,38 @@ static void full_queue_drops_only_rank_steps(void)
     CHECK_EQ_INT(sql_int(path, "SELECT status = 'ok' FROM runs"), 1);
 }
 
+/* A step's rank rows are kept or dropped whole: a queue smaller than one
+ * step of the world dropped every row of every step, however idle the
+ * writer.  Fitted to the world, an empty queue takes whole steps. */
+static void queue_fits_the_world(void)
+{
+    char path[600];
+    testing_tmp_path("fit.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.queue_limit = 5; /* stands for 65536 against a larger world */
+    ss_store_config_fit_world(&cfg, 8);
+    CHECK_EQ_INT(cfg.queue_limit, SS_STORE_QUEUE_STEPS * 9);
+    ss_store_config big = cfg;
+    ss_store_config_fit_world(&big, 2); /* never lowers it */
+    CHECK_EQ_INT(big.queue_limit, cfg.queue_limit);
+    ss_store *s = open_store(path, &cfg, 0); /* nothing drains until flush */
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 8);
+    step_fx fx;
+    for (uint64_t step = 0; step < SS_STORE_QUEUE_STEPS; step++) {
+        fx_build(&fx, 8, step, 0); /* 1 + 8 units each */
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+    ss_store_stats st;
+    ss_store_get_stats(s, &st);
+    CHECK_EQ_INT(st.dropped_rank_steps, 0);
+    ss_store_end_run(s, run, 1700000100, 0, "ok", 0, 0);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"),
+                 8 * SS_STORE_QUEUE_STEPS);
+}
+
 /* The child writes steps as fast as it can; the parent kills it with
  * SIGKILL once it has queued STEPS_BEFORE steps and a few flush intervals
  * have passed.  Everything queued before then must be in the file, each
@@ -1144,6 +1176,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
+          TEST(queue_fits_the_world),
           TEST(survives_sigkill),
           TEST(outcome_counts_what_a_full_disk_lost),
           TEST(small_items_survive_a_batch_too_big_for_the_disk),
