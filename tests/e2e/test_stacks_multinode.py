@@ -5,7 +5,8 @@ nodes of two ranks on loopback, node 0 the controller, node 1 an agent.
 frames, a rank asleep in time.sleep on node 1 first as the outlier group;
 a hang on node 1 (a rank asleep at step 5 while the others wait in step 6,
 under --hang-timeout 3 --on-hang stop) is a `hang` finding naming it, and
-the stacks stored with it (`report`) hold node 1's ranks in time.sleep.
+the stacks stored with it (`report`) hold node 1's ranks in time.sleep, on
+loopback and on the virtual cluster of tests/netns.py (as root).
 A node whose agent does not answer leaves placeholders that say so.  After each scenario
 no process of the job is left.  No PyTorch needed: the ranks are small
 Python programs."""
@@ -17,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import STEPSCOPE  # noqa: E402
-from test_multinode import (Scenario, assert_nothing_left, finish,  # noqa: E402
-                            spawn)
+from test_multinode import (Scenario, assert_nothing_left, cluster,  # noqa: E402,F401
+                            finish, needs_netns, spawn)
 
 HERE = Path(__file__).resolve().parent
 STUCK_PY = HERE / "stacks" / "stuck_ranks.py"
@@ -26,12 +27,13 @@ STEPS_PY = HERE / "stacks" / "step_ranks.py"
 HANG_EXIT = 124
 
 
-def start(sc, cmd, extra0=(), env=None):
-    """Node 0 (with its dashboard, which `stepscope stacks` asks) and node 1."""
+def start(sc, cmd, extra0=(), env=None, cluster=None):
+    """Node 0 (with its dashboard, which `stepscope stacks` asks) and node 1,
+    on loopback or on the nodes of CLUSTER."""
     argv0 = [a for a in sc.argv(0, cmd, extra0) if a != "--no-http"]
     env = dict(sc.env, **(env or {}))
-    p0 = spawn(None, 0, argv0, env)
-    p1 = spawn(None, 1, sc.argv(1, cmd), env)
+    p0 = spawn(cluster, 0, argv0, env)
+    p1 = spawn(cluster, 1, sc.argv(1, cmd), env)
     return p0, p1
 
 
@@ -110,11 +112,13 @@ def test_stacks_show_the_ranks_of_node_1(tmp_path):
         assert_nothing_left(sc)
 
 
-def test_a_hang_on_node_1_is_named_with_its_stacks(tmp_path):
-    sc = Scenario(tmp_path)
+def hang_on_node_1(tmp_path, cluster=None):
+    """A hang on node 1: the finding names rank 3, the stacks stored with it
+    hold every node's ranks, rank 3 in time.sleep; returns them."""
+    sc = Scenario(tmp_path, **({"master_addr": cluster.addr(0)} if cluster else {}))
     procs = start(sc, [sys.executable, str(STEPS_PY)],
                   extra0=("--hang-timeout", "3", "--on-hang", "stop"),
-                  env={"STUCK_RANK": "3", "STUCK_AT": "5"})
+                  env={"STUCK_RANK": "3", "STUCK_AT": "5"}, cluster=cluster)
     try:
         (rc0, _, err0), (rc1, _, err1) = finish(list(procs), timeout=120)
         assert rc0 == HANG_EXIT, err0
@@ -129,7 +133,7 @@ def test_a_hang_on_node_1_is_named_with_its_stacks(tmp_path):
         st = rep["stacks"]
         assert st["trigger"] == "hang", st
         doc = st["document"]
-        assert doc["ranks_total"] == 4
+        assert doc["ranks_total"] == 4 and doc["answered"] == 4, doc
         assert [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]
         assert in_sleep(doc["ranks"][3]), doc["ranks"][3]
         assert funcs(doc["ranks"][2])[-1] == "wait_for_peers", doc["ranks"][2]
@@ -140,9 +144,24 @@ def test_a_hang_on_node_1_is_named_with_its_stacks(tmp_path):
         assert "4 of 4 ranks answered" in section, section
         assert section.splitlines()[1].startswith("  rank 3 (1): "), section
         assert "load_batch: time.sleep(100000)" in section, section
+        return doc
     finally:
         stop(procs)
-        assert_nothing_left(sc)
+        assert_nothing_left(sc, cluster)
+
+
+def test_a_hang_on_node_1_is_named_with_its_stacks(tmp_path):
+    hang_on_node_1(tmp_path)
+
+
+@needs_netns
+def test_a_hang_on_node_1_across_namespaces(tmp_path, cluster):
+    """The same on the virtual cluster: node 1 is another host (its own
+    network and host name), and its ranks' objects say so."""
+    doc = hang_on_node_1(tmp_path, cluster)
+    hosts = [r["host"] for r in doc["ranks"]]
+    assert hosts[0] == hosts[1] and hosts[2] == hosts[3], hosts
+    assert hosts[0] != hosts[2], hosts
 
 
 def test_a_silent_node_leaves_placeholders(tmp_path):
