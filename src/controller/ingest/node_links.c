@@ -354,6 +354,10 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_health)
             cb->on_health(cb->ctx, node, &f->u.health);
         return;
+    case LINK_STACKS_PART:
+        if (cb->on_stacks_part)
+            cb->on_stacks_part(cb->ctx, node, &f->u.stacks_part);
+        return;
     case LINK_BYE:
         l->said_bye = 1;
         return;
@@ -573,6 +577,19 @@ int ss_node_links_inject(ss_node_links *nl, uint32_t node,
         return -1;
     link_frame f = {.type = LINK_INJECT};
     f.u.inject = *x;
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED && l->hello.node_rank == node)
+            return link_send(l, &f, 0);
+    return -1;
+}
+
+int ss_node_links_stacks(ss_node_links *nl, uint32_t node,
+                         const link_stacks_req *req)
+{
+    if (!nl)
+        return -1;
+    link_frame f = {.type = LINK_STACKS_REQ};
+    f.u.stacks_req = *req;
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED && l->hello.node_rank == node)
             return link_send(l, &f, 0);

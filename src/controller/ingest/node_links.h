@@ -9,7 +9,7 @@
  * controller's clock by the node's latest clock estimate.  The rest of
  * what an agent says (clock estimates, rank starts and exits, host
  * evidence, the end of its ranks, its health check) goes to callbacks;
- * STOP and INJECT go the other way.  A link whose peer sends anything malformed, fails authentication
+ * STOP, INJECT and STACKS_REQ go the other way.  A link whose peer sends anything malformed, fails authentication
  * or stays silent past the heartbeat timeout is closed; a joined node's
  * link that ends without BYE is reported lost, after its channels are
  * reported gone.  Runs on the controller's libuv loop; never blocks.
@@ -49,6 +49,10 @@ typedef struct {
     void (*on_refused)(void *ctx, const char *addr, const char *why);
     /* NODE's health check before its ranks start (HEALTH). */
     void (*on_health)(void *ctx, uint32_t node, const link_health *h);
+    /* A chunk of one of NODE's ranks' stacks (STACKS_PART); P's bytes are
+     * valid during the call only. */
+    void (*on_stacks_part)(void *ctx, uint32_t node,
+                           const link_stacks_part *p);
 } ss_node_links_callbacks;
 
 typedef struct {
@@ -80,6 +84,12 @@ void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
  * Returns 0, or -1 when the node is not joined or X is malformed. */
 int ss_node_links_inject(ss_node_links *nl, uint32_t node,
                          const link_inject *x);
+
+/* Sends STACKS_REQ REQ to joined node NODE (its agent answers with
+ * STACKS_PART frames, to on_stacks_part).  Returns 0, or -1 when the node
+ * is not joined or REQ is malformed. */
+int ss_node_links_stacks(ss_node_links *nl, uint32_t node,
+                         const link_stacks_req *req);
 
 /* Stops listening and closes every link (joined nodes are not reported
  * gone).  Handles finish closing on the next loop iterations.  NULL is a

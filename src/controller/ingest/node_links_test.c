@@ -2,7 +2,8 @@
  * node_links_test.c - the controller's side of the agent link on a real
  * loop and real TCP, against a scripted agent on a thread (blocking
  * socket, the link codec): a node that joins, opens a rank connection,
- * exchanges clocks, reports exits and says goodbye; an agent with the
+ * exchanges clocks, answers a stacks request in chunks, reports exits and
+ * says goodbye; an agent with the
  * wrong secret; a node the controller refuses; a node that falls silent;
  * bytes that are not the protocol.
  */
@@ -26,6 +27,8 @@ typedef struct {
     int hellos, steps, disconnects;
     int health_ok, health_failed;
     char health_check[64], health_output[128];
+    int stacks_parts, stacks_last;
+    char stacks[128]; /* the chunks of request 9 for rank 3, joined */
     int64_t last_offset;
     char gone_why[128], refused_why[256];
     int refuse_join;
@@ -94,6 +97,21 @@ static void t_health(void *ctx, uint32_t node, const link_health *h)
     link_inject x = {2, SIGSTOP, 250};
     CHECK_EQ_INT(ss_node_links_inject(s->nl, node, &x), 0);
     CHECK_EQ_INT(ss_node_links_inject(s->nl, node + 1, &x), -1);
+    link_stacks_req q = {9, 0, 1500};
+    CHECK_EQ_INT(ss_node_links_stacks(s->nl, node, &q), 0);
+    CHECK_EQ_INT(ss_node_links_stacks(s->nl, node + 1, &q), -1);
+}
+
+static void t_stacks_part(void *ctx, uint32_t node, const link_stacks_part *p)
+{
+    seen *s = ctx;
+    s->stacks_parts++;
+    if (node != 1 || p->request_id != 9 || p->rank != 3)
+        return;
+    size_t have = strlen(s->stacks);
+    if (have + p->len < sizeof s->stacks)
+        memcpy(s->stacks + have, p->bytes, p->len);
+    s->stacks_last += p->last;
 }
 
 static void t_gone(void *ctx, uint32_t node, int clean, const char *why)
@@ -328,6 +346,22 @@ static void *run_agent(void *arg)
     a->got_inject = in.type == LINK_INJECT && in.u.inject.rank == 2 &&
                     in.u.inject.signal == SIGSTOP &&
                     in.u.inject.duration_ms == 250;
+    /* the stacks request that follows, answered in two chunks */
+    do {
+        if (!read_frame(&c, &in))
+            goto out;
+    } while (in.type == LINK_HEARTBEAT);
+    if (in.type == LINK_STACKS_REQ && in.u.stacks_req.deadline_ms == 1500) {
+        static const char obj[] = "{\"rank\":3,\"threads\":[]}";
+        link_frame sp = {.type = LINK_STACKS_PART};
+        sp.u.stacks_part = (link_stacks_part){in.u.stacks_req.request_id, 3,
+                                              0, 10, (const uint8_t *)obj};
+        send_frame(&c, &sp);
+        sp.u.stacks_part.last = 1;
+        sp.u.stacks_part.bytes = (const uint8_t *)obj + 10;
+        sp.u.stacks_part.len = sizeof obj - 1 - 10;
+        send_frame(&c, &sp);
+    }
     link_frame ex = {.type = LINK_RANK_EXIT};
     ex.u.rank_exit.rank = 2;
     send_frame(&c, &ex);
@@ -371,7 +405,7 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
                                 .handshake_timeout_ms = 2000};
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
-                                  t_health};
+                                  t_health, t_stacks_part};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -412,6 +446,9 @@ static void a_node_joins_works_and_leaves(void)
     CHECK_STR(s.health_check, "command");
     CHECK_STR(s.health_output, "exit 3\nib0 down");
     CHECK(a.got_inject);
+    CHECK_EQ_INT(s.stacks_parts, 2);
+    CHECK_EQ_INT(s.stacks_last, 1);
+    CHECK_STR(s.stacks, "{\"rank\":3,\"threads\":[]}");
 }
 
 static void a_wrong_secret_is_refused_both_ways(void)

@@ -14,6 +14,12 @@
  * looked up), each STEP is the moment to sample the host and send that
  * step's evidence (LINK_HOST).  A connection the decoder fails on is still
  * forwarded (the controller rejects it); it just gets no evidence.
+ *
+ * STACKS_REQ is answered with the same collector node 0 uses
+ * (stack_collect.h) over this node's ranks: each rank's JSON object goes
+ * back as STACKS_PART chunks.  A request while others are collected waits
+ * behind them (the collector's queue); one the queue cannot take is
+ * answered at once, every rank "no_answer" with why.
  */
 #include "agent.h"
 
@@ -34,11 +40,13 @@
 #include "health.h"
 #include "host_watch.h"
 #include "inject.h"
+#include "json.h"
 #include "launcher.h"
 #include "link_wire.h"
 #include "private_fs.h"
 #include "rank_env.h"
 #include "sockdir.h"
+#include "stack_collect.h"
 #include "store.h"
 #include "store_files.h"
 #include "wire.h"
@@ -119,6 +127,7 @@ typedef struct agent {
     uv_timer_t cont[SS_INJECT_MAX];
     int cont_pid[SS_INJECT_MAX];
     int health_running;
+    ss_stack_collector *stacks; /* created on the first STACKS_REQ */
 } agent;
 
 static int64_t mono_ns(void)
@@ -559,6 +568,97 @@ static void on_inject(agent *a, const link_inject *x)
         }
 }
 
+/* ---- stacks on request ---- */
+
+typedef struct {
+    agent *a;
+    uint32_t request_id;
+} stacks_call;
+
+/* RANK's object TEXT to the controller, in STACKS_PART chunks. */
+static void send_rank_stacks(agent *a, uint32_t request_id, uint32_t rank,
+                             const char *text)
+{
+    size_t len = strlen(text), off = 0;
+    do {
+        size_t n = len - off < LINK_MAX_STACKS_CHUNK ? len - off
+                                                     : LINK_MAX_STACKS_CHUNK;
+        link_frame f = {.type = LINK_STACKS_PART};
+        f.u.stacks_part = (link_stacks_part){request_id, rank,
+                                             off + n == len, (uint32_t)n,
+                                             (const uint8_t *)text + off};
+        if (send_frame(a, &f) != 0)
+            return;
+        off += n;
+    } while (off < len);
+}
+
+static void on_stacks_collected(void *ctx, const char *const *ranks, size_t n,
+                                double elapsed_ms)
+{
+    stacks_call *call = ctx;
+    agent *a = call->a;
+    for (size_t i = 0; a->stage != AG_ENDING && i < n; i++)
+        send_rank_stacks(a, call->request_id, a->rank_base + (uint32_t)i,
+                         ranks[i]);
+    free(call);
+}
+
+/* Every rank of the node "no_answer" for WHY. */
+static void stacks_refused(agent *a, uint32_t request_id, const char *why)
+{
+    for (uint32_t i = 0; i < a->cfg->nproc; i++) {
+        ss_buf b = {0};
+        ss_buf_printf(&b, "{\"rank\":%u,\"host\":", a->rank_base + i);
+        ss_buf_json_str(&b, a->hello.host);
+        ss_buf_puts(&b, ",\"pid\":0,\"state\":\"no_answer\",\"why\":");
+        ss_buf_json_str(&b, why);
+        ss_buf_puts(&b, ",\"threads\":[]}");
+        if (!b.oom)
+            send_rank_stacks(a, request_id, a->rank_base + i, b.data);
+        ss_buf_free(&b);
+    }
+}
+
+/* STACKS_REQ: this node's ranks' stacks, collected within the deadline. */
+static void on_stacks_req(agent *a, const link_stacks_req *q)
+{
+    if (!a->launcher) {
+        stacks_refused(a, q->request_id, "the node's ranks have not started");
+        return;
+    }
+    char exe[PATH_MAX], err[200];
+    if (!a->stacks && ss_rank_env_self_exe(exe, sizeof exe, err,
+                                           sizeof err) == 0)
+        a->stacks = ss_stack_collector_new(&a->loop, exe, a->hello.host);
+    uint32_t n = a->cfg->nproc;
+    ss_stack_target *t = calloc(n, sizeof *t);
+    char (*files)[PATH_MAX] = calloc(n, sizeof *files);
+    stacks_call *call = malloc(sizeof *call);
+    int rc = -1;
+    if (a->stacks && t && files && call) {
+        for (uint32_t i = 0; i < n; i++) {
+            snprintf(files[i], sizeof files[i], "%s/stack.%u", a->sock_dir,
+                     a->rank_base + i);
+            t[i] = (ss_stack_target){a->rank_base + i,
+                                     ss_launcher_rank_pid(a->launcher, i),
+                                     files[i]};
+        }
+        *call = (stacks_call){a, q->request_id};
+        ss_stack_options opt = {q->native, q->deadline_ms};
+        rc = ss_stack_collect(a->stacks, t, n, &opt, on_stacks_collected,
+                              call);
+    }
+    free(t);
+    free(files);
+    if (rc != 0) {
+        free(call);
+        stacks_refused(a, q->request_id, rc == -EBUSY
+                       ? "the node's agent is busy with other stacks requests"
+                       : "the node's agent could not collect (out of memory)");
+    }
+}
+
 /* ---- clocks ---- */
 
 static void on_clock_timer(uv_timer_t *t)
@@ -673,6 +773,9 @@ static void on_link_frame(agent *a, const link_frame *f)
         return;
     case LINK_INJECT:
         on_inject(a, &f->u.inject);
+        return;
+    case LINK_STACKS_REQ:
+        on_stacks_req(a, &f->u.stacks_req);
         return;
     case LINK_STOP:
         if (!a->launcher) {
@@ -949,6 +1052,7 @@ int ss_agent_main(const ss_agent_config *cfg)
         uv_run(&a->loop, UV_RUN_DEFAULT);
     }
     int status = a->status;
+    ss_stack_collector_close(a->stacks); /* its answers are not sent */
     if (a->launcher)
         ss_launcher_destroy(a->launcher);
     ss_host_watch_close(a->host);

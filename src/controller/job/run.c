@@ -1233,9 +1233,12 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
-    ss_stack_service_config stcfg = {exe, host_name, r->sock_dir,
-                                     r->nproc_local, rank_pid, r, r->store,
-                                     r->run_id, r->attempt};
+    ss_stack_service_config stcfg = {
+        .exe = exe, .host = host_name, .stack_dir = r->sock_dir,
+        .nprocs = r->nproc_local, .world = r->nprocs,
+        .remote = r->remote_stacks ? ss_remote_stacks_fetch : NULL,
+        .remote_ctx = r->remote_stacks, .pid_of = rank_pid, .pid_ctx = r,
+        .store = r->store, .run_id = r->run_id, .attempt = r->attempt};
     if (!r->stacks) {
         snprintf(err, errlen, "out of memory for the stack service");
         return -1;

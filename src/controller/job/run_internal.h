@@ -26,6 +26,7 @@
 #include "link_auth.h"
 #include "live.h"
 #include "node_links.h"
+#include "remote_stacks.h"
 #include "nodeconf.h"
 #include "rank_env.h"
 #include "runlock.h"
@@ -152,6 +153,8 @@ typedef struct {
     /* multi-node state (run_nodes.c) */
     link_secret secret;
     ss_node_links *links;   /* NULL on a single-node run */
+    ss_remote_stacks *remote_stacks; /* the other nodes' ranks' stacks;
+                                        NULL on a single-node run */
     node_slot *nodes;       /* nnodes entries */
     remote_host_slot *remote_host; /* (nprocs - nproc_local) x slots */
     int job_stopping;       /* the whole job is being stopped */

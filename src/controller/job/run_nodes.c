@@ -11,7 +11,10 @@
  * step for the aggregator.  A node whose link ends without goodbye, or
  * that has not joined within the join timeout, is lost: its ranks leave,
  * missing, an event and the summary name the node, its address and ranks
- * and the step, and the whole job is stopped (restarts come later).
+ * and the step, and the whole job is stopped (restarts come later).  The
+ * stacks of the other nodes' ranks are asked of their agents and
+ * assembled by remote_stacks.h; a node that leaves answers for its ranks
+ * with why.
  */
 #include "run_internal.h"
 
@@ -131,6 +134,10 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
         run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
         ss_live_rank_state(r->live, rank, "lost");
     }
+    char gone[160];
+    snprintf(gone, sizeof gone, "node %u %s", node,
+             strcmp(state, SS_NODE_NEVER_JOINED) ? "was lost" : "never joined");
+    ss_remote_stacks_node_gone(r->remote_stacks, node, gone);
     if (r->first_failure_status < 0) {
         r->first_failure_status = 1;
         snprintf(r->failure_text, sizeof r->failure_text, "%s", msg);
@@ -263,6 +270,10 @@ static void cb_node_gone(void *ctx, uint32_t node, int clean, const char *why)
     node_slot *s = &r->nodes[node];
     if (clean && s->all_exited) {
         s->gone = 1;
+        char gone[96];
+        snprintf(gone, sizeof gone, "node %u has ended: its ranks exited",
+                 node);
+        ss_remote_stacks_node_gone(r->remote_stacks, node, gone);
         put_node(r, node, SS_NODE_DONE, NULL, SS_MISSING);
         check_all_exited(r);
         return;
@@ -288,6 +299,41 @@ static void cb_health(void *ctx, uint32_t node, const link_health *h)
                   h->output);
     else
         run_health_failed(r, node, h->check, h->output);
+}
+
+/* ---- the other nodes' stacks (remote_stacks.h) ---- */
+
+static void cb_stacks_part(void *ctx, uint32_t node, const link_stacks_part *p)
+{
+    run_ctx *r = ctx;
+    ss_remote_stacks_part(r->remote_stacks, node, p);
+}
+
+/* Sends a STACKS_REQ to NODE, or says why it cannot be asked. */
+static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
+                      char *why, size_t whylen)
+{
+    run_ctx *r = ctx;
+    const node_slot *s = &r->nodes[node];
+    if (s->lost && !s->joined)
+        snprintf(why, whylen, "node %u never joined", node);
+    else if (s->lost)
+        snprintf(why, whylen, "node %u was lost", node);
+    else if (s->gone)
+        snprintf(why, whylen, "node %u has ended: its ranks exited", node);
+    else if (!s->joined)
+        snprintf(why, whylen, "node %u has not joined yet", node);
+    else if (ss_node_links_stacks(r->links, node, req) != 0)
+        snprintf(why, whylen, "node %u's link is closed", node);
+    else
+        return 0;
+    return -1;
+}
+
+static const char *node_host(void *ctx, uint32_t node)
+{
+    run_ctx *r = ctx;
+    return r->nodes[node].host;
 }
 
 /* ---- the rest of the wiring ---- */
@@ -328,7 +374,15 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_host,
                                   cb_node_gone,
                                   cb_refused,
-                                  cb_health};
+                                  cb_health,
+                                  cb_stacks_part};
+    ss_remote_stacks_config scfg = {r->nnodes, r->nproc_local, r,
+                                    ask_stacks, node_host, 0};
+    r->remote_stacks = ss_remote_stacks_new(&r->loop, &scfg);
+    if (!r->remote_stacks) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     r->links = ss_node_links_start(&r->loop, r->ingest, &cfg, &cb, err,
                                    errlen);
     if (!r->links)
@@ -391,6 +445,8 @@ void run_nodes_finish(run_ctx *r)
 
 void run_nodes_close(run_ctx *r)
 {
+    ss_remote_stacks_close(r->remote_stacks); /* its fetches answer now */
+    r->remote_stacks = NULL;
     ss_node_links_close(r->links);
     r->links = NULL;
 }

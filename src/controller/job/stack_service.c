@@ -44,6 +44,8 @@ struct ss_stack_service {
     int closed;                    /* guarded by mu */
 };
 
+/* One capture: the local collection and the remote fetch run at once;
+ * the document is built when both have answered. */
 typedef struct {
     ss_stack_service *s;
     int native;
@@ -51,6 +53,11 @@ typedef struct {
     int64_t finding_id;
     ss_stack_capture_cb cb;
     void *ctx;
+    int pending;      /* parts not yet answered: local, remote */
+    int oom;
+    struct timespec started;
+    uint32_t world;
+    char **ranks;     /* WORLD objects, owned; NULL where none came */
 } capture;
 
 static ss_wall_ns wall_now(void)
@@ -60,15 +67,46 @@ static ss_wall_ns wall_now(void)
     return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void on_collected(void *arg, const char *const *ranks, size_t n,
-                         double elapsed_ms)
+static double ms_since(const struct timespec *t0)
 {
-    capture *call = arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) * 1e3 +
+           (double)(now.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void capture_free(capture *call)
+{
+    for (uint32_t i = 0; i < call->world; i++)
+        free(call->ranks[i]);
+    free(call->ranks);
+    free(call);
+}
+
+/* Keeps copies of N objects from rank FIRST on. */
+static void keep(capture *call, uint32_t first, const char *const *ranks,
+                 size_t n)
+{
+    for (size_t i = 0; i < n && first + i < call->world; i++) {
+        call->ranks[first + i] = ranks && ranks[i] ? strdup(ranks[i]) : NULL;
+        if (ranks && ranks[i] && !call->ranks[first + i])
+            call->oom = 1;
+    }
+}
+
+/* Both parts answered: the document, stored, then the caller's CB. */
+static void capture_done(capture *call)
+{
+    if (--call->pending > 0)
+        return;
     ss_stack_service *s = call->s;
     ss_stack_doc_info info = {s->cfg.run_id, s->cfg.attempt, wall_now(),
-                              call->trigger, call->native, elapsed_ms};
+                              call->trigger, call->native,
+                              ms_since(&call->started)};
     ss_buf doc = {0};
-    if (ranks && ss_stack_doc(&info, ranks, n, &doc) == 0) {
+    if (!call->oom &&
+        ss_stack_doc(&info, (const char *const *)call->ranks, call->world,
+                     &doc) == 0) {
         int hang = strcmp(call->trigger, "hang") == 0;
         if (s->cfg.store && (hang || s->stored < SS_STACK_SERVICE_MAX_STORED)) {
             s->stored += !hang;
@@ -81,7 +119,28 @@ static void on_collected(void *arg, const char *const *ranks, size_t n,
         call->cb(call->ctx, NULL, 0, "out of memory");
     }
     ss_buf_free(&doc);
-    free(call);
+    capture_free(call);
+}
+
+static void on_collected(void *arg, const char *const *ranks, size_t n,
+                         double elapsed_ms)
+{
+    (void)elapsed_ms; /* the document counts from the capture's start */
+    capture *call = arg;
+    keep(call, 0, ranks, ranks ? n : 0);
+    call->oom |= !ranks;
+    capture_done(call);
+}
+
+static void on_remote(void *arg, const char *const *ranks, size_t n)
+{
+    capture *call = arg;
+    uint32_t first = call->s->cfg.nprocs;
+    if (!ranks || n != call->world - first)
+        call->oom = 1;
+    else
+        keep(call, first, ranks, n);
+    capture_done(call);
 }
 
 int ss_stack_service_capture(ss_stack_service *s, int native,
@@ -91,26 +150,61 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
     if (!s || !s->collector || !s->cfg.nprocs || !cb)
         return -1;
     uint32_t n = s->cfg.nprocs;
+    int remote = s->cfg.world > n;
     ss_stack_target *t = calloc(n, sizeof *t);
     char (*files)[PATH_MAX] = calloc(n, sizeof *files);
     capture *call = calloc(1, sizeof *call);
+    char **ranks = calloc(remote ? s->cfg.world : n, sizeof *ranks);
     int rc = -1;
-    if (t && files && call) {
+    if (t && files && call && ranks) {
         for (uint32_t i = 0; i < n; i++) {
             snprintf(files[i], sizeof files[i], "%s/stack.%u",
                      s->cfg.stack_dir, i);
             t[i] = (ss_stack_target){i, s->cfg.pid_of(s->cfg.pid_ctx, i),
                                      files[i]};
         }
-        *call = (capture){s, native, "", finding_id, cb, ctx};
+        *call = (capture){s, native, "", finding_id, cb, ctx, 1 + remote, 0,
+                          {0, 0}, remote ? s->cfg.world : n, ranks};
+        ranks = NULL;
+        clock_gettime(CLOCK_MONOTONIC, &call->started);
         snprintf(call->trigger, sizeof call->trigger, "%s",
                  trigger ? trigger : "request");
-        ss_stack_options opt = {native, native ? 10000 : 0};
+        uint32_t deadline = native ? SS_STACK_SERVICE_NATIVE_DEADLINE_MS
+                                   : SS_STACK_DEADLINE_MS_DEFAULT;
+        ss_stack_options opt = {native, deadline};
         rc = ss_stack_collect(s->collector, t, n, &opt, on_collected,
                               call) == 0 ? 0 : -1;
+        /* The local part is under way (or answered already): the remote
+         * part may not fail the capture any more. */
+        if (rc == 0 && remote &&
+            s->cfg.remote(s->cfg.remote_ctx, native, deadline, on_remote,
+                          call) != 0) {
+            static const char busy[] = "the controller could not ask the "
+                                       "other nodes (too many requests)";
+            char **none = calloc(s->cfg.world - n, sizeof *none);
+            /* Each remote rank says why, through the document's own
+             * "did not parse" path when memory is short. */
+            for (uint32_t i = 0; none && i < s->cfg.world - n; i++) {
+                ss_buf b = {0};
+                ss_buf_printf(&b, "{\"rank\":%u,\"host\":\"\",\"pid\":0,"
+                              "\"state\":\"no_answer\",\"why\":\"%s\","
+                              "\"threads\":[]}", n + i, busy);
+                none[i] = b.data;
+            }
+            on_remote(call, (const char *const *)none,
+                      none ? s->cfg.world - n : 0);
+            for (uint32_t i = 0; none && i < s->cfg.world - n; i++)
+                free(none[i]);
+            free(none);
+        }
     }
-    if (rc != 0)
-        free(call);
+    if (rc != 0) {
+        if (call && call->ranks)
+            capture_free(call);
+        else
+            free(call);
+    }
+    free(ranks);
     free(t);
     free(files);
     return rc;
@@ -233,7 +327,14 @@ int ss_stack_service_start(ss_stack_service *s,
         snprintf(err, errlen, "stacks: no ranks to ask");
         return -1;
     }
+    if (cfg->world > cfg->nprocs && !cfg->remote) {
+        snprintf(err, errlen, "stacks: %u ranks on other nodes and no way to "
+                 "ask them", cfg->world - cfg->nprocs);
+        return -1;
+    }
     s->cfg = *cfg;
+    if (s->cfg.world < s->cfg.nprocs)
+        s->cfg.world = s->cfg.nprocs;
     s->exe = strdup(cfg->exe ? cfg->exe : "stepscope");
     s->host = strdup(cfg->host ? cfg->host : "localhost");
     s->stack_dir = strdup(cfg->stack_dir);

@@ -10,7 +10,9 @@
  *   ss_stack_service_start(s, cfg)   once the ranks' directory, the store
  *                                    and the launcher exist;
  *   ss_stack_service_close(s)        before the loop's handles are closed:
- *                                    no request reaches the loop again;
+ *                                    no request reaches the loop again
+ *                                    (REMOTE's fetches must be ended by
+ *                                    then, or end on the loop's last run);
  *   ss_stack_service_free(s)         after the HTTP server has stopped.
  */
 #ifndef STEPSCOPE_STACK_SERVICE_H
@@ -30,11 +32,30 @@ typedef struct ss_stack_service ss_stack_service;
 /* The pid of RANK's process now, 0 once it has exited. */
 typedef pid_t (*ss_stack_pid_fn)(void *ctx, uint32_t rank);
 
+/* What a remote fetch hands back, once: the N objects of the ranks after
+ * node 0's, in rank order (freed when the callback returns). */
+typedef void (*ss_stack_remote_done_cb)(void *done_ctx,
+                                        const char *const *ranks, size_t n);
+
+/*
+ * Fetches the stacks of the ranks of the other nodes (remote_stacks.h):
+ * their agents collect within DEADLINE_MS, and DONE is called exactly once
+ * (perhaps before this returns) with world - nprocs objects, a placeholder
+ * for each rank that did not answer.  Returns 0, or -1 with DONE never
+ * called.
+ */
+typedef int (*ss_stack_remote_fn)(void *ctx, int native, uint32_t deadline_ms,
+                                  ss_stack_remote_done_cb done,
+                                  void *done_ctx);
+
 typedef struct {
     const char *exe;       /* the stepscope executable (native helper) */
     const char *host;      /* this host's name, written into each rank */
     const char *stack_dir; /* where ranks write stack.RANK (the sockdir) */
-    uint32_t nprocs;
+    uint32_t nprocs;       /* this node's ranks: 0..nprocs-1 */
+    uint32_t world;        /* every rank; > nprocs needs REMOTE */
+    ss_stack_remote_fn remote; /* the ranks nprocs..world-1, or NULL */
+    void *remote_ctx;
     ss_stack_pid_fn pid_of;
     void *pid_ctx;
     ss_store *store;       /* NULL: snapshots are not stored */
@@ -45,6 +66,11 @@ typedef struct {
 /* Snapshots taken on request that the store keeps per run (every hang's
  * is kept). */
 #define SS_STACK_SERVICE_MAX_STORED 32
+
+/* The collectors' deadline with native frames (without:
+ * SS_STACK_DEADLINE_MS_DEFAULT); other nodes get the same, and the
+ * controller waits a little longer for their answers. */
+#define SS_STACK_SERVICE_NATIVE_DEADLINE_MS 10000
 
 /* A service on LOOP, not yet started (requests are refused until
  * ss_stack_service_start).  NULL when memory runs out. */
@@ -66,7 +92,8 @@ typedef void (*ss_stack_capture_cb)(void *ctx, const char *doc, size_t len,
 
 /*
  * Captures the stacks of every rank of the run (with native frames when
- * NATIVE) and calls CB once on the loop's thread with the stacks document
+ * NATIVE): this node's through the collector and, at the same time, the
+ * other nodes' through REMOTE; then calls CB once on the loop's thread with the stacks document
  * (TRIGGER, "request" or "hang", is written into it).  The document is
  * stored as a snapshot (stack_snapshots) for FINDING_ID (< 0: none), so
  * `report` shows it after the job: every one for a hang, the first

@@ -136,8 +136,10 @@ static void http_and_capture(void)
     ss_buf_free(&early.out);
 
     char err[256] = "";
-    ss_stack_service_config cfg = {"/bin/false", "h", testing_tmp_dir(), 2,
-                                   pid_of, NULL, NULL, 7, 1};
+    ss_stack_service_config cfg = {.exe = "/bin/false", .host = "h",
+                                   .stack_dir = testing_tmp_dir(),
+                                   .nprocs = 2, .pid_of = pid_of,
+                                   .run_id = 7, .attempt = 1};
     REQUIRE(ss_stack_service_start(s, &cfg, err, sizeof err) == 0);
     worker w = {s, 0, {0}, 0};
     serve_worker(&loop, &w);
@@ -172,4 +174,99 @@ static void http_and_capture(void)
     waitpid(the_rank, NULL, 0);
 }
 
-TEST_LIST(TEST(http_and_capture))
+/* ---- the other nodes' ranks (a fake remote fetch) ---- */
+
+typedef struct {
+    int calls, refuse;
+    uint32_t deadline_ms;
+    ss_stack_remote_done_cb done;
+    void *done_ctx;
+    uv_timer_t later;
+} fake_remote;
+
+static void answer_later(uv_timer_t *t)
+{
+    fake_remote *f = t->data;
+    static const char *const ranks[] = {
+        "{\"rank\":2,\"host\":\"n1\",\"pid\":5,\"state\":\"ok\",\"why\":null,"
+        "\"threads\":[{\"id\":\"0x1\",\"current\":true,\"frames\":["
+        "{\"func\":\"train\",\"file\":\"t.py\",\"line\":1},"
+        "{\"func\":\"sleep\",\"file\":\"t.py\",\"line\":2}]}]}",
+        "{\"rank\":3,\"host\":\"n1\",\"pid\":0,\"state\":\"no_answer\","
+        "\"why\":\"node 1 did not answer within 1.9 s\",\"threads\":[]}"};
+    f->done(f->done_ctx, ranks, 2);
+}
+
+static int fake_fetch(void *ctx, int native, uint32_t deadline_ms,
+                      ss_stack_remote_done_cb done, void *done_ctx)
+{
+    fake_remote *f = ctx;
+    f->calls++;
+    f->deadline_ms = deadline_ms;
+    if (f->refuse)
+        return -1;
+    f->done = done;
+    f->done_ctx = done_ctx;
+    uv_timer_start(&f->later, answer_later, 20, 0);
+    return 0;
+}
+
+/* A capture of a world of 4 on a node of 2: the other node's ranks come
+ * through the remote hook, at the same time, and are merged; a hook that
+ * cannot ask says so for each of its ranks. */
+static void other_nodes_ranks_are_in_the_document(void)
+{
+    char file[600];
+    snprintf(file, sizeof file, "%s/stack.0", testing_tmp_dir());
+    the_rank = spawn_rank(file);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ss_stack_service *s = ss_stack_service_new(&loop);
+    REQUIRE(s);
+    fake_remote f = {0};
+    uv_timer_init(&loop, &f.later);
+    f.later.data = &f;
+    char err[256] = "";
+    ss_stack_service_config cfg = {.exe = "/bin/false", .host = "h",
+                                   .stack_dir = testing_tmp_dir(),
+                                   .nprocs = 2, .world = 4,
+                                   .pid_of = pid_of, .run_id = 7,
+                                   .attempt = 1};
+    CHECK_EQ_INT(ss_stack_service_start(s, &cfg, err, sizeof err), -1);
+    CHECK(strstr(err, "2 ranks on other nodes") != NULL);
+    cfg.remote = fake_fetch;
+    cfg.remote_ctx = &f;
+    REQUIRE(ss_stack_service_start(s, &cfg, err, sizeof err) == 0);
+
+    captured c = {0};
+    CHECK_EQ_INT(ss_stack_service_capture(s, 0, "hang", 3, on_captured, &c),
+                 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK_EQ_INT(f.calls, 1);
+    CHECK_EQ_INT(f.deadline_ms, SS_STACK_DEADLINE_MS_DEFAULT);
+    CHECK(strstr(c.doc, "\"answered\":2,\"ranks_total\":4") != NULL);
+    CHECK(strstr(c.doc, "rank 2 (1): train → sleep") != NULL);
+    CHECK(strstr(c.doc, "node 1 did not answer within 1.9 s") != NULL);
+    CHECK(strstr(c.doc, "\"rank\":3,\"host\":\"n1\"") != NULL);
+
+    f.refuse = 1;
+    captured c2 = {0};
+    CHECK_EQ_INT(ss_stack_service_capture(s, 0, "request", -1, on_captured,
+                                          &c2), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(c2.calls, 1);
+    CHECK(strstr(c2.doc, "\"ranks_total\":4") != NULL);
+    CHECK(strstr(c2.doc, "could not ask the other nodes") != NULL);
+
+    ss_stack_service_close(s);
+    uv_close((uv_handle_t *)&f.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    ss_stack_service_free(s);
+    kill(the_rank, SIGKILL);
+    waitpid(the_rank, NULL, 0);
+}
+
+TEST_LIST(TEST(http_and_capture),
+          TEST(other_nodes_ranks_are_in_the_document))

@@ -43,7 +43,7 @@ static int sent_by_agent(unsigned type)
     case LINK_AGENT_HELLO: case LINK_PROOF: case LINK_OPEN: case LINK_DATA:
     case LINK_CLOSE: case LINK_TIME_REQ: case LINK_CLOCK: case LINK_HEARTBEAT:
     case LINK_RANK_STARTED: case LINK_RANK_EXIT: case LINK_ALL_EXITED:
-    case LINK_HOST: case LINK_BYE: case LINK_HEALTH:
+    case LINK_HOST: case LINK_BYE: case LINK_HEALTH: case LINK_STACKS_PART:
         return 1;
     default:
         return 0;
@@ -55,7 +55,7 @@ static int sent_by_controller(unsigned type)
     switch (type) {
     case LINK_CHALLENGE: case LINK_JOIN_OK: case LINK_JOIN_REJECT:
     case LINK_DATA: case LINK_CLOSE: case LINK_TIME_RESP: case LINK_HEARTBEAT:
-    case LINK_STOP: case LINK_INJECT:
+    case LINK_STOP: case LINK_INJECT: case LINK_STACKS_REQ:
         return 1;
     default:
         return 0;
@@ -90,6 +90,7 @@ static long fixed_size(unsigned type)
     case LINK_ALL_EXITED: return 8;
     case LINK_HOST: return HOST_SIZE;
     case LINK_INJECT: return 9;
+    case LINK_STACKS_REQ: return 9;
     default: return -1;
     }
 }
@@ -111,6 +112,12 @@ static int inject_ok(const link_inject *x)
 {
     return x->signal == SIGSTOP ||
            (x->signal == SIGKILL && x->duration_ms == 0);
+}
+
+static int stacks_req_ok(const link_stacks_req *x)
+{
+    return x->native <= 1 && x->deadline_ms >= 1 &&
+           x->deadline_ms <= LINK_MAX_STACKS_DEADLINE_MS;
 }
 
 /* ---- the MAC ---- */
@@ -326,6 +333,25 @@ static void put_payload(wbuf *b, const link_frame *f)
         put_u8(b, f->u.inject.signal);
         put_u32(b, f->u.inject.duration_ms);
         break;
+    case LINK_STACKS_REQ:
+        if (!stacks_req_ok(&f->u.stacks_req))
+            b->bad = 1;
+        put_u32(b, f->u.stacks_req.request_id);
+        put_u8(b, f->u.stacks_req.native);
+        put_u32(b, f->u.stacks_req.deadline_ms);
+        break;
+    case LINK_STACKS_PART: {
+        const link_stacks_part *x = &f->u.stacks_part;
+        if (x->last > 1 || x->len == 0 || x->len > LINK_MAX_STACKS_CHUNK ||
+            !x->bytes)
+            b->bad = 1;
+        put_u32(b, x->request_id);
+        put_u32(b, x->rank);
+        put_u8(b, x->last);
+        if (!b->bad)
+            put_bytes(b, x->bytes, x->len);
+        break;
+    }
     default:
         b->bad = 1;
     }
@@ -690,6 +716,37 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
                         (unsigned)out->u.inject.signal,
                         (unsigned)out->u.inject.duration_ms);
         break;
+    case LINK_STACKS_REQ: {
+        link_stacks_req *x = &out->u.stacks_req;
+        x->request_id = get_u32(r);
+        x->native = get_u8(r);
+        x->deadline_ms = get_u32(r);
+        if (x->native > 1)
+            return fail(err, errlen, "STACKS_REQ has a native flag of %u",
+                        (unsigned)x->native);
+        if (!stacks_req_ok(x))
+            return fail(err, errlen, "STACKS_REQ has a deadline of %u ms "
+                        "(1 to %u)", (unsigned)x->deadline_ms,
+                        (unsigned)LINK_MAX_STACKS_DEADLINE_MS);
+        break;
+    }
+    case LINK_STACKS_PART: {
+        link_stacks_part *x = &out->u.stacks_part;
+        x->request_id = get_u32(r);
+        x->rank = get_u32(r);
+        x->last = get_u8(r);
+        if (r->short_read)
+            return fail(err, errlen, "STACKS_PART is truncated");
+        if (x->last > 1)
+            return fail(err, errlen, "STACKS_PART has a last flag of %u",
+                        (unsigned)x->last);
+        x->len = (uint32_t)(r->len - r->pos);
+        x->bytes = r->p + r->pos;
+        if (x->len == 0)
+            return fail(err, errlen, "STACKS_PART carries no bytes");
+        r->pos = r->len;
+        break;
+    }
     default:
         return fail(err, errlen, "unknown frame type %u", type);
     }
@@ -755,6 +812,8 @@ link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
 
     if (type == LINK_DATA)
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_data));
+    else if (type == LINK_STACKS_PART)
+        memset(out, 0, offsetof(link_frame, u) + sizeof(link_stacks_part));
     else
         memset(out, 0, sizeof *out);
     out->type = (link_type)type;
@@ -808,6 +867,8 @@ const char *link_type_name(unsigned type)
     case LINK_BYE: return "BYE";
     case LINK_HEALTH: return "HEALTH";
     case LINK_INJECT: return "INJECT";
+    case LINK_STACKS_REQ: return "STACKS_REQ";
+    case LINK_STACKS_PART: return "STACKS_PART";
     default: return "UNKNOWN";
     }
 }

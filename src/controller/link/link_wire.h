@@ -19,8 +19,9 @@
  * (channel, bytes) in both directions carrying the rank protocol's bytes
  * unchanged, CLOSE(channel) from either side.  The rest is the node's
  * business: clock exchanges, rank starts and exits, host evidence per rank
- * step, heartbeats, the node's health check (HEALTH), and the controller's
- * STOP and injected faults (INJECT).
+ * step, heartbeats, the node's health check (HEALTH), the controller's
+ * STOP and injected faults (INJECT), and its ranks' stacks on request
+ * (STACKS_REQ, answered by STACKS_PART chunks).
  *
  * The decoder is a per-link state machine that checks framing, field
  * ranges, the order of the handshake, the direction of each type and every
@@ -47,6 +48,9 @@
 #define LINK_MAX_STR 255
 #define LINK_MAX_TAIL 4096     /* bytes of a rank's last output lines */
 #define LINK_MAX_DATA (LINK_MAX_PAYLOAD - 4)
+#define LINK_STACKS_PART_FIXED 9 /* request id, rank, last */
+#define LINK_MAX_STACKS_CHUNK (LINK_MAX_PAYLOAD - LINK_STACKS_PART_FIXED)
+#define LINK_MAX_STACKS_DEADLINE_MS 60000
 #define LINK_FRAME_MAX (LINK_HEADER_SIZE + LINK_MAX_PAYLOAD + LINK_MAC_SIZE)
 
 typedef enum {
@@ -75,7 +79,10 @@ typedef enum {
     LINK_BYE = 41,        /* agent -> controller, last frame */
     /* health checks and fault injection */
     LINK_HEALTH = 44,     /* agent -> controller: a check's result */
-    LINK_INJECT = 45      /* controller -> agent: signal one of its ranks */
+    LINK_INJECT = 45,     /* controller -> agent: signal one of its ranks */
+    /* every rank's stacks (docs/debug.md) */
+    LINK_STACKS_REQ = 46, /* controller -> agent: collect your ranks' */
+    LINK_STACKS_PART = 47 /* agent -> controller: a chunk of one rank's */
 } link_type;
 
 /* Which side a decoder reads (and an encoder writes for the other). */
@@ -188,6 +195,28 @@ typedef struct {
     uint32_t duration_ms;
 } link_inject;
 
+/* The controller asks for the stacks of every rank of the node: the agent
+ * collects them (stack_collect.h) within DEADLINE_MS (1 to
+ * LINK_MAX_STACKS_DEADLINE_MS) and answers with STACKS_PART frames of
+ * REQUEST_ID. */
+typedef struct {
+    uint32_t request_id;
+    uint8_t native;       /* 0 or 1: native frames too */
+    uint32_t deadline_ms;
+} link_stacks_req;
+
+/* A chunk of RANK's stacks object (stack_collect.h's per-rank JSON) for
+ * REQUEST_ID: the object is the concatenation of its chunks in order;
+ * LAST is 1 on its final chunk.  Every chunk carries 1 to
+ * LINK_MAX_STACKS_CHUNK bytes. */
+typedef struct {
+    uint32_t request_id;
+    uint32_t rank;        /* global rank, one of the agent's */
+    uint8_t last;         /* 0 or 1 */
+    uint32_t len;
+    const uint8_t *bytes; /* decoder: points into the caller's buffer */
+} link_stacks_part;
+
 /* A decoded frame; only the member of TYPE is valid.  HEARTBEAT and BYE
  * have no payload. */
 typedef struct {
@@ -210,6 +239,8 @@ typedef struct {
         link_stop stop;
         link_health health;
         link_inject inject;
+        link_stacks_req stacks_req;
+        link_stacks_part stacks_part;
     } u;
 } link_frame;
 
@@ -256,7 +287,7 @@ void link_decoder_keyed(link_decoder *d, const uint8_t key[LINK_KEY_SIZE]);
 
 /*
  * Decodes the first complete frame of BUF[0..LEN).  On LINK_OK fills *OUT
- * (DATA's bytes point into BUF) and sets *CONSUMED; on LINK_NEED_MORE sets
+ * (DATA's and STACKS_PART's bytes point into BUF) and sets *CONSUMED; on LINK_NEED_MORE sets
  * *CONSUMED to 0; on LINK_ERROR writes a one-line reason into ERR and the
  * decoder must not be used again.  Checks the handshake order: from the
  * agent, AGENT_HELLO then PROOF then anything after JOIN_OK; from the

@@ -149,6 +149,15 @@ static link_frame sample(link_type type)
         f.u.inject.signal = SIGSTOP;
         f.u.inject.duration_ms = 500;
         break;
+    case LINK_STACKS_REQ:
+        f.u.stacks_req = (link_stacks_req){77, 1, 1500};
+        break;
+    case LINK_STACKS_PART: {
+        static const char part[] = "{\"rank\":3,\"host\":\"n1\",\"pid\":41";
+        f.u.stacks_part = (link_stacks_part){77, 3, 0, sizeof part - 1,
+                                             (const uint8_t *)part};
+        break;
+    }
     default:
         break;
     }
@@ -212,10 +221,10 @@ static int handshake(link_pair *p)
 static const link_type k_from_agent[] = {
     LINK_OPEN, LINK_DATA, LINK_CLOSE, LINK_TIME_REQ, LINK_CLOCK,
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
-    LINK_HOST, LINK_BYE, LINK_HEALTH};
+    LINK_HOST, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
-    LINK_INJECT};
+    LINK_INJECT, LINK_STACKS_REQ};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int same_frame(const link_frame *a, const link_frame *b)
@@ -226,6 +235,12 @@ static int same_frame(const link_frame *a, const link_frame *b)
         return a->u.data.channel == b->u.data.channel &&
                a->u.data.len == b->u.data.len &&
                memcmp(a->u.data.bytes, b->u.data.bytes, a->u.data.len) == 0;
+    if (a->type == LINK_STACKS_PART) {
+        const link_stacks_part *x = &a->u.stacks_part, *y = &b->u.stacks_part;
+        return x->request_id == y->request_id && x->rank == y->rank &&
+               x->last == y->last && x->len == y->len &&
+               memcmp(x->bytes, y->bytes, x->len) == 0;
+    }
     return memcmp(&a->u, &b->u, sizeof a->u) == 0;
 }
 
@@ -302,6 +317,50 @@ static void data_sizes(void)
     CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, LINK_HEADER_SIZE + 14 +
                              LINK_MAC_SIZE - 1, &f), 0);
     CHECK_EQ_INT(p.agent_enc.seq, seq);
+}
+
+/* The largest STACKS_PART chunk fits LINK_FRAME_MAX; one byte more, or
+ * none, is refused; so are flags out of range, on either side. */
+static void stacks_part_sizes(void)
+{
+    fill_data();
+    link_pair p;
+    REQUIRE(handshake(&p));
+    link_frame f = sample(LINK_STACKS_PART), out;
+    f.u.stacks_part.bytes = g_data;
+    f.u.stacks_part.len = LINK_MAX_STACKS_CHUNK;
+    f.u.stacks_part.last = 1;
+    size_t n = link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f);
+    CHECK_EQ_INT(n, LINK_FRAME_MAX);
+    size_t used;
+    char err[256];
+    CHECK(feed(&p.ctrl_dec, g_buf, n, &out, &used, err) == LINK_OK);
+    CHECK_EQ_INT(out.u.stacks_part.len, LINK_MAX_STACKS_CHUNK);
+    CHECK_EQ_INT(out.u.stacks_part.last, 1);
+    CHECK(out.u.stacks_part.bytes == g_buf + LINK_HEADER_SIZE + 9);
+    f.u.stacks_part.len = LINK_MAX_STACKS_CHUNK + 1;
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
+    f.u.stacks_part.len = 0;
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_STACKS_PART);
+    f.u.stacks_part.last = 2;
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_STACKS_REQ);
+    f.u.stacks_req.deadline_ms = 0;
+    CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f.u.stacks_req.deadline_ms = LINK_MAX_STACKS_DEADLINE_MS + 1;
+    CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_STACKS_REQ);
+    f.u.stacks_req.native = 2;
+    CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    /* Each side sends only its own: a STACKS_REQ from an agent is refused. */
+    link_encoder wrong;
+    link_encoder_init(&wrong, LINK_FROM_CONTROLLER);
+    f = sample(LINK_STACKS_REQ);
+    n = link_encode(&wrong, g_buf, sizeof g_buf, &f);
+    REQUIRE(n > 0);
+    CHECK(feed(&p.ctrl_dec, g_buf, n, &out, &used, err) == LINK_ERROR);
+    CHECK(strstr(err, "STACKS_REQ may not come from the agent") != NULL);
 }
 
 /* Flipping any one bit of a MACed frame makes it an error (or, in the
@@ -517,7 +576,8 @@ static void handshake_order_is_enforced(void)
 
 static int from_controller(link_type type)
 {
-    return type == LINK_STOP || type == LINK_TIME_RESP || type == LINK_INJECT;
+    return type == LINK_STOP || type == LINK_TIME_RESP ||
+           type == LINK_INJECT || type == LINK_STACKS_REQ;
 }
 
 /* Every proper prefix of every frame is LINK_NEED_MORE. */
@@ -528,7 +588,8 @@ static void every_prefix_needs_more(void)
     REQUIRE(handshake(&p));
     const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_EXIT,
                              LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
-                             LINK_HEALTH, LINK_INJECT};
+                             LINK_HEALTH, LINK_INJECT, LINK_STACKS_REQ,
+                             LINK_STACKS_PART};
     for (size_t k = 0; k < COUNT(all); k++) {
         int agent = !from_controller(all[k]);
         link_encoder *e = agent ? &p.agent_enc : &p.ctrl_enc;
@@ -781,6 +842,14 @@ static void health_output_nul(uint8_t *pl, size_t *len) { pl[8] = 0; (void)len; 
 static void health_check_newline(uint8_t *pl, size_t *len) { pl[3] = '\n'; (void)len; }
 static void inject_sigterm(uint8_t *pl, size_t *len) { pl[4] = SIGTERM; (void)len; }
 static void inject_kill_for_a_while(uint8_t *pl, size_t *len) { pl[4] = SIGKILL; (void)len; }
+/* STACKS_REQ: id(4) native(1) deadline(4); STACKS_PART: id(4) rank(4)
+ * last(1) bytes. */
+static void stacks_native_2(uint8_t *pl, size_t *len) { pl[4] = 2; (void)len; }
+static void stacks_deadline_0(uint8_t *pl, size_t *len) { memset(pl + 5, 0, 4); (void)len; }
+static void stacks_deadline_huge(uint8_t *pl, size_t *len) { pl[8] = 0x10; (void)len; }
+static void part_last_2(uint8_t *pl, size_t *len) { pl[8] = 2; (void)len; }
+static void part_no_bytes(uint8_t *pl, size_t *len) { (void)pl; *len = 9; }
+static void part_header_cut(uint8_t *pl, size_t *len) { (void)pl; *len = 6; }
 
 /* The decoder's own field checks, on correctly MACed frames that the
  * encoder would refuse to write. */
@@ -814,6 +883,13 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_INJECT, inject_sigterm, "INJECT has signal 15"},
         {LINK_INJECT, inject_kill_for_a_while, "signal 9 with a duration"},
         {LINK_INJECT, extra_byte, "payload bytes"},
+        {LINK_STACKS_REQ, stacks_native_2, "native flag of 2"},
+        {LINK_STACKS_REQ, stacks_deadline_0, "deadline of 0 ms"},
+        {LINK_STACKS_REQ, stacks_deadline_huge, "(1 to 60000)"},
+        {LINK_STACKS_REQ, extra_byte, "payload bytes"},
+        {LINK_STACKS_PART, part_last_2, "last flag of 2"},
+        {LINK_STACKS_PART, part_no_bytes, "carries no bytes"},
+        {LINK_STACKS_PART, part_header_cut, "truncated"},
     };
     /* The hand-made MAC agrees with the encoder's. */
     REQUIRE(handshake(&p));
@@ -821,6 +897,8 @@ static void decoder_checks_fields_of_keyed_frames(void)
     CHECK(patched(&p, LINK_STOP, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_HEALTH, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_INJECT, no_change, err) == LINK_OK);
+    CHECK(patched(&p, LINK_STACKS_REQ, no_change, err) == LINK_OK);
+    CHECK(patched(&p, LINK_STACKS_PART, no_change, err) == LINK_OK);
     for (size_t i = 0; i < COUNT(cases); i++) {
         REQUIRE(handshake(&p));
         link_result rc = patched(&p, cases[i].type, cases[i].patch, err);
@@ -837,11 +915,14 @@ static void type_names(void)
     CHECK_STR(link_type_name(LINK_AGENT_HELLO), "AGENT_HELLO");
     CHECK_STR(link_type_name(LINK_HEALTH), "HEALTH");
     CHECK_STR(link_type_name(LINK_INJECT), "INJECT");
+    CHECK_STR(link_type_name(LINK_STACKS_REQ), "STACKS_REQ");
+    CHECK_STR(link_type_name(LINK_STACKS_PART), "STACKS_PART");
     CHECK_STR(link_type_name(200), "UNKNOWN");
 }
 
 TEST_LIST({"every_type_round_trips", every_type_round_trips},
           {"data_sizes", data_sizes},
+          {"stacks_part_sizes", stacks_part_sizes},
           {"any_flipped_bit_is_refused", any_flipped_bit_is_refused},
           {"replay_reorder_and_reflection_are_refused",
            replay_reorder_and_reflection_are_refused},
