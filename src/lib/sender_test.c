@@ -365,6 +365,7 @@ static void takes_a_profile_command_and_answers(void)
             CHECK(fc.frames[k].u.profile_done.marker_ns == 42);
             CHECK_STR(fc.frames[k].u.profile_done.text, "/tmp/fc/rank0.json");
         }
+    fc_free(&fc);
 }
 
 /* A process that never enables profiling announces nothing. */
@@ -391,6 +392,7 @@ static void announces_nothing_unless_enabled(void)
     CHECK_EQ_INT(fc.n_errors, 0);
     CHECK_EQ_INT(fc.count[WIRE_FEATURES], 0);
     CHECK_EQ_INT(fc.count[WIRE_STEP], 1);
+    fc_free(&fc);
 }
 
 TEST_LIST(TEST(takes_a_profile_command_and_answers),
