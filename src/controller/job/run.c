@@ -1100,6 +1100,29 @@ static void print_dashboard(run_ctx *r)
             r->http_public ? "?token=" : "", r->http_public ? hex : "");
 }
 
+/* A run's name without --name: the program's, or the script's for
+ * `python3 train.py`, looking through `env [-OPTION...] [NAME=VALUE...]`. */
+static void default_run_name(char **argv, char *out, size_t outlen)
+{
+    char **a = argv;
+    const char *base = strrchr(a[0], '/');
+    if (strcmp(base ? base + 1 : a[0], "env") == 0 && a[1]) {
+        a++;
+        while (*a && ((*a)[0] == '-' || strchr(*a, '=')))
+            a++;
+        if (!*a)
+            a = argv;
+    }
+    const char *prog = a[0];
+    for (char **b = a + 1; *b; b++)
+        if (strstr(prog, "python") && (*b)[0] != '-') {
+            prog = *b;
+            break;
+        }
+    const char *slash = strrchr(prog, '/');
+    snprintf(out, outlen, "%s", slash ? slash + 1 : prog);
+}
+
 static int start(run_ctx *r, char *err, size_t errlen)
 {
     if (!r->db_path) {
@@ -1138,15 +1161,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     if (r->name) {
         snprintf(info.name, sizeof info.name, "%s", r->name);
     } else {
-        /* The program's name, or the script's for `python3 train.py`. */
-        const char *prog = r->argv[0];
-        for (char **a = r->argv + 1; *a; a++)
-            if (strstr(prog, "python") && (*a)[0] != '-') {
-                prog = *a;
-                break;
-            }
-        const char *slash = strrchr(prog, '/');
-        snprintf(info.name, sizeof info.name, "%s", slash ? slash + 1 : prog);
+        default_run_name(r->argv, info.name, sizeof info.name);
     }
     info.world_size = r->nprocs;
     info.started_at = run_wall_now();
