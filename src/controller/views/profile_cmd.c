@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "httpget.h"
-#include "top.h"
+#include "live_find.h"
 
 #define POLL_MS 500
 #define HTTP_TIMEOUT_MS 5000
@@ -25,7 +25,8 @@
 #define EXTRA_WAIT_S 15
 
 typedef struct {
-    const char *db, *url, *token, *run, *ranks, *seconds;
+    ss_live_args live; /* --db, --url, --token, RUN */
+    const char *ranks, *seconds;
 } opts;
 
 static const char usage[] =
@@ -49,29 +50,23 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int took = ss_live_args_take("profile", argc, argv, &i, &o->live,
+                                     err);
+        if (took == 2)
+            return 2;
+        if (took)
+            continue;
         const char **dst = NULL;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, out);
             return 0;
-        } else if (strcmp(a, "--db") == 0) {
-            dst = &o->db;
-        } else if (strcmp(a, "--url") == 0) {
-            dst = &o->url;
-        } else if (strcmp(a, "--token") == 0) {
-            dst = &o->token;
         } else if (strcmp(a, "--ranks") == 0) {
             dst = &o->ranks;
         } else if (strcmp(a, "--seconds") == 0) {
             dst = &o->seconds;
-        } else if (a[0] == '-' && a[1]) {
+        } else {
             fprintf(err, "stepscope profile: unknown option '%s' (see "
                          "`stepscope profile --help`)\n", a);
-            return 2;
-        } else if (!o->run) {
-            o->run = a;
-            continue;
-        } else {
-            fprintf(err, "stepscope profile: unexpected argument '%s'\n", a);
             return 2;
         }
         if (i + 1 >= argc || !argv[i + 1][0]) {
@@ -97,12 +92,7 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
                      "(0, 600], not '%s'\n", o->seconds);
         return 2;
     }
-    if (o->url && strncmp(o->url, "http://", 7) != 0) {
-        fprintf(err, "stepscope profile: --url wants http://HOST:PORT/, not "
-                     "'%s'\n", o->url);
-        return 2;
-    }
-    return -1;
+    return ss_live_args_check("profile", &o->live, err);
 }
 
 /* The document of a reply, or NULL with the reason in ERR. */
@@ -190,17 +180,20 @@ int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
     int rc = parse_args(argc, argv, &o, out, err);
     if (rc >= 0)
         return rc;
-    char url[512], token[256], msg[512];
-    int64_t run_id = 0;
-    if (ss_top_find_live(o.db, o.url, o.token, o.url ? NULL : o.run, url,
-                         sizeof url, token, sizeof token, &run_id, msg,
-                         sizeof msg) != 0) {
+    char msg[512];
+    ss_live_target t;
+    if (ss_live_find(o.live.db, o.live.url ? NULL : o.live.run, o.live.url,
+                     o.live.token, &t, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope profile: %s\n", msg);
         return 1;
     }
+    const char *url = t.url;
+    const char *token = t.token;
+    int64_t run_id = t.run_id;
     const char *tok = token[0] ? token : NULL;
-    if (!run_id && o.run && o.run[strspn(o.run, "0123456789")] == '\0')
-        run_id = strtoll(o.run, NULL, 10);
+    if (!run_id && o.live.run &&
+        o.live.run[strspn(o.live.run, "0123456789")] == '\0')
+        run_id = strtoll(o.live.run, NULL, 10);
     if (!run_id && live_run_id(url, tok, &run_id, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope profile: no live run at %s: %s\n", url, msg);
         return 1;

@@ -30,7 +30,7 @@ static const char usage[] =
     "no Python stack.\n";
 
 typedef struct {
-    const char *db, *url, *token, *run;
+    ss_live_args live; /* --db, --url, --token, RUN */
     int native, json;
 } opts;
 
@@ -39,49 +39,25 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char **dst = NULL;
+        int took = ss_live_args_take("stacks", argc, argv, &i, &o->live, err);
+        if (took == 2)
+            return 2;
+        if (took)
+            continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, out);
             return 0;
         } else if (strcmp(a, "--native") == 0) {
             o->native = 1;
-            continue;
         } else if (strcmp(a, "--json") == 0) {
             o->json = 1;
-            continue;
-        } else if (strcmp(a, "--db") == 0) {
-            dst = &o->db;
-        } else if (strcmp(a, "--url") == 0) {
-            dst = &o->url;
-        } else if (strcmp(a, "--token") == 0) {
-            dst = &o->token;
-        } else if (a[0] == '-' && a[1]) {
+        } else {
             fprintf(err, "stepscope stacks: unknown option '%s' (see "
                          "`stepscope stacks --help`)\n", a);
             return 2;
-        } else if (!o->run) {
-            o->run = a;
-            continue;
-        } else {
-            fprintf(err, "stepscope stacks: unexpected argument '%s'\n", a);
-            return 2;
         }
-        if (i + 1 >= argc || !argv[i + 1][0]) {
-            fprintf(err, "stepscope stacks: %s needs a value\n", a);
-            return 2;
-        }
-        *dst = argv[++i];
     }
-    if (o->url && strncmp(o->url, "http://", 7) != 0) {
-        fprintf(err, "stepscope stacks: --url wants http://HOST:PORT/, not "
-                     "'%s'\n", o->url);
-        return 2;
-    }
-    if (o->url && o->db) {
-        fprintf(err, "stepscope stacks: give --db or --url, not both\n");
-        return 2;
-    }
-    return -1;
+    return ss_live_args_check("stacks", &o->live, err);
 }
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -182,13 +158,14 @@ int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err)
         return rc;
     ss_live_target t;
     char msg[1024];
-    if (ss_live_find(o.db, o.run, o.url, o.token, &t, msg, sizeof msg) != 0) {
+    if (ss_live_find(o.live.db, o.live.run, o.live.url, o.live.token, &t, msg,
+                     sizeof msg) != 0) {
         fprintf(err, "stepscope stacks: %s\n", msg);
         return 1;
     }
     int64_t run_id = t.run_id;
-    if (!run_id && o.run && o.run[strspn(o.run, "0123456789")] == '\0')
-        run_id = strtoll(o.run, NULL, 10);
+    if (!run_id && o.live.run && o.live.run[strspn(o.live.run, "0123456789")] == '\0')
+        run_id = strtoll(o.live.run, NULL, 10);
     ss_httpget_reply rep;
     if (!run_id) { /* --url without RUN: the run it drives */
         if (ss_httpget(t.url, "/api/runs", t.token[0] ? t.token : NULL,

@@ -58,7 +58,7 @@
 #define REQUEST_TIMEOUT_MS 3000
 
 typedef struct {
-    const char *db, *url, *token, *run;
+    ss_live_args live; /* --db, --url, --token, RUN */
     double interval_s;
     int once;
 } opts;
@@ -149,30 +149,13 @@ static double median(double *v, size_t n)
 static int locate(const opts *o, view *v, char *err, size_t errlen)
 {
     ss_live_target t;
-    if (ss_live_find(o->db, o->run, o->url, o->token, &t, err, errlen) != 0)
+    if (ss_live_find(o->live.db, o->live.run, o->live.url, o->live.token, &t,
+                     err, errlen) != 0)
         return -1;
     copy(v->url, sizeof v->url, t.url);
     copy(v->token, sizeof v->token, t.token);
     if (t.run_id > 0)
         v->run_id = t.run_id;
-    return 0;
-}
-
-int ss_top_find_live(const char *db, const char *url, const char *token,
-                     const char *run, char *url_out, size_t url_cap,
-                     char *token_out, size_t token_cap, int64_t *run_id,
-                     char *err, size_t errlen)
-{
-    opts o;
-    memset(&o, 0, sizeof o);
-    o.db = db, o.url = url, o.token = token, o.run = run;
-    view v;
-    memset(&v, 0, sizeof v);
-    if (locate(&o, &v, err, errlen) != 0)
-        return -1;
-    copy(url_out, url_cap, v.url);
-    copy(token_out, token_cap, v.token);
-    *run_id = v.run_id;
     return 0;
 }
 
@@ -808,19 +791,16 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
     *o = (opts){.interval_s = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char **dst = NULL;
+        int took = ss_live_args_take("top", argc, argv, &i, &o->live, err);
+        if (took == 2)
+            return 2;
+        if (took)
+            continue;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage, out);
             return 0;
         } else if (strcmp(a, "--once") == 0) {
             o->once = 1;
-            continue;
-        } else if (strcmp(a, "--db") == 0) {
-            dst = &o->db;
-        } else if (strcmp(a, "--url") == 0) {
-            dst = &o->url;
-        } else if (strcmp(a, "--token") == 0) {
-            dst = &o->token;
         } else if (strcmp(a, "--interval") == 0) {
             const char *val = i + 1 < argc ? argv[++i] : "";
             char *end;
@@ -831,30 +811,13 @@ static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
                              "0.1 to 3600, not '%s'\n", val);
                 return 2;
             }
-            continue;
-        } else if (a[0] == '-' && a[1]) {
+        } else {
             fprintf(err, "stepscope top: unknown option '%s' (see `stepscope "
                          "top --help`)\n", a);
             return 2;
-        } else if (!o->run) {
-            o->run = a;
-            continue;
-        } else {
-            fprintf(err, "stepscope top: unexpected argument '%s'\n", a);
-            return 2;
         }
-        if (i + 1 >= argc || !argv[i + 1][0]) {
-            fprintf(err, "stepscope top: %s needs a value\n", a);
-            return 2;
-        }
-        *dst = argv[++i];
     }
-    if (o->url && strncmp(o->url, "http://", 7) != 0) {
-        fprintf(err, "stepscope top: --url wants http://HOST:PORT/, not "
-                     "'%s'\n", o->url);
-        return 2;
-    }
-    return -1;
+    return ss_live_args_check("top", &o->live, err);
 }
 
 int ss_top_cmd(int argc, char **argv, FILE *out, FILE *err)
