@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "appendf.h"
 #include "descendants.h"
 #include "private_fs.h"
 
@@ -987,20 +988,6 @@ int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out)
     return 1;
 }
 
-/* snprintf into BUF at *LEN, tracking the length the full text needs. */
-static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < buflen ? buf + *len : NULL,
-                      *len < buflen ? buflen - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len += (size_t)n;
-}
 
 /* How the other ranks ended, e.g. "2 ended on SIGTERM, 1 needed SIGKILL
  * after the 5000 ms grace period" or "3 were killed at once with SIGKILL
@@ -1024,28 +1011,28 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     }
     if (by_term + by_kill + at_once + other == 0)
         return;
-    append(buf, buflen, len, "%s ranks were stopped:",
+    ss_appendf(buf, buflen, len, "%s ranks were stopped:",
            skip >= 0 ? "the other" : "the");
     const char *sep = "";
     if (by_term) {
-        append(buf, buflen, len, " %" PRIu32 " ended on SIGTERM", by_term);
+        ss_appendf(buf, buflen, len, " %" PRIu32 " ended on SIGTERM", by_term);
         sep = ",";
     }
     if (by_kill) {
-        append(buf, buflen, len, "%s %" PRIu32 " needed SIGKILL after the %" PRIu32
+        ss_appendf(buf, buflen, len, "%s %" PRIu32 " needed SIGKILL after the %" PRIu32
                " ms grace period", sep, by_kill, l->grace_ms);
         sep = ",";
     }
     if (at_once) {
-        append(buf, buflen, len, "%s %" PRIu32 " %s killed at once with "
+        ss_appendf(buf, buflen, len, "%s %" PRIu32 " %s killed at once with "
                "SIGKILL%s%s", sep, at_once, at_once == 1 ? "was" : "were",
                l->kill_reason[0] ? " " : "", l->kill_reason);
         sep = ",";
     }
     if (other)
-        append(buf, buflen, len, "%s %" PRIu32 " failed while stopping", sep,
+        ss_appendf(buf, buflen, len, "%s %" PRIu32 " failed while stopping", sep,
                other);
-    append(buf, buflen, len, "\n");
+    ss_appendf(buf, buflen, len, "\n");
 }
 
 size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
@@ -1059,7 +1046,7 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     if (l->first_failed < 0) {
         if (!l->terminating)
             return 0;
-        append(buf, buflen, &len, "the job was stopped: %s\n", l->reason);
+        ss_appendf(buf, buflen, &len, "the job was stopped: %s\n", l->reason);
         append_others(l, -1, buf, buflen, &len);
         return len;
     }
@@ -1074,26 +1061,26 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     uint64_t last;
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, r->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
-    append(buf, buflen, &len,
+    ss_appendf(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
            r->global, how, r->pid, step);
     if (r->tail_count == 0) {
-        append(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
+        ss_appendf(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
                r->global);
     } else {
         if (r->tail_count == 1)
-            append(buf, buflen, &len, "last line of rank %" PRIu32, r->global);
+            ss_appendf(buf, buflen, &len, "last line of rank %" PRIu32, r->global);
         else
-            append(buf, buflen, &len, "last %" PRIu32 " lines of rank %" PRIu32,
+            ss_appendf(buf, buflen, &len, "last %" PRIu32 " lines of rank %" PRIu32,
                    r->tail_count, r->global);
         if (l->log_dir)
-            append(buf, buflen, &len, " (all of them in %s/rank-%" PRIu32 ".log)",
+            ss_appendf(buf, buflen, &len, " (all of them in %s/rank-%" PRIu32 ".log)",
                    l->log_dir, r->global);
-        append(buf, buflen, &len, ":\n");
+        ss_appendf(buf, buflen, &len, ":\n");
         uint32_t first = (r->tail_next + SS_LAUNCH_TAIL_LINES - r->tail_count) %
                          SS_LAUNCH_TAIL_LINES;
         for (uint32_t i = 0; i < r->tail_count; i++)
-            append(buf, buflen, &len, "%s%s\n", r->prefix,
+            ss_appendf(buf, buflen, &len, "%s%s\n", r->prefix,
                    r->tail[(first + i) % SS_LAUNCH_TAIL_LINES]);
     }
     append_others(l, l->first_failed, buf, buflen, &len);

@@ -7,6 +7,7 @@
  * caller-owned buffer, memory is bounded by SS_HOSTLIST_MAX_HOSTS names of
  * at most 255 bytes.
  */
+#include "appendf.h"
 #include "nodeconf.h"
 
 #include <ctype.h>
@@ -654,20 +655,6 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     return 0;
 }
 
-/* snprintf into BUF at *LEN, tracking the length the full text needs. */
-static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void append(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(*len < buflen ? buf + *len : NULL,
-                      *len < buflen ? buflen - *len : 0, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *len += (size_t)n;
-}
 
 size_t ss_nodeconf_describe(const ss_node_conf *c, char *buf, size_t buflen)
 {
@@ -676,27 +663,27 @@ size_t ss_nodeconf_describe(const ss_node_conf *c, char *buf, size_t buflen)
         buf[0] = '\0';
     if (c->nnodes == 1 && !c->master_port &&
         c->master_addr_from.source == SS_NODE_FROM_DEFAULT) {
-        append(buf, buflen, &len, "single node, master port chosen at start");
+        ss_appendf(buf, buflen, &len, "single node, master port chosen at start");
     } else {
-        append(buf, buflen, &len, "node %" PRIu32 " of %" PRIu32
+        ss_appendf(buf, buflen, &len, "node %" PRIu32 " of %" PRIu32
                " (node rank from %s, %" PRIu32 " node%s from %s), master %s:",
                c->node_rank, c->nnodes, c->node_rank_from.what, c->nnodes,
                c->nnodes == 1 ? "" : "s", c->nnodes_from.what, c->master_addr);
         if (c->master_port)
-            append(buf, buflen, &len, "%" PRIu16, c->master_port);
+            ss_appendf(buf, buflen, &len, "%" PRIu16, c->master_port);
         else
-            append(buf, buflen, &len, "(free port)");
-        append(buf, buflen, &len, " (address from %s, port from %s)",
+            ss_appendf(buf, buflen, &len, "(free port)");
+        ss_appendf(buf, buflen, &len, " (address from %s, port from %s)",
                c->master_addr_from.what, c->master_port_from.what);
         if (c->controller_port)
-            append(buf, buflen, &len, ", controller port %" PRIu16 " (%s)",
+            ss_appendf(buf, buflen, &len, ", controller port %" PRIu16 " (%s)",
                    c->controller_port, c->controller_port_from.what);
     }
     if (c->nproc_per_node && c->nproc_from.source == SS_NODE_FROM_PET)
-        append(buf, buflen, &len, ", %" PRIu32 " ranks per node (%s)",
+        ss_appendf(buf, buflen, &len, ", %" PRIu32 " ranks per node (%s)",
                c->nproc_per_node, c->nproc_from.what);
     if (c->job_id[0])
-        append(buf, buflen, &len, ", job %s (%s)", c->job_id,
+        ss_appendf(buf, buflen, &len, ", job %s (%s)", c->job_id,
                c->job_id_from.what);
     return len;
 }
