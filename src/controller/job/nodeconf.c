@@ -7,7 +7,6 @@
  * caller-owned buffer, memory is bounded by SS_HOSTLIST_MAX_HOSTS names of
  * at most 255 bytes.
  */
-#include "appendf.h"
 #include "nodeconf.h"
 
 #include <ctype.h>
@@ -17,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "appendf.h"
 
 #define HOST_NAME_MAX_LEN 255
 #define RANGE_DIGITS_MAX 9   /* bounds stay well inside uint32_t */
