@@ -1,9 +1,11 @@
 """Hangs on real ranks: a tiny gloo DDP job (tests/e2e/hang_job.py) under
 `stepscope run --auto --hang-timeout 3 --on-hang stop`.  A rank asleep
 forever at some step while the others block in the all-reduce, a rank
-stopped with SIGSTOP, and a rank that skipped one all_reduce are each
-named in one `hang` finding within the timeout + 5 s, the skip as a
-collective mismatch; --on-hang stop ends the job with status 124 and
+blocked in a C call that holds the GIL, a rank stopped with SIGSTOP, and a
+rank that skipped one all_reduce are each named in one `hang` finding
+within the timeout + 5 s, the skip as a collective mismatch; the stacks
+stored with the finding show where the hung rank is (the stopped one
+listed as stopped); --on-hang stop ends the job with status 124 and
 leaves no process behind; clean jobs with normal jitter give no hang."""
 import importlib.util
 import json
@@ -58,6 +60,20 @@ def the_hang(job):
     return h, ev
 
 
+def stored_stacks(job):
+    """The stacks stored with the run's hang finding: the document's rank
+    objects by rank, and its merged groups."""
+    st = job.report()["stacks"]
+    assert st is not None and st["trigger"] == "hang", st
+    doc = st["document"]
+    return {r["rank"]: r for r in doc["ranks"]}, doc["merged"]["groups"]
+
+
+def innermost(rank_obj):
+    """The innermost frame of the rank's main (oldest) thread."""
+    return rank_obj["threads"][-1]["frames"][-1]
+
+
 def test_sleeping_rank_named_and_stop_leaves_nothing(store):
     job, procs = run(store, "--rank", "1", "--at", "10",
                      extra=["--on-hang", "stop"])
@@ -67,7 +83,25 @@ def test_sleeping_rank_named_and_stop_leaves_nothing(store):
     assert "rank 1 is" in h["message"] and "ranks 0,2 are waiting in " \
         "all_reduce" in h["message"], h["message"]
     assert "stopped on a hang" in job.stderr
+    ranks, groups = stored_stacks(job)
+    assert groups[0]["ranks"] == "1", groups  # the outlier first
+    assert "time.sleep" in (innermost(ranks[1]).get("code") or ""), ranks[1]
+    assert all(ranks[r]["state"] == "ok" for r in (0, 2)), ranks
     assert wait_gone(procs, 10), procs  # no orphans
+
+
+def test_rank_holding_the_gil_in_c_named_with_its_stack(store):
+    job, procs = run(store, "--rank", "2", "--at", "8", "--fault", "gil",
+                     extra=["--on-hang", "stop"])
+    assert job.returncode == HANG_EXIT, job.stderr
+    h, ev = the_hang(job)
+    assert h["ranks"] == [2], h
+    ranks, groups = stored_stacks(job)
+    # the signal handler answers without the GIL the rank holds
+    assert ranks[2]["state"] == "ok", ranks[2]
+    assert innermost(ranks[2])["func"] == "hold_gil_forever", ranks[2]
+    assert groups[0]["ranks"] == "2", groups
+    assert wait_gone(procs, 10), procs
 
 
 def test_sigstopped_rank_named(store):
@@ -87,6 +121,10 @@ def test_sigstopped_rank_named(store):
     h, ev = the_hang(job)
     assert h["ranks"] == [2], h
     assert "rank 2 is silent" in h["message"], h["message"]
+    ranks, _ = stored_stacks(job)
+    assert ranks[2]["state"] == "stopped", ranks[2]
+    assert "SIGSTOP" in (ranks[2]["why"] or "") or "stopped" in \
+        (ranks[2]["why"] or ""), ranks[2]
     assert wait_gone(procs, 15), procs
 
 
@@ -98,6 +136,8 @@ def test_skipped_all_reduce_is_a_mismatch(store):
     assert ev["collective_mismatch"] is True, ev
     assert h["ranks"] == [2], h
     assert "different collectives" in h["message"], h["message"]
+    ranks, _ = stored_stacks(job)
+    assert "time.sleep" in (innermost(ranks[2]).get("code") or ""), ranks[2]
     assert wait_gone(procs, 10), procs
 
 
