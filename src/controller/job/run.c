@@ -415,9 +415,11 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+static void attempt_over(run_ctx *r);
+
 void run_maybe_finish(run_ctx *r)
 {
-    if (!ss_life_finish(&r->life))
+    if (r->restart_pending || !ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
@@ -426,8 +428,13 @@ void run_maybe_finish(run_ctx *r)
     publish_host_totals(r);
     for (uint32_t i = 0; i < r->nprocs; i++)
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
-    ss_live_finish(r->live);
-    uv_stop(&r->loop);
+    attempt_over(r);
+}
+
+void run_set_attempt_cause(run_ctx *r, const char *cause)
+{
+    if (!r->attempt_cause[0])
+        snprintf(r->attempt_cause, sizeof r->attempt_cause, "%s", cause);
 }
 
 /* ---- signals and housekeeping ---- */
@@ -436,6 +443,18 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
     r->stop_requests++;
+    if (r->restart_pending) {
+        /* Between attempts: no rank runs; the restart is called off. */
+        uv_timer_stop(&r->restart_timer);
+        r->restart_pending = 0;
+        fprintf(stderr, "\nstepscope: %s: the restart is called off\n",
+                strsignal(signum));
+        run_event(r, "restart_cancelled", -1, "stopped by %s before "
+                  "attempt %u", strsignal(signum), r->attempt + 1);
+        ss_live_finish(r->live);
+        uv_stop(&r->loop);
+        return;
+    }
     if (r->stop_requests == 1) {
         fprintf(stderr, "\nstepscope: %s: stopping the ranks (SIGTERM, then "
                 "SIGKILL after %.1f s; again to kill now)\n",
@@ -508,7 +527,17 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
     if (r->hang_stacks.capture && id)
         r->hang_stacks.capture(r->hang_stacks.ctx, r->run_id, r->attempt,
                                id);
-    if (r->on_hang == SS_ON_HANG_STOP) {
+    if (r->on_hang == SS_ON_HANG_RESTART) {
+        snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
+        r->hang_acted = 1;
+        fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
+                "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
+                r->attempt, r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang to restart "
+                  "(--on-hang restart)");
+        run_stop_job(r, 0, "stopped on a hang");
+    } else if (r->on_hang == SS_ON_HANG_STOP) {
+        r->hang_acted = 1;
         snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
         fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
                 "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
@@ -521,6 +550,8 @@ static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_mono_now();
+    if (r->restart_pending)
+        return; /* between attempts: no rank to watch */
     publish_host_totals(r);
     run_nodes_tick(r, now);
     check_hang(r, now);
@@ -582,9 +613,22 @@ static void usage(FILE *out)
         "                           p99 of recent step times, at least 30;\n"
         "                           600 before the first step; 0: off;\n"
         "                           docs/debug.md)\n"
-        "      --on-hang dump|stop  on a hang: record it and keep waiting\n"
-        "                           (dump, the default), or also end the job\n"
-        "                           with exit status %d (stop)\n"
+        "      --on-hang dump|stop|restart\n"
+        "                           on a hang: record it and keep waiting\n"
+        "                           (dump, the default), also end the job\n"
+        "                           with exit status %d (stop), or end the\n"
+        "                           attempt and restart (needs --max-restarts)\n"
+        "\n"
+        "restarts (docs/fault-tolerance.md):\n"
+        "      --max-restarts N     restart the whole job up to N times after\n"
+        "                           a rank failure, a hang (--on-hang restart)\n"
+        "                           or a lost node (default 0, as torchrun)\n"
+        "      --restart-backoff SECONDS\n"
+        "                           wait before the first restart, doubling\n"
+        "                           for each next one up to %d s (default 1)\n"
+        "      --max-restarts-per-hour N\n"
+        "                           at most N restarts within any hour\n"
+        "                           (default: no limit)\n"
         "\n"
         "multi-node (the same command on every node; docs/multinode.md):\n"
         "      --nnodes N           nodes in the job (default 1; Slurm's\n"
@@ -609,9 +653,11 @@ static void usage(FILE *out)
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
-        "The exit status is the job's: 0, or that of the rank that failed first.\n",
+        "The exit status is the last attempt's: 0, or that of the rank that\n"
+        "failed first.  A job that fails before its first step twice in a row\n"
+        "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS);
+        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000);
 }
 
 static void list_params(void)
@@ -730,6 +776,10 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
+        {"max-restarts", required_argument, NULL, 0x120},
+        {"max_restarts", required_argument, NULL, 0x120},
+        {"restart-backoff", required_argument, NULL, 0x121},
+        {"max-restarts-per-hour", required_argument, NULL, 0x122},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -830,9 +880,37 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 r->on_hang = SS_ON_HANG_DUMP;
             } else if (strcmp(optarg, "stop") == 0) {
                 r->on_hang = SS_ON_HANG_STOP;
+            } else if (strcmp(optarg, "restart") == 0) {
+                r->on_hang = SS_ON_HANG_RESTART;
             } else {
-                fprintf(stderr, "stepscope run: --on-hang wants dump or "
-                        "stop, not '%s'\n", optarg);
+                fprintf(stderr, "stepscope run: --on-hang wants dump, stop "
+                        "or restart, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x120:
+            if (parse_count(optarg, SS_RESTART_MAX,
+                            &r->restart_cfg.max_restarts)) {
+                fprintf(stderr, "stepscope run: bad --max-restarts '%s' (0 "
+                        "to %d)\n", optarg, SS_RESTART_MAX);
+                return 2;
+            }
+            break;
+        case 0x121:
+            if (parse_seconds_ms(optarg, SS_RESTART_BACKOFF_MAX_MS,
+                                 &r->restart_cfg.backoff_ms)) {
+                fprintf(stderr, "stepscope run: bad --restart-backoff '%s' "
+                        "(seconds, 0 to %d, e.g. 1 or 0.5)\n", optarg,
+                        SS_RESTART_BACKOFF_MAX_MS / 1000);
+                return 2;
+            }
+            break;
+        case 0x122:
+            if (parse_count(optarg, SS_RESTART_PER_HOUR_MAX,
+                            &r->restart_cfg.per_hour) ||
+                r->restart_cfg.per_hour == 0) {
+                fprintf(stderr, "stepscope run: bad --max-restarts-per-hour "
+                        "'%s' (1 to %d)\n", optarg, SS_RESTART_PER_HOUR_MAX);
                 return 2;
             }
             break;
@@ -873,6 +951,11 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         return 2;
     }
     r->argv = argv + optind;
+    if (r->on_hang == SS_ON_HANG_RESTART && r->restart_cfg.max_restarts == 0) {
+        fprintf(stderr, "stepscope run: --on-hang restart needs --max-restarts "
+                "1 or more (hangs count against it)\n");
+        return 2;
+    }
     return resolve_nodes(r);
 }
 
@@ -972,6 +1055,221 @@ static void print_dashboard(run_ctx *r)
             r->http_public ? "?token=" : "", r->http_public ? hex : "");
 }
 
+/*
+ * Launches this node's ranks for attempt r->attempt: the attempt's row,
+ * the health checks (ss_attempt_hooks), the launcher, the injector.
+ * Returns 0 (also when a health check failed: the attempt then ends at
+ * once, through attempt_over), or -1 with ERR when the ranks could not be
+ * launched.
+ */
+static int launch_attempt(run_ctx *r, char *err, size_t errlen)
+{
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
+    r->attempt_started = run_mono_now();
+    ss_life_launched(&r->life, r->attempt_started);
+    ss_hang_init(&r->hang, &r->hang_cfg, r->attempt_started);
+    /* Call point: the health checks before each attempt. */
+    if (r->hooks.health_check &&
+        r->hooks.health_check(r->hooks.ctx, r, r->attempt, r->health_why,
+                              sizeof r->health_why) != 0) {
+        run_set_attempt_cause(r, "health_check");
+        snprintf(r->no_restart_why, sizeof r->no_restart_why,
+                 "a health check failed: %s", r->health_why);
+        run_event(r, "health_check_failed", -1, "%s", r->health_why);
+        fprintf(stderr, "stepscope: health check failed before attempt %u: "
+                "%s\n", r->attempt, r->health_why);
+        attempt_over(r);
+        return 0;
+    }
+    char exe[PATH_MAX];
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
+        return -1;
+    ss_launch_config lcfg;
+    ss_launch_config_defaults(&lcfg);
+    lcfg.nprocs = r->nproc_local;
+    lcfg.world_size = r->nprocs;
+    lcfg.nnodes = r->nnodes;
+    lcfg.master_addr = r->master_addr;
+    lcfg.master_port = r->master_port;
+    lcfg.argv = r->argv;
+    lcfg.exec_shim = exe;
+    lcfg.env = r->rank_env.env;
+    lcfg.run_id = r->uuid;
+    lcfg.log_dir = r->log_path;
+    lcfg.grace_ms = r->grace_ms;
+    lcfg.attempt = r->attempt;
+    lcfg.max_restarts = r->restart_cfg.max_restarts;
+    lcfg.echo = !r->quiet;
+    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
+    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
+    if (!r->launcher)
+        return -1;
+    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
+        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
+    if (r->attempt > 0)
+        run_event(r, "attempt_started", -1, "attempt %u launched", r->attempt);
+    /* Call point: the fault injector, re-armed for each attempt. */
+    if (r->hooks.arm_injector)
+        r->hooks.arm_injector(r->hooks.ctx, r, r->attempt);
+    return 0;
+}
+
+static int job_status(const run_ctx *r);
+
+/* The attempt's exit status: 1 after a failed health check, 124 after a
+ * hang was acted on, else the job's. */
+static int attempt_status(const run_ctx *r)
+{
+    if (r->health_why[0])
+        return 1;
+    if (r->hang_acted)
+        return SS_HANG_EXIT_STATUS;
+    return job_status(r);
+}
+
+/* Why the attempt ended, for the store (store.h, ss_attempt_facts). */
+static const char *attempt_cause(const run_ctx *r, int status)
+{
+    if (r->attempt_cause[0])
+        return r->attempt_cause;
+    if (status == 0)
+        return "completed";
+    if (r->stop_requests)
+        return "interrupted";
+    if (r->hang_acted)
+        return "hang";
+    if (r->node_lost_attempt)
+        return "node_lost";
+    return ss_life_attempt_cause(status, 0);
+}
+
+static void next_attempt(uv_timer_t *t);
+
+/* The attempt's ranks have all ended (or a health check failed before
+ * they were launched): its facts are stored, and the restart policy
+ * (restart.h) decides whether another attempt follows. */
+static void attempt_over(run_ctx *r)
+{
+    int status = attempt_status(r);
+    const char *cause = attempt_cause(r, status);
+    if (!r->failure_text[0] && !r->hang_acted && r->launcher) {
+        char why[8192];
+        if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+            snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
+    }
+    ss_attempt_facts facts = {.attempt = r->attempt,
+                              .ended_at = run_wall_now(),
+                              .first_step = r->first_step,
+                              .last_step = r->last_step,
+                              .resumed_from = -1};
+    snprintf(facts.cause, sizeof facts.cause, "%s", cause);
+    ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+    if (r->n_notes <= r->restart_cfg.max_restarts) {
+        attempt_note *n = &r->notes[r->n_notes++];
+        snprintf(n->cause, sizeof n->cause, "%s", cause);
+        n->status = status;
+    }
+    run_event(r, "attempt_ended", -1, "attempt %u ended: %s (exit status "
+              "%d)", r->attempt, cause, status);
+    r->final_status = status;
+
+    int injected = strncmp(cause, "injected:", 9) == 0;
+    ss_attempt_end end = {.attempt = r->attempt,
+                          .made_progress = r->first_step >= 0,
+                          .now = run_mono_now()};
+    char sig[SS_RESTART_SIG_MAX] = "";
+    if (status == 0)
+        end.why_not = "the job completed";
+    else if (r->stop_requests)
+        end.why_not = "the job was stopped on request";
+    else if (r->no_restart_why[0])
+        end.why_not = r->no_restart_why;
+    else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
+        end.why_not = "stopped on a hang (--on-hang stop)";
+    else
+        end.restartable = 1;
+    if (end.restartable && !r->hang_acted && !r->node_lost_attempt) {
+        ss_restart_signature(status, r->failure_text, sig, sizeof sig);
+        end.signature = injected ? "" : sig;
+    }
+    ss_restart_verdict v;
+    ss_restart_decide(&r->restart, &end, &v);
+    if (!v.restart) {
+        /* Say it when a restart was possible at all. */
+        if (status != 0 && !r->stop_requests &&
+            (r->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
+            fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
+                    "%d): %s\n", r->attempt, cause, status, v.why);
+            run_event(r, "not_restarted", -1, "%s", v.why);
+        }
+        ss_live_finish(r->live);
+        uv_stop(&r->loop);
+        return;
+    }
+    if (r->failure_text[0])
+        fprintf(stderr, "stepscope: %s%s", r->failure_text,
+                r->failure_text[strlen(r->failure_text) - 1] == '\n' ? ""
+                                                                      : "\n");
+    fprintf(stderr, "stepscope: attempt %u ended (%s, exit status %d); %s\n",
+            r->attempt, cause, status, v.why);
+    run_event(r, "restart_scheduled", -1, "%s", v.why);
+    r->restart_pending = 1;
+    uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
+}
+
+/* The backoff is over: a new attempt with a new life cycle, aggregator,
+ * hang state and step range; the ingest socket, store, HTTP server, live
+ * state and run token stay. */
+static void next_attempt(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    r->restart_pending = 0;
+    ss_launcher_destroy(r->launcher);
+    r->launcher = NULL;
+    r->attempt++;
+    ss_aggregator_destroy(r->agg);
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
+                                  &(ss_sink){r, sink_step, sink_finding});
+    ss_life_release(&r->life);
+    char err[512] = "out of memory for a new attempt";
+    int ok = r->agg && ss_life_init(&r->life, r->nprocs, r->attempt,
+                                    (ss_dur_ns)r->connect_timeout_ms *
+                                        1000000) == 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        rank_slot *s = &r->ranks[i];
+        uv_timer_stop(&s->linger);
+        s->pid = 0;
+        s->status_at = 0;
+        s->cur_step = -1;
+        s->phase = s->collective = -1;
+        s->coll_seq = 0;
+        s->coll_active = 0;
+        ss_live_rank_state(r->live, i, "starting");
+    }
+    r->first_step = r->last_step = r->resumed_from = -1;
+    r->job_stopping = 0;
+    r->local_all_exited = 0;
+    r->first_failure_status = -1;
+    r->failure_text[0] = r->hang_stop_why[0] = r->attempt_cause[0] = '\0';
+    r->hang_acted = r->node_lost_attempt = 0;
+    r->no_restart_why[0] = r->health_why[0] = '\0';
+    ss_live_attempt(r->live, r->attempt);
+    if (!r->quiet)
+        fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
+                r->attempt, r->nprocs);
+    if (ok) {
+        run_nodes_restart(r);
+        ok = launch_attempt(r, err, sizeof err) == 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
+        run_event(r, "attempt_failed_to_start", -1, "%s", err);
+        r->final_status = 1;
+        ss_live_finish(r->live);
+        uv_stop(&r->loop);
+    }
+}
+
 static int start(run_ctx *r, char *err, size_t errlen)
 {
     if (!r->db_path) {
@@ -1035,7 +1333,6 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", serr);
         return -1;
     }
-    ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
     if (start_http(r, err, errlen) != 0)
         return -1;
 
@@ -1099,34 +1396,22 @@ static int start(run_ctx *r, char *err, size_t errlen)
                           r->auto_mode, err, errlen) != 0)
         return -1;
 
-    ss_launch_config lcfg;
-    ss_launch_config_defaults(&lcfg);
-    lcfg.nprocs = r->nproc_local;
-    lcfg.world_size = r->nprocs;
-    lcfg.nnodes = r->nnodes;
-    lcfg.master_addr = r->master_addr;
-    lcfg.master_port = r->master_port;
-    lcfg.argv = r->argv;
-    lcfg.exec_shim = exe;
-    lcfg.env = r->rank_env.env;
-    lcfg.run_id = r->uuid;
-    lcfg.log_dir = r->log_path;
-    lcfg.grace_ms = r->grace_ms;
-    lcfg.attempt = r->attempt;
-    lcfg.echo = !r->quiet;
-    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->started = run_mono_now();
-    ss_life_launched(&r->life, r->started);
-    ss_hang_init(&r->hang, &r->hang_cfg, r->started);
-    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
-    if (!r->launcher)
+    r->notes = calloc((size_t)r->restart_cfg.max_restarts + 1,
+                      sizeof *r->notes);
+    if (!r->notes) {
+        snprintf(err, errlen, "out of memory");
         return -1;
-    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
-        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
+    }
+    ss_restart_init(&r->restart, &r->restart_cfg);
+    uv_timer_init(&r->loop, &r->restart_timer);
+    r->restart_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);
+    if (launch_attempt(r, err, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -1195,6 +1480,16 @@ static void print_summary(run_ctx *r, int status)
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
+    if (r->health_why[0])
+        fprintf(stderr, "stepscope: the job was stopped by a failed health "
+                "check: %s\n", r->health_why);
+    if (r->n_notes > 1) {
+        fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
+        for (uint32_t i = 0; i < r->n_notes; i++)
+            fprintf(stderr, "%s attempt %u %s (exit status %d)",
+                    i ? ";" : "", i, r->notes[i].cause, r->notes[i].status);
+        fputc('\n', stderr);
+    }
     print_names_over_limit(r);
     ss_run_summary sum;
     summary_facts(r, status, &sum);
@@ -1275,6 +1570,7 @@ int ss_run_main(int argc, char **argv)
     r->join_timeout_ms = 300000;
     r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
+    r->restart_cfg.backoff_ms = SS_RESTART_BACKOFF_MS_DEFAULT;
     ss_hang_config_defaults(&r->hang_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
@@ -1304,7 +1600,7 @@ int ss_run_main(int argc, char **argv)
         r->tick.data = r;
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
-        status = r->hang_stop_why[0] ? SS_HANG_EXIT_STATUS : job_status(r);
+        status = r->final_status;
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
@@ -1314,14 +1610,6 @@ int ss_run_main(int argc, char **argv)
             run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
-        ss_attempt_facts facts = {.attempt = r->attempt,
-                                  .ended_at = run_wall_now(),
-                                  .first_step = r->first_step,
-                                  .last_step = r->last_step,
-                                  .resumed_from = -1};
-        snprintf(facts.cause, sizeof facts.cause, "%s",
-                 ss_life_attempt_cause(status, r->stop_requests > 0));
-        ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,
@@ -1355,6 +1643,7 @@ int ss_run_main(int argc, char **argv)
     free(r->nodes);
     free(r->remote_host);
     free(r->hang_ranks);
+    free(r->notes);
     ss_life_release(&r->life);
     free(r);
     return status;

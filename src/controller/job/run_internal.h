@@ -26,6 +26,7 @@
 #include "node_links.h"
 #include "nodeconf.h"
 #include "rank_env.h"
+#include "restart.h"
 #include "runlock.h"
 #include "store.h"
 
@@ -70,7 +71,11 @@ typedef struct {
 
 /* What `stepscope run` does on a hang besides recording the finding
  * (--on-hang). */
-typedef enum { SS_ON_HANG_DUMP = 0, SS_ON_HANG_STOP = 1 } ss_on_hang;
+typedef enum {
+    SS_ON_HANG_DUMP = 0,
+    SS_ON_HANG_STOP = 1,
+    SS_ON_HANG_RESTART = 2 /* stop the attempt; restart (restart.h) */
+} ss_on_hang;
 
 /* The job's exit status after --on-hang stop ended it (docs/debug.md). */
 #define SS_HANG_EXIT_STATUS 124
@@ -87,7 +92,36 @@ typedef struct {
                     uint32_t finding_id);
 } ss_hang_stacks_hook;
 
+typedef struct run_ctx run_ctx;
+
+/*
+ * What happens around each attempt besides launching its ranks (both may
+ * be NULL).  Called on the loop thread.
+ *
+ * HEALTH_CHECK runs before each attempt's ranks are launched, attempt 0
+ * included: 0 when every check passed, else -1 with one line in WHY naming
+ * the failing node, the check and its output ("node 1: disk: 2.1 GB free
+ * under /ckpt, 10 GB wanted").  A failure ends the attempt with cause
+ * "health_check", which is never restarted; the summary quotes WHY.
+ *
+ * ARM_INJECTOR runs right after each attempt's ranks were launched: the
+ * fault injector re-arms its faults for ATTEMPT.  A fault it fires sets
+ * the attempt's cause with run_set_attempt_cause ("injected:kill-rank:1@5").
+ */
 typedef struct {
+    void *ctx;
+    int (*health_check)(void *ctx, run_ctx *r, uint32_t attempt, char *why,
+                        size_t whylen);
+    void (*arm_injector)(void *ctx, run_ctx *r, uint32_t attempt);
+} ss_attempt_hooks;
+
+/* How one attempt ended, for the summary. */
+typedef struct {
+    char cause[48];
+    int status;
+} attempt_note;
+
+struct run_ctx {
     /* options */
     uint32_t nprocs;
     const char *name;
@@ -104,6 +138,7 @@ typedef struct {
     ss_hang_config hang_cfg; /* --hang-timeout */
     int hang_off;            /* --hang-timeout 0 */
     ss_on_hang on_hang;      /* --on-hang */
+    ss_restart_config restart_cfg; /* --max-restarts and friends */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
     ss_node_conf conf;       /* resolved (nodeconf.h) */
@@ -143,7 +178,8 @@ typedef struct {
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
-    ss_mono_ns started;
+    ss_mono_ns started;         /* the run's start */
+    ss_mono_ns attempt_started; /* this attempt's launch */
     uint32_t stop_requests;
     uint64_t steps_finalized;
     int64_t first_step, last_step; /* of this attempt's finalized steps */
@@ -165,7 +201,20 @@ typedef struct {
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
     ss_rank_env rank_env;   /* what the local ranks get */
-} run_ctx;
+    /* attempts (run.c, restart.h) */
+    ss_attempt_hooks hooks;
+    ss_restart_policy restart;
+    uv_timer_t restart_timer; /* the backoff before the next attempt */
+    int restart_pending;      /* the timer runs */
+    char attempt_cause[48];   /* set by run_set_attempt_cause, else "" */
+    int hang_acted;           /* --on-hang stop/restart ended this attempt */
+    int node_lost_attempt;    /* a node was lost in this attempt */
+    char no_restart_why[300]; /* a failure no restart may follow, else "" */
+    char health_why[512];     /* the failed health check, else "" */
+    attempt_note *notes;      /* max_restarts + 1 */
+    uint32_t n_notes;
+    int final_status;         /* the last attempt's exit status */
+};
 
 
 ss_wall_ns run_wall_now(void);
@@ -193,6 +242,10 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
 
+/* Sets the cause the current attempt's end is stored with (the fault
+ * injector's "injected:..."); the first call of an attempt stands. */
+void run_set_attempt_cause(run_ctx *r, const char *cause);
+
 /* ---- run_nodes.c ---- */
 
 /* Starts the agent links of a multi-node run (nnodes > 1): the secret,
@@ -217,6 +270,11 @@ uint32_t run_node_of(const run_ctx *r, uint32_t rank);
 
 /* At the end of the run: the nodes whose ranks all exited are done. */
 void run_nodes_finish(run_ctx *r);
+
+/* A new attempt begins (r->attempt is already the new one): joined nodes
+ * are told to relaunch their ranks (LINK_RESTART), lost ones must join
+ * again within the join timeout. */
+void run_nodes_restart(run_ctx *r);
 
 /* Closes the links (end of run). */
 void run_nodes_close(run_ctx *r);

@@ -106,6 +106,7 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
         return;
     s->lost = 1;
     s->gone = 1;
+    r->node_lost_attempt = 1;
     char ranks[64], where[200], msg[600];
     node_ranks(r, node, ranks, sizeof ranks);
     if (s->addr[0])
@@ -341,7 +342,7 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
 void run_nodes_tick(run_ctx *r, ss_mono_ns now)
 {
     if (r->nnodes == 1 ||
-        now - r->started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
+        now - r->attempt_started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
         return;
     for (uint32_t k = 1; k < r->nnodes; k++) {
         if (r->nodes[k].joined || r->nodes[k].gone)
@@ -382,6 +383,12 @@ void run_nodes_finish(run_ctx *r)
     for (uint32_t k = 1; k < r->nnodes; k++)
         if (!r->nodes[k].lost && r->nodes[k].all_exited)
             put_node(r, k, SS_NODE_DONE, NULL, SS_MISSING);
+}
+
+void run_nodes_restart(run_ctx *r)
+{
+    if (r->nnodes == 1)
+        return;
 }
 
 void run_nodes_close(run_ctx *r)
