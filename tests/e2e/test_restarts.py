@@ -1,0 +1,206 @@
+"""End to end: restarts (docs/fault-tolerance.md, "Restarts") on a real DDP
+job, examples/ddp_checkpoint.py (2 ranks, gloo on CPU, a checkpoint every 4
+steps, resumed from when it starts again), under `stepscope run --auto`.
+
+Each test watches every process the job ever had (the controller's
+descendants, sampled) and checks that none is left once it ended.
+
+  - a rank raises at step 10 in attempt 0 only: one restart, exit 0, the
+    second attempt's steps continue from the checkpoint of step 7, the lost
+    work is the steps after it, and the goodput adds up to the wall time;
+  - a rank SIGKILLed by pid: restarted, exit 0;
+  - a hang with --on-hang restart: restarted, the attempt's cause is hang;
+  - an import error: not retried after the second identical failure;
+  - a failing shell job whose last line differs per attempt: the backoff
+    doubles, TORCHELASTIC_* reach the ranks, and the hourly budget stops it.
+"""
+import importlib.util
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SOURCE, STEPSCOPE, Job, wait_gone
+from jobs import descendants, job_args
+from test_ddp import ddp_env, python_cmd
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for this Python")
+
+SCRIPT = SOURCE / "examples" / "ddp_checkpoint.py"
+TIMEOUT = 240
+
+
+def run(store, nprocs, cmd, extra, during=None):
+    """Runs the job, sampling its processes; returns (Job, pids seen)."""
+    args = job_args(store, nprocs, cmd, extra)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ddp_env())
+    procs = set()
+    try:
+        deadline = time.time() + TIMEOUT
+        while proc.poll() is None and time.time() < deadline:
+            procs |= set(descendants(proc.pid))
+            if during:
+                during()
+            time.sleep(0.1)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return Job(subprocess.CompletedProcess(args, proc.returncode, out, err),
+               store), sorted(procs)
+
+
+def ddp(store, ckpt, *script_args, extra=(), during=None):
+    cmd = python_cmd(SCRIPT, "--checkpoint", str(ckpt), "--save-every", "4",
+                     *script_args)
+    return run(store, 2, cmd, ["--auto", *extra], during)
+
+
+def attempts(db):
+    con = sqlite3.connect(str(db))
+    rows = con.execute("SELECT attempt, cause, first_step, last_step, "
+                       "resumed_from, started_at, ended_at FROM attempts "
+                       "ORDER BY attempt").fetchall()
+    con.close()
+    return rows
+
+
+def events(db, kind):
+    con = sqlite3.connect(str(db))
+    rows = [r[0] for r in con.execute(
+        "SELECT message FROM events WHERE kind = ? ORDER BY id", (kind,))]
+    con.close()
+    return rows
+
+
+def goodput(store):
+    out = subprocess.run([str(STEPSCOPE), "goodput", "--json", "--db",
+                          str(store), "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def check_sums(g):
+    """Badput categories and productive time add up to the wall time
+    (within 1 %), the run's and each attempt's."""
+    assert abs(sum(g["ms"].values()) - g["wall_ms"]) <= 0.01 * g["wall_ms"]
+    for a in g["attempts"]:
+        assert abs(sum(a["ms"].values()) - a["wall_ms"]) <= 0.01 * a["wall_ms"]
+
+
+def test_rank_raises_in_attempt_0_restarted_from_checkpoint(store, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    job, procs = ddp(store, ckpt, "--steps", "16", "--step-ms", "20",
+                     "--crash-rank", "1", "--crash-step", "10",
+                     "--crash-attempt", "0", extra=["--max-restarts", "2"])
+    assert job.returncode == 0, job.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "rank_crash"),
+                                             (1, "completed")], rows
+    # Attempt 1 resumed from the checkpoint of step 7: its steps are 8..15.
+    assert rows[0][2] == 0 and 9 <= rows[0][3] <= 10
+    assert rows[1][2:5] == (8, 15, 7), rows
+    assert {r["resumed_from"] for r in job.results().values()} == {7}
+    assert "2 attempts: attempt 0 rank_crash (exit status 1); attempt 1 " \
+        "completed (exit status 0)" in job.stderr
+    g = goodput(store)
+    check_sums(g)
+    a0, a1 = g["attempts"]
+    # Lost work: the steps after the checkpoint (8, 9) done again, plus
+    # the step in progress at the crash (10) as time.
+    assert a0["lost_steps"] == 10 - 7 - 1, a0
+    assert a0["ms"]["lost_work"] > 0 and a0["ms"]["restart"] > 0
+    assert a1["resumed_from"] == 7 and a1["cause"] == "completed"
+    assert wait_gone(procs, 15), procs
+
+
+def test_rank_sigkilled_is_restarted(store, tmp_path):
+    ckpt, pids = tmp_path / "ckpt.pt", tmp_path / "pids"
+    pids.mkdir()
+    killed = []
+
+    def kill_rank_1():
+        f = pids / "rank-1.attempt-0.pid"
+        if not killed and f.exists():
+            pid = int(f.read_text())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    job, procs = ddp(store, ckpt, "--steps", "40", "--step-ms", "50",
+                     "--pid-dir", str(pids), extra=["--max-restarts", "1"],
+                     during=kill_rank_1)
+    assert killed, job.stderr
+    assert job.returncode == 0, job.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "rank_crash"),
+                                             (1, "completed")], rows
+    assert "killed by signal SIGKILL" in job.stderr
+    assert rows[1][3] == 39
+    check_sums(goodput(store))
+    assert wait_gone(procs + killed, 15), procs
+
+
+def test_hang_restarted(store, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    job, procs = ddp(store, ckpt, "--steps", "16", "--step-ms", "20",
+                     "--hang-rank", "1", "--hang-step", "9",
+                     extra=["--max-restarts", "1", "--on-hang", "restart",
+                            "--hang-timeout", "3", "--grace", "2"])
+    assert job.returncode == 0, job.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "hang"), (1, "completed")]
+    assert rows[1][2:5] == (8, 15, 7), rows
+    assert "--on-hang restart" in job.stderr
+    [hang] = events(store, "hang")
+    assert "rank 1" in hang, hang
+    check_sums(goodput(store))
+    assert wait_gone(procs, 15), procs
+
+
+def test_identical_startup_failure_not_retried(store, tmp_path):
+    job, procs = run(store, 2, ["/usr/bin/python3", "-c",
+                                "import no_such_module_for_stepscope"],
+                     ["--max-restarts", "5", "--restart-backoff", "0.2"])
+    assert job.returncode == 1, job.stderr
+    assert [(a, c) for a, c, *_ in attempts(store)] == [(0, "rank_crash"),
+                                                        (1, "rank_crash")]
+    assert "attempts 0 and 1 failed the same way before their first step" \
+        in job.stderr
+    assert "No module named 'no_such_module_for_stepscope'" in job.stderr
+    [why] = events(store, "not_restarted")
+    assert "deterministic" in why
+    assert wait_gone(procs, 15), procs
+
+
+def test_backoff_doubles_and_the_hourly_budget_stops(store, tmp_path):
+    # Each attempt prints another last line: not a deterministic failure.
+    cmd = ["/bin/sh", "-c", 'echo "attempt $TORCHELASTIC_RESTART_COUNT of '
+           '$TORCHELASTIC_MAX_RESTARTS"; exit 3']
+    job, procs = run(store, 1, cmd, ["--max-restarts", "5",
+                                     "--restart-backoff", "0.3",
+                                     "--max-restarts-per-hour", "3"])
+    assert job.returncode == 3, job.stderr
+    rows = attempts(store)
+    assert [a for a, *_ in rows] == [0, 1, 2, 3], rows
+    for k in range(4):
+        assert f"[rank 0] attempt {k} of 5\n" in job.stdout, job.stdout
+    scheduled = events(store, "restart_scheduled")
+    assert [s.split(" in ")[-1] for s in scheduled] == ["0.3 s", "0.6 s",
+                                                        "1.2 s"], scheduled
+    # The gap between an attempt's end and the next launch is the backoff.
+    for (_, _, _, _, _, _, ended), (_, _, _, _, _, started, _), want in zip(
+            rows, rows[1:], (0.3, 0.6, 1.2)):
+        gap = (started - ended) / 1e9
+        assert want - 0.02 <= gap < want + 1.0, (gap, want)  # loop clock
+    [why] = events(store, "not_restarted")
+    assert "--max-restarts-per-hour 3" in why
+    assert "4 attempts" in job.stderr
+    assert wait_gone(procs, 15), procs
