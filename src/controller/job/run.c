@@ -416,10 +416,11 @@ static void close_walk(uv_handle_t *h, void *arg)
 }
 
 static void attempt_over(run_ctx *r);
+static void end_job(run_ctx *r);
 
 void run_maybe_finish(run_ctx *r)
 {
-    if (r->restart_pending || !ss_life_finish(&r->life))
+    if (r->restart_pending || r->ending || !ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
@@ -443,6 +444,10 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
     r->stop_requests++;
+    if (r->ending) {
+        run_end_loop(r);
+        return;
+    }
     if (r->restart_pending) {
         /* Between attempts: no rank runs; the restart is called off. */
         uv_timer_stop(&r->restart_timer);
@@ -451,8 +456,7 @@ static void on_signal(uv_signal_t *h, int signum)
                 strsignal(signum));
         run_event(r, "restart_cancelled", -1, "stopped by %s before "
                   "attempt %u", strsignal(signum), r->attempt + 1);
-        ss_live_finish(r->live);
-        uv_stop(&r->loop);
+        end_job(r);
         return;
     }
     if (r->stop_requests == 1) {
@@ -550,7 +554,7 @@ static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_mono_now();
-    if (r->restart_pending)
+    if (r->restart_pending || r->ending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
     run_nodes_tick(r, now);
@@ -1145,6 +1149,37 @@ static const char *attempt_cause(const run_ctx *r, int status)
 
 static void next_attempt(uv_timer_t *t);
 
+void run_end_loop(run_ctx *r)
+{
+    uv_timer_stop(&r->restart_timer);
+    ss_live_finish(r->live);
+    uv_stop(&r->loop);
+}
+
+static void on_agents_slow(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    fprintf(stderr, "stepscope: not every agent said goodbye within %.0f s; "
+            "ending anyway\n", SS_AGENTS_LEAVE_MS / 1000.0);
+    run_end_loop(r);
+}
+
+/* No attempt follows.  With restarts on, the agents of the other nodes
+ * wait after each attempt for RESTART or STOP: they are told STOP and the
+ * run ends once they have all said goodbye (or after
+ * SS_AGENTS_LEAVE_MS). */
+static void end_job(run_ctx *r)
+{
+    r->ending = 1;
+    if (r->nnodes == 1 || r->restart_cfg.max_restarts == 0 ||
+        run_nodes_all_gone(r)) {
+        run_end_loop(r);
+        return;
+    }
+    ss_node_links_end_all(r->links);
+    uv_timer_start(&r->restart_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
+}
+
 /* The attempt's ranks have all ended (or a health check failed before
  * they were launched): its facts are stored, and the restart policy
  * (restart.h) decides whether another attempt follows. */
@@ -1202,8 +1237,7 @@ static void attempt_over(run_ctx *r)
                     "%d): %s\n", r->attempt, cause, status, v.why);
             run_event(r, "not_restarted", -1, "%s", v.why);
         }
-        ss_live_finish(r->live);
-        uv_stop(&r->loop);
+        end_job(r);
         return;
     }
     if (r->failure_text[0])
@@ -1265,8 +1299,7 @@ static void next_attempt(uv_timer_t *t)
         fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
         run_event(r, "attempt_failed_to_start", -1, "%s", err);
         r->final_status = 1;
-        ss_live_finish(r->live);
-        uv_stop(&r->loop);
+        end_job(r);
     }
 }
 
@@ -1553,6 +1586,7 @@ static int run_agent(run_ctx *r)
         .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
         .host_interval_ms = r->host_interval_ms,
         .log_dir = r->log_dir,
+        .max_restarts = r->restart_cfg.max_restarts,
     };
     return ss_agent_main(&cfg);
 }

@@ -80,6 +80,9 @@ typedef enum {
 /* The job's exit status after --on-hang stop ended it (docs/debug.md). */
 #define SS_HANG_EXIT_STATUS 124
 
+/* How long the agents have to say goodbye once the job is over. */
+#define SS_AGENTS_LEAVE_MS 5000
+
 /*
  * The capture of every rank's stacks on a hang: called once per hang
  * finding, on the loop thread, right after the finding was recorded, with
@@ -214,6 +217,7 @@ struct run_ctx {
     attempt_note *notes;      /* max_restarts + 1 */
     uint32_t n_notes;
     int final_status;         /* the last attempt's exit status */
+    int ending;               /* no attempt follows: the agents leave */
 };
 
 
@@ -246,6 +250,9 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
  * injector's "injected:..."); the first call of an attempt stands. */
 void run_set_attempt_cause(run_ctx *r, const char *cause);
 
+/* Ends the controller's loop: the run is over. */
+void run_end_loop(run_ctx *r);
+
 /* ---- run_nodes.c ---- */
 
 /* Starts the agent links of a multi-node run (nnodes > 1): the secret,
@@ -275,6 +282,9 @@ void run_nodes_finish(run_ctx *r);
  * are told to relaunch their ranks (LINK_RESTART), lost ones must join
  * again within the join timeout. */
 void run_nodes_restart(run_ctx *r);
+
+/* Whether every node that joined has left (1 on a single node). */
+int run_nodes_all_gone(const run_ctx *r);
 
 /* Closes the links (end of run). */
 void run_nodes_close(run_ctx *r);

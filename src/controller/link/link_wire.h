@@ -19,7 +19,7 @@
  * (channel, bytes) in both directions carrying the rank protocol's bytes
  * unchanged, CLOSE(channel) from either side.  The rest is the node's
  * business: clock exchanges, rank starts and exits, host evidence per rank
- * step, heartbeats, and the controller's STOP.
+ * step, heartbeats, and the controller's STOP and RESTART.
  *
  * The decoder is a per-link state machine that checks framing, field
  * ranges, the order of the handshake, the direction of each type and every
@@ -71,7 +71,9 @@ typedef enum {
     LINK_HOST = 33,         /* agent -> controller: one rank step's evidence */
     /* commands */
     LINK_STOP = 40,       /* controller -> agent */
-    LINK_BYE = 41         /* agent -> controller, last frame */
+    LINK_BYE = 41,        /* agent -> controller, last frame */
+    LINK_RESTART = 42,    /* controller -> agent: launch the next attempt */
+    LINK_END = 43         /* controller -> agent: no attempt follows */
 } link_type;
 
 /* Which side a decoder reads (and an encoder writes for the other). */
@@ -166,8 +168,18 @@ typedef struct {
     char reason[LINK_MAX_STR + 1];
 } link_stop;
 
-/* A decoded frame; only the member of TYPE is valid.  HEARTBEAT and BYE
- * have no payload. */
+/* The job restarts: the agent stops its ranks if they still run, waits
+ * for them, and launches them again as ATTEMPT (>= 1).  The controller
+ * sends it only after the node's ALL_EXITED of the attempt before, so
+ * every RANK_EXIT and ALL_EXITED the agent sends before reading it belongs
+ * to the earlier attempt and every one after to ATTEMPT. */
+typedef struct {
+    uint32_t attempt;
+} link_restart;
+
+/* A decoded frame; only the member of TYPE is valid.  HEARTBEAT, BYE and
+ * END have no payload.  END tells an agent that waits after its ranks
+ * exited (restarts on) that the job is over: it says BYE and ends. */
 typedef struct {
     link_type type;
     union {
@@ -186,6 +198,7 @@ typedef struct {
         link_all_exited all_exited;
         link_host host;
         link_stop stop;
+        link_restart restart;
     } u;
 } link_frame;
 

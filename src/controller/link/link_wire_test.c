@@ -137,6 +137,9 @@ static link_frame sample(link_type type)
         f.u.stop.kill_now = 1;
         strcpy(f.u.stop.reason, "the job was stopped from the dashboard");
         break;
+    case LINK_RESTART:
+        f.u.restart.attempt = 3;
+        break;
     default:
         break;
     }
@@ -202,7 +205,8 @@ static const link_type k_from_agent[] = {
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
     LINK_HOST, LINK_BYE};
 static const link_type k_from_controller[] = {
-    LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP};
+    LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
+    LINK_RESTART, LINK_END};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int same_frame(const link_frame *a, const link_frame *b)
@@ -391,6 +395,12 @@ static void directions_are_enforced(void)
     CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_AGENT_HELLO);
     CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_RESTART);
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
+    f.u.restart.attempt = 0; /* the first attempt is never a restart */
+    CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_END);
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
     /* A STOP from the agent (properly MACed as the agent) is refused. */
     link_encoder forged;
     link_encoder_init(&forged, LINK_FROM_CONTROLLER);
@@ -509,9 +519,11 @@ static void every_prefix_needs_more(void)
     link_pair p;
     REQUIRE(handshake(&p));
     const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_EXIT,
-                             LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT};
+                             LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
+                             LINK_RESTART};
     for (size_t k = 0; k < COUNT(all); k++) {
-        int agent = all[k] != LINK_STOP && all[k] != LINK_TIME_RESP;
+        int agent = all[k] != LINK_STOP && all[k] != LINK_TIME_RESP &&
+                    all[k] != LINK_RESTART;
         link_encoder *e = agent ? &p.agent_enc : &p.ctrl_enc;
         link_decoder *dec = agent ? &p.ctrl_dec : &p.agent_dec;
         link_frame f = sample(all[k]), out;
@@ -702,7 +714,8 @@ static size_t mac_by_hand(uint8_t *buf, size_t len, link_direction dir,
 
 static int from_controller(link_type type)
 {
-    return type == LINK_STOP || type == LINK_TIME_RESP;
+    return type == LINK_STOP || type == LINK_TIME_RESP ||
+           type == LINK_RESTART || type == LINK_END;
 }
 
 /* Encodes TYPE unkeyed from its side, lets PATCH change the payload, MACs
@@ -741,6 +754,8 @@ static void answered_early(uint8_t *pl, size_t *len) { pl[23] = 0x80; (void)len;
 static void negative_bound(uint8_t *pl, size_t *len) { pl[15] = 0xff; (void)len; }
 static void data_empty(uint8_t *pl, size_t *len) { (void)pl; *len = 4; }
 static void extra_byte(uint8_t *pl, size_t *len) { pl[*len] = 0; (*len)++; }
+static void attempt_0(uint8_t *pl, size_t *len) { memset(pl, 0, 4); (void)len; }
+static void one_byte_short(uint8_t *pl, size_t *len) { (void)pl; (*len)--; }
 
 /* The decoder's own field checks, on correctly MACed frames that the
  * encoder would refuse to write. */
@@ -766,6 +781,10 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_OPEN, extra_byte, "payload bytes"},
         {LINK_HOST, extra_byte, "payload bytes"},
         {LINK_RANK_EXIT, extra_byte, "trailing"},
+        {LINK_RESTART, attempt_0, "attempt 0"},
+        {LINK_RESTART, extra_byte, "payload bytes"},
+        {LINK_RESTART, one_byte_short, "payload bytes"},
+        {LINK_END, extra_byte, "payload bytes"},
     };
     /* The hand-made MAC agrees with the encoder's. */
     REQUIRE(handshake(&p));
@@ -785,6 +804,8 @@ static void type_names(void)
 {
     CHECK_STR(link_type_name(LINK_DATA), "DATA");
     CHECK_STR(link_type_name(LINK_AGENT_HELLO), "AGENT_HELLO");
+    CHECK_STR(link_type_name(LINK_RESTART), "RESTART");
+    CHECK_STR(link_type_name(LINK_END), "END");
     CHECK_STR(link_type_name(200), "UNKNOWN");
 }
 
