@@ -204,3 +204,110 @@ def test_backoff_doubles_and_the_hourly_budget_stops(store, tmp_path):
     assert "--max-restarts-per-hour 3" in why
     assert "4 attempts" in job.stderr
     assert wait_gone(procs, 15), procs
+
+
+# ---------------------------------------------------------------------------
+# Two nodes on loopback: two `stepscope run`, node 0 the controller, node 1
+# an agent, one rank each.
+
+def free_port_pair():
+    """A port P with P + 1 free too (the master and controller ports)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port > 60000:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
+def two_nodes(store, tmp_path, script_args, extra=(), during=None):
+    """Runs both nodes; returns (node 0's Job, node 1's CompletedProcess,
+    pids seen)."""
+    token = tmp_path / "token"
+    token.write_text(os.urandom(32).hex() + "\n")
+    token.chmod(0o600)
+    port = free_port_pair()
+    cmd = python_cmd(SCRIPT, "--checkpoint", str(tmp_path / "ckpt.pt"),
+                     "--save-every", "4", *script_args)
+    common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",
+              str(port), "--token-file", str(token), "--job-id", "restarts",
+              "--auto", "--no-http", *extra]
+    agent_args = [str(STEPSCOPE), "run", "-n", "1", "--node-rank", "1",
+                  "--log-dir", str(tmp_path / "logs1"), *common, "--", *cmd]
+    agent = subprocess.Popen(agent_args, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=ddp_env())
+    seen = set()
+
+    def watch():
+        nonlocal seen
+        seen |= set(descendants(agent.pid)) | {agent.pid}
+        if during:
+            during(agent)
+
+    try:
+        job, procs = run(store, 1, cmd, ["--node-rank", "0", *common], watch)
+        out, err = agent.communicate(timeout=60)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+    return job, subprocess.CompletedProcess(agent_args, agent.returncode, out,
+                                            err), sorted(set(procs) | seen)
+
+
+def test_two_nodes_rank_failure_on_node_1_restarts_both(store, tmp_path):
+    job, agent, procs = two_nodes(
+        store, tmp_path, ["--steps", "16", "--step-ms", "20", "--crash-rank",
+                          "1", "--crash-step", "10", "--crash-attempt", "0"],
+        ["--max-restarts", "2"])
+    assert job.returncode == 0, job.stderr
+    assert agent.returncode == 0, agent.stderr
+    assert "node 1: the job restarts: attempt 1" in agent.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "rank_crash"),
+                                             (1, "completed")], rows
+    assert rows[1][2:5] == (8, 15, 7), rows
+    # Both ranks of attempt 1 resumed (one on each node).
+    assert '"resumed_from": 7' in job.stdout and \
+        '"resumed_from": 7' in agent.stdout
+    check_sums(goodput(store))
+    assert wait_gone(procs, 15), procs
+
+
+def test_two_nodes_lost_node_joins_again(store, tmp_path):
+    """Node 1's agent is frozen (SIGSTOP) past the heartbeat timeout: the
+    controller loses it and restarts; thawed, the agent finds its link
+    gone, stops its rank and joins again for attempt 1."""
+    frozen = []
+
+    def freeze(agent):
+        if not frozen and (tmp_path / "pids" / "rank-1.attempt-0.pid").exists():
+            os.kill(agent.pid, signal.SIGSTOP)
+            frozen.append(time.time())
+        elif len(frozen) == 1 and time.time() - frozen[0] > 5:
+            os.kill(agent.pid, signal.SIGCONT)
+            frozen.append(time.time())
+
+    (tmp_path / "pids").mkdir()
+    job, agent, procs = two_nodes(
+        store, tmp_path, ["--steps", "30", "--step-ms", "50", "--pid-dir",
+                          str(tmp_path / "pids")],
+        ["--max-restarts", "1", "--heartbeat-timeout", "2", "--grace", "2",
+         "--join-timeout", "60"], during=freeze)
+    assert len(frozen) == 2
+    assert job.returncode == 0, job.stderr
+    assert agent.returncode == 0, agent.stderr
+    assert "joining the controller at" in agent.stderr and "again" in \
+        agent.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "node_lost"),
+                                             (1, "completed")], rows
+    assert rows[1][3] == 29
+    assert wait_gone(procs, 15), procs
