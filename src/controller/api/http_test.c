@@ -552,7 +552,6 @@ static void live_endpoints(void)
     CHECK_STR(r.body, "{\"run_id\":1,\"world_size\":2,\"attempt\":0,"
                       "\"running\":true}\n");
     free(r.body);
-
     REQUIRE(get(port, "/api/runs/1/ranks", NULL, &r) == 0);
     CHECK(strstr(r.body, "\"phase\":\"forward\"") != NULL);
     free(r.body);
@@ -582,7 +581,7 @@ static void live_endpoints(void)
             0);
     CHECK_EQ_INT(r.status, 405);
     free(r.body);
-        ss_live_attempt(l, 1); /* a restart: the attempt shows, ranks start */
+    ss_live_attempt(l, 1); /* a restart: the attempt shows, ranks start */
     REQUIRE(get(port, "/api/live", NULL, &r) == 0);
     CHECK(strstr(r.body, "\"attempt\":1,") != NULL);
     free(r.body);
