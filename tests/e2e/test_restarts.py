@@ -12,7 +12,10 @@ descendants, sampled) and checks that none is left once it ended.
   - a hang with --on-hang restart: restarted, the attempt's cause is hang;
   - an import error: not retried after the second identical failure;
   - a failing shell job whose last line differs per attempt: the backoff
-    doubles, TORCHELASTIC_* reach the ranks, and the hourly budget stops it.
+    doubles, TORCHELASTIC_* reach the ranks, and the hourly budget stops it;
+  - two nodes on loopback: a rank failure on node 1 restarts both nodes; a
+    node lost past the heartbeat timeout joins again for the next attempt;
+  - bad restart flags are usage errors.
 """
 import importlib.util
 import json
@@ -311,3 +314,16 @@ def test_two_nodes_lost_node_joins_again(store, tmp_path):
                                              (1, "completed")], rows
     assert rows[1][3] == 29
     assert wait_gone(procs, 15), procs
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--on-hang", "restart"], "--on-hang restart needs --max-restarts"),
+    (["--max-restarts", "1001"], "bad --max-restarts"),
+    (["--max-restarts", "-1"], "bad --max-restarts"),
+    (["--restart-backoff", "31"], "bad --restart-backoff"),
+    (["--max-restarts-per-hour", "0"], "bad --max-restarts-per-hour"),
+])
+def test_bad_restart_flags(store, flags, says):
+    out = subprocess.run(job_args(store, 1, ["/bin/true"], flags),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
