@@ -448,6 +448,12 @@ static void on_signal(uv_signal_t *h, int signum)
         run_end_loop(r);
         return;
     }
+    if (r->health_pending) {
+        /* Nothing launched yet: the attempt ends when the checks do. */
+        fprintf(stderr, "\nstepscope: %s: stopping once the health checks "
+                "are done\n", strsignal(signum));
+        return;
+    }
     if (r->restart_pending) {
         /* Between attempts: no rank runs; the restart is called off. */
         uv_timer_stop(&r->restart_timer);
@@ -554,7 +560,7 @@ static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_mono_now();
-    if (r->restart_pending || r->ending)
+    if (r->restart_pending || r->ending || r->health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
     run_nodes_tick(r, now);
@@ -1059,32 +1065,67 @@ static void print_dashboard(run_ctx *r)
             r->http_public ? "?token=" : "", r->http_public ? hex : "");
 }
 
+static int launch_ranks(run_ctx *r, char *err, size_t errlen);
+
 /*
- * Launches this node's ranks for attempt r->attempt: the attempt's row,
- * the health checks (ss_attempt_hooks), the launcher, the injector.
- * Returns 0 (also when a health check failed: the attempt then ends at
- * once, through attempt_over), or -1 with ERR when the ranks could not be
- * launched.
+ * Begins attempt r->attempt: its row, then the health checks
+ * (ss_attempt_hooks; the ranks are launched when they pass, in
+ * run_health_done), else the ranks at once.  Returns 0, or -1 with ERR
+ * when the checks could not start or the ranks could not be launched.
  */
-static int launch_attempt(run_ctx *r, char *err, size_t errlen)
+static int begin_attempt(run_ctx *r, char *err, size_t errlen)
 {
     ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
     r->attempt_started = run_mono_now();
-    ss_life_launched(&r->life, r->attempt_started);
-    ss_hang_init(&r->hang, &r->hang_cfg, r->attempt_started);
     /* Call point: the health checks before each attempt. */
-    if (r->hooks.health_check &&
-        r->hooks.health_check(r->hooks.ctx, r, r->attempt, r->health_why,
-                              sizeof r->health_why) != 0) {
-        run_set_attempt_cause(r, "health_check");
-        snprintf(r->no_restart_why, sizeof r->no_restart_why,
-                 "a health check failed: %s", r->health_why);
-        run_event(r, "health_check_failed", -1, "%s", r->health_why);
-        fprintf(stderr, "stepscope: health check failed before attempt %u: "
-                "%s\n", r->attempt, r->health_why);
-        attempt_over(r);
+    if (r->hooks.health_start) {
+        r->health_pending = 1;
+        if (r->hooks.health_start(r->hooks.ctx, r, r->attempt, err,
+                                  errlen) != 0) {
+            r->health_pending = 0;
+            return -1;
+        }
         return 0;
     }
+    return launch_ranks(r, err, errlen);
+}
+
+void run_health_done(run_ctx *r, const char *failed)
+{
+    if (!r->health_pending)
+        return;
+    r->health_pending = 0;
+    if (failed || r->stop_requests) {
+        if (failed) {
+            snprintf(r->health_why, sizeof r->health_why, "%s", failed);
+            run_set_attempt_cause(r, "health_check");
+            snprintf(r->no_restart_why, sizeof r->no_restart_why,
+                     "a health check failed: %s", failed);
+            run_event(r, "health_check_failed", -1, "%s", failed);
+            fprintf(stderr, "stepscope: health check failed before attempt "
+                    "%u: %s\n", r->attempt, failed);
+        }
+        attempt_over(r); /* nothing was launched */
+        return;
+    }
+    char err[512];
+    if (launch_ranks(r, err, sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
+        run_event(r, "attempt_failed_to_start", -1, "%s", err);
+        r->final_status = 1;
+        end_job(r);
+    }
+}
+
+/* Launches the ranks of attempt r->attempt (this node's, and after a
+ * restart the other nodes' through RESTART), then re-arms the injector
+ * (ss_attempt_hooks).  Returns 0, or -1 with ERR. */
+static int launch_ranks(run_ctx *r, char *err, size_t errlen)
+{
+    if (r->attempt > 0)
+        run_nodes_restart(r); /* the other nodes relaunch too */
+    ss_life_launched(&r->life, run_mono_now());
+    ss_hang_init(&r->hang, &r->hang_cfg, run_mono_now());
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
@@ -1120,11 +1161,12 @@ static int launch_attempt(run_ctx *r, char *err, size_t errlen)
 
 static int job_status(const run_ctx *r);
 
-/* The attempt's exit status: 1 after a failed health check, 124 after a
- * hang was acted on, else the job's. */
+/* The attempt's exit status: 1 after a failed health check (or a stop
+ * before anything was launched), 124 after a hang was acted on, else the
+ * job's. */
 static int attempt_status(const run_ctx *r)
 {
-    if (r->health_why[0])
+    if (r->health_why[0] || !r->launcher)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
@@ -1291,10 +1333,8 @@ static void next_attempt(uv_timer_t *t)
     if (!r->quiet)
         fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
                 r->attempt, r->nprocs);
-    if (ok) {
-        run_nodes_restart(r);
-        ok = launch_attempt(r, err, sizeof err) == 0;
-    }
+    if (ok)
+        ok = begin_attempt(r, err, sizeof err) == 0;
     if (!ok) {
         fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
         run_event(r, "attempt_failed_to_start", -1, "%s", err);
@@ -1443,9 +1483,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);
-    if (launch_attempt(r, err, errlen) != 0)
-        return -1;
-    return 0;
+    return begin_attempt(r, err, errlen);
 }
 
 /* One line when some rank used more names than the run has room for. */

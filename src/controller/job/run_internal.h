@@ -101,11 +101,17 @@ typedef struct run_ctx run_ctx;
  * What happens around each attempt besides launching its ranks (both may
  * be NULL).  Called on the loop thread.
  *
- * HEALTH_CHECK runs before each attempt's ranks are launched, attempt 0
- * included: 0 when every check passed, else -1 with one line in WHY naming
- * the failing node, the check and its output ("node 1: disk: 2.1 GB free
- * under /ckpt, 10 GB wanted").  A failure ends the attempt with cause
- * "health_check", which is never restarted; the summary quotes WHY.
+ * HEALTH_START starts the health checks before an attempt's ranks are
+ * launched, attempt 0 included, without blocking the loop (the links'
+ * heartbeats go on): it returns 0 and later calls run_health_done(R,
+ * NULL) when every check passed, or run_health_done(R, WHY) with one line
+ * naming the failing node, the check and its output ("node 1: disk: 2.1 GB
+ * free under /ckpt, 10 GB wanted"), exactly once; or it returns -1 with a
+ * reason in ERR when the checks could not start (run_health_done is then
+ * never called; the run fails to start).  A failed check ends the attempt
+ * with cause "health_check", which is never restarted; the summary quotes
+ * WHY.  The attempt's connect timeout, hang clock and launch time start
+ * only after the checks.
  *
  * ARM_INJECTOR runs right after each attempt's ranks were launched: the
  * fault injector re-arms its faults for ATTEMPT.  A fault it fires sets
@@ -113,8 +119,8 @@ typedef struct run_ctx run_ctx;
  */
 typedef struct {
     void *ctx;
-    int (*health_check)(void *ctx, run_ctx *r, uint32_t attempt, char *why,
-                        size_t whylen);
+    int (*health_start)(void *ctx, run_ctx *r, uint32_t attempt, char *err,
+                        size_t errlen);
     void (*arm_injector)(void *ctx, run_ctx *r, uint32_t attempt);
 } ss_attempt_hooks;
 
@@ -209,6 +215,7 @@ struct run_ctx {
     ss_restart_policy restart;
     uv_timer_t restart_timer; /* the backoff before the next attempt */
     int restart_pending;      /* the timer runs */
+    int health_pending;       /* the health checks of this attempt run */
     char attempt_cause[48];   /* set by run_set_attempt_cause, else "" */
     int hang_acted;           /* --on-hang stop/restart ended this attempt */
     int node_lost_attempt;    /* a node was lost in this attempt */
@@ -249,6 +256,11 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
 /* Sets the cause the current attempt's end is stored with (the fault
  * injector's "injected:..."); the first call of an attempt stands. */
 void run_set_attempt_cause(run_ctx *r, const char *cause);
+
+/* The health checks started by ss_attempt_hooks.health_start are done:
+ * FAILED NULL when all passed (the ranks are launched now), else the
+ * failing node, check and output (the attempt ends, cause health_check). */
+void run_health_done(run_ctx *r, const char *failed);
 
 /* Ends the controller's loop: the run is over. */
 void run_end_loop(run_ctx *r);
