@@ -4,12 +4,17 @@
 # measurements: the real-DDP tests, whose native parts the Python tests
 # cover under the sanitizers, and guard's verdicts over histories of real
 # runs, whose code guard_test and query_history_test cover, and the virtual
-# cluster's own tests, which run no stepscope code); `make demo` runs the demo.
+# cluster's own tests, which run no stepscope code, and the multi-node
+# runs' real DDP jobs, timed by heartbeats and join timeouts, whose link
+# protocol, authentication and clock estimate the unit tests cover, and the
+# stacks' 2-second answer, whose collector stack_collect_test covers, and
+# the injected faults' timings);
+# `make demo` runs the demo.
 BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
 
-.PHONY: all deps test unit asan fuzz demo bench bench-torch bench-accuracy clean
+.PHONY: all deps test unit asan fuzz demo bench bench-agents bench-torch bench-accuracy clean
 
 all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -29,7 +34,7 @@ unit: all
 asan:
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang|restarts)$$'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang|multinode|stacks|inject|profile|restarts)$$'
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
@@ -43,6 +48,12 @@ demo: all
 
 bench: all
 	scripts/bench.sh
+
+# The multi-node controller under 64 agents x 64 ranks at 10 steps/s over
+# TCP for a minute (docs/performance.md, "Many nodes"); BENCH_ARGS overrides,
+# e.g. BENCH_ARGS="--agents 128 --ranks 128 --rate 1 --seconds 60".
+bench-agents: all
+	$(BUILD)/bench/bench_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --rate 10 --seconds 60)
 
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all

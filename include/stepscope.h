@@ -160,6 +160,39 @@ void ss_memory_record(ss_mem_kind kind, uint64_t bytes);
  * after step STEP, so a run resumed from it continues with STEP + 1. */
 void ss_checkpoint_saved(uint64_t step);
 
+/* ---- on-demand profiling (docs/debug.md#profiling) ----
+ *
+ * `stepscope profile` asks chosen ranks to run a profiler for a while.
+ * A process that can honour it calls ss_profile_enable() once; the
+ * controller then sends it requests, which the process takes with
+ * ss_profile_poll() (cheap: one atomic load when there is none; call it
+ * at step boundaries) and answers with ss_profile_done().  Ranks that
+ * never enabled it are answered "not supported" by the controller.  The
+ * Python auto mode does all of this with torch.profiler. */
+
+typedef struct {
+    uint32_t request_id;  /* to echo in ss_profile_done() */
+    uint32_t duration_ms; /* how long to profile */
+    char dir[256];        /* absolute directory to write the trace into */
+} ss_profile_request;
+
+/* Announces that this process honours profile requests.  Returns 0, or
+ * SS_ESTATE when the recorder is disabled. */
+int ss_profile_enable(void);
+
+/* Takes the pending request into *OUT: returns 1, or 0 when there is none
+ * (a newer request replaces one not yet taken).  Never blocks. */
+int ss_profile_poll(ss_profile_request *out);
+
+/* Answers request REQUEST_ID.  OK 1: TEXT is the absolute path of the
+ * Chrome-trace JSON written, and MARKER_NS the ss_now_ns() time of its
+ * event named "stepscope::clock" (how the trace is aligned with the
+ * steps).  OK 0: TEXT says why there is no trace.  Returns 0, SS_EINVAL
+ * (an empty, too long or relative TEXT), or SS_ESTATE (recorder disabled,
+ * or too many answers waiting to be sent).  Thread-safe, never blocks. */
+int ss_profile_done(uint32_t request_id, int ok, int64_t marker_ns,
+                    const char *text);
+
 /*
  * Reports that this process resumed from a checkpoint saved at STEP (it
  * loaded the state after step STEP), so its steps continue with STEP + 1

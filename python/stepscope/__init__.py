@@ -57,6 +57,10 @@ from ._native import (  # noqa: E402  (after the helpful ImportError)
 
 __version__ = _native.__version__
 
+from . import _stacks  # noqa: E402
+
+_stacks.install()
+
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
     "enabled", "memory_record", "memory_sample", "metric", "now_ns", "phase",

@@ -27,7 +27,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -747,6 +749,43 @@ static PyObject *m_collective_end(PyObject *m, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ---- on-demand profiling (auto mode; stepscope.h ss_profile_*) ---- */
+
+static PyObject *m_profile_enable(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(ss_profile_enable() == 0);
+}
+
+/* _profile_poll(): (request_id, duration_ms, dir) of the pending request,
+ * taken, or None (one atomic load when there is none). */
+static PyObject *m_profile_poll(PyObject *m, PyObject *unused)
+{
+    ss_profile_request req;
+    if (!ss_profile_poll(&req))
+        Py_RETURN_NONE;
+    return Py_BuildValue("(kks)", (unsigned long)req.request_id,
+                         (unsigned long)req.duration_ms, req.dir);
+}
+
+/* _profile_done(request_id, ok, marker_ns, text): the answer. */
+static PyObject *m_profile_done(PyObject *m, PyObject *const *args,
+                                Py_ssize_t nargs)
+{
+    int64_t marker;
+    if (check_nargs("_profile_done", nargs, 4, 4) < 0 ||
+        parse_ns(args[2], &marker) < 0)
+        return NULL;
+    unsigned long id = PyLong_AsUnsignedLong(args[0]);
+    int ok = PyObject_IsTrue(args[1]);
+    const char *text = PyUnicode_AsUTF8(args[3]);
+    if (PyErr_Occurred() || ok < 0 || !text)
+        return NULL;
+    int rc = ss_profile_done((uint32_t)id, ok, marker, text);
+    if (rc != 0)
+        return ss_error(rc, "cannot answer profile request %lu", id);
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_metric(PyObject *m, PyObject *const *args,
                           Py_ssize_t nargs)
 {
@@ -894,6 +933,59 @@ static PyObject *m_auto_on(PyObject *m, PyObject *unused)
     return PyBool_FromLong(auto_on);
 }
 
+/* ---- stack requests (stepscope/_stacks.py, docs/debug.md) ----
+ *
+ * The controller asks a rank for its Python stacks with a real-time signal,
+ * SS_STACK_SIGNAL_OFFSET above SIGRTMIN.  faulthandler's handler (registered
+ * by _stacks.py with chain=True) writes every thread's stack to the rank's
+ * stack file without taking the GIL, then calls the handler that was there
+ * before it: this one, which appends the end marker, so the controller
+ * knows the dump is complete.  Only write(2) is used: async-signal-safe. */
+#define SS_STACK_SIGNAL_OFFSET 10
+static const char stack_end_marker[] = "\n# stepscope: end of stacks\n";
+static volatile sig_atomic_t stack_fd = -1;
+
+static void stack_end_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    int fd = stack_fd;
+    if (fd >= 0) {
+        ssize_t rc = write(fd, stack_end_marker, sizeof stack_end_marker - 1);
+        (void)rc; /* nothing to do about a failed write in a handler */
+    }
+    errno = saved;
+}
+
+/* _stack_marker_install(fd) -> int: installs the end-marker handler for
+ * the stack signal, writing to FD, and returns the signal's number.  Call
+ * before faulthandler.register(sig, ..., chain=True). */
+static PyObject *m_stack_marker_install(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    if (fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "fd must be a file descriptor");
+        return NULL;
+    }
+    int sig = SIGRTMIN + SS_STACK_SIGNAL_OFFSET;
+    if (sig > SIGRTMAX) {
+        PyErr_SetString(StepscopeError, "no real-time signal for stacks");
+        return NULL;
+    }
+    stack_fd = (int)fd;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = stack_end_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLong(sig);
+}
+
 static PyMethodDef module_methods[] = {
     {"enabled", m_enabled, METH_NOARGS,
      "enabled() -> bool: whether events are recorded and sent (a controller "
@@ -945,6 +1037,10 @@ static PyMethodDef module_methods[] = {
      NULL},
     {"_collective_begin", m_collective_begin, METH_O, NULL},
     {"_collective_end", m_collective_end, METH_NOARGS, NULL},
+    {"_profile_enable", m_profile_enable, METH_NOARGS, NULL},
+    {"_profile_poll", m_profile_poll, METH_NOARGS, NULL},
+    {"_profile_done", (PyCFunction)(void (*)(void))m_profile_done,
+     METH_FASTCALL, NULL},
     {"_explicit", m_explicit, METH_NOARGS, NULL},
     {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
     {"_auto_next", m_auto_next, METH_NOARGS, NULL},
@@ -952,6 +1048,7 @@ static PyMethodDef module_methods[] = {
     {"_auto_on", m_auto_on, METH_NOARGS, NULL},
     {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,
      METH_FASTCALL, NULL},
+    {"_stack_marker_install", m_stack_marker_install, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef native_module = {

@@ -28,6 +28,11 @@ itself.  It patches torch in place, once per process:
   phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
                      present), reported with checkpoint_saved(k); see
                      "Checkpoints" below
+  profiling          `stepscope profile` requests: torch.profiler runs from
+                     the step boundary after the request until the first
+                     step boundary after the requested seconds, then its
+                     Chrome trace is written where the controller said
+                     (see _Profile)
 
 Steps: a step runs from the end of one optimizer step to the end of the
 next, so gradient accumulation stays one step.  The first step begins at
@@ -88,6 +93,7 @@ class _State:
         self.coll_open = False  # a DDP all-reduce collective is open
         self.torch = None
         self.warned = set()
+        self.profile = None   # the _Profile running, if any
 
 
 _S = _State()
@@ -131,6 +137,78 @@ def _step_boundary():
         _gpu_call(_S.gpu.step_end)
     _native._auto_next()
     _S.started = True
+    if _S.profile is not None:
+        _S.profile.tick()
+    else:
+        req = _native._profile_poll()  # None unless asked: one atomic load
+        if req is not None:
+            _Profile.start(*req)
+
+
+# ---- on-demand profiling ----
+
+PROFILE_MARKER = "stepscope::clock"  # wire.h WIRE_PROFILE_MARKER
+
+
+class _Profile:
+    """One `stepscope profile` request on this rank.  torch.profiler
+    starts at a step boundary, so whole steps are profiled, and stops at
+    the first step boundary after the requested time; stopping it and
+    writing the trace take place on the training thread, in the step that
+    ends the profile.  Right after the profiler starts, a record_function
+    named PROFILE_MARKER is opened and ss_now_ns() read inside it: the
+    controller aligns the trace's own clock with the steps by that pair.
+    The answer (the trace's path, or why there is none) goes to the
+    controller with _native._profile_done."""
+
+    def __init__(self, request_id, duration_ms, directory):
+        self.id = request_id
+        self.end_ns = 0
+        self.path = os.path.join(directory, "rank%s-request%d.json" % (
+            os.environ.get("RANK", "0"), request_id))
+        self.prof = None
+        self.marker_ns = 0
+        self.duration_ms = duration_ms
+
+    @classmethod
+    def start(cls, request_id, duration_ms, directory):
+        p = cls(request_id, duration_ms, directory)
+        try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            profiler = _S.torch.profiler
+            acts = [profiler.ProfilerActivity.CPU]
+            if _S.torch.cuda.is_available():
+                acts.append(profiler.ProfilerActivity.CUDA)
+            p.prof = profiler.profile(activities=acts, record_shapes=False)
+            p.prof.__enter__()
+            with profiler.record_function(PROFILE_MARKER):
+                p.marker_ns = _native.now_ns()
+        except Exception as e:
+            p.answer(False, "torch.profiler could not start: %s: %s"
+                     % (type(e).__name__, e))
+            return
+        p.end_ns = _native.now_ns() + duration_ms * 1000000
+        _S.profile = p
+
+    def tick(self):
+        if _native.now_ns() < self.end_ns:
+            return
+        _S.profile = None
+        try:
+            self.prof.__exit__(None, None, None)
+            self.prof.export_chrome_trace(self.path)
+        except Exception as e:
+            self.answer(False, "torch.profiler failed: %s: %s"
+                        % (type(e).__name__, e))
+            return
+        self.answer(True, self.path)
+
+    def answer(self, ok, text):
+        try:
+            _native._profile_done(self.id, ok, self.marker_ns if ok else 0,
+                                  text[:255])
+        except Exception as e:
+            _warn("cannot answer profile request %d: %s" % (self.id, e))
 
 
 # ---- CUDA ----
@@ -479,8 +557,10 @@ _COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather",
 
 
 def _collective(fn, kind):
+    # The wrapper's name is what merged stacks show between the script's
+    # frame and torch's (docs/debug.md).
     @functools.wraps(fn)
-    def call(*args, **kwargs):
+    def stepscope_collective(*args, **kwargs):
         _native._collective_begin(kind)
         try:
             return fn(*args, **kwargs)
@@ -488,8 +568,8 @@ def _collective(fn, kind):
             # With async_op=True the call only launches it: its wait is
             # not seen, the collective ends here.
             _native._collective_end()
-    call._stepscope_collective = True
-    return call
+    stepscope_collective._stepscope_collective = True
+    return stepscope_collective
 
 
 def _patch_collectives(torch):
@@ -724,5 +804,10 @@ def install():
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)
+    try:
+        import torch.profiler  # noqa: F401
+        _native._profile_enable()
+    except Exception as e:
+        _warn("profiling is not available: %s: %s" % (type(e).__name__, e))
     _S.installed = True
     return True

@@ -8,6 +8,7 @@
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope goodput [RUN | --name NAME]          goodput, MTBF and MTTR
  *   stepscope top [RUN]                            live terminal view
+ *   stepscope profile [RUN] --ranks L --seconds S  torch.profiler on ranks
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
@@ -22,11 +23,14 @@
 #include "guard.h"
 #include "http.h"
 #include "launcher.h"
+#include "native_stack.h"
 #include "nvml.h"
 #include "report.h"
 #include "run.h"
 #include "serve.h"
+#include "stacks_cmd.h"
 #include "stepscope.h"
+#include "profile_cmd.h"
 #include "top.h"
 #include "trace.h"
 #include "web_assets.h"
@@ -55,6 +59,12 @@ static void usage(FILE *out)
             "                                     badput); MTBF and MTTR of a name\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
             "                                     the terminal\n"
+            "  stacks [--db PATH] [--url URL] [RUN] [--native] [--json]\n"
+            "                                     every rank's stacks of a running\n"
+            "                                     job, grouped, the outlier first\n"
+            "  profile [RUN] --ranks LIST --seconds S\n"
+            "                                     torch.profiler traces of chosen\n"
+            "                                     ranks of a running --auto job\n"
             "  guard [--db PATH] [--name NAME] [RUN]\n"
             "                                     did the run regress against the\n"
             "                                     comparable runs before it (exit 1)\n"
@@ -84,8 +94,12 @@ int main(int argc, char **argv)
         return ss_runs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return ss_serve_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "stacks") == 0)
+        return ss_stacks_main(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return ss_top_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return ss_profile_main(argc - 1, argv + 1);
     if (strcmp(cmd, "guard") == 0)
         return ss_guard_main(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
@@ -96,6 +110,8 @@ int main(int argc, char **argv)
         return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)
         return ss_gpus_main(argc - 1, argv + 1);
+    if (strcmp(cmd, SS_NATIVE_STACK_ARG) == 0)
+        return ss_native_stack_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

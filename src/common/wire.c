@@ -23,7 +23,10 @@ _Static_assert(sizeof(wire_hello) >= sizeof(wire_reject) &&
                    sizeof(wire_hello) >= sizeof(wire_checkpoint) &&
                    sizeof(wire_hello) >= sizeof(wire_bye) &&
                    sizeof(wire_hello) >= sizeof(wire_status) &&
-                   sizeof(wire_hello) >= sizeof(wire_resumed),
+                   sizeof(wire_hello) >= sizeof(wire_resumed) &&
+                   sizeof(wire_hello) >= sizeof(wire_features) &&
+                   sizeof(wire_hello) >= sizeof(wire_command) &&
+                   sizeof(wire_hello) >= sizeof(wire_profile_done),
                "wire_hello must be the largest non-STEP frame");
 
 /* ---- little-endian cursor ---- */
@@ -241,6 +244,46 @@ size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *st)
         put_u64(&b, st->coll_seq);
         put_u8(&b, st->coll_flags);
     }
+    return frame_end(&b);
+}
+
+size_t wire_encode_features(uint8_t *buf, size_t cap, const wire_features *f)
+{
+    if (f->bits & ~WIRE_FEATURE_PROFILE)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_FEATURES);
+    put_u32(&b, f->bits);
+    return frame_end(&b);
+}
+
+size_t wire_encode_command(uint8_t *buf, size_t cap, const wire_command *c)
+{
+    if (c->request_id == 0 || c->kind != WIRE_COMMAND_PROFILE ||
+        c->duration_ms == 0 || c->duration_ms > WIRE_MAX_PROFILE_MS ||
+        c->dir[0] != '/')
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_COMMAND);
+    put_u32(&b, c->request_id);
+    put_u8(&b, c->kind);
+    put_u8(&b, 0);
+    put_u16(&b, 0);
+    put_u32(&b, c->duration_ms);
+    put_str(&b, c->dir);
+    return frame_end(&b);
+}
+
+size_t wire_encode_profile_done(uint8_t *buf, size_t cap,
+                                const wire_profile_done *p)
+{
+    if (p->request_id == 0 || p->status > WIRE_PROFILE_FAILED ||
+        p->marker_ns < 0 || p->text[0] == '\0' ||
+        (p->status == WIRE_PROFILE_OK && p->text[0] != '/'))
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_PROFILE_DONE);
+    put_u32(&b, p->request_id);
+    put_u8(&b, p->status);
+    put_u64(&b, (uint64_t)p->marker_ns);
+    put_str(&b, p->text);
     return frame_end(&b);
 }
 
@@ -657,6 +700,68 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
                         "0x%x", (unsigned)st->coll_flags);
         break;
     }
+    case WIRE_FEATURES:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected FEATURES");
+        out->u.features.bits = get_u32(&r);
+        if (r.short_read)
+            return fail(err, errlen, "FEATURES is truncated");
+        if (out->u.features.bits & ~WIRE_FEATURE_PROFILE)
+            return fail(err, errlen, "FEATURES has unknown bits 0x%x",
+                        (unsigned)out->u.features.bits);
+        break;
+    case WIRE_COMMAND: {
+        if (from_rank)
+            return fail(err, errlen, "unexpected COMMAND");
+        wire_command *cmd = &out->u.command;
+        cmd->request_id = get_u32(&r);
+        cmd->kind = get_u8(&r);
+        uint8_t pad8 = get_u8(&r);
+        uint16_t pad16 = get_u16(&r);
+        cmd->duration_ms = get_u32(&r);
+        int src = get_str(&r, cmd->dir, WIRE_MAX_STR);
+        if (r.short_read || src == -1)
+            return fail(err, errlen, "COMMAND is truncated");
+        if (src < 0)
+            return fail(err, errlen, "COMMAND carries a malformed string");
+        if (pad8 != 0 || pad16 != 0)
+            return fail(err, errlen, "COMMAND reserved field is not zero");
+        if (cmd->request_id == 0)
+            return fail(err, errlen, "COMMAND request id 0");
+        if (cmd->kind != WIRE_COMMAND_PROFILE)
+            return fail(err, errlen, "COMMAND of unknown kind %u",
+                        (unsigned)cmd->kind);
+        if (cmd->duration_ms == 0 || cmd->duration_ms > WIRE_MAX_PROFILE_MS)
+            return fail(err, errlen, "COMMAND duration %u ms out of range",
+                        (unsigned)cmd->duration_ms);
+        if (cmd->dir[0] != '/')
+            return fail(err, errlen, "COMMAND directory is not absolute");
+        break;
+    }
+    case WIRE_PROFILE_DONE: {
+        if (!from_rank)
+            return fail(err, errlen, "unexpected PROFILE_DONE");
+        wire_profile_done *pd = &out->u.profile_done;
+        pd->request_id = get_u32(&r);
+        pd->status = get_u8(&r);
+        pd->marker_ns = (int64_t)get_u64(&r);
+        int src = get_str(&r, pd->text, WIRE_MAX_STR);
+        if (r.short_read || src == -1)
+            return fail(err, errlen, "PROFILE_DONE is truncated");
+        if (src < 0 || pd->text[0] == '\0')
+            return fail(err, errlen, "PROFILE_DONE has an empty or "
+                        "malformed text");
+        if (pd->request_id == 0)
+            return fail(err, errlen, "PROFILE_DONE request id 0");
+        if (pd->status > WIRE_PROFILE_FAILED)
+            return fail(err, errlen, "PROFILE_DONE has unknown status %u",
+                        (unsigned)pd->status);
+        if (pd->marker_ns < 0)
+            return fail(err, errlen, "PROFILE_DONE marker out of range");
+        if (pd->status == WIRE_PROFILE_OK && pd->text[0] != '/')
+            return fail(err, errlen, "PROFILE_DONE path is not absolute");
+        break;
+    }
     default:
         return fail(err, errlen, "unknown frame type %u", (unsigned)type);
     }
@@ -709,8 +814,9 @@ const char *wire_type_name(unsigned type)
 {
     static const char *const names[] = {
         NULL, "HELLO", "WELCOME", "REJECT", "NAME",
-        "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS", "RESUMED"};
-    if (type >= 1 && type < sizeof names / sizeof names[0])
+        "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS", "RESUMED",
+        "FEATURES", "COMMAND", "PROFILE_DONE"};
+    if (type >= 1 && type < sizeof names / sizeof names[0] && names[type])
         return names[type];
     return "UNKNOWN";
 }

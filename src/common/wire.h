@@ -41,7 +41,10 @@ typedef enum {
     WIRE_CHECKPOINT = 7, /* rank -> controller, a checkpoint was saved */
     WIRE_BYE = 8,        /* rank -> controller, clean end of this rank */
     WIRE_STATUS = 9,     /* rank -> controller, current step and phase */
-    WIRE_RESUMED = 10    /* rank -> controller, resumed from a checkpoint */
+    WIRE_RESUMED = 10,   /* rank -> controller, resumed from a checkpoint */
+    WIRE_FEATURES = 11,  /* rank -> controller, commands it can carry out */
+    WIRE_COMMAND = 12,   /* controller -> rank, a request (e.g. profile) */
+    WIRE_PROFILE_DONE = 13 /* rank -> controller, a profile request ended */
 } wire_type;
 
 typedef struct {
@@ -154,6 +157,43 @@ typedef struct {
     uint8_t coll_flags;    /* WIRE_STATUS_COLL_ACTIVE; other bits 0 */
 } wire_status;
 
+/* FEATURES: what the rank can do on request (bits only ever added on a
+ * connection).  The controller sends a COMMAND only to a rank that
+ * announced its feature, so a recorder that predates COMMAND never gets
+ * one. */
+#define WIRE_FEATURE_PROFILE 0x1u /* COMMAND kind PROFILE */
+typedef struct {
+    uint32_t bits;
+} wire_features;
+
+/* COMMAND: the controller asks the rank to do something.  request_id
+ * (>= 1) is echoed in the answer.  Kind PROFILE: run torch.profiler (or
+ * whatever profiler the rank has) for duration_ms (1..WIRE_MAX_PROFILE_MS)
+ * and write its trace into directory DIR (absolute, not empty). */
+#define WIRE_COMMAND_PROFILE 1
+#define WIRE_MAX_PROFILE_MS 600000u
+typedef struct {
+    uint32_t request_id;
+    uint8_t kind;
+    uint32_t duration_ms;
+    char dir[WIRE_MAX_STR + 1];
+} wire_command;
+
+/* PROFILE_DONE: the answer to a PROFILE command.  Status OK: TEXT is the
+ * trace file's path and marker_ns the rank's CLOCK_MONOTONIC at the
+ * profiler event named WIRE_PROFILE_MARKER (the clock alignment, see
+ * docs/debug.md#profiling); otherwise TEXT says why there is no trace and
+ * marker_ns is 0. */
+#define WIRE_PROFILE_OK 0
+#define WIRE_PROFILE_FAILED 1
+#define WIRE_PROFILE_MARKER "stepscope::clock"
+typedef struct {
+    uint32_t request_id;
+    uint8_t status;
+    int64_t marker_ns;
+    char text[WIRE_MAX_STR + 1];
+} wire_profile_done;
+
 /* One decoded frame.  Which member is valid follows from TYPE; of a
  * STEP's arrays, only the first n_phases / n_syncs / n_metrics items are
  * (the decoder does not clear the rest). */
@@ -170,6 +210,9 @@ typedef struct {
         wire_bye bye;
         wire_status status;
         wire_resumed resumed;
+        wire_features features;
+        wire_command command;
+        wire_profile_done profile_done;
     } u;
 } wire_frame;
 
@@ -187,6 +230,10 @@ size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
 size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
 size_t wire_encode_status(uint8_t *buf, size_t cap, const wire_status *s);
 size_t wire_encode_resumed(uint8_t *buf, size_t cap, const wire_resumed *r);
+size_t wire_encode_features(uint8_t *buf, size_t cap, const wire_features *f);
+size_t wire_encode_command(uint8_t *buf, size_t cap, const wire_command *c);
+size_t wire_encode_profile_done(uint8_t *buf, size_t cap,
+                                const wire_profile_done *p);
 
 /* Size of an encoded STATUS frame without, and with, a collective. */
 #define WIRE_STATUS_FRAME_SIZE (WIRE_HEADER_SIZE + 20)
@@ -201,7 +248,7 @@ size_t wire_encode_resumed(uint8_t *buf, size_t cap, const wire_resumed *r);
 /* Which side of the connection a decoder reads. */
 typedef enum {
     WIRE_FROM_RANK = 0,      /* controller side: expects HELLO first */
-    WIRE_FROM_CONTROLLER = 1 /* recorder side: WELCOME / REJECT */
+    WIRE_FROM_CONTROLLER = 1 /* recorder side: WELCOME, REJECT, COMMAND */
 } wire_direction;
 
 typedef struct {

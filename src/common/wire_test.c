@@ -510,6 +510,146 @@ static void recorder_side_welcome_reject(void)
     CHECK(d.handshaken);
 }
 
+/* A recorder-side decoder past WELCOME. */
+static wire_decoder welcomed(void)
+{
+    uint8_t buf[64];
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    wire_welcome w = {WIRE_VERSION};
+    size_t n = wire_encode_welcome(buf, sizeof buf, &w);
+    wire_frame f;
+    char err[256];
+    feed(&d, buf, n, &f, err);
+    return d;
+}
+
+static void command_round_trip_and_rules(void)
+{
+    uint8_t buf[512];
+    wire_frame f;
+    char err[256];
+    wire_command c = {7, WIRE_COMMAND_PROFILE, 2000, "/tmp/prof"};
+    size_t n = wire_encode_command(buf, sizeof buf, &c);
+    REQUIRE(n == WIRE_HEADER_SIZE + 12 + 1 + strlen(c.dir));
+    wire_decoder d = welcomed();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_COMMAND);
+    CHECK_EQ_INT(f.u.command.request_id, 7);
+    CHECK_EQ_INT(f.u.command.kind, WIRE_COMMAND_PROFILE);
+    CHECK_EQ_INT(f.u.command.duration_ms, 2000);
+    CHECK_STR(f.u.command.dir, "/tmp/prof");
+    CHECK_STR(wire_type_name(WIRE_COMMAND), "COMMAND");
+    CHECK_STR(wire_type_name(10), "RESUMED");
+    CHECK_STR(wire_type_name(14), "UNKNOWN");
+
+    /* Only the controller sends it, and only after WELCOME. */
+    wire_decoder r = handshaken();
+    CHECK_EQ_INT(feed(&r, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unexpected COMMAND") != NULL);
+    wire_decoder fresh;
+    wire_decoder_init(&fresh, WIRE_FROM_CONTROLLER, NULL, NULL);
+    CHECK_EQ_INT(feed(&fresh, buf, n, &f, err), WIRE_ERROR);
+
+    /* The encoder refuses what the decoder would. */
+    wire_command bad = c;
+    bad.request_id = 0;
+    CHECK_EQ_INT(wire_encode_command(buf, sizeof buf, &bad), 0);
+    bad = c;
+    bad.duration_ms = WIRE_MAX_PROFILE_MS + 1;
+    CHECK_EQ_INT(wire_encode_command(buf, sizeof buf, &bad), 0);
+    bad = c;
+    strcpy(bad.dir, "relative");
+    CHECK_EQ_INT(wire_encode_command(buf, sizeof buf, &bad), 0);
+
+    /* Hand-made violations: unknown kind, reserved bits, zero duration,
+     * a relative directory, a truncated payload. */
+    static const struct {
+        size_t at;
+        uint8_t value;
+        const char *why;
+    } cases[] = {
+        {WIRE_HEADER_SIZE + 4, 9, "unknown kind 9"},
+        {WIRE_HEADER_SIZE + 5, 1, "reserved"},
+        {WIRE_HEADER_SIZE + 7, 1, "reserved"},
+        {WIRE_HEADER_SIZE + 13, 'x', "not absolute"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        n = wire_encode_command(buf, sizeof buf, &c);
+        buf[cases[i].at] = cases[i].value;
+        d = welcomed();
+        CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+        CHECK(strstr(err, cases[i].why) != NULL);
+    }
+    n = wire_encode_command(buf, sizeof buf, &c);
+    memset(buf + WIRE_HEADER_SIZE + 8, 0, 4); /* duration 0 */
+    d = welcomed();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "duration 0 ms") != NULL);
+    n = wire_encode_command(buf, sizeof buf, &c);
+    buf[0] = 10; /* payload cut inside the directory */
+    d = welcomed();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "truncated") != NULL);
+}
+
+static void features_and_profile_done(void)
+{
+    uint8_t buf[512];
+    wire_frame f;
+    char err[256];
+    wire_features ft = {WIRE_FEATURE_PROFILE};
+    size_t n = wire_encode_features(buf, sizeof buf, &ft);
+    wire_decoder d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.features.bits, WIRE_FEATURE_PROFILE);
+    buf[WIRE_HEADER_SIZE] = 3; /* an unknown bit */
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unknown bits") != NULL);
+    ft.bits = 2;
+    CHECK_EQ_INT(wire_encode_features(buf, sizeof buf, &ft), 0);
+
+    wire_profile_done ok = {7, WIRE_PROFILE_OK, 123456789,
+                            "/tmp/prof/rank1.json"};
+    n = wire_encode_profile_done(buf, sizeof buf, &ok);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.profile_done.request_id, 7);
+    CHECK_EQ_INT(f.u.profile_done.status, WIRE_PROFILE_OK);
+    CHECK(f.u.profile_done.marker_ns == 123456789);
+    CHECK_STR(f.u.profile_done.text, "/tmp/prof/rank1.json");
+    /* The recorder side refuses it. */
+    wire_decoder r = welcomed();
+    CHECK_EQ_INT(feed(&r, buf, n, &f, err), WIRE_ERROR);
+
+    wire_profile_done no = {8, WIRE_PROFILE_FAILED, 0,
+                            "torch.profiler is not available"};
+    n = wire_encode_profile_done(buf, sizeof buf, &no);
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_STR(f.u.profile_done.text, "torch.profiler is not available");
+
+    buf[WIRE_HEADER_SIZE + 4] = 2; /* unknown status */
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "unknown status") != NULL);
+    /* A trace path must be absolute; a reason may be any text. */
+    wire_profile_done rel = ok;
+    strcpy(rel.text, "rank1.json");
+    CHECK_EQ_INT(wire_encode_profile_done(buf, sizeof buf, &rel), 0);
+    n = wire_encode_profile_done(buf, sizeof buf, &no);
+    buf[WIRE_HEADER_SIZE + 4] = WIRE_PROFILE_OK; /* "ok" with a reason */
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "not absolute") != NULL);
+    n = wire_encode_profile_done(buf, sizeof buf, &ok);
+    buf[WIRE_HEADER_SIZE + 12] = 0x80; /* marker < 0 */
+    d = handshaken();
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "marker out of range") != NULL);
+}
+
 static void token_hex(void)
 {
     char hex[2 * WIRE_TOKEN_SIZE + 1];
@@ -534,4 +674,5 @@ TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
           TEST(resumed_round_trip_and_rules),
           TEST(rejects_trailing_bytes_and_unknown_type),
           TEST(names_and_counters_rules), TEST(recorder_side_welcome_reject),
-          TEST(token_hex))
+          TEST(command_round_trip_and_rules),
+          TEST(features_and_profile_done), TEST(token_hex))

@@ -325,6 +325,27 @@ SS_API void ss_resumed_from(uint64_t step)
         record(SS__EV_RESUMED, 0, SS__NO_STEP, ss__now(), step);
 }
 
+SS_API int ss_profile_enable(void)
+{
+    if (!active())
+        return SS_ESTATE;
+    ss__sender_profile_enable();
+    return 0;
+}
+
+SS_API int ss_profile_poll(ss_profile_request *out)
+{
+    return active() ? ss__sender_profile_take(out) : 0;
+}
+
+SS_API int ss_profile_done(uint32_t request_id, int ok, int64_t marker_ns,
+                           const char *text)
+{
+    if (!active())
+        return SS_ESTATE;
+    return ss__sender_profile_answer(request_id, ok, marker_ns, text);
+}
+
 SS_API int ss_enabled(void)
 {
     return active() && !ss__sender_rejected();

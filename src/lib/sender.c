@@ -23,6 +23,13 @@
  * one every STATUS_EVERY_NS (a heartbeat).  STATUS frames obey the same
  * reserve as steps and are simply retried on the next tick when they do
  * not fit.
+ *
+ * Commands: once the process enabled profiling, FEATURES follows HELLO on
+ * every connection.  A COMMAND from the controller is parked in `prof`
+ * (under prof_mu) and flagged in prof_pending, which the training thread
+ * polls with one load at step boundaries; its answers wait in the same
+ * struct until the loop queues them as PROFILE_DONE.  An answer whose
+ * connection is lost is dropped: the controller times the request out.
  */
 #include "sender.h"
 
@@ -100,6 +107,21 @@ static struct {
     ss__mono_ns status_at;   /* when it was queued */
     int said_unreachable, said_lost, said_bad_frame;
 } S; /* zero-initialised (no .data copy of this large struct) */
+
+#define SENDER_MAX_ANSWERS 8
+
+/* Profiling requests and answers, shared with the application's threads
+ * under prof_mu (rare, never on the hot path); pending and enabled are
+ * also read without it. */
+static struct {
+    int enabled;       /* atomic: ss_profile_enable() was called */
+    int pending;       /* atomic: `req` holds a request not yet taken */
+    ss_profile_request req;
+    wire_profile_done answers[SENDER_MAX_ANSWERS];
+    unsigned n_answers;
+    int features_sent; /* sender thread: FEATURES queued on this conn */
+} prof;
+static pthread_mutex_t prof_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Held while S.fd changes, and across fork(). */
 static pthread_mutex_t sender_fd_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -242,6 +264,7 @@ static void try_connect(ss__mono_ns now)
     S.in_len = 0;
     memset(S.declared, 0, sizeof S.declared);
     S.have_status = 0;
+    prof.features_sent = 0;
     out_discard();
     S.cfg.hello.pid = (uint32_t)getpid();
     size_t n = wire_encode_hello(S.scratch, sizeof S.scratch, &S.cfg.hello);
@@ -295,6 +318,14 @@ static int handle_input(void)
         } else if (S.frame.type == WIRE_REJECT) {
             rejected(&S.frame.u.reject);
             return -1;
+        } else if (S.frame.type == WIRE_COMMAND) {
+            const wire_command *c = &S.frame.u.command;
+            pthread_mutex_lock(&prof_mu);
+            prof.req.request_id = c->request_id;
+            prof.req.duration_ms = c->duration_ms;
+            snprintf(prof.req.dir, sizeof prof.req.dir, "%s", c->dir);
+            __atomic_store_n(&prof.pending, 1, __ATOMIC_RELEASE);
+            pthread_mutex_unlock(&prof_mu);
         }
     }
     memmove(S.in, S.in + pos, S.in_len - pos);
@@ -534,6 +565,73 @@ static void maybe_queue_status(ss__mono_ns now)
     S.status_at = now;
 }
 
+/* Queues FEATURES once per connection after profiling was enabled, and
+ * the answers waiting (those that do not fit wait for the next tick). */
+static void queue_profile_frames(void)
+{
+    if (!accepting() || !__atomic_load_n(&prof.enabled, __ATOMIC_ACQUIRE))
+        return;
+    uint8_t buf[WIRE_HEADER_SIZE + 13 + 1 + WIRE_MAX_STR];
+    if (!prof.features_sent) {
+        wire_features f = {WIRE_FEATURE_PROFILE};
+        if (out_frame(buf, wire_encode_features(buf, sizeof buf, &f)) < 0)
+            return;
+        prof.features_sent = 1;
+    }
+    pthread_mutex_lock(&prof_mu);
+    unsigned sent = 0;
+    while (sent < prof.n_answers &&
+           out_frame(buf, wire_encode_profile_done(
+                              buf, sizeof buf, &prof.answers[sent])) == 0)
+        sent++;
+    memmove(prof.answers, prof.answers + sent,
+            (prof.n_answers - sent) * sizeof prof.answers[0]);
+    prof.n_answers -= sent;
+    pthread_mutex_unlock(&prof_mu);
+}
+
+void ss__sender_profile_enable(void)
+{
+    __atomic_store_n(&prof.enabled, 1, __ATOMIC_RELEASE);
+}
+
+int ss__sender_profile_take(ss_profile_request *out)
+{
+    if (!__atomic_load_n(&prof.pending, __ATOMIC_ACQUIRE))
+        return 0;
+    pthread_mutex_lock(&prof_mu);
+    int got = prof.pending;
+    if (got)
+        *out = prof.req;
+    __atomic_store_n(&prof.pending, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&prof_mu);
+    return got;
+}
+
+int ss__sender_profile_answer(uint32_t request_id, int ok, int64_t marker_ns,
+                              const char *text)
+{
+    wire_profile_done pd;
+    memset(&pd, 0, sizeof pd);
+    pd.request_id = request_id;
+    pd.status = ok ? WIRE_PROFILE_OK : WIRE_PROFILE_FAILED;
+    pd.marker_ns = ok ? marker_ns : 0;
+    if (!text || strlen(text) > WIRE_MAX_STR)
+        return SS_EINVAL;
+    snprintf(pd.text, sizeof pd.text, "%s", text);
+    uint8_t buf[WIRE_HEADER_SIZE + 13 + 1 + WIRE_MAX_STR];
+    if (wire_encode_profile_done(buf, sizeof buf, &pd) == 0)
+        return SS_EINVAL;
+    int rc = SS_ESTATE;
+    pthread_mutex_lock(&prof_mu);
+    if (prof.n_answers < SENDER_MAX_ANSWERS) {
+        prof.answers[prof.n_answers++] = pd;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&prof_mu);
+    return rc;
+}
+
 static void queue_counters(void)
 {
     if (!accepting())
@@ -566,6 +664,7 @@ static void run_loop(void)
         if (now >= next_tick) {
             drain_round();
             maybe_queue_status(now);
+            queue_profile_frames();
             next_tick = now + TICK_NS;
         }
         if (now >= next_counters) {
@@ -588,6 +687,7 @@ static void finish(void)
 {
     drain_round();
     if (accepting()) {
+        queue_profile_frames();
         queue_counters();
         wire_bye bye = {.last_step = ss__fold_last_step(&S.fold)};
         uint8_t buf[64];

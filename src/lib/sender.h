@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "stepscope.h"
 
 /* Starts the sender for CFG (copied).  Returns 0, or SS_ENOMEM with a
  * reason in ERR when the buffer or the thread cannot be created. */
@@ -36,6 +37,16 @@ int ss__sender_rejected(void);
  * its last round; ring drops are counted by threads.h. */
 uint64_t ss__sender_dropped_events(void);
 uint64_t ss__sender_dropped_records(void);
+
+/* Profiling requests (stepscope.h).  Enable: FEATURES goes out on this
+ * and every later connection.  Take: 1 and the pending request (cleared),
+ * else 0; one atomic load when none.  Answer: queues a PROFILE_DONE for
+ * the sender thread; 0, SS_EINVAL or SS_ESTATE (SENDER_MAX_ANSWERS
+ * waiting). */
+void ss__sender_profile_enable(void);
+int ss__sender_profile_take(ss_profile_request *out);
+int ss__sender_profile_answer(uint32_t request_id, int ok, int64_t marker_ns,
+                              const char *text);
 
 /* pthread_atfork hooks: the child closes the inherited socket and forgets
  * the sender thread, which does not exist in it. */

@@ -319,7 +319,83 @@ static void reports_the_current_phase_and_a_heartbeat(void)
     fc_free(&fc);
 }
 
-TEST_LIST(TEST(connects_when_the_controller_appears_late),
+/* ---- profiling commands ---- */
+
+static int body_profile(void *arg)
+{
+    (void)arg;
+    ss_profile_request req;
+    CHECK_EQ_INT(ss_profile_poll(&req), 0); /* before init: nothing */
+    CHECK_EQ_INT(ss_init(), 0);
+    CHECK_EQ_INT(ss_profile_enable(), 0);
+    int got = 0;
+    for (int i = 0; i < 300 && !got; i++) {
+        got = ss_profile_poll(&req);
+        if (!got)
+            fc_sleep_ms(10);
+    }
+    CHECK_EQ_INT(got, 1);
+    CHECK_EQ_INT(req.request_id, 5);
+    CHECK_EQ_INT(req.duration_ms, 1500);
+    CHECK_STR(req.dir, "/tmp/fc");
+    CHECK_EQ_INT(ss_profile_poll(&req), 0); /* taken once */
+    CHECK_EQ_INT(ss_profile_done(5, 1, 42, "relative.json"), SS_EINVAL);
+    CHECK_EQ_INT(ss_profile_done(5, 1, 42, "/tmp/fc/rank0.json"), 0);
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void takes_a_profile_command_and_answers(void)
+{
+    fake_ctl fc = {.command_ms = 1500};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    char path[128];
+    scratch_path(path, sizeof path);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_profile, NULL, &fc, path)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    unlink(path);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK_EQ_INT(fc.count[WIRE_FEATURES], 1);
+    CHECK_EQ_INT(fc.count[WIRE_PROFILE_DONE], 1);
+    for (int k = 0; k < fc.n_frames; k++)
+        if (fc.frames[k].type == WIRE_PROFILE_DONE) {
+            CHECK_EQ_INT(fc.frames[k].u.profile_done.request_id, 5);
+            CHECK(fc.frames[k].u.profile_done.marker_ns == 42);
+            CHECK_STR(fc.frames[k].u.profile_done.text, "/tmp/fc/rank0.json");
+        }
+}
+
+/* A process that never enables profiling announces nothing. */
+static int body_no_profile(void *arg)
+{
+    (void)arg;
+    CHECK_EQ_INT(ss_init(), 0);
+    one_step(1, SS_NAME("work"));
+    ss_shutdown();
+    return testing_failures_ != 0;
+}
+
+static void announces_nothing_unless_enabled(void)
+{
+    fake_ctl fc = {.command_ms = 1500};
+    REQUIRE(fc_start(&fc) == 0);
+    rank_env(&fc, 0, 1);
+    char path[128];
+    scratch_path(path, sizeof path);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_no_profile, NULL, &fc, path)), 0);
+    unsetenv("STEPSCOPE_ADDR");
+    fc_wait(&fc);
+    unlink(path);
+    CHECK_EQ_INT(fc.n_errors, 0);
+    CHECK_EQ_INT(fc.count[WIRE_FEATURES], 0);
+    CHECK_EQ_INT(fc.count[WIRE_STEP], 1);
+}
+
+TEST_LIST(TEST(takes_a_profile_command_and_answers),
+          TEST(announces_nothing_unless_enabled),
+          TEST(connects_when_the_controller_appears_late),
           TEST(reconnects_and_declares_names_again),
           TEST(speaks_tcp_on_loopback),
           TEST(stalled_controller_costs_records_not_time),

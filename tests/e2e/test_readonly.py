@@ -175,9 +175,10 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
     # Version 2: without what later versions added (metrics, the name
-    # limits, the fingerprint, self time, the host evidence, the nodes).
+    # limits, the fingerprint, self time, the host evidence, the nodes, the stacks).
     con.executescript(
-        "DROP TABLE nodes;" +
+        "DROP TABLE profiles;"
+        "DROP TABLE nodes;" "DROP TABLE stack_snapshots;" +
         "".join(f"ALTER TABLE attempts DROP COLUMN {c};" for c in (
             "ended_at", "cause", "first_step", "last_step",
             "resumed_from")) +

@@ -45,11 +45,13 @@ typedef struct {
     int tcp;             /* listen on 127.0.0.1 (a free port), not unix */
     int conns;           /* connections to serve before stopping (1) */
     int deadline_ms;     /* give up after this long (10000) */
+    uint32_t command_ms; /* answer FEATURES with a PROFILE COMMAND (id 5,
+                            this duration, directory "/tmp/fc") */
     /* results, after fc_wait() */
     int n_conns;
     int n_errors;
     char error[256];
-    int count[WIRE_RESUMED + 1]; /* frames decoded, by type */
+    int count[WIRE_PROFILE_DONE + 1]; /* frames decoded, by type */
     wire_counters counters;     /* the last COUNTERS received */
     int n_frames;               /* frames kept (at most FC_MAX_FRAMES) */
     wire_frame *frames;
@@ -113,7 +115,7 @@ static int fc_listen(fake_ctl *fc)
 
 static void fc_keep(fake_ctl *fc, const wire_frame *f, int conn)
 {
-    if (f->type <= WIRE_RESUMED)
+    if (f->type <= WIRE_PROFILE_DONE)
         fc->count[f->type]++;
     if (f->type == WIRE_COUNTERS)
         fc->counters = f->u.counters;
@@ -166,9 +168,16 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
             if (frame.type == WIRE_STEP && conn == 0 && fc->close_after &&
                 fc->count[WIRE_STEP] >= fc->close_after)
                 return;
+            uint8_t out[300];
+            if (frame.type == WIRE_FEATURES && fc->command_ms) {
+                wire_command cmd = {5, WIRE_COMMAND_PROFILE, fc->command_ms,
+                                    "/tmp/fc"};
+                size_t m = wire_encode_command(out, sizeof out, &cmd);
+                if (send(fd, out, m, MSG_NOSIGNAL) != (ssize_t)m)
+                    fc_error(fc, "cannot send COMMAND");
+            }
             if (frame.type != WIRE_HELLO)
                 continue;
-            uint8_t out[300];
             size_t m;
             if (fc->reject) {
                 wire_reject rj = {.code = 1};

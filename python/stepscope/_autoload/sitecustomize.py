@@ -9,6 +9,8 @@ process of the job starts.  It does as little as possible:
   "spawn" workers), it puts an import hook first on sys.meta_path that
   instruments torch right after `import torch` completes.  Nothing else is
   imported, so a script that never imports torch pays for one finder.
+- It registers the handler that answers the controller's stack requests
+  (stepscope/_stacks.py): a signal handler, no thread.
 - It then runs the sitecustomize module that this one hides, if there is one
   further along sys.path (Debian's Python ships one).
 """
@@ -78,6 +80,17 @@ def _chain():
     spec.loader.exec_module(module)
 
 
+def _answer_stack_requests():
+    """Lets the controller ask this rank for its stacks (stepscope/_stacks.py)
+    from the start, also when the script never imports torch."""
+    try:
+        from stepscope import _stacks
+        _stacks.install()
+    except Exception:
+        pass
+
+
 if os.environ.get("STEPSCOPE_AUTO") == "1" and _owner():
+    _answer_stack_requests()
     sys.meta_path.insert(0, _TorchHook())
 _chain()

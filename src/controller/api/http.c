@@ -70,6 +70,10 @@ struct ss_http {
     int fell_back;
     char url[INET6_ADDRSTRLEN + 300];
     ss_http_gate *gate;
+    ss_http_stacks_fn stacks;
+    void *stacks_ctx;
+    ss_http_profile_fn profile;
+    void *profile_ctx;
     unsigned max_conns;
     unsigned next_worker;     /* gate thread only */
     int stopping;             /* atomic */
@@ -261,7 +265,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status,
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                "GET, HEAD, POST");
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Bearer realm=\"stepscope\"");
@@ -628,7 +633,8 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
-    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT
+    DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT, DOC_STACKS,
+    DOC_PROFILE
 } doc_kind;
 
 static const struct {
@@ -639,7 +645,8 @@ static const struct {
     {"heatmap", DOC_HEATMAP}, {"ranks", DOC_RANKS},
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
-    {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT},
+    {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT}, {"stacks", DOC_STACKS},
+    {"profile", DOC_PROFILE},
 };
 
 /* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
@@ -702,9 +709,68 @@ static enum MHD_Result serve_history(ss_http *h, struct MHD_Connection *c,
     return reply_document(h, c, &b);
 }
 
-/* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/". */
+/* Answers /api/runs/{id}/stacks: asks the live controller for every
+ * rank's stacks (it signals the ranks, so GET only, never HEAD). */
+static enum MHD_Result serve_stacks(ss_http *h, struct MHD_Connection *c,
+                                    int64_t run_id, int head)
+{
+    if (head)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+    if (!h->stacks || !h->live || ss_live_run_id(h->live) != run_id)
+        return reply_error(c, MHD_HTTP_NOT_FOUND, "run %lld is not live "
+                           "here: stacks come from a running job's "
+                           "controller (`stepscope report` shows the stacks "
+                           "stored for a run)", (long long)run_id);
+    const char *nat = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                  "native");
+    int native = nat && (strcmp(nat, "1") == 0 || strcmp(nat, "true") == 0);
+    if (nat && !native && strcmp(nat, "0") != 0 && strcmp(nat, "false") != 0)
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, "native must be 0 or 1");
+    ss_buf b = {0};
+    unsigned status = h->stacks(h->stacks_ctx, native, &b);
+    if (status != MHD_HTTP_OK || b.oom) {
+        enum MHD_Result ret = reply_error(
+            c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
+            b.oom ? "out of memory" : b.data ? b.data : "no stacks");
+        ss_buf_free(&b);
+        return ret;
+    }
+    ss_buf_puts(&b, "\n");
+    return reply_document(h, c, &b);
+}
+
+/* Answers /api/runs/{id}/profile: POST (START 1) asks the live run's
+ * ranks for a profile, GET tells how a request stands (docs/debug.md). */
+static enum MHD_Result serve_profile(ss_http *h, struct MHD_Connection *c,
+                                     int64_t run_id, int start)
+{
+    if (!h->profile || !h->live || ss_live_run_id(h->live) != run_id)
+        return reply_error(c, MHD_HTTP_NOT_FOUND, "run %lld is not live "
+                           "here: profiles are taken by a running job's "
+                           "controller", (long long)run_id);
+    const char *ranks = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                    "ranks");
+    const char *secs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                   "seconds");
+    const char *req = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                  "request");
+    ss_buf b = {0};
+    unsigned status = h->profile(h->profile_ctx, start, ranks, secs, req, &b);
+    if (b.oom || (status != MHD_HTTP_OK && status != MHD_HTTP_ACCEPTED)) {
+        enum MHD_Result ret = reply_error(
+            c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
+            b.oom ? "out of memory" : b.data ? b.data : "no profile");
+        ss_buf_free(&b);
+        return ret;
+    }
+    ss_buf_puts(&b, "\n");
+    return reply(c, status, JSON_TYPE, &b);
+}
+
+/* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/".
+ * POST is allowed on /profile only. */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
-                                 const char *rest, int head)
+                                 const char *rest, int head, int post)
 {
     char idtext[32];
     size_t idlen = strcspn(rest, "/");
@@ -724,8 +790,17 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad run id '%s' (a "
                            "positive integer, as in /api/runs)", idtext);
     long long id = run_id;
+    if (post && kind != DOC_PROFILE)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST is for "
+                           "/api/runs/{id}/profile only");
+    if (kind == DOC_PROFILE && head)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST");
+    if (kind == DOC_PROFILE)
+        return serve_profile(h, c, run_id, post);
     if (kind == DOC_HISTORY)
         return serve_history(h, c, run_id);
+    if (kind == DOC_STACKS)
+        return serve_stacks(h, c, run_id, head);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -880,8 +955,11 @@ static enum MHD_Result serve_metrics(ss_http *h, struct MHD_Connection *c)
 }
 
 static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
-                                 const char *path, int head)
+                                 const char *path, int head, int post)
 {
+    if (post && strncmp(path, "/api/runs/", 10) != 0)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST is for "
+                           "/api/runs/{id}/profile only");
     if (strcmp(path, "/api/runs") == 0) {
         char err[512] = "";
         ss_query *q = pool_get(h, err, sizeof err);
@@ -899,7 +977,7 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
         return reply_document(h, c, &b);
     }
     if (strncmp(path, "/api/runs/", 10) == 0)
-        return serve_run(h, c, path + 10, head);
+        return serve_run(h, c, path + 10, head, post);
     if (strcmp(path, "/api/history") == 0)
         return serve_history(h, c, 0);
     if (strcmp(path, "/api/live") == 0) {
@@ -993,10 +1071,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     }
     ss_http_gate_request_read(h->gate, gate_conn(c));
-    if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+    int post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    if (!post && strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.32s is "
-                           "not allowed (GET or HEAD)", method);
+                           "not allowed (GET or HEAD; POST on "
+                           "/api/runs/{id}/profile)", method);
     char path[512];
     size_t n = strlen(url);
     if (n >= sizeof path)
@@ -1016,10 +1096,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
             return reply_error(c, MHD_HTTP_UNAUTHORIZED, "this server "
                                "listens beyond loopback: send the run token "
                                "(Authorization: Bearer TOKEN or ?token=TOKEN)");
+        if (post && is_metrics)
+            return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+        /* A web page may POST to a loopback server without the token:
+         * browsers send Origin with it, stepscope's clients never do. */
+        if (post && MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                "Origin"))
+            return reply_error(c, MHD_HTTP_FORBIDDEN, "POST from a web page "
+                               "(an Origin header) is refused");
         return is_metrics ? serve_metrics(h, c)
                           : serve_api(h, c, path,
-                                      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0);
+                                      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0,
+                                      post);
     }
+    if (post)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST is for "
+                           "/api/runs/{id}/profile only");
     for (size_t i = 0; i < h->n_files; i++)
         if (strcmp(url, h->files[i].path) == 0)
             return reply_static(c, &h->files[i]);
@@ -1186,6 +1278,10 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
     }
     pthread_mutex_init(&h->mu, NULL);
     h->live = cfg->live;
+    h->stacks = cfg->stacks;
+    h->stacks_ctx = cfg->stacks_ctx;
+    h->profile = cfg->profile;
+    h->profile_ctx = cfg->profile_ctx;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
     h->files = static_files;

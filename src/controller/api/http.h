@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h"
 #include "live.h"
 
 typedef struct ss_http ss_http;
@@ -63,6 +64,29 @@ typedef struct {
  */
 void ss_http_set_static(const ss_static_file *files, size_t n);
 
+/*
+ * Answers GET /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
+ * controller collects every rank's stacks and appends the JSON document
+ * to OUT.  Called on an HTTP worker thread, which it blocks until the
+ * answer (a bounded wait: the collector's deadline).  Returns the HTTP
+ * status: 200 with the document, else with a one-line reason in OUT (not
+ * JSON; the server wraps it).
+ */
+typedef unsigned (*ss_http_stacks_fn)(void *ctx, int native, ss_buf *out);
+
+/*
+ * Answers /api/runs/{id}/profile (docs/debug.md#profiling): START 1 for
+ * POST ?ranks=LIST&seconds=S, 0 for GET ?request=N; the query values are
+ * NULL when absent.  Called on an HTTP worker thread, which it may block
+ * for about a second.  Appends the JSON document to OUT and returns the
+ * HTTP status (200, 202), or another status with a one-line reason in OUT
+ * (not JSON; the server wraps it).
+ */
+typedef unsigned (*ss_http_profile_fn)(void *ctx, int start,
+                                       const char *ranks,
+                                       const char *seconds,
+                                       const char *request, ss_buf *out);
+
 typedef struct {
     const char *host;       /* numeric IPv4/IPv6 address; NULL: 127.0.0.1 */
     uint16_t port;          /* 0: any free port */
@@ -71,6 +95,10 @@ typedef struct {
     ss_live *live;          /* the live run, or NULL (`stepscope serve`) */
     const char *token;      /* required on a non-loopback address; may be
                                NULL on loopback */
+    ss_http_stacks_fn stacks; /* the live run's stacks; NULL: none here */
+    void *stacks_ctx;
+    ss_http_profile_fn profile; /* the live run's profiler; NULL: none */
+    void *profile_ctx;
 } ss_http_config;
 
 /* The connection limits (http.h's header comment); 0 in a field: the

@@ -122,7 +122,8 @@ static const char *fixture(void)
 static ss_http *start_(const char *host, const char *token, ss_live *live)
 {
     char err[512] = "";
-    ss_http_config cfg = {host, 0, 0, fixture(), live, token};
+    ss_http_config cfg = {host, 0, 0, fixture(), live, token, NULL, NULL,
+                          NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h)
         fprintf(stderr, "  ss_http_start: %s\n", err);
@@ -375,10 +376,107 @@ static void authorization_decision(void)
     CHECK(!ss_http_authorized("s3cret", "Bearer ", NULL));
 }
 
+/* ---- the profile endpoint ---- */
+
+static int profile_calls;
+static char profile_args[256];
+
+static unsigned fake_profile(void *ctx, int start, const char *ranks,
+                             const char *seconds, const char *request,
+                             ss_buf *out)
+{
+    profile_calls++;
+    snprintf(profile_args, sizeof profile_args, "%s %d %s %s %s",
+             (const char *)ctx, start, ranks ? ranks : "-",
+             seconds ? seconds : "-", request ? request : "-");
+    if (ranks && strcmp(ranks, "99") == 0) {
+        ss_buf_puts(out, "rank 99 is out of range");
+        return 400;
+    }
+    ss_buf_puts(out, "{\"request\":1}");
+    return start ? 202 : 200;
+}
+
+static int post(uint16_t port, const char *path, const char *headers,
+                response *r)
+{
+    char raw[4096];
+    snprintf(raw, sizeof raw, "POST %s HTTP/1.0\r\nHost: x\r\n"
+             "Content-Length: 0\r\n%s\r\n", path, headers ? headers : "");
+    return exchange(port, raw, r);
+}
+
+/* POST /api/runs/{id}/profile reaches the hook only with the token off
+ * loopback, for the live run only; POST anywhere else is refused. */
+static void profile_endpoint(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    char err[512] = "";
+    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), l, "abc123",
+                          NULL, NULL, fake_profile, "ctx"};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    response r;
+    profile_calls = 0;
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=0,1&seconds=2", NULL,
+                 &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    free(r.body);
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=0,1&seconds=2",
+                 "Authorization: Bearer wrong\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 401);
+    free(r.body);
+    CHECK_EQ_INT(profile_calls, 0);
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=0,1&seconds=2",
+                 "Authorization: Bearer abc123\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 202);
+    CHECK(strstr(r.body, "\"request\":1") != NULL);
+    free(r.body);
+    CHECK_STR(profile_args, "ctx 1 0,1 2 -");
+    REQUIRE(get(port, "/api/runs/1/profile?request=1&token=abc123", NULL,
+                &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    CHECK_STR(profile_args, "ctx 0 - - 1");
+    /* the hook's refusal is wrapped as an error document */
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=99&seconds=2&token=abc123",
+                 NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK(strstr(r.body, "{\"error\":\"rank 99 is out of range") != NULL);
+    free(r.body);
+    /* not the live run; POST elsewhere; HEAD */
+    int calls = profile_calls;
+    REQUIRE(post(port, "/api/runs/2/profile?ranks=0&seconds=2&token=abc123",
+                 NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404);
+    free(r.body);
+    REQUIRE(post(port, "/api/runs/1/steps?token=abc123", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    REQUIRE(post(port, "/metrics?token=abc123", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    REQUIRE(post(port, "/", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    CHECK_EQ_INT(profile_calls, calls);
+    /* a cross-site POST from a browser, even with the token */
+    REQUIRE(post(port, "/api/runs/1/profile?ranks=0&seconds=2&token=abc123",
+                 "Origin: http://evil.example\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 403);
+    free(r.body);
+    CHECK_EQ_INT(profile_calls, calls);
+    ss_http_stop(h);
+    ss_live_destroy(l);
+}
+
 static void token_required_beyond_loopback(void)
 {
     char err[256] = "";
-    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL};
+    ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL, NULL, NULL,
+                          NULL, NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "token") != NULL);
 
@@ -482,7 +580,8 @@ static void busy_port(void)
     getsockname(fd, (struct sockaddr *)&a, &len);
     uint16_t held = ntohs(a.sin_port);
     char err[256] = "";
-    ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL};
+    ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL, NULL,
+                          NULL, NULL, NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "in use") != NULL);
     cfg.fallback = 1;
@@ -677,7 +776,8 @@ static ss_http *start_limited_(const char *host, const char *token,
                                unsigned timeout_ms)
 {
     char err[512] = "";
-    ss_http_config cfg = {host, 0, 0, fixture(), NULL, token};
+    ss_http_config cfg = {host, 0, 0, fixture(), NULL, token, NULL, NULL,
+                          NULL, NULL};
     ss_http_limits lim = {max_conns, per_address, timeout_ms};
     ss_http *h = ss_http_start_limited(&cfg, &lim, err, sizeof err);
     if (!h)
@@ -923,6 +1023,7 @@ static void live_file(void)
 
 TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
           TEST(authorization_decision), TEST(token_required_beyond_loopback),
+          TEST(profile_endpoint),
           TEST(addresses), TEST(busy_port), TEST(static_files),
           TEST(live_endpoints), TEST(event_stream),
           TEST(stop_ends_open_streams), TEST(admission_decision),

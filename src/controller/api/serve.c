@@ -133,7 +133,7 @@ int ss_serve_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     ss_http_config cfg = {host, port, addr == NULL, db, NULL,
-                          loopback ? NULL : token};
+                          loopback ? NULL : token, NULL, NULL, NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h) {
         fprintf(stderr, "stepscope serve: %s\n", err);

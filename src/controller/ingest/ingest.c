@@ -35,6 +35,7 @@ typedef struct conn {
     wire_decoder decoder;
     int32_t rank;       /* -1 until HELLO accepted */
     int said_bye;
+    uint32_t features;  /* WIRE_FEATURE_* the rank announced */
     int closing;
     int handles_open;   /* pipe and timer; freed when both closed */
     int16_t name_map[WIRE_MAX_NAME_ID + 1]; /* local id -> run-wide index,
@@ -106,7 +107,7 @@ typedef struct {
     uv_write_t req;
     conn *c;
     int close_after;
-    uint8_t bytes[WIRE_HEADER_SIZE + 2 + 1 + WIRE_MAX_STR];
+    uint8_t bytes[WIRE_HEADER_SIZE + 12 + 1 + WIRE_MAX_STR]; /* COMMAND */
 } write_req;
 
 static void on_write_done(uv_write_t *req, int status)
@@ -279,6 +280,14 @@ static int dispatch(conn *c, wire_frame *f)
                               ? c->name_map[f->u.status.coll_name_id]
                               : -1);
         return 0;
+    case WIRE_FEATURES:
+        c->features |= f->u.features.bits;
+        return 0;
+    case WIRE_PROFILE_DONE:
+        if (cb->on_profile_done)
+            cb->on_profile_done(cb->ctx, (uint32_t)c->rank,
+                                &f->u.profile_done);
+        return 0;
     case WIRE_BYE:
         c->said_bye = 1;
         if (cb->on_bye)
@@ -338,6 +347,11 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
         else if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
                  c->transport && c->transport->clock_offset_ns)
             in->frame.u.status.since_ns += *c->transport->clock_offset_ns;
+        else if (in->frame.type == WIRE_PROFILE_DONE &&
+                 in->frame.u.profile_done.marker_ns && c->transport &&
+                 c->transport->clock_offset_ns)
+            in->frame.u.profile_done.marker_ns +=
+                *c->transport->clock_offset_ns;
         if (dispatch(c, &in->frame) < 0)
             return -1;
     }
@@ -532,6 +546,26 @@ void ss_ingest_drop_rank(ss_ingest *in, uint32_t rank)
     for (conn *c = in->conns; c; c = c->next)
         if (c->rank == (int32_t)rank)
             conn_close(c);
+}
+
+int ss_ingest_send_command(ss_ingest *in, uint32_t rank,
+                           const wire_command *cmd)
+{
+    uint32_t need = cmd->kind == WIRE_COMMAND_PROFILE ? WIRE_FEATURE_PROFILE
+                                                      : 0;
+    for (conn *c = in->conns; c; c = c->next) {
+        if (c->rank != (int32_t)rank || c->closing)
+            continue;
+        if (!need || !(c->features & need))
+            return SS_INGEST_UNSUPPORTED;
+        uint8_t out[WIRE_HEADER_SIZE + 12 + 1 + WIRE_MAX_STR];
+        size_t n = wire_encode_command(out, sizeof out, cmd);
+        if (n == 0)
+            return SS_INGEST_UNSUPPORTED;
+        conn_send(c, out, n, 0);
+        return 0;
+    }
+    return SS_INGEST_NOT_CONNECTED;
 }
 
 uint32_t ss_ingest_connections(const ss_ingest *in)

@@ -63,6 +63,11 @@ typedef struct {
     /* RANK resumed from a checkpoint saved at R->step (RESUMED).  May be
      * NULL. */
     void (*on_resumed)(void *ctx, uint32_t rank, const wire_resumed *r);
+    /* RANK answered a COMMAND (ss_ingest_send_command) of kind PROFILE.
+     * PD->marker_ns is on the controller's clock (moved like records'
+     * times on a channel).  May be NULL. */
+    void (*on_profile_done)(void *ctx, uint32_t rank,
+                            const wire_profile_done *pd);
 } ss_ingest_callbacks;
 
 typedef struct {
@@ -128,6 +133,20 @@ void ss_ingest_channel_feed(ss_ingest_channel *ch, const uint8_t *bytes,
  * was lost): like the end of a socket's stream.  CH is invalid after the
  * call; T->closed is not called. */
 void ss_ingest_channel_gone(ss_ingest_channel *ch);
+
+/* Results of ss_ingest_send_command. */
+#define SS_INGEST_NOT_CONNECTED (-1) /* no handshaken connection of RANK */
+#define SS_INGEST_UNSUPPORTED (-2)   /* RANK never announced the feature */
+
+/*
+ * Sends CMD to RANK's connection (a socket or a channel: an agent carries
+ * it to a remote rank unchanged).  Sent only when the rank announced the
+ * command's feature (FEATURES), so that a recorder that does not know the
+ * command never receives it.  Returns 0 when queued, or one of the codes
+ * above.  The answer, if any, comes through the callbacks.
+ */
+int ss_ingest_send_command(ss_ingest *in, uint32_t rank,
+                           const wire_command *cmd);
 
 /* Number of open connections, handshaken or not. */
 uint32_t ss_ingest_connections(const ss_ingest *in);

@@ -31,6 +31,8 @@ typedef struct {
     int resumed;          /* on_resumed calls */
     uint64_t resumed_step;
     int said_bye;
+    int profile_done;             /* on_profile_done calls */
+    wire_profile_done last_done;  /* and the last answer */
     ss_ingest *in;
     ss_ingest_stats stats; /* as they were when the ingest was closed */
     int close_after; /* close the ingest after this many disconnects +
@@ -108,6 +110,15 @@ static void t_resumed(void *ctx, uint32_t rank, const wire_resumed *r)
     seen *s = ctx;
     s->resumed++;
     s->resumed_step = r->step;
+}
+
+static void t_profile_done(void *ctx, uint32_t rank,
+                           const wire_profile_done *pd)
+{
+    seen *s = ctx;
+    s->profile_done++;
+    s->last_done = *pd;
+    (void)rank;
 }
 
 static void t_bye(void *ctx, uint32_t rank, const wire_bye *b)
@@ -263,7 +274,8 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                               .on_status = t_status,
                               .on_name_refused = t_name_refused,
                               .on_values_dropped = t_values_dropped,
-                              .on_resumed = t_resumed};
+                              .on_resumed = t_resumed,
+                              .on_profile_done = t_profile_done};
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* as `stepscope run` does */
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
@@ -580,7 +592,78 @@ static void channel_rejected(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
-TEST_LIST(TEST(accepts_and_translates),
+/* A command goes only to a connected rank that announced the feature;
+ * the answer comes back with its marker on the controller's clock. */
+static void commands_need_the_feature(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    char path[108];
+    sock_path(path, sizeof path, "cmd");
+    ss_ingest *in = start(&loop, &s, path, 5000);
+    REQUIRE(in != NULL);
+    fake_transport ft = {.offset = -1000};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, &ft.offset, 0, 0};
+    ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
+    REQUIRE(ch != NULL);
+    uint8_t buf[2048];
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = 2;
+    h.world_size = 4;
+    memcpy(h.token, k_token, sizeof k_token);
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "node1");
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    ss_ingest_channel_feed(ch, buf, n);
+    REQUIRE(s.hellos == 1);
+    size_t welcome_len = ft.out_len;
+
+    wire_command cmd = {9, WIRE_COMMAND_PROFILE, 1500, "/tmp/p"};
+    CHECK_EQ_INT(ss_ingest_send_command(in, 2, &cmd), SS_INGEST_UNSUPPORTED);
+    CHECK_EQ_INT(ss_ingest_send_command(in, 3, &cmd),
+                 SS_INGEST_NOT_CONNECTED);
+    CHECK(ft.out_len == welcome_len); /* nothing sent */
+    wire_features feat = {WIRE_FEATURE_PROFILE};
+    n = wire_encode_features(buf, sizeof buf, &feat);
+    ss_ingest_channel_feed(ch, buf, n);
+    CHECK_EQ_INT(ss_ingest_send_command(in, 2, &cmd), 0);
+
+    /* the rank's decoder reads WELCOME, then the COMMAND */
+    wire_decoder d;
+    wire_decoder_init(&d, WIRE_FROM_CONTROLLER, NULL, NULL);
+    wire_frame f;
+    size_t used, off = 0;
+    char err[128];
+    REQUIRE(wire_decoder_next(&d, ft.out, ft.out_len, &f, &used, err,
+                              sizeof err) == WIRE_OK);
+    off += used;
+    REQUIRE(wire_decoder_next(&d, ft.out + off, ft.out_len - off, &f, &used,
+                              err, sizeof err) == WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_COMMAND);
+    CHECK_EQ_INT(f.u.command.request_id, 9);
+    CHECK_STR(f.u.command.dir, "/tmp/p");
+
+    wire_profile_done pd = {9, WIRE_PROFILE_OK, 5000, "/tmp/p/rank2.json"};
+    n = wire_encode_profile_done(buf, sizeof buf, &pd);
+    ss_ingest_channel_feed(ch, buf, n);
+    CHECK_EQ_INT(s.profile_done, 1);
+    CHECK(s.last_done.marker_ns == 4000); /* moved by the offset */
+    CHECK_STR(s.last_done.text, "/tmp/p/rank2.json");
+
+    ss_ingest_channel_gone(ch);
+    CHECK_EQ_INT(ss_ingest_send_command(in, 2, &cmd),
+                 SS_INGEST_NOT_CONNECTED);
+    ss_ingest_close(in);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&s.closer, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+TEST_LIST(TEST(accepts_and_translates), TEST(commands_need_the_feature),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),
           TEST(controller_refusal_is_sent), TEST(silent_peer_times_out),

@@ -350,6 +350,10 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_host)
             cb->on_host(cb->ctx, node, &f->u.host);
         return;
+    case LINK_HEALTH:
+        if (cb->on_health)
+            cb->on_health(cb->ctx, node, &f->u.health);
+        return;
     case LINK_BYE:
         l->said_bye = 1;
         return;
@@ -426,8 +430,8 @@ static void on_timer(uv_timer_t *t)
     }
     if (silent >= nl->cfg.heartbeat_timeout_ms) {
         char why[96];
-        snprintf(why, sizeof why, "no heartbeat for %.0f s",
-                 silent / 1000.0);
+        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
+                 silent / 1000.0, nl->cfg.heartbeat_timeout_ms / 1000.0);
         link_close(l, why, 1);
         return;
     }
@@ -582,6 +586,19 @@ void ss_node_links_end_all(ss_node_links *nl)
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED)
             link_send(l, &f, 0);
+}
+
+int ss_node_links_inject(ss_node_links *nl, uint32_t node,
+                         const link_inject *x)
+{
+    if (!nl)
+        return -1;
+    link_frame f = {.type = LINK_INJECT};
+    f.u.inject = *x;
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED && l->hello.node_rank == node)
+            return link_send(l, &f, 0);
+    return -1;
 }
 
 static void on_server_closed(uv_handle_t *h)

@@ -8,8 +8,8 @@
  * becomes an ingest channel (ingest.h) whose records are moved onto the
  * controller's clock by the node's latest clock estimate.  The rest of
  * what an agent says (clock estimates, rank starts and exits, host
- * evidence, the end of its ranks) goes to callbacks; STOP goes the other
- * way.  A link whose peer sends anything malformed, fails authentication
+ * evidence, the end of its ranks, its health check) goes to callbacks;
+ * STOP and INJECT go the other way.  A link whose peer sends anything malformed, fails authentication
  * or stays silent past the heartbeat timeout is closed; a joined node's
  * link that ends without BYE is reported lost, after its channels are
  * reported gone.  Runs on the controller's libuv loop; never blocks.
@@ -47,6 +47,8 @@ typedef struct {
     void (*on_node_gone)(void *ctx, uint32_t node, int clean, const char *why);
     /* A connection that never joined was closed: ADDR, and why. */
     void (*on_refused)(void *ctx, const char *addr, const char *why);
+    /* NODE's health check before its ranks start (HEALTH). */
+    void (*on_health)(void *ctx, uint32_t node, const link_health *h);
 } ss_node_links_callbacks;
 
 typedef struct {
@@ -80,6 +82,11 @@ void ss_node_links_restart_all(ss_node_links *nl, uint32_t attempt);
 
 /* END to every joined node: no attempt follows (they say BYE). */
 void ss_node_links_end_all(ss_node_links *nl);
+
+/* Sends INJECT X to joined node NODE (its agent signals the rank).
+ * Returns 0, or -1 when the node is not joined or X is malformed. */
+int ss_node_links_inject(ss_node_links *nl, uint32_t node,
+                         const link_inject *x);
 
 /* Stops listening and closes every link (joined nodes are not reported
  * gone).  Handles finish closing on the next loop iterations.  NULL is a

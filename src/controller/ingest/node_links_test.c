@@ -24,6 +24,8 @@ static const uint8_t k_token[WIRE_TOKEN_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8,
 typedef struct {
     int joins, refused, clocks, exits, all_exited, gone, gone_clean;
     int hellos, steps, disconnects;
+    int health_ok, health_failed;
+    char health_check[64], health_output[128];
     int64_t last_offset;
     char gone_why[128], refused_why[256];
     int refuse_join;
@@ -83,6 +85,23 @@ static void t_all(void *ctx, uint32_t node, const link_all_exited *a)
         ss_node_links_end_all(s->nl);
 }
 
+/* A node's failed check is answered by an injected fault, so that the
+ * scripted agent sees INJECT come back. */
+static void t_health(void *ctx, uint32_t node, const link_health *h)
+{
+    seen *s = ctx;
+    if (h->ok) {
+        s->health_ok++;
+        return;
+    }
+    s->health_failed++;
+    snprintf(s->health_check, sizeof s->health_check, "%s", h->check);
+    snprintf(s->health_output, sizeof s->health_output, "%s", h->output);
+    link_inject x = {2, SIGSTOP, 250};
+    CHECK_EQ_INT(ss_node_links_inject(s->nl, node, &x), 0);
+    CHECK_EQ_INT(ss_node_links_inject(s->nl, node + 1, &x), -1);
+}
+
 static void t_gone(void *ctx, uint32_t node, int clean, const char *why)
 {
     seen *s = ctx;
@@ -139,6 +158,7 @@ typedef struct {
     int joined, rejected, got_time_resp, token_ok, got_welcome, closed;
     uint32_t restart_attempt; /* A_RESTARTS: the RESTART frame's attempt */
     int got_end;
+    int got_inject;
     char reject_reason[256];
 } agent;
 
@@ -326,6 +346,18 @@ static void *run_agent(void *arg)
     link_frame cl = {.type = LINK_CLOSE};
     cl.u.channel.channel = 7;
     send_frame(&c, &cl);
+    /* a health check (failed) and the fault it is answered with */
+    link_frame hf = {.type = LINK_HEALTH};
+    snprintf(hf.u.health.check, sizeof hf.u.health.check, "command");
+    snprintf(hf.u.health.output, sizeof hf.u.health.output, "exit 3\nib0 down");
+    send_frame(&c, &hf);
+    do {
+        if (!read_frame(&c, &in))
+            goto out;
+    } while (in.type == LINK_HEARTBEAT);
+    a->got_inject = in.type == LINK_INJECT && in.u.inject.rank == 2 &&
+                    in.u.inject.signal == SIGSTOP &&
+                    in.u.inject.duration_ms == 250;
     link_frame ex = {.type = LINK_RANK_EXIT};
     ex.u.rank_exit.rank = 2;
     send_frame(&c, &ex);
@@ -368,7 +400,8 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
                                 .heartbeat_timeout_ms = heartbeat_timeout_ms,
                                 .handshake_timeout_ms = 2000};
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
-                                  t_all,  NULL,   t_gone,  t_refused};
+                                  t_all,  NULL,   t_gone,  t_refused,
+                                  t_health};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -405,6 +438,10 @@ static void a_node_joins_works_and_leaves(void)
     CHECK_EQ_INT(s.all_exited, 1);
     CHECK_EQ_INT(s.gone, 1);
     CHECK_EQ_INT(s.gone_clean, 1);
+    CHECK_EQ_INT(s.health_failed, 1);
+    CHECK_STR(s.health_check, "command");
+    CHECK_STR(s.health_output, "exit 3\nib0 down");
+    CHECK(a.got_inject);
 }
 
 static void a_wrong_secret_is_refused_both_ways(void)

@@ -31,7 +31,9 @@
 #include <uv.h>
 
 #include "clock_sync.h"
+#include "health.h"
 #include "host_watch.h"
+#include "inject.h"
 #include "launcher.h"
 #include "link_wire.h"
 #include "private_fs.h"
@@ -117,6 +119,10 @@ typedef struct agent {
     uint32_t stop_requests;
     uv_signal_t sig_int, sig_term, sig_hup;
     wire_frame wframe;
+    /* injected stops: SIGCONT to a process group after a while */
+    uv_timer_t cont[SS_INJECT_MAX];
+    int cont_pid[SS_INJECT_MAX];
+    int health_running;
 } agent;
 
 static int64_t mono_ns(void)
@@ -364,6 +370,8 @@ static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
 
 static void rejoin(agent *a);
 static int launch_ranks(agent *a);
+static void check_then_start(agent *a);
+static void relaunch(agent *a);
 
 /* The job is over for this node: BYE, and the node's last status. */
 static void say_bye(agent *a)
@@ -400,7 +408,7 @@ static void cb_all_exited(void *ctx)
     if (a->cfg->max_restarts > 0 && !a->lost && !a->end_after) {
         /* The controller decides: RESTART or END. */
         if (a->relaunch)
-            launch_ranks(a);
+            relaunch(a);
         return;
     }
     link_frame bye = {.type = LINK_BYE};
@@ -442,7 +450,8 @@ static int start_ranks(agent *a)
     }
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0 ||
-        ss_rank_env_build(&a->env, exe, a->sock_path, a->token, a->uuid,
+        ss_rank_env_build(&a->env, exe, a->sock_path, a->sock_dir, a->token,
+                          a->uuid,
                           a->cfg->auto_mode, err, sizeof err) != 0)
         goto fail;
     if (a->cfg->log_dir) {
@@ -528,6 +537,88 @@ fail:
     return -1;
 }
 
+/* ---- health checks and injected faults ---- */
+
+/* The node's health check is done: HEALTH to the controller, then the
+ * ranks, or on a failure no rank, ALL_EXITED and BYE with status 1. */
+static void on_health_done(void *ctx, const ss_health_result *res)
+{
+    agent *a = ctx;
+    a->health_running = 0;
+    link_frame f = {.type = LINK_HEALTH};
+    f.u.health.ok = (uint8_t)(res->ok != 0);
+    snprintf(f.u.health.check, sizeof f.u.health.check, "%s", res->check);
+    snprintf(f.u.health.output, sizeof f.u.health.output, "%s",
+             res->ok ? res->notes : res->output);
+    send_frame(a, &f);
+    if (a->lost || a->stage < AG_SYNCING || a->stage == AG_ENDING)
+        return; /* stopped or lost meanwhile */
+    if (res->ok) {
+        start_ranks(a);
+        return;
+    }
+    say(a, "the health check '%s' failed; no rank started:\n%s", res->check,
+        res->output);
+    link_frame all = {.type = LINK_ALL_EXITED};
+    all.u.all_exited.status = 1;
+    send_frame(a, &all);
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(a, &bye);
+    a->status = 1;
+    finish(a);
+}
+
+/* Joined and the clock is known, or RESTART came and the ranks of the
+ * attempt before have exited: the health check, then the ranks. */
+static void check_then_start(agent *a)
+{
+    if (!a->cfg->health) {
+        start_ranks(a);
+        return;
+    }
+    char err[300];
+    a->health_running = 1;
+    if (ss_health_start(&a->loop, a->cfg->health, on_health_done, a, err,
+                        sizeof err) != 0) {
+        ss_health_result res;
+        memset(&res, 0, sizeof res);
+        snprintf(res.check, sizeof res.check, "command");
+        snprintf(res.output, sizeof res.output, "%s", err);
+        on_health_done(a, &res);
+    }
+}
+
+static void on_cont(uv_timer_t *t)
+{
+    agent *a = t->data;
+    int i = (int)(t - a->cont);
+    if (a->cont_pid[i] > 0)
+        kill(-a->cont_pid[i], SIGCONT);
+    a->cont_pid[i] = 0;
+}
+
+/* INJECT: the signal to one of this node's ranks' process group. */
+static void on_inject(agent *a, const link_inject *x)
+{
+    if (!a->launcher || x->rank < a->rank_base ||
+        x->rank - a->rank_base >= a->cfg->nproc)
+        return;
+    int pid = ss_launcher_rank_pid(a->launcher, x->rank - a->rank_base);
+    if (pid <= 0 || kill(-pid, x->signal) != 0)
+        return;
+    if (!a->cfg->quiet)
+        say(a, "injected %s into rank %u%s", x->signal == SIGKILL ? "SIGKILL"
+            : "SIGSTOP", x->rank, x->duration_ms ? " for a while" : "");
+    if (x->signal != SIGSTOP || !x->duration_ms)
+        return;
+    for (int i = 0; i < SS_INJECT_MAX; i++)
+        if (!a->cont_pid[i]) {
+            a->cont_pid[i] = pid;
+            uv_timer_start(&a->cont[i], on_cont, x->duration_ms, 0);
+            return;
+        }
+}
+
 /* ---- clocks ---- */
 
 static void on_clock_timer(uv_timer_t *t)
@@ -562,7 +653,8 @@ static void on_time_resp(agent *a, const link_time_resp *r)
         if (!a->cfg->quiet)
             say(a, "joined %s; clock offset %+.3f ms (± %.3f ms)",
                 a->controller, e.offset_ns / 1e6, e.bound_ns / 1e6);
-        start_ranks(a);
+        if (!a->health_running)
+            check_then_start(a);
     }
 }
 
@@ -617,6 +709,17 @@ static void on_challenge(agent *a, const link_challenge *c)
     link_decoder_keyed(&a->dec, a->key);
 }
 
+/* The ranks of the attempt before have all exited; RESTART came.  Their
+ * launcher goes first: its SIGCHLD handler reaps every exited child
+ * outside the ranks' groups, the health check's command among them, whose
+ * exit the loop would then never see.  Then the check, then the ranks. */
+static void relaunch(agent *a)
+{
+    ss_launcher_destroy(a->launcher);
+    a->launcher = NULL;
+    check_then_start(a);
+}
+
 /* RESTART: the ranks run again as ATTEMPT, once the ones running now
  * (if any) have been stopped. */
 static void on_restart(agent *a, uint32_t attempt)
@@ -637,7 +740,7 @@ static void on_restart(agent *a, uint32_t attempt)
         ss_launcher_terminate(a->launcher, "the job restarts");
         return;
     }
-    launch_ranks(a);
+    relaunch(a);
 }
 
 static void on_link_frame(agent *a, const link_frame *f)
@@ -691,8 +794,11 @@ static void on_link_frame(agent *a, const link_frame *f)
         }
         say_bye(a);
         return;
+    case LINK_INJECT:
+        on_inject(a, &f->u.inject);
+        return;
     case LINK_STOP:
-        if (a->launcher && a->ranks_done) {
+        if (a->ranks_done) {
             return; /* already stopped; RESTART or END follows */
         } else if (!a->launcher) {
             a->status = 1;
@@ -760,7 +866,8 @@ static void on_heartbeat(uv_timer_t *t)
     uint32_t limit = a->cfg->heartbeat_timeout_ms;
     if (silent >= limit) {
         char why[96];
-        snprintf(why, sizeof why, "no heartbeat for %.0f s", silent / 1000.0);
+        snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
+                 silent / 1000.0, limit / 1000.0);
         lose_controller(a, why);
         return;
     }
@@ -978,6 +1085,10 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_timer_init(&a->loop, &a->retry);
     uv_timer_init(&a->loop, &a->heartbeat);
     uv_timer_init(&a->loop, &a->clock_timer);
+    for (int i = 0; i < SS_INJECT_MAX; i++) {
+        uv_timer_init(&a->loop, &a->cont[i]);
+        a->cont[i].data = a;
+    }
     a->retry.data = a->heartbeat.data = a->clock_timer.data = a;
     if (link_auth_init() != 0) {
         say(a, "the crypto library did not initialise");

@@ -11,7 +11,9 @@
  * the controller over the link unchanged, each as a channel.  It reads the
  * host's evidence about each of its ranks (host_watch.h) and sends it per
  * rank step, reports rank starts and exits, and carries out the
- * controller's STOP.  When its ranks have all exited it says so and BYE,
+ * controller's STOP.  Before its ranks start it runs the node's health
+ * checks (health.h) and reports them (HEALTH); a failure starts no rank.
+ * It carries out injected faults (INJECT) on its ranks' process groups.  When its ranks have all exited it says so and BYE,
  * and returns the node's job status.  When the controller is lost
  * (connection closed, no heartbeat within the timeout) it stops its ranks
  * and fails: no process is left behind on the node.
@@ -30,6 +32,7 @@
 
 #include <stdint.h>
 
+#include "health.h"
 #include "link_auth.h"
 
 #define SS_AGENT_CLOCK_PERIOD_MS 10000
@@ -53,6 +56,8 @@ typedef struct {
     uint32_t host_interval_ms;     /* 0: no host evidence */
     const char *log_dir;     /* NULL: beside the default store */
     uint32_t max_restarts;   /* --max-restarts, as on node 0 */
+    const ss_health_config *health; /* checked before the ranks start;
+                                       NULL: no check */
 } ss_agent_config;
 
 /* Runs the agent until its ranks have exited; returns the exit status for

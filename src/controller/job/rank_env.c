@@ -53,6 +53,7 @@ static int auto_pythonpath(const char *exe, char *out, size_t outlen,
 }
 
 int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
+                      const char *stack_dir,
                       const uint8_t token[WIRE_TOKEN_SIZE],
                       const char *run_uuid, int auto_mode, char *err,
                       size_t errlen)
@@ -65,10 +66,13 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
     snprintf(e->run, sizeof e->run, "STEPSCOPE_RUN_ID=%s", run_uuid);
     snprintf(e->auto_on, sizeof e->auto_on, "STEPSCOPE_AUTO=1");
     snprintf(e->auto_pid, sizeof e->auto_pid, "STEPSCOPE_AUTO_PID=");
+    snprintf(e->stack_dir, sizeof e->stack_dir, "STEPSCOPE_STACK_DIR=%s",
+             stack_dir);
     size_t n = 0;
     e->env[n++] = e->addr;
     e->env[n++] = e->token;
     e->env[n++] = e->run;
+    e->env[n++] = e->stack_dir;
     if (auto_mode) {
         if (auto_pythonpath(exe, e->pythonpath, sizeof e->pythonpath, err,
                             errlen) < 0)

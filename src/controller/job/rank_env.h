@@ -24,16 +24,19 @@ typedef struct {
     char pythonpath[3 * PATH_MAX];
     char auto_on[20];
     char auto_pid[24];
-    char *env[7]; /* NULL-terminated, for ss_launch_config.env */
+    char stack_dir[PATH_MAX + 32];
+    char *env[8]; /* NULL-terminated, for ss_launch_config.env */
 } ss_rank_env;
 
 /*
  * Fills E for ranks connecting to the unix socket SOCK_PATH with TOKEN and
- * RUN_UUID; AUTO_MODE adds the --auto entries, finding the Python package
+ * RUN_UUID, writing their stacks on request into STACK_DIR
+ * (STEPSCOPE_STACK_DIR, docs/debug.md); AUTO_MODE adds the --auto entries, finding the Python package
  * beside the stepscope executable EXE (<exe dir>/python or
  * <exe dir>/../python).  Returns 0, or -1 with a reason in ERR.
  */
 int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
+                      const char *stack_dir,
                       const uint8_t token[WIRE_TOKEN_SIZE],
                       const char *run_uuid, int auto_mode, char *err,
                       size_t errlen);

@@ -48,10 +48,12 @@
 #include "lifecycle.h"
 #include "nodeconf.h"
 #include "numparse.h"
+#include "profile.h"
 #include "rank_env.h"
 #include "live.h"
 #include "runlock.h"
 #include "sockdir.h"
+#include "stack_service.h"
 #include "store.h"
 #include "store_files.h"
 
@@ -192,6 +194,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     run_put_rank(r, h->rank, "running");
     run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
+    run_inject_observe(r, h->rank, -1);
     return 0;
 }
 
@@ -203,6 +206,8 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add(r->agg, rank, rec) != 0)
         r->refused_records++;
+    if (rec->step <= INT64_MAX)
+        run_inject_observe(r, rank, (int64_t)rec->step);
 }
 
 /* The run's name table is full: RANK keeps running, what it records under
@@ -263,6 +268,8 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
                         phase >= 0 && (uint32_t)phase < n_names ? names[phase]
                                                                 : NULL,
                         st->since_ns);
+    if (s->cur_step >= 0)
+        run_inject_observe(r, rank, s->cur_step);
 }
 
 static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
@@ -432,12 +439,6 @@ void run_maybe_finish(run_ctx *r)
     attempt_over(r);
 }
 
-void run_set_attempt_cause(run_ctx *r, const char *cause)
-{
-    if (!r->attempt_cause[0])
-        snprintf(r->attempt_cause, sizeof r->attempt_cause, "%s", cause);
-}
-
 /* ---- signals and housekeeping ---- */
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -504,9 +505,43 @@ static const char *run_name(run_ctx *r, int idx)
     return idx >= 0 && (uint32_t)idx < n && names[idx] ? names[idx] : "";
 }
 
+/* The stacks captured for a hang are stored (or WHY they are not); then
+ * --on-hang stop ends the job, --on-hang restart the attempt. */
+static void on_hang_stacks(void *ctx, const char *doc, size_t len,
+                           const char *why)
+{
+    run_ctx *r = ctx;
+    if (!doc)
+        fprintf(stderr, "stepscope: hang: no stacks: %s\n", why);
+    else if (!r->quiet)
+        fprintf(stderr, "stepscope: hang: every rank's stacks are stored "
+                "(`stepscope report` shows them merged)\n");
+    if (r->on_hang == SS_ON_HANG_DUMP)
+        return;
+    /* The attempt may have ended meanwhile (another began, or none
+     * follows): nothing of it is left to stop. */
+    if (!r->hang_stop_why[0] || r->restart_pending || r->health_pending ||
+        r->ending)
+        return;
+    r->hang_acted = 1;
+    if (r->on_hang == SS_ON_HANG_RESTART) {
+        fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
+                "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
+                r->attempt, r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang to restart "
+                  "(--on-hang restart)");
+    } else {
+        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
+                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang "
+                  "stop)");
+    }
+    run_stop_job(r, 0, "stopped on a hang");
+}
+
 /* Hang detection on the housekeeping tick (hang.h): what each rank does
- * now, from its STATUS and the aggregator; on a hang, the finding, the
- * stacks (ss_hang_stacks_hook) and what --on-hang says. */
+ * now, from its STATUS and the aggregator; on a hang, the finding, every
+ * rank's stacks stored with it, and what --on-hang says. */
 static void check_hang(run_ctx *r, ss_mono_ns now)
 {
     if (r->hang_off || r->hang_stop_why[0])
@@ -532,28 +567,14 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         return;
     uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
     run_event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
-    /* The stack capture call site: every rank's stacks, stored with the
-     * finding. */
-    if (r->hang_stacks.capture && id)
-        r->hang_stacks.capture(r->hang_stacks.ctx, r->run_id, r->attempt,
-                               id);
-    if (r->on_hang == SS_ON_HANG_RESTART) {
+    if (r->on_hang != SS_ON_HANG_DUMP)
         snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
-        r->hang_acted = 1;
-        fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
-                "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
-                r->attempt, r->grace_ms / 1000.0);
-        run_event(r, "stop_requested", -1, "stopped on a hang to restart "
-                  "(--on-hang restart)");
-        run_stop_job(r, 0, "stopped on a hang");
-    } else if (r->on_hang == SS_ON_HANG_STOP) {
-        r->hang_acted = 1;
-        snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
-        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
-                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
-        run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
-        run_stop_job(r, 0, "stopped on a hang");
-    }
+    /* Every rank's stacks, stored with the finding; --on-hang stop and
+     * restart wait for them, so the ranks are still there to answer. */
+    if (!id || ss_stack_service_capture(r->stacks, 0, "hang", id,
+                                        on_hang_stacks, r) != 0)
+        on_hang_stacks(r, NULL, 0, "the stack service did not take the "
+                       "request");
 }
 
 static void on_tick(uv_timer_t *t)
@@ -640,6 +661,29 @@ static void usage(FILE *out)
         "                           at most N restarts within any hour\n"
         "                           (default: no limit)\n"
         "\n"
+        "health checks before the ranks start, on every node\n"
+        "(docs/fault-tolerance.md):\n"
+        "      --checkpoint-dir DIR where checkpoints are written (default:\n"
+        "                           the working directory)\n"
+        "      --min-free-gb GB     fail with less free space there (default\n"
+        "                           %g; 0: no check)\n"
+        "      --health-check CMD   a site check run by /bin/sh; a non-zero\n"
+        "                           exit fails (its output is kept)\n"
+        "      --health-check-timeout SECONDS\n"
+        "                           CMD fails after this long (default %d)\n"
+        "      --no-gpu-check       skip the GPUs' check (NVML: every GPU\n"
+        "                           readable, none with uncorrected ECC or\n"
+        "                           Xid errors; skipped without NVML)\n"
+        "  (and node 0's master port must be free when it is fixed)\n"
+        "\n"
+        "fault injection, to test a resume path (repeatable):\n"
+        "      --inject kill-rank:R@STEP   SIGKILL rank R at step STEP\n"
+        "      --inject kill-node:K@STEP   SIGKILL every rank of node K\n"
+        "      --inject hang-rank:R@STEP   SIGSTOP rank R for good (a hang)\n"
+        "      --inject stop-rank:R:MS[@STEP]\n"
+        "                           SIGSTOP rank R for MS ms, then SIGCONT\n"
+        "                           (at its start, or at STEP)\n"
+        "\n"
         "multi-node (the same command on every node; docs/multinode.md):\n"
         "      --nnodes N           nodes in the job (default 1; Slurm's\n"
         "                           SLURM_NNODES or PET_NNODES when set)\n"
@@ -667,7 +711,8 @@ static void usage(FILE *out)
         "failed first.  A job that fails before its first step twice in a row\n"
         "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000);
+        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
 static void list_params(void)
@@ -786,10 +831,17 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
-        {"max-restarts", required_argument, NULL, 0x120},
-        {"max_restarts", required_argument, NULL, 0x120},
-        {"restart-backoff", required_argument, NULL, 0x121},
-        {"max-restarts-per-hour", required_argument, NULL, 0x122},
+        {"max-restarts", required_argument, NULL, 0x126},
+        {"max_restarts", required_argument, NULL, 0x126},
+        {"restart-backoff", required_argument, NULL, 0x127},
+        {"max-restarts-per-hour", required_argument, NULL, 0x128},
+        /* health checks and fault injection (run_inject.c) */
+        {"checkpoint-dir", required_argument, NULL, 0x120},
+        {"min-free-gb", required_argument, NULL, 0x121},
+        {"health-check", required_argument, NULL, 0x122},
+        {"health-check-timeout", required_argument, NULL, 0x123},
+        {"no-gpu-check", no_argument, NULL, 0x125},
+        {"inject", required_argument, NULL, 0x124},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
@@ -898,7 +950,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
-        case 0x120:
+        case 0x126:
             if (parse_count(optarg, SS_RESTART_MAX,
                             &r->restart_cfg.max_restarts)) {
                 fprintf(stderr, "stepscope run: bad --max-restarts '%s' (0 "
@@ -906,7 +958,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
-        case 0x121:
+        case 0x127:
             if (parse_seconds_ms(optarg, SS_RESTART_BACKOFF_MAX_MS,
                                  &r->restart_cfg.backoff_ms)) {
                 fprintf(stderr, "stepscope run: bad --restart-backoff '%s' "
@@ -915,7 +967,7 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
-        case 0x122:
+        case 0x128:
             if (parse_count(optarg, SS_RESTART_PER_HOUR_MAX,
                             &r->restart_cfg.per_hour) ||
                 r->restart_cfg.per_hour == 0) {
@@ -949,6 +1001,36 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
+        case 0x120: r->health_cfg.checkpoint_dir = optarg; break;
+        case 0x121: {
+            char *end = NULL;
+            double gb = strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(gb >= 0 && gb <= 1e9)) {
+                fprintf(stderr, "stepscope run: bad --min-free-gb '%s' "
+                        "(gigabytes, e.g. 50 or 0.5; 0 turns the check "
+                        "off)\n", optarg);
+                return 2;
+            }
+            r->health_cfg.min_free_gb = gb;
+            break;
+        }
+        case 0x122: r->health_cfg.command = optarg; break;
+        case 0x125: r->health_cfg.gpus = 0; break;
+        case 0x123:
+            if (parse_seconds_ms(optarg, 3600u * 1000,
+                                 &r->health_cfg.timeout_ms) ||
+                r->health_cfg.timeout_ms == 0) {
+                fprintf(stderr, "stepscope run: bad --health-check-timeout "
+                        "'%s' (seconds, e.g. 60)\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x124:
+            if (ss_inject_add(&r->inject, optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: %s\n", err);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
@@ -966,7 +1048,14 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 "1 or more (hangs count against it)\n");
         return 2;
     }
-    return resolve_nodes(r);
+    int rc = resolve_nodes(r);
+    char err[300];
+    if (rc == 0 && ss_inject_check(&r->inject, r->nprocs, r->nnodes, err,
+                                   sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        return 2;
+    }
+    return rc;
 }
 
 static void random_bytes(uint8_t *p, size_t n)
@@ -1011,6 +1100,28 @@ static void join_command(char **argv, char *out, size_t outlen)
     }
 }
 
+/* The profiler of `stepscope profile` (profile.h), writing into the
+ * store's PATH.d/profiles/run-ID; NULL with a reason in ERR. */
+static ss_profiler *run_profiler_start(run_ctx *r, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    if (ss_store_profile_dir(r->db_path, r->run_id, dir, sizeof dir) != 0) {
+        snprintf(err, errlen, "no directory for profiles: %s",
+                 strerror(errno));
+        return NULL;
+    }
+    ss_profiler_config pc = {&r->loop, NULL, r->store, r->live, r->run_id,
+                             r->attempt, r->nprocs, dir};
+    return ss_profiler_start(&pc, err, errlen);
+}
+
+static void cb_profile_done(void *ctx, uint32_t rank,
+                            const wire_profile_done *pd)
+{
+    run_ctx *r = ctx;
+    ss_profiler_on_done(r->profiler, rank, pd);
+}
+
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -1033,8 +1144,16 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     }
     char hex[2 * WIRE_TOKEN_SIZE + 1];
     wire_token_format(r->token, hex);
+    r->profiler = run_profiler_start(r, herr, sizeof herr);
+    if (!r->profiler)
+        fprintf(stderr, "stepscope: note: %s (`stepscope profile` will not "
+                "work for this run)\n", herr);
     ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
-                           r->live, hex};
+                           r->live, hex,
+                           r->stacks ? ss_stack_service_http : NULL,
+                           r->stacks,
+                           r->profiler ? ss_profiler_http : NULL,
+                           r->profiler};
     r->http = ss_http_start(&hcfg, herr, sizeof herr);
     if (!r->http) {
         snprintf(err, errlen, "HTTP server: %s", herr);
@@ -1048,6 +1167,14 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
         fprintf(stderr, "stepscope: note: %s (`stepscope top` will not find "
                 "this run)\n", herr);
     return 0;
+}
+
+/* ss_stack_pid_fn: rank RANK's pid now, 0 before the launch or once it
+ * exited. */
+static pid_t rank_pid(void *ctx, uint32_t rank)
+{
+    run_ctx *r = ctx;
+    return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
 }
 
 /* Tells the person where the dashboard is. */
@@ -1068,17 +1195,17 @@ static void print_dashboard(run_ctx *r)
 static int launch_ranks(run_ctx *r, char *err, size_t errlen);
 
 /*
- * Begins attempt r->attempt: its row, then the health checks
- * (ss_attempt_hooks; the ranks are launched when they pass, in
- * run_health_done), else the ranks at once.  Returns 0, or -1 with ERR
+ * Begins attempt r->attempt, whose row the store has: for a later attempt
+ * node 0's health checks first (ss_attempt_hooks; the ranks are launched
+ * when they pass, in run_health_done; attempt 0's ran in start(), before
+ * anything listened), else the ranks at once.  Returns 0, or -1 with ERR
  * when the checks could not start or the ranks could not be launched.
  */
 static int begin_attempt(run_ctx *r, char *err, size_t errlen)
 {
-    ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
     r->attempt_started = run_mono_now();
-    /* Call point: the health checks before each attempt. */
-    if (r->hooks.health_start) {
+    /* Call point: the health checks before each later attempt. */
+    if (r->attempt > 0 && r->hooks.health_start) {
         r->health_pending = 1;
         if (r->hooks.health_start(r->hooks.ctx, r, r->attempt, err,
                                   errlen) != 0) {
@@ -1090,21 +1217,12 @@ static int begin_attempt(run_ctx *r, char *err, size_t errlen)
     return launch_ranks(r, err, errlen);
 }
 
-void run_health_done(run_ctx *r, const char *failed)
+void run_health_done(run_ctx *r)
 {
     if (!r->health_pending)
         return;
     r->health_pending = 0;
-    if (failed || r->stop_requests) {
-        if (failed) {
-            snprintf(r->health_why, sizeof r->health_why, "%s", failed);
-            run_set_attempt_cause(r, "health_check");
-            snprintf(r->no_restart_why, sizeof r->no_restart_why,
-                     "a health check failed: %s", failed);
-            run_event(r, "health_check_failed", -1, "%s", failed);
-            fprintf(stderr, "stepscope: health check failed before attempt "
-                    "%u: %s\n", r->attempt, failed);
-        }
+    if (r->health_failed || r->stop_requests) {
         attempt_over(r); /* nothing was launched */
         return;
     }
@@ -1161,23 +1279,27 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen)
 
 static int job_status(const run_ctx *r);
 
-/* The attempt's exit status: 1 after a failed health check (or a stop
- * before anything was launched), 124 after a hang was acted on, else the
- * job's. */
+/* The attempt's exit status: 1 when nothing was launched (node 0 failed
+ * its health check, or a stop came during it), 124 after a hang was acted
+ * on, else the job's. */
 static int attempt_status(const run_ctx *r)
 {
-    if (r->health_why[0] || !r->launcher)
+    if (!r->launcher)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
     return job_status(r);
 }
 
-/* Why the attempt ended, for the store (store.h, ss_attempt_facts). */
-static const char *attempt_cause(const run_ctx *r, int status)
+/* Why the attempt ended, for the store (store.h, ss_attempt_facts): a
+ * failed health check or an injected fault (run_fault_cause, "injected:"
+ * written into BUF), else what the attempt's end says. */
+static const char *attempt_cause(run_ctx *r, int status, char *buf,
+                                 size_t len)
 {
-    if (r->attempt_cause[0])
-        return r->attempt_cause;
+    const char *fault = run_fault_cause(r, status, buf, len);
+    if (fault)
+        return fault;
     if (status == 0)
         return "completed";
     if (r->stop_requests)
@@ -1228,7 +1350,8 @@ static void end_job(run_ctx *r)
 static void attempt_over(run_ctx *r)
 {
     int status = attempt_status(r);
-    const char *cause = attempt_cause(r, status);
+    char fault[48];
+    const char *cause = attempt_cause(r, status, fault, sizeof fault);
     if (!r->failure_text[0] && !r->hang_acted && r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
@@ -1259,6 +1382,8 @@ static void attempt_over(run_ctx *r)
         end.why_not = "the job completed";
     else if (r->stop_requests)
         end.why_not = "the job was stopped on request";
+    else if (r->health_failed)
+        end.why_not = "a health check failed";
     else if (r->no_restart_why[0])
         end.why_not = r->no_restart_why;
     else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
@@ -1326,10 +1451,12 @@ static void next_attempt(uv_timer_t *t)
     r->job_stopping = 0;
     r->local_all_exited = 0;
     r->first_failure_status = -1;
-    r->failure_text[0] = r->hang_stop_why[0] = r->attempt_cause[0] = '\0';
-    r->hang_acted = r->node_lost_attempt = 0;
-    r->no_restart_why[0] = r->health_why[0] = '\0';
+    r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
+    r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     ss_live_attempt(r->live, r->attempt);
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
+    ss_stack_service_set_attempt(r->stacks, r->attempt);
+    ss_profiler_set_attempt(r->profiler, r->attempt);
     if (!r->quiet)
         fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
                 r->attempt, r->nprocs);
@@ -1355,6 +1482,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     }
     ss_store_config scfg;
     ss_store_config_defaults(&scfg);
+    ss_store_config_fit_world(&scfg, r->nprocs);
     char serr[256];
     r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
     if (!r->store) {
@@ -1406,6 +1534,9 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", serr);
         return -1;
     }
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
+    if (run_health_first(r, err, errlen) != 0)
+        return -1;
     if (start_http(r, err, errlen) != 0)
         return -1;
 
@@ -1458,17 +1589,31 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
                                cb_checkpoint, cb_bye, cb_disconnect,
                                cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped, cb_resumed};
+                               cb_values_dropped, cb_resumed,
+                               cb_profile_done};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
+    ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
         return -1;
 
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0 ||
-        ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->token, r->uuid,
-                          r->auto_mode, err, errlen) != 0)
+        ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->sock_dir,
+                          r->token, r->uuid, r->auto_mode, err, errlen) != 0)
+        return -1;
+    char host_name[256] = "localhost";
+    gethostname(host_name, sizeof host_name - 1);
+    ss_stack_service_config stcfg = {exe, host_name, r->sock_dir,
+                                     r->nproc_local, rank_pid, r, r->store,
+                                     r->run_id, r->attempt};
+    if (!r->stacks) {
+        snprintf(err, errlen, "out of memory for the stack service");
+        return -1;
+    }
+    if (ss_stack_service_start(r->stacks, &stcfg, err, errlen) != 0)
         return -1;
 
+    run_inject_init(r);
     r->started = run_mono_now();
     r->notes = calloc((size_t)r->restart_cfg.max_restarts + 1,
                       sizeof *r->notes);
@@ -1480,6 +1625,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     uv_timer_init(&r->loop, &r->restart_timer);
     r->restart_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
+    if (r->health_notes[0])
+        run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);
@@ -1551,9 +1698,6 @@ static void print_summary(run_ctx *r, int status)
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
-    if (r->health_why[0])
-        fprintf(stderr, "stepscope: the job was stopped by a failed health "
-                "check: %s\n", r->health_why);
     if (r->n_notes > 1) {
         fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
         for (uint32_t i = 0; i < r->n_notes; i++)
@@ -1593,8 +1737,12 @@ static int job_status(const run_ctx *r)
     return 0;
 }
 
-/* This node is not node 0: it runs an agent (agent.h). */
-static int run_agent(run_ctx *r)
+/* The shared secret of the agent links, on every node of a multi-node
+ * run, before anything starts: without one node 0 opens no listener,
+ * records no run and launches no rank, and every node says so the same
+ * way.  Returns 0, 1 when the crypto library fails, or 2 (a usage error)
+ * when there is no usable secret. */
+static int load_secret(run_ctx *r)
 {
     if (link_auth_init() != 0) {
         fprintf(stderr, "stepscope run: the crypto library did not "
@@ -1607,6 +1755,12 @@ static int run_agent(run_ctx *r)
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
     }
+    return 0;
+}
+
+/* This node is not node 0: it runs an agent (agent.h). */
+static int run_agent(run_ctx *r)
+{
     ss_agent_config cfg = {
         .node_rank = r->conf.node_rank,
         .nnodes = r->nnodes,
@@ -1625,6 +1779,7 @@ static int run_agent(run_ctx *r)
         .host_interval_ms = r->host_interval_ms,
         .log_dir = r->log_dir,
         .max_restarts = r->restart_cfg.max_restarts,
+        .health = &r->health_cfg,
     };
     return ss_agent_main(&cfg);
 }
@@ -1643,11 +1798,18 @@ int ss_run_main(int argc, char **argv)
     r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
     r->restart_cfg.backoff_ms = SS_RESTART_BACKOFF_MS_DEFAULT;
+    r->inject_ended = -1;
+    ss_health_config_defaults(&r->health_cfg);
     ss_hang_config_defaults(&r->hang_cfg);
     int prc = parse_args(r, argc, argv);
     if (prc) {
         free(r);
         return prc == 1 ? 0 : 2;
+    }
+    int src = r->nnodes > 1 ? load_secret(r) : 0;
+    if (src) {
+        free(r);
+        return src;
     }
     if (r->conf.node_rank > 0) {
         int st = run_agent(r);
@@ -1656,6 +1818,7 @@ int ss_run_main(int argc, char **argv)
     }
     uv_loop_init(&r->loop);
     r->loop.data = r;
+    r->stacks = ss_stack_service_new(&r->loop);
     char err[512] = "";
     int status = 1;
     /* Signals first, so a Ctrl-C during start-up is not lost. */
@@ -1689,6 +1852,14 @@ int ss_run_main(int argc, char **argv)
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
+        if (r->store && r->run_id && r->health_failed) {
+            ss_attempt_facts facts = {.attempt = r->attempt,
+                                      .ended_at = run_wall_now(),
+                                      .first_step = -1, .last_step = -1,
+                                      .resumed_from = -1};
+            snprintf(facts.cause, sizeof facts.cause, "health_check");
+            ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+        }
         if (r->store && r->run_id)
             ss_store_end_run(r->store, r->run_id, run_wall_now(), 1,
                              "failed_to_start", 0, 0);
@@ -1699,13 +1870,17 @@ int ss_run_main(int argc, char **argv)
     run_nodes_close(r);
     if (r->ingest)
         ss_ingest_close(r->ingest);
+    ss_profiler_close(r->profiler);
     ss_host_watch_close(r->host);
+    ss_stack_service_close(r->stacks);
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
     ss_http_live_file_remove(r->live_file);
     ss_http_stop(r->http);
+    ss_profiler_free(r->profiler); /* no HTTP worker calls in any more */
     ss_live_destroy(r->live);
+    ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
     ss_aggregator_destroy(r->agg);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);

@@ -16,9 +16,11 @@
 
 #include "aggregator.h"
 #include "hang.h"
+#include "health.h"
 #include "host_watch.h"
 #include "http.h"
 #include "ingest.h"
+#include "inject.h"
 #include "launcher.h"
 #include "lifecycle.h"
 #include "link_auth.h"
@@ -28,6 +30,7 @@
 #include "rank_env.h"
 #include "restart.h"
 #include "runlock.h"
+#include "stack_service.h"
 #include "store.h"
 
 /* Host evidence a remote node sent for one of its rank's steps. */
@@ -83,39 +86,26 @@ typedef enum {
 /* How long the agents have to say goodbye once the job is over. */
 #define SS_AGENTS_LEAVE_MS 5000
 
-/*
- * The capture of every rank's stacks on a hang: called once per hang
- * finding, on the loop thread, right after the finding was recorded, with
- * the run and the finding's id so that the stacks can be stored with it.
- * CAPTURE NULL: no capture.
- */
-typedef struct {
-    void *ctx;
-    void (*capture)(void *ctx, int64_t run_id, uint32_t attempt,
-                    uint32_t finding_id);
-} ss_hang_stacks_hook;
-
 typedef struct run_ctx run_ctx;
 
 /*
  * What happens around each attempt besides launching its ranks (both may
- * be NULL).  Called on the loop thread.
+ * be NULL; run_inject_init sets them).  Called on the loop thread.
  *
- * HEALTH_START starts the health checks before an attempt's ranks are
- * launched, attempt 0 included, without blocking the loop (the links'
- * heartbeats go on): it returns 0 and later calls run_health_done(R,
- * NULL) when every check passed, or run_health_done(R, WHY) with one line
- * naming the failing node, the check and its output ("node 1: disk: 2.1 GB
- * free under /ckpt, 10 GB wanted"), exactly once; or it returns -1 with a
- * reason in ERR when the checks could not start (run_health_done is then
- * never called; the run fails to start).  A failed check ends the attempt
- * with cause "health_check", which is never restarted; the summary quotes
- * WHY.  The attempt's connect timeout, hang clock and launch time start
- * only after the checks.
+ * HEALTH_START starts node 0's health checks before a later attempt's
+ * ranks are launched (ATTEMPT >= 1; attempt 0's run in start(), before
+ * anything listens: run_health_first), without blocking the loop (the
+ * links' heartbeats go on): it returns 0 and later calls
+ * run_health_done(R) exactly once, after run_health_failed when a check
+ * failed; or it returns -1 with a reason in ERR when the checks could not
+ * start (run_health_done is then never called; the attempt fails to
+ * start).  The other nodes check themselves when told RESTART, which they
+ * are only once node 0's checks passed.  The attempt's connect timeout,
+ * hang clock and launch time start only after the checks.
  *
  * ARM_INJECTOR runs right after each attempt's ranks were launched: the
- * fault injector re-arms its faults for ATTEMPT.  A fault it fires sets
- * the attempt's cause with run_set_attempt_cause ("injected:kill-rank:1@5").
+ * fault injector's state for ATTEMPT (faults that fired stay fired; the
+ * fault charged with a failure is the attempt's own, run_fault_cause).
  */
 typedef struct {
     void *ctx;
@@ -162,6 +152,8 @@ struct run_ctx {
     uint32_t heartbeat_timeout_ms;
     char **argv;
     ss_aggregator_config agg_cfg;
+    ss_health_config health_cfg; /* --checkpoint-dir, --min-free-gb, ... */
+    ss_inject_plan inject;       /* --inject */
 
     /* state */
     uv_loop_t loop;
@@ -181,7 +173,6 @@ struct run_ctx {
     ss_host_watch *host;    /* NULL with --host-interval 0 */
     ss_hang hang;
     ss_hang_rank *hang_ranks; /* nprocs, filled on each tick */
-    ss_hang_stacks_hook hang_stacks;
     char hang_stop_why[512]; /* --on-hang stop ended the job: the finding */
     rank_slot *ranks;
     ss_lifecycle life;
@@ -199,6 +190,7 @@ struct run_ctx {
     int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
+    struct ss_profiler *profiler; /* `stepscope profile`; NULL if none */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
     /* multi-node state (run_nodes.c) */
     link_secret secret;
@@ -210,21 +202,29 @@ struct run_ctx {
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
     ss_rank_env rank_env;   /* what the local ranks get */
+    ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
+                                 ss_stack_service_capture for the run */
     /* attempts (run.c, restart.h) */
     ss_attempt_hooks hooks;
     ss_restart_policy restart;
     uv_timer_t restart_timer; /* the backoff before the next attempt */
     int restart_pending;      /* the timer runs */
     int health_pending;       /* the health checks of this attempt run */
-    char attempt_cause[48];   /* set by run_set_attempt_cause, else "" */
     int hang_acted;           /* --on-hang stop/restart ended this attempt */
     int node_lost_attempt;    /* a node was lost in this attempt */
     char no_restart_why[300]; /* a failure no restart may follow, else "" */
-    char health_why[512];     /* the failed health check, else "" */
     attempt_note *notes;      /* max_restarts + 1 */
     uint32_t n_notes;
     int final_status;         /* the last attempt's exit status */
     int ending;               /* no attempt follows: the agents leave */
+    /* health checks and injected faults (run_inject.c) */
+    int health_failed;      /* a node failed its check: cause health_check */
+    char health_notes[512]; /* what node 0's passed checks saw, for the
+                               event after run_started */
+    int inject_ended;       /* index of the injection charged with the
+                               attempt's failure; -1: none fired */
+    uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
+    int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
 };
 
 
@@ -253,22 +253,45 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
 
-/* Sets the cause the current attempt's end is stored with (the fault
- * injector's "injected:..."); the first call of an attempt stands. */
-void run_set_attempt_cause(run_ctx *r, const char *cause);
-
-/* The health checks started by ss_attempt_hooks.health_start are done:
- * FAILED NULL when all passed (the ranks are launched now), else the
- * failing node, check and output (the attempt ends, cause health_check). */
-void run_health_done(run_ctx *r, const char *failed);
+/* The health checks started by ss_attempt_hooks.health_start are done;
+ * a failure was reported with run_health_failed (r->health_failed): the
+ * attempt ends (cause health_check, never restarted), else its ranks are
+ * launched now. */
+void run_health_done(run_ctx *r);
 
 /* Ends the controller's loop: the run is over. */
 void run_end_loop(run_ctx *r);
 
+/* ---- run_inject.c: health checks and injected faults ---- */
+
+/* Node 0's health check before the first attempt, on a private loop (no
+ * agent has joined yet, so no link waits).  Returns 0 when it passed; -1
+ * after run_health_failed with a short reason in ERR. */
+int run_health_first(run_ctx *r, char *err, size_t errlen);
+
+/* NODE failed its health check RES: stderr, an event, the job's failure
+ * (status 1, cause health_check) and its stop. */
+void run_health_failed(run_ctx *r, uint32_t node, const char *check,
+                       const char *output);
+
+/* Initialises the injector's timers and sets r->hooks to the health checks
+ * and the injector of each attempt (once, on the run's loop). */
+void run_inject_init(run_ctx *r);
+
+/* The controller learned RANK is at STEP (-1: it just connected): sends
+ * every fault now due (inject.h), to node 0's ranks directly and to other
+ * nodes' ranks through their agent (INJECT), with an `injected` event. */
+void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step);
+
+/* The attempt's cause when a health check or an injected fault explains
+ * its end with STATUS ("health_check", "injected:SPEC" into BUF), or NULL
+ * for the usual causes. */
+const char *run_fault_cause(run_ctx *r, int status, char *buf, size_t len);
+
 /* ---- run_nodes.c ---- */
 
-/* Starts the agent links of a multi-node run (nnodes > 1): the secret,
- * the listener, node 0's own record.  Returns 0, or -1 with ERR. */
+/* Starts the agent links of a multi-node run (nnodes > 1; r->secret
+ * already loaded): the listener, node 0's own record.  Returns 0, or -1 with ERR. */
 int run_nodes_start(run_ctx *r, char *err, size_t errlen);
 
 /* Whether every node's ranks have exited (or the node is gone): node 0's

@@ -289,6 +289,17 @@ static void cb_refused(void *ctx, const char *addr, const char *why)
     run_event(r, "agent_refused", -1, "an agent from %s: %s", addr, why);
 }
 
+/* NODE's health check before its ranks start. */
+static void cb_health(void *ctx, uint32_t node, const link_health *h)
+{
+    run_ctx *r = ctx;
+    if (h->ok)
+        run_event(r, "health_check", -1, "node %u passed: %s", node,
+                  h->output);
+    else
+        run_health_failed(r, node, h->check, h->output);
+}
+
 /* ---- the rest of the wiring ---- */
 
 int run_nodes_start(run_ctx *r, char *err, size_t errlen)
@@ -302,13 +313,6 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
     gethostname(r->nodes[0].host, sizeof r->nodes[0].host - 1);
     if (r->nnodes == 1)
         return 0;
-    if (link_auth_init() != 0) {
-        snprintf(err, errlen, "the crypto library did not initialise");
-        return -1;
-    }
-    if (link_secret_load(r->token_file, getenv("STEPSCOPE_TOKEN"), &r->secret,
-                         err, errlen) != 0)
-        return -1;
     r->remote_host = calloc((size_t)(r->nprocs - r->nproc_local) *
                                 SS_REMOTE_HOST_SLOTS,
                             sizeof *r->remote_host);
@@ -333,7 +337,8 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_all_exited,
                                   cb_host,
                                   cb_node_gone,
-                                  cb_refused};
+                                  cb_refused,
+                                  cb_health};
     r->links = ss_node_links_start(&r->loop, r->ingest, &cfg, &cb, err,
                                    errlen);
     if (!r->links)

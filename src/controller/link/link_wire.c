@@ -15,6 +15,7 @@
 #include "link_wire.h"
 
 #include <sodium.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static int sent_by_agent(unsigned type)
     case LINK_AGENT_HELLO: case LINK_PROOF: case LINK_OPEN: case LINK_DATA:
     case LINK_CLOSE: case LINK_TIME_REQ: case LINK_CLOCK: case LINK_HEARTBEAT:
     case LINK_RANK_STARTED: case LINK_RANK_EXIT: case LINK_ALL_EXITED:
-    case LINK_HOST: case LINK_BYE:
+    case LINK_HOST: case LINK_BYE: case LINK_HEALTH:
         return 1;
     default:
         return 0;
@@ -54,7 +55,7 @@ static int sent_by_controller(unsigned type)
     switch (type) {
     case LINK_CHALLENGE: case LINK_JOIN_OK: case LINK_JOIN_REJECT:
     case LINK_DATA: case LINK_CLOSE: case LINK_TIME_RESP: case LINK_HEARTBEAT:
-    case LINK_STOP: case LINK_RESTART: case LINK_END:
+    case LINK_STOP: case LINK_RESTART: case LINK_END: case LINK_INJECT:
         return 1;
     default:
         return 0;
@@ -89,6 +90,7 @@ static long fixed_size(unsigned type)
     case LINK_ALL_EXITED: return 8;
     case LINK_HOST: return HOST_SIZE;
     case LINK_RESTART: return 4;
+    case LINK_INJECT: return 9;
     default: return -1;
     }
 }
@@ -103,6 +105,13 @@ static int str_ok(const char *s, size_t len, int lines)
             return 0;
     }
     return 1;
+}
+
+/* INJECT carries SIGKILL, or SIGSTOP with an optional duration. */
+static int inject_ok(const link_inject *x)
+{
+    return x->signal == SIGSTOP ||
+           (x->signal == SIGKILL && x->duration_ms == 0);
 }
 
 /* ---- the MAC ---- */
@@ -304,6 +313,25 @@ static void put_payload(wbuf *b, const link_frame *f)
         if (f->u.restart.attempt == 0)
             b->bad = 1;
         put_u32(b, f->u.restart.attempt);
+        break;
+    case LINK_HEALTH: {
+        const link_health *h = &f->u.health;
+        size_t n = strnlen(h->output, sizeof h->output);
+        if (h->ok > 1 || n > LINK_MAX_TAIL)
+            b->bad = 1;
+        put_u8(b, h->ok);
+        put_str(b, h->check, sizeof h->check);
+        put_u16(b, (uint16_t)n);
+        if (!b->bad)
+            put_bytes(b, h->output, n);
+        break;
+    }
+    case LINK_INJECT:
+        if (!inject_ok(&f->u.inject))
+            b->bad = 1;
+        put_u32(b, f->u.inject.rank);
+        put_u8(b, f->u.inject.signal);
+        put_u32(b, f->u.inject.duration_ms);
         break;
     default:
         b->bad = 1;
@@ -644,6 +672,38 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
             return fail(err, errlen, "RESTART to attempt 0 (the first "
                         "attempt is never a restart)");
         break;
+    case LINK_HEALTH: {
+        link_health *h = &out->u.health;
+        h->ok = get_u8(r);
+        if (get_str(r, h->check) == -2)
+            return fail(err, errlen, "HEALTH carries a malformed check name");
+        size_t n = get_u16(r);
+        if (r->short_read)
+            break;
+        if (h->ok > 1)
+            return fail(err, errlen, "HEALTH has an ok flag of %u",
+                        (unsigned)h->ok);
+        if (n > LINK_MAX_TAIL)
+            return fail(err, errlen, "HEALTH output of %zu bytes exceeds %d",
+                        n, LINK_MAX_TAIL);
+        take(r, h->output, n);
+        if (r->short_read)
+            break;
+        h->output[n] = '\0';
+        if (!str_ok(h->output, n, 1))
+            return fail(err, errlen, "HEALTH output holds a NUL byte");
+        break;
+    }
+    case LINK_INJECT:
+        out->u.inject.rank = get_u32(r);
+        out->u.inject.signal = get_u8(r);
+        out->u.inject.duration_ms = get_u32(r);
+        if (!inject_ok(&out->u.inject))
+            return fail(err, errlen, "INJECT has signal %u with a duration of "
+                        "%u ms (SIGKILL, or SIGSTOP with a duration)",
+                        (unsigned)out->u.inject.signal,
+                        (unsigned)out->u.inject.duration_ms);
+        break;
     default:
         return fail(err, errlen, "unknown frame type %u", type);
     }
@@ -762,6 +822,8 @@ const char *link_type_name(unsigned type)
     case LINK_BYE: return "BYE";
     case LINK_RESTART: return "RESTART";
     case LINK_END: return "END";
+    case LINK_HEALTH: return "HEALTH";
+    case LINK_INJECT: return "INJECT";
     default: return "UNKNOWN";
     }
 }

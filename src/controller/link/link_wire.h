@@ -19,7 +19,8 @@
  * (channel, bytes) in both directions carrying the rank protocol's bytes
  * unchanged, CLOSE(channel) from either side.  The rest is the node's
  * business: clock exchanges, rank starts and exits, host evidence per rank
- * step, heartbeats, and the controller's STOP and RESTART.
+ * step, heartbeats, the node's health check (HEALTH), and the controller's
+ * STOP, RESTART, END and injected faults (INJECT).
  *
  * The decoder is a per-link state machine that checks framing, field
  * ranges, the order of the handshake, the direction of each type and every
@@ -73,7 +74,10 @@ typedef enum {
     LINK_STOP = 40,       /* controller -> agent */
     LINK_BYE = 41,        /* agent -> controller, last frame */
     LINK_RESTART = 42,    /* controller -> agent: launch the next attempt */
-    LINK_END = 43         /* controller -> agent: no attempt follows */
+    LINK_END = 43,        /* controller -> agent: no attempt follows */
+    /* health checks and fault injection */
+    LINK_HEALTH = 44,     /* agent -> controller: a check's result */
+    LINK_INJECT = 45      /* controller -> agent: signal one of its ranks */
 } link_type;
 
 /* Which side a decoder reads (and an encoder writes for the other). */
@@ -177,6 +181,24 @@ typedef struct {
     uint32_t attempt;
 } link_restart;
 
+/* The node's health check (health.h) before its ranks start: OK 1 when
+ * every check passed (CHECK names the last one run), 0 with the failing
+ * check's name and its output (bounded, may be ""). */
+typedef struct {
+    uint8_t ok;           /* 0 or 1 */
+    char check[LINK_MAX_STR + 1];
+    char output[LINK_MAX_TAIL + 1]; /* lines; no NUL */
+} link_health;
+
+/* An injected fault (inject.h): send SIGNAL (SIGKILL or SIGSTOP only) to
+ * RANK's process group; with SIGSTOP and DURATION_MS > 0, SIGCONT after
+ * that long (0: stopped until it ends).  DURATION_MS is 0 with SIGKILL. */
+typedef struct {
+    uint32_t rank;        /* global rank, one of the agent's */
+    uint8_t signal;
+    uint32_t duration_ms;
+} link_inject;
+
 /* A decoded frame; only the member of TYPE is valid.  HEARTBEAT, BYE and
  * END have no payload.  END tells an agent that waits after its ranks
  * exited (restarts on) that the job is over: it says BYE and ends. */
@@ -199,6 +221,8 @@ typedef struct {
         link_host host;
         link_stop stop;
         link_restart restart;
+        link_health health;
+        link_inject inject;
     } u;
 } link_frame;
 

@@ -10,7 +10,9 @@
 #include "link_wire.h"
 
 #include <sodium.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "testing.h"
 
@@ -140,6 +142,16 @@ static link_frame sample(link_type type)
     case LINK_RESTART:
         f.u.restart.attempt = 3;
         break;
+    case LINK_HEALTH:
+        f.u.health.ok = 0;
+        strcpy(f.u.health.check, "disk");
+        strcpy(f.u.health.output, "/ckpt: 2.0 GB free\n\tless than 10 GB\n");
+        break;
+    case LINK_INJECT:
+        f.u.inject.rank = 5;
+        f.u.inject.signal = SIGSTOP;
+        f.u.inject.duration_ms = 500;
+        break;
     default:
         break;
     }
@@ -203,10 +215,10 @@ static int handshake(link_pair *p)
 static const link_type k_from_agent[] = {
     LINK_OPEN, LINK_DATA, LINK_CLOSE, LINK_TIME_REQ, LINK_CLOCK,
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
-    LINK_HOST, LINK_BYE};
+    LINK_HOST, LINK_BYE, LINK_HEALTH};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
-    LINK_RESTART, LINK_END};
+    LINK_RESTART, LINK_END, LINK_INJECT};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int same_frame(const link_frame *a, const link_frame *b)
@@ -512,6 +524,12 @@ static void handshake_order_is_enforced(void)
     CHECK(strstr(err, "after the handshake") != NULL);
 }
 
+static int from_controller(link_type type)
+{
+    return type == LINK_STOP || type == LINK_TIME_RESP || type == LINK_INJECT ||
+           type == LINK_RESTART || type == LINK_END;
+}
+
 /* Every proper prefix of every frame is LINK_NEED_MORE. */
 static void every_prefix_needs_more(void)
 {
@@ -520,10 +538,9 @@ static void every_prefix_needs_more(void)
     REQUIRE(handshake(&p));
     const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_EXIT,
                              LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
-                             LINK_RESTART};
+                             LINK_HEALTH, LINK_INJECT, LINK_RESTART};
     for (size_t k = 0; k < COUNT(all); k++) {
-        int agent = all[k] != LINK_STOP && all[k] != LINK_TIME_RESP &&
-                    all[k] != LINK_RESTART;
+        int agent = !from_controller(all[k]);
         link_encoder *e = agent ? &p.agent_enc : &p.ctrl_enc;
         link_decoder *dec = agent ? &p.ctrl_dec : &p.agent_dec;
         link_frame f = sample(all[k]), out;
@@ -690,6 +707,18 @@ static void malformed_frames_are_refused(void)
     f = sample(LINK_STOP);
     f.u.stop.kill_now = 2;
     CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_INJECT);
+    f.u.inject.signal = SIGKILL; /* a SIGKILL has no duration */
+    CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_INJECT);
+    f.u.inject.signal = SIGCONT;
+    CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_HEALTH);
+    f.u.health.ok = 2;
+    CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_HEALTH);
+    strcpy(f.u.health.check, "disk\tspace");
+    CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_TIME_RESP);
     f.u.time_resp.t3 = f.u.time_resp.t2 - 1;
     CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
@@ -712,11 +741,6 @@ static size_t mac_by_hand(uint8_t *buf, size_t len, link_direction dir,
     return len + LINK_MAC_SIZE;
 }
 
-static int from_controller(link_type type)
-{
-    return type == LINK_STOP || type == LINK_TIME_RESP ||
-           type == LINK_RESTART || type == LINK_END;
-}
 
 /* Encodes TYPE unkeyed from its side, lets PATCH change the payload, MACs
  * it by hand for the joined decoder of P and returns what it says. */
@@ -756,6 +780,19 @@ static void data_empty(uint8_t *pl, size_t *len) { (void)pl; *len = 4; }
 static void extra_byte(uint8_t *pl, size_t *len) { pl[*len] = 0; (*len)++; }
 static void attempt_0(uint8_t *pl, size_t *len) { memset(pl, 0, 4); (void)len; }
 static void one_byte_short(uint8_t *pl, size_t *len) { (void)pl; (*len)--; }
+/* HEALTH: ok(1) len(1) "disk" output_len(2) output; INJECT: rank(4)
+ * signal(1) duration(4). */
+static void health_ok_2(uint8_t *pl, size_t *len) { pl[0] = 2; (void)len; }
+static void health_output_too_long(uint8_t *pl, size_t *len)
+{
+    pl[6] = (uint8_t)((LINK_MAX_TAIL + 1) & 0xff);
+    pl[7] = (uint8_t)((LINK_MAX_TAIL + 1) >> 8);
+    (void)len;
+}
+static void health_output_nul(uint8_t *pl, size_t *len) { pl[8] = 0; (void)len; }
+static void health_check_newline(uint8_t *pl, size_t *len) { pl[3] = '\n'; (void)len; }
+static void inject_sigterm(uint8_t *pl, size_t *len) { pl[4] = SIGTERM; (void)len; }
+static void inject_kill_for_a_while(uint8_t *pl, size_t *len) { pl[4] = SIGKILL; (void)len; }
 
 /* The decoder's own field checks, on correctly MACed frames that the
  * encoder would refuse to write. */
@@ -785,11 +822,21 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_RESTART, extra_byte, "payload bytes"},
         {LINK_RESTART, one_byte_short, "payload bytes"},
         {LINK_END, extra_byte, "payload bytes"},
+        {LINK_HEALTH, health_ok_2, "ok flag of 2"},
+        {LINK_HEALTH, health_output_too_long, "exceeds 4096"},
+        {LINK_HEALTH, health_output_nul, "NUL"},
+        {LINK_HEALTH, health_check_newline, "malformed check name"},
+        {LINK_HEALTH, extra_byte, "trailing"},
+        {LINK_INJECT, inject_sigterm, "INJECT has signal 15"},
+        {LINK_INJECT, inject_kill_for_a_while, "signal 9 with a duration"},
+        {LINK_INJECT, extra_byte, "payload bytes"},
     };
     /* The hand-made MAC agrees with the encoder's. */
     REQUIRE(handshake(&p));
     CHECK(patched(&p, LINK_RANK_EXIT, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_STOP, no_change, err) == LINK_OK);
+    CHECK(patched(&p, LINK_HEALTH, no_change, err) == LINK_OK);
+    CHECK(patched(&p, LINK_INJECT, no_change, err) == LINK_OK);
     for (size_t i = 0; i < COUNT(cases); i++) {
         REQUIRE(handshake(&p));
         link_result rc = patched(&p, cases[i].type, cases[i].patch, err);
@@ -806,6 +853,8 @@ static void type_names(void)
     CHECK_STR(link_type_name(LINK_AGENT_HELLO), "AGENT_HELLO");
     CHECK_STR(link_type_name(LINK_RESTART), "RESTART");
     CHECK_STR(link_type_name(LINK_END), "END");
+    CHECK_STR(link_type_name(LINK_HEALTH), "HEALTH");
+    CHECK_STR(link_type_name(LINK_INJECT), "INJECT");
     CHECK_STR(link_type_name(200), "UNKNOWN");
 }
 

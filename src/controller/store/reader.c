@@ -56,6 +56,7 @@
 #define HOST_FIELDS 11
 #define SCHEMA_GPU SS_SCHEMA_GPU
 #define SCHEMA_NODES SS_SCHEMA_NODES
+#define SCHEMA_PROFILES SS_SCHEMA_PROFILES
 /* The GPU columns, in ss_gpu_evidence's order from the index on (11). */
 #define GPU_SELECT                                                            \
     "gpu_index, gpu_covered_ns, gpu_slowed_ns, gpu_power_cap_ns, "            \
@@ -1836,6 +1837,105 @@ int ss_reader_nodes(ss_reader *r, int64_t run_id, int64_t attempt,
     sqlite3_finalize(st);
     if (rc < 0) {
         ss_node_rows_free(k, count);
+        return rc;
+    }
+    *rows = k;
+    *n = count;
+    return 0;
+}
+
+int ss_reader_stack_snapshot(ss_reader *r, int64_t run_id, int64_t attempt,
+                             ss_stack_snapshot_row *row)
+{
+    memset(row, 0, sizeof *row);
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SS_SCHEMA_STACKS)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT id, attempt, taken_at, trigger, "
+                               "finding_id, json FROM stack_snapshots "
+                               "WHERE run_id = ?1 AND (?2 < 0 OR attempt = ?2) "
+                               "ORDER BY trigger = 'hang' DESC, taken_at DESC, "
+                               "id DESC LIMIT 1", args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    rc = next_row(r, st);
+    if (rc == 1) {
+        row->id = col_i64(st, 0);
+        row->attempt = col_i64(st, 1);
+        row->taken_at = col_i64(st, 2);
+        row->finding_id = col_i64(st, 4);
+        if (col_dup(st, 3, &row->trigger) | col_dup(st, 5, &row->json)) {
+            ss_stack_snapshot_row_clear(row);
+            rc = oom(r);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+void ss_stack_snapshot_row_clear(ss_stack_snapshot_row *row)
+{
+    free(row->trigger);
+    free(row->json);
+    memset(row, 0, sizeof *row);
+}
+
+void ss_profile_rows_free(ss_profile_row *rows, size_t n)
+{
+    if (!rows)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(rows[i].status);
+        free(rows[i].path);
+        free(rows[i].host);
+        free(rows[i].message);
+    }
+    free(rows);
+}
+
+int ss_reader_profiles(ss_reader *r, int64_t run_id, int64_t attempt,
+                       int64_t request_id, ss_profile_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SCHEMA_PROFILES)
+        return rc;
+    int64_t args[3] = {run_id, attempt, request_id};
+    sqlite3_stmt *st = prep(r, "SELECT request_id, rank, requested_at, "
+                               "duration_ms, status, path, host, message, "
+                               "marker_ns FROM profiles "
+                               "WHERE run_id = ?1 AND attempt = ?2 AND "
+                               "(?3 <= 0 OR request_id = ?3) "
+                               "ORDER BY request_id, rank",
+                            args, 3);
+    if (!st)
+        return SS_READ_ERROR;
+    ss_profile_row *k = NULL;
+    size_t count = 0, cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)&k, sizeof *k, count, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_profile_row *x = &k[count];
+        memset(x, 0, sizeof *x);
+        count++;
+        x->request_id = sqlite3_column_int64(st, 0);
+        x->rank = sqlite3_column_int64(st, 1);
+        x->requested_at = sqlite3_column_int64(st, 2);
+        x->duration_ms = sqlite3_column_int64(st, 3);
+        if (col_dup(st, 4, &x->status) | col_dup(st, 5, &x->path) |
+            col_dup(st, 6, &x->host) | col_dup(st, 7, &x->message)) {
+            rc = oom(r);
+            break;
+        }
+        x->marker_ns = col_i64(st, 8);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_profile_rows_free(k, count);
         return rc;
     }
     *rows = k;

@@ -507,5 +507,48 @@ int ss_reader_nodes(ss_reader *r, int64_t run_id, int64_t attempt,
                     ss_node_row **rows, size_t *n);
 /* Frees ROWS[0..N) and the array; NULL is a no-op. */
 void ss_node_rows_free(ss_node_row *rows, size_t n);
+/* ---- stacks snapshots (docs/debug.md) ---- */
+
+/* One stored stacks snapshot. */
+typedef struct {
+    int64_t id;
+    int64_t attempt;
+    int64_t taken_at;   /* wall ns */
+    char *trigger;      /* "request" or "hang" */
+    int64_t finding_id; /* SS_MISSING: none */
+    char *json;         /* the stacks document */
+} ss_stack_snapshot_row;
+
+/*
+ * The newest stacks snapshot of RUN_ID's ATTEMPT (-1: of any attempt),
+ * preferring one taken for a hang, into *ROW (free with
+ * ss_stack_snapshot_row_clear).  Returns 1 with a row, 0 when there is
+ * none (also in a store older than schema version 10), SS_READ_NOT_FOUND
+ * when there is no such run, or SS_READ_ERROR.
+ */
+int ss_reader_stack_snapshot(ss_reader *r, int64_t run_id, int64_t attempt,
+                             ss_stack_snapshot_row *row);
+void ss_stack_snapshot_row_clear(ss_stack_snapshot_row *row);
+
+/* ---- on-demand profiles (docs/store.md, `profiles`) ---- */
+
+/* One rank's part of a profile request; path, host and message NULL where
+ * unknown, marker_ns SS_MISSING. */
+typedef struct {
+    int64_t request_id, rank;
+    ss_wall_ns requested_at;
+    int64_t duration_ms;
+    char *status, *path, *host, *message;
+    int64_t marker_ns;
+} ss_profile_row;
+
+/* The profiles of ATTEMPT of RUN_ID (REQUEST_ID > 0: only that request),
+ * by request then rank, into *ROWS (*N).  None, or a store older than
+ * schema version 12, is not an error.  SS_READ_NOT_FOUND when there is
+ * no such run. */
+int ss_reader_profiles(ss_reader *r, int64_t run_id, int64_t attempt,
+                       int64_t request_id, ss_profile_row **rows, size_t *n);
+/* Frees ROWS[0..N) and the array; NULL is a no-op. */
+void ss_profile_rows_free(ss_profile_row *rows, size_t n);
 
 #endif

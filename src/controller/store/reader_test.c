@@ -467,6 +467,7 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
+                              "DROP TABLE profiles;"
                               "DROP TABLE nodes;"
                               "ALTER TABLE attempts DROP COLUMN ended_at;"
                               "ALTER TABLE attempts DROP COLUMN cause;"
@@ -475,6 +476,7 @@ static void older_schema_is_read_without_migrating(void)
                               "ALTER TABLE attempts DROP COLUMN last_step;"
                               "ALTER TABLE attempts DROP COLUMN "
                               "resumed_from;"
+                              "DROP TABLE stack_snapshots;"
                               "ALTER TABLE runs DROP COLUMN fingerprint;"
                               "ALTER TABLE rank_steps DROP COLUMN "
                               "phase_self;"

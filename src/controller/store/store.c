@@ -85,9 +85,11 @@ typedef enum {
     IT_ATTEMPT_FACTS,
     IT_RANK,
     IT_NODE,
+    IT_PROFILE,
     IT_STEP,
     IT_FINDING,
     IT_EVENT,
+    IT_STACKS,
     IT_END_RUN,
 } item_kind;
 
@@ -144,6 +146,7 @@ typedef struct item {
         ss_attempt_facts facts;
         ss_rank_info rank;
         ss_node_info node;
+        ss_profile_info profile;
         step_item step;
         struct {
             ss_finding f;
@@ -155,6 +158,12 @@ typedef struct item {
             int32_t rank;
             char *kind, *message;
         } event;
+        struct {
+            uint32_t attempt;
+            ss_wall_ns taken_at;
+            int64_t finding_id; /* < 0: none */
+            char *trigger, *json;
+        } stacks;
         struct {
             ss_wall_ns ended_at;
             int exit_code;
@@ -192,6 +201,7 @@ enum {
     ST_ATTEMPT_FACTS,
     ST_RANK,
     ST_NODE,
+    ST_PROFILE,
     ST_STEP,
     ST_PHASE,
     ST_SYNC,
@@ -199,6 +209,7 @@ enum {
     ST_TOTALS,
     ST_FINDING,
     ST_EVENT,
+    ST_STACKS,
     ST_END_RUN,
     ST_DROPPED,
     ST_PRUNE,
@@ -261,6 +272,16 @@ static const char *const stmt_sql[ST_COUNT] = {
                 "clock_bound_ns), "
                 "lost_reason = coalesce(excluded.lost_reason, lost_reason), "
                 "lost_at_step = coalesce(excluded.lost_at_step, lost_at_step)",
+    [ST_PROFILE] = "INSERT INTO profiles(run_id, attempt, request_id, rank, "
+                   "requested_at, duration_ms, status, path, host, message, "
+                   "marker_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                   "?10, ?11) "
+                   "ON CONFLICT (run_id, attempt, request_id, rank) DO "
+                   "UPDATE SET status = excluded.status, "
+                   "path = coalesce(excluded.path, path), "
+                   "host = coalesce(excluded.host, host), "
+                   "message = coalesce(excluded.message, message), "
+                   "marker_ns = coalesce(excluded.marker_ns, marker_ns)",
     [ST_STEP] = "INSERT OR REPLACE INTO steps(run_id, attempt, step, "
                 "finalized_at, world_size, n_present, n_missing, "
                 "missing_ranks, step_n, step_min, step_median, step_p90, "
@@ -316,6 +337,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                    "updated_at = excluded.updated_at",
     [ST_EVENT] = "INSERT INTO events(run_id, attempt, at, kind, rank, "
                  "message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_STACKS] = "INSERT INTO stack_snapshots(run_id, attempt, taken_at, "
+                  "trigger, finding_id, json) VALUES (?1, ?2, ?3, ?4, ?5, "
+                  "?6)",
     [ST_END_RUN] = "UPDATE runs SET ended_at = ?2, exit_code = ?3, "
                    "status = ?4, dropped_events = ?5, dropped_records = ?6 "
                    "WHERE id = ?1",
@@ -934,6 +958,22 @@ static int apply_item(ss_store *s, const item *it)
         bind_opt_int(q, 14, n->lost_at_step);
         return run_stmt(s, q, "writing a node");
     }
+    case IT_PROFILE: {
+        const ss_profile_info *p = &it->u.profile;
+        q = s->st[ST_PROFILE];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, p->attempt);
+        sqlite3_bind_int64(q, 3, p->request_id);
+        sqlite3_bind_int64(q, 4, p->rank);
+        sqlite3_bind_int64(q, 5, p->requested_at);
+        sqlite3_bind_int64(q, 6, p->duration_ms);
+        sqlite3_bind_text(q, 7, p->status, -1, SQLITE_STATIC);
+        bind_known_text(q, 8, p->path);
+        bind_known_text(q, 9, p->host);
+        bind_known_text(q, 10, p->message);
+        bind_opt_int(q, 11, p->marker_ns);
+        return run_stmt(s, q, "writing a profile");
+    }
     case IT_STEP:
         return apply_step(s, it->run_id, &it->u.step);
     case IT_FINDING: {
@@ -980,6 +1020,18 @@ static int apply_item(ss_store *s, const item *it)
         bind_rank(q, 5, it->u.event.rank);
         bind_known_text(q, 6, it->u.event.message);
         return run_stmt(s, q, "writing an event");
+    case IT_STACKS:
+        q = s->st[ST_STACKS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.stacks.attempt);
+        sqlite3_bind_int64(q, 3, it->u.stacks.taken_at);
+        sqlite3_bind_text(q, 4, it->u.stacks.trigger, -1, SQLITE_STATIC);
+        if (it->u.stacks.finding_id >= 0)
+            sqlite3_bind_int64(q, 5, it->u.stacks.finding_id);
+        else
+            sqlite3_bind_null(q, 5);
+        sqlite3_bind_text(q, 6, it->u.stacks.json, -1, SQLITE_STATIC);
+        return run_stmt(s, q, "writing a stacks snapshot");
     case IT_END_RUN:
         q = s->st[ST_END_RUN];
         sqlite3_bind_int64(q, 1, it->run_id);
@@ -1121,6 +1173,8 @@ static void tally_item(ss_store *s, const item *it, int stored,
     case IT_ATTEMPT_FACTS:
     case IT_RANK:
     case IT_NODE:
+    case IT_STACKS:
+    case IT_PROFILE:
         if (!stored)
             o->other_lost++;
         break;
@@ -1259,6 +1313,15 @@ void ss_store_config_defaults(ss_store_config *cfg)
     cfg->queue_limit = 65536;
     cfg->recent_steps = 512;
     cfg->sample_every = 100;
+}
+
+void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world)
+{
+    uint64_t want = (uint64_t)SS_STORE_QUEUE_STEPS * ((uint64_t)world + 1);
+    if (want > UINT32_MAX)
+        want = UINT32_MAX;
+    if (cfg->queue_limit < want)
+        cfg->queue_limit = (uint32_t)want;
 }
 
 int ss_store_default_path(char *out, size_t outlen)
@@ -1588,6 +1651,22 @@ void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n)
     enqueue(s, it);
 }
 
+void ss_store_put_profile(ss_store *s, int64_t run_id,
+                          const ss_profile_info *p)
+{
+    item *it = item_new(IT_PROFILE, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_PROFILE, 0, "a profile");
+        return;
+    }
+    it->u.profile = *p;
+    it->u.profile.status[sizeof p->status - 1] = '\0';
+    it->u.profile.path[sizeof p->path - 1] = '\0';
+    it->u.profile.host[sizeof p->host - 1] = '\0';
+    it->u.profile.message[sizeof p->message - 1] = '\0';
+    enqueue(s, it);
+}
+
 /* ARR[IDX] of a per-name array that may be NULL (nothing known). */
 static int64_t name_value(const int64_t *arr, int idx)
 {
@@ -1801,6 +1880,25 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
     it->u.event.rank = rank;
     it->u.event.kind = carve_str(&p, kind);
     it->u.event.message = carve_str(&p, message);
+    enqueue(s, it);
+}
+
+void ss_store_put_stacks(ss_store *s, int64_t run_id, uint32_t attempt,
+                         ss_wall_ns taken_at, const char *trigger,
+                         int64_t finding_id, const char *json)
+{
+    item *it = item_new(IT_STACKS, run_id,
+                        str_space(trigger) + str_space(json));
+    if (!it) {
+        put_failed(s, IT_STACKS, 0, "a stacks snapshot");
+        return;
+    }
+    char *p = (char *)(it + 1);
+    it->u.stacks.attempt = attempt;
+    it->u.stacks.taken_at = taken_at;
+    it->u.stacks.finding_id = finding_id;
+    it->u.stacks.trigger = carve_str(&p, trigger);
+    it->u.stacks.json = carve_str(&p, json);
     enqueue(s, it);
 }
 

@@ -38,6 +38,15 @@ typedef struct {
 
 void ss_store_config_defaults(ss_store_config *cfg);
 
+/* Steps of a whole world the queue holds before rank rows drop. */
+#define SS_STORE_QUEUE_STEPS 4
+
+/* Raises CFG's queue_limit, never lowers it, so that the queue holds
+ * SS_STORE_QUEUE_STEPS finalized steps of WORLD ranks (each step is one
+ * unit plus one per rank row): a step's rows are kept or dropped whole, so
+ * a queue smaller than one step would drop every row of every step. */
+void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world);
+
 /*
  * Opens (creating if needed) the store at PATH, migrating the schema.  With
  * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason
@@ -152,6 +161,27 @@ void ss_node_info_init(ss_node_info *n);
  * line on stderr, counted in the outcome's other_lost, nothing written. */
 void ss_store_put_node(ss_store *s, int64_t run_id, const ss_node_info *n);
 
+/* One rank's part of an on-demand profile request (docs/store.md,
+ * `profiles`).  Text fields "" and marker_ns SS_MISSING are left as they
+ * are by an update; the others are always written. */
+typedef struct {
+    uint32_t attempt;
+    uint32_t request_id;
+    uint32_t rank;
+    ss_wall_ns requested_at;
+    uint32_t duration_ms;
+    char status[16];   /* "requested", "done", "failed", "unsupported",
+                          "not_connected", "timeout" */
+    char path[256];    /* the trace file, on HOST */
+    char host[256];
+    char message[256]; /* why there is no trace */
+    int64_t marker_ns; /* controller's CLOCK_MONOTONIC of the marker */
+} ss_profile_info;
+
+/* Queues an upsert of P for RUN_ID by (run, attempt, request, rank). */
+void ss_store_put_profile(ss_store *s, int64_t run_id,
+                          const ss_profile_info *p);
+
 /* Copies a finalized step (aggregates, per-phase, per-sync, and per-rank
  * rows subject to retention). */
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
@@ -176,6 +206,14 @@ void ss_store_put_event(ss_store *s, int64_t run_id, uint32_t attempt,
  * process marks first is not counted).
  */
 int ss_store_mark_interrupted(ss_store *s);
+
+/* Queues a stacks snapshot of RUN_ID's ATTEMPT (docs/debug.md): JSON, the
+ * stacks document, taken at TAKEN_AT because of TRIGGER ("request" or
+ * "hang"), for the finding FINDING_ID (< 0: none).  Copied; never dropped
+ * for a full queue, like events. */
+void ss_store_put_stacks(ss_store *s, int64_t run_id, uint32_t attempt,
+                         ss_wall_ns taken_at, const char *trigger,
+                         int64_t finding_id, const char *json);
 
 /* Marks the run ended with the job's exit status and totals. */
 void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,

@@ -59,6 +59,15 @@ int ss_store_log_dir(const char *db_path, int64_t run_id, char *out,
     return path_printf(out, outlen, "%s/logs/run-%" PRId64, dir, run_id);
 }
 
+int ss_store_profile_dir(const char *db_path, int64_t run_id, char *out,
+                         size_t outlen)
+{
+    char dir[PATH_MAX];
+    if (ss_store_files_dir(db_path, dir, sizeof dir) != 0)
+        return -1;
+    return path_printf(out, outlen, "%s/profiles/run-%" PRId64, dir, run_id);
+}
+
 int ss_store_live_dir(const char *db_path, char *out, size_t outlen)
 {
     char dir[PATH_MAX];

@@ -37,6 +37,11 @@ int ss_store_files_dir(const char *db_path, char *out, size_t outlen);
 int ss_store_log_dir(const char *db_path, int64_t run_id, char *out,
                      size_t outlen);
 
+/* PATH.d/profiles/run-RUN_ID: where the ranks of run RUN_ID write the
+ * traces `stepscope profile` asks for. */
+int ss_store_profile_dir(const char *db_path, int64_t run_id, char *out,
+                         size_t outlen);
+
 /* PATH.d/live: where live-run files are. */
 int ss_store_live_dir(const char *db_path, char *out, size_t outlen);
 

@@ -299,8 +299,22 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  PRIMARY KEY (run_id, attempt, node_rank)"
     ");",
 
-    /* 10: no change to the schema in this tree. */
-    "SELECT 1;",
+    /* 10: every rank's stacks as captured while the job ran
+     * (docs/debug.md): the stacks document (JSON: each rank's threads and
+     * frames, and their merge) taken on request or on a hang, with the
+     * hang finding it belongs to (findings.id of the run's attempt), NULL
+     * for a request. */
+    "CREATE TABLE stack_snapshots("
+    "  id         INTEGER PRIMARY KEY,"
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  taken_at   INTEGER NOT NULL,"
+    "  trigger    TEXT NOT NULL CHECK (trigger IN ('request', 'hang')),"
+    "  finding_id INTEGER,"
+    "  json       TEXT NOT NULL"
+    ");"
+    "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
+    " taken_at);",
 
     /* 11: what each attempt came to (docs/fault-tolerance.md): when it
      * ended (wall ns), why (cause: 'completed', 'interrupted',
@@ -314,6 +328,29 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE attempts ADD COLUMN first_step INTEGER;"
     "ALTER TABLE attempts ADD COLUMN last_step INTEGER;"
     "ALTER TABLE attempts ADD COLUMN resumed_from INTEGER;",
+
+    /* 12: on-demand profiles (docs/debug.md#profiling, docs/store.md),
+     * one row per request and rank: when it was asked for (wall ns), for
+     * how long (ms), its status ('requested', 'done', 'failed',
+     * 'unsupported', 'not_connected', 'timeout'), the trace file's path
+     * and the host it lies on (NULL until done), why it failed (NULL
+     * otherwise), and the controller-clock CLOCK_MONOTONIC ns of the
+     * trace's "stepscope::clock" event, which aligns it with the steps
+     * (NULL until done).  Runs recorded before this version have none. */
+    "CREATE TABLE profiles ("
+    "  run_id       INTEGER NOT NULL,"
+    "  attempt      INTEGER NOT NULL,"
+    "  request_id   INTEGER NOT NULL,"
+    "  rank         INTEGER NOT NULL,"
+    "  requested_at INTEGER NOT NULL,"
+    "  duration_ms  INTEGER NOT NULL,"
+    "  status       TEXT NOT NULL,"
+    "  path         TEXT,"
+    "  host         TEXT,"
+    "  message      TEXT,"
+    "  marker_ns    INTEGER,"
+    "  PRIMARY KEY (run_id, attempt, request_id, rank)"
+    ");",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

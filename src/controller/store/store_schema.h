@@ -17,10 +17,13 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 11
+#define SS_SCHEMA_VERSION 12
 
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
+
+/* The version that added the stack_snapshots table. */
+#define SS_SCHEMA_STACKS 10
 
 /* The version that added rank_steps' GPU evidence columns (gpu_*). */
 #define SS_SCHEMA_GPU 8
@@ -30,6 +33,8 @@ struct sqlite3;
 /* The version that added the attempts' facts (ended_at, cause, first_step,
  * last_step, resumed_from). */
 #define SS_SCHEMA_ATTEMPT_FACTS 11
+/* The version that added the profiles table. */
+#define SS_SCHEMA_PROFILES 12
 
 /* The value of meta.application in every stepscope store. */
 #define SS_STORE_MARKER "stepscope"

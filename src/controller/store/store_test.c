@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reader.h"
 #include "store.h"
 #include "store_schema.h"
 #include "testing.h"
@@ -268,12 +269,14 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "DROP TABLE profiles;"
                           "DROP TABLE nodes;"
                           "ALTER TABLE attempts DROP COLUMN ended_at;"
                           "ALTER TABLE attempts DROP COLUMN cause;"
                           "ALTER TABLE attempts DROP COLUMN first_step;"
                           "ALTER TABLE attempts DROP COLUMN last_step;"
                           "ALTER TABLE attempts DROP COLUMN resumed_from;"
+                          "DROP TABLE stack_snapshots;"
                           "ALTER TABLE runs DROP COLUMN fingerprint;"
                           "ALTER TABLE rank_steps DROP COLUMN phase_self;"
                           "ALTER TABLE step_phases DROP COLUMN self_n;"
@@ -325,6 +328,55 @@ static void migrates_version_1(void)
                                "names_over_limit IS NULL AND "
                                "values_over_limit IS NULL"),
                  1);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM stack_snapshots"), 0);
+}
+
+/* Stacks snapshots are written whole and read back newest first, one
+ * taken for a hang before any taken on request; a store without the table
+ * (older than version 10) has none. */
+static void stack_snapshots_round_trip(void)
+{
+    char path[600], err[512] = "";
+    testing_tmp_path("stacks.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    ss_store_put_stacks(s, run, 0, 1700000001, "request", -1, "{\"n\":1}");
+    ss_store_put_stacks(s, run, 0, 1700000002, "hang", 3, "{\"n\":2}");
+    ss_store_put_stacks(s, run, 0, 1700000003, "request", -1, "{\"n\":3}");
+    ss_store_flush(s);
+    ss_store_close(s);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_stack_snapshot_row row;
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 0, &row), 1);
+    CHECK_STR(row.trigger, "hang");
+    CHECK_STR(row.json, "{\"n\":2}");
+    CHECK(row.finding_id == 3 && row.taken_at == 1700000002);
+    ss_stack_snapshot_row_clear(&row);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 1, &row), 0);
+    CHECK(row.json == NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run + 5, -1, &row),
+                 SS_READ_NOT_FOUND);
+    ss_reader_close(r);
+
+    CHECK_EQ_INT(sql_exec(path, "DELETE FROM stack_snapshots WHERE "
+                                "trigger = 'hang'"), 0);
+    r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, -1, &row), 1);
+    CHECK_STR(row.json, "{\"n\":3}");
+    CHECK(row.finding_id == SS_MISSING);
+    ss_stack_snapshot_row_clear(&row);
+    ss_reader_close(r);
+
+    CHECK_EQ_INT(sql_exec(path, "DROP TABLE stack_snapshots;"
+                                "PRAGMA user_version = 9"), 0);
+    r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, -1, &row), 0);
+    ss_reader_close(r);
 }
 
 static void refuses_newer_version(void)
@@ -547,6 +599,65 @@ static void attempt_facts(void)
                                "attempt = 1 AND cause IS NULL AND "
                                "resumed_from IS NULL"),
                  1);
+}
+
+/* Profiles are upserted by (run, attempt, request, rank): the answer
+ * keeps the request's time and duration, and the reader gives them back
+ * by request. */
+static void writes_and_reads_profiles(void)
+{
+    char path[600], err[256];
+    testing_tmp_path("profiles.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    ss_profile_info p;
+    memset(&p, 0, sizeof p);
+    p.request_id = 3;
+    p.rank = 1;
+    p.requested_at = 1700000001;
+    p.duration_ms = 2000;
+    p.marker_ns = SS_MISSING;
+    snprintf(p.status, sizeof p.status, "requested");
+    ss_store_put_profile(s, run, &p);
+    p.rank = 2;
+    snprintf(p.status, sizeof p.status, "unsupported");
+    snprintf(p.message, sizeof p.message, "rank 2 does not run auto mode");
+    ss_store_put_profile(s, run, &p);
+    ss_profile_info done;
+    memset(&done, 0, sizeof done);
+    done.request_id = 3;
+    done.rank = 1;
+    done.requested_at = 1700000005;
+    done.duration_ms = 2000;
+    snprintf(done.status, sizeof done.status, "done");
+    snprintf(done.path, sizeof done.path, "/data/p/rank1.json");
+    snprintf(done.host, sizeof done.host, "gpu-a");
+    done.marker_ns = 123456789;
+    ss_store_put_profile(s, run, &done);
+    ss_store_close(s);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_profile_row *rows;
+    size_t n;
+    CHECK_EQ_INT(ss_reader_profiles(r, run, 0, 3, &rows, &n), 0);
+    REQUIRE(n == 2);
+    CHECK_EQ_INT(rows[0].rank, 1);
+    CHECK_STR(rows[0].status, "done");
+    CHECK_STR(rows[0].path, "/data/p/rank1.json");
+    CHECK_STR(rows[0].host, "gpu-a");
+    CHECK(rows[0].message == NULL);
+    CHECK(rows[0].marker_ns == 123456789);
+    CHECK(rows[0].requested_at == 1700000001); /* the request's */
+    CHECK_STR(rows[1].status, "unsupported");
+    CHECK(rows[1].path == NULL);
+    CHECK(rows[1].marker_ns == SS_MISSING);
+    ss_profile_rows_free(rows, n);
+    CHECK_EQ_INT(ss_reader_profiles(r, run, 0, 4, &rows, &n), 0);
+    CHECK(n == 0);
+    ss_profile_rows_free(rows, n);
+    ss_reader_close(r);
 }
 
 static void writes_everything_and_reads_back(void)
@@ -784,6 +895,38 @@ static void full_queue_drops_only_rank_steps(void)
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM findings"), 1);
     CHECK_EQ_INT(sql_int(path, "SELECT dropped_rank_steps FROM runs"), 4);
     CHECK_EQ_INT(sql_int(path, "SELECT status = 'ok' FROM runs"), 1);
+}
+
+/* A step's rank rows are kept or dropped whole: a queue smaller than one
+ * step of the world dropped every row of every step, however idle the
+ * writer.  Fitted to the world, an empty queue takes whole steps. */
+static void queue_fits_the_world(void)
+{
+    char path[600];
+    testing_tmp_path("fit.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.queue_limit = 5; /* stands for 65536 against a larger world */
+    ss_store_config_fit_world(&cfg, 8);
+    CHECK_EQ_INT(cfg.queue_limit, SS_STORE_QUEUE_STEPS * 9);
+    ss_store_config big = cfg;
+    ss_store_config_fit_world(&big, 2); /* never lowers it */
+    CHECK_EQ_INT(big.queue_limit, cfg.queue_limit);
+    ss_store *s = open_store(path, &cfg, 0); /* nothing drains until flush */
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 8);
+    step_fx fx;
+    for (uint64_t step = 0; step < SS_STORE_QUEUE_STEPS; step++) {
+        fx_build(&fx, 8, step, 0); /* 1 + 8 units each */
+        ss_store_put_step(s, run, &fx.v, names_);
+    }
+    ss_store_stats st;
+    ss_store_get_stats(s, &st);
+    CHECK_EQ_INT(st.dropped_rank_steps, 0);
+    ss_store_end_run(s, run, 1700000100, 0, "ok", 0, 0);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps"),
+                 8 * SS_STORE_QUEUE_STEPS);
 }
 
 /* The child writes steps as fast as it can; the parent kills it with
@@ -1024,13 +1167,16 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_foreign_sqlite_file),
           TEST(refuses_garbage_file),
           TEST(refuses_newer_version), TEST(migrates_version_1),
+          TEST(stack_snapshots_round_trip),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
           TEST(writes_and_upserts_nodes), TEST(attempt_facts),
+          TEST(writes_and_reads_profiles),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(full_queue_drops_only_rank_steps),
+          TEST(queue_fits_the_world),
           TEST(survives_sigkill),
           TEST(outcome_counts_what_a_full_disk_lost),
           TEST(small_items_survive_a_batch_too_big_for_the_disk),

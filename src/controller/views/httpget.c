@@ -197,9 +197,10 @@ static int parse_response(char *buf, size_t n, ss_httpget_reply *out,
     return 0;
 }
 
-int ss_httpget(const char *base, const char *path, const char *token,
-               int timeout_ms, ss_httpget_reply *out, char *err,
-               size_t errlen)
+/* One request of METHOD ("GET", or "POST" with an empty body). */
+static int http_request(const char *method, const char *base,
+                        const char *path, const char *token, int timeout_ms,
+                        ss_httpget_reply *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     char host[256], port[16];
@@ -213,10 +214,13 @@ int ss_httpget(const char *base, const char *path, const char *token,
         return -1;
     char req[2048];
     int n = snprintf(req, sizeof req,
-                     "GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n"
-                     "Accept: application/json\r\n%s%s%s"
+                     "%s %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n"
+                     "Accept: application/json\r\n%s%s%s%s"
                      "User-Agent: stepscope\r\n\r\n",
-                     path, host, port, token ? "Authorization: Bearer " : "",
+                     method, path, host, port,
+                     strcmp(method, "POST") == 0 ? "Content-Length: 0\r\n"
+                                                 : "",
+                     token ? "Authorization: Bearer " : "",
                      token ? token : "", token ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof req) {
         snprintf(err, errlen, "request too long");
@@ -286,6 +290,22 @@ int ss_httpget(const char *base, const char *path, const char *token,
     if (rc != 0)
         free(buf);
     return rc;
+}
+
+int ss_httpget(const char *base, const char *path, const char *token,
+               int timeout_ms, ss_httpget_reply *out, char *err,
+               size_t errlen)
+{
+    return http_request("GET", base, path, token, timeout_ms, out, err,
+                        errlen);
+}
+
+int ss_httppost(const char *base, const char *path, const char *token,
+                int timeout_ms, ss_httpget_reply *out, char *err,
+                size_t errlen)
+{
+    return http_request("POST", base, path, token, timeout_ms, out, err,
+                        errlen);
 }
 
 void ss_httpget_free(ss_httpget_reply *r)

@@ -344,6 +344,27 @@ static void json_tail(out *o, const ss_report *rp)
     ss_buf_printf(b, "  \"events_total\": %" PRId64 "\n", rp->events_total);
 }
 
+/* "stacks": the newest stored stacks snapshot (docs/debug.md) with its
+ * document as stored, or null. */
+static void json_stacks(ss_buf *b, const ss_report *rp)
+{
+    ss_buf_puts(b, "  \"stacks\": ");
+    if (!rp->stacks.json) {
+        ss_buf_puts(b, "null,\n");
+        return;
+    }
+    ss_buf_puts(b, "{\"taken_at\": ");
+    ss_buf_json_time(b, rp->stacks.taken_at);
+    ss_buf_puts(b, ", \"trigger\": ");
+    ss_buf_json_str(b, rp->stacks.trigger);
+    ss_buf_puts(b, ", \"finding_id\": ");
+    ss_buf_json_int(b, rp->stacks.finding_id);
+    ss_buf_puts(b, ", \"document\": ");
+    /* Written by the controller's own JSON writer; kept as it is. */
+    ss_buf_puts(b, rp->stacks.json);
+    ss_buf_puts(b, "},\n");
+}
+
 int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
 {
     out o = {{0}, f, 0};
@@ -352,6 +373,7 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
     ss_buf_puts(&o.b, ",\n");
     json_run(&o.b, rp);
     json_findings(&o, rp);
+    json_stacks(&o.b, rp);
     json_steps(&o.b, rp);
     json_metrics(&o.b, rp);
     ss_buf_puts(&o.b, "  \"goodput\": ");

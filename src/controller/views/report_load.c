@@ -10,6 +10,8 @@
  */
 #include "report_model.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -301,6 +303,33 @@ static void progress_tick(void *pg)
     ss_progress_tick(pg);
 }
 
+/* The newest stacks snapshot of the attempt, and its merged text. */
+static int load_stacks(ss_reader *r, ss_report *rp)
+{
+    int rc = ss_reader_stack_snapshot(r, rp->run.id, rp->attempt,
+                                      &rp->stacks);
+    if (rc != 1)
+        return rc;
+    rp->stacks_answered = rp->stacks_total = SS_MISSING;
+    cJSON *doc = cJSON_Parse(rp->stacks.json);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(doc, "merged_text");
+    const cJSON *ans = cJSON_GetObjectItemCaseSensitive(doc, "answered");
+    const cJSON *tot = cJSON_GetObjectItemCaseSensitive(doc, "ranks_total");
+    if (cJSON_IsNumber(ans) && cJSON_IsNumber(tot)) {
+        rp->stacks_answered = (int64_t)ans->valuedouble;
+        rp->stacks_total = (int64_t)tot->valuedouble;
+    }
+    int nomem = 0;
+    if (cJSON_IsString(text))
+        nomem = !(rp->stacks_text = strdup(text->valuestring));
+    if (!doc) { /* not JSON: the JSON report says null, the text says so */
+        free(rp->stacks.json);
+        nomem |= !(rp->stacks.json = strdup("null"));
+    }
+    cJSON_Delete(doc);
+    return nomem ? REPORT_NOMEM : 0;
+}
+
 /* Loads everything after the run and attempt.  Returns 0, an SS_READ_*
  * code, or REPORT_NOMEM. */
 static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
@@ -333,6 +362,8 @@ static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
         rc = ss_reader_events(r, rp->run.id, &q, &rp->events, &rp->n_events,
                               &rp->events_total);
     }
+    if (rc == 0)
+        rc = load_stacks(r, rp);
     return rc;
 }
 
@@ -405,6 +436,8 @@ int ss_report_load(ss_reader *r, int64_t run_id, int64_t attempt,
 void ss_report_free(ss_report *rp)
 {
     ss_run_row_clear(&rp->run);
+    ss_stack_snapshot_row_clear(&rp->stacks);
+    free(rp->stacks_text);
     ss_finding_rows_free(rp->findings, rp->n_findings);
     free(rp->step_med.v);
     free(rp->step_max.v);

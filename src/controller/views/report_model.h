@@ -92,6 +92,12 @@ typedef struct {
      * SS_REPORT_RELIABILITY_RUNS of them failed (has_reliability). */
     ss_reliability reliability;
     int has_reliability;
+    /* The stacks captured while the attempt ran (docs/debug.md): the
+     * newest snapshot, one taken for a hang first; stacks.json NULL when
+     * none.  stacks_text: its merged text (malloc'ed, NULL if unreadable). */
+    ss_stack_snapshot_row stacks;
+    char *stacks_text;
+    int64_t stacks_answered, stacks_total;
 } ss_report;
 
 #define SS_REPORT_RELIABILITY_RUNS 3

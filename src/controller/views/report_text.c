@@ -160,6 +160,10 @@ static void clean_for_text(ss_report *rp)
         clean(rp->ranks[i].host);
         clean(rp->ranks[i].state);
     }
+    clean(rp->stacks.trigger);
+    for (char *c = rp->stacks_text; c && *c; c++) /* lines stay lines */
+        if ((unsigned char)*c < 0x20 && *c != '\n')
+            *c = ' ';
     for (size_t i = 0; i < rp->n_events; i++) {
         clean(rp->events[i].kind);
         clean(rp->events[i].message);
@@ -706,11 +710,38 @@ static void text_goodput(FILE *f, const ss_report *rp)
     ss_buf_free(&b);
 }
 
+/* The stacks captured while the job ran, merged: the outlier group first
+ * (docs/debug.md). */
+static void text_stacks(FILE *f, const ss_report *rp)
+{
+    if (!rp->stacks.json)
+        return;
+    char a[64];
+    fprintf(f, "STACKS (taken %s, %s",
+            fmt_wall(a, sizeof a, rp->stacks.taken_at, 1),
+            rp->stacks.trigger && strcmp(rp->stacks.trigger, "hang") == 0
+                ? "on a hang" : "on request");
+    if (rp->stacks_total != SS_MISSING)
+        fprintf(f, "; %" PRId64 " of %" PRId64 " ranks answered",
+                rp->stacks_answered, rp->stacks_total);
+    fputs(")\n", f);
+    const char *p = rp->stacks_text ? rp->stacks_text : "";
+    while (*p) {
+        size_t n = strcspn(p, "\n");
+        fprintf(f, "  %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+    if (!rp->stacks_text)
+        fputs("  (the stored snapshot could not be read)\n", f);
+    fputc('\n', f);
+}
+
 void ss_report_print_text(FILE *f, ss_report *rp)
 {
     clean_for_text(rp);
     text_header(f, rp);
     text_findings(f, rp);
+    text_stacks(f, rp);
     text_steps(f, rp);
     text_goodput(f, rp);
     text_phases(f, rp);

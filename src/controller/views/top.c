@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "httpget.h"
+#include "live_find.h"
 #include "query.h"
 #include "reader.h"
 #include "store.h"
@@ -143,110 +144,35 @@ static double median(double *v, size_t n)
 
 /* ---- finding the controller ---- */
 
-static int pid_alive(long pid)
-{
-    return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
-/* Reads the live-run file PATH into V.  Returns 1 when it names a live
- * controller, 0 when it is stale or unreadable. */
-static int read_live_file(const char *path, view *v)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    cJSON *o = cJSON_Parse(buf);
-    if (!o)
-        return 0;
-    const char *url = jstr(o, "url"), *token = jstr(o, "token");
-    double pid = jnum(o, "pid", -1), run = jnum(o, "run_id", -1);
-    int ok = url && run > 0 && pid_alive((long)pid);
-    if (ok) {
-        copy(v->url, sizeof v->url, url);
-        copy(v->token, sizeof v->token, token);
-        v->run_id = (int64_t)run;
-    }
-    cJSON_Delete(o);
-    return ok;
-}
-
-/* Finds the controller of run O->run (or of the newest live run) into V.
- * Returns 0, or -1 with ERR. */
+/* Finds the controller of run O->run (or of the newest live run) into V
+ * (live_find.h).  Returns 0, or -1 with ERR. */
 static int locate(const opts *o, view *v, char *err, size_t errlen)
 {
-    if (o->url) {
-        copy(v->url, sizeof v->url, o->url);
-        copy(v->token, sizeof v->token, o->token);
-        return 0;
-    }
-    char path[PATH_MAX];
-    if (ss_store_live_dir(o->db, path, sizeof path) != 0) {
-        if (!o->db && errno == ENOENT)
-            snprintf(err, errlen, "neither XDG_DATA_HOME nor HOME is set: "
-                                  "use --db PATH or --url URL");
-        else
-            snprintf(err, errlen, "no live-run files for %s: %s",
-                     o->db ? o->db : "the default store", strerror(errno));
+    ss_live_target t;
+    if (ss_live_find(o->db, o->run, o->url, o->token, &t, err, errlen) != 0)
         return -1;
-    }
-    if (o->run) {
-        int64_t id = 0;
-        const char *s = o->run;
-        if (s[strspn(s, "0123456789")] == '\0' && strlen(s) < 19) {
-            id = strtoll(s, NULL, 10);
-        } else {
-            ss_reader *r = ss_reader_open(o->db, err, errlen);
-            if (!r)
-                return -1;
-            int rc = ss_reader_select_run(r, s, &id);
-            if (rc != 0)
-                snprintf(err, errlen, "%s", ss_reader_errmsg(r));
-            ss_reader_close(r);
-            if (rc != 0)
-                return -1;
-        }
-        if (ss_store_live_file(o->db, id, path, sizeof path) != 0 ||
-            !read_live_file(path, v)) {
-            snprintf(err, errlen, "run %" PRId64 " is not running: no live "
-                     "controller for it (%s)", id, path);
-            return -1;
-        }
-    } else {
-        DIR *d = opendir(path);
-        int64_t best = -1;
-        view found;
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            long long id;
-            char tail[8];
-            if (sscanf(e->d_name, "run-%lld.%7s", &id, tail) != 2 ||
-                strcmp(tail, "json") != 0 || id <= best)
-                continue;
-            memset(&found, 0, sizeof found);
-            char file[PATH_MAX + 320];
-            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-            if (read_live_file(file, &found)) {
-                best = id;
-                copy(v->url, sizeof v->url, found.url);
-                copy(v->token, sizeof v->token, found.token);
-                v->run_id = found.run_id;
-            }
-        }
-        if (d)
-            closedir(d);
-        if (best < 0) {
-            snprintf(err, errlen, "no job is running: no live controller in "
-                     "%s (start one with `stepscope run`, or give --url)",
-                     path);
-            return -1;
-        }
-    }
-    if (o->token)
-        copy(v->token, sizeof v->token, o->token);
+    copy(v->url, sizeof v->url, t.url);
+    copy(v->token, sizeof v->token, t.token);
+    if (t.run_id > 0)
+        v->run_id = t.run_id;
+    return 0;
+}
+
+int ss_top_find_live(const char *db, const char *url, const char *token,
+                     const char *run, char *url_out, size_t url_cap,
+                     char *token_out, size_t token_cap, int64_t *run_id,
+                     char *err, size_t errlen)
+{
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.db = db, o.url = url, o.token = token, o.run = run;
+    view v;
+    memset(&v, 0, sizeof v);
+    if (locate(&o, &v, err, errlen) != 0)
+        return -1;
+    copy(url_out, url_cap, v.url);
+    copy(token_out, token_cap, v.token);
+    *run_id = v.run_id;
     return 0;
 }
 

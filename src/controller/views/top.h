@@ -18,6 +18,7 @@
 #ifndef STEPSCOPE_TOP_H
 #define STEPSCOPE_TOP_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /*
@@ -29,6 +30,18 @@
  * the controller cannot be reached; 2 for a usage error.
  */
 int ss_top_cmd(int argc, char **argv, FILE *out, FILE *err);
+
+/*
+ * Finds a running job's controller as `top` does: URL (with TOKEN) when
+ * given, else through the live-run file of RUN (an id or name; NULL: the
+ * newest live run) beside the store DB (NULL: the default store).  Fills
+ * URL_OUT, TOKEN_OUT ("" when none) and *RUN_ID (0 when only URL was
+ * given).  Returns 0, or -1 with a one-line reason in ERR.
+ */
+int ss_top_find_live(const char *db, const char *url, const char *token,
+                     const char *run, char *url_out, size_t url_cap,
+                     char *token_out, size_t token_cap, int64_t *run_id,
+                     char *err, size_t errlen);
 
 /* ss_top_cmd on stdout and stderr. */
 int ss_top_main(int argc, char **argv);

@@ -33,6 +33,7 @@
 #include "progress.h"
 #include "reader.h"
 #include "stats.h"
+#include "trace_profiles.h"
 
 typedef struct {
     uint32_t name;
@@ -746,6 +747,13 @@ static int make_trace(ss_reader *rd, const opts *o, trace *t, FILE *out,
     rc = stream_steps(rd, f, t, (uint64_t)sum.rows, &pg, err);
     if (rc == 0)
         rc = write_findings(rd, f, t, err);
+    int profiles = 0;
+    if (rc == 0 &&
+        (profiles = ss_trace_profiles_write(rd, f, t->run_id, t->attempt,
+                                            t->want_rank, t->world, t->t0,
+                                            t->run_id + 1, &t->events,
+                                            err)) < 0)
+        rc = 1;
     if (rc == 0)
         write_tail(f, t);
     ss_reader_set_progress(rd, NULL, NULL);
@@ -765,6 +773,9 @@ static int make_trace(ss_reader *rd, const opts *o, trace *t, FILE *out,
             " (%zu drawn), %" PRId64 " ranks, %" PRIu64 " events -> %s\n",
             t->run_id, t->first, t->last, t->n_steps, t->world, t->events,
             to_stdout ? "stdout" : o->output);
+    if (profiles > 0)
+        fprintf(err, "stepscope trace: %d torch.profiler trace%s merged\n",
+                profiles, profiles == 1 ? "" : "s");
     if (t->no_timeline)
         fprintf(err, "stepscope trace: %" PRIu64 " rank-steps were recorded "
                 "without timelines and are left out\n", t->no_timeline);

@@ -1,0 +1,860 @@
+/*
+ * bench_agents.c - the multi-node controller under many agents.
+ *
+ * Starts a real controller (`stepscope run --nnodes N+1 --node-rank 0`,
+ * the store on, no HTTP) and plays the other N nodes itself: N agent links
+ * over real TCP to MASTER_PORT+1, each authenticated (link_auth.h), clock
+ * synchronised (clock_sync.h) and multiplexing M simulated ranks.  Each
+ * simulated rank sends the rank protocol's HELLO and NAMEs, then one STEP
+ * record per step (4 phases with self time, 1 sync point, 1 metric, RSS)
+ * at R steps per second, a STATUS about once a second, and BYE; then the
+ * agent reports RANK_EXIT(0) for each, ALL_EXITED and BYE.  Node 0's M
+ * ranks are real processes of this same program (--rank mode), recording
+ * the same steps through libstepscope; every process times step s at
+ * T0 + (s + 1) / R on the wall clock, so step numbers line up.
+ *
+ * While it runs it samples the controller's CPU (/proc/PID/stat) and RSS
+ * every second; at the end it reads the store (steps finalized, ranks
+ * missing, rank-steps written against those sent) and prints a table with
+ * the generator's own CPU next to the controller's.
+ *
+ *   bench_agents --agents 64 --ranks 64 --rate 10 --seconds 60
+ *   bench_agents --agents 128 --ranks 128 --rate 1 --seconds 60
+ *
+ * One thread per agent, blocking writes, poll() for what the controller
+ * sends (heartbeats, clock answers, WELCOMEs).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock_sync.h"
+#include "link_auth.h"
+#include "link_wire.h"
+#include "stepscope.h"
+#include "wire.h"
+
+#define JOB_ID "bench-agents"
+#define T0_ENV "BENCH_AGENTS_T0"
+#define RX_BUF (2 * LINK_FRAME_MAX)
+#define MAX_SAMPLES 4096
+
+typedef struct {
+    uint32_t agents, ranks;
+    double rate, seconds, warmup;
+    unsigned port;
+    const char *stepscope, *dir, *samples;
+    int keep;
+} options;
+
+static options o = {8, 8, 10, 20, 0, 29640, NULL, NULL, NULL, 0};
+static link_secret g_secret;
+static int64_t g_t0_mono;  /* step s ends at g_t0_mono + (s + 1) * period */
+static uint64_t g_steps;
+static atomic_int g_failed;
+static atomic_int g_ctl_gone; /* the controller exited: agents give up */
+static atomic_uint_fast64_t g_frames, g_bytes;
+
+static const char *k_names[] = {"data", "forward", "backward", "optimizer",
+                                "allreduce", "loss"};
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+static void sleep_until(int64_t mono)
+{
+    struct timespec ts = {(time_t)(mono / 1000000000), (long)(mono % 1000000000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* T0 from the environment (CLOCK_REALTIME ns) on this host's monotonic
+ * clock. */
+static int64_t t0_from_env(void)
+{
+    const char *v = getenv(T0_ENV);
+    if (!v)
+        return -1;
+    int64_t real = strtoll(v, NULL, 10);
+    return mono_ns() + (real - clock_ns(CLOCK_REALTIME));
+}
+
+/* ---- node 0's ranks: real processes recording through libstepscope ---- */
+
+static int rank_main(double rate, uint64_t steps)
+{
+    ss_init();
+    int64_t t0 = t0_from_env();
+    if (t0 < 0) {
+        fprintf(stderr, "bench_agents --rank: %s is not set\n", T0_ENV);
+        return 1;
+    }
+    ss_name_id id[6];
+    for (int i = 0; i < 6; i++)
+        id[i] = ss_name(k_names[i]);
+    int64_t period = (int64_t)(1e9 / rate);
+    for (uint64_t s = 0; s < steps; s++) {
+        int64_t begin = t0 + (int64_t)s * period;
+        int64_t end = begin + period;
+        sleep_until(end);
+        int64_t d = (end - begin) * 9 / 10;
+        ss_step_begin(s);
+        ss_phase_span(id[0], begin, begin + d / 10);
+        ss_phase_span(id[1], begin + d / 10, begin + d * 4 / 10);
+        ss_phase_span(id[2], begin + d * 4 / 10, begin + d * 8 / 10);
+        ss_sync_at(id[4], begin + d * 7 / 10);
+        ss_phase_span(id[3], begin + d * 8 / 10, begin + d);
+        ss_metric(id[5], 1.0 / (double)(s + 1));
+        ss_memory_sample();
+        ss_step_end();
+    }
+    ss_shutdown();
+    return 0;
+}
+
+/* ---- one agent ---- */
+
+typedef struct {
+    uint32_t node;
+    int fd;
+    link_encoder enc;
+    link_decoder dec;
+    link_agent_hello hello;
+    link_frame frame;
+    uint8_t key[LINK_KEY_SIZE];
+    uint8_t token[LINK_TOKEN_SIZE];
+    char uuid[LINK_MAX_STR + 1];
+    uint32_t attempt;
+    size_t rx_len;
+    uint8_t rx[RX_BUF];
+    uint8_t *out; /* a batch of encoded frames */
+    size_t out_len, out_cap;
+    char err[256];
+    pthread_t thread;
+} agent;
+
+static int fail(agent *a, const char *fmt, const char *detail)
+{
+    if (!a->err[0])
+        snprintf(a->err, sizeof a->err, fmt, detail);
+    atomic_store(&g_failed, 1);
+    return -1;
+}
+
+static int flush_out(agent *a)
+{
+    size_t off = 0;
+    while (off < a->out_len) {
+        ssize_t k = write(a->fd, a->out + off, a->out_len - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return fail(a, "write: %s", strerror(errno));
+        off += (size_t)k;
+    }
+    atomic_fetch_add(&g_bytes, a->out_len);
+    a->out_len = 0;
+    return 0;
+}
+
+/* Appends F, encoded, to the batch. */
+static int put(agent *a, const link_frame *f)
+{
+    if (a->out_cap - a->out_len < LINK_FRAME_MAX && flush_out(a) != 0)
+        return -1;
+    size_t n = link_encode(&a->enc, a->out + a->out_len,
+                           a->out_cap - a->out_len, f);
+    if (!n)
+        return fail(a, "cannot encode a %s frame", link_type_name(f->type));
+    a->out_len += n;
+    atomic_fetch_add(&g_frames, 1);
+    return 0;
+}
+
+static int put_data(agent *a, uint32_t channel, const uint8_t *b, size_t n)
+{
+    link_frame f = {.type = LINK_DATA};
+    f.u.data = (link_data){channel, (uint32_t)n, b};
+    return put(a, &f);
+}
+
+/* Reads what has arrived (waiting up to TIMEOUT_MS) and decodes it; the
+ * frames that matter are kept one at a time: returns 1 with a->frame set,
+ * 0 when nothing (more) came, -1 on error. */
+static int next_frame(agent *a, int timeout_ms)
+{
+    for (;;) {
+        size_t used = 0;
+        char err[200];
+        link_result rc = link_decoder_next(&a->dec, a->rx, a->rx_len, &a->frame,
+                                           &used, err, sizeof err);
+        if (rc == LINK_ERROR)
+            return fail(a, "link: %s", err);
+        if (rc == LINK_OK) {
+            /* DATA's bytes point into rx: used before the next call. */
+            memmove(a->rx, a->rx + used, a->rx_len - used);
+            a->rx_len -= used;
+            return 1;
+        }
+        struct pollfd p = {a->fd, POLLIN, 0};
+        int k = poll(&p, 1, timeout_ms);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return 0;
+        ssize_t n = read(a->fd, a->rx + a->rx_len, sizeof a->rx - a->rx_len);
+        if (n == 0)
+            return fail(a, "%s", "the controller closed the link");
+        if (n < 0)
+            return errno == EINTR ? 0 : fail(a, "read: %s", strerror(errno));
+        a->rx_len += (size_t)n;
+        timeout_ms = 0;
+    }
+}
+
+/* Waits for a frame of TYPE, answering nothing else; -1 on error/timeout. */
+static int expect(agent *a, link_type type, int timeout_ms)
+{
+    int64_t deadline = mono_ns() + (int64_t)timeout_ms * 1000000;
+    while (mono_ns() < deadline) {
+        int k = next_frame(a, 100);
+        if (k < 0)
+            return -1;
+        if (k == 1 && a->frame.type == LINK_JOIN_REJECT)
+            return fail(a, "refused: %s", a->frame.u.join_reject.reason);
+        if (k == 1 && a->frame.type == type)
+            return 0;
+    }
+    return fail(a, "no %s in time", link_type_name(type));
+}
+
+/* Drains what the controller sent without blocking. */
+static int drain(agent *a)
+{
+    int k;
+    while ((k = next_frame(a, 0)) == 1)
+        ;
+    return k;
+}
+
+static int connect_link(agent *a)
+{
+    int64_t deadline = mono_ns() + 30 * 1000000000LL;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)(o.port + 1)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    while (mono_ns() < deadline && !atomic_load(&g_ctl_gone)) {
+        a->fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(a->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+            int one = 1;
+            setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            return 0;
+        }
+        close(a->fd);
+        a->fd = -1;
+        usleep(100000);
+    }
+    return fail(a, "cannot connect: %s", strerror(errno));
+}
+
+static int handshake(agent *a)
+{
+    link_encoder_init(&a->enc, LINK_FROM_AGENT);
+    link_decoder_init(&a->dec, LINK_FROM_CONTROLLER);
+    a->hello.version = LINK_VERSION;
+    a->hello.node_rank = a->node;
+    a->hello.nnodes = o.agents + 1;
+    a->hello.nproc_per_node = o.ranks;
+    link_random(a->hello.nonce, sizeof a->hello.nonce);
+    snprintf(a->hello.job_id, sizeof a->hello.job_id, "%s", JOB_ID);
+    snprintf(a->hello.host, sizeof a->hello.host, "sim%u", a->node);
+    link_frame f = {.type = LINK_AGENT_HELLO};
+    f.u.hello = a->hello;
+    if (put(a, &f) || flush_out(a) || expect(a, LINK_CHALLENGE, 30000))
+        return -1;
+    uint8_t want[LINK_PROOF_SIZE];
+    link_auth_controller_proof(&g_secret, &a->hello,
+                               a->frame.u.challenge.nonce, want);
+    if (!link_auth_proof_equal(want, a->frame.u.challenge.proof))
+        return fail(a, "%s", "the controller's proof is wrong");
+    link_frame p = {.type = LINK_PROOF};
+    link_auth_agent_proof(&g_secret, &a->hello, a->frame.u.challenge.nonce,
+                          p.u.proof.proof);
+    link_auth_session_key(&g_secret, &a->hello, a->frame.u.challenge.nonce,
+                          a->key);
+    if (put(a, &p) || flush_out(a))
+        return -1;
+    link_encoder_keyed(&a->enc, a->key);
+    link_decoder_keyed(&a->dec, a->key);
+    if (expect(a, LINK_JOIN_OK, 30000))
+        return -1;
+    if (a->frame.u.join_ok.world_size != (o.agents + 1) * o.ranks)
+        return fail(a, "%s", "the controller's world size differs");
+    link_auth_seal_token(a->key, a->frame.u.join_ok.sealed_token, a->token);
+    snprintf(a->uuid, sizeof a->uuid, "%s", a->frame.u.join_ok.run_uuid);
+    a->attempt = a->frame.u.join_ok.attempt;
+    /* one clock round */
+    ss_clock_sync s;
+    ss_clock_sync_init(&s);
+    for (int i = 0; i < SS_CLOCK_ROUND; i++) {
+        link_frame t = {.type = LINK_TIME_REQ};
+        t.u.time_req.t1 = mono_ns();
+        if (put(a, &t) || flush_out(a) || expect(a, LINK_TIME_RESP, 10000))
+            return -1;
+        link_time_resp r = a->frame.u.time_resp;
+        ss_clock_sync_add(&s, r.t1, r.t2, r.t3, mono_ns());
+    }
+    ss_clock_estimate e;
+    if (ss_clock_sync_estimate(&s, mono_ns(), &e) != 0)
+        return fail(a, "%s", "no clock estimate");
+    link_frame c = {.type = LINK_CLOCK};
+    c.u.clock = (link_clock){e.offset_ns, e.bound_ns, e.rtt_ns, e.samples};
+    return put(a, &c);
+}
+
+static uint32_t rank_of(const agent *a, uint32_t i)
+{
+    return a->node * o.ranks + i;
+}
+
+/* RANK_STARTED, OPEN and the rank protocol's HELLO and NAMEs per rank. */
+static int open_ranks(agent *a)
+{
+    uint8_t b[2048];
+    for (uint32_t i = 0; i < o.ranks; i++) {
+        link_frame f = {.type = LINK_RANK_STARTED};
+        f.u.rank_started = (link_rank_started){rank_of(a, i),
+                                               (uint32_t)getpid()};
+        link_frame op = {.type = LINK_OPEN};
+        op.u.channel.channel = i + 1;
+        wire_hello h;
+        memset(&h, 0, sizeof h);
+        h.version = WIRE_VERSION;
+        h.rank = rank_of(a, i);
+        h.world_size = (o.agents + 1) * o.ranks;
+        h.local_rank = i;
+        h.pid = (uint32_t)getpid();
+        h.attempt = a->attempt;
+        memcpy(h.token, a->token, sizeof h.token);
+        snprintf(h.run_id, sizeof h.run_id, "%s", a->uuid);
+        snprintf(h.host, sizeof h.host, "sim%u", a->node);
+        size_t n = wire_encode_hello(b, sizeof b, &h);
+        for (uint32_t k = 0; k < 6; k++) {
+            wire_name nm = {k + 1, ""};
+            snprintf(nm.name, sizeof nm.name, "%s", k_names[k]);
+            n += wire_encode_name(b + n, sizeof b - n, &nm);
+        }
+        if (put(a, &f) || put(a, &op) || put_data(a, i + 1, b, n))
+            return -1;
+    }
+    return flush_out(a);
+}
+
+static size_t encode_step(uint8_t *buf, const agent *a, uint32_t i,
+                          uint64_t step, int64_t begin, int64_t end)
+{
+    wire_step s;
+    uint32_t rank = rank_of(a, i);
+    int64_t d = (end - begin) * 9 / 10;
+    s.step = step;
+    s.begin_ns = begin;
+    s.end_ns = begin + d;
+    s.flags = WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_SELF;
+    s.rss_bytes = (uint64_t)(1u << 30) + rank * 4096u;
+    s.device_bytes = 0;
+    s.n_phases = 4;
+    int64_t at[5] = {0, d / 10, d * 4 / 10, d * 8 / 10, d};
+    for (uint32_t k = 0; k < 4; k++) {
+        uint64_t len = (uint64_t)(at[k + 1] - at[k]) - (rank % 7) * 1000;
+        s.phases[k] = (wire_phase){k + 1, 1, len, begin + at[k], len};
+    }
+    s.n_syncs = 1;
+    s.syncs[0] = (wire_sync){5, begin + d * 7 / 10 + (int64_t)(rank % 13) * 20000};
+    s.n_metrics = 1;
+    s.metrics[0] = (wire_metric){6, 1.0 / (double)(step + 1)};
+    return wire_encode_step(buf, WIRE_STEP_FRAME_MAX, &s);
+}
+
+static int send_status(agent *a, uint64_t step, int64_t since)
+{
+    uint8_t b[64];
+    for (uint32_t i = 0; i < o.ranks; i++) {
+        wire_status st = {step, 2, since, 0, 0, 0};
+        size_t n = wire_encode_status(b, sizeof b, &st);
+        if (put_data(a, i + 1, b, n))
+            return -1;
+    }
+    link_frame hb = {.type = LINK_HEARTBEAT};
+    return put(a, &hb);
+}
+
+static int run_steps(agent *a)
+{
+    int64_t period = (int64_t)(1e9 / o.rate);
+    int64_t next_status = mono_ns() + 1000000000;
+    uint8_t b[WIRE_STEP_FRAME_MAX];
+    for (uint64_t s = 0; s < g_steps; s++) {
+        int64_t begin = g_t0_mono + (int64_t)s * period;
+        int64_t due = begin + period;
+        for (;;) {
+            int64_t now = mono_ns();
+            if (now >= next_status) {
+                if (send_status(a, s, begin) || flush_out(a))
+                    return -1;
+                next_status += 1000000000;
+            }
+            if (now >= due)
+                break;
+            int64_t wake = due < next_status ? due : next_status;
+            int ms = (int)((wake - now + 999999) / 1000000);
+            if (next_frame(a, ms) < 0)
+                return -1;
+        }
+        for (uint32_t i = 0; i < o.ranks; i++) {
+            size_t n = encode_step(b, a, i, s, begin, due);
+            if (put_data(a, i + 1, b, n))
+                return -1;
+        }
+        if (flush_out(a) || drain(a) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int close_ranks(agent *a)
+{
+    uint8_t b[64];
+    for (uint32_t i = 0; i < o.ranks; i++) {
+        wire_bye bye = {g_steps - 1};
+        size_t n = wire_encode_bye(b, sizeof b, &bye);
+        link_frame cl = {.type = LINK_CLOSE};
+        cl.u.channel.channel = i + 1;
+        link_frame ex = {.type = LINK_RANK_EXIT};
+        ex.u.rank_exit.rank = rank_of(a, i);
+        if (put_data(a, i + 1, b, n) || put(a, &cl) || put(a, &ex))
+            return -1;
+    }
+    link_frame all = {.type = LINK_ALL_EXITED};
+    link_frame bye = {.type = LINK_BYE};
+    if (put(a, &all) || put(a, &bye) || flush_out(a))
+        return -1;
+    /* Keep reading until the controller closes the link (it does once
+     * the run is over) so nothing it sends is refused. */
+    int64_t deadline = mono_ns() + 60 * 1000000000LL;
+    while (mono_ns() < deadline) {
+        struct pollfd p = {a->fd, POLLIN, 0};
+        if (poll(&p, 1, 200) <= 0)
+            continue;
+        ssize_t n = read(a->fd, a->rx, sizeof a->rx);
+        if (n <= 0)
+            break;
+    }
+    return 0;
+}
+
+static void *agent_main(void *arg)
+{
+    agent *a = arg;
+    a->out_cap = 1u << 20;
+    a->out = malloc(a->out_cap);
+    if (a->out && connect_link(a) == 0 && handshake(a) == 0 &&
+        open_ranks(a) == 0 && run_steps(a) == 0)
+        close_ranks(a);
+    if (a->fd >= 0)
+        close(a->fd);
+    free(a->out);
+    return NULL;
+}
+
+/* ---- the controller and its samples ---- */
+
+typedef struct {
+    double t, cpu_pct, rss_mib, gen_cpu_pct;
+    double anon_mib, file_mib, shmem_mib; /* the parts of RSS */
+} sample;
+
+static int proc_cpu_ticks(pid_t pid, long long *ticks)
+{
+    char path[64], line[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    char *p = strrchr(line, ')');
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                     &ut, &st) != 2)
+        return -1;
+    *ticks = (long long)(ut + st);
+    return 0;
+}
+
+/* Fills S's RSS and its anonymous, file and shared-memory parts (MiB). */
+static void proc_rss(pid_t pid, sample *s)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long rss = -1, anon = -1, file = -1, shmem = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "VmRSS: %ld", &rss);
+        sscanf(line, "RssAnon: %ld", &anon);
+        sscanf(line, "RssFile: %ld", &file);
+        sscanf(line, "RssShmem: %ld", &shmem);
+    }
+    if (f)
+        fclose(f);
+    s->rss_mib = rss / 1024.0;
+    s->anon_mib = anon / 1024.0;
+    s->file_mib = file / 1024.0;
+    s->shmem_mib = shmem / 1024.0;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static int64_t query_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static pid_t start_controller(const char *self, const char *token,
+                              const char *db, const char *log)
+{
+    char nn[16], np[16], port[16], rate[32], steps[32];
+    snprintf(nn, sizeof nn, "%u", o.agents + 1);
+    snprintf(np, sizeof np, "%u", o.ranks);
+    snprintf(port, sizeof port, "%u", o.port);
+    snprintf(rate, sizeof rate, "%g", o.rate);
+    snprintf(steps, sizeof steps, "%" PRIu64, g_steps);
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    execl(o.stepscope, o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
+          "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
+          "--token-file", token, "--job-id", JOB_ID, "--db", db, "--no-http",
+          "--join-timeout", "60", "--", self, "--rank", rate, steps,
+          (char *)NULL);
+    perror("bench_agents: exec stepscope");
+    _exit(127);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench_agents [--agents N] [--ranks M] [--rate R] "
+            "[--seconds S]\n"
+            "                    [--port P] [--stepscope PATH] [--dir DIR] "
+            "[--warmup S] [--keep]\n"
+            "                    [--samples CSV]   (t is seconds from the "
+            "first step)\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--rank") == 0)
+        return rank_main(atof(argv[2]), strtoull(argv[3], NULL, 10));
+    static const struct option opts[] = {
+        {"agents", required_argument, NULL, 'a'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"rate", required_argument, NULL, 'R'},
+        {"seconds", required_argument, NULL, 'S'},
+        {"port", required_argument, NULL, 'p'},
+        {"stepscope", required_argument, NULL, 'x'},
+        {"dir", required_argument, NULL, 'd'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"keep", no_argument, NULL, 'k'},
+        {"samples", required_argument, NULL, 'c'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': o.agents = (uint32_t)atoi(optarg); break;
+        case 'r': o.ranks = (uint32_t)atoi(optarg); break;
+        case 'R': o.rate = atof(optarg); break;
+        case 'S': o.seconds = atof(optarg); break;
+        case 'p': o.port = (unsigned)atoi(optarg); break;
+        case 'x': o.stepscope = optarg; break;
+        case 'd': o.dir = optarg; break;
+        case 'w': o.warmup = atof(optarg); break;
+        case 'k': o.keep = 1; break;
+        case 'c': o.samples = optarg; break;
+        default: usage();
+        }
+    }
+    if (!o.agents || !o.ranks || o.rate <= 0 || o.seconds <= 0 ||
+        o.port == 0 || o.port > 65534)
+        usage();
+    char self[PATH_MAX], ss[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = 0;
+    if (!o.stepscope) {
+        snprintf(ss, sizeof ss, "%s", self);
+        char *slash = strrchr(ss, '/');
+        *slash = 0;
+        slash = strrchr(ss, '/');
+        snprintf(slash ? slash + 1 : ss, sizeof ss - (size_t)(slash ? slash + 1 - ss : 0),
+                 "stepscope");
+        o.stepscope = ss;
+    }
+    if (!o.warmup)
+        o.warmup = 3.0 + o.agents * 0.05;
+    g_steps = (uint64_t)(o.rate * o.seconds);
+
+    char dir[PATH_MAX], token[PATH_MAX + 16], db[PATH_MAX + 16], log[PATH_MAX + 16];
+    if (o.dir) {
+        snprintf(dir, sizeof dir, "%s", o.dir);
+        mkdir(dir, 0700);
+    } else {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(dir, sizeof dir, "%s/bench_agents.XXXXXX", tmp);
+        if (!mkdtemp(dir)) {
+            perror("bench_agents: mkdtemp");
+            return 1;
+        }
+    }
+    snprintf(token, sizeof token, "%s/token", dir);
+    snprintf(db, sizeof db, "%s/store.db", dir);
+    snprintf(log, sizeof log, "%s/controller.log", dir);
+    unlink(db);
+    if (link_auth_init() != 0)
+        return 1;
+    uint8_t raw[24];
+    char hex[64];
+    link_random(raw, sizeof raw);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    int tfd = open(token, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (tfd < 0 || write(tfd, hex, strlen(hex)) < 0 || close(tfd) != 0) {
+        perror("bench_agents: token file");
+        return 1;
+    }
+    char err[256];
+    if (link_secret_load(token, NULL, &g_secret, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_agents: %s\n", err);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    int64_t t0_real = clock_ns(CLOCK_REALTIME) + (int64_t)(o.warmup * 1e9);
+    char t0s[32];
+    snprintf(t0s, sizeof t0s, "%" PRId64, t0_real);
+    setenv(T0_ENV, t0s, 1);
+    g_t0_mono = t0_from_env();
+    uint32_t world = (o.agents + 1) * o.ranks;
+    printf("bench_agents: %u agents x %u ranks + node 0's %u = %u ranks, "
+           "%g steps/s for %g s (%" PRIu64 " steps), store %s\n",
+           o.agents, o.ranks, o.ranks, world, o.rate, o.seconds, g_steps, db);
+    fflush(stdout);
+
+    pid_t ctl = start_controller(self, token, db, log);
+    if (ctl < 0) {
+        perror("bench_agents: fork");
+        return 1;
+    }
+    double gen0 = self_cpu_s();
+    agent *ag = calloc(o.agents, sizeof *ag);
+    for (uint32_t i = 0; i < o.agents; i++) {
+        ag[i].node = i + 1;
+        ag[i].fd = -1;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstacksize(&at, 256 * 1024);
+        pthread_create(&ag[i].thread, &at, agent_main, &ag[i]);
+        pthread_attr_destroy(&at);
+    }
+
+    /* sample once a second until the controller exits */
+    static sample samples[MAX_SAMPLES];
+    size_t ns = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    long long prev = 0, ticks = 0;
+    proc_cpu_ticks(ctl, &prev);
+    double prev_gen = self_cpu_s();
+    int64_t start = mono_ns(), next = start + 1000000000;
+    int status = 0;
+    pid_t done = 0;
+    long long ticks_run0 = -1, ticks_run1 = -1;
+    double gen_run0 = 0, gen_run1 = 0;
+    int64_t run_end = g_t0_mono + (int64_t)(o.seconds * 1e9);
+    while ((done = waitpid(ctl, &status, WNOHANG)) == 0) {
+        sleep_until(next);
+        next += 1000000000;
+        if (proc_cpu_ticks(ctl, &ticks) != 0)
+            continue;
+        double gen = self_cpu_s();
+        double t = (mono_ns() - g_t0_mono) / 1e9;
+        if (ticks_run0 < 0 && mono_ns() >= g_t0_mono) {
+            ticks_run0 = ticks;
+            gen_run0 = gen;
+        }
+        if (ticks_run1 < 0 && mono_ns() >= run_end) {
+            ticks_run1 = ticks;
+            gen_run1 = gen;
+        }
+        if (ns < MAX_SAMPLES) {
+            samples[ns] = (sample){t, 100.0 * (ticks - prev) / hz, 0,
+                                   100.0 * (gen - prev_gen), 0, 0, 0};
+            proc_rss(ctl, &samples[ns++]);
+        }
+        prev = ticks;
+        prev_gen = gen;
+    }
+    int64_t ctl_end = mono_ns();
+    atomic_store(&g_ctl_gone, 1);
+    for (uint32_t i = 0; i < o.agents; i++)
+        pthread_join(ag[i].thread, NULL);
+    double gen_total = self_cpu_s() - gen0;
+
+    /* the controller's last sample may be of a process already ending */
+    while (ns > 0 && samples[ns - 1].rss_mib <= 0)
+        ns--;
+    FILE *cf = o.samples ? fopen(o.samples, "w") : NULL;
+    if (cf) {
+        fprintf(cf, "t_s,controller_cpu_pct,controller_rss_mib,anon_mib,"
+                    "file_mib,shmem_mib,generator_cpu_pct\n");
+        for (size_t i = 0; i < ns; i++)
+            fprintf(cf, "%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f\n", samples[i].t,
+                    samples[i].cpu_pct, samples[i].rss_mib,
+                    samples[i].anon_mib, samples[i].file_mib,
+                    samples[i].shmem_mib, samples[i].gen_cpu_pct);
+        fclose(cf);
+    }
+    printf("\n   t(s)  controller CPU%%    RSS MiB  (anon  shmem)   "
+           "generator CPU%%\n");
+    for (size_t i = 0; i < ns; i++)
+        if (i % 5 == 4 || i + 1 == ns || samples[i].t < 1)
+            printf("  %5.0f  %14.1f  %9.1f  %6.1f %6.1f  %15.1f\n",
+                   samples[i].t, samples[i].cpu_pct, samples[i].rss_mib,
+                   samples[i].anon_mib, samples[i].shmem_mib,
+                   samples[i].gen_cpu_pct);
+    double rss_min = 1e18, rss_max = 0, rss_at10 = -1;
+    for (size_t i = 0; i < ns; i++)
+        if (samples[i].t >= 0 && samples[i].t <= o.seconds) {
+            if (samples[i].rss_mib < rss_min) rss_min = samples[i].rss_mib;
+            if (samples[i].rss_mib > rss_max) rss_max = samples[i].rss_mib;
+            if (rss_at10 < 0 && samples[i].t >= 10) rss_at10 = samples[i].rss_mib;
+        }
+    int agent_errors = 0;
+    for (uint32_t i = 0; i < o.agents; i++)
+        if (ag[i].err[0]) {
+            if (agent_errors++ < 5)
+                fprintf(stderr, "bench_agents: node %u: %s\n", ag[i].node,
+                        ag[i].err);
+        }
+
+    int64_t steps = -1, missing = -1, rank_steps = -1, forced_missing = -1;
+    sqlite3 *sdb = NULL;
+    if (sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        steps = query_int(sdb, "SELECT count(*) FROM steps");
+        missing = query_int(sdb, "SELECT coalesce(sum(n_missing),0) FROM steps");
+        forced_missing = query_int(sdb, "SELECT count(*) FROM steps WHERE n_missing > 0");
+        rank_steps = query_int(sdb, "SELECT coalesce(sum(steps),0) FROM rank_totals");
+    }
+    sqlite3_close(sdb);
+    double run_s = o.seconds;
+    if (ns == 0)
+        printf("  (no sample: the controller ended at once)\n");
+    double ctl_cpu_run = ticks_run1 >= 0 && ticks_run0 >= 0
+                             ? 100.0 * (double)(ticks_run1 - ticks_run0) / hz / run_s
+                             : -1;
+    double gen_cpu_run = ticks_run1 >= 0 ? 100.0 * (gen_run1 - gen_run0) / run_s : -1;
+    uint64_t sent = (uint64_t)world * g_steps;
+    printf("\nworld %u ranks (%u agents x %u + node 0), %g steps/s, %" PRIu64
+           " steps: %.0f rank-steps/s\n", world, o.agents, o.ranks, o.rate,
+           g_steps, world * o.rate);
+    printf("controller: CPU %.1f%% of a core over the %g s run, RSS %.1f MiB at "
+           "10 s -> %.1f MiB max (min %.1f)\n", ctl_cpu_run, run_s, rss_at10,
+           rss_max, rss_min);
+    printf("generator:  CPU %.1f%% of a core over the run (%.1f s in all), "
+           "%" PRIu64 " link frames, %.1f MiB\n", gen_cpu_run, gen_total,
+           (uint64_t)atomic_load(&g_frames),
+           atomic_load(&g_bytes) / 1048576.0);
+    printf("store:      %" PRId64 " steps finalized of %" PRIu64 ", %" PRId64
+           " with ranks missing (%" PRId64 " rank-steps missing), %" PRId64
+           " rank-steps written of %" PRIu64 " sent (%" PRId64 " dropped)\n",
+           steps, g_steps, forced_missing, missing, rank_steps, sent,
+           (int64_t)sent - rank_steps);
+    printf("controller exited %d after %.1f s past the last step; agent errors: %d\n",
+           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+           (ctl_end - run_end) / 1e9, agent_errors);
+    /* the controller's summary lines */
+    FILE *lf = fopen(log, "r");
+    char line[1024];
+    printf("controller log (last lines):\n");
+    long lines = 0;
+    while (lf && fgets(line, sizeof line, lf))
+        lines++;
+    if (lf) {
+        rewind(lf);
+        long i = 0;
+        while (fgets(line, sizeof line, lf))
+            if (++i > lines - 6)
+                printf("  %s", line);
+        fclose(lf);
+    }
+    if (!o.keep && !o.dir) {
+        /* the token, the store and the ranks' logs beside it */
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    } else {
+        printf("kept %s\n", dir);
+    }
+    free(ag);
+    return agent_errors || steps != (int64_t)g_steps ||
+                   rank_steps != (int64_t)sent
+               ? 1
+               : 0;
+}

@@ -1,0 +1,88 @@
+"""The rank's side of `stepscope stacks` (stepscope/_stacks.py,
+docs/debug.md): importing stepscope under a controller registers the stack
+handler; the stack signal then appends every thread's stack and the end
+marker to the rank's stack file, also while the main thread is in a C call
+that holds the GIL; the file appears only once the handler is in place, and the processes
+the rank starts do not see the directory;
+STEPSCOPE_STACKS=0 and a missing STEPSCOPE_STACK_DIR leave the process
+alone."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import PYTHON, clean_env
+
+MARKER = "\n# stepscope: end of stacks\n"
+SIG = signal.SIGRTMIN + 10
+
+RANK_PROGRAM = r"""
+import ctypes, os, sys, threading, time
+import stepscope
+from stepscope import _stacks
+assert _stacks.install() == _stacks.install()  # once per process
+# what this process starts does not answer in its name
+assert _stacks.install() is None or "STEPSCOPE_STACK_DIR" not in os.environ
+def helper():
+    time.sleep(1000)
+threading.Thread(target=helper, name="helper", daemon=True).start()
+def blocked_in_c():
+    mutex = ctypes.create_string_buffer(64)
+    libc = ctypes.PyDLL(None)
+    libc.pthread_mutex_lock(mutex)
+    print("READY", flush=True)
+    libc.pthread_mutex_lock(mutex)
+blocked_in_c()
+"""
+
+
+def start(tmp_path, **env):
+    return subprocess.Popen(
+        [PYTHON, "-c", RANK_PROGRAM],
+        env=clean_env(RANK="3", PYTHONPATH=os.environ.get("PYTHONPATH", ""),
+                      **env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path, text=None, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and (text is None or text in path.read_text()):
+            return path.read_text()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never held {text!r}")
+
+
+def test_signal_dumps_every_thread_and_the_marker(tmp_path):
+    p = start(tmp_path, STEPSCOPE_STACK_DIR=str(tmp_path))
+    try:
+        assert p.stdout.readline() == "READY\n", p.stderr.read()
+        time.sleep(0.3)  # from print() into the second lock
+        stack = tmp_path / "stack.3"
+        assert stack.exists()
+        assert [f.name for f in tmp_path.iterdir()] == ["stack.3"]
+        assert oct(stack.stat().st_mode & 0o777) == "0o600"
+        for _ in range(2):  # it answers every request
+            os.kill(p.pid, SIG)
+            text = wait_for(stack, MARKER)
+            assert text.endswith(MARKER)
+            assert 'line 16 in blocked_in_c' in text  # the second lock
+            assert "in helper" in text
+            stack.write_text("")  # as the controller empties it
+        assert p.poll() is None  # still blocked in its C call
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_off_without_a_directory_or_when_asked(tmp_path):
+    for env in ({"STEPSCOPE_STACK_DIR": str(tmp_path), "STEPSCOPE_STACKS": "0"},
+                {}):
+        p = start(tmp_path, **env)
+        try:
+            assert p.stdout.readline() == "READY\n", p.stderr.read()
+            assert list(tmp_path.iterdir()) == []
+        finally:
+            p.kill()
+            p.wait()

@@ -1,0 +1,242 @@
+/*
+ * stack_collect_test.c - unit tests for stack_collect.c: faulthandler's
+ * dump parsed into call paths; and the collector on a real loop against
+ * child processes that play ranks: one answers the stack signal like a
+ * rank that loaded stepscope's Python module (a dump and the end marker),
+ * one never registered (no stack file: it must not be signalled), one
+ * whose file another process made (it holds no descriptor of it: not
+ * signalled either), one is stopped, one has exited, one blocks the signal (no answer by the
+ * deadline); and a collector closed while a request runs answers it.
+ */
+#include "stack_collect.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "testing.h"
+#include "testing_tmp.h"
+
+static const char dump[] =
+    "Thread 0x00007f65e93976c0 (most recent call first):\n"
+    "  File \"/x/w.py\", line 6 in worker\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n"
+    "\n"
+    "Current thread 0x00007f65e968f2c0 (most recent call first):\n"
+    "  File \"/x/m.py\", line 9 in stuck\n"
+    "  File \"/x/m.py\", line 11 in <module>\n";
+
+static void parse_dump(void)
+{
+    ss_buf b = {0};
+    ss_stack_parse_dump(dump, sizeof dump - 1, &b);
+    CHECK_STR(b.data,
+              "{\"id\":\"0x00007f65e93976c0\",\"current\":false,\"frames\":["
+              "{\"func\":\"run\",\"file\":\"/usr/lib/python3.11/threading.py\","
+              "\"line\":975},"
+              "{\"func\":\"worker\",\"file\":\"/x/w.py\",\"line\":6}]},"
+              "{\"id\":\"0x00007f65e968f2c0\",\"current\":true,\"frames\":["
+              "{\"func\":\"<module>\",\"file\":\"/x/m.py\",\"line\":11},"
+              "{\"func\":\"stuck\",\"file\":\"/x/m.py\",\"line\":9}]}");
+    ss_buf_reset(&b);
+    ss_stack_parse_dump("garbage\n  File \"x\"\n", 19, &b);
+    CHECK(b.len == 0);
+    ss_buf_free(&b);
+}
+
+/* ---- children playing ranks ---- */
+
+static int answer_fd = -1;
+
+static void on_stack_signal(int sig)
+{
+    (void)sig;
+    static const char text[] =
+        "Current thread 0x1 (most recent call first):\n"
+        "  File \"/x/train.py\", line 3 in load_batch\n"
+        "  File \"/x/train.py\", line 9 in <module>\n"
+        "\n# stepscope: end of stacks\n";
+    ssize_t rc = write(answer_fd, text, sizeof text - 1);
+    (void)rc;
+}
+
+enum { ANSWERS, BLOCKS };
+
+/* A child that registers like a rank (its handler in place, then the file
+ * under its name) and waits; KIND BLOCKS: it blocks the signal instead. */
+static pid_t spawn_rank(const char *file, int kind)
+{
+    int ready[2];
+    if (pipe(ready) != 0)
+        abort();
+    pid_t pid = fork();
+    if (pid < 0)
+        abort();
+    if (pid == 0) {
+        close(ready[0]);
+        answer_fd = open(file, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (kind == ANSWERS) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = on_stack_signal;
+            sigaction(ss_stack_signal(), &sa, NULL);
+        } else {
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, ss_stack_signal());
+            sigprocmask(SIG_BLOCK, &set, NULL);
+        }
+        ssize_t rc = write(ready[1], "r", 1);
+        (void)rc;
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c;
+    if (read(ready[0], &c, 1) != 1)
+        abort();
+    close(ready[0]);
+    return pid;
+}
+
+static pid_t spawn_plain(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        abort();
+    if (pid == 0)
+        for (;;)
+            pause();
+    return pid;
+}
+
+typedef struct {
+    int calls;
+    size_t n;
+    char *ranks[8];
+    double elapsed_ms;
+} result;
+
+static void on_done(void *ctx, const char *const *ranks, size_t n,
+                    double elapsed_ms)
+{
+    result *r = ctx;
+    r->calls++;
+    r->n = n;
+    r->elapsed_ms = elapsed_ms;
+    for (size_t i = 0; i < n && i < 8; i++)
+        r->ranks[i] = strdup(ranks[i]);
+}
+
+static void free_result(result *r)
+{
+    for (size_t i = 0; i < r->n && i < 8; i++)
+        free(r->ranks[i]);
+}
+
+static void reap(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+static void collect_states(void)
+{
+    const char *dir = testing_tmp_dir();
+    char files[6][600];
+    for (int i = 0; i < 6; i++)
+        snprintf(files[i], sizeof files[i], "%s/stack.%d", dir, i);
+    pid_t answers = spawn_rank(files[0], ANSWERS);
+    pid_t unregistered = spawn_plain();
+    pid_t stopped = spawn_plain();
+    kill(stopped, SIGSTOP);
+    int st;
+    REQUIRE(waitpid(stopped, &st, WUNTRACED) == stopped && WIFSTOPPED(st));
+    pid_t exited = spawn_plain();
+    reap(exited);
+    pid_t blocks = spawn_rank(files[4], BLOCKS);
+    pid_t foreign = spawn_plain();
+    int made = open(files[5], O_WRONLY | O_CREAT, 0600);
+    REQUIRE(made >= 0);
+    close(made);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h1");
+    REQUIRE(c);
+    ss_stack_target t[6] = {{0, answers, files[0]},
+                            {1, unregistered, files[1]},
+                            {2, stopped, files[2]},
+                            {3, exited, files[3]},
+                            {4, blocks, files[4]},
+                            {5, foreign, files[5]}};
+    ss_stack_options opt = {0, 300};
+    result res = {0};
+    CHECK_EQ_INT(ss_stack_collect(c, t, 6, &opt, on_done, &res), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(res.calls, 1);
+    REQUIRE(res.n == 6);
+    CHECK(strstr(res.ranks[0], "\"rank\":0,\"host\":\"h1\"") != NULL);
+    CHECK(strstr(res.ranks[0], "\"state\":\"ok\",\"why\":null,\"threads\":"
+                 "[{\"id\":\"0x1\",\"current\":true,\"frames\":[{\"func\":"
+                 "\"<module>\",\"file\":\"/x/train.py\",\"line\":9},"
+                 "{\"func\":\"load_batch\"") != NULL);
+    CHECK(strstr(res.ranks[1], "\"state\":\"no_answer\",\"why\":\"no answer: "
+                 "the rank does not load stepscope's Python module") != NULL);
+    CHECK(strstr(res.ranks[2], "\"state\":\"stopped\",\"why\":\"stopped "
+                 "(SIGSTOP): no Python stack\"") != NULL);
+    CHECK(strstr(res.ranks[3], "\"state\":\"exited\"") != NULL);
+    CHECK(strstr(res.ranks[4], "\"state\":\"no_answer\",\"why\":\"no answer "
+                 "within 0.3 s") != NULL);
+    CHECK(strstr(res.ranks[5], "\"state\":\"no_answer\",\"why\":\"no answer: "
+                 "the rank's process does not hold its stack file open")
+          != NULL);
+    CHECK(res.elapsed_ms >= 300 && res.elapsed_ms < 2000);
+    /* Neither was signalled: they would have died of it. */
+    int wst;
+    CHECK_EQ_INT(waitpid(unregistered, &wst, WNOHANG), 0);
+    CHECK_EQ_INT(waitpid(foreign, &wst, WNOHANG), 0);
+    free_result(&res);
+
+    /* A second request: the file was emptied, the answer is fresh. */
+    result again = {0};
+    ss_stack_target one[1] = {{0, answers, files[0]}};
+    CHECK_EQ_INT(ss_stack_collect(c, one, 1, &opt, on_done, &again), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(again.calls, 1);
+    CHECK(again.n == 1 && strstr(again.ranks[0], "\"state\":\"ok\"") &&
+          again.elapsed_ms < 300);
+    free_result(&again);
+
+    /* Closed while a request waits on the blocking child. */
+    result closing = {0};
+    ss_stack_target slow[1] = {{4, blocks, files[4]}};
+    ss_stack_options longer = {0, 60000};
+    CHECK_EQ_INT(ss_stack_collect(c, slow, 1, &longer, on_done, &closing), 0);
+    CHECK_EQ_INT(ss_stack_collect(c, NULL, 0, &longer, on_done, &closing),
+                 -EINVAL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ss_stack_collector_close(c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(closing.calls, 1);
+    CHECK(closing.n == 1 &&
+          strstr(closing.ranks[0], "the controller is closing") != NULL);
+    free_result(&closing);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+
+    kill(stopped, SIGCONT);
+    reap(answers);
+    reap(unregistered);
+    reap(stopped);
+    reap(blocks);
+    reap(foreign);
+}
+
+TEST_LIST(TEST(parse_dump), TEST(collect_states))

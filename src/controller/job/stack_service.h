@@ -1,0 +1,101 @@
+/*
+ * stack_service.h - every rank's stacks for the running controller
+ * (docs/debug.md): the collector (stack_collect.h) over the run's ranks,
+ * the stacks document (stack_doc.h), its snapshot in the store, and the
+ * bridge from the HTTP server's worker threads to the loop.
+ *
+ * Life cycle, in run.c's order:
+ *   ss_stack_service_new(loop)       before the HTTP server, which gets
+ *                                    ss_stack_service_http as its hook;
+ *   ss_stack_service_start(s, cfg)   once the ranks' directory, the store
+ *                                    and the launcher exist;
+ *   ss_stack_service_close(s)        before the loop's handles are closed:
+ *                                    no request reaches the loop again;
+ *   ss_stack_service_free(s)         after the HTTP server has stopped.
+ */
+#ifndef STEPSCOPE_STACK_SERVICE_H
+#define STEPSCOPE_STACK_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "json.h"
+#include "store.h"
+
+typedef struct ss_stack_service ss_stack_service;
+
+/* The pid of RANK's process now, 0 once it has exited. */
+typedef pid_t (*ss_stack_pid_fn)(void *ctx, uint32_t rank);
+
+typedef struct {
+    const char *exe;       /* the stepscope executable (native helper) */
+    const char *host;      /* this host's name, written into each rank */
+    const char *stack_dir; /* where ranks write stack.RANK (the sockdir) */
+    uint32_t nprocs;
+    ss_stack_pid_fn pid_of;
+    void *pid_ctx;
+    ss_store *store;       /* NULL: snapshots are not stored */
+    int64_t run_id;
+    uint32_t attempt;
+} ss_stack_service_config;
+
+/* Snapshots taken on request that the store keeps per run (every hang's
+ * is kept). */
+#define SS_STACK_SERVICE_MAX_STORED 32
+
+/* A service on LOOP, not yet started (requests are refused until
+ * ss_stack_service_start).  NULL when memory runs out. */
+ss_stack_service *ss_stack_service_new(uv_loop_t *loop);
+
+/* Starts collecting for CFG (copied).  Returns 0, or -1 with a reason in
+ * ERR. */
+int ss_stack_service_start(ss_stack_service *s,
+                           const ss_stack_service_config *cfg, char *err,
+                           size_t errlen);
+
+/* The attempt the snapshots taken from now on belong to (a restart began
+ * it).  Loop thread.  NULL: no-op. */
+void ss_stack_service_set_attempt(ss_stack_service *s, uint32_t attempt);
+
+/*
+ * What ss_stack_service_capture hands its caller, on the loop's thread:
+ * DOC, the stacks document (stack_doc.h) of LEN bytes, or NULL with a
+ * one-line reason in WHY.
+ */
+typedef void (*ss_stack_capture_cb)(void *ctx, const char *doc, size_t len,
+                                    const char *why);
+
+/*
+ * Captures the stacks of every rank of the run (with native frames when
+ * NATIVE) and calls CB once on the loop's thread with the stacks document
+ * (TRIGGER, "request" or "hang", is written into it).  The document is
+ * stored as a snapshot (stack_snapshots) for FINDING_ID (< 0: none), so
+ * `report` shows it after the job: every one for a hang, the first
+ * SS_STACK_SERVICE_MAX_STORED requests.  Loop thread only.  Returns 0, or
+ * -1 with CB never called (not started, closed, too many requests
+ * waiting, out of memory).
+ */
+int ss_stack_service_capture(ss_stack_service *s, int native,
+                             const char *trigger, int64_t finding_id,
+                             ss_stack_capture_cb cb, void *ctx);
+
+/*
+ * ss_http_stacks_fn (http.h) with CTX the service: runs on an HTTP worker
+ * thread, hands the request to the loop and waits for the document (at
+ * most 10 s, 30 s with NATIVE).  Returns the HTTP status.
+ */
+unsigned ss_stack_service_http(void *ctx, int native, ss_buf *out);
+
+/* Refuses new requests, answers those waiting (503) and ends the one
+ * being collected (its ranks that did not answer: "the controller is
+ * closing").  Call before closing the loop's handles.  NULL: no-op. */
+void ss_stack_service_close(ss_stack_service *s);
+
+/* Frees S once the HTTP server is stopped and the loop has run its close
+ * callbacks.  NULL: no-op. */
+void ss_stack_service_free(ss_stack_service *s);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * live_find.h - finds a running controller's HTTP API for the commands
+ * that talk to it (`stepscope top`, `stepscope stacks`): through the
+ * live-run file `stepscope run` writes beside the store (store_files.h:
+ * PATH.d/live/run-ID.json, holding its url, pid, run id and, when it
+ * listens beyond loopback, its token), or as given with --url.
+ */
+#ifndef STEPSCOPE_LIVE_FIND_H
+#define STEPSCOPE_LIVE_FIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char url[512];
+    char token[256];  /* "" when none is needed or known */
+    int64_t run_id;   /* 0 when given by URL (ask the API) */
+} ss_live_target;
+
+/*
+ * Fills OUT for URL (with TOKEN) when URL is given; else for the live run
+ * RUN (an id or a name, NULL: the newest live run) of the store DB (NULL:
+ * the default store), whose controller must still be alive.  TOKEN, when
+ * given, overrides the file's.  Returns 0, or -1 with a one-line reason in
+ * ERR ("run 3 is not running: …", "no job is running: …").
+ */
+int ss_live_find(const char *db, const char *run, const char *url,
+                 const char *token, ss_live_target *out, char *err,
+                 size_t errlen);
+
+#endif

@@ -1,0 +1,269 @@
+/*
+ * profile_cmd.c - `stepscope profile` (profile_cmd.h).
+ *
+ * A thin client of the live controller's API: one POST that starts the
+ * request, then a GET of its state every POLL_MS until it is finished or
+ * the controller stops answering.  The controller decides when a rank has
+ * timed out (the duration plus a grace, job/profile.h); this command only
+ * waits a little longer than that.
+ */
+#include "profile_cmd.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "httpget.h"
+#include "top.h"
+
+#define POLL_MS 500
+#define HTTP_TIMEOUT_MS 5000
+#define GRACE_S 30 /* the controller's SS_PROFILE_GRACE_MS, in seconds */
+#define EXTRA_WAIT_S 15
+
+typedef struct {
+    const char *db, *url, *token, *run, *ranks, *seconds;
+} opts;
+
+static const char usage[] =
+    "usage: stepscope profile [--db PATH | --url URL] [--token TOKEN] [RUN]\n"
+    "                         --ranks LIST --seconds S\n"
+    "\n"
+    "Asks ranks of a running job (started with `stepscope run --auto`) to\n"
+    "run torch.profiler for S seconds, waits for their traces and prints\n"
+    "where they are.  `stepscope trace` merges them with the steps.\n"
+    "\n"
+    "  RUN            the run (id or name); default: the newest running one\n"
+    "  --ranks LIST   the ranks, e.g. 2,5 or 0-3,7\n"
+    "  --seconds S    how long to profile, at most 600\n"
+    "  --db PATH      the store whose runs to look for (default store)\n"
+    "  --url URL      the controller's API (http://HOST:PORT/) instead\n"
+    "  --token TOKEN  the run token, for an API not on loopback\n"
+    "  -h, --help     print this help\n";
+
+static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            fputs(usage, out);
+            return 0;
+        } else if (strcmp(a, "--db") == 0) {
+            dst = &o->db;
+        } else if (strcmp(a, "--url") == 0) {
+            dst = &o->url;
+        } else if (strcmp(a, "--token") == 0) {
+            dst = &o->token;
+        } else if (strcmp(a, "--ranks") == 0) {
+            dst = &o->ranks;
+        } else if (strcmp(a, "--seconds") == 0) {
+            dst = &o->seconds;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(err, "stepscope profile: unknown option '%s' (see "
+                         "`stepscope profile --help`)\n", a);
+            return 2;
+        } else if (!o->run) {
+            o->run = a;
+            continue;
+        } else {
+            fprintf(err, "stepscope profile: unexpected argument '%s'\n", a);
+            return 2;
+        }
+        if (i + 1 >= argc || !argv[i + 1][0]) {
+            fprintf(err, "stepscope profile: %s needs a value\n", a);
+            return 2;
+        }
+        *dst = argv[++i];
+    }
+    if (!o->ranks || !o->seconds) {
+        fprintf(err, "stepscope profile: --ranks and --seconds are needed "
+                     "(e.g. --ranks 0,1 --seconds 5)\n");
+        return 2;
+    }
+    if (o->ranks[strspn(o->ranks, "0123456789,-")] != '\0') {
+        fprintf(err, "stepscope profile: --ranks wants a list like 2,5 or "
+                     "0-3, not '%s'\n", o->ranks);
+        return 2;
+    }
+    char *end;
+    double s = strtod(o->seconds, &end);
+    if (end == o->seconds || *end || !(s > 0) || s > 600) {
+        fprintf(err, "stepscope profile: --seconds wants a number in "
+                     "(0, 600], not '%s'\n", o->seconds);
+        return 2;
+    }
+    if (o->url && strncmp(o->url, "http://", 7) != 0) {
+        fprintf(err, "stepscope profile: --url wants http://HOST:PORT/, not "
+                     "'%s'\n", o->url);
+        return 2;
+    }
+    return -1;
+}
+
+/* The document of a reply, or NULL with the reason in ERR. */
+static cJSON *reply_json(const ss_httpget_reply *r, int want, char *err,
+                         size_t errlen)
+{
+    cJSON *doc = r->body ? cJSON_Parse(r->body) : NULL;
+    if (r->status == want && doc)
+        return doc;
+    const cJSON *e = doc ? cJSON_GetObjectItem(doc, "error") : NULL;
+    snprintf(err, errlen, "the controller answered %d: %s", r->status,
+             cJSON_IsString(e) ? e->valuestring
+                               : r->body ? r->body : "(no body)");
+    cJSON_Delete(doc);
+    return NULL;
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItem(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The live run's id through /api/live (for --url without a numeric RUN). */
+static int live_run_id(const char *url, const char *token, int64_t *id,
+                       char *err, size_t errlen)
+{
+    ss_httpget_reply r;
+    if (ss_httpget(url, "/api/live", token, HTTP_TIMEOUT_MS, &r, err,
+                   errlen) != 0)
+        return -1;
+    cJSON *doc = reply_json(&r, 200, err, errlen);
+    ss_httpget_free(&r);
+    if (!doc)
+        return -1;
+    const cJSON *v = cJSON_GetObjectItem(doc, "run_id");
+    *id = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+    cJSON_Delete(doc);
+    return *id > 0 ? 0 : -1;
+}
+
+/* Counts the ranks of DOC that answered. */
+static int count_answered(const cJSON *doc, int *total)
+{
+    const cJSON *ranks = cJSON_GetObjectItem(doc, "ranks"), *r;
+    int n = 0;
+    *total = 0;
+    cJSON_ArrayForEach(r, ranks) {
+        const char *st = jstr(r, "status");
+        (*total)++;
+        n += st && strcmp(st, "requested") != 0 && strcmp(st, "pending") != 0;
+    }
+    return n;
+}
+
+/* Prints the outcome of DOC; returns 0 when every rank wrote a trace. */
+static int print_outcome(const cJSON *doc, int64_t run_id, FILE *out)
+{
+    const cJSON *ranks = cJSON_GetObjectItem(doc, "ranks"), *r;
+    int bad = 0, good = 0;
+    cJSON_ArrayForEach(r, ranks) {
+        const cJSON *rk = cJSON_GetObjectItem(r, "rank");
+        const char *st = jstr(r, "status"), *path = jstr(r, "path"),
+                   *host = jstr(r, "host"), *msg = jstr(r, "message");
+        int rank = cJSON_IsNumber(rk) ? rk->valueint : -1;
+        if (st && strcmp(st, "done") == 0) {
+            good++;
+            fprintf(out, "rank %d: %s%s%s%s\n", rank, path ? path : "?",
+                    host ? " (on " : "", host ? host : "", host ? ")" : "");
+        } else {
+            bad++;
+            fprintf(out, "rank %d: %s: %s\n", rank, st ? st : "?",
+                    msg ? msg : "no trace");
+        }
+    }
+    if (good)
+        fprintf(out, "`stepscope trace %" PRId64 " -o FILE` merges %s with "
+                     "the steps.\n", run_id, good == 1 ? "it" : "them");
+    return bad ? 1 : 0;
+}
+
+int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
+{
+    opts o;
+    int rc = parse_args(argc, argv, &o, out, err);
+    if (rc >= 0)
+        return rc;
+    char url[512], token[256], msg[512];
+    int64_t run_id = 0;
+    if (ss_top_find_live(o.db, o.url, o.token, o.url ? NULL : o.run, url,
+                         sizeof url, token, sizeof token, &run_id, msg,
+                         sizeof msg) != 0) {
+        fprintf(err, "stepscope profile: %s\n", msg);
+        return 1;
+    }
+    const char *tok = token[0] ? token : NULL;
+    if (!run_id && o.run && o.run[strspn(o.run, "0123456789")] == '\0')
+        run_id = strtoll(o.run, NULL, 10);
+    if (!run_id && live_run_id(url, tok, &run_id, msg, sizeof msg) != 0) {
+        fprintf(err, "stepscope profile: no live run at %s: %s\n", url, msg);
+        return 1;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/api/runs/%" PRId64 "/profile?ranks=%s"
+             "&seconds=%s", run_id, o.ranks, o.seconds);
+    ss_httpget_reply r;
+    if (ss_httppost(url, path, tok, HTTP_TIMEOUT_MS, &r, msg, sizeof msg)) {
+        fprintf(err, "stepscope profile: %s: %s\n", url, msg);
+        return 1;
+    }
+    cJSON *doc = reply_json(&r, 202, msg, sizeof msg);
+    ss_httpget_free(&r);
+    if (!doc) {
+        fprintf(err, "stepscope profile: %s\n", msg);
+        return 1;
+    }
+    const cJSON *rq = cJSON_GetObjectItem(doc, "request");
+    int64_t request = cJSON_IsNumber(rq) ? (int64_t)rq->valuedouble : 0;
+    double seconds = strtod(o.seconds, NULL);
+    time_t give_up = time(NULL) + (time_t)seconds + GRACE_S + EXTRA_WAIT_S;
+    int tty = isatty(fileno(err));
+    int total, answered = count_answered(doc, &total);
+    while (answered < total && time(NULL) < give_up) {
+        if (tty)
+            fprintf(err, "\rstepscope profile: request %" PRId64 ", %.3g s: "
+                         "%d of %d ranks answered", request, seconds,
+                    answered, total);
+        usleep(POLL_MS * 1000);
+        snprintf(path, sizeof path, "/api/runs/%" PRId64 "/profile?request="
+                 "%" PRId64, run_id, request);
+        if (ss_httpget(url, path, tok, HTTP_TIMEOUT_MS, &r, msg,
+                       sizeof msg) != 0) {
+            if (tty)
+                fputc('\n', err);
+            fprintf(err, "stepscope profile: the controller stopped "
+                         "answering: %s\n", msg);
+            cJSON_Delete(doc);
+            return 1;
+        }
+        cJSON *next = reply_json(&r, 200, msg, sizeof msg);
+        ss_httpget_free(&r);
+        if (!next) {
+            if (tty)
+                fputc('\n', err);
+            fprintf(err, "stepscope profile: %s\n", msg);
+            cJSON_Delete(doc);
+            return 1;
+        }
+        cJSON_Delete(doc);
+        doc = next;
+        answered = count_answered(doc, &total);
+    }
+    if (tty)
+        fprintf(err, "\rstepscope profile: request %" PRId64 ": %d of %d "
+                     "ranks answered\n", request, answered, total);
+    rc = print_outcome(doc, run_id, out);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+int ss_profile_main(int argc, char **argv)
+{
+    return ss_profile_cmd(argc, argv, stdout, stderr);
+}

@@ -1,0 +1,69 @@
+"""Rank program of tests/e2e/test_stacks.py: every rank gets stuck in a
+way chosen by STUCK (rank:how,...; the others wait):
+
+  sleep   time.sleep forever, in load_batch()
+  gil     a libc call through ctypes.PyDLL that never returns and holds the
+          GIL meanwhile, in hold_gil(): it locks a mutex it already holds
+          (signals do not interrupt pthread_mutex_lock, so no Python code
+          of this process runs again; its other thread waits for the GIL)
+  wait    the default: short sleeps in a loop, in wait_for_peers()
+
+With DDP=1 the ranks first join a gloo process group; the waiting ranks
+then block in an all-reduce that the sleeping rank never joins.
+Prints READY once it is stuck, so the test knows when to ask.
+"""
+import ctypes
+import os
+import sys
+import threading
+import time
+
+rank = int(os.environ["RANK"])
+how = dict(kv.split(":") for kv in os.environ.get("STUCK", "").split(",")
+           if kv).get(str(rank), "wait")
+
+
+def load_batch():
+    time.sleep(100000)
+
+
+def hold_gil():
+    sleeper = threading.Thread(target=time.sleep, args=(100000,),
+                               name="sleeper", daemon=True)
+    sleeper.start()
+    libc = ctypes.PyDLL(None)  # PyDLL: the GIL stays held during the call
+    mutex = ctypes.create_string_buffer(64)  # PTHREAD_MUTEX_INITIALIZER
+    libc.pthread_mutex_lock(mutex)
+    libc.pthread_mutex_lock(mutex)
+
+
+def wait_for_peers():
+    while True:
+        time.sleep(0.05)
+
+
+def all_reduce_step(dist, torch):
+    t = torch.ones(4)
+    dist.all_reduce(t)
+
+
+def train():
+    dist = torch = None
+    if os.environ.get("DDP") == "1":
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        all_reduce_step(dist, torch)  # everyone takes part once
+    print("READY", rank, flush=True)
+    if how == "sleep":
+        load_batch()
+    elif how == "gil":
+        hold_gil()
+    elif dist is not None:
+        all_reduce_step(dist, torch)  # waits for the sleeping rank
+    else:
+        wait_for_peers()
+
+
+train()
+sys.exit(0)

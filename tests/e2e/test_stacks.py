@@ -1,0 +1,235 @@
+"""`stepscope stacks` and GET /api/runs/{id}/stacks on real ranks
+(docs/debug.md): a rank asleep in time.sleep while the others wait in a
+gloo all-reduce comes first in the merged output, which `report` shows
+after the job; a rank blocked in a C
+call that holds the GIL still shows its Python stack; a SIGSTOPped rank is
+listed as stopped, with native frames under --native; a rank that does not
+load stepscope's Python module is listed with why; eight ranks answer
+within 2 s; and the endpoint wants the run token off loopback."""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import STEPSCOPE, kill_quietly
+from jobs import rank_pid
+
+RANKS_PY = Path(__file__).resolve().parent / "stacks" / "stuck_ranks.py"
+
+
+class StuckJob:
+    """A `stepscope run` whose ranks get stuck; stopped at the end."""
+
+    def __init__(self, tmp_path, n, stuck="", ddp=False, auto=True,
+                 http=None):
+        self.db = tmp_path / "store.db"
+        env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0")
+        args = [str(STEPSCOPE), "run", "-n", str(n), "--db", str(self.db)]
+        if auto:
+            args.append("--auto")
+        if http:
+            args += ["--http", http]
+        self.err = tmp_path / "run.err"
+        self.out = tmp_path / "run.out"
+        with open(self.err, "w") as e, open(self.out, "w") as o:
+            self.proc = subprocess.Popen(
+                args + ["--", sys.executable, str(RANKS_PY)], stdout=o,
+                stderr=e, env=env)
+        self.n = n
+
+    def wait_ready(self, seconds=120):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready = self.out.read_text().count("READY")
+            if ready >= self.n:
+                time.sleep(0.5)  # the waiting ranks reach their wait
+                return
+            assert self.proc.poll() is None, self.err.read_text()
+            time.sleep(0.2)
+        raise AssertionError("the ranks never got ready:\n" +
+                             self.err.read_text())
+
+    def url(self):
+        m = re.search(r"dashboard (http://\S+?)(\?token=(\w+))?$",
+                      self.err.read_text(), re.M)
+        assert m, self.err.read_text()
+        return m.group(1), m.group(3)
+
+    def stacks(self, *extra):
+        t0 = time.monotonic()
+        out = subprocess.run([str(STEPSCOPE), "stacks", "--db", str(self.db),
+                              *extra], capture_output=True, text=True,
+                             timeout=60)
+        return out, time.monotonic() - t0
+
+    def pid(self, rank):
+        return rank_pid(self.proc.pid, rank)
+
+    def stop(self):
+        for r in range(self.n):
+            pid = self.pid(r)
+            if pid:
+                kill_quietly(pid, signal.SIGCONT)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def jobs():
+    started = []
+    yield lambda *a, **k: started.append(StuckJob(*a, **k)) or started[-1]
+    for j in started:
+        j.stop()
+
+
+def test_sleeping_rank_first_while_others_wait_in_all_reduce(tmp_path, jobs):
+    job = jobs(tmp_path, 4, stuck="2:sleep", ddp=True)
+    job.wait_ready()
+    out, _ = job.stacks()
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("stacks of run 1: 4 of 4 ranks answered")
+    # the outlier group comes first and names the call it sleeps in
+    assert lines[1].startswith("rank 2 (1): "), out.stdout
+    assert "load_batch: time.sleep(100000)" in lines[1]
+    assert lines[2].startswith("ranks 0,1,3 (3): "), out.stdout
+    # auto mode counts the collective in a wrapper that shows by its name
+    assert ("all_reduce_step → stepscope_collective → all_reduce: "
+            "work.wait()") in lines[2], out.stdout
+
+    doc = json.loads(job.stacks("--json")[0].stdout)
+    assert [g["ranks"] for g in doc["merged"]["groups"]] == ["2", "0,1,3"]
+    assert {r["state"] for r in doc["ranks"]} == {"ok"}
+    # every thread is there: gloo's and torch's threads have no Python
+    # frames, but the rank's Python threads all do
+    r0 = doc["ranks"][0]
+    assert r0["threads"][-1]["frames"][0]["func"] == "<module>"
+
+    # the snapshots are stored: `report` shows the merged stacks after the
+    # job is gone
+    job.stop()
+    out = subprocess.run([str(STEPSCOPE), "report", "--db", str(job.db)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    section = out.stdout.split("STACKS (taken ")[1].split("\n\n")[0]
+    assert "on request; 4 of 4 ranks answered)" in section
+    assert section.splitlines()[1].startswith("  rank 2 (1): "), section
+    assert "load_batch: time.sleep(100000)" in section
+    rep = json.loads(subprocess.run(
+        [str(STEPSCOPE), "report", "--json", "--db", str(job.db)],
+        capture_output=True, text=True, timeout=60).stdout)
+    assert rep["stacks"]["trigger"] == "request"
+    assert rep["stacks"]["finding_id"] is None
+    assert rep["stacks"]["document"]["merged"]["groups"][0]["ranks"] == "2"
+
+
+def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
+    job = jobs(tmp_path, 2, stuck="1:gil")
+    job.wait_ready()
+    pid = job.pid(1)
+    out, took = job.stacks("--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    r1 = doc["ranks"][1]
+    assert r1["state"] == "ok" and r1["pid"] == pid
+    frames = r1["threads"][-1]["frames"]
+    assert [f["func"] for f in frames][-2:] == ["train", "hold_gil"]
+    call = "libc.pthread_mutex_lock(mutex)"
+    # the second lock, the one that never returns
+    second = [i for i, text in enumerate(RANKS_PY.read_text().splitlines(), 1)
+              if text.strip() == call][1]
+    assert frames[-1]["code"] == call and frames[-1]["line"] == second
+    assert f"rank 1 (1): <module> → train → hold_gil: {call}" in \
+        doc["merged_text"]
+    # its other thread, asleep, waits for the GIL forever: shown as well
+    assert len(r1["threads"]) == 2
+    assert r1["threads"][0]["frames"][-1]["func"] == "run"
+    assert took < 2.0
+    # the C call never returned: the thread is still in it
+    with open(f"/proc/{pid}/task/{pid}/wchan") as f:
+        assert f.read() != "0"
+
+
+def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):
+    job = jobs(tmp_path, 3)
+    job.wait_ready()
+    pid = job.pid(1)
+    os.kill(pid, signal.SIGSTOP)
+    out, _ = job.stacks("--native")
+    assert out.returncode == 3, out.stderr  # partial: said, not hidden
+    assert "2 of 3 ranks answered" in out.stdout
+    assert "rank 1 (1): stopped (SIGSTOP): no Python stack" in out.stdout
+    native = out.stdout.split("native frames (innermost first):\n")[1]
+    block = native.split("rank 1 (pid")[1].split("\nrank 2")[0]
+    assert "stopped" in block and "clock_nanosleep" in block, native
+    # the unwind left it stopped, as it was
+    with open(f"/proc/{pid}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+    # every rank has native frames: libc's sleep under the interpreter
+    # (whose own symbols need its symbol table: a stripped python3 has
+    # none, so its frames are module@pc)
+    doc = json.loads(job.stacks("--native", "--json")[0].stdout)
+    for r in doc["ranks"]:
+        main = [t for t in r["native_threads"] if t["tid"] == r["pid"]][0]
+        assert main["native"][0]["symbol"].startswith("clock_nanosleep"), r
+        assert any(f["module"] and f["module"].startswith("python3")
+                   for f in main["native"]), r
+
+
+def test_rank_without_stepscope_is_listed_with_why(tmp_path, jobs):
+    job = jobs(tmp_path, 2, auto=False)  # the script never imports it
+    job.wait_ready()
+    out, took = job.stacks()
+    assert out.returncode == 3
+    assert ("ranks 0,1 (2): no answer: the rank does not load stepscope's "
+            "Python module") in out.stdout, out.stdout
+    assert took < 2.0
+
+
+def test_eight_ranks_answer_within_two_seconds(tmp_path, jobs):
+    job = jobs(tmp_path, 8, stuck="5:sleep")
+    job.wait_ready()
+    for _ in range(3):
+        out, took = job.stacks("--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["answered"] == 8 and took < 2.0, (took, doc["elapsed_ms"])
+        assert doc["merged"]["groups"][0]["ranks"] == "5"
+
+
+def test_endpoint_wants_the_token_off_loopback(tmp_path, jobs):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = jobs(tmp_path, 2, http=f"0.0.0.0:{port}")
+    job.wait_ready()
+    base, token = job.url()
+    assert token
+    url = f"http://127.0.0.1:{port}/api/runs/1/stacks"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url, timeout=20)
+    assert e.value.code == 401
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url + "?token=" + "0" * len(token), timeout=20)
+    assert e.value.code == 401
+    req = urllib.request.Request(url, headers={"Authorization":
+                                               "Bearer " + token})
+    doc = json.loads(urllib.request.urlopen(req, timeout=20).read())
+    assert doc["answered"] == 2
+    # the CLI finds the token in the live-run file
+    out, _ = job.stacks()
+    assert out.returncode == 0 and "ranks 0,1 (2)" in out.stdout, out.stderr
