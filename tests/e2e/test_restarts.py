@@ -15,6 +15,10 @@ descendants, sampled) and checks that none is left once it ended.
     doubles, TORCHELASTIC_* reach the ranks, and the hourly budget stops it;
   - two nodes on loopback: a rank failure on node 1 restarts both nodes; a
     node lost past the heartbeat timeout joins again for the next attempt;
+  - an injected fault (--inject) ends attempt 0 only: it fires once per
+    run, so attempt 1 completes;
+  - a health check that fails only before attempt 1 (node 0's, then node
+    1's agent's): the job stops there, cause health_check, not restarted;
   - bad restart flags are usage errors.
 """
 import importlib.util
@@ -168,6 +172,52 @@ def test_hang_restarted(store, tmp_path):
     assert wait_gone(procs, 15), procs
 
 
+def test_injected_fault_fires_once_and_the_restart_completes(store,
+                                                             tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    job, procs = ddp(store, ckpt, "--steps", "16", "--step-ms", "50",
+                     extra=["--inject", "kill-rank:1@5", "--max-restarts",
+                            "1"])
+    assert job.returncode == 0, job.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "injected:kill-rank:1@5"),
+                                             (1, "completed")], rows
+    assert rows[1][3] == 15 and rows[1][4] >= 3, rows
+    assert job.stderr.count("stepscope: injecting kill-rank:1@5") == 1, \
+        job.stderr
+    [sent] = events(store, "injected")
+    assert "SIGKILL to rank 1" in sent, sent
+    assert wait_gone(procs, 15), procs
+
+
+def fails_the_second_time(marker):
+    """A --health-check command that passes once, then fails."""
+    return (f"if [ -e {marker} ]; then echo 'fabric down'; exit 7; fi; "
+            f"touch {marker}")
+
+
+def test_health_check_fails_before_attempt_1(store, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    job, procs = ddp(store, ckpt, "--steps", "16", "--step-ms", "20",
+                     "--crash-rank", "1", "--crash-step", "6",
+                     "--crash-attempt", "0",
+                     extra=["--max-restarts", "2", "--restart-backoff", "0.2",
+                            "--health-check",
+                            fails_the_second_time(tmp_path / "marker")])
+    assert job.returncode == 1, job.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "rank_crash"),
+                                             (1, "health_check")], rows
+    assert "node 0 failed the health check 'command'" in job.stderr
+    assert "fabric down" in job.stderr
+    assert "not restarted: a health check failed" in job.stderr, job.stderr
+    [failed] = events(store, "health_check_failed")
+    assert "node 0" in failed and "fabric down" in failed, failed
+    # Nothing of attempt 1 was launched.
+    assert events(store, "attempt_started") == []
+    assert wait_gone(procs, 15), procs
+
+
 def test_identical_startup_failure_not_retried(store, tmp_path):
     job, procs = run(store, 2, ["/usr/bin/python3", "-c",
                                 "import no_such_module_for_stepscope"],
@@ -231,9 +281,10 @@ def free_port_pair():
     raise RuntimeError("no free pair of ports")
 
 
-def two_nodes(store, tmp_path, script_args, extra=(), during=None):
-    """Runs both nodes; returns (node 0's Job, node 1's CompletedProcess,
-    pids seen)."""
+def two_nodes(store, tmp_path, script_args, extra=(), during=None,
+              agent_extra=()):
+    """Runs both nodes (AGENT_EXTRA: node 1's flags only); returns (node
+    0's Job, node 1's CompletedProcess, pids seen)."""
     token = tmp_path / "token"
     token.write_text(os.urandom(32).hex() + "\n")
     token.chmod(0o600)
@@ -244,7 +295,8 @@ def two_nodes(store, tmp_path, script_args, extra=(), during=None):
               str(port), "--token-file", str(token), "--job-id", "restarts",
               "--auto", "--no-http", *extra]
     agent_args = [str(STEPSCOPE), "run", "-n", "1", "--node-rank", "1",
-                  "--log-dir", str(tmp_path / "logs1"), *common, "--", *cmd]
+                  "--log-dir", str(tmp_path / "logs1"), *common,
+                  *agent_extra, "--", *cmd]
     agent = subprocess.Popen(agent_args, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=ddp_env())
     seen = set()
@@ -313,6 +365,30 @@ def test_two_nodes_lost_node_joins_again(store, tmp_path):
     assert [(a, c) for a, c, *_ in rows] == [(0, "node_lost"),
                                              (1, "completed")], rows
     assert rows[1][3] == 29
+    assert wait_gone(procs, 15), procs
+
+
+def test_two_nodes_agent_health_check_fails_on_restart(store, tmp_path):
+    """Node 1's agent checks itself again when told RESTART: its check
+    fails then, so attempt 1 ends with cause health_check and the job
+    stops."""
+    job, agent, procs = two_nodes(
+        store, tmp_path, ["--steps", "16", "--step-ms", "20", "--crash-rank",
+                          "1", "--crash-step", "6", "--crash-attempt", "0"],
+        ["--max-restarts", "2", "--restart-backoff", "0.2"],
+        agent_extra=["--health-check",
+                     fails_the_second_time(tmp_path / "marker")])
+    assert job.returncode == 1, job.stderr
+    assert agent.returncode == 1, agent.stderr
+    assert "node 1: the job restarts: attempt 1" in agent.stderr
+    assert "the health check 'command' failed" in agent.stderr
+    rows = attempts(store)
+    assert [(a, c) for a, c, *_ in rows] == [(0, "rank_crash"),
+                                             (1, "health_check")], rows
+    assert "node 1 failed the health check 'command'" in job.stderr
+    assert "not restarted: a health check failed" in job.stderr, job.stderr
+    [failed] = events(store, "health_check_failed")
+    assert "node 1" in failed and "fabric down" in failed, failed
     assert wait_gone(procs, 15), procs
 
 
