@@ -19,6 +19,14 @@ numbering (docs/fault-tolerance.md).
   --crash-rank R --crash-step S   rank R raises RuntimeError at step S,
                                   unless it resumed from a checkpoint (so
                                   a restart gets past it)
+  --crash-attempt A               ... only in attempt A
+                                  (TORCHELASTIC_RESTART_COUNT), resumed or
+                                  not
+  --hang-rank R --hang-step S     rank R stops making progress (sleeps) at
+                                  step S of attempt 0
+  --pid-dir DIR                   each rank writes its pid to
+                                  DIR/rank-R.attempt-A.pid after step 2 of
+                                  its attempt (a test kills it by pid)
 
 Each rank ends with a line RESULT {"rank", "first_step", "last_step",
 "resumed_from"} (resumed_from null when it started from scratch).  Exit
@@ -46,11 +54,16 @@ def parse_args():
                    help="extra milliseconds of sleep per step (pacing)")
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-step", type=int, default=-1)
+    p.add_argument("--crash-attempt", type=int, default=-1)
+    p.add_argument("--hang-rank", type=int, default=-1)
+    p.add_argument("--hang-step", type=int, default=-1)
+    p.add_argument("--pid-dir", default=None)
     return p.parse_args()
 
 
 def main():
     args = parse_args()
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -68,8 +81,13 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     last = None
     for step in range(start, args.steps):
-        if rank == args.crash_rank and step == args.crash_step and resumed is None:
+        if rank == args.crash_rank and step == args.crash_step and (
+                attempt == args.crash_attempt if args.crash_attempt >= 0
+                else resumed is None):
             raise RuntimeError("injected crash at step %d" % step)
+        if rank == args.hang_rank and step == args.hang_step and attempt == 0:
+            while True:
+                time.sleep(1)
         x = torch.randn(args.batch, 32, generator=gen)
         y = torch.randint(0, 4, (args.batch,), generator=gen)
         loss = loss_fn(model(x), y)
@@ -79,6 +97,11 @@ def main():
         if args.step_ms:
             time.sleep(args.step_ms / 1000.0)
         last = step
+        if args.pid_dir and step == start + 2:
+            path = os.path.join(args.pid_dir, "rank-%d.attempt-%d.pid" % (rank, attempt))
+            with open(path + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(path + ".tmp", path)
         if rank == 0 and (step + 1) % args.save_every == 0:
             tmp = args.checkpoint + ".tmp"
             torch.save({"step": step, "model": model.module.state_dict(),

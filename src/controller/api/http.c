@@ -986,8 +986,9 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
                                "`stepscope serve`, which serves stored runs");
         ss_buf b = {0};
         ss_buf_printf(&b, "{\"run_id\":%" PRId64 ",\"world_size\":%" PRIu32
-                      ",\"running\":%s}\n", ss_live_run_id(h->live),
-                      ss_live_world_size(h->live),
+                      ",\"attempt\":%" PRIu32 ",\"running\":%s}\n",
+                      ss_live_run_id(h->live), ss_live_world_size(h->live),
+                      ss_live_get_attempt(h->live),
                       ss_live_running(h->live) ? "true" : "false");
         return reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
     }

@@ -648,7 +648,8 @@ static void live_endpoints(void)
     response r;
     REQUIRE(get(port, "/api/live", NULL, &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(r.body, "{\"run_id\":1,\"world_size\":2,\"running\":true}\n");
+    CHECK_STR(r.body, "{\"run_id\":1,\"world_size\":2,\"attempt\":0,"
+                      "\"running\":true}\n");
     free(r.body);
     REQUIRE(get(port, "/api/runs/1/ranks", NULL, &r) == 0);
     CHECK(strstr(r.body, "\"phase\":\"forward\"") != NULL);
@@ -678,6 +679,13 @@ static void live_endpoints(void)
     REQUIRE(exchange(port, "HEAD /api/runs/1/stream HTTP/1.0\r\n\r\n", &r) ==
             0);
     CHECK_EQ_INT(r.status, 405);
+    free(r.body);
+    ss_live_attempt(l, 1); /* a restart: the attempt shows, ranks start */
+    REQUIRE(get(port, "/api/live", NULL, &r) == 0);
+    CHECK(strstr(r.body, "\"attempt\":1,") != NULL);
+    free(r.body);
+    REQUIRE(get(port, "/metrics", NULL, &r) == 0);
+    CHECK(strstr(r.body, "stepscope_attempt{run=\"1\"} 1\n") != NULL);
     free(r.body);
     ss_http_stop(h);
     ss_live_destroy(l);

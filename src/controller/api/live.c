@@ -61,6 +61,7 @@ struct ss_live {
     uint32_t world;
     rank_live *ranks;
     int finished;
+    uint32_t attempt;
 
     /* the latest finalized step */
     int have_step;
@@ -93,6 +94,17 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
+/* A rank launched and not heard from yet. */
+static void rank_starting(rank_live *r)
+{
+    memset(r, 0, sizeof *r);
+    copy_str(r->state, sizeof r->state, "starting");
+    r->pid = r->last_step = r->current_step = -1;
+    r->exit_code = r->term_signal = -1;
+    r->dropped_events = r->dropped_records = -1;
+    r->step_ns = r->rss_bytes = SS_MISSING;
+}
+
 ss_live *ss_live_create(int64_t run_id, uint32_t world_size)
 {
     ss_live *l = calloc(1, sizeof *l);
@@ -111,15 +123,28 @@ ss_live *ss_live_create(int64_t run_id, uint32_t world_size)
     pthread_condattr_destroy(&ca);
     l->run_id = run_id;
     l->world = world_size;
-    for (uint32_t i = 0; i < world_size; i++) {
-        rank_live *r = &l->ranks[i];
-        copy_str(r->state, sizeof r->state, "starting");
-        r->pid = r->last_step = r->current_step = -1;
-        r->exit_code = r->term_signal = -1;
-        r->dropped_events = r->dropped_records = -1;
-        r->step_ns = r->rss_bytes = SS_MISSING;
-    }
+    for (uint32_t i = 0; i < world_size; i++)
+        rank_starting(&l->ranks[i]);
     return l;
+}
+
+void ss_live_attempt(ss_live *l, uint32_t attempt)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->attempt = attempt;
+    for (uint32_t i = 0; i < l->world; i++)
+        rank_starting(&l->ranks[i]);
+    pthread_mutex_unlock(&l->mu);
+}
+
+uint32_t ss_live_get_attempt(ss_live *l)
+{
+    pthread_mutex_lock(&l->mu);
+    uint32_t a = l->attempt;
+    pthread_mutex_unlock(&l->mu);
+    return a;
 }
 
 void ss_live_destroy(ss_live *l)
@@ -639,6 +664,11 @@ int ss_live_metrics(ss_live *l, ss_buf *out)
     help(out, "stepscope_run_running", "gauge",
          "1 while the run is going, 0 once every rank has left.");
     ss_buf_printf(out, "stepscope_run_running{%s} %d\n", run, !l->finished);
+    help(out, "stepscope_attempt", "gauge",
+         "The current attempt (TORCHELASTIC_RESTART_COUNT): 0 until a "
+         "restart.");
+    ss_buf_printf(out, "stepscope_attempt{%s} %" PRIu32 "\n", run,
+                  l->attempt);
     help(out, "stepscope_world_size", "gauge", "Ranks launched.");
     ss_buf_printf(out, "stepscope_world_size{%s} %" PRIu32 "\n", run,
                   l->world);

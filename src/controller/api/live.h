@@ -99,12 +99,18 @@ void ss_live_finding(ss_live *l, const ss_finding *f);
  * on, and stream readers are told to finish. */
 void ss_live_finish(ss_live *l);
 
+/* The run's next attempt began (a restart): ATTEMPT is shown, and every
+ * rank is "starting" again with no pid, step or exit. */
+void ss_live_attempt(ss_live *l, uint32_t attempt);
+
 /* ---- readers (any thread) ---- */
 
 int64_t ss_live_run_id(const ss_live *l);
 uint32_t ss_live_world_size(const ss_live *l);
 /* 1 while the run is going (before ss_live_finish), else 0. */
 int ss_live_running(ss_live *l);
+/* The current attempt (0 until a restart). */
+uint32_t ss_live_get_attempt(ss_live *l);
 
 /* A copy of one rank's live facts. */
 typedef struct {

@@ -433,6 +433,27 @@ static void gpu_metrics(void)
     ss_live_destroy(l);
 }
 
-TEST_LIST(TEST(rank_life), TEST(step_updates_ranks), TEST(feed_delivers),
+/* A restart: the attempt shows and every rank starts over. */
+static void next_attempt_resets_ranks(void)
+{
+    ss_live *l = ss_live_create(5, 2);
+    REQUIRE(l);
+    CHECK_EQ_INT(ss_live_get_attempt(l), 0);
+    ss_live_rank_hello(l, 1, "node9", 77);
+    ss_live_rank_step(l, 1, 41);
+    ss_live_rank_exit(l, 1, 1, 0);
+    ss_live_attempt(l, 1);
+    CHECK_EQ_INT(ss_live_get_attempt(l), 1);
+    ss_live_rank_info i;
+    REQUIRE(ss_live_rank_get(l, 1, &i) == 0);
+    CHECK_STR(i.state, "starting");
+    CHECK_EQ_INT(i.pid, -1);
+    CHECK_EQ_INT(i.last_step, -1);
+    CHECK_EQ_INT(i.exit_code, -1);
+    CHECK(ss_live_running(l));
+    ss_live_destroy(l);
+}
+
+TEST_LIST(TEST(rank_life), TEST(next_attempt_resets_ranks), TEST(step_updates_ranks), TEST(feed_delivers),
           TEST(feed_wakes_reader), TEST(metrics_exposition),
           TEST(host_metrics), TEST(gpu_metrics))

@@ -570,6 +570,28 @@ void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
             link_send(l, &f, 0);
 }
 
+void ss_node_links_restart_all(ss_node_links *nl, uint32_t attempt)
+{
+    if (!nl || attempt == 0)
+        return;
+    nl->cfg.attempt = attempt;
+    link_frame f = {.type = LINK_RESTART};
+    f.u.restart.attempt = attempt;
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED)
+            link_send(l, &f, 0);
+}
+
+void ss_node_links_end_all(ss_node_links *nl)
+{
+    if (!nl)
+        return;
+    link_frame f = {.type = LINK_END};
+    for (peer *l = nl->links; l; l = l->next)
+        if (l->stage == ST_JOINED)
+            link_send(l, &f, 0);
+}
+
 int ss_node_links_inject(ss_node_links *nl, uint32_t node,
                          const link_inject *x)
 {

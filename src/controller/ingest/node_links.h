@@ -80,6 +80,13 @@ ss_node_links *ss_node_links_start(uv_loop_t *loop, ss_ingest *ingest,
 void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
                             const char *reason);
 
+/* The job restarts as ATTEMPT (>= 1): RESTART to every joined node, and
+ * nodes that join from now on are told ATTEMPT in their JOIN_OK. */
+void ss_node_links_restart_all(ss_node_links *nl, uint32_t attempt);
+
+/* END to every joined node: no attempt follows (they say BYE). */
+void ss_node_links_end_all(ss_node_links *nl);
+
 /* Sends INJECT X to joined node NODE (its agent signals the rank).
  * Returns 0, or -1 when the node is not joined or X is malformed. */
 int ss_node_links_inject(ss_node_links *nl, uint32_t node,

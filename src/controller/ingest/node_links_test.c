@@ -37,6 +37,7 @@ typedef struct {
     ss_ingest *in;
     uv_timer_t closer;
     int close_when_gone; /* close everything after this many gone+refused */
+    int restart_on_all;  /* the first ALL_EXITED restarts, the next ends */
 } seen;
 
 static void on_closer(uv_timer_t *t)
@@ -79,7 +80,12 @@ static void t_exit(void *ctx, uint32_t node, const link_rank_exit *e)
 
 static void t_all(void *ctx, uint32_t node, const link_all_exited *a)
 {
-    ((seen *)ctx)->all_exited++;
+    seen *s = ctx;
+    s->all_exited++;
+    if (s->restart_on_all && s->all_exited == 1)
+        ss_node_links_restart_all(s->nl, 2);
+    else if (s->restart_on_all)
+        ss_node_links_end_all(s->nl);
 }
 
 /* A node's failed check is answered by an injected fault, so that the
@@ -156,7 +162,10 @@ static int t_intern(void *ctx, const char *name)
 
 /* ---- the scripted agent ---- */
 
-typedef enum { A_GOOD, A_WRONG_SECRET, A_REFUSED, A_SILENT, A_GARBAGE } script;
+typedef enum {
+    A_GOOD, A_WRONG_SECRET, A_REFUSED, A_SILENT, A_GARBAGE,
+    A_RESTARTS /* ALL_EXITED, then RESTART, ALL_EXITED again, END, BYE */
+} script;
 
 typedef struct {
     uint16_t port;
@@ -165,6 +174,8 @@ typedef struct {
     /* out */
     int verified_controller; /* the controller's proof checked out */
     int joined, rejected, got_time_resp, token_ok, got_welcome, closed;
+    uint32_t restart_attempt; /* A_RESTARTS: the RESTART frame's attempt */
+    int got_end;
     int got_inject;
     char reject_reason[256];
 } agent;
@@ -273,6 +284,25 @@ static void *run_agent(void *arg)
     uint8_t token[LINK_TOKEN_SIZE];
     link_auth_seal_token(key, in.u.join_ok.sealed_token, token);
     a->token_ok = memcmp(token, k_token, sizeof token) == 0;
+    if (a->what == A_RESTARTS) {
+        link_frame all = {.type = LINK_ALL_EXITED};
+        send_frame(&c, &all);
+        do {
+            if (!read_frame(&c, &in))
+                goto out;
+        } while (in.type == LINK_HEARTBEAT);
+        if (in.type == LINK_RESTART)
+            a->restart_attempt = in.u.restart.attempt;
+        send_frame(&c, &all); /* the ranks of attempt 2 ended */
+        do {
+            if (!read_frame(&c, &in))
+                goto out;
+        } while (in.type == LINK_HEARTBEAT);
+        a->got_end = in.type == LINK_END;
+        link_frame bye = {.type = LINK_BYE};
+        send_frame(&c, &bye);
+        goto out;
+    }
     if (a->what == A_SILENT) {
         /* say nothing more: the heartbeat timeout must end it */
         while (read_frame(&c, &in))
@@ -493,6 +523,24 @@ static void a_silent_node_is_lost(void)
     CHECK(a.closed);
 }
 
+/* The controller restarts a node that reported its ranks gone (RESTART
+ * with the attempt), then ends the job (END); the node says BYE. */
+static void a_node_is_restarted_then_ended(void)
+{
+    seen s = {.restart_on_all = 1};
+    agent a = {.what = A_RESTARTS};
+    char err[100];
+    REQUIRE(link_auth_init() == 0);
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.joined);
+    CHECK_EQ_INT(a.restart_attempt, 2);
+    CHECK(a.got_end);
+    CHECK_EQ_INT(s.all_exited, 2);
+    CHECK_EQ_INT(s.gone, 1);
+    CHECK_EQ_INT(s.gone_clean, 1);
+}
+
 static void garbage_is_closed(void)
 {
     seen s = {0};
@@ -506,4 +554,4 @@ static void garbage_is_closed(void)
 TEST_LIST(TEST(a_node_joins_works_and_leaves),
           TEST(a_wrong_secret_is_refused_both_ways),
           TEST(a_refused_node_is_told_why), TEST(a_silent_node_is_lost),
-          TEST(garbage_is_closed))
+          TEST(a_node_is_restarted_then_ended), TEST(garbage_is_closed))

@@ -120,6 +120,10 @@ typedef struct agent {
     int64_t *last_step;     /* per local rank, -1: none */
     int ranks_done;
     int lost;               /* the controller was lost */
+    int rejoining;          /* lost, ranks stopped: joining again */
+    int relaunch;           /* RESTART came while the ranks still ran */
+    int end_after;          /* END came while the ranks still ran */
+    int node_status;        /* the node's status in the last attempt */
     uint32_t stop_requests;
     uv_signal_t sig_int, sig_term, sig_hup;
     wire_frame wframe;
@@ -373,21 +377,52 @@ static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
     send_frame(a, &f);
 }
 
+static void rejoin(agent *a);
+static int launch_ranks(agent *a);
+static void check_then_start(agent *a);
+static void relaunch(agent *a);
+
+/* The job is over for this node: BYE, and the node's last status. */
+static void say_bye(agent *a)
+{
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(a, &bye);
+    a->status = a->node_status;
+    finish(a);
+}
+
+/* Restarts are on and some remain: this agent outlives an attempt. */
+static int restarts_remain(const agent *a)
+{
+    return a->attempt < a->cfg->max_restarts;
+}
+
 static void cb_all_exited(void *ctx)
 {
     agent *a = ctx;
     a->ranks_done = 1;
     int status = ss_launcher_exit_status(a->launcher);
+    a->node_status = status;
     link_frame f = {.type = LINK_ALL_EXITED};
     f.u.all_exited.left_behind = ss_launcher_left_behind(a->launcher);
     f.u.all_exited.status = status;
     send_frame(a, &f);
-    link_frame bye = {.type = LINK_BYE};
-    send_frame(a, &bye);
-    a->status = a->lost && status == 0 ? 1 : status;
     char why[4096];
     if (ss_launcher_failure_summary(a->launcher, why, sizeof why) > 0)
         say(a, "%s", why);
+    if (a->lost && restarts_remain(a)) {
+        rejoin(a);
+        return;
+    }
+    if (a->cfg->max_restarts > 0 && !a->lost && !a->end_after) {
+        /* The controller decides: RESTART or END. */
+        if (a->relaunch)
+            relaunch(a);
+        return;
+    }
+    link_frame bye = {.type = LINK_BYE};
+    send_frame(a, &bye);
+    a->status = a->lost && status == 0 ? 1 : status;
     finish(a);
 }
 
@@ -404,6 +439,8 @@ static int cb_last_step(void *ctx, uint32_t local, uint64_t *step)
 static int start_ranks(agent *a)
 {
     char err[512];
+    if (a->server_open) /* joined again: the node is set up */
+        return launch_ranks(a);
     if (ss_sockdir_create(a->sock_dir, sizeof a->sock_dir, err, sizeof err) !=
         0)
         goto fail;
@@ -446,6 +483,26 @@ static int start_ranks(agent *a)
             goto fail;
         }
     }
+    return launch_ranks(a);
+fail:
+    say(a, "cannot start this node's ranks: %s", err);
+    a->status = 1;
+    finish(a);
+    return -1;
+}
+
+/* Launches the node's ranks as attempt a->attempt (the first time, or
+ * again after RESTART or a new join). */
+static int launch_ranks(agent *a)
+{
+    char err[512], exe[PATH_MAX];
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0)
+        goto fail;
+    ss_launcher_destroy(a->launcher);
+    a->launcher = NULL;
+    a->ranks_done = a->relaunch = 0;
+    for (uint32_t i = 0; i < a->cfg->nproc; i++)
+        a->last_step[i] = -1;
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
     lcfg.nprocs = a->cfg->nproc;
@@ -462,6 +519,7 @@ static int start_ranks(agent *a)
     lcfg.log_dir = a->log_dir;
     lcfg.grace_ms = a->cfg->grace_ms;
     lcfg.attempt = a->attempt;
+    lcfg.max_restarts = a->cfg->max_restarts;
     lcfg.echo = !a->cfg->quiet;
     ss_launch_callbacks lcb = {a, cb_rank_exit, cb_all_exited, cb_last_step};
     a->launcher = ss_launcher_start(&a->loop, &lcfg, &lcb, err, sizeof err);
@@ -477,8 +535,9 @@ static int start_ranks(agent *a)
     }
     a->stage = AG_RUNNING;
     if (!a->cfg->quiet)
-        say(a, "ranks %u-%u started (run %s, logs %s)", a->rank_base,
-            a->rank_base + a->cfg->nproc - 1, a->uuid, a->log_dir);
+        say(a, "ranks %u-%u started (run %s, attempt %u, logs %s)",
+            a->rank_base, a->rank_base + a->cfg->nproc - 1, a->uuid,
+            a->attempt, a->log_dir);
     return 0;
 fail:
     say(a, "cannot start this node's ranks: %s", err);
@@ -501,7 +560,7 @@ static void on_health_done(void *ctx, const ss_health_result *res)
     snprintf(f.u.health.output, sizeof f.u.health.output, "%s",
              res->ok ? res->notes : res->output);
     send_frame(a, &f);
-    if (a->stage != AG_SYNCING)
+    if (a->lost || a->stage < AG_SYNCING || a->stage == AG_ENDING)
         return; /* stopped or lost meanwhile */
     if (res->ok) {
         start_ranks(a);
@@ -518,7 +577,8 @@ static void on_health_done(void *ctx, const ss_health_result *res)
     finish(a);
 }
 
-/* Joined and the clock is known: the health check, then the ranks. */
+/* Joined and the clock is known, or RESTART came and the ranks of the
+ * attempt before have exited: the health check, then the ranks. */
 static void check_then_start(agent *a)
 {
     if (!a->cfg->health) {
@@ -711,6 +771,15 @@ static void on_join_ok(agent *a, const link_join_ok *j)
         finish(a);
         return;
     }
+    if (a->rejoining && strcmp(a->uuid, j->run_uuid) != 0) {
+        say(a, "the controller at %s now runs another run (%s, not %s); "
+            "this node does not join it", a->controller, j->run_uuid,
+            a->uuid);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    a->rejoining = 0;
     snprintf(a->uuid, sizeof a->uuid, "%s", j->run_uuid);
     link_auth_seal_token(a->key, j->sealed_token, a->token);
     a->attempt = j->attempt;
@@ -740,6 +809,40 @@ static void on_challenge(agent *a, const link_challenge *c)
     link_decoder_keyed(&a->dec, a->key);
 }
 
+/* The ranks of the attempt before have all exited; RESTART came.  Their
+ * launcher goes first: its SIGCHLD handler reaps every exited child
+ * outside the ranks' groups, the health check's command among them, whose
+ * exit the loop would then never see.  Then the check, then the ranks. */
+static void relaunch(agent *a)
+{
+    ss_launcher_destroy(a->launcher);
+    a->launcher = NULL;
+    check_then_start(a);
+}
+
+/* RESTART: the ranks run again as ATTEMPT, once the ones running now
+ * (if any) have been stopped. */
+static void on_restart(agent *a, uint32_t attempt)
+{
+    if (attempt <= a->attempt || a->cfg->max_restarts == 0) {
+        char why[160];
+        snprintf(why, sizeof why, "RESTART to attempt %u after attempt %u "
+                 "(--max-restarts %u here)", attempt, a->attempt,
+                 a->cfg->max_restarts);
+        lose_controller(a, why);
+        return;
+    }
+    a->attempt = attempt;
+    if (!a->cfg->quiet)
+        say(a, "the job restarts: attempt %u", attempt);
+    if (a->launcher && !a->ranks_done) {
+        a->relaunch = 1;
+        ss_launcher_terminate(a->launcher, "the job restarts");
+        return;
+    }
+    relaunch(a);
+}
+
 static void on_link_frame(agent *a, const link_frame *f)
 {
     switch (f->type) {
@@ -750,6 +853,14 @@ static void on_link_frame(agent *a, const link_frame *f)
         on_join_ok(a, &f->u.join_ok);
         return;
     case LINK_JOIN_REJECT:
+        if (a->rejoining) {
+            /* The controller may still be ending the attempt this node
+             * was lost from: try again until the join timeout. */
+            snprintf(a->last_error, sizeof a->last_error, "refused: %s",
+                     f->u.join_reject.reason);
+            lose_controller(a, a->last_error);
+            return;
+        }
         say(a, "the controller at %s refused this node: %s", a->controller,
             f->u.join_reject.reason);
         a->status = 1;
@@ -771,6 +882,18 @@ static void on_link_frame(agent *a, const link_frame *f)
         return;
     case LINK_HEARTBEAT:
         return;
+    case LINK_RESTART:
+        on_restart(a, f->u.restart.attempt);
+        return;
+    case LINK_END:
+        /* No attempt follows: the job is over. */
+        if (a->launcher && !a->ranks_done) {
+            a->end_after = 1;
+            ss_launcher_terminate(a->launcher, "the job is over");
+            return;
+        }
+        say_bye(a);
+        return;
     case LINK_INJECT:
         on_inject(a, &f->u.inject);
         return;
@@ -778,7 +901,9 @@ static void on_link_frame(agent *a, const link_frame *f)
         on_stacks_req(a, &f->u.stacks_req);
         return;
     case LINK_STOP:
-        if (!a->launcher) {
+        if (a->ranks_done) {
+            return; /* already stopped; RESTART or END follows */
+        } else if (!a->launcher) {
             a->status = 1;
             finish(a);
         } else if (f->u.stop.kill_now) {
@@ -812,7 +937,7 @@ static void on_link_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     a->link_len += (size_t)nread;
     a->last_rx_ms = uv_now(&a->loop);
     size_t off = 0;
-    while (a->stage != AG_ENDING && !a->lost) {
+    while (a->stage >= AG_HANDSHAKE && a->stage != AG_ENDING && !a->lost) {
         size_t used = 0;
         char err[200];
         link_result rc = link_decoder_next(&a->dec, a->link_buf + off,
@@ -829,7 +954,7 @@ static void on_link_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         off += used;
         on_link_frame(a, &a->frame);
     }
-    if (a->lost || a->stage == AG_ENDING)
+    if (a->lost || a->stage == AG_ENDING || a->stage == AG_CONNECTING)
         return;
     memmove(a->link_buf, a->link_buf + off, a->link_len - off);
     a->link_len -= off;
@@ -885,6 +1010,7 @@ static void on_connected(uv_connect_t *req, int status)
     }
     uv_tcp_nodelay(&a->tcp, 1);
     a->stage = AG_HANDSHAKE;
+    a->link_len = 0;
     a->last_rx_ms = uv_now(&a->loop);
     link_encoder_init(&a->enc, LINK_FROM_AGENT);
     link_decoder_init(&a->dec, LINK_FROM_CONTROLLER);
@@ -918,6 +1044,14 @@ static void lose_controller(agent *a, const char *why)
     if (a->lost || a->stage == AG_ENDING)
         return;
     if (a->stage < AG_SYNCING) {
+        if (a->rejoining) {
+            /* joining again: retried until the join deadline */
+            snprintf(a->last_error, sizeof a->last_error, "%s", why);
+            uv_read_stop((uv_stream_t *)&a->tcp);
+            a->stage = AG_CONNECTING;
+            uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+            return;
+        }
         /* still joining: a refused or failed handshake */
         say(a, "lost the controller at %s while joining: %s", a->controller,
             why);
@@ -926,17 +1060,36 @@ static void lose_controller(agent *a, const char *why)
         return;
     }
     a->lost = 1;
-    say(a, "lost the controller at %s: %s; stopping this node's ranks",
-        a->controller, why);
+    say(a, "lost the controller at %s: %s; stopping this node's ranks%s",
+        a->controller, why,
+        restarts_remain(a) ? ", then joining again" : "");
     uv_read_stop((uv_stream_t *)&a->tcp);
     if (a->launcher && !a->ranks_done) {
         char reason[256];
         snprintf(reason, sizeof reason, "the controller was lost (%s)", why);
         ss_launcher_terminate(a->launcher, reason);
+    } else if (restarts_remain(a)) {
+        rejoin(a);
     } else {
         a->status = 1;
         finish(a);
     }
+}
+
+/* The ranks have stopped after the controller was lost: join again, as
+ * at the start, until the join timeout. */
+static void rejoin(agent *a)
+{
+    a->lost = 0;
+    a->rejoining = 1;
+    a->stage = AG_CONNECTING;
+    a->link_len = 0;
+    uv_timer_stop(&a->clock_timer);
+    a->deadline_ms = uv_now(&a->loop) + a->cfg->join_timeout_ms;
+    if (!a->cfg->quiet)
+        say(a, "joining the controller at %s again (for %.0f s)",
+            a->controller, a->cfg->join_timeout_ms / 1000.0);
+    uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
 }
 
 /* Ends the loop: everything still open is closed. */

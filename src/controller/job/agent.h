@@ -17,6 +17,15 @@
  * and returns the node's job status.  When the controller is lost
  * (connection closed, no heartbeat within the timeout) it stops its ranks
  * and fails: no process is left behind on the node.
+ *
+ * With --max-restarts N > 0 the job may run again (docs/fault-tolerance.md):
+ * after ALL_EXITED the agent stays and waits for the controller's word,
+ * RESTART(attempt) to launch its ranks again as that attempt (stopping
+ * them first if they still run), or STOP to say BYE and end with the
+ * node's last status.  When it loses the controller and restarts remain
+ * (its attempt < N), it stops its ranks and then joins again, retrying
+ * (a refusal included) until the join timeout: the controller takes it
+ * back for its next attempt.  Only when that fails does it end, with 1.
  */
 #ifndef STEPSCOPE_AGENT_H
 #define STEPSCOPE_AGENT_H
@@ -46,6 +55,7 @@ typedef struct {
     uint32_t heartbeat_timeout_ms; /* 0: 10000 */
     uint32_t host_interval_ms;     /* 0: no host evidence */
     const char *log_dir;     /* NULL: beside the default store */
+    uint32_t max_restarts;   /* --max-restarts, as on node 0 */
     const ss_health_config *health; /* checked before the ranks start;
                                        NULL: no check */
 } ss_agent_config;

@@ -589,7 +589,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
             goto oom;
     }
     const char *values[N_LAUNCHER_VARS];
-    char num[9][24];
+    char num[10][24];
     snprintf(num[0], sizeof num[0], "%" PRIu32, l->rank_base + rank);
     snprintf(num[1], sizeof num[1], "%" PRIu32, l->world_size);
     snprintf(num[2], sizeof num[2], "%" PRIu16, l->master_port);
@@ -599,6 +599,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
     snprintf(num[6], sizeof num[6], "%" PRIu32, l->nprocs);
     snprintf(num[7], sizeof num[7], "%" PRIu32, l->node_rank);
     snprintf(num[8], sizeof num[8], "%" PRIu32, l->nnodes);
+    snprintf(num[9], sizeof num[9], "%" PRIu32, cfg->max_restarts);
     values[0] = num[0];              /* RANK: global */
     values[1] = num[5];              /* LOCAL_RANK */
     values[2] = num[1];              /* WORLD_SIZE: every node's ranks */
@@ -611,7 +612,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
     values[9] = l->master_addr;      /* MASTER_ADDR */
     values[10] = num[2];             /* MASTER_PORT */
     values[11] = num[3];             /* TORCHELASTIC_RESTART_COUNT */
-    values[12] = "0";                /* TORCHELASTIC_MAX_RESTARTS */
+    values[12] = num[9];             /* TORCHELASTIC_MAX_RESTARTS */
     values[13] = cfg->run_id ? cfg->run_id : "none";
     values[14] = num[4];             /* STEPSCOPE_PARENT_PID */
     values[15] = num[7];             /* NODE_RANK: not torchrun's, but

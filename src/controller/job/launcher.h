@@ -88,6 +88,7 @@ typedef struct {
                                 line ("---- stepscope: attempt K ----", or
                                 "---- stepscope: run RUN_ID ----" for
                                 attempt 0) and is appended to */
+    uint32_t max_restarts;   /* TORCHELASTIC_MAX_RESTARTS (--max-restarts) */
     uint16_t master_port;    /* MASTER_PORT; 0 picks a free loopback port,
                                 which only a single node on a loopback
                                 master may do (an error otherwise: every

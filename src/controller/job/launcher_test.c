@@ -653,6 +653,8 @@ static void multi_node_env_logs_and_prefixes_use_global_ranks(void)
     fixture_config(&f, &cfg, argv);
     multi_node_config(&cfg);
     cfg.run_id = "run-mn";
+    cfg.attempt = 2;
+    cfg.max_restarts = 5;
     REQUIRE(fixture_start(&f, &cfg) == 0);
     unsetenv("NODE_RANK");
     CHECK(!f.timed_out);
@@ -667,7 +669,7 @@ static void multi_node_env_logs_and_prefixes_use_global_ranks(void)
         char want[512], name[32];
         snprintf(want, sizeof want,
                  "R=%d L=%d W=6 LW=3 G=1 GW=2 N=1 RR=%d RW=6 RN=default"
-                 " MA=node0.example MP=4242 RC=0 MR=0 RID=run-mn\n",
+                 " MA=node0.example MP=4242 RC=2 MR=5 RID=run-mn\n",
                  global, local, global);
         snprintf(name, sizeof name, "rank-%d.log", global);
         char *log = slurp_in(&f, name);

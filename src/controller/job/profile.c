@@ -224,6 +224,12 @@ void ss_profiler_set_ingest(ss_profiler *p, ss_ingest *in)
         p->cfg.ingest = in;
 }
 
+void ss_profiler_set_attempt(ss_profiler *p, uint32_t attempt)
+{
+    if (p)
+        p->cfg.attempt = attempt;
+}
+
 void ss_profiler_free(ss_profiler *p)
 {
     if (!p)

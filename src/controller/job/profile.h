@@ -53,6 +53,10 @@ ss_profiler *ss_profiler_start(const ss_profiler_config *cfg, char *err,
  * the HTTP server needs first).  Loop thread. */
 void ss_profiler_set_ingest(ss_profiler *p, ss_ingest *in);
 
+/* The attempt the traces stored from now on belong to (a restart began
+ * it).  Loop thread.  NULL is a no-op. */
+void ss_profiler_set_attempt(ss_profiler *p, uint32_t attempt);
+
 /* Stops answering (HTTP callers get 503 from now on) and closes the
  * profiler's handles on the loop.  Loop thread.  NULL is a no-op. */
 void ss_profiler_close(ss_profiler *p);

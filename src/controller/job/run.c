@@ -422,9 +422,12 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+static void attempt_over(run_ctx *r);
+static void end_job(run_ctx *r);
+
 void run_maybe_finish(run_ctx *r)
 {
-    if (!ss_life_finish(&r->life))
+    if (r->restart_pending || r->ending || !ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
@@ -433,8 +436,7 @@ void run_maybe_finish(run_ctx *r)
     publish_host_totals(r);
     for (uint32_t i = 0; i < r->nprocs; i++)
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
-    ss_live_finish(r->live);
-    uv_stop(&r->loop);
+    attempt_over(r);
 }
 
 /* ---- signals and housekeeping ---- */
@@ -443,6 +445,27 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
     r->stop_requests++;
+    if (r->ending) {
+        run_end_loop(r);
+        return;
+    }
+    if (r->health_pending) {
+        /* Nothing launched yet: the attempt ends when the checks do. */
+        fprintf(stderr, "\nstepscope: %s: stopping once the health checks "
+                "are done\n", strsignal(signum));
+        return;
+    }
+    if (r->restart_pending) {
+        /* Between attempts: no rank runs; the restart is called off. */
+        uv_timer_stop(&r->restart_timer);
+        r->restart_pending = 0;
+        fprintf(stderr, "\nstepscope: %s: the restart is called off\n",
+                strsignal(signum));
+        run_event(r, "restart_cancelled", -1, "stopped by %s before "
+                  "attempt %u", strsignal(signum), r->attempt + 1);
+        end_job(r);
+        return;
+    }
     if (r->stop_requests == 1) {
         fprintf(stderr, "\nstepscope: %s: stopping the ranks (SIGTERM, then "
                 "SIGKILL after %.1f s; again to kill now)\n",
@@ -483,7 +506,7 @@ static const char *run_name(run_ctx *r, int idx)
 }
 
 /* The stacks captured for a hang are stored (or WHY they are not); then
- * --on-hang stop ends the job. */
+ * --on-hang stop ends the job, --on-hang restart the attempt. */
 static void on_hang_stacks(void *ctx, const char *doc, size_t len,
                            const char *why)
 {
@@ -493,11 +516,26 @@ static void on_hang_stacks(void *ctx, const char *doc, size_t len,
     else if (!r->quiet)
         fprintf(stderr, "stepscope: hang: every rank's stacks are stored "
                 "(`stepscope report` shows them merged)\n");
-    if (r->on_hang != SS_ON_HANG_STOP)
+    if (r->on_hang == SS_ON_HANG_DUMP)
         return;
-    fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
-            "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
-    run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang stop)");
+    /* The attempt may have ended meanwhile (another began, or none
+     * follows): nothing of it is left to stop. */
+    if (!r->hang_stop_why[0] || r->restart_pending || r->health_pending ||
+        r->ending)
+        return;
+    r->hang_acted = 1;
+    if (r->on_hang == SS_ON_HANG_RESTART) {
+        fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
+                "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
+                r->attempt, r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang to restart "
+                  "(--on-hang restart)");
+    } else {
+        fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
+                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+        run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang "
+                  "stop)");
+    }
     run_stop_job(r, 0, "stopped on a hang");
 }
 
@@ -529,10 +567,10 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         return;
     uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
     run_event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
-    if (r->on_hang == SS_ON_HANG_STOP)
+    if (r->on_hang != SS_ON_HANG_DUMP)
         snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
-    /* Every rank's stacks, stored with the finding; --on-hang stop waits
-     * for them, so the ranks are still there to answer. */
+    /* Every rank's stacks, stored with the finding; --on-hang stop and
+     * restart wait for them, so the ranks are still there to answer. */
     if (!id || ss_stack_service_capture(r->stacks, 0, "hang", id,
                                         on_hang_stacks, r) != 0)
         on_hang_stacks(r, NULL, 0, "the stack service did not take the "
@@ -543,6 +581,8 @@ static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_mono_now();
+    if (r->restart_pending || r->ending || r->health_pending)
+        return; /* between attempts: no rank to watch */
     publish_host_totals(r);
     run_nodes_tick(r, now);
     check_hang(r, now);
@@ -604,9 +644,22 @@ static void usage(FILE *out)
         "                           p99 of recent step times, at least 30;\n"
         "                           600 before the first step; 0: off;\n"
         "                           docs/debug.md)\n"
-        "      --on-hang dump|stop  on a hang: record it and keep waiting\n"
-        "                           (dump, the default), or also end the job\n"
-        "                           with exit status %d (stop)\n"
+        "      --on-hang dump|stop|restart\n"
+        "                           on a hang: record it and keep waiting\n"
+        "                           (dump, the default), also end the job\n"
+        "                           with exit status %d (stop), or end the\n"
+        "                           attempt and restart (needs --max-restarts)\n"
+        "\n"
+        "restarts (docs/fault-tolerance.md):\n"
+        "      --max-restarts N     restart the whole job up to N times after\n"
+        "                           a rank failure, a hang (--on-hang restart)\n"
+        "                           or a lost node (default 0, as torchrun)\n"
+        "      --restart-backoff SECONDS\n"
+        "                           wait before the first restart, doubling\n"
+        "                           for each next one up to %d s (default 1)\n"
+        "      --max-restarts-per-hour N\n"
+        "                           at most N restarts within any hour\n"
+        "                           (default: no limit)\n"
         "\n"
         "health checks before the ranks start, on every node\n"
         "(docs/fault-tolerance.md):\n"
@@ -654,10 +707,12 @@ static void usage(FILE *out)
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
         "\n"
-        "The exit status is the job's: 0, or that of the rank that failed first.\n",
+        "The exit status is the last attempt's: 0, or that of the rank that\n"
+        "failed first.  A job that fails before its first step twice in a row\n"
+        "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS, SS_HEALTH_MIN_FREE_GB_DEFAULT,
-        SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
+        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
 static void list_params(void)
@@ -776,6 +831,10 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
+        {"max-restarts", required_argument, NULL, 0x126},
+        {"max_restarts", required_argument, NULL, 0x126},
+        {"restart-backoff", required_argument, NULL, 0x127},
+        {"max-restarts-per-hour", required_argument, NULL, 0x128},
         /* health checks and fault injection (run_inject.c) */
         {"checkpoint-dir", required_argument, NULL, 0x120},
         {"min-free-gb", required_argument, NULL, 0x121},
@@ -883,9 +942,37 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 r->on_hang = SS_ON_HANG_DUMP;
             } else if (strcmp(optarg, "stop") == 0) {
                 r->on_hang = SS_ON_HANG_STOP;
+            } else if (strcmp(optarg, "restart") == 0) {
+                r->on_hang = SS_ON_HANG_RESTART;
             } else {
-                fprintf(stderr, "stepscope run: --on-hang wants dump or "
-                        "stop, not '%s'\n", optarg);
+                fprintf(stderr, "stepscope run: --on-hang wants dump, stop "
+                        "or restart, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x126:
+            if (parse_count(optarg, SS_RESTART_MAX,
+                            &r->restart_cfg.max_restarts)) {
+                fprintf(stderr, "stepscope run: bad --max-restarts '%s' (0 "
+                        "to %d)\n", optarg, SS_RESTART_MAX);
+                return 2;
+            }
+            break;
+        case 0x127:
+            if (parse_seconds_ms(optarg, SS_RESTART_BACKOFF_MAX_MS,
+                                 &r->restart_cfg.backoff_ms)) {
+                fprintf(stderr, "stepscope run: bad --restart-backoff '%s' "
+                        "(seconds, 0 to %d, e.g. 1 or 0.5)\n", optarg,
+                        SS_RESTART_BACKOFF_MAX_MS / 1000);
+                return 2;
+            }
+            break;
+        case 0x128:
+            if (parse_count(optarg, SS_RESTART_PER_HOUR_MAX,
+                            &r->restart_cfg.per_hour) ||
+                r->restart_cfg.per_hour == 0) {
+                fprintf(stderr, "stepscope run: bad --max-restarts-per-hour "
+                        "'%s' (1 to %d)\n", optarg, SS_RESTART_PER_HOUR_MAX);
                 return 2;
             }
             break;
@@ -956,6 +1043,11 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         return 2;
     }
     r->argv = argv + optind;
+    if (r->on_hang == SS_ON_HANG_RESTART && r->restart_cfg.max_restarts == 0) {
+        fprintf(stderr, "stepscope run: --on-hang restart needs --max-restarts "
+                "1 or more (hangs count against it)\n");
+        return 2;
+    }
     int rc = resolve_nodes(r);
     char err[300];
     if (rc == 0 && ss_inject_check(&r->inject, r->nprocs, r->nnodes, err,
@@ -1123,6 +1215,284 @@ static void default_run_name(char **argv, char *out, size_t outlen)
     snprintf(out, outlen, "%s", slash ? slash + 1 : prog);
 }
 
+static int launch_ranks(run_ctx *r, char *err, size_t errlen);
+
+/*
+ * Begins attempt r->attempt, whose row the store has: for a later attempt
+ * node 0's health checks first (ss_attempt_hooks; the ranks are launched
+ * when they pass, in run_health_done; attempt 0's ran in start(), before
+ * anything listened), else the ranks at once.  Returns 0, or -1 with ERR
+ * when the checks could not start or the ranks could not be launched.
+ */
+static int begin_attempt(run_ctx *r, char *err, size_t errlen)
+{
+    r->attempt_started = run_mono_now();
+    /* Call point: the health checks before each later attempt. */
+    if (r->attempt > 0 && r->hooks.health_start) {
+        r->health_pending = 1;
+        if (r->hooks.health_start(r->hooks.ctx, r, r->attempt, err,
+                                  errlen) != 0) {
+            r->health_pending = 0;
+            return -1;
+        }
+        return 0;
+    }
+    return launch_ranks(r, err, errlen);
+}
+
+void run_health_done(run_ctx *r)
+{
+    if (!r->health_pending)
+        return;
+    r->health_pending = 0;
+    if (r->health_failed || r->stop_requests) {
+        attempt_over(r); /* nothing was launched */
+        return;
+    }
+    char err[512];
+    if (launch_ranks(r, err, sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
+        run_event(r, "attempt_failed_to_start", -1, "%s", err);
+        r->final_status = 1;
+        end_job(r);
+    }
+}
+
+/* Launches the ranks of attempt r->attempt (this node's, and after a
+ * restart the other nodes' through RESTART), then re-arms the injector
+ * (ss_attempt_hooks).  Returns 0, or -1 with ERR. */
+static int launch_ranks(run_ctx *r, char *err, size_t errlen)
+{
+    if (r->attempt > 0)
+        run_nodes_restart(r); /* the other nodes relaunch too */
+    ss_life_launched(&r->life, run_mono_now());
+    ss_hang_init(&r->hang, &r->hang_cfg, run_mono_now());
+    char exe[PATH_MAX];
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
+        return -1;
+    ss_launch_config lcfg;
+    ss_launch_config_defaults(&lcfg);
+    lcfg.nprocs = r->nproc_local;
+    lcfg.world_size = r->nprocs;
+    lcfg.nnodes = r->nnodes;
+    lcfg.master_addr = r->master_addr;
+    lcfg.master_port = r->master_port;
+    lcfg.argv = r->argv;
+    lcfg.exec_shim = exe;
+    lcfg.env = r->rank_env.env;
+    lcfg.run_id = r->uuid;
+    lcfg.log_dir = r->log_path;
+    lcfg.grace_ms = r->grace_ms;
+    lcfg.attempt = r->attempt;
+    lcfg.max_restarts = r->restart_cfg.max_restarts;
+    lcfg.echo = !r->quiet;
+    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
+    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
+    if (!r->launcher)
+        return -1;
+    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
+        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
+    if (r->attempt > 0)
+        run_event(r, "attempt_started", -1, "attempt %u launched", r->attempt);
+    /* Call point: the fault injector, re-armed for each attempt. */
+    if (r->hooks.arm_injector)
+        r->hooks.arm_injector(r->hooks.ctx, r, r->attempt);
+    return 0;
+}
+
+static int job_status(const run_ctx *r);
+
+/* The attempt's exit status: 1 when nothing was launched (node 0 failed
+ * its health check, or a stop came during it), 124 after a hang was acted
+ * on, else the job's. */
+static int attempt_status(const run_ctx *r)
+{
+    if (!r->launcher)
+        return 1;
+    if (r->hang_acted)
+        return SS_HANG_EXIT_STATUS;
+    return job_status(r);
+}
+
+/* Why the attempt ended, for the store (store.h, ss_attempt_facts): a
+ * failed health check or an injected fault (run_fault_cause, "injected:"
+ * written into BUF), else what the attempt's end says. */
+static const char *attempt_cause(run_ctx *r, int status, char *buf,
+                                 size_t len)
+{
+    const char *fault = run_fault_cause(r, status, buf, len);
+    if (fault)
+        return fault;
+    if (status == 0)
+        return "completed";
+    if (r->stop_requests)
+        return "interrupted";
+    if (r->hang_acted)
+        return "hang";
+    if (r->node_lost_attempt)
+        return "node_lost";
+    return ss_life_attempt_cause(status, 0);
+}
+
+static void next_attempt(uv_timer_t *t);
+
+void run_end_loop(run_ctx *r)
+{
+    uv_timer_stop(&r->restart_timer);
+    ss_live_finish(r->live);
+    uv_stop(&r->loop);
+}
+
+static void on_agents_slow(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    fprintf(stderr, "stepscope: not every agent said goodbye within %.0f s; "
+            "ending anyway\n", SS_AGENTS_LEAVE_MS / 1000.0);
+    run_end_loop(r);
+}
+
+/* No attempt follows.  With restarts on, the agents of the other nodes
+ * wait after each attempt for RESTART or STOP: they are told STOP and the
+ * run ends once they have all said goodbye (or after
+ * SS_AGENTS_LEAVE_MS). */
+static void end_job(run_ctx *r)
+{
+    r->ending = 1;
+    if (r->nnodes == 1 || r->restart_cfg.max_restarts == 0 ||
+        run_nodes_all_gone(r)) {
+        run_end_loop(r);
+        return;
+    }
+    ss_node_links_end_all(r->links);
+    uv_timer_start(&r->restart_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
+}
+
+/* The attempt's ranks have all ended (or a health check failed before
+ * they were launched): its facts are stored, and the restart policy
+ * (restart.h) decides whether another attempt follows. */
+static void attempt_over(run_ctx *r)
+{
+    int status = attempt_status(r);
+    char fault[48];
+    const char *cause = attempt_cause(r, status, fault, sizeof fault);
+    if (!r->failure_text[0] && !r->hang_acted && r->launcher) {
+        char why[8192];
+        if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+            snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
+    }
+    ss_attempt_facts facts = {.attempt = r->attempt,
+                              .ended_at = run_wall_now(),
+                              .first_step = r->first_step,
+                              .last_step = r->last_step,
+                              .resumed_from = -1};
+    snprintf(facts.cause, sizeof facts.cause, "%s", cause);
+    ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+    if (r->n_notes <= r->restart_cfg.max_restarts) {
+        attempt_note *n = &r->notes[r->n_notes++];
+        snprintf(n->cause, sizeof n->cause, "%s", cause);
+        n->status = status;
+    }
+    run_event(r, "attempt_ended", -1, "attempt %u ended: %s (exit status "
+              "%d)", r->attempt, cause, status);
+    r->final_status = status;
+
+    int injected = strncmp(cause, "injected:", 9) == 0;
+    ss_attempt_end end = {.attempt = r->attempt,
+                          .made_progress = r->first_step >= 0,
+                          .now = run_mono_now()};
+    char sig[SS_RESTART_SIG_MAX] = "";
+    if (status == 0)
+        end.why_not = "the job completed";
+    else if (r->stop_requests)
+        end.why_not = "the job was stopped on request";
+    else if (r->health_failed)
+        end.why_not = "a health check failed";
+    else if (r->no_restart_why[0])
+        end.why_not = r->no_restart_why;
+    else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
+        end.why_not = "stopped on a hang (--on-hang stop)";
+    else
+        end.restartable = 1;
+    if (end.restartable && !r->hang_acted && !r->node_lost_attempt) {
+        ss_restart_signature(status, r->failure_text, sig, sizeof sig);
+        end.signature = injected ? "" : sig;
+    }
+    ss_restart_verdict v;
+    ss_restart_decide(&r->restart, &end, &v);
+    if (!v.restart) {
+        /* Say it when a restart was possible at all. */
+        if (status != 0 && !r->stop_requests &&
+            (r->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
+            fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
+                    "%d): %s\n", r->attempt, cause, status, v.why);
+            run_event(r, "not_restarted", -1, "%s", v.why);
+        }
+        end_job(r);
+        return;
+    }
+    if (r->failure_text[0])
+        fprintf(stderr, "stepscope: %s%s", r->failure_text,
+                r->failure_text[strlen(r->failure_text) - 1] == '\n' ? ""
+                                                                      : "\n");
+    fprintf(stderr, "stepscope: attempt %u ended (%s, exit status %d); %s\n",
+            r->attempt, cause, status, v.why);
+    run_event(r, "restart_scheduled", -1, "%s", v.why);
+    r->restart_pending = 1;
+    uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
+}
+
+/* The backoff is over: a new attempt with a new life cycle, aggregator,
+ * hang state and step range; the ingest socket, store, HTTP server, live
+ * state and run token stay. */
+static void next_attempt(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    r->restart_pending = 0;
+    ss_launcher_destroy(r->launcher);
+    r->launcher = NULL;
+    r->attempt++;
+    ss_aggregator_destroy(r->agg);
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
+                                  &(ss_sink){r, sink_step, sink_finding});
+    ss_life_release(&r->life);
+    char err[512] = "out of memory for a new attempt";
+    int ok = r->agg && ss_life_init(&r->life, r->nprocs, r->attempt,
+                                    (ss_dur_ns)r->connect_timeout_ms *
+                                        1000000) == 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        rank_slot *s = &r->ranks[i];
+        uv_timer_stop(&s->linger);
+        s->pid = 0;
+        s->status_at = 0;
+        s->cur_step = -1;
+        s->phase = s->collective = -1;
+        s->coll_seq = 0;
+        s->coll_active = 0;
+        ss_live_rank_state(r->live, i, "starting");
+    }
+    r->first_step = r->last_step = r->resumed_from = -1;
+    r->job_stopping = 0;
+    r->local_all_exited = 0;
+    r->first_failure_status = -1;
+    r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
+    r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
+    ss_live_attempt(r->live, r->attempt);
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
+    ss_stack_service_set_attempt(r->stacks, r->attempt);
+    ss_profiler_set_attempt(r->profiler, r->attempt);
+    if (!r->quiet)
+        fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
+                r->attempt, r->nprocs);
+    if (ok)
+        ok = begin_attempt(r, err, sizeof err) == 0;
+    if (!ok) {
+        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
+        run_event(r, "attempt_failed_to_start", -1, "%s", err);
+        r->final_status = 1;
+        end_job(r);
+    }
+}
+
 static int start(run_ctx *r, char *err, size_t errlen)
 {
     if (!r->db_path) {
@@ -1261,38 +1631,24 @@ static int start(run_ctx *r, char *err, size_t errlen)
     if (ss_stack_service_start(r->stacks, &stcfg, err, errlen) != 0)
         return -1;
 
-    ss_launch_config lcfg;
-    ss_launch_config_defaults(&lcfg);
-    lcfg.nprocs = r->nproc_local;
-    lcfg.world_size = r->nprocs;
-    lcfg.nnodes = r->nnodes;
-    lcfg.master_addr = r->master_addr;
-    lcfg.master_port = r->master_port;
-    lcfg.argv = r->argv;
-    lcfg.exec_shim = exe;
-    lcfg.env = r->rank_env.env;
-    lcfg.run_id = r->uuid;
-    lcfg.log_dir = r->log_path;
-    lcfg.grace_ms = r->grace_ms;
-    lcfg.attempt = r->attempt;
-    lcfg.echo = !r->quiet;
-    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     run_inject_init(r);
     r->started = run_mono_now();
-    ss_life_launched(&r->life, r->started);
-    ss_hang_init(&r->hang, &r->hang_cfg, r->started);
-    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
-    if (!r->launcher)
+    r->notes = calloc((size_t)r->restart_cfg.max_restarts + 1,
+                      sizeof *r->notes);
+    if (!r->notes) {
+        snprintf(err, errlen, "out of memory");
         return -1;
-    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
-        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
+    }
+    ss_restart_init(&r->restart, &r->restart_cfg);
+    uv_timer_init(&r->loop, &r->restart_timer);
+    r->restart_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
     if (r->health_notes[0])
         run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->nprocs, r->db_path);
     print_dashboard(r);
-    return 0;
+    return begin_attempt(r, err, errlen);
 }
 
 /* One line when some rank used more names than the run has room for. */
@@ -1360,6 +1716,13 @@ static void print_summary(run_ctx *r, int status)
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
+    if (r->n_notes > 1) {
+        fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
+        for (uint32_t i = 0; i < r->n_notes; i++)
+            fprintf(stderr, "%s attempt %u %s (exit status %d)",
+                    i ? ";" : "", i, r->notes[i].cause, r->notes[i].status);
+        fputc('\n', stderr);
+    }
     print_names_over_limit(r);
     ss_run_summary sum;
     summary_facts(r, status, &sum);
@@ -1433,6 +1796,7 @@ static int run_agent(run_ctx *r)
         .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
         .host_interval_ms = r->host_interval_ms,
         .log_dir = r->log_dir,
+        .max_restarts = r->restart_cfg.max_restarts,
         .health = &r->health_cfg,
     };
     return ss_agent_main(&cfg);
@@ -1451,6 +1815,7 @@ int ss_run_main(int argc, char **argv)
     r->join_timeout_ms = 300000;
     r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
+    r->restart_cfg.backoff_ms = SS_RESTART_BACKOFF_MS_DEFAULT;
     r->inject_ended = -1;
     ss_health_config_defaults(&r->health_cfg);
     ss_hang_config_defaults(&r->hang_cfg);
@@ -1488,7 +1853,7 @@ int ss_run_main(int argc, char **argv)
         r->tick.data = r;
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
-        status = r->hang_stop_why[0] ? SS_HANG_EXIT_STATUS : job_status(r);
+        status = r->final_status;
         uint64_t dropped_ev = 0, dropped_rec = 0;
         for (uint32_t i = 0; i < r->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
@@ -1498,17 +1863,6 @@ int ss_run_main(int argc, char **argv)
             run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
-        ss_attempt_facts facts = {.attempt = r->attempt,
-                                  .ended_at = run_wall_now(),
-                                  .first_step = r->first_step,
-                                  .last_step = r->last_step,
-                                  .resumed_from = -1};
-        char fault[sizeof facts.cause];
-        const char *cause = run_fault_cause(r, status, fault, sizeof fault);
-        snprintf(facts.cause, sizeof facts.cause, "%s",
-                 cause ? cause
-                       : ss_life_attempt_cause(status, r->stop_requests > 0));
-        ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,
@@ -1554,6 +1908,7 @@ int ss_run_main(int argc, char **argv)
     free(r->nodes);
     free(r->remote_host);
     free(r->hang_ranks);
+    free(r->notes);
     ss_life_release(&r->life);
     free(r);
     return status;

@@ -2,8 +2,10 @@
  * run_inject.c - health checks and injected faults in `stepscope run`, as
  * node 0's controller carries them out (run_internal.h).
  *
- * Health: node 0 checks itself before its ranks start (health.h); the
- * other nodes' agents check themselves before theirs and report HEALTH.
+ * Health: node 0 checks itself before its ranks start (health.h), before
+ * the first attempt and before each restart; the other nodes' agents check
+ * themselves before theirs (at the join, and on each RESTART) and report
+ * HEALTH.
  * A failure anywhere stops the job, names the node, the check and its
  * output on stderr and in a `health_check_failed` event, and makes the
  * attempt's cause `health_check`.
@@ -13,7 +15,8 @@
  * rank's parent: this controller for node 0's ranks, the node's agent for
  * the others (INJECT).  Each fault is an `injected` event; an attempt that
  * fails after a fault fired is charged to it (`injected:SPEC`), which
- * MTBF leaves out (goodput.h).
+ * MTBF leaves out (goodput.h).  Each fault fires once per run: a restarted
+ * attempt (run.c, ss_attempt_hooks) runs without the faults that fired.
  */
 #include "run_internal.h"
 
@@ -78,14 +81,46 @@ int run_health_first(run_ctx *r, char *err, size_t errlen)
     return -1;
 }
 
-int run_health_start(run_ctx *r, ss_health_done done, void *ctx, char *err,
-                     size_t errlen)
+/* Node 0's health check before a later attempt is done: a failure is
+ * reported like any node's, then the attempt goes on (run_health_done). */
+static void on_attempt_health(void *ctx, const ss_health_result *res)
 {
+    run_ctx *r = ctx;
+    if (res->ok && res->notes[0])
+        run_event(r, "health_check", -1, "node 0 passed: %s", res->notes);
+    else if (!res->ok)
+        run_health_failed(r, 0, res->check, res->output);
+    run_health_done(r);
+}
+
+/* ss_attempt_hooks.health_start: node 0's check on the run's loop (the
+ * links' heartbeats go on while a site command runs). */
+static int hook_health_start(void *ctx, run_ctx *r, uint32_t attempt,
+                             char *err, size_t errlen)
+{
+    (void)ctx;
+    (void)attempt;
     ss_health_config cfg = node0_config(r);
-    return ss_health_start(&r->loop, &cfg, done, ctx, err, errlen);
+    return ss_health_start(&r->loop, &cfg, on_attempt_health, r, err,
+                           errlen);
 }
 
 /* ---- injected faults ---- */
+
+/* ss_attempt_hooks.arm_injector: a new attempt's ranks run.  The plan is
+ * kept (a fault that fired stays fired: a restarted job is not broken the
+ * same way again); no fault is charged with this attempt's end yet, and a
+ * SIGCONT still due was for a process group of the attempt before. */
+static void hook_arm_injector(void *ctx, run_ctx *r, uint32_t attempt)
+{
+    (void)ctx;
+    (void)attempt;
+    r->inject_ended = -1;
+    for (uint32_t i = 0; i < SS_INJECT_MAX; i++) {
+        uv_timer_stop(&r->inject_cont[i]);
+        r->inject_pid[i] = 0;
+    }
+}
 
 void run_inject_init(run_ctx *r)
 {
@@ -94,6 +129,8 @@ void run_inject_init(run_ctx *r)
         uv_timer_init(&r->loop, &r->inject_cont[i]);
         r->inject_cont[i].data = r;
     }
+    r->hooks = (ss_attempt_hooks){NULL, hook_health_start,
+                                  hook_arm_injector};
 }
 
 static void on_inject_cont(uv_timer_t *t)

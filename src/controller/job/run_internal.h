@@ -29,6 +29,7 @@
 #include "remote_stacks.h"
 #include "nodeconf.h"
 #include "rank_env.h"
+#include "restart.h"
 #include "runlock.h"
 #include "stack_service.h"
 #include "store.h"
@@ -74,13 +75,53 @@ typedef struct {
 
 /* What `stepscope run` does on a hang besides recording the finding
  * (--on-hang). */
-typedef enum { SS_ON_HANG_DUMP = 0, SS_ON_HANG_STOP = 1 } ss_on_hang;
+typedef enum {
+    SS_ON_HANG_DUMP = 0,
+    SS_ON_HANG_STOP = 1,
+    SS_ON_HANG_RESTART = 2 /* stop the attempt; restart (restart.h) */
+} ss_on_hang;
 
 /* The job's exit status after --on-hang stop ended it (docs/debug.md). */
 #define SS_HANG_EXIT_STATUS 124
 
+/* How long the agents have to say goodbye once the job is over. */
+#define SS_AGENTS_LEAVE_MS 5000
 
+typedef struct run_ctx run_ctx;
+
+/*
+ * What happens around each attempt besides launching its ranks (both may
+ * be NULL; run_inject_init sets them).  Called on the loop thread.
+ *
+ * HEALTH_START starts node 0's health checks before a later attempt's
+ * ranks are launched (ATTEMPT >= 1; attempt 0's run in start(), before
+ * anything listens: run_health_first), without blocking the loop (the
+ * links' heartbeats go on): it returns 0 and later calls
+ * run_health_done(R) exactly once, after run_health_failed when a check
+ * failed; or it returns -1 with a reason in ERR when the checks could not
+ * start (run_health_done is then never called; the attempt fails to
+ * start).  The other nodes check themselves when told RESTART, which they
+ * are only once node 0's checks passed.  The attempt's connect timeout,
+ * hang clock and launch time start only after the checks.
+ *
+ * ARM_INJECTOR runs right after each attempt's ranks were launched: the
+ * fault injector's state for ATTEMPT (faults that fired stay fired; the
+ * fault charged with a failure is the attempt's own, run_fault_cause).
+ */
 typedef struct {
+    void *ctx;
+    int (*health_start)(void *ctx, run_ctx *r, uint32_t attempt, char *err,
+                        size_t errlen);
+    void (*arm_injector)(void *ctx, run_ctx *r, uint32_t attempt);
+} ss_attempt_hooks;
+
+/* How one attempt ended, for the summary. */
+typedef struct {
+    char cause[48];
+    int status;
+} attempt_note;
+
+struct run_ctx {
     /* options */
     uint32_t nprocs;
     const char *name;
@@ -97,6 +138,7 @@ typedef struct {
     ss_hang_config hang_cfg; /* --hang-timeout */
     int hang_off;            /* --hang-timeout 0 */
     ss_on_hang on_hang;      /* --on-hang */
+    ss_restart_config restart_cfg; /* --max-restarts and friends */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
     ss_node_conf conf;       /* resolved (nodeconf.h) */
@@ -137,7 +179,8 @@ typedef struct {
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
-    ss_mono_ns started;
+    ss_mono_ns started;         /* the run's start */
+    ss_mono_ns attempt_started; /* this attempt's launch */
     uint32_t stop_requests;
     uint64_t steps_finalized;
     int64_t first_step, last_step; /* of this attempt's finalized steps */
@@ -164,6 +207,19 @@ typedef struct {
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */
+    /* attempts (run.c, restart.h) */
+    ss_attempt_hooks hooks;
+    ss_restart_policy restart;
+    uv_timer_t restart_timer; /* the backoff before the next attempt */
+    int restart_pending;      /* the timer runs */
+    int health_pending;       /* the health checks of this attempt run */
+    int hang_acted;           /* --on-hang stop/restart ended this attempt */
+    int node_lost_attempt;    /* a node was lost in this attempt */
+    char no_restart_why[300]; /* a failure no restart may follow, else "" */
+    attempt_note *notes;      /* max_restarts + 1 */
+    uint32_t n_notes;
+    int final_status;         /* the last attempt's exit status */
+    int ending;               /* no attempt follows: the agents leave */
     /* health checks and injected faults (run_inject.c) */
     int health_failed;      /* a node failed its check: cause health_check */
     char health_notes[512]; /* what node 0's passed checks saw, for the
@@ -172,7 +228,7 @@ typedef struct {
                                attempt's failure; -1: none fired */
     uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
     int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
-} run_ctx;
+};
 
 
 ss_wall_ns run_wall_now(void);
@@ -200,6 +256,15 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
 
+/* The health checks started by ss_attempt_hooks.health_start are done;
+ * a failure was reported with run_health_failed (r->health_failed): the
+ * attempt ends (cause health_check, never restarted), else its ranks are
+ * launched now. */
+void run_health_done(run_ctx *r);
+
+/* Ends the controller's loop: the run is over. */
+void run_end_loop(run_ctx *r);
+
 /* ---- run_inject.c: health checks and injected faults ---- */
 
 /* Node 0's health check before the first attempt, on a private loop (no
@@ -212,12 +277,8 @@ int run_health_first(run_ctx *r, char *err, size_t errlen);
 void run_health_failed(run_ctx *r, uint32_t node, const char *check,
                        const char *output);
 
-/* Node 0's health check before a later attempt, on the run's loop: DONE
- * is called once with the result (for the restart loop). */
-int run_health_start(run_ctx *r, ss_health_done done, void *ctx, char *err,
-                     size_t errlen);
-
-/* Initialises the injector's timers (once, on the run's loop). */
+/* Initialises the injector's timers and sets r->hooks to the health checks
+ * and the injector of each attempt (once, on the run's loop). */
 void run_inject_init(run_ctx *r);
 
 /* The controller learned RANK is at STEP (-1: it just connected): sends
@@ -254,6 +315,14 @@ uint32_t run_node_of(const run_ctx *r, uint32_t rank);
 
 /* At the end of the run: the nodes whose ranks all exited are done. */
 void run_nodes_finish(run_ctx *r);
+
+/* A new attempt begins (r->attempt is already the new one): joined nodes
+ * are told to relaunch their ranks (LINK_RESTART), lost ones must join
+ * again within the join timeout. */
+void run_nodes_restart(run_ctx *r);
+
+/* Whether every node that joined has left (1 on a single node). */
+int run_nodes_all_gone(const run_ctx *r);
 
 /* Closes the links (end of run). */
 void run_nodes_close(run_ctx *r);

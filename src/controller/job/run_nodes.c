@@ -109,6 +109,7 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
         return;
     s->lost = 1;
     s->gone = 1;
+    r->node_lost_attempt = 1;
     char ranks[64], where[200], msg[600];
     node_ranks(r, node, ranks, sizeof ranks);
     if (s->addr[0])
@@ -174,7 +175,9 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
     node_slot *s = &r->nodes[k];
     if (s->joined || s->gone) {
         snprintf(reason, reasonlen, "node %u has %s", k,
-                 s->gone ? "already left the run" : "already joined");
+                 s->gone ? "already left this attempt (it may join again "
+                           "for the next one)"
+                         : "already joined");
         return -1;
     }
     if (r->job_stopping) {
@@ -268,6 +271,13 @@ static void cb_node_gone(void *ctx, uint32_t node, int clean, const char *why)
 {
     run_ctx *r = ctx;
     node_slot *s = &r->nodes[node];
+    if (r->ending) {
+        /* The job is over: the agents were told so and leave. */
+        s->gone = 1;
+        if (run_nodes_all_gone(r))
+            run_end_loop(r);
+        return;
+    }
     if (clean && s->all_exited) {
         s->gone = 1;
         char gone[96];
@@ -400,14 +410,18 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
 void run_nodes_tick(run_ctx *r, ss_mono_ns now)
 {
     if (r->nnodes == 1 ||
-        now - r->started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
+        now - r->attempt_started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
         return;
     for (uint32_t k = 1; k < r->nnodes; k++) {
         if (r->nodes[k].joined || r->nodes[k].gone)
             continue;
         char why[96];
-        snprintf(why, sizeof why, "did not join within %.0f s",
+        snprintf(why, sizeof why, "did not %s within %.0f s",
+                 r->attempt ? "join again" : "join",
                  r->join_timeout_ms / 1000.0);
+        /* A restart would wait for it in vain. */
+        snprintf(r->no_restart_why, sizeof r->no_restart_why, "node %u %s",
+                 k, why);
         node_lost(r, k, why, SS_NODE_NEVER_JOINED);
     }
 }
@@ -441,6 +455,40 @@ void run_nodes_finish(run_ctx *r)
     for (uint32_t k = 1; k < r->nnodes; k++)
         if (!r->nodes[k].lost && r->nodes[k].all_exited)
             put_node(r, k, SS_NODE_DONE, NULL, SS_MISSING);
+}
+
+void run_nodes_restart(run_ctx *r)
+{
+    if (r->nnodes == 1)
+        return;
+    memset(r->remote_host, 0, (size_t)(r->nprocs - r->nproc_local) *
+                                  SS_REMOTE_HOST_SLOTS *
+                                  sizeof *r->remote_host);
+    put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
+    for (uint32_t k = 1; k < r->nnodes; k++) {
+        node_slot *s = &r->nodes[k];
+        s->all_exited = 0;
+        s->status = 0;
+        if (s->gone) {
+            /* Lost (or gone) in the attempt before: it must join again. */
+            s->joined = s->gone = s->lost = s->have_clock = 0;
+            put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
+            continue;
+        }
+        for (uint32_t i = 0; s->have_clock && i < r->nproc_local; i++)
+            ss_aggregator_set_clock_bound(r->agg, k * r->nproc_local + i,
+                                          s->clock_bound_ns);
+        put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
+    }
+    ss_node_links_restart_all(r->links, r->attempt);
+}
+
+int run_nodes_all_gone(const run_ctx *r)
+{
+    for (uint32_t k = 1; k < r->nnodes; k++)
+        if (r->nodes[k].joined && !r->nodes[k].gone)
+            return 0;
+    return 1;
 }
 
 void run_nodes_close(run_ctx *r)

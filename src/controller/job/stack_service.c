@@ -350,6 +350,12 @@ int ss_stack_service_start(ss_stack_service *s,
     return 0;
 }
 
+void ss_stack_service_set_attempt(ss_stack_service *s, uint32_t attempt)
+{
+    if (s)
+        s->cfg.attempt = attempt;
+}
+
 void ss_stack_service_close(ss_stack_service *s)
 {
     if (!s)

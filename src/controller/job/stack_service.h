@@ -82,6 +82,10 @@ int ss_stack_service_start(ss_stack_service *s,
                            const ss_stack_service_config *cfg, char *err,
                            size_t errlen);
 
+/* The attempt the snapshots taken from now on belong to (a restart began
+ * it).  Loop thread.  NULL: no-op. */
+void ss_stack_service_set_attempt(ss_stack_service *s, uint32_t attempt);
+
 /*
  * What ss_stack_service_capture hands its caller, on the loop's thread:
  * DOC, the stacks document (stack_doc.h) of LEN bytes, or NULL with a

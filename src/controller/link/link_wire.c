@@ -55,7 +55,8 @@ static int sent_by_controller(unsigned type)
     switch (type) {
     case LINK_CHALLENGE: case LINK_JOIN_OK: case LINK_JOIN_REJECT:
     case LINK_DATA: case LINK_CLOSE: case LINK_TIME_RESP: case LINK_HEARTBEAT:
-    case LINK_STOP: case LINK_INJECT: case LINK_STACKS_REQ:
+    case LINK_STOP: case LINK_RESTART: case LINK_END: case LINK_INJECT:
+    case LINK_STACKS_REQ:
         return 1;
     default:
         return 0;
@@ -85,10 +86,11 @@ static long fixed_size(unsigned type)
     case LINK_TIME_REQ: return 8;
     case LINK_TIME_RESP: return 24;
     case LINK_CLOCK: return 28;
-    case LINK_HEARTBEAT: case LINK_BYE: return 0;
+    case LINK_HEARTBEAT: case LINK_BYE: case LINK_END: return 0;
     case LINK_RANK_STARTED: return 8;
     case LINK_ALL_EXITED: return 8;
     case LINK_HOST: return HOST_SIZE;
+    case LINK_RESTART: return 4;
     case LINK_INJECT: return 9;
     case LINK_STACKS_REQ: return 9;
     default: return -1;
@@ -283,6 +285,7 @@ static void put_payload(wbuf *b, const link_frame *f)
         break;
     case LINK_HEARTBEAT:
     case LINK_BYE:
+    case LINK_END:
         break;
     case LINK_RANK_STARTED:
         put_u32(b, f->u.rank_started.rank);
@@ -313,6 +316,11 @@ static void put_payload(wbuf *b, const link_frame *f)
             b->bad = 1;
         put_u8(b, f->u.stop.kill_now);
         put_str(b, f->u.stop.reason, sizeof f->u.stop.reason);
+        break;
+    case LINK_RESTART:
+        if (f->u.restart.attempt == 0)
+            b->bad = 1;
+        put_u32(b, f->u.restart.attempt);
         break;
     case LINK_HEALTH: {
         const link_health *h = &f->u.health;
@@ -639,6 +647,7 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
     }
     case LINK_HEARTBEAT:
     case LINK_BYE:
+    case LINK_END:
         break;
     case LINK_RANK_STARTED:
         out->u.rank_started.rank = get_u32(r);
@@ -683,6 +692,12 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
         if (!r->short_read && out->u.stop.kill_now > 1)
             return fail(err, errlen, "STOP has a kill flag of %u",
                         (unsigned)out->u.stop.kill_now);
+        break;
+    case LINK_RESTART:
+        out->u.restart.attempt = get_u32(r);
+        if (!r->short_read && out->u.restart.attempt == 0)
+            return fail(err, errlen, "RESTART to attempt 0 (the first "
+                        "attempt is never a restart)");
         break;
     case LINK_HEALTH: {
         link_health *h = &out->u.health;
@@ -865,6 +880,8 @@ const char *link_type_name(unsigned type)
     case LINK_HOST: return "HOST";
     case LINK_STOP: return "STOP";
     case LINK_BYE: return "BYE";
+    case LINK_RESTART: return "RESTART";
+    case LINK_END: return "END";
     case LINK_HEALTH: return "HEALTH";
     case LINK_INJECT: return "INJECT";
     case LINK_STACKS_REQ: return "STACKS_REQ";

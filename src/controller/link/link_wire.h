@@ -20,8 +20,8 @@
  * unchanged, CLOSE(channel) from either side.  The rest is the node's
  * business: clock exchanges, rank starts and exits, host evidence per rank
  * step, heartbeats, the node's health check (HEALTH), the controller's
- * STOP and injected faults (INJECT), and its ranks' stacks on request
- * (STACKS_REQ, answered by STACKS_PART chunks).
+ * STOP, RESTART, END and injected faults (INJECT), and its ranks' stacks on
+ * request (STACKS_REQ, answered by STACKS_PART chunks).
  *
  * The decoder is a per-link state machine that checks framing, field
  * ranges, the order of the handshake, the direction of each type and every
@@ -77,6 +77,8 @@ typedef enum {
     /* commands */
     LINK_STOP = 40,       /* controller -> agent */
     LINK_BYE = 41,        /* agent -> controller, last frame */
+    LINK_RESTART = 42,    /* controller -> agent: launch the next attempt */
+    LINK_END = 43,        /* controller -> agent: no attempt follows */
     /* health checks and fault injection */
     LINK_HEALTH = 44,     /* agent -> controller: a check's result */
     LINK_INJECT = 45,     /* controller -> agent: signal one of its ranks */
@@ -177,6 +179,15 @@ typedef struct {
     char reason[LINK_MAX_STR + 1];
 } link_stop;
 
+/* The job restarts: the agent stops its ranks if they still run, waits
+ * for them, and launches them again as ATTEMPT (>= 1).  The controller
+ * sends it only after the node's ALL_EXITED of the attempt before, so
+ * every RANK_EXIT and ALL_EXITED the agent sends before reading it belongs
+ * to the earlier attempt and every one after to ATTEMPT. */
+typedef struct {
+    uint32_t attempt;
+} link_restart;
+
 /* The node's health check (health.h) before its ranks start: OK 1 when
  * every check passed (CHECK names the last one run), 0 with the failing
  * check's name and its output (bounded, may be ""). */
@@ -217,8 +228,9 @@ typedef struct {
     const uint8_t *bytes; /* decoder: points into the caller's buffer */
 } link_stacks_part;
 
-/* A decoded frame; only the member of TYPE is valid.  HEARTBEAT and BYE
- * have no payload. */
+/* A decoded frame; only the member of TYPE is valid.  HEARTBEAT, BYE and
+ * END have no payload.  END tells an agent that waits after its ranks
+ * exited (restarts on) that the job is over: it says BYE and ends. */
 typedef struct {
     link_type type;
     union {
@@ -237,6 +249,7 @@ typedef struct {
         link_all_exited all_exited;
         link_host host;
         link_stop stop;
+        link_restart restart;
         link_health health;
         link_inject inject;
         link_stacks_req stacks_req;

@@ -139,6 +139,9 @@ static link_frame sample(link_type type)
         f.u.stop.kill_now = 1;
         strcpy(f.u.stop.reason, "the job was stopped from the dashboard");
         break;
+    case LINK_RESTART:
+        f.u.restart.attempt = 3;
+        break;
     case LINK_HEALTH:
         f.u.health.ok = 0;
         strcpy(f.u.health.check, "disk");
@@ -224,7 +227,7 @@ static const link_type k_from_agent[] = {
     LINK_HOST, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
-    LINK_INJECT, LINK_STACKS_REQ};
+    LINK_RESTART, LINK_END, LINK_INJECT, LINK_STACKS_REQ};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int same_frame(const link_frame *a, const link_frame *b)
@@ -463,6 +466,12 @@ static void directions_are_enforced(void)
     CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_AGENT_HELLO);
     CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_RESTART);
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
+    f.u.restart.attempt = 0; /* the first attempt is never a restart */
+    CHECK_EQ_INT(link_encode(&p.ctrl_enc, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_END);
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &f), 0);
     /* A STOP from the agent (properly MACed as the agent) is refused. */
     link_encoder forged;
     link_encoder_init(&forged, LINK_FROM_CONTROLLER);
@@ -576,8 +585,8 @@ static void handshake_order_is_enforced(void)
 
 static int from_controller(link_type type)
 {
-    return type == LINK_STOP || type == LINK_TIME_RESP ||
-           type == LINK_INJECT || type == LINK_STACKS_REQ;
+    return type == LINK_STOP || type == LINK_TIME_RESP || type == LINK_INJECT ||
+           type == LINK_RESTART || type == LINK_END || type == LINK_STACKS_REQ;
 }
 
 /* Every proper prefix of every frame is LINK_NEED_MORE. */
@@ -588,7 +597,7 @@ static void every_prefix_needs_more(void)
     REQUIRE(handshake(&p));
     const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_EXIT,
                              LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
-                             LINK_HEALTH, LINK_INJECT, LINK_STACKS_REQ,
+                             LINK_HEALTH, LINK_INJECT, LINK_RESTART, LINK_STACKS_REQ,
                              LINK_STACKS_PART};
     for (size_t k = 0; k < COUNT(all); k++) {
         int agent = !from_controller(all[k]);
@@ -829,6 +838,8 @@ static void answered_early(uint8_t *pl, size_t *len) { pl[23] = 0x80; (void)len;
 static void negative_bound(uint8_t *pl, size_t *len) { pl[15] = 0xff; (void)len; }
 static void data_empty(uint8_t *pl, size_t *len) { (void)pl; *len = 4; }
 static void extra_byte(uint8_t *pl, size_t *len) { pl[*len] = 0; (*len)++; }
+static void attempt_0(uint8_t *pl, size_t *len) { memset(pl, 0, 4); (void)len; }
+static void one_byte_short(uint8_t *pl, size_t *len) { (void)pl; (*len)--; }
 /* HEALTH: ok(1) len(1) "disk" output_len(2) output; INJECT: rank(4)
  * signal(1) duration(4). */
 static void health_ok_2(uint8_t *pl, size_t *len) { pl[0] = 2; (void)len; }
@@ -875,6 +886,10 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_OPEN, extra_byte, "payload bytes"},
         {LINK_HOST, extra_byte, "payload bytes"},
         {LINK_RANK_EXIT, extra_byte, "trailing"},
+        {LINK_RESTART, attempt_0, "attempt 0"},
+        {LINK_RESTART, extra_byte, "payload bytes"},
+        {LINK_RESTART, one_byte_short, "payload bytes"},
+        {LINK_END, extra_byte, "payload bytes"},
         {LINK_HEALTH, health_ok_2, "ok flag of 2"},
         {LINK_HEALTH, health_output_too_long, "exceeds 4096"},
         {LINK_HEALTH, health_output_nul, "NUL"},
@@ -913,6 +928,8 @@ static void type_names(void)
 {
     CHECK_STR(link_type_name(LINK_DATA), "DATA");
     CHECK_STR(link_type_name(LINK_AGENT_HELLO), "AGENT_HELLO");
+    CHECK_STR(link_type_name(LINK_RESTART), "RESTART");
+    CHECK_STR(link_type_name(LINK_END), "END");
     CHECK_STR(link_type_name(LINK_HEALTH), "HEALTH");
     CHECK_STR(link_type_name(LINK_INJECT), "INJECT");
     CHECK_STR(link_type_name(LINK_STACKS_REQ), "STACKS_REQ");
