@@ -121,9 +121,9 @@ def test_rank_raises_in_attempt_0_restarted_from_checkpoint(store, tmp_path):
     g = goodput(store)
     check_sums(g)
     a0, a1 = g["attempts"]
-    # Lost work: the steps after the checkpoint (8, 9) done again, plus
-    # the step in progress at the crash (10) as time.
-    assert a0["lost_steps"] == 10 - 7 - 1, a0
+    # Lost work: the steps after the checkpoint (8, 9) and the step in
+    # progress at the crash (10): k - the checkpoint's step.
+    assert a0["lost_steps"] == rows[0][3] + 1 - 7, a0
     assert a0["ms"]["lost_work"] > 0 and a0["ms"]["restart"] > 0
     assert a1["resumed_from"] == 7 and a1["cause"] == "completed"
     assert wait_gone(procs, 15), procs

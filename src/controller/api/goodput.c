@@ -340,6 +340,10 @@ static int account_attempt(ss_reader *r, ss_goodput *g,
     a->ns[SS_GP_OTHER] += t - p2.prev; /* steps lost since pass 1 */
     a->ns[SS_GP_HANG] += hang;
     a->ns[next ? SS_GP_LOST_WORK : SS_GP_OTHER] += f - t - hang;
+    /* The step in progress when it failed is computed again too: with one
+     * restart, lost steps = k - the checkpoint's step. */
+    if (next && failed && f - t - hang > 0)
+        a->lost_steps++;
     a->ns[next ? SS_GP_RESTART : SS_GP_OTHER] += w1 - f;
 
     g->up_ns += f - w0;

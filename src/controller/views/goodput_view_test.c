@@ -125,7 +125,7 @@ static void text_and_json_of_one_run(void)
     const cJSON *att = cJSON_GetObjectItemCaseSensitive(g, "attempts");
     REQUIRE(cJSON_GetArraySize(att) == 2);
     const cJSON *a0 = cJSON_GetArrayItem(att, 0);
-    CHECK(num(a0, "lost_steps") == 5);
+    CHECK(num(a0, "lost_steps") == 6);
     CHECK(num(cJSON_GetObjectItemCaseSensitive(a0, "ms"), "restart") ==
           4600);
     CHECK(num(cJSON_GetArrayItem(att, 1), "resumed_from") == 4);
