@@ -687,9 +687,26 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/* An abort once the script has finished, while the interpreter tears torch
+ * down (torch 1.13's gloo can std::terminate there: "terminate called
+ * without an active exception"), is not the job's failure: said, and the
+ * process ends with the script's own status.  Async-signal-safe. */
+static void abort_after_script(int sig)
+{
+    (void)sig;
+    static const char msg[] =
+        "stepscope: the process aborted while the interpreter shut down, "
+        "after the script had ended (torch's teardown); ending it with the "
+        "script's own status\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(watchdog_status);
+    _exit(watchdog_status);
+}
+
 /* _exit_watchdog(seconds, status): the script has finished (called from the
- * last atexit handler): flushes the recorder, then ends the process with
- * STATUS if interpreter shutdown has not finished within SECONDS. */
+ * last atexit handler): flushes the recorder, ends the process with STATUS
+ * if interpreter shutdown has not finished within SECONDS, and turns an
+ * abort during that shutdown into STATUS (abort_after_script). */
 static PyObject *m_exit_watchdog(PyObject *m, PyObject *const *args,
                                  Py_ssize_t nargs)
 {
@@ -704,6 +721,11 @@ static PyObject *m_exit_watchdog(PyObject *m, PyObject *const *args,
     ss_shutdown();
     watchdog_seconds = seconds > 0 ? seconds : 0;
     watchdog_status = (int)(status & 0xff);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = abort_after_script;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGABRT, &sa, NULL);
     pthread_t t;
     if (pthread_create(&t, NULL, watchdog_main, NULL) == 0)
         pthread_detach(t);

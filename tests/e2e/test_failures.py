@@ -123,3 +123,30 @@ def rank_pids(parent):
         if int(fields[1]) == parent and b"ss_allreduce" in cmd:
             pids.append(int(entry))
     return pids
+
+
+TEARDOWN_ABORT = """
+import os, sys
+import torch                # auto mode instruments a torch job
+import stepscope
+class AbortsAtTeardown:
+    def __del__(self):
+        os.abort()          # as torch 1.13's gloo teardown can
+keep = AbortsAtTeardown()   # dropped while the interpreter shuts down
+with stepscope.step():
+    pass
+if len(sys.argv) > 1:
+    os.abort()              # inside the script: a real failure
+"""
+
+
+def test_abort_in_teardown_after_the_script_keeps_its_status(store, tmp_path):
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN_ABORT)
+    job = run_job(store, 2, ["/usr/bin/python3", str(script)],
+                  extra=("--auto",))
+    assert job.returncode == 0, job.stderr
+    assert "aborted while the interpreter shut down" in job.stderr
+    failed = run_job(store, 2, ["/usr/bin/python3", str(script), "abort"],
+                     extra=("--auto",))
+    assert failed.returncode == 128 + signal.SIGABRT, failed.stderr
