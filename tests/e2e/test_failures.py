@@ -7,6 +7,7 @@ import subprocess
 import time
 
 from conftest import STEPSCOPE, example, kill_quietly, run_job, wait_gone
+from test_ddp import python_cmd
 
 
 def test_rank_crash_is_named_with_its_step(store):
@@ -143,10 +144,8 @@ if len(sys.argv) > 1:
 def test_abort_in_teardown_after_the_script_keeps_its_status(store, tmp_path):
     script = tmp_path / "teardown.py"
     script.write_text(TEARDOWN_ABORT)
-    job = run_job(store, 2, ["/usr/bin/python3", str(script)],
-                  extra=("--auto",))
+    job = run_job(store, 2, python_cmd(script), extra=("--auto",))
     assert job.returncode == 0, job.stderr
     assert "aborted while the interpreter shut down" in job.stderr
-    failed = run_job(store, 2, ["/usr/bin/python3", str(script), "abort"],
-                     extra=("--auto",))
+    failed = run_job(store, 2, python_cmd(script, "abort"), extra=("--auto",))
     assert failed.returncode == 128 + signal.SIGABRT, failed.stderr
