@@ -1,5 +1,5 @@
 /*
- * appendf.c - snprintf at a running length (appendf.h).
+ * appendf.c - formatted text into fixed buffers (appendf.h).
  */
 #include "appendf.h"
 
@@ -15,4 +15,14 @@ void ss_appendf(char *buf, size_t buflen, size_t *len, const char *fmt, ...)
     va_end(ap);
     if (n > 0)
         *len += (size_t)n;
+}
+
+void ss_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
 }

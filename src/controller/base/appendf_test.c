@@ -30,4 +30,15 @@ static void a_cut_text_still_counts(void)
     CHECK_EQ_INT(len, 16);
 }
 
-TEST_LIST(TEST(pieces_join_and_count), TEST(a_cut_text_still_counts))
+static void a_reason_goes_where_asked(void)
+{
+    char err[16] = "untouched";
+    ss_set_err(NULL, 8, "x %d", 1);
+    ss_set_err(err, 0, "x %d", 1);
+    CHECK_STR(err, "untouched");
+    ss_set_err(err, sizeof err, "bad port %d", 70000);
+    CHECK_STR(err, "bad port 70000");
+}
+
+TEST_LIST(TEST(pieces_join_and_count), TEST(a_cut_text_still_counts),
+          TEST(a_reason_goes_where_asked))

@@ -27,7 +27,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,18 +124,6 @@ struct ss_launcher {
 
 /* ---- small helpers ---- */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Writes every byte of IOV to FD, waiting when FD is non-blocking.  Returns
  * 0 or -1 (errno set). */
@@ -639,7 +626,7 @@ static int pick_free_port(uint16_t *port, char *err, size_t errlen)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        set_err(err, errlen, "socket: %s", strerror(errno));
+        ss_set_err(err, errlen, "socket: %s", strerror(errno));
         return -1;
     }
     struct sockaddr_in a = {.sin_family = AF_INET,
@@ -647,7 +634,7 @@ static int pick_free_port(uint16_t *port, char *err, size_t errlen)
     socklen_t alen = sizeof a;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-        set_err(err, errlen, "choosing MASTER_PORT: bind(127.0.0.1:0): %s",
+        ss_set_err(err, errlen, "choosing MASTER_PORT: bind(127.0.0.1:0): %s",
                 strerror(errno));
         close(fd);
         return -1;
@@ -669,7 +656,7 @@ static int open_log(ss_launcher *l, ss_rank *r, const ss_launch_config *cfg,
     int created = 0;
     r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created);
     if (r->log_fd < 0) {
-        set_err(err, errlen, "open(%s): %s", path, strerror(errno));
+        ss_set_err(err, errlen, "open(%s): %s", path, strerror(errno));
         return -1;
     }
     struct stat sb;
@@ -701,7 +688,7 @@ static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
 {
     char **env = build_env(l, cfg, r->rank);
     if (!env) {
-        set_err(err, errlen, "out of memory");
+        ss_set_err(err, errlen, "out of memory");
         return -1;
     }
     uv_stdio_container_t stdio[3];
@@ -724,7 +711,7 @@ static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
     int rc = uv_spawn(l->loop, &r->proc, &opt);
     free_env(env);
     if (rc < 0) {
-        set_err(err, errlen, "cannot start rank %" PRIu32 ": %s: %s",
+        ss_set_err(err, errlen, "cannot start rank %" PRIu32 ": %s: %s",
                 r->global, argv[0], uv_strerror(rc));
         return -1;
     }
@@ -763,32 +750,32 @@ static int is_loopback(const char *addr)
 static int check_config(const ss_launch_config *cfg, char *err, size_t errlen)
 {
     if (cfg->nprocs < 1 || cfg->nprocs > SS_LAUNCH_MAX_RANKS) {
-        set_err(err, errlen, "number of ranks must be 1..%d, not %" PRIu32,
+        ss_set_err(err, errlen, "number of ranks must be 1..%d, not %" PRIu32,
                 SS_LAUNCH_MAX_RANKS, cfg->nprocs);
         return -1;
     }
     if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0]) {
-        set_err(err, errlen, "no command to run");
+        ss_set_err(err, errlen, "no command to run");
         return -1;
     }
     if (!cfg->exec_shim || !cfg->exec_shim[0]) {
-        set_err(err, errlen, "no path to the stepscope executable (exec shim)");
+        ss_set_err(err, errlen, "no path to the stepscope executable (exec shim)");
         return -1;
     }
     for (char *const *e = cfg->env; e && *e; e++)
         if (!strchr(*e, '=') || **e == '=') {
-            set_err(err, errlen, "bad environment entry '%s' (NAME=value)", *e);
+            ss_set_err(err, errlen, "bad environment entry '%s' (NAME=value)", *e);
             return -1;
         }
     uint32_t nnodes = cfg->nnodes ? cfg->nnodes : 1;
     uint64_t world = cfg->world_size ? cfg->world_size : cfg->nprocs;
     if (cfg->node_rank >= nnodes) {
-        set_err(err, errlen, "node rank %" PRIu32 " is not below the number "
+        ss_set_err(err, errlen, "node rank %" PRIu32 " is not below the number "
                 "of nodes (%" PRIu32 ")", cfg->node_rank, nnodes);
         return -1;
     }
     if ((uint64_t)cfg->rank_base + cfg->nprocs > world) {
-        set_err(err, errlen, "ranks %" PRIu32 "..%" PRIu64 " do not fit in a "
+        ss_set_err(err, errlen, "ranks %" PRIu32 "..%" PRIu64 " do not fit in a "
                 "world of %" PRIu64 " ranks", cfg->rank_base,
                 (uint64_t)cfg->rank_base + cfg->nprocs - 1, world);
         return -1;
@@ -796,17 +783,17 @@ static int check_config(const ss_launch_config *cfg, char *err, size_t errlen)
     const char *addr = cfg->master_addr;
     if (addr) {
         if (!*addr) {
-            set_err(err, errlen, "empty master address");
+            ss_set_err(err, errlen, "empty master address");
             return -1;
         }
         for (const char *c = addr; *c; c++)
             if (!isgraph((unsigned char)*c)) {
-                set_err(err, errlen, "bad master address '%s'", addr);
+                ss_set_err(err, errlen, "bad master address '%s'", addr);
                 return -1;
             }
     }
     if (!cfg->master_port && (nnodes > 1 || (addr && !is_loopback(addr)))) {
-        set_err(err, errlen, "no master port for %s%s: every node must be "
+        ss_set_err(err, errlen, "no master port for %s%s: every node must be "
                 "given the same MASTER_PORT, none can be picked at random",
                 nnodes > 1 ? "a multi-node job with master " : "master ",
                 addr ? addr : "127.0.0.1");
@@ -831,7 +818,7 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
                                size_t errlen)
 {
     if (!loop || !cfg) {
-        set_err(err, errlen, "no loop or no configuration");
+        ss_set_err(err, errlen, "no loop or no configuration");
         return NULL;
     }
     if (check_config(cfg, err, errlen) < 0)
@@ -840,7 +827,7 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     ss_launcher *l = calloc(1, sizeof *l);
     if (!l || !(l->ranks = calloc(cfg->nprocs, sizeof *l->ranks))) {
         free(l);
-        set_err(err, errlen, "out of memory for %" PRIu32 " ranks", cfg->nprocs);
+        ss_set_err(err, errlen, "out of memory for %" PRIu32 " ranks", cfg->nprocs);
         return NULL;
     }
     l->loop = loop;
@@ -881,11 +868,11 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     if (!(l->master_addr = strdup(cfg->master_addr ? cfg->master_addr
                                                    : "127.0.0.1")) ||
         (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir)))) {
-        set_err(err, errlen, "out of memory");
+        ss_set_err(err, errlen, "out of memory");
         goto fail;
     }
     if (l->log_dir && ss_mkdirs_private(l->log_dir) < 0) {
-        set_err(err, errlen, "cannot create log directory %s: %s", l->log_dir,
+        ss_set_err(err, errlen, "cannot create log directory %s: %s", l->log_dir,
                 strerror(errno));
         goto fail;
     }
@@ -893,7 +880,7 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     if (!l->master_port && pick_free_port(&l->master_port, err, errlen) < 0)
         goto fail;
     if (!(argv = shim_argv(cfg))) {
-        set_err(err, errlen, "out of memory");
+        ss_set_err(err, errlen, "out of memory");
         goto fail;
     }
     for (uint32_t i = 0; i < cfg->nprocs; i++) {

@@ -12,7 +12,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +24,6 @@
 /* Errors quote at most the first 64 bytes of a host list. */
 #define LIST_ARG(list) (list), strlen(list) > 64 ? "..." : ""
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- host lists ---- */
 
@@ -103,14 +90,14 @@ static int parse_group(const char *list, const char *start, const char *end,
     int n = 0;
     const char *p = start;
     if (p == end) {
-        set_err(err, errlen, "'%.64s%s': empty bracket group []", LIST_ARG(list));
+        ss_set_err(err, errlen, "'%.64s%s': empty bracket group []", LIST_ARG(list));
         return -1;
     }
     for (;;) {
         host_range r;
         const char *at = p;
         if (parse_bound(&p, &r.lo, &r.width) < 0) {
-            set_err(err, errlen, "'%.64s%s': '%.*s' in brackets is not a number of "
+            ss_set_err(err, errlen, "'%.64s%s': '%.*s' in brackets is not a number of "
                     "at most %d digits", LIST_ARG(list), (int)(end - at), at,
                     RANGE_DIGITS_MAX);
             return -1;
@@ -120,19 +107,19 @@ static int parse_group(const char *list, const char *start, const char *end,
             p++;
             int w;
             if (parse_bound(&p, &r.hi, &w) < 0) {
-                set_err(err, errlen, "'%.64s%s': range '%.*s' lacks an upper bound "
+                ss_set_err(err, errlen, "'%.64s%s': range '%.*s' lacks an upper bound "
                         "of at most %d digits", LIST_ARG(list), (int)(end - at), at,
                         RANGE_DIGITS_MAX);
                 return -1;
             }
             if (r.hi < r.lo) {
-                set_err(err, errlen, "'%.64s%s': reversed range %" PRIu32
+                ss_set_err(err, errlen, "'%.64s%s': reversed range %" PRIu32
                         "-%" PRIu32, LIST_ARG(list), r.lo, r.hi);
                 return -1;
             }
         }
         if (n == maxr) {
-            set_err(err, errlen, "'%.64s%s': more than %d ranges in one group",
+            ss_set_err(err, errlen, "'%.64s%s': more than %d ranges in one group",
                     LIST_ARG(list), maxr);
             return -1;
         }
@@ -140,12 +127,12 @@ static int parse_group(const char *list, const char *start, const char *end,
         if (p == end)
             return n;
         if (*p != ',') {
-            set_err(err, errlen, "'%.64s%s': unexpected '%c' in brackets", LIST_ARG(list), *p);
+            ss_set_err(err, errlen, "'%.64s%s': unexpected '%c' in brackets", LIST_ARG(list), *p);
             return -1;
         }
         p++;
         if (p == end) {
-            set_err(err, errlen, "'%.64s%s': trailing ',' in brackets", LIST_ARG(list));
+            ss_set_err(err, errlen, "'%.64s%s': trailing ',' in brackets", LIST_ARG(list));
             return -1;
         }
     }
@@ -159,13 +146,13 @@ static int append_literal(name_list *cur, size_t from, const char *s,
     for (size_t i = from; i < cur->n; i++) {
         size_t old = strlen(cur->v[i]);
         if (old + len > HOST_NAME_MAX_LEN) {
-            set_err(err, errlen, "'%.64s%s': a host name is longer than %d bytes",
+            ss_set_err(err, errlen, "'%.64s%s': a host name is longer than %d bytes",
                     LIST_ARG(list), HOST_NAME_MAX_LEN);
             return -1;
         }
         char *v = realloc(cur->v[i], old + len + 1);
         if (!v) {
-            set_err(err, errlen, "out of memory");
+            ss_set_err(err, errlen, "out of memory");
             return -1;
         }
         memcpy(v + old, s, len);
@@ -187,13 +174,13 @@ static int cross_group(name_list *cur, size_t from, const host_range *ranges,
         per += (uint64_t)ranges[i].hi - ranges[i].lo + 1;
     uint64_t have = cur->n - from;
     if (per * have + from > cur->max) {
-        set_err(err, errlen, "'%.64s%s' names more than %zu hosts", LIST_ARG(list), cur->max);
+        ss_set_err(err, errlen, "'%.64s%s' names more than %zu hosts", LIST_ARG(list), cur->max);
         return -1;
     }
     size_t nprefix = (size_t)have;
     char **prefixes = malloc((nprefix ? nprefix : 1) * sizeof *prefixes);
     if (!prefixes) {
-        set_err(err, errlen, "out of memory");
+        ss_set_err(err, errlen, "out of memory");
         return -1;
     }
     memcpy(prefixes, cur->v + from, nprefix * sizeof *prefixes);
@@ -206,20 +193,20 @@ static int cross_group(name_list *cur, size_t from, const host_range *ranges,
                 char *name = NULL;
                 if (asprintf(&name, "%s%0*" PRIu64, prefixes[i],
                              ranges[g].width, x) < 0) {
-                    set_err(err, errlen, "out of memory");
+                    ss_set_err(err, errlen, "out of memory");
                     rc = -1;
                     break;
                 }
                 if (strlen(name) > HOST_NAME_MAX_LEN) {
                     free(name);
-                    set_err(err, errlen, "'%.64s%s': a host name is longer than "
+                    ss_set_err(err, errlen, "'%.64s%s': a host name is longer than "
                             "%d bytes", LIST_ARG(list), HOST_NAME_MAX_LEN);
                     rc = -1;
                     break;
                 }
                 if (names_push(cur, name) < 0) {
                     free(name);
-                    set_err(err, errlen, "out of memory");
+                    ss_set_err(err, errlen, "out of memory");
                     rc = -1;
                     break;
                 }
@@ -237,18 +224,18 @@ static int expand_item(name_list *cur, const char *list, const char *start,
                        const char *end, char *err, size_t errlen)
 {
     if (start == end) {
-        set_err(err, errlen, "'%.64s%s': empty host name", LIST_ARG(list));
+        ss_set_err(err, errlen, "'%.64s%s': empty host name", LIST_ARG(list));
         return -1;
     }
     size_t from = cur->n;
     char *empty = strdup("");
     if (!empty || names_push(cur, empty) < 0) {
         free(empty);
-        set_err(err, errlen, "out of memory");
+        ss_set_err(err, errlen, "out of memory");
         return -1;
     }
     if (cur->n > cur->max) {
-        set_err(err, errlen, "'%.64s%s' names more than %zu hosts", LIST_ARG(list), cur->max);
+        ss_set_err(err, errlen, "'%.64s%s' names more than %zu hosts", LIST_ARG(list), cur->max);
         return -1;
     }
     host_range ranges[GROUP_RANGES_MAX];
@@ -258,11 +245,11 @@ static int expand_item(name_list *cur, const char *list, const char *start,
             const char *close = memchr(p, ']', (size_t)(end - p));
             const char *open2 = memchr(p + 1, '[', (size_t)(end - p - 1));
             if (!close) {
-                set_err(err, errlen, "'%.64s%s': '[' without ']'", LIST_ARG(list));
+                ss_set_err(err, errlen, "'%.64s%s': '[' without ']'", LIST_ARG(list));
                 return -1;
             }
             if (open2 && open2 < close) {
-                set_err(err, errlen, "'%.64s%s': nested '['", LIST_ARG(list));
+                ss_set_err(err, errlen, "'%.64s%s': nested '['", LIST_ARG(list));
                 return -1;
             }
             int nr = parse_group(list, p + 1, close, ranges, GROUP_RANGES_MAX,
@@ -272,7 +259,7 @@ static int expand_item(name_list *cur, const char *list, const char *start,
                 return -1;
             p = close + 1;
         } else if (*p == ']') {
-            set_err(err, errlen, "'%.64s%s': ']' without '['", LIST_ARG(list));
+            ss_set_err(err, errlen, "'%.64s%s': ']' without '['", LIST_ARG(list));
             return -1;
         } else {
             size_t len = strcspn(p, "[]");
@@ -280,7 +267,7 @@ static int expand_item(name_list *cur, const char *list, const char *start,
                 len = (size_t)(end - p);
             for (size_t i = 0; i < len; i++)
                 if (isspace((unsigned char)p[i])) {
-                    set_err(err, errlen, "'%.64s%s': white space in a host name",
+                    ss_set_err(err, errlen, "'%.64s%s': white space in a host name",
                             LIST_ARG(list));
                     return -1;
                 }
@@ -296,7 +283,7 @@ char **ss_hostlist_expand(const char *list, size_t max_hosts, size_t *n,
                           char *err, size_t errlen)
 {
     if (!list || !*list) {
-        set_err(err, errlen, "empty host list");
+        ss_set_err(err, errlen, "empty host list");
         return NULL;
     }
     name_list cur = {.max = max_hosts ? max_hosts : SS_HOSTLIST_MAX_HOSTS};
@@ -308,12 +295,12 @@ char **ss_hostlist_expand(const char *list, size_t max_hosts, size_t *n,
         else if (*p == ']')
             depth--;
         if (depth < 0) {
-            set_err(err, errlen, "'%.64s%s': ']' without '['", LIST_ARG(list));
+            ss_set_err(err, errlen, "'%.64s%s': ']' without '['", LIST_ARG(list));
             goto fail;
         }
         if ((*p == ',' && depth == 0) || *p == '\0') {
             if (depth > 0) {
-                set_err(err, errlen, "'%.64s%s': '[' without ']'", LIST_ARG(list));
+                ss_set_err(err, errlen, "'%.64s%s': '[' without ']'", LIST_ARG(list));
                 goto fail;
             }
             if (expand_item(&cur, list, item, p, err, errlen) < 0)
@@ -411,20 +398,20 @@ static int parse_nnodes(const candidate *c, uint32_t *out, char *err,
         min[k] = '\0';
         if (parse_num(min, 1, UINT32_MAX, &lo) < 0 ||
             parse_num(colon + 1, 1, UINT32_MAX, &hi) < 0) {
-            set_err(err, errlen, "%s: not a number of nodes (N, or N:N)", what);
+            ss_set_err(err, errlen, "%s: not a number of nodes (N, or N:N)", what);
             return -1;
         }
         if (lo != hi) {
-            set_err(err, errlen, "%s: elastic ranges (MIN:MAX) are not "
+            ss_set_err(err, errlen, "%s: elastic ranges (MIN:MAX) are not "
                     "supported; give one number of nodes", what);
             return -1;
         }
     } else if (parse_num(c->text, 1, UINT32_MAX, &lo) < 0) {
-        set_err(err, errlen, "%s: not a number of nodes (N, or N:N)", what);
+        ss_set_err(err, errlen, "%s: not a number of nodes (N, or N:N)", what);
         return -1;
     }
     if (lo > SS_NODECONF_MAX_NODES) {
-        set_err(err, errlen, "%s: at most %d nodes", what,
+        ss_set_err(err, errlen, "%s: at most %d nodes", what,
                 SS_NODECONF_MAX_NODES);
         return -1;
     }
@@ -439,7 +426,7 @@ static int parse_port(const candidate *c, uint16_t *out, char *err,
     if (parse_num(c->text, 1, 65535, &v) < 0) {
         char what[128];
         name_value(c, what, sizeof what);
-        set_err(err, errlen, "%s: a port must be a number 1..65535", what);
+        ss_set_err(err, errlen, "%s: a port must be a number 1..65535", what);
         return -1;
     }
     *out = (uint16_t)v;
@@ -451,13 +438,13 @@ static int check_addr(const candidate *c, char *err, size_t errlen)
     char what[SS_NODECONF_ADDR_MAX + 64];
     name_value(c, what, sizeof what);
     if (strlen(c->text) >= SS_NODECONF_ADDR_MAX) {
-        set_err(err, errlen, "%.60s...: a host name is at most %d bytes",
+        ss_set_err(err, errlen, "%.60s...: a host name is at most %d bytes",
                 what, SS_NODECONF_ADDR_MAX - 1);
         return -1;
     }
     for (const char *s = c->text; *s; s++)
         if (isspace((unsigned char)*s) || !isprint((unsigned char)*s)) {
-            set_err(err, errlen, "%s: not a host name or address", what);
+            ss_set_err(err, errlen, "%s: not a host name or address", what);
             return -1;
         }
     return 0;
@@ -517,13 +504,13 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     if ((c = PICK(nr))) {
         name_value(c, what, sizeof what);
         if (parse_num(c->text, 0, UINT32_MAX, &out->node_rank) < 0) {
-            set_err(err, errlen, "%s: a node rank must be a number 0..N-1",
+            ss_set_err(err, errlen, "%s: a node rank must be a number 0..N-1",
                     what);
             return -1;
         }
         out->node_rank_from = c->from;
         if (out->node_rank >= out->nnodes) {
-            set_err(err, errlen, "%s is not below the number of nodes "
+            ss_set_err(err, errlen, "%s is not below the number of nodes "
                     "(%" PRIu32 ", from %s)", what, out->nnodes,
                     out->nnodes_from.what);
             return -1;
@@ -540,7 +527,7 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     if ((c = PICK(np))) {
         name_value(c, what, sizeof what);
         if (parse_num(c->text, 1, UINT32_MAX, &out->nproc_per_node) < 0) {
-            set_err(err, errlen, "%s: ranks per node must be a number of at "
+            ss_set_err(err, errlen, "%s: ranks per node must be a number of at "
                     "least 1%s", what, c->from.source == SS_NODE_FROM_PET
                     ? " (give -n N)" : "");
             return -1;
@@ -556,7 +543,7 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     if (list) {
         char herr[256];
         if (!(hosts = ss_hostlist_expand(list, 0, NULL, herr, sizeof herr))) {
-            set_err(err, errlen, "%s: %s", list_name, herr);
+            ss_set_err(err, errlen, "%s: %s", list_name, herr);
             return -1;
         }
     }
@@ -581,7 +568,7 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     }
     ss_hostlist_free(hosts);
     if (out->nnodes > 1 && out->master_addr_from.source == SS_NODE_FROM_DEFAULT) {
-        set_err(err, errlen, "%" PRIu32 " nodes (from %s) need the master's "
+        ss_set_err(err, errlen, "%" PRIu32 " nodes (from %s) need the master's "
                 "address: give --master-addr HOST (node 0's name or address)",
                 out->nnodes, out->nnodes_from.what);
         return -1;
@@ -610,14 +597,14 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
             return -1;
         out->controller_port_from = cp.from;
         if (out->controller_port == out->master_port) {
-            set_err(err, errlen, "--controller-port %" PRIu16 " is the master "
+            ss_set_err(err, errlen, "--controller-port %" PRIu16 " is the master "
                     "port (from %s): the ranks' rendezvous needs it; choose "
                     "another", out->controller_port, out->master_port_from.what);
             return -1;
         }
     } else if (out->master_port) {
         if (out->master_port == 65535) {
-            set_err(err, errlen, "master port 65535 (from %s) leaves no "
+            ss_set_err(err, errlen, "master port 65535 (from %s) leaves no "
                     "master port + 1 for the controller: give "
                     "--controller-port", out->master_port_from.what);
             return -1;
@@ -640,13 +627,13 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     if ((c = PICK(ji))) {
         name_value(c, what, sizeof what);
         if (strlen(c->text) >= SS_NODECONF_JOB_ID_MAX) {
-            set_err(err, errlen, "%.60s...: a job id is at most %d bytes",
+            ss_set_err(err, errlen, "%.60s...: a job id is at most %d bytes",
                     what, SS_NODECONF_JOB_ID_MAX - 1);
             return -1;
         }
         for (const char *s = c->text; *s; s++)
             if (!isgraph((unsigned char)*s)) {
-                set_err(err, errlen, "%s: a job id is printable characters "
+                ss_set_err(err, errlen, "%s: a job id is printable characters "
                         "without spaces", what);
                 return -1;
             }
