@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "stats.h"
 
 enum {
@@ -596,13 +597,6 @@ static void sync_stat(ss_aggregator *a, const int64_t *rows,
     out->late_ns = last - med;
 }
 
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Asks the host provider what it saw of each present rank during its
  * step, [begin, begin + step time), and points the rank's view at it. */
 static void attach_host_evidence(ss_aggregator *a, uint64_t step)
@@ -698,7 +692,7 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
     memset(&v, 0, sizeof v);
     v.attempt = a->attempt;
     v.step = step;
-    v.finalized_at = wall_now();
+    v.finalized_at = ss_wall_now();
     v.world_size = a->world;
     v.n_present = n_present;
     v.n_missing = n_missing;

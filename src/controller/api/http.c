@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "http_gate.h"
 #include "numparse.h"
 #include "private_fs.h"
@@ -91,20 +92,6 @@ struct ss_http {
 /* The live run's goodput lines in /metrics are recomputed from the store
  * at most this often (it reads every step of the run). */
 #define GOODPUT_METRICS_EVERY_NS ((ss_mono_ns)15 * 1000000000)
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const ss_static_file *static_files;
 static size_t n_static_files;
@@ -490,7 +477,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             ss_buf_puts(&s->pending, "event: end\ndata: {}\n\n");
             s->ended = 1;
         } else if (n == 0) {
-            if (mono_now() - s->last_write <= KEEPALIVE_MS * 1000000LL)
+            if (ss_mono_now() - s->last_write <= KEEPALIVE_MS * 1000000LL)
                 return stream_suspend(s) == 0
                            ? 0 : MHD_CONTENT_READER_END_OF_STREAM;
             ss_buf_puts(&s->pending, ": keepalive\n\n");
@@ -503,7 +490,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         n = max;
     memcpy(buf, s->pending.data + s->sent, n);
     s->sent += n;
-    s->last_write = mono_now();
+    s->last_write = ss_mono_now();
     return (ssize_t)n;
 }
 
@@ -531,7 +518,7 @@ static enum MHD_Result serve_stream(ss_http *h, struct MHD_Connection *c)
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     s->h = h;
     s->conn = c;
-    s->last_write = mono_now();
+    s->last_write = ss_mono_now();
     ss_live_feed_join(h->live, &s->cursor);
     pthread_mutex_lock(&h->mu);
     s->next = h->streams;
@@ -860,7 +847,7 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         rc = ss_query_nodes(q, id, rg.attempt, &b, err, sizeof err);
         break;
     case DOC_GOODPUT:
-        rc = ss_query_goodput(q, id, wall_now(), 0, &b, err, sizeof err);
+        rc = ss_query_goodput(q, id, ss_wall_now(), 0, &b, err, sizeof err);
         break;
     default:
         rc = ss_query_events(q, id, after, limit, &b, err, sizeof err);
@@ -893,7 +880,7 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
  * (the run's first rows are not committed yet). */
 static void goodput_metrics(ss_http *h, ss_buf *b)
 {
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     pthread_mutex_lock(&h->mu);
     int fresh = h->goodput_at && now - h->goodput_at < GOODPUT_METRICS_EVERY_NS;
     pthread_mutex_unlock(&h->mu);
@@ -901,7 +888,7 @@ static void goodput_metrics(ss_http *h, ss_buf *b)
         char err[512];
         ss_buf lines = {0};
         ss_query *q = pool_get(h, err, sizeof err);
-        int rc = q ? ss_query_goodput(q, ss_live_run_id(h->live), wall_now(),
+        int rc = q ? ss_query_goodput(q, ss_live_run_id(h->live), ss_wall_now(),
                                       1, &lines, err, sizeof err)
                    : SS_QUERY_ERROR;
         if (q)

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "json.h"
 
 #define ACCEPT_BATCH 64       /* connections accepted per wake-up at most */
@@ -69,13 +70,6 @@ struct ss_http_gate {
     unsigned n_conns;
     uint64_t n_refused_total, n_timed_out;
 };
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int ss_http_admission(unsigned open, unsigned max, unsigned from_address,
                       unsigned max_per_address, int loopback)
@@ -139,7 +133,7 @@ static int admit(ss_http_gate *g, int fd, const struct sockaddr *sa,
         c->fd = fd;
         c->loopback = loopback;
         memcpy(c->addr, key, sizeof key);
-        c->accepted = mono_now();
+        c->accepted = ss_mono_now();
         c->request_due = c->accepted + g->cfg.request_timeout;
         c->next = g->conns;
         if (c->next)
@@ -202,7 +196,7 @@ static void refuse(ss_http_gate *g, int fd, const char *why)
     if (g->n_refused < REFUSED_MAX) {
         g->refused[g->n_refused].fd = fd;
         g->refused[g->n_refused++].until =
-            mono_now() + REFUSED_LINGER_MS * 1000000LL;
+            ss_mono_now() + REFUSED_LINGER_MS * 1000000LL;
     } else {
         close(fd);
     }
@@ -291,9 +285,9 @@ static void *gate_main(void *arg)
     ss_http_gate *g = arg;
     struct pollfd pfd[2 + REFUSED_MAX];
     ss_mono_ns tick = SS_HTTP_GATE_TICK_MS * 1000000LL;
-    ss_mono_ns last_tick = mono_now(), accept_paused_until = 0;
+    ss_mono_ns last_tick = ss_mono_now(), accept_paused_until = 0;
     for (;;) {
-        ss_mono_ns now = mono_now();
+        ss_mono_ns now = ss_mono_now();
         int n = 0, n_refused = g->n_refused;
         pfd[n++] = (struct pollfd){.fd = g->wake[0], .events = POLLIN};
         pfd[n++] = (struct pollfd){
@@ -306,7 +300,7 @@ static void *gate_main(void *arg)
             break;
         if (pfd[0].revents)
             break; /* ss_http_gate_stop */
-        now = mono_now();
+        now = ss_mono_now();
         drain_refused(g, pfd + 2, now);
         if ((pfd[1].revents & POLLIN) && accept_batch(g) != 0)
             accept_paused_until = now + tick;
@@ -420,7 +414,7 @@ void ss_http_gate_request_read(ss_http_gate *g, ss_http_gate_conn *c)
 
 void ss_http_gate_response_done(ss_http_gate *g, ss_http_gate_conn *c)
 {
-    set_due(g, c, mono_now() + g->cfg.request_timeout);
+    set_due(g, c, ss_mono_now() + g->cfg.request_timeout);
 }
 
 void ss_http_gate_closed(ss_http_gate *g, ss_http_gate_conn *c)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "objects.h"
 
 typedef struct {
@@ -81,13 +82,6 @@ struct ss_live {
     uint64_t feed_next;
     char *feed[SS_LIVE_FEED_SIZE];
 };
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void copy_str(char *dst, size_t cap, const char *src)
 {
@@ -181,7 +175,7 @@ void ss_live_rank_hello(ss_live *l, uint32_t rank, const char *host,
     copy_str(r->host, sizeof r->host, host);
     r->pid = pid;
     copy_str(r->state, sizeof r->state, "running");
-    r->heard = mono_now();
+    r->heard = ss_mono_now();
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -190,7 +184,7 @@ void ss_live_rank_heard(ss_live *l, uint32_t rank)
     rank_live *r = lock_rank(l, rank);
     if (!r)
         return;
-    r->heard = mono_now();
+    r->heard = ss_mono_now();
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -200,7 +194,7 @@ void ss_live_rank_step(ss_live *l, uint32_t rank, uint64_t step)
     if (!r)
         return;
     r->last_step = step > INT64_MAX ? INT64_MAX : (int64_t)step;
-    r->heard = mono_now();
+    r->heard = ss_mono_now();
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -225,7 +219,7 @@ void ss_live_rank_counters(ss_live *l, uint32_t rank, uint64_t dropped_events,
     r->dropped_records = dropped_records > INT64_MAX
                              ? INT64_MAX
                              : (int64_t)dropped_records;
-    r->heard = mono_now();
+    r->heard = ss_mono_now();
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -245,7 +239,7 @@ void ss_live_rank_status(ss_live *l, uint32_t rank, int64_t step,
     rank_live *r = lock_rank(l, rank);
     if (!r)
         return;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     r->current_step = step < 0 ? -1 : step;
     set_phase(r, phase_or_null, since, now);
     r->heard = now;
@@ -257,7 +251,7 @@ void ss_live_rank_phase(ss_live *l, uint32_t rank, const char *phase_or_null)
     rank_live *r = lock_rank(l, rank);
     if (!r)
         return;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     set_phase(r, phase_or_null, 0, now);
     r->heard = now;
     pthread_mutex_unlock(&l->mu);
@@ -433,7 +427,7 @@ int ss_live_rank_get(ss_live *l, uint32_t rank, ss_live_rank_info *out)
     rank_live *r = lock_rank(l, rank);
     if (!r)
         return -1;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     copy_str(out->state, sizeof out->state, r->state);
     copy_str(out->host, sizeof out->host, r->host);
     out->pid = r->pid;
@@ -657,7 +651,7 @@ static void stat_samples(ss_buf *b, const char *prefix, const ss_stat *s)
 int ss_live_metrics(ss_live *l, ss_buf *out)
 {
     pthread_mutex_lock(&l->mu);
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     char run[32];
     snprintf(run, sizeof run, "run=\"%" PRId64 "\"", l->run_id);
 

@@ -11,17 +11,11 @@
 #include <time.h>
 
 #include "live.h"
+#include "clocks.h"
 #include "objects.h"
 #include "testing.h"
 
 #define MS 1000000LL
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const char *const names_[] = {"fwd\"x\\y", "allreduce"};
 
@@ -87,7 +81,7 @@ static void rank_life(void)
     ss_live_rank_hello(l, 1, "node9", 77);
     ss_live_rank_step(l, 1, 41);
     ss_live_rank_counters(l, 1, 3, 4);
-    ss_live_rank_status(l, 1, 42, "backward", mono_now() - 2000 * MS);
+    ss_live_rank_status(l, 1, 42, "backward", ss_mono_now() - 2000 * MS);
     REQUIRE(ss_live_rank_get(l, 1, &i) == 0);
     CHECK_STR(i.state, "running");
     CHECK_STR(i.host, "node9");
@@ -222,9 +216,9 @@ static void *wait_thread(void *arg)
 {
     waiter *w = arg;
     ss_buf b = {0};
-    ss_mono_ns t0 = mono_now();
+    ss_mono_ns t0 = ss_mono_now();
     w->got = ss_live_feed_wait(w->l, &w->c, 5000, &b);
-    w->waited = (double)(mono_now() - t0) / 1e9;
+    w->waited = (double)(ss_mono_now() - t0) / 1e9;
     ss_buf_free(&b);
     return NULL;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "nvml.h"
+#include "clocks.h"
 #include "nvml_timeline.h"
 
 static const char usage[] =
@@ -43,13 +44,6 @@ typedef struct {
     long interval_ms;
     int require;
 } gpus_opts;
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* Parses a whole number in [LO, HI] from VAL into *OUT; 0 or -1. */
 static int parse_long(const char *val, long lo, long hi, long *out)
@@ -196,7 +190,7 @@ static int watch(ss_nvml *n, const gpus_opts *o, FILE *out, FILE *err)
             failed = 1;
             goto done;
         }
-    ss_mono_ns begin = mono_now(), stop = begin + o->watch_s * 1000000000LL;
+    ss_mono_ns begin = ss_mono_now(), stop = begin + o->watch_s * 1000000000LL;
     ss_mono_ns t = begin;
     while (t < stop) {
         for (uint32_t i = 0; i < count; i++) {
@@ -213,7 +207,7 @@ static int watch(ss_nvml *n, const gpus_opts *o, FILE *out, FILE *err)
         struct timespec pause = {o->interval_ms / 1000,
                                  (o->interval_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);
-        t = mono_now();
+        t = ss_mono_now();
     }
     for (uint32_t i = 0; i < count; i++)
         print_summary(out, i, tl[i], begin, t);
@@ -247,7 +241,7 @@ int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err)
     int failed = count == 0 && o.require;
     for (uint32_t i = 0; i < count; i++) {
         ss_gpu_sample s;
-        if (ss_nvml_sample(n, i, mono_now(), &s) != 0) {
+        if (ss_nvml_sample(n, i, ss_mono_now(), &s) != 0) {
             fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
             failed = 1;
         }

@@ -13,6 +13,7 @@
  * loop thread.
  */
 #include "node_links.h"
+#include "clocks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,13 +73,6 @@ struct ss_node_links {
     link_frame frame;                /* scratch: decoded */
     uint8_t out[LINK_FRAME_MAX];     /* scratch: encoded */
 };
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void maybe_free(ss_node_links *nl)
 {
@@ -262,7 +256,7 @@ static void on_proof(peer *l, const link_proof *p)
     link_frame f = {.type = LINK_JOIN_OK};
     f.u.join_ok.attempt = nl->cfg.attempt;
     f.u.join_ok.world_size = nl->cfg.world_size;
-    f.u.join_ok.controller_mono_ns = mono_ns();
+    f.u.join_ok.controller_mono_ns = ss_mono_now();
     link_auth_seal_token(key, nl->rank_token, f.u.join_ok.sealed_token);
     snprintf(f.u.join_ok.run_uuid, sizeof f.u.join_ok.run_uuid, "%s",
              nl->run_uuid);
@@ -321,9 +315,9 @@ static void on_joined_frame(peer *l, const link_frame *f)
         return;
     }
     case LINK_TIME_REQ: {
-        int64_t t2 = mono_ns();
+        int64_t t2 = ss_mono_now();
         link_frame r = {.type = LINK_TIME_RESP};
-        r.u.time_resp = (link_time_resp){f->u.time_req.t1, t2, mono_ns()};
+        r.u.time_resp = (link_time_resp){f->u.time_req.t1, t2, ss_mono_now()};
         link_send(l, &r, 0);
         return;
     }

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "clocks.h"
 #include "clock_sync.h"
 #include "health.h"
 #include "host_watch.h"
@@ -133,13 +134,6 @@ typedef struct agent {
     int health_running;
     ss_stack_collector *stacks; /* created on the first STACKS_REQ */
 } agent;
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void say(const agent *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -729,7 +723,7 @@ static void on_clock_timer(uv_timer_t *t)
         a->clock_sent = 0;
     }
     link_frame f = {.type = LINK_TIME_REQ};
-    f.u.time_req.t1 = mono_ns();
+    f.u.time_req.t1 = ss_mono_now();
     a->clock_sent++;
     send_frame(a, &f);
     if (a->clock_sent < SS_CLOCK_ROUND)
@@ -738,7 +732,7 @@ static void on_clock_timer(uv_timer_t *t)
 
 static void on_time_resp(agent *a, const link_time_resp *r)
 {
-    int64_t t4 = mono_ns();
+    int64_t t4 = ss_mono_now();
     if (ss_clock_sync_add(&a->clock, r->t1, r->t2, r->t3, t4) != 1)
         return;
     ss_clock_estimate e;

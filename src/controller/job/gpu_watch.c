@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "nvml.h"
 #include "nvml_timeline.h"
 
@@ -50,13 +51,6 @@ struct ss_gpu_watch {
     watched_gpu *gpus;
     uint64_t samples;
 };
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Adds the time since G's last sample to its totals, by the reasons in
  * force over it (a gap longer than a sample holds counts for nothing). */
@@ -113,7 +107,7 @@ static void *sampler(void *arg)
         map_ranks(gw, n);
         for (uint32_t i = 0; i < count; i++) {
             ss_gpu_sample s;
-            if (ss_nvml_sample(n, i, mono_now(), &s) != 0)
+            if (ss_nvml_sample(n, i, ss_mono_now(), &s) != 0)
                 continue;
             pthread_mutex_lock(&gw->mu);
             accumulate(&gpus[i], &s);

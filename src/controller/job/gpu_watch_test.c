@@ -17,17 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "testing.h"
 #include "testing_tmp.h"
 
 #define FAKE_COMPLETE FAKE_NVML_DIR "/libfake_nvml.so"
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Writes PROC/PID/environ holding ENV (NUL-separated, LEN bytes). */
 static void fake_environ(const char *proc, int pid, const char *env,
@@ -66,13 +60,13 @@ static void each_rank_gets_its_gpus_evidence(void)
     setenv("FAKE_NVML_GPUS", "4", 1);
     setenv("FAKE_NVML_REASONS", "2:0x4", 1);
     setenv("FAKE_NVML_XID", "1:79", 1);
-    ss_mono_ns t0 = mono_now();
+    ss_mono_ns t0 = ss_mono_now();
     ss_gpu_watch *gw = ss_gpu_watch_start(4, 10, proc, FAKE_COMPLETE);
     REQUIRE(gw != NULL);
     for (uint32_t r = 0; r < 3; r++)
         ss_gpu_watch_rank(gw, r, 100 + (pid_t)r);
     wait_samples(gw, 4 * 6);
-    ss_mono_ns t1 = mono_now();
+    ss_mono_ns t1 = ss_mono_now();
     CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 0), 0);
     CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 1), 1);
     CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 2), 2);
@@ -127,7 +121,7 @@ static void without_nvml_no_gpu_and_no_error(void)
     CHECK_EQ_INT(ss_gpu_watch_samples(gw), 0);
     CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 0), -1);
     ss_gpu_evidence g;
-    CHECK_EQ_INT(ss_gpu_watch_window(gw, 0, 0, mono_now(), &g), -1);
+    CHECK_EQ_INT(ss_gpu_watch_window(gw, 0, 0, ss_mono_now(), &g), -1);
     CHECK_EQ_INT(g.present, 0);
     CHECK_EQ_INT(ss_gpu_watch_totals(gw, 0, &g), -1);
     ss_gpu_watch_stop(gw);
@@ -140,9 +134,9 @@ static void stop_is_prompt(void)
     ss_gpu_watch *gw = ss_gpu_watch_start(1, 60000, "/proc", FAKE_COMPLETE);
     REQUIRE(gw != NULL);
     wait_samples(gw, 1);
-    ss_mono_ns t = mono_now();
+    ss_mono_ns t = ss_mono_now();
     ss_gpu_watch_stop(gw);
-    CHECK(mono_now() - t < 1000000000LL);
+    CHECK(ss_mono_now() - t < 1000000000LL);
 }
 
 TEST_LIST(TEST(each_rank_gets_its_gpus_evidence),

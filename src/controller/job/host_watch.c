@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "cgroup_cpu.h"
 #include "gpu_watch.h"
 #include "host_timeline.h"
@@ -44,13 +45,6 @@ struct ss_host_watch {
     ss_gpu_watch *gpus; /* NULL when it could not start */
 };
 
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void sample(ss_host_watch *hw, watched_rank *w, ss_mono_ns now)
 {
     if (!w->tree)
@@ -78,7 +72,7 @@ static void sample(ss_host_watch *hw, watched_rank *w, ss_mono_ns now)
 static void on_timer(uv_timer_t *t)
 {
     ss_host_watch *hw = t->data;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     for (uint32_t i = 0; i < hw->nprocs; i++)
         if (hw->ranks[i].pid)
             sample(hw, &hw->ranks[i], now);
@@ -98,7 +92,7 @@ static void on_sigchld(uv_signal_t *h, int signum)
                        WSTOPPED | WCONTINUED | WNOHANG) != 0 ||
                 info.si_pid != w->pid)
                 break;
-            ss_mono_ns now = mono_now();
+            ss_mono_ns now = ss_mono_now();
             if (info.si_code == CLD_STOPPED || info.si_code == CLD_TRAPPED) {
                 ss_host_timeline_stopped(w->timeline, now);
                 if (!w->stopped_since)
@@ -157,7 +151,7 @@ int ss_host_watch_rank(ss_host_watch *hw, uint32_t rank, pid_t pid)
         return -1;
     }
     w->pid = pid;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     w->cgroup_checked = now;
     sample(hw, w, now);
     return 0;
@@ -170,7 +164,7 @@ void ss_host_watch_rank_exited(ss_host_watch *hw, uint32_t rank)
     watched_rank *w = &hw->ranks[rank];
     if (!w->pid)
         return;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     sample(hw, w, now); /* its last counters (the tree keeps them) */
     if (w->stopped_since) {
         ss_host_timeline_continued(w->timeline, now);
@@ -191,7 +185,7 @@ void ss_host_watch_step_done(ss_host_watch *hw, uint32_t rank)
     if (!hw || rank >= hw->nprocs)
         return;
     watched_rank *w = &hw->ranks[rank];
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     if (w->pid && now - w->last_sample >= SS_HOST_WATCH_MIN_GAP_NS)
         sample(hw, w, now);
 }
@@ -204,7 +198,7 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
         return -1;
     watched_rank *w = &hw->ranks[rank];
     if (end_ns > w->last_sample) {
-        ss_mono_ns now = mono_now();
+        ss_mono_ns now = ss_mono_now();
         if (now >= end_ns)
             sample(hw, w, now);
     }
@@ -246,7 +240,7 @@ int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
                                w->last_cg.psi_memory_ns);
     out->psi_io_ns = moved(w->first_cg.psi_io_ns, w->last_cg.psi_io_ns);
     out->stopped_ns = w->stopped_total +
-                      (w->stopped_since ? mono_now() - w->stopped_since : 0);
+                      (w->stopped_since ? ss_mono_now() - w->stopped_since : 0);
     ss_gpu_watch_totals(hw->gpus, rank, &out->gpu);
     return 0;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "private_fs.h"
 
 #define SEND_WAIT_MS 2000 /* how long a worker waits for the loop */
@@ -54,20 +55,6 @@ struct ss_profiler {
     uint32_t last_id;
     int closed;
 };
-
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static ss_mono_ns mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static prof_req *find_req(ss_profiler *p, uint32_t id)
 {
@@ -139,7 +126,7 @@ static void on_async(uv_async_t *a)
             }
             store_rank(p, q, r);
         }
-        q->deadline = mono_now() +
+        q->deadline = ss_mono_now() +
                       ((int64_t)q->duration_ms + SS_PROFILE_GRACE_MS) *
                           1000000;
         q->sent = 1;
@@ -152,7 +139,7 @@ static void on_async(uv_async_t *a)
 static void on_timer(uv_timer_t *t)
 {
     ss_profiler *p = t->data;
-    ss_mono_ns now = mono_now();
+    ss_mono_ns now = ss_mono_now();
     pthread_mutex_lock(&p->mu);
     for (size_t k = 0; k < SS_PROFILE_KEPT; k++) {
         prof_req *q = &p->reqs[k];
@@ -412,7 +399,7 @@ static uint32_t create_req(ss_profiler *p, const char *ranks,
     memset(q, 0, sizeof *q);
     q->id = id;
     q->duration_ms = (uint32_t)(s * 1000 + 0.5);
-    q->requested_at = wall_now();
+    q->requested_at = ss_wall_now();
     q->n = (uint32_t)n;
     q->ranks = rs;
     return id;

@@ -20,6 +20,7 @@
  * state; every decision about a rank's life is lifecycle.c's.
  */
 #include "run.h"
+#include "clocks.h"
 #include "run_internal.h"
 
 #include <errno.h>
@@ -57,20 +58,6 @@
 #include "store.h"
 #include "store_files.h"
 
-ss_wall_ns run_wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-ss_mono_ns run_mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (ss_mono_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
                   ...)
 {
@@ -79,7 +66,7 @@ void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ss_store_put_event(r->store, r->run_id, r->attempt, run_wall_now(), kind, rank,
+    ss_store_put_event(r->store, r->run_id, r->attempt, ss_wall_now(), kind, rank,
                        msg);
 }
 
@@ -120,7 +107,7 @@ static void sink_step(void *ctx, const ss_step_view *v,
 {
     run_ctx *r = ctx;
     r->steps_finalized++;
-    ss_hang_progress(&r->hang, v->step, v->step_time.max, run_mono_now());
+    ss_hang_progress(&r->hang, v->step, v->step_time.max, ss_mono_now());
     int64_t step = (int64_t)v->step;
     if (r->first_step < 0 || step < r->first_step)
         r->first_step = step;
@@ -250,7 +237,7 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
 {
     run_ctx *r = ctx;
     rank_slot *s = &r->ranks[rank];
-    s->status_at = run_mono_now();
+    s->status_at = ss_mono_now();
     s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
                       ? -1
                       : (int64_t)st->step;
@@ -580,7 +567,7 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    ss_mono_ns now = run_mono_now();
+    ss_mono_ns now = ss_mono_now();
     if (r->restart_pending || r->ending || r->health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
@@ -1067,7 +1054,7 @@ static void random_bytes(uint8_t *p, size_t n)
             continue;
         if (k <= 0) { /* no entropy source at all: weak but unique */
             for (; got < n; got++)
-                p[got] = (uint8_t)(rand() ^ getpid() ^ run_mono_now() >> (got % 8));
+                p[got] = (uint8_t)(rand() ^ getpid() ^ ss_mono_now() >> (got % 8));
             return;
         }
         got += (size_t)k;
@@ -1226,7 +1213,7 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen);
  */
 static int begin_attempt(run_ctx *r, char *err, size_t errlen)
 {
-    r->attempt_started = run_mono_now();
+    r->attempt_started = ss_mono_now();
     /* Call point: the health checks before each later attempt. */
     if (r->attempt > 0 && r->hooks.health_start) {
         r->health_pending = 1;
@@ -1265,8 +1252,8 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen)
 {
     if (r->attempt > 0)
         run_nodes_restart(r); /* the other nodes relaunch too */
-    ss_life_launched(&r->life, run_mono_now());
-    ss_hang_init(&r->hang, &r->hang_cfg, run_mono_now());
+    ss_life_launched(&r->life, ss_mono_now());
+    ss_hang_init(&r->hang, &r->hang_cfg, ss_mono_now());
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
@@ -1381,7 +1368,7 @@ static void attempt_over(run_ctx *r)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
     }
     ss_attempt_facts facts = {.attempt = r->attempt,
-                              .ended_at = run_wall_now(),
+                              .ended_at = ss_wall_now(),
                               .first_step = r->first_step,
                               .last_step = r->last_step,
                               .resumed_from = -1};
@@ -1399,7 +1386,7 @@ static void attempt_over(run_ctx *r)
     int injected = strncmp(cause, "injected:", 9) == 0;
     ss_attempt_end end = {.attempt = r->attempt,
                           .made_progress = r->first_step >= 0,
-                          .now = run_mono_now()};
+                          .now = ss_mono_now()};
     char sig[SS_RESTART_SIG_MAX] = "";
     if (status == 0)
         end.why_not = "the job completed";
@@ -1477,7 +1464,7 @@ static void next_attempt(uv_timer_t *t)
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     ss_live_attempt(r->live, r->attempt);
-    ss_store_put_attempt(r->store, r->run_id, r->attempt, run_wall_now());
+    ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);
     ss_profiler_set_attempt(r->profiler, r->attempt);
     if (!r->quiet)
@@ -1534,7 +1521,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         default_run_name(r->argv, info.name, sizeof info.name);
     }
     info.world_size = r->nprocs;
-    info.started_at = run_wall_now();
+    info.started_at = ss_wall_now();
     gethostname(info.host, sizeof info.host - 1);
     ss_fingerprint_sources fsrc;
     ss_fingerprint_sources_default(&fsrc);
@@ -1632,7 +1619,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
 
     run_inject_init(r);
-    r->started = run_mono_now();
+    r->started = ss_mono_now();
     r->notes = calloc((size_t)r->restart_cfg.max_restarts + 1,
                       sizeof *r->notes);
     if (!r->notes) {
@@ -1679,7 +1666,7 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->run_id = r->run_id;
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
-    sum->seconds = (double)(run_mono_now() - r->started) / 1e9;
+    sum->seconds = (double)(ss_mono_now() - r->started) / 1e9;
     sum->steps_finalized = r->steps_finalized;
     sum->findings = r->findings_seen;
     for (uint32_t i = 0; i < r->nprocs; i++) {
@@ -1864,7 +1851,7 @@ int ss_run_main(int argc, char **argv)
                   "after their step was finalized and were not counted",
                   r->refused_records);
         record_store_losses(r, status);
-        ss_store_end_run(r->store, r->run_id, run_wall_now(), status,
+        ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,
                          (int64_t)dropped_rec);
         print_summary(r, status);
@@ -1872,14 +1859,14 @@ int ss_run_main(int argc, char **argv)
         fprintf(stderr, "stepscope run: %s\n", err);
         if (r->store && r->run_id && r->health_failed) {
             ss_attempt_facts facts = {.attempt = r->attempt,
-                                      .ended_at = run_wall_now(),
+                                      .ended_at = ss_wall_now(),
                                       .first_step = -1, .last_step = -1,
                                       .resumed_from = -1};
             snprintf(facts.cause, sizeof facts.cause, "health_check");
             ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         }
         if (r->store && r->run_id)
-            ss_store_end_run(r->store, r->run_id, run_wall_now(), 1,
+            ss_store_end_run(r->store, r->run_id, ss_wall_now(), 1,
                              "failed_to_start", 0, 0);
     }
     /* Tear down: close everything on the loop, then let it finish. */

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "clocks.h"
 #include "hang.h"
 #include "health.h"
 #include "host_watch.h"
@@ -231,8 +232,6 @@ struct run_ctx {
 };
 
 
-ss_wall_ns run_wall_now(void);
-ss_mono_ns run_mono_now(void);
 
 /* Records an event in the store. */
 void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,

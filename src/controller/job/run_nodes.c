@@ -17,6 +17,7 @@
  * with why.
  */
 #include "run_internal.h"
+#include "clocks.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,10 +54,10 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
     info.nranks = r->nproc_local;
     snprintf(info.state, sizeof info.state, "%s", state);
     if (!strcmp(state, SS_NODE_RUNNING) && s->joined)
-        info.joined_at = run_wall_now();
+        info.joined_at = ss_wall_now();
     if (!strcmp(state, SS_NODE_DONE) || !strcmp(state, SS_NODE_LOST) ||
         !strcmp(state, SS_NODE_NEVER_JOINED))
-        info.ended_at = run_wall_now();
+        info.ended_at = ss_wall_now();
     if (node == 0) {
         info.clock_offset_ns = 0;
         info.clock_bound_ns = 0;

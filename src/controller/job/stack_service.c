@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clocks.h"
 #include "stack_collect.h"
 #include "stack_doc.h"
 
@@ -60,13 +61,6 @@ typedef struct {
     char **ranks;     /* WORLD objects, owned; NULL where none came */
 } capture;
 
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static double ms_since(const struct timespec *t0)
 {
     struct timespec now;
@@ -100,7 +94,7 @@ static void capture_done(capture *call)
     if (--call->pending > 0)
         return;
     ss_stack_service *s = call->s;
-    ss_stack_doc_info info = {s->cfg.run_id, s->cfg.attempt, wall_now(),
+    ss_stack_doc_info info = {s->cfg.run_id, s->cfg.attempt, ss_wall_now(),
                               call->trigger, call->native,
                               ms_since(&call->started)};
     ss_buf doc = {0};

@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h"
 #include "json.h"
 #include "private_fs.h"
 #include "runlock.h"
@@ -396,13 +397,6 @@ struct ss_store {
 };
 
 /* ---- small helpers ---- */
-
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void bind_opt_int(sqlite3_stmt *st, int i, int64_t v)
 {
@@ -1860,7 +1854,7 @@ void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f)
     c->message[sizeof c->message - 1] = '\0';
     if (c->n_ranks > SS_FINDING_MAX_RANKS)
         c->n_ranks = SS_FINDING_MAX_RANKS;
-    it->u.finding.at = wall_now();
+    it->u.finding.at = ss_wall_now();
     enqueue(s, it);
 }
 
@@ -2009,7 +2003,7 @@ static int mark_one_interrupted(ss_store *s, int64_t id)
         if (rc == SQLITE_OK) {
             sqlite3_bind_int64(q, 1, id);
             if (i == 1)
-                sqlite3_bind_int64(q, 2, wall_now());
+                sqlite3_bind_int64(q, 2, ss_wall_now());
             rc = sqlite3_step(q) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
         }
         sqlite3_finalize(q);

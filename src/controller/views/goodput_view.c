@@ -4,19 +4,13 @@
  * goodput.h; this file only lays them out.
  */
 #include "goodput_view.h"
+#include "clocks.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static ss_wall_ns wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (ss_wall_ns)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* A duration: "0 s", milliseconds below 1 s, seconds with two decimals below
  * 10 s and one above, hours from 10 h; "-" for SS_MISSING. */
@@ -257,7 +251,7 @@ int ss_goodput_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     ss_buf b = {0};
     int rc;
-    ss_wall_ns now = wall_now();
+    ss_wall_ns now = ss_wall_now();
     if (name) {
         name_ctx c = {&b, json, {0}, 0};
         if (json) {

@@ -9,6 +9,7 @@
  * loop may call ss_progress_update for every row it reads.
  */
 #include "progress.h"
+#include "clocks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +17,6 @@
 #include <unistd.h>
 
 #define MS 1000000LL
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int is_terminal(FILE *out)
 {
@@ -53,7 +47,7 @@ static void draw(ss_progress *p, int64_t now)
 /* Draws when the delay has passed and the last draw is old enough. */
 static void maybe_draw(ss_progress *p)
 {
-    int64_t now = mono_ns();
+    int64_t now = ss_mono_now();
     if (now - p->start_ns < p->delay_ns)
         return;
     if (p->drawn_ns && now - p->drawn_ns < SS_PROGRESS_EVERY_MS * MS)
@@ -68,7 +62,7 @@ void ss_progress_begin(ss_progress *p, FILE *out, const char *what,
     p->out = is_terminal(out) ? out : NULL;
     snprintf(p->what, sizeof p->what, "%s", what ? what : "");
     p->total = total;
-    p->start_ns = mono_ns();
+    p->start_ns = ss_mono_now();
     p->delay_ns = SS_PROGRESS_DELAY_MS * MS;
 }
 

@@ -3,6 +3,7 @@
  * pseudo-terminal here), silent on a pipe and for TERM=dumb, rate-limited.
  */
 #include "progress.h"
+#include "clocks.h"
 #include "testing.h"
 
 #include <fcntl.h>
@@ -11,13 +12,6 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Reads what is waiting on FD (non-blocking) into OUT. */
 static size_t drain(int fd, char *out, size_t cap)
@@ -50,11 +44,11 @@ static void draws_and_erases_on_a_terminal(void)
     CHECK(strstr(buf, "\rreading steps 5/10\033[K") != NULL);
     /* Within the redraw interval nothing more is written (the test's own
      * waits do not count: the last draw is made to look recent). */
-    p.drawn_ns = mono_ns();
+    p.drawn_ns = ss_mono_now();
     ss_progress_update(&p, 6);
     CHECK_EQ_INT(drain(master, buf, sizeof buf), 0);
     /* A tick redraws only when due. */
-    p.drawn_ns = mono_ns();
+    p.drawn_ns = ss_mono_now();
     ss_progress_tick(&p);
     CHECK_EQ_INT(drain(master, buf, sizeof buf), 0);
     p.drawn_ns -= 1000000000;
