@@ -301,6 +301,19 @@ static void cb_refused(void *ctx, const char *addr, const char *why)
     run_event(r, "agent_refused", -1, "an agent from %s: %s", addr, why);
 }
 
+/* The refusals of a period after its first, summed (node_links.h). */
+static void cb_refusals(void *ctx, uint64_t count, double seconds,
+                        const char *reasons)
+{
+    run_ctx *r = ctx;
+    fprintf(stderr, "stepscope: refused %" PRIu64 " more connection%s to the "
+            "agent port in the last %.0f s: %s\n", count,
+            count == 1 ? "" : "s", seconds, reasons);
+    run_event(r, "agents_refused", -1, "%" PRIu64 " connection%s refused in "
+              "the last %.0f s: %s", count, count == 1 ? "" : "s", seconds,
+              reasons);
+}
+
 /* NODE's health check before its ranks start. */
 static void cb_health(void *ctx, uint32_t node, const link_health *h)
 {
@@ -386,7 +399,8 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_node_gone,
                                   cb_refused,
                                   cb_health,
-                                  cb_stacks_part};
+                                  cb_stacks_part,
+                                  cb_refusals};
     ss_remote_stacks_config scfg = {r->nnodes, r->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(&r->loop, &scfg);

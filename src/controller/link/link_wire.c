@@ -803,6 +803,11 @@ link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
     if (payload > LINK_MAX_PAYLOAD)
         return fail(err, errlen, "%s of %u bytes exceeds the %u-byte limit",
                     name, (unsigned)payload, (unsigned)LINK_MAX_PAYLOAD);
+    /* A peer not yet authenticated gets no large buffer filled. */
+    if (!d->keyed && payload > LINK_MAX_HANDSHAKE_PAYLOAD)
+        return fail(err, errlen, "%s of %u bytes exceeds the %u-byte limit "
+                    "before authentication", name, (unsigned)payload,
+                    (unsigned)LINK_MAX_HANDSHAKE_PAYLOAD);
     long want = fixed_size(type);
     if (want >= 0 && payload != (uint32_t)want)
         return fail(err, errlen, "%s has %u payload bytes, not %ld", name,

@@ -24,9 +24,10 @@
  * request (STACKS_REQ, answered by STACKS_PART chunks).
  *
  * The decoder is a per-link state machine that checks framing, field
- * ranges, the order of the handshake, the direction of each type and every
- * MAC; any violation is an error with a one-line reason and the caller
- * closes the link.  It never reads past the bytes given.
+ * ranges, the order of the handshake, the direction of each type, every
+ * MAC, and until it is keyed the handshake's smaller frame limit; any
+ * violation is an error with a one-line reason and the caller closes the
+ * link.  It never reads past the bytes given.
  */
 #ifndef STEPSCOPE_LINK_WIRE_H
 #define STEPSCOPE_LINK_WIRE_H
@@ -52,6 +53,9 @@
 #define LINK_MAX_STACKS_CHUNK (LINK_MAX_PAYLOAD - LINK_STACKS_PART_FIXED)
 #define LINK_MAX_STACKS_DEADLINE_MS 60000
 #define LINK_FRAME_MAX (LINK_HEADER_SIZE + LINK_MAX_PAYLOAD + LINK_MAC_SIZE)
+/* Before the link is keyed (the handshake) a frame's payload is at most
+ * this: the largest handshake frame, AGENT_HELLO, has 564 bytes. */
+#define LINK_MAX_HANDSHAKE_PAYLOAD 1024
 
 typedef enum {
     /* handshake */

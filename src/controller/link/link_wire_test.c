@@ -678,6 +678,25 @@ static void malformed_frames_are_refused(void)
     set_len(g_buf, LINK_MAX_PAYLOAD + 1);
     CHECK(decode_hello_bytes(LINK_HEADER_SIZE, err) == LINK_ERROR);
     CHECK(strstr(err, "exceeds") != NULL);
+    /* Before authentication, over the handshake's limit: refused from the
+     * header alone; the largest real hello is under it. */
+    n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
+    set_len(g_buf, LINK_MAX_HANDSHAKE_PAYLOAD + 1);
+    CHECK(decode_hello_bytes(LINK_HEADER_SIZE, err) == LINK_ERROR);
+    CHECK(strstr(err, "before authentication") != NULL);
+    {
+        link_encoder e;
+        link_encoder_init(&e, LINK_FROM_AGENT);
+        link_frame f = {.type = LINK_AGENT_HELLO};
+        f.u.hello.version = LINK_VERSION;
+        f.u.hello.nnodes = f.u.hello.nproc_per_node = 1;
+        memset(f.u.hello.job_id, 'j', LINK_MAX_STR);
+        memset(f.u.hello.host, 'h', LINK_MAX_STR);
+        n = link_encode(&e, g_buf, sizeof g_buf, &f);
+        CHECK(n > LINK_HEADER_SIZE + 2 * LINK_MAX_STR);
+        CHECK(n <= LINK_HEADER_SIZE + LINK_MAX_HANDSHAKE_PAYLOAD);
+        CHECK(decode_hello_bytes(n, err) == LINK_OK);
+    }
     /* Reserved header bits. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[5] = 1;
