@@ -8,9 +8,12 @@
  * The first four frames authenticate both sides with a challenge-response
  * over a shared secret (link_auth.h): AGENT_HELLO (agent), CHALLENGE
  * (controller: its nonce and its proof), PROOF (agent), then JOIN_OK or
- * JOIN_REJECT (controller).  From JOIN_OK on, every frame in either
- * direction is followed by a 16-byte MAC over (direction, sequence number,
- * header, payload) under the session key, so a frame cannot be forged,
+ * JOIN_REJECT (controller).  From JOIN_OK (or a JOIN_REJECT after PROOF)
+ * on, every frame in either direction is followed by a 16-byte MAC over
+ * (direction, sequence number, header, payload) under the session key, so
+ * a refusal the controller sent after PROOF is told from one anyone could
+ * send (a JOIN_REJECT that comes first has no MAC), and a frame cannot be
+ * forged,
  * replayed, reordered or dropped on the way without the receiver closing
  * the link.  Nothing is encrypted except the rank token in JOIN_OK.
  *
@@ -311,7 +314,7 @@ void link_decoder_keyed(link_decoder *d, const uint8_t key[LINK_KEY_SIZE]);
  * controller, CHALLENGE then JOIN_OK or JOIN_REJECT, then anything.  The
  * caller keys the decoder (link_decoder_keyed) right after it has decoded
  * PROOF (controller side) or CHALLENGE (agent side) and computed the
- * session key: JOIN_OK is the first MACed frame.
+ * session key: JOIN_OK or JOIN_REJECT is the first MACed frame.
  */
 link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
                               link_frame *out, size_t *consumed, char *err,

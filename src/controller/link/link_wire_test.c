@@ -560,12 +560,20 @@ static void handshake_order_is_enforced(void)
     n = plain(LINK_JOIN_OK, g_buf, sizeof g_buf);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_ERROR);
     CHECK(strstr(err, "before the link was keyed") != NULL);
-    /* JOIN_REJECT, unMACed even on a keyed decoder, ends the link. */
+    /* JOIN_REJECT after CHALLENGE carries a MAC (the controller's own
+     * word), and ends the link; one without is not taken for it. */
     link_decoder_init(&d, LINK_FROM_CONTROLLER);
     n = plain(LINK_CHALLENGE, g_buf, sizeof g_buf);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_OK);
     link_decoder_keyed(&d, k_key);
     n = plain(LINK_JOIN_REJECT, g_buf, sizeof g_buf);
+    CHECK(feed(&d, g_buf, n, &out, &used, err) != LINK_OK);
+    f = sample(LINK_JOIN_REJECT);
+    link_encoder_init(&ce, LINK_FROM_CONTROLLER);
+    link_encoder_keyed(&ce, k_key);
+    n = link_encode(&ce, g_buf, sizeof g_buf, &f); /* keyed: seq 0 */
+    CHECK(n == plain(LINK_JOIN_REJECT, g_buf + n, sizeof g_buf - n) +
+                   LINK_MAC_SIZE);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_OK);
     CHECK_STR(out.u.join_reject.reason, "node rank 2 has already joined");
     n = plain(LINK_HEARTBEAT, g_buf, sizeof g_buf);
