@@ -3,6 +3,13 @@
  * disk space, the GPUs through NVML, the master port, and the site's
  * command as a child process on the loop with a timeout and a bounded
  * capture of its output.
+ *
+ * The command's output is read until the deadline at most: at the
+ * deadline its process group is killed and the pipe closed, whoever holds
+ * it open.  When the command's own process exits first, a child it left
+ * in the background may still hold the pipe: the rest of the output is
+ * read for SS_HEALTH_DRAIN_MS more (not past the deadline), then the
+ * pipe is closed and the group, whatever is left of it, killed.
  */
 #include "health.h"
 
@@ -20,6 +27,8 @@
 
 #include "model.h"
 #include "nvml.h"
+
+#define SS_HEALTH_DRAIN_MS 500
 
 void ss_health_config_defaults(ss_health_config *cfg)
 {
@@ -175,7 +184,8 @@ typedef struct {
     void *ctx;
     ss_health_result res;
     int open_handles;
-    int exited, timed_out;
+    int exited, timed_out, out_closed;
+    uint64_t deadline_ms; /* loop time */
     int64_t exit_status;
     int term_signal;
     /* the output, a ring of its last bytes */
@@ -258,25 +268,57 @@ static void close_handle(health_run *h, uv_handle_t *handle)
         uv_close(handle, on_closed);
 }
 
+/* No more of the output is read. */
+static void close_output(health_run *h)
+{
+    h->out_closed = 1;
+    close_handle(h, (uv_handle_t *)&h->out);
+    if (h->exited)
+        close_handle(h, (uv_handle_t *)&h->timer);
+}
+
+/* The command's process group, the children it left behind included
+ * (it leads a session of its own). */
+static void kill_group(health_run *h)
+{
+    if (h->proc.pid > 0)
+        kill(-h->proc.pid, SIGKILL);
+}
+
+/* After the command exited, the pipe is still open past the drain: a
+ * child it left holds it. */
+static void on_drained(uv_timer_t *t)
+{
+    health_run *h = t->data;
+    kill_group(h);
+    close_output(h);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 {
     health_run *h = p->data;
     h->exited = 1;
     h->exit_status = status;
     h->term_signal = term_signal;
-    uv_timer_stop(&h->timer);
-    close_handle(h, (uv_handle_t *)&h->timer);
     close_handle(h, (uv_handle_t *)&h->proc);
+    if (h->out_closed) {
+        uv_timer_stop(&h->timer);
+        close_handle(h, (uv_handle_t *)&h->timer);
+        return;
+    }
+    uint64_t now = uv_now(h->timer.loop);
+    uint64_t left = h->deadline_ms > now ? h->deadline_ms - now : 0;
+    uv_timer_start(&h->timer, on_drained,
+                   left < SS_HEALTH_DRAIN_MS ? left : SS_HEALTH_DRAIN_MS, 0);
 }
 
 static void on_timeout(uv_timer_t *t)
 {
     health_run *h = t->data;
     h->timed_out = 1;
-    /* Its whole process group: a script's own children go too. */
-    if (h->proc.pid > 0)
-        kill(-h->proc.pid, SIGKILL);
+    kill_group(h);
     uv_process_kill(&h->proc, SIGKILL);
+    close_output(h);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *b)
@@ -293,7 +335,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n > 0)
         keep_output(h, b->base, (size_t)n);
     else if (n < 0)
-        close_handle(h, (uv_handle_t *)&h->out);
+        close_output(h);
 }
 
 int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
@@ -355,6 +397,7 @@ int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
         return -1;
     }
     uv_read_start((uv_stream_t *)&h->out, on_alloc, on_read);
+    h->deadline_ms = uv_now(loop) + h->cfg.timeout_ms;
     uv_timer_start(&h->timer, on_timeout, h->cfg.timeout_ms, 0);
     return 0;
 }
