@@ -185,6 +185,7 @@ typedef struct {
     ss_health_result res;
     int open_handles;
     int exited, timed_out, out_closed;
+    int interrupted;      /* the signal that stopped it, 0: none */
     uint64_t deadline_ms; /* loop time */
     int64_t exit_status;
     int term_signal;
@@ -219,7 +220,14 @@ static void finish(health_run *h)
         tail[h->ring_len] = '\0';
         int failed_cmd = h->timed_out || h->term_signal ||
                          h->exit_status != 0;
-        if (failed_cmd) {
+        if (h->interrupted) {
+            h->res.ok = 0;
+            h->res.interrupted = h->interrupted;
+            snprintf(h->res.check, sizeof h->res.check, "command");
+            snprintf(h->res.output, sizeof h->res.output, "'%.60s' was "
+                     "stopped by %s", h->cfg.command,
+                     strsignal(h->interrupted));
+        } else if (failed_cmd) {
             h->res.ok = 0;
             snprintf(h->res.check, sizeof h->res.check, "command");
             char head[200];
@@ -338,9 +346,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
         close_output(h);
 }
 
-int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
-                    ss_health_done done, void *ctx, char *err, size_t errlen)
+/* ss_health_start, and the run it started when that is the command's
+ * (NULL when it answered at once or failed). */
+static int health_begin(uv_loop_t *loop, const ss_health_config *cfg,
+                        ss_health_done done, void *ctx, health_run **run,
+                        char *err, size_t errlen)
 {
+    *run = NULL;
     health_run *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
@@ -399,12 +411,44 @@ int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
     uv_read_start((uv_stream_t *)&h->out, on_alloc, on_read);
     h->deadline_ms = uv_now(loop) + h->cfg.timeout_ms;
     uv_timer_start(&h->timer, on_timeout, h->cfg.timeout_ms, 0);
+    *run = h;
     return 0;
 }
 
+int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
+                    ss_health_done done, void *ctx, char *err, size_t errlen)
+{
+    health_run *h;
+    return health_begin(loop, cfg, done, ctx, &h, err, errlen);
+}
+
+/* ss_health_run's private loop: the result, and the signals that stop
+ * the command while the run's own loop cannot hear them. */
+typedef struct {
+    ss_health_result *out;
+    health_run *run;  /* NULL once it answered */
+    uv_signal_t sigs[3];
+} sync_run;
+
 static void sync_done(void *ctx, const ss_health_result *res)
 {
-    *(ss_health_result *)ctx = *res;
+    sync_run *sr = ctx;
+    *sr->out = *res;
+    sr->run = NULL;
+    for (int i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&sr->sigs[i], NULL);
+}
+
+static void on_sync_signal(uv_signal_t *sig, int signum)
+{
+    sync_run *sr = sig->data;
+    health_run *h = sr->run;
+    if (!h || h->interrupted || h->exited)
+        return;
+    h->interrupted = signum;
+    kill_group(h);
+    uv_process_kill(&h->proc, SIGKILL);
+    close_output(h);
 }
 
 int ss_health_run(const ss_health_config *cfg, ss_health_result *out)
@@ -416,11 +460,21 @@ int ss_health_run(const ss_health_config *cfg, ss_health_result *out)
         snprintf(out->output, sizeof out->output, "cannot start a loop");
         return -1;
     }
+    sync_run sr = {.out = out};
+    static const int signums[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&loop, &sr.sigs[i]);
+        sr.sigs[i].data = &sr;
+        uv_signal_start(&sr.sigs[i], on_sync_signal, signums[i]);
+    }
     char err[300];
-    if (ss_health_start(&loop, cfg, sync_done, out, err, sizeof err) != 0) {
+    if (health_begin(&loop, cfg, sync_done, &sr, &sr.run, err,
+                     sizeof err) != 0) {
         out->ok = 0;
         snprintf(out->check, sizeof out->check, "command");
         snprintf(out->output, sizeof out->output, "%s", err);
+        for (int i = 0; i < 3; i++)
+            uv_close((uv_handle_t *)&sr.sigs[i], NULL);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);

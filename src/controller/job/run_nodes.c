@@ -498,6 +498,35 @@ void run_nodes_restart(run_ctx *r)
     ss_node_links_restart_all(r->links, r->attempt);
 }
 
+void run_nodes_stop_waiting(run_ctx *r, const char *why)
+{
+    for (uint32_t k = 1; k < r->nnodes; k++) {
+        node_slot *s = &r->nodes[k];
+        if (s->joined || s->gone)
+            continue;
+        s->gone = 1;
+        char reason[160], ranks[64];
+        snprintf(reason, sizeof reason, "the job was %s before it joined",
+                 why);
+        node_ranks(r, k, ranks, sizeof ranks);
+        fprintf(stderr, "stepscope: node %u (%s) is not waited for: %s\n", k,
+                ranks, reason);
+        put_node(r, k, SS_NODE_NEVER_JOINED, reason, SS_MISSING);
+        for (uint32_t i = 0; i < r->nproc_local; i++) {
+            uint32_t rank = k * r->nproc_local + i;
+            run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
+                                                     "its node never joined"));
+            run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
+            ss_live_rank_state(r->live, rank, "lost");
+        }
+        char gone[96];
+        snprintf(gone, sizeof gone, "node %u never joined", k);
+        ss_remote_stacks_node_gone(r->remote_stacks, k, gone);
+    }
+    if (r->nnodes > 1)
+        check_all_exited(r);
+}
+
 int run_nodes_all_gone(const run_ctx *r)
 {
     for (uint32_t k = 1; k < r->nnodes; k++)
