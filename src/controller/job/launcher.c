@@ -654,11 +654,10 @@ static int open_log(ss_launcher *l, ss_rank *r, const ss_launch_config *cfg,
     snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir,
              r->global);
     int created = 0;
-    r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created);
-    if (r->log_fd < 0) {
-        ss_set_err(err, errlen, "open(%s): %s", path, strerror(errno));
+    r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created, err,
+                                errlen);
+    if (r->log_fd < 0)
         return -1;
-    }
     struct stat sb;
     if (cfg->attempt > 0)
         dprintf(r->log_fd, "---- stepscope: attempt %" PRIu32 " ----\n",
@@ -871,11 +870,8 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
         ss_set_err(err, errlen, "out of memory");
         goto fail;
     }
-    if (l->log_dir && ss_mkdirs_private(l->log_dir) < 0) {
-        ss_set_err(err, errlen, "cannot create log directory %s: %s", l->log_dir,
-                strerror(errno));
+    if (l->log_dir && ss_mkdirs_private(l->log_dir, err, errlen) < 0)
         goto fail;
-    }
     l->master_port = cfg->master_port;
     if (!l->master_port && pick_free_port(&l->master_port, err, errlen) < 0)
         goto fail;
