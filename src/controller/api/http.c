@@ -1359,8 +1359,7 @@ int ss_http_live_file_write(const char *db_path, int64_t run_id,
         path[0] = '\0';
         return -1;
     }
-    if (ss_mkdirs_private(dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (ss_mkdirs_private(dir, err, errlen) != 0) {
         path[0] = '\0';
         return -1;
     }
@@ -1376,7 +1375,12 @@ int ss_http_live_file_write(const char *db_path, int64_t run_id,
         ss_buf_json_str(&b, token);
     }
     ss_buf_puts(&b, "}\n");
-    int fd = b.oom ? -1 : ss_open_private(tmp, O_WRONLY, NULL);
+    int fd = b.oom ? -1 : ss_open_private(tmp, O_WRONLY, NULL, err, errlen);
+    if (fd < 0 && !b.oom) {
+        ss_buf_free(&b);
+        path[0] = '\0';
+        return -1;
+    }
     int ok = fd >= 0 && write(fd, b.data, b.len) == (ssize_t)b.len;
     if (fd >= 0 && close(fd) != 0)
         ok = 0;

@@ -19,6 +19,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock_sync.h"
+
 #define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
 #define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
 
@@ -315,12 +317,13 @@ static void align_step(const conn *c, wire_step *rec)
                       : 0;
     if (!off)
         return;
-    rec->begin_ns += off;
-    rec->end_ns += off;
+    rec->begin_ns = ss_clock_apply(rec->begin_ns, off);
+    rec->end_ns = ss_clock_apply(rec->end_ns, off);
     for (unsigned i = 0; i < rec->n_phases; i++)
-        rec->phases[i].first_begin_ns += off;
+        rec->phases[i].first_begin_ns =
+            ss_clock_apply(rec->phases[i].first_begin_ns, off);
     for (unsigned i = 0; i < rec->n_syncs; i++)
-        rec->syncs[i].arrival_ns += off;
+        rec->syncs[i].arrival_ns = ss_clock_apply(rec->syncs[i].arrival_ns, off);
 }
 
 /* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
@@ -346,12 +349,14 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
             align_step(c, &in->frame.u.step);
         else if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
                  c->transport && c->transport->clock_offset_ns)
-            in->frame.u.status.since_ns += *c->transport->clock_offset_ns;
+            in->frame.u.status.since_ns = ss_clock_apply(
+                in->frame.u.status.since_ns, *c->transport->clock_offset_ns);
         else if (in->frame.type == WIRE_PROFILE_DONE &&
                  in->frame.u.profile_done.marker_ns && c->transport &&
                  c->transport->clock_offset_ns)
-            in->frame.u.profile_done.marker_ns +=
-                *c->transport->clock_offset_ns;
+            in->frame.u.profile_done.marker_ns = ss_clock_apply(
+                in->frame.u.profile_done.marker_ns,
+                *c->transport->clock_offset_ns);
         if (dispatch(c, &in->frame) < 0)
             return -1;
     }

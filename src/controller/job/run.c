@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1761,6 +1762,16 @@ static int load_secret(run_ctx *r)
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
     }
+    /* Out of core dumps while the secret is held (the whole run): it is
+     * copied into the agent links, and it derives session keys, proofs
+     * and hash states on stacks and heaps; a non-dumpable process keeps
+     * all of them out of a core file, where marking each holder's pages
+     * MADV_DONTDUMP would miss a copy.  The price: no core file from a
+     * multi-node controller or agent, and a debugger of the same user
+     * needs root to attach. */
+    if (prctl(PR_SET_DUMPABLE, 0) != 0)
+        fprintf(stderr, "stepscope run: prctl(PR_SET_DUMPABLE): %s; the "
+                "shared secret may appear in a core dump\n", strerror(errno));
     return 0;
 }
 
@@ -1813,6 +1824,9 @@ int ss_run_main(int argc, char **argv)
         return prc == 1 ? 0 : 2;
     }
     int src = r->nnodes > 1 ? load_secret(r) : 0;
+    /* Nothing the run starts needs the shared secret: the ranks get their
+     * own per-run token (rank_env.c), health checks nothing. */
+    link_secret_env_scrub();
     if (src) {
         free(r);
         return src;
