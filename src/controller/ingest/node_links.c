@@ -468,7 +468,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
         char why[200];
         if (ss_clock_limits_check(&l->clock_limits, f->u.clock.offset_ns,
                                   f->u.clock.bound_ns, why, sizeof why) != 0) {
-            link_close(l, why, 1);
+            link_close(l, R_OTHER, why, 1);
             return;
         }
         l->clock_offset_ns = f->u.clock.offset_ns;

@@ -911,6 +911,6 @@ TEST_LIST(TEST(a_node_joins_works_and_leaves),
           TEST(a_trickling_peer_is_closed_at_the_deadline),
           TEST(an_oversized_hello_is_refused_at_its_header),
           TEST(floods_stay_under_the_caps_and_a_real_agent_joins),
-          TEST(a_burst_of_refusals_is_told_once_and_summed,
+          TEST(a_burst_of_refusals_is_told_once_and_summed),
           TEST(an_unjustified_clock_offset_closes_the_link),
           TEST(an_offset_never_wraps_a_step_time))
