@@ -32,7 +32,9 @@ class StuckJob:
     def __init__(self, tmp_path, n, stuck="", ddp=False, auto=True,
                  http=None):
         self.db = tmp_path / "store.db"
-        env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0")
+        self.release = tmp_path / "release"
+        env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0",
+                   RELEASE=str(self.release))
         args = [str(STEPSCOPE), "run", "-n", str(n), "--db", str(self.db)]
         if auto:
             args.append("--auto")
@@ -162,6 +164,27 @@ def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
     # the C call never returned: the thread is still in it
     with open(f"/proc/{pid}/task/{pid}/wchan") as f:
         assert f.read() != "0"
+
+
+def test_a_c_read_goes_on_while_stacks_are_taken(tmp_path, jobs):
+    """The stack signal's handler is installed with SA_RESTART: a rank
+    blocked in a C read() on a pipe stays in it (no EINTR) however often
+    its stacks are taken."""
+    job = jobs(tmp_path, 2, stuck="1:read")
+    job.wait_ready()
+    for _ in range(4):
+        out, _ = job.stacks("--json")
+        assert out.returncode == 0, out.stderr
+        r1 = json.loads(out.stdout)["ranks"][1]
+        assert r1["state"] == "ok", r1
+        assert r1["threads"][-1]["frames"][-1]["func"] == "read_pipe", r1
+    assert "] READ " not in job.out.read_text()
+    job.release.touch()
+    deadline = time.monotonic() + 20
+    while ("] READ " not in job.out.read_text() and
+           time.monotonic() < deadline):
+        time.sleep(0.1)
+    assert "[rank 1] READ 1 0" in job.out.read_text(), job.out.read_text()
 
 
 def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):
