@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -234,6 +235,52 @@ def test_eight_ranks_answer_within_two_seconds(tmp_path, jobs):
         assert doc["merged"]["groups"][0]["ranks"] == "5"
 
 
+def stored_snapshots(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM stack_snapshots").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_stacks_are_taken_by_post_only(tmp_path, jobs):
+    """A GET, which any web page can make a browser send to a loopback
+    server, takes no stacks (nothing signalled, nothing stored); nor does
+    a request for another Host name (DNS rebinding) or from a page of
+    another origin; `stepscope stacks` POSTs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = jobs(tmp_path, 2, http=f"127.0.0.1:{port}")
+    job.wait_ready()
+    url = f"http://127.0.0.1:{port}/api/runs/1/stacks?native=1"
+    refused = [
+        (urllib.request.Request(url), 405),
+        (urllib.request.Request(url, headers={
+            "Origin": "http://evil.example"}), 403),
+        (urllib.request.Request(url, data=b"", headers={
+            "Origin": "http://evil.example"}), 403),
+        (urllib.request.Request(url, data=b"", headers={
+            "Host": f"rebind.evil.example:{port}"}), 403),
+        (urllib.request.Request(f"http://127.0.0.1:{port}/api/runs",
+                                headers={"Host": "rebind.evil.example"}), 403),
+    ]
+    for req, status in refused:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=20)
+        assert e.value.code == status, (req.full_url, req.headers)
+        assert "error" in json.loads(e.value.read())
+    time.sleep(0.5)  # the store's writer commits every 250 ms
+    assert stored_snapshots(job.db) == 0
+    out, _ = job.stacks()
+    assert out.returncode == 0 and "ranks 0,1 (2)" in out.stdout, out.stderr
+    doc = json.loads(urllib.request.urlopen(
+        urllib.request.Request(url, data=b""), timeout=30).read())
+    assert doc["answered"] == 2
+    time.sleep(0.5)
+    assert stored_snapshots(job.db) == 2
+
+
 def test_endpoint_wants_the_token_off_loopback(tmp_path, jobs):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -244,13 +291,14 @@ def test_endpoint_wants_the_token_off_loopback(tmp_path, jobs):
     assert token
     url = f"http://127.0.0.1:{port}/api/runs/1/stacks"
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(url, timeout=20)
+        urllib.request.urlopen(url, data=b"", timeout=20)
     assert e.value.code == 401
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(url + "?token=" + "0" * len(token), timeout=20)
+        urllib.request.urlopen(url + "?token=" + "0" * len(token), data=b"",
+                               timeout=20)
     assert e.value.code == 401
-    req = urllib.request.Request(url, headers={"Authorization":
-                                               "Bearer " + token})
+    req = urllib.request.Request(url, data=b"", headers={
+        "Authorization": "Bearer " + token})
     doc = json.loads(urllib.request.urlopen(req, timeout=20).read())
     assert doc["answered"] == 2
     # the CLI finds the token in the live-run file
