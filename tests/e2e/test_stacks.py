@@ -35,7 +35,7 @@ class StuckJob:
         self.db = tmp_path / "store.db"
         self.release = tmp_path / "release"
         env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0",
-                   RELEASE=str(self.release))
+                   RELEASE=str(self.release), FIFO_DIR=str(tmp_path))
         args = [str(STEPSCOPE), "run", "-n", str(n), "--db", str(self.db)]
         if auto:
             args.append("--auto")
@@ -186,6 +186,34 @@ def test_a_c_read_goes_on_while_stacks_are_taken(tmp_path, jobs):
            time.monotonic() < deadline):
         time.sleep(0.1)
     assert "[rank 1] READ 1 0" in job.out.read_text(), job.out.read_text()
+
+
+def test_a_fifo_named_as_source_does_not_stop_the_controller(tmp_path, jobs):
+    """A frame whose source file is a FIFO: the controller reads source
+    lines off its loop, regular files only, so the stacks answer at once
+    (without that line), the API keeps answering, and SIGTERM is acted
+    on."""
+    job = jobs(tmp_path, 2, stuck="1:fifo", http="127.0.0.1:0")
+    job.wait_ready()
+    for _ in range(2):
+        t0 = time.monotonic()
+        out = subprocess.run([str(STEPSCOPE), "stacks", "--json", "--db",
+                              str(job.db)], capture_output=True, text=True,
+                             timeout=15)
+        assert out.returncode == 0, out.stderr
+        assert time.monotonic() - t0 < 5
+        leaf = json.loads(out.stdout)["ranks"][1]["threads"][-1]["frames"][-1]
+        assert leaf["func"] == "stuck" and leaf["line"] == 3, leaf
+        assert leaf["file"] == str(tmp_path / "fifo_source.py")
+        assert "code" not in leaf
+    base, _ = job.url()
+    runs = json.loads(urllib.request.urlopen(base + "api/runs",
+                                             timeout=10).read())
+    assert runs["runs"][0]["live"]
+    t0 = time.monotonic()
+    job.proc.send_signal(signal.SIGTERM)
+    job.proc.wait(timeout=20)
+    assert time.monotonic() - t0 < 15
 
 
 def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):

@@ -10,6 +10,9 @@ way chosen by STUCK (rank:how,...; the others wait):
           read_pipe(); a thread writes one byte into the pipe once the
           file RELEASE exists, and the rank prints what read() returned
           (READ n errno) and waits
+  fifo    time.sleep forever in stuck(), a function whose source file is
+          a FIFO (FIFO_DIR/fifo_source.py, compiled under that name): the
+          controller must not wait on it for the frame's source line
   wait    the default: short sleeps in a loop, in wait_for_peers()
 
 With DDP=1 the ranks first join a gloo process group; the waiting ranks
@@ -56,6 +59,16 @@ def read_pipe():
     wait_for_peers()
 
 
+def in_fifo_source():
+    path = os.path.join(os.environ["FIFO_DIR"], "fifo_source.py")
+    os.mkfifo(path)
+    code = compile("import time\ndef stuck():\n    time.sleep(100000)\n",
+                   path, "exec")
+    names = {}
+    exec(code, names)
+    names["stuck"]()
+
+
 def wait_for_peers():
     while True:
         time.sleep(0.05)
@@ -80,6 +93,8 @@ def train():
         hold_gil()
     elif how == "read":
         read_pipe()
+    elif how == "fifo":
+        in_fifo_source()
     elif dist is not None:
         all_reduce_step(dist, torch)  # waits for the sleeping rank
     else:
