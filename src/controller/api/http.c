@@ -252,10 +252,13 @@ int ss_http_host_allowed(const char *listen_host, const char *host_header)
 
 int ss_http_origin_allowed(const char *origin, const char *host_header)
 {
-    if (!origin)
-        return 1;
-    return host_header && strncasecmp(origin, "http://", 7) == 0 &&
-           strcasecmp(origin + 7, host_header) == 0;
+    if (!origin || !host_header)
+        return !origin;
+    /* https: the same server behind a TLS proxy (docs/api.md) */
+    size_t skip = strncasecmp(origin, "http://", 7) == 0    ? 7
+                  : strncasecmp(origin, "https://", 8) == 0 ? 8
+                                                            : 0;
+    return skip && strcasecmp(origin + skip, host_header) == 0;
 }
 
 /* ---- the pool of store connections ---- */

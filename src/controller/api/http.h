@@ -179,7 +179,8 @@ int ss_http_host_allowed(const char *listen_host, const char *host_header);
 /*
  * Whether a request that carries ORIGIN (NULL: none) may be answered: it
  * comes from no page (NULL), or from a page of this very server (ORIGIN is
- * "http://" followed by HOST_HEADER, any case).  Returns 1 when allowed.
+ * "http://" or "https://" (a TLS proxy in front) followed by HOST_HEADER,
+ * any case).  Returns 1 when allowed.
  */
 int ss_http_origin_allowed(const char *origin, const char *host_header);
 

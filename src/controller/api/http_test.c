@@ -412,7 +412,10 @@ static void host_and_origin_decision(void)
     CHECK(ss_http_origin_allowed("HTTP://LOCALHOST:1", "localhost:1"));
     CHECK(!ss_http_origin_allowed("http://evil.example", "127.0.0.1:8470"));
     CHECK(!ss_http_origin_allowed("http://127.0.0.1:8471", "127.0.0.1:8470"));
-    CHECK(!ss_http_origin_allowed("https://127.0.0.1:8470",
+    CHECK(ss_http_origin_allowed("https://node1.example",
+                                 "node1.example"));
+    CHECK(!ss_http_origin_allowed("ftp://127.0.0.1:8470", "127.0.0.1:8470"));
+    CHECK(!ss_http_origin_allowed("http://127.0.0.1:8470/x",
                                   "127.0.0.1:8470"));
     CHECK(!ss_http_origin_allowed("null", "127.0.0.1:8470"));
     CHECK(!ss_http_origin_allowed("http://127.0.0.1:8470", NULL));
