@@ -1463,6 +1463,9 @@ static void attempt_over(run_ctx *r)
             r->attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
     r->restart_pending = 1;
+    /* The backoff counts from now, not from the loop's cached time of
+     * this iteration (which may be older by the attempt's teardown). */
+    uv_update_time(&r->loop);
     uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
 }
 
