@@ -59,6 +59,7 @@ _MODES = {"off": OFF, "light": LIGHT, "full": FULL}
 UPDATE_EVERY = 10     # steps between two update-ratio measurements
 _MAX_CALLS = 4096     # module forward calls kept per step (full); counted
 _MAX_ROOTS = 8        # models instrumented per process
+_MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)  # elements per vector
 
 FORWARD, BACKWARD = 1, 2
 
@@ -106,6 +107,7 @@ class Numerics:
         self._clear()
         self.labels_sent = False
         self.values = getattr(_native, "values", None)
+        self.values_labels = getattr(_native, "values_labels", None)
         self.engine = torch.autograd.Variable._execution_engine
 
     def _clear(self):
@@ -422,12 +424,24 @@ class Numerics:
         self.labels_sent = True
 
     def _values(self, name, v, labels):
+        """One vector of the step (host data: no device copy); LABELS
+        when they are new.  The channel keeps _MAX_VALUES of them."""
         if not v:
             return
-        if labels is None:
-            self.values(name, v)
-        else:
-            self.values(name, v, labels)
+        v = v[:_MAX_VALUES]
+        if labels is not None and self.values_labels is not None:
+            self.values_labels(name, [_label(x) for x in labels[:_MAX_VALUES]])
+        self.values(name, v)
+
+
+def _label(name):
+    """NAME as a vector label: at most 255 bytes of UTF-8, no control
+    characters (ss_values_labels)."""
+    clean = "".join(c if c.isprintable() else "?" for c in name) or "?"
+    raw = clean.encode("utf-8")
+    if len(raw) > 255:
+        clean = raw[:255].decode("utf-8", "ignore")
+    return clean
 
 
 def _finite(x):

@@ -34,13 +34,16 @@ enum {
     SIG_DIR,    /* numerics.origin_dir: 1 forward, 2 backward */
     SIG_INDEX,  /* numerics.origin_index */
     SIG_NS,     /* numerics.origin_ns: after the step's begin */
+    VEC_MODULE, /* numerics.module_nonfinite, labelled by module */
+    VEC_PARAM,  /* numerics.param_grad_nonfinite, labelled by parameter */
     N_SIG
 };
 
 static const char *const sig_names[N_SIG] = {
     "numerics.loss_nonfinite", "numerics.grad_nonfinite",
     "numerics.param_nonfinite", "numerics.origin_dir",
-    "numerics.origin_index", "numerics.origin_ns"};
+    "numerics.origin_index", "numerics.origin_ns",
+    "numerics.module_nonfinite", "numerics.param_grad_nonfinite"};
 
 /* What the first rank said of the value. */
 enum { WHAT_LOSS = 1, WHAT_GRAD = 2, WHAT_PARAM = 4 };
@@ -56,6 +59,8 @@ typedef struct {
     int what;                  /* WHAT_* of the first rank */
     int dir;                   /* DIR_* (full mode only) */
     int64_t index;             /* of the module or parameter, -1 */
+    char module[128];          /* its module's name, "" unknown */
+    char param[128];           /* the parameter's name (backward) */
     double origin_ms;          /* after the step's begin, NAN unknown */
     int timed;                 /* the first rank was picked by the clock */
     int32_t same[SS_FINDING_MAX_RANKS]; /* own values in the first step */
@@ -81,6 +86,21 @@ static int own_value(const nonfinite *nf, const ss_step_view *v,
 {
     return sig(nf, v, rs, SIG_LOSS) > 0 || sig(nf, v, rs, SIG_GRAD) > 0 ||
            sig(nf, v, rs, SIG_DIR) > 0;
+}
+
+/* Label INDEX of vector SIG of rank RS into OUT ("" when unknown). */
+static void label_of(const nonfinite *nf, const ss_rank_step *rs, int s,
+                     int64_t index, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (uint32_t i = 0; rs->values && i < rs->n_values; i++) {
+        const ss_values_item *it = &rs->values[i];
+        if (it->name != nf->sig[s] || !it->labels || index < 0 ||
+            (uint64_t)index >= it->n_labels || !it->labels[index])
+            continue;
+        snprintf(out, len, "%s", it->labels[index]);
+        return;
+    }
 }
 
 static int any_value(const nonfinite *nf, const ss_step_view *v,
@@ -112,12 +132,15 @@ static void refresh(ss_detectors *d, nonfinite *nf)
              nf->dir == DIR_FORWARD    ? "forward"
              : nf->dir == DIR_BACKWARD ? "backward"
                                        : "");
-    char where[96] = "", spread[160] = "", same[160] = "", ranks[128];
-    if (nf->dir != DIR_NONE) {
-        /* The module vectors' labels name it once the rank sends them. */
+    char where[300] = "", spread[160] = "", same[160] = "", ranks[128];
+    if (nf->dir == DIR_FORWARD && nf->module[0])
+        snprintf(where, sizeof where, "module %s", nf->module);
+    else if (nf->dir == DIR_BACKWARD && nf->param[0])
+        snprintf(where, sizeof where, "parameter %s (module %s)", nf->param,
+                 nf->module[0] ? nf->module : "(the model)");
+    else if (nf->dir != DIR_NONE) /* sent without labels */
         snprintf(where, sizeof where, "%s #%" PRId64,
                  nf->dir == DIR_FORWARD ? "module" : "parameter", nf->index);
-    }
     if (nf->n_reached > 1) {
         snprintf(spread, sizeof spread, "; it reached %s by step %" PRIu64,
                  ss__fmt_ranks(ranks, sizeof ranks, nf->order + 1,
@@ -177,6 +200,10 @@ static void refresh(ss_detectors *d, nonfinite *nf)
         ss__evidence_int(ev, nf->dir == DIR_FORWARD ? "module_index"
                                                     : "param_index",
                          nf->index);
+        if (nf->module[0])
+            ss__evidence_str(ev, "module", nf->module);
+        if (nf->param[0])
+            ss__evidence_str(ev, "param", nf->param);
     }
     ss__evidence_num(ev, "origin_ms", round(nf->origin_ms * 1000) / 1000);
     ss__evidence_int(ev, "same_step_ranks", nf->n_same);
@@ -228,6 +255,19 @@ static void begin(nonfinite *nf, const ss_step_view *v,
     double ns = sig(nf, v, rs, SIG_NS);
     if (nf->dir != DIR_NONE && isfinite(ns))
         nf->origin_ms = ns / 1e6;
+    if (nf->dir == DIR_FORWARD) {
+        label_of(nf, rs, VEC_MODULE, nf->index, nf->module,
+                 sizeof nf->module);
+    } else if (nf->dir == DIR_BACKWARD) {
+        /* "blocks.1.fc1.weight": module "blocks.1.fc1" */
+        label_of(nf, rs, VEC_PARAM, nf->index, nf->param, sizeof nf->param);
+        snprintf(nf->module, sizeof nf->module, "%s", nf->param);
+        char *dot = strrchr(nf->module, '.');
+        if (dot)
+            *dot = '\0';
+        else
+            nf->module[0] = '\0';
+    }
     nf->first_step = v->step;
     nf->reached[nf->first] = 1;
     nf->order[nf->n_reached++] = nf->first;
