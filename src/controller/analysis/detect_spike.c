@@ -7,7 +7,8 @@
  * Each rank's series is judged on its own, against the values before it:
  * a value is a spike when it lies above the median of the rank's last
  * spike.window values by more than K robust sigmas (1.4826 x MAD;
- * loss_spike.mad_k, grad_spike.mad_k) and is at least a factor of that
+ * loss_spike.mad_k, grad_spike.mad_k; 1.2533 x the mean absolute
+ * deviation when the MAD is 0) and is at least a factor of that
  * median (loss_spike.factor, grad_spike.factor), once the window holds
  * spike.min_samples values; or, as large trainers check, when after
  * spike.max_warmup values it is spike.max_ratio times the largest value
@@ -128,6 +129,16 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
             sp->scratch[i] = s->ring[i];
         double med;
         double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &med);
+        if (sigma == 0) {
+            /* More than half the window alike: the mean absolute
+             * deviation stands in for the MAD (1.2533 x it estimates a
+             * normal sigma), so one value above a flat median is not
+             * infinitely far. */
+            double sum = 0;
+            for (uint32_t i = 0; i < s->n; i++)
+                sum += fabs((double)s->ring[i] - med);
+            sigma = 1.2533 * sum / s->n;
+        }
         double z = sigma > 0 ? (v - med) / sigma : v > med ? INFINITY : 0;
         if (z > mad_k && (med > 0 ? v >= factor * med : 1)) {
             spike = 1;
