@@ -30,8 +30,9 @@ It does not import stepscope.
       at step S rank R's loss (and so its gradients) is multiplied by F
       (default 50)
   --checkpoint FILE --save-every K
-      rank 0 saves {"step", "model", "optimizer"} after every K steps; a
-      rank that starts while FILE exists resumes from it
+      rank 0 saves {"step", "model", "optimizer"} after every K steps
+      whose loss was finite; a rank that starts while FILE exists resumes
+      from it
   --list-modules
       prints the module names and exits
 
@@ -184,7 +185,7 @@ def main():
         if args.step_ms:
             time.sleep(args.step_ms / 1000.0)
         last = step
-        if (args.checkpoint and rank == 0
+        if (args.checkpoint and rank == 0 and math.isfinite(loss_value)
                 and (step + 1) % args.save_every == 0):
             tmp = args.checkpoint + ".tmp"
             torch.save({"step": step, "model": model.module.state_dict(),
