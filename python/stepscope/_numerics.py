@@ -47,7 +47,9 @@ forward hooks and pre-hooks on every module and a norm and a finiteness
 count per gradient.
 
 Nothing here raises into the script: each hook catches what it raises,
-counts it in numerics.errors and says so once on stderr.
+counts it in numerics.errors and says so once on stderr.  The hooks do
+nothing while auto mode is switched off (in a forked DataLoader worker,
+say).
 """
 import os
 import sys
@@ -172,6 +174,8 @@ class Numerics:
         full = self.mode >= FULL
 
         def hook(_grad):
+            if not _native._auto_on():
+                return
             try:
                 if not self.queued:
                     # Runs when this backward pass ends, before DDP's own
@@ -208,6 +212,8 @@ class Numerics:
 
     def _pre_hook(self, index):
         def pre(_module, inputs):
+            if not _native._auto_on():
+                return
             try:
                 amax = self._amax(inputs)
                 if amax is not None:
@@ -220,6 +226,8 @@ class Numerics:
         torch = self.torch
 
         def post(_module, _inputs, output):
+            if not _native._auto_on():
+                return
             try:
                 in_amax = self.pending_in.pop(index, None)
                 if len(self.calls) >= _MAX_CALLS:
