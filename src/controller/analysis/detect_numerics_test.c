@@ -292,12 +292,15 @@ static void spike_by_ratio_to_the_largest(void)
     ss_detectors_destroy(d);
 }
 
-/* Noisy, trending series (loss falling, gradient norm rising slowly, a
- * few 1.5x blips) make no numerics finding. */
+/* Noisy, trending series (loss falling, then small and varying by
+ * factors from batch to batch; gradient norm rising slowly, a few 1.5x
+ * blips) make no numerics finding. */
 static void noisy(builder *b, uint64_t s)
 {
     for (int r = 0; r < W; r++) {
         b->metric[r][LOSS] = 3.0 * exp(-(double)s / 150) + 0.3 * uniform();
+        if (s > 200) /* a small loss that varies by factors per batch */
+            b->metric[r][LOSS] = 0.05 * exp(3.0 * (uniform() - 0.5));
         b->metric[r][GRAD] = 0.5 + (double)s / 200 + 0.3 * uniform();
         if (uniform() < 0.03)
             b->metric[r][GRAD] *= 1.5;

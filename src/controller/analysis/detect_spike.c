@@ -6,7 +6,9 @@
  *
  * Each rank's series is judged on its own, against the values before it:
  * a value is a spike when it lies above the median of the rank's last
- * spike.window values by more than K robust sigmas (1.4826 x MAD;
+ * spike.window values by more than K robust sigmas (1.4826 x MAD, of the
+ * logarithms when the values are positive: losses and norms vary by
+ * factors;
  * loss_spike.mad_k, grad_spike.mad_k; 1.2533 x the mean absolute
  * deviation when the MAD is 0) and is at least a factor of that
  * median (loss_spike.factor, grad_spike.factor), once the window holds
@@ -125,10 +127,16 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
     double factor = d->p[k == K_LOSS ? P_LS_FACTOR : P_GS_FACTOR];
     int spike = 0;
     if (s->n >= ss__param_u32(d, P_SP_MIN_SAMPLES)) {
+        /* Losses and norms vary by factors: judged on their logarithms
+         * when the window and V are positive (a loss near 0 that goes
+         * from 0.05 to 0.4 on one batch is noise, not a spike). */
+        int logs = v > 0;
+        for (uint32_t i = 0; i < s->n && logs; i++)
+            logs = s->ring[i] > 0;
         for (uint32_t i = 0; i < s->n; i++)
-            sp->scratch[i] = s->ring[i];
-        double med;
-        double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &med);
+            sp->scratch[i] = logs ? log(s->ring[i]) : s->ring[i];
+        double x = logs ? log(v) : v, lmed;
+        double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &lmed);
         if (sigma == 0) {
             /* More than half the window alike: the mean absolute
              * deviation stands in for the MAD (1.2533 x it estimates a
@@ -136,10 +144,11 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
              * infinitely far. */
             double sum = 0;
             for (uint32_t i = 0; i < s->n; i++)
-                sum += fabs((double)s->ring[i] - med);
+                sum += fabs((logs ? log(s->ring[i]) : s->ring[i]) - lmed);
             sigma = 1.2533 * sum / s->n;
         }
-        double z = sigma > 0 ? (v - med) / sigma : v > med ? INFINITY : 0;
+        double z = sigma > 0 ? (x - lmed) / sigma : x > lmed ? INFINITY : 0;
+        double med = logs ? exp(lmed) : lmed;
         if (z > mad_k && (med > 0 ? v >= factor * med : 1)) {
             spike = 1;
             *med_out = med;
