@@ -715,7 +715,9 @@ def main(argv):
         workdir.mkdir(parents=True, exist_ok=True)
         tmp = None
     else:
-        tmp = tempfile.TemporaryDirectory(prefix="stepscope-accuracy-")
+        # Not "stepscope-*": controllers sweep /tmp/stepscope-* directories
+        # they take for dead controllers' socket directories (job/sockdir.c).
+        tmp = tempfile.TemporaryDirectory(prefix="ss-accuracy-")
         workdir = Path(tmp.name)
     # Stopped from outside, still clean up (the finally clauses below).
     for sig in (signal.SIGTERM, signal.SIGHUP):
