@@ -260,14 +260,16 @@ def ab_child(config, model):
             prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             prof.start()
         times = []
+        c0 = time.process_time()
         for _ in range(block):
             t0 = time.perf_counter()
             explicit_step(n) if (stepscope is not None and on) else plain_step()
             times.append(time.perf_counter() - t0)
             n += 1
+        cpu = (time.process_time() - c0) / block
         if prof is not None:
             prof.stop()
-        out.append((on, statistics.median(times) * 1e3))
+        out.append((on, statistics.median(times) * 1e3, cpu * 1e3))
     if native is not None:
         native._auto_enable(True)
     if rank == 0:
@@ -276,9 +278,12 @@ def ab_child(config, model):
 
 
 def bench_ab(trials, models, configs):
-    """Pairs of neighbouring off/on blocks; returns {(model, config): [ratios]}."""
+    """Pairs of neighbouring off/on blocks; returns {(model, config): [ratios]}
+    of the median step times, and prints the ratios of the blocks' CPU time
+    per step (the rank process's, all its threads) beside them: on a
+    loaded machine CPU time moves far less than wall time."""
     script = str(Path(__file__).resolve())
-    ratios, failures = {}, []
+    ratios, cpu_ratios, failures = {}, {}, []
     with tempfile.TemporaryDirectory(prefix="ss-bench-ab-") as d:
         for trial in range(trials):
             for model in models:
@@ -298,20 +303,27 @@ def bench_ab(trials, models, configs):
                     blocks = json.loads(m.group(1))
                     pairs = [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks) - 1, 2)]
                     r = [(a[1] / b[1]) if a[0] else (b[1] / a[1]) for a, b in pairs]
+                    c = [(a[2] / b[2]) if a[0] else (b[2] / a[2]) for a, b in pairs]
                     ratios.setdefault((model, config), []).extend(r)
+                    cpu_ratios.setdefault((model, config), []).extend(c)
                     print(f"  paired trial {trial} {model:5s} {config:8s} on/off per pair: "
-                          + " ".join(f"{x:.3f}" for x in r), flush=True)
+                          + " ".join(f"{x:.3f}" for x in r)
+                          + "  cpu: " + " ".join(f"{x:.3f}" for x in c), flush=True)
     print()
     for model in models:
         block, blocks = AB[model]
         print(f"paired blocks, model {model}: {block} steps per block, {blocks} blocks per job, "
               f"{trials} jobs per configuration")
-        print(f"  {'config':9s} {'on/off step time: median (quartiles, min - max)':>56s}  pairs")
+        print(f"  {'config':10s} {'on/off step time: median (quartiles, min - max)':>56s}  pairs"
+              f"   {'on/off CPU time per step: median (quartiles)':>46s}")
         for config in configs:
             r = sorted(ratios[(model, config)])
             q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0], r[0], r[0]]
-            print(f"  {config:9s} {statistics.median(r):>14.4f} ({q[0]:.4f} - {q[2]:.4f}, "
-                  f"{r[0]:.4f} - {r[-1]:.4f})  {len(r):5d}")
+            c = sorted(cpu_ratios[(model, config)])
+            cq = statistics.quantiles(c, n=4) if len(c) >= 2 else [c[0], c[0], c[0]]
+            print(f"  {config:10s} {statistics.median(r):>14.4f} ({q[0]:.4f} - {q[2]:.4f}, "
+                  f"{r[0]:.4f} - {r[-1]:.4f})  {len(r):5d}   "
+                  f"{statistics.median(c):>20.4f} ({cq[0]:.4f} - {cq[2]:.4f})")
         print()
     for f in failures:
         print(f"note: {f}")

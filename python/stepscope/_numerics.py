@@ -60,6 +60,7 @@ OFF, LIGHT, FULL = 0, 1, 2
 _MODES = {"off": OFF, "light": LIGHT, "full": FULL}
 UPDATE_EVERY = 10     # steps between two update-ratio measurements
 _MAX_CALLS = 4096     # module forward calls kept per step (full); counted
+_MAX_LOSSES = 1024    # backward() calls whose loss is kept per step
 _MAX_ROOTS = 8        # models instrumented per process
 _MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)  # elements per vector
 
@@ -265,7 +266,7 @@ class Numerics:
         of this step."""
         try:
             for t in _tensors(tensors):
-                if t.is_floating_point():
+                if t.is_floating_point() and len(self.losses) < _MAX_LOSSES:
                     self.losses.append(t.detach().reshape(-1)[:1].float()
                                        .reshape(()))
         except Exception as e:
