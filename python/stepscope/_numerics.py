@@ -291,6 +291,10 @@ class Numerics:
             self._record()
         except Exception as e:
             self._failed("step end", e)
+        try:
+            _native.metric("numerics.errors", self.errors)
+        except Exception:
+            pass
         self.steps += 1
         self._clear()
 
@@ -374,7 +378,6 @@ class Numerics:
                 un = get("update_norm")
                 if un is not None and pn[0] > 0 and _finite(un[0]):
                     metric("numerics.update_ratio", un[0] / pn[0])
-        metric("numerics.errors", self.errors)
         if self.mode >= FULL:
             self._record_full(get)
 
