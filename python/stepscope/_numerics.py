@@ -51,6 +51,7 @@ counts it in numerics.errors and says so once on stderr.  The hooks do
 nothing while auto mode is switched off (in a forked DataLoader worker,
 say).
 """
+import math
 import os
 import sys
 
@@ -200,8 +201,7 @@ class Numerics:
             if not idx:
                 return
             grads = [self.params[i].grad.detach() for i in idx]
-            norms = torch.stack([n.to(grads[0].device)
-                                 for n in torch._foreach_norm(grads)])
+            norms = torch.stack(torch._foreach_norm(grads))
             counts = None
             if self.mode >= FULL:
                 counts = torch.stack([
@@ -305,6 +305,10 @@ class Numerics:
     # ---- the step's end ----
 
     def _record(self):
+        """Stacks the step's device results (per-loss values, per-tensor
+        norms, per-call statistics) into one tensor, copies it to the host
+        with one .tolist() and does the arithmetic there: a few kernels
+        per step, whatever the number of parameters."""
         torch = self.torch
         parts, layout = [], {}
         offset = [0]
@@ -312,72 +316,64 @@ class Numerics:
         def put(name, t):
             layout[name] = (offset[0], t.numel())
             offset[0] += t.numel()
-            parts.append(t.reshape(-1).double())
+            parts.append(t.reshape(-1))
 
-        dev = None
         if self.losses:
-            dev = self.losses[0].device
-            ls = torch.stack([x.to(dev) for x in self.losses])
-            fin = torch.isfinite(ls)
-            put("loss", torch.where(fin, ls, torch.zeros_like(ls)).sum()
-                / fin.sum().clamp(min=1))
-            put("loss_nonfinite", (~fin).sum())
+            put("loss", torch.stack(self.losses))
         if self.grad is not None:
             idx, norms, counts = self.grad
-            dev = dev or norms.device
-            put("grad_norm", norms.double().square().sum().sqrt().to(dev))
-            put("grad_nonfinite", (~torch.isfinite(norms)).sum().to(dev))
+            put("grad", norms)
             if counts is not None:
-                put("param_grad_norm", norms.to(dev))
-                put("param_grad_nonfinite", counts.to(dev))
+                put("grad_counts", counts)
         if self.params:
             ps = [p.detach() for p in self.params]
-            pn = torch.stack([n.to(ps[0].device)
-                              for n in torch._foreach_norm(ps)])
-            dev = dev or pn.device
-            put("param_norm", pn.double().square().sum().sqrt().to(dev))
-            put("param_nonfinite", (~torch.isfinite(pn)).sum().to(dev))
+            put("param", torch.stack(torch._foreach_norm(ps)))
             if self.snapshot is not None:
-                diffs = torch._foreach_sub(ps, self.snapshot)
-                un = torch.stack([n.to(ps[0].device)
-                                  for n in torch._foreach_norm(diffs)])
-                put("update_norm", un.double().square().sum().sqrt().to(dev))
+                put("update", torch.stack(torch._foreach_norm(
+                    torch._foreach_sub(ps, self.snapshot))))
         calls = self.calls
         if calls:
-            dev = dev or calls[0][1].device
-            put("call_amax", torch.stack([c[1].to(dev) for c in calls]))
-            put("call_nf", torch.stack([c[2].to(dev) for c in calls]))
-            nan = torch.full((), float("nan"), device=dev)
+            zero = calls[0][1].new_zeros(())
+            put("call_amax", torch.stack([c[1] for c in calls]))
+            put("call_nf", torch.stack([c[2].to(zero.dtype) for c in calls]))
             # a call without floating-point inputs has finite inputs
-            put("call_in", torch.stack([
-                c[3].to(dev) if c[3] is not None else nan.new_zeros(())
-                for c in calls]))
-        values = (torch.cat([p.to(dev) for p in parts]).tolist()
-                  if parts else [])   # the step's one device-to-host copy
+            put("call_in", torch.stack([zero if c[3] is None else c[3]
+                                        for c in calls]))
+        if parts:
+            dev = parts[0].device
+            values = torch.cat([p.to(device=dev, dtype=torch.float64)
+                                for p in parts]).tolist()  # the one copy
+        else:
+            values = []
 
         def get(name):
             at = layout.get(name)
             return None if at is None else values[at[0]:at[0] + at[1]]
 
         metric = _native.metric
-        loss, loss_nf = get("loss"), get("loss_nonfinite")
+        loss = get("loss")
         if loss is not None:
-            metric("numerics.loss_nonfinite", loss_nf[0])
-            if loss_nf[0] < len(self.losses):
-                metric("numerics.loss", loss[0])
-        gn, gnf = get("grad_norm"), get("grad_nonfinite")
-        if gn is not None:
-            metric("numerics.grad_nonfinite", gnf[0])
-            if gnf[0] == 0:
-                metric("numerics.grad_norm", gn[0])
-        pn, pnf = get("param_norm"), get("param_nonfinite")
-        if pn is not None:
-            metric("numerics.param_nonfinite", pnf[0])
-            if pnf[0] == 0:
-                metric("numerics.param_norm", pn[0])
-                un = get("update_norm")
-                if un is not None and pn[0] > 0 and _finite(un[0]):
-                    metric("numerics.update_ratio", un[0] / pn[0])
+            finite = [x for x in loss if _finite(x)]
+            metric("numerics.loss_nonfinite", len(loss) - len(finite))
+            if finite:
+                metric("numerics.loss", sum(finite) / len(finite))
+        grad = get("grad")
+        if grad is not None:
+            bad = sum(1 for x in grad if not _finite(x))
+            metric("numerics.grad_nonfinite", bad)
+            if not bad:
+                metric("numerics.grad_norm", _norm(grad))
+        param = get("param")
+        if param is not None:
+            bad = sum(1 for x in param if not _finite(x))
+            metric("numerics.param_nonfinite", bad)
+            update = get("update")
+            if not bad:
+                pn = _norm(param)
+                metric("numerics.param_norm", pn)
+                un = _norm(update) if update is not None else float("nan")
+                if pn > 0 and _finite(un):
+                    metric("numerics.update_ratio", un / pn)
         if self.mode >= FULL:
             self._record_full(get)
 
@@ -402,8 +398,8 @@ class Numerics:
                 mod_amax[i] = a
             mod_nf[i] += nf[k]
         grad = self.grad
-        pg_norm = get("param_grad_norm")
-        pg_nf = get("param_grad_nonfinite")
+        pg_norm = get("grad")
+        pg_nf = get("grad_counts")
         n_par = len(self.param_names)
         par_norm = [float("nan")] * n_par
         par_nf = [0.0] * n_par
@@ -454,6 +450,11 @@ def _label(name):
     if len(raw) > 255:
         clean = raw[:255].decode("utf-8", "ignore")
     return clean
+
+
+def _norm(xs):
+    """The L2 norm of the norms XS (host floats)."""
+    return math.sqrt(sum(x * x for x in xs))
 
 
 def _finite(x):
