@@ -990,7 +990,14 @@ int ss_query_history(ss_query *q, const ss_query_history_args *a,
 
 void ss_query_values_name_object(ss_buf *out, const ss_values_name_row *v)
 {
-    ss_buf_puts(out, "{\"name\":");
+    ss_buf_puts(out, "{");
+    ss_query_values_name_fields(out, v);
+    ss_buf_puts(out, "}");
+}
+
+void ss_query_values_name_fields(ss_buf *out, const ss_values_name_row *v)
+{
+    ss_buf_puts(out, "\"name\":");
     ss_buf_json_str(out, v->name);
     ss_buf_puts(out, ",\"ranks\":[");
     for (size_t i = 0; i < v->n_ranks; i++)
@@ -1007,7 +1014,6 @@ void ss_query_values_name_object(ss_buf *out, const ss_values_name_row *v)
     ss_buf_puts(out, ",\"labels\":");
     /* written by the store's own JSON writer (a JSON array of strings) */
     ss_buf_puts(out, v->labels_json ? v->labels_json : "null");
-    ss_buf_puts(out, "}");
 }
 
 int ss_query_values(ss_query *q, int64_t run_id, int64_t attempt,

@@ -199,6 +199,8 @@ int ss_query_history(ss_query *q, const ss_query_history_args *a,
  * docs/report-json.md: {"name","ranks":[...],"first_step","last_step",
  * "steps","rows","max_n","truncated","labels":[...] or null}. */
 void ss_query_values_name_object(ss_buf *out, const ss_values_name_row *v);
+/* The same fields without the braces (to add more to the object). */
+void ss_query_values_name_fields(ss_buf *out, const ss_values_name_row *v);
 
 /* {"attempt":A,"dropped_vectors":N,"values":[name objects]}: the vector
  * names of the attempt (-1: the latest), by name; none (also in a store
