@@ -1109,3 +1109,51 @@ int ss_query_value_series(ss_query *q, int64_t run_id,
     ss_values_rows_free(&v);
     return finish(out, err, errlen);
 }
+
+/* The first step of the latest STEPS kept steps of V whose values fit
+ * in the default cell cap when read by rank (BY_RANK) or by index. */
+static int64_t embed_from(const ss_values_name_row *v, int64_t steps,
+                          int by_rank)
+{
+    int64_t width = by_rank ? v->max_n : (int64_t)v->n_ranks;
+    int64_t fit = SS_QUERY_DEFAULT_VALUE_CELLS / (width > 0 ? width : 1);
+    int64_t from = v->last_step - (steps < fit ? steps : fit) + 1;
+    return from > v->first_step ? from : v->first_step;
+}
+
+int ss_query_values_embed(ss_query *q, int64_t run_id, int64_t attempt,
+                          size_t max_names, int64_t steps, ss_buf *out,
+                          char *err, size_t errlen)
+{
+    ss_buf_puts(out, "{\"list\":");
+    int rc = ss_query_values(q, run_id, attempt, out, err, errlen);
+    if (rc != 0)
+        return rc;
+    ss_values_name_row *rows = NULL;
+    size_t n = 0;
+    rc = ss_reader_attempt(q->reader, run_id, attempt, &attempt, NULL);
+    if (rc == 0)
+        rc = ss_reader_value_names(q->reader, run_id, attempt, &rows, &n);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    ss_buf_puts(out, ",\"series\":[");
+    for (size_t i = 0; rc == 0 && i < n && i < max_names; i++) {
+        const ss_values_name_row *v = &rows[i];
+        ss_query_values_args a = {attempt, v->name,
+                                  v->n_ranks ? v->ranks[0] : 0, -1,
+                                  embed_from(v, steps, 1), v->last_step,
+                                  SS_QUERY_DEFAULT_VALUE_CELLS};
+        ss_buf_puts(out, i ? "," : "");
+        rc = ss_query_value_series(q, run_id, &a, out, err, errlen);
+        a.rank = -1;
+        a.index = 0;
+        a.from = embed_from(v, steps, 0);
+        if (rc == 0) {
+            ss_buf_puts(out, ",");
+            rc = ss_query_value_series(q, run_id, &a, out, err, errlen);
+        }
+    }
+    ss_buf_puts(out, "]}");
+    ss_values_name_rows_free(rows, n);
+    return rc != 0 ? rc : finish(out, err, errlen);
+}

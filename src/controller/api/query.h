@@ -237,4 +237,15 @@ int ss_query_value_series(ss_query *q, int64_t run_id,
                           const ss_query_values_args *a, ss_buf *out,
                           char *err, size_t errlen);
 
+/*
+ * The vectors of a page that cannot ask for more (`report --html`):
+ * {"list": the /values document, "series": [for each of the first
+ * MAX_NAMES names: its first rank's vectors (as /values/{name}?rank=R)
+ * and index 0 over the ranks (?index=0), over its latest STEPS kept
+ * steps, each under the default cell cap]}.
+ */
+int ss_query_values_embed(ss_query *q, int64_t run_id, int64_t attempt,
+                          size_t max_names, int64_t steps, ss_buf *out,
+                          char *err, size_t errlen);
+
 #endif
