@@ -40,6 +40,7 @@
 
 #include "agent.h"
 #include "aggregator.h"
+#include "appendf.h"
 #include "fingerprint.h"
 #include "hang.h"
 #include "host_watch.h"
@@ -1722,12 +1723,24 @@ static void record_vector_drops(run_ctx *r)
     ss_aggregator_get_stats(r->agg, &as);
     ss_store_add_dropped_vectors(r->store, r->run_id,
                                  ranks + as.vectors_refused);
-    if (ranks || truncated || as.vectors_refused)
-        run_event(r, "vectors_dropped", -1, "%" PRIu64 " vectors dropped by "
-                  "%" PRIu32 " rank%s (ring or memory full) and %" PRIu64
-                  " by the controller (its budget), %" PRIu64 " elements "
-                  "truncated by the ranks' per-vector cap", ranks, n_ranks,
-                  n_ranks == 1 ? "" : "s", as.vectors_refused, truncated);
+    if (!ranks && !truncated && !as.vectors_refused)
+        return;
+    char msg[256];
+    size_t len = 0;
+    msg[0] = '\0';
+    if (ranks)
+        ss_appendf(msg, sizeof msg, &len, "%" PRIu64 " vectors dropped by "
+                   "%" PRIu32 " rank%s (ring or memory full)", ranks,
+                   n_ranks, n_ranks == 1 ? "" : "s");
+    if (as.vectors_refused)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " refused by the "
+                   "controller (its budget)", len ? ", " : "",
+                   as.vectors_refused);
+    if (truncated)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " elements truncated "
+                   "by the ranks' per-vector cap", len ? ", " : "",
+                   truncated);
+    run_event(r, "vectors_dropped", -1, "%s", msg);
 }
 
 /* When the store lost part of the run, an event says what, so that the
