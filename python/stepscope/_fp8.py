@@ -35,9 +35,10 @@ scale taken as the largest float32, a NaN one as 0); the detector judges
 the scale itself and ignores them.
 
 Recording: the statistics of one call stay on the tensor's device as one
-small tensor; at the end of the step every call's are stacked and copied
-to the host once (one copy per device per step, whatever the number of
-calls), and sent as five vectors, one per statistic, indexed by the names
+small tensor; at the end of the step every call's are stacked on the
+device and handed to stepscope.values, which copies all of a step's device
+vectors to the host at once (one copy per step, whatever the number of
+calls), as five vectors, one per statistic, indexed by the names
 given to fp8_stats in the order they first appeared in the run (the
 vectors' labels):
 
@@ -182,25 +183,25 @@ def record(name, tensor, scale, fmt):
 
 
 def flush(send):
-    """Sends the open step's statistics: SEND(vector name, host list,
-    labels) once per vector of VECTORS, after one copy per device.  Does
+    """Sends the open step's statistics: SEND(vector name, values, labels)
+    once per vector of VECTORS, the statistics as one column each of a
+    tensor stacked on the device (stepscope.values copies a step's device
+    vectors to the host together, once), the formats as a list.  Labels
+    not recorded in the step get NaN statistics and format 0.  Does
     nothing when no call was made in the step."""
     rows, labels = _P.take()
     if not rows:
         return
     import torch
-    by_device = {}
-    for i, (row, code) in rows.items():
-        by_device.setdefault(row.device, []).append((i, row))
-    n = len(labels)
-    cols = [[math.nan] * n for _ in range(4)]
-    for items in by_device.values():
-        host = torch.stack([row for _, row in items]).cpu().tolist()
-        for (i, _), values in zip(items, host):
-            for k in range(4):
-                cols[k][i] = values[k]
-    codes = [0.0] * n
-    for i, (_, code) in rows.items():
+    device = next(iter(rows.values()))[0].device
+    nan = torch.full((4,), math.nan, dtype=torch.float64, device=device)
+    codes = [0.0] * len(labels)
+    table = []
+    for i in range(len(labels)):
+        row, code = rows.get(i, (nan, 0))
+        table.append(row if row.device == device else row.to(device))
         codes[i] = float(code)
-    for name, values in zip(VECTORS, cols + [codes]):
-        send(name, values, labels)
+    table = torch.stack(table)
+    for k, name in enumerate(VECTORS[:4]):
+        send(name, table[:, k], labels)
+    send(VECTORS[4], codes, labels)

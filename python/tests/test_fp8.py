@@ -158,6 +158,9 @@ def test_a_step_is_one_vector_per_statistic():
     sent = []
 
     def send(name, values, labels):
+        if isinstance(values, torch.Tensor):  # statistics: a device column
+            assert values.dtype == torch.float64 and values.dim() == 1
+            values = values.tolist()
         sent.append((name, values, labels))
 
     p = _fp8._P

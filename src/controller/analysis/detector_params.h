@@ -132,7 +132,18 @@
     X(P_I_MIN_STEPS, "memory_imbalance.min_steps", 20, "steps", 1, 1e9,       \
       "...for this many consecutive steps")                                   \
     X(P_I_CRIT_FRAC, "memory_imbalance.critical_frac", 1.0, "ratio", 0, 1e6,  \
-      "critical when the excess is this fraction of the median rank's")
+      "critical when the excess is this fraction of the median rank's")     \
+    X(P_F_SAT_FRAC, "fp8.saturation_frac", 0.001, "ratio", 0, 1,             \
+      "a float8 cast saturates when it clips more than this fraction of "     \
+      "the tensor's elements...")                                             \
+    X(P_F_UNDER_FRAC, "fp8.underflow_frac", 0.01, "ratio", 0, 1,             \
+      "...underflows when it flushes more than this fraction of its "         \
+      "non-zero values to zero...")                                           \
+    X(P_F_MIN_STEPS, "fp8.min_steps", 3, "steps", 1, 1e6,                     \
+      "...in this many steps of one episode (an invalid scale: in one step)") \
+    X(P_F_WINDOW, "fp8.window", 50, "steps", 1, 1e9,                          \
+      "an episode ends after this many steps without a step over the "        \
+      "threshold (without an invalid scale); the next one is a new finding")
 
 enum {
 #define X(id, name, def, unit, lo, hi, doc) id,
