@@ -32,6 +32,7 @@ def test_noop_without_controller():
             with s.phase("p"):
                 s.sync("x"); s.metric("m", 1.5); s.memory_sample()
                 s.memory_record("device_peak", 10); s.checkpoint_saved(0)
+                s.values("v", [1.0, 2.0], labels=["a", "b"])
         with s.step() as b:
             pass
         s.step_begin(7); s.phase_begin("q"); s.phase_end("q"); s.step_end()
@@ -39,7 +40,8 @@ def test_noop_without_controller():
         print(a, b, s.counters(), s.enabled())
     """)
     assert out.split("\n")[0] == \
-        "0 1 {'dropped_events': 0, 'dropped_records': 0} False"
+        "0 1 {'dropped_events': 0, 'dropped_records': 0, " \
+        "'dropped_vectors': 0, 'truncated_values': 0} False"
 
 
 def test_only_pyinit_is_exported():
@@ -249,7 +251,9 @@ def test_under_controller(store, tmp_path):
     job = run_job(store, 2, [PYTHON, str(script)])
     assert job.returncode == 0, job.stderr
     for r in job.results().values():
-        assert r["counters"] == {"dropped_events": 0, "dropped_records": 0}
+        assert r["counters"] == {"dropped_events": 0, "dropped_records": 0,
+                                 "dropped_vectors": 0,
+                                 "truncated_values": 0}
     rep = job.report()
     assert rep["steps"]["count"] == 5
     assert (rep["steps"]["first"], rep["steps"]["last"]) == (0, 4)

@@ -185,13 +185,14 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     return 0;
 }
 
-static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
+static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
+                    const ss_values_item *values, uint32_t n_values)
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
     if (rank < r->nproc_local)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
-    if (ss_aggregator_add(r->agg, rank, rec) != 0)
+    if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->refused_records++;
     if (rec->step <= INT64_MAX)
         run_inject_observe(r, rank, (int64_t)rec->step);
@@ -215,6 +216,13 @@ static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
                 "what rank %u records under '%s' and other new names is "
                 "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
     r->said_names_over_limit = 1;
+}
+
+static void cb_labels(void *ctx, uint32_t rank, int name,
+                      const char *const *labels, uint32_t n)
+{
+    run_ctx *r = ctx;
+    ss_aggregator_set_labels(r->agg, rank, name, labels, n);
 }
 
 static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
@@ -1588,11 +1596,21 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.unix_path = r->sock_path;
     memcpy(icfg.token, r->token, sizeof r->token);
     icfg.run_id = r->uuid;
-    ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
-                               cb_checkpoint, cb_bye, cb_disconnect,
-                               cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped, cb_resumed,
-                               cb_profile_done};
+    ss_ingest_callbacks icb = {.ctx = r,
+                               .intern = cb_intern,
+                               .on_hello = cb_hello,
+                               .on_step = cb_step,
+                               .on_labels = cb_labels,
+                               .on_counters = cb_counters,
+                               .on_checkpoint = cb_checkpoint,
+                               .on_bye = cb_bye,
+                               .on_disconnect = cb_disconnect,
+                               .on_rejected = cb_rejected,
+                               .on_status = cb_status,
+                               .on_name_refused = cb_name_refused,
+                               .on_values_dropped = cb_values_dropped,
+                               .on_resumed = cb_resumed,
+                               .on_profile_done = cb_profile_done};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
