@@ -211,7 +211,7 @@ def parse_args(argv):
     p.add_argument("--batch", type=int, default=64, help="samples per batch and rank (default 64)")
     p.add_argument("--hidden", type=int, default=64, help="layer width and input features (default 64)")
     p.add_argument("--layers", type=int, default=4, help="linear layers, fc1..fcN (default 4)")
-    p.add_argument("--outputs", type=int, default=8, help="outputs of the last layer (default 8)")
+    p.add_argument("--outputs", type=int, default=32, help="outputs of the last layer (default 32)")
     p.add_argument("--lr", type=float, default=0.01, help="SGD learning rate (default 0.01)")
     p.add_argument("--clip", type=float, default=1.0,
                    help="gradient norm clipped to this (default 1.0)")

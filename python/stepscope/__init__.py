@@ -66,7 +66,8 @@ _stacks.install()
 
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
-    "enabled", "fp8_stats", "memory_record", "memory_sample", "metric", "now_ns", "phase",
+    "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
+    "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "resumed_from", "step",
     "step_begin",
     "step_end", "sync", "values", "values_labels",
@@ -118,8 +119,10 @@ def values(name, x, labels=None):
 def _flush_device_values():
     """Copies the open step's device vectors to the host, one copy per
     device, and records them (called by the native layer before the step
-    ends)."""
+    ends).  The step's float8 statistics (fp8_stats) become vectors first,
+    so that they travel in the same copy."""
     global _device_values
+    _fp8.flush(values)
     pending, _device_values = _device_values, []
     torch = sys.modules.get("torch")
     if not pending or torch is None:
@@ -149,10 +152,11 @@ def fp8_stats(name, tensor, scale, fmt="e4m3"):
     Computed on TENSOR's device without synchronising; every call's
     statistics are copied to the host once, at the end of the step
     (stepscope/_fp8.py, docs/numerics.md).  A no-op, after the arguments
-    are checked, when nothing is recorded."""
+    are checked, when nothing is recorded or no step is open."""
     _fp8.check_args(name, tensor, scale, fmt)
-    if _native.enabled():
+    if _native.enabled() and _native._current_step() is not None:
         _fp8.record(name, tensor, scale, fmt)
+        _native._values_pending()
 
 
 def _decorate(cm, func):

@@ -198,11 +198,10 @@ static void evidence_g(ss_buf *ev, const char *key, double v)
     item_end(ev, before);
 }
 
-/* A percentage for a person: "1.6", "0.12", "0.0031". */
+/* A fraction as a percentage for a person: "1.56", "99.8", "0.1". */
 static const char *fmt_pct(char *buf, size_t len, double frac)
 {
-    double pct = frac * 100;
-    snprintf(buf, len, pct >= 10 || pct == 0 ? "%.0f" : "%.2g", pct);
+    snprintf(buf, len, "%.3g", frac * 100);
     return buf;
 }
 
@@ -260,8 +259,8 @@ void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w)
         if (w->tensors > 1 || w->steps > 1) {
             size_t o = strlen(f->message);
             snprintf(f->message + o, sizeof f->message - o,
-                     "; %u tensor%s on %u rank%s had invalid scales in %u "
-                     "step%s since.", w->tensors, w->tensors == 1 ? "" : "s",
+                     "; %u tensor%s on %u rank%s had an invalid scale in %u "
+                     "step%s from then on.", w->tensors, w->tensors == 1 ? "" : "s",
                      w->spread_ranks, w->spread_ranks == 1 ? "" : "s",
                      w->steps, w->steps == 1 ? "" : "s");
         }

@@ -15,6 +15,9 @@
  *   detect_jitter.c      outliers and spread of the median-rank step time
  *   detect_memory.c      memory_spike, memory_creep, memory_imbalance for
  *                        RSS and device memory
+ *   detect_fp8.c         fp8_saturation, fp8_underflow, fp8_scale: float8
+ *                        casts that clip, flush to zero, or get an
+ *                        invalid scale (from the ranks' fp8.* vectors)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -43,6 +46,7 @@ static const ss__detector *const detector_table[] = {
     &ss__straggler_detector,
     &ss__jitter_detector,
     &ss__memory_detector,
+    &ss__fp8_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 
