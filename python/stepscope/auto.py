@@ -28,6 +28,9 @@ itself.  It patches torch in place, once per process:
   phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
                      present), reported with checkpoint_saved(k); see
                      "Checkpoints" below
+  float8             where torch has float8 dtypes and the script uses
+                     torchao's Float8Linear: fp8_stats of each one's input,
+                     weight and output gradient (stepscope/_fp8_auto.py)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -73,7 +76,7 @@ import os
 import sys
 import weakref
 
-from . import _native
+from . import _fp8_auto, _native
 from ._native import _Outermost
 
 _PENDING_MAX = 64      # data fetches remembered before the first step
@@ -801,6 +804,10 @@ def install():
         except Exception as e:
             _warn("%s failed: %s: %s" % (patch.__name__.lstrip("_"),
                                          type(e).__name__, e))
+    try:
+        _fp8_auto.install(torch)  # torchao's Float8Linear, where torch has float8
+    except Exception as e:
+        _warn("float8 failed: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

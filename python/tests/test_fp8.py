@@ -187,3 +187,86 @@ def test_a_step_is_one_vector_per_statistic():
     sent.clear()
     _fp8.flush(send)  # nothing recorded: nothing sent
     assert sent == []
+
+
+def test_auto_mode_float8linear_with_stand_ins(monkeypatch):
+    """Auto mode's torchao path (stepscope/_fp8_auto.py), with test doubles:
+    torch 1.13 has no float8 dtype and torchao is not installed here, so a
+    stand-in module plays torchao.float8.float8_linear (a Float8Linear
+    subclass of nn.Linear with a config of dynamic tensorwise casts) and
+    float32 plays the float8 dtypes.  Checks the import watch, the module
+    paths (DDP's "module." left out), the formats, the dynamic scale and
+    the output-gradient hook; not torchao's own behaviour."""
+    import enum
+    import sys
+    import types
+
+    from stepscope import _fp8_auto
+
+    class ScalingType(enum.Enum):
+        DYNAMIC = "dynamic"
+
+    class Gran(enum.Enum):
+        TENSORWISE = "tensorwise"
+
+    def cast(dtype):
+        return types.SimpleNamespace(scaling_type=ScalingType.DYNAMIC,
+                                     scaling_granularity=Gran.TENSORWISE,
+                                     target_dtype=dtype)
+
+    monkeypatch.setattr(torch, "float8_e4m3fn", torch.float32, raising=False)
+    monkeypatch.setattr(torch, "float8_e5m2", torch.float16, raising=False)
+    stand_in = types.ModuleType(_fp8_auto._MODULE)
+
+    class Float8Linear(torch.nn.Linear):
+        def __init__(self, *a):
+            super().__init__(*a)
+            self.config = types.SimpleNamespace(
+                cast_config_input=cast(None), cast_config_weight=cast(None),
+                cast_config_grad_output=cast(None),
+                round_scales_to_power_of_2=True)
+
+    stand_in.Float8Linear = Float8Linear
+    calls = []
+    monkeypatch.setattr(stepscope, "fp8_stats",
+                        lambda *a: calls.append(a))
+    monkeypatch.setattr(_fp8_auto, "_native", types.SimpleNamespace(
+        _auto_on=lambda: True, _current_step=lambda: 0))
+    monkeypatch.setattr(_fp8_auto, "_S", type("S", (), dict(
+        vars(_fp8_auto._S), names=_fp8_auto.weakref.WeakKeyDictionary(),
+        covered=_fp8_auto.weakref.WeakSet(), post=_fp8_auto.weakref.WeakSet(),
+        hooked=False)))
+    assert _fp8_auto.install(torch)
+    watch = sys.meta_path[0]
+    try:
+        assert isinstance(watch, _fp8_auto._Watch)
+        sys.meta_path.remove(watch)
+        _fp8_auto._hook(stand_in)  # what the watch does once torchao loads
+
+        class Wrapper(torch.nn.Module):  # in DDP's place
+            def __init__(self):
+                super().__init__()
+                self.module = torch.nn.Sequential(Float8Linear(4, 3))
+
+            def forward(self, x):
+                return self.module(x)
+
+        net = Wrapper()
+        x = torch.tensor([[0.5, -2.0, 0.0, 1.0]])
+        net(x)                 # the first call: input and weight
+        net(x).sum().backward()
+    finally:
+        handles = torch.nn.modules.module._global_forward_pre_hooks
+        for k in list(handles):
+            if getattr(handles[k], "__qualname__", "").startswith("_hook"):
+                del handles[k]
+    names = [(c[0], c[3]) for c in calls]
+    assert names == [("0.input", "e4m3"), ("0.weight", "e4m3"),
+                     ("0.input", "e4m3"), ("0.weight", "e4m3"),
+                     ("0.grad", "e5m2")]
+    # the dynamic scale: largest value over amax (2), rounded to a power of
+    # two (float32 plays the format here, so float32 rounding shows)
+    fmax = torch.finfo(torch.float32).max
+    scale = float(calls[0][2])
+    assert math.frexp(scale)[0] == 0.5
+    assert scale == pytest.approx(fmax / 2.0, rel=1e-6)
