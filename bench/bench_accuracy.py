@@ -57,6 +57,7 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 TRAIN = SOURCE / "examples" / "ddp_train.py"
+FP8 = SOURCE / "examples" / "fp8_emulated.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -75,11 +76,15 @@ ANY = "any phase"
 class Want:
     """One acceptable finding: KIND naming exactly [RANK]; PHASE unless it
     is ANY (None: the finding must name no phase); CAUSE when given, a
-    substring of the finding's cause (its `cause` field or evidence key)."""
+    substring of the finding's cause (its `cause` field or evidence key);
+    EVIDENCE, (key, value) pairs the finding's evidence must hold; STEP,
+    its first step, when given."""
     kind: str
     rank: int
     phase: object = ANY
     cause: str = None
+    evidence: tuple = ()
+    step: int = None
 
     def describe(self):
         text = f"{self.kind} r{self.rank}"
@@ -87,6 +92,10 @@ class Want:
             text += f" {self.phase or '-'}"
         if self.cause:
             text += f" cause~{self.cause}"
+        if self.evidence:
+            text += " " + ".".join(str(v) for _, v in self.evidence)
+        if self.step is not None:
+            text += f" s{self.step}"
         return text
 
 
@@ -116,6 +125,15 @@ EXPECT = {
     "memory-leak": (Want("memory_creep", 1),),
     "memory-spike": (Want("memory_spike", 2),),
     "memory-imbalance": (Want("memory_imbalance", 3),),
+    # float8 health (examples/fp8_emulated.py): the layer, tensor and step
+    "fp8-clean": CLEAN,
+    "fp8-clean-delayed": CLEAN,
+    "fp8-outlier": (Want("fp8_saturation", 1, evidence=(("layer", "fc2"), ("tensor", "input")),
+                         step=6),),
+    "fp8-underflow": (Want("fp8_underflow", 2, evidence=(("layer", "fc3"), ("tensor", "grad")),
+                           step=8),),
+    "fp8-zero-amax": (Want("fp8_scale", 0, evidence=(("layer", "fc1"), ("tensor", "input")),
+                           step=10),),
 }
 
 
@@ -139,6 +157,8 @@ class Scenario:
     host: str = None        # a host fault: nice, hog, throttle, stops
     host_rank: int = None
     timeout_s: int = 180
+    script: Path = TRAIN    # the rank program; FP8 imports stepscope itself,
+    auto: bool = True       # so it runs without --auto
 
 
 SCENARIOS = (
@@ -178,6 +198,17 @@ SCENARIOS = (
              ("--spike-rank", "2", "--spike-step", "40", "--spike-mb", "512")),
     Scenario("memory-imbalance", "rank 3 holds 768 MiB more throughout", 4, 80,
              ("--imbalance-rank", "3", "--imbalance-mb", "768")),
+    Scenario("fp8-clean", "emulated float8, dynamic scaling", 3, 60,
+             script=FP8, auto=False),
+    Scenario("fp8-clean-delayed", "emulated float8, delayed scaling", 3, 60,
+             ("--scaling", "delayed"), script=FP8, auto=False),
+    Scenario("fp8-outlier", "rank 1: a growing outlier channel in fc2's input "
+             "from step 6, delayed scale", 3, 30, ("--outlier", "fc2:1:6"),
+             script=FP8, auto=False),
+    Scenario("fp8-underflow", "rank 2: fc3's gradients 2^-32 from step 8, "
+             "delayed scale", 3, 30, ("--underflow", "fc3:2:8"), script=FP8, auto=False),
+    Scenario("fp8-zero-amax", "rank 0: fc1's input all zeros in step 10", 3, 30,
+             ("--zero-input", "fc1:0:10"), script=FP8, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
@@ -213,6 +244,11 @@ def matches(want, f):
     if f["kind"] != want.kind or f.get("ranks") != [want.rank]:
         return False
     if want.phase != ANY and f.get("phase") != want.phase:
+        return False
+    evidence = f.get("evidence") or {}
+    if any(evidence.get(k) != v for k, v in want.evidence):
+        return False
+    if want.step is not None and f.get("first_step") != want.step:
         return False
     if want.cause:
         cause = finding_cause(f)
@@ -481,10 +517,13 @@ def run_once(sc, rep, stepscope, workdir):
     """Runs scenario SC once; returns (Grade, seconds, a remark on the host
     fault for the progress line)."""
     db = workdir / f"{sc.name}-{rep}.db"
-    cmd = [str(stepscope), "run", "--auto", "-n", str(sc.ranks), "--name", f"{sc.name}-{rep}",
-           "--db", str(db), "--quiet", "--no-http", "--",
-           RANK_PYTHON, str(TRAIN), "--steps", str(sc.steps), *sc.args]
+    cmd = [str(stepscope), "run", *(["--auto"] if sc.auto else []), "-n", str(sc.ranks),
+           "--name", f"{sc.name}-{rep}", "--db", str(db), "--quiet", "--no-http", "--",
+           RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if not sc.auto:  # the script imports stepscope: the build's package
+        pkg = BUILD / "python" if (BUILD / "python" / "stepscope").is_dir() else SOURCE / "python"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pkg), env.get("PYTHONPATH")]))
     started = time.monotonic()
     job = fault = None
     timed_out = False
