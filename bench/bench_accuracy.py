@@ -1,7 +1,10 @@
 """bench_accuracy.py - does stepscope name the right rank, phase and cause?
 
 A scenario matrix on real PyTorch DDP jobs (examples/ddp_train.py: gloo,
-CPU) under `stepscope run --auto`.  Each scenario injects one fault (or
+CPU) under `stepscope run --auto`, and emulated float8 training
+(examples/fp8_emulated.py, which records its float8 statistics itself, so
+it runs without --auto; a right float8 finding also has the layer, the
+tensor and the first step).  Each scenario injects one fault (or
 none, in the clean runs) and says what a correct diagnosis is: the kind of
 finding, the rank, and the phase or the cause.  Faults inside the script
 are its own switches (--slow-rank/--slow-phase, --stall-rank, --leak-rank,

@@ -1,7 +1,8 @@
 /*
  * detector_text.c - how the detectors word a finding: the numbers, byte
  * sizes and rank lists of its message, and its evidence object
- * (detectors_internal.h).
+ * (detectors_internal.h); and the float8 findings' messages and evidence
+ * whole (ss__fp8_describe), from what detect_fp8.c judged.
  *
  * Evidence goes through base/json.h (ss_buf, ss_buf_json_str,
  * ss_buf_json_int), so its strings are escaped like every other JSON the
