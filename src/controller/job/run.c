@@ -222,7 +222,13 @@ static void cb_labels(void *ctx, uint32_t rank, int name,
                       const char *const *labels, uint32_t n)
 {
     run_ctx *r = ctx;
-    ss_aggregator_set_labels(r->agg, rank, name, labels, n);
+    if (ss_aggregator_set_labels(r->agg, rank, name, labels, n) != 0)
+        return;
+    uint32_t n_names = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    if (name >= 0 && (uint32_t)name < n_names)
+        ss_store_put_labels(r->store, r->run_id, r->attempt, rank,
+                            names[name], labels, n);
 }
 
 static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)

@@ -351,6 +351,37 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  marker_ns    INTEGER,"
     "  PRIMARY KEY (run_id, attempt, request_id, rank)"
     ");",
+
+    /* 13: vectors (ss_values, docs/store.md#vectors): one row per run,
+     * attempt, name, step and rank, its N elements in DATA as N
+     * little-endian IEEE-754 doubles (NaN and infinities as sent),
+     * TRUNCATED the elements the recorder's cap cut; kept under a
+     * retention of their own.  value_labels: a rank's labels of a
+     * vector's indices, a JSON array of strings, the latest set.
+     * runs.dropped_vectors: vectors the store refused at a full queue.
+     * Runs recorded before this version have no vectors. */
+    "CREATE TABLE rank_values ("
+    "  run_id    INTEGER NOT NULL,"
+    "  attempt   INTEGER NOT NULL,"
+    "  name      TEXT NOT NULL,"
+    "  step      INTEGER NOT NULL,"
+    "  rank      INTEGER NOT NULL,"
+    "  n         INTEGER NOT NULL,"
+    "  truncated INTEGER NOT NULL,"
+    "  data      BLOB NOT NULL"
+    ");"
+    "CREATE UNIQUE INDEX rank_values_key ON rank_values("
+    "  run_id, attempt, name, step, rank);"
+    "CREATE TABLE value_labels ("
+    "  run_id  INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  name    TEXT NOT NULL,"
+    "  rank    INTEGER NOT NULL,"
+    "  labels  TEXT NOT NULL,"
+    "  PRIMARY KEY (run_id, attempt, name, rank)"
+    ") WITHOUT ROWID;"
+    "ALTER TABLE runs ADD COLUMN dropped_vectors INTEGER NOT NULL "
+    "DEFAULT 0;",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

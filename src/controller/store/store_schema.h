@@ -17,7 +17,7 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 12
+#define SS_SCHEMA_VERSION 13
 
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
