@@ -1,7 +1,10 @@
 """bench_accuracy.py - does stepscope name the right rank, phase and cause?
 
 A scenario matrix on real PyTorch DDP jobs (examples/ddp_train.py: gloo,
-CPU) under `stepscope run --auto`.  Each scenario injects one fault (or
+CPU) under `stepscope run --auto`, and emulated float8 training
+(examples/fp8_emulated.py, which records its float8 statistics itself, so
+it runs without --auto; a right float8 finding also has the layer, the
+tensor and the first step).  Each scenario injects one fault (or
 none, in the clean runs) and says what a correct diagnosis is: the kind of
 finding, the rank, and the phase or the cause.  Faults inside the script
 are its own switches (--slow-rank/--slow-phase, --stall-rank, --leak-rank,
@@ -66,6 +69,7 @@ SOURCE = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 NUMERICS = SOURCE / "examples" / "ddp_numerics.py"
+FP8 = SOURCE / "examples" / "fp8_emulated.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -84,12 +88,15 @@ ANY = "any phase"
 class Want:
     """One acceptable finding: KIND naming exactly [RANK]; PHASE unless it
     is ANY (None: the finding must name no phase); CAUSE when given, a
-    substring of the finding's cause (its `cause` field or evidence key)."""
+    substring of the finding's cause (its `cause` field or evidence key);
+    EVIDENCE, (key, value) pairs the finding's evidence must hold; STEP,
+    its first step, when given."""
     kind: str
     rank: int
     phase: object = ANY
     cause: str = None
-    step: int = None     # nonfinite: the first step...
+    evidence: tuple = ()  # (key, value) pairs the finding's evidence holds
+    step: int = None     # nonfinite, spikes, float8: the first step...
     module: str = None   # ...and the module where it began (evidence)
 
     def describe(self):
@@ -102,6 +109,10 @@ class Want:
             text += f" {self.phase or '-'}"
         if self.cause:
             text += f" cause~{self.cause}"
+        if self.evidence:
+            text += " " + ".".join(str(v) for _, v in self.evidence)
+        if self.step is not None:
+            text += f" s{self.step}"
         return text
 
 
@@ -131,6 +142,15 @@ EXPECT = {
     "memory-leak": (Want("memory_creep", 1),),
     "memory-spike": (Want("memory_spike", 2),),
     "memory-imbalance": (Want("memory_imbalance", 3),),
+    # float8 health (examples/fp8_emulated.py): the layer, tensor and step
+    "fp8-clean": CLEAN,
+    "fp8-clean-delayed": CLEAN,
+    "fp8-outlier": (Want("fp8_saturation", 1, evidence=(("layer", "fc2"), ("tensor", "input")),
+                         step=6),),
+    "fp8-underflow": (Want("fp8_underflow", 2, evidence=(("layer", "fc3"), ("tensor", "grad")),
+                           step=8),),
+    "fp8-zero-amax": (Want("fp8_scale", 0, evidence=(("layer", "fc1"), ("tensor", "input")),
+                           step=10),),
 }
 
 # The numerics matrix: module depth x rank position x direction x mode.
@@ -169,7 +189,8 @@ class Scenario:
     host: str = None        # a host fault: nice, hog, throttle, stops
     host_rank: int = None
     timeout_s: int = 180
-    script: Path = TRAIN    # the rank program
+    script: Path = TRAIN    # the rank program; FP8 imports stepscope itself,
+    auto: bool = True       # so it runs without --auto
     run_args: tuple = ()    # more `stepscope run` arguments
 
 
@@ -225,6 +246,17 @@ SCENARIOS = (
              script=NUMERICS, run_args=("--numerics", "full")),
     Scenario("numerics-loss-spike", "rank 1: loss x50 at step 25", 3, 40,
              ("--spike-rank", "1", "--spike-step", "25"), script=NUMERICS),
+    Scenario("fp8-clean", "emulated float8, dynamic scaling", 3, 60,
+             script=FP8, auto=False),
+    Scenario("fp8-clean-delayed", "emulated float8, delayed scaling", 3, 60,
+             ("--scaling", "delayed"), script=FP8, auto=False),
+    Scenario("fp8-outlier", "rank 1: a growing outlier channel in fc2's input "
+             "from step 6, delayed scale", 3, 30, ("--outlier", "fc2:1:6"),
+             script=FP8, auto=False),
+    Scenario("fp8-underflow", "rank 2: fc3's gradients 2^-32 from step 8, "
+             "delayed scale", 3, 30, ("--underflow", "fc3:2:8"), script=FP8, auto=False),
+    Scenario("fp8-zero-amax", "rank 0: fc1's input all zeros in step 10", 3, 30,
+             ("--zero-input", "fc1:0:10"), script=FP8, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
@@ -263,12 +295,16 @@ def matches(want, f):
         ev = f.get("evidence") or {}
         if (f["kind"] != want.kind or (f.get("ranks") or [None])[0] != want.rank
                 or f.get("first_step") != want.step
-                or (want.module and ev.get("module") != want.module)):
+                or (want.module and ev.get("module") != want.module)
+                or any(ev.get(k) != v for k, v in want.evidence)):
             return False
         return want.phase == ANY or (f.get("phase") or None) == want.phase
     if f["kind"] != want.kind or f.get("ranks") != [want.rank]:
         return False
     if want.phase != ANY and f.get("phase") != want.phase:
+        return False
+    evidence = f.get("evidence") or {}
+    if any(evidence.get(k) != v for k, v in want.evidence):
         return False
     if want.cause:
         cause = finding_cause(f)
@@ -537,10 +573,14 @@ def run_once(sc, rep, stepscope, workdir):
     """Runs scenario SC once; returns (Grade, seconds, a remark on the host
     fault for the progress line)."""
     db = workdir / f"{sc.name}-{rep}.db"
-    cmd = [str(stepscope), "run", "--auto", "-n", str(sc.ranks), "--name", f"{sc.name}-{rep}",
-           "--db", str(db), "--quiet", "--no-http", *sc.run_args, "--",
+    cmd = [str(stepscope), "run", *(["--auto"] if sc.auto else []), "-n", str(sc.ranks),
+           "--name", f"{sc.name}-{rep}", "--db", str(db), "--quiet", "--no-http",
+           *sc.run_args, "--",
            RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if not sc.auto:  # the script imports stepscope: the build's package
+        pkg = BUILD / "python" if (BUILD / "python" / "stepscope").is_dir() else SOURCE / "python"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pkg), env.get("PYTHONPATH")]))
     started = time.monotonic()
     job = fault = None
     timed_out = False

@@ -60,13 +60,14 @@ from ._native import (  # noqa: E402  (after the helpful ImportError)
 
 __version__ = _native.__version__
 
-from . import _stacks  # noqa: E402
+from . import _fp8, _stacks  # noqa: E402
 
 _stacks.install()
 
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
-    "enabled", "memory_record", "memory_sample", "metric", "now_ns", "phase",
+    "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
+    "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "resumed_from", "step",
     "step_begin",
     "step_end", "sync", "values", "values_labels",
@@ -118,8 +119,10 @@ def values(name, x, labels=None):
 def _flush_device_values():
     """Copies the open step's device vectors to the host, one copy per
     device, and records them (called by the native layer before the step
-    ends)."""
+    ends).  The step's float8 statistics (fp8_stats) become vectors first,
+    so that they travel in the same copy."""
     global _device_values
+    _fp8.flush(values)
     pending, _device_values = _device_values, []
     torch = sys.modules.get("torch")
     if not pending or torch is None:
@@ -137,6 +140,23 @@ def _flush_device_values():
 
 
 _native._set_values_flush(_flush_device_values)
+
+
+def fp8_stats(name, tensor, scale, fmt="e4m3"):
+    """Records the float8 health of TENSOR cast with SCALE to FMT in this
+    step under NAME ("LAYER.input", "LAYER.weight", "LAYER.grad"): its amax,
+    the scale, the fraction of the elements the cast clips, the fraction of
+    its non-zero elements that become zero, and whether the scale is a
+    positive finite number.  SCALE is a number or a one-element tensor
+    (tensorwise scaling); FMT is "e4m3", "e5m2", "e4m3fnuz" or "e5m2fnuz".
+    Computed on TENSOR's device without synchronising; every call's
+    statistics are copied to the host once, at the end of the step
+    (stepscope/_fp8.py, docs/numerics.md).  A no-op, after the arguments
+    are checked, when nothing is recorded or no step is open."""
+    _fp8.check_args(name, tensor, scale, fmt)
+    if _native.enabled() and _native._current_step() is not None:
+        _fp8.record(name, tensor, scale, fmt)
+        _native._values_pending()
 
 
 def _decorate(cm, func):

@@ -33,6 +33,9 @@ itself.  It patches torch in place, once per process:
                      of non-finite values and, in full mode, where the
                      first non-finite value was born (stepscope/_numerics.py,
                      docs/numerics.md)
+  float8             where torch has float8 dtypes and the script uses
+                     torchao's Float8Linear: fp8_stats of each one's input,
+                     weight and output gradient (stepscope/_fp8_auto.py)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -78,7 +81,7 @@ import os
 import sys
 import weakref
 
-from . import _native
+from . import _fp8_auto, _native
 from . import _numerics
 from ._native import _Outermost
 
@@ -886,6 +889,10 @@ def install():
             _S.numerics = _numerics.Numerics(torch, mode)
         except Exception as e:
             _warn("numerics are off: %s: %s" % (type(e).__name__, e))
+    try:
+        _fp8_auto.install(torch)  # torchao's Float8Linear, where torch has float8
+    except Exception as e:
+        _warn("float8 failed: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

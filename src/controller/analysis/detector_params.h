@@ -155,7 +155,18 @@
     X(P_SP_MERGE, "spike.merge_steps", 5, "steps", 0, 1e6,                    \
       "a spike within this many steps of a finding's last step extends it")  \
     X(P_SP_MAX_FINDINGS, "spike.max_findings", 20, "findings", 1, 1e4,        \
-      "findings of each kind per attempt; later spikes extend the last one")
+      "findings of each kind per attempt; later spikes extend the last one")   \
+    X(P_F_SAT_FRAC, "fp8.saturation_frac", 0.001, "ratio", 0, 1,             \
+      "a float8 cast saturates when it clips more than this fraction of "     \
+      "the tensor's elements...")                                             \
+    X(P_F_UNDER_FRAC, "fp8.underflow_frac", 0.01, "ratio", 0, 1,             \
+      "...underflows when it flushes more than this fraction of its "         \
+      "non-zero values to zero...")                                           \
+    X(P_F_MIN_STEPS, "fp8.min_steps", 3, "steps", 1, 1e6,                     \
+      "...in this many steps of one episode (an invalid scale: in one step)") \
+    X(P_F_WINDOW, "fp8.window", 50, "steps", 1, 1e9,                          \
+      "an episode ends after this many steps without a step over the "        \
+      "threshold (without an invalid scale); the next one is a new finding")
 
 enum {
 #define X(id, name, def, unit, lo, hi, doc) id,

@@ -20,6 +20,9 @@
  *                        step on, warm-up included)
  *   detect_spike.c       loss_spike and grad_spike: robust outliers of a
  *                        rank's loss and gradient norm
+ *   detect_fp8.c         fp8_saturation, fp8_underflow, fp8_scale: float8
+ *                        casts that clip, flush to zero, or get an
+ *                        invalid scale (from the ranks' fp8.* vectors)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -50,6 +53,7 @@ static const ss__detector *const detector_table[] = {
     &ss__memory_detector,
     &ss__nonfinite_detector,
     &ss__spike_detector,
+    &ss__fp8_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

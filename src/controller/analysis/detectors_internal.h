@@ -106,6 +106,7 @@ extern const ss__detector ss__memory_detector;      /* detect_memory.c */
 extern const ss__detector ss__gpu_detector;         /* detect_gpu.c */
 extern const ss__detector ss__nonfinite_detector;   /* detect_nonfinite.c */
 extern const ss__detector ss__spike_detector;       /* detect_spike.c */
+extern const ss__detector ss__fp8_detector;         /* detect_fp8.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
@@ -225,6 +226,43 @@ void ss__evidence_end(ss_buf *ev, ss_finding *f);
 /* Adds clock_bound_ns (and clock_uncertain: 1 when UNCERTAIN) to EV for a
  * bound above 0; nothing for 0, so single-host evidence is unchanged. */
 void ss__evidence_clock_bound(ss_buf *ev, int64_t bound_ns, int uncertain);
+
+/* ---- float8 health (detect_fp8.c words its findings here) ---- */
+
+/* The kinds of float8 finding. */
+enum { SS_FP8_SATURATION, SS_FP8_UNDERFLOW, SS_FP8_SCALE };
+
+/* A float8 format by its code in the fp8.format vector
+ * (python/stepscope/_fp8.py): 1 "e4m3", 2 "e5m2", 3 "e4m3fnuz",
+ * 4 "e5m2fnuz"; "?" for any other code. */
+const char *ss__fp8_format_name(int code);
+
+/* What a float8 finding says: one tensor of one layer, LABEL
+ * "LAYER.TENSOR" as the rank named it, over an episode of steps. */
+typedef struct {
+    int kind;              /* SS_FP8_* */
+    const char *label;
+    int format;            /* its latest format code */
+    uint64_t first_step;   /* the episode's first step over the threshold
+                              (with an invalid scale) */
+    uint32_t steps;        /* steps over it (with an invalid scale) */
+    double threshold;      /* saturation, underflow: the fraction */
+    double worst;          /* saturation, underflow: the largest fraction;
+                              scale: the first invalid scale */
+    uint64_t worst_step;   /* saturation, underflow: the step of WORST */
+    int32_t worst_rank;
+    double amax, scale;    /* at WORST (scale: the first invalid one's) */
+    const int32_t *ranks;  /* the ranks named (scale: those of the first
+                              step), N_RANKS of TOTAL_RANKS */
+    uint32_t n_ranks, total_ranks;
+    uint32_t tensors;      /* scale: distinct tensors with an invalid scale
+                              in the episode */
+    uint32_t spread_ranks; /* scale: distinct ranks with one */
+} ss__fp8_words;
+
+/* Writes F's message, evidence (through D->evidence) and ranks from W;
+ * docs/report-json.md lists the evidence. */
+void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w);
 
 /* ---- small shared helpers ---- */
 
