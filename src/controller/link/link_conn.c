@@ -231,7 +231,7 @@ int ss_link_conn_send(ss_link_conn *c, const link_frame *f)
     size_t n = link_encode(&c->enc, t_out, sizeof t_out, f);
     if (n == 0) {
         char why[96];
-        snprintf(why, sizeof why, "a %s frame could not be encoded",
+        snprintf(why, sizeof why, "a frame could not be encoded (%s)",
                  link_type_name(f->type));
         end_self(c, SS_LINK_END_SEND, why);
         return -1;
