@@ -646,7 +646,11 @@ static void stalled_controller_cannot_grow_the_agent_past_its_cap(void)
     CHECK_EQ_INT(s->refused_sends, 1);
     CHECK(s->max_seen <= cap);
     CHECK(s->max_seen > cap - LINK_FRAME_MAX);
+#ifndef __SANITIZE_ADDRESS__
+    /* Under AddressSanitizer freed blocks wait in its quarantine and
+     * count as resident: the queue's own count is the check there. */
     CHECK(grew <= cap + ((size_t)16 << 20));
+#endif
     CHECK_EQ_INT(s->ag.ended, 1);
     CHECK_EQ_INT(s->ag.end, SS_LINK_END_SEND);
     CHECK(strncmp(s->ag.why, "it stopped reading: ", 20) == 0);
