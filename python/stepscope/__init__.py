@@ -14,6 +14,7 @@ every call is a no-op costing a few tens of nanoseconds.
             ...
             stepscope.sync("allreduce")        # arrival at a collective
             stepscope.metric("loss", loss.item())
+            stepscope.values("grad_norms", norms)  # a vector per step
 
 `phase(name)` and `step(n)` are context managers and decorators, both
 implemented in C (stepscope/_native.c) so that a phase costs well under a
@@ -24,6 +25,7 @@ message; arguments of the wrong type raise TypeError.
 stepscope/auto.py and docs/python.md.
 """
 import functools
+import sys
 
 try:
     from . import _native
@@ -53,21 +55,108 @@ from ._native import (  # noqa: E402  (after the helpful ImportError)
     step_begin,
     step_end,
     sync,
+    values_labels,
 )
 
 __version__ = _native.__version__
 
-from . import _stacks  # noqa: E402
+from . import _fp8, _stacks  # noqa: E402
 
 _stacks.install()
 
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
-    "enabled", "memory_record", "memory_sample", "metric", "now_ns", "phase",
+    "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
+    "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "resumed_from", "step",
     "step_begin",
-    "step_end", "sync",
+    "step_end", "sync", "values", "values_labels",
 ]
+
+# Labels last sent per vector name (values(labels=...)), so that passing
+# the same labels every step costs a comparison.
+_labels_sent = {}
+# Vectors of device tensors of the open step: (name, flat tensor), copied
+# to the host together when the step ends (_flush_device_values).
+_device_values = []
+
+
+def values(name, x, labels=None):
+    """Records the vector X under NAME for the current step.
+
+    X is a sequence of numbers, an object with a buffer of doubles, or a
+    tensor of at most one dimension.  A CPU tensor is read where it lies
+    (as float64).  A tensor on a device is not copied now: the vectors of
+    a step's device tensors are concatenated on the device and copied to
+    the host once, when the step ends, so recording them never waits for
+    the device.  The last vector of a name in a step wins; NaN and
+    infinities are kept.  LABELS, a sequence of str, names the indices
+    (sent once, and again when they change).  See docs/python.md."""
+    if labels is not None:
+        labels = list(labels)
+        if _labels_sent.get(name) != labels:
+            values_labels(name, labels)
+            _labels_sent[name] = labels
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.dim() > 1:
+            raise ValueError("stepscope.values wants a 1-D tensor, not %d-D"
+                             % x.dim())
+        x = x.detach().reshape(-1)
+        if x.device.type != "cpu":
+            if _native._current_step() is not None:
+                _device_values.append((name, x))
+                _native._values_pending()
+            return
+        if x.dtype != torch.float64:
+            x = x.to(torch.float64)
+        x = x.contiguous()
+        _native._values_ptr(name, x.data_ptr(), x.numel(), x)
+        return
+    _native.values(name, x)
+
+
+def _flush_device_values():
+    """Copies the open step's device vectors to the host, one copy per
+    device, and records them (called by the native layer before the step
+    ends).  The step's float8 statistics (fp8_stats) become vectors first,
+    so that they travel in the same copy."""
+    global _device_values
+    _fp8.flush(values)
+    pending, _device_values = _device_values, []
+    torch = sys.modules.get("torch")
+    if not pending or torch is None:
+        return
+    by_device = {}
+    for name, t in pending:
+        by_device.setdefault(t.device, []).append((name, t))
+    for items in by_device.values():
+        flat = torch.cat([t.to(torch.float64) for _, t in items]).cpu()
+        base, at = flat.data_ptr(), 0
+        for name, t in items:
+            n = t.numel()
+            _native._values_ptr(name, base + 8 * at, n, flat)
+            at += n
+
+
+_native._set_values_flush(_flush_device_values)
+
+
+def fp8_stats(name, tensor, scale, fmt="e4m3"):
+    """Records the float8 health of TENSOR cast with SCALE to FMT in this
+    step under NAME ("LAYER.input", "LAYER.weight", "LAYER.grad"): its amax,
+    the scale, the fraction of the elements the cast clips, the fraction of
+    its non-zero elements that become zero, and whether the scale is a
+    positive finite number.  SCALE is a number or a one-element tensor
+    (tensorwise scaling); FMT is "e4m3", "e5m2", "e4m3fnuz" or "e5m2fnuz".
+    Computed on TENSOR's device without synchronising; every call's
+    statistics are copied to the host once, at the end of the step
+    (stepscope/_fp8.py, docs/numerics.md).  A no-op, after the arguments
+    are checked, when nothing is recorded or no step is open."""
+    _fp8.check_args(name, tensor, scale, fmt)
+    if _native.enabled() and _native._current_step() is not None:
+        _fp8.record(name, tensor, scale, fmt)
+        _native._values_pending()
 
 
 def _decorate(cm, func):

@@ -276,8 +276,31 @@ static int parse_step(PyObject *o, int allow_none, int64_t *out)
     return 0;
 }
 
+/* Vectors of device tensors wait for the end of their step
+ * (stepscope.values): the Python layer queues them, sets values_pending,
+ * and registered values_flush_fn, which copies them to the host at once.
+ * It runs before the step ends, at every step boundary. */
+static PyObject *values_flush_fn;
+static int values_pending;
+
+static void flush_values(void)
+{
+    if (!values_pending || !values_flush_fn)
+        return;
+    values_pending = 0;
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb); /* keep a pending error */
+    PyObject *r = PyObject_CallNoArgs(values_flush_fn);
+    if (!r)
+        PyErr_WriteUnraisable(values_flush_fn); /* the step still ends */
+    Py_XDECREF(r);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
 static void end_step(void)
 {
+    if (step_current >= 0)
+        flush_values();
     ss_step_end();
     step_current = -1;
 }
@@ -293,6 +316,8 @@ static int64_t begin_step(int64_t n)
 {
     if (n < 0)
         n = step_next;
+    if (step_current >= 0)
+        flush_values(); /* ss_step_begin ends the open step */
     if (n < step_next) {
         end_step();
         if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "stepscope: step %lld "
@@ -823,6 +848,157 @@ static PyObject *m_metric(PyObject *m, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* Converts the numbers of X (a list, tuple or any sequence) into BUF
+ * (CAP doubles) or, when more, into a PyMem buffer set in *HEAP.  Returns
+ * the count, or -1 with TypeError. */
+static Py_ssize_t seq_doubles(PyObject *x, double *buf, Py_ssize_t cap,
+                              double **heap)
+{
+    PyObject *fast = PySequence_Fast(x, "values wants a sequence of numbers "
+                                        "or a 1-D tensor");
+    if (!fast)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    double *out = buf;
+    *heap = NULL;
+    if (n > cap && !(out = *heap = PyMem_Malloc((size_t)n * sizeof(double)))) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i];
+        double d = PyFloat_CheckExact(o) ? PyFloat_AS_DOUBLE(o)
+                                          : PyFloat_AsDouble(o);
+        if (d == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            PyMem_Free(*heap);
+            *heap = NULL;
+            return -1;
+        }
+        out[i] = d;
+    }
+    Py_DECREF(fast);
+    return n;
+}
+
+/* values(name, x): X a sequence of numbers, or an object with a
+ * contiguous buffer of doubles (array('d'), a float64 numpy array). */
+static PyObject *m_values(PyObject *m, PyObject *const *args,
+                          Py_ssize_t nargs)
+{
+    if (check_nargs("values", nargs, 2, 2) < 0)
+        return NULL;
+    ss_name_id id = name_id(args[0]);
+    if (!id)
+        return NULL;
+    PyObject *x = args[1];
+    if (!PyList_CheckExact(x) && !PyTuple_CheckExact(x) &&
+        PyObject_CheckBuffer(x)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(x, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) <
+            0)
+            return NULL;
+        int ok = view.itemsize == 8 && view.format &&
+                 (strcmp(view.format, "d") == 0 ||
+                  strcmp(view.format, "<d") == 0 ||
+                  strcmp(view.format, "=d") == 0) && view.ndim <= 1;
+        if (ok)
+            ss_values(id, view.buf, (size_t)(view.len / 8));
+        PyBuffer_Release(&view);
+        if (ok)
+            Py_RETURN_NONE;
+        /* another element type: converted one by one below */
+    }
+    double buf[SS_MAX_VALUES], *heap;
+    Py_ssize_t n = seq_doubles(x, buf, SS_MAX_VALUES, &heap);
+    if (n < 0)
+        return NULL;
+    ss_values(id, heap ? heap : buf, (size_t)n);
+    PyMem_Free(heap);
+    Py_RETURN_NONE;
+}
+
+/* _values_ptr(name, address, n, owner): N doubles at ADDRESS (a
+ * contiguous float64 CPU tensor's data_ptr(); OWNER keeps it alive). */
+static PyObject *m_values_ptr(PyObject *m, PyObject *const *args,
+                              Py_ssize_t nargs)
+{
+    if (check_nargs("_values_ptr", nargs, 4, 4) < 0)
+        return NULL;
+    ss_name_id id = name_id(args[0]);
+    if (!id)
+        return NULL;
+    void *p = PyLong_AsVoidPtr(args[1]);
+    Py_ssize_t n = PyNumber_AsSsize_t(args[2], PyExc_OverflowError);
+    if (PyErr_Occurred())
+        return NULL;
+    if (n > 0 && p)
+        ss_values(id, p, (size_t)n);
+    Py_RETURN_NONE;
+}
+
+/* values_labels(name, labels): a sequence of str, one per index. */
+static PyObject *m_values_labels(PyObject *m, PyObject *const *args,
+                                 Py_ssize_t nargs)
+{
+    if (check_nargs("values_labels", nargs, 2, 2) < 0)
+        return NULL;
+    ss_name_id id = name_id(args[0]);
+    if (!id)
+        return NULL;
+    PyObject *fast = PySequence_Fast(args[1], "labels must be a sequence of "
+                                              "str");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n == 0 || n > SS_MAX_VALUES) {
+        Py_DECREF(fast);
+        return ss_error(SS_EINVAL, "a vector has 1 to %d labels, not %zd",
+                        SS_MAX_VALUES, n);
+    }
+    const char **labels = PyMem_Malloc((size_t)n * sizeof *labels);
+    if (!labels) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        labels[i] = PyUnicode_Check(o) ? PyUnicode_AsUTF8(o) : NULL;
+        if (!labels[i]) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "labels must be str, not "
+                             "%.100s", Py_TYPE(o)->tp_name);
+            PyMem_Free(labels);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    int rc = ss_values_labels(id, labels, (size_t)n);
+    PyMem_Free(labels);
+    Py_DECREF(fast);
+    if (rc != 0 && rc != SS_ESTATE) /* disabled: a no-op, as everywhere */
+        return ss_error(rc, "cannot keep the labels of %R", args[0]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_set_values_flush(PyObject *m, PyObject *fn)
+{
+    if (!PyCallable_Check(fn))
+        return PyErr_Format(PyExc_TypeError, "_set_values_flush wants a "
+                            "callable");
+    Py_INCREF(fn);
+    Py_XSETREF(values_flush_fn, fn);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_values_pending(PyObject *m, PyObject *unused)
+{
+    values_pending = 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_memory_sample(PyObject *m, PyObject *unused)
 {
     ss_memory_sample();
@@ -891,10 +1067,14 @@ static PyObject *m_counters(PyObject *m, PyObject *unused)
 {
     ss_counters c;
     ss_get_counters(&c);
-    return Py_BuildValue("{s:K,s:K}", "dropped_events",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K}", "dropped_events",
                          (unsigned long long)c.dropped_events,
                          "dropped_records",
-                         (unsigned long long)c.dropped_records);
+                         (unsigned long long)c.dropped_records,
+                         "dropped_vectors",
+                         (unsigned long long)c.dropped_vectors,
+                         "truncated_values",
+                         (unsigned long long)c.truncated_values);
 }
 
 /* ---- internals for stepscope/__init__.py and auto.py ---- */
@@ -1044,6 +1224,16 @@ static PyMethodDef module_methods[] = {
     {"metric", (PyCFunction)(void (*)(void))m_metric, METH_FASTCALL,
      "metric(name, value): records VALUE for metric NAME in this step (the "
      "last value wins)."},
+    {"values", (PyCFunction)(void (*)(void))m_values, METH_FASTCALL,
+     "values(name, x): records the vector X (a sequence of numbers) under "
+     "NAME in this step (the last one wins)."},
+    {"values_labels", (PyCFunction)(void (*)(void))m_values_labels,
+     METH_FASTCALL,
+     "values_labels(name, labels): names the indices of vector NAME."},
+    {"_values_ptr", (PyCFunction)(void (*)(void))m_values_ptr, METH_FASTCALL,
+     NULL},
+    {"_set_values_flush", m_set_values_flush, METH_O, NULL},
+    {"_values_pending", m_values_pending, METH_NOARGS, NULL},
     {"memory_sample", m_memory_sample, METH_NOARGS,
      "memory_sample(): samples this process's RSS into the current step."},
     {"memory_record", (PyCFunction)(void (*)(void))m_memory_record,
@@ -1058,7 +1248,8 @@ static PyMethodDef module_methods[] = {
      "checkpoint saved at STEP; step(None) then continues with STEP + 1.  "
      "Call it before the first step."},
     {"counters", m_counters, METH_NOARGS,
-     "counters() -> dict: dropped_events and dropped_records so far."},
+     "counters() -> dict: dropped_events, dropped_records, "
+     "dropped_vectors and truncated_values so far."},
     {"step_begin", (PyCFunction)(void (*)(void))m_step_begin, METH_FASTCALL,
      "step_begin(n=None) -> int: begins step N (ending an open one); "
      "returns its number."},

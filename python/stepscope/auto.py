@@ -28,6 +28,14 @@ itself.  It patches torch in place, once per process:
   phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
                      present), reported with checkpoint_saved(k); see
                      "Checkpoints" below
+  numerics           `--numerics light|full` (STEPSCOPE_NUMERICS, default
+                     light): loss, gradient and parameter norms, counts
+                     of non-finite values and, in full mode, where the
+                     first non-finite value was born (stepscope/_numerics.py,
+                     docs/numerics.md)
+  float8             where torch has float8 dtypes and the script uses
+                     torchao's Float8Linear: fp8_stats of each one's input,
+                     weight and output gradient (stepscope/_fp8_auto.py)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -73,7 +81,8 @@ import os
 import sys
 import weakref
 
-from . import _native
+from . import _fp8_auto, _native
+from . import _numerics
 from ._native import _Outermost
 
 _PENDING_MAX = 64      # data fetches remembered before the first step
@@ -95,6 +104,7 @@ class _State:
         self.warned = set()
         self.profile = None   # the _Profile running, if any
         self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
+        self.numerics = None  # _numerics.Numerics unless --numerics off
 
 
 _S = _State()
@@ -111,6 +121,8 @@ def _warn(msg):
 def _first_step():
     """Begins the first step and adds the data fetches made before it."""
     _S.started = True
+    if _S.numerics is not None:
+        _S.numerics.step_begun()
     if _native._auto_begin():
         for begin, end in _S.pending:
             _native.phase_span("data", begin, end)
@@ -136,8 +148,12 @@ def _step_boundary():
     _native.memory_sample()
     if _S.gpu is not None:
         _gpu_call(_S.gpu.step_end)
+    if _S.numerics is not None:
+        _S.numerics.step_end()
     _native._auto_next()
     _S.started = True
+    if _S.numerics is not None:
+        _S.numerics.step_begun()
     if _S.profile is not None:
         _S.profile.tick()
     else:
@@ -323,7 +339,15 @@ def _allreduce_waited():
         _native.phase_span("allreduce", arrival, _native.now_ns())
 
 
+def _forward_enter(obj):
+    if _S.numerics is not None:
+        _S.numerics.on_forward_root(obj)
+    return _compute_enter(obj)
+
+
 def _backward_enter(obj):
+    if _S.numerics is not None:
+        _S.numerics.on_backward(obj)
     start = _compute_enter(obj)
     _native.phase_begin("backward")
     return start
@@ -353,6 +377,8 @@ def _compute_exit(gpu_name):
 
 
 def _optimizer_enter(obj):
+    if _S.numerics is not None and _is_pacer(obj):
+        _S.numerics.before_optimizer()
     return obj, _compute_enter(obj)
 
 
@@ -377,7 +403,7 @@ def _patch_data(torch):
 
 def _patch_forward(torch):
     module = torch.nn.Module
-    module.__call__ = _Outermost(module.__call__, "forward", _compute_enter,
+    module.__call__ = _Outermost(module.__call__, "forward", _forward_enter,
                                  _compute_exit("gpu_forward"))
 
 
@@ -857,6 +883,16 @@ def install():
         except Exception as e:
             _warn("%s failed: %s: %s" % (patch.__name__.lstrip("_"),
                                          type(e).__name__, e))
+    mode = _numerics.mode_from_env()
+    if mode != _numerics.OFF:
+        try:
+            _S.numerics = _numerics.Numerics(torch, mode)
+        except Exception as e:
+            _warn("numerics are off: %s: %s" % (type(e).__name__, e))
+    try:
+        _fp8_auto.install(torch)  # torchao's Float8Linear, where torch has float8
+    except Exception as e:
+        _warn("float8 failed: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

@@ -32,6 +32,7 @@ def test_noop_without_controller():
             with s.phase("p"):
                 s.sync("x"); s.metric("m", 1.5); s.memory_sample()
                 s.memory_record("device_peak", 10); s.checkpoint_saved(0)
+                s.values("v", [1.0, 2.0], labels=["a", "b"])
         with s.step() as b:
             pass
         s.step_begin(7); s.phase_begin("q"); s.phase_end("q"); s.step_end()
@@ -39,7 +40,8 @@ def test_noop_without_controller():
         print(a, b, s.counters(), s.enabled())
     """)
     assert out.split("\n")[0] == \
-        "0 1 {'dropped_events': 0, 'dropped_records': 0} False"
+        "0 1 {'dropped_events': 0, 'dropped_records': 0, " \
+        "'dropped_vectors': 0, 'truncated_values': 0} False"
 
 
 def test_only_pyinit_is_exported():
@@ -249,7 +251,9 @@ def test_under_controller(store, tmp_path):
     job = run_job(store, 2, [PYTHON, str(script)])
     assert job.returncode == 0, job.stderr
     for r in job.results().values():
-        assert r["counters"] == {"dropped_events": 0, "dropped_records": 0}
+        assert r["counters"] == {"dropped_events": 0, "dropped_records": 0,
+                                 "dropped_vectors": 0,
+                                 "truncated_values": 0}
     rep = job.report()
     assert rep["steps"]["count"] == 5
     assert (rep["steps"]["first"], rep["steps"]["last"]) == (0, 4)
@@ -296,3 +300,64 @@ def run_python_file(argv):
                          env=clean_env())
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+VALUES_SCRIPT = """
+import math, stepscope, torch
+nan, inf = float("nan"), float("inf")
+for i in range(3):
+    with stepscope.step():
+        stepscope.values("norms", [1.5, nan, inf, -inf, float(i)],
+                         labels=["a", "b", "c", "d", "e"])
+        stepscope.values("t", torch.tensor([i, nan, -inf],
+                                           dtype=torch.float32))
+        stepscope.values("big", list(range(1030)))
+print(stepscope.counters())
+"""
+
+
+def test_values_land_in_the_store_with_nan_and_inf(store, tmp_path):
+    """stepscope.values of a list and of a CPU tensor, under a real
+    controller, reach rank_values bit for bit (NaN, +inf, -inf kept), with
+    their labels; a vector over the cap is cut and counted."""
+    import math
+    import sqlite3
+    import struct
+    script = tmp_path / "values_script.py"
+    script.write_text(VALUES_SCRIPT)
+    job = run_job(store, 2, [PYTHON, str(script)])
+    assert job.returncode == 0, job.stderr
+    db = sqlite3.connect(str(store))
+    rows = db.execute("SELECT name, step, rank, n, truncated, data "
+                      "FROM rank_values ORDER BY name, step, rank").fetchall()
+    by = {(name, step, rank): (n, cut, struct.unpack("<%dd" % n, data))
+          for name, step, rank, n, cut, data in rows}
+    assert len(by) == 3 * 3 * 2
+    for step in range(3):
+        for rank in range(2):
+            n, cut, v = by[("norms", step, rank)]
+            assert (n, cut) == (5, 0)
+            assert v[0] == 1.5 and math.isnan(v[1])
+            assert v[2] == math.inf and v[3] == -math.inf and v[4] == step
+            n, cut, v = by[("t", step, rank)]
+            assert n == 3 and v[0] == step and math.isnan(v[1])
+            assert v[2] == -math.inf
+            n, cut, v = by[("big", step, rank)]
+            assert (n, cut) == (1024, 6) and v[1023] == 1023
+    labels = db.execute("SELECT rank, labels FROM value_labels "
+                        "WHERE name = 'norms' ORDER BY rank").fetchall()
+    assert labels == [(0, '["a","b","c","d","e"]'),
+                      (1, '["a","b","c","d","e"]')]
+    assert job.stdout.count("'truncated_values': 18") == 2  # 3 steps x 6
+    # the controller shows what the ranks' cap cut: in the end-of-run
+    # summary, in an event of the report, and in its VALUES line
+    assert "36 vector elements truncated by ranks" in job.stderr
+    rep = job.report()
+    [ev] = [e for e in rep["events"] if e["kind"] == "vectors_dropped"]
+    assert ev["message"] == \
+        "36 elements truncated by the ranks' per-vector cap"
+    assert rep["dropped"]["vectors"] == 0
+    names = {v["name"]: v for v in rep["values"]["names"]}
+    assert names["big"]["truncated"] == 36 and names["big"]["max_n"] == 1024
+    assert names["norms"]["latest"]["ranks"][0]["values"] == \
+        [1.5, "nan", "inf", "-inf", 2]

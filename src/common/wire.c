@@ -28,6 +28,9 @@ _Static_assert(sizeof(wire_hello) >= sizeof(wire_reject) &&
                    sizeof(wire_hello) >= sizeof(wire_command) &&
                    sizeof(wire_hello) >= sizeof(wire_profile_done),
                "wire_hello must be the largest non-STEP frame");
+_Static_assert(WIRE_VALUES_FRAME_SIZE(WIRE_MAX_VALUES) - WIRE_HEADER_SIZE <=
+                   WIRE_MAX_PAYLOAD,
+               "a full vector must fit in one frame");
 
 /* ---- little-endian cursor ---- */
 
@@ -198,6 +201,67 @@ size_t wire_encode_counters(uint8_t *buf, size_t cap, const wire_counters *c)
     wbuf b = frame_begin(buf, cap, WIRE_COUNTERS);
     put_u64(&b, c->dropped_events);
     put_u64(&b, c->dropped_records);
+    if (c->dropped_vectors || c->truncated_values) {
+        put_u64(&b, c->dropped_vectors);
+        put_u64(&b, c->truncated_values);
+    }
+    return frame_end(&b);
+}
+
+size_t wire_encode_values(uint8_t *buf, size_t cap, uint64_t step,
+                          uint32_t name_id, const double *v, uint32_t n,
+                          uint32_t truncated)
+{
+    if (name_id == 0 || name_id > WIRE_MAX_NAME_ID || n > WIRE_MAX_VALUES ||
+        step == WIRE_NO_STEP || (n && !v))
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_VALUES);
+    put_u64(&b, step);
+    put_u32(&b, name_id);
+    put_u32(&b, n);
+    put_u32(&b, truncated);
+    if (b.overflow || b.cap - b.len < 8 * (size_t)n)
+        return 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(b.p + b.len, v, 8 * (size_t)n); /* f64 bits, little-endian */
+    b.len += 8 * (size_t)n;
+#else
+    for (uint32_t i = 0; i < n; i++)
+        put_f64(&b, v[i]);
+#endif
+    return frame_end(&b);
+}
+
+static int label_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n > WIRE_MAX_STR)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+size_t wire_encode_labels(uint8_t *buf, size_t cap, uint32_t name_id,
+                          uint32_t total, uint32_t first,
+                          const char *const *labels, uint32_t count)
+{
+    if (name_id == 0 || name_id > WIRE_MAX_NAME_ID || total == 0 ||
+        total > WIRE_MAX_VALUES || count == 0 || first >= total ||
+        count > total - first)
+        return 0;
+    wbuf b = frame_begin(buf, cap, WIRE_LABELS);
+    put_u32(&b, name_id);
+    put_u16(&b, (uint16_t)total);
+    put_u16(&b, (uint16_t)first);
+    put_u16(&b, (uint16_t)count);
+    put_u16(&b, 0);
+    for (uint32_t i = 0; i < count; i++) {
+        if (!labels[i] || !label_ok(labels[i]))
+            return 0;
+        put_str(&b, labels[i]);
+    }
     return frame_end(&b);
 }
 
@@ -525,6 +589,107 @@ static wire_result decode_step(wire_decoder *d, rbuf *r, wire_step *s,
     return WIRE_OK;
 }
 
+static wire_result decode_values(wire_decoder *d, rbuf *r, wire_values *v,
+                                 char *err, size_t errlen)
+{
+    v->step = get_u64(r);
+    v->name_id = get_u32(r);
+    v->n = get_u32(r);
+    v->truncated = get_u32(r);
+    if (r->short_read)
+        return fail(err, errlen, "VALUES is truncated");
+    if (!is_declared(d, v->name_id))
+        return fail(err, errlen, "VALUES uses undeclared name id %u",
+                    (unsigned)v->name_id);
+    if (v->n > WIRE_MAX_VALUES)
+        return fail(err, errlen, "VALUES has %u elements, more than %d",
+                    (unsigned)v->n, WIRE_MAX_VALUES);
+    if (r->len - r->pos != 8 * (size_t)v->n)
+        return fail(err, errlen, "VALUES payload does not hold its %u "
+                    "elements", (unsigned)v->n);
+    if (v->step == WIRE_NO_STEP || v->step > (uint64_t)INT64_MAX)
+        return fail(err, errlen, "VALUES step out of range");
+    if (d->have_step && v->step <= d->last_step)
+        return fail(err, errlen, "VALUES for step %llu, which does not "
+                    "follow step %llu", (unsigned long long)v->step,
+                    (unsigned long long)d->last_step);
+    if (d->values_n && v->step != d->values_step)
+        return fail(err, errlen, "VALUES for step %llu before the STEP of "
+                    "step %llu", (unsigned long long)v->step,
+                    (unsigned long long)d->values_step);
+    if (d->values_n && (d->values_names[v->name_id / 8] >> (v->name_id % 8)
+                        & 1))
+        return fail(err, errlen, "VALUES name id %u twice in step %llu",
+                    (unsigned)v->name_id, (unsigned long long)v->step);
+    if (d->values_elems + v->n > WIRE_MAX_STEP_VALUES)
+        return fail(err, errlen, "VALUES of step %llu exceed %d elements",
+                    (unsigned long long)v->step, WIRE_MAX_STEP_VALUES);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    take(r, v->v, 8 * (size_t)v->n);
+#else
+    for (uint32_t i = 0; i < v->n; i++)
+        v->v[i] = get_f64(r);
+#endif
+    if (!d->values_n) {
+        memset(d->values_names, 0, sizeof d->values_names);
+        d->values_step = v->step;
+        d->values_elems = 0;
+    }
+    d->values_n++;
+    d->values_elems += v->n;
+    d->values_names[v->name_id / 8] |= (uint8_t)(1u << (v->name_id % 8));
+    return WIRE_OK;
+}
+
+static wire_result decode_labels(wire_decoder *d, rbuf *r, wire_labels *l,
+                                 char *err, size_t errlen)
+{
+    l->name_id = get_u32(r);
+    l->total = get_u16(r);
+    l->first = get_u16(r);
+    l->count = get_u16(r);
+    uint16_t reserved = get_u16(r);
+    if (r->short_read)
+        return fail(err, errlen, "LABELS is truncated");
+    if (reserved != 0)
+        return fail(err, errlen, "LABELS reserved field is not zero");
+    if (!is_declared(d, l->name_id))
+        return fail(err, errlen, "LABELS uses undeclared name id %u",
+                    (unsigned)l->name_id);
+    if (l->total == 0 || l->total > WIRE_MAX_VALUES || l->count == 0 ||
+        l->first >= l->total || l->count > l->total - l->first)
+        return fail(err, errlen, "LABELS %u..%u of %u out of range",
+                    (unsigned)l->first, (unsigned)(l->first + l->count),
+                    (unsigned)l->total);
+    if (l->first == 0 ? d->labels_name != 0
+                      : (d->labels_name != l->name_id ||
+                         d->labels_total != l->total ||
+                         d->labels_next != l->first))
+        return fail(err, errlen, "LABELS chunk %u of name id %u out of "
+                    "order", (unsigned)l->first, (unsigned)l->name_id);
+    size_t at = 0;
+    for (uint32_t i = 0; i < l->count; i++) {
+        /* text holds every string and its NUL: the payload, a byte per
+         * length prefix, bounds it */
+        l->off[i] = (uint16_t)at;
+        int rc = get_str(r, l->text + at, WIRE_MAX_STR);
+        if (rc == -1)
+            return fail(err, errlen, "LABELS is truncated");
+        if (rc < 0)
+            return fail(err, errlen, "LABELS carries a malformed label");
+        at += strlen(l->text + at) + 1;
+    }
+    uint32_t next = l->first + l->count;
+    if (next == l->total) {
+        d->labels_name = 0;
+    } else {
+        d->labels_name = l->name_id;
+        d->labels_total = l->total;
+        d->labels_next = next;
+    }
+    return WIRE_OK;
+}
+
 wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
                               wire_frame *out, size_t *consumed, char *err,
                               size_t errlen)
@@ -564,8 +729,10 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
      * valid up to their counts only: clearing them for every frame was
      * most of the decoder's time. */
     memset(out, 0, offsetof(wire_frame, u) +
-                       (type == WIRE_STEP ? offsetof(wire_step, phases)
-                                          : sizeof(wire_hello)));
+                       (type == WIRE_STEP     ? offsetof(wire_step, phases)
+                        : type == WIRE_VALUES ? offsetof(wire_values, v)
+                        : type == WIRE_LABELS ? offsetof(wire_labels, off)
+                                              : sizeof(wire_hello)));
     out->type = (wire_type)type;
     wire_result rc = WIRE_OK;
     int from_rank = d->direction == WIRE_FROM_RANK;
@@ -623,6 +790,24 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         if (!from_rank)
             return fail(err, errlen, "unexpected STEP");
         rc = decode_step(d, &r, &out->u.step, err, errlen);
+        if (rc == WIRE_OK && d->values_n) {
+            if (out->u.step.step != d->values_step)
+                return fail(err, errlen, "STEP %llu follows VALUES of step "
+                            "%llu", (unsigned long long)out->u.step.step,
+                            (unsigned long long)d->values_step);
+            d->values_n = 0;
+            d->values_elems = 0;
+        }
+        break;
+    case WIRE_VALUES:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected VALUES");
+        rc = decode_values(d, &r, &out->u.values, err, errlen);
+        break;
+    case WIRE_LABELS:
+        if (!from_rank)
+            return fail(err, errlen, "unexpected LABELS");
+        rc = decode_labels(d, &r, &out->u.labels, err, errlen);
         break;
     case WIRE_COUNTERS: {
         if (!from_rank)
@@ -632,8 +817,17 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         c->dropped_records = get_u64(&r);
         if (r.short_read)
             return fail(err, errlen, "COUNTERS is truncated");
+        if (r.pos < r.len) { /* the vector counts */
+            c->dropped_vectors = get_u64(&r);
+            c->truncated_values = get_u64(&r);
+            if (r.short_read)
+                return fail(err, errlen, "COUNTERS vector counts are "
+                            "truncated");
+        }
         if (c->dropped_events < d->last_counters.dropped_events ||
-            c->dropped_records < d->last_counters.dropped_records)
+            c->dropped_records < d->last_counters.dropped_records ||
+            c->dropped_vectors < d->last_counters.dropped_vectors ||
+            c->truncated_values < d->last_counters.truncated_values)
             return fail(err, errlen, "COUNTERS went backwards");
         d->last_counters = *c;
         break;
@@ -665,6 +859,9 @@ wire_result wire_decoder_next(wire_decoder *d, const uint8_t *buf, size_t len,
         out->u.bye.last_step = get_u64(&r);
         if (r.short_read)
             return fail(err, errlen, "BYE is truncated");
+        if (d->values_n)
+            return fail(err, errlen, "BYE before the STEP of the VALUES of "
+                        "step %llu", (unsigned long long)d->values_step);
         break;
     case WIRE_STATUS: {
         if (!from_rank)
@@ -815,7 +1012,7 @@ const char *wire_type_name(unsigned type)
     static const char *const names[] = {
         NULL, "HELLO", "WELCOME", "REJECT", "NAME",
         "STEP", "COUNTERS", "CHECKPOINT", "BYE", "STATUS", "RESUMED",
-        "FEATURES", "COMMAND", "PROFILE_DONE"};
+        "FEATURES", "COMMAND", "PROFILE_DONE", "VALUES", "LABELS"};
     if (type >= 1 && type < sizeof names / sizeof names[0] && names[type])
         return names[type];
     return "UNKNOWN";

@@ -44,7 +44,9 @@ typedef enum {
     WIRE_RESUMED = 10,   /* rank -> controller, resumed from a checkpoint */
     WIRE_FEATURES = 11,  /* rank -> controller, commands it can carry out */
     WIRE_COMMAND = 12,   /* controller -> rank, a request (e.g. profile) */
-    WIRE_PROFILE_DONE = 13 /* rank -> controller, a profile request ended */
+    WIRE_PROFILE_DONE = 13, /* rank -> controller, a profile request ended */
+    WIRE_VALUES = 14,    /* rank -> controller, one named vector of a step */
+    WIRE_LABELS = 15     /* rank -> controller, names of a vector's indices */
 } wire_type;
 
 typedef struct {
@@ -114,10 +116,45 @@ typedef struct {
     wire_metric metrics[WIRE_MAX_ITEMS];
 } wire_step;
 
+/* COUNTERS: cumulative, never decreasing.  The vector counts are an
+ * optional tail (a recorder that predates vectors sends 16 bytes; they
+ * are then 0). */
 typedef struct {
     uint64_t dropped_events;
     uint64_t dropped_records;
+    uint64_t dropped_vectors;  /* whole vectors dropped (ring full, over
+                                  the per-step budget, late) */
+    uint64_t truncated_values; /* elements cut by the per-vector cap */
 } wire_counters;
+
+/* VALUES: one named vector of numbers for a step (ss_values).  The VALUES
+ * frames of a step come just before its STEP frame: they name the step
+ * that the next STEP on the connection carries, each name at most once.
+ * Elements are f64 bit patterns, NaN and infinities included, passed on
+ * unchanged. */
+#define WIRE_MAX_VALUES 1024       /* elements in one vector */
+#define WIRE_MAX_STEP_VALUES 65536 /* elements in all vectors of a step */
+typedef struct {
+    uint64_t step;
+    uint32_t name_id;   /* a declared name */
+    uint32_t n;         /* elements, <= WIRE_MAX_VALUES */
+    uint32_t truncated; /* elements the recorder cut (its cap) */
+    double v[WIRE_MAX_VALUES];
+} wire_values;
+
+/* LABELS: the names of a vector's indices, in chunks: labels FIRST ..
+ * FIRST + COUNT - 1 of TOTAL.  A set's chunks come in order, without
+ * another LABELS frame between them, starting at 0; a new set for the
+ * same name replaces the old one once complete.  Decoded labels are
+ * NUL-terminated strings at text + off[i], i < count. */
+typedef struct {
+    uint32_t name_id; /* a declared name */
+    uint32_t total;   /* 1..WIRE_MAX_VALUES */
+    uint32_t first;
+    uint32_t count;   /* >= 1, first + count <= total */
+    uint16_t off[WIRE_MAX_VALUES];
+    char text[WIRE_MAX_PAYLOAD];
+} wire_labels;
 
 typedef struct {
     uint64_t step;
@@ -213,6 +250,8 @@ typedef struct {
         wire_features features;
         wire_command command;
         wire_profile_done profile_done;
+        wire_values values;
+        wire_labels labels;
     } u;
 } wire_frame;
 
@@ -224,7 +263,19 @@ size_t wire_encode_welcome(uint8_t *buf, size_t cap, const wire_welcome *w);
 size_t wire_encode_reject(uint8_t *buf, size_t cap, const wire_reject *r);
 size_t wire_encode_name(uint8_t *buf, size_t cap, const wire_name *n);
 size_t wire_encode_step(uint8_t *buf, size_t cap, const wire_step *s);
+/* Writes the 32-byte form when a vector count is not zero, else the
+ * 16-byte form that every controller reads. */
 size_t wire_encode_counters(uint8_t *buf, size_t cap, const wire_counters *c);
+/* One VALUES frame: N (<= WIRE_MAX_VALUES) elements of V. */
+size_t wire_encode_values(uint8_t *buf, size_t cap, uint64_t step,
+                          uint32_t name_id, const double *v, uint32_t n,
+                          uint32_t truncated);
+/* One LABELS chunk: LABELS[0..COUNT) are the labels FIRST.. of TOTAL;
+ * each at most WIRE_MAX_STR bytes without control characters.  Returns 0
+ * when they do not fit in one frame (send fewer). */
+size_t wire_encode_labels(uint8_t *buf, size_t cap, uint32_t name_id,
+                          uint32_t total, uint32_t first,
+                          const char *const *labels, uint32_t count);
 size_t wire_encode_checkpoint(uint8_t *buf, size_t cap,
                               const wire_checkpoint *c);
 size_t wire_encode_bye(uint8_t *buf, size_t cap, const wire_bye *b);
@@ -238,6 +289,9 @@ size_t wire_encode_profile_done(uint8_t *buf, size_t cap,
 /* Size of an encoded STATUS frame without, and with, a collective. */
 #define WIRE_STATUS_FRAME_SIZE (WIRE_HEADER_SIZE + 20)
 #define WIRE_STATUS_COLL_FRAME_SIZE (WIRE_STATUS_FRAME_SIZE + 13)
+
+/* Size of an encoded VALUES frame of N elements. */
+#define WIRE_VALUES_FRAME_SIZE(n) (WIRE_HEADER_SIZE + 20 + 8 * (size_t)(n))
 
 /* Upper bound of an encoded STEP frame. */
 #define WIRE_STEP_FRAME_MAX                                                   \
@@ -261,6 +315,12 @@ typedef struct {
     uint64_t last_step;
     wire_counters last_counters;
     uint64_t frames;                 /* frames decoded so far */
+    /* VALUES waiting for their STEP: their step, names, elements. */
+    uint64_t values_step;
+    uint32_t values_n, values_elems;
+    uint8_t values_names[(WIRE_MAX_NAME_ID + 8) / 8];
+    /* A LABELS set being received: its name (0: none), total, next. */
+    uint32_t labels_name, labels_total, labels_next;
 } wire_decoder;
 
 /* Result of wire_decoder_next(). */

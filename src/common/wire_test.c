@@ -1,6 +1,8 @@
 /*
  * wire_test.c - round trips and rejections of the wire protocol decoder.
  */
+#include <math.h>
+#include <stdio.h>
 #include "testing.h"
 #include "wire.h"
 
@@ -483,7 +485,7 @@ static void names_and_counters_rules(void)
     CHECK(strstr(err, "declared twice") != NULL);
 
     d = handshaken();
-    wire_counters c = {10, 2};
+    wire_counters c = {10, 2, 0, 0};
     n = wire_encode_counters(buf, sizeof buf, &c);
     CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
     c.dropped_events = 5;
@@ -541,7 +543,9 @@ static void command_round_trip_and_rules(void)
     CHECK_STR(f.u.command.dir, "/tmp/prof");
     CHECK_STR(wire_type_name(WIRE_COMMAND), "COMMAND");
     CHECK_STR(wire_type_name(10), "RESUMED");
-    CHECK_STR(wire_type_name(14), "UNKNOWN");
+    CHECK_STR(wire_type_name(14), "VALUES");
+    CHECK_STR(wire_type_name(15), "LABELS");
+    CHECK_STR(wire_type_name(16), "UNKNOWN");
 
     /* Only the controller sends it, and only after WELCOME. */
     wire_decoder r = handshaken();
@@ -663,7 +667,281 @@ static void token_hex(void)
     CHECK_EQ_INT(wire_token_parse(hex, back), -1);
 }
 
+/* A minimal STEP frame of STEP (no items) into BUF; returns its size. */
+static size_t plain_step(uint8_t *buf, size_t cap, uint64_t step)
+{
+    static wire_step s;
+    memset(&s, 0, sizeof s);
+    s.step = step;
+    s.begin_ns = 10;
+    s.end_ns = 20;
+    return wire_encode_step(buf, cap, &s);
+}
+
+static void values_round_trip_keep_nan_and_inf(void)
+{
+    static uint8_t buf[WIRE_VALUES_FRAME_SIZE(WIRE_MAX_VALUES) + 8];
+    static wire_frame f;
+    char err[256];
+    double v[5] = {1.5, NAN, INFINITY, -INFINITY, -0.0};
+    uint64_t payload_nan = 0x7ff8000000000abcull; /* a NaN with a payload */
+    memcpy(&v[1], &payload_nan, 8);
+    size_t n = wire_encode_values(buf, sizeof buf, 7, 1, v, 5, 3);
+    REQUIRE(n == WIRE_VALUES_FRAME_SIZE(5));
+    wire_decoder d = handshaken();
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_VALUES);
+    CHECK_EQ_INT(f.u.values.step, 7);
+    CHECK_EQ_INT(f.u.values.name_id, 1);
+    CHECK_EQ_INT(f.u.values.n, 5);
+    CHECK_EQ_INT(f.u.values.truncated, 3);
+    CHECK(memcmp(f.u.values.v, v, sizeof v) == 0); /* bit for bit */
+    /* a second name of the same step, then its STEP */
+    n = wire_encode_values(buf, sizeof buf, 7, 2, v, 0, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.values.n, 0);
+    n = plain_step(buf, sizeof buf, 7);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    /* the same name again in the next step is fine */
+    n = wire_encode_values(buf, sizeof buf, 8, 1, v, 1, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    /* a full vector fits in a frame; one more element does not encode */
+    static double big[WIRE_MAX_VALUES + 1];
+    CHECK(wire_encode_values(buf, sizeof buf, 8, 2, big, WIRE_MAX_VALUES,
+                             0) > 0);
+    CHECK_EQ_INT(wire_encode_values(buf, sizeof buf, 8, 2, big,
+                                    WIRE_MAX_VALUES + 1, 0), 0);
+    CHECK_EQ_INT(wire_encode_values(buf, sizeof buf, 8, 0, big, 1, 0), 0);
+}
+
+static void values_rules(void)
+{
+    static uint8_t buf[WIRE_VALUES_FRAME_SIZE(WIRE_MAX_VALUES) + 8];
+    static wire_frame f;
+    char err[256];
+    double v[2] = {1, 2};
+    size_t n;
+    wire_decoder d;
+
+    /* an undeclared name */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 9, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "undeclared") != NULL);
+    /* the same name twice in a step */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "twice") != NULL);
+    /* values of two steps without the STEP between them */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    n = wire_encode_values(buf, sizeof buf, 2, 2, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "before the STEP") != NULL);
+    /* a STEP of another step after them */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 3, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    n = plain_step(buf, sizeof buf, 4);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "follows VALUES") != NULL);
+    /* BYE with values waiting */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 3, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    wire_bye bye = {3};
+    n = wire_encode_bye(buf, sizeof buf, &bye);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    /* values of a step already sent */
+    d = handshaken();
+    n = plain_step(buf, sizeof buf, 5);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    n = wire_encode_values(buf, sizeof buf, 5, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "does not follow") != NULL);
+    /* a count that the payload does not hold, either way */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    buf[WIRE_HEADER_SIZE + 12] = 3; /* n = 3, payload holds 2 */
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "does not hold") != NULL);
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    put_le(buf + WIRE_HEADER_SIZE + 12, 0x7fffffff, 4);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    /* truncated */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    put_le(buf, 10, 4);
+    CHECK_EQ_INT(feed(&d, buf, WIRE_HEADER_SIZE + 10, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "truncated") != NULL);
+    /* no step number */
+    d = handshaken();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    put_le(buf + WIRE_HEADER_SIZE, WIRE_NO_STEP, 8);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    /* more than a step may carry: 65 full vectors */
+    wire_decoder big = handshaken();
+    static double full[WIRE_MAX_VALUES];
+    char name[16];
+    wire_result rc = WIRE_OK;
+    for (unsigned id = 3; id < 3 + 65 && rc == WIRE_OK; id++) {
+        snprintf(name, sizeof name, "v%u", id);
+        wire_name nm;
+        nm.name_id = id;
+        snprintf(nm.name, sizeof nm.name, "%s", name);
+        n = wire_encode_name(buf, sizeof buf, &nm);
+        REQUIRE(feed(&big, buf, n, &f, err) == WIRE_OK);
+        n = wire_encode_values(buf, sizeof buf, 1, id, full, WIRE_MAX_VALUES,
+                               0);
+        rc = feed(&big, buf, n, &f, err);
+    }
+    CHECK_EQ_INT(rc, WIRE_ERROR);
+    CHECK(strstr(err, "exceed") != NULL);
+    /* the controller never sends VALUES */
+    wire_decoder r = welcomed();
+    n = wire_encode_values(buf, sizeof buf, 1, 1, v, 2, 0);
+    CHECK_EQ_INT(feed(&r, buf, n, &f, err), WIRE_ERROR);
+}
+
+static void labels_chunks_in_order(void)
+{
+    static uint8_t buf[WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD];
+    static wire_frame f;
+    char err[256];
+    const char *a[3] = {"layer.0", "", "layer 2 \xc3\xa9"};
+    wire_decoder d = handshaken();
+    size_t n = wire_encode_labels(buf, sizeof buf, 1, 5, 0, a, 3);
+    REQUIRE(n > 0);
+    REQUIRE(feed(&d, buf, n, &f, err) == WIRE_OK);
+    CHECK_EQ_INT(f.type, WIRE_LABELS);
+    CHECK_EQ_INT(f.u.labels.total, 5);
+    CHECK_EQ_INT(f.u.labels.first, 0);
+    CHECK_EQ_INT(f.u.labels.count, 3);
+    CHECK_STR(f.u.labels.text + f.u.labels.off[0], "layer.0");
+    CHECK_STR(f.u.labels.text + f.u.labels.off[1], "");
+    CHECK_STR(f.u.labels.text + f.u.labels.off[2], a[2]);
+    /* another frame before the set is complete */
+    wire_decoder e = d;
+    n = wire_encode_labels(buf, sizeof buf, 2, 1, 0, a, 1);
+    CHECK_EQ_INT(feed(&e, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "out of order") != NULL);
+    /* a gap */
+    e = d;
+    n = wire_encode_labels(buf, sizeof buf, 1, 5, 4, a, 1);
+    CHECK_EQ_INT(feed(&e, buf, n, &f, err), WIRE_ERROR);
+    /* the rest completes it; a new set may follow */
+    n = wire_encode_labels(buf, sizeof buf, 1, 5, 3, a, 2);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.labels.first, 3);
+    n = wire_encode_labels(buf, sizeof buf, 2, 1, 0, a, 1);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    /* a chunk that does not start the set when none is open */
+    n = wire_encode_labels(buf, sizeof buf, 2, 3, 1, a, 1);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    /* bad ranges and labels are refused by the encoder */
+    CHECK_EQ_INT(wire_encode_labels(buf, sizeof buf, 1, 2, 1, a, 2), 0);
+    CHECK_EQ_INT(wire_encode_labels(buf, sizeof buf, 1, 0, 0, a, 1), 0);
+    const char *bad[1] = {"tab\there"};
+    CHECK_EQ_INT(wire_encode_labels(buf, sizeof buf, 1, 1, 0, bad, 1), 0);
+    /* and by the decoder: a control byte, a count past the total */
+    d = handshaken();
+    n = wire_encode_labels(buf, sizeof buf, 1, 1, 0, a, 1);
+    buf[WIRE_HEADER_SIZE + 13] = '\n';
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "malformed") != NULL);
+    d = handshaken();
+    n = wire_encode_labels(buf, sizeof buf, 1, 1, 0, a, 1);
+    put_le(buf + WIRE_HEADER_SIZE + 8, 2, 2);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "out of range") != NULL);
+    d = handshaken();
+    n = wire_encode_labels(buf, sizeof buf, 1, 1, 0, a, 1);
+    buf[WIRE_HEADER_SIZE + 10] = 1; /* reserved */
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+}
+
+static void counters_vector_tail_is_optional(void)
+{
+    uint8_t buf[128];
+    wire_frame f;
+    char err[256];
+    wire_decoder d = handshaken();
+    /* the 16-byte form of older recorders */
+    wire_counters c = {1, 2, 0, 0};
+    size_t n = wire_encode_counters(buf, sizeof buf, &c);
+    CHECK_EQ_INT(n, WIRE_HEADER_SIZE + 16);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.counters.dropped_vectors, 0);
+    c.dropped_vectors = 3;
+    c.truncated_values = 4;
+    n = wire_encode_counters(buf, sizeof buf, &c);
+    CHECK_EQ_INT(n, WIRE_HEADER_SIZE + 32);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_OK);
+    CHECK_EQ_INT(f.u.counters.dropped_vectors, 3);
+    CHECK_EQ_INT(f.u.counters.truncated_values, 4);
+    c.truncated_values = 1;
+    n = wire_encode_counters(buf, sizeof buf, &c);
+    CHECK_EQ_INT(feed(&d, buf, n, &f, err), WIRE_ERROR);
+    CHECK(strstr(err, "backwards") != NULL);
+    /* a half tail */
+    d = handshaken();
+    c.truncated_values = 9;
+    n = wire_encode_counters(buf, sizeof buf, &c);
+    put_le(buf, 24, 4);
+    CHECK_EQ_INT(feed(&d, buf, n - 8, &f, err), WIRE_ERROR);
+}
+
+/* A recorder that predates vectors sends only the old frames: a
+ * version-1 byte stream of that time, kept here byte for byte, still
+ * decodes. */
+static void an_old_recorders_stream_still_decodes(void)
+{
+    static const uint8_t old[] = {
+        /* NAME 1 "fwd" */
+        8, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 3, 'f', 'w', 'd',
+        /* STEP 5: begin 100, end 300, no flags, one phase without self */
+        68, 0, 0, 0, 5, 0, 0, 0,
+        5, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0,
+        44, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0,
+        1, 0, 0, 0, 1, 0, 0, 0, 200, 0, 0, 0, 0, 0, 0, 0,
+        110, 0, 0, 0, 0, 0, 0, 0,
+        /* COUNTERS 1, 0 */
+        16, 0, 0, 0, 6, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0};
+    wire_decoder d = ready_decoder();
+    wire_frame f;
+    char err[256];
+    size_t off = 0, used = 0;
+    int frames = 0;
+    {
+        uint8_t hb[512];
+        wire_hello h = make_hello();
+        size_t hn = wire_encode_hello(hb, sizeof hb, &h);
+        REQUIRE(feed(&d, hb, hn, &f, err) == WIRE_OK);
+    }
+    while (off < sizeof old) {
+        wire_result rc = wire_decoder_next(&d, old + off, sizeof old - off,
+                                           &f, &used, err, sizeof err);
+        REQUIRE(rc == WIRE_OK);
+        off += used;
+        frames++;
+    }
+    CHECK_EQ_INT(frames, 3);
+    CHECK_EQ_INT(f.type, WIRE_COUNTERS);
+    CHECK_EQ_INT(f.u.counters.dropped_events, 1);
+    CHECK_EQ_INT(f.u.counters.dropped_vectors, 0);
+}
+
 TEST_LIST(TEST(hello_round_trip), TEST(rejects_wrong_token),
+          TEST(values_round_trip_keep_nan_and_inf), TEST(values_rules),
+          TEST(labels_chunks_in_order),
+          TEST(counters_vector_tail_is_optional),
+          TEST(an_old_recorders_stream_still_decodes),
           TEST(rejects_unknown_version), TEST(rejects_other_run_and_bad_rank),
           TEST(rejects_garbage_and_oversize), TEST(requires_hello_first),
           TEST(step_round_trip_and_order),

@@ -9,6 +9,7 @@
 #include "fold.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 void ss__track_reset(ss__track *t)
@@ -45,9 +46,15 @@ static void finish(ss__fold *f, ss__acc *a)
         if (a->rec.end_ns < a->rec.begin_ns)
             a->rec.end_ns = a->rec.begin_ns;
         drop_doubted_metrics(a);
-        f->sink.on_step(f->sink.ctx, &a->rec);
+        for (unsigned i = 0; i < a->n_vec; i++)
+            f->vecs[i] = (ss__vec){.name_id = a->vec[i].name_id,
+                                   .n = a->vec[i].n,
+                                   .truncated = a->vec[i].truncated,
+                                   .v = a->arena + a->vec[i].off};
+        f->sink.on_step(f->sink.ctx, &a->rec, f->vecs, a->n_vec);
     } else {
         f->dropped_records++;
+        f->dropped_vectors += a->n_vec;
     }
     if (in_order) {
         f->have_final = 1;
@@ -68,6 +75,10 @@ static void acc_start(ss__acc *a, uint64_t step)
     memset(a->phase_slot, 0, sizeof a->phase_slot);
     memset(a->sync_slot, 0, sizeof a->sync_slot);
     memset(a->metric_slot, 0, sizeof a->metric_slot);
+    if (a->n_vec)
+        memset(a->vec_slot, 0, sizeof a->vec_slot);
+    a->n_vec = 0;
+    a->arena_used = 0;
 }
 
 /* The open step STEP, opened on first use; NULL when the event is to be
@@ -367,6 +378,57 @@ void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev)
         break;
     default:
         break;
+    }
+}
+
+void ss__fold_values(ss__fold *f, ss__track *track, const ss__event *ev,
+                     const double *v)
+{
+    if (ev->type & SS__EV_AFTER_LOSS)
+        ss__track_reset(track);
+    if (ev->type & SS__EV_LOST_METRIC)
+        doubt_metrics(f, track);
+    advance_track(track, SS__EV_VALUES, ev->step);
+    unsigned id = ev->name;
+    uint32_t n = (uint32_t)ev->value, cut = (uint32_t)(ev->value >> 32);
+    ss__acc *a;
+    if (!valid_name(id) || n > SS_MAX_VALUES ||
+        !(a = acc_for(f, ev->step))) {
+        if (ev->step != SS__NO_STEP)
+            f->dropped_vectors++;
+        return;
+    }
+    if (!a->arena &&
+        !(a->arena = malloc(SS__STEP_VALUES * sizeof(double)))) {
+        f->dropped_vectors++;
+        return;
+    }
+    unsigned slot = a->vec_slot[id];
+    ss__acc_vec *x = slot ? &a->vec[slot - 1] : NULL;
+    if (!x || x->room < n) {
+        if (a->arena_used + n > SS__STEP_VALUES) {
+            f->dropped_vectors++;
+            return;
+        }
+        if (!x) {
+            a->vec_slot[id] = (uint8_t)++a->n_vec;
+            x = &a->vec[a->n_vec - 1];
+            x->name_id = id;
+        }
+        x->off = a->arena_used;
+        x->room = n;
+        a->arena_used += n;
+    }
+    x->n = n;
+    x->truncated = cut;
+    memcpy(a->arena + x->off, v, (size_t)n * sizeof(double));
+}
+
+void ss__fold_release(ss__fold *f)
+{
+    for (int i = 0; i < SS__FOLD_OPEN; i++) {
+        free(f->acc[i].arena);
+        f->acc[i].arena = NULL;
     }
 }
 

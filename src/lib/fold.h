@@ -42,6 +42,12 @@
  *  - Phase, sync and metric events under no valid name id (0: ss_name
  *    refused the name) are counted as dropped events.
  *  - A phase item also keeps its earliest begin (first_begin_ns).
+ *  - Vectors (ss__fold_values): the last one of a name in a step wins.
+ *    A step's vectors share a budget of SS_MAX_STEP_VALUE_BYTES (every
+ *    vector folded counts, a replaced one too); a vector beyond it, one
+ *    for a step already handed on, one under no valid name, or one that
+ *    finds no memory is dropped and counted (dropped_vectors).  They go
+ *    to the sink with their step's record.
  *  - Live state (ss__fold_status): the thread whose STEP_BEGIN was folded
  *    last is the stepping thread; its open step and innermost open phase
  *    are what a STATUS frame reports.
@@ -53,6 +59,7 @@
 #include <stdint.h>
 
 #include "ring.h"
+#include "stepscope.h"
 #include "wire.h"
 
 #define SS__FOLD_OPEN 16 /* steps being assembled at once */
@@ -83,6 +90,25 @@ typedef struct {
     uint64_t open_from;
 } ss__track;
 
+/* Elements of vectors one step may hold. */
+#define SS__STEP_VALUES (SS_MAX_STEP_VALUE_BYTES / sizeof(double))
+
+/* One vector of a step, as handed to the sink. */
+typedef struct {
+    uint32_t name_id;
+    uint32_t n;         /* elements in v */
+    uint32_t truncated; /* elements the recorder's cap cut */
+    const double *v;
+} ss__vec;
+
+/* Where a vector of an open step lies in its step's arena. */
+typedef struct {
+    uint32_t name_id, n, truncated;
+    uint32_t off;  /* first element in the arena */
+    uint32_t room; /* elements reserved there (a replacement that fits
+                      reuses them) */
+} ss__acc_vec;
+
 /* A step being assembled.  *_slot map a name id to its index + 1.
  * metric_by[i] is the thread that gave rec.metrics[i] its value;
  * metric_doubt[i] is set when later values of it may have been lost. */
@@ -95,12 +121,22 @@ typedef struct {
     uint8_t metric_slot[SS__NAME_SLOTS];
     const ss__track *metric_by[WIRE_MAX_ITEMS];
     uint8_t metric_doubt[WIRE_MAX_ITEMS];
+    /* Vectors: vec_slot maps a name id to its index + 1 in vec; their
+     * elements live in arena (SS__STEP_VALUES doubles, allocated on the
+     * first vector, kept for the fold's life), arena_used of it taken. */
+    uint8_t vec_slot[SS__NAME_SLOTS];
+    ss__acc_vec vec[WIRE_MAX_NAME_ID];
+    uint32_t n_vec;
+    uint32_t arena_used;
+    double *arena;
 } ss__acc;
 
 typedef struct {
     void *ctx;
-    /* A complete step, in increasing step order; valid during the call. */
-    void (*on_step)(void *ctx, const wire_step *rec);
+    /* A complete step, in increasing step order, and its N_VECS vectors;
+     * valid during the call. */
+    void (*on_step)(void *ctx, const wire_step *rec, const ss__vec *vecs,
+                    unsigned n_vecs);
     /* A checkpoint report, handed on as soon as it is seen. */
     void (*on_checkpoint)(void *ctx, uint64_t step, ss__mono_ns t);
     /* A resume report (ss_resumed_from), likewise; NULL: dropped. */
@@ -115,6 +151,8 @@ typedef struct {
     uint64_t round;           /* rounds so far, from 1 */
     uint64_t dropped_events;  /* late or excess events */
     uint64_t dropped_records; /* steps that could not be completed */
+    uint64_t dropped_vectors; /* vectors dropped (see the rules) */
+    ss__vec vecs[WIRE_MAX_NAME_ID]; /* what on_step gets */
     /* Live state: the stepping thread's pairing state (NULL: none yet, or
      * that thread is gone), the step open on it (SS__NO_STEP between
      * steps), and that step's begin, else the last step's end. */
@@ -132,6 +170,14 @@ void ss__fold_init(ss__fold *f, const ss__fold_sink *sink);
 
 /* Folds one event made by the thread whose pairing state is TRACK. */
 void ss__fold_event(ss__fold *f, ss__track *track, const ss__event *ev);
+
+/* Folds one SS__EV_VALUES event of TRACK's thread whose elements are
+ * V[0..n) (n: the event's low 32 bits), copying them. */
+void ss__fold_values(ss__fold *f, ss__track *track, const ss__event *ev,
+                     const double *v);
+
+/* Frees the vector arenas of F (the fold is not used again). */
+void ss__fold_release(ss__fold *f);
 
 /* Hands every complete step to the sink (see the rules above). */
 void ss__fold_round(ss__fold *f);

@@ -14,15 +14,29 @@
 typedef struct {
     wire_step steps[MAX_OUT];
     int n_steps;
+    /* vectors of the steps: count, and of each its name, n, cut, v[0] */
+    unsigned n_vecs[MAX_OUT];
+    ss__vec vecs[MAX_OUT][4];
+    double first[MAX_OUT][4], last[MAX_OUT][4];
     uint64_t ckpt_step[4];
     int n_ckpt;
 } sink_log;
 
-static void log_step(void *ctx, const wire_step *rec)
+static void log_step(void *ctx, const wire_step *rec, const ss__vec *vecs,
+                     unsigned n_vecs)
 {
     sink_log *l = ctx;
-    if (l->n_steps < MAX_OUT)
-        l->steps[l->n_steps++] = *rec;
+    if (l->n_steps >= MAX_OUT)
+        return;
+    int k = l->n_steps++;
+    l->steps[k] = *rec;
+    l->n_vecs[k] = n_vecs;
+    for (unsigned i = 0; i < n_vecs && i < 4; i++) {
+        l->vecs[k][i] = vecs[i];
+        l->vecs[k][i].v = NULL; /* valid during the call only */
+        l->first[k][i] = vecs[i].n ? vecs[i].v[0] : NAN;
+        l->last[k][i] = vecs[i].n ? vecs[i].v[vecs[i].n - 1] : NAN;
+    }
 }
 
 static void log_ckpt(void *ctx, uint64_t step, ss__mono_ns t)
@@ -546,7 +560,78 @@ static void status_follows_the_stepping_thread(void)
     free(h);
 }
 
+/* Feeds one vector of N elements V made on thread TID. */
+static void vec(harness *h, int tid, unsigned name, uint64_t step,
+                const double *v, uint32_t n, uint32_t cut)
+{
+    ss__event e = {.step = step, .value = (uint64_t)n | (uint64_t)cut << 32,
+                   .type = SS__EV_VALUES, .name = (uint16_t)name};
+    ss__fold_values(&h->fold, &h->tracks[tid], &e, v);
+}
+
+static void vectors_go_with_their_step_and_the_last_one_wins(void)
+{
+    harness *h = new_harness();
+    double a[3] = {1, NAN, INFINITY}, b[2] = {5, 6}, c[4] = {7, 8, 9, -INFINITY};
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 100, 0);
+    vec(h, 0, 3, 1, a, 3, 0);
+    vec(h, 0, 4, 1, b, 2, 10);
+    vec(h, 0, 3, 1, b, 2, 0); /* replaces a, in place */
+    vec(h, 0, 4, 1, c, 4, 0); /* replaces b, in new room */
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 200, 0);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->log.n_steps, 1);
+    CHECK_EQ_INT(h->log.n_vecs[0], 2);
+    CHECK_EQ_INT(h->log.vecs[0][0].name_id, 3);
+    CHECK_EQ_INT(h->log.vecs[0][0].n, 2);
+    CHECK(h->log.first[0][0] == 5 && h->log.last[0][0] == 6);
+    CHECK_EQ_INT(h->log.vecs[0][1].name_id, 4);
+    CHECK_EQ_INT(h->log.vecs[0][1].n, 4);
+    CHECK_EQ_INT(h->log.vecs[0][1].truncated, 0);
+    CHECK(h->log.first[0][1] == 7 && isinf(h->log.last[0][1]) &&
+          h->log.last[0][1] < 0);
+    CHECK_EQ_INT(h->fold.dropped_vectors, 0);
+    /* NaN and infinities pass unchanged */
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 2, 300, 0);
+    vec(h, 0, 3, 2, a, 3, 0);
+    ev(h, 0, SS__EV_STEP_END, 0, 2, 400, 0);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->log.n_steps, 2);
+    CHECK(h->log.first[1][0] == 1 && isinf(h->log.last[1][0]));
+    ss__fold_release(&h->fold);
+    free(h);
+}
+
+static void vectors_over_the_step_budget_late_or_unnamed_are_counted(void)
+{
+    harness *h = new_harness();
+    static double big[SS_MAX_VALUES];
+    unsigned fit = (unsigned)(SS__STEP_VALUES / SS_MAX_VALUES);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 1, 100, 0);
+    for (unsigned i = 0; i < fit + 2; i++)
+        vec(h, 0, 1 + i, 1, big, SS_MAX_VALUES, 0);
+    vec(h, 0, 0, 1, big, 1, 0); /* no name */
+    ev(h, 0, SS__EV_STEP_END, 0, 1, 200, 0);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->log.n_steps, 1);
+    CHECK_EQ_INT(h->log.n_vecs[0], fit);
+    CHECK_EQ_INT(h->fold.dropped_vectors, 3);
+    vec(h, 0, 1, 1, big, 4, 0); /* step 1 was handed on: late */
+    CHECK_EQ_INT(h->fold.dropped_vectors, 4);
+    /* a dropped record takes its vectors with it */
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 3, 300, 0);
+    vec(h, 0, 1, 3, big, 4, 0);
+    ev(h, 0, SS__EV_STEP_BEGIN, 0, 4, 400, 0); /* step 3's end lost */
+    ss__fold_round(&h->fold);
+    ss__fold_round(&h->fold);
+    CHECK_EQ_INT(h->fold.dropped_vectors, 5);
+    ss__fold_release(&h->fold);
+    free(h);
+}
+
 TEST_LIST(TEST(phases_pair_and_same_name_nesting_counts_once),
+          TEST(vectors_go_with_their_step_and_the_last_one_wins),
+          TEST(vectors_over_the_step_budget_late_or_unnamed_are_counted),
           TEST(phases_pair_per_thread),
           TEST(self_time_leaves_out_nested_runs_once),
           TEST(phases_nested_too_deep_count_as_their_parents_time),

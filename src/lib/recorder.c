@@ -288,7 +288,53 @@ SS_API void ss_metric(ss_name_id id, double value)
     record(SS__EV_METRIC, id, current_step(), 0, bits);
 }
 
+SS_API void ss_values(ss_name_id id, const double *v, size_t n)
+{
+    if (!active() || !v || n == 0)
+        return;
+    uint64_t step = current_step();
+    if (step == SS__NO_STEP)
+        return;
+    ss__thread *th = ss__tls_thread;
+    if (__builtin_expect(th == NULL, 0) && !(th = ss__thread_attach()))
+        return;
+    ss__vring *vr = th->vring;
+    if (__builtin_expect(vr == NULL, 0) && !(vr = ss__thread_vring(th)))
+        return;
+    size_t keep = n > SS_MAX_VALUES ? SS_MAX_VALUES : n;
+    uint64_t cut = n - keep;
+    if (cut)
+        __atomic_store_n(&vr->truncated,
+                         vr->truncated + (cut > UINT32_MAX ? UINT32_MAX : cut),
+                         __ATOMIC_RELAXED);
+    uint64_t bytes = keep * sizeof(double);
+    uint64_t pos = ss__vring_reserve(vr, bytes);
+    if (pos == UINT64_MAX) {
+        __atomic_store_n(&vr->dropped, vr->dropped + 1, __ATOMIC_RELAXED);
+        return;
+    }
+    memcpy(ss__vring_at(vr, pos), v, bytes);
+    uint64_t value = (uint64_t)keep |
+                     (cut > UINT32_MAX ? (uint64_t)UINT32_MAX : cut) << 32;
+    if (ss__ring_push(&th->ring, SS__EV_VALUES, id, step, (ss__mono_ns)pos,
+                      value))
+        ss__vring_commit(vr, pos + bytes);
+    else
+        __atomic_store_n(&vr->dropped, vr->dropped + 1, __ATOMIC_RELAXED);
+}
+
 /* ---- not hot path ---- */
+
+SS_API int ss_values_labels(ss_name_id id, const char *const *labels,
+                            size_t n)
+{
+    if (id < 1 || id > SS_MAX_NAMES || !labels || n == 0 ||
+        n > SS_MAX_VALUES)
+        return SS_EINVAL;
+    if (!active())
+        return SS_ESTATE;
+    return ss__sender_labels(id, labels, n);
+}
 
 SS_API void ss_memory_sample(void)
 {
@@ -364,6 +410,8 @@ SS_API void ss_get_counters(ss_counters *out)
     ss_init();
     out->dropped_events = ss__threads_dropped() + ss__sender_dropped_events();
     out->dropped_records = ss__sender_dropped_records();
+    ss__threads_vector_drops(&out->dropped_vectors, &out->truncated_values);
+    out->dropped_vectors += ss__sender_dropped_vectors();
 }
 
 SS_API const char *ss_strerror(int code)

@@ -81,11 +81,17 @@ static int body_disabled(void *arg)
     ss_memory_record(SS_MEM_DEVICE_PEAK, 1);
     ss_checkpoint_saved(1);
     ss_phase_end(a);
+    double v[2] = {1, 2};
+    ss_values(a, v, 2);
     ss_step_end();
-    ss_counters c = {7, 7};
+    const char *lab[1] = {"x"};
+    CHECK_EQ_INT(ss_values_labels(a, lab, 1), SS_ESTATE);
+    ss_counters c = {7, 7, 7, 7};
     ss_get_counters(&c);
     CHECK_EQ_INT(c.dropped_events, 0);
     CHECK_EQ_INT(c.dropped_records, 0);
+    CHECK_EQ_INT(c.dropped_vectors, 0);
+    CHECK_EQ_INT(c.truncated_values, 0);
     ss_shutdown();
     CHECK_EQ_INT(ss_init(), 0);
     CHECK_EQ_INT(ss_enabled(), 0);

@@ -43,7 +43,11 @@ enum {
     SS__EV_DEVICE = 8,     /* value: bytes; name: the ss_mem_kind */
     SS__EV_CHECKPOINT = 9, /* value: the checkpointed step */
     SS__EV_PHASE_SPAN = 10, /* t: begin; value: end (ns); a finished phase */
-    SS__EV_RESUMED = 11    /* value: the step of the checkpoint loaded */
+    SS__EV_RESUMED = 11,   /* value: the step of the checkpoint loaded */
+    /* A vector (vring.h): t: the position of its elements in the
+     * thread's vector ring; value: the element count in the low 32 bits,
+     * the elements cut by SS_MAX_VALUES in the high 32 */
+    SS__EV_VALUES = 12
 };
 #define SS__EV_AFTER_LOSS 0x80u  /* events were dropped just before this one */
 #define SS__EV_LOST_METRIC 0x40u /* ... and a metric value was one of them */
@@ -75,14 +79,15 @@ typedef struct {
 } ss__ring;
 
 /*
- * Appends one event, or drops and counts it when the ring is full (for all
- * but step events: when fewer than SS__RING_STEP_RESERVE slots are free).
+ * Appends one event and returns 1, or drops and counts it and returns 0
+ * when the ring is full (for all but step events: when fewer than
+ * SS__RING_STEP_RESERVE slots are free).
  * Only the ring's owner thread may call it.  Costs a few plain loads and
  * stores and one release store (a plain store on x86); never blocks.  TYPE
  * is a constant at every call site, so the capacity test folds away.
  */
-static inline void ss__ring_push(ss__ring *r, unsigned type, unsigned name,
-                                 uint64_t step, ss__mono_ns t, uint64_t value)
+static inline int ss__ring_push(ss__ring *r, unsigned type, unsigned name,
+                                uint64_t step, ss__mono_ns t, uint64_t value)
 {
     const uint64_t cap =
         type == SS__EV_STEP_BEGIN || type == SS__EV_STEP_END
@@ -96,7 +101,7 @@ static inline void ss__ring_push(ss__ring *r, unsigned type, unsigned name,
             r->lost |= type == SS__EV_METRIC
                            ? SS__EV_AFTER_LOSS | SS__EV_LOST_METRIC
                            : SS__EV_AFTER_LOSS;
-            return;
+            return 0;
         }
     }
     ss__event *e = &r->ev[head & (SS__RING_CAP - 1)];
@@ -107,6 +112,7 @@ static inline void ss__ring_push(ss__ring *r, unsigned type, unsigned name,
     e->name = (uint16_t)name;
     r->lost = 0;
     __atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+    return 1;
 }
 
 /*

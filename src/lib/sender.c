@@ -60,12 +60,15 @@
 #define STATUS_EVERY_NS SS__SEC
 #define STATUS_MIN_GAP_NS (100 * SS__MS)
 #define FLUSH_TIMEOUT_NS SS__SEC
-#define OUT_CAP (1u << 20)
+#define OUT_CAP (2u << 20) /* room for several steps of full vectors */
 #define OUT_CONTROL_RESERVE 4096u /* kept free of steps for COUNTERS, BYE... */
 #define FIFO_CAP 16384u
 #define IN_CAP (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD)
 #define NAME_FRAME_MAX (WIRE_HEADER_SIZE + 4 + 1 + WIRE_MAX_NAME_LEN)
-#define SCRATCH_CAP (3 * WIRE_MAX_ITEMS * NAME_FRAME_MAX + WIRE_STEP_FRAME_MAX)
+#define SCRATCH_CAP                                                           \
+    ((3 * WIRE_MAX_ITEMS + WIRE_MAX_NAME_ID) * NAME_FRAME_MAX +               \
+     WIRE_STEP_FRAME_MAX)
+#define LABELS_BUDGET (1u << 20) /* bytes of labels a process may hold */
 
 typedef enum {
     C_IDLE = 0,       /* no socket; next attempt at next_connect */
@@ -100,8 +103,11 @@ static struct {
     ss__fold fold;
     wire_step rec; /* the record being encoded */
     uint8_t scratch[SCRATCH_CAP];
-    uint64_t own_dropped_events, own_dropped_records;
+    uint8_t frame_buf[WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD]; /* one frame */
+    uint32_t labels_sent[SS__NAME_SLOTS]; /* lab.gen sent on this conn */
+    uint64_t own_dropped_events, own_dropped_records, own_dropped_vectors;
     uint64_t pub_dropped_events, pub_dropped_records; /* atomic */
+    uint64_t pub_dropped_vectors;                     /* atomic */
     wire_status status;      /* the last STATUS queued on this connection */
     int have_status;         /* 0: none queued yet on this connection */
     ss__mono_ns status_at;   /* when it was queued */
@@ -122,6 +128,22 @@ static struct {
     int features_sent; /* sender thread: FEATURES queued on this conn */
 } prof;
 static pthread_mutex_t prof_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Labels of vectors (ss_values_labels), shared with the application's
+ * threads under lab_mu: per name id, its labels as consecutive
+ * NUL-terminated strings, their count, and a generation bumped at each
+ * change (0: none).  The sender sends a name's labels once per
+ * connection and generation, with the first step that carries the
+ * vector. */
+static struct {
+    char *text[SS__NAME_SLOTS];
+    size_t bytes[SS__NAME_SLOTS];
+    uint32_t n[SS__NAME_SLOTS];
+    uint32_t gen[SS__NAME_SLOTS];
+    uint32_t next_gen;
+    size_t total;
+} lab;
+static pthread_mutex_t lab_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Held while S.fd changes, and across fork(). */
 static pthread_mutex_t sender_fd_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -147,8 +169,15 @@ static uint64_t total_dropped_records(void)
     return S.fold.dropped_records + S.own_dropped_records;
 }
 
+static uint64_t total_dropped_vectors(void)
+{
+    return S.fold.dropped_vectors + S.own_dropped_vectors;
+}
+
 static void publish_counters(void)
 {
+    __atomic_store_n(&S.pub_dropped_vectors, total_dropped_vectors(),
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&S.pub_dropped_events,
                      S.fold.dropped_events + S.own_dropped_events,
                      __ATOMIC_RELAXED);
@@ -263,6 +292,7 @@ static void try_connect(ss__mono_ns now)
     wire_decoder_init(&S.dec, WIRE_FROM_CONTROLLER, NULL, NULL);
     S.in_len = 0;
     memset(S.declared, 0, sizeof S.declared);
+    memset(S.labels_sent, 0, sizeof S.labels_sent);
     S.have_status = 0;
     prof.features_sent = 0;
     out_discard();
@@ -454,11 +484,60 @@ static int declare(unsigned id, uint8_t *decl, size_t *n)
         (count) = (uint8_t)kept_;                                             \
     } while (0)
 
-static void on_step(void *ctx, const wire_step *rec)
+/* Bytes of the LABELS frames of name ID's labels (lab_mu held): chunks
+ * of as many labels as fit in a frame. */
+static size_t labels_size(unsigned id)
+{
+    size_t size = 0, payload = 0;
+    const char *p = lab.text[id];
+    for (uint32_t i = 0; i < lab.n[id]; i++) {
+        size_t len = strlen(p);
+        if (payload == 0 || payload + 1 + len > WIRE_MAX_PAYLOAD) {
+            size += payload ? WIRE_HEADER_SIZE + payload : 0;
+            payload = 12;
+        }
+        payload += 1 + len;
+        p += len + 1;
+    }
+    return size + WIRE_HEADER_SIZE + payload;
+}
+
+/* Appends name ID's labels as LABELS frames (lab_mu held; room checked
+ * with labels_size). */
+static void append_labels(unsigned id)
+{
+    const char *ptrs[WIRE_MAX_VALUES];
+    const char *p = lab.text[id];
+    for (uint32_t i = 0; i < lab.n[id]; i++) {
+        ptrs[i] = p;
+        p += strlen(p) + 1;
+    }
+    uint32_t first = 0;
+    while (first < lab.n[id]) {
+        size_t payload = 12;
+        uint32_t count = 0;
+        while (first + count < lab.n[id] &&
+               payload + 1 + strlen(ptrs[first + count]) <= WIRE_MAX_PAYLOAD)
+            payload += 1 + strlen(ptrs[first + count++]);
+        size_t len = wire_encode_labels(S.frame_buf, sizeof S.frame_buf, id,
+                                        lab.n[id], first, ptrs + first,
+                                        count);
+        out_append(S.frame_buf, len);
+        first += count;
+    }
+}
+
+/* Queues a step record with its vectors, the NAME frames they need, and
+ * the labels of its vectors not yet sent on this connection, all in one
+ * append or not at all (the VALUES frames of a step come just before its
+ * STEP, docs/protocol.md). */
+static void on_step(void *ctx, const wire_step *rec, const ss__vec *vecs,
+                    unsigned n_vecs)
 {
     (void)ctx;
     if (!accepting() || S.fifo_n == FIFO_CAP) {
         S.own_dropped_records++;
+        S.own_dropped_vectors += n_vecs;
         return;
     }
     wire_step *r = &S.rec;
@@ -472,15 +551,101 @@ static void on_step(void *ctx, const wire_step *rec)
     KEEP_DECLARED(r->phases, r->n_phases, decl, &n);
     KEEP_DECLARED(r->syncs, r->n_syncs, decl, &n);
     KEEP_DECLARED(r->metrics, r->n_metrics, decl, &n);
+    uint8_t keep[WIRE_MAX_NAME_ID];
+    uint8_t send_labels[WIRE_MAX_NAME_ID];
+    size_t extra = 0;
+    pthread_mutex_lock(&lab_mu);
+    for (unsigned i = 0; i < n_vecs; i++) {
+        unsigned id = vecs[i].name_id;
+        keep[i] = declare(id, decl, &n) == 0;
+        send_labels[i] = 0;
+        if (!keep[i]) {
+            S.own_dropped_vectors++;
+            continue;
+        }
+        extra += WIRE_VALUES_FRAME_SIZE(vecs[i].n);
+        if (lab.gen[id] && S.labels_sent[id] != lab.gen[id]) {
+            send_labels[i] = 1;
+            extra += labels_size(id);
+        }
+    }
     size_t len = wire_encode_step(S.scratch + n, sizeof S.scratch - n, r);
-    if (len == 0 || out_free() < n + len + OUT_CONTROL_RESERVE) {
+    if (len == 0 || out_free() < n + extra + len + OUT_CONTROL_RESERVE) {
+        pthread_mutex_unlock(&lab_mu);
         S.own_dropped_records++;
+        S.own_dropped_vectors += n_vecs;
         return;
     }
-    out_append(S.scratch, n + len);
+    out_append(S.scratch, n); /* the NAME frames */
+    for (unsigned i = 0; i < n_vecs; i++) {
+        if (!send_labels[i])
+            continue;
+        append_labels(vecs[i].name_id);
+        S.labels_sent[vecs[i].name_id] = lab.gen[vecs[i].name_id];
+    }
+    pthread_mutex_unlock(&lab_mu);
+    for (unsigned i = 0; i < n_vecs; i++) {
+        if (!keep[i])
+            continue;
+        size_t vlen = wire_encode_values(S.frame_buf, sizeof S.frame_buf,
+                                         r->step, vecs[i].name_id, vecs[i].v,
+                                         vecs[i].n, vecs[i].truncated);
+        out_append(S.frame_buf, vlen);
+    }
+    out_append(S.scratch + n, len);
     memcpy(S.declared, decl, sizeof decl);
     S.fifo[(S.fifo_head + S.fifo_n) % FIFO_CAP] = S.out_appended;
     S.fifo_n++;
+}
+
+int ss__sender_labels(unsigned id, const char *const *labels, size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!labels[i])
+            return SS_EINVAL;
+        size_t len = strlen(labels[i]);
+        if (len > WIRE_MAX_STR)
+            return SS_EINVAL;
+        for (size_t k = 0; k < len; k++)
+            if ((unsigned char)labels[i][k] < 0x20 || labels[i][k] == 0x7f)
+                return SS_EINVAL;
+        bytes += len + 1;
+    }
+    pthread_mutex_lock(&lab_mu);
+    if (lab.text[id] && lab.n[id] == n && lab.bytes[id] == bytes) {
+        const char *p = lab.text[id];
+        size_t i = 0;
+        for (; i < n && strcmp(p, labels[i]) == 0; i++)
+            p += strlen(p) + 1;
+        if (i == n) { /* unchanged: nothing to send again */
+            pthread_mutex_unlock(&lab_mu);
+            return 0;
+        }
+    }
+    if (lab.total - lab.bytes[id] + bytes > LABELS_BUDGET) {
+        pthread_mutex_unlock(&lab_mu);
+        return SS_ENOMEM;
+    }
+    char *text = malloc(bytes);
+    if (!text) {
+        pthread_mutex_unlock(&lab_mu);
+        return SS_ENOMEM;
+    }
+    char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(labels[i]) + 1;
+        memcpy(p, labels[i], len);
+        p += len;
+    }
+    free(lab.text[id]);
+    lab.total = lab.total - lab.bytes[id] + bytes;
+    lab.text[id] = text;
+    lab.bytes[id] = bytes;
+    lab.n[id] = (uint32_t)n;
+    lab.gen[id] = ++lab.next_gen;
+    pthread_mutex_unlock(&lab_mu);
+    return 0;
 }
 
 static void on_checkpoint(void *ctx, uint64_t step, ss__mono_ns t)
@@ -505,6 +670,21 @@ static void on_resumed(void *ctx, uint64_t step, ss__mono_ns t)
 
 /* ---- the loop ---- */
 
+/* Folds one drained event of thread T; a vector's elements are read from
+ * T's vector ring and freed there. */
+static void fold_one(ss__thread *t, const ss__event *ev)
+{
+    if ((ev->type & SS__EV_TYPE_MASK) != SS__EV_VALUES) {
+        ss__fold_event(&S.fold, &t->track, ev);
+        return;
+    }
+    ss__vring *vr = __atomic_load_n(&t->vring, __ATOMIC_ACQUIRE);
+    uint64_t pos = (uint64_t)ev->t;
+    uint32_t n = (uint32_t)ev->value;
+    ss__fold_values(&S.fold, &t->track, ev, ss__vring_at(vr, pos));
+    ss__vring_release(vr, pos + (uint64_t)n * sizeof(double));
+}
+
 static void drain_round(void)
 {
     ss__thread *next;
@@ -515,9 +695,9 @@ static void drain_round(void)
         size_t na, nb;
         ss__ring_peek(&t->ring, &a, &na, &b, &nb);
         for (size_t i = 0; i < na; i++)
-            ss__fold_event(&S.fold, &t->track, &a[i]);
+            fold_one(t, &a[i]);
         for (size_t i = 0; i < nb; i++)
-            ss__fold_event(&S.fold, &t->track, &b[i]);
+            fold_one(t, &b[i]);
         ss__ring_consume(&t->ring, na + nb);
         if (dead) {
             ss__fold_forget_track(&S.fold, &t->track);
@@ -636,7 +816,9 @@ static void queue_counters(void)
 {
     if (!accepting())
         return;
-    wire_counters c = {total_dropped_events(), total_dropped_records()};
+    wire_counters c = {total_dropped_events(), total_dropped_records(), 0, 0};
+    ss__threads_vector_drops(&c.dropped_vectors, &c.truncated_values);
+    c.dropped_vectors += total_dropped_vectors();
     uint8_t buf[64];
     out_frame(buf, wire_encode_counters(buf, sizeof buf, &c));
 }
@@ -760,6 +942,7 @@ void ss__sender_stop(void)
     S.started = 0;
     free(S.out);
     S.out = NULL;
+    ss__fold_release(&S.fold);
 }
 
 int ss__sender_rejected(void)
@@ -775,6 +958,11 @@ uint64_t ss__sender_dropped_events(void)
 uint64_t ss__sender_dropped_records(void)
 {
     return __atomic_load_n(&S.pub_dropped_records, __ATOMIC_RELAXED);
+}
+
+uint64_t ss__sender_dropped_vectors(void)
+{
+    return __atomic_load_n(&S.pub_dropped_vectors, __ATOMIC_RELAXED);
 }
 
 void ss__sender_atfork_prepare(void) { pthread_mutex_lock(&sender_fd_mu); }

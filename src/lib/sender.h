@@ -5,7 +5,7 @@
  * There is one sender per process.  Every ~10 ms it drains every thread's
  * ring, folds the events (fold.h) and queues the complete steps, with NAME
  * frames for names this connection has not seen yet, into a bounded
- * outgoing buffer (1 MiB) that it writes to a non-blocking socket.  It
+ * outgoing buffer (2 MiB) that it writes to a non-blocking socket.  It
  * connects (and reconnects every ~500 ms) by itself, performs the
  * HELLO/WELCOME handshake and sends cumulative drop COUNTERS every second.
  * Records that cannot be queued (no connection, buffer full, REJECT) are
@@ -37,6 +37,14 @@ int ss__sender_rejected(void);
  * its last round; ring drops are counted by threads.h. */
 uint64_t ss__sender_dropped_events(void);
 uint64_t ss__sender_dropped_records(void);
+/* Vectors the fold and the sender dropped (ring drops: threads.h). */
+uint64_t ss__sender_dropped_vectors(void);
+
+/* Keeps LABELS[0..N) (N <= SS_MAX_VALUES) as the labels of vector name
+ * ID, to be sent once per connection and change (ss_values_labels).
+ * Returns 0, SS_EINVAL (a NULL, too long or control-character label) or
+ * SS_ENOMEM (out of memory, or over the process's 1 MiB of labels). */
+int ss__sender_labels(unsigned id, const char *const *labels, size_t n);
 
 /* Profiling requests (stepscope.h).  Enable: FEATURES goes out on this
  * and every later connection.  Take: 1 and the pending request (cleared),

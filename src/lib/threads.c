@@ -18,6 +18,8 @@ static __thread int attach_failed;
 static pthread_mutex_t threads_mu = PTHREAD_MUTEX_INITIALIZER;
 static ss__thread *threads_head;
 static uint64_t threads_retired_dropped; /* under threads_mu */
+static uint64_t threads_retired_vdropped, threads_retired_vtruncated;
+static __thread int vring_failed;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static int key_ok;
@@ -63,6 +65,23 @@ ss__thread *ss__thread_attach(void)
     return t;
 }
 
+ss__vring *ss__thread_vring(ss__thread *t)
+{
+    if (t->vring || vring_failed)
+        return t->vring;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(ss__vring)) != 0) {
+        vring_failed = 1;
+        return NULL;
+    }
+    /* Touch every page now (see ss__thread_attach). */
+    ss__vring *v = memset(mem, 0, sizeof(ss__vring));
+    pthread_mutex_lock(&threads_mu); /* ss__threads_vector_drops reads it */
+    __atomic_store_n(&t->vring, v, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&threads_mu);
+    return v;
+}
+
 ss__thread *ss__threads_first(void)
 {
     return __atomic_load_n(&threads_head, __ATOMIC_ACQUIRE);
@@ -77,6 +96,11 @@ void ss__threads_retire(ss__thread *t)
     if (*pp) {
         __atomic_store_n(pp, t->next, __ATOMIC_RELEASE);
         threads_retired_dropped += ss__ring_dropped(&t->ring);
+        if (t->vring) {
+            threads_retired_vdropped += t->vring->dropped;
+            threads_retired_vtruncated += t->vring->truncated;
+            free(t->vring);
+        }
         free(t);
     }
     pthread_mutex_unlock(&threads_mu);
@@ -90,6 +114,22 @@ uint64_t ss__threads_dropped(void)
         n += ss__ring_dropped(&t->ring);
     pthread_mutex_unlock(&threads_mu);
     return n;
+}
+
+void ss__threads_vector_drops(uint64_t *dropped, uint64_t *truncated)
+{
+    pthread_mutex_lock(&threads_mu);
+    uint64_t d = threads_retired_vdropped, c = threads_retired_vtruncated;
+    for (ss__thread *t = threads_head; t; t = t->next) {
+        ss__vring *v = __atomic_load_n(&t->vring, __ATOMIC_ACQUIRE);
+        if (v) {
+            d += __atomic_load_n(&v->dropped, __ATOMIC_RELAXED);
+            c += __atomic_load_n(&v->truncated, __ATOMIC_RELAXED);
+        }
+    }
+    pthread_mutex_unlock(&threads_mu);
+    *dropped = d;
+    *truncated = c;
 }
 
 void ss__threads_lock(void) { pthread_mutex_lock(&threads_mu); }

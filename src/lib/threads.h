@@ -17,10 +17,15 @@
 
 #include "fold.h"
 #include "ring.h"
+#include "vring.h"
 
 typedef struct ss__thread {
     ss__ring ring;           /* producer: the owner thread; consumer: sender */
     ss__track track;         /* sender only */
+    /* The thread's vector ring, NULL until its first ss_values call
+     * (ss__thread_vring); written by the owner once, read by the sender
+     * after an SS__EV_VALUES event of the thread (which orders it). */
+    ss__vring *vring;
     struct ss__thread *next; /* set before publication; changed by retire */
     int dead;                /* set (release) when the owner thread exits */
 } ss__thread;
@@ -36,6 +41,11 @@ extern __thread ss__thread *ss__tls_thread
  */
 ss__thread *ss__thread_attach(void);
 
+/* Allocates T's vector ring (the owner thread, once).  Returns it, or
+ * NULL when memory is short (the thread then records no vectors: they
+ * are counted as dropped; it is not retried). */
+ss__vring *ss__thread_vring(ss__thread *t);
+
 /* The most recently registered record; follow ->next for the rest.  Only
  * the sender walks the list (it is also the only one that unlinks). */
 ss__thread *ss__threads_first(void);
@@ -46,6 +56,10 @@ void ss__threads_retire(ss__thread *t);
 
 /* Events dropped on full rings, by all threads that ever recorded. */
 uint64_t ss__threads_dropped(void);
+
+/* Vectors dropped on full vector rings, and elements cut by the
+ * per-vector cap, by all threads that ever recorded. */
+void ss__threads_vector_drops(uint64_t *dropped, uint64_t *truncated);
 
 /* Hold and release the registry's mutex around fork(). */
 void ss__threads_lock(void);

@@ -24,6 +24,14 @@
  * the world size.  A record that lands window_steps or more beyond the
  * oldest open step forces the oldest steps out first (laggards missing).
  *
+ * Vectors.  A slot that received vectors owns a world-sized array of
+ * per-rank blocks; a rank's block holds its ss_values_item array and the
+ * elements, copied from the record, and is freed with the slot.  Their
+ * bytes count against values_budget_bytes; a record whose vectors would
+ * go over it keeps its timings and loses its vectors (counted).  Labels
+ * live apart, per rank and name, and are attached to the items when the
+ * step is finalized.
+ *
  * Finalization expands the rows into the name-indexed ss_rank_step arrays
  * of ss_step_view, computes order statistics with quickselect on scratch
  * arrays (stats.c), runs the detectors and then calls the sink.
@@ -51,11 +59,29 @@ enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
 _Static_assert(SS_MAX_RUN_NAMES <= 255, "col_name holds a name in a byte");
 enum { SPARE_MAX = 4 };              /* finalized buffers kept for reuse */
 enum { DEFAULT_WINDOW = 64, MAX_WINDOW = 65536 };
+#define DEFAULT_VALUES_BUDGET ((uint64_t)256 << 20)
+#define LABELS_BUDGET ((uint64_t)64 << 20)
+#define VALUES_ITEM_COST 64 /* bytes counted per vector beyond its elements */
+
+/* One rank's vectors of one step: the items, then their elements. */
+typedef struct {
+    uint64_t bytes; /* counted against the budget */
+    uint32_t n;
+    ss_values_item items[];
+} agg_vblock;
+
+/* The labels of one rank's vector: N pointers into the same block. */
+typedef struct {
+    uint32_t n;
+    uint64_t bytes;
+    const char **ptrs; /* n pointers, then the strings, one allocation */
+} agg_labels;
 
 typedef struct {
     uint32_t done_live; /* live ranks whose last step >= this step */
     uint32_t n_records; /* records received for this step */
     uint8_t *buf;       /* rows then present bytes; NULL when no record */
+    agg_vblock **vals;  /* world entries, NULL until a vector arrives */
 } agg_slot;
 
 typedef struct {
@@ -121,6 +147,13 @@ struct ss_aggregator {
      * what it answers (world entries; NULL without a provider). */
     ss_host_provider host;
     ss_host_step *vhost;
+
+    /* Vectors: the budget, what is held, and labels per rank (world
+     * entries, each NULL or SS_MAX_RUN_NAMES entries). */
+    uint64_t values_budget;
+    uint64_t values_bytes;
+    uint64_t labels_bytes;
+    agg_labels **labels;
 };
 
 /* ---- allocation with accounting ---- */
@@ -230,6 +263,8 @@ ss_aggregator *ss_aggregator_create(const ss_aggregator_config *cfg,
     memset(a->slots, 0, a->window * sizeof *a->slots);
     fill_template(a);
     a->host = cfg->host;
+    a->values_budget = cfg->values_budget_bytes ? cfg->values_budget_bytes
+                                                : DEFAULT_VALUES_BUDGET;
     if (a->host.window && !(a->vhost = agg_alloc(a, w * sizeof *a->vhost))) {
         ss_aggregator_destroy(a);
         return NULL;
@@ -242,8 +277,22 @@ void ss_aggregator_destroy(ss_aggregator *a)
     if (!a)
         return;
     if (a->slots)
-        for (uint32_t i = 0; i < a->window; i++)
+        for (uint32_t i = 0; i < a->window; i++) {
             free(a->slots[i].buf);
+            if (a->slots[i].vals)
+                for (uint32_t r = 0; r < a->world; r++)
+                    free(a->slots[i].vals[r]);
+            free(a->slots[i].vals);
+        }
+    if (a->labels)
+        for (uint32_t r = 0; r < a->world; r++) {
+            if (!a->labels[r])
+                continue;
+            for (uint32_t k = 0; k < SS_MAX_RUN_NAMES; k++)
+                free(a->labels[r][k].ptrs);
+            free(a->labels[r]);
+        }
+    free(a->labels);
     for (uint32_t i = 0; i < a->n_spare; i++)
         free(a->spare[i]);
     ss_detectors_destroy(a->det);
@@ -440,6 +489,15 @@ static int slot_acquire(ss_aggregator *a, agg_slot *s)
 
 static void slot_release(ss_aggregator *a, agg_slot *s)
 {
+    if (s->vals) {
+        for (uint32_t r = 0; r < a->world; r++)
+            if (s->vals[r]) {
+                a->values_bytes -= s->vals[r]->bytes;
+                free(s->vals[r]);
+            }
+        free(s->vals);
+        s->vals = NULL;
+    }
     if (s->buf) {
         if (a->n_spare < SPARE_MAX)
             a->spare[a->n_spare++] = s->buf;
@@ -614,6 +672,21 @@ static void attach_host_evidence(ss_aggregator *a, uint64_t step)
     }
 }
 
+/* Points RS at rank R's vectors in B, with the labels R declared. */
+static void attach_values(ss_aggregator *a, uint32_t r, agg_vblock *b,
+                          ss_rank_step *rs)
+{
+    const agg_labels *lab = a->labels ? a->labels[r] : NULL;
+    for (uint32_t i = 0; i < b->n; i++) {
+        ss_values_item *it = &b->items[i];
+        const agg_labels *l = lab ? &lab[it->name] : NULL;
+        it->n_labels = l && l->ptrs ? l->n : 0;
+        it->labels = it->n_labels ? l->ptrs : NULL;
+    }
+    rs->n_values = b->n;
+    rs->values = b->n ? b->items : NULL;
+}
+
 /* Builds the view of STEP (whose slot holds records) and hands it to the
  * detectors and the sink. */
 static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
@@ -647,6 +720,8 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         rs->phase_count = pco;
         rs->phase_self_ns = pse;
         rs->host = NULL;
+        rs->n_values = 0;
+        rs->values = NULL;
         if (!present[r]) {
             rs->present = 0;
             rs->step_ns = rs->rss_bytes = rs->device_bytes = SS_MISSING;
@@ -662,6 +737,8 @@ static void emit_step(ss_aggregator *a, uint64_t step, agg_slot *slot)
         rs->rss_bytes = row[COL_RSS];
         rs->device_bytes = row[COL_DEVICE];
         rs->begin_ns = row[COL_BEGIN];
+        if (slot->vals && slot->vals[r])
+            attach_values(a, r, slot->vals[r], rs);
         for (uint32_t c = 0; c < a->n_cols; c++) {
             int64_t v = row[COL_BASE + c];
             uint32_t name = a->col_name[c];
@@ -865,7 +942,110 @@ static void lower_base(ss_aggregator *a, uint64_t step)
     a->lo = step;
 }
 
+/* Copies RANK's vectors into SLOT, within the budget; counts what it
+ * cannot keep. */
+static void keep_values(ss_aggregator *a, agg_slot *slot, uint32_t rank,
+                        const ss_values_item *values, uint32_t n)
+{
+    uint64_t bytes = sizeof(agg_vblock);
+    uint32_t good = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int ok = values[i].name >= 0 && (uint32_t)values[i].name < a->n_names &&
+                 (values[i].n == 0 || values[i].v);
+        for (uint32_t k = 0; ok && k < i; k++)
+            ok = values[k].name != values[i].name;
+        if (!ok) {
+            a->st.vectors_refused++;
+            continue;
+        }
+        bytes += VALUES_ITEM_COST + (uint64_t)values[i].n * sizeof(double);
+        good++;
+    }
+    if (!good)
+        return;
+    agg_vblock *b = NULL;
+    if (a->values_bytes + bytes <= a->values_budget &&
+        (slot->vals || (slot->vals = calloc(a->world, sizeof *slot->vals))))
+        b = malloc(sizeof *b + good * sizeof(ss_values_item) +
+                   (bytes - sizeof *b - good * VALUES_ITEM_COST));
+    if (!b || slot->vals[rank]) { /* the slot's rank has its record once */
+        free(b);
+        a->st.vectors_refused += good;
+        return;
+    }
+    b->bytes = bytes;
+    b->n = 0;
+    double *data = (double *)(void *)(b->items + good);
+    for (uint32_t i = 0; i < n; i++) {
+        int ok = values[i].name >= 0 && (uint32_t)values[i].name < a->n_names &&
+                 (values[i].n == 0 || values[i].v);
+        for (uint32_t k = 0; ok && k < i; k++)
+            ok = values[k].name != values[i].name;
+        if (!ok)
+            continue;
+        ss_values_item *it = &b->items[b->n++];
+        it->name = values[i].name;
+        it->n = values[i].n;
+        it->truncated = values[i].truncated;
+        it->v = data;
+        it->n_labels = 0;
+        it->labels = NULL;
+        if (values[i].n)
+            memcpy(data, values[i].v, values[i].n * sizeof(double));
+        data += values[i].n;
+    }
+    slot->vals[rank] = b;
+    a->values_bytes += bytes;
+    a->st.vectors += good;
+}
+
+int ss_aggregator_set_labels(ss_aggregator *a, uint32_t rank, int name,
+                             const char *const *labels, uint32_t n)
+{
+    if (rank >= a->world || name < 0 || (uint32_t)name >= a->n_names ||
+        (n && !labels))
+        goto refused;
+    uint64_t bytes = (uint64_t)n * sizeof(char *);
+    for (uint32_t i = 0; i < n; i++)
+        bytes += strlen(labels[i]) + 1;
+    if (!a->labels && !(a->labels = calloc(a->world, sizeof *a->labels)))
+        goto refused;
+    if (!a->labels[rank] &&
+        !(a->labels[rank] = calloc(SS_MAX_RUN_NAMES, sizeof(agg_labels))))
+        goto refused;
+    agg_labels *l = &a->labels[rank][name];
+    if (a->labels_bytes - l->bytes + bytes > LABELS_BUDGET)
+        goto refused;
+    const char **ptrs = malloc(bytes ? bytes : 1);
+    if (!ptrs)
+        goto refused;
+    char *text = (char *)(ptrs + n);
+    for (uint32_t i = 0; i < n; i++) {
+        size_t len = strlen(labels[i]) + 1;
+        memcpy(text, labels[i], len);
+        ptrs[i] = text;
+        text += len;
+    }
+    free(l->ptrs);
+    a->labels_bytes = a->labels_bytes - l->bytes + bytes;
+    l->ptrs = ptrs;
+    l->n = n;
+    l->bytes = bytes;
+    return 0;
+refused:
+    a->st.labels_refused++;
+    return -1;
+}
+
 int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec)
+{
+    return ss_aggregator_add_values(a, rank, rec, NULL, 0);
+}
+
+int ss_aggregator_add_values(ss_aggregator *a, uint32_t rank,
+                             const wire_step *rec,
+                             const ss_values_item *values,
+                             uint32_t n_values)
 {
     if (a->finished || !rec || rank >= a->world || !a->ranks[rank].live ||
         !record_valid(a, rec))
@@ -899,6 +1079,8 @@ int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec)
         goto refused;
     write_row(a, buf_rows(slot->buf) + (size_t)rank * a->stride, rec);
     buf_present(a, slot->buf)[rank] = 1;
+    if (n_values)
+        keep_values(a, slot, rank, values, n_values);
     slot->n_records++;
 
     uint64_t from = rk->last_step + 1 > (int64_t)a->lo
@@ -914,6 +1096,7 @@ int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec)
     return 0;
 refused:
     a->st.refused++;
+    a->st.vectors_refused += n_values;
     return -1;
 }
 
@@ -952,7 +1135,8 @@ void ss_aggregator_set_clock_bound(ss_aggregator *agg, uint32_t rank,
 void ss_aggregator_get_stats(const ss_aggregator *a, ss_aggregator_stats *out)
 {
     *out = a->st;
-    out->bytes_in_use = a->bytes;
+    out->bytes_in_use = a->bytes + a->values_bytes + a->labels_bytes;
+    out->values_bytes = a->values_bytes;
 }
 
 void ss_aggregator_rank_state(const ss_aggregator *a, uint32_t rank,

@@ -41,6 +41,11 @@ typedef struct {
     ss_detector_config detect;
     ss_host_provider host;   /* no WINDOW (the default): ss_rank_step.host
                                 stays NULL */
+    /* Bytes of vectors (ss_values_item, 8 per element plus 64 per
+     * vector) the window may hold; default 256 MiB.  A record whose
+     * vectors would go over it keeps its timings; its vectors are refused
+     * and counted (ss_aggregator_stats.vectors_refused). */
+    uint64_t values_budget_bytes;
 } ss_aggregator_config;
 
 /* Fills CFG with the documented defaults. */
@@ -71,6 +76,28 @@ const char *const *ss_aggregator_names(const ss_aggregator *a, uint32_t *n);
  * call the sink.
  */
 int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec);
+
+/*
+ * ss_aggregator_add with RANK's N_VALUES vectors of the same step, each
+ * name (a run-wide index) at most once.  The vectors are copied and
+ * reach the detectors and the sink in ss_rank_step.values, with the
+ * labels RANK declared for each name.  Vectors the aggregator cannot keep
+ * (over values_budget_bytes, a bad name, no memory) are refused and
+ * counted; the record is still added.  Returns what ss_aggregator_add
+ * returns.
+ */
+int ss_aggregator_add_values(ss_aggregator *a, uint32_t rank,
+                             const wire_step *rec,
+                             const ss_values_item *values,
+                             uint32_t n_values);
+
+/* Sets the labels of RANK's vector NAME (run-wide index): N strings,
+ * copied, replacing any earlier ones; they are attached to the vectors
+ * of that name of the steps finalized from now on.  Returns 0, or -1
+ * (bad rank or name, over the 64 MiB held for labels, no memory; then
+ * counted in labels_refused and the earlier labels are kept). */
+int ss_aggregator_set_labels(ss_aggregator *a, uint32_t rank, int name,
+                             const char *const *labels, uint32_t n);
 
 /* RANK leaves the live set.  CRASHED != 0 when it died or vanished: steps it
  * never completed are finalized with it missing.  May finalize steps. */
@@ -103,6 +130,10 @@ typedef struct {
     uint64_t forced_steps;     /* finalized early because the window was full */
     int64_t watermark;         /* -1 before the first finalized step */
     uint64_t bytes_in_use;     /* memory held by the window */
+    uint64_t vectors;          /* vectors accepted */
+    uint64_t vectors_refused;  /* vectors refused (budget, memory, name) */
+    uint64_t values_bytes;     /* bytes of vectors held now */
+    uint64_t labels_refused;   /* label sets refused */
 } ss_aggregator_stats;
 
 void ss_aggregator_get_stats(const ss_aggregator *a, ss_aggregator_stats *out);

@@ -7,6 +7,7 @@
 #include "aggregator.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "testing.h"
@@ -35,6 +36,13 @@ typedef struct {
     uint32_t n_metrics;
     int metric_name0; /* the first metric's name index, -1 when none */
     uint32_t n_names;
+    /* rank 0's and rank 1's vectors: count, first vector's name, n, its
+     * first and last element, its labels' count and last label */
+    uint32_t n_values[2];
+    int v_name[2];
+    uint32_t v_n[2], v_cut[2], v_labels[2];
+    double v_first[2], v_last[2];
+    char v_label[2][32];
 } captured;
 
 typedef struct {
@@ -85,6 +93,20 @@ static void on_step(void *ctx, const ss_step_view *v, const char *const *names)
         s->start0[r] = v->n_names > 0 ? rs->phase_start_ns[0] : SS_MISSING;
         s->count0[r] = v->n_names > 0 ? rs->phase_count[0] : SS_MISSING;
         s->metric2[r] = v->n_names > 2 ? rs->metric[2] : NAN;
+        if (r < 2) {
+            s->n_values[r] = rs->n_values;
+            if (rs->n_values) {
+                const ss_values_item *it = &rs->values[0];
+                s->v_name[r] = it->name;
+                s->v_n[r] = it->n;
+                s->v_cut[r] = it->truncated;
+                s->v_first[r] = it->n ? it->v[0] : NAN;
+                s->v_last[r] = it->n ? it->v[it->n - 1] : NAN;
+                s->v_labels[r] = it->n_labels;
+                snprintf(s->v_label[r], sizeof s->v_label[r], "%s",
+                         it->n_labels ? it->labels[it->n_labels - 1] : "");
+            }
+        }
     }
 }
 
@@ -843,7 +865,77 @@ static void clock_bound_reaches_findings(void)
                           "0.3 ms); "));
 }
 
+/* Vectors reach the view of their step with the rank's labels, NaN and
+ * infinities kept; over the budget they are refused and counted, the
+ * record kept; their memory is given back when the step is finalized. */
+static void vectors_reach_the_view_within_the_budget(void)
+{
+    capture c;
+    memset(&c, 0, sizeof c);
+    ss_aggregator_config cfg;
+    ss_aggregator_config_defaults(&cfg);
+    cfg.values_budget_bytes = 4096;
+    ss_sink sink = {&c, on_step, on_finding};
+    ss_aggregator *a = ss_aggregator_create(&cfg, 2, 0, &sink);
+    REQUIRE(a);
+    int norms = ss_aggregator_intern(a, "norms");
+    double v[3] = {NAN, 2, INFINITY};
+    ss_values_item it = {.name = norms, .n = 3, .truncated = 1, .v = v};
+    const char *labels[2] = {"l0", "l1"};
+    CHECK_EQ_INT(ss_aggregator_set_labels(a, 1, norms, labels, 2), 0);
+    CHECK_EQ_INT(ss_aggregator_set_labels(a, 1, 99, labels, 2), -1);
+    wire_step s = rec(1, 100);
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 0, &s, &it, 1), 0);
+    v[0] = 7; /* copied: the caller's buffer may change */
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 1, &s, &it, 1), 0);
+    REQUIRE(c.n == 1);
+    captured *k = &c.steps[0];
+    CHECK_EQ_INT(k->n_values[0], 1);
+    CHECK_EQ_INT(k->v_name[0], norms);
+    CHECK_EQ_INT(k->v_n[0], 3);
+    CHECK_EQ_INT(k->v_cut[0], 1);
+    CHECK(isnan(k->v_first[0]) && isinf(k->v_last[0]));
+    CHECK_EQ_INT(k->v_labels[0], 0);
+    CHECK(k->v_first[1] == 7);
+    CHECK_EQ_INT(k->v_labels[1], 2);
+    CHECK_STR(k->v_label[1], "l1");
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.vectors, 2);
+    CHECK_EQ_INT(st.values_bytes, 0); /* given back at finalization */
+    CHECK_EQ_INT(st.labels_refused, 1);
+
+    /* over the budget: the vectors go, the record stays */
+    static double big[1024];
+    ss_values_item bigit = {.name = norms, .n = 1024, .v = big};
+    s = rec(2, 100);
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 0, &s, &bigit, 1), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.vectors_refused, 1);
+    /* a name repeated in one record, or unknown, is refused */
+    ss_values_item two[2] = {it, it};
+    two[1].name = 200;
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 1, &s, two, 2), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.vectors_refused, 2);
+    REQUIRE(c.n == 2);
+    CHECK_EQ_INT(c.steps[1].n_values[0], 0);
+    CHECK_EQ_INT(c.steps[1].n_values[1], 1);
+    /* a late record's vectors are counted as refused */
+    s = rec(1, 100);
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 1, &s, &it, 1), -1);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.vectors_refused, 3);
+    /* the window holds vectors of open steps until they are finalized */
+    s = rec(3, 100);
+    CHECK_EQ_INT(ss_aggregator_add_values(a, 0, &s, &it, 1), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK(st.values_bytes > 0);
+    ss_aggregator_destroy(a); /* frees the open step's vectors */
+}
+
 TEST_LIST(TEST(clock_bound_reaches_findings),
+          TEST(vectors_reach_the_view_within_the_budget),
           TEST(host_provider_fills_rank_steps), TEST(no_provider_no_host),
           TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(crash_marks_missing), TEST(window_overflow_forces),

@@ -1,7 +1,8 @@
 /*
  * detector_text.c - how the detectors word a finding: the numbers, byte
  * sizes and rank lists of its message, and its evidence object
- * (detectors_internal.h).
+ * (detectors_internal.h); and the float8 findings' messages and evidence
+ * whole (ss__fp8_describe), from what detect_fp8.c judged.
  *
  * Evidence goes through base/json.h (ss_buf, ss_buf_json_str,
  * ss_buf_json_int), so its strings are escaped like every other JSON the
@@ -10,6 +11,7 @@
  */
 #include "detectors_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,4 +161,153 @@ void ss__evidence_end(ss_buf *ev, ss_finding *f)
     /* out of memory: an empty object rather than a partial one */
     snprintf(f->evidence_json, sizeof f->evidence_json, "%s",
              ev->oom || !ev->data ? "{}" : ev->data);
+}
+
+/* ---- float8 health ---- */
+
+const char *ss__fp8_format_name(int code)
+{
+    static const char *const names[] = {"e4m3", "e5m2", "e4m3fnuz",
+                                        "e5m2fnuz"};
+    return code >= 1 && code <= 4 ? names[code - 1] : "?";
+}
+
+/* A float8 number for a person: 3 significant digits, "inf", "nan". */
+static const char *fmt_g(char *buf, size_t len, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "nan");
+    else if (isinf(v))
+        snprintf(buf, len, v > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, len, "%.3g", v);
+    return buf;
+}
+
+/* A float8 number in evidence: 6 significant digits (an amax of 3e-10
+ * stays readable), or the string "inf", "-inf" or "nan". */
+static void evidence_g(ss_buf *ev, const char *key, double v)
+{
+    char num[32];
+    if (!isfinite(v)) {
+        ss__evidence_str(ev, key, fmt_g(num, sizeof num, v));
+        return;
+    }
+    snprintf(num, sizeof num, "%.6g", v);
+    size_t before = item_begin(ev, key);
+    ss_buf_puts(ev, num);
+    item_end(ev, before);
+}
+
+/* A fraction as a percentage for a person: "1.56", "99.8", "0.1". */
+static const char *fmt_pct(char *buf, size_t len, double frac)
+{
+    snprintf(buf, len, "%.3g", frac * 100);
+    return buf;
+}
+
+/* LABEL's layer (up to its last dot) into LAYER, and its tensor after it
+ * ("" without a dot). */
+static const char *split_label(const char *label, char *layer, size_t len)
+{
+    const char *dot = strrchr(label, '.');
+    size_t n = dot ? (size_t)(dot - label) : strlen(label);
+    snprintf(layer, len, "%.*s", (int)n, label);
+    return dot ? dot + 1 : "";
+}
+
+/* The tensor's name in a sentence: "grad" is "gradient". */
+static const char *tensor_words(const char *tensor)
+{
+    return strcmp(tensor, "grad") == 0 ? "gradient" : tensor;
+}
+
+/* Why a scale is invalid: its evidence key and its words. */
+static const char *scale_cause(double scale, double amax, int words)
+{
+    if (amax == 0 && !(isfinite(scale) && scale > 0))
+        return words ? "amax is 0: the tensor is all zeros"
+                     : "amax_zero";
+    if (!isfinite(amax))
+        return words ? "its amax is not finite: the tensor holds NaN or "
+                       "infinities"
+                     : "amax_nonfinite";
+    if (!isfinite(scale))
+        return words ? "the scale is not finite" : "scale_nonfinite";
+    return words ? "a scale must be above 0" : "scale_nonpositive";
+}
+
+void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w)
+{
+    char layer[128], ranks[160], a[32], b[32], c[32], e[32];
+    const char *tensor = split_label(w->label, layer, sizeof layer);
+    const char *fmt = ss__fp8_format_name(w->format);
+    ss__set_ranks(f, w->ranks, w->n_ranks);
+    ss__fmt_ranks(ranks, sizeof ranks, w->ranks,
+                  w->n_ranks < MAX_LISTED ? w->n_ranks : MAX_LISTED,
+                  w->total_ranks);
+    f->phase[0] = '\0';
+    f->first_step = w->first_step;
+    f->severity = w->kind == SS_FP8_SCALE ? SS_CRITICAL : SS_WARNING;
+    if (w->kind == SS_FP8_SCALE) {
+        snprintf(f->message, sizeof f->message,
+                 "Invalid float8 scale of layer %s's %s (%s) on %s in step "
+                 "%" PRIu64 ": %s (%s), so its cast gives NaN or "
+                 "infinities%s", layer, tensor_words(tensor), fmt, ranks,
+                 w->first_step, fmt_g(a, sizeof a, w->scale),
+                 scale_cause(w->scale, w->amax, 1),
+                 w->tensors > 1 || w->steps > 1 ? "" : ".");
+        if (w->tensors > 1 || w->steps > 1) {
+            size_t o = strlen(f->message);
+            snprintf(f->message + o, sizeof f->message - o,
+                     "; %u tensor%s on %u rank%s had an invalid scale in %u "
+                     "step%s from then on.", w->tensors, w->tensors == 1 ? "" : "s",
+                     w->spread_ranks, w->spread_ranks == 1 ? "" : "s",
+                     w->steps, w->steps == 1 ? "" : "s");
+        }
+    } else {
+        int sat = w->kind == SS_FP8_SATURATION;
+        snprintf(f->message, sizeof f->message,
+                 "Float8 %s in layer %s's %s (%s) on %s: the cast %s up to "
+                 "%s %% of its %s (threshold %s %%) in %u step%s since step "
+                 "%" PRIu64 "; in step %" PRIu64 " (rank %d) amax %s, scale "
+                 "%s: %s.", sat ? "saturation" : "underflow", layer,
+                 tensor_words(tensor), fmt, ranks,
+                 sat ? "clipped" : "flushed to zero",
+                 fmt_pct(a, sizeof a, w->worst),
+                 sat ? "elements" : "non-zero values",
+                 fmt_pct(b, sizeof b, w->threshold), w->steps,
+                 w->steps == 1 ? "" : "s", w->first_step, w->worst_step,
+                 (int)w->worst_rank, fmt_g(c, sizeof c, w->amax),
+                 fmt_g(e, sizeof e, w->scale),
+                 sat ? "the scale is too large for the values it meets "
+                       "(a stale or fixed scale behind a growing tensor)"
+                     : "the scale is too small for values this small (a "
+                       "stale or fixed scale, or values beyond the "
+                       "format's range below its amax)");
+    }
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_str(ev, "layer", layer);
+    ss__evidence_str(ev, "tensor", tensor);
+    ss__evidence_str(ev, "label", w->label);
+    ss__evidence_str(ev, "format", fmt);
+    if (w->kind == SS_FP8_SCALE) {
+        ss__evidence_str(ev, "cause", scale_cause(w->scale, w->amax, 0));
+        evidence_g(ev, "scale", w->scale);
+        evidence_g(ev, "amax", w->amax);
+        ss__evidence_int(ev, "invalid_steps", w->steps);
+        ss__evidence_int(ev, "invalid_tensors", w->tensors);
+        ss__evidence_int(ev, "invalid_ranks", w->spread_ranks);
+    } else {
+        evidence_g(ev, "threshold_pct", w->threshold * 100);
+        ss__evidence_int(ev, "steps_over", w->steps);
+        evidence_g(ev, "worst_pct", w->worst * 100);
+        ss__evidence_int(ev, "worst_step", (int64_t)w->worst_step);
+        ss__evidence_int(ev, "worst_rank", w->worst_rank);
+        evidence_g(ev, "amax", w->amax);
+        evidence_g(ev, "scale", w->scale);
+        ss__evidence_int(ev, "ranks_over", w->total_ranks);
+    }
+    ss__evidence_end(ev, f);
 }

@@ -4,7 +4,8 @@
  * A detector is one file detect_<kind>.c exporting one ss__detector: a
  * name and four hooks over a state of its own.  The driver creates every
  * detector's state with the detectors, hands each finalized step past the
- * warm-up to every detector in the order of its table (detectors.c), calls
+ * warm-up (every step to one that sets warmup_too) to every detector in
+ * the order of its table (detectors.c), calls
  * on_end when the run ends, and frees the states.  Detectors never emit a
  * finding themselves: they open one in the driver's findings table
  * (ss__finding_open), rewrite it in place and mark it changed
@@ -77,8 +78,10 @@ struct ss_detectors {
  * D->p (already resolved), and returns NULL only on out-of-memory (the
  * whole ss_detectors_create then fails).  ON_NAMES (optional) sees the
  * name table with every finalized step, warm-up included.  ON_STEP sees
- * each finalized step past the warm-up; WORLD is the number of entries of
- * V->ranks to read.  ON_END (optional) runs once at the end of the run,
+ * each finalized step past the warm-up, or every one with WARMUP_TOO (for
+ * events that matter from the first step on, such as a non-finite value;
+ * D->note is not filled in the warm-up); WORLD is the number of entries
+ * of V->ranks to read.  ON_END (optional) runs once at the end of the run,
  * before the driver emits every finding in its final form.  DESTROY frees
  * the state (never called with NULL).
  */
@@ -91,6 +94,7 @@ struct ss__detector {
                     uint32_t world);
     void (*on_end)(void *state, ss_detectors *d);
     void (*destroy)(void *state);
+    int warmup_too;
 };
 
 /* The detectors, one per file. */
@@ -100,6 +104,9 @@ extern const ss__detector ss__data_stall_detector;  /* detect_data_stall.c */
 extern const ss__detector ss__jitter_detector;      /* detect_jitter.c */
 extern const ss__detector ss__memory_detector;      /* detect_memory.c */
 extern const ss__detector ss__gpu_detector;         /* detect_gpu.c */
+extern const ss__detector ss__nonfinite_detector;   /* detect_nonfinite.c */
+extern const ss__detector ss__spike_detector;       /* detect_spike.c */
+extern const ss__detector ss__fp8_detector;         /* detect_fp8.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
@@ -219,6 +226,43 @@ void ss__evidence_end(ss_buf *ev, ss_finding *f);
 /* Adds clock_bound_ns (and clock_uncertain: 1 when UNCERTAIN) to EV for a
  * bound above 0; nothing for 0, so single-host evidence is unchanged. */
 void ss__evidence_clock_bound(ss_buf *ev, int64_t bound_ns, int uncertain);
+
+/* ---- float8 health (detect_fp8.c words its findings here) ---- */
+
+/* The kinds of float8 finding. */
+enum { SS_FP8_SATURATION, SS_FP8_UNDERFLOW, SS_FP8_SCALE };
+
+/* A float8 format by its code in the fp8.format vector
+ * (python/stepscope/_fp8.py): 1 "e4m3", 2 "e5m2", 3 "e4m3fnuz",
+ * 4 "e5m2fnuz"; "?" for any other code. */
+const char *ss__fp8_format_name(int code);
+
+/* What a float8 finding says: one tensor of one layer, LABEL
+ * "LAYER.TENSOR" as the rank named it, over an episode of steps. */
+typedef struct {
+    int kind;              /* SS_FP8_* */
+    const char *label;
+    int format;            /* its latest format code */
+    uint64_t first_step;   /* the episode's first step over the threshold
+                              (with an invalid scale) */
+    uint32_t steps;        /* steps over it (with an invalid scale) */
+    double threshold;      /* saturation, underflow: the fraction */
+    double worst;          /* saturation, underflow: the largest fraction;
+                              scale: the first invalid scale */
+    uint64_t worst_step;   /* saturation, underflow: the step of WORST */
+    int32_t worst_rank;
+    double amax, scale;    /* at WORST (scale: the first invalid one's) */
+    const int32_t *ranks;  /* the ranks named (scale: those of the first
+                              step), N_RANKS of TOTAL_RANKS */
+    uint32_t n_ranks, total_ranks;
+    uint32_t tensors;      /* scale: distinct tensors with an invalid scale
+                              in the episode */
+    uint32_t spread_ranks; /* scale: distinct ranks with one */
+} ss__fp8_words;
+
+/* Writes F's message, evidence (through D->evidence) and ranks from W;
+ * docs/report-json.md lists the evidence. */
+void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w);
 
 /* ---- small shared helpers ---- */
 

@@ -316,7 +316,7 @@ static void params_table(void)
         for (const ss_detector_param *q = p + 1; q->name; q++)
             CHECK(strcmp(p->name, q->name) != 0);
     }
-    CHECK(n > 20 && n <= 64);
+    CHECK(n > 20 && n <= (int)(sizeof cfg.values / sizeof cfg.values[0]));
     char err[128];
     CHECK_EQ_INT(ss_detector_config_set(&cfg, "straggler.min_late_ms", "7.5",
                                         err, sizeof err), 0);

@@ -91,6 +91,20 @@ typedef struct {
     ss_gpu_evidence gpu;    /* the rank's GPU (gpu.present 0: none) */
 } ss_host_step;
 
+/* One named vector of one rank in one step (ss_values): NaN and
+ * infinities are kept as sent.  LABELS, when the rank declared them
+ * (ss_values_labels), name the indices: N_LABELS of them, which may
+ * differ from N (the labels describe the vector as declared; an index
+ * without a label has none). */
+typedef struct {
+    int name;                    /* index into the run's name table */
+    uint32_t n;                  /* elements in v */
+    uint32_t truncated;          /* elements dropped by the cap (0 normally) */
+    const double *v;             /* n values; NaN/Inf are kept as sent */
+    uint32_t n_labels;           /* 0 when the rank declared none */
+    const char *const *labels;   /* n_labels names of the indices, or NULL */
+} ss_values_item;
+
 /* One rank's measurements in one step, as seen by the aggregator. */
 typedef struct {
     int present;          /* 0: the rank never reported this step */
@@ -121,6 +135,10 @@ typedef struct {
      * (run-queue delay, stops, throttling...); NULL when no host evidence
      * is known for it. */
     const ss_host_step *host;
+    /* This rank's vectors in this step, in the order they arrived, each
+     * name at most once (NULL if none). */
+    uint32_t n_values;
+    const ss_values_item *values;
 } ss_rank_step;
 
 /* A finalized step: every live rank completed it (or was declared

@@ -8,8 +8,12 @@
  * handshake timer closes connections that never say HELLO.  A name the run
  * has no room for never closes a connection: its local id maps to
  * NAME_REFUSED and translate() drops (and counts) the items under it, so
- * the rest of each record keeps flowing.  All state is touched only from
- * the loop thread.
+ * the rest of each record keeps flowing.  A step's VALUES frames come
+ * before its STEP (the decoder checks it): they are kept in the
+ * connection's pending list (at most WIRE_MAX_STEP_VALUES elements, the
+ * buffer grown to what the rank uses and kept) and handed on with the
+ * STEP.  A LABELS set is assembled chunk by chunk and handed on once
+ * complete.  All state is touched only from the loop thread.
  */
 #include "ingest.h"
 
@@ -46,6 +50,19 @@ typedef struct conn {
                                                or NAME_REFUSED */
     size_t len;
     uint8_t *buf; /* CONN_BUF_SIZE; a channel's only while bytes wait */
+    /* The VALUES of the next STEP: items (v set when handed on), each
+     * one's first element in pend_data, and the elements. */
+    ss_values_item pend[WIRE_MAX_NAME_ID];
+    uint32_t pend_at[WIRE_MAX_NAME_ID];
+    uint32_t n_pend, pend_used, pend_cap;
+    uint32_t pend_refused; /* of them, under refused names */
+    double *pend_data;
+    /* A LABELS set being assembled: its local name id, the strings one
+     * after another, and where each begins. */
+    uint32_t lab_name, lab_total, lab_n;
+    char *lab_text;
+    size_t lab_len, lab_cap;
+    uint32_t *lab_off;
 } conn;
 
 struct ss_ingest {
@@ -88,6 +105,9 @@ static void on_conn_handle_closed(uv_handle_t *h)
         c->next->prev = c->prev;
     in->n_conns--;
     free(c->buf);
+    free(c->pend_data);
+    free(c->lab_text);
+    free(c->lab_off);
     free(c);
     maybe_free_ingest(in);
 }
@@ -209,6 +229,91 @@ static uint32_t translate(const conn *c, wire_step *rec)
     return dropped;
 }
 
+/* Keeps a VALUES frame for the STEP that follows.  Returns -1 when out of
+ * memory (C is then rejected). */
+static int keep_values(conn *c, const wire_values *v)
+{
+    int16_t idx = c->name_map[v->name_id];
+    if (idx == NAME_REFUSED) {
+        c->pend_refused++;
+        return 0;
+    }
+    if (c->pend_used + v->n > c->pend_cap) {
+        uint32_t cap = c->pend_cap ? c->pend_cap : 4096;
+        while (cap < c->pend_used + v->n)
+            cap *= 2;
+        if (cap > WIRE_MAX_STEP_VALUES)
+            cap = WIRE_MAX_STEP_VALUES; /* the decoder's bound per step */
+        double *d = realloc(c->pend_data, cap * sizeof(double));
+        if (!d)
+            return -1;
+        c->pend_data = d;
+        c->pend_cap = cap;
+    }
+    ss_values_item *it = &c->pend[c->n_pend];
+    memset(it, 0, sizeof *it);
+    it->name = idx;
+    it->n = v->n;
+    it->truncated = v->truncated;
+    c->pend_at[c->n_pend++] = c->pend_used;
+    memcpy(c->pend_data + c->pend_used, v->v, v->n * sizeof(double));
+    c->pend_used += v->n;
+    return 0;
+}
+
+/* Adds a LABELS chunk to the set being assembled; hands the set on once
+ * complete.  Returns -1 when out of memory. */
+static int keep_labels(conn *c, const wire_labels *l)
+{
+    ss_ingest *in = c->owner;
+    if (l->first == 0) {
+        c->lab_name = l->name_id;
+        c->lab_total = l->total;
+        c->lab_n = 0;
+        c->lab_len = 0;
+        uint32_t *off = realloc(c->lab_off, l->total * sizeof *off);
+        if (!off)
+            return -1;
+        c->lab_off = off;
+    }
+    for (uint32_t i = 0; i < l->count; i++) {
+        const char *s = l->text + l->off[i];
+        size_t len = strlen(s) + 1;
+        if (c->lab_len + len > c->lab_cap) {
+            size_t cap = c->lab_cap ? c->lab_cap * 2 : 4096;
+            while (cap < c->lab_len + len)
+                cap *= 2;
+            char *t = realloc(c->lab_text, cap);
+            if (!t)
+                return -1;
+            c->lab_text = t;
+            c->lab_cap = cap;
+        }
+        memcpy(c->lab_text + c->lab_len, s, len);
+        c->lab_off[c->lab_n++] = (uint32_t)c->lab_len;
+        c->lab_len += len;
+    }
+    if (c->lab_n < c->lab_total)
+        return 0;
+    int16_t idx = c->name_map[c->lab_name];
+    if (idx != NAME_REFUSED && in->cb.on_labels) {
+        const char **ptrs = malloc(c->lab_n * sizeof *ptrs);
+        if (!ptrs)
+            return -1;
+        for (uint32_t i = 0; i < c->lab_n; i++)
+            ptrs[i] = c->lab_text + c->lab_off[i];
+        in->cb.on_labels(in->cb.ctx, (uint32_t)c->rank, idx, ptrs, c->lab_n);
+        free(ptrs);
+    }
+    /* the set is handed on: its memory is not kept */
+    free(c->lab_text);
+    free(c->lab_off);
+    c->lab_text = NULL;
+    c->lab_off = NULL;
+    c->lab_len = c->lab_cap = 0;
+    return 0;
+}
+
 /* Handles one decoded frame.  Returns -1 when C was rejected. */
 static int dispatch(conn *c, wire_frame *f)
 {
@@ -254,17 +359,34 @@ static int dispatch(conn *c, wire_frame *f)
         return 0;
     }
     case WIRE_STEP: {
-        uint32_t dropped = translate(c, &f->u.step);
+        uint32_t dropped = translate(c, &f->u.step) + c->pend_refused;
         if (dropped) {
             in->stats.values_dropped += dropped;
             if (cb->on_values_dropped)
                 cb->on_values_dropped(cb->ctx, (uint32_t)c->rank, dropped);
         }
+        for (uint32_t i = 0; i < c->n_pend; i++)
+            c->pend[i].v = c->pend_data + c->pend_at[i];
         in->stats.steps++;
+        in->stats.vectors += c->n_pend;
         if (cb->on_step)
-            cb->on_step(cb->ctx, (uint32_t)c->rank, &f->u.step);
+            cb->on_step(cb->ctx, (uint32_t)c->rank, &f->u.step,
+                        c->n_pend ? c->pend : NULL, c->n_pend);
+        c->n_pend = c->pend_used = c->pend_refused = 0;
         return 0;
     }
+    case WIRE_VALUES:
+        if (keep_values(c, &f->u.values) < 0) {
+            conn_reject(c, 1, "out of memory for a step's vectors");
+            return -1;
+        }
+        return 0;
+    case WIRE_LABELS:
+        if (keep_labels(c, &f->u.labels) < 0) {
+            conn_reject(c, 1, "out of memory for a vector's labels");
+            return -1;
+        }
+        return 0;
     case WIRE_COUNTERS:
         if (cb->on_counters)
             cb->on_counters(cb->ctx, (uint32_t)c->rank, &f->u.counters);

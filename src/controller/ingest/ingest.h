@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "model.h"
 #include "wire.h"
 
 typedef struct ss_ingest ss_ingest;
@@ -39,8 +40,17 @@ typedef struct {
     int (*on_hello)(void *ctx, const wire_hello *h, char *reason,
                     size_t reasonlen);
     /* REC's name ids are already run-wide indexes; items under refused
-     * names are left out. */
-    void (*on_step)(void *ctx, uint32_t rank, const wire_step *rec);
+     * names are left out.  VALUES: the N_VALUES vectors the rank sent for
+     * this step (VALUES frames), names run-wide, NaN and infinities as
+     * sent, without labels (on_labels); NULL when none.  All valid during
+     * the call only. */
+    void (*on_step)(void *ctx, uint32_t rank, const wire_step *rec,
+                    const ss_values_item *values, uint32_t n_values);
+    /* RANK declared the N labels of its vector NAME (a run-wide index;
+     * LABELS frames, once complete), replacing earlier ones.  Valid
+     * during the call only.  May be NULL. */
+    void (*on_labels)(void *ctx, uint32_t rank, int name,
+                      const char *const *labels, uint32_t n);
     void (*on_counters)(void *ctx, uint32_t rank, const wire_counters *c);
     void (*on_checkpoint)(void *ctx, uint32_t rank, const wire_checkpoint *c);
     void (*on_bye)(void *ctx, uint32_t rank, const wire_bye *b);
@@ -61,8 +71,9 @@ typedef struct {
      * under it is dropped from now on.  Called once per declaration (a
      * rank declares each name once per connection).  May be NULL. */
     void (*on_name_refused)(void *ctx, uint32_t rank, const char *name);
-    /* N phases, syncs and metrics of RANK's next step record were left out
-     * because their names were refused; called just before its on_step.
+    /* N phases, syncs, metrics and vectors of RANK's next step record were
+     * left out because their names were refused; called just before its
+     * on_step.
      * May be NULL. */
     void (*on_values_dropped)(void *ctx, uint32_t rank, uint32_t n);
     /* RANK resumed from a checkpoint saved at R->step (RESUMED).  May be
@@ -165,6 +176,7 @@ typedef struct {
     uint64_t frames, bytes, steps, rejected;
     uint64_t names_refused;  /* NAME declarations that got no index */
     uint64_t values_dropped; /* step items left out under refused names */
+    uint64_t vectors;        /* vectors handed on with their steps */
 } ss_ingest_stats;
 void ss_ingest_get_stats(const ss_ingest *in, ss_ingest_stats *out);
 

@@ -4,6 +4,8 @@
  * never a disconnect), rejections that leave other connections alone, and
  * the handshake timeout.  Clients are plain blocking sockets on a thread.
  */
+#include <math.h>
+
 #include "ingest.h"
 #include "testing.h"
 
@@ -28,6 +30,12 @@ typedef struct {
     char last_reject[256];
     uint32_t last_phase_name;
     wire_step last_step; /* the last record, as translated */
+    uint32_t n_values;   /* its vectors, the first 4 elements of each */
+    ss_values_item values[4];
+    double value_bits[4][4];
+    int label_sets, label_name;
+    uint32_t n_labels;
+    char last_label[300];
     int refused;         /* on_name_refused calls */
     uint32_t refused_rank;
     char refused_name[WIRE_MAX_NAME_LEN + 1];
@@ -91,12 +99,31 @@ static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
     return 0;
 }
 
-static void t_step(void *ctx, uint32_t rank, const wire_step *rec)
+static void t_step(void *ctx, uint32_t rank, const wire_step *rec,
+                   const ss_values_item *values, uint32_t n_values)
 {
     seen *s = ctx;
     s->steps++;
     s->last_phase_name = rec->phases[0].name_id;
     s->last_step = *rec;
+    s->n_values = n_values;
+    for (uint32_t i = 0; i < n_values && i < 4; i++) {
+        s->values[i] = values[i];
+        s->values[i].v = NULL; /* valid during the call only */
+        memcpy(s->value_bits[i], values[i].v,
+               (values[i].n < 4 ? values[i].n : 4) * sizeof(double));
+    }
+}
+
+static void t_labels(void *ctx, uint32_t rank, int name,
+                     const char *const *labels, uint32_t n)
+{
+    seen *s = ctx;
+    s->label_sets++;
+    s->label_name = name;
+    s->n_labels = n;
+    snprintf(s->last_label, sizeof s->last_label, "%s",
+             n ? labels[n - 1] : "");
 }
 
 static void t_status(void *ctx, uint32_t rank, const wire_status *st,
@@ -282,6 +309,7 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
     memcpy(cfg.token, k_token, sizeof k_token);
     ss_ingest_callbacks cb = {.ctx = s, .intern = t_intern, .on_hello = t_hello,
                               .on_step = t_step, .on_bye = t_bye,
+                              .on_labels = t_labels,
                               .on_disconnect = t_disconnect,
                               .on_rejected = t_rejected,
                               .on_status = t_status,
@@ -741,7 +769,83 @@ static void accept_failure_is_reported(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* VALUES frames reach on_step with their STEP, names run-wide, NaN and
+ * infinities bit for bit; a vector under a refused name is dropped and
+ * counted; LABELS chunks are handed on as one set. */
+static void vectors_and_labels_reach_on_step(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    char path[108];
+    sock_path(path, sizeof path, "vec");
+    ss_ingest *in = start(&loop, &s, path, 5000);
+    REQUIRE(in != NULL);
+    fake_transport ft = {.offset = 0};
+    ss_ingest_transport tr = {&ft, ft_write, ft_closed, NULL, 0, 0};
+    ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
+    REQUIRE(ch != NULL);
+    static uint8_t buf[65536];
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = 1;
+    h.world_size = 4;
+    memcpy(h.token, k_token, sizeof k_token);
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "h");
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    wire_name nm = {5, "forward"}, nm2 = {6, "norms"}, over = {7, "over-x"};
+    n += wire_encode_name(buf + n, sizeof buf - n, &nm);
+    n += wire_encode_name(buf + n, sizeof buf - n, &nm2);
+    n += wire_encode_name(buf + n, sizeof buf - n, &over);
+    const char *labels[3] = {"layer.0", "layer.1", "layer.2"};
+    n += wire_encode_labels(buf + n, sizeof buf - n, 6, 3, 0, labels, 2);
+    n += wire_encode_labels(buf + n, sizeof buf - n, 6, 3, 2, labels + 2, 1);
+    double a[3] = {1.5, NAN, -INFINITY}, b[2] = {INFINITY, 4};
+    n += wire_encode_values(buf + n, sizeof buf - n, 1, 6, a, 3, 2);
+    n += wire_encode_values(buf + n, sizeof buf - n, 1, 7, b, 2, 0);
+    n += wire_encode_values(buf + n, sizeof buf - n, 1, 5, b, 2, 0);
+    static wire_step st;
+    memset(&st, 0, sizeof st);
+    st.step = 1;
+    st.begin_ns = 10;
+    st.end_ns = 20;
+    n += wire_encode_step(buf + n, sizeof buf - n, &st);
+    ss_ingest_channel_feed(ch, buf, n);
+    CHECK_EQ_INT(s.rejects, 0);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK_EQ_INT(s.label_sets, 1);
+    CHECK_EQ_INT(s.label_name, 3);
+    CHECK_EQ_INT(s.n_labels, 3);
+    CHECK_STR(s.last_label, "layer.2");
+    CHECK_EQ_INT(s.n_values, 2);
+    CHECK_EQ_INT(s.values[0].name, 3);
+    CHECK_EQ_INT(s.values[0].n, 3);
+    CHECK_EQ_INT(s.values[0].truncated, 2);
+    CHECK(memcmp(s.value_bits[0], a, sizeof a) == 0);
+    CHECK_EQ_INT(s.values[1].name, 17);
+    CHECK(isinf(s.value_bits[1][0]) && s.value_bits[1][1] == 4);
+    CHECK_EQ_INT(s.values_dropped, 1); /* the vector under "over-x" */
+    /* the next step carries no vectors */
+    st.step = 2;
+    n = wire_encode_step(buf, sizeof buf, &st);
+    ss_ingest_channel_feed(ch, buf, n);
+    CHECK_EQ_INT(s.steps, 2);
+    CHECK_EQ_INT(s.n_values, 0);
+    ss_ingest_stats stats;
+    ss_ingest_get_stats(in, &stats);
+    CHECK_EQ_INT(stats.vectors, 2);
+    ss_ingest_channel_gone(ch);
+    ss_ingest_close(in);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&s.closer, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
 TEST_LIST(TEST(accepts_and_translates), TEST(commands_need_the_feature),
+          TEST(vectors_and_labels_reach_on_step),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),
           TEST(controller_refusal_is_sent), TEST(silent_peer_times_out),

@@ -43,6 +43,7 @@
 #include "agent.h"
 #include "aggregator.h"
 #include "fd_budget.h"
+#include "appendf.h"
 #include "fingerprint.h"
 #include "hang.h"
 #include "host_watch.h"
@@ -125,6 +126,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
     run_ctx *r = ctx;
     ss_store_put_finding(r->store, r->run_id, f);
     ss_live_finding(r->live, f);
+    run_numerics_finding(r, f);
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
@@ -188,13 +190,14 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     return 0;
 }
 
-static void cb_step(void *ctx, uint32_t rank, const wire_step *rec)
+static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
+                    const ss_values_item *values, uint32_t n_values)
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
     if (rank < r->nproc_local)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
-    if (ss_aggregator_add(r->agg, rank, rec) != 0)
+    if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->refused_records++;
     if (rec->step <= INT64_MAX)
         run_inject_observe(r, rank, (int64_t)rec->step);
@@ -218,6 +221,19 @@ static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
                 "what rank %u records under '%s' and other new names is "
                 "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
     r->said_names_over_limit = 1;
+}
+
+static void cb_labels(void *ctx, uint32_t rank, int name,
+                      const char *const *labels, uint32_t n)
+{
+    run_ctx *r = ctx;
+    if (ss_aggregator_set_labels(r->agg, rank, name, labels, n) != 0)
+        return;
+    uint32_t n_names = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    if (name >= 0 && (uint32_t)name < n_names)
+        ss_store_put_labels(r->store, r->run_id, r->attempt, rank,
+                            names[name], labels, n);
 }
 
 static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
@@ -640,6 +656,21 @@ static void usage(FILE *out)
         "                           (dump, the default), also end the job\n"
         "                           with exit status %d (stop), or end the\n"
         "                           attempt and restart (needs --max-restarts)\n"
+        "      --numerics off|light|full\n"
+        "                           with --auto, what the training computes\n"
+        "                           (docs/numerics.md): light (the default)\n"
+        "                           loss, gradient and parameter norms and\n"
+        "                           non-finite counts; full also per-module\n"
+        "                           outputs and per-parameter gradients, and\n"
+        "                           where the first NaN or infinity was born\n"
+        "      --on-nonfinite dump|stop|restart\n"
+        "                           on the first non-finite value: store\n"
+        "                           every rank's stacks with the finding\n"
+        "                           (dump, the default), also end the job\n"
+        "                           with exit status %d (stop), or restart\n"
+        "                           from the last checkpoint with --numerics\n"
+        "                           full to find its origin, once (needs\n"
+        "                           --max-restarts)\n"
         "\n"
         "restarts (docs/fault-tolerance.md):\n"
         "      --max-restarts N     restart the whole job up to N times after\n"
@@ -702,7 +733,8 @@ static void usage(FILE *out)
         "failed first.  A job that fails before its first step twice in a row\n"
         "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
+        SS_RESTART_BACKOFF_MAX_MS / 1000,
         SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
@@ -822,6 +854,8 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
+        {"numerics", required_argument, NULL, 0x105},
+        {"on-nonfinite", required_argument, NULL, 0x106},
         {"max-restarts", required_argument, NULL, 0x126},
         {"max_restarts", required_argument, NULL, 0x126},
         {"restart-backoff", required_argument, NULL, 0x127},
@@ -941,6 +975,28 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
+        case 0x105:
+            if (strcmp(optarg, "off") != 0 && strcmp(optarg, "light") != 0 &&
+                strcmp(optarg, "full") != 0) {
+                fprintf(stderr, "stepscope run: --numerics wants off, light "
+                        "or full, not '%s'\n", optarg);
+                return 2;
+            }
+            r->numerics = optarg;
+            break;
+        case 0x106:
+            if (strcmp(optarg, "dump") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_DUMP;
+            } else if (strcmp(optarg, "stop") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_STOP;
+            } else if (strcmp(optarg, "restart") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_RESTART;
+            } else {
+                fprintf(stderr, "stepscope run: --on-nonfinite wants dump, "
+                        "stop or restart, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 0x126:
             if (parse_count(optarg, SS_RESTART_MAX,
                             &r->restart_cfg.max_restarts)) {
@@ -1037,6 +1093,23 @@ static int parse_args(run_ctx *r, int argc, char **argv)
     if (r->on_hang == SS_ON_HANG_RESTART && r->restart_cfg.max_restarts == 0) {
         fprintf(stderr, "stepscope run: --on-hang restart needs --max-restarts "
                 "1 or more (hangs count against it)\n");
+        return 2;
+    }
+    if (r->numerics && !r->auto_mode) {
+        fprintf(stderr, "stepscope run: --numerics needs --auto (a script "
+                "that records by hand sends what it wants)\n");
+        return 2;
+    }
+    if (r->on_nonfinite != SS_ON_NONFINITE_DUMP && r->numerics &&
+        strcmp(r->numerics, "off") == 0) {
+        fprintf(stderr, "stepscope run: --on-nonfinite needs --numerics "
+                "light or full\n");
+        return 2;
+    }
+    if (r->on_nonfinite == SS_ON_NONFINITE_RESTART &&
+        r->restart_cfg.max_restarts == 0) {
+        fprintf(stderr, "stepscope run: --on-nonfinite restart needs "
+                "--max-restarts 1 or more (the replay counts against it)\n");
         return 2;
     }
     int rc = resolve_nodes(r);
@@ -1336,6 +1409,8 @@ static int attempt_status(const run_ctx *r)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
+    if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+        return SS_NONFINITE_EXIT_STATUS;
     return job_status(r);
 }
 
@@ -1354,6 +1429,8 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return "interrupted";
     if (r->hang_acted)
         return "hang";
+    if (r->nonfinite_acted)
+        return "nonfinite";
     if (r->node_lost_attempt)
         return "node_lost";
     return ss_life_attempt_cause(status, 0);
@@ -1400,7 +1477,8 @@ static void attempt_over(run_ctx *r)
     int status = attempt_status(r);
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
-    if (!r->failure_text[0] && !r->hang_acted && r->launcher) {
+    if (!r->failure_text[0] && !r->hang_acted && !r->nonfinite_acted &&
+        r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
@@ -1436,9 +1514,12 @@ static void attempt_over(run_ctx *r)
         end.why_not = r->no_restart_why;
     else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
         end.why_not = "stopped on a hang (--on-hang stop)";
+    else if (run_numerics_no_restart(r)[0])
+        end.why_not = run_numerics_no_restart(r);
     else
         end.restartable = 1;
-    if (end.restartable && !r->hang_acted && !r->node_lost_attempt) {
+    if (end.restartable && !r->hang_acted && !r->nonfinite_acted &&
+        !r->node_lost_attempt) {
         ss_restart_signature(status, r->failure_text, sig, sizeof sig);
         end.signature = injected ? "" : sig;
     }
@@ -1462,7 +1543,11 @@ static void attempt_over(run_ctx *r)
     fprintf(stderr, "stepscope: attempt %u ended (%s, exit status %d); %s\n",
             r->attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
+    run_numerics_before_restart(r);
     r->restart_pending = 1;
+    /* The backoff counts from now, not from the loop's cached time of
+     * this iteration (which may be older by the attempt's teardown). */
+    uv_update_time(&r->loop);
     uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
 }
 
@@ -1501,6 +1586,7 @@ static void next_attempt(uv_timer_t *t)
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
+    run_numerics_new_attempt(r);
     ss_live_attempt(r->live, r->attempt);
     ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);
@@ -1626,11 +1712,22 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.unix_path = r->sock_path;
     memcpy(icfg.token, r->token, sizeof r->token);
     icfg.run_id = r->uuid;
-    ss_ingest_callbacks icb = {r, cb_intern, cb_hello, cb_step, cb_counters,
-                               cb_checkpoint, cb_bye, cb_disconnect,
-                               cb_rejected, cb_status, cb_name_refused,
-                               cb_values_dropped, cb_resumed,
-                               cb_profile_done, cb_accept_failed};
+    ss_ingest_callbacks icb = {.ctx = r,
+                               .intern = cb_intern,
+                               .on_hello = cb_hello,
+                               .on_step = cb_step,
+                               .on_labels = cb_labels,
+                               .on_counters = cb_counters,
+                               .on_checkpoint = cb_checkpoint,
+                               .on_bye = cb_bye,
+                               .on_disconnect = cb_disconnect,
+                               .on_rejected = cb_rejected,
+                               .on_status = cb_status,
+                               .on_name_refused = cb_name_refused,
+                               .on_values_dropped = cb_values_dropped,
+                               .on_resumed = cb_resumed,
+                               .on_profile_done = cb_profile_done,
+                               .on_accept_failed = cb_accept_failed};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
@@ -1641,6 +1738,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
         ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->sock_dir,
                           r->token, r->uuid, r->auto_mode, err, errlen) != 0)
         return -1;
+    if (r->numerics)
+        ss_rank_env_set_numerics(&r->rank_env, r->numerics);
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
     ss_stack_service_config stcfg = {
@@ -1710,13 +1809,54 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     for (uint32_t i = 0; i < r->nprocs; i++) {
         sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
         sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
+        sum->rank_dropped_vectors += r->ranks[i].counters.dropped_vectors;
+        sum->rank_truncated_values += r->ranks[i].counters.truncated_values;
     }
     sum->ranks = r->life.ranks ? r->life.nprocs : 0;
     for (uint32_t i = 0; i < sum->ranks; i++)
         sum->ranks_silent += !r->life.ranks[i].ever_connected;
     sum->accepts_failed = r->accepts_failed;
+    ss_aggregator_stats as;
+    ss_aggregator_get_stats(r->agg, &as);
+    sum->refused_vectors = as.vectors_refused;
     ss_store_flush(r->store);
     ss_store_get_outcome(r->store, &sum->stored);
+}
+
+/* The vectors lost before the store (the ranks' and the aggregator's)
+ * are added to runs.dropped_vectors, and an event says where they and
+ * the ranks' truncated elements were lost, for the report. */
+static void record_vector_drops(run_ctx *r)
+{
+    uint64_t ranks = 0, truncated = 0;
+    uint32_t n_ranks = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        ranks += r->ranks[i].counters.dropped_vectors;
+        truncated += r->ranks[i].counters.truncated_values;
+        n_ranks += r->ranks[i].counters.dropped_vectors > 0;
+    }
+    ss_aggregator_stats as;
+    ss_aggregator_get_stats(r->agg, &as);
+    ss_store_add_dropped_vectors(r->store, r->run_id,
+                                 ranks + as.vectors_refused);
+    if (!ranks && !truncated && !as.vectors_refused)
+        return;
+    char msg[256];
+    size_t len = 0;
+    msg[0] = '\0';
+    if (ranks)
+        ss_appendf(msg, sizeof msg, &len, "%" PRIu64 " vectors dropped by "
+                   "%" PRIu32 " rank%s (ring or memory full)", ranks,
+                   n_ranks, n_ranks == 1 ? "" : "s");
+    if (as.vectors_refused)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " refused by the "
+                   "controller (its budget)", len ? ", " : "",
+                   as.vectors_refused);
+    if (truncated)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " elements truncated "
+                   "by the ranks' per-vector cap", len ? ", " : "",
+                   truncated);
+    run_event(r, "vectors_dropped", -1, "%s", msg);
 }
 
 /* When ranks never sent telemetry, or the store lost part of the run, an
@@ -1745,6 +1885,10 @@ static void print_summary(run_ctx *r, int status)
     if (r->hang_stop_why[0])
         fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
                 "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
+    else if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+        fprintf(stderr, "stepscope: the job was stopped on a non-finite "
+                "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
+                r->nonfinite_stop_why);
     else if (r->failure_text[0])
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
@@ -1833,6 +1977,7 @@ static int run_agent(run_ctx *r)
         .job_id = r->job_id,
         .argv = r->argv,
         .auto_mode = r->auto_mode,
+        .numerics = r->numerics,
         .quiet = r->quiet,
         .grace_ms = r->grace_ms,
         .join_timeout_ms = r->join_timeout_ms,
@@ -1933,6 +2078,7 @@ int ss_run_main(int argc, char **argv)
             run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        record_vector_drops(r);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,

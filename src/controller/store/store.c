@@ -89,10 +89,13 @@ typedef enum {
     IT_NODE,
     IT_PROFILE,
     IT_STEP,
+    IT_VALUES,
+    IT_LABELS,
     IT_FINDING,
     IT_EVENT,
     IT_STACKS,
     IT_END_RUN,
+    IT_DROPPED_VECTORS,
 } item_kind;
 
 /* A finalized step, deep-copied.  Rank rows are parallel arrays: row i is
@@ -135,6 +138,23 @@ static size_t row_stride(const step_item *v)
     return ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs + v->n_metrics;
 }
 
+/* One vector of a rank in a step, deep-copied. */
+typedef struct {
+    uint32_t rank, n, truncated;
+    const char *name;
+    double *v;
+} value_row;
+
+/* A step's vectors, every rank's. */
+typedef struct {
+    uint32_t attempt;
+    uint64_t step;
+    uint32_t world_size;
+    uint32_t n;
+    value_row *rows;
+    uint64_t bytes; /* counted in pending_value_bytes */
+} values_item;
+
 typedef struct item {
     struct item *next;
     item_kind kind;
@@ -150,6 +170,11 @@ typedef struct item {
         ss_node_info node;
         ss_profile_info profile;
         step_item step;
+        values_item values;
+        struct {
+            uint32_t attempt, rank;
+            char *name, *json;
+        } labels;
         struct {
             ss_finding f;
             ss_wall_ns at;
@@ -172,6 +197,7 @@ typedef struct item {
             char *status;
             int64_t dropped_events, dropped_records;
         } end;
+        uint64_t dropped_vectors;
     } u;
 } item;
 
@@ -190,6 +216,7 @@ typedef struct {
     uint32_t attempt;
     int64_t max_step;  /* highest step written, -1 before the first */
     int64_t kept_from; /* tier-A rows below this step are already pruned */
+    int64_t values_kept_from; /* the same for rank_values */
     uint32_t n_ranks;
     rank_delta *delta; /* n_ranks entries */
     int dirty;         /* delta holds something */
@@ -215,6 +242,10 @@ enum {
     ST_END_RUN,
     ST_DROPPED,
     ST_PRUNE,
+    ST_VALUES,
+    ST_LABELS,
+    ST_PRUNE_VALUES,
+    ST_DROPPED_VECTORS,
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
@@ -356,6 +387,22 @@ static const char *const stmt_sql[ST_COUNT] = {
                  "WHERE run_id = ?1 AND attempt = ?2 "
                  "UNION SELECT last_step FROM findings "
                  "WHERE run_id = ?1 AND attempt = ?2)",
+    [ST_VALUES] = "INSERT OR REPLACE INTO rank_values(run_id, attempt, name, "
+                  "step, rank, n, truncated, data) VALUES (?1, ?2, ?3, ?4, "
+                  "?5, ?6, ?7, ?8)",
+    [ST_LABELS] = "INSERT OR REPLACE INTO value_labels(run_id, attempt, name, "
+                  "rank, labels) VALUES (?1, ?2, ?3, ?4, ?5)",
+    /* rank_values' own recent window, with the same exceptions as
+     * ST_PRUNE */
+    [ST_PRUNE_VALUES] = "DELETE FROM rank_values WHERE run_id = ?1 AND "
+                        "attempt = ?2 AND step >= ?3 AND step < ?4 "
+                        "AND (?5 = 0 OR step % ?5 != 0) "
+                        "AND step NOT IN (SELECT first_step FROM findings "
+                        "WHERE run_id = ?1 AND attempt = ?2 "
+                        "UNION SELECT last_step FROM findings "
+                        "WHERE run_id = ?1 AND attempt = ?2)",
+    [ST_DROPPED_VECTORS] = "UPDATE runs SET dropped_vectors = "
+                           "dropped_vectors + ?2 WHERE id = ?1",
     [ST_BEGIN] = "BEGIN IMMEDIATE",
     [ST_COMMIT] = "COMMIT",
     [ST_ROLLBACK] = "ROLLBACK",
@@ -371,6 +418,11 @@ struct ss_store {
     pthread_cond_t done;    /* flushers: a batch was applied */
     item *head, *tail;
     uint64_t pending_units;
+    uint64_t pending_value_bytes; /* vectors' bytes in the queue */
+    /* vectors refused at a full queue and not yet added to their run's
+     * dropped_vectors: per run (the latest one seen) */
+    int64_t dropped_vectors_run;
+    uint64_t dropped_vectors_unsaved;
     struct timespec first_at; /* when the oldest queued item arrived */
     uint64_t enq_seq, done_seq; /* items queued / applied, ever */
     int flush_wanted, stop;
@@ -893,6 +945,43 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
     return 0;
 }
 
+/* A step and its vectors are the bulk of a batch: when a batch fails, the
+ * rest is tried again without them. */
+static int is_bulk(item_kind kind)
+{
+    return kind == IT_STEP || kind == IT_VALUES;
+}
+
+/* Writes a step's vectors: one row per rank and name, the elements as a
+ * blob of little-endian doubles. */
+static int apply_values(ss_store *s, int64_t run_id, const values_item *v)
+{
+    track *t = track_get(s, run_id, v->attempt, v->world_size);
+    if (!t)
+        return -1;
+    if ((int64_t)v->step > t->max_step)
+        t->max_step = (int64_t)v->step;
+    sqlite3_stmt *q = s->st[ST_VALUES];
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, v->attempt);
+    sqlite3_bind_int64(q, 4, (int64_t)v->step);
+    for (uint32_t i = 0; i < v->n; i++) {
+        const value_row *r = &v->rows[i];
+        sqlite3_bind_text(q, 3, r->name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 5, r->rank);
+        sqlite3_bind_int64(q, 6, r->n);
+        sqlite3_bind_int64(q, 7, r->truncated);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "rank_values.data is little-endian: convert here"
+#endif
+        sqlite3_bind_blob(q, 8, r->n ? (const void *)r->v : "", 
+                          (int)(r->n * sizeof(double)), SQLITE_STATIC);
+        if (run_stmt(s, q, "writing a vector") != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int apply_item(ss_store *s, const item *it)
 {
     sqlite3_stmt *q;
@@ -971,6 +1060,16 @@ static int apply_item(ss_store *s, const item *it)
     }
     case IT_STEP:
         return apply_step(s, it->run_id, &it->u.step);
+    case IT_VALUES:
+        return apply_values(s, it->run_id, &it->u.values);
+    case IT_LABELS:
+        q = s->st[ST_LABELS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, it->u.labels.attempt);
+        sqlite3_bind_text(q, 3, it->u.labels.name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 4, it->u.labels.rank);
+        sqlite3_bind_text(q, 5, it->u.labels.json, -1, SQLITE_STATIC);
+        return run_stmt(s, q, "writing a vector's labels");
     case IT_FINDING: {
         const ss_finding *f = &it->u.finding.f;
         ss_buf ranks = {0};
@@ -1036,8 +1135,50 @@ static int apply_item(ss_store *s, const item *it)
         bind_known_int(q, 5, it->u.end.dropped_events);
         bind_known_int(q, 6, it->u.end.dropped_records);
         return run_stmt(s, q, "ending a run");
+    case IT_DROPPED_VECTORS:
+        q = s->st[ST_DROPPED_VECTORS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, (int64_t)it->u.dropped_vectors);
+        return run_stmt(s, q, "counting dropped vectors");
     }
     return -1;
+}
+
+/* After a batch: prunes rank_values rows that left their recent window,
+ * and adds the vectors refused at the queue to their run's count. */
+static int prune_values(ss_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t run = s->dropped_vectors_run;
+    uint64_t dropped = s->dropped_vectors_unsaved;
+    s->dropped_vectors_unsaved = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (dropped) {
+        sqlite3_stmt *q = s->st[ST_DROPPED_VECTORS];
+        sqlite3_bind_int64(q, 1, run);
+        sqlite3_bind_int64(q, 2, (int64_t)dropped);
+        if (run_stmt(s, q, "counting dropped vectors") != 0)
+            return -1;
+    }
+    uint32_t recent = s->cfg.values_recent_steps;
+    for (size_t i = 0; recent && i < s->n_tracks; i++) {
+        track *t = &s->tracks[i];
+        if (t->max_step + 1 <= (int64_t)recent)
+            continue;
+        int64_t cutoff = t->max_step + 1 - (int64_t)recent;
+        if (cutoff <= t->values_kept_from)
+            continue;
+        sqlite3_stmt *q = s->st[ST_PRUNE_VALUES];
+        sqlite3_bind_int64(q, 1, t->run_id);
+        sqlite3_bind_int64(q, 2, t->attempt);
+        sqlite3_bind_int64(q, 3, t->values_kept_from);
+        sqlite3_bind_int64(q, 4, cutoff);
+        sqlite3_bind_int64(q, 5, s->cfg.sample_every);
+        if (run_stmt(s, q, "pruning vectors") != 0)
+            return -1;
+        t->values_kept_from = cutoff;
+    }
+    return 0;
 }
 
 /* After a batch: adds per-rank deltas to rank_totals and prunes tier-A
@@ -1083,7 +1224,7 @@ static int finish_tracks(ss_store *s)
             return -1;
         t->kept_from = cutoff;
     }
-    return 0;
+    return prune_values(s);
 }
 
 /* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
@@ -1094,7 +1235,7 @@ static int run_batch(ss_store *s, const item *batch, int small_only)
 {
     int rc = run_stmt(s, s->st[ST_BEGIN], "starting a transaction");
     for (const item *it = batch; it && rc == 0; it = it->next)
-        if (!small_only || it->kind != IT_STEP)
+        if (!small_only || !is_bulk(it->kind))
             rc = apply_item(s, it);
     if (rc == 0 && !small_only)
         rc = finish_tracks(s);
@@ -1150,6 +1291,12 @@ static void tally_item(ss_store *s, const item *it, int stored,
             o->rank_steps_lost += it->u.step.n_rows;
         }
         break;
+    case IT_VALUES:
+        if (stored)
+            o->vectors_stored += it->u.values.n;
+        else
+            o->vectors_lost += it->u.values.n;
+        break;
     case IT_FINDING:
         if (!stored)
             o->finding_writes_lost++;
@@ -1166,6 +1313,8 @@ static void tally_item(ss_store *s, const item *it, int stored,
         break;
     case IT_ATTEMPT:
     case IT_ATTEMPT_FACTS:
+    case IT_LABELS:
+    case IT_DROPPED_VECTORS:
     case IT_RANK:
     case IT_NODE:
     case IT_STACKS:
@@ -1193,7 +1342,9 @@ static void add_outcome(ss_store *s, const ss_store_outcome *d,
     o->other_lost += d->other_lost;
     o->ends_stored += d->ends_stored;
     o->ends_lost += d->ends_lost;
-    int lost = d->steps_lost || d->rank_steps_lost ||
+    o->vectors_stored += d->vectors_stored;
+    o->vectors_lost += d->vectors_lost;
+    int lost = d->steps_lost || d->rank_steps_lost || d->vectors_lost ||
                d->finding_writes_lost || d->events_lost || d->other_lost ||
                d->ends_lost;
     if (lost && !o->error[0])
@@ -1211,7 +1362,7 @@ static void apply_batch(ss_store *s, item *batch)
     s->batch_err[0] = '\0';
     size_t n = 0, n_small = 0;
     for (const item *it = batch; it; it = it->next, n++)
-        n_small += it->kind != IT_STEP;
+        n_small += !is_bulk(it->kind);
     int rc = run_batch(s, batch, 0), small_rc = -1;
     if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
@@ -1227,7 +1378,7 @@ static void apply_batch(ss_store *s, item *batch)
     ss_store_outcome d;
     memset(&d, 0, sizeof d);
     for (const item *it = batch; it; it = it->next)
-        tally_item(s, it, rc == 0 || (small_rc == 0 && it->kind != IT_STEP),
+        tally_item(s, it, rc == 0 || (small_rc == 0 && !is_bulk(it->kind)),
                    &d);
     char why[sizeof s->batch_err];
     snprintf(why, sizeof why, "%s",
@@ -1250,6 +1401,7 @@ static void drain_locked(ss_store *s)
     uint64_t units = s->pending_units, seq = s->enq_seq;
     s->head = s->tail = NULL;
     s->pending_units = 0;
+    s->pending_value_bytes = 0;
     s->flush_wanted = 0;
     pthread_mutex_unlock(&s->mu);
     if (batch)
@@ -1308,6 +1460,8 @@ void ss_store_config_defaults(ss_store_config *cfg)
     cfg->queue_limit = 65536;
     cfg->recent_steps = 512;
     cfg->sample_every = 100;
+    cfg->values_recent_steps = 64;
+    cfg->values_queue_bytes = (uint64_t)64 << 20;
 }
 
 void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world)
@@ -1463,6 +1617,8 @@ ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
         s->cfg.flush_interval_ms = 1; /* as soon as possible */
     if (s->cfg.queue_limit == 0)
         s->cfg.queue_limit = 65536;
+    if (s->cfg.values_queue_bytes == 0)
+        s->cfg.values_queue_bytes = (uint64_t)64 << 20;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->dbmu, NULL);
     pthread_condattr_t ca;
@@ -1578,6 +1734,8 @@ static void put_failed(ss_store *s, item_kind kind, uint32_t rows,
     memset(&lost, 0, sizeof lost);
     lost.kind = kind;
     lost.u.step.n_rows = kind == IT_STEP ? rows : 0;
+    if (kind == IT_VALUES)
+        lost.u.values.n = rows;
     ss_store_outcome d;
     memset(&d, 0, sizeof d);
     tally_item(s, &lost, 0, &d);
@@ -1733,6 +1891,105 @@ static void copy_host_rows(const ss_step_view *v, uint32_t rows,
     }
 }
 
+/* Queues the vectors of step V, all of them or none (over
+ * values_queue_bytes: counted). */
+static void put_values(ss_store *s, int64_t run_id, const ss_step_view *v,
+                       const char *const *names)
+{
+    uint32_t n = 0;
+    size_t extra = 0;
+    for (uint32_t r = 0; v->ranks && r < v->world_size; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present)
+            continue;
+        for (uint32_t i = 0; i < rs->n_values; i++) {
+            n++;
+            extra += round8(rs->values[i].n * sizeof(double)) +
+                     str_space(name_of(names, rs->values[i].name));
+        }
+    }
+    if (n == 0)
+        return;
+    extra += round8(n * sizeof(value_row));
+    pthread_mutex_lock(&s->mu);
+    int keep = s->pending_value_bytes + extra <= s->cfg.values_queue_bytes;
+    if (keep) {
+        s->pending_value_bytes += extra;
+        s->stats.vectors_queued += n;
+    } else {
+        s->stats.dropped_vectors += n;
+        if (s->dropped_vectors_run != run_id)
+            s->dropped_vectors_unsaved = 0; /* a new run: counted anew */
+        s->dropped_vectors_run = run_id;
+        s->dropped_vectors_unsaved += n;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!keep)
+        return;
+    item *it = item_new(IT_VALUES, run_id, extra);
+    if (!it) {
+        put_failed(s, IT_VALUES, n, "a step's vectors");
+        return;
+    }
+    values_item *vi = &it->u.values;
+    char *p = (char *)(it + 1);
+    vi->attempt = v->attempt;
+    vi->step = v->step;
+    vi->world_size = v->world_size;
+    vi->n = n;
+    vi->bytes = extra;
+    vi->rows = carve(&p, n * sizeof(value_row));
+    uint32_t k = 0;
+    for (uint32_t r = 0; r < v->world_size; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present)
+            continue;
+        for (uint32_t i = 0; i < rs->n_values; i++, k++) {
+            const ss_values_item *x = &rs->values[i];
+            value_row *row = &vi->rows[k];
+            row->rank = r;
+            row->n = x->n;
+            row->truncated = x->truncated;
+            row->name = carve_str(&p, name_of(names, x->name));
+            row->v = carve(&p, x->n * sizeof(double));
+            if (x->n)
+                memcpy(row->v, x->v, x->n * sizeof(double));
+        }
+    }
+    enqueue(s, it);
+}
+
+void ss_store_put_labels(ss_store *s, int64_t run_id, uint32_t attempt,
+                         uint32_t rank, const char *name,
+                         const char *const *labels, uint32_t n)
+{
+    ss_buf json = {0};
+    ss_buf_add(&json, "[", 1);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i)
+            ss_buf_add(&json, ",", 1);
+        ss_buf_json_str(&json, labels[i]);
+    }
+    ss_buf_add(&json, "]", 1);
+    item *it = json.oom ? NULL
+                        : item_new(IT_LABELS, run_id,
+                                   str_space(name) + json.len + 1);
+    if (!it) {
+        ss_buf_free(&json);
+        put_failed(s, IT_LABELS, 0, "a vector's labels");
+        return;
+    }
+    char *p = (char *)(it + 1);
+    it->u.labels.attempt = attempt;
+    it->u.labels.rank = rank;
+    it->u.labels.name = carve_str(&p, name);
+    it->u.labels.json = p;
+    memcpy(p, json.data, json.len);
+    p[json.len] = '\0';
+    ss_buf_free(&json);
+    enqueue(s, it);
+}
+
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                        const char *const *names)
 {
@@ -1870,6 +2127,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     st->dropped_rows = keep_rows ? 0 : n_rows;
     it->units = 1 + rows;
     enqueue(s, it);
+    put_values(s, run_id, v, names);
 }
 
 void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f)
@@ -1947,6 +2205,19 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
     enqueue(s, it);
 }
 
+void ss_store_add_dropped_vectors(ss_store *s, int64_t run_id, uint64_t n)
+{
+    if (n == 0)
+        return;
+    item *it = item_new(IT_DROPPED_VECTORS, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_DROPPED_VECTORS, 0, "a count of dropped vectors");
+        return;
+    }
+    it->u.dropped_vectors = n;
+    enqueue(s, it);
+}
+
 void ss_store_get_stats(ss_store *s, ss_store_stats *out)
 {
     pthread_mutex_lock(&s->mu);
@@ -1959,6 +2230,7 @@ void ss_store_get_outcome(ss_store *s, ss_store_outcome *out)
     pthread_mutex_lock(&s->mu);
     *out = s->outcome;
     out->rank_steps_dropped = s->stats.dropped_rank_steps;
+    out->vectors_dropped = s->stats.dropped_vectors;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -34,6 +34,13 @@ typedef struct {
     uint32_t queue_limit;       /* queued items before rank-steps drop; default 65536 */
     uint32_t recent_steps;      /* tier A: every step for the latest N; default 512 */
     uint32_t sample_every;      /* tier B: every Nth step kept forever; default 100 */
+    /* Vectors (rank_values): every step's for the latest N steps (tier B
+     * and the steps findings name are kept as for rank_steps); default
+     * 64, 0 keeps every one. */
+    uint32_t values_recent_steps;
+    /* Bytes of vectors the queue may hold; a step's vectors that would
+     * go over it are dropped whole and counted; default 64 MiB. */
+    uint64_t values_queue_bytes;
 } ss_store_config;
 
 void ss_store_config_defaults(ss_store_config *cfg);
@@ -183,9 +190,21 @@ void ss_store_put_profile(ss_store *s, int64_t run_id,
                           const ss_profile_info *p);
 
 /* Copies a finalized step (aggregates, per-phase, per-sync, and per-rank
- * rows subject to retention). */
+ * rows subject to retention) and its ranks' vectors (rank_values, their
+ * own retention; dropped whole and counted over values_queue_bytes). */
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                        const char *const *names);
+
+/* Sets RANK's labels of vector NAME in RUN_ID's ATTEMPT (N strings,
+ * copied), replacing earlier ones.  Never dropped at a full queue. */
+void ss_store_put_labels(ss_store *s, int64_t run_id, uint32_t attempt,
+                         uint32_t rank, const char *name,
+                         const char *const *labels, uint32_t n);
+
+/* Adds N to RUN_ID's runs.dropped_vectors: vectors lost before the
+ * store (the ranks', the ingest's and the aggregator's drops, counted by
+ * the caller).  Never dropped at a full queue; N 0 is a no-op. */
+void ss_store_add_dropped_vectors(ss_store *s, int64_t run_id, uint64_t n);
 
 /* Inserts or replaces finding F (keyed by run, attempt and F->id). */
 void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f);
@@ -225,6 +244,8 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
  * rank-step rows refused at a full queue, and transactions run. */
 typedef struct {
     uint64_t queued, written, dropped_rank_steps, transactions;
+    uint64_t vectors_queued;  /* vectors accepted */
+    uint64_t dropped_vectors; /* vectors refused at a full queue */
 } ss_store_stats;
 void ss_store_get_stats(ss_store *s, ss_store_stats *out);
 
@@ -240,6 +261,8 @@ typedef struct {
                                     some of them later) */
     uint64_t rank_steps_lost;    /* rows in a lost batch */
     uint64_t rank_steps_dropped; /* rows refused at a full queue */
+    uint64_t vectors_stored, vectors_lost; /* rank_values rows */
+    uint64_t vectors_dropped;    /* vectors refused at a full queue */
     uint64_t findings_stored;    /* distinct findings (run, attempt, id)
                                     with at least one committed version */
     uint64_t finding_writes_lost; /* versions of a finding (its first

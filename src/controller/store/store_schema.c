@@ -351,6 +351,58 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "  marker_ns    INTEGER,"
     "  PRIMARY KEY (run_id, attempt, request_id, rank)"
     ");",
+
+    /* 13: vectors (ss_values, docs/store.md#vectors): one row per run,
+     * attempt, name, step and rank, its N elements in DATA as N
+     * little-endian IEEE-754 doubles (NaN and infinities as sent),
+     * TRUNCATED the elements the recorder's cap cut; kept under a
+     * retention of their own.  value_labels: a rank's labels of a
+     * vector's indices, a JSON array of strings, the latest set.
+     * runs.dropped_vectors: vectors the store refused at a full queue.
+     * Runs recorded before this version have no vectors. */
+    "CREATE TABLE rank_values ("
+    "  run_id    INTEGER NOT NULL,"
+    "  attempt   INTEGER NOT NULL,"
+    "  name      TEXT NOT NULL,"
+    "  step      INTEGER NOT NULL,"
+    "  rank      INTEGER NOT NULL,"
+    "  n         INTEGER NOT NULL,"
+    "  truncated INTEGER NOT NULL,"
+    "  data      BLOB NOT NULL"
+    ");"
+    "CREATE UNIQUE INDEX rank_values_key ON rank_values("
+    "  run_id, attempt, name, step, rank);"
+    "CREATE TABLE value_labels ("
+    "  run_id  INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  name    TEXT NOT NULL,"
+    "  rank    INTEGER NOT NULL,"
+    "  labels  TEXT NOT NULL,"
+    "  PRIMARY KEY (run_id, attempt, name, rank)"
+    ") WITHOUT ROWID;"
+    "ALTER TABLE runs ADD COLUMN dropped_vectors INTEGER NOT NULL "
+    "DEFAULT 0;",
+
+    /* 14: stacks are also taken on a non-finite value (trigger
+     * 'nonfinite', with its finding; docs/numerics.md).  SQLite cannot
+     * change a CHECK constraint in place: the table is rebuilt with its
+     * rows. */
+    "CREATE TABLE stack_snapshots_14("
+    "  id         INTEGER PRIMARY KEY,"
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  taken_at   INTEGER NOT NULL,"
+    "  trigger    TEXT NOT NULL"
+    "             CHECK (trigger IN ('request', 'hang', 'nonfinite')),"
+    "  finding_id INTEGER,"
+    "  json       TEXT NOT NULL"
+    ");"
+    "INSERT INTO stack_snapshots_14 SELECT id, run_id, attempt, taken_at,"
+    " trigger, finding_id, json FROM stack_snapshots;"
+    "DROP TABLE stack_snapshots;"
+    "ALTER TABLE stack_snapshots_14 RENAME TO stack_snapshots;"
+    "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
+    " taken_at);",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

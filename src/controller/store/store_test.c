@@ -269,6 +269,9 @@ static void migrates_version_1(void)
         CHECK_EQ_INT(sql_exec(path, sql), 0);
     }
     CHECK_EQ_INT(sql_exec(path,
+                          "DROP TABLE value_labels;"
+                          "DROP TABLE rank_values;"
+                          "ALTER TABLE runs DROP COLUMN dropped_vectors;"
                           "DROP TABLE profiles;"
                           "DROP TABLE nodes;"
                           "ALTER TABLE attempts DROP COLUMN ended_at;"
@@ -319,6 +322,8 @@ static void migrates_version_1(void)
                                "self_n IS NULL AND self_median IS NULL"),
                  1);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM nodes"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_values"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM value_labels"), 0);
     CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM attempts WHERE "
                                "ended_at IS NULL AND cause IS NULL AND "
                                "first_step IS NULL AND last_step IS NULL "
@@ -376,6 +381,48 @@ static void stack_snapshots_round_trip(void)
     r = ss_reader_open(path, err, sizeof err);
     REQUIRE(r != NULL);
     CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, -1, &row), 0);
+    ss_reader_close(r);
+}
+
+/* A non-finite value's snapshot (version 14) is written, kept through the
+ * migration of a version-13 store that already held snapshots, and read
+ * before those taken on request. */
+static void nonfinite_snapshot_after_migration(void)
+{
+    char path[600], err[512] = "";
+    testing_tmp_path("nonfinite-stacks.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 2);
+    ss_store_put_stacks(s, run, 0, 1700000001, "request", -1, "{\"n\":1}");
+    ss_store_flush(s);
+    ss_store_close(s);
+    /* back to version 13: the old CHECK, the row kept */
+    CHECK_EQ_INT(sql_exec(path,
+        "CREATE TABLE old(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,"
+        " attempt INTEGER NOT NULL, taken_at INTEGER NOT NULL, trigger TEXT"
+        " NOT NULL CHECK (trigger IN ('request', 'hang')), finding_id"
+        " INTEGER, json TEXT NOT NULL);"
+        "INSERT INTO old SELECT * FROM stack_snapshots;"
+        "DROP TABLE stack_snapshots;"
+        "ALTER TABLE old RENAME TO stack_snapshots;"
+        "PRAGMA user_version = 13"), 0);
+    s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    ss_store_put_stacks(s, run, 0, 1700000002, "nonfinite", 4, "{\"n\":2}");
+    ss_store_put_stacks(s, run, 0, 1700000003, "request", -1, "{\"n\":3}");
+    ss_store_flush(s);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "PRAGMA user_version"), SS_SCHEMA_VERSION);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM stack_snapshots"), 3);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_stack_snapshot_row row;
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 0, &row), 1);
+    CHECK_STR(row.trigger, "nonfinite");
+    CHECK(row.finding_id == 4);
+    ss_stack_snapshot_row_clear(&row);
     ss_reader_close(r);
 }
 
@@ -857,6 +904,78 @@ static void retention_keeps_recent_sampled_and_named_steps(void)
     CHECK_EQ_INT(sql_int(path, "SELECT sum(steps) FROM rank_totals"), 300);
 }
 
+/* Vectors: one row per rank and name with its doubles bit for bit, their
+ * own retention window, labels, and a full vector queue drops a step's
+ * vectors whole and counts them in the run. */
+static void vectors_are_stored_compactly_and_retained(void)
+{
+    char path[600];
+    testing_tmp_path("vectors.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.values_recent_steps = 5;
+    cfg.sample_every = 7;
+    ss_store *s = open_store(path, &cfg, 0);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 3);
+    double v[4] = {1.5, NAN, INFINITY, -INFINITY};
+    ss_values_item items[3][1];
+    step_fx fx;
+    for (uint64_t step = 0; step < 20; step++) {
+        fx_build(&fx, 3, step, step == 19 ? 1u << 2 : 0);
+        for (uint32_t r = 0; r < 3; r++) {
+            items[r][0] = (ss_values_item){.name = 0, .n = 4,
+                                           .truncated = r, .v = v};
+            fx.ranks[r].n_values = 1;
+            fx.ranks[r].values = items[r];
+        }
+        ss_store_put_step(s, run, &fx.v, names_);
+        ss_store_flush(s);
+    }
+    const char *labels[2] = {"a", "b\"c"};
+    ss_store_put_labels(s, run, 0, 1, "forward", labels, 2);
+    ss_store_flush(s);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.vectors_stored, 3 * 19 + 2);
+    ss_store_close(s);
+    /* steps 15..19 (recent), 0, 7, 14 (sampled); step 19 lacks rank 2 */
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_values"),
+                 3 * 7 + 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_values WHERE "
+                               "step IN (1, 13)"), 0);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_values WHERE "
+                               "name = 'forward' AND n = 4 AND "
+                               "length(data) = 32 AND truncated = rank "
+                               "AND hex(data) = '000000000000F83F"
+                               "000000000000F87F000000000000F07F"
+                               "000000000000F0FF'"), 3 * 7 + 2);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM value_labels WHERE "
+                               "rank = 1 AND labels = '[\"a\",\"b\\\"c\"]'"),
+                 1);
+
+    /* a queue with room for no vector drops them and counts them */
+    char path2[600];
+    testing_tmp_path("vectors_full.db", path2, sizeof path2);
+    cfg.values_queue_bytes = 16;
+    s = open_store(path2, &cfg, 0);
+    REQUIRE(s != NULL);
+    run = begin_run(s, 3);
+    fx_build(&fx, 3, 0, 0);
+    for (uint32_t r = 0; r < 3; r++) {
+        fx.ranks[r].n_values = 1;
+        fx.ranks[r].values = items[r];
+    }
+    ss_store_put_step(s, run, &fx.v, names_);
+    ss_store_flush(s);
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.vectors_dropped, 3);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path2, "SELECT count(*) FROM rank_values"), 0);
+    CHECK_EQ_INT(sql_int(path2, "SELECT dropped_vectors FROM runs"), 3);
+    CHECK_EQ_INT(sql_int(path2, "SELECT count(*) FROM steps"), 1);
+}
+
 static void full_queue_drops_only_rank_steps(void)
 {
     char path[600];
@@ -1168,6 +1287,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_garbage_file),
           TEST(refuses_newer_version), TEST(migrates_version_1),
           TEST(stack_snapshots_round_trip),
+          TEST(nonfinite_snapshot_after_migration),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),
@@ -1175,6 +1295,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(writes_and_reads_profiles),
           TEST(escapes_names_in_row_json),
           TEST(retention_keeps_recent_sampled_and_named_steps),
+          TEST(vectors_are_stored_compactly_and_retained),
           TEST(full_queue_drops_only_rank_steps),
           TEST(queue_fits_the_world),
           TEST(survives_sigkill),
