@@ -34,8 +34,8 @@
 
 #include "link_wire.h"
 
-/* The send queue's cap: frames written to the socket but not yet
- * reported written by the kernel, bytes. */
+/* The send queue's cap, bytes: frames handed to the socket whose write
+ * has not completed yet (each one a copy the connection holds). */
 #define SS_LINK_CONN_MAX_QUEUED ((size_t)64 << 20)
 
 typedef struct ss_link_conn ss_link_conn;
@@ -101,8 +101,8 @@ void ss_link_conn_keyed(ss_link_conn *c, const uint8_t key[LINK_KEY_SIZE]);
  * copied; the caller keeps ownership of F. */
 int ss_link_conn_send(ss_link_conn *c, const link_frame *f);
 
-/* The bytes queued and not yet written to the kernel (at most the
- * configured cap). */
+/* The bytes the send queue holds now: frames whose write has not
+ * completed (at most the configured cap). */
 size_t ss_link_conn_queued(const ss_link_conn *c);
 
 /* The owner closes C: reading stops and nothing more is sent.  FLUSH 0:
