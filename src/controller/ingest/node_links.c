@@ -2,33 +2,30 @@
  * node_links.c - accepts agent links, authenticates them, and turns what
  * they carry into ingest channels and callbacks.
  *
- * Each link owns a read buffer, a link decoder and encoder (link_wire.h),
- * its handshake state and the list of its open channels (one per rank
- * connection on the agent's host, by the agent's channel id).  Until it
- * joins, a link's buffer is a small one inside it, for one handshake
- * frame; a joined link gets one for two maximal frames.  One timer per
- * link: before the join it fires once, at the handshake deadline counted
- * from the connection; after it, it repeats, sending heartbeats and
- * noticing the heartbeat timeout.  The links still in the handshake are
- * also kept in the order they connected, so that a connection over a cap
- * closes the oldest.  Writes are queued on the socket; a link whose peer
- * stops reading (more than SS_LINK_MAX_QUEUED bytes waiting) is closed as
- * lost rather than growing memory.  All state is touched only from the
- * loop thread.
+ * Each link owns its connection (link_conn.h: the socket, the reading
+ * and decoding of frames, their MACs, the bounded send queue), its
+ * handshake state and the list of its open channels (one per rank
+ * connection on the agent's host, by the agent's channel id).  Until the
+ * agent has proved it knows the secret, the connection's read buffer holds
+ * one handshake frame.  One timer per link: before the join it fires once,
+ * at the handshake deadline counted from the connection; after it, it
+ * repeats, sending heartbeats and noticing the heartbeat timeout.  The
+ * links still in the handshake are also kept in the order they connected,
+ * so that a connection over a cap closes the oldest.  A link whose peer
+ * stops reading (more than SS_LINK_CONN_MAX_QUEUED bytes waiting) or
+ * whose write fails ends, and a joined node is reported lost, rather than
+ * growing memory.  All state is touched only from the loop thread.
  */
 #include "node_links.h"
 #include "clock_sync.h"
 #include "clocks.h"
+#include "link_conn.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define LINK_BUF_SIZE (2 * LINK_FRAME_MAX)
-#define PREAUTH_BUF_SIZE (LINK_HEADER_SIZE + LINK_MAX_HANDSHAKE_PAYLOAD)
-#define SS_LINK_MAX_QUEUED (64u << 20)
 
 enum { ST_HELLO, ST_PROOF, ST_JOINED, ST_CLOSING };
 
@@ -60,12 +57,10 @@ typedef struct chan {
 } chan;
 
 typedef struct peer {
-    uv_tcp_t tcp; /* first: handle data points back anyway */
+    ss_link_conn *conn;
     uv_timer_t timer;
     ss_node_links *owner;
     struct peer *prev, *next;
-    link_decoder dec;
-    link_encoder enc;
     int stage;
     int said_bye;
     int handles_open;
@@ -74,15 +69,11 @@ typedef struct peer {
     int64_t clock_offset_ns; /* the channels' transports point here */
     ss_clock_limits clock_limits; /* what its time exchanges allow */
     uint64_t last_rx_ms;
-    size_t queued;
     char addr[64];           /* "ip:port" */
     char ip[48];             /* what the per-address cap counts by */
     int waiting;             /* in the owner's handshake list */
     struct peer *wprev, *wnext;
     chan *chans;
-    uint8_t *buf;            /* small, or LINK_BUF_SIZE once joined */
-    size_t cap, len;
-    uint8_t small[PREAUTH_BUF_SIZE];
 } peer;
 
 struct ss_node_links {
@@ -109,8 +100,6 @@ struct ss_node_links {
     int server_open;
     int closing;
     uint16_t port;
-    link_frame frame;                /* scratch: decoded */
-    uint8_t out[LINK_FRAME_MAX];     /* scratch: encoded */
 };
 
 static void maybe_free(ss_node_links *nl)
@@ -212,9 +201,9 @@ static void note_refusal(ss_node_links *nl, const char *addr, int cat,
         nl->cb.on_refused(nl->cb.ctx, addr, why);
 }
 
-static void on_link_handle_closed(uv_handle_t *h)
+/* One of L's two handles (its timer, its connection) has closed. */
+static void link_handle_gone(peer *l)
 {
-    peer *l = h->data;
     if (--l->handles_open > 0)
         return;
     ss_node_links *nl = l->owner;
@@ -225,17 +214,27 @@ static void on_link_handle_closed(uv_handle_t *h)
     if (l->next)
         l->next->prev = l->prev;
     nl->n_links--;
-    if (l->buf != l->small)
-        free(l->buf);
     free(l);
     maybe_free(nl);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    link_handle_gone(h->data);
+}
+
+static void on_conn_closed(void *ctx)
+{
+    link_handle_gone(ctx);
 }
 
 /* Closes L.  A joined link's channels are reported gone first; REPORT
  * says whether the node's end is reported (not when the controller closes
  * every link itself); a link that never joined is counted as a refusal
- * of cause CAT. */
-static void link_close(peer *l, int cat, const char *why, int report)
+ * of cause CAT.  FLUSH: what was sent is written before the socket
+ * closes (a refusal). */
+static void link_close_flush(peer *l, int cat, const char *why, int report,
+                             int flush)
 {
     if (l->stage == ST_CLOSING)
         return;
@@ -254,59 +253,23 @@ static void link_close(peer *l, int cat, const char *why, int report)
                             l->said_bye ? "said goodbye" : why);
     else if (report && !joined)
         note_refusal(nl, l->addr, cat, why);
-    uv_read_stop((uv_stream_t *)&l->tcp);
-    uv_close((uv_handle_t *)&l->timer, on_link_handle_closed);
-    uv_close((uv_handle_t *)&l->tcp, on_link_handle_closed);
+    uv_close((uv_handle_t *)&l->timer, on_timer_closed);
+    ss_link_conn_close(l->conn, flush);
 }
 
-typedef struct {
-    uv_write_t req;
-    peer *l;
-    size_t len;
-    int close_after;
-    uint8_t bytes[];
-} write_req;
-
-static void on_write_done(uv_write_t *req, int status)
+static void link_close(peer *l, int cat, const char *why, int report)
 {
-    write_req *w = (write_req *)req;
-    peer *l = w->l;
-    l->queued -= w->len;
-    if (status < 0)
-        link_close(l, R_OTHER, "its connection failed while sending", 1);
-    else if (w->close_after)
-        link_close(l, R_REFUSED, "refused", 0);
-    free(w);
+    link_close_flush(l, cat, why, report, 0);
 }
 
-/* Encodes F and queues it; closes L (lost) when it cannot. */
-static int link_send(peer *l, const link_frame *f, int close_after)
+/* Encodes F and queues it.  Returns -1 when it was not sent: the link is
+ * closing, or its connection ends (told through on_conn_end: a peer that
+ * stopped reading, a failed write). */
+static int link_send(peer *l, const link_frame *f)
 {
     if (l->stage == ST_CLOSING)
         return -1;
-    ss_node_links *nl = l->owner;
-    size_t n = link_encode(&l->enc, nl->out, sizeof nl->out, f);
-    write_req *w = n ? malloc(sizeof *w + n) : NULL;
-    if (!w || l->queued + n > SS_LINK_MAX_QUEUED) {
-        free(w);
-        link_close(l, R_OTHER,
-                   n ? "it stopped reading what the controller sends"
-                     : "a frame could not be encoded", 1);
-        return -1;
-    }
-    memcpy(w->bytes, nl->out, n);
-    w->l = l;
-    w->len = n;
-    w->close_after = close_after;
-    l->queued += n;
-    uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)n);
-    if (uv_write(&w->req, (uv_stream_t *)&l->tcp, &b, 1, on_write_done) < 0) {
-        l->queued -= n;
-        free(w);
-        link_close(l, R_OTHER, "its connection failed while sending", 1);
-        return -1;
-    }
-    return 0;
+    return ss_link_conn_send(l->conn, f);
 }
 
 /* ---- channels ---- */
@@ -316,7 +279,7 @@ static int chan_write(void *ctx, const uint8_t *bytes, size_t len)
     chan *c = ctx;
     link_frame f = {.type = LINK_DATA};
     f.u.data = (link_data){c->id, (uint32_t)len, bytes};
-    return link_send(c->owner, &f, 0);
+    return link_send(c->owner, &f);
 }
 
 static void chan_unlink(chan *c)
@@ -337,7 +300,7 @@ static void chan_closed(void *ctx)
     link_frame f = {.type = LINK_CLOSE};
     f.u.channel.channel = c->id;
     free(c);
-    link_send(l, &f, 0);
+    link_send(l, &f);
 }
 
 static chan *chan_find(peer *l, uint32_t id)
@@ -362,7 +325,7 @@ static void on_agent_hello(peer *l, const link_agent_hello *h)
     link_auth_controller_proof(&nl->secret, &l->hello, l->nonce,
                                f.u.challenge.proof);
     l->stage = ST_PROOF;
-    link_send(l, &f, 0);
+    link_send(l, &f);
 }
 
 static void on_proof(peer *l, const link_proof *p)
@@ -377,8 +340,7 @@ static void on_proof(peer *l, const link_proof *p)
     }
     uint8_t key[LINK_KEY_SIZE];
     link_auth_session_key(&nl->secret, &l->hello, l->nonce, key);
-    link_encoder_keyed(&l->enc, key);
-    link_decoder_keyed(&l->dec, key);
+    ss_link_conn_keyed(l->conn, key);
     char reason[LINK_MAX_STR + 1] = "refused by the controller";
     if (nl->cb.on_join &&
         nl->cb.on_join(nl->cb.ctx, &l->hello, l->addr, reason,
@@ -387,8 +349,8 @@ static void on_proof(peer *l, const link_proof *p)
         snprintf(f.u.join_reject.reason, sizeof f.u.join_reject.reason, "%s",
                  reason);
         note_refusal(nl, l->addr, R_REFUSED, reason);
-        l->said_bye = 1; /* never joined: nothing to report at close */
-        link_send(l, &f, 1);
+        link_send(l, &f);
+        link_close_flush(l, R_REFUSED, reason, 0, 1);
         return;
     }
     link_frame f = {.type = LINK_JOIN_OK};
@@ -403,7 +365,7 @@ static void on_proof(peer *l, const link_proof *p)
     l->last_rx_ms = uv_now(nl->loop);
     uv_timer_start(&l->timer, on_timer, nl->cfg.heartbeat_ms,
                    nl->cfg.heartbeat_ms);
-    link_send(l, &f, 0);
+    link_send(l, &f);
 }
 
 /* ---- frames of a joined node ---- */
@@ -433,7 +395,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
             free(c);
             link_frame cl = {.type = LINK_CLOSE};
             cl.u.channel.channel = f->u.channel.channel;
-            link_send(l, &cl, 0);
+            link_send(l, &cl);
             return;
         }
         c->next = l->chans;
@@ -461,7 +423,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
         ss_clock_limits_add(&l->clock_limits, f->u.time_req.t1, t2);
         link_frame r = {.type = LINK_TIME_RESP};
         r.u.time_resp = (link_time_resp){f->u.time_req.t1, t2, ss_mono_now()};
-        link_send(l, &r, 0);
+        link_send(l, &r);
         return;
     }
     case LINK_CLOCK: {
@@ -513,67 +475,31 @@ static void on_joined_frame(peer *l, const link_frame *f)
 
 /* ---- reading ---- */
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+static void on_conn_frame(void *ctx, const link_frame *f)
 {
-    peer *l = h->data;
-    b->base = (char *)l->buf + l->len;
-    b->len = l->cap - l->len;
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
-{
-    peer *l = s->data;
-    ss_node_links *nl = l->owner;
-    if (nread < 0) {
-        char why[128];
-        if (nread == UV_EOF)
-            snprintf(why, sizeof why, "its connection closed");
-        else
-            snprintf(why, sizeof why, "its connection failed: %s",
-                     uv_strerror((int)nread));
-        link_close(l, R_CLOSED, why, 1);
-        return;
-    }
-    l->len += (size_t)nread;
-    l->last_rx_ms = uv_now(nl->loop);
-    size_t off = 0;
-    while (l->stage != ST_CLOSING) {
-        size_t used = 0;
-        char err[200];
-        link_result rc = link_decoder_next(&l->dec, l->buf + off, l->len - off,
-                                           &nl->frame, &used, err, sizeof err);
-        if (rc == LINK_NEED_MORE)
-            break;
-        if (rc == LINK_ERROR) {
-            char why[260];
-            snprintf(why, sizeof why, "protocol error: %s", err);
-            link_close(l, R_PROTOCOL, why, 1);
-            return;
-        }
-        off += used;
-        if (l->stage == ST_HELLO && nl->frame.type == LINK_AGENT_HELLO)
-            on_agent_hello(l, &nl->frame.u.hello);
-        else if (l->stage == ST_PROOF && nl->frame.type == LINK_PROOF)
-            on_proof(l, &nl->frame.u.proof);
-        else if (l->stage == ST_JOINED)
-            on_joined_frame(l, &nl->frame);
-        else
-            link_close(l, R_PROTOCOL, "it broke the handshake", 1);
-    }
+    peer *l = ctx;
     if (l->stage == ST_CLOSING)
         return;
-    memmove(l->buf, l->buf + off, l->len - off);
-    l->len -= off;
-    if (l->stage == ST_JOINED && l->buf == l->small) {
-        uint8_t *big = malloc(LINK_BUF_SIZE);
-        if (!big) {
-            link_close(l, R_OTHER, "out of memory for its link", 1);
-            return;
-        }
-        memcpy(big, l->small, l->len);
-        l->buf = big;
-        l->cap = LINK_BUF_SIZE;
-    }
+    l->last_rx_ms = uv_now(l->owner->loop);
+    if (l->stage == ST_HELLO && f->type == LINK_AGENT_HELLO)
+        on_agent_hello(l, &f->u.hello);
+    else if (l->stage == ST_PROOF && f->type == LINK_PROOF)
+        on_proof(l, &f->u.proof);
+    else if (l->stage == ST_JOINED)
+        on_joined_frame(l, f);
+    else
+        link_close(l, R_PROTOCOL, "it broke the handshake", 1);
+}
+
+/* The connection ended on its own: the peer closed it, broke the
+ * protocol, or stopped reading. */
+static void on_conn_end(void *ctx, ss_link_end end, const char *why)
+{
+    peer *l = ctx;
+    link_close(l, end == SS_LINK_END_PEER       ? R_CLOSED
+                  : end == SS_LINK_END_PROTOCOL ? R_PROTOCOL
+                                                : R_OTHER,
+               why, 1);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -596,7 +522,7 @@ static void on_timer(uv_timer_t *t)
         return;
     }
     link_frame f = {.type = LINK_HEARTBEAT};
-    link_send(l, &f, 0);
+    link_send(l, &f);
 }
 
 /* "ip:port" into OUT, the ip alone into IP (48 bytes). */
@@ -656,11 +582,15 @@ static void on_connection(uv_stream_t *server, int status)
     if (!l)
         return;
     l->owner = nl;
-    link_decoder_init(&l->dec, LINK_FROM_AGENT);
-    link_encoder_init(&l->enc, LINK_FROM_CONTROLLER);
-    uv_tcp_init(nl->loop, &l->tcp);
+    ss_link_conn_config ccfg = {.sends = LINK_FROM_CONTROLLER};
+    ss_link_conn_callbacks ccb = {l, on_conn_frame, on_conn_end,
+                                  on_conn_closed};
+    l->conn = ss_link_conn_new(nl->loop, &ccfg, &ccb);
+    if (!l->conn) {
+        free(l);
+        return;
+    }
     uv_timer_init(nl->loop, &l->timer);
-    l->tcp.data = l;
     l->timer.data = l;
     l->handles_open = 2;
     l->next = nl->links;
@@ -669,18 +599,17 @@ static void on_connection(uv_stream_t *server, int status)
     nl->links = l;
     nl->n_links++;
     l->last_rx_ms = uv_now(nl->loop);
-    l->buf = l->small;
-    l->cap = sizeof l->small;
-    if (uv_accept(server, (uv_stream_t *)&l->tcp) < 0) {
+    uv_tcp_t *tcp = ss_link_conn_tcp(l->conn);
+    if (uv_accept(server, (uv_stream_t *)tcp) < 0) {
         link_close(l, R_OTHER, "accept failed", 0);
         return;
     }
-    uv_tcp_nodelay(&l->tcp, 1);
-    peer_name(&l->tcp, l->addr, sizeof l->addr, l->ip);
+    uv_tcp_nodelay(tcp, 1);
+    peer_name(tcp, l->addr, sizeof l->addr, l->ip);
     make_room(nl, l->ip);
     wait_add(l);
     uv_timer_start(&l->timer, on_timer, nl->cfg.handshake_timeout_ms, 0);
-    uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
+    ss_link_conn_start(l->conn);
 }
 
 ss_node_links *ss_node_links_start(uv_loop_t *loop, ss_ingest *ingest,
@@ -762,7 +691,7 @@ void ss_node_links_stop_all(ss_node_links *nl, int kill_now,
              reason ? reason : "");
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED)
-            link_send(l, &f, 0);
+            link_send(l, &f);
 }
 
 void ss_node_links_restart_all(ss_node_links *nl, uint32_t attempt)
@@ -774,7 +703,7 @@ void ss_node_links_restart_all(ss_node_links *nl, uint32_t attempt)
     f.u.restart.attempt = attempt;
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED)
-            link_send(l, &f, 0);
+            link_send(l, &f);
 }
 
 void ss_node_links_end_all(ss_node_links *nl)
@@ -784,7 +713,7 @@ void ss_node_links_end_all(ss_node_links *nl)
     link_frame f = {.type = LINK_END};
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED)
-            link_send(l, &f, 0);
+            link_send(l, &f);
 }
 
 int ss_node_links_inject(ss_node_links *nl, uint32_t node,
@@ -796,7 +725,7 @@ int ss_node_links_inject(ss_node_links *nl, uint32_t node,
     f.u.inject = *x;
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED && l->hello.node_rank == node)
-            return link_send(l, &f, 0);
+            return link_send(l, &f);
     return -1;
 }
 
@@ -809,7 +738,7 @@ int ss_node_links_stacks(ss_node_links *nl, uint32_t node,
     f.u.stacks_req = *req;
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED && l->hello.node_rank == node)
-            return link_send(l, &f, 0);
+            return link_send(l, &f);
     return -1;
 }
 

@@ -1,8 +1,8 @@
 /*
  * agent.c - the node agent of a multi-node run (agent.h).
  *
- * One libuv loop: the link to the controller (a TCP stream, a link
- * decoder and encoder), a unix socket where the node's ranks connect
+ * One libuv loop: the link to the controller (one link connection,
+ * link_conn.h: its frames, MACs and bounded send queue), a unix socket where the node's ranks connect
  * (one channel per connection, bytes forwarded both ways unchanged), the
  * launcher, the host watch, a heartbeat timer, a clock timer and the
  * signals.  Stages: connecting (retried until the join timeout), the
@@ -53,6 +53,7 @@
 #include "inject.h"
 #include "json.h"
 #include "launcher.h"
+#include "link_conn.h"
 #include "link_wire.h"
 #include "private_fs.h"
 #include "rank_env.h"
@@ -63,7 +64,6 @@
 #include "wire.h"
 
 #define DECODE_BUF (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
-#define LINK_BUF (2 * LINK_FRAME_MAX)
 #define CLOCK_GAP_MS 5      /* between the exchanges of one round */
 #define RETRY_MS 500        /* between attempts to reach the controller */
 #define RETRY_MAX_MS 5000   /* the backoff after failed handshakes, at most */
@@ -95,8 +95,8 @@ typedef struct agent {
     char controller[300]; /* "host:port", for messages */
     struct sockaddr_storage ctl_addr;
     /* the link */
-    uv_tcp_t tcp;
-    int tcp_open;
+    ss_link_conn *conn;        /* NULL between connections */
+    int keyed;                 /* the link's frames carry MACs */
     uv_connect_t connect_req;
     uv_timer_t retry, heartbeat, clock_timer, join_timer;
     uint64_t deadline_ms;      /* join deadline, loop time */
@@ -105,14 +105,8 @@ typedef struct agent {
     uint32_t backoff_ms;       /* after the next failed handshake */
     char last_error[300];
     char said_error[300];      /* the join failure printed last */
-    link_encoder enc;
-    link_decoder dec;
     link_agent_hello hello;
     uint8_t key[LINK_KEY_SIZE];
-    size_t link_len;
-    uint8_t link_buf[LINK_BUF];
-    link_frame frame;
-    uint8_t out[LINK_FRAME_MAX];
     /* the run, from JOIN_OK */
     char uuid[LINK_MAX_STR + 1];
     uint8_t token[WIRE_TOKEN_SIZE];
@@ -204,34 +198,15 @@ static const char *shown(const char *in, char *out, size_t n)
 
 /* ---- sending on the link ---- */
 
-typedef struct {
-    uv_write_t req;
-    uint8_t bytes[];
-} link_write;
-
-static void on_link_written(uv_write_t *req, int status)
-{
-    free(req);
-}
-
+/* Queues F on the link.  Returns -1 when there is no link to send on, or
+ * the link ends (a write failed, or the controller stopped reading and
+ * the link's send queue is full): the loss is told through on_link_end,
+ * on a later turn of the loop. */
 static int send_frame(agent *a, const link_frame *f)
 {
-    if (!a->tcp_open || a->lost)
+    if (!a->conn || a->lost)
         return -1;
-    size_t n = link_encode(&a->enc, a->out, sizeof a->out, f);
-    link_write *w = n ? malloc(sizeof *w + n) : NULL;
-    if (!w) {
-        free(w);
-        return -1;
-    }
-    memcpy(w->bytes, a->out, n);
-    uv_buf_t b = uv_buf_init((char *)w->bytes, (unsigned)n);
-    if (uv_write(&w->req, (uv_stream_t *)&a->tcp, &b, 1, on_link_written) <
-        0) {
-        free(w);
-        return -1;
-    }
-    return 0;
+    return ss_link_conn_send(a->conn, f);
 }
 
 /* ---- the ranks' connections ---- */
@@ -853,8 +828,8 @@ static void on_challenge(agent *a, const link_challenge *c)
     link_auth_agent_proof(a->cfg->secret, &a->hello, c->nonce, f.u.proof.proof);
     send_frame(a, &f);
     link_auth_session_key(a->cfg->secret, &a->hello, c->nonce, a->key);
-    link_encoder_keyed(&a->enc, a->key);
-    link_decoder_keyed(&a->dec, a->key);
+    ss_link_conn_keyed(a->conn, a->key);
+    a->keyed = 1;
 }
 
 /* The ranks of the attempt before have all exited; RESTART came.  Their
@@ -891,8 +866,12 @@ static void on_restart(agent *a, uint32_t attempt)
     relaunch(a);
 }
 
-static void on_link_frame(agent *a, const link_frame *f)
+static void on_link_frame(void *ctx, const link_frame *f)
 {
+    agent *a = ctx;
+    if (a->stage < AG_HANDSHAKE || a->stage == AG_ENDING || a->lost)
+        return;
+    a->last_rx_ms = uv_now(&a->loop);
     switch (f->type) {
     case LINK_CHALLENGE:
         on_challenge(a, &f->u.challenge);
@@ -903,7 +882,7 @@ static void on_link_frame(agent *a, const link_frame *f)
     case LINK_JOIN_REJECT: {
         char reason[LINK_MAX_STR + 1], why[LINK_MAX_STR + 64];
         shown(f->u.join_reject.reason, reason, sizeof reason);
-        if (!a->dec.keyed) {
+        if (!a->keyed) {
             /* Before any proof: anyone could have sent it. */
             snprintf(why, sizeof why, "refused before proving it knows the "
                      "run's secret: %s", reason);
@@ -977,47 +956,12 @@ static void on_link_frame(agent *a, const link_frame *f)
     }
 }
 
-static void on_link_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+/* The link ended on its own: closed, a protocol error, a failed write,
+ * or the controller stopped reading what this node sends. */
+static void on_link_end(void *ctx, ss_link_end end, const char *why)
 {
-    agent *a = h->data;
-    b->base = (char *)a->link_buf + a->link_len;
-    b->len = sizeof a->link_buf - a->link_len;
-}
-
-static void on_link_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
-{
-    agent *a = s->data;
-    if (nread < 0) {
-        char why[160];
-        snprintf(why, sizeof why, "its connection %s",
-                 nread == UV_EOF ? "closed" : uv_strerror((int)nread));
-        lose_controller(a, why);
-        return;
-    }
-    a->link_len += (size_t)nread;
-    a->last_rx_ms = uv_now(&a->loop);
-    size_t off = 0;
-    while (a->stage >= AG_HANDSHAKE && a->stage != AG_ENDING && !a->lost) {
-        size_t used = 0;
-        char err[200];
-        link_result rc = link_decoder_next(&a->dec, a->link_buf + off,
-                                           a->link_len - off, &a->frame, &used,
-                                           err, sizeof err);
-        if (rc == LINK_NEED_MORE)
-            break;
-        if (rc == LINK_ERROR) {
-            char why[260];
-            snprintf(why, sizeof why, "protocol error: %s", err);
-            lose_controller(a, why);
-            return;
-        }
-        off += used;
-        on_link_frame(a, &a->frame);
-    }
-    if (a->lost || a->stage == AG_ENDING || a->stage == AG_CONNECTING)
-        return;
-    memmove(a->link_buf, a->link_buf + off, a->link_len - off);
-    a->link_len -= off;
+    (void)end;
+    lose_controller(ctx, why);
 }
 
 static void on_heartbeat(uv_timer_t *t)
@@ -1064,10 +1008,10 @@ static void on_join_timer(uv_timer_t *t)
         give_up_joining(a);
 }
 
-static void on_tcp_closed_retry(uv_handle_t *h)
+/* No connection: the next attempt to join after retry_ms, or none past
+ * the join deadline. */
+static void schedule_retry(agent *a)
 {
-    agent *a = h->data;
-    a->tcp_open = 0;
     if (a->stage == AG_ENDING)
         return;
     uint64_t now = uv_now(&a->loop);
@@ -1081,6 +1025,18 @@ static void on_tcp_closed_retry(uv_handle_t *h)
     uv_timer_start(&a->retry, on_retry, wait, 0);
 }
 
+/* The link's connection is closed and freed.  While joining, the next
+ * attempt follows; a lost controller's connection is retried by rejoin()
+ * once the ranks have stopped. */
+static void on_link_closed(void *ctx)
+{
+    agent *a = ctx;
+    a->conn = NULL;
+    if (a->stage == AG_ENDING || a->lost)
+        return;
+    schedule_retry(a);
+}
+
 static void on_connected(uv_connect_t *req, int status)
 {
     agent *a = req->data;
@@ -1090,36 +1046,40 @@ static void on_connected(uv_connect_t *req, int status)
         a->retry_ms = RETRY_MS;
         snprintf(a->last_error, sizeof a->last_error, "%s",
                  uv_strerror(status));
-        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+        ss_link_conn_close(a->conn, 0);
         return;
     }
-    uv_tcp_nodelay(&a->tcp, 1);
+    uv_tcp_nodelay(ss_link_conn_tcp(a->conn), 1);
     a->stage = AG_HANDSHAKE;
-    a->link_len = 0;
     a->last_rx_ms = uv_now(&a->loop);
-    link_encoder_init(&a->enc, LINK_FROM_AGENT);
-    link_decoder_init(&a->dec, LINK_FROM_CONTROLLER);
     link_random(a->hello.nonce, sizeof a->hello.nonce);
     link_frame f = {.type = LINK_AGENT_HELLO};
     f.u.hello = a->hello;
-    uv_read_start((uv_stream_t *)&a->tcp, on_link_alloc, on_link_read);
-    send_frame(a, &f);
+    if (ss_link_conn_start(a->conn) == 0)
+        send_frame(a, &f);
 }
 
 static void try_connect(agent *a)
 {
     if (a->stage == AG_ENDING)
         return;
-    uv_tcp_init(&a->loop, &a->tcp);
-    a->tcp.data = a;
-    a->tcp_open = 1;
+    ss_link_conn_config ccfg = {.sends = LINK_FROM_AGENT};
+    ss_link_conn_callbacks ccb = {a, on_link_frame, on_link_end,
+                                  on_link_closed};
+    a->conn = ss_link_conn_new(&a->loop, &ccfg, &ccb);
+    a->keyed = 0;
+    a->retry_ms = RETRY_MS;
+    if (!a->conn) {
+        snprintf(a->last_error, sizeof a->last_error, "out of memory");
+        schedule_retry(a);
+        return;
+    }
     a->connect_req.data = a;
-    int rc = uv_tcp_connect(&a->connect_req, &a->tcp,
+    int rc = uv_tcp_connect(&a->connect_req, ss_link_conn_tcp(a->conn),
                             (struct sockaddr *)&a->ctl_addr, on_connected);
     if (rc < 0) {
         snprintf(a->last_error, sizeof a->last_error, "%s", uv_strerror(rc));
-        a->retry_ms = RETRY_MS;
-        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+        ss_link_conn_close(a->conn, 0);
     }
 }
 
@@ -1144,16 +1104,16 @@ static void lose_controller(agent *a, const char *why)
         a->retry_ms = a->backoff_ms;
         a->backoff_ms = a->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
                                                          : a->backoff_ms * 2;
-        uv_read_stop((uv_stream_t *)&a->tcp);
         a->stage = AG_CONNECTING;
-        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+        ss_link_conn_close(a->conn, 0); /* on_link_closed retries */
         return;
     }
     a->lost = 1;
     say(a, "lost the controller at %s: %s; stopping this node's ranks%s",
         a->controller, why,
         restarts_remain(a) ? ", then joining again" : "");
-    uv_read_stop((uv_stream_t *)&a->tcp);
+    /* The connection stays until rejoin() or the end; what arrives on it
+     * meanwhile is dropped (on_link_frame), nothing more is sent. */
     if (a->launcher && !a->ranks_done) {
         char reason[256];
         snprintf(reason, sizeof reason, "the controller was lost (%s)", why);
@@ -1173,7 +1133,6 @@ static void rejoin(agent *a)
     a->lost = 0;
     a->rejoining = 1;
     a->stage = AG_CONNECTING;
-    a->link_len = 0;
     uv_timer_stop(&a->clock_timer);
     a->deadline_ms = uv_now(&a->loop) + a->cfg->join_timeout_ms;
     a->retry_ms = RETRY_MS;
@@ -1183,7 +1142,10 @@ static void rejoin(agent *a)
     if (!a->cfg->quiet)
         say(a, "joining the controller at %s again (for %.0f s)",
             a->controller, a->cfg->join_timeout_ms / 1000.0);
-    uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
+    if (a->conn)
+        ss_link_conn_close(a->conn, 0); /* on_link_closed retries */
+    else
+        schedule_retry(a);
 }
 
 /* Ends the loop: everything still open is closed. */
@@ -1309,6 +1271,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_host_watch_close(a->host);
     if (a->server_open)
         unlink(a->sock_path);
+    ss_link_conn_close(a->conn, 0); /* frees it, on the loop's last run */
     uv_walk(&a->loop, close_walk, NULL);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     uv_loop_close(&a->loop);
