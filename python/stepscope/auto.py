@@ -28,6 +28,11 @@ itself.  It patches torch in place, once per process:
   phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
                      present), reported with checkpoint_saved(k); see
                      "Checkpoints" below
+  numerics           `--numerics light|full` (STEPSCOPE_NUMERICS, default
+                     light): loss, gradient and parameter norms, counts
+                     of non-finite values and, in full mode, where the
+                     first non-finite value was born (stepscope/_numerics.py,
+                     docs/numerics.md)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -74,6 +79,7 @@ import sys
 import weakref
 
 from . import _native
+from . import _numerics
 from ._native import _Outermost
 
 _PENDING_MAX = 64      # data fetches remembered before the first step
@@ -94,6 +100,7 @@ class _State:
         self.torch = None
         self.warned = set()
         self.profile = None   # the _Profile running, if any
+        self.numerics = None  # _numerics.Numerics unless --numerics off
 
 
 _S = _State()
@@ -110,6 +117,8 @@ def _warn(msg):
 def _first_step():
     """Begins the first step and adds the data fetches made before it."""
     _S.started = True
+    if _S.numerics is not None:
+        _S.numerics.step_begun()
     if _native._auto_begin():
         for begin, end in _S.pending:
             _native.phase_span("data", begin, end)
@@ -135,8 +144,12 @@ def _step_boundary():
     _native.memory_sample()
     if _S.gpu is not None:
         _gpu_call(_S.gpu.step_end)
+    if _S.numerics is not None:
+        _S.numerics.step_end()
     _native._auto_next()
     _S.started = True
+    if _S.numerics is not None:
+        _S.numerics.step_begun()
     if _S.profile is not None:
         _S.profile.tick()
     else:
@@ -322,7 +335,15 @@ def _allreduce_waited():
         _native.phase_span("allreduce", arrival, _native.now_ns())
 
 
+def _forward_enter(obj):
+    if _S.numerics is not None:
+        _S.numerics.on_forward_root(obj)
+    return _compute_enter(obj)
+
+
 def _backward_enter(obj):
+    if _S.numerics is not None:
+        _S.numerics.on_backward(obj)
     start = _compute_enter(obj)
     _native.phase_begin("backward")
     return start
@@ -352,6 +373,8 @@ def _compute_exit(gpu_name):
 
 
 def _optimizer_enter(obj):
+    if _S.numerics is not None and _is_pacer(obj):
+        _S.numerics.before_optimizer()
     return obj, _compute_enter(obj)
 
 
@@ -376,7 +399,7 @@ def _patch_data(torch):
 
 def _patch_forward(torch):
     module = torch.nn.Module
-    module.__call__ = _Outermost(module.__call__, "forward", _compute_enter,
+    module.__call__ = _Outermost(module.__call__, "forward", _forward_enter,
                                  _compute_exit("gpu_forward"))
 
 
@@ -801,6 +824,12 @@ def install():
         except Exception as e:
             _warn("%s failed: %s: %s" % (patch.__name__.lstrip("_"),
                                          type(e).__name__, e))
+    mode = _numerics.mode_from_env()
+    if mode != _numerics.OFF:
+        try:
+            _S.numerics = _numerics.Numerics(torch, mode)
+        except Exception as e:
+            _warn("numerics are off: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

@@ -92,4 +92,6 @@ void ss__detector_params_resolve(const ss_detector_config *cfg,
         p[P_H_MIN_EVENTS] = p[P_H_WINDOW];
     if (p[P_J_MIN_STEPS] > p[P_J_WINDOW])
         p[P_J_MIN_STEPS] = p[P_J_WINDOW];
+    if (p[P_SP_MIN_SAMPLES] > p[P_SP_WINDOW])
+        p[P_SP_MIN_SAMPLES] = p[P_SP_WINDOW];
 }

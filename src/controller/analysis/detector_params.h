@@ -132,7 +132,30 @@
     X(P_I_MIN_STEPS, "memory_imbalance.min_steps", 20, "steps", 1, 1e9,       \
       "...for this many consecutive steps")                                   \
     X(P_I_CRIT_FRAC, "memory_imbalance.critical_frac", 1.0, "ratio", 0, 1e6,  \
-      "critical when the excess is this fraction of the median rank's")
+      "critical when the excess is this fraction of the median rank's")       \
+    X(P_SP_WINDOW, "spike.window", 50, "steps", 5, 1024,                      \
+      "recent values of a rank's loss (gradient norm) a new one is judged "   \
+      "against")                                                              \
+    X(P_SP_MIN_SAMPLES, "spike.min_samples", 10, "steps", 3, 1024,            \
+      "values a rank needs in its window before a spike is judged")           \
+    X(P_LS_MAD_K, "loss_spike.mad_k", 6, "sigmas", 0, 1e3,                    \
+      "loss spike: above the window's median + this many robust sigmas "      \
+      "(1.4826 MAD)...")                                                      \
+    X(P_LS_FACTOR, "loss_spike.factor", 2, "ratio", 1, 1e6,                   \
+      "...and at least this multiple of the median")                          \
+    X(P_GS_MAD_K, "grad_spike.mad_k", 6, "sigmas", 0, 1e3,                    \
+      "gradient norm spike: above the window's median + this many robust "    \
+      "sigmas...")                                                            \
+    X(P_GS_FACTOR, "grad_spike.factor", 3, "ratio", 1, 1e6,                   \
+      "...and at least this multiple of the median")                          \
+    X(P_SP_MAX_WARMUP, "spike.max_warmup", 100, "steps", 1, 1e9,              \
+      "either kind is also a spike after this many values of the rank...")   \
+    X(P_SP_MAX_RATIO, "spike.max_ratio", 10, "ratio", 1, 1e9,                 \
+      "...when it is this multiple of the largest value seen before")         \
+    X(P_SP_MERGE, "spike.merge_steps", 5, "steps", 0, 1e6,                    \
+      "a spike within this many steps of a finding's last step extends it")  \
+    X(P_SP_MAX_FINDINGS, "spike.max_findings", 20, "findings", 1, 1e4,        \
+      "findings of each kind per attempt; later spikes extend the last one")
 
 enum {
 #define X(id, name, def, unit, lo, hi, doc) id,
@@ -141,12 +164,13 @@ enum {
         P_COUNT
 };
 
-_Static_assert(P_COUNT <= 64, "ss_detector_config holds 64 values");
+_Static_assert(P_COUNT <= 128, "ss_detector_config holds 128 values");
 
 /* Fills P with CFG's values (defaults when CFG is NULL), each one NaN
  * replaced by its default and clamped into its [min, max]; then lowers
  * straggler.min_steps, straggler.transient_steps, host.min_steps,
- * host.min_events and jitter.min_steps to their windows.  Never fails. */
+ * host.min_events, jitter.min_steps and spike.min_samples to their
+ * windows.  Never fails. */
 void ss__detector_params_resolve(const ss_detector_config *cfg,
                                  double p[P_COUNT]);
 

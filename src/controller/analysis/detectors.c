@@ -15,6 +15,11 @@
  *   detect_jitter.c      outliers and spread of the median-rank step time
  *   detect_memory.c      memory_spike, memory_creep, memory_imbalance for
  *                        RSS and device memory
+ *   detect_nonfinite.c   the first NaN or infinity of the attempt: rank,
+ *                        step, module, direction, spread (from the first
+ *                        step on, warm-up included)
+ *   detect_spike.c       loss_spike and grad_spike: robust outliers of a
+ *                        rank's loss and gradient norm
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -43,6 +48,8 @@ static const ss__detector *const detector_table[] = {
     &ss__straggler_detector,
     &ss__jitter_detector,
     &ss__memory_detector,
+    &ss__nonfinite_detector,
+    &ss__spike_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 
@@ -201,10 +208,16 @@ void ss_detectors_step(ss_detectors *d, const ss_step_view *v,
         if (detector_table[i]->on_names)
             detector_table[i]->on_names(d->state[i], d, v->n_names, names);
     d->n_steps++;
-    if (d->n_steps <= (uint64_t)d->p[P_WARMUP])
-        return;
-    d->n_eval++;
     uint32_t world = v->world_size < d->world ? v->world_size : d->world;
+    if (d->n_steps <= (uint64_t)d->p[P_WARMUP]) {
+        memset(&d->note, 0, sizeof d->note);
+        for (size_t i = 0; i < N_DETECTORS; i++)
+            if (detector_table[i]->warmup_too)
+                detector_table[i]->on_step(d->state[i], d, v, world);
+        flush_findings(d);
+        return;
+    }
+    d->n_eval++;
     memset(&d->note, 0, sizeof d->note);
     for (size_t i = 0; i < N_DETECTORS; i++)
         detector_table[i]->on_step(d->state[i], d, v, world);

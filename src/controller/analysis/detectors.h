@@ -3,8 +3,8 @@
  *
  * The detectors see every finalized step (ss_step_view) in order and keep
  * bounded per-rank history.  They emit ss_finding records: straggler
- * (persistent or transient), data_stall, jitter, memory_spike, memory_creep
- * and memory_imbalance.  A finding is emitted again with the same id when
+ * (persistent or transient), data_stall, jitter, memory_spike, memory_creep,
+ * memory_imbalance, nonfinite, loss_spike and grad_spike.  A finding is emitted again with the same id when
  * its evidence grows, and all are emitted once more by ss_detectors_finish.
  * Every threshold is in ss_detector_config, documented in docs/detectors.md
  * and settable by name (ss_detector_config_set), so
@@ -18,7 +18,7 @@
 typedef struct {
     /* by ss_detector_params[] index: names, defaults and docs are the
      * rows of detector_params.h */
-    double values[64];
+    double values[128];
 } ss_detector_config;
 
 typedef struct ss_detectors ss_detectors;

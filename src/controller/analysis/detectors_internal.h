@@ -4,7 +4,8 @@
  * A detector is one file detect_<kind>.c exporting one ss__detector: a
  * name and four hooks over a state of its own.  The driver creates every
  * detector's state with the detectors, hands each finalized step past the
- * warm-up to every detector in the order of its table (detectors.c), calls
+ * warm-up (every step to one that sets warmup_too) to every detector in
+ * the order of its table (detectors.c), calls
  * on_end when the run ends, and frees the states.  Detectors never emit a
  * finding themselves: they open one in the driver's findings table
  * (ss__finding_open), rewrite it in place and mark it changed
@@ -77,8 +78,10 @@ struct ss_detectors {
  * D->p (already resolved), and returns NULL only on out-of-memory (the
  * whole ss_detectors_create then fails).  ON_NAMES (optional) sees the
  * name table with every finalized step, warm-up included.  ON_STEP sees
- * each finalized step past the warm-up; WORLD is the number of entries of
- * V->ranks to read.  ON_END (optional) runs once at the end of the run,
+ * each finalized step past the warm-up, or every one with WARMUP_TOO (for
+ * events that matter from the first step on, such as a non-finite value;
+ * D->note is not filled in the warm-up); WORLD is the number of entries
+ * of V->ranks to read.  ON_END (optional) runs once at the end of the run,
  * before the driver emits every finding in its final form.  DESTROY frees
  * the state (never called with NULL).
  */
@@ -91,6 +94,7 @@ struct ss__detector {
                     uint32_t world);
     void (*on_end)(void *state, ss_detectors *d);
     void (*destroy)(void *state);
+    int warmup_too;
 };
 
 /* The detectors, one per file. */
@@ -100,6 +104,8 @@ extern const ss__detector ss__data_stall_detector;  /* detect_data_stall.c */
 extern const ss__detector ss__jitter_detector;      /* detect_jitter.c */
 extern const ss__detector ss__memory_detector;      /* detect_memory.c */
 extern const ss__detector ss__gpu_detector;         /* detect_gpu.c */
+extern const ss__detector ss__nonfinite_detector;   /* detect_nonfinite.c */
+extern const ss__detector ss__spike_detector;       /* detect_spike.c */
 
 /* ---- the findings table (detectors.c) ---- */
 

@@ -457,6 +457,8 @@ static int start_ranks(agent *a)
                           a->uuid,
                           a->cfg->auto_mode, err, sizeof err) != 0)
         goto fail;
+    if (a->cfg->numerics)
+        ss_rank_env_set_numerics(&a->env, a->cfg->numerics);
     if (a->cfg->log_dir) {
         snprintf(a->log_dir, sizeof a->log_dir, "%s", a->cfg->log_dir);
     } else {

@@ -48,6 +48,8 @@ typedef struct {
     const char *job_id;      /* all nodes of the run alike */
     char **argv;             /* the command, NULL-terminated */
     int auto_mode;
+    const char *numerics;    /* --numerics for --auto ranks; NULL: light
+                                (a replay's full mode is node 0's alone) */
     int quiet;
     uint32_t grace_ms;
     uint32_t join_timeout_ms;      /* reach and join the controller */

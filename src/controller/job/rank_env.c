@@ -68,6 +68,7 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
     snprintf(e->auto_pid, sizeof e->auto_pid, "STEPSCOPE_AUTO_PID=");
     snprintf(e->stack_dir, sizeof e->stack_dir, "STEPSCOPE_STACK_DIR=%s",
              stack_dir);
+    ss_rank_env_set_numerics(e, "light");
     size_t n = 0;
     e->env[n++] = e->addr;
     e->env[n++] = e->token;
@@ -80,9 +81,15 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
         e->env[n++] = e->pythonpath;
         e->env[n++] = e->auto_on;
         e->env[n++] = e->auto_pid;
+        e->env[n++] = e->numerics;
     }
     e->env[n] = NULL;
     return 0;
+}
+
+void ss_rank_env_set_numerics(ss_rank_env *e, const char *mode)
+{
+    snprintf(e->numerics, sizeof e->numerics, "STEPSCOPE_NUMERICS=%s", mode);
 }
 
 int ss_rank_env_self_exe(char *out, size_t outlen, char *err, size_t errlen)

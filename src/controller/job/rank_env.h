@@ -5,8 +5,9 @@
  * STEPSCOPE_ADDR (the local socket the rank connects to), STEPSCOPE_TOKEN
  * and STEPSCOPE_RUN_ID (what its HELLO must carry), and for --auto the
  * PYTHONPATH that puts stepscope's sitecustomize first plus
- * STEPSCOPE_AUTO=1 and an empty STEPSCOPE_AUTO_PID (each rank claims it;
- * python/stepscope/_autoload/sitecustomize.py).
+ * STEPSCOPE_AUTO=1, an empty STEPSCOPE_AUTO_PID (each rank claims it;
+ * python/stepscope/_autoload/sitecustomize.py) and STEPSCOPE_NUMERICS
+ * (off, light or full: python/stepscope/_numerics.py).
  */
 #ifndef STEPSCOPE_RANK_ENV_H
 #define STEPSCOPE_RANK_ENV_H
@@ -25,7 +26,8 @@ typedef struct {
     char auto_on[20];
     char auto_pid[24];
     char stack_dir[PATH_MAX + 32];
-    char *env[8]; /* NULL-terminated, for ss_launch_config.env */
+    char numerics[40];
+    char *env[10]; /* NULL-terminated, for ss_launch_config.env */
 } ss_rank_env;
 
 /*
@@ -40,6 +42,11 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
                       const uint8_t token[WIRE_TOKEN_SIZE],
                       const char *run_uuid, int auto_mode, char *err,
                       size_t errlen);
+
+/* Sets STEPSCOPE_NUMERICS to MODE ("off", "light" or "full"; "light"
+ * after ss_rank_env_build) for the ranks launched from now on with E's
+ * environment; only --auto ranks get it. */
+void ss_rank_env_set_numerics(ss_rank_env *e, const char *mode);
 
 /* The stepscope executable's path into OUT.  Returns 0, or -1 with a
  * reason in ERR. */

@@ -122,6 +122,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
     run_ctx *r = ctx;
     ss_store_put_finding(r->store, r->run_id, f);
     ss_live_finding(r->live, f);
+    run_numerics_finding(r, f);
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
@@ -650,6 +651,21 @@ static void usage(FILE *out)
         "                           (dump, the default), also end the job\n"
         "                           with exit status %d (stop), or end the\n"
         "                           attempt and restart (needs --max-restarts)\n"
+        "      --numerics off|light|full\n"
+        "                           with --auto, what the training computes\n"
+        "                           (docs/numerics.md): light (the default)\n"
+        "                           loss, gradient and parameter norms and\n"
+        "                           non-finite counts; full also per-module\n"
+        "                           outputs and per-parameter gradients, and\n"
+        "                           where the first NaN or infinity was born\n"
+        "      --on-nonfinite dump|stop|restart\n"
+        "                           on the first non-finite value: store\n"
+        "                           every rank's stacks with the finding\n"
+        "                           (dump, the default), also end the job\n"
+        "                           with exit status %d (stop), or restart\n"
+        "                           from the last checkpoint with --numerics\n"
+        "                           full to find its origin, once (needs\n"
+        "                           --max-restarts)\n"
         "\n"
         "restarts (docs/fault-tolerance.md):\n"
         "      --max-restarts N     restart the whole job up to N times after\n"
@@ -712,7 +728,8 @@ static void usage(FILE *out)
         "failed first.  A job that fails before its first step twice in a row\n"
         "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
+        SS_RESTART_BACKOFF_MAX_MS / 1000,
         SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
@@ -832,6 +849,8 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 0x118},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
+        {"numerics", required_argument, NULL, 0x105},
+        {"on-nonfinite", required_argument, NULL, 0x106},
         {"max-restarts", required_argument, NULL, 0x126},
         {"max_restarts", required_argument, NULL, 0x126},
         {"restart-backoff", required_argument, NULL, 0x127},
@@ -951,6 +970,28 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                 return 2;
             }
             break;
+        case 0x105:
+            if (strcmp(optarg, "off") != 0 && strcmp(optarg, "light") != 0 &&
+                strcmp(optarg, "full") != 0) {
+                fprintf(stderr, "stepscope run: --numerics wants off, light "
+                        "or full, not '%s'\n", optarg);
+                return 2;
+            }
+            r->numerics = optarg;
+            break;
+        case 0x106:
+            if (strcmp(optarg, "dump") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_DUMP;
+            } else if (strcmp(optarg, "stop") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_STOP;
+            } else if (strcmp(optarg, "restart") == 0) {
+                r->on_nonfinite = SS_ON_NONFINITE_RESTART;
+            } else {
+                fprintf(stderr, "stepscope run: --on-nonfinite wants dump, "
+                        "stop or restart, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 0x126:
             if (parse_count(optarg, SS_RESTART_MAX,
                             &r->restart_cfg.max_restarts)) {
@@ -1047,6 +1088,23 @@ static int parse_args(run_ctx *r, int argc, char **argv)
     if (r->on_hang == SS_ON_HANG_RESTART && r->restart_cfg.max_restarts == 0) {
         fprintf(stderr, "stepscope run: --on-hang restart needs --max-restarts "
                 "1 or more (hangs count against it)\n");
+        return 2;
+    }
+    if (r->numerics && !r->auto_mode) {
+        fprintf(stderr, "stepscope run: --numerics needs --auto (a script "
+                "that records by hand sends what it wants)\n");
+        return 2;
+    }
+    if (r->on_nonfinite != SS_ON_NONFINITE_DUMP && r->numerics &&
+        strcmp(r->numerics, "off") == 0) {
+        fprintf(stderr, "stepscope run: --on-nonfinite needs --numerics "
+                "light or full\n");
+        return 2;
+    }
+    if (r->on_nonfinite == SS_ON_NONFINITE_RESTART &&
+        r->restart_cfg.max_restarts == 0) {
+        fprintf(stderr, "stepscope run: --on-nonfinite restart needs "
+                "--max-restarts 1 or more (the replay counts against it)\n");
         return 2;
     }
     int rc = resolve_nodes(r);
@@ -1312,6 +1370,8 @@ static int attempt_status(const run_ctx *r)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
+    if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+        return SS_NONFINITE_EXIT_STATUS;
     return job_status(r);
 }
 
@@ -1330,6 +1390,8 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return "interrupted";
     if (r->hang_acted)
         return "hang";
+    if (r->nonfinite_acted)
+        return "nonfinite";
     if (r->node_lost_attempt)
         return "node_lost";
     return ss_life_attempt_cause(status, 0);
@@ -1376,7 +1438,8 @@ static void attempt_over(run_ctx *r)
     int status = attempt_status(r);
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
-    if (!r->failure_text[0] && !r->hang_acted && r->launcher) {
+    if (!r->failure_text[0] && !r->hang_acted && !r->nonfinite_acted &&
+        r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
@@ -1412,9 +1475,12 @@ static void attempt_over(run_ctx *r)
         end.why_not = r->no_restart_why;
     else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
         end.why_not = "stopped on a hang (--on-hang stop)";
+    else if (run_numerics_no_restart(r)[0])
+        end.why_not = run_numerics_no_restart(r);
     else
         end.restartable = 1;
-    if (end.restartable && !r->hang_acted && !r->node_lost_attempt) {
+    if (end.restartable && !r->hang_acted && !r->nonfinite_acted &&
+        !r->node_lost_attempt) {
         ss_restart_signature(status, r->failure_text, sig, sizeof sig);
         end.signature = injected ? "" : sig;
     }
@@ -1438,6 +1504,7 @@ static void attempt_over(run_ctx *r)
     fprintf(stderr, "stepscope: attempt %u ended (%s, exit status %d); %s\n",
             r->attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
+    run_numerics_before_restart(r);
     r->restart_pending = 1;
     uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
 }
@@ -1477,6 +1544,7 @@ static void next_attempt(uv_timer_t *t)
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
+    run_numerics_new_attempt(r);
     ss_live_attempt(r->live, r->attempt);
     ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);
@@ -1627,6 +1695,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
         ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->sock_dir,
                           r->token, r->uuid, r->auto_mode, err, errlen) != 0)
         return -1;
+    if (r->numerics)
+        ss_rank_env_set_numerics(&r->rank_env, r->numerics);
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
     ss_stack_service_config stcfg = {
@@ -1723,6 +1793,10 @@ static void print_summary(run_ctx *r, int status)
     if (r->hang_stop_why[0])
         fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
                 "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
+    else if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+        fprintf(stderr, "stepscope: the job was stopped on a non-finite "
+                "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
+                r->nonfinite_stop_why);
     else if (r->failure_text[0])
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
@@ -1801,6 +1875,7 @@ static int run_agent(run_ctx *r)
         .job_id = r->job_id,
         .argv = r->argv,
         .auto_mode = r->auto_mode,
+        .numerics = r->numerics,
         .quiet = r->quiet,
         .grace_ms = r->grace_ms,
         .join_timeout_ms = r->join_timeout_ms,

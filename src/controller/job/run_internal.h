@@ -85,6 +85,18 @@ typedef enum {
 /* The job's exit status after --on-hang stop ended it (docs/debug.md). */
 #define SS_HANG_EXIT_STATUS 124
 
+/* What `stepscope run` does on a nonfinite finding besides recording it
+ * and every rank's stacks (--on-nonfinite, run_numerics.c). */
+typedef enum {
+    SS_ON_NONFINITE_DUMP = 0,
+    SS_ON_NONFINITE_STOP = 1,
+    SS_ON_NONFINITE_RESTART = 2 /* restart with --numerics full, once */
+} ss_on_nonfinite;
+
+/* The job's exit status after --on-nonfinite ended it (sysexits.h's
+ * EX_DATAERR; docs/numerics.md). */
+#define SS_NONFINITE_EXIT_STATUS 65
+
 /* How long the agents have to say goodbye once the job is over. */
 #define SS_AGENTS_LEAVE_MS 5000
 
@@ -139,6 +151,8 @@ struct run_ctx {
     ss_hang_config hang_cfg; /* --hang-timeout */
     int hang_off;            /* --hang-timeout 0 */
     ss_on_hang on_hang;      /* --on-hang */
+    const char *numerics;    /* --numerics off|light|full (--auto) */
+    ss_on_nonfinite on_nonfinite; /* --on-nonfinite */
     ss_restart_config restart_cfg; /* --max-restarts and friends */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
@@ -215,6 +229,11 @@ struct run_ctx {
     int restart_pending;      /* the timer runs */
     int health_pending;       /* the health checks of this attempt run */
     int hang_acted;           /* --on-hang stop/restart ended this attempt */
+    /* numerics (run_numerics.c) */
+    uint32_t nonfinite_id;    /* this attempt's nonfinite finding, 0: none */
+    int nonfinite_acted;      /* --on-nonfinite stop/restart ended it */
+    int numerics_replay;      /* this attempt replays with --numerics full */
+    char nonfinite_stop_why[512]; /* the finding that stopped it, or "" */
     int node_lost_attempt;    /* a node was lost in this attempt */
     char no_restart_why[300]; /* a failure no restart may follow, else "" */
     attempt_note *notes;      /* max_restarts + 1 */
@@ -289,6 +308,25 @@ void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step);
  * its end with STATUS ("health_check", "injected:SPEC" into BUF), or NULL
  * for the usual causes. */
 const char *run_fault_cause(run_ctx *r, int status, char *buf, size_t len);
+
+/* ---- run_numerics.c: what a nonfinite finding does (--on-nonfinite) ---- */
+
+/* Every emission of a finding goes through here: the attempt's first
+ * nonfinite finding gets an event and every rank's stacks stored with it;
+ * then --on-nonfinite stop ends the job, restart the attempt (and a
+ * replay's finding stops it: one diagnosis is enough). */
+void run_numerics_finding(run_ctx *r, const ss_finding *f);
+
+/* Why no attempt may follow this one for a non-finite value ("" when
+ * none acted or --on-nonfinite restart allows one). */
+const char *run_numerics_no_restart(const run_ctx *r);
+
+/* A restart is scheduled: after --on-nonfinite restart acted, the next
+ * attempt's ranks get --numerics full. */
+void run_numerics_before_restart(run_ctx *r);
+
+/* A new attempt begins: this attempt's numerics state is cleared. */
+void run_numerics_new_attempt(run_ctx *r);
 
 /* ---- run_nodes.c ---- */
 

@@ -101,9 +101,12 @@ static void capture_done(capture *call)
     if (!call->oom &&
         ss_stack_doc(&info, (const char *const *)call->ranks, call->world,
                      &doc) == 0) {
-        int hang = strcmp(call->trigger, "hang") == 0;
-        if (s->cfg.store && (hang || s->stored < SS_STACK_SERVICE_MAX_STORED)) {
-            s->stored += !hang;
+        /* A finding's stacks (a hang, a non-finite value) are always
+         * kept; requests up to a number. */
+        int finding = call->finding_id >= 0;
+        if (s->cfg.store &&
+            (finding || s->stored < SS_STACK_SERVICE_MAX_STORED)) {
+            s->stored += !finding;
             ss_store_put_stacks(s->cfg.store, s->cfg.run_id, s->cfg.attempt,
                                 info.taken_at, call->trigger,
                                 call->finding_id, doc.data);

@@ -98,10 +98,10 @@ typedef void (*ss_stack_capture_cb)(void *ctx, const char *doc, size_t len,
  * Captures the stacks of every rank of the run (with native frames when
  * NATIVE): this node's through the collector and, at the same time, the
  * other nodes' through REMOTE; then calls CB once on the loop's thread with the stacks document
- * (TRIGGER, "request" or "hang", is written into it).  The document is
- * stored as a snapshot (stack_snapshots) for FINDING_ID (< 0: none), so
- * `report` shows it after the job: every one for a hang, the first
- * SS_STACK_SERVICE_MAX_STORED requests.  Loop thread only.  Returns 0, or
+ * (TRIGGER, "request", "hang" or "nonfinite", is written into it).  The
+ * document is stored as a snapshot (stack_snapshots) for FINDING_ID (< 0:
+ * none), so `report` shows it after the job: every one for a finding, the
+ * first SS_STACK_SERVICE_MAX_STORED requests.  Loop thread only.  Returns 0, or
  * -1 with CB never called (not started, closed, too many requests
  * waiting, out of memory).
  */

@@ -1855,7 +1855,8 @@ int ss_reader_stack_snapshot(ss_reader *r, int64_t run_id, int64_t attempt,
     sqlite3_stmt *st = prep(r, "SELECT id, attempt, taken_at, trigger, "
                                "finding_id, json FROM stack_snapshots "
                                "WHERE run_id = ?1 AND (?2 < 0 OR attempt = ?2) "
-                               "ORDER BY trigger = 'hang' DESC, taken_at DESC, "
+                               "ORDER BY trigger = 'hang' DESC, "
+                               "trigger <> 'request' DESC, taken_at DESC, "
                                "id DESC LIMIT 1", args, 2);
     if (!st)
         return SS_READ_ERROR;

@@ -382,6 +382,27 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     ") WITHOUT ROWID;"
     "ALTER TABLE runs ADD COLUMN dropped_vectors INTEGER NOT NULL "
     "DEFAULT 0;",
+
+    /* 14: stacks are also taken on a non-finite value (trigger
+     * 'nonfinite', with its finding; docs/numerics.md).  SQLite cannot
+     * change a CHECK constraint in place: the table is rebuilt with its
+     * rows. */
+    "CREATE TABLE stack_snapshots_14("
+    "  id         INTEGER PRIMARY KEY,"
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  taken_at   INTEGER NOT NULL,"
+    "  trigger    TEXT NOT NULL"
+    "             CHECK (trigger IN ('request', 'hang', 'nonfinite')),"
+    "  finding_id INTEGER,"
+    "  json       TEXT NOT NULL"
+    ");"
+    "INSERT INTO stack_snapshots_14 SELECT id, run_id, attempt, taken_at,"
+    " trigger, finding_id, json FROM stack_snapshots;"
+    "DROP TABLE stack_snapshots;"
+    "ALTER TABLE stack_snapshots_14 RENAME TO stack_snapshots;"
+    "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
+    " taken_at);",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

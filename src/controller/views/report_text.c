@@ -719,8 +719,11 @@ static void text_stacks(FILE *f, const ss_report *rp)
     char a[64];
     fprintf(f, "STACKS (taken %s, %s",
             fmt_wall(a, sizeof a, rp->stacks.taken_at, 1),
-            rp->stacks.trigger && strcmp(rp->stacks.trigger, "hang") == 0
-                ? "on a hang" : "on request");
+            !rp->stacks.trigger                        ? "on request"
+            : strcmp(rp->stacks.trigger, "hang") == 0      ? "on a hang"
+            : strcmp(rp->stacks.trigger, "nonfinite") == 0 ? "on a non-finite "
+                                                             "value"
+                                                           : "on request");
     if (rp->stacks_total != SS_MISSING)
         fprintf(f, "; %" PRId64 " of %" PRId64 " ranks answered",
                 rp->stacks_answered, rp->stacks_total);

@@ -1,0 +1,465 @@
+"""stepscope._numerics: what the training computes, for auto mode.
+
+`stepscope run --auto --numerics off|light|full` (STEPSCOPE_NUMERICS,
+default light) records per step, on top of auto mode's timings:
+
+light  (scalar metrics, docs/numerics.md)
+  numerics.loss             mean of the tensors backward() was called on
+  numerics.loss_nonfinite   how many of them were NaN or infinite (a NaN
+                            metric means "missing" to the controller, so
+                            non-finiteness is always sent as a count)
+  numerics.grad_norm        L2 norm of this rank's own gradients at the end
+                            of the backward pass: before clipping and, under
+                            DDP, before the all-reduce writes the averaged
+                            gradients back
+  numerics.grad_nonfinite   parameter tensors whose local gradient holds a
+                            NaN or infinity
+  numerics.param_norm       L2 norm of the parameters after the update
+  numerics.param_nonfinite  parameter tensors holding a NaN or infinity
+  numerics.update_ratio     |update| / |parameters| (every UPDATE_EVERY
+                            steps: it needs a copy of the parameters
+                            before the optimizer step)
+  numerics.errors           exceptions caught in these hooks (never raised
+                            into the training)
+full   light, and
+  numerics.module_amax, numerics.module_nonfinite (vectors, one entry per
+      module, labelled by its name): the largest absolute value and the
+      non-finite elements of each module's forward outputs
+  numerics.param_grad_norm, numerics.param_grad_nonfinite (vectors, one
+      entry per parameter): its local gradient's norm and non-finite
+      elements
+  numerics.origin_dir (1 forward, 2 backward), numerics.origin_index,
+  numerics.origin_ns: where the first non-finite value of the step was
+      born: the first module, in the order their forwards completed, whose
+      output was non-finite while its inputs were finite (an index into
+      the module vectors); else the first parameter, in the order the
+      backward pass produced their gradients, whose local gradient was
+      non-finite (an index into the parameter vectors); origin_ns is when,
+      in ns after the step began on this rank.
+
+Costs: every reduction stays on the device as a tensor; at the step's end
+everything is stacked into one tensor and copied to the host with a single
+.tolist(), the step's only synchronisation.  light is one fused
+torch._foreach_norm over the gradients (queued at the end of backward,
+before DDP's own end-of-backward callback copies the averaged gradients
+back), one over the parameters, and a handful of scalar kernels.  full adds
+forward hooks and pre-hooks on every module and a norm and a finiteness
+count per gradient.
+
+Nothing here raises into the script: each hook catches what it raises,
+counts it in numerics.errors and says so once on stderr.
+"""
+import os
+import sys
+
+from . import _native
+
+OFF, LIGHT, FULL = 0, 1, 2
+_MODES = {"off": OFF, "light": LIGHT, "full": FULL}
+UPDATE_EVERY = 10     # steps between two update-ratio measurements
+_MAX_CALLS = 4096     # module forward calls kept per step (full); counted
+_MAX_ROOTS = 8        # models instrumented per process
+_MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)  # elements per vector
+
+FORWARD, BACKWARD = 1, 2
+
+
+def mode_from_env(environ=os.environ):
+    """The mode STEPSCOPE_NUMERICS asks for (light when unset); an unknown
+    value is reported once and taken as light."""
+    word = environ.get("STEPSCOPE_NUMERICS", "light") or "light"
+    if word not in _MODES:
+        sys.stderr.write("stepscope: numerics: unknown STEPSCOPE_NUMERICS "
+                         "'%s' (off, light or full); using light\n" % word)
+        return LIGHT
+    return _MODES[word]
+
+
+def _update_every(environ=os.environ):
+    try:
+        n = int(environ.get("STEPSCOPE_NUMERICS_UPDATE_EVERY", UPDATE_EVERY))
+    except ValueError:
+        return UPDATE_EVERY
+    return max(n, 0)
+
+
+class Numerics:
+    """The numerics of one process.  Auto mode calls on_forward_root (the
+    outermost module call), on_backward (the tensor backward() runs on),
+    before_optimizer and step_end (the pacing optimizer step's end, before
+    the next step begins)."""
+
+    def __init__(self, torch, mode, update_every=None):
+        self.torch = torch
+        self.mode = mode
+        self.update_every = (_update_every() if update_every is None
+                             else update_every)
+        self.roots = []           # id() of the modules instrumented
+        self.handles = []
+        self.module_names = []    # labels of the module vectors
+        self.param_names = []     # labels of the parameter vectors
+        self.params = []          # parameters, in param_names order
+        self.param_index = {}     # id(param) -> index
+        self.errors = 0
+        self.said = set()
+        self.steps = 0
+        self.t0 = _native.now_ns()  # this step's begin on this rank
+        self._clear()
+        self.labels_sent = False
+        self.values = getattr(_native, "values", None)
+        self.values_labels = getattr(_native, "values_labels", None)
+        self.engine = torch.autograd.Variable._execution_engine
+
+    def _clear(self):
+        self.losses = []
+        self.grad = None          # (indices, per-param norms[, counts])
+        self.queued = False
+        self.fired = []           # (param index, t) in backward order
+        self.fired_seen = set()
+        self.calls = []           # (module, out amax, out nf, in amax, t)
+        self.pending_in = {}      # module index -> input amax, pre-hook
+        self.calls_dropped = 0
+        self.snapshot = None
+
+    def _failed(self, where, e):
+        self.errors += 1
+        msg = "%s: %s: %s" % (where, type(e).__name__, e)
+        if msg not in self.said and len(self.said) < 8:
+            self.said.add(msg)
+            sys.stderr.write("stepscope: numerics: %s (counted in "
+                             "numerics.errors; training goes on)\n" % msg)
+
+    # ---- instrumenting a model ----
+
+    def on_forward_root(self, module):
+        """At an outermost module call: the first time MODULE (or the
+        model a DDP wraps) is seen, hooks go on its parameters and, in full
+        mode, on each of its modules."""
+        try:
+            ddp = getattr(module, "module", None)
+            root = ddp if (ddp is not None and hasattr(module, "reducer")) \
+                else module
+            if id(root) in self.roots or len(self.roots) >= _MAX_ROOTS:
+                return
+            self.roots.append(id(root))
+            self._instrument(root)
+        except Exception as e:
+            self._failed("instrumenting the model", e)
+
+    def _instrument(self, root):
+        prefix = "" if not self.module_names else "%d." % len(self.roots)
+        for name, p in root.named_parameters():
+            if not p.requires_grad or id(p) in self.param_index:
+                continue
+            i = len(self.params)
+            self.param_index[id(p)] = i
+            self.params.append(p)
+            self.param_names.append(prefix + name)
+            self.handles.append(p.register_hook(self._grad_hook(i)))
+        if self.mode < FULL:
+            return
+        for name, m in root.named_modules():
+            i = len(self.module_names)
+            self.module_names.append(prefix + name if name
+                                     else prefix + "(%s)" % type(m).__name__)
+            self.handles.append(m.register_forward_pre_hook(self._pre_hook(i)))
+            self.handles.append(m.register_forward_hook(self._post_hook(i)))
+        self.labels_sent = False
+
+    # ---- hooks ----
+
+    def _grad_hook(self, index):
+        full = self.mode >= FULL
+
+        def hook(_grad):
+            try:
+                if not self.queued:
+                    # Runs when this backward pass ends, before DDP's own
+                    # end-of-backward callback (queued at its later
+                    # gradient hooks) writes the averaged gradients back.
+                    self.engine.queue_callback(self._backward_done)
+                    self.queued = True
+                if full and index not in self.fired_seen:
+                    self.fired_seen.add(index)
+                    self.fired.append((index, _native.now_ns()))
+            except Exception as e:
+                self._failed("gradient hook", e)
+        return hook
+
+    def _backward_done(self):
+        try:
+            self.queued = False
+            torch = self.torch
+            idx = [i for i, p in enumerate(self.params) if p.grad is not None
+                   and not p.grad.is_sparse]
+            if not idx:
+                return
+            grads = [self.params[i].grad.detach() for i in idx]
+            norms = torch.stack([n.to(grads[0].device)
+                                 for n in torch._foreach_norm(grads)])
+            counts = None
+            if self.mode >= FULL:
+                counts = torch.stack([
+                    (g.numel() - torch.isfinite(g).sum()).to(grads[0].device)
+                    for g in grads])
+            self.grad = (idx, norms, counts)
+        except Exception as e:
+            self._failed("end of backward", e)
+
+    def _pre_hook(self, index):
+        def pre(_module, inputs):
+            try:
+                amax = self._amax(inputs)
+                if amax is not None:
+                    self.pending_in[index] = amax
+            except Exception as e:
+                self._failed("forward pre-hook", e)
+        return pre
+
+    def _post_hook(self, index):
+        torch = self.torch
+
+        def post(_module, _inputs, output):
+            try:
+                in_amax = self.pending_in.pop(index, None)
+                if len(self.calls) >= _MAX_CALLS:
+                    self.calls_dropped += 1
+                    return
+                outs = [t for t in _tensors(output) if t.is_floating_point()]
+                if not outs:
+                    return
+                amax = torch.stack([t.detach().abs().amax().float()
+                                    .to(outs[0].device) for t in outs]).amax()
+                nf = torch.stack([(t.numel() - torch.isfinite(t.detach())
+                                   .sum()).to(outs[0].device)
+                                  for t in outs]).sum()
+                self.calls.append((index, amax, nf, in_amax,
+                                   _native.now_ns()))
+            except Exception as e:
+                self._failed("forward hook", e)
+        return post
+
+    def _amax(self, obj):
+        """The largest absolute value over the floating-point tensors in
+        OBJ (a 0-d tensor: NaN or infinite when any element is), or
+        None."""
+        ts = [t for t in _tensors(obj) if t.is_floating_point()]
+        if not ts:
+            return None
+        dev = ts[0].device
+        return self.torch.stack([t.detach().abs().amax().float().to(dev)
+                                 for t in ts]).amax()
+
+    # ---- called by auto mode ----
+
+    def on_backward(self, tensors):
+        """Before backward() on TENSORS (a tensor or a sequence): the loss
+        of this step."""
+        try:
+            for t in _tensors(tensors):
+                if t.is_floating_point():
+                    self.losses.append(t.detach().reshape(-1)[:1].float()
+                                       .reshape(()))
+        except Exception as e:
+            self._failed("loss", e)
+
+    def before_optimizer(self):
+        """Before the pacing optimizer steps: every update_every steps, a
+        copy of the parameters for the update ratio."""
+        try:
+            if (self.update_every and self.params and self.snapshot is None
+                    and self.steps % self.update_every == 0):
+                self.snapshot = [p.detach().clone() for p in self.params]
+        except Exception as e:
+            self.snapshot = None
+            self._failed("parameter copy", e)
+
+    def step_end(self):
+        """At the end of the pacing optimizer step: everything reduced on
+        the device is copied to the host at once and recorded into the
+        ending step."""
+        try:
+            self._record()
+        except Exception as e:
+            self._failed("step end", e)
+        self.steps += 1
+        self._clear()
+
+    def step_begun(self):
+        """The next step began now (for origin times)."""
+        self.t0 = _native.now_ns()
+
+    # ---- the step's end ----
+
+    def _record(self):
+        torch = self.torch
+        parts, layout = [], {}
+        offset = [0]
+
+        def put(name, t):
+            layout[name] = (offset[0], t.numel())
+            offset[0] += t.numel()
+            parts.append(t.reshape(-1).double())
+
+        dev = None
+        if self.losses:
+            dev = self.losses[0].device
+            ls = torch.stack([x.to(dev) for x in self.losses])
+            fin = torch.isfinite(ls)
+            put("loss", torch.where(fin, ls, torch.zeros_like(ls)).sum()
+                / fin.sum().clamp(min=1))
+            put("loss_nonfinite", (~fin).sum())
+        if self.grad is not None:
+            idx, norms, counts = self.grad
+            dev = dev or norms.device
+            put("grad_norm", norms.double().square().sum().sqrt().to(dev))
+            put("grad_nonfinite", (~torch.isfinite(norms)).sum().to(dev))
+            if counts is not None:
+                put("param_grad_norm", norms.to(dev))
+                put("param_grad_nonfinite", counts.to(dev))
+        if self.params:
+            ps = [p.detach() for p in self.params]
+            pn = torch.stack([n.to(ps[0].device)
+                              for n in torch._foreach_norm(ps)])
+            dev = dev or pn.device
+            put("param_norm", pn.double().square().sum().sqrt().to(dev))
+            put("param_nonfinite", (~torch.isfinite(pn)).sum().to(dev))
+            if self.snapshot is not None:
+                diffs = torch._foreach_sub(ps, self.snapshot)
+                un = torch.stack([n.to(ps[0].device)
+                                  for n in torch._foreach_norm(diffs)])
+                put("update_norm", un.double().square().sum().sqrt().to(dev))
+        calls = self.calls
+        if calls:
+            dev = dev or calls[0][1].device
+            put("call_amax", torch.stack([c[1].to(dev) for c in calls]))
+            put("call_nf", torch.stack([c[2].to(dev) for c in calls]))
+            nan = torch.full((), float("nan"), device=dev)
+            # a call without floating-point inputs has finite inputs
+            put("call_in", torch.stack([
+                c[3].to(dev) if c[3] is not None else nan.new_zeros(())
+                for c in calls]))
+        values = (torch.cat([p.to(dev) for p in parts]).tolist()
+                  if parts else [])   # the step's one device-to-host copy
+
+        def get(name):
+            at = layout.get(name)
+            return None if at is None else values[at[0]:at[0] + at[1]]
+
+        metric = _native.metric
+        loss, loss_nf = get("loss"), get("loss_nonfinite")
+        if loss is not None:
+            metric("numerics.loss_nonfinite", loss_nf[0])
+            if loss_nf[0] < len(self.losses):
+                metric("numerics.loss", loss[0])
+        gn, gnf = get("grad_norm"), get("grad_nonfinite")
+        if gn is not None:
+            metric("numerics.grad_nonfinite", gnf[0])
+            if gnf[0] == 0:
+                metric("numerics.grad_norm", gn[0])
+        pn, pnf = get("param_norm"), get("param_nonfinite")
+        if pn is not None:
+            metric("numerics.param_nonfinite", pnf[0])
+            if pnf[0] == 0:
+                metric("numerics.param_norm", pn[0])
+                un = get("update_norm")
+                if un is not None and pn[0] > 0 and _finite(un[0]):
+                    metric("numerics.update_ratio", un[0] / pn[0])
+        metric("numerics.errors", self.errors)
+        if self.mode >= FULL:
+            self._record_full(get)
+
+    def _record_full(self, get):
+        metric = _native.metric
+        amax = get("call_amax") or []
+        nf = get("call_nf") or []
+        inp = get("call_in") or []
+        calls = self.calls
+        origin = None
+        for k, c in enumerate(calls):
+            if nf[k] > 0 and _finite(inp[k]):
+                origin = (FORWARD, c[0], c[4])
+                break
+        n_mod = len(self.module_names)
+        mod_amax = [0.0] * n_mod
+        mod_nf = [0.0] * n_mod
+        for k, c in enumerate(calls):
+            i, a = c[0], amax[k]
+            # the largest over the step's calls; a NaN or infinity stays
+            if _finite(mod_amax[i]) and (not _finite(a) or a > mod_amax[i]):
+                mod_amax[i] = a
+            mod_nf[i] += nf[k]
+        grad = self.grad
+        pg_norm = get("param_grad_norm")
+        pg_nf = get("param_grad_nonfinite")
+        n_par = len(self.param_names)
+        par_norm = [float("nan")] * n_par
+        par_nf = [0.0] * n_par
+        if grad is not None and pg_norm is not None:
+            for j, i in enumerate(grad[0]):
+                par_norm[i] = pg_norm[j]
+                par_nf[i] = pg_nf[j]
+            if origin is None:
+                for i, t in self.fired:
+                    if par_nf[i] > 0 or not _finite(par_norm[i]):
+                        origin = (BACKWARD, i, t)
+                        break
+        if origin is not None:
+            metric("numerics.origin_dir", origin[0])
+            metric("numerics.origin_index", origin[1])
+            metric("numerics.origin_ns", max(0, origin[2] - self.t0))
+        if self.calls_dropped:
+            metric("numerics.calls_dropped", self.calls_dropped)
+        if self.values is None:
+            return
+        labels = None if self.labels_sent else True
+        self._values("numerics.module_amax", mod_amax,
+                     self.module_names if labels else None)
+        self._values("numerics.module_nonfinite", mod_nf,
+                     self.module_names if labels else None)
+        self._values("numerics.param_grad_norm", par_norm,
+                     self.param_names if labels else None)
+        self._values("numerics.param_grad_nonfinite", par_nf,
+                     self.param_names if labels else None)
+        self.labels_sent = True
+
+    def _values(self, name, v, labels):
+        """One vector of the step (host data: no device copy); LABELS
+        when they are new.  The channel keeps _MAX_VALUES of them."""
+        if not v:
+            return
+        v = v[:_MAX_VALUES]
+        if labels is not None and self.values_labels is not None:
+            self.values_labels(name, [_label(x) for x in labels[:_MAX_VALUES]])
+        self.values(name, v)
+
+
+def _label(name):
+    """NAME as a vector label: at most 255 bytes of UTF-8, no control
+    characters (ss_values_labels)."""
+    clean = "".join(c if c.isprintable() else "?" for c in name) or "?"
+    raw = clean.encode("utf-8")
+    if len(raw) > 255:
+        clean = raw[:255].decode("utf-8", "ignore")
+    return clean
+
+
+def _finite(x):
+    return x == x and x not in (float("inf"), float("-inf"))
+
+
+def _tensors(obj, depth=0):
+    """The tensors in OBJ: a tensor, or tensors in (nested) tuples, lists
+    and dict values, up to a few levels."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    out = []
+    if depth < 3:
+        if isinstance(obj, (tuple, list)):
+            for x in obj:
+                out += _tensors(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                out += _tensors(x, depth + 1)
+    return out
