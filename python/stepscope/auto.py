@@ -33,6 +33,11 @@ itself.  It patches torch in place, once per process:
                      of non-finite values and, in full mode, where the
                      first non-finite value was born (stepscope/_numerics.py,
                      docs/numerics.md)
+  checksums          after the pacing optimizer's step, every
+                     `--checksum-every N` steps (STEPSCOPE_CHECKSUM_EVERY,
+                     default auto): a hash of every parameter of each DDP
+                     model, for the replicas' consistency
+                     (stepscope/_checksum.py, docs/consistency.md)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -79,6 +84,7 @@ import sys
 import weakref
 
 from . import _native
+from . import _checksum
 from . import _numerics
 from ._native import _Outermost
 
@@ -101,6 +107,7 @@ class _State:
         self.warned = set()
         self.profile = None   # the _Profile running, if any
         self.numerics = None  # _numerics.Numerics unless --numerics off
+        self.checksums = None  # _checksum.Checksums unless every is 0
 
 
 _S = _State()
@@ -383,6 +390,8 @@ def _optimizer_exit(token, failed):
     if start is not None:
         _gpu_call(_S.gpu.end, "gpu_optimizer", start)
     if not failed and _is_pacer(obj):
+        if _S.checksums is not None:
+            _S.checksums.after_optimizer_step(obj)
         _step_boundary()
 
 
@@ -554,6 +563,8 @@ def _patch_ddp(torch):
             weakref.finalize(self, clock._unhook).atexit = False
             _S.clocks = [r for r in _S.clocks if r() is not None]
             _S.clocks.append(weakref.ref(clock))
+            if _S.checksums is not None:
+                _S.checksums.add_ddp(self)
         except Exception as e:
             _warn("DDP all-reduce is not instrumented: %s: %s"
                   % (type(e).__name__, e))
@@ -830,6 +841,11 @@ def install():
             _S.numerics = _numerics.Numerics(torch, mode)
         except Exception as e:
             _warn("numerics are off: %s: %s" % (type(e).__name__, e))
+    if _checksum._env_every() != 0:
+        try:
+            _S.checksums = _checksum.Checksums(torch)
+        except Exception as e:
+            _warn("checksums are off: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

@@ -155,7 +155,9 @@
     X(P_SP_MERGE, "spike.merge_steps", 5, "steps", 0, 1e6,                    \
       "a spike within this many steps of a finding's last step extends it")  \
     X(P_SP_MAX_FINDINGS, "spike.max_findings", 20, "findings", 1, 1e4,        \
-      "findings of each kind per attempt; later spikes extend the last one")
+      "findings of each kind per attempt; later spikes extend the last one") \
+    X(P_R_MAX_FINDINGS, "replica.max_findings", 64, "findings", 1, 4096,      \
+      "replica_divergence findings per attempt, one per replica group")
 
 enum {
 #define X(id, name, def, unit, lo, hi, doc) id,

@@ -20,6 +20,9 @@
  *                        step on, warm-up included)
  *   detect_spike.c       loss_spike and grad_spike: robust outliers of a
  *                        rank's loss and gradient norm
+ *   detect_replica.c     replica_divergence: the first checksum step at
+ *                        which a rank's parameters differ from its replica
+ *                        group's majority, the rank and the parameter
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -50,6 +53,7 @@ static const ss__detector *const detector_table[] = {
     &ss__memory_detector,
     &ss__nonfinite_detector,
     &ss__spike_detector,
+    &ss__replica_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 
