@@ -20,9 +20,9 @@ does not import stepscope unless --explicit or --groups asks for it.
       bit of a float32) of element I (default 0) of parameter NAME is
       inverted.  "all" as NAME lists the parameters and exits.
   --skip-rank R --skip-step S
-      rank R's optimizer update of step S is lost: its parameters are put
-      back as they were before optimizer.step() (the step still counts),
-      as when one rank's gradient scaler skips a step the others take
+      rank R's optimizer update of step S is lost: its learning rate is 0
+      for that one optimizer.step() (the step still counts), as when one
+      rank's gradient scaler skips a step the others take
   --perturb-rank R --perturb-step S [--perturb-eps E]
       at the start of step S rank R adds E (default 1e-6) to the first
       element of the first parameter
@@ -67,6 +67,7 @@ def parse_args():
     p.add_argument("--perturb-step", type=int, default=-1)
     p.add_argument("--perturb-eps", type=float, default=1e-6)
     p.add_argument("--groups", default="")
+    p.add_argument("--undeclared", action="store_true")
     p.add_argument("--explicit", action="store_true")
     p.add_argument("--checksum-every", type=int, default=1,
                    help="with --explicit: steps between checksums (default 1)")
@@ -116,7 +117,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
     ss = None
-    if a.explicit or a.groups:
+    if a.explicit or (a.groups and not a.undeclared):
         import stepscope as ss
     seed, pg = a.seed, None
     if a.groups:
@@ -125,7 +126,8 @@ def main():
         for g, q in zip(groups, pgs):
             if rank in g:
                 pg, seed = q, a.seed + g[0]
-                ss.replica_group(g)
+                if ss is not None:
+                    ss.replica_group(g)
     torch.manual_seed(seed)
     teacher = torch.randn(a.features, a.classes)
     model = DDP(Net(a), process_group=pg)
@@ -148,11 +150,12 @@ def main():
         opt.zero_grad()
         loss.backward()
         if rank == a.skip_rank and step == a.skip_step:
-            before = [p.detach().clone() for p in model.parameters()]
+            lrs = [g["lr"] for g in opt.param_groups]
+            for g in opt.param_groups:
+                g["lr"] = 0.0
             opt.step()
-            with torch.no_grad():
-                for p, b in zip(model.parameters(), before):
-                    p.copy_(b)
+            for g, lr in zip(opt.param_groups, lrs):
+                g["lr"] = lr
         else:
             opt.step()
         loss_v = loss.item()

@@ -123,6 +123,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
     ss_store_put_finding(r->store, r->run_id, f);
     ss_live_finding(r->live, f);
     run_numerics_finding(r, f);
+    run_replica_finding(r, f);
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
@@ -666,6 +667,21 @@ static void usage(FILE *out)
         "                           from the last checkpoint with --numerics\n"
         "                           full to find its origin, once (needs\n"
         "                           --max-restarts)\n"
+        "      --checksum-every N|auto\n"
+        "                           with --auto, hash every parameter after\n"
+        "                           the optimizer step of every Nth step (0\n"
+        "                           off; auto, the default, keeps the cost\n"
+        "                           under 1 %% of a step; docs/consistency.md)\n"
+        "      --checksum params|optimizer\n"
+        "                           optimizer: also hash its state\n"
+        "      --replica-groups \"0,1;2-3\"\n"
+        "                           the ranks that hold the same parameters\n"
+        "                           (default: DDP's group, every rank)\n"
+        "      --on-divergence dump|stop|restart\n"
+        "                           on a replica_divergence: record it (dump,\n"
+        "                           the default), also end the job with exit\n"
+        "                           status %d (stop), or end the attempt for\n"
+        "                           --max-restarts to restart it (restart)\n"
         "\n"
         "restarts (docs/fault-tolerance.md):\n"
         "      --max-restarts N     restart the whole job up to N times after\n"
@@ -729,7 +745,7 @@ static void usage(FILE *out)
         "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
         SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
-        SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_DIVERGENCE_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
         SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
@@ -851,6 +867,10 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"on-hang", required_argument, NULL, 0x104},
         {"numerics", required_argument, NULL, 0x105},
         {"on-nonfinite", required_argument, NULL, 0x106},
+        {"checksum-every", required_argument, NULL, SS_OPT_CHECKSUM_EVERY},
+        {"checksum", required_argument, NULL, SS_OPT_CHECKSUM},
+        {"replica-groups", required_argument, NULL, SS_OPT_REPLICA_GROUPS},
+        {"on-divergence", required_argument, NULL, SS_OPT_ON_DIVERGENCE},
         {"max-restarts", required_argument, NULL, 0x126},
         {"max_restarts", required_argument, NULL, 0x126},
         {"restart-backoff", required_argument, NULL, 0x127},
@@ -991,6 +1011,13 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                         "stop or restart, not '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case SS_OPT_CHECKSUM_EVERY:
+        case SS_OPT_CHECKSUM:
+        case SS_OPT_REPLICA_GROUPS:
+        case SS_OPT_ON_DIVERGENCE:
+            if (run_replica_option(r, c, optarg) != 0)
+                return 2;
             break;
         case 0x126:
             if (parse_count(optarg, SS_RESTART_MAX,
@@ -1372,6 +1399,8 @@ static int attempt_status(const run_ctx *r)
         return SS_HANG_EXIT_STATUS;
     if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
         return SS_NONFINITE_EXIT_STATUS;
+    if (run_replica_stopped(r))
+        return SS_DIVERGENCE_EXIT_STATUS;
     return job_status(r);
 }
 
@@ -1545,6 +1574,7 @@ static void next_attempt(uv_timer_t *t)
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
+    run_replica_new_attempt(r);
     ss_live_attempt(r->live, r->attempt);
     ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);

@@ -1,0 +1,153 @@
+"""Replica consistency on real gloo DDP ranks under `stepscope run --auto`
+(examples/ddp_replica.py, docs/consistency.md).
+
+One bit flipped in one parameter on one rank at step k is found as a
+critical replica_divergence at the first checksum step at or after k,
+naming that rank and that parameter (several parameters, ranks, bits and
+intervals); a rank whose optimizer update is lost is found at that step;
+clean runs of 2 to 4 ranks give no finding; replica groups declared with
+stepscope.replica_group are compared within themselves only; two ranks
+that disagree have no majority; --on-divergence stop ends the job with
+status 65.  `stepscope diff`: the same seed twice is identical (exit 0), a
+perturbation at step k on one rank or another seed diverges (exit 1)
+naming the step and the rank, different world sizes cannot be compared
+(exit 2).  The runs are short: the machine's cores are shared."""
+import importlib.util
+import json
+import subprocess
+
+import pytest
+
+from conftest import SOURCE, STEPSCOPE, run_job
+from test_ddp import JOB_TIMEOUT, ddp_env, python_cmd
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for this Python")
+
+SCRIPT = SOURCE / "examples" / "ddp_replica.py"
+DIVERGED_EXIT = 65
+
+
+def run(store, nprocs, *args, every=1, extra=(), steps=10):
+    cmd = python_cmd(SCRIPT, "--steps", str(steps), *args)
+    return run_job(store, nprocs, cmd,
+                   extra=("--auto", "--no-http", "--numerics", "off",
+                          "--checksum-every", str(every), *extra),
+                   env=ddp_env(), timeout=JOB_TIMEOUT)
+
+
+def divergences(job):
+    fs = [f for f in job.findings() if f["kind"] == "replica_divergence"]
+    for f in fs:
+        if not isinstance(f["evidence"], dict):
+            f["evidence"] = json.loads(f["evidence"])
+    return fs
+
+
+def the_divergence(job):
+    fs = divergences(job)
+    assert len(fs) == 1, (fs, job.stderr[-2000:])
+    assert fs[0]["severity"] == "critical", fs[0]
+    return fs[0], fs[0]["evidence"]
+
+
+# (parameter, rank, step, bit, interval): first, middle and last
+# parameters, every rank position, a mantissa, an exponent and the sign
+# bit, every step and every 4th.
+FLIPS = [("embed.weight", 0, 3, 22, 1),
+         ("blocks.1.fc2.weight", 2, 5, 0, 1),
+         ("head.bias", 1, 4, 31, 1),
+         ("blocks.0.fc1.bias", 2, 5, 30, 4)]
+
+
+@pytest.mark.parametrize("param,rank,step,bit,every", FLIPS)
+def test_bit_flip_names_rank_step_parameter(store, param, rank, step, bit,
+                                            every):
+    job = run(store, 3, "--flip-rank", str(rank), "--flip-step", str(step),
+              "--flip-param", param, "--flip-bit", str(bit), every=every)
+    assert job.returncode == 0, job.stderr
+    f, ev = the_divergence(job)
+    found_at = -(-step // every) * every  # first multiple of EVERY >= step
+    assert f["first_step"] == found_at, f
+    assert f["ranks"] == [rank], f
+    assert ev["first_param"] == param, ev
+    assert ev["params_differ"] == 1 and ev["no_majority"] == 0, ev
+    assert ev["majority"] == 2 and ev["ranks_compared"] == 3, ev
+    assert param in f["message"] and "rank %d" % rank in f["message"]
+
+
+def test_lost_update_is_found_at_its_step(store):
+    job = run(store, 3, "--skip-rank", "1", "--skip-step", "4")
+    assert job.returncode == 0, job.stderr
+    f, ev = the_divergence(job)
+    assert f["first_step"] == 4 and f["ranks"] == [1], f
+    # every parameter took an update that rank 1 lost
+    assert ev["first_param"] == "embed.weight", ev
+    assert ev["params_differ"] == ev["params_total"] == 16, ev
+
+
+@pytest.mark.parametrize("nprocs", [2, 3, 4])
+def test_clean_runs_never_diverge(store, nprocs):
+    job = run(store, nprocs, steps=8)
+    assert job.returncode == 0, job.stderr
+    assert divergences(job) == [], job.stderr
+    # the checksums were there to compare: every rank, every step
+    con = __import__("sqlite3").connect(str(store))
+    n = con.execute("SELECT count(*) FROM rank_values WHERE name = "
+                    "'checksum.lo'").fetchone()[0]
+    con.close()
+    assert n == nprocs * 8
+
+
+def test_two_ranks_have_no_majority(store):
+    job = run(store, 2, "--flip-rank", "1", "--flip-step", "2",
+              "--flip-param", "head.weight", steps=6)
+    f, ev = the_divergence(job)
+    assert ev["no_majority"] == 1 and f["first_step"] == 2, ev
+    assert sorted(f["ranks"]) == [0, 1], f
+    assert ev["first_param"] == "head.weight", ev
+    assert "no majority" in f["message"]
+
+
+def test_groups_are_compared_within_themselves(store):
+    # two DDP groups with different seeds: different parameters across
+    # groups are expected; the flip in group {2, 3} has no majority there
+    job = run(store, 4, "--groups", "0,1;2,3", "--flip-rank", "3",
+              "--flip-step", "3", "--flip-param", "head.bias", steps=6)
+    assert job.returncode == 0, job.stderr
+    f, ev = the_divergence(job)
+    assert ev["group"] == 2 and ev["ranks_compared"] == 2, ev
+    assert sorted(f["ranks"]) == [2, 3] and f["first_step"] == 3, f
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_groups_inferred_from_ddp_or_the_flag(store, flag):
+    # not declared in the script: DDP's process groups, or the flag
+    extra = ("--replica-groups", "0,1;2,3") if flag else ()
+    job = run(store, 4, "--groups", "0,1;2,3", "--undeclared",
+              "--flip-rank", "1", "--flip-step", "2", "--flip-param",
+              "embed.bias", steps=4, extra=extra)
+    assert job.returncode == 0, job.stderr
+    f, ev = the_divergence(job)
+    assert ev["group"] == 0 and sorted(f["ranks"]) == [0, 1], ev
+
+
+def test_on_divergence_stop_ends_the_job(store):
+    job = run(store, 3, "--flip-rank", "2", "--flip-step", "2",
+              "--flip-param", "head.weight", steps=200,
+              extra=("--on-divergence", "stop"))
+    assert job.returncode == DIVERGED_EXIT, job.stderr
+    f, _ = the_divergence(job)
+    assert f["first_step"] == 2 and f["ranks"] == [2]
+    assert "replica divergence at step 2" in job.stderr
+
+
+def test_bad_options_are_refused(store):
+    for opt in (["--checksum-every", "-1"], ["--checksum", "all"],
+                ["--replica-groups", "0,1;1,2"],
+                ["--on-divergence", "panic"]):
+        out = subprocess.run([str(STEPSCOPE), "run", "--db", str(store),
+                              "-n", "1", *opt, "--", "true"],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2, (opt, out.stderr)
+        assert opt[0] in out.stderr, out.stderr
