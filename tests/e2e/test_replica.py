@@ -52,12 +52,14 @@ def the_divergence(job):
 
 
 # (parameter, rank, step, bit, interval): first, middle and last
-# parameters, every rank position, a mantissa, an exponent and the sign
-# bit, every step and every 4th.
+# parameters, every rank position, mantissa bits, the lowest exponent bit
+# and the sign bit, every step and every 4th.  (A flip of a high exponent
+# bit makes the value huge, the loss NaN and, through the all-reduce,
+# every replica's parameters NaN alike: the nonfinite finding's case.)
 FLIPS = [("embed.weight", 0, 3, 22, 1),
          ("blocks.1.fc2.weight", 2, 5, 0, 1),
          ("head.bias", 1, 4, 31, 1),
-         ("blocks.0.fc1.bias", 2, 5, 30, 4)]
+         ("blocks.0.fc1.bias", 2, 5, 23, 4)]
 
 
 @pytest.mark.parametrize("param,rank,step,bit,every", FLIPS)
@@ -151,3 +153,54 @@ def test_bad_options_are_refused(store):
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 2, (opt, out.stderr)
         assert opt[0] in out.stderr, out.stderr
+
+
+# ---- stepscope diff ----
+
+def diff(store, a, b, *extra, db_b=None):
+    args = [str(STEPSCOPE), "diff", "--db", str(store), "--json", str(a),
+            str(b), *extra]
+    if db_b:
+        args += ["--db-b", str(db_b)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    return out.returncode, json.loads(out.stdout) if out.stdout else None
+
+
+def test_diff_same_seed_perturbation_and_other_seed(store, tmp_path):
+    other = tmp_path / "other.db"
+    for db, args in ((store, ()), (store, ()),
+                     (store, ("--perturb-rank", "2", "--perturb-step", "4")),
+                     (store, ("--seed", "1")), (other, ())):
+        job = run(db, 3, *args, steps=7)
+        assert job.returncode == 0, job.stderr
+    rc, same = diff(store, 1, 2)
+    assert rc == 0 and same["status"] == "identical", same
+    assert same["common_steps"] == 7 and same["checksum_steps"] == 7
+    rc, pert = diff(store, 1, 3)
+    assert rc == 1, pert
+    d = pert["divergence"]
+    assert d["step"] == 4 and d["ranks"] == [2], d
+    assert d["first_param"] == "embed.weight", d
+    rc, seed = diff(store, 1, 4)
+    assert rc == 1 and seed["divergence"]["step"] == 0, seed
+    assert seed["divergence"]["what"] == "loss", seed
+    # across two stores: the same seed is identical
+    rc, two = diff(store, 1, 1, db_b=other)
+    assert rc == 0, two
+    text = subprocess.run([str(STEPSCOPE), "diff", "--db", str(store), "1",
+                           "3"], capture_output=True, text=True, timeout=60)
+    assert text.returncode == 1
+    assert "diverged at step 4 on rank 2" in text.stdout, text.stdout
+
+
+def test_diff_cannot_compare(store):
+    assert run(store, 2, steps=4).returncode == 0
+    assert run(store, 3, steps=4).returncode == 0
+    assert run(store, 2, steps=4, every=0).returncode == 0
+    rc, out = diff(store, 1, 2)
+    assert rc == 2 and "world size" in out["reason"], out
+    rc, out = diff(store, 1, 3)
+    assert rc == 2 and "no checksums" in out["reason"], out
+    bad = subprocess.run([str(STEPSCOPE), "diff", "--db", str(store), "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "two runs" in bad.stderr
