@@ -66,7 +66,8 @@ from ._checksum import checksum, replica_group  # noqa: E402
 _stacks.install()
 
 __all__ = [
-    "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
+    "Phase", "Step", "StepscopeError", "checkpoint_saved", "checksum",
+    "counters",
     "enabled", "memory_record", "memory_sample", "metric", "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "replica_group",
     "resumed_from", "step",
