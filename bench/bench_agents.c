@@ -268,9 +268,15 @@ static int connect_link(agent *a)
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_port = htons((uint16_t)(o.port + 1)),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* Each simulated node from its own loopback address, as real nodes
+     * are: the controller lets only a few handshakes wait per address. */
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    me.sin_addr.s_addr = htonl(0x7f000000u | (1u + a->node / 250) << 8 |
+                               (1u + a->node % 250));
     while (mono_ns() < deadline && !atomic_load(&g_ctl_gone)) {
         a->fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (connect(a->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+        if (bind(a->fd, (struct sockaddr *)&me, sizeof me) == 0 &&
+            connect(a->fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
             int one = 1;
             setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             return 0;

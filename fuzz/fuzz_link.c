@@ -5,10 +5,15 @@
  * (0: the controller's, from an agent; 1: the agent's, from the
  * controller); bit 1 a decoder that has already been through the
  * handshake and is keyed with a fixed key, so the MACed frames are
- * reachable.  To let the fuzzer past the MAC, bit 2 re-MACs every frame of
- * the rest of the input with that key and the expected sequence number
- * before decoding it.  The decoder must never crash, read out of bounds
- * or report a consumed size larger than what it was given.
+ * reachable; bit 3 (without bit 1) a decoder in the middle of the
+ * handshake, before authentication: the controller's after AGENT_HELLO
+ * (PROOF expected, unkeyed), the agent's after CHALLENGE (keyed; JOIN_OK
+ * or a MACed JOIN_REJECT expected).  To let the fuzzer past the MAC, bit 2
+ * re-MACs every frame of the rest of the input with that key and the
+ * expected sequence number before decoding it.  The decoder must never
+ * crash, read out of bounds or report a consumed size larger than what it
+ * was given, and before it is keyed no frame it accepts may be larger
+ * than the handshake's limit (LINK_MAX_HANDSHAKE_PAYLOAD).
  */
 #include "link_wire.h"
 
@@ -23,8 +28,10 @@ static const uint8_t k_key[LINK_KEY_SIZE] = {
 
 static uint8_t g_frame[LINK_FRAME_MAX];
 
-/* Brings D past the handshake with well-formed frames, then keys it. */
-static void join(link_decoder *d)
+/* Brings D past the handshake with well-formed frames, then keys it; or
+ * with HALF, only as far as the frame that authenticates the peer (the
+ * agent's decoder is keyed then, the controller's not yet). */
+static void join(link_decoder *d, int half)
 {
     link_encoder e;
     link_frame f, out;
@@ -42,6 +49,8 @@ static void join(link_decoder *d)
         size_t n = link_encode(&e, buf, sizeof buf, &f);
         if (link_decoder_next(d, buf, n, &out, &used, err, sizeof err) != LINK_OK)
             abort();
+        if (half)
+            return;
         f.type = LINK_PROOF;
         n = link_encode(&e, buf, sizeof buf, &f);
         if (link_decoder_next(d, buf, n, &out, &used, err, sizeof err) != LINK_OK)
@@ -54,6 +63,8 @@ static void join(link_decoder *d)
         if (link_decoder_next(d, buf, n, &out, &used, err, sizeof err) != LINK_OK)
             abort();
         link_decoder_keyed(d, k_key);
+        if (half)
+            return;
         link_encoder_keyed(&e, k_key);
         f.type = LINK_JOIN_OK;
         f.u.join_ok.world_size = 2;
@@ -97,7 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     link_decoder_init(&d, (data[0] & 1) ? LINK_FROM_CONTROLLER
                                         : LINK_FROM_AGENT);
     if (data[0] & 2)
-        join(&d);
+        join(&d, 0);
+    else if (data[0] & 8)
+        join(&d, 1);
     int fix_macs = (data[0] & 4) && d.keyed;
     const uint8_t *p = data + 1;
     size_t len = size - 1;
@@ -106,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (len > 0) {
         size_t used = 0;
         link_result rc;
+        int keyed_before = d.keyed;
         if (fix_macs) {
             size_t n = remac(&d, p, len);
             if (n == 0)
@@ -121,6 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (rc != LINK_OK)
             return 0;
+        if (!keyed_before && used > LINK_HEADER_SIZE + LINK_MAX_HANDSHAKE_PAYLOAD)
+            abort();
         p += used;
         len -= used;
     }

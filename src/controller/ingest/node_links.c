@@ -2,12 +2,16 @@
  * node_links.c - accepts agent links, authenticates them, and turns what
  * they carry into ingest channels and callbacks.
  *
- * Each link owns a read buffer for two maximal frames, a link decoder and
- * encoder (link_wire.h), its handshake state and the list of its open
- * channels (one per rank connection on the agent's host, by the agent's
- * channel id).  One repeating timer per link sends heartbeats and notices
- * silence: before the join it is the handshake deadline, after it the
- * heartbeat timeout.  Writes are queued on the socket; a link whose peer
+ * Each link owns a read buffer, a link decoder and encoder (link_wire.h),
+ * its handshake state and the list of its open channels (one per rank
+ * connection on the agent's host, by the agent's channel id).  Until it
+ * joins, a link's buffer is a small one inside it, for one handshake
+ * frame; a joined link gets one for two maximal frames.  One timer per
+ * link: before the join it fires once, at the handshake deadline counted
+ * from the connection; after it, it repeats, sending heartbeats and
+ * noticing the heartbeat timeout.  The links still in the handshake are
+ * also kept in the order they connected, so that a connection over a cap
+ * closes the oldest.  Writes are queued on the socket; a link whose peer
  * stops reading (more than SS_LINK_MAX_QUEUED bytes waiting) is closed as
  * lost rather than growing memory.  All state is touched only from the
  * loop thread.
@@ -15,15 +19,34 @@
 #include "node_links.h"
 #include "clocks.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define LINK_BUF_SIZE (2 * LINK_FRAME_MAX)
+#define PREAUTH_BUF_SIZE (LINK_HEADER_SIZE + LINK_MAX_HANDSHAKE_PAYLOAD)
 #define SS_LINK_MAX_QUEUED (64u << 20)
 
 enum { ST_HELLO, ST_PROOF, ST_JOINED, ST_CLOSING };
+
+/* Why a connection that never joined was closed, as the summary counts. */
+enum {
+    R_DEADLINE, R_PROTOCOL, R_AUTH, R_CLOSED, R_CAP_ADDR, R_CAP_TOTAL,
+    R_REFUSED, R_OTHER, R_COUNT
+};
+
+static const char *const k_refusal_names[R_COUNT] = {
+    "no handshake within the deadline",
+    "protocol error",
+    "authentication failed",
+    "closed before joining",
+    "too many handshakes from one address",
+    "too many handshakes at once",
+    "refused by the run",
+    "connection failed",
+};
 
 struct peer;
 
@@ -50,10 +73,14 @@ typedef struct peer {
     int64_t clock_offset_ns; /* the channels' transports point here */
     uint64_t last_rx_ms;
     size_t queued;
-    char addr[64];
+    char addr[64];           /* "ip:port" */
+    char ip[48];             /* what the per-address cap counts by */
+    int waiting;             /* in the owner's handshake list */
+    struct peer *wprev, *wnext;
     chan *chans;
-    size_t len;
-    uint8_t buf[LINK_BUF_SIZE];
+    uint8_t *buf;            /* small, or LINK_BUF_SIZE once joined */
+    size_t cap, len;
+    uint8_t small[PREAUTH_BUF_SIZE];
 } peer;
 
 struct ss_node_links {
@@ -67,6 +94,16 @@ struct ss_node_links {
     ss_node_links_callbacks cb;
     peer *links;
     uint32_t n_links;
+    peer *wait_head, *wait_tail; /* in the handshake, oldest first */
+    uint32_t n_waiting;
+    /* refusals: the first of a quiet period is told, the rest counted */
+    uv_timer_t refusal_timer;
+    int refusal_timer_open;
+    int told_in_period;
+    uint64_t period_start_ms;
+    uint64_t untold;
+    uint64_t untold_by[R_COUNT];
+    char last_refused[64];
     int server_open;
     int closing;
     uint16_t port;
@@ -76,8 +113,101 @@ struct ss_node_links {
 
 static void maybe_free(ss_node_links *nl)
 {
-    if (nl->closing && !nl->server_open && nl->n_links == 0)
+    if (nl->closing && !nl->server_open && !nl->refusal_timer_open &&
+        nl->n_links == 0)
         free(nl);
+}
+
+/* ---- the links in the handshake ---- */
+
+static void wait_add(peer *l)
+{
+    ss_node_links *nl = l->owner;
+    l->waiting = 1;
+    l->wprev = nl->wait_tail;
+    l->wnext = NULL;
+    if (nl->wait_tail)
+        nl->wait_tail->wnext = l;
+    else
+        nl->wait_head = l;
+    nl->wait_tail = l;
+    nl->n_waiting++;
+}
+
+static void wait_remove(peer *l)
+{
+    if (!l->waiting)
+        return;
+    ss_node_links *nl = l->owner;
+    if (l->wprev)
+        l->wprev->wnext = l->wnext;
+    else
+        nl->wait_head = l->wnext;
+    if (l->wnext)
+        l->wnext->wprev = l->wprev;
+    else
+        nl->wait_tail = l->wprev;
+    l->waiting = 0;
+    nl->n_waiting--;
+}
+
+/* ---- refusals, counted ---- */
+
+/* Tells what the period held beyond its first refusal. */
+static void flush_refusals(ss_node_links *nl)
+{
+    if (nl->untold == 0)
+        return;
+    char reasons[512];
+    size_t n = 0;
+    reasons[0] = '\0';
+    for (int i = 0; i < R_COUNT; i++) {
+        if (!nl->untold_by[i] || n >= sizeof reasons)
+            continue;
+        int w = snprintf(reasons + n, sizeof reasons - n, "%s%" PRIu64 " %s",
+                         n ? ", " : "", nl->untold_by[i], k_refusal_names[i]);
+        n += w > 0 ? (size_t)w : 0;
+    }
+    if (n < sizeof reasons)
+        snprintf(reasons + n, sizeof reasons - n, "; the last from %s",
+                 nl->last_refused);
+    double seconds = (uv_now(nl->loop) - nl->period_start_ms) / 1000.0;
+    if (nl->cb.on_refusals)
+        nl->cb.on_refusals(nl->cb.ctx, nl->untold, seconds, reasons);
+    nl->untold = 0;
+    memset(nl->untold_by, 0, sizeof nl->untold_by);
+}
+
+/* The end of a period: a summary if it had more refusals, and another
+ * period; after a quiet one the next refusal is told at once. */
+static void on_refusal_timer(uv_timer_t *t)
+{
+    ss_node_links *nl = t->data;
+    if (nl->untold == 0) {
+        nl->told_in_period = 0;
+        return;
+    }
+    flush_refusals(nl);
+    nl->period_start_ms = uv_now(nl->loop);
+    uv_timer_start(&nl->refusal_timer, on_refusal_timer,
+                   nl->cfg.refusal_report_ms, 0);
+}
+
+static void note_refusal(ss_node_links *nl, const char *addr, int cat,
+                         const char *why)
+{
+    if (nl->told_in_period) {
+        nl->untold++;
+        nl->untold_by[cat]++;
+        snprintf(nl->last_refused, sizeof nl->last_refused, "%s", addr);
+        return;
+    }
+    nl->told_in_period = 1;
+    nl->period_start_ms = uv_now(nl->loop);
+    uv_timer_start(&nl->refusal_timer, on_refusal_timer,
+                   nl->cfg.refusal_report_ms, 0);
+    if (nl->cb.on_refused)
+        nl->cb.on_refused(nl->cb.ctx, addr, why);
 }
 
 static void on_link_handle_closed(uv_handle_t *h)
@@ -93,20 +223,24 @@ static void on_link_handle_closed(uv_handle_t *h)
     if (l->next)
         l->next->prev = l->prev;
     nl->n_links--;
+    if (l->buf != l->small)
+        free(l->buf);
     free(l);
     maybe_free(nl);
 }
 
 /* Closes L.  A joined link's channels are reported gone first; REPORT
  * says whether the node's end is reported (not when the controller closes
- * every link itself). */
-static void link_close(peer *l, const char *why, int report)
+ * every link itself); a link that never joined is counted as a refusal
+ * of cause CAT. */
+static void link_close(peer *l, int cat, const char *why, int report)
 {
     if (l->stage == ST_CLOSING)
         return;
     int joined = l->stage == ST_JOINED;
     l->stage = ST_CLOSING;
     ss_node_links *nl = l->owner;
+    wait_remove(l);
     while (l->chans) {
         chan *c = l->chans;
         l->chans = c->next;
@@ -116,8 +250,8 @@ static void link_close(peer *l, const char *why, int report)
     if (report && joined && nl->cb.on_node_gone)
         nl->cb.on_node_gone(nl->cb.ctx, l->hello.node_rank, l->said_bye,
                             l->said_bye ? "said goodbye" : why);
-    else if (report && !joined && nl->cb.on_refused)
-        nl->cb.on_refused(nl->cb.ctx, l->addr, why);
+    else if (report && !joined)
+        note_refusal(nl, l->addr, cat, why);
     uv_read_stop((uv_stream_t *)&l->tcp);
     uv_close((uv_handle_t *)&l->timer, on_link_handle_closed);
     uv_close((uv_handle_t *)&l->tcp, on_link_handle_closed);
@@ -137,9 +271,9 @@ static void on_write_done(uv_write_t *req, int status)
     peer *l = w->l;
     l->queued -= w->len;
     if (status < 0)
-        link_close(l, "its connection failed while sending", 1);
+        link_close(l, R_OTHER, "its connection failed while sending", 1);
     else if (w->close_after)
-        link_close(l, "refused", 0);
+        link_close(l, R_REFUSED, "refused", 0);
     free(w);
 }
 
@@ -153,8 +287,9 @@ static int link_send(peer *l, const link_frame *f, int close_after)
     write_req *w = n ? malloc(sizeof *w + n) : NULL;
     if (!w || l->queued + n > SS_LINK_MAX_QUEUED) {
         free(w);
-        link_close(l, n ? "it stopped reading what the controller sends"
-                        : "a frame could not be encoded", 1);
+        link_close(l, R_OTHER,
+                   n ? "it stopped reading what the controller sends"
+                     : "a frame could not be encoded", 1);
         return -1;
     }
     memcpy(w->bytes, nl->out, n);
@@ -166,7 +301,7 @@ static int link_send(peer *l, const link_frame *f, int close_after)
     if (uv_write(&w->req, (uv_stream_t *)&l->tcp, &b, 1, on_write_done) < 0) {
         l->queued -= n;
         free(w);
-        link_close(l, "its connection failed while sending", 1);
+        link_close(l, R_OTHER, "its connection failed while sending", 1);
         return -1;
     }
     return 0;
@@ -211,6 +346,8 @@ static chan *chan_find(peer *l, uint32_t id)
     return NULL;
 }
 
+static void on_timer(uv_timer_t *t);
+
 /* ---- the handshake ---- */
 
 static void on_agent_hello(peer *l, const link_agent_hello *h)
@@ -232,8 +369,8 @@ static void on_proof(peer *l, const link_proof *p)
     uint8_t want[LINK_PROOF_SIZE];
     link_auth_agent_proof(&nl->secret, &l->hello, l->nonce, want);
     if (!link_auth_proof_equal(want, p->proof)) {
-        link_close(l, "authentication failed: the agent does not know the "
-                   "run's secret", 1);
+        link_close(l, R_AUTH, "authentication failed: the agent does not "
+                   "know the run's secret", 1);
         return;
     }
     uint8_t key[LINK_KEY_SIZE];
@@ -247,8 +384,7 @@ static void on_proof(peer *l, const link_proof *p)
         link_frame f = {.type = LINK_JOIN_REJECT};
         snprintf(f.u.join_reject.reason, sizeof f.u.join_reject.reason, "%s",
                  reason);
-        if (nl->cb.on_refused)
-            nl->cb.on_refused(nl->cb.ctx, l->addr, reason);
+        note_refusal(nl, l->addr, R_REFUSED, reason);
         l->said_bye = 1; /* never joined: nothing to report at close */
         link_send(l, &f, 1);
         return;
@@ -261,6 +397,10 @@ static void on_proof(peer *l, const link_proof *p)
     snprintf(f.u.join_ok.run_uuid, sizeof f.u.join_ok.run_uuid, "%s",
              nl->run_uuid);
     l->stage = ST_JOINED;
+    wait_remove(l);
+    l->last_rx_ms = uv_now(nl->loop);
+    uv_timer_start(&l->timer, on_timer, nl->cfg.heartbeat_ms,
+                   nl->cfg.heartbeat_ms);
     link_send(l, &f, 0);
 }
 
@@ -274,7 +414,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
     switch (f->type) {
     case LINK_OPEN: {
         if (chan_find(l, f->u.channel.channel)) {
-            link_close(l, "it opened a channel twice", 1);
+            link_close(l, R_OTHER, "it opened a channel twice", 1);
             return;
         }
         chan *c = calloc(1, sizeof *c);
@@ -356,7 +496,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
         l->said_bye = 1;
         return;
     default:
-        link_close(l, "it sent a frame out of place", 1);
+        link_close(l, R_OTHER, "it sent a frame out of place", 1);
         return;
     }
 }
@@ -367,7 +507,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     peer *l = h->data;
     b->base = (char *)l->buf + l->len;
-    b->len = sizeof l->buf - l->len;
+    b->len = l->cap - l->len;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -381,7 +521,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         else
             snprintf(why, sizeof why, "its connection failed: %s",
                      uv_strerror((int)nread));
-        link_close(l, why, 1);
+        link_close(l, R_CLOSED, why, 1);
         return;
     }
     l->len += (size_t)nread;
@@ -397,7 +537,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         if (rc == LINK_ERROR) {
             char why[260];
             snprintf(why, sizeof why, "protocol error: %s", err);
-            link_close(l, why, 1);
+            link_close(l, R_PROTOCOL, why, 1);
             return;
         }
         off += used;
@@ -408,54 +548,93 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         else if (l->stage == ST_JOINED)
             on_joined_frame(l, &nl->frame);
         else
-            link_close(l, "it broke the handshake", 1);
+            link_close(l, R_PROTOCOL, "it broke the handshake", 1);
     }
     if (l->stage == ST_CLOSING)
         return;
     memmove(l->buf, l->buf + off, l->len - off);
     l->len -= off;
+    if (l->stage == ST_JOINED && l->buf == l->small) {
+        uint8_t *big = malloc(LINK_BUF_SIZE);
+        if (!big) {
+            link_close(l, R_OTHER, "out of memory for its link", 1);
+            return;
+        }
+        memcpy(big, l->small, l->len);
+        l->buf = big;
+        l->cap = LINK_BUF_SIZE;
+    }
 }
 
 static void on_timer(uv_timer_t *t)
 {
     peer *l = t->data;
     ss_node_links *nl = l->owner;
-    uint64_t silent = uv_now(nl->loop) - l->last_rx_ms;
     if (l->stage != ST_JOINED) {
-        if (silent >= nl->cfg.handshake_timeout_ms)
-            link_close(l, "no handshake within the timeout", 1);
+        char why[96];
+        snprintf(why, sizeof why, "no handshake within %.1f s of connecting",
+                 nl->cfg.handshake_timeout_ms / 1000.0);
+        link_close(l, R_DEADLINE, why, 1);
         return;
     }
+    uint64_t silent = uv_now(nl->loop) - l->last_rx_ms;
     if (silent >= nl->cfg.heartbeat_timeout_ms) {
         char why[96];
         snprintf(why, sizeof why, "no heartbeat for %.1f s (timeout %.1f s)",
                  silent / 1000.0, nl->cfg.heartbeat_timeout_ms / 1000.0);
-        link_close(l, why, 1);
+        link_close(l, R_OTHER, why, 1);
         return;
     }
     link_frame f = {.type = LINK_HEARTBEAT};
     link_send(l, &f, 0);
 }
 
-static void peer_name(uv_tcp_t *tcp, char *out, size_t n)
+/* "ip:port" into OUT, the ip alone into IP (48 bytes). */
+static void peer_name(uv_tcp_t *tcp, char *out, size_t n, char *ip)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
     snprintf(out, n, "?");
+    snprintf(ip, 48, "?");
     if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) != 0)
         return;
-    char ip[48] = "?";
     int port = 0;
     if (ss.ss_family == AF_INET) {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        uv_ip4_name(a, ip, sizeof ip);
+        uv_ip4_name(a, ip, 48);
         port = ntohs(a->sin_port);
     } else if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        uv_ip6_name(a, ip, sizeof ip);
+        uv_ip6_name(a, ip, 48);
         port = ntohs(a->sin6_port);
     }
     snprintf(out, n, "%s:%d", ip, port);
+}
+
+/* A new link from IP is about to wait in the handshake: over a cap, the
+ * oldest waiting link under that cap (from IP, or of all) gives way. */
+static void make_room(ss_node_links *nl, const char *ip)
+{
+    uint32_t same = 0;
+    peer *oldest_same = NULL;
+    for (peer *w = nl->wait_head; w; w = w->wnext)
+        if (!strcmp(w->ip, ip)) {
+            if (!oldest_same)
+                oldest_same = w;
+            same++;
+        }
+    if (same >= nl->cfg.max_preauth_per_addr && oldest_same) {
+        char why[128];
+        snprintf(why, sizeof why, "closed: %u handshakes waited from its "
+                 "address (at most %u)", same, nl->cfg.max_preauth_per_addr);
+        link_close(oldest_same, R_CAP_ADDR, why, 1);
+    }
+    if (nl->n_waiting >= nl->cfg.max_preauth && nl->wait_head) {
+        char why[128];
+        snprintf(why, sizeof why, "closed: %u handshakes waited (at most "
+                 "%u)", nl->n_waiting, nl->cfg.max_preauth);
+        link_close(nl->wait_head, R_CAP_TOTAL, why, 1);
+    }
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -480,14 +659,17 @@ static void on_connection(uv_stream_t *server, int status)
     nl->links = l;
     nl->n_links++;
     l->last_rx_ms = uv_now(nl->loop);
+    l->buf = l->small;
+    l->cap = sizeof l->small;
     if (uv_accept(server, (uv_stream_t *)&l->tcp) < 0) {
-        link_close(l, "accept failed", 0);
+        link_close(l, R_OTHER, "accept failed", 0);
         return;
     }
     uv_tcp_nodelay(&l->tcp, 1);
-    peer_name(&l->tcp, l->addr, sizeof l->addr);
-    uv_timer_start(&l->timer, on_timer, nl->cfg.heartbeat_ms,
-                   nl->cfg.heartbeat_ms);
+    peer_name(&l->tcp, l->addr, sizeof l->addr, l->ip);
+    make_room(nl, l->ip);
+    wait_add(l);
+    uv_timer_start(&l->timer, on_timer, nl->cfg.handshake_timeout_ms, 0);
     uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
 }
 
@@ -517,6 +699,12 @@ ss_node_links *ss_node_links_start(uv_loop_t *loop, ss_ingest *ingest,
         nl->cfg.heartbeat_timeout_ms = 10000;
     if (!nl->cfg.handshake_timeout_ms)
         nl->cfg.handshake_timeout_ms = 10000;
+    if (!nl->cfg.max_preauth)
+        nl->cfg.max_preauth = SS_NODE_LINKS_MAX_PREAUTH;
+    if (!nl->cfg.max_preauth_per_addr)
+        nl->cfg.max_preauth_per_addr = SS_NODE_LINKS_MAX_PREAUTH_PER_ADDR;
+    if (!nl->cfg.refusal_report_ms)
+        nl->cfg.refusal_report_ms = SS_NODE_LINKS_REFUSAL_REPORT_MS;
     const char *host = cfg->bind_addr ? cfg->bind_addr : "0.0.0.0";
     nl->cfg.bind_addr = NULL;
     struct sockaddr_storage addr;
@@ -529,6 +717,9 @@ ss_node_links *ss_node_links_start(uv_loop_t *loop, ss_ingest *ingest,
         free(nl);
         return NULL;
     }
+    uv_timer_init(loop, &nl->refusal_timer);
+    nl->refusal_timer.data = nl;
+    nl->refusal_timer_open = 1;
     uv_tcp_init(loop, &nl->server);
     nl->server.data = nl;
     nl->server_open = 1;
@@ -619,13 +810,24 @@ static void on_server_closed(uv_handle_t *h)
     maybe_free(nl);
 }
 
+static void on_refusal_timer_closed(uv_handle_t *h)
+{
+    ss_node_links *nl = h->data;
+    nl->refusal_timer_open = 0;
+    maybe_free(nl);
+}
+
 void ss_node_links_close(ss_node_links *nl)
 {
     if (!nl)
         return;
     nl->closing = 1;
+    flush_refusals(nl);
+    if (nl->refusal_timer_open &&
+        !uv_is_closing((uv_handle_t *)&nl->refusal_timer))
+        uv_close((uv_handle_t *)&nl->refusal_timer, on_refusal_timer_closed);
     for (peer *l = nl->links; l; l = l->next)
-        link_close(l, "the controller closed", 0);
+        link_close(l, R_OTHER, "the controller closed", 0);
     if (nl->server_open && !uv_is_closing((uv_handle_t *)&nl->server))
         uv_close((uv_handle_t *)&nl->server, on_server_closed);
     else

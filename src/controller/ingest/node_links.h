@@ -9,10 +9,22 @@
  * controller's clock by the node's latest clock estimate.  The rest of
  * what an agent says (clock estimates, rank starts and exits, host
  * evidence, the end of its ranks, its health check) goes to callbacks;
- * STOP, INJECT and STACKS_REQ go the other way.  A link whose peer sends anything malformed, fails authentication
- * or stays silent past the heartbeat timeout is closed; a joined node's
- * link that ends without BYE is reported lost, after its channels are
- * reported gone.  Runs on the controller's libuv loop; never blocks.
+ * STOP, INJECT and STACKS_REQ go the other way.  A link whose peer sends
+ * anything malformed, fails authentication or stays silent past the
+ * heartbeat timeout is closed; a joined node's link that ends without BYE
+ * is reported lost, after its channels are reported gone.  Runs on the
+ * controller's libuv loop; never blocks.
+ *
+ * What a stranger on the network can cost the controller is bounded
+ * before it authenticates: the handshake must end within an absolute
+ * deadline from the connection (however the bytes trickle in), a frame
+ * before authentication is at most LINK_MAX_HANDSHAKE_PAYLOAD bytes, and
+ * at most max_preauth links wait in the handshake at once, at most
+ * max_preauth_per_addr of them from one address: a connection over a cap
+ * closes the oldest waiting link under that cap, so a flood cannot hold
+ * the slots a real agent needs.  Refusals are counted, not reported one
+ * by one: the first of a quiet period goes to on_refused, the rest of the
+ * period are summed into one on_refusals call at its end.
  */
 #ifndef STEPSCOPE_NODE_LINKS_H
 #define STEPSCOPE_NODE_LINKS_H
@@ -45,7 +57,9 @@ typedef struct {
      * connection closed", "no heartbeat for 10 s"...).  Called once per
      * joined node. */
     void (*on_node_gone)(void *ctx, uint32_t node, int clean, const char *why);
-    /* A connection that never joined was closed: ADDR, and why. */
+    /* A connection that never joined was closed: ADDR, and why.  Called
+     * for the first refusal after refusal_report_ms without one; the
+     * refusals that follow within a period go to on_refusals. */
     void (*on_refused)(void *ctx, const char *addr, const char *why);
     /* NODE's health check before its ranks start (HEALTH). */
     void (*on_health)(void *ctx, uint32_t node, const link_health *h);
@@ -53,6 +67,13 @@ typedef struct {
      * valid during the call only. */
     void (*on_stacks_part)(void *ctx, uint32_t node,
                            const link_stacks_part *p);
+    /* COUNT more connections were refused in the last SECONDS (the
+     * period's, or less at close) than on_refused was told of; REASONS
+     * counts them by cause ("12 no handshake within the deadline, 3
+     * protocol error; the last from 10.0.0.9:41234").  Called at most
+     * once per refusal_report_ms, and at close when some are untold. */
+    void (*on_refusals)(void *ctx, uint64_t count, double seconds,
+                        const char *reasons);
 } ss_node_links_callbacks;
 
 typedef struct {
@@ -65,8 +86,16 @@ typedef struct {
     const uint8_t *rank_token;   /* WIRE_TOKEN_SIZE bytes, sealed per link */
     uint32_t heartbeat_ms;       /* default 1000 when 0 */
     uint32_t heartbeat_timeout_ms; /* default 10000 when 0 */
+    /* From the connection to JOIN_OK, however the bytes trickle in. */
     uint32_t handshake_timeout_ms; /* default 10000 when 0 */
+    uint32_t max_preauth;          /* links in the handshake; 0: 128 */
+    uint32_t max_preauth_per_addr; /* of them from one address; 0: 8 */
+    uint32_t refusal_report_ms;    /* refusal summary period; 0: 10000 */
 } ss_node_links_config;
+
+#define SS_NODE_LINKS_MAX_PREAUTH 128
+#define SS_NODE_LINKS_MAX_PREAUTH_PER_ADDR 8
+#define SS_NODE_LINKS_REFUSAL_REPORT_MS 10000
 
 /* Starts listening.  Returns NULL with a reason in ERR ("listen on
  * 0.0.0.0:29501: address already in use").  CFG and CB are copied. */

@@ -5,17 +5,24 @@
  * exchanges clocks, answers a stacks request in chunks, reports exits and
  * says goodbye; an agent with the
  * wrong secret; a node the controller refuses; a node that falls silent;
- * bytes that are not the protocol.
+ * bytes that are not the protocol.  And what strangers can cost before
+ * they authenticate: a peer that trickles its hello is closed at the
+ * handshake's deadline, an oversized hello at its header, floods of
+ * waiting links from one address and from many stay under the caps while
+ * a real agent still joins (each flood from its own loopback address,
+ * 127.0.0.2 and up), and a burst of refusals is told once and summed.
  */
 #include "node_links.h"
 #include "testing.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static const uint8_t k_token[WIRE_TOKEN_SIZE] = {1, 2, 3, 4, 5, 6, 7, 8,
@@ -31,6 +38,9 @@ typedef struct {
     char stacks[128]; /* the chunks of request 9 for rank 3, joined */
     int64_t last_offset;
     char gone_why[128], refused_why[256];
+    int refusal_summaries;
+    uint64_t refusals_summed;
+    char refusal_reasons[512];
     int refuse_join;
     int64_t step_begin; /* of the last step record, as ingest saw it */
     ss_node_links *nl;
@@ -135,6 +145,15 @@ static void t_refused(void *ctx, const char *addr, const char *why)
     s->refused++;
     snprintf(s->refused_why, sizeof s->refused_why, "%s", why);
     maybe_close(s);
+}
+
+static void t_refusals(void *ctx, uint64_t count, double seconds,
+                       const char *reasons)
+{
+    seen *s = ctx;
+    s->refusal_summaries++;
+    s->refusals_summed += count;
+    snprintf(s->refusal_reasons, sizeof s->refusal_reasons, "%s", reasons);
 }
 
 static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
@@ -436,7 +455,7 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
                                 .handshake_timeout_ms = 2000};
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
-                                  t_health, t_stacks_part};
+                                  t_health, t_stacks_part, t_refusals};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -552,7 +571,304 @@ static void garbage_is_closed(void)
     CHECK(strstr(s.refused_why, "protocol error") != NULL);
 }
 
+/* ---- strangers before authentication ----
+ * A controller on the loop of this thread; a client script on another
+ * thread, which ends the case when it returns. */
+
+typedef struct hostile hostile;
+struct hostile {
+    uint16_t port;
+    link_secret secret;
+    void (*script)(hostile *h);
+    uv_async_t done;
+    seen *s;
+    /* out */
+    double closed_after_s; /* from connecting until the controller closed */
+    int open_from_one, open_in_all, joined;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A TCP connection to the controller from 127.0.0.HOST, or -1. */
+static int connect_from(uint16_t port, int host)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)host);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (bind(fd, (struct sockaddr *)&me, sizeof me) != 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Has the controller closed FD (waiting up to MS for it)? */
+static int closed_by_peer(int fd, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    char b[64];
+    return recv(fd, b, sizeof b, MSG_DONTWAIT) <= 0;
+}
+
+/* A real agent's handshake from 127.0.0.1: 1 when JOIN_OK came. */
+static int join_once(hostile *h)
+{
+    static conn c;
+    memset(&c, 0, sizeof c);
+    c.fd = connect_from(h->port, 1);
+    if (c.fd < 0)
+        return 0;
+    link_encoder_init(&c.enc, LINK_FROM_AGENT);
+    link_decoder_init(&c.dec, LINK_FROM_CONTROLLER);
+    link_frame f = {.type = LINK_AGENT_HELLO};
+    link_agent_hello *hl = &f.u.hello;
+    hl->version = LINK_VERSION;
+    hl->node_rank = 1;
+    hl->nnodes = 2;
+    hl->nproc_per_node = 2;
+    link_random(hl->nonce, sizeof hl->nonce);
+    snprintf(hl->job_id, sizeof hl->job_id, "job7");
+    snprintf(hl->host, sizeof hl->host, "node1");
+    link_agent_hello hello = *hl;
+    link_frame in;
+    int ok = 0;
+    if (send_frame(&c, &f) == 0 && read_frame(&c, &in) &&
+        in.type == LINK_CHALLENGE) {
+        link_frame p = {.type = LINK_PROOF};
+        link_auth_agent_proof(&h->secret, &hello, in.u.challenge.nonce,
+                              p.u.proof.proof);
+        uint8_t key[LINK_KEY_SIZE];
+        link_auth_session_key(&h->secret, &hello, in.u.challenge.nonce, key);
+        link_decoder_keyed(&c.dec, key);
+        ok = send_frame(&c, &p) == 0 && read_frame(&c, &in) &&
+             in.type == LINK_JOIN_OK;
+    }
+    close(c.fd);
+    return ok;
+}
+
+static void on_script_done(uv_async_t *a)
+{
+    hostile *h = a->data;
+    ss_node_links_close(h->s->nl);
+    ss_ingest_close(h->s->in);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void *run_script(void *arg)
+{
+    hostile *h = arg;
+    h->script(h);
+    uv_async_send(&h->done);
+    return NULL;
+}
+
+static void run_hostile(seen *s, hostile *h, const ss_node_links_config *base)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    signal(SIGPIPE, SIG_IGN);
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/ss-nl-test-%d.sock", (int)getpid());
+    unlink(path);
+    ss_ingest_config icfg = {.unix_path = path, .run_id = "run-uuid"};
+    memcpy(icfg.token, k_token, sizeof k_token);
+    ss_ingest_callbacks icb = {.ctx = s, .intern = t_intern,
+                               .on_hello = t_hello, .on_step = t_step,
+                               .on_disconnect = t_disconnect};
+    char err[256];
+    s->in = ss_ingest_start(&loop, &icfg, &icb, err, sizeof err);
+    REQUIRE(s->in != NULL);
+    REQUIRE(link_auth_init() == 0);
+    REQUIRE(link_secret_load(NULL, k_secret, &h->secret, err, sizeof err) ==
+            0);
+    ss_node_links_config cfg = *base;
+    cfg.bind_addr = "127.0.0.1";
+    cfg.secret = &h->secret;
+    cfg.run_uuid = "run-uuid";
+    cfg.world_size = 4;
+    cfg.rank_token = k_token;
+    cfg.heartbeat_ms = 100;
+    ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
+                                  t_all,  NULL,   t_gone,  t_refused,
+                                  t_health, t_stacks_part, t_refusals};
+    s->close_when_gone = 1 << 30; /* the script ends the case */
+    s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
+    REQUIRE(s->nl != NULL);
+    uv_async_init(&loop, &h->done, on_script_done);
+    h->done.data = h;
+    h->s = s;
+    h->port = ss_node_links_port(s->nl);
+    pthread_t th;
+    pthread_create(&th, NULL, run_script, h);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+/* A valid AGENT_HELLO, one byte every 150 ms: silence never lasts, yet
+ * the deadline counts from the connection. */
+static void trickle(hostile *h)
+{
+    static conn c;
+    memset(&c, 0, sizeof c);
+    link_encoder_init(&c.enc, LINK_FROM_AGENT);
+    link_frame f = {.type = LINK_AGENT_HELLO};
+    f.u.hello.version = LINK_VERSION;
+    f.u.hello.nnodes = 2;
+    f.u.hello.node_rank = 1;
+    f.u.hello.nproc_per_node = 1;
+    snprintf(f.u.hello.job_id, sizeof f.u.hello.job_id, "job7");
+    size_t n = link_encode(&c.enc, c.out, sizeof c.out, &f);
+    int fd = connect_from(h->port, 1);
+    if (fd < 0)
+        return;
+    double t0 = now_s();
+    for (size_t i = 0; i < n && now_s() - t0 < 5; i++) {
+        if (send(fd, c.out + i, 1, MSG_NOSIGNAL) != 1 ||
+            closed_by_peer(fd, 150)) {
+            h->closed_after_s = now_s() - t0;
+            break;
+        }
+    }
+    close(fd);
+}
+
+static void a_trickling_peer_is_closed_at_the_deadline(void)
+{
+    seen s = {0};
+    hostile h = {.script = trickle};
+    ss_node_links_config cfg = {.handshake_timeout_ms = 1000};
+    run_hostile(&s, &h, &cfg);
+    CHECK(h.closed_after_s >= 0.9 && h.closed_after_s < 1.6);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "no handshake within 1.0 s") != NULL);
+}
+
+/* The header of a 60,000-byte AGENT_HELLO, then some of it. */
+static void oversized(hostile *h)
+{
+    uint8_t frame[1 + 2048] = {0};
+    uint32_t len = 60000;
+    memcpy(frame, &len, 4); /* little-endian here */
+    frame[4] = LINK_AGENT_HELLO;
+    int fd = connect_from(h->port, 1);
+    if (fd < 0)
+        return;
+    double t0 = now_s();
+    send(fd, frame, sizeof frame, MSG_NOSIGNAL);
+    if (closed_by_peer(fd, 2500))
+        h->closed_after_s = now_s() - t0;
+    close(fd);
+}
+
+static void an_oversized_hello_is_refused_at_its_header(void)
+{
+    seen s = {0};
+    hostile h = {.script = oversized};
+    ss_node_links_config cfg = {.handshake_timeout_ms = 3000};
+    run_hostile(&s, &h, &cfg);
+    CHECK(h.closed_after_s > 0 && h.closed_after_s < 0.5);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "before authentication") != NULL);
+}
+
+/* 20 silent links from 127.0.0.2 (cap 4 per address), then 4 from each of
+ * 127.0.0.3 to .6 (cap 8 in all): the oldest give way, and a real agent
+ * from 127.0.0.1 joins while the newest are held. */
+static void flood(hostile *h)
+{
+    int one[20], many[16];
+    for (int i = 0; i < 20; i++)
+        one[i] = connect_from(h->port, 2);
+    usleep(300000);
+    for (int i = 0; i < 20; i++)
+        h->open_from_one += one[i] >= 0 && !closed_by_peer(one[i], 0);
+    int last_held = one[19] >= 0 && !closed_by_peer(one[19], 0);
+    for (int i = 0; i < 16; i++)
+        many[i] = connect_from(h->port, 3 + i / 4);
+    usleep(300000);
+    for (int i = 0; i < 20; i++)
+        h->open_in_all += one[i] >= 0 && !closed_by_peer(one[i], 0);
+    for (int i = 0; i < 16; i++)
+        h->open_in_all += many[i] >= 0 && !closed_by_peer(many[i], 0);
+    h->open_from_one = last_held ? h->open_from_one : -1;
+    h->joined = join_once(h);
+    usleep(100000);
+    for (int i = 0; i < 20; i++)
+        close(one[i]);
+    for (int i = 0; i < 16; i++)
+        close(many[i]);
+}
+
+static void floods_stay_under_the_caps_and_a_real_agent_joins(void)
+{
+    seen s = {0};
+    hostile h = {.script = flood};
+    ss_node_links_config cfg = {.handshake_timeout_ms = 10000,
+                                .max_preauth = 8,
+                                .max_preauth_per_addr = 4,
+                                .refusal_report_ms = 60000};
+    run_hostile(&s, &h, &cfg);
+    CHECK_EQ_INT(h.open_from_one, 4); /* the newest 4 of 127.0.0.2 */
+    CHECK_EQ_INT(h.open_in_all, 8);
+    CHECK(h.joined);
+    CHECK_EQ_INT(s.joins, 1);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "handshakes waited from its address") !=
+          NULL);
+    /* the other 27 refusals, summed when the controller closed */
+    CHECK_EQ_INT(s.refusal_summaries, 1);
+    CHECK(s.refusals_summed >= 27);
+    CHECK(strstr(s.refusal_reasons, "too many handshakes from one "
+                 "address") != NULL);
+    CHECK(strstr(s.refusal_reasons, "too many handshakes at once") != NULL);
+}
+
+/* 40 connections that speak HTTP: 40 protocol errors in a burst. */
+static void burst(hostile *h)
+{
+    static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+    for (int i = 0; i < 40; i++) {
+        int fd = connect_from(h->port, 1);
+        if (fd < 0)
+            continue;
+        send(fd, junk, sizeof junk - 1, MSG_NOSIGNAL);
+        closed_by_peer(fd, 1000);
+        close(fd);
+    }
+    usleep(700000); /* past the period's end: its summary comes */
+}
+
+static void a_burst_of_refusals_is_told_once_and_summed(void)
+{
+    seen s = {0};
+    hostile h = {.script = burst};
+    ss_node_links_config cfg = {.refusal_report_ms = 400};
+    run_hostile(&s, &h, &cfg);
+    CHECK_EQ_INT(s.refused, 1);
+    CHECK(strstr(s.refused_why, "protocol error") != NULL);
+    CHECK(s.refusal_summaries >= 1 && s.refusal_summaries <= 3);
+    CHECK_EQ_INT(s.refusals_summed, 39);
+    CHECK(strstr(s.refusal_reasons, "protocol error; the last from "
+                 "127.0.0.1:") != NULL);
+}
+
 TEST_LIST(TEST(a_node_joins_works_and_leaves),
           TEST(a_wrong_secret_is_refused_both_ways),
           TEST(a_refused_node_is_told_why), TEST(a_silent_node_is_lost),
-          TEST(a_node_is_restarted_then_ended), TEST(garbage_is_closed))
+          TEST(a_node_is_restarted_then_ended), TEST(garbage_is_closed),
+          TEST(a_trickling_peer_is_closed_at_the_deadline),
+          TEST(an_oversized_hello_is_refused_at_its_header),
+          TEST(floods_stay_under_the_caps_and_a_real_agent_joins),
+          TEST(a_burst_of_refusals_is_told_once_and_summed))

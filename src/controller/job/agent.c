@@ -9,6 +9,16 @@
  * handshake, the first clock round, then running; the ranks start only
  * once the node has joined and its clock is known.
  *
+ * Until JOIN_OK nothing the other end says is trusted: whoever answers
+ * may be a process that took the controller's port, or a peer in the
+ * middle.  So every failure of the join (no answer, a closed connection,
+ * a bad proof, a JOIN_REJECT without a MAC, a protocol error) is retried,
+ * backing off from RETRY_MS to RETRY_MAX_MS, and one deadline, the join
+ * timeout, covers connecting and the handshake alike.  Only a JOIN_REJECT
+ * that carries the session key's MAC is the controller's own word and
+ * ends the agent at once (on a first join).  Text a peer sent is printed
+ * with its control characters replaced (shown()).
+ *
  * Each rank connection's bytes are also decoded here, passively, with the
  * rank protocol's own decoder: HELLO tells which rank it is (its GPU is
  * looked up), each STEP is the moment to sample the host and send that
@@ -56,6 +66,7 @@
 #define LINK_BUF (2 * LINK_FRAME_MAX)
 #define CLOCK_GAP_MS 5      /* between the exchanges of one round */
 #define RETRY_MS 500        /* between attempts to reach the controller */
+#define RETRY_MAX_MS 5000   /* the backoff after failed handshakes, at most */
 
 enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
 
@@ -87,10 +98,13 @@ typedef struct agent {
     uv_tcp_t tcp;
     int tcp_open;
     uv_connect_t connect_req;
-    uv_timer_t retry, heartbeat, clock_timer;
+    uv_timer_t retry, heartbeat, clock_timer, join_timer;
     uint64_t deadline_ms;      /* join deadline, loop time */
     uint64_t last_rx_ms;
-    char last_error[200];
+    uint32_t retry_ms;         /* before the next attempt to join */
+    uint32_t backoff_ms;       /* after the next failed handshake */
+    char last_error[300];
+    char said_error[300];      /* the join failure printed last */
     link_encoder enc;
     link_decoder dec;
     link_agent_hello hello;
@@ -150,6 +164,43 @@ static void say(const agent *a, const char *fmt, ...)
 
 static void finish(agent *a);
 static void lose_controller(agent *a, const char *why);
+
+/* IN as it may be printed: every control character (C0, DEL, C1) and
+ * every byte that is not UTF-8 becomes '?', so that a peer's text cannot
+ * drive the terminal.  Returns OUT (N bytes, terminated). */
+static const char *shown(const char *in, char *out, size_t n)
+{
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)in;
+    while (*p && o + 1 < n) {
+        unsigned c = *p;
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2
+                   : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f
+                    : len == 3 ? c & 0x0f : c & 0x07;
+        for (size_t i = 1; i < len; i++) {
+            if ((p[i] & 0xc0) != 0x80) {
+                len = 0;
+                break;
+            }
+            cp = cp << 6 | (p[i] & 0x3f);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        int ok = len && cp >= least[len] && cp <= 0x10ffff &&
+                 !(cp >= 0xd800 && cp <= 0xdfff) && cp >= 0x20 &&
+                 !(cp >= 0x7f && cp <= 0x9f);
+        if (!ok || o + len >= n) {
+            out[o++] = '?';
+            p += len ? len : 1;
+            continue;
+        }
+        memcpy(out + o, p, len);
+        o += len;
+        p += len;
+    }
+    out[o] = '\0';
+    return out;
+}
 
 /* ---- sending on the link ---- */
 
@@ -767,10 +818,13 @@ static void on_join_ok(agent *a, const link_join_ok *j)
         finish(a);
         return;
     }
+    uv_timer_stop(&a->join_timer);
+    a->backoff_ms = RETRY_MS;
     if (a->rejoining && strcmp(a->uuid, j->run_uuid) != 0) {
+        char uuid[LINK_MAX_STR + 1];
         say(a, "the controller at %s now runs another run (%s, not %s); "
-            "this node does not join it", a->controller, j->run_uuid,
-            a->uuid);
+            "this node does not join it", a->controller,
+            shown(j->run_uuid, uuid, sizeof uuid), a->uuid);
         a->status = 1;
         finish(a);
         return;
@@ -790,11 +844,9 @@ static void on_challenge(agent *a, const link_challenge *c)
     uint8_t want[LINK_PROOF_SIZE];
     link_auth_controller_proof(a->cfg->secret, &a->hello, c->nonce, want);
     if (!link_auth_proof_equal(want, c->proof)) {
-        say(a, "the controller at %s did not prove it knows the run's "
-            "secret (another --token-file or STEPSCOPE_TOKEN, or not this "
-            "run's controller); no rank started", a->controller);
-        a->status = 1;
-        finish(a);
+        lose_controller(a, "it did not prove it knows the run's secret "
+                        "(another --token-file or STEPSCOPE_TOKEN, or not "
+                        "this run's controller)");
         return;
     }
     link_frame f = {.type = LINK_PROOF};
@@ -848,20 +900,29 @@ static void on_link_frame(agent *a, const link_frame *f)
     case LINK_JOIN_OK:
         on_join_ok(a, &f->u.join_ok);
         return;
-    case LINK_JOIN_REJECT:
+    case LINK_JOIN_REJECT: {
+        char reason[LINK_MAX_STR + 1], why[LINK_MAX_STR + 64];
+        shown(f->u.join_reject.reason, reason, sizeof reason);
+        if (!a->dec.keyed) {
+            /* Before any proof: anyone could have sent it. */
+            snprintf(why, sizeof why, "refused before proving it knows the "
+                     "run's secret: %s", reason);
+            lose_controller(a, why);
+            return;
+        }
         if (a->rejoining) {
             /* The controller may still be ending the attempt this node
              * was lost from: try again until the join timeout. */
-            snprintf(a->last_error, sizeof a->last_error, "refused: %s",
-                     f->u.join_reject.reason);
-            lose_controller(a, a->last_error);
+            snprintf(why, sizeof why, "refused: %s", reason);
+            lose_controller(a, why);
             return;
         }
         say(a, "the controller at %s refused this node: %s", a->controller,
-            f->u.join_reject.reason);
+            reason);
         a->status = 1;
         finish(a);
         return;
+    }
     case LINK_DATA:
         to_rank(a, &f->u.data);
         return;
@@ -902,10 +963,13 @@ static void on_link_frame(agent *a, const link_frame *f)
         } else if (!a->launcher) {
             a->status = 1;
             finish(a);
-        } else if (f->u.stop.kill_now) {
-            ss_launcher_kill_now(a->launcher, f->u.stop.reason);
         } else {
-            ss_launcher_terminate(a->launcher, f->u.stop.reason);
+            char reason[LINK_MAX_STR + 1];
+            shown(f->u.stop.reason, reason, sizeof reason);
+            if (f->u.stop.kill_now)
+                ss_launcher_kill_now(a->launcher, reason);
+            else
+                ss_launcher_terminate(a->launcher, reason);
         }
         return;
     default:
@@ -981,24 +1045,49 @@ static void on_retry(uv_timer_t *t)
     try_connect(t->data);
 }
 
+/* The join deadline passed before JOIN_OK: whatever is under way (a
+ * connection, a handshake, a wait to retry) ends with it. */
+static void give_up_joining(agent *a)
+{
+    if (a->stage == AG_ENDING)
+        return;
+    say(a, "could not join the controller at %s within %.0f s: %s",
+        a->controller, a->cfg->join_timeout_ms / 1000.0, a->last_error);
+    a->status = 1;
+    finish(a); /* the loop's handles, the link's too, are closed after */
+}
+
+static void on_join_timer(uv_timer_t *t)
+{
+    agent *a = t->data;
+    if (a->stage < AG_SYNCING)
+        give_up_joining(a);
+}
+
 static void on_tcp_closed_retry(uv_handle_t *h)
 {
     agent *a = h->data;
     a->tcp_open = 0;
-    if (uv_now(&a->loop) >= a->deadline_ms) {
-        say(a, "could not join the controller at %s within %.0f s: %s",
-            a->controller, a->cfg->join_timeout_ms / 1000.0, a->last_error);
-        a->status = 1;
-        finish(a);
+    if (a->stage == AG_ENDING)
+        return;
+    uint64_t now = uv_now(&a->loop);
+    if (now >= a->deadline_ms) {
+        give_up_joining(a);
         return;
     }
-    uv_timer_start(&a->retry, on_retry, RETRY_MS, 0);
+    uint64_t wait = a->retry_ms;
+    if (wait > a->deadline_ms - now)
+        wait = a->deadline_ms - now;
+    uv_timer_start(&a->retry, on_retry, wait, 0);
 }
 
 static void on_connected(uv_connect_t *req, int status)
 {
     agent *a = req->data;
+    if (status == UV_ECANCELED || a->stage == AG_ENDING)
+        return; /* the handle is being closed */
     if (status < 0) {
+        a->retry_ms = RETRY_MS;
         snprintf(a->last_error, sizeof a->last_error, "%s",
                  uv_strerror(status));
         uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
@@ -1029,6 +1118,7 @@ static void try_connect(agent *a)
                             (struct sockaddr *)&a->ctl_addr, on_connected);
     if (rc < 0) {
         snprintf(a->last_error, sizeof a->last_error, "%s", uv_strerror(rc));
+        a->retry_ms = RETRY_MS;
         uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
     }
 }
@@ -1040,19 +1130,23 @@ static void lose_controller(agent *a, const char *why)
     if (a->lost || a->stage == AG_ENDING)
         return;
     if (a->stage < AG_SYNCING) {
-        if (a->rejoining) {
-            /* joining again: retried until the join deadline */
-            snprintf(a->last_error, sizeof a->last_error, "%s", why);
-            uv_read_stop((uv_stream_t *)&a->tcp);
-            a->stage = AG_CONNECTING;
-            uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
-            return;
+        /* Still joining, and nothing authenticated said no: whoever
+         * answered may not be the controller.  Retried, backing off,
+         * until the join deadline; each new reason is said once. */
+        snprintf(a->last_error, sizeof a->last_error, "%s", why);
+        if (strcmp(a->said_error, why) != 0) {
+            snprintf(a->said_error, sizeof a->said_error, "%s", why);
+            uint64_t now = uv_now(&a->loop);
+            say(a, "the controller at %s did not let this node join: %s; "
+                "trying again for %.0f s more", a->controller, why,
+                a->deadline_ms > now ? (a->deadline_ms - now) / 1000.0 : 0);
         }
-        /* still joining: a refused or failed handshake */
-        say(a, "lost the controller at %s while joining: %s", a->controller,
-            why);
-        a->status = 1;
-        finish(a);
+        a->retry_ms = a->backoff_ms;
+        a->backoff_ms = a->backoff_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+                                                         : a->backoff_ms * 2;
+        uv_read_stop((uv_stream_t *)&a->tcp);
+        a->stage = AG_CONNECTING;
+        uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_retry);
         return;
     }
     a->lost = 1;
@@ -1082,6 +1176,10 @@ static void rejoin(agent *a)
     a->link_len = 0;
     uv_timer_stop(&a->clock_timer);
     a->deadline_ms = uv_now(&a->loop) + a->cfg->join_timeout_ms;
+    a->retry_ms = RETRY_MS;
+    a->backoff_ms = RETRY_MS;
+    a->said_error[0] = '\0';
+    uv_timer_start(&a->join_timer, on_join_timer, a->cfg->join_timeout_ms, 0);
     if (!a->cfg->quiet)
         say(a, "joining the controller at %s again (for %.0f s)",
             a->controller, a->cfg->join_timeout_ms / 1000.0);
@@ -1184,17 +1282,21 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_timer_init(&a->loop, &a->retry);
     uv_timer_init(&a->loop, &a->heartbeat);
     uv_timer_init(&a->loop, &a->clock_timer);
+    uv_timer_init(&a->loop, &a->join_timer);
     for (int i = 0; i < SS_INJECT_MAX; i++) {
         uv_timer_init(&a->loop, &a->cont[i]);
         a->cont[i].data = a;
     }
     a->retry.data = a->heartbeat.data = a->clock_timer.data = a;
+    a->join_timer.data = a;
+    a->retry_ms = a->backoff_ms = RETRY_MS;
     if (link_auth_init() != 0) {
         say(a, "the crypto library did not initialise");
     } else if (resolve(a) == 0) {
         if (!c.quiet)
             say(a, "joining the controller at %s", a->controller);
         a->deadline_ms = uv_now(&a->loop) + c.join_timeout_ms;
+        uv_timer_start(&a->join_timer, on_join_timer, c.join_timeout_ms, 0);
         uv_timer_start(&a->heartbeat, on_heartbeat, c.heartbeat_ms,
                        c.heartbeat_ms);
         try_connect(a);

@@ -3,6 +3,13 @@
  * disk space, the GPUs through NVML, the master port, and the site's
  * command as a child process on the loop with a timeout and a bounded
  * capture of its output.
+ *
+ * The command's output is read until the deadline at most: at the
+ * deadline its process group is killed and the pipe closed, whoever holds
+ * it open.  When the command's own process exits first, a child it left
+ * in the background may still hold the pipe: the rest of the output is
+ * read for SS_HEALTH_DRAIN_MS more (not past the deadline), then the
+ * pipe is closed and the group, whatever is left of it, killed.
  */
 #include "health.h"
 
@@ -20,6 +27,8 @@
 
 #include "model.h"
 #include "nvml.h"
+
+#define SS_HEALTH_DRAIN_MS 500
 
 void ss_health_config_defaults(ss_health_config *cfg)
 {
@@ -175,7 +184,9 @@ typedef struct {
     void *ctx;
     ss_health_result res;
     int open_handles;
-    int exited, timed_out;
+    int exited, timed_out, out_closed;
+    int interrupted;      /* the signal that stopped it, 0: none */
+    uint64_t deadline_ms; /* loop time */
     int64_t exit_status;
     int term_signal;
     /* the output, a ring of its last bytes */
@@ -209,7 +220,14 @@ static void finish(health_run *h)
         tail[h->ring_len] = '\0';
         int failed_cmd = h->timed_out || h->term_signal ||
                          h->exit_status != 0;
-        if (failed_cmd) {
+        if (h->interrupted) {
+            h->res.ok = 0;
+            h->res.interrupted = h->interrupted;
+            snprintf(h->res.check, sizeof h->res.check, "command");
+            snprintf(h->res.output, sizeof h->res.output, "'%.60s' was "
+                     "stopped by %s", h->cfg.command,
+                     strsignal(h->interrupted));
+        } else if (failed_cmd) {
             h->res.ok = 0;
             snprintf(h->res.check, sizeof h->res.check, "command");
             char head[200];
@@ -258,25 +276,57 @@ static void close_handle(health_run *h, uv_handle_t *handle)
         uv_close(handle, on_closed);
 }
 
+/* No more of the output is read. */
+static void close_output(health_run *h)
+{
+    h->out_closed = 1;
+    close_handle(h, (uv_handle_t *)&h->out);
+    if (h->exited)
+        close_handle(h, (uv_handle_t *)&h->timer);
+}
+
+/* The command's process group, the children it left behind included
+ * (it leads a session of its own). */
+static void kill_group(health_run *h)
+{
+    if (h->proc.pid > 0)
+        kill(-h->proc.pid, SIGKILL);
+}
+
+/* After the command exited, the pipe is still open past the drain: a
+ * child it left holds it. */
+static void on_drained(uv_timer_t *t)
+{
+    health_run *h = t->data;
+    kill_group(h);
+    close_output(h);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t status, int term_signal)
 {
     health_run *h = p->data;
     h->exited = 1;
     h->exit_status = status;
     h->term_signal = term_signal;
-    uv_timer_stop(&h->timer);
-    close_handle(h, (uv_handle_t *)&h->timer);
     close_handle(h, (uv_handle_t *)&h->proc);
+    if (h->out_closed) {
+        uv_timer_stop(&h->timer);
+        close_handle(h, (uv_handle_t *)&h->timer);
+        return;
+    }
+    uint64_t now = uv_now(h->timer.loop);
+    uint64_t left = h->deadline_ms > now ? h->deadline_ms - now : 0;
+    uv_timer_start(&h->timer, on_drained,
+                   left < SS_HEALTH_DRAIN_MS ? left : SS_HEALTH_DRAIN_MS, 0);
 }
 
 static void on_timeout(uv_timer_t *t)
 {
     health_run *h = t->data;
     h->timed_out = 1;
-    /* Its whole process group: a script's own children go too. */
-    if (h->proc.pid > 0)
-        kill(-h->proc.pid, SIGKILL);
+    kill_group(h);
     uv_process_kill(&h->proc, SIGKILL);
+    close_output(h);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *b)
@@ -293,12 +343,16 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     if (n > 0)
         keep_output(h, b->base, (size_t)n);
     else if (n < 0)
-        close_handle(h, (uv_handle_t *)&h->out);
+        close_output(h);
 }
 
-int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
-                    ss_health_done done, void *ctx, char *err, size_t errlen)
+/* ss_health_start, and the run it started when that is the command's
+ * (NULL when it answered at once or failed). */
+static int health_begin(uv_loop_t *loop, const ss_health_config *cfg,
+                        ss_health_done done, void *ctx, health_run **run,
+                        char *err, size_t errlen)
 {
+    *run = NULL;
     health_run *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, errlen, "out of memory");
@@ -355,13 +409,46 @@ int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
         return -1;
     }
     uv_read_start((uv_stream_t *)&h->out, on_alloc, on_read);
+    h->deadline_ms = uv_now(loop) + h->cfg.timeout_ms;
     uv_timer_start(&h->timer, on_timeout, h->cfg.timeout_ms, 0);
+    *run = h;
     return 0;
 }
 
+int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
+                    ss_health_done done, void *ctx, char *err, size_t errlen)
+{
+    health_run *h;
+    return health_begin(loop, cfg, done, ctx, &h, err, errlen);
+}
+
+/* ss_health_run's private loop: the result, and the signals that stop
+ * the command while the run's own loop cannot hear them. */
+typedef struct {
+    ss_health_result *out;
+    health_run *run;  /* NULL once it answered */
+    uv_signal_t sigs[3];
+} sync_run;
+
 static void sync_done(void *ctx, const ss_health_result *res)
 {
-    *(ss_health_result *)ctx = *res;
+    sync_run *sr = ctx;
+    *sr->out = *res;
+    sr->run = NULL;
+    for (int i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&sr->sigs[i], NULL);
+}
+
+static void on_sync_signal(uv_signal_t *sig, int signum)
+{
+    sync_run *sr = sig->data;
+    health_run *h = sr->run;
+    if (!h || h->interrupted || h->exited)
+        return;
+    h->interrupted = signum;
+    kill_group(h);
+    uv_process_kill(&h->proc, SIGKILL);
+    close_output(h);
 }
 
 int ss_health_run(const ss_health_config *cfg, ss_health_result *out)
@@ -373,11 +460,21 @@ int ss_health_run(const ss_health_config *cfg, ss_health_result *out)
         snprintf(out->output, sizeof out->output, "cannot start a loop");
         return -1;
     }
+    sync_run sr = {.out = out};
+    static const int signums[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&loop, &sr.sigs[i]);
+        sr.sigs[i].data = &sr;
+        uv_signal_start(&sr.sigs[i], on_sync_signal, signums[i]);
+    }
     char err[300];
-    if (ss_health_start(&loop, cfg, sync_done, out, err, sizeof err) != 0) {
+    if (health_begin(&loop, cfg, sync_done, &sr, &sr.run, err,
+                     sizeof err) != 0) {
         out->ok = 0;
         snprintf(out->check, sizeof out->check, "command");
         snprintf(out->output, sizeof out->output, "%s", err);
+        for (int i = 0; i < 3; i++)
+            uv_close((uv_handle_t *)&sr.sigs[i], NULL);
     }
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);

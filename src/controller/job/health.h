@@ -43,6 +43,8 @@ typedef struct {
                          "command"); "" when ok */
     char output[SS_HEALTH_OUTPUT_MAX + 1]; /* what it found or printed */
     char notes[512];  /* what passed or was skipped, "; "-separated */
+    int interrupted;  /* ss_health_run: the signal (SIGINT, SIGTERM,
+                         SIGHUP) that stopped the command, 0: none */
 } ss_health_result;
 
 /* Fills CFG with the defaults: the working directory, 1 GB, GPUs checked,
@@ -65,7 +67,10 @@ int ss_health_start(uv_loop_t *loop, const ss_health_config *cfg,
                     ss_health_done done, void *ctx, char *err, size_t errlen);
 
 /* Runs every check of CFG to the end on a private loop.  Returns 0 when
- * all passed, -1 otherwise, with *OUT filled either way. */
+ * all passed, -1 otherwise, with *OUT filled either way.  SIGINT, SIGTERM
+ * or SIGHUP while the command runs kills it at once: -1 with
+ * OUT->interrupted the signal (the process's other handlers of it, a
+ * libuv loop's, still hear of it). */
 int ss_health_run(const ss_health_config *cfg, ss_health_result *out);
 
 #endif

@@ -1,12 +1,16 @@
 /*
  * health_test.c - the health checks: a disk threshold no disk meets, the
  * GPUs of the NVML test double with and without ECC and Xid errors, a
- * port in use, and site commands that pass, fail, print a lot and hang.
+ * port in use, and site commands that pass, fail, print a lot and hang,
+ * and one that leaves a child in the background holding its output open.
  */
 #include "health.h"
 
 #include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -141,7 +145,54 @@ static void site_commands(void)
     CHECK_STR(r.check, "disk");
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The command exits at once but its background child keeps the pipe: the
+ * check ends a short drain later, not when the child does, and the child
+ * is ended with it. */
+static void a_background_child_does_not_hold_the_check(void)
+{
+    ss_health_config cfg;
+    ss_health_result r;
+    base_config(&cfg);
+    char pidfile[64], cmd[160];
+    snprintf(pidfile, sizeof pidfile, "/tmp/ss-health-test-%d.pid",
+             (int)getpid());
+    snprintf(cmd, sizeof cmd, "(sleep 20 & echo $! > %s); echo ok", pidfile);
+    cfg.command = cmd;
+    cfg.timeout_ms = 3000;
+    double t0 = now_s();
+    CHECK_EQ_INT(ss_health_run(&cfg, &r), 0);
+    double took = now_s() - t0;
+    CHECK(took < 2.0);
+    CHECK(strstr(r.notes, "passed") != NULL);
+    FILE *f = fopen(pidfile, "r");
+    int pid = 0;
+    if (f) {
+        CHECK_EQ_INT(fscanf(f, "%d", &pid), 1);
+        fclose(f);
+    }
+    unlink(pidfile);
+    REQUIRE(pid > 0);
+    int gone = 0;
+    for (int i = 0; i < 100 && !gone; i++) {
+        gone = kill(pid, 0) != 0;
+        if (!gone)
+            usleep(20000);
+    }
+    CHECK(gone);
+    if (!gone)
+        kill(pid, SIGKILL);
+}
+
 TEST_LIST({"disk_threshold", disk_threshold},
           {"gpus_through_nvml", gpus_through_nvml},
           {"port_in_use", port_in_use},
-          {"site_commands", site_commands});
+          {"site_commands", site_commands},
+          {"a_background_child_does_not_hold_the_check",
+           a_background_child_does_not_hold_the_check});

@@ -477,6 +477,7 @@ static void on_signal(uv_signal_t *h, int signum)
         snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
         run_event(r, "stop_requested", -1, "%s", why);
         run_stop_job(r, 0, why);
+        run_nodes_stop_waiting(r, why);
     } else {
         const char *what = signum == SIGINT    ? "Ctrl-C"
                            : signum == SIGTERM ? "SIGTERM"
@@ -1986,17 +1987,22 @@ int ss_run_main(int argc, char **argv)
         print_summary(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
-        if (r->store && r->run_id && r->health_failed) {
+        int stopped = r->stopped_starting;
+        if (r->store && r->run_id && (r->health_failed || stopped)) {
             ss_attempt_facts facts = {.attempt = r->attempt,
                                       .ended_at = ss_wall_now(),
                                       .first_step = -1, .last_step = -1,
                                       .resumed_from = -1};
-            snprintf(facts.cause, sizeof facts.cause, "health_check");
+            snprintf(facts.cause, sizeof facts.cause, "%s",
+                     stopped ? "interrupted" : "health_check");
             ss_store_put_attempt_facts(r->store, r->run_id, &facts);
         }
+        if (stopped)
+            status = 128 + stopped;
         if (r->store && r->run_id)
-            ss_store_end_run(r->store, r->run_id, ss_wall_now(), 1,
-                             "failed_to_start", 0, 0);
+            ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
+                             stopped ? "interrupted" : "failed_to_start", 0,
+                             0);
     }
     /* Tear down: close everything on the loop, then let it finish. */
     if (r->launcher)

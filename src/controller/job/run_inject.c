@@ -75,6 +75,16 @@ int run_health_first(run_ctx *r, char *err, size_t errlen)
         snprintf(r->health_notes, sizeof r->health_notes, "%s", res.notes);
         return 0;
     }
+    if (res.interrupted) {
+        r->stop_requests++;
+        r->stopped_starting = res.interrupted;
+        run_event(r, "stop_requested", -1, "stopped by %s during node 0's "
+                  "health check", strsignal(res.interrupted));
+        snprintf(err, errlen, "stopped by %s during node 0's health check "
+                 "(%s); no rank was started", strsignal(res.interrupted),
+                 res.output);
+        return -1;
+    }
     run_health_failed(r, 0, res.check, res.output);
     snprintf(err, errlen, "node 0 failed the health check '%s'; no rank was "
              "started", res.check);

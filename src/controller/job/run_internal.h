@@ -219,6 +219,7 @@ struct run_ctx {
     ss_mono_ns started;         /* the run's start */
     ss_mono_ns attempt_started; /* this attempt's launch */
     uint32_t stop_requests;
+    int stopped_starting;   /* the signal that stopped the start-up */
     uint64_t steps_finalized;
     int64_t first_step, last_step; /* of this attempt's finalized steps */
     int64_t resumed_from;   /* the step the ranks resumed from; -1: none */
@@ -312,7 +313,8 @@ void run_end_loop(run_ctx *r);
 
 /* Node 0's health check before the first attempt, on a private loop (no
  * agent has joined yet, so no link waits).  Returns 0 when it passed; -1
- * after run_health_failed with a short reason in ERR. */
+ * after run_health_failed with a short reason in ERR, or -1 with
+ * r->stopped_starting set when a signal stopped it. */
 int run_health_first(run_ctx *r, char *err, size_t errlen);
 
 /* NODE failed its health check RES: stderr, an event, the job's failure
@@ -405,5 +407,11 @@ int run_nodes_all_gone(const run_ctx *r);
 
 /* Closes the links (end of run). */
 void run_nodes_close(run_ctx *r);
+
+/* The job was stopped on request (WHY: "stopped by Interrupt"): the nodes
+ * that have not joined are no longer waited for.  They are recorded as
+ * never joined, their ranks as missing, and the run ends as soon as the
+ * joined nodes' ranks have; not a failure of its own. */
+void run_nodes_stop_waiting(run_ctx *r, const char *why);
 
 #endif

@@ -301,6 +301,19 @@ static void cb_refused(void *ctx, const char *addr, const char *why)
     run_event(r, "agent_refused", -1, "an agent from %s: %s", addr, why);
 }
 
+/* The refusals of a period after its first, summed (node_links.h). */
+static void cb_refusals(void *ctx, uint64_t count, double seconds,
+                        const char *reasons)
+{
+    run_ctx *r = ctx;
+    fprintf(stderr, "stepscope: refused %" PRIu64 " more connection%s to the "
+            "agent port in the last %.0f s: %s\n", count,
+            count == 1 ? "" : "s", seconds, reasons);
+    run_event(r, "agents_refused", -1, "%" PRIu64 " connection%s refused in "
+              "the last %.0f s: %s", count, count == 1 ? "" : "s", seconds,
+              reasons);
+}
+
 /* NODE's health check before its ranks start. */
 static void cb_health(void *ctx, uint32_t node, const link_health *h)
 {
@@ -386,7 +399,8 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_node_gone,
                                   cb_refused,
                                   cb_health,
-                                  cb_stacks_part};
+                                  cb_stacks_part,
+                                  cb_refusals};
     ss_remote_stacks_config scfg = {r->nnodes, r->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(&r->loop, &scfg);
@@ -482,6 +496,35 @@ void run_nodes_restart(run_ctx *r)
         put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
     }
     ss_node_links_restart_all(r->links, r->attempt);
+}
+
+void run_nodes_stop_waiting(run_ctx *r, const char *why)
+{
+    for (uint32_t k = 1; k < r->nnodes; k++) {
+        node_slot *s = &r->nodes[k];
+        if (s->joined || s->gone)
+            continue;
+        s->gone = 1;
+        char reason[160], ranks[64];
+        snprintf(reason, sizeof reason, "the job was %s before it joined",
+                 why);
+        node_ranks(r, k, ranks, sizeof ranks);
+        fprintf(stderr, "stepscope: node %u (%s) is not waited for: %s\n", k,
+                ranks, reason);
+        put_node(r, k, SS_NODE_NEVER_JOINED, reason, SS_MISSING);
+        for (uint32_t i = 0; i < r->nproc_local; i++) {
+            uint32_t rank = k * r->nproc_local + i;
+            run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
+                                                     "its node never joined"));
+            run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
+            ss_live_rank_state(r->live, rank, "lost");
+        }
+        char gone[96];
+        snprintf(gone, sizeof gone, "node %u never joined", k);
+        ss_remote_stacks_node_gone(r->remote_stacks, k, gone);
+    }
+    if (r->nnodes > 1)
+        check_all_exited(r);
 }
 
 int run_nodes_all_gone(const run_ctx *r)

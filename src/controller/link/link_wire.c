@@ -69,13 +69,6 @@ static int sent_by(link_direction dir, unsigned type)
                                   : sent_by_controller(type);
 }
 
-/* JOIN_REJECT is never MACed: the controller sends it when the agent may
- * not hold the secret, so the agent could not check a MAC anyway. */
-static int carries_mac(int keyed, unsigned type)
-{
-    return keyed && type != LINK_JOIN_REJECT;
-}
-
 /* The exact payload size of TYPE, or -1 when it varies. */
 static long fixed_size(unsigned type)
 {
@@ -394,7 +387,10 @@ size_t link_encode(link_encoder *e, uint8_t *buf, size_t cap,
     uint32_t n = (uint32_t)(b.len - LINK_HEADER_SIZE);
     for (int i = 0; i < 4; i++)
         buf[i] = (uint8_t)(n >> (8 * i));
-    if (carries_mac(e->keyed, (unsigned)f->type)) {
+    /* Every frame of a keyed link carries a MAC, JOIN_REJECT too: one sent
+     * after PROOF is the controller's own word, which the agent can tell
+     * from a refusal anyone could send (one that comes first, unkeyed). */
+    if (e->keyed) {
         if (cap - b.len < LINK_MAC_SIZE)
             return 0;
         frame_mac(e->key, e->direction, e->seq, buf, b.len, buf + b.len);
@@ -803,11 +799,16 @@ link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
     if (payload > LINK_MAX_PAYLOAD)
         return fail(err, errlen, "%s of %u bytes exceeds the %u-byte limit",
                     name, (unsigned)payload, (unsigned)LINK_MAX_PAYLOAD);
+    /* A peer not yet authenticated gets no large buffer filled. */
+    if (!d->keyed && payload > LINK_MAX_HANDSHAKE_PAYLOAD)
+        return fail(err, errlen, "%s of %u bytes exceeds the %u-byte limit "
+                    "before authentication", name, (unsigned)payload,
+                    (unsigned)LINK_MAX_HANDSHAKE_PAYLOAD);
     long want = fixed_size(type);
     if (want >= 0 && payload != (uint32_t)want)
         return fail(err, errlen, "%s has %u payload bytes, not %ld", name,
                     (unsigned)payload, want);
-    int mac = carries_mac(d->keyed, type);
+    int mac = d->keyed;
     size_t total = LINK_HEADER_SIZE + (size_t)payload +
                    (mac ? LINK_MAC_SIZE : 0);
     if (len < total)

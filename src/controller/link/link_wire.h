@@ -8,9 +8,12 @@
  * The first four frames authenticate both sides with a challenge-response
  * over a shared secret (link_auth.h): AGENT_HELLO (agent), CHALLENGE
  * (controller: its nonce and its proof), PROOF (agent), then JOIN_OK or
- * JOIN_REJECT (controller).  From JOIN_OK on, every frame in either
- * direction is followed by a 16-byte MAC over (direction, sequence number,
- * header, payload) under the session key, so a frame cannot be forged,
+ * JOIN_REJECT (controller).  From JOIN_OK (or a JOIN_REJECT after PROOF)
+ * on, every frame in either direction is followed by a 16-byte MAC over
+ * (direction, sequence number, header, payload) under the session key, so
+ * a refusal the controller sent after PROOF is told from one anyone could
+ * send (a JOIN_REJECT that comes first has no MAC), and a frame cannot be
+ * forged,
  * replayed, reordered or dropped on the way without the receiver closing
  * the link.  Nothing is encrypted except the rank token in JOIN_OK.
  *
@@ -24,9 +27,10 @@
  * request (STACKS_REQ, answered by STACKS_PART chunks).
  *
  * The decoder is a per-link state machine that checks framing, field
- * ranges, the order of the handshake, the direction of each type and every
- * MAC; any violation is an error with a one-line reason and the caller
- * closes the link.  It never reads past the bytes given.
+ * ranges, the order of the handshake, the direction of each type, every
+ * MAC, and until it is keyed the handshake's smaller frame limit; any
+ * violation is an error with a one-line reason and the caller closes the
+ * link.  It never reads past the bytes given.
  */
 #ifndef STEPSCOPE_LINK_WIRE_H
 #define STEPSCOPE_LINK_WIRE_H
@@ -52,6 +56,9 @@
 #define LINK_MAX_STACKS_CHUNK (LINK_MAX_PAYLOAD - LINK_STACKS_PART_FIXED)
 #define LINK_MAX_STACKS_DEADLINE_MS 60000
 #define LINK_FRAME_MAX (LINK_HEADER_SIZE + LINK_MAX_PAYLOAD + LINK_MAC_SIZE)
+/* Before the link is keyed (the handshake) a frame's payload is at most
+ * this: the largest handshake frame, AGENT_HELLO, has 564 bytes. */
+#define LINK_MAX_HANDSHAKE_PAYLOAD 1024
 
 typedef enum {
     /* handshake */
@@ -307,7 +314,7 @@ void link_decoder_keyed(link_decoder *d, const uint8_t key[LINK_KEY_SIZE]);
  * controller, CHALLENGE then JOIN_OK or JOIN_REJECT, then anything.  The
  * caller keys the decoder (link_decoder_keyed) right after it has decoded
  * PROOF (controller side) or CHALLENGE (agent side) and computed the
- * session key: JOIN_OK is the first MACed frame.
+ * session key: JOIN_OK or JOIN_REJECT is the first MACed frame.
  */
 link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
                               link_frame *out, size_t *consumed, char *err,

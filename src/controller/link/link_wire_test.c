@@ -560,12 +560,20 @@ static void handshake_order_is_enforced(void)
     n = plain(LINK_JOIN_OK, g_buf, sizeof g_buf);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_ERROR);
     CHECK(strstr(err, "before the link was keyed") != NULL);
-    /* JOIN_REJECT, unMACed even on a keyed decoder, ends the link. */
+    /* JOIN_REJECT after CHALLENGE carries a MAC (the controller's own
+     * word), and ends the link; one without is not taken for it. */
     link_decoder_init(&d, LINK_FROM_CONTROLLER);
     n = plain(LINK_CHALLENGE, g_buf, sizeof g_buf);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_OK);
     link_decoder_keyed(&d, k_key);
     n = plain(LINK_JOIN_REJECT, g_buf, sizeof g_buf);
+    CHECK(feed(&d, g_buf, n, &out, &used, err) != LINK_OK);
+    f = sample(LINK_JOIN_REJECT);
+    link_encoder_init(&ce, LINK_FROM_CONTROLLER);
+    link_encoder_keyed(&ce, k_key);
+    n = link_encode(&ce, g_buf, sizeof g_buf, &f); /* keyed: seq 0 */
+    CHECK(n == plain(LINK_JOIN_REJECT, g_buf + n, sizeof g_buf - n) +
+                   LINK_MAC_SIZE);
     CHECK(feed(&d, g_buf, n, &out, &used, err) == LINK_OK);
     CHECK_STR(out.u.join_reject.reason, "node rank 2 has already joined");
     n = plain(LINK_HEARTBEAT, g_buf, sizeof g_buf);
@@ -678,6 +686,25 @@ static void malformed_frames_are_refused(void)
     set_len(g_buf, LINK_MAX_PAYLOAD + 1);
     CHECK(decode_hello_bytes(LINK_HEADER_SIZE, err) == LINK_ERROR);
     CHECK(strstr(err, "exceeds") != NULL);
+    /* Before authentication, over the handshake's limit: refused from the
+     * header alone; the largest real hello is under it. */
+    n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
+    set_len(g_buf, LINK_MAX_HANDSHAKE_PAYLOAD + 1);
+    CHECK(decode_hello_bytes(LINK_HEADER_SIZE, err) == LINK_ERROR);
+    CHECK(strstr(err, "before authentication") != NULL);
+    {
+        link_encoder e;
+        link_encoder_init(&e, LINK_FROM_AGENT);
+        link_frame f = {.type = LINK_AGENT_HELLO};
+        f.u.hello.version = LINK_VERSION;
+        f.u.hello.nnodes = f.u.hello.nproc_per_node = 1;
+        memset(f.u.hello.job_id, 'j', LINK_MAX_STR);
+        memset(f.u.hello.host, 'h', LINK_MAX_STR);
+        n = link_encode(&e, g_buf, sizeof g_buf, &f);
+        CHECK(n > LINK_HEADER_SIZE + 2 * LINK_MAX_STR);
+        CHECK(n <= LINK_HEADER_SIZE + LINK_MAX_HANDSHAKE_PAYLOAD);
+        CHECK(decode_hello_bytes(n, err) == LINK_OK);
+    }
     /* Reserved header bits. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[5] = 1;
