@@ -25,6 +25,13 @@ scenario's expectations, the table EXPECT below:
   missed  no finding at all
   error   the job failed or timed out (counted as not right)
 
+The numerics scenarios (nan-*, numerics-*; examples/ddp_numerics.py, 3
+ranks) inject a NaN into one module (first, middle, last) on one rank (0,
+the middle, the last) at one step, forward or backward, under --numerics
+light and full: right is a `nonfinite` finding whose first rank and step
+are the injected ones and, in full mode, whose module and direction are
+too; a loss spike on one rank wants loss_spike naming it.
+
 Findings of a fault run that match nothing and do not name the faulty rank
 are counted as unrelated (false) findings.  The output is a table, one row
 per scenario, with the totals: recall over the fault runs, how many
@@ -32,7 +39,7 @@ scenarios were right in every repetition, and the findings on clean runs
 split into critical and warning.  It is a benchmark, not a test: on a
 shared machine the numbers move from run to run.
 
-    /usr/bin/python3 bench/bench_accuracy.py [--reps 3] [--only A,B] [--list]
+    /usr/bin/python3 bench/bench_accuracy.py [--reps 3] [--only A,B,'nan-*'] [--list]
                                              [--out FILE.md] [--keep-db DIR]
 
 Needs the build (STEPSCOPE_BUILD, default ./build; `make bench-accuracy`
@@ -42,6 +49,7 @@ not be (a job error or timeout), 2 for a usage error.
 """
 import argparse
 import datetime
+import fnmatch
 import json
 import os
 import platform
@@ -57,6 +65,7 @@ from pathlib import Path
 SOURCE = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 TRAIN = SOURCE / "examples" / "ddp_train.py"
+NUMERICS = SOURCE / "examples" / "ddp_numerics.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -80,9 +89,15 @@ class Want:
     rank: int
     phase: object = ANY
     cause: str = None
+    step: int = None     # nonfinite: the first step...
+    module: str = None   # ...and the module where it began (evidence)
 
     def describe(self):
         text = f"{self.kind} r{self.rank}"
+        if self.step is not None:
+            text += f" s{self.step}"
+        if self.module:
+            text += f" {self.module}"
         if self.phase != ANY:
             text += f" {self.phase or '-'}"
         if self.cause:
@@ -118,6 +133,21 @@ EXPECT = {
     "memory-imbalance": (Want("memory_imbalance", 3),),
 }
 
+# The numerics matrix: module depth x rank position x direction x mode.
+NAN_MODULES = (("first", "embed"), ("middle", "blocks.1.fc1"), ("last", "head"))
+NAN_RANKS = (("r0", 0), ("mid", 1), ("last", 2))
+NAN_STEP = 7
+for _mode in ("full", "light"):
+    for _depth, _module in NAN_MODULES:
+        for _pos, _rank in NAN_RANKS:
+            for _dir in ("forward", "backward"):
+                EXPECT[f"nan-{_mode}-{_depth}-{_dir}-{_pos}"] = (
+                    Want("nonfinite", _rank, _dir if _mode == "full" else None,
+                         step=NAN_STEP, module=_module if _mode == "full" else None),)
+EXPECT["numerics-clean-light"] = CLEAN
+EXPECT["numerics-clean-full"] = CLEAN
+EXPECT["numerics-loss-spike"] = (Want("loss_spike", 1, step=25),)
+
 
 # ---------------------------------------------------------------------------
 # The workloads.  Step times measured on 2 idle cores: default model ~23 ms
@@ -139,6 +169,8 @@ class Scenario:
     host: str = None        # a host fault: nice, hog, throttle, stops
     host_rank: int = None
     timeout_s: int = 180
+    script: Path = TRAIN    # the rank program
+    run_args: tuple = ()    # more `stepscope run` arguments
 
 
 SCENARIOS = (
@@ -178,6 +210,21 @@ SCENARIOS = (
              ("--spike-rank", "2", "--spike-step", "40", "--spike-mb", "512")),
     Scenario("memory-imbalance", "rank 3 holds 768 MiB more throughout", 4, 80,
              ("--imbalance-rank", "3", "--imbalance-mb", "768")),
+) + tuple(
+    Scenario(f"nan-{mode}-{depth}-{d}-{pos}",
+             f"NaN in {module} {d}, rank {rank}, step {NAN_STEP}, --numerics {mode}",
+             3, 12, ("--nan-rank", str(rank), "--nan-step", str(NAN_STEP),
+                     "--nan-module", module, "--nan-dir", d),
+             script=NUMERICS, run_args=("--numerics", mode))
+    for mode in ("full", "light") for depth, module in NAN_MODULES
+    for pos, rank in NAN_RANKS for d in ("forward", "backward")
+) + (
+    Scenario("numerics-clean-light", "no fault, --numerics light", 3, 60,
+             script=NUMERICS, run_args=("--numerics", "light")),
+    Scenario("numerics-clean-full", "no fault, --numerics full", 3, 60,
+             script=NUMERICS, run_args=("--numerics", "full")),
+    Scenario("numerics-loss-spike", "rank 1: loss x50 at step 25", 3, 40,
+             ("--spike-rank", "1", "--spike-step", "25"), script=NUMERICS),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
@@ -210,6 +257,15 @@ def describe_finding(f):
 
 
 def matches(want, f):
+    if want.step is not None:
+        # nonfinite and spikes: the first rank (the others are where it
+        # spread), the step and the module
+        ev = f.get("evidence") or {}
+        if (f["kind"] != want.kind or (f.get("ranks") or [None])[0] != want.rank
+                or f.get("first_step") != want.step
+                or (want.module and ev.get("module") != want.module)):
+            return False
+        return want.phase == ANY or (f.get("phase") or None) == want.phase
     if f["kind"] != want.kind or f.get("ranks") != [want.rank]:
         return False
     if want.phase != ANY and f.get("phase") != want.phase:
@@ -482,8 +538,8 @@ def run_once(sc, rep, stepscope, workdir):
     fault for the progress line)."""
     db = workdir / f"{sc.name}-{rep}.db"
     cmd = [str(stepscope), "run", "--auto", "-n", str(sc.ranks), "--name", f"{sc.name}-{rep}",
-           "--db", str(db), "--quiet", "--no-http", "--",
-           RANK_PYTHON, str(TRAIN), "--steps", str(sc.steps), *sc.args]
+           "--db", str(db), "--quiet", "--no-http", *sc.run_args, "--",
+           RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     started = time.monotonic()
     job = fault = None
@@ -624,7 +680,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(prog="bench_accuracy",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--reps", type=int, default=3, help="repetitions per scenario (default 3)")
-    p.add_argument("--only", default="", metavar="A,B,...", help="run only these scenarios")
+    p.add_argument("--only", default="", metavar="A,B,...",
+                   help="run only these scenarios (shell patterns: 'nan-*,numerics-*')")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--out", metavar="FILE.md", help="also write the table as markdown")
     p.add_argument("--keep-db", metavar="DIR",
@@ -634,10 +691,11 @@ def parse_args(argv):
     if args.reps < 1:
         p.error("--reps must be at least 1")
     names = [n for n in args.only.split(",") if n]
-    unknown = [n for n in names if n not in EXPECT]
+    unknown = [n for n in names if not fnmatch.filter(EXPECT, n)]
     if unknown:
         p.error(f"unknown scenario(s) {', '.join(unknown)} (see --list)")
-    args.scenarios = [sc for sc in SCENARIOS if not names or sc.name in names]
+    args.scenarios = [sc for sc in SCENARIOS
+                      if not names or any(fnmatch.fnmatchcase(sc.name, n) for n in names)]
     return args
 
 
@@ -657,7 +715,9 @@ def main(argv):
         workdir.mkdir(parents=True, exist_ok=True)
         tmp = None
     else:
-        tmp = tempfile.TemporaryDirectory(prefix="stepscope-accuracy-")
+        # Not "stepscope-*": controllers sweep /tmp/stepscope-* directories
+        # they take for dead controllers' socket directories (job/sockdir.c).
+        tmp = tempfile.TemporaryDirectory(prefix="ss-accuracy-")
         workdir = Path(tmp.name)
     # Stopped from outside, still clean up (the finally clauses below).
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -8,8 +8,11 @@ machine's noise spreads over all of them alike:
             import stepscope, so nothing is recorded: the baseline
   explicit  the same with --explicit: the script records its steps, phases,
             all-reduce arrival, loss and RSS through the stepscope API
-  auto      `stepscope run --auto`: the unmodified script, instrumented
-            from the outside
+  auto      `stepscope run --auto --numerics off`: the unmodified script,
+            instrumented from the outside (timings only)
+  auto+light, auto+full
+            the same with --numerics light (auto mode's default) or full:
+            what the numerics add (docs/numerics.md)
   profiler  like plain, with the script running torch.profiler (CPU
             activities, a schedule whose active window covers every step)
 
@@ -60,7 +63,10 @@ BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 STEPSCOPE = BUILD / "stepscope"
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 
-CONFIGS = ("plain", "explicit", "auto", "profiler")
+CONFIGS = ("plain", "explicit", "auto", "auto+light", "auto+full", "profiler")
+AUTO_FLAGS = {"auto": ["--auto", "--numerics", "off"],
+              "auto+light": ["--auto", "--numerics", "light"],
+              "auto+full": ["--auto", "--numerics", "full"]}
 MODELS = {
     # name: (ddp_train.py arguments, steps, warm-up steps)
     "short": (["--hidden", "128", "--batch", "32"], 400, 40),
@@ -115,8 +121,7 @@ def run_job(tmp, config, model, nprocs):
     """One DDP job; returns ((median ms, mean ms, CPU ms per step), exit status)."""
     args, steps, warmup = MODELS[model]
     cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "bench.db")]
-    if config == "auto":
-        cmd.append("--auto")
+    cmd += AUTO_FLAGS.get(config, [])
     cmd += ["--", sys.executable, str(TRAIN), *args, "--steps", str(steps),
             "--warmup", str(warmup), "--samples", "65536"]
     if config == "explicit":
@@ -137,14 +142,14 @@ def spread(values, fmt):
     return f"{fmt.format(statistics.median(values))} ({fmt.format(values[0])} - {fmt.format(values[-1])})"
 
 
-def bench_jobs(trials, nprocs, models):
-    results = {(m, c): [] for m in models for c in CONFIGS}
+def bench_jobs(trials, nprocs, models, configs):
+    results = {(m, c): [] for m in models for c in configs}
     failures = []
     with tempfile.TemporaryDirectory(prefix="ss-bench-torch-") as d:
         tmp = Path(d)
         for trial in range(trials):
             for model in models:
-                order = CONFIGS[trial % len(CONFIGS):] + CONFIGS[:trial % len(CONFIGS)]
+                order = configs[trial % len(configs):] + configs[:trial % len(configs)]
                 for config in order:
                     times, rc = run_job(tmp, config, model, nprocs)
                     results[(model, config)].append(times)
@@ -162,7 +167,7 @@ def bench_jobs(trials, nprocs, models):
               f"{'ratio of means':>22s} {'CPU ms/step':>24s} {'CPU ratio':>22s} "
               f"{'CPU us/step over plain':>24s}")
         base = results[(model, "plain")]
-        for config in CONFIGS:
+        for config in configs:
             rows = results[(model, config)]
             cols = [[r[0] for r in rows],
                     [r[0] / b[0] for r, b in zip(rows, base)],
@@ -212,7 +217,7 @@ def ab_child(config, model):
     if config == "explicit":
         import stepscope
         dt.mark_allreduce_arrival(net, stepscope, arrival)
-    elif config == "auto":
+    elif config in AUTO_FLAGS:
         from stepscope import _native as native
 
     def plain_step():
@@ -255,14 +260,16 @@ def ab_child(config, model):
             prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             prof.start()
         times = []
+        c0 = time.process_time()
         for _ in range(block):
             t0 = time.perf_counter()
             explicit_step(n) if (stepscope is not None and on) else plain_step()
             times.append(time.perf_counter() - t0)
             n += 1
+        cpu = (time.process_time() - c0) / block
         if prof is not None:
             prof.stop()
-        out.append((on, statistics.median(times) * 1e3))
+        out.append((on, statistics.median(times) * 1e3, cpu * 1e3))
     if native is not None:
         native._auto_enable(True)
     if rank == 0:
@@ -270,17 +277,19 @@ def ab_child(config, model):
     dist.destroy_process_group()
 
 
-def bench_ab(trials, models):
-    """Pairs of neighbouring off/on blocks; returns {(model, config): [ratios]}."""
+def bench_ab(trials, models, configs):
+    """Pairs of neighbouring off/on blocks; returns {(model, config): [ratios]}
+    of the median step times, and prints the ratios of the blocks' CPU time
+    per step (the rank process's, all its threads) beside them: on a
+    loaded machine CPU time moves far less than wall time."""
     script = str(Path(__file__).resolve())
-    ratios, failures = {}, []
+    ratios, cpu_ratios, failures = {}, {}, []
     with tempfile.TemporaryDirectory(prefix="ss-bench-ab-") as d:
         for trial in range(trials):
             for model in models:
-                for config in CONFIGS[1:]:
+                for config in configs:
                     cmd = [str(STEPSCOPE), "run", "-n", "2", "--db", f"{d}/ab.db"]
-                    if config == "auto":
-                        cmd.append("--auto")
+                    cmd += AUTO_FLAGS.get(config, [])
                     cmd += ["--", sys.executable, script, "--ab-child", config, model]
                     proc = run_captured(cmd, child_env())
                     m = re.search(r"^\[rank 0\] AB (\[.*\])", proc.stdout, re.M)
@@ -294,20 +303,27 @@ def bench_ab(trials, models):
                     blocks = json.loads(m.group(1))
                     pairs = [(blocks[i], blocks[i + 1]) for i in range(0, len(blocks) - 1, 2)]
                     r = [(a[1] / b[1]) if a[0] else (b[1] / a[1]) for a, b in pairs]
+                    c = [(a[2] / b[2]) if a[0] else (b[2] / a[2]) for a, b in pairs]
                     ratios.setdefault((model, config), []).extend(r)
+                    cpu_ratios.setdefault((model, config), []).extend(c)
                     print(f"  paired trial {trial} {model:5s} {config:8s} on/off per pair: "
-                          + " ".join(f"{x:.3f}" for x in r), flush=True)
+                          + " ".join(f"{x:.3f}" for x in r)
+                          + "  cpu: " + " ".join(f"{x:.3f}" for x in c), flush=True)
     print()
     for model in models:
         block, blocks = AB[model]
         print(f"paired blocks, model {model}: {block} steps per block, {blocks} blocks per job, "
               f"{trials} jobs per configuration")
-        print(f"  {'config':9s} {'on/off step time: median (quartiles, min - max)':>56s}  pairs")
-        for config in CONFIGS[1:]:
+        print(f"  {'config':10s} {'on/off step time: median (quartiles, min - max)':>56s}  pairs"
+              f"   {'on/off CPU time per step: median (quartiles)':>46s}")
+        for config in configs:
             r = sorted(ratios[(model, config)])
             q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0], r[0], r[0]]
-            print(f"  {config:9s} {statistics.median(r):>14.4f} ({q[0]:.4f} - {q[2]:.4f}, "
-                  f"{r[0]:.4f} - {r[-1]:.4f})  {len(r):5d}")
+            c = sorted(cpu_ratios[(model, config)])
+            cq = statistics.quantiles(c, n=4) if len(c) >= 2 else [c[0], c[0], c[0]]
+            print(f"  {config:10s} {statistics.median(r):>14.4f} ({q[0]:.4f} - {q[2]:.4f}, "
+                  f"{r[0]:.4f} - {r[-1]:.4f})  {len(r):5d}   "
+                  f"{statistics.median(c):>20.4f} ({cq[0]:.4f} - {cq[2]:.4f})")
         print()
     for f in failures:
         print(f"note: {f}")
@@ -476,7 +492,7 @@ def bench_micro():
         auto_env = dict(env)
         if len(cpus) >= 2:
             auto_env["STEPSCOPE_BENCH_CPU"] = str(cpus[0])
-        for label, extra in (("enabled", []), ("auto", ["--auto"])):
+        for label, extra in (("enabled", []), ("auto", ["--auto", "--numerics", "off"])):
             runs[label] = run_captured(
                 [str(STEPSCOPE), "run", "-n", "1", "--db", f"{d}/m.db", *extra, "--",
                  sys.executable, script, "--micro-child"],
@@ -528,6 +544,12 @@ def main():
     p.add_argument("--quick", action="store_true", help="2 trials, short model only")
     p.add_argument("--skip-jobs", action="store_true", help="only the micro-benchmark")
     p.add_argument("--skip-whole", action="store_true", help="no whole-job comparison")
+    p.add_argument("--skip-micro", action="store_true", help="no micro-benchmark")
+    p.add_argument("--configs", default=",".join(CONFIGS),
+                   help="configurations to compare, comma-separated (default: all; plain "
+                        "is always the whole jobs' baseline)")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help="models, comma-separated (default: short,long)")
     p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ab-child", nargs=2, metavar=("CONFIG", "MODEL"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -542,13 +564,21 @@ def main():
                  f"or set STEPSCOPE_BUILD")
     print(f"machine: {machine()}")
     print(f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n")
-    bench_micro()
+    configs = [c for c in args.configs.split(",") if c]
+    models = [m for m in args.models.split(",") if m]
+    bad = [c for c in configs if c not in CONFIGS] + [m for m in models if m not in MODELS]
+    if bad:
+        sys.exit(f"bench_torch_overhead: unknown configuration or model: {', '.join(bad)}")
+    if not args.skip_micro:
+        bench_micro()
     if not args.skip_jobs:
         trials = 2 if args.quick else args.trials
-        models = ["short"] if args.quick else list(MODELS)
-        bench_ab(trials, models)
+        if args.quick:
+            models = ["short"]
+        bench_ab(trials, models, [c for c in configs if c != "plain"])
         if not args.skip_whole:
-            bench_jobs(trials, args.nprocs, models)
+            bench_jobs(trials, args.nprocs, models,
+                       ["plain"] + [c for c in configs if c != "plain"])
 
 
 if __name__ == "__main__":

@@ -47,8 +47,11 @@ forward hooks and pre-hooks on every module and a norm and a finiteness
 count per gradient.
 
 Nothing here raises into the script: each hook catches what it raises,
-counts it in numerics.errors and says so once on stderr.
+counts it in numerics.errors and says so once on stderr.  The hooks do
+nothing while auto mode is switched off (in a forked DataLoader worker,
+say).
 """
+import math
 import os
 import sys
 
@@ -58,6 +61,7 @@ OFF, LIGHT, FULL = 0, 1, 2
 _MODES = {"off": OFF, "light": LIGHT, "full": FULL}
 UPDATE_EVERY = 10     # steps between two update-ratio measurements
 _MAX_CALLS = 4096     # module forward calls kept per step (full); counted
+_MAX_LOSSES = 1024    # backward() calls whose loss is kept per step
 _MAX_ROOTS = 8        # models instrumented per process
 _MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)  # elements per vector
 
@@ -172,6 +176,8 @@ class Numerics:
         full = self.mode >= FULL
 
         def hook(_grad):
+            if not _native._auto_on():
+                return
             try:
                 if not self.queued:
                     # Runs when this backward pass ends, before DDP's own
@@ -195,8 +201,7 @@ class Numerics:
             if not idx:
                 return
             grads = [self.params[i].grad.detach() for i in idx]
-            norms = torch.stack([n.to(grads[0].device)
-                                 for n in torch._foreach_norm(grads)])
+            norms = torch.stack(torch._foreach_norm(grads))
             counts = None
             if self.mode >= FULL:
                 counts = torch.stack([
@@ -208,6 +213,8 @@ class Numerics:
 
     def _pre_hook(self, index):
         def pre(_module, inputs):
+            if not _native._auto_on():
+                return
             try:
                 amax = self._amax(inputs)
                 if amax is not None:
@@ -220,6 +227,8 @@ class Numerics:
         torch = self.torch
 
         def post(_module, _inputs, output):
+            if not _native._auto_on():
+                return
             try:
                 in_amax = self.pending_in.pop(index, None)
                 if len(self.calls) >= _MAX_CALLS:
@@ -257,7 +266,7 @@ class Numerics:
         of this step."""
         try:
             for t in _tensors(tensors):
-                if t.is_floating_point():
+                if t.is_floating_point() and len(self.losses) < _MAX_LOSSES:
                     self.losses.append(t.detach().reshape(-1)[:1].float()
                                        .reshape(()))
         except Exception as e:
@@ -282,6 +291,10 @@ class Numerics:
             self._record()
         except Exception as e:
             self._failed("step end", e)
+        try:
+            _native.metric("numerics.errors", self.errors)
+        except Exception:
+            pass
         self.steps += 1
         self._clear()
 
@@ -292,6 +305,10 @@ class Numerics:
     # ---- the step's end ----
 
     def _record(self):
+        """Stacks the step's device results (per-loss values, per-tensor
+        norms, per-call statistics) into one tensor, copies it to the host
+        with one .tolist() and does the arithmetic there: a few kernels
+        per step, whatever the number of parameters."""
         torch = self.torch
         parts, layout = [], {}
         offset = [0]
@@ -299,73 +316,64 @@ class Numerics:
         def put(name, t):
             layout[name] = (offset[0], t.numel())
             offset[0] += t.numel()
-            parts.append(t.reshape(-1).double())
+            parts.append(t.reshape(-1))
 
-        dev = None
         if self.losses:
-            dev = self.losses[0].device
-            ls = torch.stack([x.to(dev) for x in self.losses])
-            fin = torch.isfinite(ls)
-            put("loss", torch.where(fin, ls, torch.zeros_like(ls)).sum()
-                / fin.sum().clamp(min=1))
-            put("loss_nonfinite", (~fin).sum())
+            put("loss", torch.stack(self.losses))
         if self.grad is not None:
             idx, norms, counts = self.grad
-            dev = dev or norms.device
-            put("grad_norm", norms.double().square().sum().sqrt().to(dev))
-            put("grad_nonfinite", (~torch.isfinite(norms)).sum().to(dev))
+            put("grad", norms)
             if counts is not None:
-                put("param_grad_norm", norms.to(dev))
-                put("param_grad_nonfinite", counts.to(dev))
+                put("grad_counts", counts)
         if self.params:
             ps = [p.detach() for p in self.params]
-            pn = torch.stack([n.to(ps[0].device)
-                              for n in torch._foreach_norm(ps)])
-            dev = dev or pn.device
-            put("param_norm", pn.double().square().sum().sqrt().to(dev))
-            put("param_nonfinite", (~torch.isfinite(pn)).sum().to(dev))
+            put("param", torch.stack(torch._foreach_norm(ps)))
             if self.snapshot is not None:
-                diffs = torch._foreach_sub(ps, self.snapshot)
-                un = torch.stack([n.to(ps[0].device)
-                                  for n in torch._foreach_norm(diffs)])
-                put("update_norm", un.double().square().sum().sqrt().to(dev))
+                put("update", torch.stack(torch._foreach_norm(
+                    torch._foreach_sub(ps, self.snapshot))))
         calls = self.calls
         if calls:
-            dev = dev or calls[0][1].device
-            put("call_amax", torch.stack([c[1].to(dev) for c in calls]))
-            put("call_nf", torch.stack([c[2].to(dev) for c in calls]))
-            nan = torch.full((), float("nan"), device=dev)
+            zero = calls[0][1].new_zeros(())
+            put("call_amax", torch.stack([c[1] for c in calls]))
+            put("call_nf", torch.stack([c[2].to(zero.dtype) for c in calls]))
             # a call without floating-point inputs has finite inputs
-            put("call_in", torch.stack([
-                c[3].to(dev) if c[3] is not None else nan.new_zeros(())
-                for c in calls]))
-        values = (torch.cat([p.to(dev) for p in parts]).tolist()
-                  if parts else [])   # the step's one device-to-host copy
+            put("call_in", torch.stack([zero if c[3] is None else c[3]
+                                        for c in calls]))
+        if parts:
+            dev = parts[0].device
+            values = torch.cat([p.to(device=dev, dtype=torch.float64)
+                                for p in parts]).tolist()  # the one copy
+        else:
+            values = []
 
         def get(name):
             at = layout.get(name)
             return None if at is None else values[at[0]:at[0] + at[1]]
 
         metric = _native.metric
-        loss, loss_nf = get("loss"), get("loss_nonfinite")
+        loss = get("loss")
         if loss is not None:
-            metric("numerics.loss_nonfinite", loss_nf[0])
-            if loss_nf[0] < len(self.losses):
-                metric("numerics.loss", loss[0])
-        gn, gnf = get("grad_norm"), get("grad_nonfinite")
-        if gn is not None:
-            metric("numerics.grad_nonfinite", gnf[0])
-            if gnf[0] == 0:
-                metric("numerics.grad_norm", gn[0])
-        pn, pnf = get("param_norm"), get("param_nonfinite")
-        if pn is not None:
-            metric("numerics.param_nonfinite", pnf[0])
-            if pnf[0] == 0:
-                metric("numerics.param_norm", pn[0])
-                un = get("update_norm")
-                if un is not None and pn[0] > 0 and _finite(un[0]):
-                    metric("numerics.update_ratio", un[0] / pn[0])
-        metric("numerics.errors", self.errors)
+            finite = [x for x in loss if _finite(x)]
+            metric("numerics.loss_nonfinite", len(loss) - len(finite))
+            if finite:
+                metric("numerics.loss", sum(finite) / len(finite))
+        grad = get("grad")
+        if grad is not None:
+            bad = sum(1 for x in grad if not _finite(x))
+            metric("numerics.grad_nonfinite", bad)
+            if not bad:
+                metric("numerics.grad_norm", _norm(grad))
+        param = get("param")
+        if param is not None:
+            bad = sum(1 for x in param if not _finite(x))
+            metric("numerics.param_nonfinite", bad)
+            update = get("update")
+            if not bad:
+                pn = _norm(param)
+                metric("numerics.param_norm", pn)
+                un = _norm(update) if update is not None else float("nan")
+                if pn > 0 and _finite(un):
+                    metric("numerics.update_ratio", un / pn)
         if self.mode >= FULL:
             self._record_full(get)
 
@@ -390,8 +398,8 @@ class Numerics:
                 mod_amax[i] = a
             mod_nf[i] += nf[k]
         grad = self.grad
-        pg_norm = get("param_grad_norm")
-        pg_nf = get("param_grad_nonfinite")
+        pg_norm = get("grad")
+        pg_nf = get("grad_counts")
         n_par = len(self.param_names)
         par_norm = [float("nan")] * n_par
         par_nf = [0.0] * n_par
@@ -442,6 +450,11 @@ def _label(name):
     if len(raw) > 255:
         clean = raw[:255].decode("utf-8", "ignore")
     return clean
+
+
+def _norm(xs):
+    """The L2 norm of the norms XS (host floats)."""
+    return math.sqrt(sum(x * x for x in xs))
 
 
 def _finite(x):

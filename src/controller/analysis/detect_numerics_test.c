@@ -18,14 +18,15 @@
 #define W 4
 enum {
     LOSS, LOSS_NF, GRAD, GRAD_NF, PARAM_NF, DIR, INDEX, NS, VEC_MOD, VEC_PAR,
-    NN
+    VEC_NORM, NN
 };
 static const char *const names[NN] = {
     "numerics.loss",          "numerics.loss_nonfinite",
     "numerics.grad_norm",     "numerics.grad_nonfinite",
     "numerics.param_nonfinite", "numerics.origin_dir",
     "numerics.origin_index",  "numerics.origin_ns",
-    "numerics.module_nonfinite", "numerics.param_grad_nonfinite"};
+    "numerics.module_nonfinite", "numerics.param_grad_nonfinite",
+    "numerics.param_grad_norm"};
 
 static const char *const modules[3] = {"(Net)", "embed", "blocks.0.fc1"};
 static const char *const params[2] = {"embed.weight", "blocks.0.fc1.bias"};
@@ -34,7 +35,8 @@ static const double zeros[3] = {0, 0, 0};
 typedef struct {
     double metric[W][NN];
     int64_t none[W][NN];
-    ss_values_item items[W][2];
+    ss_values_item items[W][3];
+    double norms[W][2];
     ss_rank_step ranks[W];
     ss_step_view v;
 } builder;
@@ -80,7 +82,11 @@ static void begin(builder *b, uint64_t step, int full)
                                               modules};
             b->items[r][1] = (ss_values_item){VEC_PAR, 2, 0, zeros, 2,
                                               params};
-            rs->n_values = 2;
+            b->norms[r][0] = 0.5 + 0.1 * uniform();
+            b->norms[r][1] = 0.8 + 0.1 * uniform();
+            b->items[r][2] = (ss_values_item){VEC_NORM, 2, 0, b->norms[r], 2,
+                                              params};
+            rs->n_values = 3;
             rs->values = b->items[r];
         }
     }
@@ -248,6 +254,26 @@ static void spikes_on_rank_2(builder *b, uint64_t s)
     }
 }
 
+static void layer_jumps_on_rank_2(builder *b, uint64_t s)
+{
+    spikes_on_rank_2(b, s);
+    if (s == 40)
+        b->norms[2][1] *= 40; /* blocks.0.fc1.bias jumped */
+}
+
+static void grad_spike_names_the_layer_in_full_mode(void)
+{
+    found fd;
+    ss_detectors *d = run(&fd, layer_jumps_on_rank_2, 60, 1);
+    const ss_finding *g = first_kind(&fd, "grad_spike");
+    REQUIRE(g != NULL);
+    CHECK(g->first_step == 40 && g->ranks[0] == 2);
+    CHECK(strstr(g->message, "jumped most: blocks.0.fc1.bias (x") != NULL);
+    CHECK(strstr(g->evidence_json, "\"layers\":\"blocks.0.fc1.bias (x") !=
+          NULL);
+    ss_detectors_destroy(d);
+}
+
 static void loss_and_grad_spike_one_rank(void)
 {
     found fd;
@@ -292,12 +318,15 @@ static void spike_by_ratio_to_the_largest(void)
     ss_detectors_destroy(d);
 }
 
-/* Noisy, trending series (loss falling, gradient norm rising slowly, a
- * few 1.5x blips) make no numerics finding. */
+/* Noisy, trending series (loss falling, then small and varying by
+ * factors from batch to batch; gradient norm rising slowly, a few 1.5x
+ * blips) make no numerics finding. */
 static void noisy(builder *b, uint64_t s)
 {
     for (int r = 0; r < W; r++) {
         b->metric[r][LOSS] = 3.0 * exp(-(double)s / 150) + 0.3 * uniform();
+        if (s > 200) /* a small loss that varies by factors per batch */
+            b->metric[r][LOSS] = 0.05 * exp(3.0 * (uniform() - 0.5));
         b->metric[r][GRAD] = 0.5 + (double)s / 200 + 0.3 * uniform();
         if (uniform() < 0.03)
             b->metric[r][GRAD] *= 1.5;
@@ -319,5 +348,6 @@ TEST_LIST(TEST(nonfinite_forward_in_the_warmup),
           TEST(nonfinite_light_says_what_it_knows),
           TEST(nonfinite_from_the_update),
           TEST(loss_and_grad_spike_one_rank),
+          TEST(grad_spike_names_the_layer_in_full_mode),
           TEST(spike_by_ratio_to_the_largest),
           TEST(clean_noisy_run_has_none))

@@ -6,7 +6,9 @@
  *
  * Each rank's series is judged on its own, against the values before it:
  * a value is a spike when it lies above the median of the rank's last
- * spike.window values by more than K robust sigmas (1.4826 x MAD;
+ * spike.window values by more than K robust sigmas (1.4826 x MAD, of the
+ * logarithms when the values are positive: losses and norms vary by
+ * factors;
  * loss_spike.mad_k, grad_spike.mad_k; 1.2533 x the mean absolute
  * deviation when the MAD is 0) and is at least a factor of that
  * median (loss_spike.factor, grad_spike.factor), once the window holds
@@ -16,8 +18,12 @@
  * within spike.merge_steps of a finding's last step extend it, and at
  * most spike.max_findings findings of each kind are opened per attempt.
  * Missing values (a NaN loss is sent as missing, and counted by the
- * nonfinite detector) are skipped.  Memory: spike.window floats per rank
- * and kind.  docs/numerics.md states the rule and its defaults.
+ * nonfinite detector) are skipped.  In full mode (the vector
+ * numerics.param_grad_norm, labelled by parameter) each rank's parameters
+ * have a moving average of their gradient norms over the steps without a
+ * spike, and a grad_spike names the LAYERS parameters whose norm jumped
+ * most above it.  Memory: spike.window floats per rank and kind, and one
+ * float per parameter and rank in full mode.  docs/numerics.md states the rule and its defaults.
  */
 #include "detectors_internal.h"
 
@@ -29,6 +35,10 @@
 #include "stats.h"
 
 enum { K_LOSS, K_GRAD, N_KINDS };
+
+#define LAYERS 3           /* parameters a grad_spike names */
+#define EMA_ALPHA 0.2      /* weight of the newest norm in the average */
+static const char *const layer_vector = "numerics.param_grad_norm";
 
 static const char *const kind_names[N_KINDS] = {"loss_spike", "grad_spike"};
 static const char *const metric_names[N_KINDS] = {"numerics.loss",
@@ -53,7 +63,16 @@ typedef struct {
     double value, median, ratio, z; /* of the largest spike */
     int32_t peak_rank;
     int by_max;       /* the largest one was judged by spike.max_ratio */
+    char layer[LAYERS][96]; /* the peak rank's parameters that jumped */
+    double layer_ratio[LAYERS];
+    uint32_t n_layers;
 } episode;
+
+/* A rank's average gradient norm per parameter (full mode). */
+typedef struct {
+    float *avg;   /* n entries, NaN until the parameter had a value */
+    uint32_t n;
+} layer_avg;
 
 typedef struct {
     uint32_t world, window;
@@ -62,6 +81,8 @@ typedef struct {
     series *s[N_KINDS]; /* world each */
     episode ep[N_KINDS];
     double *scratch;    /* window */
+    int vec;            /* name index of layer_vector, -1 */
+    layer_avg *layers;  /* world */
 } spikes;
 
 static void add_rank(episode *e, int32_t r)
@@ -95,10 +116,19 @@ static void refresh(ss_detectors *d, int k, episode *e)
     char whose[32] = "its";
     if (e->n_ranks > 1)
         snprintf(whose, sizeof whose, "rank %d's", e->peak_rank);
+    char layers[400] = "", list[360] = "";
+    for (uint32_t i = 0; i < e->n_layers; i++) {
+        size_t o = strlen(list);
+        snprintf(list + o, sizeof list - o, "%s%s (x%.3g)", i ? ", " : "",
+                 e->layer[i], e->layer_ratio[i]);
+    }
+    if (e->n_layers)
+        snprintf(layers, sizeof layers, "; the parameters whose gradient "
+                 "norm jumped most: %s", list);
     snprintf(f->message, sizeof f->message,
-             "%s spike at step %" PRIu64 " on %s: %s %s reached %.4g, %s%s.",
+             "%s spike at step %" PRIu64 " on %s: %s %s reached %.4g, %s%s%s.",
              k == K_LOSS ? "Loss" : "Gradient norm", e->peak_step, ranks,
-             whose, kind_words[k], e->value, why, more);
+             whose, kind_words[k], e->value, why, layers, more);
     ss_buf *ev = &d->evidence;
     ss__evidence_begin(ev);
     ss__evidence_int(ev, "step", (int64_t)e->peak_step);
@@ -111,6 +141,8 @@ static void refresh(ss_detectors *d, int k, episode *e)
     ss__evidence_str(ev, "rule", e->by_max ? "max_ratio" : "median_mad");
     ss__evidence_int(ev, "spikes", e->spikes);
     ss__evidence_int(ev, "window", (int64_t)d->p[P_SP_WINDOW]);
+    if (e->n_layers)
+        ss__evidence_str(ev, "layers", list);
     ss__evidence_end(ev, f);
     ss__finding_touch(d, e->finding);
 }
@@ -125,10 +157,16 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
     double factor = d->p[k == K_LOSS ? P_LS_FACTOR : P_GS_FACTOR];
     int spike = 0;
     if (s->n >= ss__param_u32(d, P_SP_MIN_SAMPLES)) {
+        /* Losses and norms vary by factors: judged on their logarithms
+         * when the window and V are positive (a loss near 0 that goes
+         * from 0.05 to 0.4 on one batch is noise, not a spike). */
+        int logs = v > 0;
+        for (uint32_t i = 0; i < s->n && logs; i++)
+            logs = s->ring[i] > 0;
         for (uint32_t i = 0; i < s->n; i++)
-            sp->scratch[i] = s->ring[i];
-        double med;
-        double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &med);
+            sp->scratch[i] = logs ? log(s->ring[i]) : s->ring[i];
+        double x = logs ? log(v) : v, lmed;
+        double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &lmed);
         if (sigma == 0) {
             /* More than half the window alike: the mean absolute
              * deviation stands in for the MAD (1.2533 x it estimates a
@@ -136,10 +174,11 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
              * infinitely far. */
             double sum = 0;
             for (uint32_t i = 0; i < s->n; i++)
-                sum += fabs((double)s->ring[i] - med);
+                sum += fabs((logs ? log(s->ring[i]) : s->ring[i]) - lmed);
             sigma = 1.2533 * sum / s->n;
         }
-        double z = sigma > 0 ? (v - med) / sigma : v > med ? INFINITY : 0;
+        double z = sigma > 0 ? (x - lmed) / sigma : x > lmed ? INFINITY : 0;
+        double med = logs ? exp(lmed) : lmed;
         if (z > mad_k && (med > 0 ? v >= factor * med : 1)) {
             spike = 1;
             *med_out = med;
@@ -165,6 +204,70 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
     return spike;
 }
 
+/* Rank RS's vector of per-parameter gradient norms, or NULL. */
+static const ss_values_item *layer_item(const spikes *sp,
+                                        const ss_rank_step *rs)
+{
+    for (uint32_t i = 0; sp->vec >= 0 && rs->values && i < rs->n_values; i++)
+        if (rs->values[i].name == sp->vec)
+            return &rs->values[i];
+    return NULL;
+}
+
+/* Adds IT's norms to rank R's averages (a step without a spike). */
+static void layers_learn(spikes *sp, uint32_t r, const ss_values_item *it)
+{
+    layer_avg *la = &sp->layers[r];
+    if (la->n != it->n) { /* first time, or the model changed */
+        free(la->avg);
+        la->n = 0;
+        la->avg = malloc(it->n * sizeof *la->avg);
+        if (!la->avg)
+            return;
+        la->n = it->n;
+        for (uint32_t i = 0; i < la->n; i++)
+            la->avg[i] = NAN;
+    }
+    for (uint32_t i = 0; i < la->n; i++) {
+        double x = it->v[i];
+        if (!isfinite(x))
+            continue;
+        la->avg[i] = isnan(la->avg[i])
+                         ? (float)x
+                         : (float)(EMA_ALPHA * x +
+                                   (1 - EMA_ALPHA) * la->avg[i]);
+    }
+}
+
+/* The LAYERS parameters of IT (the spike's) most above rank R's
+ * averages, into E. */
+static void layers_name(const spikes *sp, uint32_t r,
+                        const ss_values_item *it, episode *e)
+{
+    const layer_avg *la = &sp->layers[r];
+    e->n_layers = 0;
+    if (la->n != it->n || !it->labels)
+        return;
+    for (uint32_t i = 0; i < it->n && i < it->n_labels; i++) {
+        double ratio = la->avg[i] > 0 ? it->v[i] / la->avg[i] : NAN;
+        if (!isfinite(ratio) || ratio <= 1 || !it->labels[i])
+            continue;
+        uint32_t at = e->n_layers < LAYERS ? e->n_layers++ : LAYERS;
+        if (at == LAYERS) {
+            if (ratio <= e->layer_ratio[LAYERS - 1])
+                continue;
+            at = LAYERS - 1;
+        }
+        while (at > 0 && e->layer_ratio[at - 1] < ratio) {
+            e->layer_ratio[at] = e->layer_ratio[at - 1];
+            memcpy(e->layer[at], e->layer[at - 1], sizeof e->layer[at]);
+            at--;
+        }
+        e->layer_ratio[at] = ratio;
+        snprintf(e->layer[at], sizeof e->layer[at], "%s", it->labels[i]);
+    }
+}
+
 static void kind_step(ss_detectors *d, spikes *sp, int k,
                       const ss_step_view *v, uint32_t world)
 {
@@ -179,9 +282,13 @@ static void kind_step(ss_detectors *d, spikes *sp, int k,
             continue;
         double med, ratio, z;
         int by_max;
+        const ss_values_item *it = k == K_GRAD ? layer_item(sp, rs) : NULL;
         if (!judge(d, sp, k, &sp->s[k][r], rs->metric[idx], &med, &ratio, &z,
-                   &by_max))
+                   &by_max)) {
+            if (it)
+                layers_learn(sp, r, it);
             continue;
+        }
         if (!any) {
             int extend = e->finding >= 0 &&
                          (v->step - e->last_step <=
@@ -212,6 +319,9 @@ static void kind_step(ss_detectors *d, spikes *sp, int k,
             e->by_max = by_max;
             e->peak_rank = (int32_t)r;
             e->peak_step = v->step;
+            e->n_layers = 0;
+            if (it)
+                layers_name(sp, r, it, e);
         }
     }
     if (any)
@@ -228,6 +338,9 @@ static void spike_destroy(void *state)
             free(sp->s[k][r].ring);
         free(sp->s[k]);
     }
+    for (uint32_t r = 0; sp->layers && r < sp->world; r++)
+        free(sp->layers[r].avg);
+    free(sp->layers);
     free(sp->scratch);
     free(sp);
 }
@@ -240,7 +353,9 @@ static void *spike_create(ss_detectors *d)
     sp->world = d->world;
     sp->window = ss__param_u32(d, P_SP_WINDOW);
     sp->scratch = ss__zalloc(sp->window, sizeof *sp->scratch);
-    int ok = sp->scratch != NULL;
+    sp->vec = -1;
+    sp->layers = ss__zalloc(d->world, sizeof *sp->layers);
+    int ok = sp->scratch != NULL && sp->layers != NULL;
     for (int k = 0; k < N_KINDS; k++) {
         sp->sig[k] = -1;
         sp->ep[k].finding = -1;
@@ -260,9 +375,13 @@ static void spike_names(void *state, ss_detectors *d, uint32_t n_names,
     spikes *sp = state;
     (void)d;
     for (uint32_t i = sp->n_classified; names && i < n_names; i++)
+    {
         for (int k = 0; k < N_KINDS; k++)
             if (names[i] && strcmp(names[i], metric_names[k]) == 0)
                 sp->sig[k] = (int)i;
+        if (names[i] && strcmp(names[i], layer_vector) == 0)
+            sp->vec = (int)i;
+    }
     if (n_names > sp->n_classified)
         sp->n_classified = n_names;
 }

@@ -1,0 +1,115 @@
+"""Tests of auto mode's numerics (stepscope/_numerics.py) in this process,
+without a controller: the recorder's metric and vector calls are replaced
+by ones that keep what they are given, and auto mode's switch reads as on.
+The end-to-end behaviour on DDP ranks is tests/e2e/test_numerics.py."""
+import importlib.util
+import math
+
+import pytest
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="PyTorch is not installed for "
+                                "this Python")
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """What the numerics record: {"metric": {name: value}, "values":
+    {name: list}, "labels": {name: list}}."""
+    from stepscope import _native
+    out = {"metric": {}, "values": {}, "labels": {}}
+    monkeypatch.setattr(_native, "_auto_on", lambda: True)
+    monkeypatch.setattr(_native, "metric",
+                        lambda n, v: out["metric"].__setitem__(n, v))
+    monkeypatch.setattr(_native, "values",
+                        lambda n, v: out["values"].__setitem__(n, list(v)))
+    monkeypatch.setattr(_native, "values_labels",
+                        lambda n, v: out["labels"].__setitem__(n, list(v)))
+    return out
+
+
+def model():
+    """A small model whose last layer's output turns NaN while
+    net.poison is True (a hook registered before the numerics' own, as a
+    module's own code would)."""
+    import torch
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
+                              torch.nn.Linear(8, 2))
+    net.poison = False
+    net[2].register_forward_hook(
+        lambda m, i, o: o * float("nan") if net.poison else o)
+    return net
+
+
+def step(num, net, opt, poison=False):
+    """One training step as auto mode sees it."""
+    import torch
+    num.on_forward_root(net)
+    net.poison = poison
+    loss = net(torch.ones(3, 4)).square().mean()
+    net.poison = False
+    num.on_backward(loss)
+    loss.backward()
+    num.before_optimizer()
+    opt.step()
+    opt.zero_grad()
+    num.step_end()
+    num.step_begun()
+
+
+def test_light_metrics_of_a_clean_step(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.LIGHT, update_every=1)
+    step(num, net, torch.optim.SGD(net.parameters(), lr=0.1))
+    m = kept["metric"]
+    assert m["numerics.loss_nonfinite"] == 0 and m["numerics.loss"] > 0
+    assert m["numerics.grad_nonfinite"] == 0 and m["numerics.grad_norm"] > 0
+    assert m["numerics.param_nonfinite"] == 0
+    expect = math.sqrt(sum(float(p.detach().square().sum())
+                           for p in net.parameters()))
+    assert abs(m["numerics.param_norm"] - expect) < 1e-5 * expect
+    assert 0 < m["numerics.update_ratio"] < 1
+    assert m["numerics.errors"] == 0
+    assert "numerics.origin_dir" not in m and not kept["values"]
+
+
+def test_full_mode_names_the_module_where_nan_is_born(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.FULL)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    step(num, net, opt, poison=True)
+    m = kept["metric"]
+    assert m["numerics.origin_dir"] == _numerics.FORWARD
+    labels = kept["labels"]["numerics.module_nonfinite"]
+    assert labels == ["(Sequential)", "0", "1", "2"]
+    assert labels[int(m["numerics.origin_index"])] == "2"
+    assert m["numerics.origin_ns"] >= 0
+    assert m["numerics.loss_nonfinite"] == 1 and "numerics.loss" not in m
+    nf = kept["values"]["numerics.module_nonfinite"]
+    assert nf[1] == 0 and nf[3] == 6 and nf[0] == 6  # head and the root
+    assert kept["labels"]["numerics.param_grad_norm"][0] == "0.weight"
+
+
+def test_a_failing_hook_is_counted_and_training_goes_on(kept, monkeypatch):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.FULL)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    real = torch._foreach_norm
+
+    def broken(*a, **k):
+        raise RuntimeError("injected")
+    monkeypatch.setattr(torch, "_foreach_norm", broken)
+    step(num, net, opt)     # no exception reaches the training step
+    step(num, net, opt)
+    monkeypatch.setattr(torch, "_foreach_norm", real)
+    assert kept["metric"]["numerics.errors"] >= 2
+    assert "numerics.grad_norm" not in kept["metric"]
+    step(num, net, opt)     # and it recovers
+    assert kept["metric"]["numerics.grad_norm"] > 0
