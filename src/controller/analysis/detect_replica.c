@@ -21,7 +21,7 @@
  * outside it diverged.  No class above half, and more than one class: the
  * group has no majority.  One finding per group and attempt, critical,
  * at the first such step; its last_step follows while the group stays
- * split and ranks that diverge later are added.  It sees the warm-up too.
+ * split and ranks that a majority later finds diverged are added.  It sees the warm-up too.
  * Its wording is detector_text.c's (ss__replica_message); docs/detectors.md
  * and docs/consistency.md state what it says.
  */
@@ -264,8 +264,11 @@ static void judge(replica *s, ss_detectors *d, const ss_step_view *v,
     if (idx >= 0) {
         ss_finding *f = ss__finding(d, idx);
         f->last_step = v->step;
+        /* a later rank joins the finding only when a majority names it (a
+         * step that fewer ranks hashed, as when a job stops, may have
+         * none) */
         uint32_t added = 0;
-        for (uint32_t i = 0; i < n_out; i++)
+        for (uint32_t i = 0; majority && i < n_out; i++)
             if (!s->named[out[i]] && f->n_ranks < SS_FINDING_MAX_RANKS) {
                 f->ranks[f->n_ranks++] = out[i];
                 s->named[out[i]] = 1;

@@ -88,11 +88,17 @@ static void one_rank_off_the_majority(void)
             b.lo[2][2] += 1; /* fc.bias on rank 2 from step 5 */
         feed(d, &b);
     }
+    /* a last step that only ranks 1 and 2 hashed (rank 0 already gone)
+     * has no majority: it names nobody new */
+    begin(&b, 12, 3, NULL);
+    b.lo[2][2] += 1;
+    b.ranks[0].n_values = 0;
+    feed(d, &b);
     ss_detectors_finish(d, names);
     const ss_finding *f = the_one(&fd);
     REQUIRE(f != NULL);
     CHECK(f->severity == SS_CRITICAL);
-    CHECK(f->first_step == 5 && f->last_step == 11);
+    CHECK(f->first_step == 5 && f->last_step == 12);
     CHECK(f->n_ranks == 1 && f->ranks[0] == 2);
     CHECK(strstr(f->evidence_json, "\"first_param\":\"fc.bias\"") != NULL);
     CHECK(strstr(f->evidence_json, "\"params_differ\":1") != NULL);
