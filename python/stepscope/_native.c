@@ -1247,19 +1247,29 @@ static PyObject *m_auto_on(PyObject *m, PyObject *unused)
 /* ---- stack requests (stepscope/_stacks.py, docs/debug.md) ----
  *
  * The controller asks a rank for its Python stacks with a real-time signal,
- * SS_STACK_SIGNAL_OFFSET above SIGRTMIN.  faulthandler's handler (registered
- * by _stacks.py with chain=True) writes every thread's stack to the rank's
- * stack file without taking the GIL, then calls the handler that was there
- * before it: this one, which appends the end marker, so the controller
- * knows the dump is complete.  Only write(2) is used: async-signal-safe. */
+ * SS_STACK_SIGNAL_OFFSET above SIGRTMIN.  _stacks.py registers faulthandler
+ * for it without chaining, then this module puts its own handler in front:
+ * it calls faulthandler's (which writes every thread's stack to the rank's
+ * stack file without taking the GIL) and appends the end marker, so the
+ * controller knows the dump is complete.
+ *
+ * Why not faulthandler's chain=True: a chaining faulthandler registers its
+ * handler without SA_RESTART, and again after every dump, so each request
+ * made a system call the rank was blocked in (a C read() on a pipe or a
+ * socket) fail with EINTR.  This handler keeps faulthandler's flags and
+ * adds SA_RESTART.  Calls the kernel never restarts still return early:
+ * sleep() and nanosleep() with the time left, poll() and select() with
+ * EINTR (signal(7)).  Only write(2) is used here: async-signal-safe. */
 #define SS_STACK_SIGNAL_OFFSET 10
 static const char stack_end_marker[] = "\n# stepscope: end of stacks\n";
 static volatile sig_atomic_t stack_fd = -1;
+static void (*stack_dump)(int); /* faulthandler's handler */
 
-static void stack_end_handler(int sig)
+static void stack_handler(int sig)
 {
-    (void)sig;
     int saved = errno;
+    if (stack_dump)
+        stack_dump(sig);
     int fd = stack_fd;
     if (fd >= 0) {
         ssize_t rc = write(fd, stack_end_marker, sizeof stack_end_marker - 1);
@@ -1268,10 +1278,12 @@ static void stack_end_handler(int sig)
     errno = saved;
 }
 
-/* _stack_marker_install(fd) -> int: installs the end-marker handler for
- * the stack signal, writing to FD, and returns the signal's number.  Call
- * before faulthandler.register(sig, ..., chain=True). */
-static PyObject *m_stack_marker_install(PyObject *m, PyObject *arg)
+/* _stack_handler_install(fd) -> int: puts the stack handler in front of
+ * the one faulthandler registered for the stack signal (call right after
+ * faulthandler.register(sig, file=fd, all_threads=True, chain=False)),
+ * with SA_RESTART; the end marker goes to FD.  Returns the signal's
+ * number; raises StepscopeError when faulthandler's handler is not there. */
+static PyObject *m_stack_handler_install(PyObject *m, PyObject *arg)
 {
     (void)m;
     long fd = PyLong_AsLong(arg);
@@ -1286,12 +1298,20 @@ static PyObject *m_stack_marker_install(PyObject *m, PyObject *arg)
         PyErr_SetString(StepscopeError, "no real-time signal for stacks");
         return NULL;
     }
+    struct sigaction cur;
+    if (sigaction(sig, NULL, &cur) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler == SIG_DFL ||
+        cur.sa_handler == SIG_IGN || cur.sa_handler == stack_handler) {
+        PyErr_SetString(StepscopeError, "faulthandler's handler is not "
+                        "registered for the stack signal");
+        return NULL;
+    }
+    stack_dump = cur.sa_handler;
     stack_fd = (int)fd;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = stack_end_handler;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    struct sigaction sa = cur; /* its mask and flags (SA_ONSTACK) */
+    sa.sa_handler = stack_handler;
+    sa.sa_flags = (cur.sa_flags | SA_RESTART) & ~SA_RESETHAND;
     if (sigaction(sig, &sa, NULL) != 0)
         return PyErr_SetFromErrno(PyExc_OSError);
     return PyLong_FromLong(sig);
@@ -1374,7 +1394,7 @@ static PyMethodDef module_methods[] = {
     {"_auto_on", m_auto_on, METH_NOARGS, NULL},
     {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,
      METH_FASTCALL, NULL},
-    {"_stack_marker_install", m_stack_marker_install, METH_O, NULL},
+    {"_stack_handler_install", m_stack_handler_install, METH_O, NULL},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef native_module = {
@@ -1412,7 +1432,9 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddObjectRef(m, "Phase", (PyObject *)&Phase_Type) < 0 ||
         PyModule_AddObjectRef(m, "Step", (PyObject *)&Step_Type) < 0 ||
         PyModule_AddObjectRef(m, "_Outermost", (PyObject *)&Outer_Type) < 0 ||
-        PyModule_AddStringConstant(m, "__version__", SS_VERSION_STRING) < 0) {
+        PyModule_AddStringConstant(m, "__version__", SS_VERSION_STRING) < 0 ||
+        PyModule_AddIntConstant(m, "_STACK_SIGNAL",
+                                SIGRTMIN + SS_STACK_SIGNAL_OFFSET) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -2,12 +2,15 @@
 
 `stepscope run` passes STEPSCOPE_STACK_DIR, its private socket directory.
 install() opens STEPSCOPE_STACK_DIR/stack.RANK (append-only, 0600) and
-registers faulthandler for the stack signal (SIGRTMIN+10): on that signal
+registers faulthandler for the stack signal (SIGRTMIN+10); the C handler
+of stepscope._native then takes its place and calls it: on that signal
 faulthandler writes the stack of every thread to the file without taking
 the GIL, so a rank blocked in a C call that holds the GIL still answers,
-and then chains to the C handler of stepscope._native, which appends the
-end marker the controller waits for.  Nothing runs between requests: no
-thread, no timer.
+and the C handler appends the end marker the controller waits for.  The
+handler is installed with SA_RESTART, so a system call the rank is blocked
+in (read() on a pipe or socket) goes on rather than failing with EINTR;
+sleep(), nanosleep(), poll() and select() still return early, as they do
+for any signal.  Nothing runs between requests: no thread, no timer.
 
 The variable is taken out of the environment, so processes this one starts
 do not answer in its name.  STEPSCOPE_STACKS=0 turns this off (the controller then reports the rank as
@@ -43,8 +46,13 @@ def install():
         tmp = "%s.%d" % (path, os.getpid())
         fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT |
                      os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        sig = _native._stack_marker_install(fd)
-        faulthandler.register(sig, file=fd, all_threads=True, chain=True)
+        sig = _native._STACK_SIGNAL
+        faulthandler.register(sig, file=fd, all_threads=True, chain=False)
+        try:
+            _native._stack_handler_install(fd)
+        except Exception:
+            faulthandler.unregister(sig)
+            raise
         # The controller signals a rank only once its file exists: the
         # handlers are in place before the name is.
         os.rename(tmp, path)

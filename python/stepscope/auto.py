@@ -108,6 +108,7 @@ class _State:
         self.profile = None   # the _Profile running, if any
         self.numerics = None  # _numerics.Numerics unless --numerics off
         self.checksums = None  # _checksum.Checksums unless every is 0
+        self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
 
 
 _S = _State()
@@ -674,6 +675,55 @@ def _saved(f):
 
 
 _SIDECAR_SCAN_MAX = 10000  # directory entries looked at for a renamed file
+_SIDECAR_MAX_BYTES = 4096  # a sidecar is ~100 bytes
+
+
+class _BadSidecar(Exception):
+    pass
+
+
+def _read_sidecar(name):
+    """The JSON object of the sidecar NAME, or None when it is not one of
+    ours (another format).  Raises OSError (cannot be read) or _BadSidecar
+    (not a small regular file) when it is not worth reading: the name may
+    be a FIFO (opened without O_NONBLOCK, it would block the load), a
+    symbolic link (to /dev/zero: read whole, it would fill the memory), a
+    large file or anything else that another user or program put beside a
+    checkpoint."""
+    import json
+    import stat
+    fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW |
+                 os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _BadSidecar("not a regular file")
+        if st.st_size > _SIDECAR_MAX_BYTES:
+            raise _BadSidecar("larger than %d bytes" % _SIDECAR_MAX_BYTES)
+        data = os.read(fd, _SIDECAR_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > _SIDECAR_MAX_BYTES:
+        raise _BadSidecar("larger than %d bytes" % _SIDECAR_MAX_BYTES)
+    try:
+        meta = json.loads(data)
+    except RecursionError:
+        raise _BadSidecar("nested too deeply") from None
+    except ValueError as e:
+        raise _BadSidecar("not JSON: %s" % e) from None
+    if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+        return None
+    return meta
+
+
+def _sidecar_skipped(name, why):
+    """Counts a sidecar that could not be read; the first is said once on
+    stderr (a load keeps going: it only loses resume detection for it)."""
+    _S.sidecars_skipped += 1
+    if _S.sidecars_skipped == 1:
+        _warn("skipped checkpoint sidecar %s: %s (sidecars must be small "
+              "regular JSON files; later ones skipped are counted, not "
+              "said)" % (name, why))
 
 
 def _sidecar_step(path):
@@ -681,27 +731,31 @@ def _sidecar_step(path):
     sidecar must describe the file as it is (size and modification time);
     a file renamed after the save (saved to a temporary name, then
     os.replace) is found among the sidecars of its directory by that
-    identity."""
-    import json
+    identity.  A sidecar that cannot be read is skipped and counted
+    (_S.sidecars_skipped); nothing here raises but OSError from PATH."""
     ident = list(_identity(path))
     directory = os.path.dirname(path) or "."
-    candidates = [path + SIDECAR_SUFFIX]
+    own = path + SIDECAR_SUFFIX
+    candidates = [own]
     try:
         with os.scandir(directory) as it:
             for i, entry in enumerate(it):
                 if i >= _SIDECAR_SCAN_MAX:
                     break
-                if entry.name.endswith(SIDECAR_SUFFIX):
+                if (entry.name.endswith(SIDECAR_SUFFIX) and
+                        entry.path != own):
                     candidates.append(entry.path)
     except OSError:
         pass
     for name in candidates:
         try:
-            with open(name) as src:
-                meta = json.load(src)
-        except (OSError, ValueError):
+            meta = _read_sidecar(name)
+        except FileNotFoundError:
             continue
-        if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
+        except Exception as e:  # never break the load over its telemetry
+            _sidecar_skipped(name, e)
+            continue
+        if meta is None:
             continue
         step = meta.get("step")
         if ([meta.get("size"), meta.get("mtime_ns")] == ident
@@ -714,7 +768,7 @@ def _sidecar_step(path):
 def _loaded(f):
     """After a load from F: resumed_from(k) when F is a checkpoint saved at
     step k (a sidecar says so of the file as it is) and no step has begun
-    in this process."""
+    in this process.  Never raises: the load has succeeded."""
     path = _path_of(f)
     if path is None or _native._current_step() is not None:
         return
@@ -726,6 +780,8 @@ def _loaded(f):
         return
     except _native.StepscopeError:
         return  # a load after training began: not a resume
+    except Exception as e:
+        _warn("resume detection failed after loading %s: %r" % (path, e))
 
 
 def _wrap_save(save):

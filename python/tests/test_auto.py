@@ -326,3 +326,61 @@ def test_checkpoint_sidecar_identifies_the_file_as_saved(tmp_path):
     os.utime(final, ns=(mtime + 1000, mtime + 1000))  # rewritten since
     assert auto._sidecar_step(str(final)) is None
     assert auto._path_of(object()) is None and auto._path_of(final) == str(final)
+
+
+LOAD_PROGRAM = r"""
+import json, os, sys, torch
+from stepscope import _native, auto
+ckpt = sys.argv[1]
+torch.save(torch.arange(5), ckpt)
+auto._patch_checkpoint(torch)
+_native._auto_enable(True)
+if sys.argv[2] == "good":  # a sidecar of the file as it is, found by scan
+    size, mtime = auto._identity(ckpt)
+    with open(os.path.join(os.path.dirname(ckpt),
+                           "renamed.pt" + auto.SIDECAR_SUFFIX), "w") as f:
+        json.dump({"format": auto.SIDECAR_FORMAT, "step": 7, "size": size,
+                   "mtime_ns": mtime}, f)
+out = torch.load(ckpt)
+print("LOADED", out.tolist(), _native._next_step(), auto._S.sidecars_skipped)
+out = torch.load(ckpt)  # a second scan: counted, said once
+print("LOADED", out.tolist(), _native._next_step(), auto._S.sidecars_skipped)
+"""
+
+
+@pytest.mark.parametrize("hostile", ["nested", "fifo", "dev_zero", "large"])
+@pytest.mark.parametrize("good", ["good", "none"])
+def test_hostile_sidecars_never_break_torch_load(tmp_path, hostile, good):
+    """A sidecar that is deeply nested JSON, a FIFO, a symbolic link to
+    /dev/zero or too large is skipped and counted, once said on stderr:
+    torch.load returns the checkpoint, within a second, and a good sidecar
+    beside it is still found."""
+    import resource
+    import subprocess
+    ckpt = tmp_path / "ckpt.pt"
+    side = tmp_path / ("other.pt" + ".stepscope.json")
+    if hostile == "nested":  # small, but deeper than json's recursion limit
+        side.write_text("[" * 3000)
+    elif hostile == "fifo":
+        os.mkfifo(side)
+    elif hostile == "dev_zero":
+        os.symlink("/dev/zero", tmp_path / "ckpt.pt.stepscope.json")
+    else:
+        side.write_text(" " * 100000 + "{}")
+
+    def limit_memory():  # /dev/zero read whole would take it all
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+    p = subprocess.run([PYTHON, "-c", LOAD_PROGRAM, str(ckpt), good],
+                       capture_output=True, text=True, timeout=30,
+                       preexec_fn=limit_memory,
+                       env={k: v for k, v in os.environ.items()
+                            if not k.startswith("STEPSCOPE_")})
+    assert p.returncode == 0, p.stderr
+    nxt = 8 if good == "good" else 0
+    assert p.stdout.splitlines() == [f"LOADED [0, 1, 2, 3, 4] {nxt} 1",
+                                     f"LOADED [0, 1, 2, 3, 4] {nxt} 2"], \
+        p.stdout + p.stderr
+    warned = [line for line in p.stderr.splitlines()
+              if "checkpoint sidecar" in line]
+    assert len(warned) == 1, p.stderr
+    assert "stepscope.json" in warned[0], warned

@@ -2,8 +2,10 @@
 docs/debug.md): importing stepscope under a controller registers the stack
 handler; the stack signal then appends every thread's stack and the end
 marker to the rank's stack file, also while the main thread is in a C call
-that holds the GIL; the file appears only once the handler is in place, and the processes
-the rank starts do not see the directory;
+that holds the GIL; a C read() on a pipe is not interrupted by it (no
+EINTR: the handler is installed with SA_RESTART); the file appears only
+once the handler is in place, and the processes the rank starts do not
+see the directory;
 STEPSCOPE_STACKS=0 and a missing STEPSCOPE_STACK_DIR leave the process
 alone."""
 import os
@@ -74,6 +76,48 @@ def test_signal_dumps_every_thread_and_the_marker(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+READ_PROGRAM = r"""
+import ctypes, os, sys
+import stepscope
+from stepscope import _stacks
+assert _stacks.install()
+libc = ctypes.CDLL(None, use_errno=True)  # the GIL is released in read()
+buf = ctypes.create_string_buffer(1)
+print("READY", flush=True)
+n = libc.read(int(sys.argv[1]), buf, 1)
+print("READ", n, ctypes.get_errno(), buf.raw, flush=True)
+"""
+
+
+def test_c_read_on_a_pipe_is_not_interrupted(tmp_path):
+    r, w = os.pipe()
+    p = subprocess.Popen(
+        [PYTHON, "-c", READ_PROGRAM, str(r)], pass_fds=(r,),
+        env=clean_env(RANK="2", STEPSCOPE_STACK_DIR=str(tmp_path),
+                      PYTHONPATH=os.environ.get("PYTHONPATH", "")),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(r)
+    try:
+        assert p.stdout.readline() == "READY\n", p.stderr.read()
+        time.sleep(0.3)  # from print() into read()
+        stack = tmp_path / "stack.2"
+        for _ in range(5):
+            assert p.poll() is None, p.communicate()  # an EINTR ends it
+            os.kill(p.pid, SIG)
+            text = wait_for(stack, MARKER)
+            assert "line 9 in <module>" in text, text
+            stack.write_text("")
+        assert p.poll() is None  # still in read(): it was restarted
+        os.write(w, b"x")
+        out, err = p.communicate(timeout=10)
+        assert out == "READ 1 0 b'x'\n", (out, err)
+    finally:
+        os.close(w)
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
 
 def test_off_without_a_directory_or_when_asked(tmp_path):

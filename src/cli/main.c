@@ -24,6 +24,7 @@
 #include "goodput_view.h"
 #include "guard.h"
 #include "http.h"
+#include "containment.h"
 #include "launcher.h"
 #include "native_stack.h"
 #include "nvml.h"
@@ -119,6 +120,8 @@ int main(int argc, char **argv)
         return ss_native_stack_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_launcher_rank_exec_main(argc, argv);
+    if (strcmp(cmd, SS_WATCHDOG_ARG) == 0)
+        return ss_containment_watchdog_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("stepscope %s (wire protocol %d)\n", SS_VERSION_STRING, 1);
         return 0;

@@ -129,7 +129,7 @@ def open_slowloris(port, n):
     socks = []
     for i in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: x\r\n")
+        s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         socks.append(s)
     return socks
 
@@ -214,7 +214,7 @@ def test_over_the_limit_gets_503_json(tmp_path, big_store):
         for _ in range(5):
             with socket.create_connection(("127.0.0.1", server.port),
                                           timeout=5) as s:
-                s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n")
+                s.sendall(b"GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 data = b""
                 while True:
                     chunk = s.recv(4096)
@@ -302,7 +302,7 @@ def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
             s.settimeout(20)
             s.connect(("127.0.0.1", server.port))
             s.sendall(b"GET /api/runs/1/heatmap?from=0&limit=10000 "
-                      b"HTTP/1.1\r\nHost: x\r\n\r\n")
+                      b"HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             socks.append(s)
         statuses, refusals = [], []
         for s in socks:

@@ -1,7 +1,9 @@
 """Nothing a job starts outlives it, and a controller that dies leaves no
 state that lies: a grandchild in a session of its own (`os.setsid()`) is
 ended at a normal end and on Ctrl-C; after the controller is SIGKILLed its
-ranks die, its run reads `interrupted`, and the next controller removes the
+ranks die, and so do their children (the job's watchdog: a grandchild in
+the rank's process group everywhere, a setsid one where the job has a
+cgroup), its run reads `interrupted`, and the next controller removes the
 socket directory it left."""
 import json
 import os
@@ -56,14 +58,32 @@ def start(store, env, then, nprocs=2):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
+def cgroup_expected():
+    """Root on a machine with a cgroup v1 pids or freezer hierarchy: the
+    job gets a cgroup (docs/launcher.md)."""
+    return os.geteuid() == 0 and any(
+        os.path.isfile(f"/sys/fs/cgroup/{c}/cgroup.procs")
+        for c in ("pids", "freezer"))
+
+
+def is_watchdog(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"__job-watchdog" in f.read()
+    except OSError:
+        return False
+
+
 def children_of(parent):
+    """The children of PARENT but its job watchdog."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == parent \
+                        and not is_watchdog(int(entry)):
                     pids.append(int(entry))
         except (OSError, ValueError, IndexError):
             pass
@@ -116,7 +136,8 @@ def test_setsid_grandchild_ends_on_ctrl_c(store, tmp_path):
 
 def kill_controller(store, tmp_path):
     """Starts a job, SIGKILLs its controller once the ranks run; returns
-    (environment, runtime dir).  The ranks must die (PDEATHSIG)."""
+    (environment, runtime dir).  The ranks must die (PDEATHSIG), and their
+    setsid grandchildren too where the job has a cgroup."""
     env, pids_dir, runtime = run_env(tmp_path)
     job = start(store, env, "exec sleep 1000")
     strays = []
@@ -126,10 +147,13 @@ def kill_controller(store, tmp_path):
         assert len(ranks) == 2, ranks
         assert len(list(runtime.iterdir())) == 1  # its socket directory
         job.kill()
-        job.communicate(timeout=10)
+        _, err = job.communicate(timeout=10)
         assert wait_gone(ranks, 10), "ranks outlived a SIGKILLed controller"
+        if cgroup_expected():
+            assert "no cgroup for the job" not in err, err
+            assert wait_gone(strays, 5), \
+                "a setsid grandchild outlived a SIGKILLed controller"
     finally:
-        # Out of reach once the controller is dead (docs/launcher.md).
         for pid in strays:
             kill_quietly(pid)
         if job.poll() is None:
@@ -171,3 +195,29 @@ def test_killed_controller_run_reads_interrupted_at_once(store, tmp_path):
                             capture_output=True, text=True, timeout=60)
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["run"]["status"] == "interrupted"
+
+
+def test_rank_children_die_with_a_killed_controller(store, tmp_path):
+    """A rank's own children (a shell's background job, in the rank's
+    process group) are gone within seconds of a SIGKILL of the controller,
+    with or without a cgroup."""
+    env, pids_dir, _ = run_env(tmp_path)
+    rank = ("sleep 1000 & echo $! > \"$PIDS/$RANK.tmp\";"
+            " mv \"$PIDS/$RANK.tmp\" \"$PIDS/$RANK\"; wait")
+    job = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "2", "--db", str(store), "--",
+         "/bin/sh", "-c", rank],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    children = []
+    try:
+        children = grandchildren(pids_dir, 2)
+        job.kill()
+        job.communicate(timeout=10)
+        assert wait_gone(children, 5), \
+            "a rank's child outlived a SIGKILLed controller"
+    finally:
+        for pid in children:
+            kill_quietly(pid)
+        if job.poll() is None:
+            job.kill()
+            job.communicate()

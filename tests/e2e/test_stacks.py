@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -32,7 +33,9 @@ class StuckJob:
     def __init__(self, tmp_path, n, stuck="", ddp=False, auto=True,
                  http=None):
         self.db = tmp_path / "store.db"
-        env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0")
+        self.release = tmp_path / "release"
+        env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0",
+                   RELEASE=str(self.release), FIFO_DIR=str(tmp_path))
         args = [str(STEPSCOPE), "run", "-n", str(n), "--db", str(self.db)]
         if auto:
             args.append("--auto")
@@ -164,6 +167,55 @@ def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
         assert f.read() != "0"
 
 
+def test_a_c_read_goes_on_while_stacks_are_taken(tmp_path, jobs):
+    """The stack signal's handler is installed with SA_RESTART: a rank
+    blocked in a C read() on a pipe stays in it (no EINTR) however often
+    its stacks are taken."""
+    job = jobs(tmp_path, 2, stuck="1:read")
+    job.wait_ready()
+    for _ in range(4):
+        out, _ = job.stacks("--json")
+        assert out.returncode == 0, out.stderr
+        r1 = json.loads(out.stdout)["ranks"][1]
+        assert r1["state"] == "ok", r1
+        assert r1["threads"][-1]["frames"][-1]["func"] == "read_pipe", r1
+    assert "] READ " not in job.out.read_text()
+    job.release.touch()
+    deadline = time.monotonic() + 20
+    while ("] READ " not in job.out.read_text() and
+           time.monotonic() < deadline):
+        time.sleep(0.1)
+    assert "[rank 1] READ 1 0" in job.out.read_text(), job.out.read_text()
+
+
+def test_a_fifo_named_as_source_does_not_stop_the_controller(tmp_path, jobs):
+    """A frame whose source file is a FIFO: the controller reads source
+    lines off its loop, regular files only, so the stacks answer at once
+    (without that line), the API keeps answering, and SIGTERM is acted
+    on."""
+    job = jobs(tmp_path, 2, stuck="1:fifo", http="127.0.0.1:0")
+    job.wait_ready()
+    for _ in range(2):
+        t0 = time.monotonic()
+        out = subprocess.run([str(STEPSCOPE), "stacks", "--json", "--db",
+                              str(job.db)], capture_output=True, text=True,
+                             timeout=15)
+        assert out.returncode == 0, out.stderr
+        assert time.monotonic() - t0 < 5
+        leaf = json.loads(out.stdout)["ranks"][1]["threads"][-1]["frames"][-1]
+        assert leaf["func"] == "stuck" and leaf["line"] == 3, leaf
+        assert leaf["file"] == str(tmp_path / "fifo_source.py")
+        assert "code" not in leaf
+    base, _ = job.url()
+    runs = json.loads(urllib.request.urlopen(base + "api/runs",
+                                             timeout=10).read())
+    assert runs["runs"][0]["live"]
+    t0 = time.monotonic()
+    job.proc.send_signal(signal.SIGTERM)
+    job.proc.wait(timeout=20)
+    assert time.monotonic() - t0 < 15
+
+
 def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):
     job = jobs(tmp_path, 3)
     job.wait_ready()
@@ -211,6 +263,52 @@ def test_eight_ranks_answer_within_two_seconds(tmp_path, jobs):
         assert doc["merged"]["groups"][0]["ranks"] == "5"
 
 
+def stored_snapshots(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM stack_snapshots").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_stacks_are_taken_by_post_only(tmp_path, jobs):
+    """A GET, which any web page can make a browser send to a loopback
+    server, takes no stacks (nothing signalled, nothing stored); nor does
+    a request for another Host name (DNS rebinding) or from a page of
+    another origin; `stepscope stacks` POSTs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = jobs(tmp_path, 2, http=f"127.0.0.1:{port}")
+    job.wait_ready()
+    url = f"http://127.0.0.1:{port}/api/runs/1/stacks?native=1"
+    refused = [
+        (urllib.request.Request(url), 405),
+        (urllib.request.Request(url, headers={
+            "Origin": "http://evil.example"}), 403),
+        (urllib.request.Request(url, data=b"", headers={
+            "Origin": "http://evil.example"}), 403),
+        (urllib.request.Request(url, data=b"", headers={
+            "Host": f"rebind.evil.example:{port}"}), 403),
+        (urllib.request.Request(f"http://127.0.0.1:{port}/api/runs",
+                                headers={"Host": "rebind.evil.example"}), 403),
+    ]
+    for req, status in refused:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=20)
+        assert e.value.code == status, (req.full_url, req.headers)
+        assert "error" in json.loads(e.value.read())
+    time.sleep(0.5)  # the store's writer commits every 250 ms
+    assert stored_snapshots(job.db) == 0
+    out, _ = job.stacks()
+    assert out.returncode == 0 and "ranks 0,1 (2)" in out.stdout, out.stderr
+    doc = json.loads(urllib.request.urlopen(
+        urllib.request.Request(url, data=b""), timeout=30).read())
+    assert doc["answered"] == 2
+    time.sleep(0.5)
+    assert stored_snapshots(job.db) == 2
+
+
 def test_endpoint_wants_the_token_off_loopback(tmp_path, jobs):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -221,13 +319,14 @@ def test_endpoint_wants_the_token_off_loopback(tmp_path, jobs):
     assert token
     url = f"http://127.0.0.1:{port}/api/runs/1/stacks"
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(url, timeout=20)
+        urllib.request.urlopen(url, data=b"", timeout=20)
     assert e.value.code == 401
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen(url + "?token=" + "0" * len(token), timeout=20)
+        urllib.request.urlopen(url + "?token=" + "0" * len(token), data=b"",
+                               timeout=20)
     assert e.value.code == 401
-    req = urllib.request.Request(url, headers={"Authorization":
-                                               "Bearer " + token})
+    req = urllib.request.Request(url, data=b"", headers={
+        "Authorization": "Bearer " + token})
     doc = json.loads(urllib.request.urlopen(req, timeout=20).read())
     assert doc["answered"] == 2
     # the CLI finds the token in the live-run file

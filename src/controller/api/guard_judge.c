@@ -35,11 +35,13 @@
 
 #include "guard_model.h"
 #include "json.h"
+#include "numparse.h"
 #include "stats.h"
 
 #define GUARD_SEED 0x67756172645eedull
 #define GUARD_MAX_CHANGES 8
 #define GUARD_MAX_LISTED 10 /* runs named in "left out" before "and N more" */
+#define GUARD_BASELINE_MAX 10000 /* ids in --baseline, as --last allows */
 
 void guard_settings_defaults(guard_settings *s)
 {
@@ -171,47 +173,70 @@ static int fingerprint_diff(const guard_run *a, const guard_run *b,
     return n;
 }
 
-/* Parses "3,5,7-9" into *IDS; -1 with a message when malformed. */
+/* Parses the run id LEN bytes at P (digits only, >= 1) into *ID. */
+static int parse_run_id(const char *p, size_t len, int64_t *id)
+{
+    char one[24];
+    if (len == 0 || len >= sizeof one)
+        return -1;
+    memcpy(one, p, len);
+    one[len] = '\0';
+    return one[0] == '-' ? -1 : ss_parse_i64(one, 1, INT64_MAX, id);
+}
+
+/*
+ * Parses "3,5,7-9" into *IDS (the caller frees): comma-separated ids and
+ * ranges of ids, digits only (no space, no '+'), at most
+ * GUARD_BASELINE_MAX ids in all, counted before anything is allocated.
+ * Returns 0, or -1 with a message naming what is wrong.
+ */
 static int parse_run_list(const char *s, int64_t **ids, size_t *n, char *err,
                           size_t errlen)
 {
     *ids = NULL;
     *n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long long a = strtoll(p, &end, 10), b;
-        if (end == p || a < 1)
-            goto bad;
-        b = a;
-        if (*end == '-') {
-            p = end + 1;
-            b = strtoll(p, &end, 10);
-            if (end == p || b < a || b - a > 100000)
-                goto bad;
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *p = s;
+        do {
+            size_t len = strcspn(p, ",");
+            const char *dash = memchr(p, '-', len);
+            int64_t a, b;
+            if (dash ? parse_run_id(p, (size_t)(dash - p), &a) != 0 ||
+                           parse_run_id(dash + 1, len - (size_t)(dash - p) - 1,
+                                        &b) != 0 || b < a
+                     : parse_run_id(p, len, &a) != 0) {
+                snprintf(err, errlen, "--baseline: expected run ids like "
+                         "3,5,7-9, got '%.*s' in '%s'", (int)len, p, s);
+                free(*ids);
+                *ids = NULL;
+                *n = 0;
+                return -1;
+            }
+            if (!dash)
+                b = a;
+            if (pass == 0) {
+                if ((uint64_t)(b - a) >= GUARD_BASELINE_MAX - total) {
+                    snprintf(err, errlen, "--baseline: at most %d runs, "
+                             "'%s' names more", GUARD_BASELINE_MAX, s);
+                    return -1;
+                }
+                total += (size_t)(b - a) + 1;
+            } else {
+                for (int64_t v = a;; v++) {
+                    (*ids)[(*n)++] = v;
+                    if (v == b)
+                        break;
+                }
+            }
+            p += len;
+        } while (*p++ == ',');
+        if (pass == 0 && !(*ids = malloc(total * sizeof **ids))) {
+            snprintf(err, errlen, "--baseline: out of memory");
+            return -1;
         }
-        for (long long v = a; v <= b; v++) {
-            int64_t *t = realloc(*ids, (*n + 1) * sizeof *t);
-            if (!t)
-                goto bad;
-            *ids = t;
-            (*ids)[(*n)++] = v;
-        }
-        if (*end == ',')
-            end++;
-        else if (*end)
-            goto bad;
-        p = end;
     }
-    if (*n)
-        return 0;
-bad:
-    snprintf(err, errlen, "--baseline: expected run ids like 3,5,7-9, got "
-             "'%s'", s);
-    free(*ids);
-    *ids = NULL;
-    *n = 0;
-    return -1;
+    return 0;
 }
 
 /* ---- the comparison ---- */
@@ -489,8 +514,10 @@ static int choose_and_load(ss_reader *rd, const guard_request *o,
     g->runs = calloc(cap, sizeof *g->runs);
     g->base = calloc(cap, sizeof *g->base);
     g->hist = calloc(cap, sizeof *g->hist);
-    if (!g->runs || !g->base || !g->hist)
+    if (!g->runs || !g->base || !g->hist) {
+        snprintf(rep->reason, sizeof rep->reason, "out of memory");
         rc = SS_READ_ERROR;
+    }
     ss_buf excluded = {0}, differences = {0};
     size_t n_excluded = 0;
     for (size_t i = n_rows; rc == 0 && i-- > 0 && g->n < cap;) {

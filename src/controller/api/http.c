@@ -66,6 +66,7 @@ struct ss_http {
     ss_live *live;
     char *db_path;
     char *token; /* NULL: none required */
+    int loopback; /* listens on a loopback address: Host is checked */
     char host[INET6_ADDRSTRLEN];
     uint16_t port;
     int fell_back;
@@ -212,6 +213,52 @@ int ss_http_authorized(const char *required, const char *auth_header,
         return same_secret(t, required);
     }
     return 0;
+}
+
+int ss_http_host_allowed(const char *listen_host, const char *host_header)
+{
+    if (!host_header)
+        return 1; /* HTTP/1.0 without Host: not a browser */
+    const char *h = host_header, *port;
+    size_t n;
+    if (*h == '[') {
+        const char *close = strchr(h, ']');
+        if (!close)
+            return 0;
+        n = (size_t)(close + 1 - h);
+        port = close + 1;
+    } else {
+        n = strcspn(h, ":");
+        port = h + n;
+        if (strchr(port + (*port == ':'), ':'))
+            return 0; /* an unbracketed IPv6 address, or junk */
+    }
+    if (*port == ':') {
+        uint16_t p;
+        if (!port[1] || parse_port(port + 1, &p) != 0)
+            return 0;
+    } else if (*port) {
+        return 0;
+    }
+    char own[INET6_ADDRSTRLEN + 2];
+    snprintf(own, sizeof own, strchr(listen_host, ':') ? "[%s]" : "%s",
+             listen_host);
+    const char *names[] = {"localhost", "127.0.0.1", "[::1]", own};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && strncasecmp(h, names[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+int ss_http_origin_allowed(const char *origin, const char *host_header)
+{
+    if (!origin || !host_header)
+        return !origin;
+    /* https: the same server behind a TLS proxy (docs/api.md) */
+    size_t skip = strncasecmp(origin, "http://", 7) == 0    ? 7
+                  : strncasecmp(origin, "https://", 8) == 0 ? 8
+                                                            : 0;
+    return skip && strcasecmp(origin + skip, host_header) == 0;
 }
 
 /* ---- the pool of store connections ---- */
@@ -696,13 +743,19 @@ static enum MHD_Result serve_history(ss_http *h, struct MHD_Connection *c,
     return reply_document(h, c, &b);
 }
 
-/* Answers /api/runs/{id}/stacks: asks the live controller for every
- * rank's stacks (it signals the ranks, so GET only, never HEAD). */
+/* Answers POST /api/runs/{id}/stacks: asks the live controller for every
+ * rank's stacks.  It signals the ranks (and with native=1 attaches to
+ * them), so it is never done for a GET or a HEAD: a page of another site
+ * can make a browser send those to a loopback server. */
 static enum MHD_Result serve_stacks(ss_http *h, struct MHD_Connection *c,
-                                    int64_t run_id, int head)
+                                    int64_t run_id, int post)
 {
-    if (head)
-        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+    if (!post)
+        return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "stacks are "
+                           "taken by POST /api/runs/%lld/stacks (it signals "
+                           "every rank); `stepscope stacks` does that, and "
+                           "`stepscope report` shows the stacks stored for "
+                           "a run", (long long)run_id);
     if (!h->stacks || !h->live || ss_live_run_id(h->live) != run_id)
         return reply_error(c, MHD_HTTP_NOT_FOUND, "run %lld is not live "
                            "here: stacks come from a running job's "
@@ -755,7 +808,7 @@ static enum MHD_Result serve_profile(ss_http *h, struct MHD_Connection *c,
 }
 
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/".
- * POST is allowed on /profile only. */
+ * POST is allowed on /profile and /stacks only; /stacks wants it. */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
                                  const char *rest, int head, int post)
 {
@@ -777,9 +830,9 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad run id '%s' (a "
                            "positive integer, as in /api/runs)", idtext);
     long long id = run_id;
-    if (post && kind != DOC_PROFILE)
+    if (post && kind != DOC_PROFILE && kind != DOC_STACKS)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST is for "
-                           "/api/runs/{id}/profile only");
+                           "/api/runs/{id}/profile and /stacks only");
     if (kind == DOC_PROFILE && head)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET or POST");
     if (kind == DOC_PROFILE)
@@ -787,7 +840,7 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     if (kind == DOC_HISTORY)
         return serve_history(h, c, run_id);
     if (kind == DOC_STACKS)
-        return serve_stacks(h, c, run_id, head);
+        return serve_stacks(h, c, run_id, post);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};
@@ -1063,7 +1116,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method %.32s is "
                            "not allowed (GET or HEAD; POST on "
-                           "/api/runs/{id}/profile)", method);
+                           "/api/runs/{id}/profile and /stacks)", method);
+    /* A page of another site must not read or act through a browser: on
+     * loopback the name it was asked by must be this server's (DNS
+     * rebinding points another name at 127.0.0.1), and on any address a
+     * request a page sent across origins is refused. */
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                   "Host");
+    if (h->loopback && !ss_http_host_allowed(h->host, host))
+        return reply_error(c, MHD_HTTP_FORBIDDEN, "Host '%.200s' is not this "
+                           "server's: a loopback server answers requests for "
+                           "localhost, 127.0.0.1, [::1] or %s only", host,
+                           h->host);
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     "Origin");
+    if (!ss_http_origin_allowed(origin, host))
+        return reply_error(c, MHD_HTTP_FORBIDDEN, "a request from a page of "
+                           "another origin (Origin '%.200s') is refused",
+                           origin);
     char path[512];
     size_t n = strlen(url);
     if (n >= sizeof path)
@@ -1098,7 +1168,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     }
     if (post)
         return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST is for "
-                           "/api/runs/{id}/profile only");
+                           "/api/runs/{id}/profile and /stacks only");
     for (size_t i = 0; i < h->n_files; i++)
         if (strcmp(url, h->files[i].path) == 0)
             return reply_static(c, &h->files[i]);
@@ -1271,6 +1341,7 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
     h->profile_ctx = cfg->profile_ctx;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
+    h->loopback = loopback;
     h->files = static_files;
     h->n_files = n_static_files;
     h->max_conns = connection_limit(limits->max_connections
@@ -1359,8 +1430,7 @@ int ss_http_live_file_write(const char *db_path, int64_t run_id,
         path[0] = '\0';
         return -1;
     }
-    if (ss_mkdirs_private(dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (ss_mkdirs_private(dir, err, errlen) != 0) {
         path[0] = '\0';
         return -1;
     }
@@ -1376,7 +1446,12 @@ int ss_http_live_file_write(const char *db_path, int64_t run_id,
         ss_buf_json_str(&b, token);
     }
     ss_buf_puts(&b, "}\n");
-    int fd = b.oom ? -1 : ss_open_private(tmp, O_WRONLY, NULL);
+    int fd = b.oom ? -1 : ss_open_private(tmp, O_WRONLY, NULL, err, errlen);
+    if (fd < 0 && !b.oom) {
+        ss_buf_free(&b);
+        path[0] = '\0';
+        return -1;
+    }
     int ok = fd >= 0 && write(fd, b.data, b.len) == (ssize_t)b.len;
     if (fd >= 0 && close(fd) != 0)
         ok = 0;

@@ -24,7 +24,11 @@
  * Security: by default the server listens on loopback only.  When it
  * listens on any other address every /api/ and /metrics request must carry
  * the token (`Authorization: Bearer TOKEN` or `?token=TOKEN`), else it gets
- * 401 {"error":...}.  Static files (the dashboard's page and scripts) carry
+ * 401 {"error":...}.  On loopback, a request whose Host is not this
+ * server's name (ss_http_host_allowed) is refused with 403, and so is,
+ * on any address, one that a page of another origin sent
+ * (ss_http_origin_allowed) and any POST from a page.  Nothing a GET or
+ * HEAD does changes anything: stacks are taken by POST only.  Static files (the dashboard's page and scripts) carry
  * no data and are served without it; the page passes the token it was
  * opened with (`/?token=TOKEN`) on to its API calls.
  */
@@ -65,7 +69,7 @@ typedef struct {
 void ss_http_set_static(const ss_static_file *files, size_t n);
 
 /*
- * Answers GET /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
+ * Answers POST /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
  * controller collects every rank's stacks and appends the JSON document
  * to OUT.  Called on an HTTP worker thread, which it blocks until the
  * answer (a bounded wait: the collector's deadline).  Returns the HTTP
@@ -160,6 +164,25 @@ int ss_http_is_loopback(const char *host);
  */
 int ss_http_authorized(const char *required, const char *auth_header,
                        const char *query_token);
+
+/*
+ * Whether a request's Host header HOST_HEADER (NULL: none) names the
+ * loopback server listening on LISTEN_HOST (numeric): "localhost",
+ * "127.0.0.1", "[::1]" or LISTEN_HOST ("[…]" for IPv6), any case, with
+ * any port or none (a forwarded port, as `ssh -L` makes, keeps its own
+ * number).  A request without Host is allowed (HTTP/1.0; browsers always
+ * send one).  Returns 1 when allowed.  DNS rebinding makes a browser send
+ * a page's own name to 127.0.0.1: that is what this refuses.
+ */
+int ss_http_host_allowed(const char *listen_host, const char *host_header);
+
+/*
+ * Whether a request that carries ORIGIN (NULL: none) may be answered: it
+ * comes from no page (NULL), or from a page of this very server (ORIGIN is
+ * "http://" or "https://" (a TLS proxy in front) followed by HOST_HEADER,
+ * any case).  Returns 1 when allowed.
+ */
+int ss_http_origin_allowed(const char *origin, const char *host_header);
 
 /*
  * The live-run file that lets other commands (`stepscope top`) find a

@@ -189,7 +189,7 @@ static int get(uint16_t port, const char *path, const char *headers,
                response *r)
 {
     char raw[4096];
-    snprintf(raw, sizeof raw, "GET %s HTTP/1.0\r\nHost: x\r\n%s\r\n", path,
+    snprintf(raw, sizeof raw, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%s\r\n", path,
              headers ? headers : "");
     return exchange(port, raw, r);
 }
@@ -376,6 +376,175 @@ static void authorization_decision(void)
     CHECK(!ss_http_authorized("s3cret", "Bearer ", NULL));
 }
 
+static int post(uint16_t port, const char *path, const char *headers,
+                response *r)
+{
+    char raw[4096];
+    snprintf(raw, sizeof raw, "POST %s HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+             "Content-Length: 0\r\n%s\r\n", path, headers ? headers : "");
+    return exchange(port, raw, r);
+}
+
+/* ---- Host and Origin ---- */
+
+static void host_and_origin_decision(void)
+{
+    CHECK(ss_http_host_allowed("127.0.0.1", NULL));
+    CHECK(ss_http_host_allowed("127.0.0.1", "127.0.0.1:8470"));
+    CHECK(ss_http_host_allowed("127.0.0.1", "127.0.0.1"));
+    CHECK(ss_http_host_allowed("127.0.0.1", "LocalHost:1"));
+    CHECK(ss_http_host_allowed("127.0.0.1", "[::1]:8470"));
+    CHECK(ss_http_host_allowed("127.0.0.5", "127.0.0.5:9"));
+    CHECK(ss_http_host_allowed("::1", "[::1]:9"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "127.0.0.5:9"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "evil.example:8470"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "localhost.evil.example"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "localhost:"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "localhost:99999"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "localhost:80x"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", "localhost@evil"));
+    CHECK(!ss_http_host_allowed("::1", "::1:80"));
+    CHECK(!ss_http_host_allowed("::1", "[::1"));
+    CHECK(!ss_http_host_allowed("127.0.0.1", ""));
+    CHECK(ss_http_origin_allowed(NULL, NULL));
+    CHECK(ss_http_origin_allowed(NULL, "evil.example"));
+    CHECK(ss_http_origin_allowed("http://127.0.0.1:8470", "127.0.0.1:8470"));
+    CHECK(ss_http_origin_allowed("HTTP://LOCALHOST:1", "localhost:1"));
+    CHECK(!ss_http_origin_allowed("http://evil.example", "127.0.0.1:8470"));
+    CHECK(!ss_http_origin_allowed("http://127.0.0.1:8471", "127.0.0.1:8470"));
+    CHECK(ss_http_origin_allowed("https://node1.example",
+                                 "node1.example"));
+    CHECK(!ss_http_origin_allowed("ftp://127.0.0.1:8470", "127.0.0.1:8470"));
+    CHECK(!ss_http_origin_allowed("http://127.0.0.1:8470/x",
+                                  "127.0.0.1:8470"));
+    CHECK(!ss_http_origin_allowed("null", "127.0.0.1:8470"));
+    CHECK(!ss_http_origin_allowed("http://127.0.0.1:8470", NULL));
+}
+
+/* Sends METHOD PATH with exactly the headers HEADERS (Host included). */
+static int request_raw(uint16_t port, const char *method, const char *path,
+                       const char *headers, response *r)
+{
+    char raw[4096];
+    snprintf(raw, sizeof raw, "%s %s HTTP/1.0\r\n%s%s\r\n", method, path,
+             headers, strcmp(method, "POST") == 0 ? "Content-Length: 0\r\n"
+                                                  : "");
+    return exchange(port, raw, r);
+}
+
+static int status_of(uint16_t port, const char *method, const char *path,
+                     const char *headers)
+{
+    response r;
+    if (request_raw(port, method, path, headers, &r) != 0)
+        return -1;
+    free(r.body);
+    return r.status;
+}
+
+/* A loopback server answers only requests for its own name (DNS rebinding
+ * points another name at 127.0.0.1), static files as much as the API; a
+ * page of another origin is refused on any address; off loopback the
+ * token rules stay as they were. */
+static void foreign_host_and_origin_refused(void)
+{
+    ss_http *h = start_("127.0.0.1", NULL, NULL);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    char own[128], origin[256];
+    snprintf(own, sizeof own, "Host: 127.0.0.1:%u\r\n", port);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", own), 200);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs",
+                           "Host: localhost:1234\r\n"), 200);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", "Host: [::1]\r\n"),
+                 200);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", ""), 200); /* 1.0 */
+    response r;
+    REQUIRE(request_raw(port, "GET", "/api/runs",
+                        "Host: rebind.evil.example:8470\r\n", &r) == 0);
+    CHECK_EQ_INT(r.status, 403);
+    CHECK(strstr(r.body, "{\"error\":\"Host 'rebind.evil.example:8470' is "
+                         "not this server's") != NULL);
+    free(r.body);
+    CHECK_EQ_INT(status_of(port, "GET", "/", "Host: evil.example\r\n"), 403);
+    CHECK_EQ_INT(status_of(port, "GET", "/metrics",
+                           "Host: evil.example\r\n"), 403);
+    /* a page of this server may read it; one of another site may not */
+    snprintf(origin, sizeof origin, "%sOrigin: http://127.0.0.1:%u\r\n",
+             own, port);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", origin), 200);
+    snprintf(origin, sizeof origin, "%sOrigin: http://evil.example\r\n",
+             own);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", origin), 403);
+    snprintf(origin, sizeof origin, "%sOrigin: null\r\n", own);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs", origin), 403);
+    ss_http_stop(h);
+
+    /* beyond loopback: any name, with the token; still no foreign page */
+    h = start_("0.0.0.0", "abc123", NULL);
+    REQUIRE(h);
+    port = ss_http_port(h);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs?token=abc123",
+                           "Host: node7.cluster.example:1\r\n"), 200);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs",
+                           "Host: node7.cluster.example:1\r\n"), 401);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs?token=abc123",
+                           "Host: node7:1\r\nOrigin: http://evil.example\r\n"),
+                 403);
+    ss_http_stop(h);
+}
+
+static int stacks_calls;
+
+static unsigned fake_stacks(void *ctx, int native, ss_buf *out)
+{
+    (void)ctx;
+    stacks_calls++;
+    ss_buf_printf(out, "{\"native\":%d}", native);
+    return 200;
+}
+
+/* Stacks are taken by POST only: a GET or HEAD (which any page can make a
+ * browser send) never reaches the hook. */
+static void stacks_by_post_only(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    char err[512] = "";
+    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
+                          fake_stacks, NULL, NULL, NULL};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    stacks_calls = 0;
+    response r;
+    REQUIRE(get(port, "/api/runs/1/stacks?native=1", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK(strstr(r.body, "taken by POST /api/runs/1/stacks") != NULL);
+    free(r.body);
+    CHECK_EQ_INT(status_of(port, "HEAD", "/api/runs/1/stacks",
+                           "Host: 127.0.0.1\r\n"), 405);
+    CHECK_EQ_INT(status_of(port, "GET", "/api/runs/1/stacks?native=1",
+                           "Host: evil.example\r\n"), 403);
+    CHECK_EQ_INT(stacks_calls, 0);
+    /* a page's POST, even of this server, is refused too */
+    CHECK_EQ_INT(status_of(port, "POST", "/api/runs/1/stacks",
+                           "Host: 127.0.0.1\r\n"
+                           "Origin: http://127.0.0.1\r\n"), 403);
+    CHECK_EQ_INT(stacks_calls, 0);
+    REQUIRE(post(port, "/api/runs/1/stacks?native=1", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "{\"native\":1}") != NULL);
+    free(r.body);
+    CHECK_EQ_INT(stacks_calls, 1);
+    REQUIRE(post(port, "/api/runs/2/stacks", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404); /* not the live run */
+    free(r.body);
+    CHECK_EQ_INT(stacks_calls, 1);
+    ss_http_stop(h);
+    ss_live_destroy(l);
+}
+
 /* ---- the profile endpoint ---- */
 
 static int profile_calls;
@@ -395,15 +564,6 @@ static unsigned fake_profile(void *ctx, int start, const char *ranks,
     }
     ss_buf_puts(out, "{\"request\":1}");
     return start ? 202 : 200;
-}
-
-static int post(uint16_t port, const char *path, const char *headers,
-                response *r)
-{
-    char raw[4096];
-    snprintf(raw, sizeof raw, "POST %s HTTP/1.0\r\nHost: x\r\n"
-             "Content-Length: 0\r\n%s\r\n", path, headers ? headers : "");
-    return exchange(port, raw, r);
 }
 
 /* POST /api/runs/{id}/profile reaches the hook only with the token off
@@ -789,7 +949,7 @@ static ss_http *start_limited_(const char *host, const char *token,
 static int connect_partial(uint16_t port)
 {
     int fd = connect_(port);
-    static const char part[] = "GET /api/runs HTTP/1.1\r\nHost: x\r\n";
+    static const char part[] = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     if (fd >= 0 && write(fd, part, sizeof part - 1) != sizeof part - 1) {
         close(fd);
         fd = -1;
@@ -874,7 +1034,7 @@ static void request_deadline_cuts_trickles(void)
 
     fd = connect_(port);
     REQUIRE(fd >= 0);
-    static const char req[] = "GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char req[] = "GET /api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
     REQUIRE(write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1));
     ss_buf b = {0};
     CHECK(read_until(fd, &b, "{\"runs\":[") == 0);
@@ -1023,6 +1183,8 @@ static void live_file(void)
 
 TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
           TEST(authorization_decision), TEST(token_required_beyond_loopback),
+          TEST(host_and_origin_decision),
+          TEST(foreign_host_and_origin_refused), TEST(stacks_by_post_only),
           TEST(profile_endpoint),
           TEST(addresses), TEST(busy_port), TEST(static_files),
           TEST(live_endpoints), TEST(event_stream),

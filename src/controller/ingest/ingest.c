@@ -17,11 +17,15 @@
  */
 #include "ingest.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "clock_sync.h"
 
 #define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
 #define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
@@ -63,7 +67,9 @@ typedef struct conn {
 
 struct ss_ingest {
     uv_loop_t *loop;
-    uv_pipe_t server;
+    int listen_fd;
+    uv_poll_t server;  /* LISTEN_FD readable: connections wait */
+    uv_timer_t retry;  /* listening again after running out of fds */
     ss_ingest_callbacks cb;
     uint8_t token[WIRE_TOKEN_SIZE];
     char run_id[WIRE_MAX_STR + 1];
@@ -72,10 +78,12 @@ struct ss_ingest {
     conn *conns;
     uint32_t n_conns;
     int closing;
-    int server_open;
+    int server_open;   /* SERVER and RETRY not closed yet: 0..2 */
     ss_ingest_stats stats;
     wire_frame frame; /* scratch: large, so not on the stack */
 };
+
+#define ACCEPT_RETRY_MS 100 /* out of descriptors: listen again after */
 
 static void maybe_free_ingest(ss_ingest *in)
 {
@@ -437,12 +445,13 @@ static void align_step(const conn *c, wire_step *rec)
                       : 0;
     if (!off)
         return;
-    rec->begin_ns += off;
-    rec->end_ns += off;
+    rec->begin_ns = ss_clock_apply(rec->begin_ns, off);
+    rec->end_ns = ss_clock_apply(rec->end_ns, off);
     for (unsigned i = 0; i < rec->n_phases; i++)
-        rec->phases[i].first_begin_ns += off;
+        rec->phases[i].first_begin_ns =
+            ss_clock_apply(rec->phases[i].first_begin_ns, off);
     for (unsigned i = 0; i < rec->n_syncs; i++)
-        rec->syncs[i].arrival_ns += off;
+        rec->syncs[i].arrival_ns = ss_clock_apply(rec->syncs[i].arrival_ns, off);
 }
 
 /* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
@@ -468,12 +477,14 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
             align_step(c, &in->frame.u.step);
         else if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
                  c->transport && c->transport->clock_offset_ns)
-            in->frame.u.status.since_ns += *c->transport->clock_offset_ns;
+            in->frame.u.status.since_ns = ss_clock_apply(
+                in->frame.u.status.since_ns, *c->transport->clock_offset_ns);
         else if (in->frame.type == WIRE_PROFILE_DONE &&
                  in->frame.u.profile_done.marker_ns && c->transport &&
                  c->transport->clock_offset_ns)
-            in->frame.u.profile_done.marker_ns +=
-                *c->transport->clock_offset_ns;
+            in->frame.u.profile_done.marker_ns = ss_clock_apply(
+                in->frame.u.profile_done.marker_ns,
+                *c->transport->clock_offset_ns);
         if (dispatch(c, &in->frame) < 0)
             return -1;
     }
@@ -518,28 +529,70 @@ static conn *conn_new(ss_ingest *in)
     return c;
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* Takes the accepted connection FD (closed on failure). */
+static void accept_conn(ss_ingest *in, int fd)
 {
-    ss_ingest *in = server->data;
-    if (status < 0 || in->closing)
-        return;
     uint8_t *buf = malloc(CONN_BUF_SIZE);
     conn *c = buf ? conn_new(in) : NULL;
     if (!c) {
         free(buf);
+        close(fd);
         return;
     }
     c->buf = buf;
     uv_pipe_init(in->loop, &c->pipe, 0);
     c->pipe.data = c;
     c->handles_open = 2;
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
+    if (uv_pipe_open(&c->pipe, fd) < 0) {
+        close(fd);
         conn_close(c);
         return;
     }
     uv_timer_start(&c->handshake_timer, on_handshake_timeout,
                    in->handshake_timeout_ms, 0);
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+static void on_listen_ready(uv_poll_t *p, int status, int events);
+
+static void on_retry(uv_timer_t *t)
+{
+    ss_ingest *in = t->data;
+    if (!in->closing)
+        uv_poll_start(&in->server, UV_READABLE, on_listen_ready);
+}
+
+/*
+ * Accepts every connection waiting.  When the process (EMFILE) or the
+ * system (ENFILE) is out of descriptors, the connections stay in the
+ * listen backlog, where each rank's connect() has succeeded and its HELLO
+ * waits; listening pauses for ACCEPT_RETRY_MS and the failure is reported
+ * (on_accept_failed).  libuv's own accept would close them instead, and
+ * say nothing, so the socket is polled and accepted here.
+ */
+static void on_listen_ready(uv_poll_t *p, int status, int events)
+{
+    (void)status;
+    (void)events;
+    ss_ingest *in = p->data;
+    while (!in->closing) {
+        int fd = accept4(in->listen_fd, NULL, NULL,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+            accept_conn(in, fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return;
+        int err = -errno; /* libuv's error codes on Unix */
+        uv_poll_stop(&in->server);
+        uv_timer_start(&in->retry, on_retry, ACCEPT_RETRY_MS, 0);
+        if (in->cb.on_accept_failed)
+            in->cb.on_accept_failed(in->cb.ctx, err);
+        return;
+    }
 }
 
 ss_ingest_channel *ss_ingest_channel_open(ss_ingest *in,
@@ -628,25 +681,42 @@ ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,
         return NULL;
     }
     snprintf(in->path, sizeof in->path, "%s", cfg->unix_path);
-    uv_pipe_init(loop, &in->server, 0);
-    in->server.data = in;
-    in->server_open = 1;
-    int rc = uv_pipe_bind(&in->server, in->path);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    memcpy(addr.sun_path, in->path, strlen(in->path) + 1);
+    in->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+                                        SOCK_NONBLOCK, 0);
+    int rc = in->listen_fd < 0 ? -errno : 0, bound = 0;
+    if (rc == 0 && bind(in->listen_fd, (struct sockaddr *)&addr,
+                        sizeof addr) != 0)
+        rc = -errno;
+    bound = rc == 0;
+    if (rc == 0 && listen(in->listen_fd, 1024) != 0)
+        rc = -errno;
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&in->server, 1024, on_connection);
+        rc = uv_poll_init(loop, &in->server, in->listen_fd);
     if (rc < 0) {
         snprintf(err, errlen, "listen(%s): %s", in->path, uv_strerror(rc));
-        in->closing = 1;
-        ss_ingest_close(in);
+        if (bound)
+            unlink(in->path);
+        if (in->listen_fd >= 0)
+            close(in->listen_fd);
+        free(in);
         return NULL;
     }
+    in->server.data = in;
+    uv_timer_init(loop, &in->retry);
+    in->retry.data = in;
+    in->server_open = 2;
+    uv_poll_start(&in->server, UV_READABLE, on_listen_ready);
     return in;
 }
 
 static void on_server_closed(uv_handle_t *h)
 {
     ss_ingest *in = h->data;
-    in->server_open = 0;
+    if (h == (uv_handle_t *)&in->server)
+        close(in->listen_fd);
+    in->server_open--;
     maybe_free_ingest(in);
 }
 
@@ -660,6 +730,7 @@ void ss_ingest_close(ss_ingest *in)
     if (in->server_open && !uv_is_closing((uv_handle_t *)&in->server)) {
         unlink(in->path);
         uv_close((uv_handle_t *)&in->server, on_server_closed);
+        uv_close((uv_handle_t *)&in->retry, on_server_closed);
     }
 }
 

@@ -13,6 +13,11 @@
  * version, a rank already connected, or no HELLO within the handshake
  * timeout is rejected with a logged reason and closed; other connections
  * are unaffected.  Runs on the controller's libuv loop; never blocks.
+ *
+ * Connections are accepted by this module (not libuv, which closes waiting
+ * connections when descriptors run out and says nothing): out of
+ * descriptors, they wait in the listen backlog, listening pauses for
+ * 100 ms, and on_accept_failed reports it.
  */
 #ifndef STEPSCOPE_INGEST_H
 #define STEPSCOPE_INGEST_H
@@ -79,6 +84,11 @@ typedef struct {
      * times on a channel).  May be NULL. */
     void (*on_profile_done)(void *ctx, uint32_t rank,
                             const wire_profile_done *pd);
+    /* A connection could not be accepted: ERR is libuv's error (UV_EMFILE
+     * or UV_ENFILE when the process or the system is out of descriptors;
+     * libuv then closes the connections waiting, so those ranks lose
+     * their telemetry).  Called once per failure.  May be NULL. */
+    void (*on_accept_failed)(void *ctx, int err);
 } ss_ingest_callbacks;
 
 typedef struct {

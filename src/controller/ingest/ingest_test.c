@@ -9,11 +9,15 @@
 #include "ingest.h"
 #include "testing.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const uint8_t k_token[WIRE_TOKEN_SIZE] = {9, 8, 7, 6, 5, 4, 3, 2,
@@ -288,6 +292,15 @@ static void *run_client(void *arg)
     return NULL;
 }
 
+static int accept_failures, accept_error, gave_up;
+
+static void t_accept_failed(void *ctx, int err)
+{
+    (void)ctx;
+    accept_failures++;
+    accept_error = err;
+}
+
 static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                         uint32_t timeout_ms)
 {
@@ -303,7 +316,8 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                               .on_name_refused = t_name_refused,
                               .on_values_dropped = t_values_dropped,
                               .on_resumed = t_resumed,
-                              .on_profile_done = t_profile_done};
+                              .on_profile_done = t_profile_done,
+                              .on_accept_failed = t_accept_failed};
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* as `stepscope run` does */
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
@@ -766,10 +780,74 @@ static void vectors_and_labels_reach_on_step(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* With every descriptor in use, a rank's connection cannot be accepted:
+ * the ingest says so (on_accept_failed, UV_EMFILE) instead of nothing, and
+ * the connection waits in the backlog: once descriptors are free again it
+ * is accepted, and the rank's telemetry arrives. */
+static void on_give_up(uv_timer_t *t)
+{
+    (void)t;
+    gave_up = 1;
+}
+
+static void accept_failure_is_reported(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    seen s = {0};
+    s.close_after = 1;
+    client c = {.rank = 1};
+    sock_path(c.path, sizeof c.path, "emfile");
+    REQUIRE(start(&loop, &s, c.path, 5000) != NULL);
+    int go[2];
+    REQUIRE(pipe(go) == 0);
+    pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) { /* a rank, with descriptors of its own */
+        char x;
+        if (read(go[0], &x, 1) != 1)
+            _exit(2);
+        run_client(&c);
+        _exit(c.got_welcome ? 0 : 1);
+    }
+    struct rlimit saved, low;
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    low = saved;
+    low.rlim_cur = 256;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    int fillers[256], n = 0;
+    while (n < 256 && (fillers[n] = open("/dev/null", O_RDONLY)) >= 0)
+        n++;
+    CHECK_EQ_INT(errno, EMFILE);
+    accept_failures = gave_up = 0;
+    uv_timer_t give_up;
+    uv_timer_init(&loop, &give_up);
+    uv_timer_start(&give_up, on_give_up, 5000, 0);
+    REQUIRE(write(go[1], "g", 1) == 1);
+    while (!accept_failures && !gave_up)
+        uv_run(&loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&give_up, NULL);
+    while (n > 0)
+        close(fillers[--n]);
+    setrlimit(RLIMIT_NOFILE, &saved);
+    CHECK_EQ_INT(accept_failures, 1);
+    CHECK_EQ_INT(accept_error, UV_EMFILE);
+    CHECK_EQ_INT(s.hellos, 0);
+    uv_run(&loop, UV_RUN_DEFAULT); /* accepted now: the rank's whole run */
+    CHECK_EQ_INT(s.hellos, 1);
+    CHECK_EQ_INT(s.byes, 1);
+    int st = 0;
+    waitpid(child, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(go[0]);
+    close(go[1]);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
 TEST_LIST(TEST(accepts_and_translates), TEST(commands_need_the_feature),
           TEST(vectors_and_labels_reach_on_step),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),
           TEST(controller_refusal_is_sent), TEST(silent_peer_times_out),
           TEST(channel_fed_byte_by_byte), TEST(channel_fed_at_once),
-          TEST(channel_rejected))
+          TEST(channel_rejected), TEST(accept_failure_is_reported))

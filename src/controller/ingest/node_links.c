@@ -17,6 +17,7 @@
  * loop thread.
  */
 #include "node_links.h"
+#include "clock_sync.h"
 #include "clocks.h"
 
 #include <inttypes.h>
@@ -71,6 +72,7 @@ typedef struct peer {
     link_agent_hello hello;
     uint8_t nonce[LINK_NONCE_SIZE];
     int64_t clock_offset_ns; /* the channels' transports point here */
+    ss_clock_limits clock_limits; /* what its time exchanges allow */
     uint64_t last_rx_ms;
     size_t queued;
     char addr[64];           /* "ip:port" */
@@ -456,16 +458,24 @@ static void on_joined_frame(peer *l, const link_frame *f)
     }
     case LINK_TIME_REQ: {
         int64_t t2 = ss_mono_now();
+        ss_clock_limits_add(&l->clock_limits, f->u.time_req.t1, t2);
         link_frame r = {.type = LINK_TIME_RESP};
         r.u.time_resp = (link_time_resp){f->u.time_req.t1, t2, ss_mono_now()};
         link_send(l, &r, 0);
         return;
     }
-    case LINK_CLOCK:
+    case LINK_CLOCK: {
+        char why[200];
+        if (ss_clock_limits_check(&l->clock_limits, f->u.clock.offset_ns,
+                                  f->u.clock.bound_ns, why, sizeof why) != 0) {
+            link_close(l, R_OTHER, why, 1);
+            return;
+        }
         l->clock_offset_ns = f->u.clock.offset_ns;
         if (cb->on_clock)
             cb->on_clock(cb->ctx, node, &f->u.clock);
         return;
+    }
     case LINK_HEARTBEAT:
         return;
     case LINK_RANK_STARTED:

@@ -4,7 +4,9 @@
  * socket, the link codec): a node that joins, opens a rank connection,
  * exchanges clocks, answers a stacks request in chunks, reports exits and
  * says goodbye; an agent with the
- * wrong secret; a node the controller refuses; a node that falls silent;
+ * wrong secret; an agent whose clock offset its time exchange does not
+ * allow (INT64_MAX), and one whose step times overflow with its offset;
+ * a node the controller refuses; a node that falls silent;
  * bytes that are not the protocol.  And what strangers can cost before
  * they authenticate: a peer that trickles its hello is closed at the
  * handshake's deadline, an oversized hello at its header, floods of
@@ -198,6 +200,8 @@ typedef struct {
     int got_end;
     int got_inject;
     char reject_reason[256];
+    int64_t clock_offset; /* the estimate it sends; 0: -1000 */
+    int64_t step_begin;   /* of its one step; 0: 50000 */
 } agent;
 
 typedef struct {
@@ -332,15 +336,16 @@ static void *run_agent(void *arg)
     }
     /* a clock exchange and an estimate */
     link_frame t = {.type = LINK_TIME_REQ};
-    t.u.time_req.t1 = 5;
+    t.u.time_req.t1 = 5000;
     send_frame(&c, &t);
     do {
         if (!read_frame(&c, &in))
             goto out;
     } while (in.type == LINK_HEARTBEAT);
-    a->got_time_resp = in.type == LINK_TIME_RESP && in.u.time_resp.t1 == 5;
+    a->got_time_resp = in.type == LINK_TIME_RESP && in.u.time_resp.t1 == 5000;
     link_frame ck = {.type = LINK_CLOCK};
-    ck.u.clock = (link_clock){-1000, 10, 20, 8};
+    ck.u.clock = (link_clock){a->clock_offset ? a->clock_offset : -1000, 10,
+                              20, 8};
     send_frame(&c, &ck);
     /* rank 2 connects: OPEN, its HELLO and one step */
     link_frame o = {.type = LINK_OPEN};
@@ -360,8 +365,9 @@ static void *run_agent(void *arg)
     n += wire_encode_name(rb + n, sizeof rb - n, &nm);
     static wire_step st;
     st.step = 0;
-    st.begin_ns = 50000;
-    st.end_ns = 60000;
+    st.begin_ns = a->step_begin ? a->step_begin : 50000;
+    st.end_ns = st.begin_ns <= INT64_MAX - 10000 ? st.begin_ns + 10000
+                                                 : INT64_MAX;
     n += wire_encode_step(rb + n, sizeof rb - n, &st);
     link_frame d = {.type = LINK_DATA};
     d.u.data = (link_data){7, (uint32_t)n, rb};
@@ -864,6 +870,41 @@ static void a_burst_of_refusals_is_told_once_and_summed(void)
                  "127.0.0.1:") != NULL);
 }
 
+/* An offset of INT64_MAX is beyond what the exchange allows (the request
+ * arrived after at most t2 - t1): the link is closed with the reason, and
+ * no step of the node is moved by it. */
+static void an_unjustified_clock_offset_closes_the_link(void)
+{
+    seen s = {0};
+    agent a = {.what = A_GOOD, .clock_offset = INT64_MAX};
+    char err[100];
+    REQUIRE(link_auth_init() == 0);
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.joined && a.got_time_resp);
+    CHECK_EQ_INT(s.clocks, 0);
+    CHECK_EQ_INT(s.steps, 0);
+    CHECK_EQ_INT(s.gone, 1);
+    CHECK_EQ_INT(s.gone_clean, 0);
+    CHECK(strstr(s.gone_why, "clock offset of 9223372036854775807 ns"));
+    CHECK(strstr(s.gone_why, "do not allow"));
+}
+
+/* A justified offset applied to a step time near the end of int64_t
+ * saturates instead of wrapping to a step at -9.2e18 ns. */
+static void an_offset_never_wraps_a_step_time(void)
+{
+    seen s = {0};
+    agent a = {.what = A_GOOD, .clock_offset = 1000000,
+               .step_begin = INT64_MAX - 10};
+    char err[100];
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK_EQ_INT(s.clocks, 1);
+    CHECK_EQ_INT(s.steps, 1);
+    CHECK(s.step_begin == INT64_MAX);
+}
+
 TEST_LIST(TEST(a_node_joins_works_and_leaves),
           TEST(a_wrong_secret_is_refused_both_ways),
           TEST(a_refused_node_is_told_why), TEST(a_silent_node_is_lost),
@@ -871,4 +912,6 @@ TEST_LIST(TEST(a_node_joins_works_and_leaves),
           TEST(a_trickling_peer_is_closed_at_the_deadline),
           TEST(an_oversized_hello_is_refused_at_its_header),
           TEST(floods_stay_under_the_caps_and_a_real_agent_joins),
-          TEST(a_burst_of_refusals_is_told_once_and_summed))
+          TEST(a_burst_of_refusals_is_told_once_and_summed),
+          TEST(an_unjustified_clock_offset_closes_the_link),
+          TEST(an_offset_never_wraps_a_step_time))

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "appendf.h"
+#include "containment.h"
 #include "descendants.h"
 #include "private_fs.h"
 
@@ -120,6 +121,7 @@ struct ss_launcher {
     int64_t first_nonzero; /* first rank reaped with a non-zero status */
     char reason[REASON_MAX];
     char kill_reason[REASON_MAX]; /* why ss_launcher_kill_now was called */
+    ss_containment *contain; /* the launch's watchdog (containment.h) */
 };
 
 /* ---- small helpers ---- */
@@ -212,7 +214,7 @@ static uint32_t handle_strays(ss_launcher *l, int sig)
     pid_t self = getpid();
     for (int i = 0; i < n; i++) {
         const ss_proc *p = &procs[i];
-        if (in_rank_group(l, p))
+        if (in_rank_group(l, p) || p->pid == ss_containment_pid(l->contain))
             continue;
         if (p->state == 'Z') {
             /* Exited: ours to reap (never a running rank: those are in
@@ -471,6 +473,7 @@ static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
     /* Whatever the rank left in its group dies with it (torchrun does the
      * same); the group id cannot be reused while a member lives. */
     kill(-r->pid, SIGKILL);
+    ss_containment_drop_group(l->contain, r->pid);
     close_handle(l, (uv_handle_t *)&r->proc);
 
     int first = 0;
@@ -654,11 +657,10 @@ static int open_log(ss_launcher *l, ss_rank *r, const ss_launch_config *cfg,
     snprintf(path, sizeof path, "%s/rank-%" PRIu32 ".log", l->log_dir,
              r->global);
     int created = 0;
-    r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created);
-    if (r->log_fd < 0) {
-        ss_set_err(err, errlen, "open(%s): %s", path, strerror(errno));
+    r->log_fd = ss_open_private(path, O_WRONLY | O_APPEND, &created, err,
+                                errlen);
+    if (r->log_fd < 0)
         return -1;
-    }
     struct stat sb;
     if (cfg->attempt > 0)
         dprintf(r->log_fd, "---- stepscope: attempt %" PRIu32 " ----\n",
@@ -716,6 +718,7 @@ static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
         return -1;
     }
     r->pid = r->proc.pid;
+    ss_containment_add_group(l->contain, r->pid);
     r->running = 1;
     l->running++;
     r->out.open = r->err.open = 1;
@@ -724,19 +727,24 @@ static int spawn_rank(ss_launcher *l, const ss_launch_config *cfg, ss_rank *r,
     return 0;
 }
 
-/* The shim's argument vector: SHIM __rank-exec -- CMD ARGS... */
-static char **shim_argv(const ss_launch_config *cfg)
+/* The shim's argument vector: SHIM __rank-exec [--cgroup DIR] -- CMD
+ * ARGS...  (CGROUP NULL: none). */
+static char **shim_argv(const ss_launch_config *cfg, const char *cgroup)
 {
-    size_t n = 0;
+    size_t n = 0, k = 0;
     while (cfg->argv[n])
         n++;
-    char **argv = calloc(n + 4, sizeof *argv);
+    char **argv = calloc(n + 6, sizeof *argv);
     if (!argv)
         return NULL;
-    argv[0] = (char *)cfg->exec_shim;
-    argv[1] = SS_RANK_EXEC_ARG;
-    argv[2] = "--";
-    memcpy(argv + 3, cfg->argv, n * sizeof *argv);
+    argv[k++] = (char *)cfg->exec_shim;
+    argv[k++] = SS_RANK_EXEC_ARG;
+    if (cgroup) {
+        argv[k++] = "--cgroup";
+        argv[k++] = (char *)cgroup;
+    }
+    argv[k++] = "--";
+    memcpy(argv + k, cfg->argv, n * sizeof *argv);
     return argv;
 }
 
@@ -871,15 +879,20 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
         ss_set_err(err, errlen, "out of memory");
         goto fail;
     }
-    if (l->log_dir && ss_mkdirs_private(l->log_dir) < 0) {
-        ss_set_err(err, errlen, "cannot create log directory %s: %s", l->log_dir,
-                strerror(errno));
+    if (l->log_dir && ss_mkdirs_private(l->log_dir, err, errlen) < 0)
         goto fail;
-    }
     l->master_port = cfg->master_port;
     if (!l->master_port && pick_free_port(&l->master_port, err, errlen) < 0)
         goto fail;
-    if (!(argv = shim_argv(cfg))) {
+    /* What the ranks start is ended even if we are killed with SIGKILL
+     * (containment.h); where only process groups are covered, that is
+     * said once. */
+    char note[PATH_MAX + 256];
+    static int noted;
+    l->contain = ss_containment_start(cfg->exec_shim, note, sizeof note);
+    if (note[0] && !noted++)
+        fprintf(stderr, "stepscope: note: %s\n", note);
+    if (!(argv = shim_argv(cfg, ss_containment_cgroup(l->contain)))) {
         ss_set_err(err, errlen, "out of memory");
         goto fail;
     }
@@ -1081,6 +1094,8 @@ void ss_launcher_destroy(ss_launcher *l)
         return;
     l->destroyed = 1;
     signal_all(l, SIGKILL);
+    ss_containment_end(l->contain);
+    l->contain = NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         ss_rank *r = &l->ranks[i];
         if (r->proc_init)
@@ -1105,8 +1120,12 @@ void ss_launcher_destroy(ss_launcher *l)
 int ss_launcher_rank_exec_main(int argc, char **argv)
 {
     int cmd = 1;
-    while (cmd < argc && strcmp(argv[cmd], "--") != 0)
+    const char *cgroup = NULL;
+    while (cmd < argc && strcmp(argv[cmd], "--") != 0) {
+        if (strcmp(argv[cmd], "--cgroup") == 0 && cmd + 1 < argc)
+            cgroup = argv[++cmd];
         cmd++;
+    }
     cmd++;
     if (cmd >= argc) {
         fprintf(stderr, "stepscope: usage: stepscope " SS_RANK_EXEC_ARG
@@ -1117,6 +1136,11 @@ int ss_launcher_rank_exec_main(int argc, char **argv)
      * and the launcher can signal the rank together with its children. */
     if (setpgid(0, 0) < 0)
         fprintf(stderr, "stepscope: setpgid: %s\n", strerror(errno));
+    /* The launch's cgroup: whatever the command starts stays in it, even
+     * a process that leaves the group, for the watchdog to end. */
+    if (cgroup && ss_containment_join(cgroup) != 0)
+        fprintf(stderr, "stepscope: cannot join the job's cgroup %s: %s\n",
+                cgroup, strerror(errno));
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         fprintf(stderr, "stepscope: prctl(PR_SET_PDEATHSIG): %s\n",
                 strerror(errno));

@@ -11,6 +11,7 @@
  * glibc passes (argc, argv, envp) to ELF constructors, which makes the test
  * exercise exactly the code path the stepscope executable uses.
  */
+#include "containment.h"
 #include "launcher.h"
 
 #include <errno.h>
@@ -34,6 +35,8 @@ __attribute__((constructor)) static void route_rank_exec(int argc, char **argv,
     (void)envp;
     if (argc > 1 && strcmp(argv[1], SS_RANK_EXEC_ARG) == 0)
         exit(ss_launcher_rank_exec_main(argc, argv));
+    if (argc > 1 && strcmp(argv[1], SS_WATCHDOG_ARG) == 0)
+        exit(ss_containment_watchdog_main(argc - 1, argv + 1));
 }
 
 #define NP 3

@@ -307,6 +307,11 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
              s->db_path ? " " : "", s->run_id);
     ss_buf_printf(out, ". `%s` %s.\n", report,
                   lost ? "shows what was stored" : "explains it");
+    if (s->ranks_silent) {
+        ss_buf_puts(out, "warning: ");
+        ss_life_silent_note(s, out);
+        ss_buf_puts(out, ".\n");
+    }
     if (end_lost)
         ss_buf_printf(out, "the run's end (%s, exit status %d) was not "
                       "stored (%s): the store still says run %" PRId64
@@ -314,6 +319,23 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
                       ss_life_run_status(s->job_status), s->job_status,
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);
+}
+
+int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
+{
+    if (!s->ranks_silent)
+        return 0;
+    ss_buf_printf(out, "%" PRIu32 " of %" PRIu32 " rank%s never sent "
+                  "telemetry: %s", s->ranks_silent, s->ranks,
+                  plural(s->ranks), s->ranks_silent >= s->ranks
+                  ? "the store holds no step of this run"
+                  : "their steps are missing from the store");
+    if (s->accepts_failed)
+        ss_buf_printf(out, " (%" PRIu64 " rank connection%s %s not accepted: "
+                      "see the accept_failed events)", s->accepts_failed,
+                      plural(s->accepts_failed),
+                      s->accepts_failed == 1 ? "was" : "were");
+    return 1;
 }
 
 int ss_life_loss_note(const ss_run_summary *s, ss_buf *out)

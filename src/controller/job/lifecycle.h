@@ -181,6 +181,9 @@ typedef struct {
     uint32_t findings;          /* distinct findings raised */
     uint64_t rank_dropped_events, rank_dropped_records; /* by the ranks */
     ss_store_outcome stored;    /* after the last flush */
+    uint32_t ranks;             /* of the last attempt */
+    uint32_t ranks_silent;      /* ... that never sent telemetry */
+    uint64_t accepts_failed;    /* rank connections not accepted */
 } ss_run_summary;
 
 /*
@@ -189,7 +192,9 @@ typedef struct {
  *   run 3 finished in 4.0 s: 6000 steps finalized, 15 findings. `stepscope
  *   report 3` explains it.
  *
- * and a second one when the run's end was not stored; each line ends with
+ * a warning line when ranks never sent telemetry (ss_life_silent_note: a
+ * job that succeeded but recorded nothing is not a success to hide), and
+ * a line when the run's end was not stored; each line ends with
  * "\n" and has no "stepscope: " prefix.  It claims only what the store
  * committed: when something was lost it says how much and why ("6000 steps
  * finalized, 637 stored (5363 lost: disk full: ...)") and sends the reader
@@ -198,6 +203,16 @@ typedef struct {
  * and so `stepscope report`, still shows the run as running.
  */
 void ss_life_summary(const ss_run_summary *s, ss_buf *out);
+
+/*
+ * When ranks never sent telemetry, appends one sentence saying how many
+ * (and that connections were refused, when some were) to OUT, for the
+ * summary's warning line and an event, e.g. "30 of 30 ranks never sent
+ * telemetry: nothing of them is in the store (30 rank connections were
+ * not accepted: see the accept_failed events)", and returns 1; returns 0
+ * (OUT untouched) when every rank did.
+ */
+int ss_life_silent_note(const ss_run_summary *s, ss_buf *out);
 
 /*
  * When the store lost something of the run, appends one sentence saying

@@ -444,7 +444,36 @@ static void loss_note_says_what_the_store_lost(void)
     ss_buf_free(&b);
 }
 
+/* Ranks that never sent telemetry are said, not hidden behind
+ * "finished": a warning line, and the same words for an event. */
+static void summary_warns_of_silent_ranks(void)
+{
+    ss_run_summary s = all_stored();
+    s.steps_finalized = s.stored.steps_stored = 0;
+    s.findings = s.stored.findings_stored = 0;
+    s.ranks = s.ranks_silent = 30;
+    s.accepts_failed = 30;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK_STR(text, "run 3 finished in 12.3 s: 0 steps finalized, 0 "
+                    "findings. `stepscope report --db s.db 3` explains it.\n"
+                    "warning: 30 of 30 ranks never sent telemetry: the store "
+                    "holds no step of this run (30 rank connections were "
+                    "not accepted: see the accept_failed events).\n");
+    s.ranks_silent = 1;
+    s.accepts_failed = 0;
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_silent_note(&s, &b), 1);
+    CHECK_STR(b.data, "1 of 30 ranks never sent telemetry: their steps are "
+                      "missing from the store");
+    ss_buf_free(&b);
+    s.ranks_silent = 0;
+    CHECK_EQ_INT(ss_life_silent_note(&s, &b), 0);
+    CHECK(b.data == NULL);
+}
+
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
+          TEST(summary_warns_of_silent_ranks),
           TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),
           TEST(bye_seen_only_at_disconnect_is_clean),

@@ -180,9 +180,7 @@ ss_profiler *ss_profiler_start(const ss_profiler_config *cfg, char *err,
     }
     snprintf(p->dir, sizeof p->dir, "%s", cfg->dir);
     p->cfg.dir = p->dir;
-    if (ss_mkdirs_private(p->dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", p->dir,
-                 strerror(errno));
+    if (ss_mkdirs_private(p->dir, err, errlen) != 0) {
         free(p);
         return NULL;
     }

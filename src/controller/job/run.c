@@ -32,7 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@
 
 #include "agent.h"
 #include "aggregator.h"
+#include "fd_budget.h"
 #include "fingerprint.h"
 #include "hang.h"
 #include "host_watch.h"
@@ -1209,6 +1212,40 @@ static void cb_profile_done(void *ctx, uint32_t rank,
     ss_profiler_on_done(r->profiler, rank, pd);
 }
 
+/* How often a failing accept() is said, at most. */
+#define ACCEPT_SAID_EVERY_NS ((ss_mono_ns)10 * 1000000000)
+
+/* A rank's connection could not be accepted: its telemetry is lost, which
+ * is said at once on stderr and as an event, then at most every 10 s
+ * with the count since (a full descriptor table fails every accept). */
+static void cb_accept_failed(void *ctx, int err)
+{
+    run_ctx *r = ctx;
+    r->accepts_failed++;
+    r->accepts_unsaid++;
+    ss_mono_ns now = ss_mono_now();
+    if (r->accept_said_at && now - r->accept_said_at < ACCEPT_SAID_EVERY_NS)
+        return;
+    struct rlimit rl;
+    char limit[64] = "";
+    if ((err == UV_EMFILE || err == UV_ENFILE) &&
+        getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(limit, sizeof limit, " (open-file limit %llu)",
+                 (unsigned long long)rl.rlim_cur);
+    char msg[400];
+    snprintf(msg, sizeof msg, "%" PRIu64 " rank connection%s not accepted "
+             "(%" PRIu64 " in all): %s%s%s; those ranks' telemetry is lost",
+             r->accepts_unsaid, r->accepts_unsaid == 1 ? "" : "s",
+             r->accepts_failed, uv_strerror(err), limit,
+             err == UV_EMFILE ? ": the controller is out of file descriptors"
+             : err == UV_ENFILE ? ": the system is out of file descriptors"
+                                : "");
+    fprintf(stderr, "stepscope: %s\n", msg);
+    run_event(r, "accept_failed", -1, "%s", msg);
+    r->accepts_unsaid = 0;
+    r->accept_said_at = now;
+}
+
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -1715,7 +1752,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
                                .on_name_refused = cb_name_refused,
                                .on_values_dropped = cb_values_dropped,
                                .on_resumed = cb_resumed,
-                               .on_profile_done = cb_profile_done};
+                               .on_profile_done = cb_profile_done,
+                               .on_accept_failed = cb_accept_failed};
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
@@ -1798,17 +1836,25 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
         sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
         sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
     }
+    sum->ranks = r->life.ranks ? r->life.nprocs : 0;
+    for (uint32_t i = 0; i < sum->ranks; i++)
+        sum->ranks_silent += !r->life.ranks[i].ever_connected;
+    sum->accepts_failed = r->accepts_failed;
     ss_store_flush(r->store);
     ss_store_get_outcome(r->store, &sum->stored);
 }
 
-/* When the store lost part of the run, an event says what, so that the
- * report tells it too (if the store can still take that small write). */
+/* When ranks never sent telemetry, or the store lost part of the run, an
+ * event says so, so that the report tells it too (if the store can still
+ * take that small write). */
 static void record_store_losses(run_ctx *r, int status)
 {
     ss_run_summary sum;
     summary_facts(r, status, &sum);
     ss_buf note = {0};
+    if (ss_life_silent_note(&sum, &note) && note.data)
+        run_event(r, "ranks_silent", -1, "%s", note.data);
+    ss_buf_reset(&note);
     if (ss_life_loss_note(&sum, &note) && note.data)
         run_event(r, "store_lost", -1, "%s", note.data);
     ss_buf_free(&note);
@@ -1889,6 +1935,16 @@ static int load_secret(run_ctx *r)
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
     }
+    /* Out of core dumps while the secret is held (the whole run): it is
+     * copied into the agent links, and it derives session keys, proofs
+     * and hash states on stacks and heaps; a non-dumpable process keeps
+     * all of them out of a core file, where marking each holder's pages
+     * MADV_DONTDUMP would miss a copy.  The price: no core file from a
+     * multi-node controller or agent, and a debugger of the same user
+     * needs root to attach. */
+    if (prctl(PR_SET_DUMPABLE, 0) != 0)
+        fprintf(stderr, "stepscope run: prctl(PR_SET_DUMPABLE): %s; the "
+                "shared secret may appear in a core dump\n", strerror(errno));
     return 0;
 }
 
@@ -1919,6 +1975,26 @@ static int run_agent(run_ctx *r)
     return ss_agent_main(&cfg);
 }
 
+/* Sizes the open-file limit for this node's ranks before anything starts
+ * (fd_budget.h): raises the soft limit, or refuses when even the hard one
+ * is short of what the ranks need (their telemetry would be lost). */
+static int check_open_files(const run_ctx *r)
+{
+    ss_fd_plan plan;
+    char err[512];
+    if (ss_fd_budget_apply(r->nproc_local, &plan, err, sizeof err) != 0) {
+        fprintf(stderr, "stepscope run: %s\n", err);
+        return -1;
+    }
+    if (plan.soft < plan.room)
+        fprintf(stderr, "stepscope: note: the open-file limit is %" PRIu64
+                " (the hard limit): enough for %" PRIu32 " rank%s, with "
+                "little room for ranks with many threads or workers "
+                "(about %" PRIu64 " would be comfortable)\n", plan.soft,
+                plan.ranks, plan.ranks == 1 ? "" : "s", plan.room);
+    return 0;
+}
+
 int ss_run_main(int argc, char **argv)
 {
     run_ctx *r = calloc(1, sizeof *r);
@@ -1942,9 +2018,16 @@ int ss_run_main(int argc, char **argv)
         return prc == 1 ? 0 : 2;
     }
     int src = r->nnodes > 1 ? load_secret(r) : 0;
+    /* Nothing the run starts needs the shared secret: the ranks get their
+     * own per-run token (rank_env.c), health checks nothing. */
+    link_secret_env_scrub();
     if (src) {
         free(r);
         return src;
+    }
+    if (check_open_files(r) != 0) {
+        free(r);
+        return 1;
     }
     if (r->conf.node_rank > 0) {
         int st = run_agent(r);

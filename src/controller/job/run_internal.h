@@ -226,6 +226,9 @@ struct run_ctx {
     uint32_t findings_seen; /* finding ids run 1, 2, ... */
     uint64_t refused_records;
     uint64_t rejected_connections;
+    uint64_t accepts_failed;   /* rank connections not accepted */
+    uint64_t accepts_unsaid;   /* ... since the last time it was said */
+    ss_mono_ns accept_said_at; /* 0: never */
     int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */

@@ -4,10 +4,16 @@
  * One request runs at a time; the others wait in a short queue.  A request
  * owns, per rank, the Python answer (read from the stack file on a 5 ms
  * timer that runs only while a request does) and, with native frames, a
- * helper process and its stdout pipe.  It ends when every rank has
- * answered or the deadline passes; then the helpers still running are
- * killed, and once every handle is closed the callback gets one JSON
- * object per rank.
+ * helper process and its stdout pipe.  When every rank has answered or
+ * the deadline passed (the helpers still running are then killed), the
+ * innermost frames' source lines are read on a thread of source_lines.c,
+ * for at most SS_STACK_SOURCE_MS: the loop never opens a file a rank's
+ * stack names (a FIFO or a hung mount would stop it).  Once every handle
+ * is closed the callback gets one JSON object per rank.
+ *
+ * The loop opens only the ranks' stack files, in the controller's private
+ * directory, and those without blocking (O_NONBLOCK: a FIFO put in a
+ * file's place opens at once or fails) and only when regular.
  */
 #include "stack_collect.h"
 
@@ -24,12 +30,21 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "source_lines.h"
 
 #define POLL_MS 5
 static const char end_marker[] = "\n# stepscope: end of stacks\n";
 
 typedef struct rank_job rank_job;
 typedef struct request request;
+
+/* The innermost frame of one thread in a rank's "threads" JSON: its
+ * source line goes at offset AT of that text. */
+typedef struct {
+    size_t at;
+    char *file;
+    long line;
+} leaf;
 
 struct rank_job {
     request *req;
@@ -39,6 +54,9 @@ struct rank_job {
     const char *state;   /* NULL while waiting for the Python answer */
     char why[256];
     ss_buf threads;      /* the "threads" array's JSON */
+    leaf *leaves;        /* one per thread, in the order of THREADS */
+    size_t n_leaves, cap_leaves;
+    size_t first_line;   /* its leaves' first index in the source lines */
     int signalled;
     /* native */
     int native_running;  /* helper spawned, not yet reaped */
@@ -61,6 +79,9 @@ struct request {
     double started_ms;
     int open_handles;
     int finishing;
+    int sources_asked;        /* the source lines were asked for */
+    double sources_ms;        /* when */
+    ss_source_lines *sources; /* NULL: none (none wanted, or no reader) */
 };
 
 struct ss_stack_collector {
@@ -131,43 +152,14 @@ static int holds_file(pid_t pid, const char *file)
 
 /* ---- faulthandler's dump ---- */
 
-/* Line LINE (1-based) of FILE, trimmed, into OUT; 0 when found. */
-static int source_line(const char *file, long line, char *out, size_t cap)
-{
-    size_t fl = strlen(file);
-    if (line <= 0 || line > 100000 || fl < 3 || strcmp(file + fl - 3, ".py"))
-        return -1;
-    FILE *f = fopen(file, "re");
-    if (!f)
-        return -1;
-    char buf[512];
-    int found = -1;
-    for (long i = 1; fgets(buf, sizeof buf, f); ) {
-        size_t bl = strlen(buf);
-        int whole = bl && buf[bl - 1] == '\n';
-        if (i == line) {
-            char *s = buf;
-            while (*s == ' ' || *s == '\t')
-                s++;
-            s[strcspn(s, "\r\n")] = '\0';
-            snprintf(out, cap, "%s", s);
-            found = 0;
-            break;
-        }
-        if (whole)
-            i++;
-    }
-    fclose(f);
-    return found;
-}
-
 typedef struct {
     char *func, *file;
     long line;
 } py_frame;
 
 static void emit_thread(ss_buf *out, int *nthreads, const char *id,
-                        int current, py_frame *fr, size_t nfr)
+                        int current, py_frame *fr, size_t nfr,
+                        ss_stack_leaf_fn on_leaf, void *ctx)
 {
     ss_buf_printf(out, "%s{\"id\":", (*nthreads)++ ? "," : "");
     ss_buf_json_str(out, id);
@@ -180,18 +172,15 @@ static void emit_thread(ss_buf *out, int *nthreads, const char *id,
         ss_buf_puts(out, ",\"file\":");
         ss_buf_json_str(out, fr[k].file);
         ss_buf_printf(out, ",\"line\":%ld", fr[k].line);
-        char code[256];
-        if (k == 0 && source_line(fr[k].file, fr[k].line, code,
-                                  sizeof code) == 0) {
-            ss_buf_puts(out, ",\"code\":");
-            ss_buf_json_str(out, code);
-        }
+        if (k == 0 && on_leaf)
+            on_leaf(ctx, fr[k].file, fr[k].line, out->len);
         ss_buf_puts(out, k ? "}," : "}");
     }
     ss_buf_puts(out, "]}");
 }
 
-void ss_stack_parse_dump(const char *text, size_t len, ss_buf *out)
+void ss_stack_parse_dump(const char *text, size_t len, ss_buf *out,
+                         ss_stack_leaf_fn on_leaf, void *ctx)
 {
     enum { MAX_FRAMES = 256 };
     py_frame fr[MAX_FRAMES];
@@ -222,7 +211,8 @@ void ss_stack_parse_dump(const char *text, size_t len, ss_buf *out)
         }
         if (t) {
             if (in_thread)
-                emit_thread(out, &nthreads, id, current, fr, nfr);
+                emit_thread(out, &nthreads, id, current, fr, nfr, on_leaf,
+                            ctx);
             for (size_t k = 0; k < nfr; k++) {
                 free(fr[k].func);
                 free(fr[k].file);
@@ -260,7 +250,7 @@ void ss_stack_parse_dump(const char *text, size_t len, ss_buf *out)
         }
     }
     if (in_thread)
-        emit_thread(out, &nthreads, id, current, fr, nfr);
+        emit_thread(out, &nthreads, id, current, fr, nfr, on_leaf, ctx);
     for (size_t k = 0; k < nfr; k++) {
         free(fr[k].func);
         free(fr[k].file);
@@ -297,10 +287,45 @@ static void answer(rank_job *j, const char *state, const char *fmt, ...)
     }
 }
 
+/* Opens the stack file FILE with FLAGS, never blocking, and only when it
+ * is a regular file: the rank's directory is the controller's, but a rank
+ * can put a FIFO there.  Returns the descriptor or -1. */
+static int open_stack_file(const char *file, int flags)
+{
+    int fd = open(file, flags | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY |
+                            O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Notes the innermost frame of a thread of rank job CTX. */
+static void on_leaf(void *ctx, const char *file, long line, size_t at)
+{
+    rank_job *j = ctx;
+    if (j->n_leaves == j->cap_leaves) {
+        size_t cap = j->cap_leaves ? 2 * j->cap_leaves : 8;
+        leaf *grown = realloc(j->leaves, cap * sizeof *grown);
+        if (!grown)
+            return; /* that thread's line is left out */
+        j->leaves = grown;
+        j->cap_leaves = cap;
+    }
+    char *copy = strdup(file);
+    if (!copy)
+        return;
+    j->leaves[j->n_leaves++] = (leaf){at, copy, line};
+}
+
 /* 1 when the stack file holds the end marker (and then parses it). */
 static int read_answer(rank_job *j)
 {
-    int fd = open(j->file, O_RDONLY | O_CLOEXEC);
+    int fd = open_stack_file(j->file, O_RDONLY);
     if (fd < 0)
         return 0;
     char *buf = malloc(SS_STACK_MAX_DUMP + 1);
@@ -318,7 +343,7 @@ static int read_answer(rank_job *j)
     char *m = memmem(buf, len, end_marker, sizeof end_marker - 1);
     int done = m != NULL;
     if (done) {
-        ss_stack_parse_dump(buf, (size_t)(m - buf), &j->threads);
+        ss_stack_parse_dump(buf, (size_t)(m - buf), &j->threads, on_leaf, j);
         answer(j, "ok", NULL);
     }
     free(buf);
@@ -346,8 +371,19 @@ static void write_rank(const request *q, rank_job *j, ss_buf *b)
     else
         ss_buf_puts(b, "null");
     ss_buf_puts(b, ",\"threads\":[");
+    size_t from = 0;
+    for (size_t k = 0; j->threads.data && k < j->n_leaves; k++) {
+        const char *code = ss_source_lines_get(q->sources,
+                                               j->first_line + k);
+        if (!code)
+            continue;
+        ss_buf_add(b, j->threads.data + from, j->leaves[k].at - from);
+        from = j->leaves[k].at;
+        ss_buf_puts(b, ",\"code\":");
+        ss_buf_json_str(b, code);
+    }
     if (j->threads.data)
-        ss_buf_add(b, j->threads.data, j->threads.len);
+        ss_buf_add(b, j->threads.data + from, j->threads.len - from);
     ss_buf_puts(b, "]");
     if (q->opt.native) {
         /* The helper wrote {"pid":P,"threads":[…],"error":…}\n: take its
@@ -378,7 +414,11 @@ static void write_rank(const request *q, rank_job *j, ss_buf *b)
 
 static void request_free(request *q)
 {
+    ss_source_lines_release(q->sources);
     for (size_t i = 0; i < q->n; i++) {
+        for (size_t k = 0; k < q->ranks[i].n_leaves; k++)
+            free(q->ranks[i].leaves[k].file);
+        free(q->ranks[i].leaves);
         free(q->ranks[i].file);
         ss_buf_free(&q->ranks[i].threads);
         ss_buf_free(&q->ranks[i].native);
@@ -427,8 +467,34 @@ static void on_handle_closed(uv_handle_t *h)
         deliver(q);
 }
 
+/* Asks a reader thread for the innermost frames' source lines. */
+static void ask_sources(request *q)
+{
+    q->sources_asked = 1;
+    q->sources_ms = now_ms();
+    size_t n = 0;
+    for (size_t i = 0; i < q->n; i++) {
+        q->ranks[i].first_line = n;
+        n += q->ranks[i].n_leaves;
+    }
+    const char **files = n ? malloc(n * sizeof *files) : NULL;
+    long *lines = n ? malloc(n * sizeof *lines) : NULL;
+    if (files && lines) {
+        size_t k = 0;
+        for (size_t i = 0; i < q->n; i++)
+            for (size_t l = 0; l < q->ranks[i].n_leaves; l++, k++) {
+                files[k] = q->ranks[i].leaves[l].file;
+                lines[k] = q->ranks[i].leaves[l].line;
+            }
+        q->sources = ss_source_lines_start(files, lines, n);
+    }
+    free(files);
+    free(lines);
+}
+
 /* The Python side is settled (answered or deadline): finish when the
- * native helpers are too. */
+ * native helpers are too, and the source lines are read or their time
+ * (SS_STACK_SOURCE_MS) is up.  Called again by the poll timer. */
 static void maybe_finish(request *q)
 {
     if (q->finishing)
@@ -438,6 +504,11 @@ static void maybe_finish(request *q)
             return;
     if (native_pending(q))
         return;
+    if (!q->sources_asked && !q->c->closing)
+        ask_sources(q);
+    if (q->sources && !ss_source_lines_done(q->sources) && !q->c->closing &&
+        now_ms() - q->sources_ms < SS_STACK_SOURCE_MS)
+        return; /* the poll timer looks again */
     q->finishing = 1;
     uv_timer_stop(&q->c->poll);
     if (q->open_handles == 0)
@@ -598,7 +669,11 @@ static void start_request(ss_stack_collector *c, request *q)
          * (_stacks.py renames it into place), and the handler's process
          * holds it open: never send the signal to a process that would
          * die of it. */
-        int fd = open(j->file, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+        int fd = open_stack_file(j->file, O_WRONLY);
+        if (fd >= 0 && ftruncate(fd, 0) != 0) {
+            close(fd);
+            fd = -1;
+        }
         if (fd < 0) {
             answer(j, "no_answer", "no answer: the rank does not load "
                    "stepscope's Python module (no stack handler; auto mode "

@@ -28,8 +28,9 @@
  * frames are outermost first (the call path); threads in faulthandler's
  * order, newest first, so the last is the oldest: the main thread unless
  * it ended; "current" marks the thread that ran the handler.  The
- * innermost frame carries "code", its source line, when the file is
- * readable here.
+ * innermost frame carries "code", its source line, when the file is a
+ * regular file readable here and a thread read it within
+ * SS_STACK_SOURCE_MS of the answers (source_lines.h: never on the loop).
  *
  * Threading: the loop's thread only.
  */
@@ -50,6 +51,7 @@
 #define SS_STACK_MAX_DUMP (1u << 20)     /* bytes read of one stack file */
 #define SS_STACK_MAX_NATIVE (8u << 20)   /* bytes read from one helper */
 #define SS_STACK_MAX_PENDING 8           /* requests queued behind one */
+#define SS_STACK_SOURCE_MS 250           /* for the source lines, after */
 
 typedef struct ss_stack_collector ss_stack_collector;
 
@@ -100,12 +102,21 @@ void ss_stack_collector_close(ss_stack_collector *c);
 /* The stack signal's number in this process (SIGRTMIN + offset). */
 int ss_stack_signal(void);
 
+/* Called for the innermost frame of each thread: FILE and LINE as the
+ * dump names them; AT, the offset in OUT just after the frame's "line"
+ * member, where a "code" member would go. */
+typedef void (*ss_stack_leaf_fn)(void *ctx, const char *file, long line,
+                                 size_t at);
+
 /*
  * Parses faulthandler's dump TEXT (LEN bytes, up to the end marker) into
- * the "threads" array's JSON, appended to OUT (a growable ss_buf).  Lines
- * that are not faulthandler's are skipped.  Exposed for the unit test.
+ * the "threads" array's JSON, appended to OUT (a growable ss_buf), with no
+ * source lines (no file is opened); ON_LEAF (may be NULL) is told of each
+ * thread's innermost frame.  Lines that are not faulthandler's are
+ * skipped.  Exposed for the unit test.
  */
 struct ss_buf;
-void ss_stack_parse_dump(const char *text, size_t len, struct ss_buf *out);
+void ss_stack_parse_dump(const char *text, size_t len, struct ss_buf *out,
+                         ss_stack_leaf_fn on_leaf, void *ctx);
 
 #endif

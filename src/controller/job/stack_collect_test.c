@@ -6,7 +6,9 @@
  * one never registered (no stack file: it must not be signalled), one
  * whose file another process made (it holds no descriptor of it: not
  * signalled either), one is stopped, one has exited, one blocks the signal (no answer by the
- * deadline); and a collector closed while a request runs answers it.
+ * deadline); a collector closed while a request runs answers it; and
+ * the source files a stack names are read off the loop (a FIFO among
+ * them does not stop it).
  */
 #include "stack_collect.h"
 
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,10 +36,25 @@ static const char dump[] =
     "  File \"/x/m.py\", line 9 in stuck\n"
     "  File \"/x/m.py\", line 11 in <module>\n";
 
+typedef struct {
+    int n;
+    char seen[256];
+} leaves;
+
+static void on_leaf(void *ctx, const char *file, long line, size_t at)
+{
+    leaves *l = ctx;
+    size_t len = strlen(l->seen);
+    snprintf(l->seen + len, sizeof l->seen - len, "%s:%ld@%zu ", file, line,
+             at);
+    l->n++;
+}
+
 static void parse_dump(void)
 {
     ss_buf b = {0};
-    ss_stack_parse_dump(dump, sizeof dump - 1, &b);
+    leaves l = {0};
+    ss_stack_parse_dump(dump, sizeof dump - 1, &b, on_leaf, &l);
     CHECK_STR(b.data,
               "{\"id\":\"0x00007f65e93976c0\",\"current\":false,\"frames\":["
               "{\"func\":\"run\",\"file\":\"/usr/lib/python3.11/threading.py\","
@@ -45,8 +63,20 @@ static void parse_dump(void)
               "{\"id\":\"0x00007f65e968f2c0\",\"current\":true,\"frames\":["
               "{\"func\":\"<module>\",\"file\":\"/x/m.py\",\"line\":11},"
               "{\"func\":\"stuck\",\"file\":\"/x/m.py\",\"line\":9}]}");
+    /* each thread's innermost frame, where its "code" would go: no file
+     * is opened while parsing */
+    CHECK_EQ_INT(l.n, 2);
+    static const char wn[] = "\"/x/w.py\",\"line\":6",
+                      mn[] = "\"/x/m.py\",\"line\":9";
+    const char *w = strstr(b.data, wn) + sizeof wn - 1;
+    const char *m = strstr(b.data, mn) + sizeof mn - 1;
+    char want[256];
+    snprintf(want, sizeof want, "/x/w.py:6@%zu /x/m.py:9@%zu ",
+             (size_t)(w - b.data), (size_t)(m - b.data));
+    CHECK_STR(l.seen, want);
+    CHECK(*w == '}' && *m == '}');
     ss_buf_reset(&b);
-    ss_stack_parse_dump("garbage\n  File \"x\"\n", 19, &b);
+    ss_stack_parse_dump("garbage\n  File \"x\"\n", 19, &b, NULL, NULL);
     CHECK(b.len == 0);
     ss_buf_free(&b);
 }
@@ -54,16 +84,17 @@ static void parse_dump(void)
 /* ---- children playing ranks ---- */
 
 static int answer_fd = -1;
+static const char default_answer[] =
+    "Current thread 0x1 (most recent call first):\n"
+    "  File \"/x/train.py\", line 3 in load_batch\n"
+    "  File \"/x/train.py\", line 9 in <module>\n"
+    "\n# stepscope: end of stacks\n";
+static const char *answer_text = default_answer; /* set before a fork */
 
 static void on_stack_signal(int sig)
 {
     (void)sig;
-    static const char text[] =
-        "Current thread 0x1 (most recent call first):\n"
-        "  File \"/x/train.py\", line 3 in load_batch\n"
-        "  File \"/x/train.py\", line 9 in <module>\n"
-        "\n# stepscope: end of stacks\n";
-    ssize_t rc = write(answer_fd, text, sizeof text - 1);
+    ssize_t rc = write(answer_fd, answer_text, strlen(answer_text));
     (void)rc;
 }
 
@@ -239,4 +270,77 @@ static void collect_states(void)
     reap(foreign);
 }
 
-TEST_LIST(TEST(parse_dump), TEST(collect_states))
+/* The source files a stack names are opened off the loop, regular files
+ * only: a rank whose innermost frame is in a FIFO (whose open() and read()
+ * would wait for a writer forever) answers as fast as any, the lines of
+ * the regular file beside it are there, and a FIFO in the place of a
+ * rank's stack file is not waited on either. */
+static void sources_never_block_the_loop(void)
+{
+    const char *dir = testing_tmp_dir();
+    char fifo_py[600], real_py[600], text[2048], stack[600], fifo_stack[600];
+    snprintf(fifo_py, sizeof fifo_py, "%s/fifo.py", dir);
+    snprintf(real_py, sizeof real_py, "%s/real.py", dir);
+    snprintf(stack, sizeof stack, "%s/stack.0", dir);
+    snprintf(fifo_stack, sizeof fifo_stack, "%s/stack.1", dir);
+    REQUIRE(mkfifo(fifo_py, 0600) == 0);
+    REQUIRE(mkfifo(fifo_stack, 0600) == 0);
+    FILE *f = fopen(real_py, "w");
+    REQUIRE(f);
+    fputs("import time\n    time.sleep(100000)  \r\n", f);
+    fclose(f);
+    snprintf(text, sizeof text,
+             "Thread 0x2 (most recent call first):\n"
+             "  File \"%s\", line 2 in nap\n"
+             "\n"
+             "Current thread 0x1 (most recent call first):\n"
+             "  File \"%s\", line 1 in stuck\n"
+             "  File \"%s\", line 2 in <module>\n"
+             "\n# stepscope: end of stacks\n", real_py, fifo_py, real_py);
+    answer_text = text;
+    pid_t rank = spawn_rank(stack, ANSWERS);
+    answer_text = default_answer;
+    /* rank 1 holds its "stack file", a FIFO, open for reading */
+    pid_t holder = fork();
+    REQUIRE(holder >= 0);
+    if (holder == 0) {
+        int fd = open(fifo_stack, O_RDONLY | O_NONBLOCK);
+        (void)fd;
+        for (;;)
+            pause();
+    }
+    usleep(100 * 1000);
+    alarm(30); /* a loop stuck in open() would never return */
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h");
+    REQUIRE(c);
+    ss_stack_target t[2] = {{0, rank, stack}, {1, holder, fifo_stack}};
+    ss_stack_options opt = {0, 1000};
+    result res = {0};
+    CHECK_EQ_INT(ss_stack_collect(c, t, 2, &opt, on_done, &res), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(res.calls, 1);
+    REQUIRE(res.n == 2);
+    CHECK(strstr(res.ranks[0], "\"state\":\"ok\"") != NULL);
+    /* the regular file's line, trimmed; none from the FIFO */
+    CHECK(strstr(res.ranks[0], "\"func\":\"nap\",\"file\":") != NULL);
+    CHECK(strstr(res.ranks[0], "\"line\":2,\"code\":\"time.sleep(100000)\"}]")
+          != NULL);
+    CHECK(strstr(res.ranks[0], "\"func\":\"stuck\"") != NULL);
+    CHECK(strstr(res.ranks[0], "fifo.py\",\"line\":1}]") != NULL);
+    CHECK(strstr(res.ranks[1], "\"state\":\"no_answer\",\"why\":\"no "
+                 "answer: the rank does not load") != NULL);
+    CHECK(res.elapsed_ms < 1000); /* answered, not timed out */
+    free_result(&res);
+    ss_stack_collector_close(c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+    alarm(0);
+    reap(rank);
+    reap(holder);
+}
+
+TEST_LIST(TEST(parse_dump), TEST(collect_states),
+          TEST(sources_never_block_the_loop))

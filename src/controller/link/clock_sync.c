@@ -11,6 +11,8 @@
  */
 #include "clock_sync.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 void ss_clock_sync_init(ss_clock_sync *s)
@@ -68,4 +70,51 @@ int ss_clock_sync_estimate(const ss_clock_sync *s, int64_t now_ns,
     if (__builtin_add_overflow(out->bound_ns, growth, &out->bound_ns))
         out->bound_ns = INT64_MAX;
     return 0;
+}
+
+int ss_clock_limits_add(ss_clock_limits *l, int64_t t1, int64_t t2)
+{
+    int64_t hi;
+    if (t1 < 0 || __builtin_sub_overflow(t2, t1, &hi))
+        return -1;
+    if (!l->have || -t1 > l->lo_ns)
+        l->lo_ns = -t1;
+    if (!l->have || hi < l->hi_ns)
+        l->hi_ns = hi;
+    l->have = 1;
+    return 0;
+}
+
+int ss_clock_limits_check(const ss_clock_limits *l, int64_t offset_ns,
+                          int64_t bound_ns, char *why, size_t whylen)
+{
+    if (!l->have) {
+        snprintf(why, whylen, "a clock estimate before any time exchange");
+        return -1;
+    }
+    if (bound_ns < 0 || bound_ns > SS_CLOCK_MAX_BOUND_NS) {
+        snprintf(why, whylen, "a clock bound of %" PRId64 " ns (0..%lld "
+                 "allowed)", bound_ns, (long long)SS_CLOCK_MAX_BOUND_NS);
+        return -1;
+    }
+    /* bound_ns <= 60 s and lo/hi within int64_t: no overflow below when
+     * compared as offset +- bound in the wider type. */
+    __int128 low = (__int128)offset_ns - bound_ns;
+    __int128 high = (__int128)offset_ns + bound_ns;
+    if (low > l->hi_ns || high < l->lo_ns) {
+        snprintf(why, whylen, "a clock offset of %" PRId64 " ns (+- %" PRId64
+                 " ns) that its time exchanges do not allow (%" PRId64
+                 " .. %" PRId64 " ns)", offset_ns, bound_ns, l->lo_ns,
+                 l->hi_ns);
+        return -1;
+    }
+    return 0;
+}
+
+int64_t ss_clock_apply(int64_t t, int64_t offset_ns)
+{
+    int64_t r;
+    if (!__builtin_add_overflow(t, offset_ns, &r))
+        return r;
+    return offset_ns > 0 ? INT64_MAX : INT64_MIN;
 }

@@ -15,6 +15,7 @@
 #ifndef STEPSCOPE_CLOCK_SYNC_H
 #define STEPSCOPE_CLOCK_SYNC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define SS_CLOCK_ROUND 8            /* exchanges per round */
@@ -48,5 +49,37 @@ int ss_clock_sync_add(ss_clock_sync *s, int64_t t1, int64_t t2, int64_t t3,
  * clock); returns 0, or -1 when no round has completed yet. */
 int ss_clock_sync_estimate(const ss_clock_sync *s, int64_t now_ns,
                            ss_clock_estimate *out);
+
+/*
+ * What the controller's own half of the exchanges justifies about an
+ * agent's offset O (controller = agent + O), whatever the agent says: a
+ * TIME_REQ sent at agent time t1 arrives at controller time t2 after a
+ * delay >= 0, so O <= t2 - t1; and the controller's monotonic clock was
+ * not negative when the agent's read t1, so O >= -t1.  An estimate whose
+ * interval [offset - bound, offset + bound] misses [max(-t1), min(t2 -
+ * t1)] over every request seen, or whose bound exceeds
+ * SS_CLOCK_MAX_BOUND_NS, is not what the exchanges measured.
+ */
+#define SS_CLOCK_MAX_BOUND_NS 60000000000LL /* 60 s: a useless alignment */
+
+typedef struct { /* all zero: no request seen yet */
+    int have;        /* a request has been seen */
+    int64_t lo_ns;   /* O >= lo_ns: max over requests of -t1 */
+    int64_t hi_ns;   /* O <= hi_ns: min over requests of t2 - t1 */
+} ss_clock_limits;
+
+/* Notes a request sent at agent time T1 that arrived at controller time
+ * T2.  Returns 0, or -1 (nothing noted) when T1 is negative or T2 - T1
+ * overflows: no monotonic clock reads that. */
+int ss_clock_limits_add(ss_clock_limits *l, int64_t t1, int64_t t2);
+
+/* 0 when OFFSET_NS +- BOUND_NS is consistent with the requests noted in L;
+ * else -1 with the reason in WHY (WHYLEN bytes). */
+int ss_clock_limits_check(const ss_clock_limits *l, int64_t offset_ns,
+                          int64_t bound_ns, char *why, size_t whylen);
+
+/* T + OFFSET_NS, saturated at the ends of int64_t instead of overflowing:
+ * how an agent's times are moved onto the controller's clock. */
+int64_t ss_clock_apply(int64_t t, int64_t offset_ns);
 
 #endif

@@ -8,6 +8,7 @@
 #include "clock_sync.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "testing.h"
 
@@ -159,9 +160,65 @@ static void bound_grows_with_drift(void)
     CHECK_EQ_INT(e.bound_ns, 101);
 }
 
+/* The controller's side of the exchanges bounds what an agent may claim:
+ * O <= t2 - t1 (the request took >= 0 to arrive) and O >= -t1. */
+static void limits_come_from_the_requests(void)
+{
+    ss_clock_limits l = {0};
+    char why[200];
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 0, 10, why, sizeof why), -1);
+    CHECK(strstr(why, "before any time exchange"));
+    CHECK_EQ_INT(ss_clock_limits_add(&l, -1, 100), -1);
+    CHECK_EQ_INT(ss_clock_limits_add(&l, INT64_MAX, -10), -1);
+    CHECK_EQ_INT(ss_clock_limits_add(&l, 1000, 6000), 0); /* O <= 5000 */
+    CHECK_EQ_INT(ss_clock_limits_add(&l, 2000, 6500), 0); /* O <= 4500 */
+    CHECK(l.lo_ns == -1000 && l.hi_ns == 4500);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 4400, 50, why, sizeof why), 0);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 4600, 200, why, sizeof why), 0);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 4600, 50, why, sizeof why), -1);
+    CHECK(strstr(why, "do not allow (-1000 .. 4500 ns)"));
+    CHECK_EQ_INT(ss_clock_limits_check(&l, -1100, 50, why, sizeof why), -1);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, INT64_MAX, 10, why, sizeof why),
+                 -1);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, INT64_MIN, 10, why, sizeof why),
+                 -1);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 0, -1, why, sizeof why), -1);
+    CHECK_EQ_INT(ss_clock_limits_check(&l, 0, INT64_MAX, why, sizeof why),
+                 -1);
+    CHECK(strstr(why, "clock bound"));
+    /* Estimates from real exchanges always pass. */
+    srand(99);
+    for (int k = 0; k < 200; k++) {
+        ss_clock_sync s;
+        ss_clock_sync_init(&s);
+        ss_clock_limits lim = {0};
+        int64_t offset = (int64_t)(rand() % 2000001) - 1000000;
+        for (int i = 0; i < SS_CLOCK_ROUND; i++) {
+            int64_t t1 = 5000000 + 100000 * i, d1 = rand() % 5000,
+                    d2 = rand() % 5000;
+            int64_t t2 = t1 + offset + d1, t3 = t2 + 10, t4 = t3 - offset + d2;
+            CHECK_EQ_INT(ss_clock_limits_add(&lim, t1, t2), 0);
+            ss_clock_sync_add(&s, t1, t2, t3, t4);
+        }
+        ss_clock_estimate e;
+        REQUIRE(ss_clock_sync_estimate(&s, 6000000, &e) == 0);
+        CHECK_EQ_INT(ss_clock_limits_check(&lim, e.offset_ns, e.bound_ns, why,
+                                           sizeof why), 0);
+    }
+}
+
+static void apply_saturates(void)
+{
+    CHECK(ss_clock_apply(100, -30) == 70);
+    CHECK(ss_clock_apply(INT64_MAX - 5, 10) == INT64_MAX);
+    CHECK(ss_clock_apply(INT64_MIN + 5, -10) == INT64_MIN);
+    CHECK(ss_clock_apply(-5, INT64_MAX) == INT64_MAX - 5);
+}
+
 TEST_LIST({"no_estimate_before_a_round", no_estimate_before_a_round},
           {"true_offset_always_within_bound", true_offset_always_within_bound},
           {"min_rtt_exchange_wins", min_rtt_exchange_wins},
           {"inconsistent_exchanges_are_ignored",
            inconsistent_exchanges_are_ignored},
-          {"bound_grows_with_drift", bound_grows_with_drift})
+          {"bound_grows_with_drift", bound_grows_with_drift},
+          TEST(limits_come_from_the_requests), TEST(apply_saturates))

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,6 +146,14 @@ int link_secret_load(const char *token_file, const char *env_value,
              "no shared secret for the agent link: pass --token-file FILE "
              "or set STEPSCOPE_TOKEN (%s)", HOW_TO_MAKE);
     return -1;
+}
+
+void link_secret_env_scrub(void)
+{
+    char *value = getenv("STEPSCOPE_TOKEN");
+    if (value)
+        sodium_memzero(value, strlen(value));
+    unsetenv("STEPSCOPE_TOKEN");
 }
 
 /* ---- proofs and keys ---- */

@@ -44,6 +44,16 @@ int link_auth_init(void);
 int link_secret_load(const char *token_file, const char *env_value,
                      link_secret *out, char *err, size_t errlen);
 
+/*
+ * Removes STEPSCOPE_TOKEN from the environment, its value overwritten with
+ * zeros where it lay (so /proc/PID/environ and the process's memory no
+ * longer hold it either): called once the secret is loaded (or when it is
+ * not used), before anything is started, so health checks and whatever
+ * the ranks start never inherit it.  Not thread-safe (unsetenv): call it
+ * before starting threads.
+ */
+void link_secret_env_scrub(void);
+
 /* Fills BUF with LEN random bytes (nonces). */
 void link_random(uint8_t *buf, size_t len);
 

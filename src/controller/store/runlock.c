@@ -52,18 +52,14 @@ int ss_run_lock_take(ss_run_lock *lk, const char *db_path, const char *uuid,
         snprintf(err, errlen, "run lock for %s: %s", db_path, strerror(errno));
         return -1;
     }
-    if (ss_mkdirs_private(dir) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+    if (ss_mkdirs_private(dir, err, errlen) != 0)
         return -1;
-    }
     /* Built under a hidden name and renamed once locked: a lock file under
      * its real name is never unlocked while its controller lives. */
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, uuid);
-    int fd = ss_open_private(tmp, O_RDWR, NULL);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    int fd = ss_open_private(tmp, O_RDWR, NULL, err, errlen);
+    if (fd < 0)
         return -1;
-    }
     char host[256] = "";
     gethostname(host, sizeof host - 1);
     dprintf(fd, "pid %ld\nhost %s\n", (long)getpid(), host);

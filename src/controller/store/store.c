@@ -45,6 +45,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1506,21 +1507,53 @@ static void store_free(ss_store *s)
     free(s);
 }
 
+/*
+ * Creates the store file PATH 0600 if it is missing, or checks that the
+ * existing one, and the -wal, -shm and -journal files SQLite keeps beside
+ * it, are private (private_fs.h): another user's store, or one they can
+ * write, would let them read and change every run.  PATH itself may be a
+ * symbolic link of the user or root (store_files.h: it names the same
+ * store); what it leads to is checked.  Returns 0/-1 with ERR.
+ */
+static int store_file_check(const char *path, char *err, size_t errlen)
+{
+    char real[PATH_MAX];
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+            snprintf(err, errlen, "refusing %s: it is a symbolic link of "
+                     "another user (uid %ld)", path, (long)sb.st_uid);
+            return -1;
+        }
+        if (realpath(path, real))
+            path = real;
+    }
+    if (ss_mkdirs_private_parent(path, err, errlen) != 0)
+        return -1;
+    /* A new store is created 0600 here, before SQLite opens it: SQLite
+     * would create it 0644, and it gives the -wal and -shm files the mode
+     * of the database file. */
+    int fd = ss_open_private(path, O_RDWR, NULL, err, errlen);
+    if (fd < 0)
+        return errno == EPERM || errno == ELOOP ? -1 : 0; /* else SQLite
+                                                    says what is wrong */
+    close(fd);
+    static const char *const sidecar[] = {"-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof sidecar / sizeof sidecar[0]; i++) {
+        char side[PATH_MAX + 16];
+        snprintf(side, sizeof side, "%s%s", path, sidecar[i]);
+        if (ss_check_private_file(side, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Opens, checks, configures and migrates the database.  Returns 0/-1. */
 static int store_setup(ss_store *s, const char *path, char *err,
                        size_t errlen)
 {
-    if (ss_mkdirs_private_parent(path) != 0) {
-        snprintf(err, errlen, "cannot create the directory for %s: %s", path,
-                 strerror(errno));
+    if (store_file_check(path, err, errlen) != 0)
         return -1;
-    }
-    /* A new store is created 0600 here, before SQLite opens it: SQLite
-     * would create it 0644, and it gives the -wal and -shm files the mode
-     * of the database file. */
-    int fd = ss_open_private(path, O_RDWR, NULL);
-    if (fd >= 0)
-        close(fd); /* else SQLite opens it and says what is wrong */
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                  SQLITE_OPEN_FULLMUTEX,

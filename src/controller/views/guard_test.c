@@ -200,6 +200,19 @@ static void bad_arguments_say_why(void)
         {"--set", "threshold.step_time=x", "expected a number"},
         {"--set", "colour=3", "unknown setting"},
         {"--baseline", "3-1", "--baseline: expected run ids"},
+        {"--baseline", " 3", "got ' 3' in ' 3'"},
+        {"--baseline", "+3", "got '+3'"},
+        {"--baseline", "1,-2", "got '-2'"},
+        {"--baseline", "1- 4", "got '1- 4'"},
+        {"--baseline", "1-+4", "got '1-+4'"},
+        {"--baseline", "1,,2", "got '' in '1,,2'"},
+        {"--baseline", "1,2,", "got '' in '1,2,'"},
+        {"--baseline", "0", "got '0'"},
+        {"--baseline", "99999999999999999999", "expected run ids"},
+        /* 1,000 ranges of 100,001 ids: refused before any is stored. */
+        {"--baseline", "1-100001,1-100001", "at most 10000 runs"},
+        {"--baseline", "1-10001", "at most 10000 runs"},
+        {"--baseline", "1-9223372036854775807", "at most 10000 runs"},
         {"--last", "0", "--last: expected 1..10000"},
         {"--metric", NULL, "needs a value"},
     };
@@ -212,6 +225,20 @@ static void bad_arguments_say_why(void)
                     bad[i][1] ? bad[i][1] : "", err_);
         CHECK(strstr(err_, bad[i][2]) != NULL);
     }
+    /* 10,000 ids in all are accepted (runs that do not exist are not a
+     * baseline: the verdict says so); a 1,000-range list is refused at
+     * once, without building it. */
+    CHECK_EQ_INT(guard(db_, out_, err_, sizeof out_, "--json", "--baseline",
+                       "1-10000", (char *)NULL), 0);
+    CHECK(strstr(out_, "\"baseline\":[1,2,3,4,5]"));
+    static char many[1000 * 16];
+    size_t len = 0;
+    for (int i = 0; i < 1000; i++)
+        len += (size_t)snprintf(many + len, sizeof many - len, "%s1-100001",
+                                i ? "," : "");
+    CHECK_EQ_INT(guard(db_, out_, err_, sizeof out_, "--baseline", many,
+                       (char *)NULL), 2);
+    CHECK(strstr(err_, "--baseline: at most 10000 runs"));
     char missing[700];
     testing_tmp_path("none.db", missing, sizeof missing);
     CHECK_EQ_INT(guard(missing, out_, err_, sizeof out_, (char *)NULL), 2);

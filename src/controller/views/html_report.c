@@ -22,6 +22,7 @@
 #include "html_report.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,9 @@ int ss_html_report_build(ss_buf *page, const char *db_path, int64_t run_id,
 
 /* ---- the command ---- */
 
-/* Writes PAGE to PATH through PATH.tmp.PID.  Returns 0 or -1 with ERR. */
+/* Writes PAGE to PATH through PATH.tmp.PID, a new file that is never a
+ * symbolic link someone planted under that name (O_EXCL, O_NOFOLLOW).
+ * Returns 0 or -1 with ERR. */
 static int write_file(const char *path, const ss_buf *page, char *err,
                       size_t errlen)
 {
@@ -252,9 +255,13 @@ static int write_file(const char *path, const ss_buf *page, char *err,
         snprintf(err, errlen, "%s: path too long", path);
         return -1;
     }
-    FILE *f = fopen(tmp, "w");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
     size_t n = fwrite(page->data, 1, page->len, f);

@@ -212,12 +212,14 @@ static int http_request(const char *method, const char *base,
     int fd = dial(host, port, deadline, err, errlen);
     if (fd < 0)
         return -1;
+    int v6 = strchr(host, ':') != NULL; /* bracketed in Host, as in URLs */
     char req[2048];
     int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n"
+                     "%s %s HTTP/1.1\r\nHost: %s%s%s:%s\r\n"
+                     "Connection: close\r\n"
                      "Accept: application/json\r\n%s%s%s%s"
                      "User-Agent: stepscope\r\n\r\n",
-                     method, path, host, port,
+                     method, path, v6 ? "[" : "", host, v6 ? "]" : "", port,
                      strcmp(method, "POST") == 0 ? "Content-Length: 0\r\n"
                                                  : "",
                      token ? "Authorization: Bearer " : "",

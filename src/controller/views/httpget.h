@@ -1,6 +1,6 @@
 /*
  * httpget.h - a minimal HTTP/1.1 GET (and empty POST) client for the
- * controller's own API (used by `stepscope top` and `stepscope profile`).
+ * controller's own API (used by `stepscope top`, `stacks` and `profile`).
  *
  * One request per connection ("Connection: close"), plain TCP (no TLS:
  * the API listens on loopback unless told otherwise), a bearer token when
@@ -36,7 +36,7 @@ int ss_httpget(const char *base, const char *path, const char *token,
                int timeout_ms, ss_httpget_reply *out, char *err,
                size_t errlen);
 
-/* ss_httpget with POST and an empty body (`stepscope profile`). */
+/* ss_httpget with POST and an empty body (`stepscope profile`, `stacks`). */
 int ss_httppost(const char *base, const char *path, const char *token,
                 int timeout_ms, ss_httpget_reply *out, char *err,
                 size_t errlen);

@@ -1,5 +1,5 @@
 /*
- * stacks_cmd.c - `stepscope stacks` (stacks_cmd.h): one GET to the live
+ * stacks_cmd.c - `stepscope stacks` (stacks_cmd.h): one POST to the live
  * controller, the merged text as the controller wrote it, and the details
  * a person needs next: which ranks gave no Python stack and why, and with
  * --native the native frames of each rank's threads.
@@ -189,8 +189,8 @@ int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err)
     char path[96];
     snprintf(path, sizeof path, "/api/runs/%" PRId64 "/stacks%s", run_id,
              o.native ? "?native=1" : "");
-    if (ss_httpget(t.url, path, t.token[0] ? t.token : NULL,
-                   REQUEST_TIMEOUT_MS, &rep, msg, sizeof msg) != 0) {
+    if (ss_httppost(t.url, path, t.token[0] ? t.token : NULL,
+                    REQUEST_TIMEOUT_MS, &rep, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope stacks: %s: %s\n", t.url, msg);
         return 1;
     }

@@ -6,6 +6,13 @@ way chosen by STUCK (rank:how,...; the others wait):
           GIL meanwhile, in hold_gil(): it locks a mutex it already holds
           (signals do not interrupt pthread_mutex_lock, so no Python code
           of this process runs again; its other thread waits for the GIL)
+  read    a C read() on a pipe through ctypes.CDLL (the GIL released), in
+          read_pipe(); a thread writes one byte into the pipe once the
+          file RELEASE exists, and the rank prints what read() returned
+          (READ n errno) and waits
+  fifo    time.sleep forever in stuck(), a function whose source file is
+          a FIFO (FIFO_DIR/fifo_source.py, compiled under that name): the
+          controller must not wait on it for the frame's source line
   wait    the default: short sleeps in a loop, in wait_for_peers()
 
 With DDP=1 the ranks first join a gloo process group; the waiting ranks
@@ -37,6 +44,31 @@ def hold_gil():
     libc.pthread_mutex_lock(mutex)
 
 
+def read_pipe():
+    libc = ctypes.CDLL(None, use_errno=True)
+    r, w = os.pipe()
+
+    def release():
+        while not os.path.exists(os.environ["RELEASE"]):
+            time.sleep(0.05)
+        os.write(w, b"x")
+    threading.Thread(target=release, name="release", daemon=True).start()
+    buf = ctypes.create_string_buffer(1)
+    n = libc.read(r, buf, 1)
+    print("READ", n, ctypes.get_errno(), flush=True)
+    wait_for_peers()
+
+
+def in_fifo_source():
+    path = os.path.join(os.environ["FIFO_DIR"], "fifo_source.py")
+    os.mkfifo(path)
+    code = compile("import time\ndef stuck():\n    time.sleep(100000)\n",
+                   path, "exec")
+    names = {}
+    exec(code, names)
+    names["stuck"]()
+
+
 def wait_for_peers():
     while True:
         time.sleep(0.05)
@@ -59,6 +91,10 @@ def train():
         load_batch()
     elif how == "gil":
         hold_gil()
+    elif how == "read":
+        read_pipe()
+    elif how == "fifo":
+        in_fifo_source()
     elif dist is not None:
         all_reduce_step(dist, torch)  # waits for the sleeping rank
     else:
