@@ -11,6 +11,12 @@
  *   bench_ingest [--ranks R] [--steps S]            as fast as possible
  *   bench_ingest --ranks 1024 --rate 20 --seconds 60 [--store PATH]
  *                                                   paced; prints memory
+ *   ... --vectors 64 --vector-len 256
+ *       every rank also sends, per step, that many vectors (VALUES frames,
+ *       ss_values) of that many doubles; the controller path then carries
+ *       them through the aggregator (its budget) to the store (its vector
+ *       queue), and the report adds what each refused or dropped and the
+ *       controller's CPU time.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -37,6 +44,8 @@ typedef struct {
     double rate;     /* steps per second per rank; 0 = unpaced */
     double seconds;  /* paced mode: duration */
     const char *store_path;
+    uint32_t vectors;    /* vectors per rank per step */
+    uint32_t vector_len; /* doubles per vector */
 } options;
 
 static const uint8_t k_token[WIRE_TOKEN_SIZE] = {42, 42, 42, 42, 42, 42, 42, 42,
@@ -63,6 +72,15 @@ static long rss_kib(void)
     if (f)
         fclose(f);
     return kib;
+}
+
+/* CPU time (user + system) of this process so far, seconds. */
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n)
@@ -102,10 +120,27 @@ static size_t encode_step(uint8_t *buf, uint32_t rank, uint64_t step)
     return wire_encode_step(buf, WIRE_STEP_FRAME_MAX, &s);
 }
 
+/* The VALUES frames of RANK's STEP (O->vectors of O->vector_len doubles,
+ * names 7..), into BUF; returns their bytes. */
+static size_t encode_values(uint8_t *buf, size_t cap, const options *o,
+                            uint32_t rank, uint64_t step, double *v)
+{
+    size_t n = 0;
+    for (uint32_t k = 0; k < o->vectors; k++) {
+        for (uint32_t i = 0; i < o->vector_len; i++)
+            v[i] = (double)(rank + i) * 1e-3 + (double)step + k;
+        n += wire_encode_values(buf + n, cap - n, step, 7 + k, v,
+                                o->vector_len, 0);
+    }
+    return n;
+}
+
 static int generate(const char *path, const options *o)
 {
     int *fds = calloc(o->ranks, sizeof *fds);
     uint8_t buf[1024];
+    size_t vbytes = (size_t)o->vectors * (64 + 8 * (size_t)o->vector_len);
+    double *vec = calloc(o->vector_len + 1, sizeof *vec);
     for (uint32_t r = 0; r < o->ranks; r++) {
         fds[r] = socket(AF_UNIX, SOCK_STREAM, 0);
         /* Small socket buffers keep the simulated ranks in near lockstep,
@@ -135,11 +170,18 @@ static int generate(const char *path, const options *o)
         }
         if (write_all(fds[r], buf, n) < 0)
             return 1;
+        for (uint32_t k = 0; k < o->vectors; k++) {
+            wire_name nm = {7 + k, ""};
+            snprintf(nm.name, sizeof nm.name, "vec%u", k);
+            n = wire_encode_name(buf, sizeof buf, &nm);
+            if (write_all(fds[r], buf, n) < 0)
+                return 1;
+        }
     }
     /* Batches of steps per write keep the generator cheaper than the
      * controller it measures. */
     enum { BATCH = 32 };
-    uint8_t *out = malloc(BATCH * 256);
+    uint8_t *out = malloc(BATCH * (256 + vbytes));
     double t0 = now_s();
     uint64_t steps = o->rate > 0 ? (uint64_t)(o->rate * o->seconds) : o->steps;
     uint64_t batch = o->rate > 0 ? 1 : BATCH;
@@ -151,8 +193,10 @@ static int generate(const char *path, const options *o)
         }
         for (uint32_t r = 0; r < o->ranks; r++) {
             size_t n = 0;
-            for (uint64_t k = s; k < s + batch && k < steps; k++)
+            for (uint64_t k = s; k < s + batch && k < steps; k++) {
+                n += encode_values(out + n, vbytes, o, r, k, vec);
                 n += encode_step(out + n, r, k);
+            }
             if (write_all(fds[r], out, n) < 0)
                 return 1;
         }
@@ -164,6 +208,7 @@ static int generate(const char *path, const options *o)
         close(fds[r]);
     }
     free(out);
+    free(vec);
     free(fds);
     return 0;
 }
@@ -176,6 +221,7 @@ typedef struct {
     ss_ingest *ingest;
     uint32_t ranks, left;
     uint64_t records, steps_final;
+    uint64_t vectors; /* vectors received with their steps */
     double first_record, last_final;
     uv_timer_t report;
     double t0;
@@ -192,7 +238,8 @@ static void b_step(void *ctx, uint32_t rank, const wire_step *rec,
     bench *b = ctx;
     if (b->records++ == 0)
         b->first_record = now_s();
-    ss_aggregator_add(b->agg, rank, rec);
+    b->vectors += n_values;
+    ss_aggregator_add_values(b->agg, rank, rec, values, n_values);
 }
 
 static void b_disconnect(void *ctx, uint32_t rank, int said_bye)
@@ -228,21 +275,35 @@ static void on_report(uv_timer_t *t)
     ss_aggregator_stats st;
     ss_aggregator_get_stats(b->agg, &st);
     printf("  t=%5.0fs finalized=%8" PRIu64 " records=%10" PRIu64
-           " window=%6.1f MiB rss=%6.1f MiB\n",
+           " window=%6.1f MiB rss=%6.1f MiB cpu=%5.1f s",
            now_s() - b->t0, b->steps_final, b->records,
-           (double)st.bytes_in_use / 1048576.0, (double)rss_kib() / 1024.0);
+           (double)st.bytes_in_use / 1048576.0, (double)rss_kib() / 1024.0,
+           cpu_s());
+    if (b->vectors) {
+        printf(" vectors=%" PRIu64 " agg_refused=%" PRIu64, b->vectors,
+               st.vectors_refused);
+        if (b->store) {
+            ss_store_stats ss;
+            ss_store_get_stats(b->store, &ss);
+            printf(" store_queued=%" PRIu64 " store_dropped=%" PRIu64,
+                   ss.vectors_queued, ss.dropped_vectors);
+        }
+    }
+    printf("\n");
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
-    options o = {256, 2000, 0, 0, NULL};
+    options o = {256, 2000, 0, 0, NULL, 0, 256};
     static const struct option opts[] = {
         {"ranks", required_argument, NULL, 'r'},
         {"steps", required_argument, NULL, 's'},
         {"rate", required_argument, NULL, 'R'},
         {"seconds", required_argument, NULL, 'S'},
         {"store", required_argument, NULL, 'd'},
+        {"vectors", required_argument, NULL, 'v'},
+        {"vector-len", required_argument, NULL, 'l'},
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -252,13 +313,18 @@ int main(int argc, char **argv)
         case 'R': o.rate = atof(optarg); break;
         case 'S': o.seconds = atof(optarg); break;
         case 'd': o.store_path = optarg; break;
+        case 'v': o.vectors = (uint32_t)atoi(optarg); break;
+        case 'l': o.vector_len = (uint32_t)atoi(optarg); break;
         default:
             fprintf(stderr, "usage: bench_ingest [--ranks R] [--steps S] "
-                    "[--rate STEPS_PER_S --seconds T] [--store PATH]\n");
+                    "[--rate STEPS_PER_S --seconds T] [--store PATH] "
+                    "[--vectors N --vector-len L]\n");
             return 2;
         }
     }
-    if (o.ranks == 0 || (o.rate > 0 && o.seconds <= 0)) {
+    if (o.ranks == 0 || (o.rate > 0 && o.seconds <= 0) ||
+        o.vectors > 1000 || o.vector_len == 0 ||
+        o.vector_len > WIRE_MAX_VALUES) {
         fprintf(stderr, "bench_ingest: bad options\n");
         return 2;
     }
@@ -326,8 +392,13 @@ int main(int argc, char **argv)
            b.records, st.refused, b.steps_final, st.forced_steps,
            acfg.window_steps, secs,
            secs > 0 ? (double)b.records / secs : 0.0);
-    printf("controller RSS %.1f MiB, window %.1f MiB\n",
-           (double)rss_kib() / 1024.0, (double)st.bytes_in_use / 1048576.0);
+    printf("controller RSS %.1f MiB, window %.1f MiB, CPU %.1f s over "
+           "%.1f s\n", (double)rss_kib() / 1024.0,
+           (double)st.bytes_in_use / 1048576.0, cpu_s(), now_s() - b.t0);
+    if (b.vectors)
+        printf("vectors: %" PRIu64 " received, %" PRIu64 " refused by the "
+               "aggregator (over its budget)\n", b.vectors,
+               st.vectors_refused);
     if (b.store) {
         double t = now_s();
         ss_store_flush(b.store);
@@ -336,6 +407,10 @@ int main(int argc, char **argv)
         printf("store: %" PRIu64 " items written, %" PRIu64
                " rank-steps dropped, final flush %.2f s\n",
                ss.written, ss.dropped_rank_steps, now_s() - t);
+        if (b.vectors)
+            printf("store vectors: %" PRIu64 " queued, %" PRIu64 " dropped "
+                   "at the full vector queue\n", ss.vectors_queued,
+                   ss.dropped_vectors);
         ss_store_close(b.store);
     }
     ss_aggregator_destroy(b.agg);

@@ -39,6 +39,7 @@ endmacro()
 
 embed("${WEB_DIR}/index.html" "text/html; charset=utf-8" "/" "/index.html")
 embed("${WEB_DIR}/app.js" "text/javascript; charset=utf-8" "/app.js")
+embed("${WEB_DIR}/values.js" "text/javascript; charset=utf-8" "/values.js")
 embed("${WEB_DIR}/style.css" "text/css; charset=utf-8" "/style.css")
 embed("${uplot}/uPlot.iife.min.js" "text/javascript; charset=utf-8" "/uPlot.iife.min.js")
 embed("${uplot}/uPlot.min.css" "text/css; charset=utf-8" "/uPlot.min.css")

@@ -21,4 +21,8 @@ if [ "${1:-}" != quick ]; then
     echo
     echo "== scale: 1024 ranks at 20 steps/s for 60 s, with the store"
     "$B/bench_ingest" --ranks 1024 --rate 20 --seconds 60 --store "$TMP/scale.db"
+    echo
+    echo "== scale with vectors: 1024 ranks x 64 vectors of 256 doubles at 10 steps/s"
+    "$B/bench_ingest" --ranks 1024 --rate 10 --seconds 20 --vectors 64 \
+        --vector-len 256 --store "$TMP/vectors.db"
 fi

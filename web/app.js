@@ -536,6 +536,11 @@
     renderFindings();
     renderRanks();
     renderEvents();
+    /* the vectors' heat maps: values.js */
+    if (window.ssValues && st.run) {
+      window.ssValues.update({ runId: st.id, api: STATIC ? null : api, live: following(),
+                               data: STATIC ? STATIC.values || { list: { values: [] } } : null });
+    }
     var b = document.body.dataset;
     if (st.run) b.state = 'ready';
   }

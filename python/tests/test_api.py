@@ -349,3 +349,15 @@ def test_values_land_in_the_store_with_nan_and_inf(store, tmp_path):
     assert labels == [(0, '["a","b","c","d","e"]'),
                       (1, '["a","b","c","d","e"]')]
     assert job.stdout.count("'truncated_values': 18") == 2  # 3 steps x 6
+    # the controller shows what the ranks' cap cut: in the end-of-run
+    # summary, in an event of the report, and in its VALUES line
+    assert "36 vector elements truncated by ranks" in job.stderr
+    rep = job.report()
+    [ev] = [e for e in rep["events"] if e["kind"] == "vectors_dropped"]
+    assert ev["message"] == \
+        "36 elements truncated by the ranks' per-vector cap"
+    assert rep["dropped"]["vectors"] == 0
+    names = {v["name"]: v for v in rep["values"]["names"]}
+    assert names["big"]["truncated"] == 36 and names["big"]["max_n"] == 1024
+    assert names["norms"]["latest"]["ranks"][0]["values"] == \
+        [1.5, "nan", "inf", "-inf", 2]

@@ -305,7 +305,7 @@ def test_report_html_is_one_self_contained_file(tmp_path, browser):
     refs.feed(html)
     assert ("link", "href", "data:,") in refs.found, refs.found
     assert all(v.startswith(("data:", "#")) for _, _, v in refs.found), refs.found
-    assert refs.tags["script"] == 3 and refs.tags["style"] == 2, refs.tags
+    assert refs.tags["script"] == 4 and refs.tags["style"] == 2, refs.tags
     assert 'id="ss-data"' in html and "uPlot" in html
     data = json.loads(re.search(
         r'<script id="ss-data" type="application/json">(.*?)</script>', html,
@@ -336,4 +336,97 @@ def test_report_html_is_one_self_contained_file(tmp_path, browser):
             return [+f.dataset.first, +f.dataset.last]""")
         lo, hi = (first - 5, last + 5) if last - first < 10 else (first, last)
         browser.wait_for(f"return document.body.dataset.zoom === '{lo}-{hi}'", "the zoom")
+    assert errors(browser.console()) == []
+
+
+VALUES_RANK = """
+import stepscope
+for i in range(40):
+    with stepscope.step():
+        v = [float(i + k) for k in range(6)]
+        if i == 30:
+            v[2] = float("nan")
+        if i == 31:
+            v[3] = float("inf")
+        stepscope.values("act_absmax", v,
+                         labels=["embed", "l0", "l1", "l2", "l3", "head"])
+"""
+
+
+def test_vector_heat_maps(tmp_path, browser):
+    """A real run whose ranks record vectors (stepscope.values): the
+    served dashboard shows the Vectors panel with a heat map of index x
+    step for one rank and, switched, of rank x step for one index, NaN
+    and infinities drawn as such; `report --html` carries the same maps.
+    A run without vectors shows no panel."""
+    from test_ddp import ddp_env, python_cmd
+    store = tmp_path / "store.db"
+    script = tmp_path / "values_rank.py"
+    script.write_text(VALUES_RANK)
+    job = subprocess.run([str(STEPSCOPE), "run", "-n", "2", "--db", str(store),
+                          "--", *python_cmd(script)],
+                         capture_output=True, text=True, timeout=120, env=ddp_env())
+    assert job.returncode == 0, job.stderr
+    plain = subprocess.run([str(STEPSCOPE), "run", "-n", "2", "--db", str(store),
+                            "--", *example("--steps", "20", "--compute-ms", "1")],
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/"
+    srv = subprocess.Popen([str(STEPSCOPE), "serve", "--db", str(store),
+                            "--http", f"127.0.0.1:{port}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                doc = http_json("GET", base + "api/runs/1/values")
+                break
+            except OSError:
+                if time.time() > deadline or srv.poll() is not None:
+                    raise AssertionError("stepscope serve did not answer")
+                time.sleep(0.1)
+        [entry] = doc["values"]
+        assert entry["name"] == "act_absmax" and entry["ranks"] == [0, 1]
+        assert entry["steps"] == 40 and entry["max_n"] == 6
+        assert entry["labels"][5] == "head"
+
+        browser.get(base + "#run=1")
+        browser.wait_for("return document.body.dataset.state === 'ready' && "
+                         "+document.body.dataset.valuesCells > 0", "the vector heat map")
+        assert browser.js("return document.getElementById('panel-values').hidden") is False
+        # index x step of rank 0: 6 indices x 40 steps, one NaN, one +inf
+        assert int(browser.js("return +document.body.dataset.valuesCells")) == 6 * 40
+        assert int(browser.js("return +document.body.dataset.valuesNonfinite")) == 2
+        shot = browser.screenshot(tmp_path / "values-rank.png")
+        keep_artifact(shot)
+        # rank x step of index 2: 2 ranks x 40 steps, the NaN of step 30
+        browser.js("""
+            const m = document.getElementById('values-mode');
+            m.value = 'index'; m.dispatchEvent(new Event('change'));
+            const p = document.getElementById('values-pick');
+            p.value = '2'; p.dispatchEvent(new Event('change'));""")
+        browser.wait_for("return document.getElementById('values-hint').textContent"
+                         ".startsWith('rank × step of index 2') && "
+                         "+document.body.dataset.valuesCells === 80", "the rank x step map")
+        assert int(browser.js("return +document.body.dataset.valuesNonfinite")) == 2
+        # a run without vectors: no panel
+        browser.js("location.hash = '#run=2'; location.reload()")
+        browser.wait_for("return document.body.dataset.state === 'ready' && "
+                         "document.body.dataset.runId === '2' && "
+                         "document.body.dataset.valuesNames === '0'", "run 2")
+        assert browser.js("return document.getElementById('panel-values').hidden") is True
+        assert errors(browser.console()) == []
+    finally:
+        kill_quietly(srv.pid)
+        srv.communicate()
+
+    page = tmp_path / "values.html"
+    r = subprocess.run([str(STEPSCOPE), "report", "--html", "--db", str(store),
+                        "-o", str(page), "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    browser.get(page.as_uri())
+    browser.wait_for("return document.body.dataset.state === 'ready' && "
+                     "+document.body.dataset.valuesCells === 240", "the report's vector map")
+    assert int(browser.js("return +document.body.dataset.valuesNonfinite")) == 2
     assert errors(browser.console()) == []

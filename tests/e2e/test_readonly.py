@@ -175,8 +175,11 @@ def test_upgrade_migrates_an_older_store_and_creates_none(shared, tmp_path):
     shutil.copy(shared, db)
     con = sqlite3.connect(db)
     # Version 2: without what later versions added (metrics, the name
-    # limits, the fingerprint, self time, the host evidence, the nodes, the stacks).
+    # limits, the fingerprint, self time, the host evidence, the nodes, the
+    # stacks, the profiles, the vectors).
     con.executescript(
+        "DROP TABLE value_labels;" "DROP TABLE rank_values;"
+        "ALTER TABLE runs DROP COLUMN dropped_vectors;"
         "DROP TABLE profiles;"
         "DROP TABLE nodes;" "DROP TABLE stack_snapshots;" +
         "".join(f"ALTER TABLE attempts DROP COLUMN {c};" for c in (

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static const char *const names_[] = {"forward", "backward", "allreduce",
-                                     "loss"};
+                                     "loss", "act_absmax"};
 
 /* The host evidence of rank R in STEP (store_fixture.h). */
 static ss_host_step fixture_host(int r, uint64_t step)
@@ -52,6 +52,8 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
     double metric[4][4];
     int metrics[1] = {3};
     ss_host_step host[4];
+    double vec[4][3];
+    ss_values_item values[4];
     for (int r = 0; r < 4; r++)
         host[r] = fixture_host(r, step);
     for (int r = 0; r < 4; r++) {
@@ -78,6 +80,17 @@ void ss_fixture_put_step(ss_store *s, int64_t run, uint32_t attempt,
             .metric = metric[r],
             .begin_ns = (int64_t)step * 200000000,
             .host = attempt == 0 ? &host[r] : NULL};
+        /* attempt 0: the vector "act_absmax" (store_fixture.h) */
+        vec[r][0] = (double)step + r;
+        vec[r][1] = 10.0 * r;
+        vec[r][2] = r == 3 ? INFINITY : r == 1 && step == 19 ? NAN : 1.0;
+        values[r] = (ss_values_item){
+            .name = 4, .n = r == 2 && step == 19 ? 2 : 3,
+            .truncated = r == 2 && step == 19 ? 7 : 0, .v = vec[r]};
+        if (attempt == 0) {
+            ranks[r].n_values = 1;
+            ranks[r].values = &values[r];
+        }
     }
     ss_phase_stat phases[2] = {
         {0, {40000000, 41000000, 43000000, 43000000, 3, 4}},
@@ -169,6 +182,9 @@ int ss_fixture_build(const char *path, char *err, size_t errlen)
     ss_store_put_event(s, run, 0, t0 + sec, "rank_connected", 0, NULL);
     ss_store_put_event(s, run, 0, t0 + 2 * sec, "rank_failed", 2,
                        "rank 2 killed by signal 9 at step 19");
+    static const char *const labels[3] = {"layer0", "layer1", "head"};
+    ss_store_put_labels(s, run, 0, 1, "act_absmax", labels, 3);
+    ss_store_add_dropped_vectors(s, run, 3);
     ss_store_end_run(s, run, t0 + 90 * sec, 137, "failed", 5, 0);
     run = ss_fixture_add_run(s, "4567ef00-0000", "other", 4, t0 + 100 * sec);
     ss_store_put_attempt(s, run, 0, t0 + 100 * sec);

@@ -25,7 +25,12 @@
  *       UTF-8) and 2 "straggler" (critical, rank 3, phase forward, steps
  *       2-19);
  *     - events: rank_connected (rank 0, T0 + 1 s), rank_failed (rank 2,
- *       T0 + 2 s).
+ *       T0 + 2 s);
+ *     - the vector "act_absmax" in every step: rank r sends
+ *       {s + r, 10 r, 1} (rank 3: {s + r, 30, +inf}; rank 1 in step 19:
+ *       {20, 10, NaN}; rank 2 in step 19: {21, 20} with 7 elements
+ *       truncated); labels ["layer0","layer1","head"] from rank 1; 3
+ *       vectors dropped (runs.dropped_vectors).
  *   run 2 "other" (uuid 4567ef00-0000, world 4, still running): attempt 0
  *     without steps, attempt 1 with steps 5..7 as above.
  *

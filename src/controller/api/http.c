@@ -668,7 +668,7 @@ static enum MHD_Result serve_steps(ss_http *h, struct MHD_Connection *c,
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
     DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT, DOC_STACKS,
-    DOC_PROFILE
+    DOC_PROFILE, DOC_VALUES
 } doc_kind;
 
 static const struct {
@@ -680,7 +680,7 @@ static const struct {
     {"findings", DOC_FINDINGS}, {"events", DOC_EVENTS},
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
     {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT}, {"stacks", DOC_STACKS},
-    {"profile", DOC_PROFILE},
+    {"profile", DOC_PROFILE}, {"values", DOC_VALUES},
 };
 
 /* Reads text argument NAME into *OUT (left as is when absent).  Returns 0,
@@ -807,6 +807,62 @@ static enum MHD_Result serve_profile(ss_http *h, struct MHD_Connection *c,
     return reply(c, status, JSON_TYPE, &b);
 }
 
+/* Answers /api/runs/{RUN_ID}/values (NAME NULL: the list of vector
+ * names) and /api/runs/{RUN_ID}/values/{NAME}?rank=R or ?index=I, with
+ * from, to, limit (cells) and attempt (docs/api.md). */
+static enum MHD_Result serve_values(ss_http *h, struct MHD_Connection *c,
+                                    int64_t run_id, const char *name)
+{
+    enum MHD_Result ret = MHD_NO;
+    ss_query_values_args a = {-1, name, -1, -1, -1, -1,
+                              SS_QUERY_DEFAULT_VALUE_CELLS};
+    if (arg_i64(c, "attempt", 0, INT32_MAX, &a.attempt, &ret))
+        return ret;
+    if (name) {
+        if (!*name || strlen(name) > 1024)
+            return reply_error(c, MHD_HTTP_BAD_REQUEST, "bad vector name "
+                               "(/api/runs/%lld/values lists them)",
+                               (long long)run_id);
+        if (arg_i64(c, "rank", 0, INT32_MAX, &a.rank, &ret) ||
+            arg_i64(c, "index", 0, INT32_MAX, &a.index, &ret) ||
+            arg_i64(c, "from", 0, INT64_MAX, &a.from, &ret) ||
+            arg_i64(c, "to", 0, INT64_MAX, &a.to, &ret) ||
+            arg_i64(c, "limit", 1, SS_QUERY_MAX_VALUE_CELLS, &a.limit,
+                    &ret))
+            return ret;
+        if ((a.rank >= 0) == (a.index >= 0))
+            return reply_error(c, MHD_HTTP_BAD_REQUEST, "give ?rank=R (its "
+                               "vectors by step) or ?index=I (that element "
+                               "over ranks by step), one of them");
+        if (a.from >= 0 && a.to >= 0 && a.to < a.from)
+            return reply_error(c, MHD_HTTP_BAD_REQUEST, "to (%" PRId64 ") "
+                               "is below from (%" PRId64 ")", a.to, a.from);
+    }
+    char err[512] = "";
+    ss_query *q = pool_get(h, err, sizeof err);
+    if (!q)
+        return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", err);
+    ss_buf b = {0};
+    int rc = name ? ss_query_value_series(q, run_id, &a, &b, err, sizeof err)
+                  : ss_query_values(q, run_id, a.attempt, &b, err,
+                                    sizeof err);
+    pool_put(h, q);
+    if (rc == 0)
+        ss_buf_puts(&b, "\n");
+    if (rc == 0 && b.oom) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = SS_QUERY_ERROR;
+    }
+    if (rc != 0) {
+        ss_buf_free(&b);
+        return reply_error(c, rc == SS_QUERY_NOT_FOUND
+                                  ? MHD_HTTP_NOT_FOUND
+                                  : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "%s", err);
+    }
+    return reply_document(h, c, &b);
+}
+
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/".
  * POST is allowed on /profile and /stacks only; /stacks wants it. */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
@@ -821,6 +877,11 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     for (size_t i = 0; i < sizeof run_docs / sizeof run_docs[0]; i++)
         if (strcmp(doc, run_docs[i].name) == 0)
             kind = (int)run_docs[i].kind;
+    const char *value_name = NULL; /* values/{NAME} */
+    if (strncmp(doc, "values/", 7) == 0) {
+        kind = DOC_VALUES;
+        value_name = doc + 7;
+    }
     if (kind < 0)
         return reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint "
                            "/api/runs/%s/%s (docs/api.md lists them)",
@@ -841,6 +902,8 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return serve_history(h, c, run_id);
     if (kind == DOC_STACKS)
         return serve_stacks(h, c, run_id, post);
+    if (kind == DOC_VALUES)
+        return serve_values(h, c, run_id, value_name);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};

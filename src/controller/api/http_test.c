@@ -27,6 +27,8 @@
 #include "http.h"
 #include "http_gate.h"
 #include "live.h"
+#include <math.h>
+
 #include "objects.h"
 #include "store.h"
 #include "testing.h"
@@ -36,13 +38,15 @@
 
 #define MS 1000000LL
 
-static const char *const names_[] = {"forward"};
+static const char *const names_[] = {"forward", "grad/norm"};
 
 /* A finalized step of 2 ranks taking 10 and 12 ms, forward 4 and 6 ms. */
 typedef struct {
     ss_rank_step ranks[2];
     int64_t phase_ns[2][1];
     ss_phase_stat phase;
+    double vec[2][2];
+    ss_values_item values[2];
     ss_step_view v;
 } step_fx;
 
@@ -57,6 +61,13 @@ static void fx_build(step_fx *fx, uint64_t step)
                                           SS_MISSING,
                                       .phase_ns = fx->phase_ns[r],
                                       .begin_ns = SS_MISSING};
+        /* the vector "grad/norm": {step, -inf} on rank 0, {r, step} on 1 */
+        fx->vec[r][0] = r ? (double)r : (double)step;
+        fx->vec[r][1] = r ? (double)step : -INFINITY;
+        fx->values[r] = (ss_values_item){.name = 1, .n = 2,
+                                         .v = fx->vec[r]};
+        fx->ranks[r].n_values = 1;
+        fx->ranks[r].values = &fx->values[r];
     }
     fx->phase = (ss_phase_stat){0, {4 * MS, 4 * MS, 6 * MS, 6 * MS, 1, 2}};
     fx->v = (ss_step_view){
@@ -226,6 +237,19 @@ static void endpoints_answer_json(void)
         {"/api/runs/1/events?after=0", "{\"events\":[{\"id\":1,"},
         {"/api/runs/1/goodput", "{\"goodput\":{\"run\": 1, \"running\": "},
         {"/api/runs/1/events?after=1&limit=10", "{\"events\":[]}"},
+        {"/api/runs/1/values", "{\"attempt\":0,\"dropped_vectors\":0,"
+                               "\"values\":[{\"name\":\"grad/norm\","
+                               "\"ranks\":[0,1],\"first_step\":1,"
+                               "\"last_step\":2,"},
+        {"/api/runs/1/values/grad/norm?rank=0&from=2",
+         "{\"name\":\"grad/norm\",\"attempt\":0,\"rank\":0,\"cells\":2,"
+         "\"more\":false,\"next_from\":null,\"steps\":[{\"step\":2,"
+         "\"truncated\":0,\"values\":[2,\"-inf\"]}]}"},
+        {"/api/runs/1/values/grad%2Fnorm?index=1&limit=2",
+         "{\"name\":\"grad/norm\",\"attempt\":0,\"index\":1,\"cells\":2,"
+         "\"more\":true,\"next_from\":2,\"steps\":[{\"step\":1,"
+         "\"ranks\":[0,1],\"values\":[\"-inf\",1]}]}"},
+        {"/api/runs/1/values/none?index=0", "{\"name\":\"none\","},
         /* two steps: too few to judge, the history is there all the same */
         {"/api/runs/1/history", "{\"name\":\"train\",\"run_id\":1,"
                                 "\"verdict\":\"cannot_judge\","},
@@ -298,6 +322,13 @@ static void bad_requests_get_4xx_json(void)
         {"/api/runs/1%00/steps", 400},
         {"/api/runs/1?attempt=3", 404},
         {"/api/runs/1/stream", 404}, /* not live here */
+        {"/api/runs/1/values/grad/norm", 400},      /* no rank, no index */
+        {"/api/runs/1/values/grad/norm?rank=0&index=0", 400},
+        {"/api/runs/1/values/grad/norm?rank=x", 400},
+        {"/api/runs/1/values/grad/norm?limit=0&rank=0", 400},
+        {"/api/runs/1/values/grad/norm?from=3&to=1&rank=0", 400},
+        {"/api/runs/1/values/grad/norm?limit=1048577&index=0", 400},
+        {"/api/runs/2/values", 404},
         {"/api/runs/2/history", 404},
         {"/api/history", 400},
         {"/api/history?name=", 400},

@@ -985,3 +985,175 @@ int ss_query_history(ss_query *q, const ss_query_history_args *a,
     guard_settings_free(&st);
     return rc;
 }
+
+/* ---- vectors ---- */
+
+void ss_query_values_name_object(ss_buf *out, const ss_values_name_row *v)
+{
+    ss_buf_puts(out, "{");
+    ss_query_values_name_fields(out, v);
+    ss_buf_puts(out, "}");
+}
+
+void ss_query_values_name_fields(ss_buf *out, const ss_values_name_row *v)
+{
+    ss_buf_puts(out, "\"name\":");
+    ss_buf_json_str(out, v->name);
+    ss_buf_puts(out, ",\"ranks\":[");
+    for (size_t i = 0; i < v->n_ranks; i++)
+        ss_buf_printf(out, i ? ",%" PRId64 : "%" PRId64, v->ranks[i]);
+    ss_buf_puts(out, "],\"first_step\":");
+    ss_buf_json_int(out, v->first_step);
+    ss_buf_puts(out, ",\"last_step\":");
+    ss_buf_json_int(out, v->last_step);
+    ss_buf_printf(out, ",\"steps\":%" PRId64 ",\"rows\":%" PRId64
+                  ",\"max_n\":", v->steps, v->rows);
+    ss_buf_json_int(out, v->max_n);
+    ss_buf_puts(out, ",\"truncated\":");
+    ss_buf_json_int(out, v->truncated);
+    ss_buf_puts(out, ",\"labels\":");
+    /* written by the store's own JSON writer (a JSON array of strings) */
+    ss_buf_puts(out, v->labels_json ? v->labels_json : "null");
+}
+
+int ss_query_values(ss_query *q, int64_t run_id, int64_t attempt,
+                    ss_buf *out, char *err, size_t errlen)
+{
+    ss_run_row run;
+    int rc = ss_reader_run(q->reader, run_id, &run);
+    if (rc == 0)
+        rc = ss_reader_attempt(q->reader, run_id, attempt, &attempt, NULL);
+    ss_values_name_row *rows = NULL;
+    size_t n = 0;
+    if (rc == 0)
+        rc = ss_reader_value_names(q->reader, run_id, attempt, &rows, &n);
+    if (rc != 0) {
+        ss_run_row_clear(&run);
+        return failed(q, rc, err, errlen);
+    }
+    ss_buf_printf(out, "{\"attempt\":%" PRId64 ",\"dropped_vectors\":",
+                  attempt);
+    ss_buf_json_int(out, run.dropped_vectors);
+    ss_buf_puts(out, ",\"values\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            ss_buf_puts(out, ",");
+        ss_query_values_name_object(out, &rows[i]);
+    }
+    ss_buf_puts(out, "]}");
+    ss_values_name_rows_free(rows, n);
+    ss_run_row_clear(&run);
+    return finish(out, err, errlen);
+}
+
+int ss_query_value_series(ss_query *q, int64_t run_id,
+                          const ss_query_values_args *a, ss_buf *out,
+                          char *err, size_t errlen)
+{
+    int64_t attempt;
+    int rc = ss_reader_attempt(q->reader, run_id, a->attempt, &attempt, NULL);
+    ss_values_rows v = {0};
+    ss_values_query vq = {.run_id = run_id, .attempt = attempt,
+                          .name = a->name, .rank = a->rank,
+                          .index = a->index, .from = a->from, .to = a->to,
+                          .max_cells = a->limit > 0 ? (size_t)a->limit
+                                                    : SS_QUERY_DEFAULT_VALUE_CELLS};
+    if (rc == 0)
+        rc = ss_reader_values(q->reader, &vq, &v);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    int by_rank = a->rank >= 0;
+    ss_buf_puts(out, "{\"name\":");
+    ss_buf_json_str(out, a->name);
+    ss_buf_printf(out, ",\"attempt\":%" PRId64 ",\"%s\":%" PRId64
+                  ",\"cells\":%zu,\"more\":%s,\"next_from\":", attempt,
+                  by_rank ? "rank" : "index", by_rank ? a->rank : a->index,
+                  v.n_data, v.more ? "true" : "false");
+    ss_buf_json_int(out, v.more ? v.next_step : SS_MISSING);
+    ss_buf_puts(out, ",\"steps\":[");
+    for (size_t i = 0; i < v.n_rows;) {
+        const ss_values_row *x = &v.rows[i];
+        ss_buf_printf(out, "%s{\"step\":%" PRId64, i ? "," : "", x->step);
+        if (by_rank) {
+            ss_buf_printf(out, ",\"truncated\":%" PRId64 ",\"values\":[",
+                          x->truncated);
+            for (int64_t k = 0; k < x->n; k++) {
+                if (k)
+                    ss_buf_puts(out, ",");
+                ss_buf_json_value(out, x->v[k]);
+            }
+            ss_buf_puts(out, "]}");
+            i++;
+            continue;
+        }
+        size_t end = i;
+        while (end < v.n_rows && v.rows[end].step == x->step)
+            end++;
+        ss_buf_puts(out, ",\"ranks\":[");
+        for (size_t k = i; k < end; k++)
+            ss_buf_printf(out, k > i ? ",%" PRId64 : "%" PRId64,
+                          v.rows[k].rank);
+        ss_buf_puts(out, "],\"values\":[");
+        for (size_t k = i; k < end; k++) {
+            if (k > i)
+                ss_buf_puts(out, ",");
+            if (v.rows[k].n)
+                ss_buf_json_value(out, v.rows[k].v[0]);
+            else
+                ss_buf_puts(out, "null");
+        }
+        ss_buf_puts(out, "]}");
+        i = end;
+    }
+    ss_buf_puts(out, "]}");
+    ss_values_rows_free(&v);
+    return finish(out, err, errlen);
+}
+
+/* The first step of the latest STEPS kept steps of V whose values fit
+ * in the default cell cap when read by rank (BY_RANK) or by index. */
+static int64_t embed_from(const ss_values_name_row *v, int64_t steps,
+                          int by_rank)
+{
+    int64_t width = by_rank ? v->max_n : (int64_t)v->n_ranks;
+    int64_t fit = SS_QUERY_DEFAULT_VALUE_CELLS / (width > 0 ? width : 1);
+    int64_t from = v->last_step - (steps < fit ? steps : fit) + 1;
+    return from > v->first_step ? from : v->first_step;
+}
+
+int ss_query_values_embed(ss_query *q, int64_t run_id, int64_t attempt,
+                          size_t max_names, int64_t steps, ss_buf *out,
+                          char *err, size_t errlen)
+{
+    ss_buf_puts(out, "{\"list\":");
+    int rc = ss_query_values(q, run_id, attempt, out, err, errlen);
+    if (rc != 0)
+        return rc;
+    ss_values_name_row *rows = NULL;
+    size_t n = 0;
+    rc = ss_reader_attempt(q->reader, run_id, attempt, &attempt, NULL);
+    if (rc == 0)
+        rc = ss_reader_value_names(q->reader, run_id, attempt, &rows, &n);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    ss_buf_puts(out, ",\"series\":[");
+    for (size_t i = 0; rc == 0 && i < n && i < max_names; i++) {
+        const ss_values_name_row *v = &rows[i];
+        ss_query_values_args a = {attempt, v->name,
+                                  v->n_ranks ? v->ranks[0] : 0, -1,
+                                  embed_from(v, steps, 1), v->last_step,
+                                  SS_QUERY_DEFAULT_VALUE_CELLS};
+        ss_buf_puts(out, i ? "," : "");
+        rc = ss_query_value_series(q, run_id, &a, out, err, errlen);
+        a.rank = -1;
+        a.index = 0;
+        a.from = embed_from(v, steps, 0);
+        if (rc == 0) {
+            ss_buf_puts(out, ",");
+            rc = ss_query_value_series(q, run_id, &a, out, err, errlen);
+        }
+    }
+    ss_buf_puts(out, "]}");
+    ss_values_name_rows_free(rows, n);
+    return rc != 0 ? rc : finish(out, err, errlen);
+}

@@ -193,4 +193,59 @@ typedef struct {
 int ss_query_history(ss_query *q, const ss_query_history_args *a,
                      ss_buf *out, char *err, size_t errlen);
 
+/* ---- vectors (ss_values) ---- */
+
+/* Appends vector name row V as the object of docs/api.md and
+ * docs/report-json.md: {"name","ranks":[...],"first_step","last_step",
+ * "steps","rows","max_n","truncated","labels":[...] or null}. */
+void ss_query_values_name_object(ss_buf *out, const ss_values_name_row *v);
+/* The same fields without the braces (to add more to the object). */
+void ss_query_values_name_fields(ss_buf *out, const ss_values_name_row *v);
+
+/* {"attempt":A,"dropped_vectors":N,"values":[name objects]}: the vector
+ * names of the attempt (-1: the latest), by name; none (also in a store
+ * from before vectors) is an empty list, dropped_vectors null there. */
+int ss_query_values(ss_query *q, int64_t run_id, int64_t attempt,
+                    ss_buf *out, char *err, size_t errlen);
+
+/* The cell cap of one vector document (elements), and its default. */
+#define SS_QUERY_DEFAULT_VALUE_CELLS 65536
+#define SS_QUERY_MAX_VALUE_CELLS 1048576
+
+/* Which values of one vector name (docs/api.md): RANK >= 0 for that
+ * rank's vectors (index x step), or INDEX >= 0 for element INDEX over the
+ * ranks (rank x step), not both; steps FROM..TO (-1: open); at most
+ * LIMIT cells (1..SS_QUERY_MAX_VALUE_CELLS), whole steps, at least one. */
+typedef struct {
+    int64_t attempt; /* -1: the latest */
+    const char *name;
+    int64_t rank, index;
+    int64_t from, to;
+    int64_t limit;
+} ss_query_values_args;
+
+/*
+ * {"name","attempt","rank" or "index","cells","more","next_from",
+ *  "steps":[{"step","truncated","values":[...]}]} by rank, or
+ *  "steps":[{"step","ranks":[...],"values":[...]}] by index (values[i] of
+ *  ranks[i]; null where the rank's vector is shorter).  Values as
+ *  ss_buf_json_value: NaN and infinities as "nan", "inf", "-inf".  A name
+ *  with nothing recorded is an empty list.  SS_QUERY_ERROR when A sets
+ *  neither or both of rank and index (ERR says so).
+ */
+int ss_query_value_series(ss_query *q, int64_t run_id,
+                          const ss_query_values_args *a, ss_buf *out,
+                          char *err, size_t errlen);
+
+/*
+ * The vectors of a page that cannot ask for more (`report --html`):
+ * {"list": the /values document, "series": [for each of the first
+ * MAX_NAMES names: its first rank's vectors (as /values/{name}?rank=R)
+ * and index 0 over the ranks (?index=0), over its latest STEPS kept
+ * steps, each under the default cell cap]}.
+ */
+int ss_query_values_embed(ss_query *q, int64_t run_id, int64_t attempt,
+                          size_t max_names, int64_t steps, ss_buf *out,
+                          char *err, size_t errlen);
+
 #endif

@@ -718,6 +718,67 @@ static void steps_10k(void)
     ss_query_close(q);
 }
 
+/* The vector documents on the standard store (store_fixture.h): the list
+ * of names, one rank's vectors by step, one index over ranks, NaN and
+ * infinities as strings, the cell cap and its next_from, and a run with
+ * none. */
+static void values_documents(void)
+{
+    char path[600], err[512];
+    testing_tmp_path("values.db", path, sizeof path);
+    REQUIRE(ss_fixture_build(path, err, sizeof err) == 0);
+    ss_query *q = ss_query_open(path, err, sizeof err);
+    REQUIRE(q != NULL);
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_query_values(q, 1, -1, &b, err, sizeof err), 0);
+    CHECK_STR(b.data,
+              "{\"attempt\":0,\"dropped_vectors\":3,\"values\":["
+              "{\"name\":\"act_absmax\",\"ranks\":[0,1,2,3],"
+              "\"first_step\":0,\"last_step\":19,\"steps\":20,"
+              "\"rows\":80,\"max_n\":3,\"truncated\":7,"
+              "\"labels\":[\"layer0\",\"layer1\",\"head\"]}]}");
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_values(q, 2, -1, &b, err, sizeof err), 0);
+    CHECK_STR(b.data, "{\"attempt\":1,\"dropped_vectors\":0,"
+                      "\"values\":[]}");
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_values(q, 9, -1, &b, err, sizeof err),
+                 SS_QUERY_NOT_FOUND);
+
+    ss_query_values_args a = {-1, "act_absmax", 1, -1, 18, -1, 0};
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_value_series(q, 1, &a, &b, err, sizeof err), 0);
+    CHECK_STR(b.data,
+              "{\"name\":\"act_absmax\",\"attempt\":0,\"rank\":1,"
+              "\"cells\":6,\"more\":false,\"next_from\":null,\"steps\":["
+              "{\"step\":18,\"truncated\":0,\"values\":[19,10,1]},"
+              "{\"step\":19,\"truncated\":0,\"values\":[20,10,\"nan\"]}]}");
+    a.rank = -1;
+    a.index = 2;
+    a.from = 17;
+    a.to = 19;
+    a.limit = 5; /* one step of 4 ranks, then more */
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_value_series(q, 1, &a, &b, err, sizeof err), 0);
+    CHECK_STR(b.data,
+              "{\"name\":\"act_absmax\",\"attempt\":0,\"index\":2,"
+              "\"cells\":4,\"more\":true,\"next_from\":18,\"steps\":["
+              "{\"step\":17,\"ranks\":[0,1,2,3],"
+              "\"values\":[1,1,1,\"inf\"]}]}");
+    a.from = 19;
+    a.limit = 0;
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_value_series(q, 1, &a, &b, err, sizeof err), 0);
+    CHECK(strstr(b.data, "\"values\":[1,\"nan\",null,\"inf\"]") != NULL);
+    a.rank = 0; /* both */
+    ss_buf_reset(&b);
+    CHECK_EQ_INT(ss_query_value_series(q, 1, &a, &b, err, sizeof err),
+                 SS_QUERY_ERROR);
+    CHECK(strstr(err, "not both") != NULL);
+    ss_buf_free(&b);
+    ss_query_close(q);
+}
+
 TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
           TEST(steps_windows), TEST(steps_in_pages_match_the_document),
           TEST(step_pages),
@@ -725,4 +786,4 @@ TEST_LIST(TEST(runs_document), TEST(run_document), TEST(steps_document),
           TEST(heatmap_document), TEST(host_document), TEST(ranks_document), TEST(live_fields),
           TEST(findings_document), TEST(nodes_document), TEST(events_document),
           TEST(open_refuses_non_stores), TEST(json_escaping),
-          TEST(steps_10k))
+          TEST(values_documents), TEST(steps_10k))

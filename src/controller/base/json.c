@@ -9,6 +9,7 @@
 #include "json.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -226,6 +227,25 @@ void ss_buf_json_ms(ss_buf *b, int64_t ns)
     char frac[4] = {'.', (char)('0' + us / 100 % 10),
                     (char)('0' + us / 10 % 10), (char)('0' + us % 10)};
     ss_buf_add(b, frac, 4);
+}
+
+void ss_buf_json_value(ss_buf *b, double v)
+{
+    if (isnan(v)) {
+        ss_buf_puts(b, "\"nan\"");
+        return;
+    }
+    if (isinf(v)) {
+        ss_buf_puts(b, v > 0 ? "\"inf\"" : "\"-inf\"");
+        return;
+    }
+    char num[32];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(num, sizeof num, "%.*g", prec, v);
+        if (strtod(num, NULL) == v)
+            break;
+    }
+    ss_buf_puts(b, num);
 }
 
 void ss_buf_json_int(ss_buf *b, int64_t v)

@@ -40,6 +40,10 @@ void ss_buf_json_str(ss_buf *b, const char *s);
 void ss_buf_json_ms(ss_buf *b, int64_t ns);
 /* An integer; null for SS_MISSING. */
 void ss_buf_json_int(ss_buf *b, int64_t v);
+/* A value of a vector (ss_values): a finite number as the shortest
+ * decimal that reads back as the same double; NaN as the string "nan",
+ * infinities as "inf" and "-inf" (JSON has no such numbers). */
+void ss_buf_json_value(ss_buf *b, double v);
 /* Wall-clock nanoseconds as "2024-05-01T12:00:03.123Z"; null for
  * SS_MISSING. */
 void ss_buf_json_time(ss_buf *b, int64_t wall_ns);

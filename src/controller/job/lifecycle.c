@@ -245,6 +245,40 @@ static void put_lost(ss_buf *out, uint64_t n, const char *noun,
     }
 }
 
+/* ", N vectors dropped (R by ranks, C by the controller, S at the
+ * store's full queue)", ", N vectors lost" and ", M vector elements
+ * truncated by ranks", each when not 0. */
+static void put_vector_drops(const ss_run_summary *s, ss_buf *out,
+                             const char **why)
+{
+    const ss_store_outcome *o = &s->stored;
+    uint64_t parts[3] = {s->rank_dropped_vectors, s->refused_vectors,
+                         o->vectors_dropped};
+    static const char *const where[3] = {"by ranks", "by the controller",
+                                         "at the store's full queue"};
+    uint64_t dropped = parts[0] + parts[1] + parts[2];
+    if (dropped) {
+        ss_buf_printf(out, ", %" PRIu64 " vector%s dropped (", dropped,
+                      plural(dropped));
+        const char *sep = "";
+        for (int i = 0; i < 3; i++)
+            if (parts[i]) {
+                ss_buf_printf(out, "%s%" PRIu64 " %s", sep, parts[i],
+                              where[i]);
+                sep = ", ";
+            }
+        ss_buf_puts(out, ")");
+    }
+    if (o->vectors_lost) {
+        ss_buf_puts(out, ", ");
+        put_lost(out, o->vectors_lost, "vector", why);
+    }
+    if (s->rank_truncated_values)
+        ss_buf_printf(out, ", %" PRIu64 " vector element%s truncated by "
+                      "ranks", s->rank_truncated_values,
+                      plural(s->rank_truncated_values));
+}
+
 void ss_life_summary(const ss_run_summary *s, ss_buf *out)
 {
     const ss_store_outcome *o = &s->stored;
@@ -255,7 +289,7 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
     int end_lost = o->ends_stored == 0;
     int lost = o->steps_lost || o->rank_steps_lost || findings_lost ||
                o->finding_writes_lost || o->events_lost || o->other_lost ||
-               o->ends_lost || end_lost;
+               o->vectors_lost || o->ends_lost || end_lost;
 
     ss_buf_printf(out, "run %" PRId64 " %s in %.1f s: %" PRIu64
                   " step%s finalized", s->run_id,
@@ -300,6 +334,7 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_buf_printf(out, ", %" PRIu64 " events and %" PRIu64
                       " step records dropped by ranks",
                       s->rank_dropped_events, s->rank_dropped_records);
+    put_vector_drops(s, out, &why);
 
     char report[64 + 4096];
     snprintf(report, sizeof report, "stepscope report %s%s%s%" PRId64,

@@ -180,6 +180,10 @@ typedef struct {
     uint64_t steps_finalized;   /* by the aggregator */
     uint32_t findings;          /* distinct findings raised */
     uint64_t rank_dropped_events, rank_dropped_records; /* by the ranks */
+    /* vectors (ss_values): whole vectors the ranks dropped, elements the
+     * ranks' per-vector cap cut, vectors the controller refused (the
+     * aggregator's budget); the store's own are in STORED */
+    uint64_t rank_dropped_vectors, rank_truncated_values, refused_vectors;
     ss_store_outcome stored;    /* after the last flush */
     uint32_t ranks;             /* of the last attempt */
     uint32_t ranks_silent;      /* ... that never sent telemetry */

@@ -338,6 +338,24 @@ static void summary_when_everything_was_stored(void)
     CHECK_STR(text, "run 3 failed in 12.3 s: 1 step finalized, 1 finding, "
                     "7 events and 2 step records dropped by ranks. "
                     "`stepscope report 3` explains it.\n");
+    /* vectors: dropped by ranks, the controller and the store's queue,
+     * and elements truncated, said where they were */
+    s.rank_dropped_events = s.rank_dropped_records = 0;
+    s.rank_dropped_vectors = 4;
+    s.stored.vectors_dropped = 2;
+    s.rank_truncated_values = 1;
+    summary_text(&s, text, sizeof text);
+    CHECK_STR(text, "run 3 failed in 12.3 s: 1 step finalized, 1 finding, "
+                    "6 vectors dropped (4 by ranks, 2 at the store's full "
+                    "queue), 1 vector element truncated by ranks. "
+                    "`stepscope report 3` explains it.\n");
+    s.refused_vectors = 1;
+    s.rank_dropped_vectors = s.stored.vectors_dropped = 0;
+    s.rank_truncated_values = 0;
+    summary_text(&s, text, sizeof text);
+    CHECK_STR(text, "run 3 failed in 12.3 s: 1 step finalized, 1 finding, "
+                    "1 vector dropped (1 by the controller). "
+                    "`stepscope report 3` explains it.\n");
 }
 
 static void summary_when_the_disk_filled_up(void)

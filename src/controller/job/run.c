@@ -42,6 +42,7 @@
 
 #include "agent.h"
 #include "aggregator.h"
+#include "appendf.h"
 #include "fd_budget.h"
 #include "fingerprint.h"
 #include "hang.h"
@@ -1835,13 +1836,54 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     for (uint32_t i = 0; i < r->nprocs; i++) {
         sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
         sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
+        sum->rank_dropped_vectors += r->ranks[i].counters.dropped_vectors;
+        sum->rank_truncated_values += r->ranks[i].counters.truncated_values;
     }
     sum->ranks = r->life.ranks ? r->life.nprocs : 0;
     for (uint32_t i = 0; i < sum->ranks; i++)
         sum->ranks_silent += !r->life.ranks[i].ever_connected;
     sum->accepts_failed = r->accepts_failed;
+    ss_aggregator_stats as;
+    ss_aggregator_get_stats(r->agg, &as);
+    sum->refused_vectors = as.vectors_refused;
     ss_store_flush(r->store);
     ss_store_get_outcome(r->store, &sum->stored);
+}
+
+/* The vectors lost before the store (the ranks' and the aggregator's)
+ * are added to runs.dropped_vectors, and an event says where they and
+ * the ranks' truncated elements were lost, for the report. */
+static void record_vector_drops(run_ctx *r)
+{
+    uint64_t ranks = 0, truncated = 0;
+    uint32_t n_ranks = 0;
+    for (uint32_t i = 0; i < r->nprocs; i++) {
+        ranks += r->ranks[i].counters.dropped_vectors;
+        truncated += r->ranks[i].counters.truncated_values;
+        n_ranks += r->ranks[i].counters.dropped_vectors > 0;
+    }
+    ss_aggregator_stats as;
+    ss_aggregator_get_stats(r->agg, &as);
+    ss_store_add_dropped_vectors(r->store, r->run_id,
+                                 ranks + as.vectors_refused);
+    if (!ranks && !truncated && !as.vectors_refused)
+        return;
+    char msg[256];
+    size_t len = 0;
+    msg[0] = '\0';
+    if (ranks)
+        ss_appendf(msg, sizeof msg, &len, "%" PRIu64 " vectors dropped by "
+                   "%" PRIu32 " rank%s (ring or memory full)", ranks,
+                   n_ranks, n_ranks == 1 ? "" : "s");
+    if (as.vectors_refused)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " refused by the "
+                   "controller (its budget)", len ? ", " : "",
+                   as.vectors_refused);
+    if (truncated)
+        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " elements truncated "
+                   "by the ranks' per-vector cap", len ? ", " : "",
+                   truncated);
+    run_event(r, "vectors_dropped", -1, "%s", msg);
 }
 
 /* When ranks never sent telemetry, or the store lost part of the run, an
@@ -2063,6 +2105,7 @@ int ss_run_main(int argc, char **argv)
             run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
                   "after their step was finalized and were not counted",
                   r->refused_records);
+        record_vector_drops(r);
         record_store_losses(r, status);
         ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
                          ss_life_run_status(status), (int64_t)dropped_ev,

@@ -57,6 +57,9 @@
 #define SCHEMA_GPU SS_SCHEMA_GPU
 #define SCHEMA_NODES SS_SCHEMA_NODES
 #define SCHEMA_PROFILES SS_SCHEMA_PROFILES
+/* The version that added vectors (rank_values, value_labels,
+ * runs.dropped_vectors). */
+#define SCHEMA_VALUES 13
 /* The GPU columns, in ss_gpu_evidence's order from the index on (11). */
 #define GPU_SELECT                                                            \
     "gpu_index, gpu_covered_ns, gpu_slowed_ns, gpu_power_cap_ns, "            \
@@ -283,12 +286,18 @@ void ss_reader_set_progress(ss_reader *r, void (*tick)(void *arg), void *arg)
 
 /* ---- runs ---- */
 
-#define RUN_SELECT                                                            \
+#define RUN_SELECT_COLS(dropped_vectors)                                      \
     "SELECT r.id, r.uuid, r.name, r.command, r.host, r.status, "              \
     "r.world_size, r.exit_code, r.started_at, r.ended_at, "                   \
     "r.dropped_events, r.dropped_records, r.dropped_rank_steps, "             \
     "(SELECT count(*) FROM steps s WHERE s.run_id = r.id), "                  \
-    "(SELECT count(*) FROM findings f WHERE f.run_id = r.id) FROM runs r "
+    "(SELECT count(*) FROM findings f WHERE f.run_id = r.id), "               \
+    dropped_vectors " FROM runs r "
+/* RUN_SELECT followed by TAIL, for R's schema version. */
+#define RUN_SELECT(tail)                                                      \
+    (r->version >= SCHEMA_VALUES                                              \
+         ? RUN_SELECT_COLS("r.dropped_vectors") tail                          \
+         : RUN_SELECT_COLS("NULL") tail)
 
 /* Fills RUN from a RUN_SELECT row of R's store; a run stored as running
  * whose controller is gone reads as interrupted (runlock.h).  Returns 0 or
@@ -309,6 +318,7 @@ static int run_from_row(ss_reader *r, sqlite3_stmt *st, ss_run_row *run)
     run->dropped_rank_steps = col_i64(st, 12);
     run->steps = sqlite3_column_int64(st, 13);
     run->findings = sqlite3_column_int64(st, 14);
+    run->dropped_vectors = col_i64(st, 15);
     if (!bad && run->status && run->uuid &&
         strcmp(ss_run_status_now(r->path, run->uuid, run->status),
                run->status) != 0) {
@@ -344,7 +354,7 @@ int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n)
 {
     *runs = NULL;
     *n = 0;
-    sqlite3_stmt *st = prep(r, RUN_SELECT "ORDER BY r.id", NULL, 0);
+    sqlite3_stmt *st = prep(r, RUN_SELECT("ORDER BY r.id"), NULL, 0);
     if (!st)
         return SS_READ_ERROR;
     size_t cap = 0;
@@ -370,7 +380,7 @@ int ss_reader_runs(ss_reader *r, ss_run_row **runs, size_t *n)
 int ss_reader_run(ss_reader *r, int64_t run_id, ss_run_row *run)
 {
     memset(run, 0, sizeof *run);
-    sqlite3_stmt *st = prep(r, RUN_SELECT "WHERE r.id = ?1", &run_id, 1);
+    sqlite3_stmt *st = prep(r, RUN_SELECT("WHERE r.id = ?1"), &run_id, 1);
     if (!st)
         return SS_READ_ERROR;
     int rc = next_row(r, st);
@@ -2010,4 +2020,197 @@ int ss_reader_vector_labels(ss_reader *r, int64_t run_id, int64_t attempt,
         rc = oom(r);
     sqlite3_finalize(st);
     return rc < 0 ? SS_READ_ERROR : 0;
+}
+
+/* ---- vectors: names and series for the read API ---- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int ss_reader_value_names(ss_reader *r, int64_t run_id, int64_t attempt,
+                          ss_values_name_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    int rc = run_exists(r, run_id);
+    if (rc != 0 || r->version < SCHEMA_VALUES)
+        return rc;
+    int64_t args[2] = {run_id, attempt};
+    sqlite3_stmt *st = prep(r, "SELECT v.name, group_concat(DISTINCT v.rank), "
+                               "min(v.step), max(v.step), "
+                               "count(DISTINCT v.step), count(*), max(v.n), "
+                               "sum(v.truncated), "
+                               "(SELECT l.labels FROM value_labels l WHERE "
+                               "l.run_id = ?1 AND l.attempt = ?2 AND "
+                               "l.name = v.name ORDER BY l.rank LIMIT 1) "
+                               "FROM rank_values v WHERE v.run_id = ?1 AND "
+                               "v.attempt = ?2 GROUP BY v.name "
+                               "ORDER BY v.name",
+                            args, 2);
+    if (!st)
+        return SS_READ_ERROR;
+    ss_values_name_row *k = NULL;
+    size_t count = 0, cap = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        if (grow((void **)&k, sizeof *k, count, &cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_values_name_row *x = &k[count];
+        memset(x, 0, sizeof *x);
+        count++;
+        if (col_dup(st, 0, &x->name) | col_dup(st, 8, &x->labels_json) ||
+            parse_csv((const char *)sqlite3_column_text(st, 1), &x->ranks,
+                      &x->n_ranks) != 0) {
+            rc = oom(r);
+            break;
+        }
+        qsort(x->ranks, x->n_ranks, sizeof *x->ranks, cmp_i64);
+        x->first_step = col_i64(st, 2);
+        x->last_step = col_i64(st, 3);
+        x->steps = sqlite3_column_int64(st, 4);
+        x->rows = sqlite3_column_int64(st, 5);
+        x->max_n = col_i64(st, 6);
+        x->truncated = col_i64(st, 7);
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_values_name_rows_free(k, count);
+        return rc;
+    }
+    *rows = k;
+    *n = count;
+    return 0;
+}
+
+void ss_values_name_rows_free(ss_values_name_row *rows, size_t n)
+{
+    for (size_t i = 0; rows && i < n; i++) {
+        free(rows[i].name);
+        free(rows[i].ranks);
+        free(rows[i].labels_json);
+    }
+    free(rows);
+}
+
+/* Appends the doubles of blob column I of ST (at most N of them, the
+ * store's little-endian doubles) to OUT's data.  Returns how many, or -1
+ * when memory ran out. */
+static int64_t add_doubles(ss_values_rows *out, size_t *cap, sqlite3_stmt *st,
+                           int i, int64_t n)
+{
+    const void *blob = sqlite3_column_blob(st, i);
+    int64_t have = sqlite3_column_bytes(st, i) / (int64_t)sizeof(double);
+    if (n > have)
+        n = have;
+    if (n <= 0 || !blob)
+        return 0;
+    if (out->n_data + (size_t)n > *cap) {
+        size_t c = *cap ? *cap : 1024;
+        while (c < out->n_data + (size_t)n)
+            c *= 2;
+        double *p = realloc(out->data, c * sizeof *p);
+        if (!p)
+            return -1;
+        out->data = p;
+        *cap = c;
+    }
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "rank_values.data is little-endian: convert here"
+#endif
+    memcpy(out->data + out->n_data, blob, (size_t)n * sizeof(double));
+    out->n_data += (size_t)n;
+    return n;
+}
+
+int ss_reader_values(ss_reader *r, const ss_values_query *q, ss_values_rows *out)
+{
+    memset(out, 0, sizeof *out);
+    out->next_step = SS_MISSING;
+    if ((q->rank >= 0) == (q->index >= 0))
+        return fail(r, SS_READ_ERROR, "reading vector '%s': give a rank or "
+                    "an index, not %s", q->name ? q->name : "",
+                    q->rank >= 0 ? "both" : "neither");
+    int rc = run_exists(r, q->run_id);
+    if (rc != 0 || r->version < SCHEMA_VALUES || !q->name)
+        return rc;
+    int by_rank = q->rank >= 0;
+    int64_t args[6] = {q->run_id, q->attempt, 0, by_rank ? q->rank : q->index,
+                       q->from < 0 ? 0 : q->from, q->to};
+    sqlite3_stmt *st = prep(
+        r,
+        by_rank ? "SELECT step, rank, n, truncated, data FROM rank_values "
+                  "WHERE run_id = ?1 AND attempt = ?2 AND name = ?3 AND "
+                  "rank = ?4 AND step >= ?5 AND (?6 < 0 OR step <= ?6) "
+                  "ORDER BY step, rank"
+                : "SELECT step, rank, n, truncated, CASE WHEN n > ?4 THEN "
+                  "substr(data, ?4 * 8 + 1, 8) END FROM rank_values "
+                  "WHERE run_id = ?1 AND attempt = ?2 AND name = ?3 AND "
+                  "step >= ?5 AND (?6 < 0 OR step <= ?6) "
+                  "ORDER BY step, rank",
+        args, 6);
+    if (!st)
+        return SS_READ_ERROR;
+    sqlite3_bind_text(st, 3, q->name, -1, SQLITE_STATIC);
+    size_t rows_cap = 0, data_cap = 0;
+    size_t step_row0 = 0, step_data0 = 0; /* where the current step began */
+    int64_t cur_step = SS_MISSING;
+    while ((rc = next_row(r, st)) == 1) {
+        int64_t step = sqlite3_column_int64(st, 0);
+        if (step != cur_step) {
+            cur_step = step;
+            step_row0 = out->n_rows;
+            step_data0 = out->n_data;
+        }
+        if (grow((void **)&out->rows, sizeof *out->rows, out->n_rows,
+                 &rows_cap) != 0) {
+            rc = oom(r);
+            break;
+        }
+        ss_values_row *x = &out->rows[out->n_rows];
+        x->step = step;
+        x->rank = sqlite3_column_int64(st, 1);
+        x->truncated = sqlite3_column_int64(st, 3);
+        int64_t want = by_rank ? sqlite3_column_int64(st, 2) : 1;
+        int64_t got = add_doubles(out, &data_cap, st, 4, want);
+        if (got < 0) {
+            rc = oom(r);
+            break;
+        }
+        x->n = got;
+        x->v = NULL;
+        out->n_rows++;
+        if (q->max_cells && out->n_data > q->max_cells && step_row0 > 0) {
+            /* over the cap: this step is left for the next read */
+            out->n_rows = step_row0;
+            out->n_data = step_data0;
+            out->more = 1;
+            out->next_step = step;
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        ss_values_rows_free(out);
+        out->next_step = SS_MISSING;
+        return rc;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < out->n_rows; i++) {
+        out->rows[i].v = out->n_data ? out->data + at : NULL;
+        at += (size_t)out->rows[i].n;
+    }
+    return 0;
+}
+
+void ss_values_rows_free(ss_values_rows *v)
+{
+    if (!v)
+        return;
+    free(v->rows);
+    free(v->data);
+    memset(v, 0, sizeof *v);
 }

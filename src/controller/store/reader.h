@@ -87,6 +87,10 @@ typedef struct {
     ss_wall_ns started_at, ended_at;
     int64_t dropped_events, dropped_records; /* the ranks' totals at the end */
     int64_t dropped_rank_steps;              /* dropped by the store */
+    /* vectors (ss_values) lost: refused at the store's full queue, and
+     * at the run's end those the ranks, the ingest and the aggregator
+     * dropped (docs/store.md#vectors); SS_MISSING before schema 13 */
+    int64_t dropped_vectors;
     int64_t steps, findings; /* finalized steps and findings, all attempts */
 } ss_run_row;
 
@@ -570,5 +574,73 @@ int ss_reader_vectors(ss_reader *r, int64_t run_id, int64_t attempt,
  * or ERROR. */
 int ss_reader_vector_labels(ss_reader *r, int64_t run_id, int64_t attempt,
                             const char *name, int64_t rank, char **json);
+
+/* ---- vectors (ss_values, docs/store.md#vectors) ---- */
+
+/* One vector name of an attempt, over its kept rows (rank_values keeps
+ * the latest steps and a sample of older ones: retention). */
+typedef struct {
+    char *name;
+    int64_t *ranks;       /* the ranks with a kept vector, ascending */
+    size_t n_ranks;
+    int64_t first_step, last_step; /* its first and last kept step */
+    int64_t steps;        /* distinct kept steps */
+    int64_t rows;         /* kept (step, rank) vectors */
+    int64_t max_n;        /* the longest kept vector's elements */
+    int64_t truncated;    /* elements the recorder's cap cut, summed over
+                             the kept rows */
+    char *labels_json;    /* the labels of its indices as a JSON array of
+                             strings (the lowest rank's that declared
+                             some), NULL when no rank did */
+} ss_values_name_row;
+
+/* The vector names of the attempt, by name, into *ROWS (*N of them).
+ * None, or a store older than schema version 13, is not an error: *N is
+ * 0.  SS_READ_NOT_FOUND when there is no such run. */
+int ss_reader_value_names(ss_reader *r, int64_t run_id, int64_t attempt,
+                          ss_values_name_row **rows, size_t *n);
+/* Frees ROWS[0..N) and the array; NULL is a no-op. */
+void ss_values_name_rows_free(ss_values_name_row *rows, size_t n);
+
+/* Which values of one vector name to read: RANK >= 0 reads that rank's
+ * whole vectors (index x step); INDEX >= 0 reads element INDEX of every
+ * rank's vector (rank x step); exactly one of them is >= 0.  Steps FROM..TO
+ * inclusive (-1: open).  MAX_CELLS (0: no cap) caps the elements read:
+ * the rows stop before the step that would go over it (never inside a
+ * step), and *more says so. */
+typedef struct {
+    int64_t run_id, attempt;
+    const char *name;
+    int64_t rank, index;
+    int64_t from, to;
+    size_t max_cells;
+} ss_values_query;
+
+/* One kept vector (or, by index, one element of it).  v[0..n) are the
+ * values as stored, NaN and infinities included; by index n is 1, or 0
+ * when the rank's vector was shorter than INDEX + 1. */
+typedef struct {
+    int64_t step, rank;
+    int64_t n;         /* values in v */
+    int64_t truncated; /* elements the recorder's cap cut from the vector */
+    const double *v;   /* into ss_values_rows.data */
+} ss_values_row;
+
+typedef struct {
+    ss_values_row *rows; /* by step, then rank */
+    size_t n_rows;
+    double *data;        /* every row's values */
+    size_t n_data;
+    int more;            /* MAX_CELLS stopped the read before TO */
+    int64_t next_step;   /* with more: the first step not read */
+} ss_values_rows;
+
+/* The values Q asks for into *OUT (free with ss_values_rows_free).  A name
+ * nothing was recorded under, or a store older than schema version 13,
+ * reads as no rows.  SS_READ_NOT_FOUND: no such run; SS_READ_ERROR also
+ * for a query that sets neither or both of rank and index (the message
+ * says so). */
+int ss_reader_values(ss_reader *r, const ss_values_query *q, ss_values_rows *out);
+void ss_values_rows_free(ss_values_rows *v);
 
 #endif

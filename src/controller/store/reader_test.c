@@ -4,6 +4,7 @@
  * choosing a run, and each loader's rows, windows and orders; a store of
  * an older schema read as it is, without being migrated.
  */
+#include <math.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -467,6 +468,10 @@ static void older_schema_is_read_without_migrating(void)
     sqlite3 *db;
     REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
     CHECK_EQ_INT(sqlite3_exec(db,
+                              "DROP TABLE value_labels;"
+                              "DROP TABLE rank_values;"
+                              "ALTER TABLE runs DROP COLUMN "
+                              "dropped_vectors;"
                               "DROP TABLE profiles;"
                               "DROP TABLE nodes;"
                               "ALTER TABLE attempts DROP COLUMN ended_at;"
@@ -537,6 +542,21 @@ static void older_schema_is_read_without_migrating(void)
     CHECK_EQ_INT(att[0].resumed_from, SS_MISSING);
     CHECK_STR(att[0].cause, "");
     ss_attempt_rows_free(att);
+    /* before schema 13: no vectors, no error */
+    ss_run_row run;
+    REQUIRE(ss_reader_run(r, 1, &run) == 0);
+    CHECK_EQ_INT(run.dropped_vectors, SS_MISSING);
+    ss_run_row_clear(&run);
+    ss_values_name_row *vnames = (ss_values_name_row *)1;
+    n = 9;
+    CHECK_EQ_INT(ss_reader_value_names(r, 1, 0, &vnames, &n), 0);
+    CHECK(vnames == NULL && n == 0);
+    ss_values_query vq = {.run_id = 1, .name = "act_absmax", .rank = 0,
+                          .index = -1, .from = -1, .to = -1};
+    ss_values_rows v;
+    CHECK_EQ_INT(ss_reader_values(r, &vq, &v), 0);
+    CHECK_EQ_INT(v.n_rows, 0);
+    ss_values_rows_free(&v);
     ss_reader_close(r);
 
     REQUIRE(stat(path, &after) == 0);
@@ -549,6 +569,95 @@ static void older_schema_is_read_without_migrating(void)
     CHECK(sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1);
     sqlite3_finalize(st);
     sqlite3_close(db);
+}
+
+/* Vectors: the names with their ranks, steps, labels and truncation;
+ * one rank's vectors over steps; one index over ranks and steps, NaN and
+ * infinities as stored; the cell cap stops between steps. */
+static void vectors_names_and_values(void)
+{
+    ss_reader *r = open_fixture();
+    REQUIRE(r != NULL);
+    ss_run_row run;
+    REQUIRE(ss_reader_run(r, 1, &run) == 0);
+    CHECK_EQ_INT(run.dropped_vectors, 3);
+    ss_run_row_clear(&run);
+
+    ss_values_name_row *names;
+    size_t n;
+    REQUIRE(ss_reader_value_names(r, 1, 0, &names, &n) == 0);
+    REQUIRE(n == 1);
+    CHECK_STR(names[0].name, "act_absmax");
+    REQUIRE(names[0].n_ranks == 4);
+    CHECK_EQ_INT(names[0].ranks[0], 0);
+    CHECK_EQ_INT(names[0].ranks[3], 3);
+    CHECK_EQ_INT(names[0].first_step, 0);
+    CHECK_EQ_INT(names[0].last_step, 19);
+    CHECK_EQ_INT(names[0].steps, 20);
+    CHECK_EQ_INT(names[0].rows, 80);
+    CHECK_EQ_INT(names[0].max_n, 3);
+    CHECK_EQ_INT(names[0].truncated, 7);
+    CHECK_STR(names[0].labels_json, "[\"layer0\",\"layer1\",\"head\"]");
+    ss_values_name_rows_free(names, n);
+    /* run 2 recorded none; no such run */
+    REQUIRE(ss_reader_value_names(r, 2, 1, &names, &n) == 0);
+    CHECK(names == NULL && n == 0);
+    CHECK_EQ_INT(ss_reader_value_names(r, 9, 0, &names, &n),
+                 SS_READ_NOT_FOUND);
+
+    /* rank 1, steps 18..19: index x step */
+    ss_values_query q = {.run_id = 1, .attempt = 0, .name = "act_absmax",
+                         .rank = 1, .index = -1, .from = 18, .to = -1};
+    ss_values_rows v;
+    REQUIRE(ss_reader_values(r, &q, &v) == 0);
+    REQUIRE(v.n_rows == 2);
+    CHECK_EQ_INT(v.more, 0);
+    CHECK_EQ_INT(v.rows[0].step, 18);
+    CHECK_EQ_INT(v.rows[1].rank, 1);
+    REQUIRE(v.rows[1].n == 3);
+    CHECK(v.rows[1].v[0] == 20.0 && v.rows[1].v[1] == 10.0);
+    CHECK(isnan(v.rows[1].v[2]));
+    ss_values_rows_free(&v);
+
+    /* index 2 over ranks, steps 19..19: rank 2's vector is shorter */
+    q.rank = -1;
+    q.index = 2;
+    q.from = q.to = 19;
+    REQUIRE(ss_reader_values(r, &q, &v) == 0);
+    REQUIRE(v.n_rows == 4);
+    CHECK(v.rows[0].n == 1 && v.rows[0].v[0] == 1.0);
+    CHECK(isnan(v.rows[1].v[0]));
+    CHECK_EQ_INT(v.rows[2].n, 0);
+    CHECK_EQ_INT(v.rows[2].truncated, 7);
+    CHECK(isinf(v.rows[3].v[0]) && v.rows[3].v[0] > 0);
+    ss_values_rows_free(&v);
+
+    /* a cap of 10 cells: two whole steps of four ranks, then more */
+    q.from = 0;
+    q.to = -1;
+    q.max_cells = 10;
+    REQUIRE(ss_reader_values(r, &q, &v) == 0);
+    CHECK_EQ_INT(v.n_rows, 8);
+    CHECK_EQ_INT(v.more, 1);
+    CHECK_EQ_INT(v.next_step, 2);
+    ss_values_rows_free(&v);
+    /* a cap below one step still reads that step whole */
+    q.max_cells = 1;
+    REQUIRE(ss_reader_values(r, &q, &v) == 0);
+    CHECK_EQ_INT(v.n_rows, 4);
+    CHECK_EQ_INT(v.next_step, 1);
+    ss_values_rows_free(&v);
+
+    /* neither or both of rank and index: an error that says so */
+    q.index = -1;
+    CHECK_EQ_INT(ss_reader_values(r, &q, &v), SS_READ_ERROR);
+    CHECK(strstr(ss_reader_errmsg(r), "neither") != NULL);
+    q.name = "no_such";
+    q.index = 0;
+    REQUIRE(ss_reader_values(r, &q, &v) == 0);
+    CHECK_EQ_INT(v.n_rows, 0);
+    ss_values_rows_free(&v);
+    ss_reader_close(r);
 }
 
 /* Host evidence: per rank-step with SS_RANK_STEPS_HOST, and per rank
@@ -636,5 +745,6 @@ TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(steps_with_phases_and_windows),
           TEST(rank_steps_cursor),
           TEST(rank_host_evidence),
+          TEST(vectors_names_and_values),
           TEST(findings_events_and_metrics),
           TEST(older_schema_is_read_without_migrating))

@@ -95,6 +95,7 @@ typedef enum {
     IT_EVENT,
     IT_STACKS,
     IT_END_RUN,
+    IT_DROPPED_VECTORS,
 } item_kind;
 
 /* A finalized step, deep-copied.  Rank rows are parallel arrays: row i is
@@ -196,6 +197,7 @@ typedef struct item {
             char *status;
             int64_t dropped_events, dropped_records;
         } end;
+        uint64_t dropped_vectors;
     } u;
 } item;
 
@@ -1133,6 +1135,11 @@ static int apply_item(ss_store *s, const item *it)
         bind_known_int(q, 5, it->u.end.dropped_events);
         bind_known_int(q, 6, it->u.end.dropped_records);
         return run_stmt(s, q, "ending a run");
+    case IT_DROPPED_VECTORS:
+        q = s->st[ST_DROPPED_VECTORS];
+        sqlite3_bind_int64(q, 1, it->run_id);
+        sqlite3_bind_int64(q, 2, (int64_t)it->u.dropped_vectors);
+        return run_stmt(s, q, "counting dropped vectors");
     }
     return -1;
 }
@@ -1307,6 +1314,7 @@ static void tally_item(ss_store *s, const item *it, int stored,
     case IT_ATTEMPT:
     case IT_ATTEMPT_FACTS:
     case IT_LABELS:
+    case IT_DROPPED_VECTORS:
     case IT_RANK:
     case IT_NODE:
     case IT_STACKS:
@@ -2194,6 +2202,19 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
     it->u.end.status = carve_str(&p, status && *status ? status : "ended");
     it->u.end.dropped_events = dropped_events;
     it->u.end.dropped_records = dropped_records;
+    enqueue(s, it);
+}
+
+void ss_store_add_dropped_vectors(ss_store *s, int64_t run_id, uint64_t n)
+{
+    if (n == 0)
+        return;
+    item *it = item_new(IT_DROPPED_VECTORS, run_id, 0);
+    if (!it) {
+        put_failed(s, IT_DROPPED_VECTORS, 0, "a count of dropped vectors");
+        return;
+    }
+    it->u.dropped_vectors = n;
     enqueue(s, it);
 }
 

@@ -201,6 +201,11 @@ void ss_store_put_labels(ss_store *s, int64_t run_id, uint32_t attempt,
                          uint32_t rank, const char *name,
                          const char *const *labels, uint32_t n);
 
+/* Adds N to RUN_ID's runs.dropped_vectors: vectors lost before the
+ * store (the ranks', the ingest's and the aggregator's drops, counted by
+ * the caller).  Never dropped at a full queue; N 0 is a no-op. */
+void ss_store_add_dropped_vectors(ss_store *s, int64_t run_id, uint64_t n);
+
 /* Inserts or replaces finding F (keyed by run, attempt and F->id). */
 void ss_store_put_finding(ss_store *s, int64_t run_id, const ss_finding *f);
 

@@ -87,6 +87,11 @@ static int build_data(ss_buf *data, ss_query *q, const char *db_path,
                               (int64_t)now.tv_sec * 1000000000 + now.tv_nsec,
                               0, data, err, errlen);
     }
+    if (rc == 0) {
+        ss_buf_puts(data, ",\"values\":");
+        rc = ss_query_values_embed(q, run_id, attempt, SS_HTML_VALUES_NAMES,
+                                   SS_HTML_HEAT_STEPS, data, err, errlen);
+    }
     ss_buf_puts(data, "}");
     if (rc == 0 && data->oom) {
         snprintf(err, errlen, "out of memory");

@@ -14,7 +14,9 @@
  *    "run": <GET /api/runs/{id}>, "step_pages": [<GET .../steps>, ...]
  *    (every finalized step, in pages of SS_QUERY_MAX_STEPS),
  *    "heatmap": <GET .../heatmap> (the latest kept rank-steps),
- *    "ranks", "findings", "events": <the matching documents>}
+ *    "ranks", "findings", "events": <the matching documents>,
+ *    "values": ss_query_values_embed's object (the vector names and, for
+ *    the first SS_HTML_VALUES_NAMES, two heat maps each)}
  */
 #ifndef STEPSCOPE_HTML_REPORT_H
 #define STEPSCOPE_HTML_REPORT_H
@@ -26,6 +28,8 @@
 
 /* Heat-map columns (steps) embedded in a report, at most. */
 #define SS_HTML_HEAT_STEPS 2000
+/* Vector names whose heat maps a page carries (the first by name). */
+#define SS_HTML_VALUES_NAMES 8
 
 /*
  * Appends the whole page for attempt ATTEMPT (-1: the latest) of run

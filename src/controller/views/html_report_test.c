@@ -188,8 +188,9 @@ static void page_is_self_contained(void)
           /* uPlot's banner comment names its home page, in a comment */
           count(page.data, "https://") == count(page.data, "/*! https://"));
     CHECK(strstr(page.data, "uPlot") != NULL);
-    CHECK_EQ_INT(count(page.data, "<script"), 3); /* uPlot, data, app */
-    CHECK_EQ_INT(count(page.data, "</script>"), 3);
+    /* uPlot, data, values, app */
+    CHECK_EQ_INT(count(page.data, "<script"), 4);
+    CHECK_EQ_INT(count(page.data, "</script>"), 4);
     CHECK_EQ_INT(count(page.data, "<style>"), 2);
     ss_buf_free(&page);
 }
@@ -223,6 +224,9 @@ static void data_holds_the_run(void)
     CHECK_SQL(json, "json_extract(?1, '$.goodput.goodput.run')", "1");
     CHECK_SQL(json, "json_type(?1, '$.goodput.goodput.ms.productive')",
               "real");
+    /* no vectors in this run: an empty list and no maps */
+    CHECK_SQL(json, "json_array_length(?1, '$.values.list.values')", "0");
+    CHECK_SQL(json, "json_array_length(?1, '$.values.series')", "0");
     /* the rank's text comes back intact once parsed... */
     CHECK_SQL(json, "json_extract(?1, '$.findings.findings[0].message')",
               "rank 2 </script><script>alert(1)</script> <!-- is late");

@@ -309,6 +309,45 @@ static void json_nodes(ss_buf *b, const ss_report *rp)
     ss_buf_puts(b, rp->n_nodes ? "\n  ],\n" : "],\n");
 }
 
+/* "values": the vector names of the attempt (docs/report-json.md), each
+ * with the latest kept step's vectors of its first ranks: bounded by
+ * SS_REPORT_VALUES_RANKS ranks of at most SS_MAX_VALUES elements per
+ * name. */
+static void json_values(out *o, const ss_report *rp)
+{
+    ss_buf *b = &o->b;
+    ss_buf_printf(b, "  \"values\": {\"ranks_shown\": %d, \"names\": [",
+                  SS_REPORT_VALUES_RANKS);
+    for (size_t i = 0; i < rp->n_values; i++) {
+        const ss_report_values *x = &rp->values[i];
+        ss_buf_puts(b, i ? ",\n    {" : "\n    {");
+        ss_query_values_name_fields(b, &x->name);
+        ss_buf_puts(b, ", \"latest\": {\"step\": ");
+        ss_buf_json_int(b, x->name.last_step);
+        ss_buf_puts(b, ", \"ranks\": [");
+        size_t shown = 0;
+        for (size_t k = 0; k < x->n_latest; k++) {
+            if (x->latest[k].n_rows == 0)
+                continue;
+            const ss_values_row *row = &x->latest[k].rows[0];
+            ss_buf_printf(b, "%s{\"rank\": %" PRId64 ", \"truncated\": %"
+                          PRId64 ", \"values\": [", shown ? ", " : "",
+                          row->rank, row->truncated);
+            for (int64_t e = 0; e < row->n; e++) {
+                if (e)
+                    ss_buf_puts(b, ",");
+                ss_buf_json_value(b, row->v[e]);
+            }
+            ss_buf_puts(b, "]}");
+            shown++;
+            maybe_flush(o);
+        }
+        ss_buf_printf(b, "], \"ranks_not_shown\": %zu}}",
+                      x->name.n_ranks - shown);
+    }
+    ss_buf_puts(b, rp->n_values ? "\n  ]},\n" : "]},\n");
+}
+
 static void json_tail(out *o, const ss_report *rp)
 {
     ss_buf *b = &o->b;
@@ -326,6 +365,8 @@ static void json_tail(out *o, const ss_report *rp)
     ss_buf_json_int(b, names);
     ss_buf_puts(b, ", \"values_over_limit\": ");
     ss_buf_json_int(b, values);
+    ss_buf_puts(b, ", \"vectors\": ");
+    ss_buf_json_int(b, rp->run.dropped_vectors);
     ss_buf_puts(b, "},\n  \"events\": [");
     for (size_t i = 0; i < rp->n_events; i++) {
         const ss_event_row *e = &rp->events[i];
@@ -376,6 +417,7 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
     json_stacks(&o.b, rp);
     json_steps(&o.b, rp);
     json_metrics(&o.b, rp);
+    json_values(&o, rp);
     ss_buf_puts(&o.b, "  \"goodput\": ");
     ss_goodput_json(&o.b, &rp->goodput);
     ss_buf_puts(&o.b, ",\n  \"reliability\": ");

@@ -330,6 +330,50 @@ static int load_stacks(ss_reader *r, ss_report *rp)
     return nomem ? REPORT_NOMEM : 0;
 }
 
+/* The vector names of the attempt and, per name, the latest kept step's
+ * vectors of its first SS_REPORT_VALUES_RANKS ranks. */
+static int load_values(ss_reader *r, ss_report *rp)
+{
+    ss_values_name_row *names;
+    size_t n;
+    int rc = ss_reader_value_names(r, rp->run.id, rp->attempt, &names, &n);
+    if (rc != 0 || n == 0)
+        return rc;
+    rp->values = calloc(n, sizeof *rp->values);
+    if (!rp->values) {
+        ss_values_name_rows_free(names, n);
+        return REPORT_NOMEM;
+    }
+    rp->n_values = n;
+    for (size_t i = 0; i < n; i++) {
+        rp->values[i].name = names[i];
+        memset(&names[i], 0, sizeof names[i]); /* moved */
+    }
+    ss_values_name_rows_free(names, n);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        ss_report_values *x = &rp->values[i];
+        size_t shown = x->name.n_ranks < SS_REPORT_VALUES_RANKS
+                           ? x->name.n_ranks
+                           : SS_REPORT_VALUES_RANKS;
+        if (shown == 0)
+            continue;
+        x->latest = calloc(shown, sizeof *x->latest);
+        if (!x->latest)
+            return REPORT_NOMEM;
+        x->n_latest = shown;
+        for (size_t k = 0; k < shown && rc == 0; k++) {
+            ss_values_query q = {.run_id = rp->run.id,
+                                 .attempt = rp->attempt,
+                                 .name = x->name.name,
+                                 .rank = x->name.ranks[k], .index = -1,
+                                 .from = x->name.last_step,
+                                 .to = x->name.last_step};
+            rc = ss_reader_values(r, &q, &x->latest[k]);
+        }
+    }
+    return rc;
+}
+
 /* Loads everything after the run and attempt.  Returns 0, an SS_READ_*
  * code, or REPORT_NOMEM. */
 static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
@@ -364,6 +408,8 @@ static int load_parts(ss_reader *r, ss_report *rp, ss_progress *pg)
     }
     if (rc == 0)
         rc = load_stacks(r, rp);
+    if (rc == 0)
+        rc = load_values(r, rp);
     return rc;
 }
 
@@ -465,6 +511,16 @@ void ss_report_free(ss_report *rp)
     ss_event_rows_free(rp->events, rp->n_events);
     ss_node_rows_free(rp->nodes, rp->n_nodes);
     ss_goodput_free(&rp->goodput);
+    for (size_t i = 0; i < rp->n_values; i++) {
+        ss_report_values *x = &rp->values[i];
+        free(x->name.name);
+        free(x->name.ranks);
+        free(x->name.labels_json);
+        for (size_t k = 0; k < x->n_latest; k++)
+            ss_values_rows_free(&x->latest[k]);
+        free(x->latest);
+    }
+    free(rp->values);
     memset(rp, 0, sizeof *rp);
 }
 

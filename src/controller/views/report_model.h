@@ -57,6 +57,19 @@ typedef struct {
     int64_t min_rank, max_rank;
 } ss_report_metric;
 
+/* The report shows the latest kept step's vector of at most this many
+ * ranks per name (the lowest ranks): bounded whatever the world size. */
+#define SS_REPORT_VALUES_RANKS 8
+
+/* A vector name (ss_values) of the attempt: its kept rows in brief, and
+ * its latest kept step's vectors of the first SS_REPORT_VALUES_RANKS
+ * ranks that have one (latest[k]: one rank's, one row or none). */
+typedef struct {
+    ss_values_name_row name;
+    ss_values_rows *latest;
+    size_t n_latest;
+} ss_report_values;
+
 typedef struct {
     ss_run_row run;
     int64_t attempt, n_attempts;
@@ -98,9 +111,12 @@ typedef struct {
     ss_stack_snapshot_row stacks;
     char *stacks_text;
     int64_t stacks_answered, stacks_total;
+    ss_report_values *values; /* by name; none before schema 13 */
+    size_t n_values;
 } ss_report;
 
 #define SS_REPORT_RELIABILITY_RUNS 3
+
 
 /*
  * Reads attempt ATTEMPT (-1: the latest) of run RUN_ID through R into RP

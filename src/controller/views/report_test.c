@@ -188,6 +188,28 @@ static void json_report_has_documented_fields(void)
     CHECK_J(j, "$.metrics[0].last.max", "20.5");
     CHECK_J(j, "$.metrics[0].last.max_rank", "3");
 
+    /* Vectors: the names in brief and the latest step's vectors of the
+     * first ranks; NaN and infinities as strings; bounded. */
+    CHECK_J(j, "$.values.ranks_shown", "8");
+    CHECK_J(j, "$.values.names[1]", "<null>");
+    CHECK_J(j, "$.values.names[0].name", "act_absmax");
+    CHECK_J(j, "$.values.names[0].ranks", "[0,1,2,3]");
+    CHECK_J(j, "$.values.names[0].first_step", "0");
+    CHECK_J(j, "$.values.names[0].last_step", "19");
+    CHECK_J(j, "$.values.names[0].steps", "20");
+    CHECK_J(j, "$.values.names[0].max_n", "3");
+    CHECK_J(j, "$.values.names[0].truncated", "7");
+    CHECK_J(j, "$.values.names[0].labels[2]", "head");
+    CHECK_J(j, "$.values.names[0].latest.step", "19");
+    CHECK_J(j, "$.values.names[0].latest.ranks[1].values",
+            "[20,10,\"nan\"]");
+    CHECK_J(j, "$.values.names[0].latest.ranks[2].truncated", "7");
+    CHECK_J(j, "$.values.names[0].latest.ranks[2].values", "[21,20]");
+    CHECK_J(j, "$.values.names[0].latest.ranks[3].values",
+            "[22,30,\"inf\"]");
+    CHECK_J(j, "$.values.names[0].latest.ranks_not_shown", "0");
+    CHECK_J(j, "$.dropped.vectors", "3");
+
     CHECK_J(j, "$.ranks[3].rank", "3");
     CHECK_J(j, "$.ranks[#-1].rank", "3");
     CHECK_J(j, "$.ranks[3].state", "exited");
@@ -266,6 +288,12 @@ static void text_report_puts_findings_first(void)
     CHECK(metrics && steps < metrics && metrics < ranks);
     CHECK(strstr(r.out, "19 (rank 0)") != NULL);
     CHECK(strstr(r.out, "20.5 (rank 3)") != NULL);
+    const char *values = strstr(r.out, "VALUES  1 vector name; 3 vectors "
+                                       "dropped");
+    CHECK(values && metrics < values && values < ranks);
+    CHECK(strstr(r.out, "  act_absmax              3 elements (labelled), "
+                        "4 ranks, steps 0-19 (20 kept), 7 elements "
+                        "truncated\n") != NULL);
     /* Where phases nest, self time stands next to the inclusive time,
      * and the rank table shows it for the phase that nests. */
     CHECK(strstr(r.out, "self p50") != NULL);

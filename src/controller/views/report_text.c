@@ -156,6 +156,8 @@ static void clean_for_text(ss_report *rp)
         clean(rp->syncs[i].name);
     for (size_t i = 0; i < rp->n_metrics; i++)
         clean(rp->metrics[i].name);
+    for (size_t i = 0; i < rp->n_values; i++)
+        clean(rp->values[i].name.name);
     for (size_t i = 0; i < rp->n_ranks; i++) {
         clean(rp->ranks[i].host);
         clean(rp->ranks[i].state);
@@ -333,6 +335,36 @@ static void text_metrics(FILE *f, const ss_report *rp)
                  m->max_rank);
         fprintf(f, "  %-19s %7" PRId64 " %10" PRId64 " %14.6g %22s %22s\n",
                 m->name, m->steps, m->last_step, m->median, lo, hi);
+    }
+    fputc('\n', f);
+}
+
+/* VALUES: one line per vector name (ss_values) with its length, ranks,
+ * kept steps and truncated elements, and the vectors dropped on the way;
+ * nothing when the attempt has none and none were dropped. */
+static void text_values(FILE *f, const ss_report *rp)
+{
+    int64_t dropped = rp->run.dropped_vectors;
+    if (!rp->n_values && (dropped == SS_MISSING || dropped == 0))
+        return;
+    fprintf(f, "VALUES  %zu vector name%s", rp->n_values,
+            rp->n_values == 1 ? "" : "s");
+    if (dropped != SS_MISSING && dropped > 0)
+        fprintf(f, "; %" PRId64 " vector%s dropped (ranks, controller and "
+                   "store; EVENTS says where)", dropped,
+                dropped == 1 ? "" : "s");
+    fputc('\n', f);
+    for (size_t i = 0; i < rp->n_values; i++) {
+        const ss_values_name_row *v = &rp->values[i].name;
+        fprintf(f, "  %-19s %5" PRId64 " elements%s, %zu rank%s, steps %"
+                   PRId64 "-%" PRId64 " (%" PRId64 " kept)",
+                v->name, v->max_n, v->labels_json ? " (labelled)" : "",
+                v->n_ranks, v->n_ranks == 1 ? "" : "s", v->first_step,
+                v->last_step, v->steps);
+        if (v->truncated > 0)
+            fprintf(f, ", %" PRId64 " element%s truncated", v->truncated,
+                    v->truncated == 1 ? "" : "s");
+        fputc('\n', f);
     }
     fputc('\n', f);
 }
@@ -749,6 +781,7 @@ void ss_report_print_text(FILE *f, ss_report *rp)
     text_goodput(f, rp);
     text_phases(f, rp);
     text_metrics(f, rp);
+    text_values(f, rp);
     text_nodes(f, rp);
     text_ranks(f, rp);
     text_host(f, rp);
