@@ -34,11 +34,25 @@ does not import stepscope unless --explicit or --groups asks for it.
   --explicit
       records with the stepscope API: steps by hand and
       stepscope.checksum(model, optimizer) every --checksum-every steps
+  --checkpoint DIR --save-every K [--step-ms MS]
+      rank 0 saves {"step", "model", "optimizer"} to DIR/step-S.pt after
+      optimizer step S whenever S + 1 is a multiple of K; a job that
+      starts with checkpoints in DIR resumes from the latest one, or,
+      after `stepscope run --on-divergence restart`, from the latest one
+      taken before the step in STEPSCOPE_DIVERGED_AT.  Rank 0 chooses and
+      broadcasts its choice (only node 0's ranks see STEPSCOPE_DIVERGED_AT).
+      The injected faults (--flip-*, --skip-*, --perturb-*) happen in the
+      job's first attempt only (TORCHELASTIC_RESTART_COUNT 0): a transient
+      corruption.  --step-ms sleeps that long in every step (pacing).
 
-Rank 0 ends with a line RESULT {"steps", "loss"}.
+Rank 0 ends with a line RESULT {"rank", "steps", "loss", "resumed_from"}
+(resumed_from null when it started from scratch).
 """
 import argparse
 import json
+import os
+import re
+import time
 
 import torch
 import torch.distributed as dist
@@ -71,6 +85,9 @@ def parse_args():
     p.add_argument("--explicit", action="store_true")
     p.add_argument("--checksum-every", type=int, default=1,
                    help="with --explicit: steps between checksums (default 1)")
+    p.add_argument("--checkpoint", default=None, help="checkpoint directory")
+    p.add_argument("--save-every", type=int, default=4)
+    p.add_argument("--step-ms", type=float, default=0.0)
     return p.parse_args()
 
 
@@ -106,6 +123,33 @@ def flip_bit(param, index, bit):
         raw ^= (1 << bit) if bit < 31 else -(1 << 31)
 
 
+def resume_step(directory, rank):
+    """The step of the checkpoint to resume from (-1: none), rank 0's
+    choice broadcast to every rank: the latest in DIRECTORY, or the latest
+    before STEPSCOPE_DIVERGED_AT when the job restarts on a divergence."""
+    choice = torch.tensor([-1], dtype=torch.int64)
+    if rank == 0 and directory and os.path.isdir(directory):
+        limit = os.environ.get("STEPSCOPE_DIVERGED_AT")
+        steps = [int(m.group(1)) for m in
+                 (re.fullmatch(r"step-(\d+)\.pt", f)
+                  for f in os.listdir(directory)) if m]
+        if limit is not None:
+            steps = [s for s in steps if s < int(limit)]
+        choice[0] = max(steps, default=-1)
+    dist.broadcast(choice, 0)
+    return int(choice[0])
+
+
+def save(directory, step, model, opt):
+    """Rank 0's checkpoint of STEP, written under a temporary name and
+    renamed, so that a job stopped meanwhile leaves none half written."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "step-%d.pt" % step)
+    torch.save({"step": step, "model": model.module.state_dict(),
+                "optimizer": opt.state_dict()}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def main():
     a = parse_args()
     torch.manual_seed(a.seed)
@@ -134,10 +178,20 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     params = dict(model.module.named_parameters())
     loss_v = float("nan")
-    for step in range(a.steps):
+    start = resumed = resume_step(a.checkpoint, rank)
+    if resumed >= 0:
+        state = torch.load(os.path.join(a.checkpoint, "step-%d.pt" % resumed),
+                           map_location="cpu")
+        model.module.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0:
+        a.flip_rank = a.skip_rank = a.perturb_rank = -1  # transient faults
+    for step in range(start + 1, a.steps):
         cm = ss.step(step) if a.explicit else None
         if cm is not None:
             cm.__enter__()
+        if a.step_ms:
+            time.sleep(a.step_ms / 1000.0)
         if rank == a.flip_rank and step == a.flip_step:
             flip_bit(params[a.flip_param], a.flip_index, a.flip_bit)
         if rank == a.perturb_rank and step == a.perturb_step:
@@ -159,13 +213,18 @@ def main():
         else:
             opt.step()
         loss_v = loss.item()
+        if a.checkpoint and rank == 0 and (step + 1) % a.save_every == 0:
+            save(a.checkpoint, step, model, opt)
         if cm is not None:
             ss.metric("loss", loss_v)
             if a.checksum_every > 0 and step % a.checksum_every == 0:
                 ss.checksum(model.module, opt)
             cm.__exit__(None, None, None)
     if rank == 0:
-        print("RESULT " + json.dumps({"steps": a.steps, "loss": loss_v}),
+        print("RESULT " + json.dumps({"rank": rank, "steps": a.steps,
+                                      "loss": loss_v,
+                                      "resumed_from": resumed
+                                      if resumed >= 0 else None}),
               flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -8,12 +8,15 @@ intervals); a rank whose optimizer update is lost is found at that step;
 clean runs of 2 to 4 ranks give no finding; replica groups declared with
 stepscope.replica_group are compared within themselves only; two ranks
 that disagree have no majority; --on-divergence stop ends the job with
-status 65.  `stepscope diff`: the same seed twice is identical (exit 0), a
+status 65; every rank's stacks are stored with the finding (dump);
+--on-divergence restart resumes from the last checkpoint taken before the
+divergence and completes with the clean run's loss to the bit.  `stepscope diff`: the same seed twice is identical (exit 0), a
 perturbation at step k on one rank or another seed diverges (exit 1)
 naming the step and the rank, different world sizes cannot be compared
 (exit 2).  The runs are short: the machine's cores are shared."""
 import importlib.util
 import json
+import sqlite3
 import subprocess
 
 import pytest
@@ -29,6 +32,8 @@ DIVERGED_EXIT = 65
 
 
 def run(store, nprocs, *args, every=1, extra=(), steps=10, numerics="off"):
+    """`stepscope run --auto` of ddp_replica.py with checksums every EVERY
+    steps."""
     cmd = python_cmd(SCRIPT, "--steps", str(steps), *args)
     return run_job(store, nprocs, cmd,
                    extra=("--auto", "--no-http", "--numerics", numerics,
@@ -42,6 +47,22 @@ def divergences(job):
         if not isinstance(f["evidence"], dict):
             f["evidence"] = json.loads(f["evidence"])
     return fs
+
+
+class Attempt:
+    """One attempt of a finished job, for divergences()."""
+
+    def __init__(self, job, attempt):
+        self.job, self.attempt = job, attempt
+        self.stderr = job.stderr
+
+    def findings(self):
+        out = subprocess.run([str(STEPSCOPE), "report", "--json", "--db",
+                              str(self.job.db), "--attempt",
+                              str(self.attempt)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["findings"]
 
 
 def the_divergence(job):
@@ -142,6 +163,68 @@ def test_on_divergence_stop_ends_the_job(store):
     f, _ = the_divergence(job)
     assert f["first_step"] == 2 and f["ranks"] == [2]
     assert "replica divergence at step 2" in job.stderr
+
+
+def stack_snapshots(db, finding_id):
+    con = sqlite3.connect(str(db))
+    rows = con.execute("SELECT trigger, json FROM stack_snapshots WHERE "
+                       "finding_id = ?", (finding_id,)).fetchall()
+    con.close()
+    return [(t, json.loads(j)) for t, j in rows]
+
+
+def test_dump_stores_every_ranks_stacks_and_goes_on(store):
+    job = run(store, 3, "--flip-rank", "1", "--flip-step", "3",
+              "--flip-param", "head.weight", "--step-ms", "150", steps=14)
+    assert job.returncode == 0, job.stderr
+    f, _ = the_divergence(job)
+    st = job.report()["stacks"]
+    assert st is not None and st["trigger"] == "divergence", st
+    assert st["finding_id"] == f["id"], (st, f)
+    assert len(st["document"]["ranks"]) == 3
+    assert [t for t, _ in stack_snapshots(store, f["id"])] == ["divergence"]
+    assert len(job.results()) == 1  # rank 0 finished its 14 steps
+    text = subprocess.run([str(STEPSCOPE), "report", "--db", str(store)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "on a replica divergence" in text, text
+
+
+def test_on_divergence_restart_resumes_before_it_and_completes(store,
+                                                               tmp_path):
+    # a clean run to compare with, then the same run with a bit flipped on
+    # rank 2 at step 9 in the first attempt: saves after steps 3, 7, 11,
+    # ...; the restart must resume from step 7's, not from a later one
+    # that already holds the corruption's effect
+    steps, ckpt = 30, ("--save-every", "4", "--step-ms", "150")
+    clean = run(store, 3, "--checkpoint", str(tmp_path / "clean"), *ckpt,
+                steps=steps)
+    assert clean.returncode == 0, clean.stderr
+    job = run(store, 3, "--checkpoint", str(tmp_path / "ckpt"), *ckpt,
+              "--flip-rank", "2", "--flip-step", "9", "--flip-param",
+              "blocks.0.fc2.weight", steps=steps,
+              extra=("--on-divergence", "restart", "--max-restarts", "1",
+                     "--restart-backoff", "0"))
+    assert job.returncode == 0, job.stderr
+    assert "replica divergence at step 9: ending attempt 0" in job.stderr
+    assert divergences(job) == []  # none in attempt 1, the latest
+    f, ev = the_divergence(Attempt(job, 0))
+    assert f["first_step"] == 9 and f["ranks"] == [2], f
+    assert ev["first_param"] == "blocks.0.fc2.weight", ev
+    assert [t for t, _ in stack_snapshots(store, f["id"])] == ["divergence"]
+    con = sqlite3.connect(str(store))
+    attempts = con.execute("SELECT attempt, cause, resumed_from, last_step "
+                           "FROM attempts WHERE run_id = 2 ORDER BY "
+                           "attempt").fetchall()
+    con.close()
+    assert [(a, c) for a, c, _, _ in attempts] == [(0, "divergence"),
+                                                   (1, "completed")], attempts
+    assert attempts[1][2] == 7 and attempts[1][3] == steps - 1, attempts
+    res = job.results()[0]
+    assert res["resumed_from"] == 7, res
+    # attempt 0 went on to save after the divergence (the choice mattered)
+    assert (tmp_path / "ckpt" / "step-11.pt").exists()
+    # resumed before the corruption: the same bits as the clean run
+    assert res["loss"] == clean.results()[0]["loss"], (res, clean.results())
 
 
 def test_bad_options_are_refused(store):

@@ -1460,6 +1460,8 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return "hang";
     if (r->nonfinite_acted)
         return "nonfinite";
+    if (r->divergence_acted)
+        return "divergence";
     if (r->node_lost_attempt)
         return "node_lost";
     return ss_life_attempt_cause(status, 0);
@@ -1507,7 +1509,7 @@ static void attempt_over(run_ctx *r)
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
     if (!r->failure_text[0] && !r->hang_acted && !r->nonfinite_acted &&
-        r->launcher) {
+        !r->divergence_acted && r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
@@ -1545,10 +1547,12 @@ static void attempt_over(run_ctx *r)
         end.why_not = "stopped on a hang (--on-hang stop)";
     else if (run_numerics_no_restart(r)[0])
         end.why_not = run_numerics_no_restart(r);
+    else if (run_replica_no_restart(r)[0])
+        end.why_not = run_replica_no_restart(r);
     else
         end.restartable = 1;
     if (end.restartable && !r->hang_acted && !r->nonfinite_acted &&
-        !r->node_lost_attempt) {
+        !r->divergence_acted && !r->node_lost_attempt) {
         ss_restart_signature(status, r->failure_text, sig, sizeof sig);
         end.signature = injected ? "" : sig;
     }
@@ -1573,6 +1577,7 @@ static void attempt_over(run_ctx *r)
             r->attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
     run_numerics_before_restart(r);
+    run_replica_before_restart(r);
     r->restart_pending = 1;
     uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
 }
@@ -1767,6 +1772,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     if (r->numerics)
         ss_rank_env_set_numerics(&r->rank_env, r->numerics);
+    ss_rank_env_set_replica(&r->rank_env, &r->replica); /* lengths checked */
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
     ss_stack_service_config stcfg = {
@@ -2005,6 +2011,7 @@ static int run_agent(run_ctx *r)
         .argv = r->argv,
         .auto_mode = r->auto_mode,
         .numerics = r->numerics,
+        .replica = &r->replica,
         .quiet = r->quiet,
         .grace_ms = r->grace_ms,
         .join_timeout_ms = r->join_timeout_ms,

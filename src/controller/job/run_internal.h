@@ -175,6 +175,7 @@ struct run_ctx {
     const char *numerics;    /* --numerics off|light|full (--auto) */
     ss_on_nonfinite on_nonfinite; /* --on-nonfinite */
     ss_on_divergence on_divergence; /* --on-divergence */
+    ss_replica_opts replica; /* --checksum-every, --checksum, --replica-groups */
     ss_restart_config restart_cfg; /* --max-restarts and friends */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
@@ -263,6 +264,7 @@ struct run_ctx {
     /* replica consistency (run_replica.c) */
     uint32_t divergence_id;   /* this attempt's replica_divergence, 0 */
     int divergence_acted;     /* --on-divergence stop/restart ended it */
+    int64_t divergence_step;  /* the step of this attempt's divergence */
     int node_lost_attempt;    /* a node was lost in this attempt */
     char no_restart_why[300]; /* a failure no restart may follow, else "" */
     attempt_note *notes;      /* max_restarts + 1 */
@@ -365,12 +367,20 @@ void run_numerics_new_attempt(run_ctx *r);
 int run_replica_option(run_ctx *r, int opt, const char *arg);
 
 /* Every emission of a finding goes through here: the attempt's first
- * replica_divergence gets an event; --on-divergence stop ends the job,
- * restart the attempt. */
+ * replica_divergence gets an event and every rank's stacks stored with
+ * it; then --on-divergence stop ends the job, restart the attempt. */
 void run_replica_finding(run_ctx *r, const ss_finding *f);
 
 /* Whether --on-divergence stop ended the job. */
 int run_replica_stopped(const run_ctx *r);
+
+/* Why no attempt may follow this one after a divergence
+ * ("--on-divergence stop"), or "". */
+const char *run_replica_no_restart(const run_ctx *r);
+
+/* A restart is scheduled: after --on-divergence restart acted, the next
+ * attempt's ranks get STEPSCOPE_DIVERGED_AT; after any other end, not. */
+void run_replica_before_restart(run_ctx *r);
 
 /* A new attempt begins: the divergence state is cleared. */
 void run_replica_new_attempt(run_ctx *r);

@@ -518,7 +518,7 @@ typedef struct {
     int64_t id;
     int64_t attempt;
     int64_t taken_at;   /* wall ns */
-    char *trigger;      /* "request" or "hang" */
+    char *trigger;      /* "request", "hang", "nonfinite" or "divergence" */
     int64_t finding_id; /* SS_MISSING: none */
     char *json;         /* the stacks document */
 } ss_stack_snapshot_row;
