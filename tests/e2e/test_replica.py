@@ -290,3 +290,47 @@ def test_diff_cannot_compare(store):
     bad = subprocess.run([str(STEPSCOPE), "diff", "--db", str(store), "1"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "two runs" in bad.stderr
+
+
+# ---- multi-node: the options reach node 1's ranks ----
+
+def test_options_reach_every_nodes_ranks(tmp_path):
+    """Two nodes on loopback, two ranks each: --checksum-every,
+    --checksum and --replica-groups given on every node's command line
+    reach node 1's ranks (started by its agent) as they reach node 0's."""
+    from test_multinode import Scenario, assert_nothing_left, finish, \
+        start_pair
+    sc = Scenario(tmp_path)
+    opts = ("--numerics", "off", "--checksum-every", "3", "--checksum",
+            "optimizer", "--replica-groups", "0,1;2,3")
+    cmd = python_cmd(SCRIPT, "--steps", "10", "--flip-rank", "3",
+                     "--flip-step", "4", "--flip-param", "head.bias")
+    try:
+        p0, p1 = start_pair(sc, None, cmd, opts, opts)
+        (rc0, _, err0), (rc1, _, err1) = finish([p0, p1])
+        assert rc0 == 0, err0
+        assert rc1 == 0, err1
+        con = sqlite3.connect(str(sc.db))
+        rows = con.execute("SELECT DISTINCT name, rank, step FROM rank_values "
+                           "WHERE name LIKE 'checksum.%'").fetchall()
+        con.close()
+        for rank in range(4):
+            steps = sorted({s for n, r, s in rows
+                            if r == rank and n == "checksum.lo"})
+            assert steps == [0, 3, 6, 9], (rank, steps)  # every 3rd step
+            assert any(n == "checksum.opt.lo" and r == rank
+                       for n, r, _ in rows), rank  # the optimizer's state
+        # groups {0,1} and {2,3}: rank 3's flip at step 4 is found at step
+        # 6 within {2,3}, two ranks without a majority
+        out = subprocess.run([str(STEPSCOPE), "report", "--json", "--db",
+                              str(sc.db)], capture_output=True, text=True,
+                             timeout=60)
+        fs = [f for f in json.loads(out.stdout)["findings"]
+              if f["kind"] == "replica_divergence"]
+        assert len(fs) == 1, fs
+        ev = fs[0]["evidence"]
+        ev = ev if isinstance(ev, dict) else json.loads(ev)
+        assert fs[0]["first_step"] == 6 and sorted(fs[0]["ranks"]) == [2, 3]
+        assert ev["group"] == 2 and ev["ranks_compared"] == 2, ev
+    finally:
+        assert_nothing_left(sc)
