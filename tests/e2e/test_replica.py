@@ -334,3 +334,45 @@ def test_options_reach_every_nodes_ranks(tmp_path):
         assert ev["group"] == 2 and ev["ranks_compared"] == 2, ev
     finally:
         assert_nothing_left(sc)
+
+
+# ---- stepscope guard --set determinism=1 ----
+
+def guard(store, *args):
+    out = subprocess.run([str(STEPSCOPE), "guard", "--db", str(store),
+                          "--metric", "step_time", "--set", "threshold=1000",
+                          "--set", "warmup=0", "--set", "block=2", "--set",
+                          "min_runs=2", "--set", "determinism=1", *args],
+                         capture_output=True, text=True, timeout=60)
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_guard_determinism(store, tmp_path):
+    # runs 1-3 the same command and seed; run 4 rank 2 perturbed at step 4
+    # (another command: judged against runs 1, 2 named with --baseline).
+    # Only determinism can fail here: step_time's threshold is 1000 %.
+    for args in ((), (), (), ("--perturb-rank", "2", "--perturb-step", "4")):
+        job = run(store, 3, *args, steps=8, numerics="light")
+        assert job.returncode == 0, job.stderr
+    rc, out, err = guard(store, "3")
+    assert rc == 0, (out, err)
+    assert "determinism: identical to run 2 (8 common steps, 8 with " \
+           "checksums)" in out, out
+    rc, out, err = guard(store, "4", "--baseline", "1,2", "--json")
+    assert rc == 1, (out, err)
+    doc = json.loads(out)
+    assert doc["verdict"] == "regression" and doc["settings"]["determinism"]
+    det = doc["determinism"]
+    assert det["against"] == 2, det
+    assert det["diff"]["divergence"]["step"] == 4, det
+    assert det["diff"]["divergence"]["ranks"] == [2], det
+    assert "diverged from run 2 at step 4 on rank 2" in det["text"], det
+    junit = tmp_path / "guard.xml"
+    rc, out, _ = guard(store, "4", "--baseline", "1,2", "--junit", str(junit))
+    assert rc == 1 and "REGRESSION: determinism: diverged" in out, out
+    xml = junit.read_text()
+    assert 'name="determinism"><failure message="diverged from run 2' in xml
+    # without checksums there is nothing to hold the run to: not judged
+    assert run(store, 3, steps=8, every=0, numerics="light").returncode == 0
+    rc, out, _ = guard(store, "5", "--baseline", "1,2")
+    assert rc == 2 and "determinism: no checksums in common" in out, out
