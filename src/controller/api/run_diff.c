@@ -377,12 +377,15 @@ void ss_run_diff_json(ss_buf *b, const ss_diff_side *a,
     else
         json_divergence(b, res);
     if (res->loss_series_a && res->loss_series_b) {
+        int64_t n = res->last - res->first + 1;
+        int64_t stride = (n + SS_DIFF_SERIES_POINTS - 1) / SS_DIFF_SERIES_POINTS;
         ss_buf_printf(b, ",\n  \"series\": {\"steps\": [%" PRId64 ", %" PRId64
-                      "]", res->first, res->last);
+                      "], \"stride\": %" PRId64, res->first, res->last,
+                      stride);
         const double *v[2] = {res->loss_series_a, res->loss_series_b};
         for (int k = 0; k < 2; k++) {
             ss_buf_printf(b, ", \"loss_%c\": [", k ? 'b' : 'a');
-            for (int64_t i = 0; i <= res->last - res->first; i++) {
+            for (int64_t i = 0; i < n; i += stride) {
                 if (i)
                     ss_buf_puts(b, ",");
                 put_num(b, v[k][i]);
@@ -422,7 +425,8 @@ static void json_divergence(ss_buf *b, const ss_diff_result *res)
 
 
 /* Opens side S's run through its reader: id, latest attempt, world size
- * and step range.  Returns 0 or -1 with the reader's words in ERR. */
+ * and step range.  Returns 0 or the reader's code with its words in
+ * ERR. */
 static int open_side(ss_diff_side *s, char *err, size_t errlen)
 {
     int rc = ss_reader_select_run(s->r, s->spec, &s->run);
@@ -433,11 +437,9 @@ static int open_side(ss_diff_side *s, char *err, size_t errlen)
     if (rc == 0)
         rc = ss_reader_step_bounds(s->r, s->run, s->attempt, NULL, &s->first,
                                    &s->last);
-    if (rc) {
+    if (rc)
         snprintf(err, errlen, "%s", ss_reader_errmsg(s->r));
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 /* The mean loss over the ranks of S at each step of its range into a new
@@ -464,8 +466,11 @@ int ss_run_diff(ss_diff_side *a, ss_diff_side *b, unsigned flags,
 {
     memset(res, 0, sizeof *res);
     res->first = res->last = res->step = -1;
-    if (open_side(a, err, errlen) != 0 || open_side(b, err, errlen) != 0)
-        return -1;
+    int orc = open_side(a, err, errlen);
+    if (orc == 0)
+        orc = open_side(b, err, errlen);
+    if (orc != 0)
+        return orc;
     if (a->world != b->world) {
         res->status = SS_DIFF_INCOMPARABLE;
         snprintf(res->why, sizeof res->why, "different world sizes (%" PRId64
@@ -497,7 +502,7 @@ int ss_run_diff(ss_diff_side *a, ss_diff_side *b, unsigned flags,
     a->last = b->last = res->last = last;
     side sa = {a->r, a->run, a->attempt, a->world, first, last, NULL, 0};
     side sb = {b->r, b->run, b->attempt, b->world, first, last, NULL, 0};
-    int rc = -1;
+    int rc = SS_READ_ERROR;
     if (load(&sa) != 0 || load(&sb) != 0) {
         snprintf(err, errlen, "%s", ss_reader_errmsg(sa.cells && sb.cells
                                                          ? sb.r : sa.r));

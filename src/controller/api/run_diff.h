@@ -63,10 +63,11 @@ typedef struct {
 /*
  * Compares runs A and B (A->spec, B->spec read through A->r, B->r) into
  * RES.  Returns 0 with RES->status set (INCOMPARABLE with RES->why for
- * different world sizes, no finalized or common steps, no checksums), or
- * -1 with a one-line reason in ERR when a run cannot be found or read or
- * memory runs out.  A note that the range was cut goes into RES.
- * Free RES with ss_diff_result_free in every case.
+ * different world sizes, no finalized or common steps, no checksums);
+ * SS_READ_NOT_FOUND when a run does not exist, SS_READ_ERROR when a store
+ * cannot be read or memory runs out, with a one-line reason in ERR.  That
+ * the range was cut is said in RES->truncated.  Free RES with
+ * ss_diff_result_free in every case.
  */
 int ss_run_diff(ss_diff_side *a, ss_diff_side *b, unsigned flags,
                 ss_diff_result *res, char *err, size_t errlen);
@@ -74,8 +75,10 @@ void ss_diff_result_free(ss_diff_result *res);
 
 /* The comparison as the JSON document of docs/report-json.md (`diff
  * --json`); with the series when RES has them ("series": {"steps":
- * [first, last], "loss_a": [...], "loss_b": [...]}, null for a step
- * without a loss). */
+ * [first, last], "stride": K, "loss_a": [...], "loss_b": [...]}: every
+ * K-th step from first, at most SS_DIFF_SERIES_POINTS of them, null for
+ * a step without a loss). */
+#define SS_DIFF_SERIES_POINTS 5000
 void ss_run_diff_json(ss_buf *b, const ss_diff_side *a,
                       const ss_diff_side *c, const ss_diff_result *res);
 
