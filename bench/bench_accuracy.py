@@ -311,6 +311,9 @@ def finding_cause(f):
 def describe_finding(f):
     ranks = ",".join(str(r) for r in f.get("ranks") or []) or "-"
     text = f"{f['kind']} r{ranks} {f.get('phase') or '-'}"
+    if f["kind"] == "replica_divergence":
+        ev = f.get("evidence") or {}
+        text += f" s{f.get('first_step')} {ev.get('first_param')}"
     cause = finding_cause(f)
     if cause:
         text += f" cause={cause}"
