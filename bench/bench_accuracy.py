@@ -35,6 +35,15 @@ light and full: right is a `nonfinite` finding whose first rank and step
 are the injected ones and, in full mode, whose module and direction are
 too; a loss spike on one rank wants loss_spike naming it.
 
+The replica scenarios (replica-*; examples/ddp_replica.py, `--checksum-every
+1` unless said) flip one bit of one parameter (first, middle, last in
+module order) on one rank (0, the middle, the last; mantissa bit 22, and
+bit 0 and the sign bit on 4 ranks) at step 5, or lose one rank's
+optimizer update: right is a `replica_divergence` naming exactly that rank,
+the first checksum step at or after the fault and that parameter (for a
+lost update the first in module order).  Clean runs of 2, 3 and 4 ranks
+(checksums every step, and `--checksum-every auto`) want no finding.
+
 Findings of a fault run that match nothing and do not name the faulty rank
 are counted as unrelated (false) findings.  The output is a table, one row
 per scenario, with the totals: recall over the fault runs, how many
@@ -70,6 +79,7 @@ BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 NUMERICS = SOURCE / "examples" / "ddp_numerics.py"
 FP8 = SOURCE / "examples" / "fp8_emulated.py"
+REPLICA = SOURCE / "examples" / "ddp_replica.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -98,6 +108,8 @@ class Want:
     evidence: tuple = ()  # (key, value) pairs the finding's evidence holds
     step: int = None     # nonfinite, spikes, float8: the first step...
     module: str = None   # ...and the module where it began (evidence)
+    param: str = None    # replica_divergence: exactly [RANK], the first
+                         # differing parameter (evidence first_param)
 
     def describe(self):
         text = f"{self.kind} r{self.rank}"
@@ -105,6 +117,8 @@ class Want:
             text += f" s{self.step}"
         if self.module:
             text += f" {self.module}"
+        if self.param:
+            text += f" {self.param}"
         if self.phase != ANY:
             text += f" {self.phase or '-'}"
         if self.cause:
@@ -167,6 +181,42 @@ for _mode in ("full", "light"):
 EXPECT["numerics-clean-light"] = CLEAN
 EXPECT["numerics-clean-full"] = CLEAN
 EXPECT["numerics-loss-spike"] = (Want("loss_spike", 1, step=25),)
+
+# The replica matrix: parameter position x rank position (3 ranks), bits
+# and an interval on 4 ranks, a lost update, clean runs.
+FLIP_PARAMS = (("first", "embed.weight"), ("middle", "blocks.1.fc2.weight"),
+               ("last", "head.bias"))
+FLIP_RANKS = (("r0", 0), ("mid", 1), ("last", 2))
+FLIP_STEP = 5
+REPLICA_FAULTS = tuple(
+    (f"replica-flip-{depth}-{pos}",
+     f"bit 22 of {param}[0] flipped on rank {rank} at step {FLIP_STEP}",
+     3, ("--flip-rank", str(rank), "--flip-step", str(FLIP_STEP),
+         "--flip-param", param), 1, Want("replica_divergence", rank,
+                                         step=FLIP_STEP, param=param))
+    for depth, param in FLIP_PARAMS for pos, rank in FLIP_RANKS) + (
+    ("replica-flip-bit0-4-ranks", "bit 0 of blocks.0.fc1.weight[7] on rank 3",
+     4, ("--flip-rank", "3", "--flip-step", str(FLIP_STEP), "--flip-param",
+         "blocks.0.fc1.weight", "--flip-index", "7", "--flip-bit", "0"), 1,
+     Want("replica_divergence", 3, step=FLIP_STEP, param="blocks.0.fc1.weight")),
+    ("replica-flip-sign-4-ranks", "the sign bit of blocks.2.fc1.bias[3] on rank 1",
+     4, ("--flip-rank", "1", "--flip-step", str(FLIP_STEP), "--flip-param",
+         "blocks.2.fc1.bias", "--flip-index", "3", "--flip-bit", "31"), 1,
+     Want("replica_divergence", 1, step=FLIP_STEP, param="blocks.2.fc1.bias")),
+    ("replica-flip-every-4", "bit 22 of blocks.1.fc1.weight on rank 2, "
+     "--checksum-every 4", 4, ("--flip-rank", "2", "--flip-step",
+                               str(FLIP_STEP), "--flip-param",
+                               "blocks.1.fc1.weight"), 4,
+     Want("replica_divergence", 2, step=8, param="blocks.1.fc1.weight")),
+    ("replica-lost-update", "rank 1's optimizer update of step 4 lost", 3,
+     ("--skip-rank", "1", "--skip-step", "4"), 1,
+     Want("replica_divergence", 1, step=4, param="embed.weight")),
+)
+for _name, _what, _ranks, _args, _every, _want in REPLICA_FAULTS:
+    EXPECT[_name] = (_want,)
+for _n in (2, 3, 4):
+    EXPECT[f"replica-clean-{_n}"] = CLEAN
+EXPECT["replica-clean-4-auto"] = CLEAN
 
 
 # ---------------------------------------------------------------------------
@@ -257,6 +307,17 @@ SCENARIOS = (
              "delayed scale", 3, 30, ("--underflow", "fc3:2:8"), script=FP8, auto=False),
     Scenario("fp8-zero-amax", "rank 0: fc1's input all zeros in step 10", 3, 30,
              ("--zero-input", "fc1:0:10"), script=FP8, auto=False),
+) + tuple(
+    Scenario(name, what, ranks, 12, args, script=REPLICA,
+             run_args=("--checksum-every", str(every)))
+    for name, what, ranks, args, every, _ in REPLICA_FAULTS
+) + tuple(
+    Scenario(f"replica-clean-{n}", "no fault, checksums every step", n, 30,
+             script=REPLICA, run_args=("--checksum-every", "1"))
+    for n in (2, 3, 4)
+) + (
+    Scenario("replica-clean-4-auto", "no fault, --checksum-every auto", 4, 30,
+             script=REPLICA, run_args=("--checksum-every", "auto")),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
@@ -282,6 +343,9 @@ def finding_cause(f):
 def describe_finding(f):
     ranks = ",".join(str(r) for r in f.get("ranks") or []) or "-"
     text = f"{f['kind']} r{ranks} {f.get('phase') or '-'}"
+    if f["kind"] == "replica_divergence":
+        ev = f.get("evidence") or {}
+        text += f" s{f.get('first_step')} {ev.get('first_param')}"
     cause = finding_cause(f)
     if cause:
         text += f" cause={cause}"
@@ -296,7 +360,9 @@ def matches(want, f):
         if (f["kind"] != want.kind or (f.get("ranks") or [None])[0] != want.rank
                 or f.get("first_step") != want.step
                 or (want.module and ev.get("module") != want.module)
-                or any(ev.get(k) != v for k, v in want.evidence)):
+                or any(ev.get(k) != v for k, v in want.evidence)
+                or (want.param and (ev.get("first_param") != want.param
+                                    or f.get("ranks") != [want.rank]))):
             return False
         return want.phase == ANY or (f.get("phase") or None) == want.phase
     if f["kind"] != want.kind or f.get("ranks") != [want.rank]:

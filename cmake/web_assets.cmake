@@ -11,7 +11,7 @@ set(WEB_DIR ${CMAKE_SOURCE_DIR}/web)
 set(WEB_UPLOT ${WEB_DIR}/node_modules/uplot/dist/uPlot.iife.min.js
               ${WEB_DIR}/node_modules/uplot/dist/uPlot.min.css)
 set(WEB_SOURCES ${WEB_DIR}/index.html ${WEB_DIR}/app.js ${WEB_DIR}/values.js
-                ${WEB_DIR}/style.css)
+                ${WEB_DIR}/diff.js ${WEB_DIR}/style.css)
 set(WEB_ASSETS_C ${CMAKE_BINARY_DIR}/generated/web_assets.c)
 find_program(NPM_EXECUTABLE npm)
 

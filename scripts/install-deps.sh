@@ -7,7 +7,7 @@
 set -eu
 PKGS="build-essential cmake ninja-build pkg-config libuv1-dev libsqlite3-dev sqlite3
 clang libclang-rt-14-dev python3 python3-pytest python3-torch python3-dev
-libmicrohttpd-dev prometheus libcjson-dev libsodium-dev libdw-dev tmux chromium
+libmicrohttpd-dev prometheus libcjson-dev libsodium-dev libdw-dev libxxhash-dev tmux chromium
 chromium-driver iproute2 slurm-wlm munge"
 missing=""
 for p in $PKGS; do

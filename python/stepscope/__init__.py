@@ -61,14 +61,17 @@ from ._native import (  # noqa: E402  (after the helpful ImportError)
 __version__ = _native.__version__
 
 from . import _fp8, _stacks  # noqa: E402
+from ._checksum import checksum, replica_group  # noqa: E402
 
 _stacks.install()
 
 __all__ = [
-    "Phase", "Step", "StepscopeError", "checkpoint_saved", "counters",
+    "Phase", "Step", "StepscopeError", "checkpoint_saved", "checksum",
+    "counters",
     "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
     "now_ns", "phase",
-    "phase_begin", "phase_end", "phase_span", "resumed_from", "step",
+    "phase_begin", "phase_end", "phase_span", "replica_group",
+    "resumed_from", "step",
     "step_begin",
     "step_end", "sync", "values", "values_labels",
 ]

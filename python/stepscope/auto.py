@@ -36,6 +36,11 @@ itself.  It patches torch in place, once per process:
   float8             where torch has float8 dtypes and the script uses
                      torchao's Float8Linear: fp8_stats of each one's input,
                      weight and output gradient (stepscope/_fp8_auto.py)
+  checksums          after the pacing optimizer's step, every
+                     `--checksum-every N` steps (STEPSCOPE_CHECKSUM_EVERY,
+                     default auto): a hash of every parameter of each DDP
+                     model, for the replicas' consistency
+                     (stepscope/_checksum.py, docs/consistency.md)
   profiling          `stepscope profile` requests: torch.profiler runs from
                      the step boundary after the request until the first
                      step boundary after the requested seconds, then its
@@ -82,6 +87,7 @@ import sys
 import weakref
 
 from . import _fp8_auto, _native
+from . import _checksum
 from . import _numerics
 from ._native import _Outermost
 
@@ -103,8 +109,9 @@ class _State:
         self.torch = None
         self.warned = set()
         self.profile = None   # the _Profile running, if any
-        self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
         self.numerics = None  # _numerics.Numerics unless --numerics off
+        self.checksums = None  # _checksum.Checksums unless every is 0
+        self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
 
 
 _S = _State()
@@ -387,6 +394,8 @@ def _optimizer_exit(token, failed):
     if start is not None:
         _gpu_call(_S.gpu.end, "gpu_optimizer", start)
     if not failed and _is_pacer(obj):
+        if _S.checksums is not None:
+            _S.checksums.after_optimizer_step(obj)
         _step_boundary()
 
 
@@ -558,6 +567,8 @@ def _patch_ddp(torch):
             weakref.finalize(self, clock._unhook).atexit = False
             _S.clocks = [r for r in _S.clocks if r() is not None]
             _S.clocks.append(weakref.ref(clock))
+            if _S.checksums is not None:
+                _S.checksums.add_ddp(self)
         except Exception as e:
             _warn("DDP all-reduce is not instrumented: %s: %s"
                   % (type(e).__name__, e))
@@ -893,6 +904,11 @@ def install():
         _fp8_auto.install(torch)  # torchao's Float8Linear, where torch has float8
     except Exception as e:
         _warn("float8 failed: %s: %s" % (type(e).__name__, e))
+    if _checksum._env_every() != 0:
+        try:
+            _S.checksums = _checksum.Checksums(torch)
+        except Exception as e:
+            _warn("checksums are off: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)
     _install_exit_watchdog()
     _native._auto_enable(True)

@@ -7,6 +7,7 @@
  *   stepscope serve [--db PATH] [--http ADDR:PORT] the dashboard and API
  *   stepscope trace [RUN] -o FILE                  Perfetto / Chrome trace
  *   stepscope goodput [RUN | --name NAME]          goodput, MTBF and MTTR
+ *   stepscope diff RUN_A RUN_B                     do two runs compute the same bits?
  *   stepscope top [RUN]                            live terminal view
  *   stepscope profile [RUN] --ranks L --seconds S  torch.profiler on ranks
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "diff.h"
 #include "goodput_view.h"
 #include "guard.h"
 #include "http.h"
@@ -56,6 +58,7 @@ static void usage(FILE *out)
             "  trace [RUN] -o FILE [--steps A:B]  per-rank timelines as a Perfetto /\n"
             "                                     Chrome trace (JSON)\n"
             "  goodput [--json] [RUN | --name NAME]\n"
+            "  diff [--db-b PATH] [--json] RUN_A RUN_B\n"
             "                                     where the wall time went (productive,\n"
             "                                     badput); MTBF and MTTR of a name\n"
             "  top [--db PATH] [--url URL] [RUN]  live view of a running job in\n"
@@ -107,6 +110,8 @@ int main(int argc, char **argv)
         return ss_trace_main(argc - 1, argv + 1);
     if (strcmp(cmd, "goodput") == 0)
         return ss_goodput_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "diff") == 0)
+        return ss_diff_main(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
         return ss_upgrade_main(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)

@@ -305,7 +305,7 @@ def test_report_html_is_one_self_contained_file(tmp_path, browser):
     refs.feed(html)
     assert ("link", "href", "data:,") in refs.found, refs.found
     assert all(v.startswith(("data:", "#")) for _, _, v in refs.found), refs.found
-    assert refs.tags["script"] == 4 and refs.tags["style"] == 2, refs.tags
+    assert refs.tags["script"] == 5 and refs.tags["style"] == 2, refs.tags
     assert 'id="ss-data"' in html and "uPlot" in html
     data = json.loads(re.search(
         r'<script id="ss-data" type="application/json">(.*?)</script>', html,

@@ -166,7 +166,9 @@
       "...in this many steps of one episode (an invalid scale: in one step)") \
     X(P_F_WINDOW, "fp8.window", 50, "steps", 1, 1e9,                          \
       "an episode ends after this many steps without a step over the "        \
-      "threshold (without an invalid scale); the next one is a new finding")
+      "threshold (without an invalid scale); the next one is a new finding")   \
+    X(P_R_MAX_FINDINGS, "replica.max_findings", 64, "findings", 1, 4096,      \
+      "replica_divergence findings per attempt, one per replica group")
 
 enum {
 #define X(id, name, def, unit, lo, hi, doc) id,

@@ -311,3 +311,55 @@ void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w)
     }
     ss__evidence_end(ev, f);
 }
+
+/* ---- replica_divergence (detect_replica.c) ---- */
+
+void ss__replica_message(ss_detectors *d, const ss_replica_facts *x,
+                         ss_finding *f)
+{
+    char ranks[160], group[64], more[96] = "";
+    ss__fmt_ranks(ranks, sizeof ranks, x->ranks, x->n_ranks,
+                  x->n_ranks_total);
+    if (x->group_key == 0 && x->compared == d->world)
+        snprintf(group, sizeof group, "all %u ranks", x->compared);
+    else
+        snprintf(group, sizeof group, "the replica group of rank %lld "
+                 "(%u ranks hashed)", (long long)x->group_key, x->compared);
+    if (x->params_differ > 1)
+        snprintf(more, sizeof more, " and %u of %u parameters differ",
+                 x->params_differ, x->params_total);
+    else
+        snprintf(more, sizeof more, ", the only one of %u that differs",
+                 x->params_total);
+    if (x->majority)
+        snprintf(f->message, sizeof f->message,
+                 "%s %s parameters that differ from the majority's (%u of "
+                 "%s agree) at step %llu, the first checksum step that "
+                 "shows it: %s first in module "
+                 "order%s (a silent data corruption, a lost update or a "
+                 "nondeterministic kernel on %s)",
+                 ranks, x->n_ranks_total == 1 ? "holds" : "hold",
+                 x->majority, group, (unsigned long long)x->step, x->param,
+                 more, x->n_ranks_total == 1 ? "that rank" : "those ranks");
+    else
+        snprintf(f->message, sizeof f->message,
+                 "%s split into %u different sets of parameters at step "
+                 "%llu with no majority, so no rank can be named as the odd "
+                 "one: %s first in module order%s (%s)",
+                 group, x->classes, (unsigned long long)x->step, x->param,
+                 more, ranks);
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_int(ev, "step", (int64_t)x->step);
+    ss__evidence_int(ev, "group", x->group_key);
+    ss__evidence_int(ev, "ranks_compared", x->compared);
+    ss__evidence_int(ev, "majority", x->majority);
+    ss__evidence_int(ev, "no_majority", x->majority ? 0 : 1);
+    ss__evidence_int(ev, "classes", x->classes);
+    ss__evidence_str(ev, "first_param", x->param);
+    ss__evidence_int(ev, "first_param_index", x->param_index);
+    ss__evidence_int(ev, "params_differ", x->params_differ);
+    ss__evidence_int(ev, "params_total", x->params_total);
+    ss__evidence_int(ev, "ranks_diverged", x->n_ranks_total);
+    ss__evidence_end(ev, f);
+}

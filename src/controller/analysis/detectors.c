@@ -23,6 +23,9 @@
  *   detect_fp8.c         fp8_saturation, fp8_underflow, fp8_scale: float8
  *                        casts that clip, flush to zero, or get an
  *                        invalid scale (from the ranks' fp8.* vectors)
+ *   detect_replica.c     replica_divergence: the first checksum step at
+ *                        which a rank's parameters differ from its replica
+ *                        group's majority, the rank and the parameter
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -54,6 +57,7 @@ static const ss__detector *const detector_table[] = {
     &ss__nonfinite_detector,
     &ss__spike_detector,
     &ss__fp8_detector,
+    &ss__replica_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

@@ -107,6 +107,7 @@ extern const ss__detector ss__gpu_detector;         /* detect_gpu.c */
 extern const ss__detector ss__nonfinite_detector;   /* detect_nonfinite.c */
 extern const ss__detector ss__spike_detector;       /* detect_spike.c */
 extern const ss__detector ss__fp8_detector;         /* detect_fp8.c */
+extern const ss__detector ss__replica_detector;     /* detect_replica.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
@@ -192,6 +193,29 @@ const char *ss__host_cause_name(int cause, int words);
 void ss__host_cause_evidence(ss_buf *ev, const ss__host_cause *hc);
 
 /* ---- wording and evidence (detector_text.c) ---- */
+
+/* What detect_replica.c found in one replica group at one step. */
+typedef struct {
+    uint64_t step;            /* the first checksum step that shows it */
+    int64_t group_key;        /* the group's smallest rank */
+    uint32_t compared;        /* ranks of the group that hashed the step */
+    uint32_t majority;        /* ranks in the majority, 0: no majority */
+    int32_t majority_rank;    /* one of them, -1 without a majority */
+    const int32_t *ranks;     /* the ranks named (outside the majority, or
+                                 all without one)... */
+    uint32_t n_ranks;         /* ...n_ranks of them... */
+    uint32_t n_ranks_total;   /* ...of n_ranks_total */
+    const char *param;        /* the first entry that differs, module order */
+    uint32_t param_index;     /* its index */
+    uint32_t params_differ;   /* entries that differ (the most of a rank) */
+    uint32_t params_total;    /* entries hashed per rank */
+    uint32_t classes;         /* distinct sets of parameters in the group */
+} ss_replica_facts;
+
+/* Writes the message and evidence of a replica_divergence finding F from
+ * FACTS (detect_replica.c). */
+void ss__replica_message(ss_detectors *d, const ss_replica_facts *facts,
+                         ss_finding *f);
 
 /* "41.2" below 10, "48" above: what a person reads.  Returns BUF. */
 const char *ss__fmt_ms(char *buf, size_t len, double ms);

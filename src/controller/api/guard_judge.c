@@ -619,6 +619,7 @@ void guard_settings_free(guard_settings *s)
 
 void guard_judgement_free(guard_judgement *j)
 {
+    ss_diff_result_free(&j->rep.det.diff);
     guard_report *rep = &j->rep;
     for (size_t i = 0; i < rep->n_results; i++)
         guard_result_free(&rep->results[i]);
@@ -631,9 +632,10 @@ void guard_judgement_free(guard_judgement *j)
     memset(j, 0, sizeof *j);
 }
 
-int guard_judge(ss_reader *rd, const guard_request *q,
-                const guard_settings *st, guard_judgement *j, char *err,
-                size_t errlen)
+/* The metrics' judgement (guard_judge without determinism). */
+static int judge_metrics(ss_reader *rd, const guard_request *q,
+                         const guard_settings *st, guard_judgement *j,
+                         char *err, size_t errlen)
 {
     memset(j, 0, sizeof *j);
     guard_report *rep = &j->rep;
@@ -710,4 +712,73 @@ oom:
     rep->status = SS_GUARD_CANNOT_JUDGE;
     snprintf(err, errlen, "out of memory");
     return SS_READ_ERROR;
+}
+
+/* --set determinism=1: the candidate against the newest baseline run
+ * (comparable runs share the command line, so the seed it gives), through
+ * run_diff.c.  A divergence is a regression whatever the metrics say; a
+ * comparison that cannot be made (no baseline run, no checksums, another
+ * world size) leaves the run not judged unless a metric regressed. */
+static void judge_determinism(ss_reader *rd, guard_judgement *j)
+{
+    guard_report *rep = &j->rep;
+    guard_determinism *d = &rep->det;
+    d->checked = 1;
+    const char *why = NULL;
+    char err[512], run_a[32], run_b[32];
+    if (j->set.n_base == 0) {
+        why = "no baseline run to compare with";
+        snprintf(d->text, sizeof d->text, "%s", why);
+    } else {
+        d->against = j->set.base[j->set.n_base - 1]->row.id;
+        snprintf(run_a, sizeof run_a, "%lld", (long long)d->against);
+        snprintf(run_b, sizeof run_b, "%lld", (long long)j->cand.row.id);
+        d->a = (ss_diff_side){.r = rd, .spec = run_a};
+        d->b = (ss_diff_side){.r = rd, .spec = run_b};
+        if (ss_run_diff(&d->a, &d->b, 0, &d->diff, err, sizeof err) != 0) {
+            d->against = 0;
+            why = err;
+            snprintf(d->text, sizeof d->text, "cannot compare: %s", err);
+        } else if (d->diff.status == SS_DIFF_INCOMPARABLE) {
+            why = d->diff.why;
+            snprintf(d->text, sizeof d->text, "cannot compare with run %lld: "
+                     "%s", (long long)d->against, why);
+        } else if (d->diff.status == SS_DIFF_IDENTICAL) {
+            snprintf(d->text, sizeof d->text, "identical to run %lld (%lld "
+                     "common steps, %lld with checksums)",
+                     (long long)d->against, (long long)d->diff.common,
+                     (long long)d->diff.checksum_steps);
+        } else {
+            const ss_diff_result *x = &d->diff;
+            int n = snprintf(d->text, sizeof d->text, "diverged from run "
+                             "%lld at step %lld on rank %d%s: %s differs "
+                             "first", (long long)d->against,
+                             (long long)x->step, x->ranks[0],
+                             x->n_ranks_total > 1 ? " and others" : "",
+                             strcmp(x->what, "checksum") == 0
+                                 ? "the parameters' checksum"
+                                 : x->what);
+            if (x->param[0] && n > 0 && (size_t)n < sizeof d->text)
+                snprintf(d->text + n, sizeof d->text - (size_t)n, "; first "
+                         "parameter %s", x->param);
+            rep->status = SS_GUARD_REGRESSION;
+        }
+        d->a.spec = d->b.spec = NULL; /* run_a, run_b: this frame's */
+    }
+    if (why && rep->status != SS_GUARD_REGRESSION) {
+        size_t n = strlen(rep->reason);
+        snprintf(rep->reason + n, sizeof rep->reason - n, "%sdeterminism: %s",
+                 n ? "; " : "", why);
+        rep->status = SS_GUARD_CANNOT_JUDGE;
+    }
+}
+
+int guard_judge(ss_reader *rd, const guard_request *q,
+                const guard_settings *st, guard_judgement *j, char *err,
+                size_t errlen)
+{
+    int rc = judge_metrics(rd, q, st, j, err, errlen);
+    if (rc == 0 && st->determinism)
+        judge_determinism(rd, j);
+    return rc;
 }

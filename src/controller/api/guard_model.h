@@ -13,6 +13,7 @@
 
 #include "guard_stats.h"
 #include "reader.h"
+#include "run_diff.h"
 
 /* The verdict of a whole judgement, also guard's exit status. */
 #define SS_GUARD_OK 0
@@ -56,6 +57,8 @@ typedef struct {
     size_t history;      /* runs the change-point search looks at */
     size_t block;        /* steps per block for the p90 metric */
     size_t consecutive;  /* runs in a row a regression must last */
+    int determinism;     /* 1: the run must compute the same bits as its
+                            newest baseline run (run_diff.h) */
     /* per-metric overrides, "name=percent" or "family.=percent" */
     char **thresholds;
     size_t n_thresholds;
@@ -92,6 +95,15 @@ typedef struct {
     size_t n_change;
 } guard_result;
 
+/* --set determinism=1: the run against its newest baseline run. */
+typedef struct {
+    int checked;          /* asked for */
+    int64_t against;      /* the baseline run compared with; 0: none */
+    ss_diff_side a, b;    /* as ss_run_diff left them */
+    ss_diff_result diff;  /* valid when AGAINST */
+    char text[640];       /* one line: what was found */
+} guard_determinism;
+
 /* Everything the outputs print. */
 typedef struct {
     const char *db;
@@ -105,6 +117,7 @@ typedef struct {
     guard_result *results;
     size_t n_results;
     const guard_settings *settings;
+    guard_determinism det;   /* --set determinism=1 */
 } guard_report;
 
 /* ---- guard_load.c ---- */

@@ -743,6 +743,39 @@ static enum MHD_Result serve_history(ss_http *h, struct MHD_Connection *c,
     return reply_document(h, c, &b);
 }
 
+/* Answers /api/diff?a=RUN&b=RUN: do the two runs compute the same bits
+ * (query.h, docs/consistency.md)? */
+static enum MHD_Result serve_diff(ss_http *h, struct MHD_Connection *c)
+{
+    enum MHD_Result ret = MHD_NO;
+    int64_t a = -1, b = -1;
+    if (arg_i64(c, "a", 1, INT64_MAX, &a, &ret) ||
+        arg_i64(c, "b", 1, INT64_MAX, &b, &ret))
+        return ret;
+    if (a < 0 || b < 0)
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, "/api/diff needs ?a=RUN"
+                           "&b=RUN (two run ids, as in /api/runs)");
+    char err[512] = "";
+    ss_query *q = pool_get(h, err, sizeof err);
+    if (!q)
+        return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "%s", err);
+    ss_buf out = {0};
+    int rc = ss_query_diff(q, a, b, &out, err, sizeof err);
+    pool_put(h, q);
+    if (rc == 0 && out.oom) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = SS_QUERY_ERROR;
+    }
+    if (rc != 0) {
+        ss_buf_free(&out);
+        return reply_error(c, rc == SS_QUERY_NOT_FOUND
+                                  ? MHD_HTTP_NOT_FOUND
+                                  : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                           "%s", err);
+    }
+    return reply_document(h, c, &out);
+}
+
 /* Answers POST /api/runs/{id}/stacks: asks the live controller for every
  * rank's stacks.  It signals the ranks (and with native=1 attaches to
  * them), so it is never done for a GET or a HEAD: a page of another site
@@ -1083,6 +1116,8 @@ static enum MHD_Result serve_api(ss_http *h, struct MHD_Connection *c,
         return serve_run(h, c, path + 10, head, post);
     if (strcmp(path, "/api/history") == 0)
         return serve_history(h, c, 0);
+    if (strcmp(path, "/api/diff") == 0)
+        return serve_diff(h, c);
     if (strcmp(path, "/api/live") == 0) {
         if (!h->live)
             return reply_error(c, MHD_HTTP_NOT_FOUND, "no live run: this is "

@@ -31,6 +31,7 @@
 #include "guard_model.h"
 #include "objects.h"
 #include "reader.h"
+#include "run_diff.h"
 #include "stats.h"
 
 /* /ranks: per-rank median step time over the kept rows of the latest N
@@ -984,6 +985,25 @@ int ss_query_history(ss_query *q, const ss_query_history_args *a,
     guard_judgement_free(&j);
     guard_settings_free(&st);
     return rc;
+}
+
+/* ---- two runs compared ---- */
+
+int ss_query_diff(ss_query *q, int64_t run_a, int64_t run_b, ss_buf *out,
+                  char *err, size_t errlen)
+{
+    char a_id[32], b_id[32];
+    snprintf(a_id, sizeof a_id, "%" PRId64, run_a);
+    snprintf(b_id, sizeof b_id, "%" PRId64, run_b);
+    ss_diff_side a = {.r = q->reader, .spec = a_id};
+    ss_diff_side b = {.r = q->reader, .spec = b_id};
+    ss_diff_result res;
+    int rc = ss_run_diff(&a, &b, SS_DIFF_SERIES, &res, err, errlen);
+    if (rc == 0)
+        ss_run_diff_json(out, &a, &b, &res);
+    ss_diff_result_free(&res);
+    return rc == 0 ? 0 : rc == SS_READ_NOT_FOUND ? SS_QUERY_NOT_FOUND
+                                                 : SS_QUERY_ERROR;
 }
 
 /* ---- vectors ---- */

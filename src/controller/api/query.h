@@ -193,6 +193,14 @@ typedef struct {
 int ss_query_history(ss_query *q, const ss_query_history_args *a,
                      ss_buf *out, char *err, size_t errlen);
 
+/* ---- two runs compared (run_diff.h) ---- */
+
+/* The comparison of runs RUN_A and RUN_B of this store with their mean
+ * loss series: the document of `stepscope diff --json` plus "series"
+ * (docs/api.md, GET /api/diff).  SS_QUERY_NOT_FOUND: no such run. */
+int ss_query_diff(ss_query *q, int64_t run_a, int64_t run_b, ss_buf *out,
+                  char *err, size_t errlen);
+
 /* ---- vectors (ss_values) ---- */
 
 /* Appends vector name row V as the object of docs/api.md and

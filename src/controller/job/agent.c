@@ -485,6 +485,10 @@ static int start_ranks(agent *a)
         goto fail;
     if (a->cfg->numerics)
         ss_rank_env_set_numerics(&a->env, a->cfg->numerics);
+    if (ss_rank_env_set_replica(&a->env, a->cfg->replica) != 0) {
+        snprintf(err, sizeof err, "--replica-groups is too long");
+        goto fail;
+    }
     if (a->cfg->log_dir) {
         snprintf(a->log_dir, sizeof a->log_dir, "%s", a->cfg->log_dir);
     } else {

@@ -34,6 +34,7 @@
 
 #include "health.h"
 #include "link_auth.h"
+#include "rank_env.h"
 
 #define SS_AGENT_CLOCK_PERIOD_MS 10000
 
@@ -50,6 +51,8 @@ typedef struct {
     int auto_mode;
     const char *numerics;    /* --numerics for --auto ranks; NULL: light
                                 (a replay's full mode is node 0's alone) */
+    const ss_replica_opts *replica; /* --checksum-every, --checksum,
+                                       --replica-groups; NULL: none */
     int quiet;
     uint32_t grace_ms;
     uint32_t join_timeout_ms;      /* reach and join the controller */

@@ -52,6 +52,45 @@ static int auto_pythonpath(const char *exe, char *out, size_t outlen,
     return -1;
 }
 
+/* Lists E's entries in E->env: the connection's, --auto's when on, then
+ * the options that are set. */
+static void relist(ss_rank_env *e)
+{
+    size_t n = 0;
+    e->env[n++] = e->addr;
+    e->env[n++] = e->token;
+    e->env[n++] = e->run;
+    e->env[n++] = e->stack_dir;
+    if (e->auto_mode) {
+        e->env[n++] = e->pythonpath;
+        e->env[n++] = e->auto_on;
+        e->env[n++] = e->auto_pid;
+        e->env[n++] = e->numerics;
+    }
+    char *opt[] = {e->checksum_every, e->checksum, e->replica_groups,
+                   e->diverged_at};
+    for (size_t i = 0; i < sizeof opt / sizeof *opt; i++)
+        if (opt[i][0])
+            e->env[n++] = opt[i];
+    e->env[n] = NULL;
+}
+
+/* Writes "NAME=VALUE" into OUT, or "" when VALUE is NULL.  Returns 0, or
+ * -1 (OUT "") when it does not fit. */
+static int entry(char *out, size_t outlen, const char *name,
+                 const char *value)
+{
+    out[0] = '\0';
+    if (!value)
+        return 0;
+    int n = snprintf(out, outlen, "%s=%s", name, value);
+    if (n < 0 || (size_t)n >= outlen) {
+        out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
 int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
                       const char *stack_dir,
                       const uint8_t token[WIRE_TOKEN_SIZE],
@@ -69,27 +108,41 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
     snprintf(e->stack_dir, sizeof e->stack_dir, "STEPSCOPE_STACK_DIR=%s",
              stack_dir);
     ss_rank_env_set_numerics(e, "light");
-    size_t n = 0;
-    e->env[n++] = e->addr;
-    e->env[n++] = e->token;
-    e->env[n++] = e->run;
-    e->env[n++] = e->stack_dir;
-    if (auto_mode) {
-        if (auto_pythonpath(exe, e->pythonpath, sizeof e->pythonpath, err,
-                            errlen) < 0)
-            return -1;
-        e->env[n++] = e->pythonpath;
-        e->env[n++] = e->auto_on;
-        e->env[n++] = e->auto_pid;
-        e->env[n++] = e->numerics;
-    }
-    e->env[n] = NULL;
+    e->auto_mode = auto_mode;
+    if (auto_mode && auto_pythonpath(exe, e->pythonpath, sizeof e->pythonpath,
+                                     err, errlen) < 0)
+        return -1;
+    relist(e);
     return 0;
 }
 
 void ss_rank_env_set_numerics(ss_rank_env *e, const char *mode)
 {
     snprintf(e->numerics, sizeof e->numerics, "STEPSCOPE_NUMERICS=%s", mode);
+}
+
+int ss_rank_env_set_replica(ss_rank_env *e, const ss_replica_opts *o)
+{
+    static const ss_replica_opts none = {0};
+    if (!o)
+        o = &none;
+    int rc = entry(e->checksum_every, sizeof e->checksum_every,
+                   "STEPSCOPE_CHECKSUM_EVERY", o->checksum_every) |
+             entry(e->checksum, sizeof e->checksum, "STEPSCOPE_CHECKSUM",
+                   o->checksum) |
+             entry(e->replica_groups, sizeof e->replica_groups,
+                   "STEPSCOPE_REPLICA_GROUPS", o->replica_groups);
+    relist(e);
+    return rc ? -1 : 0;
+}
+
+void ss_rank_env_set_diverged_at(ss_rank_env *e, int64_t step)
+{
+    e->diverged_at[0] = '\0';
+    if (step >= 0)
+        snprintf(e->diverged_at, sizeof e->diverged_at,
+                 "STEPSCOPE_DIVERGED_AT=%lld", (long long)step);
+    relist(e);
 }
 
 int ss_rank_env_self_exe(char *out, size_t outlen, char *err, size_t errlen)

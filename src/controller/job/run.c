@@ -127,6 +127,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
     ss_store_put_finding(r->store, r->run_id, f);
     ss_live_finding(r->live, f);
     run_numerics_finding(r, f);
+    run_replica_finding(r, f);
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
@@ -671,6 +672,21 @@ static void usage(FILE *out)
         "                           from the last checkpoint with --numerics\n"
         "                           full to find its origin, once (needs\n"
         "                           --max-restarts)\n"
+        "      --checksum-every N|auto\n"
+        "                           with --auto, hash every parameter after\n"
+        "                           the optimizer step of every Nth step (0\n"
+        "                           off; auto, the default, keeps the cost\n"
+        "                           under 1 %% of a step; docs/consistency.md)\n"
+        "      --checksum params|optimizer\n"
+        "                           optimizer: also hash its state\n"
+        "      --replica-groups \"0,1;2-3\"\n"
+        "                           the ranks that hold the same parameters\n"
+        "                           (default: DDP's group, every rank)\n"
+        "      --on-divergence dump|stop|restart\n"
+        "                           on a replica_divergence: record it (dump,\n"
+        "                           the default), also end the job with exit\n"
+        "                           status %d (stop), or end the attempt for\n"
+        "                           --max-restarts to restart it (restart)\n"
         "\n"
         "restarts (docs/fault-tolerance.md):\n"
         "      --max-restarts N     restart the whole job up to N times after\n"
@@ -734,7 +750,7 @@ static void usage(FILE *out)
         "the same way is not restarted again.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
         SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
-        SS_RESTART_BACKOFF_MAX_MS / 1000,
+        SS_DIVERGENCE_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
         SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
 }
 
@@ -856,6 +872,10 @@ static int parse_args(run_ctx *r, int argc, char **argv)
         {"on-hang", required_argument, NULL, 0x104},
         {"numerics", required_argument, NULL, 0x105},
         {"on-nonfinite", required_argument, NULL, 0x106},
+        {"checksum-every", required_argument, NULL, SS_OPT_CHECKSUM_EVERY},
+        {"checksum", required_argument, NULL, SS_OPT_CHECKSUM},
+        {"replica-groups", required_argument, NULL, SS_OPT_REPLICA_GROUPS},
+        {"on-divergence", required_argument, NULL, SS_OPT_ON_DIVERGENCE},
         {"max-restarts", required_argument, NULL, 0x126},
         {"max_restarts", required_argument, NULL, 0x126},
         {"restart-backoff", required_argument, NULL, 0x127},
@@ -996,6 +1016,13 @@ static int parse_args(run_ctx *r, int argc, char **argv)
                         "stop or restart, not '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case SS_OPT_CHECKSUM_EVERY:
+        case SS_OPT_CHECKSUM:
+        case SS_OPT_REPLICA_GROUPS:
+        case SS_OPT_ON_DIVERGENCE:
+            if (run_replica_option(r, c, optarg) != 0)
+                return 2;
             break;
         case 0x126:
             if (parse_count(optarg, SS_RESTART_MAX,
@@ -1411,6 +1438,8 @@ static int attempt_status(const run_ctx *r)
         return SS_HANG_EXIT_STATUS;
     if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
         return SS_NONFINITE_EXIT_STATUS;
+    if (run_replica_stopped(r))
+        return SS_DIVERGENCE_EXIT_STATUS;
     return job_status(r);
 }
 
@@ -1431,6 +1460,8 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return "hang";
     if (r->nonfinite_acted)
         return "nonfinite";
+    if (r->divergence_acted)
+        return "divergence";
     if (r->node_lost_attempt)
         return "node_lost";
     return ss_life_attempt_cause(status, 0);
@@ -1478,7 +1509,7 @@ static void attempt_over(run_ctx *r)
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
     if (!r->failure_text[0] && !r->hang_acted && !r->nonfinite_acted &&
-        r->launcher) {
+        !r->divergence_acted && r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
@@ -1516,10 +1547,12 @@ static void attempt_over(run_ctx *r)
         end.why_not = "stopped on a hang (--on-hang stop)";
     else if (run_numerics_no_restart(r)[0])
         end.why_not = run_numerics_no_restart(r);
+    else if (run_replica_no_restart(r)[0])
+        end.why_not = run_replica_no_restart(r);
     else
         end.restartable = 1;
     if (end.restartable && !r->hang_acted && !r->nonfinite_acted &&
-        !r->node_lost_attempt) {
+        !r->divergence_acted && !r->node_lost_attempt) {
         ss_restart_signature(status, r->failure_text, sig, sizeof sig);
         end.signature = injected ? "" : sig;
     }
@@ -1544,6 +1577,7 @@ static void attempt_over(run_ctx *r)
             r->attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
     run_numerics_before_restart(r);
+    run_replica_before_restart(r);
     r->restart_pending = 1;
     /* The backoff counts from now, not from the loop's cached time of
      * this iteration (which may be older by the attempt's teardown). */
@@ -1587,6 +1621,7 @@ static void next_attempt(uv_timer_t *t)
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
+    run_replica_new_attempt(r);
     ss_live_attempt(r->live, r->attempt);
     ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);
@@ -1740,6 +1775,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     if (r->numerics)
         ss_rank_env_set_numerics(&r->rank_env, r->numerics);
+    ss_rank_env_set_replica(&r->rank_env, &r->replica); /* lengths checked */
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
     ss_stack_service_config stcfg = {
@@ -1978,6 +2014,7 @@ static int run_agent(run_ctx *r)
         .argv = r->argv,
         .auto_mode = r->auto_mode,
         .numerics = r->numerics,
+        .replica = &r->replica,
         .quiet = r->quiet,
         .grace_ms = r->grace_ms,
         .join_timeout_ms = r->join_timeout_ms,

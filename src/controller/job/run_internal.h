@@ -97,6 +97,27 @@ typedef enum {
  * EX_DATAERR; docs/numerics.md). */
 #define SS_NONFINITE_EXIT_STATUS 65
 
+/* What `stepscope run` does on a replica_divergence finding besides
+ * recording it (--on-divergence, run_replica.c). */
+typedef enum {
+    SS_ON_DIVERGENCE_DUMP = 0,
+    SS_ON_DIVERGENCE_STOP = 1,
+    SS_ON_DIVERGENCE_RESTART = 2
+} ss_on_divergence;
+
+/* The job's exit status after --on-divergence stop ended it (as for a
+ * non-finite value: the training's data went wrong). */
+#define SS_DIVERGENCE_EXIT_STATUS SS_NONFINITE_EXIT_STATUS
+
+/* getopt codes of run_replica.c's options. */
+enum {
+    SS_OPT_CHECKSUM_EVERY = 0x140,
+    SS_OPT_CHECKSUM,
+    SS_OPT_REPLICA_GROUPS,
+    SS_OPT_ON_DIVERGENCE
+};
+#define SS_REPLICA_MAX_RANKS 65536 /* ranks a --replica-groups may name */
+
 /* How long the agents have to say goodbye once the job is over. */
 #define SS_AGENTS_LEAVE_MS 5000
 
@@ -153,6 +174,8 @@ struct run_ctx {
     ss_on_hang on_hang;      /* --on-hang */
     const char *numerics;    /* --numerics off|light|full (--auto) */
     ss_on_nonfinite on_nonfinite; /* --on-nonfinite */
+    ss_on_divergence on_divergence; /* --on-divergence */
+    ss_replica_opts replica; /* --checksum-every, --checksum, --replica-groups */
     ss_restart_config restart_cfg; /* --max-restarts and friends */
     /* multi-node (run_nodes.c); nnodes 1: a single-node run */
     ss_node_flags node_flags; /* as typed */
@@ -238,6 +261,10 @@ struct run_ctx {
     int nonfinite_acted;      /* --on-nonfinite stop/restart ended it */
     int numerics_replay;      /* this attempt replays with --numerics full */
     char nonfinite_stop_why[512]; /* the finding that stopped it, or "" */
+    /* replica consistency (run_replica.c) */
+    uint32_t divergence_id;   /* this attempt's replica_divergence, 0 */
+    int divergence_acted;     /* --on-divergence stop/restart ended it */
+    int64_t divergence_step;  /* the step of this attempt's divergence */
     int node_lost_attempt;    /* a node was lost in this attempt */
     char no_restart_why[300]; /* a failure no restart may follow, else "" */
     attempt_note *notes;      /* max_restarts + 1 */
@@ -332,6 +359,31 @@ void run_numerics_before_restart(run_ctx *r);
 
 /* A new attempt begins: this attempt's numerics state is cleared. */
 void run_numerics_new_attempt(run_ctx *r);
+
+/* ---- run_replica.c: checksum options and --on-divergence ---- */
+
+/* Applies option OPT (SS_OPT_*) with ARG; returns 0, or -1 after saying
+ * why on stderr. */
+int run_replica_option(run_ctx *r, int opt, const char *arg);
+
+/* Every emission of a finding goes through here: the attempt's first
+ * replica_divergence gets an event and every rank's stacks stored with
+ * it; then --on-divergence stop ends the job, restart the attempt. */
+void run_replica_finding(run_ctx *r, const ss_finding *f);
+
+/* Whether --on-divergence stop ended the job. */
+int run_replica_stopped(const run_ctx *r);
+
+/* Why no attempt may follow this one after a divergence
+ * ("--on-divergence stop"), or "". */
+const char *run_replica_no_restart(const run_ctx *r);
+
+/* A restart is scheduled: after --on-divergence restart acted, the next
+ * attempt's ranks get STEPSCOPE_DIVERGED_AT; after any other end, not. */
+void run_replica_before_restart(run_ctx *r);
+
+/* A new attempt begins: the divergence state is cleared. */
+void run_replica_new_attempt(run_ctx *r);
 
 /* ---- run_nodes.c ---- */
 

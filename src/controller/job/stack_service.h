@@ -98,7 +98,8 @@ typedef void (*ss_stack_capture_cb)(void *ctx, const char *doc, size_t len,
  * Captures the stacks of every rank of the run (with native frames when
  * NATIVE): this node's through the collector and, at the same time, the
  * other nodes' through REMOTE; then calls CB once on the loop's thread with the stacks document
- * (TRIGGER, "request", "hang" or "nonfinite", is written into it).  The
+ * (TRIGGER, "request", "hang", "nonfinite" or "divergence", is written
+ * into it).  The
  * document is stored as a snapshot (stack_snapshots) for FINDING_ID (< 0:
  * none), so `report` shows it after the job: every one for a finding, the
  * first SS_STACK_SERVICE_MAX_STORED requests.  Loop thread only.  Returns 0, or

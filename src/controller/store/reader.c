@@ -1954,7 +1954,75 @@ int ss_reader_profiles(ss_reader *r, int64_t run_id, int64_t attempt,
     return 0;
 }
 
-/* ---- vectors ---- */
+/* ---- vectors (schema 13, docs/store.md#vectors) ---- */
+
+int ss_reader_vectors(ss_reader *r, int64_t run_id, int64_t attempt,
+                      const char *name, int64_t step,
+                      int (*each)(void *ctx, int64_t step, int64_t rank,
+                                  const double *v, uint32_t n),
+                      void *ctx)
+{
+    int rc = run_exists(r, run_id);
+    if (rc || r->version < 13)
+        return rc;
+    int64_t args[4] = {run_id, attempt, step < 0 ? INT64_MIN : step,
+                       step < 0 ? INT64_MAX : step};
+    sqlite3_stmt *st = prep(r,
+        "SELECT step, rank, n, data FROM rank_values WHERE run_id = ?1 AND "
+        "attempt = ?2 AND name = ?5 AND step BETWEEN ?3 AND ?4 "
+        "ORDER BY step, rank", args, 4);
+    if (!st)
+        return SS_READ_ERROR;
+    sqlite3_bind_text(st, 5, name, -1, SQLITE_STATIC);
+    double *buf = NULL;
+    size_t cap = 0;
+    int out = 0;
+    while ((rc = next_row(r, st)) == 1) {
+        int bytes = sqlite3_column_bytes(st, 3);
+        const void *blob = sqlite3_column_blob(st, 3);
+        size_t n = (size_t)bytes / sizeof(double);
+        if (n > cap) {
+            double *p = realloc(buf, n * sizeof *p);
+            if (!p) {
+                out = oom(r);
+                break;
+            }
+            buf = p, cap = n;
+        }
+        if (n)
+            memcpy(buf, blob, n * sizeof *buf); /* little-endian, store.c */
+        if (each(ctx, col_i64(st, 0), col_i64(st, 1), buf, (uint32_t)n))
+            break;
+    }
+    if (rc < 0)
+        out = SS_READ_ERROR;
+    free(buf);
+    sqlite3_finalize(st);
+    return out;
+}
+
+int ss_reader_vector_labels(ss_reader *r, int64_t run_id, int64_t attempt,
+                            const char *name, int64_t rank, char **json)
+{
+    *json = NULL;
+    int rc = run_exists(r, run_id);
+    if (rc || r->version < 13)
+        return rc;
+    int64_t args[3] = {run_id, attempt, rank};
+    sqlite3_stmt *st = prep(r,
+        "SELECT labels FROM value_labels WHERE run_id = ?1 AND attempt = ?2 "
+        "AND rank = ?3 AND name = ?4", args, 3);
+    if (!st)
+        return SS_READ_ERROR;
+    sqlite3_bind_text(st, 4, name, -1, SQLITE_STATIC);
+    rc = next_row(r, st);
+    if (rc == 1 && col_dup(st, 0, json) != 0)
+        rc = oom(r);
+    sqlite3_finalize(st);
+    return rc < 0 ? SS_READ_ERROR : 0;
+}
+
+/* ---- vectors: names and series for the read API ---- */
 
 static int cmp_i64(const void *a, const void *b)
 {

@@ -518,7 +518,7 @@ typedef struct {
     int64_t id;
     int64_t attempt;
     int64_t taken_at;   /* wall ns */
-    char *trigger;      /* "request" or "hang" */
+    char *trigger;      /* "request", "hang", "nonfinite" or "divergence" */
     int64_t finding_id; /* SS_MISSING: none */
     char *json;         /* the stacks document */
 } ss_stack_snapshot_row;
@@ -555,6 +555,25 @@ int ss_reader_profiles(ss_reader *r, int64_t run_id, int64_t attempt,
 /* Frees ROWS[0..N) and the array; NULL is a no-op. */
 void ss_profile_rows_free(ss_profile_row *rows, size_t n);
 
+/* ---- vectors (ss_values; schema 13, docs/store.md#vectors) ---- */
+
+/*
+ * Calls EACH(CTX, step, rank, V, N) for every stored vector NAME of the
+ * attempt, by step then rank; STEP >= 0 reads that step alone.  V holds
+ * the N doubles until EACH returns; EACH returns nonzero to stop.  Stores
+ * older than version 13 have none.  Returns 0, NOT_FOUND or ERROR.
+ */
+int ss_reader_vectors(ss_reader *r, int64_t run_id, int64_t attempt,
+                      const char *name, int64_t step,
+                      int (*each)(void *ctx, int64_t step, int64_t rank,
+                                  const double *v, uint32_t n),
+                      void *ctx);
+
+/* RANK's labels of vector NAME in the attempt, a JSON array of strings,
+ * into *JSON (free(); NULL when it declared none).  Returns 0, NOT_FOUND
+ * or ERROR. */
+int ss_reader_vector_labels(ss_reader *r, int64_t run_id, int64_t attempt,
+                            const char *name, int64_t rank, char **json);
 
 /* ---- vectors (ss_values, docs/store.md#vectors) ---- */
 

@@ -403,6 +403,26 @@ static const char *const migrations[SS_SCHEMA_VERSION] = {
     "ALTER TABLE stack_snapshots_14 RENAME TO stack_snapshots;"
     "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
     " taken_at);",
+
+    /* 15: stacks are also taken on a replica divergence (trigger
+     * 'divergence', with its replica_divergence finding;
+     * docs/consistency.md).  Rebuilt as for 14. */
+    "CREATE TABLE stack_snapshots_15("
+    "  id         INTEGER PRIMARY KEY,"
+    "  run_id     INTEGER NOT NULL,"
+    "  attempt    INTEGER NOT NULL,"
+    "  taken_at   INTEGER NOT NULL,"
+    "  trigger    TEXT NOT NULL CHECK (trigger IN"
+    "             ('request', 'hang', 'nonfinite', 'divergence')),"
+    "  finding_id INTEGER,"
+    "  json       TEXT NOT NULL"
+    ");"
+    "INSERT INTO stack_snapshots_15 SELECT id, run_id, attempt, taken_at,"
+    " trigger, finding_id, json FROM stack_snapshots;"
+    "DROP TABLE stack_snapshots;"
+    "ALTER TABLE stack_snapshots_15 RENAME TO stack_snapshots;"
+    "CREATE INDEX stack_snapshots_run ON stack_snapshots(run_id, attempt,"
+    " taken_at);",
 };
 
 /* Puts "PATH: WHAT (sqlite's words)" into ERR, choosing WHAT from RC. */

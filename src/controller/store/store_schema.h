@@ -17,7 +17,7 @@
 struct sqlite3;
 
 /* The schema version this build writes and reads. */
-#define SS_SCHEMA_VERSION 14
+#define SS_SCHEMA_VERSION 15
 
 /* The version that added rank_steps' host evidence columns (host_*). */
 #define SS_SCHEMA_HOST 7
@@ -38,6 +38,9 @@ struct sqlite3;
 /* The version that allowed stack snapshots taken on a non-finite value
  * (stack_snapshots.trigger 'nonfinite'). */
 #define SS_SCHEMA_NONFINITE_STACKS 14
+/* The version that allowed stack snapshots taken on a replica divergence
+ * (stack_snapshots.trigger 'divergence'). */
+#define SS_SCHEMA_DIVERGENCE_STACKS 15
 
 /* The value of meta.application in every stepscope store. */
 #define SS_STORE_MARKER "stepscope"

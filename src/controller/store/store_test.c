@@ -426,6 +426,53 @@ static void nonfinite_snapshot_after_migration(void)
     ss_reader_close(r);
 }
 
+/* A replica divergence's snapshot (version 15) is written and kept
+ * through the migration of a version-14 store that held a non-finite
+ * value's snapshot, and read before those taken on request. */
+static void divergence_snapshot_after_migration(void)
+{
+    char path[600], err[512] = "";
+    testing_tmp_path("divergence-stacks.db", path, sizeof path);
+    ss_store *s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 3);
+    ss_store_put_stacks(s, run, 0, 1700000001, "nonfinite", 2, "{\"n\":1}");
+    ss_store_flush(s);
+    ss_store_close(s);
+    /* back to version 14: its CHECK, the row kept */
+    CHECK_EQ_INT(sql_exec(path,
+        "CREATE TABLE old(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL,"
+        " attempt INTEGER NOT NULL, taken_at INTEGER NOT NULL, trigger TEXT"
+        " NOT NULL CHECK (trigger IN ('request', 'hang', 'nonfinite')),"
+        " finding_id INTEGER, json TEXT NOT NULL);"
+        "INSERT INTO old SELECT * FROM stack_snapshots;"
+        "DROP TABLE stack_snapshots;"
+        "ALTER TABLE old RENAME TO stack_snapshots;"
+        "PRAGMA user_version = 14"), 0);
+    s = open_store(path, NULL, 1);
+    REQUIRE(s != NULL);
+    ss_store_put_stacks(s, run, 1, 1700000002, "divergence", 7,
+                        "{\"n\":2}");
+    ss_store_put_stacks(s, run, 1, 1700000003, "request", -1, "{\"n\":3}");
+    ss_store_flush(s);
+    ss_store_close(s);
+    CHECK_EQ_INT(sql_int(path, "PRAGMA user_version"),
+                 SS_SCHEMA_DIVERGENCE_STACKS);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM stack_snapshots"), 3);
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM stack_snapshots WHERE "
+                               "trigger = 'nonfinite' AND finding_id = 2"),
+                 1);
+
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_stack_snapshot_row row;
+    CHECK_EQ_INT(ss_reader_stack_snapshot(r, run, 1, &row), 1);
+    CHECK_STR(row.trigger, "divergence");
+    CHECK(row.finding_id == 7);
+    ss_stack_snapshot_row_clear(&row);
+    ss_reader_close(r);
+}
+
 static void refuses_newer_version(void)
 {
     char path[600], err[512] = "";
@@ -1288,6 +1335,7 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(refuses_newer_version), TEST(migrates_version_1),
           TEST(stack_snapshots_round_trip),
           TEST(nonfinite_snapshot_after_migration),
+          TEST(divergence_snapshot_after_migration),
           TEST(refuses_corrupt_file),
           TEST(readonly_open_refuses_missing_and_empty),
           TEST(writes_everything_and_reads_back),

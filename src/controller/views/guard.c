@@ -42,7 +42,9 @@ static void usage(FILE *out)
             "                     history, block, consecutive, or a threshold in\n"
             "                     percent: threshold=P"
             " for all, threshold.METRIC=P,\n"
-            "                     threshold.phase.=P\n"
+            "                     threshold.phase.=P; determinism=1: fail a run\n"
+            "                     whose losses or checksums differ from its\n"
+            "                     newest baseline run's (stepscope diff)\n"
             "\n"
             "Exit status: 0 no regression, 1 regression, 2 cannot judge.\n");
 }
@@ -83,6 +85,8 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
         s->block = (size_t)v;
     } else if (KEY("consecutive") && v >= 1) {
         s->consecutive = (size_t)v;
+    } else if (KEY("determinism") && (v == 0 || v == 1)) {
+        s->determinism = (int)v;
     } else if (strncmp(arg, "threshold", 9) == 0 &&
                (arg[9] == '=' || arg[9] == '.')) {
         /* Kept as "METRIC=PERCENT" ("=PERCENT" for every metric). */
@@ -103,7 +107,8 @@ static int apply_set(guard_settings *s, const char *arg, char *err,
         snprintf(err, errlen,
                  "--set: unknown setting or value out of range '%s' (alpha "
                  "and confidence in (0, 1), run_alpha in (0, 0.5), min_runs >= 1, history >= 3, "
-                 "block >= 2, consecutive >= 1, warmup, threshold[.METRIC])", arg);
+                 "block >= 2, consecutive >= 1, determinism 0 or 1, warmup, "
+                 "threshold[.METRIC])", arg);
         return -1;
     }
 #undef KEY

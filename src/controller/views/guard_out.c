@@ -77,6 +77,13 @@ static void print_baseline_line(FILE *out, const guard_report *rep,
     fprintf(out, "%s", rep->n_baseline ? ")" : "");
 }
 
+/* Whether --set determinism=1 found the run diverged. */
+static int diverged(const guard_report *rep)
+{
+    return rep->det.checked && rep->det.against &&
+           rep->det.diff.status == SS_DIFF_DIVERGED;
+}
+
 void guard_print_table(FILE *out, const guard_report *rep)
 {
     const guard_run *run = rep->run;
@@ -88,8 +95,15 @@ void guard_print_table(FILE *out, const guard_report *rep)
         fprintf(out, "  compared although they differ: %s\n", rep->differences);
     if (rep->excluded && rep->excluded[0])
         fprintf(out, "  not comparable, left out: %s\n", rep->excluded);
+    if (rep->det.checked)
+        fprintf(out, "determinism: %s\n", rep->det.text);
     if (rep->status == SS_GUARD_CANNOT_JUDGE) {
         fprintf(out, "cannot judge: %s\n", rep->reason);
+        return;
+    }
+    if (!rep->n_results) { /* a divergence; the metrics not judged */
+        fprintf(out, "metrics not judged: %s\nREGRESSION: determinism: %s\n",
+                rep->reason, rep->det.text);
         return;
     }
     fprintf(out, "\n%-30s %11s %11s %9s %21s %8s  %s\n", "metric", "baseline",
@@ -152,6 +166,8 @@ void guard_print_table(FILE *out, const guard_report *rep)
         fprintf(out, "REGRESSION: %s, since run %lld\n",
                 guard_describe(r, d, sizeof d), (long long)r->since_run);
     }
+    if (diverged(rep))
+        fprintf(out, "REGRESSION: determinism: %s\n", rep->det.text);
 }
 
 /* ---- Markdown ---- */
@@ -191,8 +207,14 @@ void guard_write_markdown(FILE *out, const guard_report *rep)
         fprintf(out, "Compared although they differ: %s.\n", rep->differences);
     if (rep->excluded && rep->excluded[0])
         fprintf(out, "Not comparable, left out: %s.\n", rep->excluded);
-    if (rep->status == SS_GUARD_CANNOT_JUDGE) {
-        fprintf(out, "\nCannot judge: %s.\n", rep->reason);
+    if (rep->det.checked)
+        fprintf(out, "\nDeterminism: %s%s%s.\n", diverged(rep) ? "**" : "",
+                rep->det.text, diverged(rep) ? "**" : "");
+    if (rep->status == SS_GUARD_CANNOT_JUDGE || !rep->n_results) {
+        fprintf(out, "\n%s: %s.\n", rep->status == SS_GUARD_CANNOT_JUDGE
+                                          ? "Cannot judge"
+                                          : "Metrics not judged",
+                rep->reason);
         return;
     }
     fprintf(out, "\n| metric | baseline | run | change (%.0f %% interval) | p "
@@ -257,6 +279,10 @@ void guard_write_junit(FILE *out, const guard_report *rep)
     }
     const char *name = rep->run->row.name ? rep->run->row.name : "";
     int cannot = rep->status == SS_GUARD_CANNOT_JUDGE;
+    if (!cannot && rep->det.checked) {
+        tests++;
+        failures += diverged(rep);
+    }
     fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<testsuites>\n<testsuite name=\"stepscope guard: ");
     xml_str(out, name);
@@ -285,6 +311,18 @@ void guard_write_junit(FILE *out, const guard_report *rep)
             fprintf(out, "\">run %lld against %zu baseline runs; regressed since "
                     "run %lld</failure>", (long long)rep->run->row.id,
                     rep->n_baseline, (long long)r->since_run);
+        }
+        fprintf(out, "</testcase>\n");
+    }
+    if (!cannot && rep->det.checked) {
+        fprintf(out, "  <testcase classname=\"stepscope.guard.");
+        xml_str(out, name);
+        fprintf(out, "\" name=\"determinism\">");
+        if (diverged(rep)) {
+            fprintf(out, "<failure message=\"");
+            xml_str(out, rep->det.text);
+            fprintf(out, "\">run %lld against run %lld</failure>",
+                    (long long)rep->run->row.id, (long long)rep->det.against);
         }
         fprintf(out, "</testcase>\n");
     }
@@ -329,10 +367,33 @@ void guard_write_json(FILE *out, const guard_report *rep)
     fprintf(out, ",\"confidence\":");
     json_num(out, rep->settings->confidence);
     fprintf(out, ",\"warmup\":%zu,\"min_runs\":%zu,\"last\":%zu,"
-            "\"history\":%zu,\"consecutive\":%zu},\"metrics\":[",
-            rep->settings->warmup, rep->settings->min_runs,
-            rep->settings->last, rep->settings->history,
-            rep->settings->consecutive);
+            "\"history\":%zu,\"consecutive\":%zu,\"determinism\":%d},"
+            "\"determinism\":", rep->settings->warmup,
+            rep->settings->min_runs, rep->settings->last,
+            rep->settings->history, rep->settings->consecutive,
+            rep->settings->determinism);
+    if (!rep->det.checked) {
+        fputs("null", out);
+    } else {
+        fprintf(out, "{\"against\":");
+        if (rep->det.against)
+            fprintf(out, "%lld", (long long)rep->det.against);
+        else
+            fputs("null", out);
+        fprintf(out, ",\"text\":");
+        ss_json_fput_str(out, rep->det.text);
+        fprintf(out, ",\"diff\":");
+        ss_buf b = {0};
+        if (rep->det.against)
+            ss_run_diff_json(&b, &rep->det.a, &rep->det.b, &rep->det.diff);
+        if (b.len && !b.oom)
+            fwrite(b.data, 1, b.len - 1, out); /* less its newline */
+        else
+            fputs("null", out);
+        ss_buf_free(&b);
+        fputc('}', out);
+    }
+    fprintf(out, ",\"metrics\":[");
     for (size_t i = 0; i < rep->n_results; i++) {
         const guard_result *r = &rep->results[i];
         fprintf(out, "%s{\"name\":", i ? "," : "");

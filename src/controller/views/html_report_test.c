@@ -188,9 +188,9 @@ static void page_is_self_contained(void)
           /* uPlot's banner comment names its home page, in a comment */
           count(page.data, "https://") == count(page.data, "/*! https://"));
     CHECK(strstr(page.data, "uPlot") != NULL);
-    /* uPlot, data, values, app */
-    CHECK_EQ_INT(count(page.data, "<script"), 4);
-    CHECK_EQ_INT(count(page.data, "</script>"), 4);
+    /* uPlot, data, values, app, diff */
+    CHECK_EQ_INT(count(page.data, "<script"), 5);
+    CHECK_EQ_INT(count(page.data, "</script>"), 5);
     CHECK_EQ_INT(count(page.data, "<style>"), 2);
     ss_buf_free(&page);
 }

@@ -755,7 +755,9 @@ static void text_stacks(FILE *f, const ss_report *rp)
             : strcmp(rp->stacks.trigger, "hang") == 0      ? "on a hang"
             : strcmp(rp->stacks.trigger, "nonfinite") == 0 ? "on a non-finite "
                                                              "value"
-                                                           : "on request");
+            : strcmp(rp->stacks.trigger, "divergence") == 0
+                ? "on a replica divergence"
+                : "on request");
     if (rp->stacks_total != SS_MISSING)
         fprintf(f, "; %" PRId64 " of %" PRId64 " ranks answered",
                 rp->stacks_answered, rp->stacks_total);
