@@ -2,16 +2,16 @@
  * core.js - what every part of the stepscope dashboard shares.
  *
  * The dashboard is a set of plain scripts (no framework, no modules: a
- * report file from `stepscope report --html` inlines each <script src> of
- * index.html, and such a file must work from file:// without fetching
- * anything).  This one runs first and creates window.ssDash, the one object
- * the others hang their parts on: ssDash.runs (the run picker),
- * .live (polling and the event stream), .data (the run as kept in memory),
- * .overview (header, cards, the render of the Run view), .charts (step,
- * phase and memory charts, zoom), .heat, .host, .findings, .goodput,
- * .ranks, .events, .historyView; app.js binds the page and starts it.  The
- * parts call one another through this object only when the page runs, so
- * only core.js has to come first.
+ * report file from `stepscope report --html` inlines each script that
+ * index.html names, and such a file must work from file:// without
+ * fetching anything).  This one runs first and creates window.ssDash, the
+ * one object the others hang their parts on: ssDash.runs (the run
+ * picker), .live (polling and the event stream), .data (the run as kept
+ * in memory), .overview (header, cards, the render of the Run view),
+ * .charts (step, phase and memory charts, zoom), .heat, .host, .findings,
+ * .goodput, .ranks, .events, .historyView; app.js binds the page and
+ * starts it.  The parts call one another through this object only when
+ * the page runs, so only core.js has to come first.
  *
  * Here: the constants several parts use, the two pieces of state they all
  * read (ssDash.st, the run shown, see data.newRunState; ssDash.runsList,
