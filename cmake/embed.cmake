@@ -24,7 +24,8 @@ set(nfile 0)
 # CTYPE.
 macro(embed file ctype)
   if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "embed.cmake: ${file} is missing (run `npm ci` in web/)")
+    message(FATAL_ERROR "embed.cmake: ${file} is missing (web/index.html names "
+                        "it; uPlot's files come from `npm ci` in web/)")
   endif()
   file(READ "${file}" hex HEX)
   string(LENGTH "${hex}" hexlen)

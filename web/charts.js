@@ -238,8 +238,6 @@
     return s;
   }
 
-
-
   /* Where a y axis stops so that a few huge steps (start-up, a long stall)
    * do not flatten all the others: 1.5 x the largest per-series p95, used
    * only when some value is more than twice that.  Null otherwise. */
@@ -273,7 +271,6 @@
     CHARTS.forEach(function (c) { charts[c.key] = null; charts[c.key + 'Key'] = ''; });
     ss.host.destroy();
   }
-
 
   /* Builds chart SPEC when it does not exist or its series changed (a new
    * phase, device memory appearing); updateCharts feeds it data. */

@@ -46,8 +46,6 @@
     return med;
   }
 
-
-
   function renderHeat() {
     var st = ss.st;
     var canvas = $('#heat-canvas'), wrap = $('#heat');
@@ -134,8 +132,6 @@
       h.steps[0] + '–' + h.steps[nc - 1] + (thinned ? ' (older steps thinned by retention)' : '');
     document.body.dataset.heatCells = cells;
   }
-
-
 
   function missingPattern(ctx) {
     var p = document.createElement('canvas');

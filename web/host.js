@@ -65,7 +65,6 @@
     chartN = h.ranks.length;
   }
 
-
   function destroy() {
     if (chart) { chart.destroy(); chart = null; }
   }
