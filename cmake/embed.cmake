@@ -5,14 +5,16 @@
 #
 #   cmake -DWEB_DIR=<source>/web -DOUT=<build>/generated/web_assets.c -P embed.cmake
 #
-# The table is the list below: URL path, Content-Type, file.  Each array
-# ends with a NUL that the length does not count.
+# The table: URL path, Content-Type, file, for index.html (at "/" and
+# "/index.html") and each script and stylesheet it names (web_files.cmake),
+# at "/NAME".  Each array ends with a NUL that the length does not
+# count.
 cmake_minimum_required(VERSION 3.18)
 
 if(NOT WEB_DIR OR NOT OUT)
   message(FATAL_ERROR "embed.cmake: WEB_DIR and OUT must be set")
 endif()
-set(uplot "${WEB_DIR}/node_modules/uplot/dist")
+include("${CMAKE_CURRENT_LIST_DIR}/web_files.cmake")
 
 set(arrays "")
 set(table "")
@@ -22,7 +24,8 @@ set(nfile 0)
 # CTYPE.
 macro(embed file ctype)
   if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "embed.cmake: ${file} is missing (run `npm ci` in web/)")
+    message(FATAL_ERROR "embed.cmake: ${file} is missing (web/index.html names "
+                        "it; uPlot's files come from `npm ci` in web/)")
   endif()
   file(READ "${file}" hex HEX)
   string(LENGTH "${hex}" hexlen)
@@ -38,12 +41,15 @@ macro(embed file ctype)
 endmacro()
 
 embed("${WEB_DIR}/index.html" "text/html; charset=utf-8" "/" "/index.html")
-embed("${WEB_DIR}/app.js" "text/javascript; charset=utf-8" "/app.js")
-embed("${WEB_DIR}/values.js" "text/javascript; charset=utf-8" "/values.js")
-embed("${WEB_DIR}/diff.js" "text/javascript; charset=utf-8" "/diff.js")
-embed("${WEB_DIR}/style.css" "text/css; charset=utf-8" "/style.css")
-embed("${uplot}/uPlot.iife.min.js" "text/javascript; charset=utf-8" "/uPlot.iife.min.js")
-embed("${uplot}/uPlot.min.css" "text/css; charset=utf-8" "/uPlot.min.css")
+stepscope_web_refs("${WEB_DIR}" refs)
+foreach(name IN LISTS refs)
+  stepscope_web_path("${WEB_DIR}" "${name}" path)
+  if(name MATCHES "\\.js$")
+    embed("${path}" "text/javascript; charset=utf-8" "/${name}")
+  else()
+    embed("${path}" "text/css; charset=utf-8" "/${name}")
+  endif()
+endforeach()
 
 file(WRITE "${OUT}.tmp"
 "/*

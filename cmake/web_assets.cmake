@@ -5,13 +5,25 @@
 # build runs `npm ci` (cmake/npm_ci.cmake) when web/node_modules is missing
 # or older than the lock file, then cmake/embed.cmake writes
 # <build>/generated/web_assets.c (the table of src/controller/api/web_assets.h),
-# which is linked into ss_api.  web/node_modules is never committed.
+# which is linked into ss_api.  The files are index.html and those it names
+# (cmake/web_files.cmake).  web/node_modules is never committed.
+
+include(${CMAKE_SOURCE_DIR}/cmake/web_files.cmake)
 
 set(WEB_DIR ${CMAKE_SOURCE_DIR}/web)
 set(WEB_UPLOT ${WEB_DIR}/node_modules/uplot/dist/uPlot.iife.min.js
               ${WEB_DIR}/node_modules/uplot/dist/uPlot.min.css)
-set(WEB_SOURCES ${WEB_DIR}/index.html ${WEB_DIR}/app.js ${WEB_DIR}/values.js
-                ${WEB_DIR}/diff.js ${WEB_DIR}/style.css)
+# index.html and the scripts and stylesheets it names (web_files.cmake);
+# CMake runs again when the page changes, so a new file is picked up.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${WEB_DIR}/index.html)
+stepscope_web_refs(${WEB_DIR} web_refs)
+set(WEB_SOURCES ${WEB_DIR}/index.html)
+foreach(name IN LISTS web_refs)
+  stepscope_web_path(${WEB_DIR} ${name} path)
+  if(NOT path IN_LIST WEB_UPLOT)
+    list(APPEND WEB_SOURCES ${path})
+  endif()
+endforeach()
 set(WEB_ASSETS_C ${CMAKE_BINARY_DIR}/generated/web_assets.c)
 find_program(NPM_EXECUTABLE npm)
 
@@ -29,6 +41,7 @@ add_custom_command(
   COMMAND ${CMAKE_COMMAND} -DWEB_DIR=${WEB_DIR} -DOUT=${WEB_ASSETS_C}
           -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
   DEPENDS ${WEB_SOURCES} ${WEB_UPLOT} ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
+          ${CMAKE_SOURCE_DIR}/cmake/web_files.cmake
   COMMENT "Embedding the dashboard (web/) into stepscope"
   VERBATIM)
 

@@ -8,8 +8,8 @@
  * mean loss per step and their absolute difference (right axis), with the
  * first divergent step marked by a vertical line.  The view adds its own button to the view switcher, its own
  * section and its own style rules, so that the rest of the page does not
- * need to know it; app.js's switcher sets <body data-view="diff"> when the
- * button is pressed.  The URL #diff=A,B opens it on those runs.  A report
+ * need to know it; the view switcher (history.js) sets <body
+ * data-view="diff"> when the button is pressed.  The URL #diff=A,B opens it on those runs.  A report
  * file (stepscope report --html) holds one run: the view is not offered.
  *
  * After each drawing the <body> carries data-diff-state ("loading",

@@ -4,8 +4,8 @@
  * The vectors ranks record (ss_values, stepscope.values) drawn as a heat
  * map: index × step for one rank, or rank × step for one index, with a
  * picker for the name, the view and the rank or index.  The panel is shown
- * only when the run has vectors.  app.js calls ssValues.update(ctx) after
- * each of its renders:
+ * only when the run has vectors.  overview.js calls ssValues.update(ctx)
+ * after each render of the Run view:
  *   ctx.runId  the run shown;
  *   ctx.api    function(path) -> Promise of a JSON document (served), or
  *              null in a report file;

@@ -1,14 +1,15 @@
 /*
  * web_assets.h - the dashboard's files, compiled into the binary.
  *
- * The build (cmake/web_assets.cmake) turns web/index.html, web/app.js,
- * web/values.js, web/diff.js, web/style.css and uPlot's distribution files (from web/node_modules, put
- * there by `npm ci`) into a generated C source defining the table below, so
- * `stepscope` serves its dashboard and writes `report --html` pages without
- * any file beside it and without network access.
+ * The build (cmake/web_assets.cmake) turns web/index.html and every script
+ * and stylesheet it names (the scripts and style.css of web/, and uPlot's
+ * distribution files from web/node_modules, put there by `npm ci`) into a
+ * generated C source defining the table below, so `stepscope` serves its
+ * dashboard and writes `report --html` pages without any file beside it
+ * and without network access.
  *
  * Paths are the URL paths the HTTP server answers ("/", "/index.html",
- * "/app.js", "/values.js", "/diff.js", "/style.css", "/uPlot.iife.min.js", "/uPlot.min.css").  Each
+ * and "/NAME" for each file the page names, e.g. "/app.js").  Each
  * file's bytes are followed by a NUL that LEN does not count, so a text
  * file can be used as a C string.  Everything is static, constant data.
  */
