@@ -99,24 +99,6 @@ static const char *method_name(int m)
                                : "step_time";
 }
 
-double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p)
-{
-    if (k == 0 || p >= 1 || (double)k <= (double)n * p)
-        return 1;
-    if (k > n || p <= 0)
-        return 0;
-    double log_first = lgamma(n + 1.0) - lgamma(k + 1.0) -
-                       lgamma(n - k + 1.0) + k * log(p) +
-                       (n - k) * log1p(-p);
-    double sum = 0, term = 1, ratio = p / (1 - p);
-    for (uint32_t i = k; i <= n && term > 1e-17 * sum; i++) {
-        sum += term;
-        term *= (double)(n - i) / (i + 1.0) * ratio;
-    }
-    double tail = exp(log_first) * sum;
-    return tail < 1 ? tail : 1;
-}
-
 /* The largest J (1-based) such that the J-th smallest of N samples lies
  * below their population median with probability >= 1 - BETA, i.e.
  * P(Binomial(N, 1/2) <= J - 1) <= BETA; 0 when even the smallest does not
@@ -187,7 +169,7 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       double chance, double level)
 {
     if (n < 2 || (double)last <= chance ||
-        ss__binomial_upper_tail(n, last, chance / n) > level)
+        ss_binomial_upper_tail(n, last, chance / n) > level)
         return 0;
     scope sc = {nback, 0, UINT64_MAX};
     uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
@@ -285,7 +267,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     out->n_seen = n;
     if (n == 0)
         return;
-    double tail = ss__binomial_upper_tail(n, out->n_last, out->expected / n);
+    double tail = ss_binomial_upper_tail(n, out->n_last, out->expected / n);
     out->log10_p_last = tail > 0 ? log10(tail) : -300;
     uint32_t best = 0;
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)

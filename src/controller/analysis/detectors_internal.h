@@ -290,11 +290,6 @@ void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w);
 
 /* ---- small shared helpers ---- */
 
-/* P(X >= K) for X ~ Binomial(N, P), for K above the mean N * P; 1 when K
- * is not above it (no evidence, and the terms would not decrease).
- * (detect_straggler.c) */
-double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p);
-
 /* calloc that never asks for 0 bytes: a 0-rank world still gets a
  * pointer, so "NULL" means out-of-memory alone. */
 static inline void *ss__zalloc(size_t n, size_t size)
