@@ -36,7 +36,10 @@
  * docs/detectors.md, "cpu_starved, stopped, cpu_throttled", states every
  * rule and default.
  */
+#include "detect_host.h"
+
 #include "detectors_internal.h"
+#include "detect_gpu.h"
 
 #include <math.h>
 #include <stdio.h>

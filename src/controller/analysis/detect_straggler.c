@@ -40,6 +40,7 @@
  * steadily late, which the tests above cannot tell from a straggler.
  */
 #include "detectors_internal.h"
+#include "detect_host.h"
 
 #include <inttypes.h>
 #include <math.h>
