@@ -227,13 +227,10 @@ static int64_t clamp_u64(uint64_t v)
 static uint32_t to_record(const conn *c, const wire_step *w,
                           ss_step_record *out)
 {
-    int64_t off = c->transport && c->transport->clock_offset_ns
-                      ? *c->transport->clock_offset_ns
-                      : 0;
     uint32_t n = 0, dropped = 0;
     out->step = w->step;
-    out->begin_ns = off ? ss_clock_apply(w->begin_ns, off) : w->begin_ns;
-    out->end_ns = off ? ss_clock_apply(w->end_ns, off) : w->end_ns;
+    out->begin_ns = w->begin_ns;
+    out->end_ns = w->end_ns;
     out->rss_bytes =
         w->flags & WIRE_STEP_HAS_RSS ? clamp_u64(w->rss_bytes) : SS_MISSING;
     out->device_bytes = w->flags & WIRE_STEP_HAS_DEVICE
@@ -250,8 +247,7 @@ static uint32_t to_record(const conn *c, const wire_step *w,
         o->count = p->count;
         o->total_ns = clamp_u64(p->total_ns);
         o->self_ns = self ? clamp_u64(p->self_ns) : SS_MISSING;
-        o->first_begin_ns = off ? ss_clock_apply(p->first_begin_ns, off)
-                                : p->first_begin_ns;
+        o->first_begin_ns = p->first_begin_ns;
     }
     dropped += w->n_phases - n;
     out->n_phases = n;
@@ -260,10 +256,8 @@ static uint32_t to_record(const conn *c, const wire_step *w,
         int16_t idx = c->name_map[w->syncs[i].name_id];
         if (idx == NAME_REFUSED)
             continue;
-        ss_sync_record *o = &out->syncs[n++];
-        o->name = idx;
-        o->arrival_ns = off ? ss_clock_apply(w->syncs[i].arrival_ns, off)
-                            : w->syncs[i].arrival_ns;
+        out->syncs[n].name = idx;
+        out->syncs[n++].arrival_ns = w->syncs[i].arrival_ns;
     }
     dropped += w->n_syncs - n;
     out->n_syncs = n;
@@ -277,6 +271,19 @@ static uint32_t to_record(const conn *c, const wire_step *w,
     }
     dropped += w->n_metrics - n;
     out->n_metrics = n;
+    int64_t off = c->transport && c->transport->clock_offset_ns
+                      ? *c->transport->clock_offset_ns
+                      : 0;
+    if (off) { /* a channel whose far end's clock is not ours */
+        out->begin_ns = ss_clock_apply(out->begin_ns, off);
+        out->end_ns = ss_clock_apply(out->end_ns, off);
+        for (uint32_t i = 0; i < out->n_phases; i++)
+            out->phases[i].first_begin_ns =
+                ss_clock_apply(out->phases[i].first_begin_ns, off);
+        for (uint32_t i = 0; i < out->n_syncs; i++)
+            out->syncs[i].arrival_ns =
+                ss_clock_apply(out->syncs[i].arrival_ns, off);
+    }
     return dropped;
 }
 
