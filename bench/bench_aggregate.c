@@ -2,9 +2,9 @@
  * bench_aggregate.c - aggregation throughput and window memory, without
  * sockets or storage.
  *
- * Synthetic step records (ss_step_record: 4 phases, 1 sync point, RSS) for
- * R ranks go straight into ss_aggregator_add with a sink that does nothing, so the
- * figure is the cost of the watermark, the per-step order statistics and
+ * Synthetic step records (ss_step_record: 4 phases, 1 sync point, RSS)
+ * for R ranks go straight into ss_aggregator_add with a sink that does
+ * nothing, so the figure is the cost of the watermark, the per-step order statistics and
  * the detectors on one core.  Two arrival patterns: lockstep (every rank
  * reports step s before any reports s+1) and staggered (each rank runs a
  * fixed 0-3 steps ahead of the slowest, so several steps are open at once).

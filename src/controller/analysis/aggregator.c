@@ -858,7 +858,8 @@ static int record_valid(const ss_aggregator *a, const ss_step_record *rec)
     for (uint32_t i = 0; i < rec->n_phases; i++)
         if ((uint32_t)rec->phases[i].name >= a->n_names ||
             rec->phases[i].total_ns < 0 ||
-            (rec->phases[i].self_ns < 0 && rec->phases[i].self_ns != SS_MISSING))
+            (rec->phases[i].self_ns < 0 &&
+             rec->phases[i].self_ns != SS_MISSING))
             return 0;
     for (uint32_t i = 0; i < rec->n_syncs; i++)
         if ((uint32_t)rec->syncs[i].name >= a->n_names)
@@ -1030,7 +1031,8 @@ refused:
     return -1;
 }
 
-int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const ss_step_record *rec)
+int ss_aggregator_add(ss_aggregator *a, uint32_t rank,
+                      const ss_step_record *rec)
 {
     return ss_aggregator_add_values(a, rank, rec, NULL, 0);
 }

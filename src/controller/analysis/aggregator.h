@@ -68,11 +68,12 @@ const char *const *ss_aggregator_names(const ss_aggregator *a, uint32_t *n);
 
 /*
  * Adds RANK's record for one finished step (model.h).  The names inside
- * REC must already be run-wide indexes (from ss_aggregator_intern).  Returns 0, or
- * -1 when the record is refused (rank out of range, rank not live, a bad
- * name or count, end before begin, step not after the rank's previous step, or step already finalized: late); a
- * refused record is counted in ss_aggregator_stats.  May finalize steps and
- * call the sink.
+ * REC must already be run-wide indexes (from ss_aggregator_intern).
+ * Returns 0, or -1 when the record is refused (rank out of range, rank not
+ * live, a bad name, count or duration, end before begin, step not after
+ * the rank's previous step, or step already finalized: late); a refused
+ * record is counted in ss_aggregator_stats.  May finalize steps and call
+ * the sink.
  */
 int ss_aggregator_add(ss_aggregator *a, uint32_t rank,
                       const ss_step_record *rec);

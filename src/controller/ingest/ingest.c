@@ -206,7 +206,8 @@ static void on_handshake_timeout(uv_timer_t *t)
 /* A step frame's items under a refused name are left out; the kept ones
  * fit a record.  The record's names are the run's (name_map), which fit
  * the analysis stage's name table. */
-_Static_assert(WIRE_MAX_ITEMS <= SS_MAX_STEP_ITEMS, "a step frame fits a record");
+_Static_assert(WIRE_MAX_ITEMS <= SS_MAX_STEP_ITEMS,
+               "a step frame fits a record");
 _Static_assert(WIRE_MAX_NAME_LEN <= SS_MAX_RUN_NAME_LEN, "a wire name fits");
 
 static int64_t clamp_u64(uint64_t v)
