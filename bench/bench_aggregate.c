@@ -2,9 +2,9 @@
  * bench_aggregate.c - aggregation throughput and window memory, without
  * sockets or storage.
  *
- * Synthetic STEP records (4 phases, 1 sync point, RSS) for R ranks go
- * straight into ss_aggregator_add with a sink that does nothing, so the
- * figure is the cost of the watermark, the per-step order statistics and
+ * Synthetic step records (ss_step_record: 4 phases, 1 sync point, RSS)
+ * for R ranks go straight into ss_aggregator_add with a sink that does
+ * nothing, so the figure is the cost of the watermark, the per-step order statistics and
  * the detectors on one core.  Two arrival patterns: lockstep (every rank
  * reports step s before any reports s+1) and staggered (each rank runs a
  * fixed 0-3 steps ahead of the slowest, so several steps are open at once).
@@ -30,7 +30,7 @@ static const char *const k_names[5] = {"data", "forward", "backward",
 typedef struct {
     ss_aggregator *agg;
     int ids[5];
-    wire_step rec;
+    ss_step_record rec;
     uint64_t seed;
 } bench;
 
@@ -77,29 +77,30 @@ static int bench_open(bench *b, uint32_t ranks, uint32_t window)
     /* the record is reused: only the fields below change per record */
     b->rec.n_phases = 4;
     b->rec.n_syncs = 1;
-    b->rec.flags = WIRE_STEP_HAS_RSS;
+    b->rec.device_bytes = SS_MISSING;
     for (int i = 0; i < 4; i++) {
-        b->rec.phases[i].name_id = (uint32_t)b->ids[i];
+        b->rec.phases[i].name = b->ids[i];
         b->rec.phases[i].count = 1;
+        b->rec.phases[i].self_ns = SS_MISSING;
     }
-    b->rec.syncs[0].name_id = (uint32_t)b->ids[4];
+    b->rec.syncs[0].name = b->ids[4];
     return 0;
 }
 
 /* Sends RANK's record for STEP: ~100 ms steps with a little noise. */
 static void send(bench *b, uint32_t rank, uint64_t step)
 {
-    wire_step *r = &b->rec;
+    ss_step_record *r = &b->rec;
     int64_t noise = (int64_t)(next_rand(b) % 2000) * 1000; /* < 2 ms */
     r->step = step;
     r->begin_ns = (int64_t)step * 100 * MS;
-    r->phases[0].total_ns = (uint64_t)(2 * MS + noise / 4);
-    r->phases[1].total_ns = (uint64_t)(30 * MS + noise);
-    r->phases[2].total_ns = (uint64_t)(40 * MS + noise);
-    r->phases[3].total_ns = (uint64_t)(5 * MS);
+    r->phases[0].total_ns = 2 * MS + noise / 4;
+    r->phases[1].total_ns = 30 * MS + noise;
+    r->phases[2].total_ns = 40 * MS + noise;
+    r->phases[3].total_ns = 5 * MS;
     r->syncs[0].arrival_ns = r->begin_ns + 72 * MS + noise;
     r->end_ns = r->begin_ns + 95 * MS + noise / 8;
-    r->rss_bytes = (1ull << 31) + (uint64_t)(next_rand(b) % 4096) * 1024;
+    r->rss_bytes = (1ll << 31) + (int64_t)(next_rand(b) % 4096) * 1024;
     ss_aggregator_add(b->agg, rank, r);
 }
 

@@ -232,7 +232,7 @@ static int b_intern(void *ctx, const char *name)
     return ss_aggregator_intern(((bench *)ctx)->agg, name);
 }
 
-static void b_step(void *ctx, uint32_t rank, const wire_step *rec,
+static void b_step(void *ctx, uint32_t rank, const ss_step_record *rec,
                    const ss_values_item *values, uint32_t n_values)
 {
     bench *b = ctx;

@@ -98,7 +98,7 @@ struct ss_aggregator {
     ss_detectors *det;
     int finished;
 
-    char name_buf[SS_MAX_RUN_NAMES][WIRE_MAX_NAME_LEN + 1];
+    char name_buf[SS_MAX_RUN_NAMES][SS_MAX_RUN_NAME_LEN + 1];
     const char *names[SS_MAX_RUN_NAMES];
     uint32_t n_names;
 
@@ -320,7 +320,7 @@ int ss_aggregator_intern(ss_aggregator *a, const char *name)
     if (!name || !name[0])
         return -1;
     size_t len = strlen(name);
-    if (len > WIRE_MAX_NAME_LEN)
+    if (len > SS_MAX_RUN_NAME_LEN)
         return -1;
     for (uint32_t i = 0; i < a->n_names; i++)
         if (strcmp(a->names[i], name) == 0)
@@ -404,17 +404,17 @@ static int grow_columns(ss_aggregator *a, uint32_t need)
 
 /* Assigns a column to every (kind, name) of REC that lacks one.  Returns 0,
  * or -1 (nothing assigned) when memory runs out. */
-static int ensure_columns(ss_aggregator *a, const wire_step *rec)
+static int ensure_columns(ss_aggregator *a, const ss_step_record *rec)
 {
     /* The common case: every column exists.  A phase's columns are
      * assigned together, so its total column stands for both. */
     int complete = 1;
     for (uint32_t i = 0; i < rec->n_phases && complete; i++)
-        complete = a->col[KIND_PHASE][rec->phases[i].name_id] >= 0;
+        complete = a->col[KIND_PHASE][rec->phases[i].name] >= 0;
     for (uint32_t i = 0; i < rec->n_syncs && complete; i++)
-        complete = a->col[KIND_SYNC][rec->syncs[i].name_id] >= 0;
+        complete = a->col[KIND_SYNC][rec->syncs[i].name] >= 0;
     for (uint32_t i = 0; i < rec->n_metrics && complete; i++)
-        complete = a->col[KIND_METRIC][rec->metrics[i].name_id] >= 0;
+        complete = a->col[KIND_METRIC][rec->metrics[i].name] >= 0;
     if (complete)
         return 0;
     uint8_t want[KIND_COUNT][SS_MAX_RUN_NAMES];
@@ -430,9 +430,9 @@ static int ensure_columns(ss_aggregator *a, const wire_step *rec)
                            {KIND_PHASE_SELF, rec->n_phases}};
     for (int l = 0; l < KIND_COUNT; l++)
         for (uint32_t i = 0; i < lists[l].n; i++) {
-            uint32_t id = l == KIND_SYNC     ? rec->syncs[i].name_id
-                          : l == KIND_METRIC ? rec->metrics[i].name_id
-                                             : rec->phases[i].name_id;
+            uint32_t id = l == KIND_SYNC     ? rec->syncs[i].name
+                          : l == KIND_METRIC ? rec->metrics[i].name
+                                             : rec->phases[i].name;
             if (a->col[l][id] < 0 && !want[l][id]) {
                 want[l][id] = 1;
                 extra++;
@@ -849,27 +849,25 @@ static void advance(ss_aggregator *a)
 
 /* ---- input ---- */
 
-static int record_valid(const ss_aggregator *a, const wire_step *rec)
+static int record_valid(const ss_aggregator *a, const ss_step_record *rec)
 {
-    if (rec->n_phases > WIRE_MAX_ITEMS || rec->n_syncs > WIRE_MAX_ITEMS ||
-        rec->n_metrics > WIRE_MAX_ITEMS || rec->end_ns < rec->begin_ns ||
+    if (rec->n_phases > SS_MAX_STEP_ITEMS || rec->n_syncs > SS_MAX_STEP_ITEMS ||
+        rec->n_metrics > SS_MAX_STEP_ITEMS || rec->end_ns < rec->begin_ns ||
         rec->step > (uint64_t)INT64_MAX / 2)
         return 0;
     for (uint32_t i = 0; i < rec->n_phases; i++)
-        if (rec->phases[i].name_id >= a->n_names)
+        if ((uint32_t)rec->phases[i].name >= a->n_names ||
+            rec->phases[i].total_ns < 0 ||
+            (rec->phases[i].self_ns < 0 &&
+             rec->phases[i].self_ns != SS_MISSING))
             return 0;
     for (uint32_t i = 0; i < rec->n_syncs; i++)
-        if (rec->syncs[i].name_id >= a->n_names)
+        if ((uint32_t)rec->syncs[i].name >= a->n_names)
             return 0;
     for (uint32_t i = 0; i < rec->n_metrics; i++)
-        if (rec->metrics[i].name_id >= a->n_names)
+        if ((uint32_t)rec->metrics[i].name >= a->n_names)
             return 0;
     return 1;
-}
-
-static int64_t clamp_u64(uint64_t v)
-{
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
 /* CELL + D for durations, CELL being SS_MISSING before the first. */
@@ -880,30 +878,26 @@ static int64_t add_sat(int64_t cell, int64_t d)
                                     : cell + d;
 }
 
-static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
+static void write_row(ss_aggregator *a, int64_t *row, const ss_step_record *rec)
 {
     memcpy(row, a->template_row, a->stride * sizeof(int64_t));
     row[COL_STEP] = rec->end_ns - rec->begin_ns;
     row[COL_BEGIN] = rec->begin_ns;
-    if (rec->flags & WIRE_STEP_HAS_RSS)
-        row[COL_RSS] = clamp_u64(rec->rss_bytes);
-    if (rec->flags & WIRE_STEP_HAS_DEVICE)
-        row[COL_DEVICE] = clamp_u64(rec->device_bytes);
+    row[COL_RSS] = rec->rss_bytes;
+    row[COL_DEVICE] = rec->device_bytes;
     for (uint32_t i = 0; i < rec->n_phases; i++) {
         /* a name repeated in one record: durations add up */
         int64_t *cell = &row[COL_BASE + a->col[KIND_PHASE]
-                                                 [rec->phases[i].name_id]];
-        int64_t d = clamp_u64(rec->phases[i].total_ns);
-        *cell = add_sat(*cell, d);
-        if (rec->flags & WIRE_STEP_HAS_SELF) {
+                                                 [rec->phases[i].name]];
+        *cell = add_sat(*cell, rec->phases[i].total_ns);
+        if (rec->phases[i].self_ns != SS_MISSING) {
             int64_t *self = &row[COL_BASE + a->col[KIND_PHASE_SELF]
-                                                    [rec->phases[i].name_id]];
-            *self = add_sat(*self, clamp_u64(rec->phases[i].self_ns));
+                                                    [rec->phases[i].name]];
+            *self = add_sat(*self, rec->phases[i].self_ns);
         }
-        /* the earliest begin counts, the runs add up; both times are
-         * >= 0 (wire.c) */
+        /* the earliest begin counts, the runs add up */
         int64_t *time = &row[COL_BASE + a->col[KIND_PHASE_TIME]
-                                                 [rec->phases[i].name_id]];
+                                                 [rec->phases[i].name]];
         int64_t start = rec->phases[i].first_begin_ns - rec->begin_ns;
         int64_t count = rec->phases[i].count;
         if (*time != SS_MISSING) {
@@ -917,14 +911,14 @@ static void write_row(ss_aggregator *a, int64_t *row, const wire_step *rec)
     for (uint32_t i = 0; i < rec->n_syncs; i++) {
         /* a sync point repeated in one record: the first arrival counts */
         int64_t *cell =
-            &row[COL_BASE + a->col[KIND_SYNC][rec->syncs[i].name_id]];
+            &row[COL_BASE + a->col[KIND_SYNC][rec->syncs[i].name]];
         if (*cell == SS_MISSING)
             *cell = rec->syncs[i].arrival_ns;
     }
     for (uint32_t i = 0; i < rec->n_metrics; i++) {
         /* the last value wins */
         int64_t *cell =
-            &row[COL_BASE + a->col[KIND_METRIC][rec->metrics[i].name_id]];
+            &row[COL_BASE + a->col[KIND_METRIC][rec->metrics[i].name]];
         memcpy(cell, &rec->metrics[i].value, sizeof(double));
     }
 }
@@ -1037,13 +1031,14 @@ refused:
     return -1;
 }
 
-int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec)
+int ss_aggregator_add(ss_aggregator *a, uint32_t rank,
+                      const ss_step_record *rec)
 {
     return ss_aggregator_add_values(a, rank, rec, NULL, 0);
 }
 
 int ss_aggregator_add_values(ss_aggregator *a, uint32_t rank,
-                             const wire_step *rec,
+                             const ss_step_record *rec,
                              const ss_values_item *values,
                              uint32_t n_values)
 {

@@ -18,7 +18,6 @@
 
 #include "model.h"
 #include "detectors.h"
-#include "wire.h"
 
 typedef struct ss_aggregator ss_aggregator;
 
@@ -68,14 +67,16 @@ int ss_aggregator_intern(ss_aggregator *a, const char *name);
 const char *const *ss_aggregator_names(const ss_aggregator *a, uint32_t *n);
 
 /*
- * Adds RANK's record for one finished step.  The name ids inside REC must
- * already be run-wide indexes (from ss_aggregator_intern).  Returns 0, or
- * -1 when the record is refused (rank out of range, rank not live, step not
- * after the rank's previous step, or step already finalized: late); a
- * refused record is counted in ss_aggregator_stats.  May finalize steps and
- * call the sink.
+ * Adds RANK's record for one finished step (model.h).  The names inside
+ * REC must already be run-wide indexes (from ss_aggregator_intern).
+ * Returns 0, or -1 when the record is refused (rank out of range, rank not
+ * live, a bad name, count or duration, end before begin, step not after
+ * the rank's previous step, or step already finalized: late); a refused
+ * record is counted in ss_aggregator_stats.  May finalize steps and call
+ * the sink.
  */
-int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec);
+int ss_aggregator_add(ss_aggregator *a, uint32_t rank,
+                      const ss_step_record *rec);
 
 /*
  * ss_aggregator_add with RANK's N_VALUES vectors of the same step, each
@@ -87,7 +88,7 @@ int ss_aggregator_add(ss_aggregator *a, uint32_t rank, const wire_step *rec);
  * returns.
  */
 int ss_aggregator_add_values(ss_aggregator *a, uint32_t rank,
-                             const wire_step *rec,
+                             const ss_step_record *rec,
                              const ss_values_item *values,
                              uint32_t n_values);
 

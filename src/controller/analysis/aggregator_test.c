@@ -127,20 +127,31 @@ static ss_aggregator *make(uint32_t world, uint32_t window, capture *c)
     return ss_aggregator_create(&cfg, world, 0, &sink);
 }
 
-/* A record for STEP lasting DUR_MS with no phases. */
-static wire_step rec(uint64_t step, int64_t dur_ms)
+/* A record for STEP lasting DUR_MS with no phases and no sizes. */
+static ss_step_record rec(uint64_t step, int64_t dur_ms)
 {
-    wire_step s;
+    ss_step_record s;
     memset(&s, 0, sizeof s);
     s.step = step;
     s.begin_ns = (int64_t)step * 1000 * MS;
     s.end_ns = s.begin_ns + dur_ms * MS;
+    s.rss_bytes = s.device_bytes = SS_MISSING;
     return s;
+}
+
+/* A phase NAME that ran COUNT times for TOTAL_NS from FIRST_BEGIN_NS on,
+ * SELF_NS of it its own (SS_MISSING: not known). */
+static ss_phase_record ph(int name, uint32_t count, int64_t total_ns,
+                          int64_t first_begin_ns, int64_t self_ns)
+{
+    return (ss_phase_record){.name = name, .count = count,
+                             .total_ns = total_ns, .self_ns = self_ns,
+                             .first_begin_ns = first_begin_ns};
 }
 
 static int add(ss_aggregator *a, uint32_t rank, uint64_t step)
 {
-    wire_step s = rec(step, 100);
+    ss_step_record s = rec(step, 100);
     return ss_aggregator_add(a, rank, &s);
 }
 
@@ -307,16 +318,29 @@ static void late_and_duplicate_refused(void)
     CHECK_EQ_INT(c.n, 1);
     CHECK_EQ_INT(add(a, 1, 5), -1);
     CHECK_EQ_INT(add(a, 2, 6), -1); /* no such rank */
-    wire_step bad = rec(6, 10);
+    ss_step_record bad = rec(6, 10);
     bad.n_phases = 1;
-    bad.phases[0].name_id = 7; /* never interned */
+    bad.phases[0].name = 7; /* never interned */
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
     bad = rec(6, 10);
     bad.end_ns = bad.begin_ns - 1;
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    /* a record the ingest stage would never build is refused too */
+    int fwd = ss_aggregator_intern(a, "forward");
+    bad = rec(6, 10);
+    bad.n_phases = 1;
+    bad.phases[0] = ph(-1, 1, 1 * MS, bad.begin_ns, SS_MISSING);
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    bad.phases[0] = ph(fwd, 1, -1, bad.begin_ns, SS_MISSING);
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    bad.phases[0] = ph(fwd, 1, 1 * MS, bad.begin_ns, -5);
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
+    bad.phases[0] = ph(fwd, 1, 1 * MS, bad.begin_ns, SS_MISSING);
+    bad.n_syncs = SS_MAX_STEP_ITEMS + 1;
+    CHECK_EQ_INT(ss_aggregator_add(a, 0, &bad), -1);
     ss_aggregator_stats st;
     ss_aggregator_get_stats(a, &st);
-    CHECK_EQ_INT(st.refused, 6);
+    CHECK_EQ_INT(st.refused, 10);
     CHECK_EQ_INT(st.records, 2);
     ss_aggregator_destroy(a);
 }
@@ -340,21 +364,21 @@ static void statistics_exact(void)
     const int64_t fwd[5] = {7, 3, 9, 1, 5};
     const int64_t arrive[5] = {1000, 1040, 1010, 1100, 1020};
     for (uint32_t r = 0; r < 5; r++) {
-        wire_step s = rec(0, dur[r]);
+        ss_step_record s = rec(0, dur[r]);
         s.n_phases = 1;
-        s.phases[0].name_id = 0;
+        s.phases[0].name = 0;
         s.phases[0].count = 1;
-        s.phases[0].total_ns = (uint64_t)(fwd[r] * MS);
+        s.phases[0].total_ns = fwd[r] * MS;
+        s.phases[0].self_ns = SS_MISSING;
         s.n_syncs = 1;
-        s.syncs[0].name_id = 1;
+        s.syncs[0].name = 1;
         s.syncs[0].arrival_ns = arrive[r] * MS;
         if (r != 3) {
             s.n_metrics = 1;
-            s.metrics[0].name_id = 2;
+            s.metrics[0].name = 2;
             s.metrics[0].value = 0.5 * r;
         }
         if (r < 4) {
-            s.flags = WIRE_STEP_HAS_RSS;
             s.rss_bytes = 1000 * (r + 1);
         }
         CHECK_EQ_INT(ss_aggregator_add(a, r, &s), 0);
@@ -443,9 +467,9 @@ static void names_grow_mid_run(void)
     ss_aggregator *a = make(2, 0, &c);
     REQUIRE(a);
     int fwd = ss_aggregator_intern(a, "forward");
-    wire_step s = rec(0, 10);
+    ss_step_record s = rec(0, 10);
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 4 * MS, s.begin_ns, 0};
+    s.phases[0] = ph(fwd, 1, 4 * MS, s.begin_ns, SS_MISSING);
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     /* step 0 is open while new names arrive */
     int bwd = ss_aggregator_intern(a, "backward");
@@ -453,17 +477,16 @@ static void names_grow_mid_run(void)
     CHECK_EQ_INT(loss, 2);
     s = rec(1, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 5 * MS, s.begin_ns, 0};
-    s.phases[1] = (wire_phase){(uint32_t)bwd, 2, 6 * MS,
-                                s.begin_ns + 5 * MS, 0};
+    s.phases[0] = ph(fwd, 1, 5 * MS, s.begin_ns, SS_MISSING);
+    s.phases[1] = ph(bwd, 2, 6 * MS, s.begin_ns + 5 * MS, SS_MISSING);
     s.n_metrics = 1;
-    s.metrics[0] = (wire_metric){(uint32_t)loss, 1.25};
+    s.metrics[0] = (ss_metric_record){loss, 1.25};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     s = rec(0, 10);
     s.n_phases = 2;
-    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, 2 * MS, s.begin_ns, 0};
-    s.phases[1] = (wire_phase){(uint32_t)bwd, 1, 3 * MS,
-                                s.begin_ns + 2 * MS, 0}; /* repeated: sum */
+    s.phases[0] = ph(bwd, 1, 2 * MS, s.begin_ns, SS_MISSING);
+    s.phases[1] = ph(bwd, 1, 3 * MS, s.begin_ns + 2 * MS,
+                     SS_MISSING); /* repeated: sum */
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
     REQUIRE(c.n == 1);
     captured *v = &c.steps[0];
@@ -498,17 +521,15 @@ static void names_grow_mid_run(void)
 /* Rank R's record of a step in which backward (BWD_MS, ALLREDUCE_MS of it
  * waiting in the nested allreduce) ran; WITH_SELF: as today's recorders
  * send it, else as recorders without self time did. */
-static wire_step nested_rec(int bwd, int ar, int64_t bwd_ms,
-                            int64_t allreduce_ms, int with_self)
+static ss_step_record nested_rec(int bwd, int ar, int64_t bwd_ms,
+                                 int64_t allreduce_ms, int with_self)
 {
-    wire_step s = rec(0, 100);
+    ss_step_record s = rec(0, 100);
     s.n_phases = 2;
-    s.flags = with_self ? WIRE_STEP_HAS_SELF : 0;
-    s.phases[0] = (wire_phase){(uint32_t)bwd, 1, (uint64_t)bwd_ms * MS,
-                               s.begin_ns,
-                               (uint64_t)(bwd_ms - allreduce_ms) * MS};
-    s.phases[1] = (wire_phase){(uint32_t)ar, 1, (uint64_t)allreduce_ms * MS,
-                               s.begin_ns, (uint64_t)allreduce_ms * MS};
+    s.phases[0] = ph(bwd, 1, bwd_ms * MS, s.begin_ns,
+                     with_self ? (bwd_ms - allreduce_ms) * MS : SS_MISSING);
+    s.phases[1] = ph(ar, 1, allreduce_ms * MS, s.begin_ns,
+                     with_self ? allreduce_ms * MS : SS_MISSING);
     return s;
 }
 
@@ -521,7 +542,7 @@ static void self_time_statistics_and_missing(void)
     int ar = ss_aggregator_intern(a, "allreduce");
     /* Ranks 0 and 1: 40 ms compute + 40 ms wait; rank 2 computes 72 ms
      * and waits 10; rank 1's recorder sends no self time. */
-    wire_step s = nested_rec(bwd, ar, 80, 40, 1);
+    ss_step_record s = nested_rec(bwd, ar, 80, 40, 1);
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     s = nested_rec(bwd, ar, 80, 40, 0);
     CHECK_EQ_INT(ss_aggregator_add(a, 1, &s), 0);
@@ -583,13 +604,11 @@ static void phase_begins_and_counts(void)
     REQUIRE(a);
     int wait = ss_aggregator_intern(a, "wait");
     int fwd = ss_aggregator_intern(a, "forward");
-    wire_step s = rec(3, 10);
+    ss_step_record s = rec(3, 10);
     s.n_phases = 3;
-    s.phases[0] = (wire_phase){(uint32_t)fwd, 1, 1 * MS, s.begin_ns, 0};
-    s.phases[1] = (wire_phase){(uint32_t)wait, 3, 4 * MS,
-                               s.begin_ns + 1 * MS, 0};
-    s.phases[2] = (wire_phase){(uint32_t)wait, 40000, 2 * MS,
-                               s.begin_ns - 2 * MS, 0};
+    s.phases[0] = ph(fwd, 1, 1 * MS, s.begin_ns, SS_MISSING);
+    s.phases[1] = ph(wait, 3, 4 * MS, s.begin_ns + 1 * MS, SS_MISSING);
+    s.phases[2] = ph(wait, 40000, 2 * MS, s.begin_ns - 2 * MS, SS_MISSING);
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
     ss_aggregator_finish(a);
     REQUIRE(c.n == 1);
@@ -618,14 +637,13 @@ static void memory_bounded(void)
     uint64_t peak = 0;
     for (uint64_t step = 0; step < STEPS; step++) {
         for (uint32_t r = 1; r < W; r++) {
-            wire_step s = rec(step, 100);
+            ss_step_record s = rec(step, 100);
             s.n_phases = 4;
             for (int i = 0; i < 4; i++)
-                s.phases[i] = (wire_phase){(uint32_t)id[i], 1, 20 * MS,
-                                            s.begin_ns + i * 20 * MS, 0};
+                s.phases[i] = ph(id[i], 1, 20 * MS, s.begin_ns + i * 20 * MS,
+                                 SS_MISSING);
             s.n_syncs = 1;
-            s.syncs[0] = (wire_sync){(uint32_t)id[4], s.begin_ns + 80 * MS};
-            s.flags = WIRE_STEP_HAS_RSS;
+            s.syncs[0] = (ss_sync_record){id[4], s.begin_ns + 80 * MS};
             s.rss_bytes = 1u << 30;
             ss_aggregator_add(a, r, &s);
         }
@@ -685,17 +703,15 @@ static void full_name_table_uses_every_index(void)
     }
     CHECK_EQ_INT(ss_aggregator_intern(a, "one-too-many"), -1);
     CHECK_EQ_INT(ss_aggregator_intern(a, "n254"), 254); /* known: found */
-    wire_step s = rec(0, 100);
+    ss_step_record s = rec(0, 100);
     s.n_phases = 1;
-    s.phases[0] = (wire_phase){.name_id = 254, .count = 1,
-                               .total_ns = 40 * MS,
-                               .first_begin_ns = s.begin_ns};
+    s.phases[0] = ph(254, 1, 40 * MS, s.begin_ns, SS_MISSING);
     s.n_syncs = 1;
-    s.syncs[0] = (wire_sync){.name_id = 253, .arrival_ns = s.begin_ns};
+    s.syncs[0] = (ss_sync_record){.name = 253, .arrival_ns = s.begin_ns};
     s.n_metrics = 1;
-    s.metrics[0] = (wire_metric){.name_id = 254, .value = 2.5};
+    s.metrics[0] = (ss_metric_record){.name = 254, .value = 2.5};
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), 0);
-    s.phases[0].name_id = 255; /* never interned */
+    s.phases[0].name = 255; /* never interned */
     s.step = 1;
     CHECK_EQ_INT(ss_aggregator_add(a, 0, &s), -1);
     ss_aggregator_finish(a);
@@ -774,7 +790,7 @@ static void host_provider_fills_rank_steps(void)
     ss_aggregator *a = ss_aggregator_create(&cfg, 3, 0, &sink);
     REQUIRE(a);
     for (uint32_t r = 0; r < 3; r++) {
-        wire_step s = rec(5, 10 + r);
+        ss_step_record s = rec(5, 10 + r);
         CHECK_EQ_INT(ss_aggregator_add(a, r, &s), 0);
     }
     REQUIRE(hs.n == 1);
@@ -838,9 +854,9 @@ static void clock_bound_run(int set, char *msg)
             ss_aggregator_set_clock_bound(a, 1, -900000); /* negative */
         }
         for (uint32_t r = 0; r < 4; r++) {
-            wire_step s = rec(step, 25);
+            ss_step_record s = rec(step, 25);
             s.n_syncs = 1;
-            s.syncs[0].name_id = 0;
+            s.syncs[0].name = 0;
             s.syncs[0].arrival_ns = s.begin_ns + (20 + (r == 2 ? 3 : 0)) * MS +
                                     (int64_t)((step * 7 + r * 13) % 50) * 1000;
             CHECK_EQ_INT(ss_aggregator_add(a, r, &s), 0);
@@ -884,7 +900,7 @@ static void vectors_reach_the_view_within_the_budget(void)
     const char *labels[2] = {"l0", "l1"};
     CHECK_EQ_INT(ss_aggregator_set_labels(a, 1, norms, labels, 2), 0);
     CHECK_EQ_INT(ss_aggregator_set_labels(a, 1, 99, labels, 2), -1);
-    wire_step s = rec(1, 100);
+    ss_step_record s = rec(1, 100);
     CHECK_EQ_INT(ss_aggregator_add_values(a, 0, &s, &it, 1), 0);
     v[0] = 7; /* copied: the caller's buffer may change */
     CHECK_EQ_INT(ss_aggregator_add_values(a, 1, &s, &it, 1), 0);

@@ -26,6 +26,8 @@
  * was throttled over its late steps.  docs/detectors.md states the rules
  * and defaults.  Nothing is allocated until a step carries GPU evidence.
  */
+#include "detect_gpu.h"
+
 #include "detectors_internal.h"
 
 #include <inttypes.h>

@@ -36,7 +36,10 @@
  * docs/detectors.md, "cpu_starved, stopped, cpu_throttled", states every
  * rule and default.
  */
+#include "detect_host.h"
+
 #include "detectors_internal.h"
+#include "detect_gpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -432,7 +435,7 @@ static int share_rule(const ss_detectors *d, const cause_state *rc,
 static int above_peers(const cause_state *rc, double level)
 {
     return rc->decided > 0 &&
-           ss__binomial_upper_tail(rc->decided, rc->above, 0.5) <= level;
+           ss_binomial_upper_tail(rc->decided, rc->above, 0.5) <= level;
 }
 
 /* What the slow steps rank R alone explained of cause C cost the job: the
@@ -463,7 +466,7 @@ static int alone_rule(const ss_detectors *d, const host *h, uint32_t r,
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + (size_t)c];
     uint32_t n = h->n_alone[c];
     return rc->alone >= scale * d->p[P_H_MIN_EVENTS] && n > 0 &&
-           ss__binomial_upper_tail(n, rc->alone, h->chance_sum[c] / n) <=
+           ss_binomial_upper_tail(n, rc->alone, h->chance_sum[c] / n) <=
                level &&
            alone_cost(h, r, c) >= scale * d->p[P_H_MIN_SHARE];
 }
@@ -483,7 +486,7 @@ static int delays_others(const ss_detectors *d, const host *h, uint32_t r,
     if (h->n_sync_steps < ss__param_u32(d, P_H_MIN_STEPS))
         return 1;
     double chance = h->last_chance_sum / h->n_sync_steps;
-    return ss__binomial_upper_tail(h->n_sync_steps, h->n_last[r], chance) <=
+    return ss_binomial_upper_tail(h->n_sync_steps, h->n_last[r], chance) <=
            level;
 }
 
@@ -558,11 +561,11 @@ static void summarize(const ss_detectors *d, host *h, uint32_t r, int c,
     s->med_per_step_ms = median_rank(d, h, c, 1);
     s->above = rc->above;
     s->decided = rc->decided;
-    double above_tail = ss__binomial_upper_tail(rc->decided, rc->above, 0.5);
+    double above_tail = ss_binomial_upper_tail(rc->decided, rc->above, 0.5);
     s->log10_p_above = above_tail > 0 ? log10(above_tail) : -300;
     s->alone = rc->alone;
     s->n_alone = h->n_alone[c];
-    double tail = s->n_alone ? ss__binomial_upper_tail(
+    double tail = s->n_alone ? ss_binomial_upper_tail(
                                    s->n_alone, s->alone,
                                    h->chance_sum[c] / s->n_alone)
                              : 1;

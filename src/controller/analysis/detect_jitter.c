@@ -18,6 +18,7 @@
  * finding says so and blames no rank.
  */
 #include "detectors_internal.h"
+#include "detect_host.h"
 
 #include <inttypes.h>
 #include <math.h>

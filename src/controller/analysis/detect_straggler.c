@@ -40,6 +40,7 @@
  * steadily late, which the tests above cannot tell from a straggler.
  */
 #include "detectors_internal.h"
+#include "detect_host.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -97,24 +98,6 @@ static const char *method_name(int m)
     return m == M_ARRIVAL      ? "arrival"
            : m == M_SYNC_PHASE ? "sync_phase"
                                : "step_time";
-}
-
-double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p)
-{
-    if (k == 0 || p >= 1 || (double)k <= (double)n * p)
-        return 1;
-    if (k > n || p <= 0)
-        return 0;
-    double log_first = lgamma(n + 1.0) - lgamma(k + 1.0) -
-                       lgamma(n - k + 1.0) + k * log(p) +
-                       (n - k) * log1p(-p);
-    double sum = 0, term = 1, ratio = p / (1 - p);
-    for (uint32_t i = k; i <= n && term > 1e-17 * sum; i++) {
-        sum += term;
-        term *= (double)(n - i) / (i + 1.0) * ratio;
-    }
-    double tail = exp(log_first) * sum;
-    return tail < 1 ? tail : 1;
 }
 
 /* The largest J (1-based) such that the J-th smallest of N samples lies
@@ -187,7 +170,7 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       double chance, double level)
 {
     if (n < 2 || (double)last <= chance ||
-        ss__binomial_upper_tail(n, last, chance / n) > level)
+        ss_binomial_upper_tail(n, last, chance / n) > level)
         return 0;
     scope sc = {nback, 0, UINT64_MAX};
     uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
@@ -285,7 +268,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     out->n_seen = n;
     if (n == 0)
         return;
-    double tail = ss__binomial_upper_tail(n, out->n_last, out->expected / n);
+    double tail = ss_binomial_upper_tail(n, out->n_last, out->expected / n);
     out->log10_p_last = tail > 0 ? log10(tail) : -300;
     uint32_t best = 0;
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)

@@ -13,7 +13,7 @@
 #ifndef STEPSCOPE_DETECTOR_PARAMS_H
 #define STEPSCOPE_DETECTOR_PARAMS_H
 
-#include "detectors.h"
+#include "detector_config.h"
 
 /* X(enum id, name, default, unit, min, max, doc) */
 #define SS_DETECTOR_PARAMS(X)                                                 \

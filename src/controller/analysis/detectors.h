@@ -6,40 +6,17 @@
  * (persistent or transient), data_stall, jitter, memory_spike, memory_creep,
  * memory_imbalance, nonfinite, loss_spike and grad_spike.  A finding is emitted again with the same id when
  * its evidence grows, and all are emitted once more by ss_detectors_finish.
- * Every threshold is in ss_detector_config, documented in docs/detectors.md
- * and settable by name (ss_detector_config_set), so
+ * Every threshold is in ss_detector_config (detector_config.h), documented
+ * in docs/detectors.md and settable by name (ss_detector_config_set), so
  * `stepscope run --set straggler.min_late_ms=5` works.
  */
 #ifndef STEPSCOPE_DETECTORS_H
 #define STEPSCOPE_DETECTORS_H
 
+#include "detector_config.h"
 #include "model.h"
 
-typedef struct {
-    /* by ss_detector_params[] index: names, defaults and docs are the
-     * rows of detector_params.h */
-    double values[128];
-} ss_detector_config;
-
 typedef struct ss_detectors ss_detectors;
-
-/* One tunable: NAME (dotted, "jitter.mad_k"), default and meaning. */
-typedef struct {
-    const char *name;
-    double default_value;
-    const char *unit;
-    const char *doc;
-} ss_detector_param;
-
-/* The table of tunables, terminated by an entry with NAME == NULL. */
-extern const ss_detector_param ss_detector_params[];
-
-void ss_detector_config_defaults(ss_detector_config *cfg);
-
-/* Sets the tunable NAME from the decimal string VALUE.  Returns 0, or -1
- * with a reason in ERR for an unknown name or a bad number. */
-int ss_detector_config_set(ss_detector_config *cfg, const char *name,
-                           const char *value, char *err, size_t errlen);
 
 /* Creates detectors for WORLD_SIZE ranks; findings go to SINK->on_finding.
  * Returns NULL on out-of-memory. */

@@ -132,65 +132,13 @@ int32_t ss__finding_publish(ss_detectors *d, const ss_finding *content);
 
 /* The state DETECTOR's create returned for D, NULL when it is not in the
  * driver's table.  For a detector that asks another one about what it
- * keeps (the straggler asks the host detector, ss__host_explain). */
+ * keeps (the straggler asks the host detector, detect_host.h). */
 void *ss__detector_state(const ss_detectors *d, const ss__detector *detector);
 
-/* ---- what the host says about a rank (detect_host.c) ---- */
-
-/* The host causes: 0 run-queue delay, 1 stops, 2 CPU quota throttling
- * (kept per step by the host detector); SS_HOST_CAUSE_GPU, the rank's GPU
- * held below its clocks, is told by the GPU detector (detect_gpu.c). */
-#define SS_HOST_CAUSES 3
-#define SS_HOST_CAUSE_GPU SS_HOST_CAUSES
-
-/* Whether the host explains a rank's lateness, and by what. */
-typedef struct {
-    int cause;             /* -1: the host does not explain it; otherwise
-                              0 .. SS_HOST_CAUSES - 1 or SS_HOST_CAUSE_GPU */
-    double ms_per_step;    /* what the rank lost to that cause per step */
-    double median_rank_ms; /* what the median rank lost to it per step */
-    uint32_t steps;        /* steps both were measured over */
-    int gpu;               /* SS_HOST_CAUSE_GPU: the GPU's NVML index... */
-    const char *gpu_reason;/* ...the reason that held it most often
-                              ("power cap", "thermal", "hardware slowdown")
-                              ... */
-    double gpu_frac;       /* ...and the fraction of the steps it was held
-                              down in */
-} ss__host_cause;
-
-/*
- * Whether rank R's GPU was slowed in at least gpu.min_frac of the steps
- * FIRST..LAST that the GPU detector keeps: fills OUT (cause
- * SS_HOST_CAUSE_GPU, ms_per_step the time held down per slowed step, gpu,
- * gpu_reason, gpu_frac, steps) and returns 1; else returns 0 and leaves
- * OUT alone.
- */
-int ss__gpu_explain(const ss_detectors *d, uint32_t r, uint64_t first,
-                    uint64_t last, ss__host_cause *out);
-
-/*
- * What the host saw of rank R over the steps FIRST..LAST that the host
- * detector still keeps: the cause (run-queue delay, stops, throttling) by
- * which R lost the most time per step beyond the median rank.  It explains
- * a lateness of LATE_MS when that excess is at least straggler.blame_frac
- * of it and R lost at least host.peer_factor times the median rank;
- * otherwise OUT->cause is -1 (also when no host evidence is kept).
- */
-void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
-                      uint64_t last, double late_ms, ss__host_cause *out);
-/* The clause for a finding's message: "; the host explains it: it waited
- * for a CPU 3.1 ms per step (median rank 0.2 ms)", or "" when HC explains
- * nothing.  Returns BUF. */
-const char *ss__host_cause_words(const ss__host_cause *hc, char *buf,
-                                 size_t len);
-/* The name of host cause CAUSE: its evidence key ("run_queue",
- * "stopped", "throttled"), or with WORDS its words in a message
- * ("run-queue delay", "stops", "CPU quota throttling"); "?" when CAUSE is
- * not one. */
-const char *ss__host_cause_name(int cause, int words);
-/* Adds host_cause, host_ms_per_step and host_median_rank_ms to evidence
- * EV; nothing when HC explains nothing. */
-void ss__host_cause_evidence(ss_buf *ev, const ss__host_cause *hc);
+/* ---- what the host says about a rank ----
+ * host_cause.h (the answer), detect_host.h (the host detector's
+ * questions), detect_gpu.h (the GPU detector's): a detector that asks
+ * another includes its header, so which asks which shows in the includes. */
 
 /* ---- wording and evidence (detector_text.c) ---- */
 
@@ -289,11 +237,6 @@ typedef struct {
 void ss__fp8_describe(ss_detectors *d, ss_finding *f, const ss__fp8_words *w);
 
 /* ---- small shared helpers ---- */
-
-/* P(X >= K) for X ~ Binomial(N, P), for K above the mean N * P; 1 when K
- * is not above it (no evidence, and the terms would not decrease).
- * (detect_straggler.c) */
-double ss__binomial_upper_tail(uint32_t n, uint32_t k, double p);
 
 /* calloc that never asks for 0 bytes: a 0-rank world still gets a
  * pointer, so "NULL" means out-of-memory alone. */

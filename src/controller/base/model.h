@@ -1,7 +1,9 @@
 /*
  * model.h - the data the controller's parts hand to each other.
  *
- * The aggregator (aggregator.c) turns per-rank step records into finalized
+ * The ingest stage decodes what ranks send and hands each finished step on
+ * as an ss_step_record, the analysis stage's input; the aggregator
+ * (aggregator.c) turns those per-rank step records into finalized
  * steps (ss_step_view) and, through the detectors (detectors.c), findings
  * (ss_finding).  The store (store.c) persists both, the report (report.c)
  * reads them back.  Durations and timestamps are nanoseconds; SS_MISSING
@@ -27,6 +29,51 @@ typedef int64_t ss_dur_ns;  /* a duration, nanoseconds */
  * are kept in bytes (the aggregator's columns, the detectors' blame, where
  * 255 means "no name"), so the limit stays at most 255. */
 #define SS_MAX_RUN_NAMES 255
+/* The longest name, in bytes without the NUL (SS_MAX_NAME_LEN in
+ * stepscope.h). */
+#define SS_MAX_RUN_NAME_LEN 63
+
+/* ---- one rank's record of one finished step ----
+ *
+ * What the analysis stage is fed (ss_aggregator_add): the step's times and
+ * the phases, sync points and metrics of one rank, names already run-wide
+ * indexes.  The ingest stage fills it from the protocol's step frame
+ * (src/common/wire.h), with every time on the controller's CLOCK_MONOTONIC
+ * (a remote rank's clock aligned) and only the items whose names the run
+ * could keep. */
+#define SS_MAX_STEP_ITEMS 64 /* phases, syncs or metrics in one record */
+
+typedef struct {
+    int name;                  /* index into the run's name table */
+    uint32_t count;            /* times the phase ran in the step */
+    ss_dur_ns total_ns;        /* summed duration (inclusive), >= 0 */
+    /* Summed self (exclusive) time: total_ns less the time covered by
+     * phases nested in it (docs/recorder.md); SS_MISSING when the rank's
+     * recorder sends none. */
+    ss_dur_ns self_ns;
+    ss_mono_ns first_begin_ns; /* the earliest begin */
+} ss_phase_record;
+
+typedef struct {
+    int name;              /* index into the run's name table */
+    ss_mono_ns arrival_ns; /* when the rank arrived at the sync point */
+} ss_sync_record;
+
+typedef struct {
+    int name; /* index into the run's name table */
+    double value;
+} ss_metric_record;
+
+typedef struct {
+    uint64_t step;
+    ss_mono_ns begin_ns, end_ns; /* end_ns >= begin_ns */
+    int64_t rss_bytes;    /* max in the step; SS_MISSING when not sampled */
+    int64_t device_bytes; /* likewise, the device memory */
+    uint32_t n_phases, n_syncs, n_metrics; /* each <= SS_MAX_STEP_ITEMS */
+    ss_phase_record phases[SS_MAX_STEP_ITEMS];
+    ss_sync_record syncs[SS_MAX_STEP_ITEMS];
+    ss_metric_record metrics[SS_MAX_STEP_ITEMS];
+} ss_step_record;
 
 /* Order statistics of one quantity over the ranks present in a step.
  * When n == 0 every field is SS_MISSING and worst_rank is SS_NO_RANK. */

@@ -255,3 +255,21 @@ uint64_t ss_regular_period(const uint64_t *steps, size_t n, double min_frac)
         return 0;
     return (uint64_t)llround(g);
 }
+
+double ss_binomial_upper_tail(uint32_t n, uint32_t k, double p)
+{
+    if (k == 0 || p >= 1 || (double)k <= (double)n * p)
+        return 1;
+    if (k > n || p <= 0)
+        return 0;
+    double log_first = lgamma(n + 1.0) - lgamma(k + 1.0) -
+                       lgamma(n - k + 1.0) + k * log(p) +
+                       (n - k) * log1p(-p);
+    double sum = 0, term = 1, ratio = p / (1 - p);
+    for (uint32_t i = k; i <= n && term > 1e-17 * sum; i++) {
+        sum += term;
+        term *= (double)(n - i) / (i + 1.0) * ratio;
+    }
+    double tail = exp(log_first) * sum;
+    return tail < 1 ? tail : 1;
+}

@@ -3,7 +3,8 @@
  *
  * The aggregator needs min / median / p90 / max over the ranks of every
  * step, and the detectors need medians, median absolute deviations (MAD),
- * Theil-Sen slopes and a test for regularly spaced events.  Everything here
+ * Theil-Sen slopes, a test for regularly spaced events and the binomial
+ * tail their counting tests rest on.  Everything here
  * works in place on caller-owned scratch arrays: no allocation, no global
  * state, linear expected time for the selections (quickselect with a
  * three-way partition and a heapsort fallback, so adversarial or constant
@@ -85,5 +86,14 @@ double ss_theil_sen(const double *x, const double *y, size_t n,
  * the last 256 events are considered.
  */
 uint64_t ss_regular_period(const uint64_t *steps, size_t n, double min_frac);
+
+/*
+ * P(X >= K) for X ~ Binomial(N, P): the chance that K or more of N
+ * independent trials succeed, each with probability P.  Only the upper
+ * tail is computed: when K is not above the mean N * P the answer is 1 (no
+ * evidence, and the terms would not decrease).  0 when K > N or P <= 0 (and
+ * K > 0); 1 when K == 0 or P >= 1.
+ */
+double ss_binomial_upper_tail(uint32_t n, uint32_t k, double p);
 
 #endif

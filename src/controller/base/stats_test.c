@@ -1,8 +1,8 @@
 /*
  * stats_test.c - unit tests for stats.c: selections against a sorted copy,
  * the median / percentile / MAD definitions on small exact inputs, the
- * aggregate ss_stat, Theil-Sen accuracy and robustness, and the regular
- * period finder.
+ * aggregate ss_stat, Theil-Sen accuracy and robustness, the regular
+ * period finder and the binomial upper tail against exact sums.
  */
 #include "stats.h"
 
@@ -180,7 +180,28 @@ static void regular_period(void)
     CHECK_EQ_INT(ss_regular_period(consecutive, 5, 0.75), 0);
 }
 
+static void binomial_upper_tail(void)
+{
+    /* exact: P(X >= 3), X ~ Binomial(4, 1/2) = (4 + 1) / 16 */
+    CHECK(fabs(ss_binomial_upper_tail(4, 3, 0.5) - 5.0 / 16) < 1e-12);
+    /* P(X >= 10), X ~ Binomial(10, 0.3) = 0.3^10 */
+    CHECK(fabs(ss_binomial_upper_tail(10, 10, 0.3) / pow(0.3, 10) - 1) < 1e-9);
+    /* against a direct sum over a larger n */
+    double want = 0;
+    for (uint32_t i = 40; i <= 100; i++)
+        want += exp(lgamma(101.0) - lgamma(i + 1.0) - lgamma(101.0 - i) +
+                    i * log(0.2) + (100 - i) * log(0.8));
+    CHECK(fabs(ss_binomial_upper_tail(100, 40, 0.2) / want - 1) < 1e-9);
+    /* at or below the mean, and the edges */
+    CHECK_EQ_INT(ss_binomial_upper_tail(10, 5, 0.5) == 1, 1);
+    CHECK_EQ_INT(ss_binomial_upper_tail(10, 0, 0.1) == 1, 1);
+    CHECK_EQ_INT(ss_binomial_upper_tail(10, 3, 1.0) == 1, 1);
+    CHECK_EQ_INT(ss_binomial_upper_tail(10, 11, 0.5) == 0, 1);
+    CHECK_EQ_INT(ss_binomial_upper_tail(10, 3, 0.0) == 0, 1);
+}
+
 TEST_LIST(TEST(select_matches_sort), TEST(select_sorted_and_reversed),
           TEST(median_definitions), TEST(percentile_nearest_rank),
           TEST(mad_exact), TEST(stat_compute_exact),
-          TEST(theil_sen_accuracy), TEST(regular_period))
+          TEST(theil_sen_accuracy), TEST(regular_period),
+          TEST(binomial_upper_tail))

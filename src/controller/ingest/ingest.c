@@ -8,7 +8,9 @@
  * handshake timer closes connections that never say HELLO.  A name the run
  * has no room for never closes a connection: its local id maps to
  * NAME_REFUSED and translate() drops (and counts) the items under it, so
- * the rest of each record keeps flowing.  A step's VALUES frames come
+ * the rest of each record keeps flowing.  A STEP frame is handed on as
+ * the analysis stage's record (model.h, to_record): the protocol stops
+ * here.  A step's VALUES frames come
  * before its STEP (the decoder checks it): they are kept in the
  * connection's pending list (at most WIRE_MAX_STEP_VALUES elements, the
  * buffer grown to what the rank uses and kept) and handed on with the
@@ -80,7 +82,8 @@ struct ss_ingest {
     int closing;
     int server_open;   /* SERVER and RETRY not closed yet: 0..2 */
     ss_ingest_stats stats;
-    wire_frame frame; /* scratch: large, so not on the stack */
+    wire_frame frame;      /* scratch: large, so not on the stack */
+    ss_step_record record; /* scratch: a step frame as the analysis' input */
 };
 
 #define ACCEPT_RETRY_MS 100 /* out of descriptors: listen again after */
@@ -200,32 +203,88 @@ static void on_handshake_timeout(uv_timer_t *t)
         conn_reject(c, 2, "no HELLO within the handshake timeout");
 }
 
-/* Keeps the items of a step array whose names have a run-wide index,
- * rewriting their ids to it; adds the number of items left out to *DROPPED. */
-#define KEEP_KNOWN(c, arr, count, dropped)                                    \
-    do {                                                                      \
-        unsigned kept_ = 0;                                                   \
-        for (unsigned i_ = 0; i_ < (count); i_++) {                           \
-            int16_t idx_ = (c)->name_map[(arr)[i_].name_id];                  \
-            if (idx_ == NAME_REFUSED)                                         \
-                continue;                                                     \
-            if (kept_ != i_)                                                  \
-                (arr)[kept_] = (arr)[i_];                                     \
-            (arr)[kept_++].name_id = (uint32_t)idx_;                          \
-        }                                                                     \
-        *(dropped) += (count) - kept_;                                        \
-        (count) = (uint8_t)kept_;                                             \
-    } while (0)
+/* A step frame's items under a refused name are left out; the kept ones
+ * fit a record.  The record's names are the run's (name_map), which fit
+ * the analysis stage's name table. */
+_Static_assert(WIRE_MAX_ITEMS <= SS_MAX_STEP_ITEMS,
+               "a step frame fits a record");
+_Static_assert(WIRE_MAX_NAME_LEN <= SS_MAX_RUN_NAME_LEN, "a wire name fits");
 
-/* Rewrites the name ids of REC to run-wide indexes (the decoder already
- * checked that each id is declared) and leaves out the items whose name
- * was refused.  Returns how many items were left out. */
-static uint32_t translate(const conn *c, wire_step *rec)
+static int64_t clamp_u64(uint64_t v)
 {
-    uint32_t dropped = 0;
-    KEEP_KNOWN(c, rec->phases, rec->n_phases, &dropped);
-    KEEP_KNOWN(c, rec->syncs, rec->n_syncs, &dropped);
-    KEEP_KNOWN(c, rec->metrics, rec->n_metrics, &dropped);
+    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/*
+ * Converts the step frame W of connection C into OUT, the analysis stage's
+ * record (model.h): the names become run-wide indexes (the decoder already
+ * checked that each id is declared) and the items whose name was refused
+ * are left out; sizes the rank did not sample become SS_MISSING, unsigned
+ * sizes and durations are clamped to int64_t; and on a channel every time
+ * moves onto the controller's clock (the far end's CLOCK_MONOTONIC plus
+ * the transport's offset: an agent on another host).  Only the items
+ * present are written.  Returns how many items were left out.
+ */
+static uint32_t to_record(const conn *c, const wire_step *w,
+                          ss_step_record *out)
+{
+    uint32_t n = 0, dropped = 0;
+    out->step = w->step;
+    out->begin_ns = w->begin_ns;
+    out->end_ns = w->end_ns;
+    out->rss_bytes =
+        w->flags & WIRE_STEP_HAS_RSS ? clamp_u64(w->rss_bytes) : SS_MISSING;
+    out->device_bytes = w->flags & WIRE_STEP_HAS_DEVICE
+                            ? clamp_u64(w->device_bytes)
+                            : SS_MISSING;
+    int self = (w->flags & WIRE_STEP_HAS_SELF) != 0;
+    for (unsigned i = 0; i < w->n_phases; i++) {
+        const wire_phase *p = &w->phases[i];
+        int16_t idx = c->name_map[p->name_id];
+        if (idx == NAME_REFUSED)
+            continue;
+        ss_phase_record *o = &out->phases[n++];
+        o->name = idx;
+        o->count = p->count;
+        o->total_ns = clamp_u64(p->total_ns);
+        o->self_ns = self ? clamp_u64(p->self_ns) : SS_MISSING;
+        o->first_begin_ns = p->first_begin_ns;
+    }
+    dropped += w->n_phases - n;
+    out->n_phases = n;
+    n = 0;
+    for (unsigned i = 0; i < w->n_syncs; i++) {
+        int16_t idx = c->name_map[w->syncs[i].name_id];
+        if (idx == NAME_REFUSED)
+            continue;
+        out->syncs[n].name = idx;
+        out->syncs[n++].arrival_ns = w->syncs[i].arrival_ns;
+    }
+    dropped += w->n_syncs - n;
+    out->n_syncs = n;
+    n = 0;
+    for (unsigned i = 0; i < w->n_metrics; i++) {
+        int16_t idx = c->name_map[w->metrics[i].name_id];
+        if (idx == NAME_REFUSED)
+            continue;
+        out->metrics[n].name = idx;
+        out->metrics[n++].value = w->metrics[i].value;
+    }
+    dropped += w->n_metrics - n;
+    out->n_metrics = n;
+    int64_t off = c->transport && c->transport->clock_offset_ns
+                      ? *c->transport->clock_offset_ns
+                      : 0;
+    if (off) { /* a channel whose far end's clock is not ours */
+        out->begin_ns = ss_clock_apply(out->begin_ns, off);
+        out->end_ns = ss_clock_apply(out->end_ns, off);
+        for (uint32_t i = 0; i < out->n_phases; i++)
+            out->phases[i].first_begin_ns =
+                ss_clock_apply(out->phases[i].first_begin_ns, off);
+        for (uint32_t i = 0; i < out->n_syncs; i++)
+            out->syncs[i].arrival_ns =
+                ss_clock_apply(out->syncs[i].arrival_ns, off);
+    }
     return dropped;
 }
 
@@ -359,7 +418,8 @@ static int dispatch(conn *c, wire_frame *f)
         return 0;
     }
     case WIRE_STEP: {
-        uint32_t dropped = translate(c, &f->u.step) + c->pend_refused;
+        uint32_t dropped = to_record(c, &f->u.step, &in->record) +
+                           c->pend_refused;
         if (dropped) {
             in->stats.values_dropped += dropped;
             if (cb->on_values_dropped)
@@ -370,7 +430,7 @@ static int dispatch(conn *c, wire_frame *f)
         in->stats.steps++;
         in->stats.vectors += c->n_pend;
         if (cb->on_step)
-            cb->on_step(cb->ctx, (uint32_t)c->rank, &f->u.step,
+            cb->on_step(cb->ctx, (uint32_t)c->rank, &in->record,
                         c->n_pend ? c->pend : NULL, c->n_pend);
         c->n_pend = c->pend_used = c->pend_refused = 0;
         return 0;
@@ -436,24 +496,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->len = CONN_BUF_SIZE - c->len;
 }
 
-/* A channel's clock: the far end's CLOCK_MONOTONIC plus the offset is the
- * controller's (an agent on another host); every time in REC moves. */
-static void align_step(const conn *c, wire_step *rec)
-{
-    int64_t off = c->transport && c->transport->clock_offset_ns
-                      ? *c->transport->clock_offset_ns
-                      : 0;
-    if (!off)
-        return;
-    rec->begin_ns = ss_clock_apply(rec->begin_ns, off);
-    rec->end_ns = ss_clock_apply(rec->end_ns, off);
-    for (unsigned i = 0; i < rec->n_phases; i++)
-        rec->phases[i].first_begin_ns =
-            ss_clock_apply(rec->phases[i].first_begin_ns, off);
-    for (unsigned i = 0; i < rec->n_syncs; i++)
-        rec->syncs[i].arrival_ns = ss_clock_apply(rec->syncs[i].arrival_ns, off);
-}
-
 /* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
  * bytes consumed, or -1 once C is closing. */
 static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
@@ -473,9 +515,7 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
         }
         in->stats.frames++;
         off += used;
-        if (in->frame.type == WIRE_STEP)
-            align_step(c, &in->frame.u.step);
-        else if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
+        if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
                  c->transport && c->transport->clock_offset_ns)
             in->frame.u.status.since_ns = ss_clock_apply(
                 in->frame.u.status.since_ns, *c->transport->clock_offset_ns);

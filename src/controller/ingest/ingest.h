@@ -39,12 +39,13 @@ typedef struct {
      * reason in REASON (REASONLEN bytes) to reject it. */
     int (*on_hello)(void *ctx, const wire_hello *h, char *reason,
                     size_t reasonlen);
-    /* REC's name ids are already run-wide indexes; items under refused
-     * names are left out.  VALUES: the N_VALUES vectors the rank sent for
-     * this step (VALUES frames), names run-wide, NaN and infinities as
-     * sent, without labels (on_labels); NULL when none.  All valid during
-     * the call only. */
-    void (*on_step)(void *ctx, uint32_t rank, const wire_step *rec,
+    /* A rank's STEP frame as the analysis stage's record (model.h): its
+     * names are run-wide indexes, items under refused names are left
+     * out, its times are on the controller's clock.  VALUES: the N_VALUES
+     * vectors the rank sent for this step (VALUES frames), names
+     * run-wide, NaN and infinities as sent, without labels (on_labels);
+     * NULL when none.  All valid during the call only. */
+    void (*on_step)(void *ctx, uint32_t rank, const ss_step_record *rec,
                     const ss_values_item *values, uint32_t n_values);
     /* RANK declared the N labels of its vector NAME (a run-wide index;
      * LABELS frames, once complete), replacing earlier ones.  Valid

@@ -29,7 +29,7 @@ typedef struct {
     uint64_t status_step;
     char last_reject[256];
     uint32_t last_phase_name;
-    wire_step last_step; /* the last record, as translated */
+    ss_step_record last_step; /* the last record, as handed on */
     uint32_t n_values;   /* its vectors, the first 4 elements of each */
     ss_values_item values[4];
     double value_bits[4][4];
@@ -99,12 +99,12 @@ static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
     return 0;
 }
 
-static void t_step(void *ctx, uint32_t rank, const wire_step *rec,
+static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
                    const ss_values_item *values, uint32_t n_values)
 {
     seen *s = ctx;
     s->steps++;
-    s->last_phase_name = rec->phases[0].name_id;
+    s->last_phase_name = (uint32_t)rec->phases[0].name;
     s->last_step = *rec;
     s->n_values = n_values;
     for (uint32_t i = 0; i < n_values && i < 4; i++) {
@@ -275,6 +275,12 @@ static void *run_client(void *arg)
             s.metrics[1] = (wire_metric){5, 2.5};
             n += wire_encode_step(buf + n, sizeof buf - n, &s);
             s.step = 2;
+            /* sizes and self times as sent: a size past INT64_MAX
+             * clamps, the device's unsampled stays missing */
+            s.flags = WIRE_STEP_HAS_RSS | WIRE_STEP_HAS_SELF;
+            s.rss_bytes = UINT64_MAX;
+            s.device_bytes = 123;
+            s.phases[1].self_ns = 1;
         }
         n += wire_encode_step(buf + n, sizeof buf - n, &s);
         wire_status st = {2, c->over_limit ? 6 : 5, 3, 0, 0, 0};
@@ -385,14 +391,17 @@ static void a_refused_name_drops_its_values_not_the_rank(void)
     CHECK_STR(s.refused_name, "over-the-limit");
     CHECK_EQ_INT(s.steps, 2); /* both records, after the refusal */
     CHECK_EQ_INT(s.values_dropped, 2 * 3);
-    const wire_step *last = &s.last_step;
+    const ss_step_record *last = &s.last_step;
     CHECK_EQ_INT(last->step, 2);
     REQUIRE(last->n_phases == 1);
-    CHECK_EQ_INT(last->phases[0].name_id, 17);
+    CHECK_EQ_INT(last->phases[0].name, 17);
     CHECK_EQ_INT(last->phases[0].total_ns, 1);
+    CHECK_EQ_INT(last->phases[0].self_ns, 1);
+    CHECK(last->rss_bytes == INT64_MAX);
+    CHECK(last->device_bytes == SS_MISSING);
     CHECK_EQ_INT(last->n_syncs, 0);
     REQUIRE(last->n_metrics == 1);
-    CHECK_EQ_INT(last->metrics[0].name_id, 17);
+    CHECK_EQ_INT(last->metrics[0].name, 17);
     CHECK(last->metrics[0].value == 2.5);
     CHECK_EQ_INT(s.status_phase[0], -1); /* a refused phase shows as none */
     CHECK_EQ_INT(s.byes, 1);
@@ -548,6 +557,12 @@ static void channel_with_chunk(size_t chunk)
     CHECK(s.last_step.begin_ns == 4000 && s.last_step.end_ns == 8000);
     CHECK(s.last_step.phases[0].first_begin_ns == 5000);
     CHECK(s.last_step.syncs[0].arrival_ns == 7000);
+    /* a recorder that sent no sizes and no self time: missing, not 0 */
+    CHECK(s.last_step.rss_bytes == SS_MISSING);
+    CHECK(s.last_step.device_bytes == SS_MISSING);
+    CHECK(s.last_step.phases[0].self_ns == SS_MISSING);
+    CHECK_EQ_INT(s.last_step.phases[0].count, 1);
+    CHECK_EQ_INT(s.last_step.phases[0].total_ns, 100);
     CHECK_EQ_INT(s.statuses, 1);
     CHECK_EQ_INT(s.byes, 1);
     /* WELCOME went back through the transport */

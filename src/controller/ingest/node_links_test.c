@@ -164,7 +164,7 @@ static int t_hello(void *ctx, const wire_hello *h, char *reason, size_t n)
     return 0;
 }
 
-static void t_step(void *ctx, uint32_t rank, const wire_step *rec,
+static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
                    const ss_values_item *values, uint32_t n_values)
 {
     seen *s = ctx;

@@ -191,7 +191,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     return 0;
 }
 
-static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
+static void cb_step(void *ctx, uint32_t rank, const ss_step_record *rec,
                     const ss_values_item *values, uint32_t n_values)
 {
     run_ctx *r = ctx;
