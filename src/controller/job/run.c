@@ -24,7 +24,6 @@
 #include "run_internal.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -40,7 +39,6 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agent.h"
 #include "aggregator.h"
 #include "fd_budget.h"
 #include "appendf.h"
@@ -52,7 +50,6 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "nodeconf.h"
-#include "numparse.h"
 #include "profile.h"
 #include "rank_env.h"
 #include "live.h"
@@ -131,7 +128,7 @@ static void sink_finding(void *ctx, const ss_finding *f)
     if (f->id > r->findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->findings_seen = f->id;
-        if (!r->quiet)
+        if (!r->o->quiet)
             fprintf(stderr, "stepscope: %s %s: %s\n",
                     f->severity == SS_CRITICAL ? "critical" : "warning",
                     f->kind, f->message);
@@ -182,7 +179,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     s->pid = h->pid;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
-    if (h->rank < r->nproc_local)
+    if (h->rank < r->o->nproc_local)
         ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
     run_put_rank(r, h->rank, "running");
     run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
@@ -196,7 +193,7 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
-    if (rank < r->nproc_local)
+    if (rank < r->o->nproc_local)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->refused_records++;
@@ -217,7 +214,7 @@ static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
           "when the run's %d names were taken: what it records under names "
           "beyond the limit is dropped and counted; its steps and other "
           "values are kept", rank, name, SS_MAX_RUN_NAMES);
-    if (!r->quiet && !r->said_names_over_limit)
+    if (!r->o->quiet && !r->said_names_over_limit)
         fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
                 "what rank %u records under '%s' and other new names is "
                 "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
@@ -342,7 +339,7 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text)
 {
     ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
-    if (rank < r->nproc_local)
+    if (rank < r->o->nproc_local)
         ss_host_watch_rank_exited(r->host, rank);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
     int ok = ss_life_exit_ok(exit_code, term_signal);
@@ -436,12 +433,12 @@ void run_maybe_finish(run_ctx *r)
 {
     if (r->restart_pending || r->ending || !ss_life_finish(&r->life))
         return;
-    for (uint32_t i = 0; i < r->nprocs; i++)
+    for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
     run_nodes_finish(r);
     publish_host_totals(r);
-    for (uint32_t i = 0; i < r->nprocs; i++)
+    for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
     attempt_over(r);
 }
@@ -476,7 +473,7 @@ static void on_signal(uv_signal_t *h, int signum)
     if (r->stop_requests == 1) {
         fprintf(stderr, "\nstepscope: %s: stopping the ranks (SIGTERM, then "
                 "SIGKILL after %.1f s; again to kill now)\n",
-                strsignal(signum), r->grace_ms / 1000.0);
+                strsignal(signum), r->o->grace_ms / 1000.0);
         char why[64];
         snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
         run_event(r, "stop_requested", -1, "%s", why);
@@ -500,7 +497,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static void publish_host_totals(run_ctx *r)
 {
     ss_host_step totals;
-    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
+    for (uint32_t i = 0; r->host && i < r->o->nproc_local; i++)
         if (ss_host_watch_totals(r->host, i, &totals) == 0)
             ss_live_rank_host(r->live, i, &totals);
 }
@@ -521,10 +518,10 @@ static void on_hang_stacks(void *ctx, const char *doc, size_t len,
     run_ctx *r = ctx;
     if (!doc)
         fprintf(stderr, "stepscope: hang: no stacks: %s\n", why);
-    else if (!r->quiet)
+    else if (!r->o->quiet)
         fprintf(stderr, "stepscope: hang: every rank's stacks are stored "
                 "(`stepscope report` shows them merged)\n");
-    if (r->on_hang == SS_ON_HANG_DUMP)
+    if (r->o->on_hang == SS_ON_HANG_DUMP)
         return;
     /* The attempt may have ended meanwhile (another began, or none
      * follows): nothing of it is left to stop. */
@@ -532,15 +529,15 @@ static void on_hang_stacks(void *ctx, const char *doc, size_t len,
         r->ending)
         return;
     r->hang_acted = 1;
-    if (r->on_hang == SS_ON_HANG_RESTART) {
+    if (r->o->on_hang == SS_ON_HANG_RESTART) {
         fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
                 "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
-                r->attempt, r->grace_ms / 1000.0);
+                r->attempt, r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a hang to restart "
                   "(--on-hang restart)");
     } else {
         fprintf(stderr, "stepscope: hang: stopping the job (--on-hang stop; "
-                "SIGTERM, then SIGKILL after %.1f s)\n", r->grace_ms / 1000.0);
+                "SIGTERM, then SIGKILL after %.1f s)\n", r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a hang (--on-hang "
                   "stop)");
     }
@@ -552,9 +549,9 @@ static void on_hang_stacks(void *ctx, const char *doc, size_t len,
  * rank's stacks stored with it, and what --on-hang says. */
 static void check_hang(run_ctx *r, ss_mono_ns now)
 {
-    if (r->hang_off || r->hang_stop_why[0])
+    if (r->o->hang_off || r->hang_stop_why[0])
         return;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         const rank_slot *s = &r->ranks[i];
         ss_hang_rank *h = &r->hang_ranks[i];
         ss_rank_state st;
@@ -571,11 +568,11 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         h->heard_at = s->status_at;
     }
     ss_finding f;
-    if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->nprocs, &f))
+    if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->o->nprocs, &f))
         return;
     uint32_t id = ss_aggregator_publish_finding(r->agg, &f);
     run_event(r, "hang", f.n_ranks == 1 ? f.ranks[0] : -1, "%s", f.message);
-    if (r->on_hang != SS_ON_HANG_DUMP)
+    if (r->o->on_hang != SS_ON_HANG_DUMP)
         snprintf(r->hang_stop_why, sizeof r->hang_stop_why, "%s", f.message);
     /* Every rank's stacks, stored with the finding; --on-hang stop and
      * restart wait for them, so the ranks are still there to answer. */
@@ -594,560 +591,21 @@ static void on_tick(uv_timer_t *t)
     publish_host_totals(r);
     run_nodes_tick(r, now);
     check_hang(r, now);
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
             continue;
         fprintf(stderr, "stepscope: rank %u has not connected after %.0f s;"
                 " its steps are recorded as missing\n", i,
-                r->connect_timeout_ms / 1000.0);
+                r->o->connect_timeout_ms / 1000.0);
         run_event(r, "rank_never_connected", (int32_t)i, "rank %u did not "
-              "connect within %.0f s", i, r->connect_timeout_ms / 1000.0);
+              "connect within %.0f s", i, r->o->connect_timeout_ms / 1000.0);
         run_carry_out(r, i, d);
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
     }
 }
 
 /* ---- set-up ---- */
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-        "usage: stepscope run -n N [options] -- CMD ARGS...\n"
-        "\n"
-        "Launches N ranks of CMD with the environment torchrun sets (RANK,\n"
-        "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), records every\n"
-        "step through libstepscope, and stores steps and findings.\n"
-        "\n"
-        "options:\n"
-        "  -n, --nproc-per-node N   number of ranks (required)\n"
-        "      --name NAME          a name for the run (default: the command)\n"
-        "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
-        "                           stepscope/stepscope.db)\n"
-        "      --log-dir DIR        per-rank logs (default: beside the store,\n"
-        "                           PATH.d/logs/run-ID/rank-N.log)\n"
-        "      --grace SECONDS      SIGTERM to SIGKILL delay (default 5)\n"
-        "      --connect-timeout SECONDS\n"
-        "                           a rank silent this long is recorded as\n"
-        "                           missing (default 60)\n"
-        "      --window STEPS       steps kept in memory (default 64)\n"
-        "      --set NAME=VALUE     set a detector threshold (see\n"
-        "                           docs/detectors.md; --set help lists them)\n"
-        "      --auto               instrument unmodified PyTorch scripts: data\n"
-        "                           wait, forward, backward, optimizer step,\n"
-        "                           DDP all-reduce and memory (needs the\n"
-        "                           stepscope Python package, docs/python.md)\n"
-        "      --http ADDR:PORT     serve the dashboard, JSON API and /metrics\n"
-        "                           there (default 127.0.0.1:%d, another free\n"
-        "                           port when busy; any address but loopback\n"
-        "                           requires the run token: docs/api.md)\n"
-        "      --no-http            no HTTP server\n"
-        "      --host-interval MS   read each rank's process tree and cgroup\n"
-        "                           (CPU, run-queue delay, stops, throttling,\n"
-        "                           faults) every MS ms and at each step\n"
-        "                           (default %d; 0: no host evidence)\n"
-        "      --hang-timeout SECONDS\n"
-        "                           a hang: no step completed by every rank\n"
-        "                           for this long (default: adaptive, 10 x\n"
-        "                           p99 of recent step times, at least 30;\n"
-        "                           600 before the first step; 0: off;\n"
-        "                           docs/debug.md)\n"
-        "      --on-hang dump|stop|restart\n"
-        "                           on a hang: record it and keep waiting\n"
-        "                           (dump, the default), also end the job\n"
-        "                           with exit status %d (stop), or end the\n"
-        "                           attempt and restart (needs --max-restarts)\n"
-        "      --numerics off|light|full\n"
-        "                           with --auto, what the training computes\n"
-        "                           (docs/numerics.md): light (the default)\n"
-        "                           loss, gradient and parameter norms and\n"
-        "                           non-finite counts; full also per-module\n"
-        "                           outputs and per-parameter gradients, and\n"
-        "                           where the first NaN or infinity was born\n"
-        "      --on-nonfinite dump|stop|restart\n"
-        "                           on the first non-finite value: store\n"
-        "                           every rank's stacks with the finding\n"
-        "                           (dump, the default), also end the job\n"
-        "                           with exit status %d (stop), or restart\n"
-        "                           from the last checkpoint with --numerics\n"
-        "                           full to find its origin, once (needs\n"
-        "                           --max-restarts)\n"
-        "      --checksum-every N|auto\n"
-        "                           with --auto, hash every parameter after\n"
-        "                           the optimizer step of every Nth step (0\n"
-        "                           off; auto, the default, keeps the cost\n"
-        "                           under 1 %% of a step; docs/consistency.md)\n"
-        "      --checksum params|optimizer\n"
-        "                           optimizer: also hash its state\n"
-        "      --replica-groups \"0,1;2-3\"\n"
-        "                           the ranks that hold the same parameters\n"
-        "                           (default: DDP's group, every rank)\n"
-        "      --on-divergence dump|stop|restart\n"
-        "                           on a replica_divergence: record it (dump,\n"
-        "                           the default), also end the job with exit\n"
-        "                           status %d (stop), or end the attempt for\n"
-        "                           --max-restarts to restart it (restart)\n"
-        "\n"
-        "restarts (docs/fault-tolerance.md):\n"
-        "      --max-restarts N     restart the whole job up to N times after\n"
-        "                           a rank failure, a hang (--on-hang restart)\n"
-        "                           or a lost node (default 0, as torchrun)\n"
-        "      --restart-backoff SECONDS\n"
-        "                           wait before the first restart, doubling\n"
-        "                           for each next one up to %d s (default 1)\n"
-        "      --max-restarts-per-hour N\n"
-        "                           at most N restarts within any hour\n"
-        "                           (default: no limit)\n"
-        "\n"
-        "health checks before the ranks start, on every node\n"
-        "(docs/fault-tolerance.md):\n"
-        "      --checkpoint-dir DIR where checkpoints are written (default:\n"
-        "                           the working directory)\n"
-        "      --min-free-gb GB     fail with less free space there (default\n"
-        "                           %g; 0: no check)\n"
-        "      --health-check CMD   a site check run by /bin/sh; a non-zero\n"
-        "                           exit fails (its output is kept)\n"
-        "      --health-check-timeout SECONDS\n"
-        "                           CMD fails after this long (default %d)\n"
-        "      --no-gpu-check       skip the GPUs' check (NVML: every GPU\n"
-        "                           readable, none with uncorrected ECC or\n"
-        "                           Xid errors; skipped without NVML)\n"
-        "  (and node 0's master port must be free when it is fixed)\n"
-        "\n"
-        "fault injection, to test a resume path (repeatable):\n"
-        "      --inject kill-rank:R@STEP   SIGKILL rank R at step STEP\n"
-        "      --inject kill-node:K@STEP   SIGKILL every rank of node K\n"
-        "      --inject hang-rank:R@STEP   SIGSTOP rank R for good (a hang)\n"
-        "      --inject stop-rank:R:MS[@STEP]\n"
-        "                           SIGSTOP rank R for MS ms, then SIGCONT\n"
-        "                           (at its start, or at STEP)\n"
-        "\n"
-        "multi-node (the same command on every node; docs/multinode.md):\n"
-        "      --nnodes N           nodes in the job (default 1; Slurm's\n"
-        "                           SLURM_NNODES or PET_NNODES when set)\n"
-        "      --node-rank K        this node (0 runs the controller; others\n"
-        "                           run an agent; SLURM_NODEID, PET_NODE_RANK)\n"
-        "      --master-addr HOST   node 0's address (first host of\n"
-        "                           SLURM_JOB_NODELIST, PET_MASTER_ADDR)\n"
-        "      --master-port PORT   the ranks' MASTER_PORT (default 29500)\n"
-        "      --controller-port PORT\n"
-        "                           where node 0 listens for agents (default\n"
-        "                           master port + 1)\n"
-        "      --token-file FILE    the shared secret of the agent links (or\n"
-        "                           STEPSCOPE_TOKEN); required with --nnodes > 1\n"
-        "      --job-id ID          the same on every node (default\n"
-        "                           SLURM_JOB_ID, PET_RDZV_ID)\n"
-        "      --join-timeout SECONDS\n"
-        "                           a node not joined by then is lost (300)\n"
-        "      --heartbeat-timeout SECONDS\n"
-        "                           a silent link is lost after this (10)\n"
-        "\n"
-        "  -q, --quiet              do not forward rank output (still logged)\n"
-        "  -h, --help               this text\n"
-        "\n"
-        "The exit status is the last attempt's: 0, or that of the rank that\n"
-        "failed first.  A job that fails before its first step twice in a row\n"
-        "the same way is not restarted again.\n",
-        SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
-        SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
-        SS_DIVERGENCE_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
-        SS_HEALTH_MIN_FREE_GB_DEFAULT, SS_HEALTH_TIMEOUT_MS_DEFAULT / 1000);
-}
-
-static void list_params(void)
-{
-    printf("detector thresholds (--set NAME=VALUE):\n");
-    for (const ss_detector_param *p = ss_detector_params; p->name; p++)
-        printf("  %-36s %10g %-8s %s\n", p->name, p->default_value,
-               p->unit ? p->unit : "", p->doc);
-}
-
-/* A whole number from 0 to MAX, exactly as typed ("4", not " 4", "4.0"
- * or "+4"). */
-static int parse_count(const char *s, uint32_t max, uint32_t *out)
-{
-    int64_t v;
-    if (ss_parse_i64(s, 0, max, &v))
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* Seconds as typed, with up to three decimals ("10", "0.5", "2.125"), into
- * milliseconds up to MAX_MS. */
-static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
-{
-    const char *dot = strchr(s, '.');
-    char whole[24];
-    size_t n = dot ? (size_t)(dot - s) : strlen(s);
-    if (n == 0 || n >= sizeof whole)
-        return -1;
-    memcpy(whole, s, n);
-    whole[n] = '\0';
-    int64_t sec, frac = 0;
-    if (ss_parse_i64(whole, 0, max_ms / 1000 + 1, &sec))
-        return -1;
-    if (dot) {
-        size_t digits = strlen(dot + 1);
-        if (digits == 0 || digits > 3 || dot[1] == '-' ||
-            ss_parse_i64(dot + 1, 0, 999, &frac))
-            return -1;
-        for (size_t i = digits; i < 3; i++)
-            frac *= 10;
-    }
-    int64_t ms = sec * 1000 + frac;
-    if (ms > max_ms)
-        return -1;
-    *out = (uint32_t)ms;
-    return 0;
-}
-
-/* Where this node stands in the job: flags, then Slurm's and torchrun's
- * (PET_*) variables (nodeconf.h), said once when there is more than one
- * node.  Returns 0, or 2 on a usage error. */
-static int resolve_nodes(run_ctx *r)
-{
-    extern char **environ;
-    char err[300];
-    if (ss_nodeconf_resolve(&r->node_flags, environ, &r->conf, err,
-                            sizeof err) != 0) {
-        fprintf(stderr, "stepscope run: %s\n", err);
-        return 2;
-    }
-    if (r->conf.nproc_per_node == 0) {
-        fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
-        return 2;
-    }
-    r->nproc_local = r->conf.nproc_per_node;
-    r->nnodes = r->conf.nnodes;
-    if ((uint64_t)r->nnodes * r->nproc_local > SS_LAUNCH_MAX_RANKS) {
-        fprintf(stderr, "stepscope run: %u nodes of %u ranks is more than "
-                "%d ranks\n", r->nnodes, r->nproc_local, SS_LAUNCH_MAX_RANKS);
-        return 2;
-    }
-    r->nprocs = r->nnodes * r->nproc_local;
-    r->master_port = r->conf.master_port;
-    r->controller_port = r->conf.controller_port;
-    r->master_addr = r->conf.master_addr[0] ? r->conf.master_addr : NULL;
-    r->job_id = r->conf.job_id[0] ? r->conf.job_id : "none";
-    if (r->nnodes > 1) {
-        char line[600];
-        ss_nodeconf_describe(&r->conf, line, sizeof line);
-        fprintf(stderr, "stepscope: %s\n", line);
-    }
-    return 0;
-}
-
-/* Parses ARGV into R.  Returns 0, 1 after --help, or 2 on a usage error. */
-static int parse_args(run_ctx *r, int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"nproc-per-node", required_argument, NULL, 'n'},
-        {"nproc_per_node", required_argument, NULL, 'n'},
-        {"name", required_argument, NULL, 'N'},
-        {"db", required_argument, NULL, 'd'},
-        {"log-dir", required_argument, NULL, 'l'},
-        {"grace", required_argument, NULL, 'g'},
-        {"connect-timeout", required_argument, NULL, 'c'},
-        {"window", required_argument, NULL, 'w'},
-        {"set", required_argument, NULL, 's'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"http", required_argument, NULL, 0x100},
-        {"no-http", no_argument, NULL, 0x101},
-        {"host-interval", required_argument, NULL, 0x102},
-        {"auto", no_argument, NULL, 'A'},
-        {"nnodes", required_argument, NULL, 0x110},
-        {"node-rank", required_argument, NULL, 0x111},
-        {"node_rank", required_argument, NULL, 0x111},
-        {"master-addr", required_argument, NULL, 0x112},
-        {"master_addr", required_argument, NULL, 0x112},
-        {"master-port", required_argument, NULL, 0x113},
-        {"master_port", required_argument, NULL, 0x113},
-        {"controller-port", required_argument, NULL, 0x114},
-        {"job-id", required_argument, NULL, 0x115},
-        {"token-file", required_argument, NULL, 0x116},
-        {"join-timeout", required_argument, NULL, 0x117},
-        {"heartbeat-timeout", required_argument, NULL, 0x118},
-        {"hang-timeout", required_argument, NULL, 0x103},
-        {"on-hang", required_argument, NULL, 0x104},
-        {"numerics", required_argument, NULL, 0x105},
-        {"on-nonfinite", required_argument, NULL, 0x106},
-        {"checksum-every", required_argument, NULL, SS_OPT_CHECKSUM_EVERY},
-        {"checksum", required_argument, NULL, SS_OPT_CHECKSUM},
-        {"replica-groups", required_argument, NULL, SS_OPT_REPLICA_GROUPS},
-        {"on-divergence", required_argument, NULL, SS_OPT_ON_DIVERGENCE},
-        {"max-restarts", required_argument, NULL, 0x126},
-        {"max_restarts", required_argument, NULL, 0x126},
-        {"restart-backoff", required_argument, NULL, 0x127},
-        {"max-restarts-per-hour", required_argument, NULL, 0x128},
-        /* health checks and fault injection (run_inject.c) */
-        {"checkpoint-dir", required_argument, NULL, 0x120},
-        {"min-free-gb", required_argument, NULL, 0x121},
-        {"health-check", required_argument, NULL, 0x122},
-        {"health-check-timeout", required_argument, NULL, 0x123},
-        {"no-gpu-check", no_argument, NULL, 0x125},
-        {"inject", required_argument, NULL, 0x124},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "+n:qh", opts, NULL)) != -1) {
-        char err[200];
-        switch (c) {
-        case 'n':
-            r->node_flags.nproc_per_node = optarg;
-            if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &r->nproc_local) ||
-                r->nproc_local == 0) {
-                fprintf(stderr, "stepscope run: -n wants a number of ranks "
-                        "from 1 to %d, not '%s'\n", SS_LAUNCH_MAX_RANKS, optarg);
-                return 2;
-            }
-            break;
-        case 'N': r->name = optarg; break;
-        case 'd': r->db_path = optarg; break;
-        case 'l': r->log_dir = optarg; break;
-        case 'g':
-            if (parse_seconds_ms(optarg, 3600 * 1000, &r->grace_ms)) {
-                fprintf(stderr, "stepscope run: bad --grace '%s' (seconds, "
-                        "e.g. 10 or 2.5)\n", optarg);
-                return 2;
-            }
-            break;
-        case 'c':
-            if (parse_seconds_ms(optarg, 86400u * 1000, &r->connect_timeout_ms)) {
-                fprintf(stderr, "stepscope run: bad --connect-timeout '%s' "
-                        "(seconds, e.g. 60 or 0.5)\n", optarg);
-                return 2;
-            }
-            break;
-        case 'w':
-            if (parse_count(optarg, 1 << 20, &r->agg_cfg.window_steps) ||
-                r->agg_cfg.window_steps < 2) {
-                fprintf(stderr, "stepscope run: bad --window '%s' (2 or more "
-                        "steps)\n", optarg);
-                return 2;
-            }
-            break;
-        case 's': {
-            if (strcmp(optarg, "help") == 0) {
-                list_params();
-                return 1;
-            }
-            char *eq = strchr(optarg, '=');
-            if (!eq) {
-                fprintf(stderr, "stepscope run: --set wants NAME=VALUE, not "
-                        "'%s'\n", optarg);
-                return 2;
-            }
-            *eq = '\0';
-            if (ss_detector_config_set(&r->agg_cfg.detect, optarg, eq + 1, err,
-                                       sizeof err) != 0) {
-                fprintf(stderr, "stepscope run: --set %s: %s (`stepscope run "
-                        "--set help` lists them)\n", optarg, err);
-                return 2;
-            }
-            break;
-        }
-        case 'q': r->quiet = 1; break;
-        case 0x102:
-            if (parse_count(optarg, 60000, &r->host_interval_ms)) {
-                fprintf(stderr, "stepscope run: bad --host-interval '%s' "
-                        "(milliseconds, 0 to 60000; 0 turns host evidence "
-                        "off)\n", optarg);
-                return 2;
-            }
-            break;
-        case 0x100: {
-            char host[64];
-            uint16_t port;
-            if (ss_http_parse_addr(optarg, host, sizeof host, &port, err,
-                                   sizeof err) != 0) {
-                fprintf(stderr, "stepscope run: --http %s: %s\n", optarg,
-                        err);
-                return 2;
-            }
-            r->http_addr = optarg;
-            break;
-        }
-        case 0x101: r->no_http = 1; break;
-        case 0x103: {
-            uint32_t ms;
-            if (parse_seconds_ms(optarg, 7 * 86400u * 1000, &ms)) {
-                fprintf(stderr, "stepscope run: bad --hang-timeout '%s' "
-                        "(seconds, e.g. 60 or 2.5; 0 turns hang detection "
-                        "off)\n", optarg);
-                return 2;
-            }
-            r->hang_off = ms == 0;
-            r->hang_cfg.timeout = (ss_dur_ns)ms * 1000000;
-            break;
-        }
-        case 0x104:
-            if (strcmp(optarg, "dump") == 0) {
-                r->on_hang = SS_ON_HANG_DUMP;
-            } else if (strcmp(optarg, "stop") == 0) {
-                r->on_hang = SS_ON_HANG_STOP;
-            } else if (strcmp(optarg, "restart") == 0) {
-                r->on_hang = SS_ON_HANG_RESTART;
-            } else {
-                fprintf(stderr, "stepscope run: --on-hang wants dump, stop "
-                        "or restart, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 0x105:
-            if (strcmp(optarg, "off") != 0 && strcmp(optarg, "light") != 0 &&
-                strcmp(optarg, "full") != 0) {
-                fprintf(stderr, "stepscope run: --numerics wants off, light "
-                        "or full, not '%s'\n", optarg);
-                return 2;
-            }
-            r->numerics = optarg;
-            break;
-        case 0x106:
-            if (strcmp(optarg, "dump") == 0) {
-                r->on_nonfinite = SS_ON_NONFINITE_DUMP;
-            } else if (strcmp(optarg, "stop") == 0) {
-                r->on_nonfinite = SS_ON_NONFINITE_STOP;
-            } else if (strcmp(optarg, "restart") == 0) {
-                r->on_nonfinite = SS_ON_NONFINITE_RESTART;
-            } else {
-                fprintf(stderr, "stepscope run: --on-nonfinite wants dump, "
-                        "stop or restart, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case SS_OPT_CHECKSUM_EVERY:
-        case SS_OPT_CHECKSUM:
-        case SS_OPT_REPLICA_GROUPS:
-        case SS_OPT_ON_DIVERGENCE:
-            if (run_replica_option(r, c, optarg) != 0)
-                return 2;
-            break;
-        case 0x126:
-            if (parse_count(optarg, SS_RESTART_MAX,
-                            &r->restart_cfg.max_restarts)) {
-                fprintf(stderr, "stepscope run: bad --max-restarts '%s' (0 "
-                        "to %d)\n", optarg, SS_RESTART_MAX);
-                return 2;
-            }
-            break;
-        case 0x127:
-            if (parse_seconds_ms(optarg, SS_RESTART_BACKOFF_MAX_MS,
-                                 &r->restart_cfg.backoff_ms)) {
-                fprintf(stderr, "stepscope run: bad --restart-backoff '%s' "
-                        "(seconds, 0 to %d, e.g. 1 or 0.5)\n", optarg,
-                        SS_RESTART_BACKOFF_MAX_MS / 1000);
-                return 2;
-            }
-            break;
-        case 0x128:
-            if (parse_count(optarg, SS_RESTART_PER_HOUR_MAX,
-                            &r->restart_cfg.per_hour) ||
-                r->restart_cfg.per_hour == 0) {
-                fprintf(stderr, "stepscope run: bad --max-restarts-per-hour "
-                        "'%s' (1 to %d)\n", optarg, SS_RESTART_PER_HOUR_MAX);
-                return 2;
-            }
-            break;
-        case 'A': r->auto_mode = 1; break;
-        case 0x110: r->node_flags.nnodes = optarg; break;
-        case 0x111: r->node_flags.node_rank = optarg; break;
-        case 0x112: r->node_flags.master_addr = optarg; break;
-        case 0x113: r->node_flags.master_port = optarg; break;
-        case 0x114: r->node_flags.controller_port = optarg; break;
-        case 0x115: r->node_flags.job_id = optarg; break;
-        case 0x116: r->token_file = optarg; break;
-        case 0x117:
-            if (parse_seconds_ms(optarg, 86400u * 1000, &r->join_timeout_ms) ||
-                r->join_timeout_ms == 0) {
-                fprintf(stderr, "stepscope run: bad --join-timeout '%s' "
-                        "(seconds, e.g. 300)\n", optarg);
-                return 2;
-            }
-            break;
-        case 0x118:
-            if (parse_seconds_ms(optarg, 3600u * 1000,
-                                 &r->heartbeat_timeout_ms) ||
-                r->heartbeat_timeout_ms < 2000) {
-                fprintf(stderr, "stepscope run: bad --heartbeat-timeout '%s' "
-                        "(seconds, 2 or more)\n", optarg);
-                return 2;
-            }
-            break;
-        case 0x120: r->health_cfg.checkpoint_dir = optarg; break;
-        case 0x121: {
-            char *end = NULL;
-            double gb = strtod(optarg, &end);
-            if (!end || *end || end == optarg || !(gb >= 0 && gb <= 1e9)) {
-                fprintf(stderr, "stepscope run: bad --min-free-gb '%s' "
-                        "(gigabytes, e.g. 50 or 0.5; 0 turns the check "
-                        "off)\n", optarg);
-                return 2;
-            }
-            r->health_cfg.min_free_gb = gb;
-            break;
-        }
-        case 0x122: r->health_cfg.command = optarg; break;
-        case 0x125: r->health_cfg.gpus = 0; break;
-        case 0x123:
-            if (parse_seconds_ms(optarg, 3600u * 1000,
-                                 &r->health_cfg.timeout_ms) ||
-                r->health_cfg.timeout_ms == 0) {
-                fprintf(stderr, "stepscope run: bad --health-check-timeout "
-                        "'%s' (seconds, e.g. 60)\n", optarg);
-                return 2;
-            }
-            break;
-        case 0x124:
-            if (ss_inject_add(&r->inject, optarg, err, sizeof err) != 0) {
-                fprintf(stderr, "stepscope run: %s\n", err);
-                return 2;
-            }
-            break;
-        case 'h': usage(stdout); return 1;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc && strcmp(argv[optind], "--") == 0)
-        optind++;
-    if (optind >= argc) {
-        fprintf(stderr, "stepscope run: no command given (stepscope run -n N "
-                "-- CMD ARGS...)\n");
-        return 2;
-    }
-    r->argv = argv + optind;
-    if (r->on_hang == SS_ON_HANG_RESTART && r->restart_cfg.max_restarts == 0) {
-        fprintf(stderr, "stepscope run: --on-hang restart needs --max-restarts "
-                "1 or more (hangs count against it)\n");
-        return 2;
-    }
-    if (r->numerics && !r->auto_mode) {
-        fprintf(stderr, "stepscope run: --numerics needs --auto (a script "
-                "that records by hand sends what it wants)\n");
-        return 2;
-    }
-    if (r->on_nonfinite != SS_ON_NONFINITE_DUMP && r->numerics &&
-        strcmp(r->numerics, "off") == 0) {
-        fprintf(stderr, "stepscope run: --on-nonfinite needs --numerics "
-                "light or full\n");
-        return 2;
-    }
-    if (r->on_nonfinite == SS_ON_NONFINITE_RESTART &&
-        r->restart_cfg.max_restarts == 0) {
-        fprintf(stderr, "stepscope run: --on-nonfinite restart needs "
-                "--max-restarts 1 or more (the replay counts against it)\n");
-        return 2;
-    }
-    int rc = resolve_nodes(r);
-    char err[300];
-    if (rc == 0 && ss_inject_check(&r->inject, r->nprocs, r->nnodes, err,
-                                   sizeof err) != 0) {
-        fprintf(stderr, "stepscope run: %s\n", err);
-        return 2;
-    }
-    return rc;
-}
 
 static void random_bytes(uint8_t *p, size_t n)
 {
@@ -1202,7 +660,7 @@ static ss_profiler *run_profiler_start(run_ctx *r, char *err, size_t errlen)
         return NULL;
     }
     ss_profiler_config pc = {&r->loop, NULL, r->store, r->live, r->run_id,
-                             r->attempt, r->nprocs, dir};
+                             r->attempt, r->o->nprocs, dir};
     return ss_profiler_start(&pc, err, errlen);
 }
 
@@ -1253,18 +711,18 @@ static void cb_accept_failed(void *ctx, int err)
  * port that is busy is an error. */
 static int start_http(run_ctx *r, char *err, size_t errlen)
 {
-    r->live = ss_live_create(r->run_id, r->nprocs);
+    r->live = ss_live_create(r->run_id, r->o->nprocs);
     if (!r->live) {
         snprintf(err, errlen, "out of memory for the live state");
         return -1;
     }
-    if (r->no_http)
+    if (r->o->no_http)
         return 0;
     char host[64] = "127.0.0.1", herr[256];
     uint16_t port = SS_HTTP_DEFAULT_PORT;
-    if (r->http_addr && ss_http_parse_addr(r->http_addr, host, sizeof host,
+    if (r->o->http_addr && ss_http_parse_addr(r->o->http_addr, host, sizeof host,
                                            &port, herr, sizeof herr) != 0) {
-        snprintf(err, errlen, "--http %s: %s", r->http_addr, herr);
+        snprintf(err, errlen, "--http %s: %s", r->o->http_addr, herr);
         return -1;
     }
     char hex[2 * WIRE_TOKEN_SIZE + 1];
@@ -1273,7 +731,7 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
     if (!r->profiler)
         fprintf(stderr, "stepscope: note: %s (`stepscope profile` will not "
                 "work for this run)\n", herr);
-    ss_http_config hcfg = {host, port, r->http_addr == NULL, r->db_path,
+    ss_http_config hcfg = {host, port, r->o->http_addr == NULL, r->db_path,
                            r->live, hex,
                            r->stacks ? ss_stack_service_http : NULL,
                            r->stacks,
@@ -1391,31 +849,31 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen)
     if (r->attempt > 0)
         run_nodes_restart(r); /* the other nodes relaunch too */
     ss_life_launched(&r->life, ss_mono_now());
-    ss_hang_init(&r->hang, &r->hang_cfg, ss_mono_now());
+    ss_hang_init(&r->hang, &r->o->hang_cfg, ss_mono_now());
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
-    lcfg.nprocs = r->nproc_local;
-    lcfg.world_size = r->nprocs;
-    lcfg.nnodes = r->nnodes;
-    lcfg.master_addr = r->master_addr;
-    lcfg.master_port = r->master_port;
-    lcfg.argv = r->argv;
+    lcfg.nprocs = r->o->nproc_local;
+    lcfg.world_size = r->o->nprocs;
+    lcfg.nnodes = r->o->nnodes;
+    lcfg.master_addr = r->o->master_addr;
+    lcfg.master_port = r->o->master_port;
+    lcfg.argv = r->o->argv;
     lcfg.exec_shim = exe;
     lcfg.env = r->rank_env.env;
     lcfg.run_id = r->uuid;
     lcfg.log_dir = r->log_path;
-    lcfg.grace_ms = r->grace_ms;
+    lcfg.grace_ms = r->o->grace_ms;
     lcfg.attempt = r->attempt;
-    lcfg.max_restarts = r->restart_cfg.max_restarts;
-    lcfg.echo = !r->quiet;
+    lcfg.max_restarts = r->o->restart_cfg.max_restarts;
+    lcfg.echo = !r->o->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
-    for (uint32_t i = 0; r->host && i < r->nproc_local; i++)
+    for (uint32_t i = 0; r->host && i < r->o->nproc_local; i++)
         ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
     if (r->attempt > 0)
         run_event(r, "attempt_started", -1, "attempt %u launched", r->attempt);
@@ -1491,7 +949,7 @@ static void on_agents_slow(uv_timer_t *t)
 static void end_job(run_ctx *r)
 {
     r->ending = 1;
-    if (r->nnodes == 1 || r->restart_cfg.max_restarts == 0 ||
+    if (r->o->nnodes == 1 || r->o->restart_cfg.max_restarts == 0 ||
         run_nodes_all_gone(r)) {
         run_end_loop(r);
         return;
@@ -1521,7 +979,7 @@ static void attempt_over(run_ctx *r)
                               .resumed_from = -1};
     snprintf(facts.cause, sizeof facts.cause, "%s", cause);
     ss_store_put_attempt_facts(r->store, r->run_id, &facts);
-    if (r->n_notes <= r->restart_cfg.max_restarts) {
+    if (r->n_notes <= r->o->restart_cfg.max_restarts) {
         attempt_note *n = &r->notes[r->n_notes++];
         snprintf(n->cause, sizeof n->cause, "%s", cause);
         n->status = status;
@@ -1543,7 +1001,7 @@ static void attempt_over(run_ctx *r)
         end.why_not = "a health check failed";
     else if (r->no_restart_why[0])
         end.why_not = r->no_restart_why;
-    else if (r->hang_acted && r->on_hang != SS_ON_HANG_RESTART)
+    else if (r->hang_acted && r->o->on_hang != SS_ON_HANG_RESTART)
         end.why_not = "stopped on a hang (--on-hang stop)";
     else if (run_numerics_no_restart(r)[0])
         end.why_not = run_numerics_no_restart(r);
@@ -1561,7 +1019,7 @@ static void attempt_over(run_ctx *r)
     if (!v.restart) {
         /* Say it when a restart was possible at all. */
         if (status != 0 && !r->stop_requests &&
-            (r->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
+            (r->o->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
             fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
                     "%d): %s\n", r->attempt, cause, status, v.why);
             run_event(r, "not_restarted", -1, "%s", v.why);
@@ -1596,14 +1054,14 @@ static void next_attempt(uv_timer_t *t)
     r->launcher = NULL;
     r->attempt++;
     ss_aggregator_destroy(r->agg);
-    r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
     ss_life_release(&r->life);
     char err[512] = "out of memory for a new attempt";
-    int ok = r->agg && ss_life_init(&r->life, r->nprocs, r->attempt,
-                                    (ss_dur_ns)r->connect_timeout_ms *
+    int ok = r->agg && ss_life_init(&r->life, r->o->nprocs, r->attempt,
+                                    (ss_dur_ns)r->o->connect_timeout_ms *
                                         1000000) == 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         rank_slot *s = &r->ranks[i];
         uv_timer_stop(&s->linger);
         s->pid = 0;
@@ -1626,9 +1084,9 @@ static void next_attempt(uv_timer_t *t)
     ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
     ss_stack_service_set_attempt(r->stacks, r->attempt);
     ss_profiler_set_attempt(r->profiler, r->attempt);
-    if (!r->quiet)
+    if (!r->o->quiet)
         fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
-                r->attempt, r->nprocs);
+                r->attempt, r->o->nprocs);
     if (ok)
         ok = begin_attempt(r, err, sizeof err) == 0;
     if (!ok) {
@@ -1651,7 +1109,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     }
     ss_store_config scfg;
     ss_store_config_defaults(&scfg);
-    ss_store_config_fit_world(&scfg, r->nprocs);
+    ss_store_config_fit_world(&scfg, r->o->nprocs);
     char serr[256];
     r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
     if (!r->store) {
@@ -1673,19 +1131,19 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_run_info info;
     memset(&info, 0, sizeof info);
     snprintf(info.uuid, sizeof info.uuid, "%s", r->uuid);
-    join_command(r->argv, info.command, sizeof info.command);
-    if (r->name) {
-        snprintf(info.name, sizeof info.name, "%s", r->name);
+    join_command(r->o->argv, info.command, sizeof info.command);
+    if (r->o->name) {
+        snprintf(info.name, sizeof info.name, "%s", r->o->name);
     } else {
-        default_run_name(r->argv, info.name, sizeof info.name);
+        default_run_name(r->o->argv, info.name, sizeof info.name);
     }
-    info.world_size = r->nprocs;
+    info.world_size = r->o->nprocs;
     info.started_at = ss_wall_now();
     gethostname(info.host, sizeof info.host - 1);
     ss_fingerprint_sources fsrc;
     ss_fingerprint_sources_default(&fsrc);
     ss_buf fingerprint = {0};
-    ss_fingerprint_collect(&fingerprint, r->argv, info.command, r->nprocs, 1,
+    ss_fingerprint_collect(&fingerprint, r->o->argv, info.command, r->o->nprocs, 1,
                            &fsrc);
     info.fingerprint = fingerprint.oom ? NULL : fingerprint.data;
     int begun = ss_store_begin_run(r->store, &info, &r->run_id, serr,
@@ -1701,8 +1159,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     if (start_http(r, err, errlen) != 0)
         return -1;
 
-    if (r->log_dir) {
-        snprintf(r->log_path, sizeof r->log_path, "%s", r->log_dir);
+    if (r->o->log_dir) {
+        snprintf(r->log_path, sizeof r->log_path, "%s", r->o->log_dir);
     } else if (ss_store_log_dir(r->db_path, r->run_id, r->log_path,
                                 sizeof r->log_path) != 0) {
         snprintf(err, errlen, "no log directory for %s: %s", r->db_path,
@@ -1715,29 +1173,29 @@ static int start(run_ctx *r, char *err, size_t errlen)
     snprintf(r->sock_path, sizeof r->sock_path, "%s/" SS_SOCKDIR_SOCKET,
              r->sock_dir);
 
-    if (r->host_interval_ms) {
-        r->host = ss_host_watch_start(&r->loop, r->nproc_local,
-                                      r->host_interval_ms, "/proc");
+    if (r->o->host_interval_ms) {
+        r->host = ss_host_watch_start(&r->loop, r->o->nproc_local,
+                                      r->o->host_interval_ms, "/proc");
         if (!r->host) {
-            snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
+            snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
             return -1;
         }
     }
-    if (r->host || r->nnodes > 1)
+    if (r->host || r->o->nnodes > 1)
         r->agg_cfg.host = (ss_host_provider){run_nodes_host_window, r};
-    r->agg = ss_aggregator_create(&r->agg_cfg, r->nprocs, r->attempt,
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->attempt,
                                   &(ss_sink){r, sink_step, sink_finding});
-    r->ranks = calloc(r->nprocs, sizeof *r->ranks);
-    r->hang_ranks = calloc(r->nprocs, sizeof *r->hang_ranks);
-    for (uint32_t i = 0; r->ranks && i < r->nprocs; i++)
+    r->ranks = calloc(r->o->nprocs, sizeof *r->ranks);
+    r->hang_ranks = calloc(r->o->nprocs, sizeof *r->hang_ranks);
+    for (uint32_t i = 0; r->ranks && i < r->o->nprocs; i++)
         r->ranks[i].phase = r->ranks[i].collective = -1;
     if (!r->agg || !r->ranks || !r->hang_ranks ||
-        ss_life_init(&r->life, r->nprocs, r->attempt,
-                     (ss_dur_ns)r->connect_timeout_ms * 1000000) != 0) {
-        snprintf(err, errlen, "out of memory for %u ranks", r->nprocs);
+        ss_life_init(&r->life, r->o->nprocs, r->attempt,
+                     (ss_dur_ns)r->o->connect_timeout_ms * 1000000) != 0) {
+        snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
         return -1;
     }
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         uv_timer_init(&r->loop, &r->ranks[i].linger);
         r->ranks[i].linger.data = (void *)(uintptr_t)i;
     }
@@ -1771,16 +1229,16 @@ static int start(run_ctx *r, char *err, size_t errlen)
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0 ||
         ss_rank_env_build(&r->rank_env, exe, r->sock_path, r->sock_dir,
-                          r->token, r->uuid, r->auto_mode, err, errlen) != 0)
+                          r->token, r->uuid, r->o->auto_mode, err, errlen) != 0)
         return -1;
-    if (r->numerics)
-        ss_rank_env_set_numerics(&r->rank_env, r->numerics);
-    ss_rank_env_set_replica(&r->rank_env, &r->replica); /* lengths checked */
+    if (r->o->numerics)
+        ss_rank_env_set_numerics(&r->rank_env, r->o->numerics);
+    ss_rank_env_set_replica(&r->rank_env, &r->o->replica); /* lengths checked */
     char host_name[256] = "localhost";
     gethostname(host_name, sizeof host_name - 1);
     ss_stack_service_config stcfg = {
         .exe = exe, .host = host_name, .stack_dir = r->sock_dir,
-        .nprocs = r->nproc_local, .world = r->nprocs,
+        .nprocs = r->o->nproc_local, .world = r->o->nprocs,
         .remote = r->remote_stacks ? ss_remote_stacks_fetch : NULL,
         .remote_ctx = r->remote_stacks, .pid_of = rank_pid, .pid_ctx = r,
         .store = r->store, .run_id = r->run_id, .attempt = r->attempt};
@@ -1793,20 +1251,20 @@ static int start(run_ctx *r, char *err, size_t errlen)
 
     run_inject_init(r);
     r->started = ss_mono_now();
-    r->notes = calloc((size_t)r->restart_cfg.max_restarts + 1,
+    r->notes = calloc((size_t)r->o->restart_cfg.max_restarts + 1,
                       sizeof *r->notes);
     if (!r->notes) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    ss_restart_init(&r->restart, &r->restart_cfg);
+    ss_restart_init(&r->restart, &r->o->restart_cfg);
     uv_timer_init(&r->loop, &r->restart_timer);
     r->restart_timer.data = r;
-    run_event(r, "run_started", -1, "%u ranks: %s", r->nprocs, info.command);
+    run_event(r, "run_started", -1, "%u ranks: %s", r->o->nprocs, info.command);
     if (r->health_notes[0])
         run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
-            r->run_id, info.name, r->nprocs, r->db_path);
+            r->run_id, info.name, r->o->nprocs, r->db_path);
     print_dashboard(r);
     return begin_attempt(r, err, errlen);
 }
@@ -1816,7 +1274,7 @@ static void print_names_over_limit(const run_ctx *r)
 {
     uint64_t names = 0, values = 0;
     uint32_t ranks = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         names += r->ranks[i].names_over_limit;
         values += r->ranks[i].values_over_limit;
         ranks += r->ranks[i].names_over_limit > 0;
@@ -1842,7 +1300,7 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->seconds = (double)(ss_mono_now() - r->started) / 1e9;
     sum->steps_finalized = r->steps_finalized;
     sum->findings = r->findings_seen;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
         sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
         sum->rank_dropped_vectors += r->ranks[i].counters.dropped_vectors;
@@ -1866,7 +1324,7 @@ static void record_vector_drops(run_ctx *r)
 {
     uint64_t ranks = 0, truncated = 0;
     uint32_t n_ranks = 0;
-    for (uint32_t i = 0; i < r->nprocs; i++) {
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
         ranks += r->ranks[i].counters.dropped_vectors;
         truncated += r->ranks[i].counters.truncated_values;
         n_ranks += r->ranks[i].counters.dropped_vectors > 0;
@@ -1956,13 +1414,13 @@ static void print_summary(run_ctx *r, int status)
 static int job_status(const run_ctx *r)
 {
     int local = ss_launcher_exit_status(r->launcher);
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return local;
     if (r->first_failure_status >= 0)
         return r->first_failure_status;
     if (local != 0)
         return local;
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (r->nodes[k].status != 0)
             return r->nodes[k].status;
     return 0;
@@ -1973,7 +1431,7 @@ static int job_status(const run_ctx *r)
  * records no run and launches no rank, and every node says so the same
  * way.  Returns 0, 1 when the crypto library fails, or 2 (a usage error)
  * when there is no usable secret. */
-static int load_secret(run_ctx *r)
+static int load_secret(const ss_run_opts *o, link_secret *secret)
 {
     if (link_auth_init() != 0) {
         fprintf(stderr, "stepscope run: the crypto library did not "
@@ -1981,7 +1439,7 @@ static int load_secret(run_ctx *r)
         return 1;
     }
     char err[400];
-    if (link_secret_load(r->token_file, getenv("STEPSCOPE_TOKEN"), &r->secret,
+    if (link_secret_load(o->token_file, getenv("STEPSCOPE_TOKEN"), secret,
                          err, sizeof err) != 0) {
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
@@ -1999,42 +1457,14 @@ static int load_secret(run_ctx *r)
     return 0;
 }
 
-/* This node is not node 0: it runs an agent (agent.h). */
-static int run_agent(run_ctx *r)
-{
-    ss_agent_config cfg = {
-        .node_rank = r->conf.node_rank,
-        .nnodes = r->nnodes,
-        .nproc = r->nproc_local,
-        .master_addr = r->conf.master_addr,
-        .master_port = r->master_port,
-        .controller_port = r->controller_port,
-        .secret = &r->secret,
-        .job_id = r->job_id,
-        .argv = r->argv,
-        .auto_mode = r->auto_mode,
-        .numerics = r->numerics,
-        .replica = &r->replica,
-        .quiet = r->quiet,
-        .grace_ms = r->grace_ms,
-        .join_timeout_ms = r->join_timeout_ms,
-        .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
-        .host_interval_ms = r->host_interval_ms,
-        .log_dir = r->log_dir,
-        .max_restarts = r->restart_cfg.max_restarts,
-        .health = &r->health_cfg,
-    };
-    return ss_agent_main(&cfg);
-}
-
 /* Sizes the open-file limit for this node's ranks before anything starts
  * (fd_budget.h): raises the soft limit, or refuses when even the hard one
  * is short of what the ranks need (their telemetry would be lost). */
-static int check_open_files(const run_ctx *r)
+static int check_open_files(const ss_run_opts *o)
 {
     ss_fd_plan plan;
     char err[512];
-    if (ss_fd_budget_apply(r->nproc_local, &plan, err, sizeof err) != 0) {
+    if (ss_fd_budget_apply(o->nproc_local, &plan, err, sizeof err) != 0) {
         fprintf(stderr, "stepscope run: %s\n", err);
         return -1;
     }
@@ -2047,45 +1477,32 @@ static int check_open_files(const run_ctx *r)
     return 0;
 }
 
-int ss_run_main(int argc, char **argv)
+int ss_run_prepare(const ss_run_opts *o, link_secret *secret)
+{
+    int src = o->nnodes > 1 ? load_secret(o, secret) : 0;
+    /* Nothing the run starts needs the shared secret: the ranks get their
+     * own per-run token (rank_env.c), health checks nothing. */
+    link_secret_env_scrub();
+    if (src)
+        return src;
+    if (check_open_files(o) != 0)
+        return 1;
+    return 0;
+}
+
+int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
 {
     run_ctx *r = calloc(1, sizeof *r);
     if (!r)
         return 1;
-    r->grace_ms = SS_LAUNCH_GRACE_MS_DEFAULT;
+    r->o = o;
+    r->secret = secret;
+    r->db_path = o->db_path;
+    r->agg_cfg = o->agg_cfg;
+    r->inject = o->inject;
     r->first_step = r->last_step = r->resumed_from = -1;
-    r->connect_timeout_ms = 60000;
-    r->host_interval_ms = SS_HOST_WATCH_INTERVAL_MS_DEFAULT;
-    ss_aggregator_config_defaults(&r->agg_cfg);
-    r->join_timeout_ms = 300000;
-    r->heartbeat_timeout_ms = 10000;
     r->first_failure_status = -1;
-    r->restart_cfg.backoff_ms = SS_RESTART_BACKOFF_MS_DEFAULT;
     r->inject_ended = -1;
-    ss_health_config_defaults(&r->health_cfg);
-    ss_hang_config_defaults(&r->hang_cfg);
-    int prc = parse_args(r, argc, argv);
-    if (prc) {
-        free(r);
-        return prc == 1 ? 0 : 2;
-    }
-    int src = r->nnodes > 1 ? load_secret(r) : 0;
-    /* Nothing the run starts needs the shared secret: the ranks get their
-     * own per-run token (rank_env.c), health checks nothing. */
-    link_secret_env_scrub();
-    if (src) {
-        free(r);
-        return src;
-    }
-    if (check_open_files(r) != 0) {
-        free(r);
-        return 1;
-    }
-    if (r->conf.node_rank > 0) {
-        int st = run_agent(r);
-        free(r);
-        return st;
-    }
     uv_loop_init(&r->loop);
     r->loop.data = r;
     r->stacks = ss_stack_service_new(&r->loop);
@@ -2107,7 +1524,7 @@ int ss_run_main(int argc, char **argv)
         uv_run(&r->loop, UV_RUN_DEFAULT);
         status = r->final_status;
         uint64_t dropped_ev = 0, dropped_rec = 0;
-        for (uint32_t i = 0; i < r->nprocs; i++) {
+        for (uint32_t i = 0; i < r->o->nprocs; i++) {
             dropped_ev += r->ranks[i].counters.dropped_events;
             dropped_rec += r->ranks[i].counters.dropped_records;
         }

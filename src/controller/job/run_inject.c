@@ -61,8 +61,8 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
  * when it is fixed (a single-node run's launcher picks a free one). */
 static ss_health_config node0_config(const run_ctx *r)
 {
-    ss_health_config cfg = r->health_cfg;
-    cfg.master_port = r->master_port;
+    ss_health_config cfg = r->o->health_cfg;
+    cfg.master_port = r->o->master_port;
     return cfg;
 }
 
@@ -196,12 +196,12 @@ void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step)
     if (r->inject.n == 0 || r->job_stopping)
         return;
     int idx;
-    while ((idx = ss_inject_due(&r->inject, rank, step, r->nproc_local)) >=
+    while ((idx = ss_inject_due(&r->inject, rank, step, r->o->nproc_local)) >=
            0) {
         const ss_inject *x = &r->inject.items[idx];
         uint32_t first, count, ms;
         int sig = ss_inject_signal(x, &ms);
-        ss_inject_targets(x, r->nproc_local, &first, &count);
+        ss_inject_targets(x, r->o->nproc_local, &first, &count);
         /* Said even with -q: the job is being broken on purpose. */
         fprintf(stderr, "stepscope: injecting %s (rank %u at step %lld)\n",
                 x->spec, rank, (long long)step);

@@ -31,6 +31,7 @@
 #include "nodeconf.h"
 #include "rank_env.h"
 #include "restart.h"
+#include "run_opts.h"
 #include "runlock.h"
 #include "stack_service.h"
 #include "store.h"
@@ -74,50 +75,6 @@ typedef struct {
     int coll_active;
 } rank_slot;
 
-/* What `stepscope run` does on a hang besides recording the finding
- * (--on-hang). */
-typedef enum {
-    SS_ON_HANG_DUMP = 0,
-    SS_ON_HANG_STOP = 1,
-    SS_ON_HANG_RESTART = 2 /* stop the attempt; restart (restart.h) */
-} ss_on_hang;
-
-/* The job's exit status after --on-hang stop ended it (docs/debug.md). */
-#define SS_HANG_EXIT_STATUS 124
-
-/* What `stepscope run` does on a nonfinite finding besides recording it
- * and every rank's stacks (--on-nonfinite, run_numerics.c). */
-typedef enum {
-    SS_ON_NONFINITE_DUMP = 0,
-    SS_ON_NONFINITE_STOP = 1,
-    SS_ON_NONFINITE_RESTART = 2 /* restart with --numerics full, once */
-} ss_on_nonfinite;
-
-/* The job's exit status after --on-nonfinite ended it (sysexits.h's
- * EX_DATAERR; docs/numerics.md). */
-#define SS_NONFINITE_EXIT_STATUS 65
-
-/* What `stepscope run` does on a replica_divergence finding besides
- * recording it (--on-divergence, run_replica.c). */
-typedef enum {
-    SS_ON_DIVERGENCE_DUMP = 0,
-    SS_ON_DIVERGENCE_STOP = 1,
-    SS_ON_DIVERGENCE_RESTART = 2
-} ss_on_divergence;
-
-/* The job's exit status after --on-divergence stop ended it (as for a
- * non-finite value: the training's data went wrong). */
-#define SS_DIVERGENCE_EXIT_STATUS SS_NONFINITE_EXIT_STATUS
-
-/* getopt codes of run_replica.c's options. */
-enum {
-    SS_OPT_CHECKSUM_EVERY = 0x140,
-    SS_OPT_CHECKSUM,
-    SS_OPT_REPLICA_GROUPS,
-    SS_OPT_ON_DIVERGENCE
-};
-#define SS_REPLICA_MAX_RANKS 65536 /* ranks a --replica-groups may name */
-
 /* How long the agents have to say goodbye once the job is over. */
 #define SS_AGENTS_LEAVE_MS 5000
 
@@ -156,43 +113,12 @@ typedef struct {
 } attempt_note;
 
 struct run_ctx {
-    /* options */
-    uint32_t nprocs;
-    const char *name;
-    const char *db_path;
-    const char *log_dir;
-    uint32_t grace_ms;
-    uint32_t connect_timeout_ms;
-    int quiet;
-    const char *http_addr; /* --http ADDR:PORT; NULL: the default */
-    int no_http;           /* --no-http */
-    int http_public;       /* listening beyond loopback: token required */
-    int auto_mode;       /* --auto: instrument PyTorch scripts */
-    uint32_t host_interval_ms; /* --host-interval; 0: no host evidence */
-    ss_hang_config hang_cfg; /* --hang-timeout */
-    int hang_off;            /* --hang-timeout 0 */
-    ss_on_hang on_hang;      /* --on-hang */
-    const char *numerics;    /* --numerics off|light|full (--auto) */
-    ss_on_nonfinite on_nonfinite; /* --on-nonfinite */
-    ss_on_divergence on_divergence; /* --on-divergence */
-    ss_replica_opts replica; /* --checksum-every, --checksum, --replica-groups */
-    ss_restart_config restart_cfg; /* --max-restarts and friends */
-    /* multi-node (run_nodes.c); nnodes 1: a single-node run */
-    ss_node_flags node_flags; /* as typed */
-    ss_node_conf conf;       /* resolved (nodeconf.h) */
-    uint32_t nnodes;
-    uint32_t nproc_local;    /* -n: ranks per node; nprocs is the world */
-    uint16_t master_port;    /* MASTER_PORT (0: a free one, single node) */
-    const char *master_addr; /* NULL: 127.0.0.1 */
-    uint16_t controller_port;
-    const char *token_file;  /* --token-file */
-    const char *job_id;
-    uint32_t join_timeout_ms;
-    uint32_t heartbeat_timeout_ms;
-    char **argv;
-    ss_aggregator_config agg_cfg;
-    ss_health_config health_cfg; /* --checkpoint-dir, --min-free-gb, ... */
-    ss_inject_plan inject;       /* --inject */
+    const ss_run_opts *o;   /* as parsed by the front-end (run_opts.h) */
+    const char *db_path;    /* o->db_path, or the default store's */
+    ss_aggregator_config agg_cfg; /* o->agg_cfg with the host provider */
+    ss_inject_plan inject;  /* o->inject, with the faults that fired */
+    int http_public;        /* listening beyond loopback: token required */
+    const link_secret *secret; /* the agent links' (multi-node) */
 
     /* state */
     uv_loop_t loop;
@@ -236,7 +162,6 @@ struct run_ctx {
     struct ss_profiler *profiler; /* `stepscope profile`; NULL if none */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
     /* multi-node state (run_nodes.c) */
-    link_secret secret;
     ss_node_links *links;   /* NULL on a single-node run */
     ss_remote_stacks *remote_stacks; /* the other nodes' ranks' stacks;
                                         NULL on a single-node run */
@@ -360,11 +285,7 @@ void run_numerics_before_restart(run_ctx *r);
 /* A new attempt begins: this attempt's numerics state is cleared. */
 void run_numerics_new_attempt(run_ctx *r);
 
-/* ---- run_replica.c: checksum options and --on-divergence ---- */
-
-/* Applies option OPT (SS_OPT_*) with ARG; returns 0, or -1 after saying
- * why on stderr. */
-int run_replica_option(run_ctx *r, int opt, const char *arg);
+/* ---- run_replica.c: what --on-divergence does ---- */
 
 /* Every emission of a finding goes through here: the attempt's first
  * replica_divergence gets an event and every rank's stacks stored with

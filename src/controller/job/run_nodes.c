@@ -27,17 +27,17 @@
 
 uint32_t run_node_of(const run_ctx *r, uint32_t rank)
 {
-    return r->nproc_local ? rank / r->nproc_local : 0;
+    return r->o->nproc_local ? rank / r->o->nproc_local : 0;
 }
 
 /* "ranks 2–3" or "rank 2" for NODE. */
 static void node_ranks(const run_ctx *r, uint32_t node, char *out, size_t n)
 {
-    uint32_t first = node * r->nproc_local;
-    if (r->nproc_local == 1)
+    uint32_t first = node * r->o->nproc_local;
+    if (r->o->nproc_local == 1)
         snprintf(out, n, "rank %u", first);
     else
-        snprintf(out, n, "ranks %u–%u", first, first + r->nproc_local - 1);
+        snprintf(out, n, "ranks %u–%u", first, first + r->o->nproc_local - 1);
 }
 
 static void put_node(run_ctx *r, uint32_t node, const char *state,
@@ -50,8 +50,8 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
     info.attempt = r->attempt;
     snprintf(info.host, sizeof info.host, "%s", s->host);
     snprintf(info.addr, sizeof info.addr, "%s", s->addr);
-    info.first_rank = node * r->nproc_local;
-    info.nranks = r->nproc_local;
+    info.first_rank = node * r->o->nproc_local;
+    info.nranks = r->o->nproc_local;
     snprintf(info.state, sizeof info.state, "%s", state);
     if (!strcmp(state, SS_NODE_RUNNING) && s->joined)
         info.joined_at = ss_wall_now();
@@ -73,7 +73,7 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
 
 int run_nodes_all_exited(const run_ctx *r)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (!r->nodes[k].all_exited && !r->nodes[k].gone)
             return 0;
     return 1;
@@ -92,9 +92,9 @@ static void check_all_exited(run_ctx *r)
 static int64_t node_last_step(run_ctx *r, uint32_t node)
 {
     int64_t last = -1;
-    for (uint32_t i = 0; i < r->nproc_local; i++) {
+    for (uint32_t i = 0; i < r->o->nproc_local; i++) {
         ss_rank_state st;
-        ss_aggregator_rank_state(r->agg, node * r->nproc_local + i, &st);
+        ss_aggregator_rank_state(r->agg, node * r->o->nproc_local + i, &st);
         if (st.last_step > last)
             last = st.last_step;
     }
@@ -129,8 +129,8 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
             msg);
     run_event(r, "node_lost", -1, "%s", msg);
     put_node(r, node, state, why, step);
-    for (uint32_t i = 0; i < r->nproc_local; i++) {
-        uint32_t rank = node * r->nproc_local + i;
+    for (uint32_t i = 0; i < r->o->nproc_local; i++) {
+        uint32_t rank = node * r->o->nproc_local + i;
         run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
                                                  "its node was lost"));
         run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
@@ -155,22 +155,22 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
 {
     run_ctx *r = ctx;
     uint32_t k = h->node_rank;
-    if (h->nnodes != r->nnodes || h->nproc_per_node != r->nproc_local) {
+    if (h->nnodes != r->o->nnodes || h->nproc_per_node != r->o->nproc_local) {
         snprintf(reason, reasonlen, "this run has %u nodes of %u ranks; the "
                  "agent says %u of %u: use the same --nnodes and -n on every "
-                 "node", r->nnodes, r->nproc_local, h->nnodes,
+                 "node", r->o->nnodes, r->o->nproc_local, h->nnodes,
                  h->nproc_per_node);
         return -1;
     }
-    if (k == 0 || k >= r->nnodes) {
+    if (k == 0 || k >= r->o->nnodes) {
         snprintf(reason, reasonlen, "node rank %u is not one of this run's "
                  "agents (1 to %u; node 0 runs the controller)", k,
-                 r->nnodes - 1);
+                 r->o->nnodes - 1);
         return -1;
     }
-    if (strcmp(h->job_id, r->job_id) != 0) {
+    if (strcmp(h->job_id, r->o->job_id) != 0) {
         snprintf(reason, reasonlen, "the agent belongs to job '%s', this run "
-                 "is job '%s'", h->job_id, r->job_id);
+                 "is job '%s'", h->job_id, r->o->job_id);
         return -1;
     }
     node_slot *s = &r->nodes[k];
@@ -193,7 +193,7 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
     node_ranks(r, k, ranks, sizeof ranks);
     run_event(r, "node_joined", -1, "node %u (%s %s, %s) joined", k, h->host,
               addr, ranks);
-    if (!r->quiet)
+    if (!r->o->quiet)
         fprintf(stderr, "stepscope: node %u (%s %s, %s) joined\n", k, h->host,
                 addr, ranks);
     return 0;
@@ -207,8 +207,8 @@ static void cb_clock(void *ctx, uint32_t node, const link_clock *c)
     s->have_clock = 1;
     s->clock_offset_ns = c->offset_ns;
     s->clock_bound_ns = c->bound_ns;
-    for (uint32_t i = 0; i < r->nproc_local; i++)
-        ss_aggregator_set_clock_bound(r->agg, node * r->nproc_local + i,
+    for (uint32_t i = 0; i < r->o->nproc_local; i++)
+        ss_aggregator_set_clock_bound(r->agg, node * r->o->nproc_local + i,
                                       c->bound_ns);
     if (first)
         run_event(r, "node_clock", -1, "node %u's clock is %+.3f ms from the "
@@ -220,7 +220,7 @@ static void cb_clock(void *ctx, uint32_t node, const link_clock *c)
 /* RANK is one of NODE's ranks. */
 static int owns(const run_ctx *r, uint32_t node, uint32_t rank)
 {
-    return rank < r->nprocs && run_node_of(r, rank) == node;
+    return rank < r->o->nprocs && run_node_of(r, rank) == node;
 }
 
 static void cb_rank_started(void *ctx, uint32_t node,
@@ -257,10 +257,10 @@ static void cb_all_exited(void *ctx, uint32_t node, const link_all_exited *a)
 static void cb_host(void *ctx, uint32_t node, const link_host *h)
 {
     run_ctx *r = ctx;
-    if (!owns(r, node, h->rank) || h->rank < r->nproc_local)
+    if (!owns(r, node, h->rank) || h->rank < r->o->nproc_local)
         return;
     remote_host_slot *slot =
-        &r->remote_host[(size_t)(h->rank - r->nproc_local) *
+        &r->remote_host[(size_t)(h->rank - r->o->nproc_local) *
                             SS_REMOTE_HOST_SLOTS +
                         h->step % SS_REMOTE_HOST_SLOTS];
     slot->step = h->step;
@@ -364,16 +364,16 @@ static const char *node_host(void *ctx, uint32_t node)
 
 int run_nodes_start(run_ctx *r, char *err, size_t errlen)
 {
-    r->nodes = calloc(r->nnodes, sizeof *r->nodes);
+    r->nodes = calloc(r->o->nnodes, sizeof *r->nodes);
     if (!r->nodes) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     r->nodes[0].joined = 1;
     gethostname(r->nodes[0].host, sizeof r->nodes[0].host - 1);
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return 0;
-    r->remote_host = calloc((size_t)(r->nprocs - r->nproc_local) *
+    r->remote_host = calloc((size_t)(r->o->nprocs - r->o->nproc_local) *
                                 SS_REMOTE_HOST_SLOTS,
                             sizeof *r->remote_host);
     if (!r->remote_host) {
@@ -381,13 +381,13 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_node_links_config cfg = {
-        .port = r->controller_port,
-        .secret = &r->secret,
+        .port = r->o->controller_port,
+        .secret = r->secret,
         .run_uuid = r->uuid,
         .attempt = r->attempt,
-        .world_size = r->nprocs,
+        .world_size = r->o->nprocs,
         .rank_token = r->token,
-        .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
+        .heartbeat_timeout_ms = r->o->heartbeat_timeout_ms,
     };
     ss_node_links_callbacks cb = {r,
                                   cb_join,
@@ -401,7 +401,7 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_health,
                                   cb_stacks_part,
                                   cb_refusals};
-    ss_remote_stacks_config scfg = {r->nnodes, r->nproc_local, r,
+    ss_remote_stacks_config scfg = {r->o->nnodes, r->o->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(&r->loop, &scfg);
     if (!r->remote_stacks) {
@@ -413,27 +413,27 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
     if (!r->links)
         return -1;
     put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
     fprintf(stderr, "stepscope: waiting for %u agent%s on port %u (join "
-            "timeout %.0f s)\n", r->nnodes - 1, r->nnodes == 2 ? "" : "s",
+            "timeout %.0f s)\n", r->o->nnodes - 1, r->o->nnodes == 2 ? "" : "s",
             (unsigned)ss_node_links_port(r->links),
-            r->join_timeout_ms / 1000.0);
+            r->o->join_timeout_ms / 1000.0);
     return 0;
 }
 
 void run_nodes_tick(run_ctx *r, ss_mono_ns now)
 {
-    if (r->nnodes == 1 ||
-        now - r->attempt_started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
+    if (r->o->nnodes == 1 ||
+        now - r->attempt_started <= (ss_mono_ns)r->o->join_timeout_ms * 1000000)
         return;
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         if (r->nodes[k].joined || r->nodes[k].gone)
             continue;
         char why[96];
         snprintf(why, sizeof why, "did not %s within %.0f s",
                  r->attempt ? "join again" : "join",
-                 r->join_timeout_ms / 1000.0);
+                 r->o->join_timeout_ms / 1000.0);
         /* A restart would wait for it in vain. */
         snprintf(r->no_restart_why, sizeof r->no_restart_why, "node %u %s",
                  k, why);
@@ -446,14 +446,14 @@ int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
                           ss_host_step *out)
 {
     run_ctx *r = ctx;
-    if (rank < r->nproc_local)
+    if (rank < r->o->nproc_local)
         return r->host ? ss_host_watch_window(r->host, rank, begin_ns, end_ns,
                                               out)
                        : -1;
-    if (!r->remote_host || rank >= r->nprocs)
+    if (!r->remote_host || rank >= r->o->nprocs)
         return -1;
     const remote_host_slot *slot =
-        &r->remote_host[(size_t)(rank - r->nproc_local) *
+        &r->remote_host[(size_t)(rank - r->o->nproc_local) *
                             SS_REMOTE_HOST_SLOTS +
                         step % SS_REMOTE_HOST_SLOTS];
     if (!slot->valid || slot->step != step)
@@ -464,23 +464,23 @@ int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
 
 void run_nodes_finish(run_ctx *r)
 {
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return;
     put_node(r, 0, SS_NODE_DONE, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (!r->nodes[k].lost && r->nodes[k].all_exited)
             put_node(r, k, SS_NODE_DONE, NULL, SS_MISSING);
 }
 
 void run_nodes_restart(run_ctx *r)
 {
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return;
-    memset(r->remote_host, 0, (size_t)(r->nprocs - r->nproc_local) *
+    memset(r->remote_host, 0, (size_t)(r->o->nprocs - r->o->nproc_local) *
                                   SS_REMOTE_HOST_SLOTS *
                                   sizeof *r->remote_host);
     put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         node_slot *s = &r->nodes[k];
         s->all_exited = 0;
         s->status = 0;
@@ -490,8 +490,8 @@ void run_nodes_restart(run_ctx *r)
             put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
             continue;
         }
-        for (uint32_t i = 0; s->have_clock && i < r->nproc_local; i++)
-            ss_aggregator_set_clock_bound(r->agg, k * r->nproc_local + i,
+        for (uint32_t i = 0; s->have_clock && i < r->o->nproc_local; i++)
+            ss_aggregator_set_clock_bound(r->agg, k * r->o->nproc_local + i,
                                           s->clock_bound_ns);
         put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
     }
@@ -500,7 +500,7 @@ void run_nodes_restart(run_ctx *r)
 
 void run_nodes_stop_waiting(run_ctx *r, const char *why)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         node_slot *s = &r->nodes[k];
         if (s->joined || s->gone)
             continue;
@@ -512,8 +512,8 @@ void run_nodes_stop_waiting(run_ctx *r, const char *why)
         fprintf(stderr, "stepscope: node %u (%s) is not waited for: %s\n", k,
                 ranks, reason);
         put_node(r, k, SS_NODE_NEVER_JOINED, reason, SS_MISSING);
-        for (uint32_t i = 0; i < r->nproc_local; i++) {
-            uint32_t rank = k * r->nproc_local + i;
+        for (uint32_t i = 0; i < r->o->nproc_local; i++) {
+            uint32_t rank = k * r->o->nproc_local + i;
             run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
                                                      "its node never joined"));
             run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
@@ -523,13 +523,13 @@ void run_nodes_stop_waiting(run_ctx *r, const char *why)
         snprintf(gone, sizeof gone, "node %u never joined", k);
         ss_remote_stacks_node_gone(r->remote_stacks, k, gone);
     }
-    if (r->nnodes > 1)
+    if (r->o->nnodes > 1)
         check_all_exited(r);
 }
 
 int run_nodes_all_gone(const run_ctx *r)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (r->nodes[k].joined && !r->nodes[k].gone)
             return 0;
     return 1;

@@ -26,7 +26,7 @@ static void on_nonfinite_stacks(void *ctx, const char *doc, size_t len,
     (void)len;
     if (!doc)
         fprintf(stderr, "stepscope: non-finite value: no stacks: %s\n", why);
-    else if (!r->quiet)
+    else if (!r->o->quiet)
         fprintf(stderr, "stepscope: non-finite value: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
     /* Nothing to act on, or the attempt ended meanwhile. */
@@ -38,13 +38,13 @@ static void on_nonfinite_stacks(void *ctx, const char *doc, size_t len,
         fprintf(stderr, "stepscope: non-finite value: stopping attempt %u "
                 "to replay it with --numerics full (--on-nonfinite "
                 "restart; SIGTERM, then SIGKILL after %.1f s)\n", r->attempt,
-                r->grace_ms / 1000.0);
+                r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a non-finite value "
                   "to replay with --numerics full (--on-nonfinite restart)");
     } else {
         fprintf(stderr, "stepscope: non-finite value: stopping the job "
                 "(%s; SIGTERM, then SIGKILL after %.1f s)\n",
-                run_numerics_no_restart(r), r->grace_ms / 1000.0);
+                run_numerics_no_restart(r), r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a non-finite value "
                   "(%s)", run_numerics_no_restart(r));
     }
@@ -58,7 +58,7 @@ void run_numerics_finding(run_ctx *r, const ss_finding *f)
     r->nonfinite_id = f->id;
     run_event(r, "nonfinite", f->n_ranks == 1 ? f->ranks[0] : -1, "%s",
               f->message);
-    if (r->on_nonfinite != SS_ON_NONFINITE_DUMP)
+    if (r->o->on_nonfinite != SS_ON_NONFINITE_DUMP)
         snprintf(r->nonfinite_stop_why, sizeof r->nonfinite_stop_why, "%s",
                  f->message);
     if (ss_stack_service_capture(r->stacks, 0, "nonfinite", f->id,
@@ -71,7 +71,7 @@ const char *run_numerics_no_restart(const run_ctx *r)
 {
     if (!r->nonfinite_acted)
         return "";
-    if (r->on_nonfinite == SS_ON_NONFINITE_STOP)
+    if (r->o->on_nonfinite == SS_ON_NONFINITE_STOP)
         return "--on-nonfinite stop";
     if (r->numerics_replay)
         return "found again in the replay with --numerics full";

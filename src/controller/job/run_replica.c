@@ -1,10 +1,10 @@
 /*
- * run_replica.c - `stepscope run`'s options for replica consistency
- * (docs/consistency.md) and what a replica_divergence finding does.
+ * run_replica.c - what a replica_divergence finding does in `stepscope
+ * run` (docs/consistency.md).
  *
  * --checksum-every N|auto, --checksum params|optimizer and
- * --replica-groups "0,1;2,3" are checked here and kept in r->replica; the
- * controller and every agent put them into their ranks' environment as
+ * --replica-groups "0,1;2,3" are checked by the front-end (run_opts.h:
+ * o->replica); the controller and every agent put them into their ranks' environment as
  * STEPSCOPE_CHECKSUM_EVERY, STEPSCOPE_CHECKSUM and STEPSCOPE_REPLICA_GROUPS
  * (rank_env.h; python/stepscope/_checksum.py reads them).  The attempt's
  * first replica_divergence finding always gets an event and every rank's
@@ -22,110 +22,6 @@
 
 #include "stack_service.h"
 
-/* Whether TEXT is a list of replica groups: rank lists "a,b-c" joined by
- * ';', no rank twice, every rank below NPROCS (0: not known yet). */
-static int groups_ok(const char *text, char *err, size_t errlen)
-{
-    static unsigned char seen[SS_REPLICA_MAX_RANKS];
-    memset(seen, 0, sizeof seen);
-    const char *p = text;
-    int any = 0;
-    if (strlen(text) > SS_RANK_ENV_MAX_GROUPS) {
-        snprintf(err, errlen, "longer than %d characters",
-                 SS_RANK_ENV_MAX_GROUPS);
-        return 0;
-    }
-    while (*p) {
-        char *end;
-        long a = strtol(p, &end, 10), b = a;
-        if (end == p || a < 0) {
-            snprintf(err, errlen, "bad rank at '%s'", p);
-            return 0;
-        }
-        p = end;
-        if (*p == '-') {
-            b = strtol(p + 1, &end, 10);
-            if (end == p + 1 || b < a) {
-                snprintf(err, errlen, "bad rank range at '%s'", p);
-                return 0;
-            }
-            p = end;
-        }
-        if (b >= SS_REPLICA_MAX_RANKS) {
-            snprintf(err, errlen, "rank %ld is beyond %d", b,
-                     SS_REPLICA_MAX_RANKS - 1);
-            return 0;
-        }
-        for (long r = a; r <= b; r++) {
-            if (seen[r]) {
-                snprintf(err, errlen, "rank %ld is in two groups", r);
-                return 0;
-            }
-            seen[r] = 1;
-        }
-        any = 1;
-        if (*p == ',' || *p == ';')
-            p++;
-        else if (*p) {
-            snprintf(err, errlen, "unexpected '%c'", *p);
-            return 0;
-        }
-    }
-    if (!any)
-        snprintf(err, errlen, "no rank");
-    return any;
-}
-
-int run_replica_option(run_ctx *r, int opt, const char *arg)
-{
-    char err[128] = "";
-    switch (opt) {
-    case SS_OPT_CHECKSUM_EVERY: {
-        char *end;
-        long n = strtol(arg, &end, 10);
-        if (strcmp(arg, "auto") != 0 &&
-            (end == arg || *end || n < 0 || n > 1000000000)) {
-            fprintf(stderr, "stepscope run: --checksum-every wants auto or a "
-                    "count of steps >= 0 (0: off), not '%s'\n", arg);
-            return -1;
-        }
-        r->replica.checksum_every = arg;
-        return 0;
-    }
-    case SS_OPT_CHECKSUM:
-        if (strcmp(arg, "params") != 0 && strcmp(arg, "optimizer") != 0) {
-            fprintf(stderr, "stepscope run: --checksum wants params or "
-                    "optimizer, not '%s'\n", arg);
-            return -1;
-        }
-        r->replica.checksum = arg;
-        return 0;
-    case SS_OPT_REPLICA_GROUPS:
-        if (!groups_ok(arg, err, sizeof err)) {
-            fprintf(stderr, "stepscope run: --replica-groups '%s': %s (ranks "
-                    "and ranges joined by ',', groups by ';': \"0,1;2-3\")\n",
-                    arg, err);
-            return -1;
-        }
-        r->replica.replica_groups = arg;
-        return 0;
-    case SS_OPT_ON_DIVERGENCE:
-        if (strcmp(arg, "dump") == 0)
-            r->on_divergence = SS_ON_DIVERGENCE_DUMP;
-        else if (strcmp(arg, "stop") == 0)
-            r->on_divergence = SS_ON_DIVERGENCE_STOP;
-        else if (strcmp(arg, "restart") == 0)
-            r->on_divergence = SS_ON_DIVERGENCE_RESTART;
-        else {
-            fprintf(stderr, "stepscope run: --on-divergence wants dump, stop "
-                    "or restart, not '%s'\n", arg);
-            return -1;
-        }
-        return 0;
-    }
-    return -1;
-}
-
 /* The stacks are stored (or WHY they are not); then --on-divergence stop
  * or restart ends the attempt, unless it ended meanwhile. */
 static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
@@ -136,16 +32,16 @@ static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
     if (!doc)
         fprintf(stderr, "stepscope: replica divergence: no stacks: %s\n",
                 why);
-    else if (!r->quiet)
+    else if (!r->o->quiet)
         fprintf(stderr, "stepscope: replica divergence: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
-    if (r->on_divergence == SS_ON_DIVERGENCE_DUMP || r->divergence_acted ||
+    if (r->o->on_divergence == SS_ON_DIVERGENCE_DUMP || r->divergence_acted ||
         r->restart_pending || r->health_pending || r->ending ||
         r->job_stopping)
         return;
     r->divergence_acted = 1;
     long long at = (long long)r->divergence_step;
-    if (r->on_divergence == SS_ON_DIVERGENCE_RESTART) {
+    if (r->o->on_divergence == SS_ON_DIVERGENCE_RESTART) {
         fprintf(stderr, "stepscope: replica divergence at step %lld: ending "
                 "attempt %u to restart it from a checkpoint taken before "
                 "(--on-divergence restart)\n", at, r->attempt);
@@ -177,7 +73,7 @@ void run_replica_finding(run_ctx *r, const ss_finding *f)
 
 int run_replica_stopped(const run_ctx *r)
 {
-    return r->divergence_acted && r->on_divergence == SS_ON_DIVERGENCE_STOP;
+    return r->divergence_acted && r->o->on_divergence == SS_ON_DIVERGENCE_STOP;
 }
 
 const char *run_replica_no_restart(const run_ctx *r)
@@ -188,7 +84,7 @@ const char *run_replica_no_restart(const run_ctx *r)
 void run_replica_before_restart(run_ctx *r)
 {
     int again = r->divergence_acted &&
-                r->on_divergence == SS_ON_DIVERGENCE_RESTART;
+                r->o->on_divergence == SS_ON_DIVERGENCE_RESTART;
     ss_rank_env_set_diverged_at(&r->rank_env,
                                 again ? r->divergence_step : -1);
 }
