@@ -33,15 +33,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "aggregator.h"
+#include "attempt.h"
 #include "fd_budget.h"
-#include "appendf.h"
 #include "fingerprint.h"
 #include "hang.h"
 #include "host_watch.h"
@@ -67,7 +66,7 @@ void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ss_store_put_event(r->store, r->run_id, r->attempt, ss_wall_now(), kind, rank,
+    ss_store_put_event(r->store, r->run_id, r->att.attempt, ss_wall_now(), kind, rank,
                        msg);
 }
 
@@ -79,7 +78,7 @@ void run_put_rank(run_ctx *r, uint32_t rank, const char *state)
     ss_rank_info info;
     memset(&info, 0, sizeof info);
     info.rank = rank;
-    info.attempt = r->attempt;
+    info.attempt = r->att.attempt;
     snprintf(info.host, sizeof info.host, "%s", s->host);
     info.pid = s->pid ? s->pid : -1;
     snprintf(info.state, sizeof info.state, "%s", state ? state : "");
@@ -99,40 +98,6 @@ void run_put_rank(run_ctx *r, uint32_t rank, const char *state)
     ss_store_put_rank(r->store, r->run_id, &info);
     if (state && state[0])
         ss_live_rank_state(r->live, rank, state);
-}
-
-/* ---- aggregator sink ---- */
-
-static void sink_step(void *ctx, const ss_step_view *v,
-                      const char *const *names)
-{
-    run_ctx *r = ctx;
-    r->steps_finalized++;
-    ss_hang_progress(&r->hang, v->step, v->step_time.max, ss_mono_now());
-    int64_t step = (int64_t)v->step;
-    if (r->first_step < 0 || step < r->first_step)
-        r->first_step = step;
-    if (step > r->last_step)
-        r->last_step = step;
-    ss_store_put_step(r->store, r->run_id, v, names);
-    ss_live_step(r->live, v, names);
-}
-
-static void sink_finding(void *ctx, const ss_finding *f)
-{
-    run_ctx *r = ctx;
-    ss_store_put_finding(r->store, r->run_id, f);
-    ss_live_finding(r->live, f);
-    run_numerics_finding(r, f);
-    run_replica_finding(r, f);
-    if (f->id > r->findings_seen) {
-        /* First sight of this finding: tell the person watching. */
-        r->findings_seen = f->id;
-        if (!r->o->quiet)
-            fprintf(stderr, "stepscope: %s %s: %s\n",
-                    f->severity == SS_CRITICAL ? "critical" : "warning",
-                    f->kind, f->message);
-    }
 }
 
 /* ---- carrying out the life-cycle decisions ---- */
@@ -158,169 +123,6 @@ void run_carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
                        SS_LIFE_LINGER_MS, 0);
     else if (d.linger == SS_LINGER_STOP)
         uv_timer_stop(&r->ranks[rank].linger);
-}
-
-/* ---- ingest callbacks ---- */
-
-static int cb_intern(void *ctx, const char *name)
-{
-    run_ctx *r = ctx;
-    return ss_aggregator_intern(r->agg, name);
-}
-
-static int cb_hello(void *ctx, const wire_hello *h, char *reason,
-                    size_t reasonlen)
-{
-    run_ctx *r = ctx;
-    if (ss_life_hello(&r->life, h->rank, h->world_size, h->attempt, reason,
-                      reasonlen) != 0)
-        return -1;
-    rank_slot *s = &r->ranks[h->rank];
-    s->pid = h->pid;
-    snprintf(s->host, sizeof s->host, "%s", h->host);
-    ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
-    if (h->rank < r->o->nproc_local)
-        ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
-    run_put_rank(r, h->rank, "running");
-    run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
-          "pid %u", h->rank, h->host, h->pid);
-    run_inject_observe(r, h->rank, -1);
-    return 0;
-}
-
-static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
-                    const ss_values_item *values, uint32_t n_values)
-{
-    run_ctx *r = ctx;
-    ss_live_rank_step(r->live, rank, rec->step);
-    if (rank < r->o->nproc_local)
-        ss_host_watch_step_done(r->host, rank); /* covers the step's end */
-    if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
-        r->refused_records++;
-    if (rec->step <= INT64_MAX)
-        run_inject_observe(r, rank, (int64_t)rec->step);
-}
-
-/* The run's name table is full: RANK keeps running, what it records under
- * NAME is dropped and counted.  Said once per rank in the store, once per
- * run on stderr; the summary gives the totals. */
-static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
-{
-    run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    if (s->names_over_limit++ > 0)
-        return;
-    run_event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
-          "when the run's %d names were taken: what it records under names "
-          "beyond the limit is dropped and counted; its steps and other "
-          "values are kept", rank, name, SS_MAX_RUN_NAMES);
-    if (!r->o->quiet && !r->said_names_over_limit)
-        fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
-                "what rank %u records under '%s' and other new names is "
-                "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
-    r->said_names_over_limit = 1;
-}
-
-static void cb_labels(void *ctx, uint32_t rank, int name,
-                      const char *const *labels, uint32_t n)
-{
-    run_ctx *r = ctx;
-    if (ss_aggregator_set_labels(r->agg, rank, name, labels, n) != 0)
-        return;
-    uint32_t n_names = 0;
-    const char *const *names = ss_aggregator_names(r->agg, &n_names);
-    if (name >= 0 && (uint32_t)name < n_names)
-        ss_store_put_labels(r->store, r->run_id, r->attempt, rank,
-                            names[name], labels, n);
-}
-
-static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
-{
-    run_ctx *r = ctx;
-    r->ranks[rank].values_over_limit += n;
-}
-
-static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
-{
-    run_ctx *r = ctx;
-    r->ranks[rank].counters = *c;
-    ss_live_rank_counters(r->live, rank, c->dropped_events,
-                          c->dropped_records);
-}
-
-/* What the rank is doing now (STATUS): for the live views only. */
-static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
-                      int phase, int collective)
-{
-    run_ctx *r = ctx;
-    rank_slot *s = &r->ranks[rank];
-    s->status_at = ss_mono_now();
-    s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
-                      ? -1
-                      : (int64_t)st->step;
-    s->phase = phase;
-    s->collective = collective;
-    s->coll_seq = collective >= 0 ? st->coll_seq : 0;
-    s->coll_active = collective >= 0 &&
-                     (st->coll_flags & WIRE_STATUS_COLL_ACTIVE) != 0;
-    uint32_t n_names = 0;
-    const char *const *names = ss_aggregator_names(r->agg, &n_names);
-    ss_live_rank_status(r->live, rank,
-                        st->step == WIRE_NO_STEP || st->step > INT64_MAX
-                            ? -1
-                            : (int64_t)st->step,
-                        phase >= 0 && (uint32_t)phase < n_names ? names[phase]
-                                                                : NULL,
-                        st->since_ns);
-    if (s->cur_step >= 0)
-        run_inject_observe(r, rank, s->cur_step);
-}
-
-static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
-{
-    run_ctx *r = ctx;
-    run_event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
-          "step %" PRIu64, rank, c->step);
-}
-
-/* Ranks report the step they resumed from; the first report stands for
- * the attempt, and a rank that disagrees is noted. */
-static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
-{
-    run_ctx *r = ctx;
-    int64_t step = (int64_t)rs->step;
-    if (r->resumed_from < 0) {
-        r->resumed_from = step;
-        ss_attempt_facts f = {.attempt = r->attempt, .ended_at = -1,
-                              .first_step = -1, .last_step = -1,
-                              .resumed_from = step};
-        ss_store_put_attempt_facts(r->store, r->run_id, &f);
-    }
-    run_event(r, "resumed", (int32_t)rank, "rank %u resumed from the checkpoint "
-          "of step %" PRId64 "%s", rank, step,
-          step == r->resumed_from ? "" : " (another rank's differs)");
-}
-
-static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
-{
-    run_ctx *r = ctx;
-    run_carry_out(r, rank, ss_life_bye(&r->life, rank));
-}
-
-static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
-{
-    run_ctx *r = ctx;
-    run_carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
-    run_maybe_finish(r);
-}
-
-static void cb_rejected(void *ctx, int32_t rank, const char *reason)
-{
-    run_ctx *r = ctx;
-    r->rejected_connections++;
-    fprintf(stderr, "stepscope: rejected a connection%s: %s\n",
-            rank >= 0 ? " from a rank" : "", reason);
-    run_event(r, "rejected_connection", rank, "%s", reason);
 }
 
 /* ---- launcher callbacks ---- */
@@ -431,7 +233,7 @@ static void end_job(run_ctx *r);
 
 void run_maybe_finish(run_ctx *r)
 {
-    if (r->restart_pending || r->ending || !ss_life_finish(&r->life))
+    if (r->att.restart_pending || r->ending || !ss_life_finish(&r->life))
         return;
     for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
@@ -453,20 +255,18 @@ static void on_signal(uv_signal_t *h, int signum)
         run_end_loop(r);
         return;
     }
-    if (r->health_pending) {
+    if (r->att.health_pending) {
         /* Nothing launched yet: the attempt ends when the checks do. */
         fprintf(stderr, "\nstepscope: %s: stopping once the health checks "
                 "are done\n", strsignal(signum));
         return;
     }
-    if (r->restart_pending) {
+    if (ss_attempt_cancel(&r->att)) {
         /* Between attempts: no rank runs; the restart is called off. */
-        uv_timer_stop(&r->restart_timer);
-        r->restart_pending = 0;
         fprintf(stderr, "\nstepscope: %s: the restart is called off\n",
                 strsignal(signum));
         run_event(r, "restart_cancelled", -1, "stopped by %s before "
-                  "attempt %u", strsignal(signum), r->attempt + 1);
+                  "attempt %u", strsignal(signum), r->att.attempt + 1);
         end_job(r);
         return;
     }
@@ -525,14 +325,14 @@ static void on_hang_stacks(void *ctx, const char *doc, size_t len,
         return;
     /* The attempt may have ended meanwhile (another began, or none
      * follows): nothing of it is left to stop. */
-    if (!r->hang_stop_why[0] || r->restart_pending || r->health_pending ||
+    if (!r->hang_stop_why[0] || r->att.restart_pending || r->att.health_pending ||
         r->ending)
         return;
     r->hang_acted = 1;
     if (r->o->on_hang == SS_ON_HANG_RESTART) {
         fprintf(stderr, "stepscope: hang: stopping attempt %u to restart it "
                 "(--on-hang restart; SIGTERM, then SIGKILL after %.1f s)\n",
-                r->attempt, r->o->grace_ms / 1000.0);
+                r->att.attempt, r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a hang to restart "
                   "(--on-hang restart)");
     } else {
@@ -586,7 +386,7 @@ static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = ss_mono_now();
-    if (r->restart_pending || r->ending || r->health_pending)
+    if (r->att.restart_pending || r->ending || r->att.health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
     run_nodes_tick(r, now);
@@ -660,49 +460,8 @@ static ss_profiler *run_profiler_start(run_ctx *r, char *err, size_t errlen)
         return NULL;
     }
     ss_profiler_config pc = {&r->loop, NULL, r->store, r->live, r->run_id,
-                             r->attempt, r->o->nprocs, dir};
+                             r->att.attempt, r->o->nprocs, dir};
     return ss_profiler_start(&pc, err, errlen);
-}
-
-static void cb_profile_done(void *ctx, uint32_t rank,
-                            const wire_profile_done *pd)
-{
-    run_ctx *r = ctx;
-    ss_profiler_on_done(r->profiler, rank, pd);
-}
-
-/* How often a failing accept() is said, at most. */
-#define ACCEPT_SAID_EVERY_NS ((ss_mono_ns)10 * 1000000000)
-
-/* A rank's connection could not be accepted: its telemetry is lost, which
- * is said at once on stderr and as an event, then at most every 10 s
- * with the count since (a full descriptor table fails every accept). */
-static void cb_accept_failed(void *ctx, int err)
-{
-    run_ctx *r = ctx;
-    r->accepts_failed++;
-    r->accepts_unsaid++;
-    ss_mono_ns now = ss_mono_now();
-    if (r->accept_said_at && now - r->accept_said_at < ACCEPT_SAID_EVERY_NS)
-        return;
-    struct rlimit rl;
-    char limit[64] = "";
-    if ((err == UV_EMFILE || err == UV_ENFILE) &&
-        getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-        snprintf(limit, sizeof limit, " (open-file limit %llu)",
-                 (unsigned long long)rl.rlim_cur);
-    char msg[400];
-    snprintf(msg, sizeof msg, "%" PRIu64 " rank connection%s not accepted "
-             "(%" PRIu64 " in all): %s%s%s; those ranks' telemetry is lost",
-             r->accepts_unsaid, r->accepts_unsaid == 1 ? "" : "s",
-             r->accepts_failed, uv_strerror(err), limit,
-             err == UV_EMFILE ? ": the controller is out of file descriptors"
-             : err == UV_ENFILE ? ": the system is out of file descriptors"
-                                : "");
-    fprintf(stderr, "stepscope: %s\n", msg);
-    run_event(r, "accept_failed", -1, "%s", msg);
-    r->accepts_unsaid = 0;
-    r->accept_said_at = now;
 }
 
 /* Creates the live state and, unless --no-http, starts the HTTP server
@@ -798,55 +557,23 @@ static void default_run_name(char **argv, char *out, size_t outlen)
     snprintf(out, outlen, "%s", slash ? slash + 1 : prog);
 }
 
-static int launch_ranks(run_ctx *r, char *err, size_t errlen);
-
-/*
- * Begins attempt r->attempt, whose row the store has: for a later attempt
- * node 0's health checks first (ss_attempt_hooks; the ranks are launched
- * when they pass, in run_health_done; attempt 0's ran in start(), before
- * anything listened), else the ranks at once.  Returns 0, or -1 with ERR
- * when the checks could not start or the ranks could not be launched.
- */
-static int begin_attempt(run_ctx *r, char *err, size_t errlen)
-{
-    r->attempt_started = ss_mono_now();
-    /* Call point: the health checks before each later attempt. */
-    if (r->attempt > 0 && r->hooks.health_start) {
-        r->health_pending = 1;
-        if (r->hooks.health_start(r->hooks.ctx, r, r->attempt, err,
-                                  errlen) != 0) {
-            r->health_pending = 0;
-            return -1;
-        }
-        return 0;
-    }
-    return launch_ranks(r, err, errlen);
-}
+static void end_job(run_ctx *r);
 
 void run_health_done(run_ctx *r)
 {
-    if (!r->health_pending)
-        return;
-    r->health_pending = 0;
-    if (r->health_failed || r->stop_requests) {
-        attempt_over(r); /* nothing was launched */
-        return;
-    }
-    char err[512];
-    if (launch_ranks(r, err, sizeof err) != 0) {
-        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
-        run_event(r, "attempt_failed_to_start", -1, "%s", err);
-        r->final_status = 1;
-        end_job(r);
-    }
+    ss_attempt_health_done(&r->att, r->health_failed || r->stop_requests
+                                        ? SS_ATTEMPT_NO_LAUNCH
+                                        : SS_ATTEMPT_LAUNCH);
 }
 
-/* Launches the ranks of attempt r->attempt (this node's, and after a
- * restart the other nodes' through RESTART), then re-arms the injector
- * (ss_attempt_hooks).  Returns 0, or -1 with ERR. */
-static int launch_ranks(run_ctx *r, char *err, size_t errlen)
+/* ss_attempt_hooks.launch: launches the ranks of attempt r->att.attempt
+ * (this node's, and after a restart the other nodes' through RESTART),
+ * then re-arms the fault injector.  Returns 0, or -1 with ERR. */
+static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
 {
-    if (r->attempt > 0)
+    run_ctx *r = ctx;
+    (void)attempt;
+    if (r->att.attempt > 0)
         run_nodes_restart(r); /* the other nodes relaunch too */
     ss_life_launched(&r->life, ss_mono_now());
     ss_hang_init(&r->hang, &r->o->hang_cfg, ss_mono_now());
@@ -866,7 +593,7 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen)
     lcfg.run_id = r->uuid;
     lcfg.log_dir = r->log_path;
     lcfg.grace_ms = r->o->grace_ms;
-    lcfg.attempt = r->attempt;
+    lcfg.attempt = r->att.attempt;
     lcfg.max_restarts = r->o->restart_cfg.max_restarts;
     lcfg.echo = !r->o->quiet;
     ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
@@ -875,11 +602,9 @@ static int launch_ranks(run_ctx *r, char *err, size_t errlen)
         return -1;
     for (uint32_t i = 0; r->host && i < r->o->nproc_local; i++)
         ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
-    if (r->attempt > 0)
-        run_event(r, "attempt_started", -1, "attempt %u launched", r->attempt);
-    /* Call point: the fault injector, re-armed for each attempt. */
-    if (r->hooks.arm_injector)
-        r->hooks.arm_injector(r->hooks.ctx, r, r->attempt);
+    if (r->att.attempt > 0)
+        run_event(r, "attempt_started", -1, "attempt %u launched", r->att.attempt);
+    run_inject_arm(r); /* the fault injector, re-armed for each attempt */
     return 0;
 }
 
@@ -925,11 +650,10 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
     return ss_life_attempt_cause(status, 0);
 }
 
-static void next_attempt(uv_timer_t *t);
-
 void run_end_loop(run_ctx *r)
 {
     uv_timer_stop(&r->restart_timer);
+    uv_timer_stop(&r->leave_timer);
     ss_live_finish(r->live);
     uv_stop(&r->loop);
 }
@@ -955,7 +679,7 @@ static void end_job(run_ctx *r)
         return;
     }
     ss_node_links_end_all(r->links);
-    uv_timer_start(&r->restart_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
+    uv_timer_start(&r->leave_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
 }
 
 /* The attempt's ranks have all ended (or a health check failed before
@@ -972,7 +696,7 @@ static void attempt_over(run_ctx *r)
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
     }
-    ss_attempt_facts facts = {.attempt = r->attempt,
+    ss_attempt_facts facts = {.attempt = r->att.attempt,
                               .ended_at = ss_wall_now(),
                               .first_step = r->first_step,
                               .last_step = r->last_step,
@@ -985,11 +709,11 @@ static void attempt_over(run_ctx *r)
         n->status = status;
     }
     run_event(r, "attempt_ended", -1, "attempt %u ended: %s (exit status "
-              "%d)", r->attempt, cause, status);
+              "%d)", r->att.attempt, cause, status);
     r->final_status = status;
 
     int injected = strncmp(cause, "injected:", 9) == 0;
-    ss_attempt_end end = {.attempt = r->attempt,
+    ss_attempt_end end = {.attempt = r->att.attempt,
                           .made_progress = r->first_step >= 0,
                           .now = ss_mono_now()};
     char sig[SS_RESTART_SIG_MAX] = "";
@@ -1015,13 +739,12 @@ static void attempt_over(run_ctx *r)
         end.signature = injected ? "" : sig;
     }
     ss_restart_verdict v;
-    ss_restart_decide(&r->restart, &end, &v);
-    if (!v.restart) {
+    if (!ss_attempt_over(&r->att, &end, &v)) {
         /* Say it when a restart was possible at all. */
         if (status != 0 && !r->stop_requests &&
             (r->o->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
             fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
-                    "%d): %s\n", r->attempt, cause, status, v.why);
+                    "%d): %s\n", r->att.attempt, cause, status, v.why);
             run_event(r, "not_restarted", -1, "%s", v.why);
         }
         end_job(r);
@@ -1032,33 +755,28 @@ static void attempt_over(run_ctx *r)
                 r->failure_text[strlen(r->failure_text) - 1] == '\n' ? ""
                                                                       : "\n");
     fprintf(stderr, "stepscope: attempt %u ended (%s, exit status %d); %s\n",
-            r->attempt, cause, status, v.why);
+            r->att.attempt, cause, status, v.why);
     run_event(r, "restart_scheduled", -1, "%s", v.why);
     run_numerics_before_restart(r);
     run_replica_before_restart(r);
-    r->restart_pending = 1;
-    /* The backoff counts from now, not from the loop's cached time of
-     * this iteration (which may be older by the attempt's teardown). */
-    uv_update_time(&r->loop);
-    uv_timer_start(&r->restart_timer, next_attempt, v.delay_ms, 0);
 }
 
-/* The backoff is over: a new attempt with a new life cycle, aggregator,
- * hang state and step range; the ingest socket, store, HTTP server, live
- * state and run token stay. */
-static void next_attempt(uv_timer_t *t)
+/* ss_attempt_hooks.prepare, after the backoff: a new attempt with a new
+ * life cycle, aggregator, hang state and step range; the ingest socket,
+ * store, HTTP server, live state and run token stay.  Returns -1 with ERR
+ * when memory for it ran out (the rest is set up all the same). */
+static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
+                           size_t errlen)
 {
-    run_ctx *r = t->data;
-    r->restart_pending = 0;
+    run_ctx *r = ctx;
+    (void)attempt;
     ss_launcher_destroy(r->launcher);
     r->launcher = NULL;
-    r->attempt++;
     ss_aggregator_destroy(r->agg);
-    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->attempt,
-                                  &(ss_sink){r, sink_step, sink_finding});
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
+                                  &(ss_sink){r, run_sink_step, run_sink_finding});
     ss_life_release(&r->life);
-    char err[512] = "out of memory for a new attempt";
-    int ok = r->agg && ss_life_init(&r->life, r->o->nprocs, r->attempt,
+    int ok = r->agg && ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
                                     (ss_dur_ns)r->o->connect_timeout_ms *
                                         1000000) == 0;
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
@@ -1080,21 +798,65 @@ static void next_attempt(uv_timer_t *t)
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
     run_replica_new_attempt(r);
-    ss_live_attempt(r->live, r->attempt);
-    ss_store_put_attempt(r->store, r->run_id, r->attempt, ss_wall_now());
-    ss_stack_service_set_attempt(r->stacks, r->attempt);
-    ss_profiler_set_attempt(r->profiler, r->attempt);
+    ss_live_attempt(r->live, r->att.attempt);
+    ss_store_put_attempt(r->store, r->run_id, r->att.attempt, ss_wall_now());
+    ss_stack_service_set_attempt(r->stacks, r->att.attempt);
+    ss_profiler_set_attempt(r->profiler, r->att.attempt);
     if (!r->o->quiet)
         fprintf(stderr, "stepscope: attempt %u: launching %u ranks\n",
-                r->attempt, r->o->nprocs);
+                r->att.attempt, r->o->nprocs);
     if (ok)
-        ok = begin_attempt(r, err, sizeof err) == 0;
-    if (!ok) {
-        fprintf(stderr, "stepscope run: attempt %u: %s\n", r->attempt, err);
-        run_event(r, "attempt_failed_to_start", -1, "%s", err);
-        r->final_status = 1;
-        end_job(r);
-    }
+        return 0;
+    snprintf(err, errlen, "out of memory for a new attempt");
+    return -1;
+}
+
+/* ss_attempt_hooks.start_failed: a later attempt did not start (ERR);
+ * the job ends with status 1. */
+static void attempt_failed_to_start(void *ctx, uint32_t attempt,
+                                    const char *err)
+{
+    run_ctx *r = ctx;
+    fprintf(stderr, "stepscope run: attempt %u: %s\n", attempt, err);
+    run_event(r, "attempt_failed_to_start", -1, "%s", err);
+    r->final_status = 1;
+    end_job(r);
+}
+
+/* ss_attempt_hooks.not_launched: the health checks failed or a stop came
+ * during them: the attempt is over with nothing launched. */
+static void attempt_not_launched(void *ctx, uint32_t attempt)
+{
+    (void)attempt;
+    attempt_over(ctx);
+}
+
+/* The attempts' clock and backoff timer (ss_attempt_hooks). */
+static ss_mono_ns attempt_now(void *ctx)
+{
+    (void)ctx;
+    return ss_mono_now();
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    ss_attempt_backoff_over(&r->att);
+}
+
+static void backoff_start(void *ctx, uint32_t delay_ms)
+{
+    run_ctx *r = ctx;
+    /* The backoff counts from now, not from the loop's cached time of
+     * this iteration (which may be older by the attempt's teardown). */
+    uv_update_time(&r->loop);
+    uv_timer_start(&r->restart_timer, on_backoff, delay_ms, 0);
+}
+
+static void backoff_stop(void *ctx)
+{
+    run_ctx *r = ctx;
+    uv_timer_stop(&r->restart_timer);
 }
 
 static int start(run_ctx *r, char *err, size_t errlen)
@@ -1153,7 +915,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "%s", serr);
         return -1;
     }
-    ss_store_put_attempt(r->store, r->run_id, r->attempt, info.started_at);
+    ss_store_put_attempt(r->store, r->run_id, r->att.attempt, info.started_at);
     if (run_health_first(r, err, errlen) != 0)
         return -1;
     if (start_http(r, err, errlen) != 0)
@@ -1183,14 +945,14 @@ static int start(run_ctx *r, char *err, size_t errlen)
     }
     if (r->host || r->o->nnodes > 1)
         r->agg_cfg.host = (ss_host_provider){run_nodes_host_window, r};
-    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->attempt,
-                                  &(ss_sink){r, sink_step, sink_finding});
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
+                                  &(ss_sink){r, run_sink_step, run_sink_finding});
     r->ranks = calloc(r->o->nprocs, sizeof *r->ranks);
     r->hang_ranks = calloc(r->o->nprocs, sizeof *r->hang_ranks);
     for (uint32_t i = 0; r->ranks && i < r->o->nprocs; i++)
         r->ranks[i].phase = r->ranks[i].collective = -1;
     if (!r->agg || !r->ranks || !r->hang_ranks ||
-        ss_life_init(&r->life, r->o->nprocs, r->attempt,
+        ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
                      (ss_dur_ns)r->o->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
         return -1;
@@ -1205,22 +967,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.unix_path = r->sock_path;
     memcpy(icfg.token, r->token, sizeof r->token);
     icfg.run_id = r->uuid;
-    ss_ingest_callbacks icb = {.ctx = r,
-                               .intern = cb_intern,
-                               .on_hello = cb_hello,
-                               .on_step = cb_step,
-                               .on_labels = cb_labels,
-                               .on_counters = cb_counters,
-                               .on_checkpoint = cb_checkpoint,
-                               .on_bye = cb_bye,
-                               .on_disconnect = cb_disconnect,
-                               .on_rejected = cb_rejected,
-                               .on_status = cb_status,
-                               .on_name_refused = cb_name_refused,
-                               .on_values_dropped = cb_values_dropped,
-                               .on_resumed = cb_resumed,
-                               .on_profile_done = cb_profile_done,
-                               .on_accept_failed = cb_accept_failed};
+    ss_ingest_callbacks icb;
+    run_ingest_callbacks(r, &icb);
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     ss_profiler_set_ingest(r->profiler, r->ingest);
     if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
@@ -1241,7 +989,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         .nprocs = r->o->nproc_local, .world = r->o->nprocs,
         .remote = r->remote_stacks ? ss_remote_stacks_fetch : NULL,
         .remote_ctx = r->remote_stacks, .pid_of = rank_pid, .pid_ctx = r,
-        .store = r->store, .run_id = r->run_id, .attempt = r->attempt};
+        .store = r->store, .run_id = r->run_id, .attempt = r->att.attempt};
     if (!r->stacks) {
         snprintf(err, errlen, "out of memory for the stack service");
         return -1;
@@ -1257,155 +1005,28 @@ static int start(run_ctx *r, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    ss_restart_init(&r->restart, &r->o->restart_cfg);
+    ss_attempt_hooks hooks = {.ctx = r,
+                              .health_start = run_health_start,
+                              .launch = launch_ranks,
+                              .not_launched = attempt_not_launched,
+                              .start_failed = attempt_failed_to_start,
+                              .prepare = prepare_attempt,
+                              .now = attempt_now,
+                              .timer_start = backoff_start,
+                              .timer_stop = backoff_stop};
+    /* attempt 0's health checks ran above (run_health_first) */
+    ss_attempt_init(&r->att, &hooks, 1, &r->o->restart_cfg);
     uv_timer_init(&r->loop, &r->restart_timer);
     r->restart_timer.data = r;
+    uv_timer_init(&r->loop, &r->leave_timer);
+    r->leave_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->o->nprocs, info.command);
     if (r->health_notes[0])
         run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->o->nprocs, r->db_path);
     print_dashboard(r);
-    return begin_attempt(r, err, errlen);
-}
-
-/* One line when some rank used more names than the run has room for. */
-static void print_names_over_limit(const run_ctx *r)
-{
-    uint64_t names = 0, values = 0;
-    uint32_t ranks = 0;
-    for (uint32_t i = 0; i < r->o->nprocs; i++) {
-        names += r->ranks[i].names_over_limit;
-        values += r->ranks[i].values_over_limit;
-        ranks += r->ranks[i].names_over_limit > 0;
-    }
-    if (ranks)
-        fprintf(stderr, "stepscope: %" PRIu32 " rank%s could not add %" PRIu64
-                " name%s to the run's %d: %" PRIu64 " phase, sync and metric "
-                "value%s under them dropped (their steps and other values "
-                "were kept)\n", ranks, ranks == 1 ? "" : "s", names,
-                names == 1 ? "" : "s", SS_MAX_RUN_NAMES, values,
-                values == 1 ? "" : "s");
-}
-
-/* The facts of the end-of-run summary for the job's STATUS, with what the
- * store committed: waits until it has committed or lost everything
- * queued. */
-static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
-{
-    memset(sum, 0, sizeof *sum);
-    sum->run_id = r->run_id;
-    sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
-    sum->job_status = status;
-    sum->seconds = (double)(ss_mono_now() - r->started) / 1e9;
-    sum->steps_finalized = r->steps_finalized;
-    sum->findings = r->findings_seen;
-    for (uint32_t i = 0; i < r->o->nprocs; i++) {
-        sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
-        sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
-        sum->rank_dropped_vectors += r->ranks[i].counters.dropped_vectors;
-        sum->rank_truncated_values += r->ranks[i].counters.truncated_values;
-    }
-    sum->ranks = r->life.ranks ? r->life.nprocs : 0;
-    for (uint32_t i = 0; i < sum->ranks; i++)
-        sum->ranks_silent += !r->life.ranks[i].ever_connected;
-    sum->accepts_failed = r->accepts_failed;
-    ss_aggregator_stats as;
-    ss_aggregator_get_stats(r->agg, &as);
-    sum->refused_vectors = as.vectors_refused;
-    ss_store_flush(r->store);
-    ss_store_get_outcome(r->store, &sum->stored);
-}
-
-/* The vectors lost before the store (the ranks' and the aggregator's)
- * are added to runs.dropped_vectors, and an event says where they and
- * the ranks' truncated elements were lost, for the report. */
-static void record_vector_drops(run_ctx *r)
-{
-    uint64_t ranks = 0, truncated = 0;
-    uint32_t n_ranks = 0;
-    for (uint32_t i = 0; i < r->o->nprocs; i++) {
-        ranks += r->ranks[i].counters.dropped_vectors;
-        truncated += r->ranks[i].counters.truncated_values;
-        n_ranks += r->ranks[i].counters.dropped_vectors > 0;
-    }
-    ss_aggregator_stats as;
-    ss_aggregator_get_stats(r->agg, &as);
-    ss_store_add_dropped_vectors(r->store, r->run_id,
-                                 ranks + as.vectors_refused);
-    if (!ranks && !truncated && !as.vectors_refused)
-        return;
-    char msg[256];
-    size_t len = 0;
-    msg[0] = '\0';
-    if (ranks)
-        ss_appendf(msg, sizeof msg, &len, "%" PRIu64 " vectors dropped by "
-                   "%" PRIu32 " rank%s (ring or memory full)", ranks,
-                   n_ranks, n_ranks == 1 ? "" : "s");
-    if (as.vectors_refused)
-        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " refused by the "
-                   "controller (its budget)", len ? ", " : "",
-                   as.vectors_refused);
-    if (truncated)
-        ss_appendf(msg, sizeof msg, &len, "%s%" PRIu64 " elements truncated "
-                   "by the ranks' per-vector cap", len ? ", " : "",
-                   truncated);
-    run_event(r, "vectors_dropped", -1, "%s", msg);
-}
-
-/* When ranks never sent telemetry, or the store lost part of the run, an
- * event says so, so that the report tells it too (if the store can still
- * take that small write). */
-static void record_store_losses(run_ctx *r, int status)
-{
-    ss_run_summary sum;
-    summary_facts(r, status, &sum);
-    ss_buf note = {0};
-    if (ss_life_silent_note(&sum, &note) && note.data)
-        run_event(r, "ranks_silent", -1, "%s", note.data);
-    ss_buf_reset(&note);
-    if (ss_life_loss_note(&sum, &note) && note.data)
-        run_event(r, "store_lost", -1, "%s", note.data);
-    ss_buf_free(&note);
-}
-
-/* Prints why the job failed (the launcher's words) and the summary of
- * what the store holds (lifecycle.c's words), once the store has
- * committed everything it could, so that the summary claims nothing it
- * lost. */
-static void print_summary(run_ctx *r, int status)
-{
-    char why[8192];
-    if (r->hang_stop_why[0])
-        fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
-                "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
-    else if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
-        fprintf(stderr, "stepscope: the job was stopped on a non-finite "
-                "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
-                r->nonfinite_stop_why);
-    else if (r->failure_text[0])
-        fprintf(stderr, "stepscope: %s\n", r->failure_text);
-    else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
-        fprintf(stderr, "stepscope: %s\n", why);
-    if (r->n_notes > 1) {
-        fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
-        for (uint32_t i = 0; i < r->n_notes; i++)
-            fprintf(stderr, "%s attempt %u %s (exit status %d)",
-                    i ? ";" : "", i, r->notes[i].cause, r->notes[i].status);
-        fputc('\n', stderr);
-    }
-    print_names_over_limit(r);
-    ss_run_summary sum;
-    summary_facts(r, status, &sum);
-    ss_buf text = {0};
-    ss_life_summary(&sum, &text);
-    for (char *line = text.data, *nl; line && *line; line = nl + 1) {
-        nl = strchr(line, '\n');
-        if (!nl)
-            break;
-        fprintf(stderr, "stepscope: %.*s\n", (int)(nl - line), line);
-    }
-    ss_buf_free(&text);
+    return ss_attempt_begin(&r->att, err, errlen);
 }
 
 /* The job's exit status: node 0's launcher's on a single node; on
@@ -1523,26 +1144,12 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
         status = r->final_status;
-        uint64_t dropped_ev = 0, dropped_rec = 0;
-        for (uint32_t i = 0; i < r->o->nprocs; i++) {
-            dropped_ev += r->ranks[i].counters.dropped_events;
-            dropped_rec += r->ranks[i].counters.dropped_records;
-        }
-        if (r->refused_records)
-            run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
-                  "after their step was finalized and were not counted",
-                  r->refused_records);
-        record_vector_drops(r);
-        record_store_losses(r, status);
-        ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
-                         ss_life_run_status(status), (int64_t)dropped_ev,
-                         (int64_t)dropped_rec);
-        print_summary(r, status);
+        run_summary_end(r, status);
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
         int stopped = r->stopped_starting;
         if (r->store && r->run_id && (r->health_failed || stopped)) {
-            ss_attempt_facts facts = {.attempt = r->attempt,
+            ss_attempt_facts facts = {.attempt = r->att.attempt,
                                       .ended_at = ss_wall_now(),
                                       .first_step = -1, .last_step = -1,
                                       .resumed_from = -1};

@@ -16,7 +16,7 @@
  * the others (INJECT).  Each fault is an `injected` event; an attempt that
  * fails after a fault fired is charged to it (`injected:SPEC`), which
  * MTBF leaves out (goodput.h).  Each fault fires once per run: a restarted
- * attempt (run.c, ss_attempt_hooks) runs without the faults that fired.
+ * attempt (run.c, attempt.h) runs without the faults that fired.
  */
 #include "run_internal.h"
 
@@ -103,12 +103,11 @@ static void on_attempt_health(void *ctx, const ss_health_result *res)
     run_health_done(r);
 }
 
-/* ss_attempt_hooks.health_start: node 0's check on the run's loop (the
- * links' heartbeats go on while a site command runs). */
-static int hook_health_start(void *ctx, run_ctx *r, uint32_t attempt,
-                             char *err, size_t errlen)
+/* Node 0's check on the run's loop (the links' heartbeats go on while a
+ * site command runs). */
+int run_health_start(void *ctx, uint32_t attempt, char *err, size_t errlen)
 {
-    (void)ctx;
+    run_ctx *r = ctx;
     (void)attempt;
     ss_health_config cfg = node0_config(r);
     return ss_health_start(&r->loop, &cfg, on_attempt_health, r, err,
@@ -117,14 +116,12 @@ static int hook_health_start(void *ctx, run_ctx *r, uint32_t attempt,
 
 /* ---- injected faults ---- */
 
-/* ss_attempt_hooks.arm_injector: a new attempt's ranks run.  The plan is
- * kept (a fault that fired stays fired: a restarted job is not broken the
- * same way again); no fault is charged with this attempt's end yet, and a
- * SIGCONT still due was for a process group of the attempt before. */
-static void hook_arm_injector(void *ctx, run_ctx *r, uint32_t attempt)
+/* A new attempt's ranks run.  The plan is kept (a fault that fired stays
+ * fired: a restarted job is not broken the same way again); no fault is
+ * charged with this attempt's end yet, and a SIGCONT still due was for a
+ * process group of the attempt before. */
+void run_inject_arm(run_ctx *r)
 {
-    (void)ctx;
-    (void)attempt;
     r->inject_ended = -1;
     for (uint32_t i = 0; i < SS_INJECT_MAX; i++) {
         uv_timer_stop(&r->inject_cont[i]);
@@ -139,8 +136,6 @@ void run_inject_init(run_ctx *r)
         uv_timer_init(&r->loop, &r->inject_cont[i]);
         r->inject_cont[i].data = r;
     }
-    r->hooks = (ss_attempt_hooks){NULL, hook_health_start,
-                                  hook_arm_injector};
 }
 
 static void on_inject_cont(uv_timer_t *t)

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "attempt.h"
 #include "clocks.h"
 #include "hang.h"
 #include "health.h"
@@ -80,32 +81,6 @@ typedef struct {
 
 typedef struct run_ctx run_ctx;
 
-/*
- * What happens around each attempt besides launching its ranks (both may
- * be NULL; run_inject_init sets them).  Called on the loop thread.
- *
- * HEALTH_START starts node 0's health checks before a later attempt's
- * ranks are launched (ATTEMPT >= 1; attempt 0's run in start(), before
- * anything listens: run_health_first), without blocking the loop (the
- * links' heartbeats go on): it returns 0 and later calls
- * run_health_done(R) exactly once, after run_health_failed when a check
- * failed; or it returns -1 with a reason in ERR when the checks could not
- * start (run_health_done is then never called; the attempt fails to
- * start).  The other nodes check themselves when told RESTART, which they
- * are only once node 0's checks passed.  The attempt's connect timeout,
- * hang clock and launch time start only after the checks.
- *
- * ARM_INJECTOR runs right after each attempt's ranks were launched: the
- * fault injector's state for ATTEMPT (faults that fired stay fired; the
- * fault charged with a failure is the attempt's own, run_fault_cause).
- */
-typedef struct {
-    void *ctx;
-    int (*health_start)(void *ctx, run_ctx *r, uint32_t attempt, char *err,
-                        size_t errlen);
-    void (*arm_injector)(void *ctx, run_ctx *r, uint32_t attempt);
-} ss_attempt_hooks;
-
 /* How one attempt ended, for the summary. */
 typedef struct {
     char cause[48];
@@ -144,7 +119,6 @@ struct run_ctx {
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
     ss_mono_ns started;         /* the run's start */
-    ss_mono_ns attempt_started; /* this attempt's launch */
     uint32_t stop_requests;
     int stopped_starting;   /* the signal that stopped the start-up */
     uint64_t steps_finalized;
@@ -175,11 +149,10 @@ struct run_ctx {
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */
     /* attempts (run.c, restart.h) */
-    ss_attempt_hooks hooks;
-    ss_restart_policy restart;
+    ss_attempt att;           /* the attempt, its health checks, the
+                                 restart policy and its backoff */
     uv_timer_t restart_timer; /* the backoff before the next attempt */
-    int restart_pending;      /* the timer runs */
-    int health_pending;       /* the health checks of this attempt run */
+    uv_timer_t leave_timer;   /* the agents' goodbye at the end */
     int hang_acted;           /* --on-hang stop/restart ended this attempt */
     /* numerics (run_numerics.c) */
     uint32_t nonfinite_id;    /* this attempt's nonfinite finding, 0: none */
@@ -230,7 +203,7 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
 
-/* The health checks started by ss_attempt_hooks.health_start are done;
+/* The health checks started by run_health_start are done;
  * a failure was reported with run_health_failed (r->health_failed): the
  * attempt ends (cause health_check, never restarted), else its ranks are
  * launched now. */
@@ -238,6 +211,23 @@ void run_health_done(run_ctx *r);
 
 /* Ends the controller's loop: the run is over. */
 void run_end_loop(run_ctx *r);
+
+/* ---- run_ingest.c: the ranks' data path ---- */
+
+/* The ingest socket's callbacks into CB (CTX: R). */
+void run_ingest_callbacks(run_ctx *r, ss_ingest_callbacks *cb);
+
+/* The aggregator's sink (ss_sink, CTX: the run): a finalized step, and
+ * every emission of a finding. */
+void run_sink_step(void *ctx, const ss_step_view *v,
+                   const char *const *names);
+void run_sink_finding(void *ctx, const ss_finding *f);
+
+/* ---- run_summary.c: the end of the run ---- */
+
+/* The run is over with the job's STATUS: its losses recorded, the run
+ * ended in the store, the summary printed (after the store committed). */
+void run_summary_end(run_ctx *r, int status);
 
 /* ---- run_inject.c: health checks and injected faults ---- */
 
@@ -252,9 +242,24 @@ int run_health_first(run_ctx *r, char *err, size_t errlen);
 void run_health_failed(run_ctx *r, uint32_t node, const char *check,
                        const char *output);
 
-/* Initialises the injector's timers and sets r->hooks to the health checks
- * and the injector of each attempt (once, on the run's loop). */
+/* Initialises the injector's timers (once, on the run's loop). */
 void run_inject_init(run_ctx *r);
+
+/* ss_attempt_hooks.health_start (CTX: the run): node 0's health checks
+ * before a later attempt's ranks are launched (attempt 0's run in start(),
+ * before anything listens: run_health_first), without blocking the loop
+ * (the links' heartbeats go on): returns 0 and later calls
+ * run_health_done exactly once, after run_health_failed when a check
+ * failed; or -1 with a reason in ERR when the checks could not start.
+ * The other nodes check themselves when told RESTART, which they are only
+ * once node 0's checks passed.  The attempt's connect timeout, hang clock
+ * and launch time start only after the checks. */
+int run_health_start(void *ctx, uint32_t attempt, char *err, size_t errlen);
+
+/* Right after each attempt's ranks were launched: the fault injector's
+ * state for the attempt (faults that fired stay fired; the fault charged
+ * with a failure is the attempt's own, run_fault_cause). */
+void run_inject_arm(run_ctx *r);
 
 /* The controller learned RANK is at STEP (-1: it just connected): sends
  * every fault now due (inject.h), to node 0's ranks directly and to other
@@ -331,7 +336,7 @@ uint32_t run_node_of(const run_ctx *r, uint32_t rank);
 /* At the end of the run: the nodes whose ranks all exited are done. */
 void run_nodes_finish(run_ctx *r);
 
-/* A new attempt begins (r->attempt is already the new one): joined nodes
+/* A new attempt begins (r->att.attempt is already the new one): joined nodes
  * are told to relaunch their ranks (LINK_RESTART), lost ones must join
  * again within the join timeout. */
 void run_nodes_restart(run_ctx *r);

@@ -47,7 +47,7 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
     ss_node_info info;
     ss_node_info_init(&info);
     info.node_rank = node;
-    info.attempt = r->attempt;
+    info.attempt = r->att.attempt;
     snprintf(info.host, sizeof info.host, "%s", s->host);
     snprintf(info.addr, sizeof info.addr, "%s", s->addr);
     info.first_rank = node * r->o->nproc_local;
@@ -384,7 +384,7 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
         .port = r->o->controller_port,
         .secret = r->secret,
         .run_uuid = r->uuid,
-        .attempt = r->attempt,
+        .attempt = r->att.attempt,
         .world_size = r->o->nprocs,
         .rank_token = r->token,
         .heartbeat_timeout_ms = r->o->heartbeat_timeout_ms,
@@ -425,14 +425,14 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
 void run_nodes_tick(run_ctx *r, ss_mono_ns now)
 {
     if (r->o->nnodes == 1 ||
-        now - r->attempt_started <= (ss_mono_ns)r->o->join_timeout_ms * 1000000)
+        now - r->att.started <= (ss_mono_ns)r->o->join_timeout_ms * 1000000)
         return;
     for (uint32_t k = 1; k < r->o->nnodes; k++) {
         if (r->nodes[k].joined || r->nodes[k].gone)
             continue;
         char why[96];
         snprintf(why, sizeof why, "did not %s within %.0f s",
-                 r->attempt ? "join again" : "join",
+                 r->att.attempt ? "join again" : "join",
                  r->o->join_timeout_ms / 1000.0);
         /* A restart would wait for it in vain. */
         snprintf(r->no_restart_why, sizeof r->no_restart_why, "node %u %s",
@@ -495,7 +495,7 @@ void run_nodes_restart(run_ctx *r)
                                           s->clock_bound_ns);
         put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
     }
-    ss_node_links_restart_all(r->links, r->attempt);
+    ss_node_links_restart_all(r->links, r->att.attempt);
 }
 
 void run_nodes_stop_waiting(run_ctx *r, const char *why)

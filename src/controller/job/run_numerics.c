@@ -30,14 +30,14 @@ static void on_nonfinite_stacks(void *ctx, const char *doc, size_t len,
         fprintf(stderr, "stepscope: non-finite value: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
     /* Nothing to act on, or the attempt ended meanwhile. */
-    if (!r->nonfinite_stop_why[0] || r->restart_pending ||
-        r->health_pending || r->ending || r->job_stopping)
+    if (!r->nonfinite_stop_why[0] || r->att.restart_pending ||
+        r->att.health_pending || r->ending || r->job_stopping)
         return;
     r->nonfinite_acted = 1;
     if (!run_numerics_no_restart(r)[0]) {
         fprintf(stderr, "stepscope: non-finite value: stopping attempt %u "
                 "to replay it with --numerics full (--on-nonfinite "
-                "restart; SIGTERM, then SIGKILL after %.1f s)\n", r->attempt,
+                "restart; SIGTERM, then SIGKILL after %.1f s)\n", r->att.attempt,
                 r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a non-finite value "
                   "to replay with --numerics full (--on-nonfinite restart)");

@@ -36,7 +36,7 @@ static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
         fprintf(stderr, "stepscope: replica divergence: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
     if (r->o->on_divergence == SS_ON_DIVERGENCE_DUMP || r->divergence_acted ||
-        r->restart_pending || r->health_pending || r->ending ||
+        r->att.restart_pending || r->att.health_pending || r->ending ||
         r->job_stopping)
         return;
     r->divergence_acted = 1;
@@ -44,7 +44,7 @@ static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
     if (r->o->on_divergence == SS_ON_DIVERGENCE_RESTART) {
         fprintf(stderr, "stepscope: replica divergence at step %lld: ending "
                 "attempt %u to restart it from a checkpoint taken before "
-                "(--on-divergence restart)\n", at, r->attempt);
+                "(--on-divergence restart)\n", at, r->att.attempt);
         run_event(r, "stop_requested", -1, "stopped on a replica divergence "
                   "at step %lld to restart (--on-divergence restart)", at);
     } else {
