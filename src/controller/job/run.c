@@ -70,155 +70,7 @@ void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
                        msg);
 }
 
-/* Stores RANK's facts with STATE (NULL or "": leave the state as it is). */
-void run_put_rank(run_ctx *r, uint32_t rank, const char *state)
-{
-    rank_slot *s = &r->ranks[rank];
-    const ss_rank_life *life = &r->life.ranks[rank];
-    ss_rank_info info;
-    memset(&info, 0, sizeof info);
-    info.rank = rank;
-    info.attempt = r->att.attempt;
-    snprintf(info.host, sizeof info.host, "%s", s->host);
-    info.pid = s->pid ? s->pid : -1;
-    snprintf(info.state, sizeof info.state, "%s", state ? state : "");
-    info.exit_code = life->exited && !life->term_signal ? life->exit_code
-                                                         : -1;
-    info.term_signal = life->exited ? life->term_signal : -1;
-    ss_rank_state st;
-    ss_aggregator_rank_state(r->agg, rank, &st);
-    info.last_step = st.last_step;
-    info.dropped_events = (int64_t)s->counters.dropped_events;
-    info.dropped_records = (int64_t)s->counters.dropped_records;
-    info.names_over_limit = (int64_t)s->names_over_limit;
-    info.values_over_limit = (int64_t)s->values_over_limit;
-    if (r->log_path[0])
-        snprintf(info.log_path, sizeof info.log_path, "%s/rank-%u.log",
-                 r->log_path, rank);
-    ss_store_put_rank(r->store, r->run_id, &info);
-    if (state && state[0])
-        ss_live_rank_state(r->live, rank, state);
-}
-
 /* ---- carrying out the life-cycle decisions ---- */
-
-static void on_linger_timeout(uv_timer_t *t);
-static void publish_host_totals(run_ctx *r);
-
-/* Does what the policy decided D for RANK: the aggregator stops waiting
- * for a rank that leaves (a missing one's unfinished steps are finalized
- * with it missing, and an event says so), and the linger timer. */
-void run_carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
-{
-    if (d.leave != SS_STAYS) {
-        int missing = d.leave == SS_LEAVES_MISSING;
-        ss_aggregator_rank_left(r->agg, rank, missing);
-        if (missing)
-            run_event(r, "rank_missing", (int32_t)rank, "rank %u %s; its "
-                  "unfinished steps are finalized with it missing", rank,
-                  d.why);
-    }
-    if (d.linger == SS_LINGER_START)
-        uv_timer_start(&r->ranks[rank].linger, on_linger_timeout,
-                       SS_LIFE_LINGER_MS, 0);
-    else if (d.linger == SS_LINGER_STOP)
-        uv_timer_stop(&r->ranks[rank].linger);
-}
-
-/* ---- launcher callbacks ---- */
-
-static void on_linger_timeout(uv_timer_t *t)
-{
-    run_ctx *r = t->loop->data;
-    uint32_t rank = (uint32_t)(uintptr_t)t->data;
-    /* The process is gone but something keeps its socket open (a forked
-     * child, say): stop waiting for it; its disconnect decides. */
-    if (ss_life_linger_over(&r->life, rank))
-        ss_ingest_drop_rank(r->ingest, rank);
-}
-
-void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
-                     int term_signal, const char *failure_text)
-{
-    ss_life_decision d = ss_life_exit(&r->life, rank, exit_code, term_signal);
-    if (rank < r->o->nproc_local)
-        ss_host_watch_rank_exited(r->host, rank);
-    ss_live_rank_exit(r->live, rank, exit_code, term_signal);
-    int ok = ss_life_exit_ok(exit_code, term_signal);
-    if (term_signal)
-        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
-              "rank %u was killed by signal %d (%s)", rank, term_signal,
-              strsignal(term_signal));
-    else
-        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
-              "rank %u exited with status %" PRId64, rank, exit_code);
-    if (d.never_connected)
-        run_event(r, "rank_never_connected", (int32_t)rank,
-              "rank %u exited without ever sending telemetry", rank);
-    run_carry_out(r, rank, d);
-    run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
-    if (ok || r->job_stopping)
-        return;
-    /* The job's first failure: every node stops (torchrun's policy). */
-    if (r->first_failure_status < 0) {
-        r->first_failure_status =
-            term_signal ? 128 + term_signal : (int)(exit_code & 0xff);
-        if (failure_text)
-            snprintf(r->failure_text, sizeof r->failure_text,
-                     "node %u: %s", run_node_of(r, rank), failure_text);
-    }
-    char why[96];
-    snprintf(why, sizeof why, "rank %u failed", rank);
-    run_stop_job(r, 0, why);
-}
-
-/* Node 0's own ranks: the launcher's local index is the global rank. */
-static void cb_rank_exit(void *ctx, uint32_t rank, int64_t exit_code,
-                         int term_signal)
-{
-    run_rank_exited(ctx, rank, exit_code, term_signal, NULL);
-}
-
-void run_stop_job(run_ctx *r, int kill_now, const char *reason)
-{
-    if (r->job_stopping && !kill_now)
-        return;
-    r->job_stopping = 1;
-    if (kill_now)
-        ss_launcher_kill_now(r->launcher, reason);
-    else
-        ss_launcher_terminate(r->launcher, reason);
-    ss_node_links_stop_all(r->links, kill_now, reason);
-}
-
-static int cb_last_step(void *ctx, uint32_t rank, uint64_t *step)
-{
-    run_ctx *r = ctx;
-    ss_rank_state st;
-    ss_aggregator_rank_state(r->agg, rank, &st);
-    if (st.last_step < 0)
-        return 0;
-    *step = (uint64_t)st.last_step;
-    return 1;
-}
-
-static void cb_all_exited(void *ctx)
-{
-    run_ctx *r = ctx;
-    uint32_t left = ss_launcher_left_behind(r->launcher);
-    if (left) {
-        fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
-                "left behind\n", left, left == 1 ? "" : "es");
-        run_event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks left "
-              "behind (outside their process groups) were ended", left,
-              left == 1 ? "" : "es");
-    }
-    r->local_all_exited = 1;
-    if (run_nodes_all_exited(r)) {
-        ss_life_all_exited(&r->life);
-        run_maybe_finish(r);
-    }
-}
 
 /* ---- finishing ---- */
 
@@ -230,6 +82,7 @@ static void close_walk(uv_handle_t *h, void *arg)
 
 static void attempt_over(run_ctx *r);
 static void end_job(run_ctx *r);
+static void publish_host_totals(run_ctx *r);
 
 void run_maybe_finish(run_ctx *r)
 {
@@ -238,7 +91,7 @@ void run_maybe_finish(run_ctx *r)
     for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
-    run_nodes_finish(r);
+    run_nodes_finish(r->nodes);
     publish_host_totals(r);
     for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
@@ -278,7 +131,7 @@ static void on_signal(uv_signal_t *h, int signum)
         snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
         run_event(r, "stop_requested", -1, "%s", why);
         run_stop_job(r, 0, why);
-        run_nodes_stop_waiting(r, why);
+        run_nodes_stop_waiting(r->nodes, why);
     } else {
         const char *what = signum == SIGINT    ? "Ctrl-C"
                            : signum == SIGTERM ? "SIGTERM"
@@ -389,7 +242,7 @@ static void on_tick(uv_timer_t *t)
     if (r->att.restart_pending || r->ending || r->att.health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
-    run_nodes_tick(r, now);
+    run_nodes_tick(r->nodes, now, r->att.started);
     check_hang(r, now);
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
@@ -574,7 +427,7 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
     run_ctx *r = ctx;
     (void)attempt;
     if (r->att.attempt > 0)
-        run_nodes_restart(r); /* the other nodes relaunch too */
+        run_nodes_restart(r->nodes); /* the other nodes relaunch too */
     ss_life_launched(&r->life, ss_mono_now());
     ss_hang_init(&r->hang, &r->o->hang_cfg, ss_mono_now());
     char exe[PATH_MAX];
@@ -596,7 +449,8 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
     lcfg.attempt = r->att.attempt;
     lcfg.max_restarts = r->o->restart_cfg.max_restarts;
     lcfg.echo = !r->o->quiet;
-    ss_launch_callbacks lcb = {r, cb_rank_exit, cb_all_exited, cb_last_step};
+    ss_launch_callbacks lcb;
+    run_launch_callbacks(r, &lcb);
     r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
     if (!r->launcher)
         return -1;
@@ -674,11 +528,11 @@ static void end_job(run_ctx *r)
 {
     r->ending = 1;
     if (r->o->nnodes == 1 || r->o->restart_cfg.max_restarts == 0 ||
-        run_nodes_all_gone(r)) {
+        run_nodes_all_gone(r->nodes)) {
         run_end_loop(r);
         return;
     }
-    ss_node_links_end_all(r->links);
+    run_nodes_end_all(r->nodes);
     uv_timer_start(&r->leave_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
 }
 
@@ -769,7 +623,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
                            size_t errlen)
 {
     run_ctx *r = ctx;
-    (void)attempt;
+    run_nodes_set_attempt(r->nodes, attempt);
     ss_launcher_destroy(r->launcher);
     r->launcher = NULL;
     ss_aggregator_destroy(r->agg);
@@ -859,6 +713,20 @@ static void backoff_stop(void *ctx)
     uv_timer_stop(&r->restart_timer);
 }
 
+/* The aggregator's host provider: node 0's ranks from the local watch,
+ * the others from the evidence their agents sent (run_nodes.h). */
+static int host_window(void *ctx, uint32_t rank, uint64_t step,
+                       ss_mono_ns begin_ns, ss_mono_ns end_ns,
+                       ss_host_step *out)
+{
+    run_ctx *r = ctx;
+    if (rank < r->o->nproc_local)
+        return r->host ? ss_host_watch_window(r->host, rank, begin_ns, end_ns,
+                                              out)
+                       : -1;
+    return run_nodes_host(r->nodes, rank, step, out);
+}
+
 static int start(run_ctx *r, char *err, size_t errlen)
 {
     if (!r->db_path) {
@@ -944,7 +812,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         }
     }
     if (r->host || r->o->nnodes > 1)
-        r->agg_cfg.host = (ss_host_provider){run_nodes_host_window, r};
+        r->agg_cfg.host = (ss_host_provider){host_window, r};
     r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
                                   &(ss_sink){r, run_sink_step, run_sink_finding});
     r->ranks = calloc(r->o->nprocs, sizeof *r->ranks);
@@ -971,7 +839,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     run_ingest_callbacks(r, &icb);
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
     ss_profiler_set_ingest(r->profiler, r->ingest);
-    if (!r->ingest || run_nodes_start(r, err, errlen) != 0)
+    if (!r->ingest || run_nodes_wire(r, err, errlen) != 0)
         return -1;
 
     char exe[PATH_MAX];
@@ -987,8 +855,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_stack_service_config stcfg = {
         .exe = exe, .host = host_name, .stack_dir = r->sock_dir,
         .nprocs = r->o->nproc_local, .world = r->o->nprocs,
-        .remote = r->remote_stacks ? ss_remote_stacks_fetch : NULL,
-        .remote_ctx = r->remote_stacks, .pid_of = rank_pid, .pid_ctx = r,
+        .remote = run_nodes_stacks(r->nodes) ? ss_remote_stacks_fetch : NULL,
+        .remote_ctx = run_nodes_stacks(r->nodes), .pid_of = rank_pid, .pid_ctx = r,
         .store = r->store, .run_id = r->run_id, .attempt = r->att.attempt};
     if (!r->stacks) {
         snprintf(err, errlen, "out of memory for the stack service");
@@ -1041,10 +909,7 @@ static int job_status(const run_ctx *r)
         return r->first_failure_status;
     if (local != 0)
         return local;
-    for (uint32_t k = 1; k < r->o->nnodes; k++)
-        if (r->nodes[k].status != 0)
-            return r->nodes[k].status;
-    return 0;
+    return run_nodes_status(r->nodes);
 }
 
 /* The shared secret of the agent links, on every node of a multi-node
@@ -1167,7 +1032,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     /* Tear down: close everything on the loop, then let it finish. */
     if (r->launcher)
         ss_launcher_destroy(r->launcher);
-    run_nodes_close(r);
+    run_nodes_close(r->nodes);
     if (r->ingest)
         ss_ingest_close(r->ingest);
     ss_profiler_close(r->profiler);
@@ -1187,8 +1052,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);
     free(r->ranks);
-    free(r->nodes);
-    free(r->remote_host);
+    run_nodes_free(r->nodes);
     free(r->hang_ranks);
     free(r->notes);
     ss_life_release(&r->life);

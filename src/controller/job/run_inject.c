@@ -53,7 +53,7 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
     }
     char why[96];
     snprintf(why, sizeof why, "node %u failed its health check", node);
-    if (r->launcher || r->links)
+    if (r->launcher || (r->nodes && r->o->nnodes > 1))
         run_stop_job(r, 0, why);
 }
 
@@ -171,7 +171,7 @@ static void send_fault(run_ctx *r, int idx, uint32_t rank, int sig,
         }
     } else {
         link_inject x = {rank, (uint8_t)sig, duration_ms};
-        if (ss_node_links_inject(r->links, node, &x) != 0) {
+        if (run_nodes_inject(r->nodes, node, &x) != 0) {
             run_event(r, "injected", (int32_t)rank, "%s: node %u is not "
                       "joined; nothing sent", r->inject.items[idx].spec, node);
             return;

@@ -27,8 +27,7 @@
 #include "lifecycle.h"
 #include "link_auth.h"
 #include "live.h"
-#include "node_links.h"
-#include "remote_stacks.h"
+#include "run_nodes.h"
 #include "nodeconf.h"
 #include "rank_env.h"
 #include "restart.h"
@@ -36,29 +35,6 @@
 #include "runlock.h"
 #include "stack_service.h"
 #include "store.h"
-
-/* Host evidence a remote node sent for one of its rank's steps. */
-typedef struct {
-    uint64_t step;
-    int valid;
-    ss_host_step host;
-} remote_host_slot;
-
-#define SS_REMOTE_HOST_SLOTS 32 /* steps of evidence kept per remote rank */
-
-/* What the controller knows of one node of a multi-node run. */
-typedef struct {
-    int joined;       /* its agent joined (node 0: always) */
-    int gone;         /* its link ended (clean or lost) or it never joined */
-    int lost;         /* ... without goodbye, or never joined */
-    int all_exited;   /* its ranks have all exited (ALL_EXITED) */
-    int status;       /* its job status (ALL_EXITED) */
-    int64_t clock_offset_ns;
-    int64_t clock_bound_ns;
-    int have_clock;
-    char host[256];
-    char addr[128];
-} node_slot;
 
 /* What the wiring keeps of a rank; its life cycle is in run_ctx.life. */
 typedef struct {
@@ -75,9 +51,6 @@ typedef struct {
     uint64_t coll_seq;
     int coll_active;
 } rank_slot;
-
-/* How long the agents have to say goodbye once the job is over. */
-#define SS_AGENTS_LEAVE_MS 5000
 
 typedef struct run_ctx run_ctx;
 
@@ -135,12 +108,8 @@ struct run_ctx {
     ss_http *http;          /* NULL with --no-http */
     struct ss_profiler *profiler; /* `stepscope profile`; NULL if none */
     char live_file[PATH_MAX]; /* PATH.d/live/run-ID.json, "" if none */
-    /* multi-node state (run_nodes.c) */
-    ss_node_links *links;   /* NULL on a single-node run */
-    ss_remote_stacks *remote_stacks; /* the other nodes' ranks' stacks;
-                                        NULL on a single-node run */
-    node_slot *nodes;       /* nnodes entries */
-    remote_host_slot *remote_host; /* (nprocs - nproc_local) x slots */
+    run_nodes *nodes;       /* the other nodes (run_nodes.h); node 0's
+                               record alone on a single-node run */
     int job_stopping;       /* the whole job is being stopped */
     int local_all_exited;   /* node 0's launcher reported its ranks gone */
     int first_failure_status; /* -1: none yet (the job's status) */
@@ -180,6 +149,11 @@ struct run_ctx {
 };
 
 
+
+/* ---- run_ranks.c: the ranks' lives ---- */
+
+/* The launcher's callbacks for node 0's ranks into CB (CTX: R). */
+void run_launch_callbacks(run_ctx *r, ss_launch_callbacks *cb);
 
 /* Records an event in the store. */
 void run_event(run_ctx *r, const char *kind, int32_t rank, const char *fmt,
@@ -311,46 +285,14 @@ void run_replica_before_restart(run_ctx *r);
 /* A new attempt begins: the divergence state is cleared. */
 void run_replica_new_attempt(run_ctx *r);
 
-/* ---- run_nodes.c ---- */
-
-/* Starts the agent links of a multi-node run (nnodes > 1; r->secret
- * already loaded): the listener, node 0's own record.  Returns 0, or -1 with ERR. */
-int run_nodes_start(run_ctx *r, char *err, size_t errlen);
-
-/* Whether every node's ranks have exited (or the node is gone): node 0's
- * own launcher is asked by run.c. */
-int run_nodes_all_exited(const run_ctx *r);
-
-/* Housekeeping: nodes that have not joined within the join timeout. */
-void run_nodes_tick(run_ctx *r, ss_mono_ns now);
-
-/* The host provider of the aggregator: node 0's ranks from the local
- * watch, the others from the evidence their agents sent. */
-int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
-                          ss_mono_ns begin_ns, ss_mono_ns end_ns,
-                          ss_host_step *out);
-
 /* The node of RANK. */
-uint32_t run_node_of(const run_ctx *r, uint32_t rank);
+static inline uint32_t run_node_of(const run_ctx *r, uint32_t rank)
+{
+    return r->o->nproc_local ? rank / r->o->nproc_local : 0;
+}
 
-/* At the end of the run: the nodes whose ranks all exited are done. */
-void run_nodes_finish(run_ctx *r);
-
-/* A new attempt begins (r->att.attempt is already the new one): joined nodes
- * are told to relaunch their ranks (LINK_RESTART), lost ones must join
- * again within the join timeout. */
-void run_nodes_restart(run_ctx *r);
-
-/* Whether every node that joined has left (1 on a single node). */
-int run_nodes_all_gone(const run_ctx *r);
-
-/* Closes the links (end of run). */
-void run_nodes_close(run_ctx *r);
-
-/* The job was stopped on request (WHY: "stopped by Interrupt"): the nodes
- * that have not joined are no longer waited for.  They are recorded as
- * never joined, their ranks as missing, and the run ends as soon as the
- * joined nodes' ranks have; not a failure of its own. */
-void run_nodes_stop_waiting(run_ctx *r, const char *why);
+/* Starts the nodes part (run_nodes.h) with the run's callbacks: 0, or -1
+ * with ERR. */
+int run_nodes_wire(run_ctx *r, char *err, size_t errlen);
 
 #endif
