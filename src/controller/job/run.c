@@ -414,7 +414,7 @@ static void end_job(run_ctx *r);
 
 void run_health_done(run_ctx *r)
 {
-    ss_attempt_health_done(&r->att, r->health_failed || r->stop_requests
+    ss_attempt_health_done(&r->att, r->faults.health_failed || r->stop_requests
                                         ? SS_ATTEMPT_NO_LAUNCH
                                         : SS_ATTEMPT_LAUNCH);
 }
@@ -473,7 +473,7 @@ static int attempt_status(const run_ctx *r)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
-    if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+    if (r->num.nonfinite_acted && run_numerics_no_restart(r)[0])
         return SS_NONFINITE_EXIT_STATUS;
     if (run_replica_stopped(r))
         return SS_DIVERGENCE_EXIT_STATUS;
@@ -495,9 +495,9 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return "interrupted";
     if (r->hang_acted)
         return "hang";
-    if (r->nonfinite_acted)
+    if (r->num.nonfinite_acted)
         return "nonfinite";
-    if (r->divergence_acted)
+    if (r->rep.divergence_acted)
         return "divergence";
     if (r->node_lost_attempt)
         return "node_lost";
@@ -544,8 +544,8 @@ static void attempt_over(run_ctx *r)
     int status = attempt_status(r);
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
-    if (!r->failure_text[0] && !r->hang_acted && !r->nonfinite_acted &&
-        !r->divergence_acted && r->launcher) {
+    if (!r->failure_text[0] && !r->hang_acted && !r->num.nonfinite_acted &&
+        !r->rep.divergence_acted && r->launcher) {
         char why[8192];
         if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
@@ -575,7 +575,7 @@ static void attempt_over(run_ctx *r)
         end.why_not = "the job completed";
     else if (r->stop_requests)
         end.why_not = "the job was stopped on request";
-    else if (r->health_failed)
+    else if (r->faults.health_failed)
         end.why_not = "a health check failed";
     else if (r->no_restart_why[0])
         end.why_not = r->no_restart_why;
@@ -587,8 +587,8 @@ static void attempt_over(run_ctx *r)
         end.why_not = run_replica_no_restart(r);
     else
         end.restartable = 1;
-    if (end.restartable && !r->hang_acted && !r->nonfinite_acted &&
-        !r->divergence_acted && !r->node_lost_attempt) {
+    if (end.restartable && !r->hang_acted && !r->num.nonfinite_acted &&
+        !r->rep.divergence_acted && !r->node_lost_attempt) {
         ss_restart_signature(status, r->failure_text, sig, sizeof sig);
         end.signature = injected ? "" : sig;
     }
@@ -649,7 +649,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
     r->local_all_exited = 0;
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
-    r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
+    r->hang_acted = r->node_lost_attempt = r->faults.health_failed = 0;
     run_numerics_new_attempt(r);
     run_replica_new_attempt(r);
     ss_live_attempt(r->live, r->att.attempt);
@@ -889,8 +889,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     uv_timer_init(&r->loop, &r->leave_timer);
     r->leave_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->o->nprocs, info.command);
-    if (r->health_notes[0])
-        run_event(r, "health_check", -1, "node 0 passed: %s", r->health_notes);
+    if (r->faults.health_notes[0])
+        run_event(r, "health_check", -1, "node 0 passed: %s", r->faults.health_notes);
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->o->nprocs, r->db_path);
     print_dashboard(r);
@@ -985,10 +985,10 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     r->secret = secret;
     r->db_path = o->db_path;
     r->agg_cfg = o->agg_cfg;
-    r->inject = o->inject;
+    r->faults.inject = o->inject;
     r->first_step = r->last_step = r->resumed_from = -1;
     r->first_failure_status = -1;
-    r->inject_ended = -1;
+    r->faults.inject_ended = -1;
     uv_loop_init(&r->loop);
     r->loop.data = r;
     r->stacks = ss_stack_service_new(&r->loop);
@@ -1013,7 +1013,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
         int stopped = r->stopped_starting;
-        if (r->store && r->run_id && (r->health_failed || stopped)) {
+        if (r->store && r->run_id && (r->faults.health_failed || stopped)) {
             ss_attempt_facts facts = {.attempt = r->att.attempt,
                                       .ended_at = ss_wall_now(),
                                       .first_step = -1, .last_step = -1,

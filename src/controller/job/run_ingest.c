@@ -22,7 +22,7 @@ void run_sink_step(void *ctx, const ss_step_view *v,
                    const char *const *names)
 {
     run_ctx *r = ctx;
-    r->steps_finalized++;
+    r->in.steps_finalized++;
     ss_hang_progress(&r->hang, v->step, v->step_time.max, ss_mono_now());
     int64_t step = (int64_t)v->step;
     if (r->first_step < 0 || step < r->first_step)
@@ -40,9 +40,9 @@ void run_sink_finding(void *ctx, const ss_finding *f)
     ss_live_finding(r->live, f);
     run_numerics_finding(r, f);
     run_replica_finding(r, f);
-    if (f->id > r->findings_seen) {
+    if (f->id > r->in.findings_seen) {
         /* First sight of this finding: tell the person watching. */
-        r->findings_seen = f->id;
+        r->in.findings_seen = f->id;
         if (!r->o->quiet)
             fprintf(stderr, "stepscope: %s %s: %s\n",
                     f->severity == SS_CRITICAL ? "critical" : "warning",
@@ -86,7 +86,7 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
     if (rank < r->o->nproc_local)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
-        r->refused_records++;
+        r->in.refused_records++;
     if (rec->step <= INT64_MAX)
         run_inject_observe(r, rank, (int64_t)rec->step);
 }
@@ -104,11 +104,11 @@ static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
           "when the run's %d names were taken: what it records under names "
           "beyond the limit is dropped and counted; its steps and other "
           "values are kept", rank, name, SS_MAX_RUN_NAMES);
-    if (!r->o->quiet && !r->said_names_over_limit)
+    if (!r->o->quiet && !r->in.said_names_over_limit)
         fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
                 "what rank %u records under '%s' and other new names is "
                 "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
-    r->said_names_over_limit = 1;
+    r->in.said_names_over_limit = 1;
 }
 
 static void cb_labels(void *ctx, uint32_t rank, int name,
@@ -207,7 +207,7 @@ static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
 static void cb_rejected(void *ctx, int32_t rank, const char *reason)
 {
     run_ctx *r = ctx;
-    r->rejected_connections++;
+    r->in.rejected_connections++;
     fprintf(stderr, "stepscope: rejected a connection%s: %s\n",
             rank >= 0 ? " from a rank" : "", reason);
     run_event(r, "rejected_connection", rank, "%s", reason);
@@ -229,10 +229,10 @@ static void cb_profile_done(void *ctx, uint32_t rank,
 static void cb_accept_failed(void *ctx, int err)
 {
     run_ctx *r = ctx;
-    r->accepts_failed++;
-    r->accepts_unsaid++;
+    r->in.accepts_failed++;
+    r->in.accepts_unsaid++;
     ss_mono_ns now = ss_mono_now();
-    if (r->accept_said_at && now - r->accept_said_at < ACCEPT_SAID_EVERY_NS)
+    if (r->in.accept_said_at && now - r->in.accept_said_at < ACCEPT_SAID_EVERY_NS)
         return;
     struct rlimit rl;
     char limit[64] = "";
@@ -243,15 +243,15 @@ static void cb_accept_failed(void *ctx, int err)
     char msg[400];
     snprintf(msg, sizeof msg, "%" PRIu64 " rank connection%s not accepted "
              "(%" PRIu64 " in all): %s%s%s; those ranks' telemetry is lost",
-             r->accepts_unsaid, r->accepts_unsaid == 1 ? "" : "s",
-             r->accepts_failed, uv_strerror(err), limit,
+             r->in.accepts_unsaid, r->in.accepts_unsaid == 1 ? "" : "s",
+             r->in.accepts_failed, uv_strerror(err), limit,
              err == UV_EMFILE ? ": the controller is out of file descriptors"
              : err == UV_ENFILE ? ": the system is out of file descriptors"
                                 : "");
     fprintf(stderr, "stepscope: %s\n", msg);
     run_event(r, "accept_failed", -1, "%s", msg);
-    r->accepts_unsaid = 0;
-    r->accept_said_at = now;
+    r->in.accepts_unsaid = 0;
+    r->in.accept_said_at = now;
 }
 
 void run_ingest_callbacks(run_ctx *r, ss_ingest_callbacks *cb)

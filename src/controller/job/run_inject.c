@@ -44,8 +44,8 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
     else
         fprintf(stderr, "stepscope: node %u failed the health check '%s'; "
                 "stopping the job\n", node, check);
-    if (!r->health_failed) {
-        r->health_failed = 1;
+    if (!r->faults.health_failed) {
+        r->faults.health_failed = 1;
         if (r->first_failure_status < 0)
             r->first_failure_status = 1;
         snprintf(r->failure_text, sizeof r->failure_text, "node %u failed the "
@@ -72,7 +72,7 @@ int run_health_first(run_ctx *r, char *err, size_t errlen)
     ss_health_result res;
     if (ss_health_run(&cfg, &res) == 0) {
         /* said after run_started, the run's first event */
-        snprintf(r->health_notes, sizeof r->health_notes, "%s", res.notes);
+        snprintf(r->faults.health_notes, sizeof r->faults.health_notes, "%s", res.notes);
         return 0;
     }
     if (res.interrupted) {
@@ -122,31 +122,31 @@ int run_health_start(void *ctx, uint32_t attempt, char *err, size_t errlen)
  * process group of the attempt before. */
 void run_inject_arm(run_ctx *r)
 {
-    r->inject_ended = -1;
+    r->faults.inject_ended = -1;
     for (uint32_t i = 0; i < SS_INJECT_MAX; i++) {
-        uv_timer_stop(&r->inject_cont[i]);
-        r->inject_pid[i] = 0;
+        uv_timer_stop(&r->faults.inject_cont[i]);
+        r->faults.inject_pid[i] = 0;
     }
 }
 
 void run_inject_init(run_ctx *r)
 {
-    r->inject_ended = -1;
+    r->faults.inject_ended = -1;
     for (uint32_t i = 0; i < SS_INJECT_MAX; i++) {
-        uv_timer_init(&r->loop, &r->inject_cont[i]);
-        r->inject_cont[i].data = r;
+        uv_timer_init(&r->loop, &r->faults.inject_cont[i]);
+        r->faults.inject_cont[i].data = r;
     }
 }
 
 static void on_inject_cont(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    int idx = (int)(t - r->inject_cont);
-    if (r->inject_pid[idx] > 0)
-        kill(-r->inject_pid[idx], SIGCONT);
-    run_event(r, "injected", (int32_t)r->inject.items[idx].target,
-              "%s: SIGCONT to rank %u", r->inject.items[idx].spec,
-              r->inject.items[idx].target);
+    int idx = (int)(t - r->faults.inject_cont);
+    if (r->faults.inject_pid[idx] > 0)
+        kill(-r->faults.inject_pid[idx], SIGCONT);
+    run_event(r, "injected", (int32_t)r->faults.inject.items[idx].target,
+              "%s: SIGCONT to rank %u", r->faults.inject.items[idx].spec,
+              r->faults.inject.items[idx].target);
 }
 
 /* Signals RANK for fault IDX: node 0's from here, the others' through
@@ -160,40 +160,40 @@ static void send_fault(run_ctx *r, int idx, uint32_t rank, int sig,
         int pid = ss_launcher_rank_pid(r->launcher, rank);
         if (pid <= 0 || kill(-pid, sig) != 0) {
             run_event(r, "injected", (int32_t)rank, "%s: rank %u is not "
-                      "running; nothing sent", r->inject.items[idx].spec,
+                      "running; nothing sent", r->faults.inject.items[idx].spec,
                       rank);
             return;
         }
         if (duration_ms) {
-            r->inject_pid[idx] = pid;
-            uv_timer_start(&r->inject_cont[idx], on_inject_cont, duration_ms,
+            r->faults.inject_pid[idx] = pid;
+            uv_timer_start(&r->faults.inject_cont[idx], on_inject_cont, duration_ms,
                            0);
         }
     } else {
         link_inject x = {rank, (uint8_t)sig, duration_ms};
         if (run_nodes_inject(r->nodes, node, &x) != 0) {
             run_event(r, "injected", (int32_t)rank, "%s: node %u is not "
-                      "joined; nothing sent", r->inject.items[idx].spec, node);
+                      "joined; nothing sent", r->faults.inject.items[idx].spec, node);
             return;
         }
     }
     if (duration_ms)
         run_event(r, "injected", (int32_t)rank, "%s: %s to rank %u (node %u) "
-                  "for %u ms", r->inject.items[idx].spec, what, rank, node,
+                  "for %u ms", r->faults.inject.items[idx].spec, what, rank, node,
                   duration_ms);
     else
         run_event(r, "injected", (int32_t)rank, "%s: %s to rank %u (node %u)",
-                  r->inject.items[idx].spec, what, rank, node);
+                  r->faults.inject.items[idx].spec, what, rank, node);
 }
 
 void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step)
 {
-    if (r->inject.n == 0 || r->job_stopping)
+    if (r->faults.inject.n == 0 || r->job_stopping)
         return;
     int idx;
-    while ((idx = ss_inject_due(&r->inject, rank, step, r->o->nproc_local)) >=
+    while ((idx = ss_inject_due(&r->faults.inject, rank, step, r->o->nproc_local)) >=
            0) {
-        const ss_inject *x = &r->inject.items[idx];
+        const ss_inject *x = &r->faults.inject.items[idx];
         uint32_t first, count, ms;
         int sig = ss_inject_signal(x, &ms);
         ss_inject_targets(x, r->o->nproc_local, &first, &count);
@@ -202,10 +202,10 @@ void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step)
                 x->spec, rank, (long long)step);
         /* The first fault that ends ranks is charged with the failure it
          * causes; a pause only if nothing worse fired. */
-        if (r->inject_ended < 0 ||
+        if (r->faults.inject_ended < 0 ||
             (ss_inject_is_fatal(x) &&
-             !ss_inject_is_fatal(&r->inject.items[r->inject_ended])))
-            r->inject_ended = idx;
+             !ss_inject_is_fatal(&r->faults.inject.items[r->faults.inject_ended])))
+            r->faults.inject_ended = idx;
         for (uint32_t k = 0; k < count; k++)
             send_fault(r, idx, first + k, sig, ms);
     }
@@ -213,10 +213,10 @@ void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step)
 
 const char *run_fault_cause(run_ctx *r, int status, char *buf, size_t len)
 {
-    if (r->health_failed)
+    if (r->faults.health_failed)
         return "health_check";
-    if (status == 0 || r->stop_requests > 0 || r->inject_ended < 0)
+    if (status == 0 || r->stop_requests > 0 || r->faults.inject_ended < 0)
         return NULL;
-    snprintf(buf, len, "injected:%s", r->inject.items[r->inject_ended].spec);
+    snprintf(buf, len, "injected:%s", r->faults.inject.items[r->faults.inject_ended].spec);
     return buf;
 }

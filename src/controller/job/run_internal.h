@@ -60,11 +60,52 @@ typedef struct {
     int status;
 } attempt_note;
 
+/* The state of each part of the run, owned by the file named: the others
+ * read it, only the owner writes it (but for the attempt's reset). */
+
+/* The ranks' data path (run_ingest.c). */
+typedef struct {
+    uint64_t steps_finalized;
+    uint32_t findings_seen;    /* finding ids run 1, 2, ... */
+    uint64_t refused_records;
+    uint64_t rejected_connections;
+    uint64_t accepts_failed;   /* rank connections not accepted */
+    uint64_t accepts_unsaid;   /* ... since the last time it was said */
+    ss_mono_ns accept_said_at; /* 0: never */
+    int said_names_over_limit; /* the stderr warning went out */
+} run_ingest_state;
+
+/* What a nonfinite finding did in this attempt (run_numerics.c). */
+typedef struct {
+    uint32_t nonfinite_id;    /* this attempt's nonfinite finding, 0: none */
+    int nonfinite_acted;      /* --on-nonfinite stop/restart ended it */
+    int numerics_replay;      /* this attempt replays with --numerics full */
+    char nonfinite_stop_why[512]; /* the finding that stopped it, or "" */
+} run_numerics_state;
+
+/* What a replica_divergence finding did in this attempt (run_replica.c). */
+typedef struct {
+    uint32_t divergence_id;   /* this attempt's replica_divergence, 0 */
+    int divergence_acted;     /* --on-divergence stop/restart ended it */
+    int64_t divergence_step;  /* the step of this attempt's divergence */
+} run_replica_state;
+
+/* Health checks and injected faults (run_inject.c). */
+typedef struct {
+    ss_inject_plan inject;  /* o->inject, with the faults that fired */
+    int health_failed;      /* a node failed its check: cause health_check */
+    char health_notes[512]; /* what node 0's passed checks saw, for the
+                               event after run_started */
+    int inject_ended;       /* index of the injection charged with the
+                               attempt's failure; -1: none fired */
+    uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
+    int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
+} run_faults_state;
+
 struct run_ctx {
     const ss_run_opts *o;   /* as parsed by the front-end (run_opts.h) */
     const char *db_path;    /* o->db_path, or the default store's */
     ss_aggregator_config agg_cfg; /* o->agg_cfg with the host provider */
-    ss_inject_plan inject;  /* o->inject, with the faults that fired */
     int http_public;        /* listening beyond loopback: token required */
     const link_secret *secret; /* the agent links' (multi-node) */
 
@@ -73,7 +114,6 @@ struct run_ctx {
     ss_store *store;
     ss_run_lock run_lock;   /* held while this controller lives (runlock.h) */
     int64_t run_id;
-    uint32_t attempt;
     char uuid[40];
     uint8_t token[WIRE_TOKEN_SIZE];
     char default_db[PATH_MAX]; /* db_path points here without --db */
@@ -94,16 +134,8 @@ struct run_ctx {
     ss_mono_ns started;         /* the run's start */
     uint32_t stop_requests;
     int stopped_starting;   /* the signal that stopped the start-up */
-    uint64_t steps_finalized;
     int64_t first_step, last_step; /* of this attempt's finalized steps */
     int64_t resumed_from;   /* the step the ranks resumed from; -1: none */
-    uint32_t findings_seen; /* finding ids run 1, 2, ... */
-    uint64_t refused_records;
-    uint64_t rejected_connections;
-    uint64_t accepts_failed;   /* rank connections not accepted */
-    uint64_t accepts_unsaid;   /* ... since the last time it was said */
-    ss_mono_ns accept_said_at; /* 0: never */
-    int said_names_over_limit; /* the stderr warning went out */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
     ss_http *http;          /* NULL with --no-http */
     struct ss_profiler *profiler; /* `stepscope profile`; NULL if none */
@@ -123,29 +155,16 @@ struct run_ctx {
     uv_timer_t restart_timer; /* the backoff before the next attempt */
     uv_timer_t leave_timer;   /* the agents' goodbye at the end */
     int hang_acted;           /* --on-hang stop/restart ended this attempt */
-    /* numerics (run_numerics.c) */
-    uint32_t nonfinite_id;    /* this attempt's nonfinite finding, 0: none */
-    int nonfinite_acted;      /* --on-nonfinite stop/restart ended it */
-    int numerics_replay;      /* this attempt replays with --numerics full */
-    char nonfinite_stop_why[512]; /* the finding that stopped it, or "" */
-    /* replica consistency (run_replica.c) */
-    uint32_t divergence_id;   /* this attempt's replica_divergence, 0 */
-    int divergence_acted;     /* --on-divergence stop/restart ended it */
-    int64_t divergence_step;  /* the step of this attempt's divergence */
     int node_lost_attempt;    /* a node was lost in this attempt */
     char no_restart_why[300]; /* a failure no restart may follow, else "" */
     attempt_note *notes;      /* max_restarts + 1 */
     uint32_t n_notes;
     int final_status;         /* the last attempt's exit status */
     int ending;               /* no attempt follows: the agents leave */
-    /* health checks and injected faults (run_inject.c) */
-    int health_failed;      /* a node failed its check: cause health_check */
-    char health_notes[512]; /* what node 0's passed checks saw, for the
-                               event after run_started */
-    int inject_ended;       /* index of the injection charged with the
-                               attempt's failure; -1: none fired */
-    uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
-    int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
+    run_ingest_state in;      /* run_ingest.c */
+    run_numerics_state num;   /* run_numerics.c */
+    run_replica_state rep;    /* run_replica.c */
+    run_faults_state faults;  /* run_inject.c */
 };
 
 

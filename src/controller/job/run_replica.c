@@ -35,12 +35,12 @@ static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
     else if (!r->o->quiet)
         fprintf(stderr, "stepscope: replica divergence: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
-    if (r->o->on_divergence == SS_ON_DIVERGENCE_DUMP || r->divergence_acted ||
+    if (r->o->on_divergence == SS_ON_DIVERGENCE_DUMP || r->rep.divergence_acted ||
         r->att.restart_pending || r->att.health_pending || r->ending ||
         r->job_stopping)
         return;
-    r->divergence_acted = 1;
-    long long at = (long long)r->divergence_step;
+    r->rep.divergence_acted = 1;
+    long long at = (long long)r->rep.divergence_step;
     if (r->o->on_divergence == SS_ON_DIVERGENCE_RESTART) {
         fprintf(stderr, "stepscope: replica divergence at step %lld: ending "
                 "attempt %u to restart it from a checkpoint taken before "
@@ -59,10 +59,10 @@ static void on_divergence_stacks(void *ctx, const char *doc, size_t len,
 
 void run_replica_finding(run_ctx *r, const ss_finding *f)
 {
-    if (strcmp(f->kind, "replica_divergence") != 0 || r->divergence_id)
+    if (strcmp(f->kind, "replica_divergence") != 0 || r->rep.divergence_id)
         return;
-    r->divergence_id = f->id;
-    r->divergence_step = (int64_t)f->first_step;
+    r->rep.divergence_id = f->id;
+    r->rep.divergence_step = (int64_t)f->first_step;
     run_event(r, "replica_divergence", f->n_ranks == 1 ? f->ranks[0] : -1,
               "%s", f->message);
     if (ss_stack_service_capture(r->stacks, 0, "divergence", f->id,
@@ -73,7 +73,7 @@ void run_replica_finding(run_ctx *r, const ss_finding *f)
 
 int run_replica_stopped(const run_ctx *r)
 {
-    return r->divergence_acted && r->o->on_divergence == SS_ON_DIVERGENCE_STOP;
+    return r->rep.divergence_acted && r->o->on_divergence == SS_ON_DIVERGENCE_STOP;
 }
 
 const char *run_replica_no_restart(const run_ctx *r)
@@ -83,15 +83,15 @@ const char *run_replica_no_restart(const run_ctx *r)
 
 void run_replica_before_restart(run_ctx *r)
 {
-    int again = r->divergence_acted &&
+    int again = r->rep.divergence_acted &&
                 r->o->on_divergence == SS_ON_DIVERGENCE_RESTART;
     ss_rank_env_set_diverged_at(&r->rank_env,
-                                again ? r->divergence_step : -1);
+                                again ? r->rep.divergence_step : -1);
 }
 
 void run_replica_new_attempt(run_ctx *r)
 {
-    r->divergence_id = 0;
-    r->divergence_acted = 0;
-    r->divergence_step = -1;
+    r->rep.divergence_id = 0;
+    r->rep.divergence_acted = 0;
+    r->rep.divergence_step = -1;
 }

@@ -44,8 +44,8 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
     sum->seconds = (double)(ss_mono_now() - r->started) / 1e9;
-    sum->steps_finalized = r->steps_finalized;
-    sum->findings = r->findings_seen;
+    sum->steps_finalized = r->in.steps_finalized;
+    sum->findings = r->in.findings_seen;
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         sum->rank_dropped_events += r->ranks[i].counters.dropped_events;
         sum->rank_dropped_records += r->ranks[i].counters.dropped_records;
@@ -55,7 +55,7 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->ranks = r->life.ranks ? r->life.nprocs : 0;
     for (uint32_t i = 0; i < sum->ranks; i++)
         sum->ranks_silent += !r->life.ranks[i].ever_connected;
-    sum->accepts_failed = r->accepts_failed;
+    sum->accepts_failed = r->in.accepts_failed;
     ss_aggregator_stats as;
     ss_aggregator_get_stats(r->agg, &as);
     sum->refused_vectors = as.vectors_refused;
@@ -125,10 +125,10 @@ static void print_summary(run_ctx *r, int status)
     if (r->hang_stop_why[0])
         fprintf(stderr, "stepscope: the job was stopped on a hang (exit "
                 "status %d): %s\n", SS_HANG_EXIT_STATUS, r->hang_stop_why);
-    else if (r->nonfinite_acted && run_numerics_no_restart(r)[0])
+    else if (r->num.nonfinite_acted && run_numerics_no_restart(r)[0])
         fprintf(stderr, "stepscope: the job was stopped on a non-finite "
                 "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
-                r->nonfinite_stop_why);
+                r->num.nonfinite_stop_why);
     else if (r->failure_text[0])
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
     else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
@@ -161,10 +161,10 @@ void run_summary_end(run_ctx *r, int status)
         dropped_ev += r->ranks[i].counters.dropped_events;
         dropped_rec += r->ranks[i].counters.dropped_records;
     }
-    if (r->refused_records)
+    if (r->in.refused_records)
         run_event(r, "refused_records", -1, "%" PRIu64 " step records arrived "
               "after their step was finalized and were not counted",
-              r->refused_records);
+              r->in.refused_records);
     record_vector_drops(r);
     record_store_losses(r, status);
     ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
