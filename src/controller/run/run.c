@@ -414,7 +414,7 @@ static void end_job(run_ctx *r);
 
 void run_health_done(run_ctx *r)
 {
-    ss_attempt_health_done(&r->att, r->faults.health_failed || r->stop_requests
+    ss_attempt_health_done(&r->att, r->health_failed || r->stop_requests
                                         ? SS_ATTEMPT_NO_LAUNCH
                                         : SS_ATTEMPT_LAUNCH);
 }
@@ -458,7 +458,7 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
         ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
     if (r->att.attempt > 0)
         run_event(r, "attempt_started", -1, "attempt %u launched", r->att.attempt);
-    run_inject_arm(r); /* the fault injector, re-armed for each attempt */
+    run_faults_arm(&r->faults); /* re-armed for each attempt */
     return 0;
 }
 
@@ -481,12 +481,15 @@ static int attempt_status(const run_ctx *r)
 }
 
 /* Why the attempt ended, for the store (store.h, ss_attempt_facts): a
- * failed health check or an injected fault (run_fault_cause, "injected:"
+ * failed health check or an injected fault (run_faults_cause, "injected:"
  * written into BUF), else what the attempt's end says. */
 static const char *attempt_cause(run_ctx *r, int status, char *buf,
                                  size_t len)
 {
-    const char *fault = run_fault_cause(r, status, buf, len);
+    if (r->health_failed)
+        return "health_check";
+    const char *fault = run_faults_cause(&r->faults, status,
+                                         r->stop_requests > 0, buf, len);
     if (fault)
         return fault;
     if (status == 0)
@@ -575,7 +578,7 @@ static void attempt_over(run_ctx *r)
         end.why_not = "the job completed";
     else if (r->stop_requests)
         end.why_not = "the job was stopped on request";
-    else if (r->faults.health_failed)
+    else if (r->health_failed)
         end.why_not = "a health check failed";
     else if (r->no_restart_why[0])
         end.why_not = r->no_restart_why;
@@ -649,7 +652,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
     r->local_all_exited = 0;
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
-    r->hang_acted = r->node_lost_attempt = r->faults.health_failed = 0;
+    r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
     run_replica_new_attempt(r);
     ss_live_attempt(r->live, r->att.attempt);
@@ -711,6 +714,34 @@ static void backoff_stop(void *ctx)
 {
     run_ctx *r = ctx;
     uv_timer_stop(&r->restart_timer);
+}
+
+/* Node 0's health check before the first attempt (run_inject.h): 0, or
+ * -1 with ERR, after a failure was reported, or with the signal that
+ * stopped it recorded. */
+static int health_first(run_ctx *r, char *err, size_t errlen)
+{
+    int sig = 0;
+    if (run_faults_health_first(&r->faults, &sig, err, errlen) == 0)
+        return 0;
+    if (sig) {
+        r->stop_requests++;
+        r->stopped_starting = sig;
+        run_event(r, "stop_requested", -1, "stopped by %s during node 0's "
+                  "health check", strsignal(sig));
+    }
+    return -1;
+}
+
+/* ss_attempt_hooks.health_start: node 0's checks before a later attempt
+ * (the other nodes check themselves when told RESTART, which they are
+ * only once node 0's checks passed); run_health_done follows. */
+static int health_start(void *ctx, uint32_t attempt, char *err,
+                        size_t errlen)
+{
+    run_ctx *r = ctx;
+    (void)attempt;
+    return run_faults_health_start(&r->faults, err, errlen);
 }
 
 /* The aggregator's host provider: node 0's ranks from the local watch,
@@ -784,7 +815,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_store_put_attempt(r->store, r->run_id, r->att.attempt, info.started_at);
-    if (run_health_first(r, err, errlen) != 0)
+    if (health_first(r, err, errlen) != 0)
         return -1;
     if (start_http(r, err, errlen) != 0)
         return -1;
@@ -865,7 +896,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     if (ss_stack_service_start(r->stacks, &stcfg, err, errlen) != 0)
         return -1;
 
-    run_inject_init(r);
+    run_faults_start(&r->faults);
     r->started = ss_mono_now();
     r->notes = calloc((size_t)r->o->restart_cfg.max_restarts + 1,
                       sizeof *r->notes);
@@ -874,7 +905,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_attempt_hooks hooks = {.ctx = r,
-                              .health_start = run_health_start,
+                              .health_start = health_start,
                               .launch = launch_ranks,
                               .not_launched = attempt_not_launched,
                               .start_failed = attempt_failed_to_start,
@@ -882,15 +913,16 @@ static int start(run_ctx *r, char *err, size_t errlen)
                               .now = attempt_now,
                               .timer_start = backoff_start,
                               .timer_stop = backoff_stop};
-    /* attempt 0's health checks ran above (run_health_first) */
+    /* attempt 0's health checks ran above (health_first) */
     ss_attempt_init(&r->att, &hooks, 1, &r->o->restart_cfg);
     uv_timer_init(&r->loop, &r->restart_timer);
     r->restart_timer.data = r;
     uv_timer_init(&r->loop, &r->leave_timer);
     r->leave_timer.data = r;
     run_event(r, "run_started", -1, "%u ranks: %s", r->o->nprocs, info.command);
-    if (r->faults.health_notes[0])
-        run_event(r, "health_check", -1, "node 0 passed: %s", r->faults.health_notes);
+    if (run_faults_health_notes(&r->faults)[0])
+        run_event(r, "health_check", -1, "node 0 passed: %s",
+                  run_faults_health_notes(&r->faults));
     fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
             r->run_id, info.name, r->o->nprocs, r->db_path);
     print_dashboard(r);
@@ -985,10 +1017,9 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     r->secret = secret;
     r->db_path = o->db_path;
     r->agg_cfg = o->agg_cfg;
-    r->faults.inject = o->inject;
     r->first_step = r->last_step = r->resumed_from = -1;
     r->first_failure_status = -1;
-    r->faults.inject_ended = -1;
+    run_faults_wire(r);
     uv_loop_init(&r->loop);
     r->loop.data = r;
     r->stacks = ss_stack_service_new(&r->loop);
@@ -1013,7 +1044,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     } else {
         fprintf(stderr, "stepscope run: %s\n", err);
         int stopped = r->stopped_starting;
-        if (r->store && r->run_id && (r->faults.health_failed || stopped)) {
+        if (r->store && r->run_id && (r->health_failed || stopped)) {
             ss_attempt_facts facts = {.attempt = r->att.attempt,
                                       .ended_at = ss_wall_now(),
                                       .first_step = -1, .last_step = -1,

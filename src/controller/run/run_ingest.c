@@ -74,7 +74,7 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     run_put_rank(r, h->rank, "running");
     run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
-    run_inject_observe(r, h->rank, -1);
+    run_faults_observe(&r->faults, h->rank, -1);
     return 0;
 }
 
@@ -88,7 +88,7 @@ static void cb_step(void *ctx, uint32_t rank, const wire_step *rec,
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->in.refused_records++;
     if (rec->step <= INT64_MAX)
-        run_inject_observe(r, rank, (int64_t)rec->step);
+        run_faults_observe(&r->faults, rank, (int64_t)rec->step);
 }
 
 /* The run's name table is full: RANK keeps running, what it records under
@@ -163,7 +163,7 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
                                                                 : NULL,
                         st->since_ns);
     if (s->cur_step >= 0)
-        run_inject_observe(r, rank, s->cur_step);
+        run_faults_observe(&r->faults, rank, s->cur_step);
 }
 
 static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)

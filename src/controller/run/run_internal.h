@@ -27,6 +27,7 @@
 #include "lifecycle.h"
 #include "link_auth.h"
 #include "live.h"
+#include "run_inject.h"
 #include "run_nodes.h"
 #include "nodeconf.h"
 #include "rank_env.h"
@@ -90,18 +91,6 @@ typedef struct {
     int64_t divergence_step;  /* the step of this attempt's divergence */
 } run_replica_state;
 
-/* Health checks and injected faults (run_inject.c). */
-typedef struct {
-    ss_inject_plan inject;  /* o->inject, with the faults that fired */
-    int health_failed;      /* a node failed its check: cause health_check */
-    char health_notes[512]; /* what node 0's passed checks saw, for the
-                               event after run_started */
-    int inject_ended;       /* index of the injection charged with the
-                               attempt's failure; -1: none fired */
-    uv_timer_t inject_cont[SS_INJECT_MAX]; /* stop-rank's SIGCONT */
-    int inject_pid[SS_INJECT_MAX];         /* ... to this process group */
-} run_faults_state;
-
 struct run_ctx {
     const ss_run_opts *o;   /* as parsed by the front-end (run_opts.h) */
     const char *db_path;    /* o->db_path, or the default store's */
@@ -164,7 +153,9 @@ struct run_ctx {
     run_ingest_state in;      /* run_ingest.c */
     run_numerics_state num;   /* run_numerics.c */
     run_replica_state rep;    /* run_replica.c */
-    run_faults_state faults;  /* run_inject.c */
+    run_faults faults;        /* run_inject.h */
+    int health_failed;        /* a node failed its check: cause
+                                 health_check */
 };
 
 
@@ -196,7 +187,7 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason);
 void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
                      int term_signal, const char *failure_text);
 
-/* The health checks started by run_health_start are done;
+/* The health checks started by run_faults_health_start are done;
  * a failure was reported with run_health_failed (r->health_failed): the
  * attempt ends (cause health_check, never restarted), else its ranks are
  * launched now. */
@@ -222,47 +213,14 @@ void run_sink_finding(void *ctx, const ss_finding *f);
  * ended in the store, the summary printed (after the store committed). */
 void run_summary_end(run_ctx *r, int status);
 
-/* ---- run_inject.c: health checks and injected faults ---- */
-
-/* Node 0's health check before the first attempt, on a private loop (no
- * agent has joined yet, so no link waits).  Returns 0 when it passed; -1
- * after run_health_failed with a short reason in ERR, or -1 with
- * r->stopped_starting set when a signal stopped it. */
-int run_health_first(run_ctx *r, char *err, size_t errlen);
-
-/* NODE failed its health check RES: stderr, an event, the job's failure
- * (status 1, cause health_check) and its stop. */
+/* NODE failed its health check CHECK with OUTPUT (run_ranks.c): stderr,
+ * an event, the job's failure (status 1, cause health_check) and its
+ * stop. */
 void run_health_failed(run_ctx *r, uint32_t node, const char *check,
                        const char *output);
 
-/* Initialises the injector's timers (once, on the run's loop). */
-void run_inject_init(run_ctx *r);
-
-/* ss_attempt_hooks.health_start (CTX: the run): node 0's health checks
- * before a later attempt's ranks are launched (attempt 0's run in start(),
- * before anything listens: run_health_first), without blocking the loop
- * (the links' heartbeats go on): returns 0 and later calls
- * run_health_done exactly once, after run_health_failed when a check
- * failed; or -1 with a reason in ERR when the checks could not start.
- * The other nodes check themselves when told RESTART, which they are only
- * once node 0's checks passed.  The attempt's connect timeout, hang clock
- * and launch time start only after the checks. */
-int run_health_start(void *ctx, uint32_t attempt, char *err, size_t errlen);
-
-/* Right after each attempt's ranks were launched: the fault injector's
- * state for the attempt (faults that fired stay fired; the fault charged
- * with a failure is the attempt's own, run_fault_cause). */
-void run_inject_arm(run_ctx *r);
-
-/* The controller learned RANK is at STEP (-1: it just connected): sends
- * every fault now due (inject.h), to node 0's ranks directly and to other
- * nodes' ranks through their agent (INJECT), with an `injected` event. */
-void run_inject_observe(run_ctx *r, uint32_t rank, int64_t step);
-
-/* The attempt's cause when a health check or an injected fault explains
- * its end with STATUS ("health_check", "injected:SPEC" into BUF), or NULL
- * for the usual causes. */
-const char *run_fault_cause(run_ctx *r, int status, char *buf, size_t len);
+/* Sets up the faults part (run_inject.h) with the run's callbacks. */
+void run_faults_wire(run_ctx *r);
 
 /* ---- run_numerics.c: what a nonfinite finding does (--on-nonfinite) ---- */
 

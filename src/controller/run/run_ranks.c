@@ -276,3 +276,75 @@ int run_nodes_wire(run_ctx *r, char *err, size_t errlen)
     r->nodes = run_nodes_start(&cfg, &ev, err, errlen);
     return r->nodes ? 0 : -1;
 }
+
+/* ---- health checks and injected faults (run_inject.h) ---- */
+
+void run_health_failed(run_ctx *r, uint32_t node, const char *check,
+                       const char *output)
+{
+    /* The event keeps what fits of the output (the store's message is
+     * bounded); stderr gets all of it. */
+    run_event(r, "health_check_failed", -1, "node %u failed the health "
+              "check '%s': %s", node, check, output);
+    /* Before the ranks start no summary follows: the output goes out now.
+     * Later, the summary's failure line carries it. */
+    if (!r->launcher)
+        fprintf(stderr, "stepscope: node %u failed the health check '%s':\n"
+                "%s%s", node, check, output,
+                output[0] && output[strlen(output) - 1] == '\n' ? "" : "\n");
+    else
+        fprintf(stderr, "stepscope: node %u failed the health check '%s'; "
+                "stopping the job\n", node, check);
+    if (!r->health_failed) {
+        r->health_failed = 1;
+        if (r->first_failure_status < 0)
+            r->first_failure_status = 1;
+        snprintf(r->failure_text, sizeof r->failure_text, "node %u failed the "
+                 "health check '%s': %s", node, check, output);
+    }
+    char why[96];
+    snprintf(why, sizeof why, "node %u failed its health check", node);
+    if (r->launcher || (r->nodes && r->o->nnodes > 1))
+        run_stop_job(r, 0, why);
+}
+
+static void faults_event(void *ctx, const char *kind, int32_t rank,
+                         const char *msg)
+{
+    run_event(ctx, kind, rank, "%s", msg);
+}
+
+static int faults_rank_pid(void *ctx, uint32_t rank)
+{
+    run_ctx *r = ctx;
+    return ss_launcher_rank_pid(r->launcher, rank);
+}
+
+static int faults_to_node(void *ctx, uint32_t node, const link_inject *x)
+{
+    run_ctx *r = ctx;
+    return run_nodes_inject(r->nodes, node, x);
+}
+
+static void faults_health_failed(void *ctx, uint32_t node, const char *check,
+                                 const char *output)
+{
+    run_health_failed(ctx, node, check, output);
+}
+
+static void faults_health_done(void *ctx)
+{
+    run_health_done(ctx);
+}
+
+void run_faults_wire(run_ctx *r)
+{
+    run_inject_events ev = {.ctx = r,
+                            .event = faults_event,
+                            .rank_pid = faults_rank_pid,
+                            .to_node = faults_to_node,
+                            .stopping = nodes_stopping,
+                            .health_failed = faults_health_failed,
+                            .health_done = faults_health_done};
+    run_faults_setup(&r->faults, r->o, &r->loop, &ev);
+}
