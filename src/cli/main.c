@@ -20,16 +20,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
 #include "diff.h"
 #include "goodput_view.h"
 #include "guard.h"
-#include "http.h"
 #include "containment.h"
+#include "http.h"
 #include "launcher.h"
 #include "native_stack.h"
 #include "nvml.h"
 #include "report.h"
-#include "run.h"
 #include "serve.h"
 #include "stacks_cmd.h"
 #include "stepscope.h"
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
     /* The dashboard, compiled in, for every HTTP server started later. */
     ss_http_set_static(ss_web_files, ss_web_files_count);
     if (strcmp(cmd, "run") == 0)
-        return ss_run_main(argc - 1, argv + 1);
+        return ss_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
         return ss_report_main(argc - 1, argv + 1);
     if (strcmp(cmd, "runs") == 0)
@@ -119,9 +119,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, SS_NATIVE_STACK_ARG) == 0)
         return ss_native_stack_main(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
-        return ss_launcher_rank_exec_main(argc, argv);
+        return ss_cmd_rank_exec(argc, argv);
     if (strcmp(cmd, SS_WATCHDOG_ARG) == 0)
-        return ss_containment_watchdog_main(argc - 1, argv + 1);
+        return ss_cmd_job_watchdog(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("stepscope %s (wire protocol %d)\n", SS_VERSION_STRING, 1);
         return 0;

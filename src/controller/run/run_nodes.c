@@ -1,46 +1,84 @@
 /*
  * run_nodes.c - the other nodes of a multi-node `stepscope run`, as the
- * controller on node 0 sees them (run_internal.h).
- *
- * Node 0's own ranks are run.c's business.  Here: the agent links
- * (node_links.h) and what arrives on them.  An agent joins when its node
- * rank is free and in range and it runs the same job (node count, ranks
- * per node, job id); its clock estimate moves its ranks' records onto the
- * controller's clock and bounds the arrival comparisons; its ranks' exits
- * go through the same path as node 0's; its host evidence is kept per rank
- * step for the aggregator.  A node whose link ends without goodbye, or
- * that has not joined within the join timeout, is lost: its ranks leave,
- * missing, an event and the summary name the node, its address and ranks
- * and the step, and the whole job is stopped (restarts come later).  The
- * stacks of the other nodes' ranks are asked of their agents and
- * assembled by remote_stacks.h; a node that leaves answers for its ranks
- * with why.
+ * controller on node 0 sees them (run_nodes.h): the agent links
+ * (node_links.h) and what arrives on them, told to the run through its
+ * callbacks.
  */
-#include "run_internal.h"
-#include "clocks.h"
+#include "run_nodes.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-uint32_t run_node_of(const run_ctx *r, uint32_t rank)
+#include "node_links.h"
+
+/* Host evidence a remote node sent for one of its rank's steps. */
+typedef struct {
+    uint64_t step;
+    int valid;
+    ss_host_step host;
+} remote_host_slot;
+
+#define SS_REMOTE_HOST_SLOTS 32 /* steps of evidence kept per remote rank */
+
+/* What the controller knows of one node of a multi-node run. */
+typedef struct {
+    int joined;       /* its agent joined (node 0: always) */
+    int gone;         /* its link ended (clean or lost) or it never joined */
+    int lost;         /* ... without goodbye, or never joined */
+    int all_exited;   /* its ranks have all exited (ALL_EXITED) */
+    int status;       /* its job status (ALL_EXITED) */
+    int64_t clock_offset_ns;
+    int64_t clock_bound_ns;
+    int have_clock;
+    char host[256];
+    char addr[128];
+} node_slot;
+
+struct run_nodes {
+    run_nodes_config cfg;
+    const ss_run_opts *o;
+    run_nodes_events ev;
+    uint32_t attempt;
+    node_slot *nodes;              /* nnodes entries */
+    remote_host_slot *remote_host; /* (nprocs - nproc_local) x slots */
+    ss_node_links *links;          /* NULL on a single-node run */
+    ss_remote_stacks *remote_stacks; /* NULL on a single-node run */
+};
+
+static void event(run_nodes *r, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void event(run_nodes *r, const char *kind, const char *fmt, ...)
 {
-    return r->nproc_local ? rank / r->nproc_local : 0;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->ev.event(r->ev.ctx, kind, msg);
+}
+
+/* The node of RANK. */
+static uint32_t node_of(const run_nodes *r, uint32_t rank)
+{
+    return r->o->nproc_local ? rank / r->o->nproc_local : 0;
 }
 
 /* "ranks 2–3" or "rank 2" for NODE. */
-static void node_ranks(const run_ctx *r, uint32_t node, char *out, size_t n)
+static void node_ranks(const run_nodes *r, uint32_t node, char *out, size_t n)
 {
-    uint32_t first = node * r->nproc_local;
-    if (r->nproc_local == 1)
+    uint32_t first = node * r->o->nproc_local;
+    if (r->o->nproc_local == 1)
         snprintf(out, n, "rank %u", first);
     else
-        snprintf(out, n, "ranks %u–%u", first, first + r->nproc_local - 1);
+        snprintf(out, n, "ranks %u–%u", first, first + r->o->nproc_local - 1);
 }
 
-static void put_node(run_ctx *r, uint32_t node, const char *state,
+static void put_node(run_nodes *r, uint32_t node, const char *state,
                      const char *lost_reason, int64_t lost_at_step)
 {
     const node_slot *s = &r->nodes[node];
@@ -50,8 +88,8 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
     info.attempt = r->attempt;
     snprintf(info.host, sizeof info.host, "%s", s->host);
     snprintf(info.addr, sizeof info.addr, "%s", s->addr);
-    info.first_rank = node * r->nproc_local;
-    info.nranks = r->nproc_local;
+    info.first_rank = node * r->o->nproc_local;
+    info.nranks = r->o->nproc_local;
     snprintf(info.state, sizeof info.state, "%s", state);
     if (!strcmp(state, SS_NODE_RUNNING) && s->joined)
         info.joined_at = ss_wall_now();
@@ -68,49 +106,39 @@ static void put_node(run_ctx *r, uint32_t node, const char *state,
     if (lost_reason)
         snprintf(info.lost_reason, sizeof info.lost_reason, "%s", lost_reason);
     info.lost_at_step = lost_at_step;
-    ss_store_put_node(r->store, r->run_id, &info);
+    ss_store_put_node(r->cfg.store, r->cfg.run_id, &info);
 }
 
-int run_nodes_all_exited(const run_ctx *r)
+int run_nodes_all_exited(const run_nodes *r)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (!r->nodes[k].all_exited && !r->nodes[k].gone)
             return 0;
     return 1;
 }
 
-/* Every node has ended its ranks: the life cycle may end the run. */
-static void check_all_exited(run_ctx *r)
-{
-    if (r->local_all_exited && run_nodes_all_exited(r)) {
-        ss_life_all_exited(&r->life);
-        run_maybe_finish(r);
-    }
-}
-
 /* The last step any of NODE's ranks completed, -1 when none. */
-static int64_t node_last_step(run_ctx *r, uint32_t node)
+static int64_t node_last_step(const run_nodes *r, uint32_t node)
 {
     int64_t last = -1;
-    for (uint32_t i = 0; i < r->nproc_local; i++) {
-        ss_rank_state st;
-        ss_aggregator_rank_state(r->agg, node * r->nproc_local + i, &st);
-        if (st.last_step > last)
-            last = st.last_step;
+    for (uint32_t i = 0; i < r->o->nproc_local; i++) {
+        int64_t step = r->ev.last_step(r->ev.ctx, node * r->o->nproc_local + i);
+        if (step > last)
+            last = step;
     }
     return last;
 }
 
-/* NODE is lost for WHY: its ranks leave, missing; the job stops. */
-static void node_lost(run_ctx *r, uint32_t node, const char *why,
-                      const char *state)
+/* NODE is lost for WHY: its ranks leave, missing; the job stops (and no
+ * attempt follows for NO_RESTART, when not NULL). */
+static void node_lost(run_nodes *r, uint32_t node, const char *why,
+                      const char *state, const char *no_restart)
 {
     node_slot *s = &r->nodes[node];
     if (s->lost)
         return;
     s->lost = 1;
     s->gone = 1;
-    r->node_lost_attempt = 1;
     char ranks[64], where[200], msg[600];
     node_ranks(r, node, ranks, sizeof ranks);
     if (s->addr[0])
@@ -127,25 +155,15 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
                  node, where, why);
     fprintf(stderr, "stepscope: %s; its ranks are recorded as missing\n",
             msg);
-    run_event(r, "node_lost", -1, "%s", msg);
+    event(r, "node_lost", "%s", msg);
     put_node(r, node, state, why, step);
-    for (uint32_t i = 0; i < r->nproc_local; i++) {
-        uint32_t rank = node * r->nproc_local + i;
-        run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
-                                                 "its node was lost"));
-        run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
-        ss_live_rank_state(r->live, rank, "lost");
-    }
+    r->ev.ranks_lost(r->ev.ctx, node, "its node was lost");
     char gone[160];
     snprintf(gone, sizeof gone, "node %u %s", node,
              strcmp(state, SS_NODE_NEVER_JOINED) ? "was lost" : "never joined");
     ss_remote_stacks_node_gone(r->remote_stacks, node, gone);
-    if (r->first_failure_status < 0) {
-        r->first_failure_status = 1;
-        snprintf(r->failure_text, sizeof r->failure_text, "%s", msg);
-    }
-    run_stop_job(r, 0, msg);
-    check_all_exited(r);
+    r->ev.node_failed(r->ev.ctx, msg, no_restart);
+    r->ev.exited(r->ev.ctx);
 }
 
 /* ---- agent link callbacks ---- */
@@ -153,24 +171,24 @@ static void node_lost(run_ctx *r, uint32_t node, const char *why,
 static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
                    char *reason, size_t reasonlen)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     uint32_t k = h->node_rank;
-    if (h->nnodes != r->nnodes || h->nproc_per_node != r->nproc_local) {
+    if (h->nnodes != r->o->nnodes || h->nproc_per_node != r->o->nproc_local) {
         snprintf(reason, reasonlen, "this run has %u nodes of %u ranks; the "
                  "agent says %u of %u: use the same --nnodes and -n on every "
-                 "node", r->nnodes, r->nproc_local, h->nnodes,
+                 "node", r->o->nnodes, r->o->nproc_local, h->nnodes,
                  h->nproc_per_node);
         return -1;
     }
-    if (k == 0 || k >= r->nnodes) {
+    if (k == 0 || k >= r->o->nnodes) {
         snprintf(reason, reasonlen, "node rank %u is not one of this run's "
                  "agents (1 to %u; node 0 runs the controller)", k,
-                 r->nnodes - 1);
+                 r->o->nnodes - 1);
         return -1;
     }
-    if (strcmp(h->job_id, r->job_id) != 0) {
+    if (strcmp(h->job_id, r->o->job_id) != 0) {
         snprintf(reason, reasonlen, "the agent belongs to job '%s', this run "
-                 "is job '%s'", h->job_id, r->job_id);
+                 "is job '%s'", h->job_id, r->o->job_id);
         return -1;
     }
     node_slot *s = &r->nodes[k];
@@ -181,7 +199,7 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
                          : "already joined");
         return -1;
     }
-    if (r->job_stopping) {
+    if (r->ev.stopping(r->ev.ctx)) {
         snprintf(reason, reasonlen, "the job is stopping");
         return -1;
     }
@@ -191,9 +209,9 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
     put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
     char ranks[64];
     node_ranks(r, k, ranks, sizeof ranks);
-    run_event(r, "node_joined", -1, "node %u (%s %s, %s) joined", k, h->host,
+    event(r, "node_joined", "node %u (%s %s, %s) joined", k, h->host,
               addr, ranks);
-    if (!r->quiet)
+    if (!r->o->quiet)
         fprintf(stderr, "stepscope: node %u (%s %s, %s) joined\n", k, h->host,
                 addr, ranks);
     return 0;
@@ -201,66 +219,66 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
 
 static void cb_clock(void *ctx, uint32_t node, const link_clock *c)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     node_slot *s = &r->nodes[node];
     int first = !s->have_clock;
     s->have_clock = 1;
     s->clock_offset_ns = c->offset_ns;
     s->clock_bound_ns = c->bound_ns;
-    for (uint32_t i = 0; i < r->nproc_local; i++)
-        ss_aggregator_set_clock_bound(r->agg, node * r->nproc_local + i,
-                                      c->bound_ns);
+    for (uint32_t i = 0; i < r->o->nproc_local; i++)
+        r->ev.clock_bound(r->ev.ctx, node * r->o->nproc_local + i,
+                          c->bound_ns);
     if (first)
-        run_event(r, "node_clock", -1, "node %u's clock is %+.3f ms from the "
+        event(r, "node_clock", "node %u's clock is %+.3f ms from the "
                   "controller's (± %.3f ms, round trip %.3f ms)", node,
                   c->offset_ns / 1e6, c->bound_ns / 1e6, c->rtt_ns / 1e6);
     put_node(r, node, SS_NODE_RUNNING, NULL, SS_MISSING);
 }
 
 /* RANK is one of NODE's ranks. */
-static int owns(const run_ctx *r, uint32_t node, uint32_t rank)
+static int owns(const run_nodes *r, uint32_t node, uint32_t rank)
 {
-    return rank < r->nprocs && run_node_of(r, rank) == node;
+    return rank < r->o->nprocs && node_of(r, rank) == node;
 }
 
 static void cb_rank_started(void *ctx, uint32_t node,
                             const link_rank_started *st)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     if (!owns(r, node, st->rank))
         return;
-    r->ranks[st->rank].pid = st->pid;
+    r->ev.rank_started(r->ev.ctx, st->rank, st->pid);
 }
 
 static void cb_rank_exit(void *ctx, uint32_t node, const link_rank_exit *e)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     if (!owns(r, node, e->rank))
         return;
-    run_rank_exited(r, e->rank, e->exit_code, e->term_signal,
-                    e->tail[0] ? e->tail : NULL);
+    r->ev.rank_exited(r->ev.ctx, e->rank, e->exit_code, e->term_signal,
+                      e->tail[0] ? e->tail : NULL);
 }
 
 static void cb_all_exited(void *ctx, uint32_t node, const link_all_exited *a)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     node_slot *s = &r->nodes[node];
     s->all_exited = 1;
     s->status = a->status;
     if (a->left_behind)
-        run_event(r, "left_behind", -1, "%" PRIu32 " process%s the ranks of "
+        event(r, "left_behind", "%" PRIu32 " process%s the ranks of "
                   "node %u left behind were ended", a->left_behind,
                   a->left_behind == 1 ? "" : "es", node);
-    check_all_exited(r);
+    r->ev.exited(r->ev.ctx);
 }
 
 static void cb_host(void *ctx, uint32_t node, const link_host *h)
 {
-    run_ctx *r = ctx;
-    if (!owns(r, node, h->rank) || h->rank < r->nproc_local)
+    run_nodes *r = ctx;
+    if (!owns(r, node, h->rank) || h->rank < r->o->nproc_local)
         return;
     remote_host_slot *slot =
-        &r->remote_host[(size_t)(h->rank - r->nproc_local) *
+        &r->remote_host[(size_t)(h->rank - r->o->nproc_local) *
                             SS_REMOTE_HOST_SLOTS +
                         h->step % SS_REMOTE_HOST_SLOTS];
     slot->step = h->step;
@@ -270,13 +288,13 @@ static void cb_host(void *ctx, uint32_t node, const link_host *h)
 
 static void cb_node_gone(void *ctx, uint32_t node, int clean, const char *why)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     node_slot *s = &r->nodes[node];
-    if (r->ending) {
+    if (r->ev.ending(r->ev.ctx)) {
         /* The job is over: the agents were told so and leave. */
         s->gone = 1;
         if (run_nodes_all_gone(r))
-            run_end_loop(r);
+            r->ev.all_gone(r->ev.ctx);
         return;
     }
     if (clean && s->all_exited) {
@@ -286,30 +304,30 @@ static void cb_node_gone(void *ctx, uint32_t node, int clean, const char *why)
                  node);
         ss_remote_stacks_node_gone(r->remote_stacks, node, gone);
         put_node(r, node, SS_NODE_DONE, NULL, SS_MISSING);
-        check_all_exited(r);
+        r->ev.exited(r->ev.ctx);
         return;
     }
     char lost[160];
     snprintf(lost, sizeof lost, "lost its connection (%s)", why);
-    node_lost(r, node, lost, SS_NODE_LOST);
+    node_lost(r, node, lost, SS_NODE_LOST, NULL);
 }
 
 static void cb_refused(void *ctx, const char *addr, const char *why)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     fprintf(stderr, "stepscope: refused an agent from %s: %s\n", addr, why);
-    run_event(r, "agent_refused", -1, "an agent from %s: %s", addr, why);
+    event(r, "agent_refused", "an agent from %s: %s", addr, why);
 }
 
 /* The refusals of a period after its first, summed (node_links.h). */
 static void cb_refusals(void *ctx, uint64_t count, double seconds,
                         const char *reasons)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     fprintf(stderr, "stepscope: refused %" PRIu64 " more connection%s to the "
             "agent port in the last %.0f s: %s\n", count,
             count == 1 ? "" : "s", seconds, reasons);
-    run_event(r, "agents_refused", -1, "%" PRIu64 " connection%s refused in "
+    event(r, "agents_refused", "%" PRIu64 " connection%s refused in "
               "the last %.0f s: %s", count, count == 1 ? "" : "s", seconds,
               reasons);
 }
@@ -317,19 +335,18 @@ static void cb_refusals(void *ctx, uint64_t count, double seconds,
 /* NODE's health check before its ranks start. */
 static void cb_health(void *ctx, uint32_t node, const link_health *h)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     if (h->ok)
-        run_event(r, "health_check", -1, "node %u passed: %s", node,
-                  h->output);
+        event(r, "health_check", "node %u passed: %s", node, h->output);
     else
-        run_health_failed(r, node, h->check, h->output);
+        r->ev.health_failed(r->ev.ctx, node, h->check, h->output);
 }
 
 /* ---- the other nodes' stacks (remote_stacks.h) ---- */
 
 static void cb_stacks_part(void *ctx, uint32_t node, const link_stacks_part *p)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     ss_remote_stacks_part(r->remote_stacks, node, p);
 }
 
@@ -337,7 +354,7 @@ static void cb_stacks_part(void *ctx, uint32_t node, const link_stacks_part *p)
 static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
                       char *why, size_t whylen)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     const node_slot *s = &r->nodes[node];
     if (s->lost && !s->joined)
         snprintf(why, whylen, "node %u never joined", node);
@@ -356,38 +373,60 @@ static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
 
 static const char *node_host(void *ctx, uint32_t node)
 {
-    run_ctx *r = ctx;
+    run_nodes *r = ctx;
     return r->nodes[node].host;
 }
 
 /* ---- the rest of the wiring ---- */
 
-int run_nodes_start(run_ctx *r, char *err, size_t errlen)
+static run_nodes *start(run_nodes *r, char *err, size_t errlen);
+
+run_nodes *run_nodes_start(const run_nodes_config *cfg,
+                           const run_nodes_events *ev, char *err,
+                           size_t errlen)
 {
-    r->nodes = calloc(r->nnodes, sizeof *r->nodes);
+    run_nodes *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    r->cfg = *cfg;
+    r->o = cfg->o;
+    r->ev = *ev;
+    if (start(r, err, errlen))
+        return r;
+    run_nodes_close(r);
+    run_nodes_free(r);
+    return NULL;
+}
+
+/* Returns R, or NULL with ERR. */
+static run_nodes *start(run_nodes *r, char *err, size_t errlen)
+{
+    r->nodes = calloc(r->o->nnodes, sizeof *r->nodes);
     if (!r->nodes) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     r->nodes[0].joined = 1;
     gethostname(r->nodes[0].host, sizeof r->nodes[0].host - 1);
-    if (r->nnodes == 1)
-        return 0;
-    r->remote_host = calloc((size_t)(r->nprocs - r->nproc_local) *
+    if (r->o->nnodes == 1)
+        return r;
+    r->remote_host = calloc((size_t)(r->o->nprocs - r->o->nproc_local) *
                                 SS_REMOTE_HOST_SLOTS,
                             sizeof *r->remote_host);
     if (!r->remote_host) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
     ss_node_links_config cfg = {
-        .port = r->controller_port,
-        .secret = &r->secret,
-        .run_uuid = r->uuid,
+        .port = r->o->controller_port,
+        .secret = r->cfg.secret,
+        .run_uuid = r->cfg.uuid,
         .attempt = r->attempt,
-        .world_size = r->nprocs,
-        .rank_token = r->token,
-        .heartbeat_timeout_ms = r->heartbeat_timeout_ms,
+        .world_size = r->o->nprocs,
+        .rank_token = r->cfg.token,
+        .heartbeat_timeout_ms = r->o->heartbeat_timeout_ms,
     };
     ss_node_links_callbacks cb = {r,
                                   cb_join,
@@ -401,59 +440,55 @@ int run_nodes_start(run_ctx *r, char *err, size_t errlen)
                                   cb_health,
                                   cb_stacks_part,
                                   cb_refusals};
-    ss_remote_stacks_config scfg = {r->nnodes, r->nproc_local, r,
+    ss_remote_stacks_config scfg = {r->o->nnodes, r->o->nproc_local, r,
                                     ask_stacks, node_host, 0};
-    r->remote_stacks = ss_remote_stacks_new(&r->loop, &scfg);
+    r->remote_stacks = ss_remote_stacks_new(r->cfg.loop, &scfg);
     if (!r->remote_stacks) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return NULL;
     }
-    r->links = ss_node_links_start(&r->loop, r->ingest, &cfg, &cb, err,
-                                   errlen);
+    r->links = ss_node_links_start(r->cfg.loop, r->cfg.ingest, &cfg, &cb,
+                                   err, errlen);
     if (!r->links)
-        return -1;
+        return NULL;
     put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
     fprintf(stderr, "stepscope: waiting for %u agent%s on port %u (join "
-            "timeout %.0f s)\n", r->nnodes - 1, r->nnodes == 2 ? "" : "s",
+            "timeout %.0f s)\n", r->o->nnodes - 1, r->o->nnodes == 2 ? "" : "s",
             (unsigned)ss_node_links_port(r->links),
-            r->join_timeout_ms / 1000.0);
-    return 0;
+            r->o->join_timeout_ms / 1000.0);
+    return r;
 }
 
-void run_nodes_tick(run_ctx *r, ss_mono_ns now)
+void run_nodes_tick(run_nodes *r, ss_mono_ns now, ss_mono_ns attempt_started)
 {
-    if (r->nnodes == 1 ||
-        now - r->attempt_started <= (ss_mono_ns)r->join_timeout_ms * 1000000)
+    if (r->o->nnodes == 1 ||
+        now - attempt_started <= (ss_mono_ns)r->o->join_timeout_ms * 1000000)
         return;
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         if (r->nodes[k].joined || r->nodes[k].gone)
             continue;
         char why[96];
         snprintf(why, sizeof why, "did not %s within %.0f s",
                  r->attempt ? "join again" : "join",
-                 r->join_timeout_ms / 1000.0);
+                 r->o->join_timeout_ms / 1000.0);
         /* A restart would wait for it in vain. */
-        snprintf(r->no_restart_why, sizeof r->no_restart_why, "node %u %s",
-                 k, why);
-        node_lost(r, k, why, SS_NODE_NEVER_JOINED);
+        char no_restart[160];
+        snprintf(no_restart, sizeof no_restart, "node %u %s", k, why);
+        node_lost(r, k, why, SS_NODE_NEVER_JOINED, no_restart);
     }
 }
 
-int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
-                          ss_mono_ns begin_ns, ss_mono_ns end_ns,
-                          ss_host_step *out)
+int run_nodes_host(const run_nodes *r, uint32_t rank, uint64_t step,
+                   ss_host_step *out)
 {
-    run_ctx *r = ctx;
-    if (rank < r->nproc_local)
-        return r->host ? ss_host_watch_window(r->host, rank, begin_ns, end_ns,
-                                              out)
-                       : -1;
-    if (!r->remote_host || rank >= r->nprocs)
+    if (rank < r->o->nproc_local)
+        return -1;
+    if (!r->remote_host || rank >= r->o->nprocs)
         return -1;
     const remote_host_slot *slot =
-        &r->remote_host[(size_t)(rank - r->nproc_local) *
+        &r->remote_host[(size_t)(rank - r->o->nproc_local) *
                             SS_REMOTE_HOST_SLOTS +
                         step % SS_REMOTE_HOST_SLOTS];
     if (!slot->valid || slot->step != step)
@@ -462,25 +497,25 @@ int run_nodes_host_window(void *ctx, uint32_t rank, uint64_t step,
     return 0;
 }
 
-void run_nodes_finish(run_ctx *r)
+void run_nodes_finish(run_nodes *r)
 {
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return;
     put_node(r, 0, SS_NODE_DONE, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (!r->nodes[k].lost && r->nodes[k].all_exited)
             put_node(r, k, SS_NODE_DONE, NULL, SS_MISSING);
 }
 
-void run_nodes_restart(run_ctx *r)
+void run_nodes_restart(run_nodes *r)
 {
-    if (r->nnodes == 1)
+    if (r->o->nnodes == 1)
         return;
-    memset(r->remote_host, 0, (size_t)(r->nprocs - r->nproc_local) *
+    memset(r->remote_host, 0, (size_t)(r->o->nprocs - r->o->nproc_local) *
                                   SS_REMOTE_HOST_SLOTS *
                                   sizeof *r->remote_host);
     put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         node_slot *s = &r->nodes[k];
         s->all_exited = 0;
         s->status = 0;
@@ -490,17 +525,17 @@ void run_nodes_restart(run_ctx *r)
             put_node(r, k, SS_NODE_JOINING, NULL, SS_MISSING);
             continue;
         }
-        for (uint32_t i = 0; s->have_clock && i < r->nproc_local; i++)
-            ss_aggregator_set_clock_bound(r->agg, k * r->nproc_local + i,
-                                          s->clock_bound_ns);
+        for (uint32_t i = 0; s->have_clock && i < r->o->nproc_local; i++)
+            r->ev.clock_bound(r->ev.ctx, k * r->o->nproc_local + i,
+                              s->clock_bound_ns);
         put_node(r, k, SS_NODE_RUNNING, NULL, SS_MISSING);
     }
     ss_node_links_restart_all(r->links, r->attempt);
 }
 
-void run_nodes_stop_waiting(run_ctx *r, const char *why)
+void run_nodes_stop_waiting(run_nodes *r, const char *why)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++) {
+    for (uint32_t k = 1; k < r->o->nnodes; k++) {
         node_slot *s = &r->nodes[k];
         if (s->joined || s->gone)
             continue;
@@ -512,33 +547,73 @@ void run_nodes_stop_waiting(run_ctx *r, const char *why)
         fprintf(stderr, "stepscope: node %u (%s) is not waited for: %s\n", k,
                 ranks, reason);
         put_node(r, k, SS_NODE_NEVER_JOINED, reason, SS_MISSING);
-        for (uint32_t i = 0; i < r->nproc_local; i++) {
-            uint32_t rank = k * r->nproc_local + i;
-            run_carry_out(r, rank, ss_life_node_lost(&r->life, rank,
-                                                     "its node never joined"));
-            run_put_rank(r, rank, ss_life_rank_state(&r->life, rank));
-            ss_live_rank_state(r->live, rank, "lost");
-        }
+        r->ev.ranks_lost(r->ev.ctx, k, "its node never joined");
         char gone[96];
         snprintf(gone, sizeof gone, "node %u never joined", k);
         ss_remote_stacks_node_gone(r->remote_stacks, k, gone);
     }
-    if (r->nnodes > 1)
-        check_all_exited(r);
+    if (r->o->nnodes > 1)
+        r->ev.exited(r->ev.ctx);
 }
 
-int run_nodes_all_gone(const run_ctx *r)
+int run_nodes_all_gone(const run_nodes *r)
 {
-    for (uint32_t k = 1; k < r->nnodes; k++)
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
         if (r->nodes[k].joined && !r->nodes[k].gone)
             return 0;
     return 1;
 }
 
-void run_nodes_close(run_ctx *r)
+void run_nodes_close(run_nodes *r)
 {
+    if (!r)
+        return;
     ss_remote_stacks_close(r->remote_stacks); /* its fetches answer now */
     r->remote_stacks = NULL;
     ss_node_links_close(r->links);
     r->links = NULL;
+}
+
+void run_nodes_free(run_nodes *r)
+{
+    if (!r)
+        return;
+    free(r->nodes);
+    free(r->remote_host);
+    free(r);
+}
+
+void run_nodes_set_attempt(run_nodes *r, uint32_t attempt)
+{
+    r->attempt = attempt;
+}
+
+int run_nodes_status(const run_nodes *r)
+{
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
+        if (r->nodes[k].status != 0)
+            return r->nodes[k].status;
+    return 0;
+}
+
+ss_remote_stacks *run_nodes_stacks(run_nodes *r)
+{
+    return r->remote_stacks;
+}
+
+void run_nodes_stop_all(run_nodes *r, int kill_now, const char *reason)
+{
+    if (r)
+        ss_node_links_stop_all(r->links, kill_now, reason);
+}
+
+int run_nodes_inject(run_nodes *r, uint32_t node, const link_inject *x)
+{
+    return ss_node_links_inject(r->links, node, x);
+}
+
+void run_nodes_end_all(run_nodes *r)
+{
+    if (r)
+        ss_node_links_end_all(r->links);
 }

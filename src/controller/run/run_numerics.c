@@ -26,25 +26,25 @@ static void on_nonfinite_stacks(void *ctx, const char *doc, size_t len,
     (void)len;
     if (!doc)
         fprintf(stderr, "stepscope: non-finite value: no stacks: %s\n", why);
-    else if (!r->quiet)
+    else if (!r->o->quiet)
         fprintf(stderr, "stepscope: non-finite value: every rank's stacks "
                 "are stored (`stepscope report` shows them merged)\n");
     /* Nothing to act on, or the attempt ended meanwhile. */
-    if (!r->nonfinite_stop_why[0] || r->restart_pending ||
-        r->health_pending || r->ending || r->job_stopping)
+    if (!r->num.nonfinite_stop_why[0] || r->att.restart_pending ||
+        r->att.health_pending || r->ending || r->job_stopping)
         return;
-    r->nonfinite_acted = 1;
+    r->num.nonfinite_acted = 1;
     if (!run_numerics_no_restart(r)[0]) {
         fprintf(stderr, "stepscope: non-finite value: stopping attempt %u "
                 "to replay it with --numerics full (--on-nonfinite "
-                "restart; SIGTERM, then SIGKILL after %.1f s)\n", r->attempt,
-                r->grace_ms / 1000.0);
+                "restart; SIGTERM, then SIGKILL after %.1f s)\n", r->att.attempt,
+                r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a non-finite value "
                   "to replay with --numerics full (--on-nonfinite restart)");
     } else {
         fprintf(stderr, "stepscope: non-finite value: stopping the job "
                 "(%s; SIGTERM, then SIGKILL after %.1f s)\n",
-                run_numerics_no_restart(r), r->grace_ms / 1000.0);
+                run_numerics_no_restart(r), r->o->grace_ms / 1000.0);
         run_event(r, "stop_requested", -1, "stopped on a non-finite value "
                   "(%s)", run_numerics_no_restart(r));
     }
@@ -53,13 +53,13 @@ static void on_nonfinite_stacks(void *ctx, const char *doc, size_t len,
 
 void run_numerics_finding(run_ctx *r, const ss_finding *f)
 {
-    if (strcmp(f->kind, "nonfinite") != 0 || r->nonfinite_id)
+    if (strcmp(f->kind, "nonfinite") != 0 || r->num.nonfinite_id)
         return;
-    r->nonfinite_id = f->id;
+    r->num.nonfinite_id = f->id;
     run_event(r, "nonfinite", f->n_ranks == 1 ? f->ranks[0] : -1, "%s",
               f->message);
-    if (r->on_nonfinite != SS_ON_NONFINITE_DUMP)
-        snprintf(r->nonfinite_stop_why, sizeof r->nonfinite_stop_why, "%s",
+    if (r->o->on_nonfinite != SS_ON_NONFINITE_DUMP)
+        snprintf(r->num.nonfinite_stop_why, sizeof r->num.nonfinite_stop_why, "%s",
                  f->message);
     if (ss_stack_service_capture(r->stacks, 0, "nonfinite", f->id,
                                  on_nonfinite_stacks, r) != 0)
@@ -69,26 +69,26 @@ void run_numerics_finding(run_ctx *r, const ss_finding *f)
 
 const char *run_numerics_no_restart(const run_ctx *r)
 {
-    if (!r->nonfinite_acted)
+    if (!r->num.nonfinite_acted)
         return "";
-    if (r->on_nonfinite == SS_ON_NONFINITE_STOP)
+    if (r->o->on_nonfinite == SS_ON_NONFINITE_STOP)
         return "--on-nonfinite stop";
-    if (r->numerics_replay)
+    if (r->num.numerics_replay)
         return "found again in the replay with --numerics full";
     return "";
 }
 
 void run_numerics_before_restart(run_ctx *r)
 {
-    if (!r->nonfinite_acted)
+    if (!r->num.nonfinite_acted)
         return;
-    r->numerics_replay = 1;
+    r->num.numerics_replay = 1;
     ss_rank_env_set_numerics(&r->rank_env, "full");
 }
 
 void run_numerics_new_attempt(run_ctx *r)
 {
-    r->nonfinite_id = 0;
-    r->nonfinite_acted = 0;
-    r->nonfinite_stop_why[0] = '\0';
+    r->num.nonfinite_id = 0;
+    r->num.nonfinite_acted = 0;
+    r->num.nonfinite_stop_why[0] = '\0';
 }

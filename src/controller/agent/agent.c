@@ -2,8 +2,9 @@
  * agent.c - the node agent of a multi-node run (agent.h).
  *
  * One libuv loop: the link to the controller (one link connection,
- * link_conn.h: its frames, MACs and bounded send queue), a unix socket where the node's ranks connect
- * (one channel per connection, bytes forwarded both ways unchanged), the
+ * link_conn.h: its frames, MACs and bounded send queue), a unix socket
+ * where the node's ranks connect (one channel per connection, bytes
+ * forwarded both ways unchanged), the
  * launcher, the host watch, a heartbeat timer, a clock timer and the
  * signals.  Stages: connecting (retried until the join timeout), the
  * handshake, the first clock round, then running; the ranks start only
@@ -19,17 +20,13 @@
  * ends the agent at once (on a first join).  Text a peer sent is printed
  * with its control characters replaced (shown()).
  *
- * Each rank connection's bytes are also decoded here, passively, with the
- * rank protocol's own decoder: HELLO tells which rank it is (its GPU is
- * looked up), each STEP is the moment to sample the host and send that
- * step's evidence (LINK_HOST).  A connection the decoder fails on is still
- * forwarded (the controller rejects it); it just gets no evidence.
- *
- * STACKS_REQ is answered with the same collector node 0 uses
- * (stack_collect.h) over this node's ranks: each rank's JSON object goes
- * back as STACKS_PART chunks.  A request while others are collected waits
- * behind them (the collector's queue); one the queue cannot take is
- * answered at once, every rank "no_answer" with why.
+ * The ranks' connections travel as channels of the link
+ * (agent_channels.h), which also tells each rank's HELLO and steps: each
+ * STEP is the moment to sample the host and send that step's evidence
+ * (LINK_HOST) before the record goes up.  STACKS_REQ is answered by
+ * agent_stacks.h over this node's ranks; each attempt's health check and
+ * launch go through attempt.h, the attempt's number being the
+ * controller's (JOIN_OK, RESTART).
  */
 #include "agent.h"
 
@@ -46,46 +43,30 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "agent_channels.h"
+#include "agent_stacks.h"
+#include "attempt.h"
 #include "clocks.h"
 #include "clock_sync.h"
 #include "health.h"
 #include "host_watch.h"
 #include "inject.h"
-#include "json.h"
 #include "launcher.h"
 #include "link_conn.h"
 #include "link_wire.h"
 #include "private_fs.h"
 #include "rank_env.h"
 #include "sockdir.h"
-#include "stack_collect.h"
 #include "store.h"
 #include "store_files.h"
 #include "wire.h"
 
-#define DECODE_BUF (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
 #define CLOCK_GAP_MS 5      /* between the exchanges of one round */
 #define RETRY_MS 500        /* between attempts to reach the controller */
 #define RETRY_MAX_MS 5000   /* the backoff after failed handshakes, at most */
 
 enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
 
-struct agent;
-
-typedef struct rank_conn {
-    uv_pipe_t pipe; /* first */
-    struct agent *a;
-    struct rank_conn *next;
-    uint32_t id;
-    int closing;
-    int controller_closed; /* the controller closed it: no CLOSE back */
-    int64_t rank;          /* global rank once its HELLO was seen, else -1 */
-    int decoding;          /* 0 once the passive decoder failed */
-    wire_decoder dec;
-    size_t len;
-    uint8_t buf[DECODE_BUF];
-    uint8_t readbuf[16384];
-} rank_conn;
 
 typedef struct agent {
     const ss_agent_config *cfg;
@@ -110,7 +91,7 @@ typedef struct agent {
     /* the run, from JOIN_OK */
     char uuid[LINK_MAX_STR + 1];
     uint8_t token[WIRE_TOKEN_SIZE];
-    uint32_t attempt;
+    ss_attempt att;    /* the attempt the controller named, its checks */
     /* clocks */
     ss_clock_sync clock;
     uint32_t clock_sent; /* exchanges sent in this round */
@@ -121,8 +102,7 @@ typedef struct agent {
     char log_dir[PATH_MAX];
     uv_pipe_t server;
     int server_open;
-    rank_conn *conns;
-    uint32_t next_channel;
+    ss_agent_channels *channels; /* the ranks' connections */
     ss_rank_env env;
     ss_launcher *launcher;
     ss_host_watch *host;
@@ -135,12 +115,10 @@ typedef struct agent {
     int node_status;        /* the node's status in the last attempt */
     uint32_t stop_requests;
     uv_signal_t sig_int, sig_term, sig_hup;
-    wire_frame wframe;
     /* injected stops: SIGCONT to a process group after a while */
     uv_timer_t cont[SS_INJECT_MAX];
     int cont_pid[SS_INJECT_MAX];
-    int health_running;
-    ss_stack_collector *stacks; /* created on the first STACKS_REQ */
+    ss_agent_stacks *stacks; /* created on the first STACKS_REQ */
 } agent;
 
 static void say(const agent *a, const char *fmt, ...)
@@ -209,44 +187,26 @@ static int send_frame(agent *a, const link_frame *f)
     return ss_link_conn_send(a->conn, f);
 }
 
-/* ---- the ranks' connections ---- */
+/* ---- the ranks' connections (agent_channels.h) ---- */
 
-static void on_conn_closed(uv_handle_t *h)
+static int send_channel_frame(void *ctx, const link_frame *f)
 {
-    free(h->data);
+    return send_frame(ctx, f);
 }
 
-static void conn_close(rank_conn *c)
+static void on_rank_hello(void *ctx, int64_t rank, uint32_t pid)
 {
-    if (c->closing)
-        return;
-    c->closing = 1;
-    agent *a = c->a;
-    for (rank_conn **p = &a->conns; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    if (!c->controller_closed) {
-        link_frame f = {.type = LINK_CLOSE};
-        f.u.channel.channel = c->id;
-        send_frame(a, &f);
-    }
-    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
-}
-
-static rank_conn *conn_find(agent *a, uint32_t id)
-{
-    for (rank_conn *c = a->conns; c; c = c->next)
-        if (c->id == id)
-            return c;
-    return NULL;
+    agent *a = ctx;
+    uint32_t local = (uint32_t)(rank - a->rank_base);
+    if (a->host && local < a->cfg->nproc)
+        ss_host_watch_rank_hello(a->host, local, (pid_t)pid);
 }
 
 /* What the host saw of the rank during the step it just reported. */
-static void send_host_evidence(agent *a, rank_conn *c, const wire_step *s)
+static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s)
 {
-    uint32_t local = (uint32_t)(c->rank - a->rank_base);
+    agent *a = ctx;
+    uint32_t local = (uint32_t)(rank - a->rank_base);
     if (local >= a->cfg->nproc)
         return;
     a->last_step[local] = (int64_t)s->step;
@@ -257,127 +217,16 @@ static void send_host_evidence(agent *a, rank_conn *c, const wire_step *s)
     if (ss_host_watch_window(a->host, local, s->begin_ns, s->end_ns,
                              &f.u.host.host) != 0)
         return;
-    f.u.host.rank = (uint32_t)c->rank;
+    f.u.host.rank = (uint32_t)rank;
     f.u.host.step = s->step;
     send_frame(a, &f);
-}
-
-/* Reads C's frames as the controller will, to learn its rank and steps. */
-static void observe(agent *a, rank_conn *c, const uint8_t *p, size_t n)
-{
-    if (!c->decoding)
-        return;
-    if (n > sizeof c->buf - c->len) {
-        c->decoding = 0;
-        return;
-    }
-    memcpy(c->buf + c->len, p, n);
-    c->len += n;
-    size_t off = 0;
-    for (;;) {
-        size_t used = 0;
-        char err[128];
-        wire_result rc = wire_decoder_next(&c->dec, c->buf + off,
-                                           c->len - off, &a->wframe, &used,
-                                           err, sizeof err);
-        if (rc == WIRE_NEED_MORE)
-            break;
-        if (rc == WIRE_ERROR) {
-            c->decoding = 0;
-            return;
-        }
-        off += used;
-        if (a->wframe.type == WIRE_HELLO) {
-            c->rank = a->wframe.u.hello.rank;
-            uint32_t local = (uint32_t)(c->rank - a->rank_base);
-            if (a->host && local < a->cfg->nproc)
-                ss_host_watch_rank_hello(a->host, local,
-                                         (pid_t)a->wframe.u.hello.pid);
-        } else if (a->wframe.type == WIRE_STEP && c->rank >= 0) {
-            send_host_evidence(a, c, &a->wframe.u.step);
-        }
-    }
-    memmove(c->buf, c->buf + off, c->len - off);
-    c->len -= off;
-}
-
-static void on_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
-{
-    rank_conn *c = h->data;
-    b->base = (char *)c->readbuf;
-    b->len = sizeof c->readbuf;
-}
-
-static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
-{
-    rank_conn *c = s->data;
-    agent *a = c->a;
-    if (nread < 0) {
-        conn_close(c);
-        return;
-    }
-    if (nread == 0)
-        return;
-    /* Evidence first: the controller may finalize a step the moment its
-     * record arrives, and must have the host's view of it by then. */
-    observe(a, c, c->readbuf, (size_t)nread);
-    link_frame f = {.type = LINK_DATA};
-    f.u.data = (link_data){c->id, (uint32_t)nread, c->readbuf};
-    if (send_frame(a, &f) != 0)
-        conn_close(c);
 }
 
 static void on_rank_connection(uv_stream_t *server, int status)
 {
     agent *a = server->data;
-    if (status < 0)
-        return;
-    rank_conn *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
-    c->a = a;
-    c->rank = -1;
-    c->decoding = 1;
-    c->id = ++a->next_channel;
-    wire_decoder_init(&c->dec, WIRE_FROM_RANK, a->token, a->uuid);
-    uv_pipe_init(&a->loop, &c->pipe, 0);
-    c->pipe.data = c;
-    c->next = a->conns;
-    a->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
-        c->controller_closed = 1; /* never opened there */
-        conn_close(c);
-        return;
-    }
-    link_frame f = {.type = LINK_OPEN};
-    f.u.channel.channel = c->id;
-    send_frame(a, &f);
-    uv_read_start((uv_stream_t *)&c->pipe, on_conn_alloc, on_conn_read);
-}
-
-typedef struct {
-    uv_write_t req;
-    uint8_t bytes[];
-} conn_write;
-
-static void on_conn_written(uv_write_t *req, int status)
-{
-    free(req);
-}
-
-/* Bytes from the controller for channel ID (WELCOME, REJECT). */
-static void to_rank(agent *a, const link_data *d)
-{
-    rank_conn *c = conn_find(a, d->channel);
-    if (!c)
-        return;
-    conn_write *w = malloc(sizeof *w + d->len);
-    if (!w)
-        return;
-    memcpy(w->bytes, d->bytes, d->len);
-    uv_buf_t b = uv_buf_init((char *)w->bytes, d->len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_conn_written) < 0)
-        free(w);
+    if (status >= 0)
+        ss_agent_channels_accept(a->channels, server);
 }
 
 /* ---- the launcher ---- */
@@ -398,7 +247,7 @@ static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
 }
 
 static void rejoin(agent *a);
-static int launch_ranks(agent *a);
+static int launch_ranks(agent *a, char *err, size_t errlen);
 static void check_then_start(agent *a);
 static void relaunch(agent *a);
 
@@ -414,7 +263,7 @@ static void say_bye(agent *a)
 /* Restarts are on and some remain: this agent outlives an attempt. */
 static int restarts_remain(const agent *a)
 {
-    return a->attempt < a->cfg->max_restarts;
+    return a->att.attempt < a->cfg->max_restarts;
 }
 
 static void cb_all_exited(void *ctx)
@@ -455,15 +304,17 @@ static int cb_last_step(void *ctx, uint32_t local, uint64_t *step)
     return 1;
 }
 
-/* Joined and the clock is known: the node's ranks start. */
-static int start_ranks(agent *a)
+/* ss_attempt_hooks.launch: joined, the clock known and the node checked:
+ * the node is set up the first time, and its ranks start.  Returns 0, or
+ * -1 with ERR. */
+static int start_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
 {
-    char err[512];
+    agent *a = ctx;
+    (void)attempt;
     if (a->server_open) /* joined again: the node is set up */
-        return launch_ranks(a);
-    if (ss_sockdir_create(a->sock_dir, sizeof a->sock_dir, err, sizeof err) !=
-        0)
-        goto fail;
+        return launch_ranks(a, err, errlen);
+    if (ss_sockdir_create(a->sock_dir, sizeof a->sock_dir, err, errlen) != 0)
+        return -1;
     snprintf(a->sock_path, sizeof a->sock_path, "%s/" SS_SOCKDIR_SOCKET,
              a->sock_dir);
     uv_pipe_init(&a->loop, &a->server, 0);
@@ -473,30 +324,30 @@ static int start_ranks(agent *a)
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&a->server, 1024, on_rank_connection);
     if (rc < 0) {
-        snprintf(err, sizeof err, "listen(%s): %s", a->sock_path,
+        snprintf(err, errlen, "listen(%s): %s", a->sock_path,
                  uv_strerror(rc));
-        goto fail;
+        return -1;
     }
     char exe[PATH_MAX];
-    if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0 ||
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0 ||
         ss_rank_env_build(&a->env, exe, a->sock_path, a->sock_dir, a->token,
                           a->uuid,
-                          a->cfg->auto_mode, err, sizeof err) != 0)
-        goto fail;
+                          a->cfg->auto_mode, err, errlen) != 0)
+        return -1;
     if (a->cfg->numerics)
         ss_rank_env_set_numerics(&a->env, a->cfg->numerics);
     if (ss_rank_env_set_replica(&a->env, a->cfg->replica) != 0) {
-        snprintf(err, sizeof err, "--replica-groups is too long");
-        goto fail;
+        snprintf(err, errlen, "--replica-groups is too long");
+        return -1;
     }
     if (a->cfg->log_dir) {
         snprintf(a->log_dir, sizeof a->log_dir, "%s", a->cfg->log_dir);
     } else {
         char files[PATH_MAX];
         if (ss_store_files_dir(NULL, files, sizeof files) != 0) {
-            snprintf(err, sizeof err, "no HOME or XDG_DATA_HOME for the "
+            snprintf(err, errlen, "no HOME or XDG_DATA_HOME for the "
                      "ranks' logs; pass --log-dir DIR");
-            goto fail;
+            return -1;
         }
         snprintf(a->log_dir, sizeof a->log_dir, "%.*s/logs/run-%s-node%u",
                  PATH_MAX - 64, files, a->uuid, a->cfg->node_rank);
@@ -505,25 +356,20 @@ static int start_ranks(agent *a)
         a->host = ss_host_watch_start(&a->loop, a->cfg->nproc,
                                       a->cfg->host_interval_ms, "/proc");
         if (!a->host) {
-            snprintf(err, sizeof err, "out of memory");
-            goto fail;
+            snprintf(err, errlen, "out of memory");
+            return -1;
         }
     }
-    return launch_ranks(a);
-fail:
-    say(a, "cannot start this node's ranks: %s", err);
-    a->status = 1;
-    finish(a);
-    return -1;
+    return launch_ranks(a, err, errlen);
 }
 
-/* Launches the node's ranks as attempt a->attempt (the first time, or
+/* Launches the node's ranks as attempt a->att.attempt (the first time, or
  * again after RESTART or a new join). */
-static int launch_ranks(agent *a)
+static int launch_ranks(agent *a, char *err, size_t errlen)
 {
-    char err[512], exe[PATH_MAX];
-    if (ss_rank_env_self_exe(exe, sizeof exe, err, sizeof err) != 0)
-        goto fail;
+    char exe[PATH_MAX];
+    if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
+        return -1;
     ss_launcher_destroy(a->launcher);
     a->launcher = NULL;
     a->ranks_done = a->relaunch = 0;
@@ -544,13 +390,13 @@ static int launch_ranks(agent *a)
     lcfg.run_id = a->uuid;
     lcfg.log_dir = a->log_dir;
     lcfg.grace_ms = a->cfg->grace_ms;
-    lcfg.attempt = a->attempt;
+    lcfg.attempt = a->att.attempt;
     lcfg.max_restarts = a->cfg->max_restarts;
     lcfg.echo = !a->cfg->quiet;
     ss_launch_callbacks lcb = {a, cb_rank_exit, cb_all_exited, cb_last_step};
-    a->launcher = ss_launcher_start(&a->loop, &lcfg, &lcb, err, sizeof err);
+    a->launcher = ss_launcher_start(&a->loop, &lcfg, &lcb, err, errlen);
     if (!a->launcher)
-        goto fail;
+        return -1;
     for (uint32_t i = 0; i < a->cfg->nproc; i++) {
         int pid = ss_launcher_rank_pid(a->launcher, i);
         ss_host_watch_rank(a->host, i, pid);
@@ -563,37 +409,51 @@ static int launch_ranks(agent *a)
     if (!a->cfg->quiet)
         say(a, "ranks %u-%u started (run %s, attempt %u, logs %s)",
             a->rank_base, a->rank_base + a->cfg->nproc - 1, a->uuid,
-            a->attempt, a->log_dir);
+            a->att.attempt, a->log_dir);
     return 0;
-fail:
+}
+
+/* ss_attempt_hooks.start_failed: the node's ranks could not start. */
+static void cannot_start(void *ctx, uint32_t attempt, const char *err)
+{
+    agent *a = ctx;
+    (void)attempt;
     say(a, "cannot start this node's ranks: %s", err);
     a->status = 1;
     finish(a);
-    return -1;
 }
 
 /* ---- health checks and injected faults ---- */
 
 /* The node's health check is done: HEALTH to the controller, then the
- * ranks, or on a failure no rank, ALL_EXITED and BYE with status 1. */
+ * ranks, or on a failure no rank (not_launched). */
 static void on_health_done(void *ctx, const ss_health_result *res)
 {
     agent *a = ctx;
-    a->health_running = 0;
     link_frame f = {.type = LINK_HEALTH};
     f.u.health.ok = (uint8_t)(res->ok != 0);
     snprintf(f.u.health.check, sizeof f.u.health.check, "%s", res->check);
     snprintf(f.u.health.output, sizeof f.u.health.output, "%s",
              res->ok ? res->notes : res->output);
     send_frame(a, &f);
-    if (a->lost || a->stage < AG_SYNCING || a->stage == AG_ENDING)
-        return; /* stopped or lost meanwhile */
-    if (res->ok) {
-        start_ranks(a);
+    if (a->lost || a->stage < AG_SYNCING || a->stage == AG_ENDING) {
+        /* stopped or lost meanwhile */
+        ss_attempt_health_done(&a->att, SS_ATTEMPT_ABANDONED);
         return;
     }
-    say(a, "the health check '%s' failed; no rank started:\n%s", res->check,
-        res->output);
+    if (!res->ok)
+        say(a, "the health check '%s' failed; no rank started:\n%s",
+            res->check, res->output);
+    ss_attempt_health_done(&a->att, res->ok ? SS_ATTEMPT_LAUNCH
+                                            : SS_ATTEMPT_NO_LAUNCH);
+}
+
+/* ss_attempt_hooks.not_launched: the node failed its health check: no
+ * rank, ALL_EXITED and BYE with status 1. */
+static void health_failed(void *ctx, uint32_t attempt)
+{
+    agent *a = ctx;
+    (void)attempt;
     link_frame all = {.type = LINK_ALL_EXITED};
     all.u.all_exited.status = 1;
     send_frame(a, &all);
@@ -603,24 +463,31 @@ static void on_health_done(void *ctx, const ss_health_result *res)
     finish(a);
 }
 
-/* Joined and the clock is known, or RESTART came and the ranks of the
- * attempt before have exited: the health check, then the ranks. */
-static void check_then_start(agent *a)
+/* ss_attempt_hooks.health_start: the node's check on the agent's loop; a
+ * check that cannot start is a failed one. */
+static int health_start(void *ctx, uint32_t attempt, char *err,
+                        size_t errlen)
 {
-    if (!a->cfg->health) {
-        start_ranks(a);
-        return;
-    }
-    char err[300];
-    a->health_running = 1;
+    agent *a = ctx;
+    (void)attempt;
     if (ss_health_start(&a->loop, a->cfg->health, on_health_done, a, err,
-                        sizeof err) != 0) {
+                        errlen) != 0) {
         ss_health_result res;
         memset(&res, 0, sizeof res);
         snprintf(res.check, sizeof res.check, "command");
         snprintf(res.output, sizeof res.output, "%s", err);
         on_health_done(a, &res);
     }
+    return 0;
+}
+
+/* Joined and the clock is known, or RESTART came and the ranks of the
+ * attempt before have exited: the health check, then the ranks. */
+static void check_then_start(agent *a)
+{
+    char err[512] = "";
+    if (ss_attempt_begin(&a->att, err, sizeof err) != 0)
+        cannot_start(a, a->att.attempt, err);
 }
 
 static void on_cont(uv_timer_t *t)
@@ -654,95 +521,38 @@ static void on_inject(agent *a, const link_inject *x)
         }
 }
 
-/* ---- stacks on request ---- */
+/* ---- stacks on request (agent_stacks.h) ---- */
 
-typedef struct {
-    agent *a;
-    uint32_t request_id;
-} stacks_call;
-
-/* RANK's object TEXT to the controller, in STACKS_PART chunks. */
-static void send_rank_stacks(agent *a, uint32_t request_id, uint32_t rank,
-                             const char *text)
+static int send_stacks_frame(void *ctx, const link_frame *f)
 {
-    size_t len = strlen(text), off = 0;
-    do {
-        size_t n = len - off < LINK_MAX_STACKS_CHUNK ? len - off
-                                                     : LINK_MAX_STACKS_CHUNK;
-        link_frame f = {.type = LINK_STACKS_PART};
-        f.u.stacks_part = (link_stacks_part){request_id, rank,
-                                             off + n == len, (uint32_t)n,
-                                             (const uint8_t *)text + off};
-        if (send_frame(a, &f) != 0)
-            return;
-        off += n;
-    } while (off < len);
+    agent *a = ctx;
+    if (a->stage == AG_ENDING)
+        return -1;
+    return send_frame(a, f);
 }
 
-static void on_stacks_collected(void *ctx, const char *const *ranks, size_t n,
-                                double elapsed_ms)
+static pid_t rank_pid(void *ctx, uint32_t local)
 {
-    stacks_call *call = ctx;
-    agent *a = call->a;
-    for (size_t i = 0; a->stage != AG_ENDING && i < n; i++)
-        send_rank_stacks(a, call->request_id, a->rank_base + (uint32_t)i,
-                         ranks[i]);
-    free(call);
-}
-
-/* Every rank of the node "no_answer" for WHY. */
-static void stacks_refused(agent *a, uint32_t request_id, const char *why)
-{
-    for (uint32_t i = 0; i < a->cfg->nproc; i++) {
-        ss_buf b = {0};
-        ss_buf_printf(&b, "{\"rank\":%u,\"host\":", a->rank_base + i);
-        ss_buf_json_str(&b, a->hello.host);
-        ss_buf_puts(&b, ",\"pid\":0,\"state\":\"no_answer\",\"why\":");
-        ss_buf_json_str(&b, why);
-        ss_buf_puts(&b, ",\"threads\":[]}");
-        if (!b.oom)
-            send_rank_stacks(a, request_id, a->rank_base + i, b.data);
-        ss_buf_free(&b);
-    }
+    agent *a = ctx;
+    return ss_launcher_rank_pid(a->launcher, local);
 }
 
 /* STACKS_REQ: this node's ranks' stacks, collected within the deadline. */
 static void on_stacks_req(agent *a, const link_stacks_req *q)
 {
-    if (!a->launcher) {
-        stacks_refused(a, q->request_id, "the node's ranks have not started");
-        return;
+    if (!a->stacks) {
+        ss_agent_stacks_config sc = {&a->loop, a->hello.host, a->rank_base,
+                                     a->cfg->nproc, a->sock_dir, a,
+                                     send_stacks_frame, rank_pid};
+        a->stacks = ss_agent_stacks_new(&sc);
+        if (!a->stacks)
+            return; /* out of memory: the controller's deadline answers */
     }
-    char exe[PATH_MAX], err[200];
-    if (!a->stacks && ss_rank_env_self_exe(exe, sizeof exe, err,
-                                           sizeof err) == 0)
-        a->stacks = ss_stack_collector_new(&a->loop, exe, a->hello.host);
-    uint32_t n = a->cfg->nproc;
-    ss_stack_target *t = calloc(n, sizeof *t);
-    char (*files)[PATH_MAX] = calloc(n, sizeof *files);
-    stacks_call *call = malloc(sizeof *call);
-    int rc = -1;
-    if (a->stacks && t && files && call) {
-        for (uint32_t i = 0; i < n; i++) {
-            snprintf(files[i], sizeof files[i], "%s/stack.%u", a->sock_dir,
-                     a->rank_base + i);
-            t[i] = (ss_stack_target){a->rank_base + i,
-                                     ss_launcher_rank_pid(a->launcher, i),
-                                     files[i]};
-        }
-        *call = (stacks_call){a, q->request_id};
-        ss_stack_options opt = {q->native, q->deadline_ms};
-        rc = ss_stack_collect(a->stacks, t, n, &opt, on_stacks_collected,
-                              call);
-    }
-    free(t);
-    free(files);
-    if (rc != 0) {
-        free(call);
-        stacks_refused(a, q->request_id, rc == -EBUSY
-                       ? "the node's agent is busy with other stacks requests"
-                       : "the node's agent could not collect (out of memory)");
-    }
+    if (!a->launcher)
+        ss_agent_stacks_refuse(a->stacks, q,
+                               "the node's ranks have not started");
+    else
+        ss_agent_stacks_request(a->stacks, q);
 }
 
 /* ---- clocks ---- */
@@ -779,7 +589,7 @@ static void on_time_resp(agent *a, const link_time_resp *r)
         if (!a->cfg->quiet)
             say(a, "joined %s; clock offset %+.3f ms (± %.3f ms)",
                 a->controller, e.offset_ns / 1e6, e.bound_ns / 1e6);
-        if (!a->health_running)
+        if (!a->att.health_pending)
             check_then_start(a);
     }
 }
@@ -811,7 +621,7 @@ static void on_join_ok(agent *a, const link_join_ok *j)
     a->rejoining = 0;
     snprintf(a->uuid, sizeof a->uuid, "%s", j->run_uuid);
     link_auth_seal_token(a->key, j->sealed_token, a->token);
-    a->attempt = j->attempt;
+    ss_attempt_set(&a->att, j->attempt);
     a->stage = AG_SYNCING;
     ss_clock_sync_init(&a->clock);
     a->clock_sent = 0;
@@ -851,15 +661,15 @@ static void relaunch(agent *a)
  * (if any) have been stopped. */
 static void on_restart(agent *a, uint32_t attempt)
 {
-    if (attempt <= a->attempt || a->cfg->max_restarts == 0) {
+    if (attempt <= a->att.attempt || a->cfg->max_restarts == 0) {
         char why[160];
         snprintf(why, sizeof why, "RESTART to attempt %u after attempt %u "
-                 "(--max-restarts %u here)", attempt, a->attempt,
+                 "(--max-restarts %u here)", attempt, a->att.attempt,
                  a->cfg->max_restarts);
         lose_controller(a, why);
         return;
     }
-    a->attempt = attempt;
+    ss_attempt_set(&a->att, attempt);
     if (!a->cfg->quiet)
         say(a, "the job restarts: attempt %u", attempt);
     if (a->launcher && !a->ranks_done) {
@@ -907,16 +717,11 @@ static void on_link_frame(void *ctx, const link_frame *f)
         return;
     }
     case LINK_DATA:
-        to_rank(a, &f->u.data);
+        ss_agent_channels_to_rank(a->channels, &f->u.data);
         return;
-    case LINK_CLOSE: {
-        rank_conn *c = conn_find(a, f->u.channel.channel);
-        if (c) {
-            c->controller_closed = 1;
-            conn_close(c);
-        }
+    case LINK_CLOSE:
+        ss_agent_channels_closed(a->channels, f->u.channel.channel);
         return;
-    }
     case LINK_TIME_RESP:
         on_time_resp(a, &f->u.time_resp);
         return;
@@ -1222,6 +1027,16 @@ int ss_agent_main(const ss_agent_config *cfg)
         c.heartbeat_timeout_ms = 10000;
     a->cfg = &c;
     a->status = 1;
+    ss_attempt_hooks hooks = {.ctx = a,
+                              .health_start = c.health ? health_start : NULL,
+                              .launch = start_ranks,
+                              .not_launched = health_failed,
+                              .start_failed = cannot_start};
+    /* every attempt's checks run here; the controller decides restarts */
+    ss_attempt_init(&a->att, &hooks, 0, NULL);
+    ss_agent_channels_config chc = {&a->loop, a->token, a->uuid, a,
+                                    send_channel_frame, on_rank_hello,
+                                    send_host_evidence};
     a->last_step = last;
     for (uint32_t i = 0; i < c.nproc; i++)
         last[i] = -1;
@@ -1238,6 +1053,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&a->loop);
     a->loop.data = a;
+    a->channels = ss_agent_channels_new(&chc);
     uv_signal_t *sigs[] = {&a->sig_int, &a->sig_term, &a->sig_hup};
     int signums[] = {SIGINT, SIGTERM, SIGHUP};
     for (int i = 0; i < 3; i++) {
@@ -1256,7 +1072,9 @@ int ss_agent_main(const ss_agent_config *cfg)
     a->retry.data = a->heartbeat.data = a->clock_timer.data = a;
     a->join_timer.data = a;
     a->retry_ms = a->backoff_ms = RETRY_MS;
-    if (link_auth_init() != 0) {
+    if (!a->channels) {
+        say(a, "out of memory");
+    } else if (link_auth_init() != 0) {
         say(a, "the crypto library did not initialise");
     } else if (resolve(a) == 0) {
         if (!c.quiet)
@@ -1269,7 +1087,7 @@ int ss_agent_main(const ss_agent_config *cfg)
         uv_run(&a->loop, UV_RUN_DEFAULT);
     }
     int status = a->status;
-    ss_stack_collector_close(a->stacks); /* its answers are not sent */
+    ss_agent_stacks_close(a->stacks); /* its answers are not sent */
     if (a->launcher)
         ss_launcher_destroy(a->launcher);
     ss_host_watch_close(a->host);
@@ -1281,6 +1099,8 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_loop_close(&a->loop);
     ss_host_watch_free(a->host);
     ss_sockdir_remove(a->sock_dir);
+    ss_agent_stacks_free(a->stacks);
+    ss_agent_channels_free(a->channels);
     free(a->last_step);
     free(a);
     return status;

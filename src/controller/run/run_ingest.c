@@ -1,0 +1,275 @@
+/*
+ * run_ingest.c - the ranks' data path through `stepscope run`: what the
+ * ingest socket reports of each rank (ingest.h: HELLO, steps, names and
+ * labels, counters, STATUS, checkpoints, resumes, BYE, disconnects,
+ * refusals) goes to the life cycle, the aggregator, the live state, the
+ * store and the fault injector; the steps and findings the aggregator
+ * finalizes (its sink) go to the store, the live state and the findings'
+ * actions (run_numerics.c, run_replica.c).  Runs on the controller's loop.
+ */
+#include "run_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "profile.h"
+
+/* ---- the aggregator's sink ---- */
+
+void run_sink_step(void *ctx, const ss_step_view *v,
+                   const char *const *names)
+{
+    run_ctx *r = ctx;
+    r->in.steps_finalized++;
+    ss_hang_progress(&r->hang, v->step, v->step_time.max, ss_mono_now());
+    int64_t step = (int64_t)v->step;
+    if (r->first_step < 0 || step < r->first_step)
+        r->first_step = step;
+    if (step > r->last_step)
+        r->last_step = step;
+    ss_store_put_step(r->store, r->run_id, v, names);
+    ss_live_step(r->live, v, names);
+}
+
+void run_sink_finding(void *ctx, const ss_finding *f)
+{
+    run_ctx *r = ctx;
+    ss_store_put_finding(r->store, r->run_id, f);
+    ss_live_finding(r->live, f);
+    run_numerics_finding(r, f);
+    run_replica_finding(r, f);
+    if (f->id > r->in.findings_seen) {
+        /* First sight of this finding: tell the person watching. */
+        r->in.findings_seen = f->id;
+        if (!r->o->quiet)
+            fprintf(stderr, "stepscope: %s %s: %s\n",
+                    f->severity == SS_CRITICAL ? "critical" : "warning",
+                    f->kind, f->message);
+    }
+}
+
+/* ---- the ingest socket's callbacks ---- */
+
+static int cb_intern(void *ctx, const char *name)
+{
+    run_ctx *r = ctx;
+    return ss_aggregator_intern(r->agg, name);
+}
+
+static int cb_hello(void *ctx, const wire_hello *h, char *reason,
+                    size_t reasonlen)
+{
+    run_ctx *r = ctx;
+    if (ss_life_hello(&r->life, h->rank, h->world_size, h->attempt, reason,
+                      reasonlen) != 0)
+        return -1;
+    rank_slot *s = &r->ranks[h->rank];
+    s->pid = h->pid;
+    snprintf(s->host, sizeof s->host, "%s", h->host);
+    ss_live_rank_hello(r->live, h->rank, h->host, h->pid);
+    if (h->rank < r->o->nproc_local)
+        ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
+    run_put_rank(r, h->rank, "running");
+    run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
+          "pid %u", h->rank, h->host, h->pid);
+    run_faults_observe(&r->faults, h->rank, -1);
+    return 0;
+}
+
+static void cb_step(void *ctx, uint32_t rank, const ss_step_record *rec,
+                    const ss_values_item *values, uint32_t n_values)
+{
+    run_ctx *r = ctx;
+    ss_live_rank_step(r->live, rank, rec->step);
+    if (rank < r->o->nproc_local)
+        ss_host_watch_step_done(r->host, rank); /* covers the step's end */
+    if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
+        r->in.refused_records++;
+    if (rec->step <= INT64_MAX)
+        run_faults_observe(&r->faults, rank, (int64_t)rec->step);
+}
+
+/* The run's name table is full: RANK keeps running, what it records under
+ * NAME is dropped and counted.  Said once per rank in the store, once per
+ * run on stderr; the summary gives the totals. */
+static void cb_name_refused(void *ctx, uint32_t rank, const char *name)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    if (s->names_over_limit++ > 0)
+        return;
+    run_event(r, "names_over_limit", (int32_t)rank, "rank %u declared '%s' "
+          "when the run's %d names were taken: what it records under names "
+          "beyond the limit is dropped and counted; its steps and other "
+          "values are kept", rank, name, SS_MAX_RUN_NAMES);
+    if (!r->o->quiet && !r->in.said_names_over_limit)
+        fprintf(stderr, "stepscope: warning: the run's %d names are taken: "
+                "what rank %u records under '%s' and other new names is "
+                "dropped and counted\n", SS_MAX_RUN_NAMES, rank, name);
+    r->in.said_names_over_limit = 1;
+}
+
+static void cb_labels(void *ctx, uint32_t rank, int name,
+                      const char *const *labels, uint32_t n)
+{
+    run_ctx *r = ctx;
+    if (ss_aggregator_set_labels(r->agg, rank, name, labels, n) != 0)
+        return;
+    uint32_t n_names = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    if (name >= 0 && (uint32_t)name < n_names)
+        ss_store_put_labels(r->store, r->run_id, r->att.attempt, rank,
+                            names[name], labels, n);
+}
+
+static void cb_values_dropped(void *ctx, uint32_t rank, uint32_t n)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].values_over_limit += n;
+}
+
+static void cb_counters(void *ctx, uint32_t rank, const wire_counters *c)
+{
+    run_ctx *r = ctx;
+    r->ranks[rank].counters = *c;
+    ss_live_rank_counters(r->live, rank, c->dropped_events,
+                          c->dropped_records);
+}
+
+/* What the rank is doing now (STATUS): for the live views only. */
+static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
+                      int phase, int collective)
+{
+    run_ctx *r = ctx;
+    rank_slot *s = &r->ranks[rank];
+    s->status_at = ss_mono_now();
+    s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
+                      ? -1
+                      : (int64_t)st->step;
+    s->phase = phase;
+    s->collective = collective;
+    s->coll_seq = collective >= 0 ? st->coll_seq : 0;
+    s->coll_active = collective >= 0 &&
+                     (st->coll_flags & WIRE_STATUS_COLL_ACTIVE) != 0;
+    uint32_t n_names = 0;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    ss_live_rank_status(r->live, rank,
+                        st->step == WIRE_NO_STEP || st->step > INT64_MAX
+                            ? -1
+                            : (int64_t)st->step,
+                        phase >= 0 && (uint32_t)phase < n_names ? names[phase]
+                                                                : NULL,
+                        st->since_ns);
+    if (s->cur_step >= 0)
+        run_faults_observe(&r->faults, rank, s->cur_step);
+}
+
+static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
+{
+    run_ctx *r = ctx;
+    run_event(r, "checkpoint", (int32_t)rank, "rank %u saved a checkpoint at "
+          "step %" PRIu64, rank, c->step);
+}
+
+/* Ranks report the step they resumed from; the first report stands for
+ * the attempt, and a rank that disagrees is noted. */
+static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
+{
+    run_ctx *r = ctx;
+    int64_t step = (int64_t)rs->step;
+    if (r->resumed_from < 0) {
+        r->resumed_from = step;
+        ss_attempt_facts f = {.attempt = r->att.attempt, .ended_at = -1,
+                              .first_step = -1, .last_step = -1,
+                              .resumed_from = step};
+        ss_store_put_attempt_facts(r->store, r->run_id, &f);
+    }
+    run_event(r, "resumed", (int32_t)rank, "rank %u resumed from the checkpoint "
+          "of step %" PRId64 "%s", rank, step,
+          step == r->resumed_from ? "" : " (another rank's differs)");
+}
+
+static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
+{
+    run_ctx *r = ctx;
+    run_carry_out(r, rank, ss_life_bye(&r->life, rank));
+}
+
+static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
+{
+    run_ctx *r = ctx;
+    run_carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
+    run_maybe_finish(r);
+}
+
+static void cb_rejected(void *ctx, int32_t rank, const char *reason)
+{
+    run_ctx *r = ctx;
+    r->in.rejected_connections++;
+    fprintf(stderr, "stepscope: rejected a connection%s: %s\n",
+            rank >= 0 ? " from a rank" : "", reason);
+    run_event(r, "rejected_connection", rank, "%s", reason);
+}
+
+static void cb_profile_done(void *ctx, uint32_t rank,
+                            const wire_profile_done *pd)
+{
+    run_ctx *r = ctx;
+    ss_profiler_on_done(r->profiler, rank, pd);
+}
+
+/* How often a failing accept() is said, at most. */
+#define ACCEPT_SAID_EVERY_NS ((ss_mono_ns)10 * 1000000000)
+
+/* A rank's connection could not be accepted: its telemetry is lost, which
+ * is said at once on stderr and as an event, then at most every 10 s
+ * with the count since (a full descriptor table fails every accept). */
+static void cb_accept_failed(void *ctx, int err)
+{
+    run_ctx *r = ctx;
+    r->in.accepts_failed++;
+    r->in.accepts_unsaid++;
+    ss_mono_ns now = ss_mono_now();
+    if (r->in.accept_said_at && now - r->in.accept_said_at < ACCEPT_SAID_EVERY_NS)
+        return;
+    struct rlimit rl;
+    char limit[64] = "";
+    if ((err == UV_EMFILE || err == UV_ENFILE) &&
+        getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        snprintf(limit, sizeof limit, " (open-file limit %llu)",
+                 (unsigned long long)rl.rlim_cur);
+    char msg[400];
+    snprintf(msg, sizeof msg, "%" PRIu64 " rank connection%s not accepted "
+             "(%" PRIu64 " in all): %s%s%s; those ranks' telemetry is lost",
+             r->in.accepts_unsaid, r->in.accepts_unsaid == 1 ? "" : "s",
+             r->in.accepts_failed, uv_strerror(err), limit,
+             err == UV_EMFILE ? ": the controller is out of file descriptors"
+             : err == UV_ENFILE ? ": the system is out of file descriptors"
+                                : "");
+    fprintf(stderr, "stepscope: %s\n", msg);
+    run_event(r, "accept_failed", -1, "%s", msg);
+    r->in.accepts_unsaid = 0;
+    r->in.accept_said_at = now;
+}
+
+void run_ingest_callbacks(run_ctx *r, ss_ingest_callbacks *cb)
+{
+    *cb = (ss_ingest_callbacks){.ctx = r,
+                                .intern = cb_intern,
+                                .on_hello = cb_hello,
+                                .on_step = cb_step,
+                                .on_labels = cb_labels,
+                                .on_counters = cb_counters,
+                                .on_checkpoint = cb_checkpoint,
+                                .on_bye = cb_bye,
+                                .on_disconnect = cb_disconnect,
+                                .on_rejected = cb_rejected,
+                                .on_status = cb_status,
+                                .on_name_refused = cb_name_refused,
+                                .on_values_dropped = cb_values_dropped,
+                                .on_resumed = cb_resumed,
+                                .on_profile_done = cb_profile_done,
+                                .on_accept_failed = cb_accept_failed};
+}
