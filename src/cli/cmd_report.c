@@ -53,8 +53,10 @@ static int parse_args(int argc, char **argv, ss_report_opts *o)
         } else if (!only_args &&
                    (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 ||
                     strncmp(a, "--output=", 9) == 0)) {
-            val = a[1] == '-' && a[8] == '=' ? a + 9
-                                             : (i + 1 < argc ? argv[++i] : NULL);
+            if (a[1] == '-' && a[8] == '=')
+                val = a + 9;
+            else
+                val = i + 1 < argc ? argv[++i] : NULL;
             if (!val || !*val) {
                 fprintf(stderr, "stepscope report: %s needs a file name ('-' "
                                 "for stdout)\n", a);
