@@ -3,7 +3,7 @@
 # under AddressSanitizer + UBSan in build-asan/ (all but the timing
 # measurements: the real-DDP tests, whose native parts the Python tests
 # cover under the sanitizers, and guard's verdicts over histories of real
-# runs, whose code guard_test and query_history_test cover, and the virtual
+# runs, whose code cmd_guard_test and query_history_test cover, and the virtual
 # cluster's own tests, which run no stepscope code, and the multi-node
 # runs' real DDP jobs, timed by heartbeats and join timeouts, whose link
 # protocol, authentication and clock estimate the unit tests cover, and the

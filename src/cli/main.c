@@ -14,28 +14,20 @@
  *   stepscope upgrade [--db PATH]                  migrate an older store
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
  *
- * Each subcommand lives in its controller module and parses its own
- * options; this file only routes and prints the top-level help.
+ * Each command's front-end is src/cli/cmd_NAME.c (commands.h): it parses
+ * its own options and hands them to its stage's library.  This file only
+ * routes and prints the top-level help.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
-#include "diff.h"
-#include "goodput_view.h"
-#include "guard.h"
 #include "containment.h"
 #include "http.h"
 #include "launcher.h"
 #include "native_stack.h"
-#include "nvml.h"
-#include "report.h"
-#include "serve.h"
-#include "stacks_cmd.h"
+#include "run.h"
 #include "stepscope.h"
-#include "profile_cmd.h"
-#include "top.h"
-#include "trace.h"
 #include "web_assets.h"
 
 static void usage(FILE *out)
@@ -93,31 +85,31 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "run") == 0)
         return ss_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
-        return ss_report_main(argc - 1, argv + 1);
+        return ss_cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "runs") == 0)
-        return ss_runs_main(argc - 1, argv + 1);
+        return ss_cmd_runs(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
-        return ss_serve_main(argc - 1, argv + 1);
+        return ss_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "stacks") == 0)
-        return ss_stacks_main(argc - 1, argv + 1);
+        return ss_cmd_stacks(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
-        return ss_top_main(argc - 1, argv + 1);
+        return ss_cmd_top(argc - 1, argv + 1);
     if (strcmp(cmd, "profile") == 0)
-        return ss_profile_main(argc - 1, argv + 1);
+        return ss_cmd_profile(argc - 1, argv + 1);
     if (strcmp(cmd, "guard") == 0)
-        return ss_guard_main(argc - 1, argv + 1);
+        return ss_cmd_guard(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)
-        return ss_trace_main(argc - 1, argv + 1);
+        return ss_cmd_trace(argc - 1, argv + 1);
     if (strcmp(cmd, "goodput") == 0)
-        return ss_goodput_main(argc - 1, argv + 1);
+        return ss_cmd_goodput(argc - 1, argv + 1);
     if (strcmp(cmd, "diff") == 0)
-        return ss_diff_main(argc - 1, argv + 1);
+        return ss_cmd_diff(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
-        return ss_upgrade_main(argc - 1, argv + 1);
+        return ss_cmd_upgrade(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)
-        return ss_gpus_main(argc - 1, argv + 1);
+        return ss_cmd_gpus(argc - 1, argv + 1);
     if (strcmp(cmd, SS_NATIVE_STACK_ARG) == 0)
-        return ss_native_stack_main(argc - 1, argv + 1);
+        return ss_cmd_native_stack(argc - 1, argv + 1);
     if (strcmp(cmd, SS_RANK_EXEC_ARG) == 0)
         return ss_cmd_rank_exec(argc, argv);
     if (strcmp(cmd, SS_WATCHDOG_ARG) == 0)

@@ -7,13 +7,15 @@
  * fractions of a rank-step whose scale is invalid are not judged; one
  * finding covers an invalid scale and the tensors and ranks it spread to;
  * a tensor is known by its label whatever its index on each rank; a clean
- * job with noisy small fractions makes nothing.
+ * job with noisy small fractions makes nothing.  The runs are the rows of
+ * one table (scenarios[]), run by one loop that names the failing row.
  */
 #include "detectors.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+#include "finding_want.h"
 #include "findings_capture.h"
 #include "stats.h"
 #include "testing.h"
@@ -125,60 +127,12 @@ static void sat_rank2_fc2_input(builder *b, uint64_t s)
     }
 }
 
-static void saturation_named(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 40, sat_rank2_fc2_input);
-    ss_detectors_finish(d, names);
-    CHECK_EQ_INT(fd.n_ids, 1);
-    const ss_finding *f = first_kind(&fd, "fp8_saturation");
-    REQUIRE(f);
-    CHECK_EQ_INT(f->severity, SS_WARNING);
-    CHECK_EQ_INT(f->n_ranks, 1);
-    CHECK_EQ_INT(f->ranks[0], 2);
-    CHECK_EQ_INT(f->first_step, 10);
-    CHECK_EQ_INT(f->last_step, 20);
-    CHECK(json_has(f->evidence_json, "layer", "fc2"));
-    CHECK(json_has(f->evidence_json, "tensor", "input"));
-    CHECK(json_has(f->evidence_json, "format", "e4m3"));
-    CHECK(json_get(f->evidence_json, "steps_over") == 11);
-    CHECK(json_get(f->evidence_json, "worst_pct") == 3);
-    CHECK(json_get(f->evidence_json, "worst_step") == 15);
-    CHECK(json_get(f->evidence_json, "threshold_pct") == 0.1);
-    CHECK(json_get(f->evidence_json, "amax") == 16);
-    CHECK(strstr(f->message, "layer fc2's input (e4m3) on rank 2") != NULL);
-    CHECK(strstr(f->message, "since step 10") != NULL);
-    ss_detectors_destroy(d);
-}
-
 static void under_rank0_fc2_grad(builder *b, uint64_t s)
 {
     if (s >= 8) {
         b->fp8[0].under[3] = 0.9;
         b->fp8[0].amax[3] = 3e-12;
     }
-}
-
-static void underflow_named(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 30, under_rank0_fc2_grad);
-    CHECK_EQ_INT(fd.n_ids, 1);
-    const ss_finding *f = first_kind(&fd, "fp8_underflow");
-    REQUIRE(f);
-    CHECK_EQ_INT(f->ranks[0], 0);
-    CHECK_EQ_INT(f->n_ranks, 1);
-    CHECK_EQ_INT(f->first_step, 8);
-    CHECK(json_has(f->evidence_json, "tensor", "grad"));
-    CHECK(json_has(f->evidence_json, "format", "e5m2"));
-    /* a small number keeps its digits in the evidence */
-    CHECK(json_get(f->evidence_json, "amax") == 3e-12);
-    CHECK(strstr(f->message, "layer fc2's gradient (e5m2)") != NULL);
-    ss_detectors_destroy(d);
 }
 
 /* Under the thresholds, too few steps, or too far apart: nothing. */
@@ -190,19 +144,6 @@ static void below(builder *b, uint64_t s)
         b->fp8[2].sat[1] = 0.5;
     if (s == 5 || s == 60 || s == 120) /* three times, 55 steps apart */
         b->fp8[0].under[2] = 0.5;
-}
-
-static void below_thresholds_nothing(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 130, below);
-    ss_detectors_finish(d, names);
-    CHECK_EQ_INT(fd.n_ids, 0);
-    if (fd.n_ids)
-        dump(&fd);
-    ss_detectors_destroy(d);
 }
 
 /* Rank 1's fc2 input is all zeros in step 12: an infinite scale, and its
@@ -223,32 +164,6 @@ static void zero_input(builder *b, uint64_t s)
     }
 }
 
-static void invalid_scale_named_once(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 30, zero_input);
-    ss_detectors_finish(d, names);
-    CHECK_EQ_INT(fd.n_ids, 1);
-    const ss_finding *f = first_kind(&fd, "fp8_scale");
-    REQUIRE(f);
-    CHECK_EQ_INT(f->severity, SS_CRITICAL);
-    CHECK_EQ_INT(f->n_ranks, 1);
-    CHECK_EQ_INT(f->ranks[0], 1);
-    CHECK_EQ_INT(f->first_step, 12);
-    CHECK_EQ_INT(f->last_step, 13);
-    CHECK(json_has(f->evidence_json, "label", "fc2.input"));
-    CHECK(json_has(f->evidence_json, "cause", "amax_zero"));
-    CHECK(json_has(f->evidence_json, "scale", "inf"));
-    CHECK(json_get(f->evidence_json, "invalid_tensors") == 2);
-    CHECK(json_get(f->evidence_json, "invalid_ranks") == 2);
-    CHECK(json_get(f->evidence_json, "invalid_steps") == 2);
-    CHECK(strstr(f->message, "layer fc2's input (e4m3) on rank 1 in step "
-                             "12: inf (amax is 0") != NULL);
-    ss_detectors_destroy(d);
-}
-
 /* Two invalid scales fp8.window steps apart are two episodes; a NaN amax
  * is worded as such. */
 static void nan_twice(builder *b, uint64_t s)
@@ -257,18 +172,6 @@ static void nan_twice(builder *b, uint64_t s)
         b->fp8[2].amax[0] = NAN;
         b->fp8[2].scale[0] = NAN;
     }
-}
-
-static void invalid_scale_episodes(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 90, nan_twice);
-    CHECK_EQ_INT(count_kind(&fd, "fp8_scale"), 2);
-    CHECK_EQ_INT(fd.last[1].first_step, 80);
-    CHECK(json_has(fd.last[0].evidence_json, "cause", "amax_nonfinite"));
-    ss_detectors_destroy(d);
 }
 
 /* Rank 1 lists the tensors in another order and leaves one out (format
@@ -288,40 +191,12 @@ static void reordered(builder *b, uint64_t s)
         f->sat[2] = 0.25; /* fc1.weight */
 }
 
-static void tensors_known_by_label(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 20, reordered);
-    CHECK_EQ_INT(fd.n_ids, 1);
-    const ss_finding *f = first_kind(&fd, "fp8_saturation");
-    REQUIRE(f);
-    CHECK(json_has(f->evidence_json, "label", "fc1.weight"));
-    CHECK_EQ_INT(f->ranks[0], 1);
-    ss_detectors_destroy(d);
-}
-
 /* Every rank saturating: all ranks named. */
 static void all_saturate(builder *b, uint64_t s)
 {
     if (s >= 5)
         for (uint32_t r = 0; r < W; r++)
             b->fp8[r].sat[0] = 0.01;
-}
-
-static void every_rank_named(void)
-{
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 12, all_saturate);
-    const ss_finding *f = first_kind(&fd, "fp8_saturation");
-    REQUIRE(f);
-    CHECK_EQ_INT(f->n_ranks, W);
-    CHECK(json_get(f->evidence_json, "ranks_over") == W);
-    CHECK(strstr(f->message, "ranks 0, 1, 2 and 3") != NULL);
-    ss_detectors_destroy(d);
 }
 
 static uint64_t rng = 88172645463325252u;
@@ -344,15 +219,127 @@ static void noisy(builder *b, uint64_t s)
         }
 }
 
-static void clean_noise_nothing(void)
+/* ---- the table ---- */
+
+typedef struct {
+    const char *name;
+    void (*set)(builder *, uint64_t);
+    uint64_t last;  /* steps 0..last */
+    int finish;     /* the run ends (ss_detectors_finish) */
+    want ids;       /* findings */
+    finding_want findings[2];
+} scenario;
+
+static const scenario scenarios[] = {
+    {.name = "a saturating cast named",
+     .set = sat_rank2_fc2_input,
+     .last = 40,
+     .finish = 1,
+     .ids = WANT(1),
+     .findings = {{.kind = "fp8_saturation",
+                   .severity = WANT(SS_WARNING),
+                   .n_ranks = WANT(1),
+                   .rank = WANT(2),
+                   .first_step = WANT(10),
+                   .last_step = WANT(20),
+                   .has = {{"layer", "fc2"},
+                           {"tensor", "input"},
+                           {"format", "e4m3"}},
+                   .num = {{"steps_over", EV_EQUALS, 11, 0},
+                           {"worst_pct", EV_EQUALS, 3, 0},
+                           {"worst_step", EV_EQUALS, 15, 0},
+                           {"threshold_pct", EV_EQUALS, 0.1, 0},
+                           {"amax", EV_EQUALS, 16, 0}},
+                   .message = {"layer fc2's input (e4m3) on rank 2",
+                               "since step 10"}}}},
+    /* a small number keeps its digits in the evidence */
+    {.name = "an underflowing cast named",
+     .set = under_rank0_fc2_grad,
+     .last = 30,
+     .ids = WANT(1),
+     .findings = {{.kind = "fp8_underflow",
+                   .rank = WANT(0),
+                   .n_ranks = WANT(1),
+                   .first_step = WANT(8),
+                   .has = {{"tensor", "grad"}, {"format", "e5m2"}},
+                   .num = {{"amax", EV_EQUALS, 3e-12, 0}},
+                   .message = {"layer fc2's gradient (e5m2)"}}}},
+    {.name = "below the thresholds, nothing",
+     .set = below,
+     .last = 130,
+     .finish = 1,
+     .ids = WANT(0)},
+    {.name = "an invalid scale named once",
+     .set = zero_input,
+     .last = 30,
+     .finish = 1,
+     .ids = WANT(1),
+     .findings = {{.kind = "fp8_scale",
+                   .severity = WANT(SS_CRITICAL),
+                   .n_ranks = WANT(1),
+                   .rank = WANT(1),
+                   .first_step = WANT(12),
+                   .last_step = WANT(13),
+                   .has = {{"label", "fc2.input"},
+                           {"cause", "amax_zero"},
+                           {"scale", "inf"}},
+                   .num = {{"invalid_tensors", EV_EQUALS, 2, 0},
+                           {"invalid_ranks", EV_EQUALS, 2, 0},
+                           {"invalid_steps", EV_EQUALS, 2, 0}},
+                   .message = {"layer fc2's input (e4m3) on rank 1 in step "
+                               "12: inf (amax is 0"}}}},
+    {.name = "invalid scales apart are two episodes",
+     .set = nan_twice,
+     .last = 90,
+     .findings = {{.kind = "fp8_scale",
+                   .nth = 1,
+                   .has = {{"cause", "amax_nonfinite"}}},
+                  {.kind = "fp8_scale",
+                   .count = WANT(2),
+                   .nth = 2,
+                   .first_step = WANT(80)}}},
+    {.name = "a tensor is known by its label",
+     .set = reordered,
+     .last = 20,
+     .ids = WANT(1),
+     .findings = {{.kind = "fp8_saturation",
+                   .has = {{"label", "fc1.weight"}},
+                   .rank = WANT(1)}}},
+    {.name = "every rank named",
+     .set = all_saturate,
+     .last = 12,
+     .findings = {{.kind = "fp8_saturation",
+                   .n_ranks = WANT(W),
+                   .num = {{"ranks_over", EV_EQUALS, W, 0}},
+                   .message = {"ranks 0, 1, 2 and 3"}}}},
+    {.name = "clean noise, nothing",
+     .set = noisy,
+     .last = 500,
+     .finish = 1,
+     .ids = WANT(0)},
+};
+
+static void every_scenario(void)
 {
-    found fd;
-    ss_detectors *d = make(W, &fd);
-    REQUIRE(d);
-    run(d, 0, 500, noisy);
-    ss_detectors_finish(d, names);
-    CHECK_EQ_INT(fd.n_ids, 0);
-    ss_detectors_destroy(d);
+    size_t n = sizeof scenarios / sizeof scenarios[0];
+    for (size_t i = 0; i < n; i++) {
+        const scenario *sc = &scenarios[i];
+        found fd;
+        ss_detectors *d = make(W, &fd);
+        REQUIRE(d);
+        run(d, 0, sc->last, sc->set);
+        if (sc->finish)
+            ss_detectors_finish(d, names);
+        int failures = testing_failures_;
+        ROW_WANT(sc->name, sc->ids, fd.n_ids);
+        for (int k = 0; k < 2; k++)
+            check_finding_want(sc->name, &fd, &sc->findings[k]);
+        if (testing_failures_ != failures)
+            dump(&fd);
+        ss_detectors_destroy(d);
+    }
+    printf("  %zu scenarios, %u expectations checked\n", n,
+           finding_want_checked);
 }
 
 /* A job without float8 vectors: the detector stays idle. */
@@ -373,8 +360,4 @@ static void no_vectors_nothing(void)
     ss_detectors_destroy(d);
 }
 
-TEST_LIST(TEST(saturation_named), TEST(underflow_named),
-          TEST(below_thresholds_nothing), TEST(invalid_scale_named_once),
-          TEST(invalid_scale_episodes), TEST(tensors_known_by_label),
-          TEST(every_rank_named), TEST(clean_noise_nothing),
-          TEST(no_vectors_nothing))
+TEST_LIST(TEST(every_scenario), TEST(no_vectors_nothing))

@@ -6,12 +6,16 @@
  * ranks by the aligned clock, light mode's words and command, the ranks it
  * spread to; loss and gradient-norm spikes on one rank by median and MAD
  * and by the ratio to the largest value; clean noisy runs give none.
+ * The runs are the rows of one table (scenarios[]): the change to the
+ * clean steps, the mode, and the findings expected, run by one loop that
+ * names the failing row.
  */
 #include "detectors.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "finding_want.h"
 #include "findings_capture.h"
 #include "testing.h"
 
@@ -134,12 +138,6 @@ static ss_detectors *run_with(found *fd, void (*edit)(builder *, uint64_t),
     return d;
 }
 
-static ss_detectors *run(found *fd, void (*edit)(builder *, uint64_t),
-                         uint64_t steps, int full)
-{
-    return run_with(fd, edit, steps, full, NULL, NULL);
-}
-
 static void forward_in_warmup(builder *b, uint64_t s)
 {
     if (s == 1)
@@ -149,27 +147,6 @@ static void forward_in_warmup(builder *b, uint64_t s)
             poison(b, r, 1, 1, 100000);
 }
 
-static void nonfinite_forward_in_the_warmup(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, forward_in_warmup, 10, 1);
-    REQUIRE(count_kind(&fd, "nonfinite") == 1);
-    const ss_finding *f = first_kind(&fd, "nonfinite");
-    CHECK(f->severity == SS_CRITICAL);
-    CHECK(f->first_step == 1);
-    CHECK(f->ranks[0] == 2 && f->n_ranks == W);
-    CHECK_STR(f->phase, "forward");
-    CHECK(strstr(f->message, "module blocks.0.fc1") != NULL);
-    CHECK(strstr(f->message, "rank 2 produced") != NULL);
-    CHECK(strstr(f->message, "1.5 ms into the step") != NULL);
-    CHECK(json_has(f->evidence_json, "module", "blocks.0.fc1"));
-    CHECK(json_get(f->evidence_json, "step") == 1);
-    CHECK(json_get(f->evidence_json, "reached_by_step") == 1);
-    CHECK(json_has(f->evidence_json, "mode", "full"));
-    CHECK(count_kind(&fd, "loss_spike") + count_kind(&fd, "grad_spike") == 0);
-    ss_detectors_destroy(d);
-}
-
 static void backward_two_ranks(builder *b, uint64_t s)
 {
     if (s == 12) {
@@ -177,22 +154,6 @@ static void backward_two_ranks(builder *b, uint64_t s)
         poison(b, 1, 2, 1, 9000000);
         poison(b, 3, 2, 1, 2000000);
     }
-}
-
-static void nonfinite_backward_first_by_the_clock(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, backward_two_ranks, 20, 1);
-    REQUIRE(count_kind(&fd, "nonfinite") == 1);
-    const ss_finding *f = first_kind(&fd, "nonfinite");
-    CHECK(f->first_step == 12 && f->ranks[0] == 3);
-    CHECK_STR(f->phase, "backward");
-    CHECK(strstr(f->message, "parameter blocks.0.fc1.bias (module "
-                             "blocks.0.fc1)") != NULL);
-    CHECK(strstr(f->message, "first by the aligned clock") != NULL);
-    CHECK(json_has(f->evidence_json, "param", "blocks.0.fc1.bias"));
-    CHECK(json_get(f->evidence_json, "same_step_ranks") == 2);
-    ss_detectors_destroy(d);
 }
 
 static void light_then_spread(builder *b, uint64_t s)
@@ -209,41 +170,11 @@ static void light_then_spread(builder *b, uint64_t s)
             poison(b, r, 0, 0, 0);
 }
 
-static void nonfinite_light_says_what_it_knows(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, light_then_spread, 14, 0);
-    REQUIRE(count_kind(&fd, "nonfinite") == 1);
-    const ss_finding *f = first_kind(&fd, "nonfinite");
-    CHECK(f->first_step == 9 && f->ranks[0] == 1);
-    CHECK(f->n_ranks == W && f->last_step == 10);
-    CHECK(strstr(f->message, "loss and gradients went non-finite first, at "
-                             "step 9") != NULL);
-    CHECK(strstr(f->message, "--numerics full") != NULL);
-    CHECK(strstr(f->message, "--on-nonfinite restart") != NULL);
-    CHECK(json_has(f->evidence_json, "mode", "light"));
-    CHECK(strstr(f->evidence_json, "\"next\":\"stepscope run --auto "
-                                   "--numerics full") != NULL);
-    CHECK_STR(f->phase, "");
-    ss_detectors_destroy(d);
-}
-
 static void optimizer_made_it(builder *b, uint64_t s)
 {
     if (s == 7)
         for (int r = 0; r < W; r++)
             b->metric[r][PARAM_NF] = 1;
-}
-
-static void nonfinite_from_the_update(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, optimizer_made_it, 10, 0);
-    const ss_finding *f = first_kind(&fd, "nonfinite");
-    REQUIRE(f != NULL);
-    CHECK(f->first_step == 7 && f->ranks[0] == 0);
-    CHECK(strstr(f->message, "optimizer step") != NULL);
-    ss_detectors_destroy(d);
 }
 
 static void spikes_on_rank_2(builder *b, uint64_t s)
@@ -261,37 +192,6 @@ static void layer_jumps_on_rank_2(builder *b, uint64_t s)
         b->norms[2][1] *= 40; /* blocks.0.fc1.bias jumped */
 }
 
-static void grad_spike_names_the_layer_in_full_mode(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, layer_jumps_on_rank_2, 60, 1);
-    const ss_finding *g = first_kind(&fd, "grad_spike");
-    REQUIRE(g != NULL);
-    CHECK(g->first_step == 40 && g->ranks[0] == 2);
-    CHECK(strstr(g->message, "jumped most: blocks.0.fc1.bias (x") != NULL);
-    CHECK(strstr(g->evidence_json, "\"layers\":\"blocks.0.fc1.bias (x") !=
-          NULL);
-    ss_detectors_destroy(d);
-}
-
-static void loss_and_grad_spike_one_rank(void)
-{
-    found fd;
-    ss_detectors *d = run(&fd, spikes_on_rank_2, 80, 0);
-    CHECK(count_kind(&fd, "nonfinite") == 0);
-    REQUIRE(count_kind(&fd, "loss_spike") == 1);
-    REQUIRE(count_kind(&fd, "grad_spike") == 1);
-    const ss_finding *l = first_kind(&fd, "loss_spike");
-    CHECK(l->first_step == 40 && l->n_ranks == 1 && l->ranks[0] == 2);
-    CHECK(json_get(l->evidence_json, "ratio") > 15);
-    CHECK(json_has(l->evidence_json, "rule", "median_mad"));
-    const ss_finding *g = first_kind(&fd, "grad_spike");
-    CHECK(g->first_step == 40 && g->ranks[0] == 2);
-    CHECK(strstr(g->message, "Gradient norm spike at step 40 on rank 2") !=
-          NULL);
-    ss_detectors_destroy(d);
-}
-
 /* With the MAD rule set out of reach, a value 10x the largest seen
  * before, after 100 of them (and none earlier: max_warmup). */
 static void wild_then_huge(builder *b, uint64_t s)
@@ -302,20 +202,6 @@ static void wild_then_huge(builder *b, uint64_t s)
         b->metric[1][LOSS] = 45.0;
     if (s == 150)
         b->metric[0][LOSS] = 45.0;
-}
-
-static void spike_by_ratio_to_the_largest(void)
-{
-    found fd;
-    ss_detectors *d = run_with(&fd, wild_then_huge, 160, 0,
-                               "loss_spike.mad_k", "1000");
-    if (count_kind(&fd, "loss_spike") != 1)
-        dump(&fd);
-    REQUIRE(count_kind(&fd, "loss_spike") == 1);
-    const ss_finding *l = first_kind(&fd, "loss_spike");
-    CHECK(l->first_step == 150 && l->ranks[0] == 0);
-    CHECK(json_has(l->evidence_json, "rule", "max_ratio"));
-    ss_detectors_destroy(d);
 }
 
 /* Noisy, trending series (loss falling, then small and varying by
@@ -333,21 +219,136 @@ static void noisy(builder *b, uint64_t s)
     }
 }
 
-static void clean_noisy_run_has_none(void)
+/* ---- the table ---- */
+
+typedef struct {
+    const char *name;
+    void (*edit)(builder *, uint64_t);
+    uint64_t steps;
+    int full;                /* --numerics full: the vectors too */
+    const char *set, *value; /* a detector setting, or NULL */
+    finding_want findings[3];
+} scenario;
+
+/* In the order they ran as functions: the noise draws go on from one to
+ * the next. */
+static const scenario scenarios[] = {
+    {.name = "a non-finite forward in the warm-up",
+     .edit = forward_in_warmup,
+     .steps = 10,
+     .full = 1,
+     .findings = {{.kind = "nonfinite",
+                   .count = WANT(1),
+                   .severity = WANT(SS_CRITICAL),
+                   .first_step = WANT(1),
+                   .rank = WANT(2),
+                   .n_ranks = WANT(W),
+                   .phase = "forward",
+                   .message = {"module blocks.0.fc1", "rank 2 produced",
+                               "1.5 ms into the step"},
+                   .has = {{"module", "blocks.0.fc1"}, {"mode", "full"}},
+                   .num = {{"step", EV_EQUALS, 1, 0},
+                           {"reached_by_step", EV_EQUALS, 1, 0}}},
+                  {.kind = "loss_spike", .count = WANT(0)},
+                  {.kind = "grad_spike", .count = WANT(0)}}},
+    {.name = "a non-finite backward, first by the clock",
+     .edit = backward_two_ranks,
+     .steps = 20,
+     .full = 1,
+     .findings = {{.kind = "nonfinite",
+                   .count = WANT(1),
+                   .first_step = WANT(12),
+                   .rank = WANT(3),
+                   .phase = "backward",
+                   .message = {"parameter blocks.0.fc1.bias (module "
+                               "blocks.0.fc1)",
+                               "first by the aligned clock"},
+                   .has = {{"param", "blocks.0.fc1.bias"}},
+                   .num = {{"same_step_ranks", EV_EQUALS, 2, 0}}}}},
+    {.name = "light mode says what it knows",
+     .edit = light_then_spread,
+     .steps = 14,
+     .findings = {{.kind = "nonfinite",
+                   .count = WANT(1),
+                   .first_step = WANT(9),
+                   .rank = WANT(1),
+                   .n_ranks = WANT(W),
+                   .last_step = WANT(10),
+                   .phase = "",
+                   .message = {"loss and gradients went non-finite first, "
+                               "at step 9",
+                               "--numerics full", "--on-nonfinite restart"},
+                   .has = {{"mode", "light"}},
+                   .evidence = {"\"next\":\"stepscope run --auto "
+                                "--numerics full"}}}},
+    {.name = "a non-finite value from the update",
+     .edit = optimizer_made_it,
+     .steps = 10,
+     .findings = {{.kind = "nonfinite",
+                   .first_step = WANT(7),
+                   .rank = WANT(0),
+                   .message = {"optimizer step"}}}},
+    {.name = "a loss and a gradient-norm spike on one rank",
+     .edit = spikes_on_rank_2,
+     .steps = 80,
+     .findings = {{.kind = "nonfinite", .count = WANT(0)},
+                  {.kind = "loss_spike",
+                   .count = WANT(1),
+                   .first_step = WANT(40),
+                   .n_ranks = WANT(1),
+                   .rank = WANT(2),
+                   .has = {{"rule", "median_mad"}},
+                   .num = {{"ratio", EV_OPEN, 15, INFINITY}}},
+                  {.kind = "grad_spike",
+                   .count = WANT(1),
+                   .first_step = WANT(40),
+                   .rank = WANT(2),
+                   .message = {"Gradient norm spike at step 40 on rank 2"}}}},
+    {.name = "a gradient-norm spike names the layer in full mode",
+     .edit = layer_jumps_on_rank_2,
+     .steps = 60,
+     .full = 1,
+     .findings = {{.kind = "grad_spike",
+                   .first_step = WANT(40),
+                   .rank = WANT(2),
+                   .message = {"jumped most: blocks.0.fc1.bias (x"},
+                   .evidence = {"\"layers\":\"blocks.0.fc1.bias (x"}}}},
+    {.name = "a spike by its ratio to the largest",
+     .edit = wild_then_huge,
+     .steps = 160,
+     .set = "loss_spike.mad_k",
+     .value = "1000",
+     .findings = {{.kind = "loss_spike",
+                   .count = WANT(1),
+                   .first_step = WANT(150),
+                   .rank = WANT(0),
+                   .has = {{"rule", "max_ratio"}}}}},
+    {.name = "a clean noisy run has none",
+     .edit = noisy,
+     .steps = 400,
+     .full = 1,
+     .findings = {{.kind = "nonfinite", .count = WANT(0)},
+                  {.kind = "loss_spike", .count = WANT(0)},
+                  {.kind = "grad_spike", .count = WANT(0)}}},
+};
+
+static void every_scenario(void)
 {
-    found fd;
-    ss_detectors *d = run(&fd, noisy, 400, 1);
-    CHECK(count_kind(&fd, "nonfinite") == 0);
-    CHECK(count_kind(&fd, "loss_spike") == 0);
-    CHECK(count_kind(&fd, "grad_spike") == 0);
-    ss_detectors_destroy(d);
+    size_t n = sizeof scenarios / sizeof scenarios[0];
+    for (size_t i = 0; i < n; i++) {
+        const scenario *sc = &scenarios[i];
+        found fd;
+        ss_detectors *d = run_with(&fd, sc->edit, sc->steps, sc->full,
+                                   sc->set, sc->value);
+        int failures = testing_failures_;
+        for (int k = 0; k < 3; k++)
+            check_finding_want(sc->name, &fd, &sc->findings[k]);
+        if (testing_failures_ != failures)
+            dump(&fd);
+        ss_detectors_destroy(d);
+    }
+    printf("  %zu scenarios, %u expectations checked\n", n,
+           finding_want_checked);
 }
 
-TEST_LIST(TEST(nonfinite_forward_in_the_warmup),
-          TEST(nonfinite_backward_first_by_the_clock),
-          TEST(nonfinite_light_says_what_it_knows),
-          TEST(nonfinite_from_the_update),
-          TEST(loss_and_grad_spike_one_rank),
-          TEST(grad_spike_names_the_layer_in_full_mode),
-          TEST(spike_by_ratio_to_the_largest),
-          TEST(clean_noisy_run_has_none))
+TEST_LIST(TEST(every_scenario))

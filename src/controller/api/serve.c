@@ -1,5 +1,6 @@
 /*
- * serve.c - `stepscope serve`: the HTTP API and dashboard over a store.
+ * serve.c - `stepscope serve` (serve.h): the HTTP API and dashboard over
+ * a store.
  *
  * Opens the store read-only (so a missing or foreign file is refused with
  * the store's own message before anything listens), starts the HTTP server
@@ -11,7 +12,6 @@
 #include "serve.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,23 +22,6 @@
 #include "http.h"
 #include "query.h"
 #include "store.h"
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-        "usage: stepscope serve [--db PATH] [--http ADDR:PORT]\n"
-        "\n"
-        "Serves the runs in the store over HTTP (JSON API, dashboard,\n"
-        "docs/api.md) until Ctrl-C.\n"
-        "\n"
-        "options:\n"
-        "      --db PATH          the store (default: $XDG_DATA_HOME/\n"
-        "                         stepscope/stepscope.db)\n"
-        "      --http ADDR:PORT   where to listen (default 127.0.0.1:%d;\n"
-        "                         port 0: any free port).  Any address but\n"
-        "                         loopback requires the printed token.\n"
-        "  -h, --help             this text\n", SS_HTTP_DEFAULT_PORT);
-}
 
 /* A random token of 32 hex digits into OUT (33 bytes). */
 static int make_token(char *out)
@@ -58,38 +41,11 @@ static int make_token(char *out)
     return 0;
 }
 
-int ss_serve_main(int argc, char **argv)
+int ss_serve(const ss_serve_opts *o)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'},
-        {"http", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    const char *db = NULL, *addr = NULL;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd': db = optarg; break;
-        case 'H': addr = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "stepscope serve: unexpected argument '%s'\n",
-                argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    char host[64], err[512];
-    uint16_t port = SS_HTTP_DEFAULT_PORT;
-    snprintf(host, sizeof host, "127.0.0.1");
-    if (addr && ss_http_parse_addr(addr, host, sizeof host, &port, err,
-                                   sizeof err) != 0) {
-        fprintf(stderr, "stepscope serve: --http: %s\n", err);
-        return 2;
-    }
+    const char *db = o->db;
+    const char *host = o->host ? o->host : "127.0.0.1";
+    char err[512];
     char defpath[4096];
     if (!db) {
         if (ss_store_default_path(defpath, sizeof defpath) != 0) {
@@ -132,7 +88,7 @@ int ss_serve_main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    ss_http_config cfg = {host, port, addr == NULL, db, NULL,
+    ss_http_config cfg = {host, o->port, o->fallback, db, NULL,
                           loopback ? NULL : token, NULL, NULL, NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h) {
@@ -141,7 +97,7 @@ int ss_serve_main(int argc, char **argv)
     }
     if (ss_http_fell_back(h))
         fprintf(stderr, "stepscope serve: port %u is busy; took %u "
-                "instead\n", port, ss_http_port(h));
+                "instead\n", o->port, ss_http_port(h));
     if (loopback)
         fprintf(stderr, "stepscope serve: serving %s at %s (Ctrl-C to "
                 "stop)\n", db, ss_http_url(h));

@@ -188,31 +188,16 @@ int ss_native_stack_json(pid_t pid, ss_buf *out)
     return why ? -1 : 0;
 }
 
-int ss_native_stack_main(int argc, char **argv)
+void ss_native_stack_print(const pid_t *pids, size_t n, FILE *out)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: stepscope " SS_NATIVE_STACK_ARG " PID...\n");
-        return 2;
-    }
-    for (int i = 1; i < argc; i++) {
-        char *end;
-        errno = 0;
-        long pid = strtol(argv[i], &end, 10);
-        if (errno || *end || pid <= 0 || pid > 0x7fffffff) {
-            fprintf(stderr, "stepscope " SS_NATIVE_STACK_ARG
-                    ": not a process id: %s\n", argv[i]);
-            return 2;
-        }
-    }
     ss_buf b = {0};
-    for (int i = 1; i < argc; i++) {
+    for (size_t i = 0; i < n; i++) {
         ss_buf_reset(&b);
-        ss_native_stack_json((pid_t)atol(argv[i]), &b);
+        ss_native_stack_json(pids[i], &b);
         ss_buf_puts(&b, "\n");
         if (b.data)
-            fwrite(b.data, 1, b.len, stdout);
-        fflush(stdout);
+            fwrite(b.data, 1, b.len, out);
+        fflush(out);
     }
     ss_buf_free(&b);
-    return 0;
 }

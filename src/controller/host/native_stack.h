@@ -12,12 +12,13 @@
  * ptrace and waitpid do not mix with a process that also waits for the
  * same children (libuv's SIGCHLD handling would take a ptrace stop for an
  * exit), so the controller never calls this in its own process: it runs
- * `stepscope __native-stack PID` (ss_native_stack_main), a helper process
- * of its own, and reads its output.
+ * `stepscope __native-stack PID` (ss_native_stack_print, behind src/cli/
+ * cmd_native_stack.c), a helper process of its own, and reads its output.
  */
 #ifndef STEPSCOPE_NATIVE_STACK_H
 #define STEPSCOPE_NATIVE_STACK_H
 
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "json.h"
@@ -41,11 +42,8 @@
  */
 int ss_native_stack_json(pid_t pid, ss_buf *out);
 
-/*
- * `stepscope __native-stack PID...`: one ss_native_stack_json object per
- * PID, one per line, on stdout.  Returns the exit status: 0, or 2 for a
- * usage error.
- */
-int ss_native_stack_main(int argc, char **argv);
+/* `stepscope __native-stack PID...`: one ss_native_stack_json object per
+ * PID of PIDS (N of them), one per line, on OUT, flushed after each. */
+void ss_native_stack_print(const pid_t *pids, size_t n, FILE *out);
 
 #endif

@@ -171,14 +171,18 @@ int ss_nvml_gpu_for_rank(const ss_nvml *n, const char *cuda_visible_devices,
  * Returns -1 also when the file cannot be read. */
 int ss_nvml_gpu_for_pid(const ss_nvml *n, const char *proc_root, pid_t pid);
 
-/* `stepscope gpus [--watch SECONDS] [--interval MS] [--require]`
- * (nvml_cmd.c, docs/gpu.md): every GPU's identity and readings, and with
- * --watch a live sample and per-GPU summary.  ARGV[0] is "gpus".  Returns
- * the exit status: 0 when every GPU was read or there is no NVML (1 then
- * with --require), 1 when NVML is there but unreadable, 2 on bad usage. */
-int ss_gpus_main(int argc, char **argv);
+/* `stepscope gpus`'s options (src/cli/cmd_gpus.c checks them). */
+typedef struct {
+    long watch_s;     /* also sample for this long (1 to 3600); 0: no */
+    long interval_ms; /* between samples, 20 to 60000 */
+    int require;      /* no NVML or no GPU is a failure too */
+} ss_gpus_opts;
 
-/* ss_gpus_main writing to OUT and ERR instead of stdout and stderr. */
-int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err);
+/* `stepscope gpus` (nvml_cmd.c, docs/gpu.md): every GPU's identity and
+ * readings to OUT, and with O->watch_s a live sample and per-GPU summary;
+ * problems to ERR.  Returns the exit status: 0 when every GPU was read or
+ * there is no NVML (1 then with O->require), 1 when NVML is there but
+ * unreadable. */
+int ss_gpus_cmd(const ss_gpus_opts *o, FILE *out, FILE *err);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * nvml_cmd.c - `stepscope gpus`: what NVML says about this machine's GPUs.
+ * nvml_cmd.c - the work of `stepscope gpus` (nvml.h; its command line:
+ * src/cli/cmd_gpus.c): what NVML says about this machine's GPUs.
  *
  * The command is the check that the GPU readings work where they matter:
  * on a machine with NVIDIA GPUs it prints each GPU's identity, clocks,
@@ -18,77 +19,6 @@
 #include "nvml.h"
 #include "clocks.h"
 #include "nvml_timeline.h"
-
-static const char usage[] =
-    "usage: stepscope gpus [--watch SECONDS] [--interval MS] [--require]\n"
-    "\n"
-    "What NVML reports for every GPU of this machine: clocks, the reasons\n"
-    "the clocks are held down, temperature, power, memory, uncorrected ECC\n"
-    "and Xid errors; and the GPU the rule of docs/gpu.md gives a rank with\n"
-    "this shell's CUDA_VISIBLE_DEVICES and LOCAL_RANK.  NVML is loaded at\n"
-    "run time ($STEPSCOPE_NVML_LIB, else libnvidia-ml.so.1).\n"
-    "\n"
-    "  --watch S      also sample every GPU for S seconds (1 to 3600), one\n"
-    "                 line per GPU and sample, then a summary per GPU\n"
-    "  --interval MS  milliseconds between samples (20 to 60000; default\n"
-    "                 500)\n"
-    "  --require      exit 1 also when there is no NVML or no GPU\n"
-    "  -h, --help     print this help\n"
-    "\n"
-    "Exit status: 0 when every GPU was read (or there is no NVML and no\n"
-    "--require), 1 when NVML is there but a GPU cannot be read, 2 on bad\n"
-    "usage.\n";
-
-typedef struct {
-    long watch_s;
-    long interval_ms;
-    int require;
-} gpus_opts;
-
-/* Parses a whole number in [LO, HI] from VAL into *OUT; 0 or -1. */
-static int parse_long(const char *val, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(val, &end, 10);
-    if (end == val || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-/* 0 to go on, 1 when help was printed, 2 on bad usage. */
-static int parse_args(int argc, char **argv, gpus_opts *o, FILE *out,
-                      FILE *err)
-{
-    *o = (gpus_opts){.watch_s = 0, .interval_ms = 500, .require = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, out);
-            return 1;
-        }
-        if (strcmp(a, "--require") == 0) {
-            o->require = 1;
-            continue;
-        }
-        int watch = strcmp(a, "--watch") == 0;
-        if (watch || strcmp(a, "--interval") == 0) {
-            const char *val = i + 1 < argc ? argv[++i] : "";
-            if (watch ? parse_long(val, 1, 3600, &o->watch_s)
-                      : parse_long(val, 20, 60000, &o->interval_ms)) {
-                fprintf(err, "stepscope gpus: %s wants %s, not '%s'\n", a,
-                        watch ? "seconds from 1 to 3600"
-                              : "milliseconds from 20 to 60000", val);
-                return 2;
-            }
-            continue;
-        }
-        fprintf(err, "stepscope gpus: unknown argument '%s' (see `stepscope "
-                     "gpus --help`)\n", a);
-        return 2;
-    }
-    return 0;
-}
 
 /* "123" or "-" for a reading that is SS_MISSING, scaled down by DIV. */
 static const char *num(char *buf, size_t len, int64_t v, double div,
@@ -179,7 +109,7 @@ static void print_summary(FILE *out, uint32_t index,
 }
 
 /* Samples every GPU every INTERVAL_MS for WATCH_S seconds. */
-static int watch(ss_nvml *n, const gpus_opts *o, FILE *out, FILE *err)
+static int watch(ss_nvml *n, const ss_gpus_opts *o, FILE *out, FILE *err)
 {
     uint32_t count = ss_nvml_count(n);
     ss_gpu_timeline *tl[SS_NVML_MAX_GPUS] = {0};
@@ -217,12 +147,8 @@ done:
     return failed;
 }
 
-int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_gpus_cmd(const ss_gpus_opts *o, FILE *out, FILE *err)
 {
-    gpus_opts o;
-    int rc = parse_args(argc, argv, &o, out, err);
-    if (rc)
-        return rc == 1 ? 0 : rc;
     ss_nvml *n = ss_nvml_open(NULL);
     if (!n) {
         fprintf(err, "stepscope gpus: out of memory\n");
@@ -232,13 +158,13 @@ int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err)
     if (state != SS_NVML_READY) {
         fprintf(state == SS_NVML_ABSENT ? out : err, "%s\n", ss_nvml_why(n));
         ss_nvml_close(n);
-        return state == SS_NVML_ABSENT && !o.require ? 0 : 1;
+        return state == SS_NVML_ABSENT && !o->require ? 0 : 1;
     }
     uint32_t count = ss_nvml_count(n);
     fprintf(out, "NVML: %u GPU%s, Xid errors %s\n", count,
             count == 1 ? "" : "s",
             ss_nvml_watches_xid(n) ? "watched" : "not watched (no events)");
-    int failed = count == 0 && o.require;
+    int failed = count == 0 && o->require;
     for (uint32_t i = 0; i < count; i++) {
         ss_gpu_sample s;
         if (ss_nvml_sample(n, i, ss_mono_now(), &s) != 0) {
@@ -256,13 +182,8 @@ int ss_gpus_cmd(int argc, char **argv, FILE *out, FILE *err)
         fprintf(out, "GPU %d\n", mine);
     else
         fprintf(out, "none\n");
-    if (o.watch_s > 0)
-        failed |= watch(n, &o, out, err);
+    if (o->watch_s > 0)
+        failed |= watch(n, o, out, err);
     ss_nvml_close(n);
     return failed ? 1 : 0;
-}
-
-int ss_gpus_main(int argc, char **argv)
-{
-    return ss_gpus_cmd(argc, argv, stdout, stderr);
 }

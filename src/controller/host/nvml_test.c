@@ -460,14 +460,15 @@ static void timeline_keeps_a_bounded_ring(void)
     ss_gpu_timeline_free(tl);
 }
 
-/* Runs `stepscope gpus ARGS...` in process; returns its status and fills
- * OUT with what it printed (stdout and stderr). */
-static int run_gpus(char *out, size_t len, int argc, char **argv)
+/* Runs `stepscope gpus` with O (its front-end's options) in process;
+ * returns its status and fills OUT with what it printed (stdout and
+ * stderr).  The option checks: src/cli/cmd_cli_test.c. */
+static int run_gpus(char *out, size_t len, const ss_gpus_opts *o)
 {
     FILE *f = tmpfile();
     if (!f)
         return -100;
-    int rc = ss_gpus_cmd(argc, argv, f, f);
+    int rc = ss_gpus_cmd(o, f, f);
     rewind(f);
     size_t got = fread(out, 1, len - 1, f);
     out[got] = '\0';
@@ -481,8 +482,8 @@ static void gpus_command_prints_every_gpu(void)
     script(FAKE_COMPLETE, "3", "2:0x44", "1:79", "1:3");
     setenv("CUDA_VISIBLE_DEVICES", "2,1", 1);
     setenv("LOCAL_RANK", "1", 1);
-    char *argv[] = {"gpus", NULL};
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 1, argv), 0);
+    const ss_gpus_opts plain = {.interval_ms = 500};
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &plain), 0);
     CHECK(strstr(out, "NVML: 3 GPUs, Xid errors watched") != NULL);
     CHECK(strstr(out, "GPU 2  Fake GPU 2 (test double)") != NULL);
     CHECK(strstr(out, "held down by  power_cap,hw_thermal") != NULL);
@@ -493,8 +494,8 @@ static void gpus_command_prints_every_gpu(void)
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("LOCAL_RANK");
 
-    char *watch[] = {"gpus", "--watch", "1", "--interval", "200", NULL};
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 5, watch), 0);
+    const ss_gpus_opts watch = {.watch_s = 1, .interval_ms = 200};
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &watch), 0);
     CHECK(strstr(out, "t=0.00s gpu=2 sm_mhz=1420") != NULL);
     CHECK(strstr(out, "summary gpu=2 util=90 sm_mhz=1420") != NULL);
     CHECK(strstr(out, "slowed=100% power_cap=100% hw_thermal=100%") != NULL);
@@ -502,40 +503,32 @@ static void gpus_command_prints_every_gpu(void)
                       "max_temp_c=60 new_ecc=0 new_xid=0 slowed=0%\n") !=
           NULL);
     CHECK_EQ_INT(logged("shutdown"), 2);
-
-    char *help[] = {"gpus", "--help", NULL};
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 2, help), 0);
-    CHECK(strstr(out, "usage: stepscope gpus") != NULL);
-    char *bad[] = {"gpus", "--watch", "0", NULL};
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 3, bad), 2);
-    char *bad2[] = {"gpus", "--interval", "5", NULL};
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 3, bad2), 2);
 }
 
 static void gpus_command_fails_when_nvml_is_unreadable(void)
 {
     static char out[1 << 16];
-    char *argv[] = {"gpus", NULL};
-    char *require[] = {"gpus", "--require", NULL};
+    const ss_gpus_opts plain = {.interval_ms = 500};
+    const ss_gpus_opts require = {.interval_ms = 500, .require = 1};
     /* No NVML: fine, unless required. */
     script("/nonexistent/libnvidia-ml.so.1", NULL, NULL, NULL, NULL);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 1, argv), 0);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &plain), 0);
     CHECK(strncmp(out, "no NVML: ", 9) == 0);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 2, require), 1);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &require), 1);
     /* NVML there, but a GPU cannot be read. */
     script(FAKE_COMPLETE, "2", NULL, NULL, NULL);
     setenv("FAKE_NVML_LOST", "1", 1);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 1, argv), 1);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &plain), 1);
     CHECK(strstr(out, "GPU 1 could not be read") != NULL);
     unsetenv("FAKE_NVML_LOST");
     /* NVML there, but unusable. */
     script(FAKE_BROKEN, "2", NULL, NULL, NULL);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 1, argv), 1);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &plain), 1);
     CHECK(strstr(out, "NVML unusable") != NULL);
     /* NVML there, no GPU: fine, unless required. */
     script(FAKE_COMPLETE, "0", NULL, NULL, NULL);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 1, argv), 0);
-    CHECK_EQ_INT(run_gpus(out, sizeof out, 2, require), 1);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &plain), 0);
+    CHECK_EQ_INT(run_gpus(out, sizeof out, &require), 1);
 }
 
 TEST_LIST({"the_nvml_here_is_a_test_double", the_nvml_here_is_a_test_double},

@@ -1,6 +1,6 @@
 /*
- * diff.c - `stepscope diff` (diff.h): options, and the comparison of
- * api/run_diff.c written as text or JSON.
+ * diff.c - `stepscope diff` (diff.h): the comparison of api/run_diff.c
+ * written as text or JSON.
  */
 #include "diff.h"
 
@@ -11,16 +11,6 @@
 #include "json.h"
 #include "reader.h"
 #include "run_diff.h"
-
-static const char usage[] =
-    "usage: stepscope diff [--db PATH] [--db-b PATH] [--json] RUN_A RUN_B\n"
-    "\n"
-    "Compares two runs step by step and rank by rank: the loss, the\n"
-    "numerics scalars and the parameter checksums (`stepscope run\n"
-    "--checksum-every`).  RUN_B is read from --db-b when given.  Exit\n"
-    "status 0: identical; 1: diverged (the first step, rank and parameter,\n"
-    "and how far the losses differ after it); 2: cannot compare (why is\n"
-    "said), or an error.  docs/consistency.md.\n";
 
 static void fmt_ranks(ss_buf *b, const ss_diff_result *res)
 {
@@ -75,49 +65,16 @@ static void text(ss_buf *b, const ss_diff_side *a,
                       res->last_step);
 }
 
-int ss_diff_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_diff_cmd(const ss_diff_opts *o, FILE *out, FILE *err)
 {
-    ss_diff_side a = {0}, c = {0};
-    const char *db = NULL, *db_b = NULL;
-    int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "-h") == 0 || strcmp(o, "--help") == 0) {
-            fputs(usage, out);
-            return 0;
-        } else if (strcmp(o, "--json") == 0) {
-            as_json = 1;
-        } else if (strcmp(o, "--db") == 0 || strcmp(o, "--db-b") == 0) {
-            if (i + 1 >= argc || !*argv[i + 1]) {
-                fprintf(err, "stepscope diff: %s needs a value\n", o);
-                return 2;
-            }
-            *(o[4] == '-' ? &db_b : &db) = argv[++i];
-        } else if (o[0] == '-' && o[1]) {
-            fprintf(err, "stepscope diff: unknown option '%s' (see "
-                         "`stepscope diff --help`)\n", o);
-            return 2;
-        } else if (!a.spec) {
-            a.spec = o;
-        } else if (!c.spec) {
-            c.spec = o;
-        } else {
-            fprintf(err, "stepscope diff: unexpected argument '%s'\n", o);
-            return 2;
-        }
-    }
-    if (!a.spec || !c.spec) {
-        fprintf(err, "stepscope diff: give two runs, RUN_A and RUN_B\n%s",
-                usage);
-        return 2;
-    }
+    ss_diff_side a = {.spec = o->run_a}, c = {.spec = o->run_b};
     int status = 2;
     ss_diff_result res = {0};
     ss_buf b = {0};
     char msg[1024];
-    a.r = ss_reader_open(db, msg, sizeof msg);
+    a.r = ss_reader_open(o->db, msg, sizeof msg);
     if (a.r)
-        c.r = ss_reader_open(db_b ? db_b : db, msg, sizeof msg);
+        c.r = ss_reader_open(o->db_b ? o->db_b : o->db, msg, sizeof msg);
     if (!a.r || !c.r) {
         fprintf(err, "stepscope diff: %s\n", msg);
         goto done;
@@ -130,7 +87,7 @@ int ss_diff_cmd(int argc, char **argv, FILE *out, FILE *err)
         fprintf(err, "stepscope diff: comparing steps %" PRId64 "-%" PRId64
                 " only (a bound of %u rank-steps)\n", res.first, res.last,
                 SS_DIFF_MAX_CELLS);
-    if (as_json)
+    if (o->json)
         ss_run_diff_json(&b, &a, &c, &res);
     else
         text(&b, &a, &c, &res);
@@ -151,9 +108,4 @@ done:
     ss_reader_close(a.r);
     ss_reader_close(c.r);
     return status;
-}
-
-int ss_diff_main(int argc, char **argv)
-{
-    return ss_diff_cmd(argc, argv, stdout, stderr);
 }

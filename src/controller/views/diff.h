@@ -1,8 +1,7 @@
 /*
- * diff.h - the `stepscope diff` command: do two runs compute the same
- * bits?  (docs/consistency.md)
- *
- *   stepscope diff [--db PATH] [--db-b PATH] [--json] RUN_A RUN_B
+ * diff.h - the work of `stepscope diff` (its command line:
+ * src/cli/cmd_diff.c): do two runs compute the same bits?
+ * (docs/consistency.md)
  *
  * Compares the latest attempt of each run step by step and rank by rank:
  * the loss (numerics.loss, else a metric named loss), the numerics.*
@@ -11,17 +10,24 @@
  * 1: diverged, with the first step, its rank(s), what differed first (the
  * loss comes before the update within a step), the first parameter that
  * differs and how far the losses differ after it; 2: cannot compare (a
- * different world size, no common step, no checksums), or a usage error
- * or a store that cannot be read.
+ * different world size, no common step, no checksums), or a store that
+ * cannot be read.
  */
 #ifndef STEPSCOPE_DIFF_H
 #define STEPSCOPE_DIFF_H
 
 #include <stdio.h>
 
-/* `stepscope diff`: the result to OUT, errors to ERR; returns the exit
- * status above. */
-int ss_diff_cmd(int argc, char **argv, FILE *out, FILE *err);
-int ss_diff_main(int argc, char **argv);
+/* `stepscope diff`'s options. */
+typedef struct {
+    const char *db;           /* RUN_A's store; NULL: the default */
+    const char *db_b;         /* RUN_B's store; NULL: db */
+    const char *run_a, *run_b; /* both given */
+    int json;
+} ss_diff_opts;
+
+/* Compares the runs of O: the result to OUT, errors ("stepscope diff: ")
+ * to ERR; returns the exit status above. */
+int ss_diff_cmd(const ss_diff_opts *o, FILE *out, FILE *err);
 
 #endif

@@ -164,23 +164,6 @@ int ss_reliability_load(ss_reader *r, const char *name, ss_wall_ns now,
 
 /* ---- the command ---- */
 
-static const char usage[] =
-    "usage: stepscope goodput [--db PATH] [--json] [RUN | --name NAME]\n"
-    "\n"
-    "Where a run's wall time went: productive training, start-up,\n"
-    "checkpoints, lost work, restarts, hangs, data stalls, stragglers and\n"
-    "the rest, per attempt (docs/fault-tolerance.md).  With --name: every\n"
-    "run of that name, then MTBF, MTTR and the Young/Daly checkpoint\n"
-    "interval over them.\n"
-    "\n"
-    "  RUN          a run id, a run name (its latest run) or a uuid prefix;\n"
-    "               default: the latest run\n"
-    "  --name NAME  every run named NAME\n"
-    "  --db PATH    the store; default: $XDG_DATA_HOME/stepscope/stepscope.db\n"
-    "               or ~/.local/share/stepscope/stepscope.db\n"
-    "  --json       print one JSON object\n"
-    "  -h, --help   print this help\n";
-
 typedef struct {
     ss_buf *b;
     int json;
@@ -210,41 +193,12 @@ static int print_named(void *ctx, const ss_goodput *g)
     return 0;
 }
 
-int ss_goodput_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_goodput_cmd(const ss_goodput_opts *o, FILE *out, FILE *err)
 {
-    const char *db = NULL, *run = NULL, *name = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, out);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--db") == 0 || strcmp(a, "--name") == 0) {
-            if (i + 1 >= argc || !*argv[i + 1]) {
-                fprintf(err, "stepscope goodput: %s needs a value\n", a);
-                return 2;
-            }
-            *(a[2] == 'd' ? &db : &name) = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(err, "stepscope goodput: unknown option '%s' (see "
-                         "`stepscope goodput --help`)\n", a);
-            return 2;
-        } else if (!run) {
-            run = a;
-        } else {
-            fprintf(err, "stepscope goodput: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
-    if (run && name) {
-        fprintf(err, "stepscope goodput: give a RUN or --name NAME, not "
-                     "both\n");
-        return 2;
-    }
+    const char *name = o->name;
+    int json = o->json;
     char msg[1024];
-    ss_reader *r = ss_reader_open(db, msg, sizeof msg);
+    ss_reader *r = ss_reader_open(o->db, msg, sizeof msg);
     if (!r) {
         fprintf(err, "stepscope goodput: %s\n", msg);
         return 1;
@@ -277,7 +231,7 @@ int ss_goodput_cmd(int argc, char **argv, FILE *out, FILE *err)
     } else {
         int64_t run_id;
         ss_goodput g = {0};
-        rc = ss_reader_select_run(r, run, &run_id);
+        rc = ss_reader_select_run(r, o->run, &run_id);
         if (rc == 0)
             rc = ss_goodput_load(r, run_id, now, &g);
         if (rc)
@@ -308,9 +262,4 @@ int ss_goodput_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     ss_buf_free(&b);
     return status;
-}
-
-int ss_goodput_main(int argc, char **argv)
-{
-    return ss_goodput_cmd(argc, argv, stdout, stderr);
 }

@@ -1,8 +1,7 @@
 /*
- * goodput_view.h - the `stepscope goodput` command, and the GOODPUT and
- * RELIABILITY renderings that `report` (text and JSON) shares with it.
- *
- *   stepscope goodput [--db PATH] [--json] [RUN | --name NAME]
+ * goodput_view.h - the work of the `stepscope goodput` command (its
+ * command line: src/cli/cmd_goodput.c), and the GOODPUT and RELIABILITY
+ * renderings that `report` (text and JSON) shares with it.
  *
  * RUN: one run's goodput, a table per attempt (the latest run by
  * default); --name NAME: every run of that name, one line each, then the
@@ -33,10 +32,17 @@ void ss_reliability_text(ss_buf *b, const ss_reliability *rel,
 int ss_reliability_load(ss_reader *r, const char *name, ss_wall_ns now,
                         ss_reliability *rel);
 
+/* `stepscope goodput`'s options. */
+typedef struct {
+    const char *db;   /* NULL: the default store */
+    const char *run;  /* NULL: the latest run (unless name) */
+    const char *name; /* every run of this name; never with run */
+    int json;
+} ss_goodput_opts;
+
 /* `stepscope goodput`: output to OUT, errors "stepscope goodput: ..." to
- * ERR.  Returns 0, 1 when it cannot be made (no store, no such run or
- * name), 2 for a usage error. */
-int ss_goodput_cmd(int argc, char **argv, FILE *out, FILE *err);
-int ss_goodput_main(int argc, char **argv);
+ * ERR.  Returns 0, or 1 when it cannot be made (no store, no such run or
+ * name). */
+int ss_goodput_cmd(const ss_goodput_opts *o, FILE *out, FILE *err);
 
 #endif

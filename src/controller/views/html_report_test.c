@@ -320,20 +320,14 @@ static void command_writes_files_and_stdout(void)
     free(errs);
 }
 
-/* `stepscope report --html` through report.c's option parsing. */
-static int report(const char *const *args, char **out, char **errs)
+/* `stepscope report --html` as its front-end hands it over (the
+ * option checks: src/cli/cmd_cli_test.c). */
+static int report(const ss_report_opts *opts, char **out, char **errs)
 {
-    char *argv[16];
-    int argc = 0;
-    while (args[argc] && argc < 15) {
-        argv[argc] = (char *)args[argc];
-        argc++;
-    }
-    argv[argc] = NULL;
     size_t on = 0, en = 0;
     FILE *o = open_memstream(out, &on);
     FILE *e = open_memstream(errs, &en);
-    int rc = ss_report_cmd(argc, argv, o, e);
+    int rc = ss_report_cmd(opts, o, e);
     fclose(o);
     fclose(e);
     return rc;
@@ -344,32 +338,16 @@ static void report_command_routes_html(void)
     char path[600], *out, *errs;
     testing_tmp_path("by-name.html", path, sizeof path);
     /* RUN by name, as for the text report */
-    const char *by_name[] = {"report", "--html", "--db", fixture(), "-o",
-                             path, "small", NULL};
-    CHECK_EQ_INT(report(by_name, &out, &errs), 0);
+    ss_report_opts by_name = {.db = fixture(), .run = "small", .html = 1,
+                              .output = path, .attempt = -1};
+    CHECK_EQ_INT(report(&by_name, &out, &errs), 0);
     struct stat sb;
     CHECK(stat(path, &sb) == 0 && sb.st_size > 50000);
     free(out);
     free(errs);
-    const char *both[] = {"report", "--html", "--json", "--db", fixture(),
-                          NULL};
-    CHECK_EQ_INT(report(both, &out, &errs), 2);
-    CHECK(strstr(errs, "exclude each other") != NULL);
-    free(out);
-    free(errs);
-    const char *o_alone[] = {"report", "-o", path, "--db", fixture(), NULL};
-    CHECK_EQ_INT(report(o_alone, &out, &errs), 2);
-    CHECK(strstr(errs, "-o is for --html") != NULL);
-    free(out);
-    free(errs);
-    const char *no_file[] = {"report", "--html", "--db", fixture(), "-o",
-                             NULL};
-    CHECK_EQ_INT(report(no_file, &out, &errs), 2);
-    free(out);
-    free(errs);
-    const char *attempt[] = {"report", "--html", "--db", fixture(),
-                             "--attempt", "3", "-o", path, "1", NULL};
-    CHECK_EQ_INT(report(attempt, &out, &errs), 1);
+    ss_report_opts attempt = {.db = fixture(), .run = "1", .html = 1,
+                              .output = path, .attempt = 3};
+    CHECK_EQ_INT(report(&attempt, &out, &errs), 1);
     CHECK(strstr(errs, "no attempt 3") != NULL);
     free(out);
     free(errs);

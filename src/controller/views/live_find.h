@@ -29,24 +29,11 @@ int ss_live_find(const char *db, const char *run, const char *url,
                  const char *token, ss_live_target *out, char *err,
                  size_t errlen);
 
-/* The arguments every command that talks to a live run takes: --db PATH,
- * --url URL, --token TOKEN and the RUN (an id or a name). */
+/* Which live run a command that talks to one means: --db PATH, --url
+ * URL, --token TOKEN and the RUN (an id or a name), as ss_live_find takes
+ * them (src/cli/live_args.h reads them from a command line). */
 typedef struct {
     const char *db, *url, *token, *run;
 } ss_live_args;
-
-/*
- * Takes ARGV[*I] when it is one of the shared arguments (its value too,
- * *I then moves past it).  Returns 1 when taken, 0 when it is not one of
- * them (the command's own), or 2 after printing a usage error, prefixed
- * with "stepscope CMD: ", to ERR (a missing value, a second RUN).
- */
-int ss_live_args_take(const char *cmd, int argc, char **argv, int *i,
-                      ss_live_args *a, FILE *err);
-
-/* Checks the shared arguments together: --url must be http://HOST:PORT/
- * and not come with --db.  Returns -1 when they are fine, or 2 after
- * printing a usage error to ERR. */
-int ss_live_args_check(const char *cmd, const ss_live_args *a, FILE *err);
 
 #endif

@@ -24,77 +24,6 @@
 #define GRACE_S 30 /* the controller's SS_PROFILE_GRACE_MS, in seconds */
 #define EXTRA_WAIT_S 15
 
-typedef struct {
-    ss_live_args live; /* --db, --url, --token, RUN */
-    const char *ranks, *seconds;
-} opts;
-
-static const char usage[] =
-    "usage: stepscope profile [--db PATH | --url URL] [--token TOKEN] [RUN]\n"
-    "                         --ranks LIST --seconds S\n"
-    "\n"
-    "Asks ranks of a running job (started with `stepscope run --auto`) to\n"
-    "run torch.profiler for S seconds, waits for their traces and prints\n"
-    "where they are.  `stepscope trace` merges them with the steps.\n"
-    "\n"
-    "  RUN            the run (id or name); default: the newest running one\n"
-    "  --ranks LIST   the ranks, e.g. 2,5 or 0-3,7\n"
-    "  --seconds S    how long to profile, at most 600\n"
-    "  --db PATH      the store whose runs to look for (default store)\n"
-    "  --url URL      the controller's API (http://HOST:PORT/) instead\n"
-    "  --token TOKEN  the run token, for an API not on loopback\n"
-    "  -h, --help     print this help\n";
-
-static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
-{
-    memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int took = ss_live_args_take("profile", argc, argv, &i, &o->live,
-                                     err);
-        if (took == 2)
-            return 2;
-        if (took)
-            continue;
-        const char **dst = NULL;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, out);
-            return 0;
-        } else if (strcmp(a, "--ranks") == 0) {
-            dst = &o->ranks;
-        } else if (strcmp(a, "--seconds") == 0) {
-            dst = &o->seconds;
-        } else {
-            fprintf(err, "stepscope profile: unknown option '%s' (see "
-                         "`stepscope profile --help`)\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc || !argv[i + 1][0]) {
-            fprintf(err, "stepscope profile: %s needs a value\n", a);
-            return 2;
-        }
-        *dst = argv[++i];
-    }
-    if (!o->ranks || !o->seconds) {
-        fprintf(err, "stepscope profile: --ranks and --seconds are needed "
-                     "(e.g. --ranks 0,1 --seconds 5)\n");
-        return 2;
-    }
-    if (o->ranks[strspn(o->ranks, "0123456789,-")] != '\0') {
-        fprintf(err, "stepscope profile: --ranks wants a list like 2,5 or "
-                     "0-3, not '%s'\n", o->ranks);
-        return 2;
-    }
-    char *end;
-    double s = strtod(o->seconds, &end);
-    if (end == o->seconds || *end || !(s > 0) || s > 600) {
-        fprintf(err, "stepscope profile: --seconds wants a number in "
-                     "(0, 600], not '%s'\n", o->seconds);
-        return 2;
-    }
-    return ss_live_args_check("profile", &o->live, err);
-}
-
 /* The document of a reply, or NULL with the reason in ERR. */
 static cJSON *reply_json(const ss_httpget_reply *r, int want, char *err,
                          size_t errlen)
@@ -174,16 +103,13 @@ static int print_outcome(const cJSON *doc, int64_t run_id, FILE *out)
     return bad ? 1 : 0;
 }
 
-int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_profile_cmd(const ss_profile_opts *o, FILE *out, FILE *err)
 {
-    opts o;
-    int rc = parse_args(argc, argv, &o, out, err);
-    if (rc >= 0)
-        return rc;
+    int rc;
     char msg[512];
     ss_live_target t;
-    if (ss_live_find(o.live.db, o.live.url ? NULL : o.live.run, o.live.url,
-                     o.live.token, &t, msg, sizeof msg) != 0) {
+    if (ss_live_find(o->live.db, o->live.url ? NULL : o->live.run, o->live.url,
+                     o->live.token, &t, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope profile: %s\n", msg);
         return 1;
     }
@@ -191,16 +117,16 @@ int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
     const char *token = t.token;
     int64_t run_id = t.run_id;
     const char *tok = token[0] ? token : NULL;
-    if (!run_id && o.live.run &&
-        o.live.run[strspn(o.live.run, "0123456789")] == '\0')
-        run_id = strtoll(o.live.run, NULL, 10);
+    if (!run_id && o->live.run &&
+        o->live.run[strspn(o->live.run, "0123456789")] == '\0')
+        run_id = strtoll(o->live.run, NULL, 10);
     if (!run_id && live_run_id(url, tok, &run_id, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope profile: no live run at %s: %s\n", url, msg);
         return 1;
     }
     char path[256];
     snprintf(path, sizeof path, "/api/runs/%" PRId64 "/profile?ranks=%s"
-             "&seconds=%s", run_id, o.ranks, o.seconds);
+             "&seconds=%s", run_id, o->ranks, o->seconds);
     ss_httpget_reply r;
     if (ss_httppost(url, path, tok, HTTP_TIMEOUT_MS, &r, msg, sizeof msg)) {
         fprintf(err, "stepscope profile: %s: %s\n", url, msg);
@@ -214,7 +140,7 @@ int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     const cJSON *rq = cJSON_GetObjectItem(doc, "request");
     int64_t request = cJSON_IsNumber(rq) ? (int64_t)rq->valuedouble : 0;
-    double seconds = strtod(o.seconds, NULL);
+    double seconds = strtod(o->seconds, NULL);
     time_t give_up = time(NULL) + (time_t)seconds + GRACE_S + EXTRA_WAIT_S;
     int tty = isatty(fileno(err));
     int total, answered = count_answered(doc, &total);
@@ -254,9 +180,4 @@ int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err)
     rc = print_outcome(doc, run_id, out);
     cJSON_Delete(doc);
     return rc;
-}
-
-int ss_profile_main(int argc, char **argv)
-{
-    return ss_profile_cmd(argc, argv, stdout, stderr);
 }

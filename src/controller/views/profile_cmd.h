@@ -1,9 +1,7 @@
 /*
- * profile_cmd.h - `stepscope profile`: ask a running job's ranks for a
- * torch.profiler trace (docs/debug.md#profiling).
- *
- *   stepscope profile [--db PATH | --url URL] [--token TOKEN] [RUN]
- *                     --ranks LIST --seconds S
+ * profile_cmd.h - the work of `stepscope profile` (its command line:
+ * src/cli/cmd_profile.c): ask a running job's ranks for a torch.profiler
+ * trace (docs/debug.md#profiling).
  *
  * It finds the job's controller as `stepscope top` does, POSTs
  * /api/runs/{id}/profile, then polls the request until every rank asked
@@ -16,13 +14,18 @@
 
 #include <stdio.h>
 
-/* `stepscope profile`; ARGV[0] is the subcommand's name.  Results go to
- * OUT, progress and errors to ERR ("stepscope profile: ...").  Returns 0
- * when every rank asked wrote a trace, 1 when some did not (or no job
- * could be reached), 2 for a usage error. */
-int ss_profile_cmd(int argc, char **argv, FILE *out, FILE *err);
+#include "live_find.h"
 
-/* ss_profile_cmd on stdout and stderr. */
-int ss_profile_main(int argc, char **argv);
+/* `stepscope profile`'s options, checked by its front-end. */
+typedef struct {
+    ss_live_args live;     /* --db, --url, --token, RUN */
+    const char *ranks;     /* "2,5" or "0-3,7" (digits, ',' and '-') */
+    const char *seconds;   /* a number in (0, 600] */
+} ss_profile_opts;
+
+/* Profiles the ranks O names.  Results go to OUT, progress and errors to
+ * ERR ("stepscope profile: ...").  Returns 0 when every rank asked wrote a
+ * trace, 1 when some did not (or no job could be reached). */
+int ss_profile_cmd(const ss_profile_opts *o, FILE *out, FILE *err);
 
 #endif

@@ -1,50 +1,49 @@
 /*
- * report.h - the `stepscope report`, `stepscope runs` and `stepscope
- * upgrade` commands.
+ * report.h - the work of the `stepscope report` and `stepscope runs`
+ * commands (their command lines: src/cli/cmd_report.c, cmd_runs.c).
  *
- * report and runs read the store through its read API (reader.h): they
- * never create, migrate or write it.  `report`
- * explains one run attempt, findings first, as text for people or as the
- * JSON object documented in docs/report-json.md, or as one self-contained
- * HTML page (--html: html_report.h); `runs` lists the runs in the store.
- *
- *   stepscope report [--db PATH] [--json] [--attempt N] [RUN]
- *   stepscope report --html [-o FILE] [--db PATH] [--attempt N] [RUN]
- *   stepscope runs   [--db PATH] [--json]
- *   stepscope upgrade [--db PATH]
+ * Both read the store through its read API (reader.h): they never create,
+ * migrate or write it.  `report` explains one run attempt, findings first,
+ * as text for people or as the JSON object documented in
+ * docs/report-json.md, or as one self-contained HTML page (--html:
+ * html_report.h); `runs` lists the runs in the store.
  *
  * RUN is a numeric run id, a run name (the latest run of that name) or a
- * prefix of a run's uuid; the latest run by default.  PATH defaults to
+ * prefix of a run's uuid; the latest run by default.  A NULL db is
  * ss_store_default_path().
  */
 #ifndef STEPSCOPE_REPORT_H
 #define STEPSCOPE_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
+/* `stepscope report`'s options, checked by its front-end. */
+typedef struct {
+    const char *db;     /* NULL: the default store */
+    const char *run;    /* NULL: the latest run */
+    int json;           /* --json */
+    int64_t attempt;    /* --attempt N; -1: the latest */
+    int html;           /* --html (html_report.c); never with json */
+    const char *output; /* -o FILE with --html; NULL: the default name */
+} ss_report_opts;
+
 /*
- * `stepscope report`.  ARGV[0] is the subcommand's name.  Writes the report
- * to OUT and errors, one line each starting "stepscope report: ", to ERR.
- * Returns the process exit status: 0 on success (and for --help), 1 when
- * the report cannot be made (no store, not a store, no such run, an empty
- * store), 2 for a usage error.  OUT and ERR stay open.
+ * Makes the report O asks for.  Writes it to OUT and errors, one line each
+ * starting "stepscope report: ", to ERR.  Returns the process exit status:
+ * 0 on success, 1 when the report cannot be made (no store, not a store,
+ * no such run, an empty store).  OUT and ERR stay open.
  */
-int ss_report_cmd(int argc, char **argv, FILE *out, FILE *err);
+int ss_report_cmd(const ss_report_opts *o, FILE *out, FILE *err);
 
-/* `stepscope runs`: the same conventions as ss_report_cmd; an empty store
- * is not an error (it says so and returns 0). */
-int ss_runs_cmd(int argc, char **argv, FILE *out, FILE *err);
+/* `stepscope runs`'s options. */
+typedef struct {
+    const char *db; /* NULL: the default store */
+    int json;
+} ss_runs_opts;
 
-/* `stepscope upgrade`: opens the existing store through the writer, which
- * migrates it to this version's schema and folds a left-over write-ahead
- * log into it (docs/store.md).  Never creates a store.  Returns 0, 1 when
- * the store is missing or cannot be opened for writing, 2 for a usage
- * error. */
-int ss_upgrade_cmd(int argc, char **argv, FILE *out, FILE *err);
-
-/* The commands on stdout and stderr. */
-int ss_report_main(int argc, char **argv);
-int ss_runs_main(int argc, char **argv);
-int ss_upgrade_main(int argc, char **argv);
+/* Lists the runs: the same conventions as ss_report_cmd ("stepscope runs:
+ * "); an empty store is not an error (it says so and returns 0). */
+int ss_runs_cmd(const ss_runs_opts *o, FILE *out, FILE *err);
 
 #endif

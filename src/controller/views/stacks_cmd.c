@@ -17,49 +17,6 @@
 #define REQUEST_TIMEOUT_MS 40000 /* the controller's own deadline is less */
 #define NATIVE_SHOWN 16          /* native frames printed per thread */
 
-static const char usage[] =
-    "usage: stepscope stacks [--db PATH | --url URL] [--token TOKEN]\n"
-    "                        [--native] [--json] [RUN]\n"
-    "\n"
-    "Every rank's stacks of a running job, ranks with the same stack\n"
-    "grouped, the smallest group (the outlier) first.  The Python stack of\n"
-    "every thread, also of a rank blocked in C while holding the GIL; with\n"
-    "--native also native frames (ptrace).  RUN: a live run's id or name\n"
-    "(default: the newest live run of the store).  --json prints the\n"
-    "controller's document (docs/debug.md).  Exit status 3: some rank gave\n"
-    "no Python stack.\n";
-
-typedef struct {
-    ss_live_args live; /* --db, --url, --token, RUN */
-    int native, json;
-} opts;
-
-static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
-{
-    memset(o, 0, sizeof *o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int took = ss_live_args_take("stacks", argc, argv, &i, &o->live, err);
-        if (took == 2)
-            return 2;
-        if (took)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, out);
-            return 0;
-        } else if (strcmp(a, "--native") == 0) {
-            o->native = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else {
-            fprintf(err, "stepscope stacks: unknown option '%s' (see "
-                         "`stepscope stacks --help`)\n", a);
-            return 2;
-        }
-    }
-    return ss_live_args_check("stacks", &o->live, err);
-}
-
 static const char *jstr(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -150,22 +107,19 @@ static int print_text(const cJSON *doc, int native, FILE *out)
     return answered < total ? 3 : 0;
 }
 
-int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_stacks_cmd(const ss_stacks_opts *o, FILE *out, FILE *err)
 {
-    opts o;
-    int rc = parse_args(argc, argv, &o, out, err);
-    if (rc >= 0)
-        return rc;
+    int rc;
     ss_live_target t;
     char msg[1024];
-    if (ss_live_find(o.live.db, o.live.run, o.live.url, o.live.token, &t, msg,
+    if (ss_live_find(o->live.db, o->live.run, o->live.url, o->live.token, &t, msg,
                      sizeof msg) != 0) {
         fprintf(err, "stepscope stacks: %s\n", msg);
         return 1;
     }
     int64_t run_id = t.run_id;
-    if (!run_id && o.live.run && o.live.run[strspn(o.live.run, "0123456789")] == '\0')
-        run_id = strtoll(o.live.run, NULL, 10);
+    if (!run_id && o->live.run && o->live.run[strspn(o->live.run, "0123456789")] == '\0')
+        run_id = strtoll(o->live.run, NULL, 10);
     ss_httpget_reply rep;
     if (!run_id) { /* --url without RUN: the run it drives */
         if (ss_httpget(t.url, "/api/runs", t.token[0] ? t.token : NULL,
@@ -188,7 +142,7 @@ int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     char path[96];
     snprintf(path, sizeof path, "/api/runs/%" PRId64 "/stacks%s", run_id,
-             o.native ? "?native=1" : "");
+             o->native ? "?native=1" : "");
     if (ss_httppost(t.url, path, t.token[0] ? t.token : NULL,
                     REQUEST_TIMEOUT_MS, &rep, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope stacks: %s: %s\n", t.url, msg);
@@ -203,20 +157,15 @@ int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err)
         ss_httpget_free(&rep);
         return 1;
     }
-    if (o.json) {
+    if (o->json) {
         fputs(rep.body, out);
         rc = jnum(doc, "answered", 0) < jnum(doc, "ranks_total", 0) ? 3 : 0;
     } else {
-        rc = print_text(doc, o.native, out);
+        rc = print_text(doc, o->native, out);
     }
     cJSON_Delete(doc);
     ss_httpget_free(&rep);
     if (fflush(out) != 0)
         return 1;
     return rc;
-}
-
-int ss_stacks_main(int argc, char **argv)
-{
-    return ss_stacks_cmd(argc, argv, stdout, stderr);
 }

@@ -1,9 +1,7 @@
 /*
- * stacks_cmd.h - `stepscope stacks`: every rank's stacks of a running job,
- * merged (docs/debug.md).
- *
- *   stepscope stacks [--db PATH | --url URL] [--token TOKEN] [--native]
- *                    [--json] [RUN]
+ * stacks_cmd.h - the work of `stepscope stacks` (its command line:
+ * src/cli/cmd_stacks.c): every rank's stacks of a running job, merged
+ * (docs/debug.md).
  *
  * It asks the job's controller (found like `stepscope top` finds it,
  * live_find.h) for GET /api/runs/{id}/stacks and prints the ranks grouped
@@ -15,16 +13,21 @@
 
 #include <stdio.h>
 
-/*
- * `stepscope stacks`.  ARGV[0] is the subcommand's name.  Writes to OUT,
- * errors to ERR as one line starting "stepscope stacks: ".  Returns the
- * exit status: 0 when every rank gave its Python stack, 3 when some did
- * not (the output says which and why), 1 when no job is running or the
- * controller cannot be reached or refuses, 2 for a usage error.
- */
-int ss_stacks_cmd(int argc, char **argv, FILE *out, FILE *err);
+#include "live_find.h"
 
-/* ss_stacks_cmd on stdout and stderr. */
-int ss_stacks_main(int argc, char **argv);
+/* `stepscope stacks`'s options, checked by its front-end. */
+typedef struct {
+    ss_live_args live; /* --db, --url, --token, RUN */
+    int native, json;
+} ss_stacks_opts;
+
+/*
+ * Asks for and prints the stacks O names.  Writes to OUT, errors to ERR
+ * as one line starting "stepscope stacks: ".  Returns the exit status: 0
+ * when every rank gave its Python stack, 3 when some did not (the output
+ * says which and why), 1 when no job is running or the controller cannot
+ * be reached or refuses.
+ */
+int ss_stacks_cmd(const ss_stacks_opts *o, FILE *out, FILE *err);
 
 #endif

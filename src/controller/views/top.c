@@ -58,12 +58,6 @@
 #define REQUEST_TIMEOUT_MS 3000
 
 typedef struct {
-    ss_live_args live; /* --db, --url, --token, RUN */
-    double interval_s;
-    int once;
-} opts;
-
-typedef struct {
     int64_t rank, last_step, current_step;
     char state[16], phase[64];
     double phase_s, heard_s; /* < 0 unknown */
@@ -146,7 +140,7 @@ static double median(double *v, size_t n)
 
 /* Finds the controller of run O->run (or of the newest live run) into V
  * (live_find.h).  Returns 0, or -1 with ERR. */
-static int locate(const opts *o, view *v, char *err, size_t errlen)
+static int locate(const ss_top_opts *o, view *v, char *err, size_t errlen)
 {
     ss_live_target t;
     if (ss_live_find(o->live.db, o->live.run, o->live.url, o->live.token, &t,
@@ -767,82 +761,26 @@ static int interactive(view *v, double interval, FILE *out, FILE *err)
 
 /* ---- the command ---- */
 
-static const char usage[] =
-    "usage: stepscope top [--db PATH] [--url URL] [--token TOKEN]\n"
-    "                     [--interval SECONDS] [--once] [RUN]\n"
-    "\n"
-    "A live view of a running job: step rate, worst vs median step time,\n"
-    "one line per rank (step time against the median rank, current phase,\n"
-    "last step, last heard) and the newest findings.  q or Ctrl-C quits.\n"
-    "\n"
-    "  RUN            the run to watch (id or name); default: the newest\n"
-    "                 running one of the store\n"
-    "  --db PATH      the store whose runs to look for; default: $XDG_DATA_\n"
-    "                 HOME/stepscope/stepscope.db or ~/.local/share/...\n"
-    "  --url URL      the controller's API (http://HOST:PORT/) instead\n"
-    "  --token TOKEN  the run token, for an API not on loopback\n"
-    "  --interval S   seconds between refreshes (default 1)\n"
-    "  --once         print one snapshot and exit (also when the output is\n"
-    "                 not a terminal)\n"
-    "  -h, --help     print this help\n";
-
-static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
+int ss_top_cmd(const ss_top_opts *o, FILE *out, FILE *err)
 {
-    *o = (opts){.interval_s = 1.0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int took = ss_live_args_take("top", argc, argv, &i, &o->live, err);
-        if (took == 2)
-            return 2;
-        if (took)
-            continue;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage, out);
-            return 0;
-        } else if (strcmp(a, "--once") == 0) {
-            o->once = 1;
-        } else if (strcmp(a, "--interval") == 0) {
-            const char *val = i + 1 < argc ? argv[++i] : "";
-            char *end;
-            o->interval_s = strtod(val, &end);
-            if (end == val || *end || !(o->interval_s >= 0.1) ||
-                o->interval_s > 3600) {
-                fprintf(err, "stepscope top: --interval wants seconds from "
-                             "0.1 to 3600, not '%s'\n", val);
-                return 2;
-            }
-        } else {
-            fprintf(err, "stepscope top: unknown option '%s' (see `stepscope "
-                         "top --help`)\n", a);
-            return 2;
-        }
-    }
-    return ss_live_args_check("top", &o->live, err);
-}
-
-int ss_top_cmd(int argc, char **argv, FILE *out, FILE *err)
-{
-    opts o;
-    int rc = parse_args(argc, argv, &o, out, err);
-    if (rc >= 0)
-        return rc;
+    int rc;
     view v;
     memset(&v, 0, sizeof v);
     v.last_final = v.worst_rank = -1;
     v.rate = v.med_ms = v.worst_ms = -1;
     char msg[1024];
-    if (locate(&o, &v, msg, sizeof msg) != 0) {
+    if (locate(o, &v, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope top: %s\n", msg);
         return 1;
     }
     int tty = out == stdout && isatty(STDIN_FILENO) && isatty(fileno(out));
-    if (tty && !o.once) {
+    if (tty && !o->once) {
         if (refresh(&v) != 0 && !v.reached) {
             fprintf(err, "stepscope top: %s\n", v.problem);
             free(v.ranks);
             return 1;
         }
-        rc = interactive(&v, o.interval_s, out, err);
+        rc = interactive(&v, o->interval_s, out, err);
     } else {
         if (refresh(&v) != 0) {
             fprintf(err, "stepscope top: %s\n", v.problem);
@@ -860,9 +798,4 @@ int ss_top_cmd(int argc, char **argv, FILE *out, FILE *err)
     }
     free(v.ranks);
     return rc;
-}
-
-int ss_top_main(int argc, char **argv)
-{
-    return ss_top_cmd(argc, argv, stdout, stderr);
 }

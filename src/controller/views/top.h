@@ -1,9 +1,6 @@
 /*
- * top.h - `stepscope top`: a live terminal view of a running job
- * (docs/top.md).
- *
- *   stepscope top [--db PATH] [--url URL] [--token TOKEN] [--interval S]
- *                 [--once] [RUN]
+ * top.h - the work of `stepscope top` (its command line: src/cli/
+ * cmd_top.c): a live terminal view of a running job (docs/top.md).
  *
  * It attaches to the controller's HTTP API (found through the live-run
  * file `stepscope run` writes beside the store, <store dir>/live/
@@ -21,17 +18,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/*
- * `stepscope top`.  ARGV[0] is the subcommand's name.  Interactive when
- * OUT is stdout and both stdin and stdout are terminals (and --once is not
- * given); otherwise writes one snapshot to OUT.  Errors go to ERR as one
- * line starting "stepscope top: ".  Returns the exit status: 0 after `q`,
- * Ctrl-C, the end of the run or a snapshot; 1 when no job is running or
- * the controller cannot be reached; 2 for a usage error.
- */
-int ss_top_cmd(int argc, char **argv, FILE *out, FILE *err);
+#include "live_find.h"
 
-/* ss_top_cmd on stdout and stderr. */
-int ss_top_main(int argc, char **argv);
+/* `stepscope top`'s options, checked by its front-end. */
+typedef struct {
+    ss_live_args live; /* --db, --url, --token, RUN */
+    double interval_s; /* between refreshes, 0.1 to 3600 */
+    int once;          /* one snapshot, even on a terminal */
+} ss_top_opts;
+
+/*
+ * Shows the live run O names.  Interactive when OUT is stdout and both
+ * stdin and stdout are terminals (and O->once is not set); otherwise
+ * writes one snapshot to OUT.  Errors go to ERR as one line starting
+ * "stepscope top: ".  Returns the exit status: 0 after `q`, Ctrl-C, the
+ * end of the run or a snapshot; 1 when no job is running or the
+ * controller cannot be reached.
+ */
+int ss_top_cmd(const ss_top_opts *o, FILE *out, FILE *err);
 
 #endif

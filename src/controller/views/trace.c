@@ -84,11 +84,6 @@ typedef struct {
     size_t cap_draw;
 } trace;
 
-typedef struct {
-    const char *db, *run, *output, *steps, *ranks;
-    int64_t attempt;
-} opts;
-
 /* ---- small helpers ---- */
 
 /* Makes room for one more element in *ARR (of SIZE bytes, *N used of
@@ -587,96 +582,6 @@ static void write_tail(FILE *f, const trace *t)
 
 /* ---- the command ---- */
 
-static const char usage[] =
-    "usage: stepscope trace [--db PATH] [--attempt N] [RUN] -o FILE\n"
-    "                       [--steps A:B] [--ranks LIST]\n"
-    "\n"
-    "Writes a run's per-rank timelines as a Chrome / Perfetto trace (JSON):\n"
-    "one track per rank, each step a slice with its phases nested inside,\n"
-    "sync arrivals and findings as instant events.  Open it in\n"
-    "https://ui.perfetto.dev or chrome://tracing.\n"
-    "\n"
-    "  RUN            a run id, a run name (its latest run) or a uuid prefix;\n"
-    "                 default: the latest run\n"
-    "  -o, --output FILE  where to write the trace (- for stdout)\n"
-    "  --steps A:B    steps A to B (A:, :B and A work too); default: the\n"
-    "                 latest 200 steps kept in the store\n"
-    "  --ranks LIST   ranks to draw, e.g. 0,3,8-15; default: all\n"
-    "  --db PATH      the store; default: $XDG_DATA_HOME/stepscope/\n"
-    "                 stepscope.db or ~/.local/share/stepscope/stepscope.db\n"
-    "  --attempt N    attempt N of a restarted run; default: the latest\n"
-    "  -h, --help     print this help\n";
-
-/* Parses ARGV into O.  Returns -1 to go on, or the exit status. */
-static int parse_args(int argc, char **argv, opts *o, FILE *out, FILE *err)
-{
-    *o = (opts){.attempt = -1};
-    int only_args = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        static const char *const with_value[] = {"--db", "-o", "--output",
-                                                 "--steps", "--ranks",
-                                                 "--attempt"};
-        const char *name = NULL, *val = NULL;
-        for (size_t k = 0; !only_args && k < 6; k++) {
-            size_t len = strlen(with_value[k]);
-            if (strcmp(a, with_value[k]) == 0) {
-                name = with_value[k];
-                val = i + 1 < argc ? argv[++i] : NULL;
-            } else if (strncmp(a, with_value[k], len) == 0 && a[len] == '=' &&
-                       with_value[k][1] == '-') {
-                name = with_value[k];
-                val = a + len + 1;
-            }
-        }
-        if (name) {
-            if (!val || !*val) {
-                fprintf(err, "stepscope trace: %s needs a value\n", name);
-                return 2;
-            }
-            if (strcmp(name, "--db") == 0)
-                o->db = val;
-            else if (strcmp(name, "--steps") == 0)
-                o->steps = val;
-            else if (strcmp(name, "--ranks") == 0)
-                o->ranks = val;
-            else if (strcmp(name, "--attempt") == 0) {
-                char *end;
-                errno = 0;
-                long long v = strtoll(val, &end, 10);
-                if (errno || *end || v < 0 || v > 1000000000) {
-                    fprintf(err, "stepscope trace: --attempt needs a number "
-                                 "(0 is the first attempt)\n");
-                    return 2;
-                }
-                o->attempt = v;
-            } else
-                o->output = val;
-        } else if (!only_args && strcmp(a, "--") == 0) {
-            only_args = 1;
-        } else if (!only_args && (strcmp(a, "-h") == 0 ||
-                                  strcmp(a, "--help") == 0)) {
-            fputs(usage, out);
-            return 0;
-        } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-            fprintf(err, "stepscope trace: unknown option '%s' (see "
-                         "`stepscope trace --help`)\n", a);
-            return 2;
-        } else if (!o->run) {
-            o->run = a;
-        } else {
-            fprintf(err, "stepscope trace: unexpected argument '%s'\n", a);
-            return 2;
-        }
-    }
-    if (!o->output) {
-        fprintf(err, "stepscope trace: say where to write the trace with -o "
-                     "FILE (- for stdout)\n");
-        return 2;
-    }
-    return -1;
-}
-
 /* The reader's progress callback: keeps the progress line current while
  * a query works before its first row (the count of a large range). */
 static void progress_tick(void *pg)
@@ -685,7 +590,7 @@ static void progress_tick(void *pg)
 }
 
 /* Reads and writes once the store is open.  Returns the exit status. */
-static int make_trace(ss_reader *rd, const opts *o, trace *t, FILE *out,
+static int make_trace(ss_reader *rd, const ss_trace_opts *o, trace *t, FILE *out,
                       FILE *err)
 {
     if (ss_reader_select_run(rd, o->run, &t->run_id) != 0) {
@@ -782,27 +687,18 @@ static int make_trace(ss_reader *rd, const opts *o, trace *t, FILE *out,
     return 0;
 }
 
-int ss_trace_cmd(int argc, char **argv, FILE *out, FILE *err)
+int ss_trace_cmd(const ss_trace_opts *o, FILE *out, FILE *err)
 {
-    opts o;
-    int rc = parse_args(argc, argv, &o, out, err);
-    if (rc >= 0)
-        return rc;
     char msg[1024];
-    ss_reader *rd = ss_reader_open(o.db, msg, sizeof msg);
+    ss_reader *rd = ss_reader_open(o->db, msg, sizeof msg);
     if (!rd) {
         fprintf(err, "stepscope trace: %s\n", msg);
         return 1;
     }
     trace t;
     memset(&t, 0, sizeof t);
-    rc = make_trace(rd, &o, &t, out, err);
+    int rc = make_trace(rd, o, &t, out, err);
     trace_free(&t);
     ss_reader_close(rd);
     return rc;
-}
-
-int ss_trace_main(int argc, char **argv)
-{
-    return ss_trace_cmd(argc, argv, stdout, stderr);
 }

@@ -1,11 +1,10 @@
 /*
- * guard_test.c - unit tests for `stepscope guard` over a real store file
+ * cmd_guard_test.c - unit tests for `stepscope guard` over a real store file
  * written with the store's writer: runs with a known step-time
  * distribution and run-to-run offset, then the exit status and what the
  * outputs say for a clear slowdown, for a clean run, for a run of another
  * world size, with --set thresholds, and for bad arguments.
  */
-#include "guard.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -13,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "store.h"
 #include "store_fixture.h"
 #include "testing.h"
+#include "testing_cmd.h"
 #include "testing_tmp.h"
 
 #define STEPS 80
@@ -36,7 +37,7 @@ static int guard(const char *db, char *out, char *err, size_t len, ...)
     va_end(ap);
     argv[argc] = NULL;
     FILE *fo = tmpfile(), *fe = tmpfile();
-    int status = ss_guard_run(argc, argv, fo, fe);
+    int status = testing_cmd_run(ss_cmd_guard, argc, argv, fo, fe);
     FILE *files[2] = {fo, fe};
     char *bufs[2] = {out, err};
     for (int i = 0; i < 2; i++) {

@@ -1,5 +1,5 @@
 /*
- * top_test.c - `stepscope top` against a canned controller API on
+ * cmd_top_test.c - `stepscope top` against a canned controller API on
  * loopback: a snapshot shows every rank with its bar, ratio, phase and
  * last step, the step rate and worst-vs-median line and the newest
  * findings; the controller is found through a live-run file (stale files
@@ -16,9 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "commands.h"
 #include "testing.h"
+#include "testing_cmd.h"
 #include "testing_tmp.h"
-#include "top.h"
 
 /* ---- a canned API ---- */
 
@@ -122,7 +123,7 @@ static int top(char *out_text, size_t outlen, char *err_text, size_t errlen,
                int argc, char **argv)
 {
     FILE *out = tmpfile(), *err = tmpfile();
-    int rc = ss_top_cmd(argc, argv, out, err);
+    int rc = testing_cmd_run(ss_cmd_top, argc, argv, out, err);
     rewind(out);
     rewind(err);
     size_t n = fread(out_text, 1, outlen - 1, out);

@@ -1,5 +1,5 @@
 /*
- * report_test.c - unit tests for `stepscope report` and `stepscope runs`.
+ * cmd_report_test.c - unit tests for `stepscope report` and `stepscope runs`.
  *
  * Reads the standard test store (store_fixture.h: two runs; the first has
  * a straggler on rank 3, a failed rank 2, findings, events), runs the
@@ -14,9 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "commands.h"
 #include "store_fixture.h"
 #include "testing.h"
+#include "testing_cmd.h"
 #include "testing_tmp.h"
 
 /* ---- helpers ---- */
@@ -28,7 +29,7 @@ typedef struct {
     size_t out_len, err_len;
 } result;
 
-static result run_cmd(int (*cmd)(int, char **, FILE *, FILE *),
+static result run_cmd(testing_cmd_fn cmd,
                       const char *const *args)
 {
     char *argv[16];
@@ -41,7 +42,7 @@ static result run_cmd(int (*cmd)(int, char **, FILE *, FILE *),
     result r = {0};
     FILE *out = open_memstream(&r.out, &r.out_len);
     FILE *err = open_memstream(&r.err, &r.err_len);
-    r.rc = cmd(argc, argv, out, err);
+    r.rc = testing_cmd_run(cmd, argc, argv, out, err);
     fclose(out);
     fclose(err);
     return r;
@@ -118,7 +119,7 @@ static void json_report_has_documented_fields(void)
 {
     const char *db = fixture();
     const char *args[] = {"report", "--db", db, "--json", "train", NULL};
-    result r = run_cmd(ss_report_cmd, args);
+    result r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_EQ_INT(r.err_len, 0);
     REQUIRE(json_ok(r.out));
@@ -269,7 +270,7 @@ static void json_report_has_documented_fields(void)
 static void text_report_puts_findings_first(void)
 {
     const char *args[] = {"report", "--db", fixture(), "1", NULL};
-    result r = run_cmd(ss_report_cmd, args);
+    result r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 0);
     REQUIRE(r.out != NULL);
     const char *findings = strstr(r.out, "FINDINGS (2)");
@@ -337,7 +338,7 @@ static void multi_node_run_shows_its_nodes(void)
     ss_store_close(s);
 
     const char *args[] = {"report", "--db", path, "multi", NULL};
-    result r = run_cmd(ss_report_cmd, args);
+    result r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 0);
     REQUIRE(r.out != NULL);
     const char *nodes = strstr(r.out, "\nNODES\n");
@@ -353,7 +354,7 @@ static void multi_node_run_shows_its_nodes(void)
     result_free(&r);
 
     const char *jargs[] = {"report", "--db", path, "--json", "multi", NULL};
-    r = run_cmd(ss_report_cmd, jargs);
+    r = run_cmd(ss_cmd_report, jargs);
     CHECK_EQ_INT(r.rc, 0);
     REQUIRE(json_ok(r.out));
     CHECK_J(r.out, "$.agents", "2");
@@ -373,13 +374,13 @@ static void multi_node_run_shows_its_nodes(void)
     result_free(&r);
 
     const char *one[] = {"report", "--db", fixture(), "train", NULL};
-    r = run_cmd(ss_report_cmd, one);
+    r = run_cmd(ss_cmd_report, one);
     CHECK(r.out && strstr(r.out, "NODES") == NULL);
     CHECK(r.out && strstr(r.out, "   rank  state") != NULL);
     result_free(&r);
     const char *onej[] = {"report", "--db", fixture(), "--json", "train",
                           NULL};
-    r = run_cmd(ss_report_cmd, onej);
+    r = run_cmd(ss_cmd_report, onej);
     CHECK_J(r.out, "$.agents", "0");
     CHECK_J(r.out, "$.nodes", "[]");
     result_free(&r);
@@ -395,7 +396,7 @@ static void selects_runs_by_id_name_and_uuid(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"report", "--json", "--db", fixture(),
                               cases[i].spec, NULL};
-        result r = run_cmd(ss_report_cmd, args);
+        result r = run_cmd(ss_cmd_report, args);
         CHECK_EQ_INT(r.rc, 0);
         CHECK_STR(jget(r.out, "$.run.id", buf, sizeof buf), cases[i].want_id);
         result_free(&r);
@@ -403,7 +404,7 @@ static void selects_runs_by_id_name_and_uuid(void)
     /* The latest attempt by default; --attempt picks another. */
     const char *latest[] = {"report", "--json", "--db", fixture(), "other",
                             NULL};
-    result r = run_cmd(ss_report_cmd, latest);
+    result r = run_cmd(ss_cmd_report, latest);
     CHECK_J(r.out, "$.run.attempt", "1");
     CHECK_J(r.out, "$.run.attempts", "2");
     CHECK_J(r.out, "$.steps.count", "3");
@@ -412,7 +413,7 @@ static void selects_runs_by_id_name_and_uuid(void)
     /* An attempt without steps reports empty sections, not zeros. */
     const char *args[] = {"report", "--json", "--db", fixture(), "other",
                           "--attempt=0", NULL};
-    r = run_cmd(ss_report_cmd, args);
+    r = run_cmd(ss_cmd_report, args);
     CHECK(json_ok(r.out));
     CHECK_J(r.out, "$.run.attempt", "0");
     CHECK_J(r.out, "$.steps.count", "0");
@@ -427,7 +428,7 @@ static void unknown_run_is_a_clear_error(void)
 {
     const char *db = fixture();
     const char *args[] = {"report", "--db", db, "xyz", NULL};
-    result r = run_cmd(ss_report_cmd, args);
+    result r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 1);
     CHECK_EQ_INT(r.out_len, 0);
     char want[700];
@@ -437,7 +438,7 @@ static void unknown_run_is_a_clear_error(void)
     CHECK_STR(r.err, want);
     result_free(&r);
     const char *args2[] = {"report", "--db", db, "--attempt", "3", "1", NULL};
-    r = run_cmd(ss_report_cmd, args2);
+    r = run_cmd(ss_cmd_report, args2);
     CHECK_EQ_INT(r.rc, 1);
     CHECK(strstr(r.err, "has no attempt 3") != NULL);
     result_free(&r);
@@ -448,13 +449,13 @@ static void missing_garbage_and_empty_files(void)
     char path[600];
     testing_tmp_path("missing.db", path, sizeof path);
     const char *args[] = {"report", "--db", path, NULL};
-    result r = run_cmd(ss_report_cmd, args);
+    result r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 1);
     CHECK(strstr(r.err, "stepscope report: no store at") == r.err);
     CHECK(access(path, F_OK) != 0);
     result_free(&r);
     const char *rargs[] = {"runs", "--db", path, NULL};
-    r = run_cmd(ss_runs_cmd, rargs);
+    r = run_cmd(ss_cmd_runs, rargs);
     CHECK_EQ_INT(r.rc, 1);
     CHECK(strstr(r.err, "stepscope runs: no store at") == r.err);
     CHECK(access(path, F_OK) != 0);
@@ -465,7 +466,7 @@ static void missing_garbage_and_empty_files(void)
     fputs("this is not a database, it is a text file long enough to be "
           "read as a header by sqlite, which it is not\n", f);
     fclose(f);
-    r = run_cmd(ss_report_cmd, args);
+    r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 1);
     CHECK(strstr(r.err, "is not a stepscope store") != NULL);
     result_free(&r);
@@ -475,11 +476,11 @@ static void missing_garbage_and_empty_files(void)
     ss_store *s = ss_store_open(path, NULL, 0, err, sizeof err);
     REQUIRE(s != NULL);
     ss_store_close(s);
-    r = run_cmd(ss_report_cmd, args);
+    r = run_cmd(ss_cmd_report, args);
     CHECK_EQ_INT(r.rc, 1);
     CHECK(strstr(r.err, "no runs in") != NULL);
     result_free(&r);
-    r = run_cmd(ss_runs_cmd, rargs);
+    r = run_cmd(ss_cmd_runs, rargs);
     CHECK_EQ_INT(r.rc, 0);
     CHECK(strstr(r.out, "no runs in") != NULL);
     result_free(&r);
@@ -488,7 +489,7 @@ static void missing_garbage_and_empty_files(void)
 static void runs_lists_every_run(void)
 {
     const char *args[] = {"runs", "--db", fixture(), NULL};
-    result r = run_cmd(ss_runs_cmd, args);
+    result r = run_cmd(ss_cmd_runs, args);
     CHECK_EQ_INT(r.rc, 0);
     REQUIRE(r.out != NULL);
     CHECK(strstr(r.out, "train") != NULL);
@@ -497,7 +498,7 @@ static void runs_lists_every_run(void)
     CHECK(strstr(r.out, "train") < strstr(r.out, "other"));
     result_free(&r);
     const char *jargs[] = {"runs", "--json", "--db", fixture(), NULL};
-    r = run_cmd(ss_runs_cmd, jargs);
+    r = run_cmd(ss_cmd_runs, jargs);
     CHECK_EQ_INT(r.rc, 0);
     REQUIRE(json_ok(r.out));
     CHECK_J(r.out, "$.runs[0].name", "train");
@@ -513,31 +514,31 @@ static void runs_lists_every_run(void)
 static void usage_and_help(void)
 {
     const char *help[] = {"report", "--help", NULL};
-    result r = run_cmd(ss_report_cmd, help);
+    result r = run_cmd(ss_cmd_report, help);
     CHECK_EQ_INT(r.rc, 0);
     CHECK(strstr(r.out, "usage: stepscope report") == r.out);
     result_free(&r);
     const char *rhelp[] = {"runs", "-h", NULL};
-    r = run_cmd(ss_runs_cmd, rhelp);
+    r = run_cmd(ss_cmd_runs, rhelp);
     CHECK_EQ_INT(r.rc, 0);
     CHECK(strstr(r.out, "usage: stepscope runs") == r.out);
     result_free(&r);
     const char *bad[] = {"report", "--bogus", NULL};
-    r = run_cmd(ss_report_cmd, bad);
+    r = run_cmd(ss_cmd_report, bad);
     CHECK_EQ_INT(r.rc, 2);
     CHECK(strstr(r.err, "stepscope report: unknown option '--bogus'") ==
           r.err);
     result_free(&r);
     const char *two[] = {"report", "--db", "x.db", "a", "b", NULL};
-    r = run_cmd(ss_report_cmd, two);
+    r = run_cmd(ss_cmd_report, two);
     CHECK_EQ_INT(r.rc, 2);
     result_free(&r);
     const char *att[] = {"report", "--attempt", "x", NULL};
-    r = run_cmd(ss_report_cmd, att);
+    r = run_cmd(ss_cmd_report, att);
     CHECK_EQ_INT(r.rc, 2);
     result_free(&r);
     const char *nodb[] = {"runs", "--db", NULL};
-    r = run_cmd(ss_runs_cmd, nodb);
+    r = run_cmd(ss_cmd_runs, nodb);
     CHECK_EQ_INT(r.rc, 2);
     result_free(&r);
 }
@@ -550,7 +551,7 @@ static void default_db_path_is_used(void)
                                         : NULL;
     setenv("XDG_DATA_HOME", dir, 1);
     const char *args[] = {"runs", NULL};
-    result r = run_cmd(ss_runs_cmd, args);
+    result r = run_cmd(ss_cmd_runs, args);
     CHECK_EQ_INT(r.rc, 1); /* nothing there, and nothing created */
     CHECK(strstr(r.err, "xdg/stepscope/stepscope.db") != NULL);
     CHECK(access(dir, F_OK) != 0);
@@ -563,7 +564,7 @@ static void default_db_path_is_used(void)
     ss_fixture_add_run(s, "feed", "viaxdg", 4, 1);
     ss_store_close(s);
     const char *rargs[] = {"report", "--json", NULL};
-    r = run_cmd(ss_report_cmd, rargs);
+    r = run_cmd(ss_cmd_report, rargs);
     CHECK_EQ_INT(r.rc, 0);
     CHECK_STR(jget(r.out, "$.run.name", buf, sizeof buf), "viaxdg");
     result_free(&r);

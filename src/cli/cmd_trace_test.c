@@ -1,5 +1,5 @@
 /*
- * trace_test.c - `stepscope trace` on a synthetic store: the trace is
+ * cmd_trace_test.c - `stepscope trace` on a synthetic store: the trace is
  * valid JSON with one named, sorted track per rank; steps and phases are
  * complete slices that nest without overlapping on each track (a phase
  * that ran twice or spills over its parent is clipped, and says so); sync
@@ -12,10 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "commands.h"
 #include "store_fixture.h"
 #include "testing.h"
+#include "testing_cmd.h"
 #include "testing_tmp.h"
-#include "trace.h"
 
 #define MS 1000000LL
 #define W 3
@@ -120,7 +121,7 @@ static int trace(const char *db, const char *out_path, char *err_text,
         argv[argc++] = (char *)extra[i];
     FILE *err = tmpfile();
     FILE *out = tmpfile();
-    int rc = ss_trace_cmd(argc, argv, out, err);
+    int rc = testing_cmd_run(ss_cmd_trace, argc, argv, out, err);
     rewind(err);
     size_t n = fread(err_text, 1, errlen - 1, err);
     err_text[n] = '\0';
@@ -359,7 +360,7 @@ static void reports_what_it_cannot_draw(void)
     CHECK(strstr(err, "no store") != NULL);
     char *argv[] = {"trace", "--db", db};
     FILE *f = tmpfile();
-    CHECK_EQ_INT(ss_trace_cmd(3, argv, f, f), 2); /* no -o */
+    CHECK_EQ_INT(testing_cmd_run(ss_cmd_trace, 3, argv, f, f), 2); /* no -o */
     fclose(f);
     char bad_dir[700];
     snprintf(bad_dir, sizeof bad_dir, "%s/no/such/dir.json", testing_tmp_dir());

@@ -1,5 +1,5 @@
 /*
- * goodput_view_test.c - `stepscope goodput` and the report's GOODPUT and
+ * cmd_goodput_test.c - `stepscope goodput` and the report's GOODPUT and
  * RELIABILITY parts over a store with restarted runs: the text table per
  * attempt, the JSON objects (whose categories add up to the wall time),
  * --name over several runs with the Young/Daly advice, the report showing
@@ -11,11 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "goodput_view.h"
-#include "report.h"
+#include "commands.h"
+#include "goodput.h"
 #include "store.h"
 #include "store_fixture.h"
 #include "testing.h"
+#include "testing_cmd.h"
 #include "testing_tmp.h"
 
 #define SEC ((int64_t)1000000000)
@@ -49,7 +50,7 @@ static void build(int n_failed)
 
 /* Runs CMD (a NULL-terminated argv after the db) and returns its stdout
  * (caller frees) and status. */
-static char *run_cmd(int (*cmd)(int, char **, FILE *, FILE *),
+static char *run_cmd(testing_cmd_fn cmd,
                      const char *const *args, int *status)
 {
     char *argv[16];
@@ -64,7 +65,7 @@ static char *run_cmd(int (*cmd)(int, char **, FILE *, FILE *),
     size_t len = 0, elen = 0;
     FILE *out = open_memstream(&buf, &len);
     FILE *err = open_memstream(&ebuf, &elen);
-    *status = cmd(argc, argv, out, err);
+    *status = testing_cmd_run(cmd, argc, argv, out, err);
     fclose(out);
     fclose(err);
     if (elen)
@@ -105,7 +106,7 @@ static void text_and_json_of_one_run(void)
 {
     build(1);
     int st;
-    char *text = run_cmd(ss_goodput_cmd, (const char *[]){"1", NULL}, &st);
+    char *text = run_cmd(ss_cmd_goodput, (const char *[]){"1", NULL}, &st);
     CHECK_EQ_INT(st, 0);
     REQUIRE(text);
     CHECK(strstr(text, "GOODPUT 42.6 % (productive 14.5 s of 34.0 s wall)"));
@@ -114,7 +115,7 @@ static void text_and_json_of_one_run(void)
     CHECK(strstr(text, "  1       completed    5-14                4"));
     free(text);
 
-    char *js = run_cmd(ss_goodput_cmd, (const char *[]){"--json", "1", NULL},
+    char *js = run_cmd(ss_cmd_goodput, (const char *[]){"--json", "1", NULL},
                        &st);
     CHECK_EQ_INT(st, 0);
     cJSON *g = cJSON_Parse(js);
@@ -133,7 +134,7 @@ static void text_and_json_of_one_run(void)
 
     /* The report carries the same object, and no reliability yet (one
      * failed run of the name). */
-    char *rep = run_cmd(ss_report_cmd, (const char *[]){"--json", "1", NULL},
+    char *rep = run_cmd(ss_cmd_report, (const char *[]){"--json", "1", NULL},
                         &st);
     CHECK_EQ_INT(st, 0);
     cJSON *r = cJSON_Parse(rep);
@@ -142,7 +143,7 @@ static void text_and_json_of_one_run(void)
     CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "reliability")));
     cJSON_Delete(r);
     free(rep);
-    rep = run_cmd(ss_report_cmd, (const char *[]){"1", NULL}, &st);
+    rep = run_cmd(ss_cmd_report, (const char *[]){"1", NULL}, &st);
     REQUIRE(rep);
     CHECK(strstr(rep, "\nGOODPUT 42.6 %"));
     CHECK(!strstr(rep, "RELIABILITY"));
@@ -153,7 +154,7 @@ static void name_reliability_and_report(void)
 {
     build(3);
     int st;
-    char *text = run_cmd(ss_goodput_cmd,
+    char *text = run_cmd(ss_cmd_goodput,
                          (const char *[]){"--name", "train", NULL}, &st);
     CHECK_EQ_INT(st, 0);
     REQUIRE(text);
@@ -164,7 +165,7 @@ static void name_reliability_and_report(void)
     CHECK(strstr(text, "Young/Daly interval"));
     free(text);
 
-    char *js = run_cmd(ss_goodput_cmd,
+    char *js = run_cmd(ss_cmd_goodput,
                        (const char *[]){"--json", "--name", "train", NULL},
                        &st);
     cJSON *g = cJSON_Parse(js);
@@ -179,7 +180,7 @@ static void name_reliability_and_report(void)
     CHECK(num(rel, "mtbf_ms") == (3 * 28900.0 + 2000.0) / 4);
     cJSON_Delete(g);
 
-    char *rep = run_cmd(ss_report_cmd, (const char *[]){"1", NULL}, &st);
+    char *rep = run_cmd(ss_cmd_report, (const char *[]){"1", NULL}, &st);
     REQUIRE(rep);
     CHECK(strstr(rep, "RELIABILITY of the 4 runs named train"));
     free(rep);
@@ -189,15 +190,15 @@ static void errors(void)
 {
     build(1);
     int st;
-    free(run_cmd(ss_goodput_cmd, (const char *[]){"--name", "nope", NULL},
+    free(run_cmd(ss_cmd_goodput, (const char *[]){"--name", "nope", NULL},
                  &st));
     CHECK_EQ_INT(st, 1);
-    free(run_cmd(ss_goodput_cmd, (const char *[]){"1", "--name", "x", NULL},
+    free(run_cmd(ss_cmd_goodput, (const char *[]){"1", "--name", "x", NULL},
                  &st));
     CHECK_EQ_INT(st, 2);
-    free(run_cmd(ss_goodput_cmd, (const char *[]){"--bogus", NULL}, &st));
+    free(run_cmd(ss_cmd_goodput, (const char *[]){"--bogus", NULL}, &st));
     CHECK_EQ_INT(st, 2);
-    free(run_cmd(ss_goodput_cmd, (const char *[]){"77", NULL}, &st));
+    free(run_cmd(ss_cmd_goodput, (const char *[]){"77", NULL}, &st));
     CHECK_EQ_INT(st, 1);
 }
 

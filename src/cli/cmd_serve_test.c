@@ -1,5 +1,5 @@
 /*
- * serve_test.c - unit tests for `stepscope serve` (serve.c).
+ * cmd_serve_test.c - unit tests for `stepscope serve` (cmd_serve.c, serve.c).
  *
  * Usage errors and unusable stores are refused before anything listens;
  * a forked child serves a store on a free loopback port, answers over
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "serve.h"
+#include "commands.h"
 #include "store.h"
 #include "testing.h"
 #include "testing_tmp.h"
@@ -52,7 +52,7 @@ static int serve_(const char *a1, const char *a2, const char *a3,
     int argc = 1;
     while (argv[argc])
         argc++;
-    return ss_serve_main(argc, argv);
+    return ss_cmd_serve(argc, argv);
 }
 
 static void refuses_before_listening(void)

@@ -1,0 +1,184 @@
+/*
+ * cmd_cli_test.c - the command lines of the front-ends (commands.h), one
+ * row each: the arguments, the exit status, and a text that must start
+ * stdout or appear in stderr.  --help, unknown options, missing values,
+ * values out of range and options that exclude each other are refused
+ * before any store or controller is touched (none exists here).  The
+ * commands' work with real stores: cmd_report_test.c, cmd_trace_test.c
+ * and the others beside it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "testing.h"
+#include "testing_cmd.h"
+
+typedef struct {
+    const char *name;    /* the row, in a failure message */
+    testing_cmd_fn cmd;
+    const char *args[8]; /* after ARGV[0], NULL-terminated */
+    int status;
+    const char *out;     /* stdout starts with it; NULL: not checked */
+    const char *err;     /* stderr contains it; NULL: not checked */
+} row;
+
+#define NOSTORE "/nonexistent/stepscope-test.db"
+
+static const row rows[] = {
+    {"report --help", ss_cmd_report,
+     {"--help"}, 0,
+     "usage: stepscope report", NULL},
+    {"report bad option", ss_cmd_report,
+     {"--bogus"}, 2,
+     NULL, "stepscope report: unknown option '--bogus'"},
+    {"report --html --json", ss_cmd_report,
+     {"--html", "--json", "--db", NOSTORE}, 2,
+     NULL, "exclude each other"},
+    {"report -o without --html", ss_cmd_report,
+     {"-o", "x.html", "--db", NOSTORE}, 2,
+     NULL, "-o is for --html"},
+    {"report -o without a file", ss_cmd_report,
+     {"--html", "--db", NOSTORE, "-o"}, 2,
+     NULL, "-o needs a file name"},
+    {"report two runs", ss_cmd_report,
+     {"--db", NOSTORE, "a", "b"}, 2,
+     NULL, "unexpected argument 'b'"},
+    {"report no store", ss_cmd_report,
+     {"--db", NOSTORE}, 1,
+     NULL, "stepscope report: "},
+    {"runs -h", ss_cmd_runs,
+     {"-h"}, 0,
+     "usage: stepscope runs", NULL},
+    {"runs --db without a path", ss_cmd_runs,
+     {"--db"}, 2,
+     NULL, "stepscope runs: --db needs a path"},
+    {"runs takes no RUN", ss_cmd_runs,
+     {"1"}, 2,
+     NULL, "unexpected argument '1'"},
+    {"upgrade --help", ss_cmd_upgrade,
+     {"--help"}, 0,
+     "usage: stepscope upgrade", NULL},
+    {"upgrade stray argument", ss_cmd_upgrade,
+     {"x"}, 2,
+     NULL, "stepscope upgrade: unexpected argument 'x'"},
+    {"upgrade no store", ss_cmd_upgrade,
+     {"--db", NOSTORE}, 1,
+     NULL, "no store there"},
+    {"diff --help", ss_cmd_diff,
+     {"--help"}, 0,
+     "usage: stepscope diff", NULL},
+    {"diff one run", ss_cmd_diff,
+     {"1"}, 2,
+     NULL, "give two runs, RUN_A and RUN_B"},
+    {"diff --db-b without a value", ss_cmd_diff,
+     {"1", "2", "--db-b"}, 2,
+     NULL, "--db-b needs a value"},
+    {"goodput --help", ss_cmd_goodput,
+     {"--help"}, 0,
+     "usage: stepscope goodput", NULL},
+    {"goodput RUN and --name", ss_cmd_goodput,
+     {"1", "--name", "x"}, 2,
+     NULL, "give a RUN or --name NAME, not both"},
+    {"guard --help", ss_cmd_guard,
+     {"--help"}, 0,
+     "usage: stepscope guard", NULL},
+    {"guard --last 0", ss_cmd_guard,
+     {"--last", "0"}, 2,
+     NULL, "--last: expected 1..10000"},
+    {"guard --set unknown", ss_cmd_guard,
+     {"--set", "nope=1"}, 2,
+     NULL, "unknown setting"},
+    {"guard RUN and --name", ss_cmd_guard,
+     {"--name", "a", "1"}, 2,
+     NULL, "give RUN or --name, not both"},
+    {"trace --help", ss_cmd_trace,
+     {"--help"}, 0,
+     "usage: stepscope trace", NULL},
+    {"trace without -o", ss_cmd_trace,
+     {"--db", NOSTORE}, 2,
+     NULL, "say where to write the trace"},
+    {"trace --attempt x", ss_cmd_trace,
+     {"--attempt", "x", "-o", "-"}, 2,
+     NULL, "--attempt needs a number"},
+    {"top --help", ss_cmd_top,
+     {"--help"}, 0,
+     "usage: stepscope top", NULL},
+    {"top --interval 0", ss_cmd_top,
+     {"--interval", "0"}, 2,
+     NULL, "--interval wants seconds from 0.1 to 3600"},
+    {"top --url not http", ss_cmd_top,
+     {"--url", "ftp://x/"}, 2,
+     NULL, "--url wants http://HOST:PORT/"},
+    {"stacks --help", ss_cmd_stacks,
+     {"--help"}, 0,
+     "usage: stepscope stacks", NULL},
+    {"stacks --db and --url", ss_cmd_stacks,
+     {"--db", NOSTORE, "--url", "http://127.0.0.1:1/"}, 2,
+     NULL, "give --db or --url, not both"},
+    {"stacks two runs", ss_cmd_stacks,
+     {"1", "2"}, 2,
+     NULL, "unexpected argument '2'"},
+    {"profile --help", ss_cmd_profile,
+     {"--help"}, 0,
+     "usage: stepscope profile", NULL},
+    {"profile without --seconds", ss_cmd_profile,
+     {"--ranks", "0"}, 2,
+     NULL, "--ranks and --seconds are needed"},
+    {"profile --ranks x", ss_cmd_profile,
+     {"--ranks", "x", "--seconds", "1"}, 2,
+     NULL, "--ranks wants a list"},
+    {"profile --seconds 601", ss_cmd_profile,
+     {"--ranks", "0", "--seconds", "601"}, 2, NULL,
+      "--seconds wants a number in (0, 600]"}, {"gpus --help", ss_cmd_gpus,
+      {"--help"}, 0,
+     "usage: stepscope gpus", NULL},
+    {"gpus --watch 0", ss_cmd_gpus,
+     {"--watch", "0"}, 2,
+     NULL, "--watch wants seconds from 1 to 3600"},
+    {"gpus --interval 5", ss_cmd_gpus,
+     {"--interval", "5"}, 2,
+     NULL, "--interval wants milliseconds from 20 to 60000"},
+    {"native-stack no PID", ss_cmd_native_stack,
+     {NULL}, 2,
+     NULL, "usage: stepscope __native-stack PID..."},
+    {"native-stack not a PID", ss_cmd_native_stack,
+     {"1", "x"}, 2,
+     NULL, "not a process id: x"},
+    {"serve --help", ss_cmd_serve,
+     {"--help"}, 0,
+     "usage: stepscope serve", NULL},
+    {"serve bad --http", ss_cmd_serve,
+     {"--http", "not-an-address"}, 2,
+     NULL, "stepscope serve: --http: "},
+};
+
+static void every_row(void)
+{
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const row *r = &rows[k];
+        char *argv[10] = {"cmd"};
+        int argc = 1;
+        for (; argc < 9 && r->args[argc - 1]; argc++)
+            argv[argc] = (char *)r->args[argc - 1];
+        argv[argc] = NULL;
+        char *out = NULL, *err = NULL;
+        size_t olen = 0, elen = 0;
+        FILE *o = open_memstream(&out, &olen), *e = open_memstream(&err, &elen);
+        int status = testing_cmd_run(r->cmd, argc, argv, o, e);
+        fclose(o);
+        fclose(e);
+        int ok = status == r->status &&
+                 (!r->out || strncmp(out, r->out, strlen(r->out)) == 0) &&
+                 (!r->err || strstr(err, r->err) != NULL);
+        if (!ok)
+            fprintf(stderr, "  row '%s': status %d (want %d)\n"
+                            "  stdout: %.200s\n  stderr: %.300s\n",
+                    r->name, status, r->status, out, err);
+        CHECK(ok);
+        free(out);
+        free(err);
+    }
+}
+
+TEST_LIST(TEST(every_row))
