@@ -1473,22 +1473,6 @@ void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world)
         cfg->queue_limit = (uint32_t)want;
 }
 
-int ss_store_default_path(char *out, size_t outlen)
-{
-    const char *xdg = getenv("XDG_DATA_HOME");
-    int n;
-    if (xdg && xdg[0] == '/') {
-        n = snprintf(out, outlen, "%s/stepscope/stepscope.db", xdg);
-    } else {
-        const char *home = getenv("HOME");
-        if (!home || !*home)
-            return -1;
-        n = snprintf(out, outlen, "%s/.local/share/stepscope/stepscope.db",
-                     home);
-    }
-    return n < 0 || (size_t)n >= outlen ? -1 : 0;
-}
-
 static void store_free(ss_store *s)
 {
     for (int i = 0; i < ST_COUNT; i++)
