@@ -107,83 +107,91 @@ void ss__tracks_free(ss_store *s)
     s->n_tracks = 0;
 }
 
-/* After a batch: prunes rank_values rows that left their recent window,
- * and adds the vectors refused at the queue to their run's count. */
-static int prune_values(ss_store *s)
+/* Prunes the rows of T that statement WHICH (SS__ST_PRUNE or
+ * SS__ST_PRUNE_VALUES) covers and that left the window of T's latest
+ * RECENT steps (0: every step stays) since *KEPT_FROM, then moves
+ * *KEPT_FROM.  Returns 0 or -1 (reported as WHAT). */
+static int prune_window(ss_store *s, const track *t, int which,
+                        uint32_t recent, int64_t *kept_from,
+                        const char *what)
+{
+    if (recent == 0 || t->max_step + 1 <= (int64_t)recent)
+        return 0;
+    int64_t cutoff = t->max_step + 1 - (int64_t)recent;
+    if (cutoff <= *kept_from)
+        return 0;
+    sqlite3_stmt *q = s->st[which];
+    sqlite3_bind_int64(q, 1, t->run_id);
+    sqlite3_bind_int64(q, 2, t->attempt);
+    sqlite3_bind_int64(q, 3, *kept_from);
+    sqlite3_bind_int64(q, 4, cutoff);
+    sqlite3_bind_int64(q, 5, s->cfg.sample_every);
+    if (ss__store_run(s, q, what) != 0)
+        return -1;
+    *kept_from = cutoff;
+    return 0;
+}
+
+/* Adds T's batch deltas to rank_totals and forgets them. */
+static int write_totals(ss_store *s, track *t)
+{
+    if (!t->dirty)
+        return 0;
+    sqlite3_stmt *q = s->st[SS__ST_TOTALS];
+    for (uint32_t r = 0; r < t->n_ranks; r++) {
+        rank_delta *d = &t->delta[r];
+        if (!d->steps)
+            continue;
+        sqlite3_bind_int64(q, 1, t->run_id);
+        sqlite3_bind_int64(q, 2, t->attempt);
+        sqlite3_bind_int64(q, 3, r);
+        sqlite3_bind_int64(q, 4, d->steps);
+        sqlite3_bind_int64(q, 5, d->n_ns);
+        sqlite3_bind_int64(q, 6, d->sum_ns);
+        ss__bind_opt_int(q, 7, d->max_ns);
+        ss__bind_opt_int(q, 8, d->max_rss);
+        ss__bind_opt_int(q, 9, d->max_dev);
+        ss__bind_opt_int(q, 10, d->last_step);
+        if (ss__store_run(s, q, "writing rank totals") != 0)
+            return -1;
+    }
+    track_clear(t);
+    return 0;
+}
+
+/* Adds the vectors refused at the queue since the last batch to their
+ * run's dropped_vectors. */
+static int save_dropped_vectors(ss_store *s)
 {
     pthread_mutex_lock(&s->mu);
     int64_t run = s->dropped_vectors_run;
     uint64_t dropped = s->dropped_vectors_unsaved;
     s->dropped_vectors_unsaved = 0;
     pthread_mutex_unlock(&s->mu);
-    if (dropped) {
-        sqlite3_stmt *q = s->st[SS__ST_DROPPED_VECTORS];
-        sqlite3_bind_int64(q, 1, run);
-        sqlite3_bind_int64(q, 2, (int64_t)dropped);
-        if (ss__store_run(s, q, "counting dropped vectors") != 0)
-            return -1;
-    }
-    uint32_t recent = s->cfg.values_recent_steps;
-    for (size_t i = 0; recent && i < s->n_tracks; i++) {
-        track *t = &s->tracks[i];
-        if (t->max_step + 1 <= (int64_t)recent)
-            continue;
-        int64_t cutoff = t->max_step + 1 - (int64_t)recent;
-        if (cutoff <= t->values_kept_from)
-            continue;
-        sqlite3_stmt *q = s->st[SS__ST_PRUNE_VALUES];
-        sqlite3_bind_int64(q, 1, t->run_id);
-        sqlite3_bind_int64(q, 2, t->attempt);
-        sqlite3_bind_int64(q, 3, t->values_kept_from);
-        sqlite3_bind_int64(q, 4, cutoff);
-        sqlite3_bind_int64(q, 5, s->cfg.sample_every);
-        if (ss__store_run(s, q, "pruning vectors") != 0)
-            return -1;
-        t->values_kept_from = cutoff;
-    }
-    return 0;
+    if (!dropped)
+        return 0;
+    sqlite3_stmt *q = s->st[SS__ST_DROPPED_VECTORS];
+    sqlite3_bind_int64(q, 1, run);
+    sqlite3_bind_int64(q, 2, (int64_t)dropped);
+    return ss__store_run(s, q, "counting dropped vectors");
 }
 
 int ss__retention_finish(ss_store *s)
 {
     for (size_t i = 0; i < s->n_tracks; i++) {
         track *t = &s->tracks[i];
-        if (t->dirty) {
-            sqlite3_stmt *q = s->st[SS__ST_TOTALS];
-            for (uint32_t r = 0; r < t->n_ranks; r++) {
-                rank_delta *d = &t->delta[r];
-                if (!d->steps)
-                    continue;
-                sqlite3_bind_int64(q, 1, t->run_id);
-                sqlite3_bind_int64(q, 2, t->attempt);
-                sqlite3_bind_int64(q, 3, r);
-                sqlite3_bind_int64(q, 4, d->steps);
-                sqlite3_bind_int64(q, 5, d->n_ns);
-                sqlite3_bind_int64(q, 6, d->sum_ns);
-                ss__bind_opt_int(q, 7, d->max_ns);
-                ss__bind_opt_int(q, 8, d->max_rss);
-                ss__bind_opt_int(q, 9, d->max_dev);
-                ss__bind_opt_int(q, 10, d->last_step);
-                if (ss__store_run(s, q, "writing rank totals") != 0)
-                    return -1;
-            }
-            track_clear(t);
-        }
-        if (s->cfg.recent_steps == 0 ||
-            t->max_step + 1 <= (int64_t)s->cfg.recent_steps)
-            continue;
-        int64_t cutoff = t->max_step + 1 - (int64_t)s->cfg.recent_steps;
-        if (cutoff <= t->kept_from)
-            continue;
-        sqlite3_stmt *q = s->st[SS__ST_PRUNE];
-        sqlite3_bind_int64(q, 1, t->run_id);
-        sqlite3_bind_int64(q, 2, t->attempt);
-        sqlite3_bind_int64(q, 3, t->kept_from);
-        sqlite3_bind_int64(q, 4, cutoff);
-        sqlite3_bind_int64(q, 5, s->cfg.sample_every);
-        if (ss__store_run(s, q, "pruning rank steps") != 0)
+        if (write_totals(s, t) != 0 ||
+            prune_window(s, t, SS__ST_PRUNE, s->cfg.recent_steps,
+                         &t->kept_from, "pruning rank steps") != 0)
             return -1;
-        t->kept_from = cutoff;
     }
-    return prune_values(s);
+    if (save_dropped_vectors(s) != 0)
+        return -1;
+    for (size_t i = 0; i < s->n_tracks; i++) {
+        track *t = &s->tracks[i];
+        if (prune_window(s, t, SS__ST_PRUNE_VALUES, s->cfg.values_recent_steps,
+                         &t->values_kept_from, "pruning vectors") != 0)
+            return -1;
+    }
+    return 0;
 }
