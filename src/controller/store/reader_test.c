@@ -2,7 +2,8 @@
  * reader_test.c - the store's read API on the standard test store
  * (store_fixture.h): opening (no file, not a store, nothing created),
  * choosing a run, and each loader's rows, windows and orders; a store of
- * an older schema read as it is, without being migrated.
+ * an older schema read as it is, without being migrated; a query that
+ * fails, before its first row or after some, as an error.
  */
 #include <math.h>
 #include <sqlite3.h>
@@ -738,6 +739,55 @@ static void rank_host_evidence(void)
     ss_reader_close(r);
 }
 
+/* A query the store refuses is SS_READ_ERROR with SQLite's reason, and a
+ * loader that fails after some rows (an error on the second event) gives
+ * back nothing and frees what it had read (the sanitizer build checks). */
+static void a_failing_query_is_an_error(void)
+{
+    char path[600], sql[800];
+    testing_tmp_path("broken.db", path, sizeof path);
+    unlink(path);
+    sqlite3 *db;
+    REQUIRE(sqlite3_open(fixture(), &db) == SQLITE_OK);
+    snprintf(sql, sizeof sql, "VACUUM INTO '%s'", path);
+    REQUIRE(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+    REQUIRE(sqlite3_open(path, &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+        "DROP TABLE nodes;"
+        "ALTER TABLE events RENAME TO events_kept;"
+        "CREATE VIEW events AS SELECT id, run_id, attempt, at, kind, rank, "
+        "CASE WHEN id > (SELECT min(id) FROM events_kept) "
+        "THEN json_extract('not json', '$') ELSE message END AS message "
+        "FROM events_kept;",
+        NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(db);
+
+    char err[512];
+    ss_reader *r = ss_reader_open(path, err, sizeof err);
+    REQUIRE(r != NULL);
+    ss_node_row *nodes = (ss_node_row *)1;
+    size_t n = 9;
+    CHECK_EQ_INT(ss_reader_nodes(r, 1, 0, &nodes, &n), SS_READ_ERROR);
+    CHECK(nodes == NULL && n == 0);
+    CHECK(strstr(ss_reader_errmsg(r), "cannot query the store") != NULL);
+    CHECK(strstr(ss_reader_errmsg(r), "nodes") != NULL);
+
+    ss_event_row *e = (ss_event_row *)1;
+    ss_event_query all = {0, -1, 0, 0};
+    CHECK_EQ_INT(ss_reader_events(r, 1, &all, &e, &n, NULL), SS_READ_ERROR);
+    CHECK(e == NULL && n == 0);
+    CHECK(strstr(ss_reader_errmsg(r), "cannot read the store") != NULL);
+    CHECK(strstr(ss_reader_errmsg(r), "JSON") != NULL);
+
+    /* the reader goes on after an error */
+    ss_run_row run;
+    CHECK_EQ_INT(ss_reader_run(r, 1, &run), 0);
+    CHECK_STR(ss_reader_errmsg(r), "");
+    ss_run_row_clear(&run);
+    ss_reader_close(r);
+}
+
 TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(selects_runs_by_id_name_and_uuid),
           TEST(runs_and_attempts), TEST(attempt_facts),
@@ -747,4 +797,5 @@ TEST_LIST(TEST(open_refuses_what_is_not_a_store),
           TEST(rank_host_evidence),
           TEST(vectors_names_and_values),
           TEST(findings_events_and_metrics),
-          TEST(older_schema_is_read_without_migrating))
+          TEST(older_schema_is_read_without_migrating),
+          TEST(a_failing_query_is_an_error))

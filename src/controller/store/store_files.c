@@ -1,7 +1,8 @@
 /*
  * store_files.c - the one derivation of the paths a store owns beside it
  * (store_files.h).  The uuid in a lock path comes from the store, so it is
- * checked to be one plain file name.
+ * checked to be one plain file name.  The default store path is derived
+ * here too, so nothing here depends on the store itself.
  */
 #include "store_files.h"
 
@@ -12,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "store.h"
 
 /* snprintf that fails with ENAMETOOLONG instead of truncating. */
 static int path_printf(char *out, size_t outlen, const char *fmt, ...)
@@ -32,6 +31,22 @@ static int path_printf(char *out, size_t outlen, const char *fmt, ...)
         return -1;
     }
     return 0;
+}
+
+int ss_store_default_path(char *out, size_t outlen)
+{
+    const char *xdg = getenv("XDG_DATA_HOME");
+    int n;
+    if (xdg && xdg[0] == '/') {
+        n = snprintf(out, outlen, "%s/stepscope/stepscope.db", xdg);
+    } else {
+        const char *home = getenv("HOME");
+        if (!home || !*home)
+            return -1;
+        n = snprintf(out, outlen, "%s/.local/share/stepscope/stepscope.db",
+                     home);
+    }
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
 int ss_store_files_dir(const char *db_path, char *out, size_t outlen)

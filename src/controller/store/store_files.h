@@ -22,6 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The default store path: $XDG_DATA_HOME/stepscope/stepscope.db, else
+ * $HOME/.local/share/stepscope/stepscope.db.  Returns 0 or -1 (no HOME).
+ * (Declared here, beside the paths derived from it; store.h includes
+ * this header, so callers of the store see it as before.) */
+int ss_store_default_path(char *out, size_t outlen);
+
 /*
  * Each function writes a path into OUT (OUTLEN bytes) and returns 0, or
  * returns -1 with errno set: ENAMETOOLONG when it does not fit, ENOENT when

@@ -1,5 +1,6 @@
 /*
- * store_test.c - unit tests for the SQLite store (store.c, store_schema.c).
+ * store_test.c - unit tests for the SQLite store (store.h over the
+ * store*.c files, store_schema.c).
  *
  * Each test works in its own temporary directory and reads what the store
  * wrote back with plain SQL: schema creation and reopening, refusal of

@@ -1,0 +1,174 @@
+/*
+ * store_writer.c - the store's queue and its writer thread
+ * (store_writer.h).
+ *
+ * ss_store_put_* append one heap item each to a queue under `mu`: no SQL,
+ * no I/O on the caller's thread.  The writer thread takes the whole queue
+ * once the oldest queued item is a flush interval old (or sooner when the
+ * queue is half full or ss_store_flush asks), applies it with prepared
+ * statements in one IMMEDIATE transaction under `dbmu`, then the batch's
+ * rank totals and pruning (store_retention.c), and commits.  A batch that
+ * cannot be written (disk full, file locked by another process for more
+ * than 5 s) is rolled back, reported on stderr and lost, so a broken disk
+ * cannot grow the queue without bound; its small items (ranks, findings,
+ * events, the run's end) are then tried once more in a transaction of
+ * their own, which often fits where the steps did not.  Either way every
+ * item is counted, stored or lost (store_outcome.c).
+ *
+ * Queue accounting is in "units": one per item plus one per rank-step row
+ * the item carries (ss_store_stats).
+ */
+#include "store_writer.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store_apply.h"
+#include "store_outcome.h"
+#include "store_retention.h"
+
+void ss__store_enqueue(ss_store *s, item *it)
+{
+    pthread_mutex_lock(&s->mu);
+    it->next = NULL;
+    if (s->tail)
+        s->tail->next = it;
+    else {
+        s->head = it;
+        clock_gettime(CLOCK_MONOTONIC, &s->first_at);
+    }
+    s->tail = it;
+    uint64_t before = s->pending_units;
+    s->pending_units += it->units;
+    s->enq_seq++;
+    s->stats.queued += it->units;
+    uint64_t half = s->cfg.queue_limit / 2;
+    if (s->has_writer && (before == 0 || (before < half &&
+                                          s->pending_units >= half)))
+        pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
+ * transaction, then the batch's rank totals and pruning (not when
+ * SMALL_ONLY).  Returns 0 when committed; -1 after rolling back (dbmu
+ * held). */
+static int run_batch(ss_store *s, const item *batch, int small_only)
+{
+    int rc = ss__store_run(s, s->st[SS__ST_BEGIN], "starting a transaction");
+    for (const item *it = batch; it && rc == 0; it = it->next)
+        if (!small_only || !ss__item_is_bulk(it->kind))
+            rc = ss__store_apply(s, it);
+    if (rc == 0 && !small_only)
+        rc = ss__retention_finish(s);
+    if (rc == 0)
+        rc = ss__store_run(s, s->st[SS__ST_COMMIT], "committing");
+    if (rc != 0) {
+        if (!sqlite3_get_autocommit(s->db))
+            ss__store_run(s, s->st[SS__ST_ROLLBACK], "rolling back");
+        ss__tracks_forget_batch(s);
+    }
+    return rc;
+}
+
+/* Applies BATCH in one transaction and frees it.  On a failure the
+ * transaction is rolled back and the batch is lost (reported on stderr):
+ * a store that cannot be written must not grow the queue without bound.
+ * Its small items then get one more try of their own. */
+static void apply_batch(ss_store *s, item *batch)
+{
+    pthread_mutex_lock(&s->dbmu);
+    s->batch_err[0] = '\0';
+    size_t n = 0, n_small = 0;
+    for (const item *it = batch; it; it = it->next, n++)
+        n_small += !ss__item_is_bulk(it->kind);
+    int rc = run_batch(s, batch, 0), small_rc = -1;
+    if (rc != 0) {
+        fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
+                "not written\n", s->path, n);
+        if (n_small > 0 && n_small < n) {
+            small_rc = run_batch(s, batch, 1);
+            if (small_rc == 0)
+                fprintf(stderr, "stepscope: store %s: its %zu other item%s "
+                        "(ranks, findings, events) were written without its "
+                        "steps\n", s->path, n_small, n_small == 1 ? "" : "s");
+        }
+    }
+    ss_store_outcome d;
+    memset(&d, 0, sizeof d);
+    for (const item *it = batch; it; it = it->next)
+        ss__outcome_tally(s, it, rc == 0 || (small_rc == 0 && !ss__item_is_bulk(it->kind)),
+                   &d);
+    char why[sizeof s->batch_err];
+    snprintf(why, sizeof why, "%s",
+             s->batch_err[0] ? s->batch_err : "out of memory while writing");
+    pthread_mutex_unlock(&s->dbmu);
+    pthread_mutex_lock(&s->mu);
+    ss__outcome_add(s, &d, why);
+    pthread_mutex_unlock(&s->mu);
+    while (batch) {
+        item *next = batch->next;
+        free(batch);
+        batch = next;
+    }
+}
+
+void ss__store_drain_locked(ss_store *s)
+{
+    item *batch = s->head;
+    uint64_t units = s->pending_units, seq = s->enq_seq;
+    s->head = s->tail = NULL;
+    s->pending_units = 0;
+    s->pending_value_bytes = 0;
+    s->flush_wanted = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (batch)
+        apply_batch(s, batch);
+    pthread_mutex_lock(&s->mu);
+    s->stats.written += units;
+    if (batch)
+        s->stats.transactions++;
+    if (seq > s->done_seq)
+        s->done_seq = seq;
+    pthread_cond_broadcast(&s->done);
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec ||
+           (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+void *ss__store_writer_main(void *arg)
+{
+    ss_store *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && !s->head)
+            pthread_cond_wait(&s->wake, &s->mu);
+        if (s->head && !s->stop && !s->flush_wanted &&
+            s->pending_units < s->cfg.queue_limit / 2) {
+            struct timespec due = s->first_at, now;
+            due.tv_sec += s->cfg.flush_interval_ms / 1000;
+            due.tv_nsec += (long)(s->cfg.flush_interval_ms % 1000) * 1000000;
+            if (due.tv_nsec >= 1000000000) {
+                due.tv_sec++;
+                due.tv_nsec -= 1000000000;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (ts_before(&now, &due)) {
+                pthread_cond_timedwait(&s->wake, &s->mu, &due);
+                continue; /* re-evaluate: woken early or due */
+            }
+        }
+        if (s->head)
+            ss__store_drain_locked(s);
+        else if (s->stop)
+            break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
