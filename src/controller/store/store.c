@@ -8,7 +8,7 @@
  * machine losing power before the next checkpoint.  New files get 16 KiB
  * pages: rank_steps inserts are appends, and bigger pages halve the B-tree
  * work per row (docs/store.md has the measurements).  How a put reaches
- * the file is store_internal.h's tour (store_put.c, store_writer.c, ...).
+ * the file is store_state.h's tour (store_put.c, store_writer.c, ...).
  *
  * Without a writer thread (ss_store_open with WRITER == 0) the queue is
  * applied on the caller's thread by ss_store_flush and ss_store_close.
@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "private_fs.h"
-#include "store_internal.h"
+#include "store_state.h"
 #include "store_retention.h"
 #include "store_schema.h"
 #include "store_writer.h"

@@ -5,7 +5,7 @@
 #ifndef STEPSCOPE_STORE_APPLY_H
 #define STEPSCOPE_STORE_APPLY_H
 
-#include "store_internal.h"
+#include "store_state.h"
 
 /* Writes IT into S's open transaction (writer, dbmu held).  Returns 0, or
  * -1 when a statement failed (reported on stderr, its reason kept as the

@@ -5,7 +5,7 @@
 #ifndef STEPSCOPE_STORE_OUTCOME_H
 #define STEPSCOPE_STORE_OUTCOME_H
 
-#include "store_internal.h"
+#include "store_state.h"
 
 /* Adds the fate of IT (committed when STORED) to *O.  With STORED, dbmu
  * must be held (the committed-findings bits are writer state). */

@@ -22,7 +22,7 @@
 
 #include "clocks.h"
 #include "json.h"
-#include "store_internal.h"
+#include "store_state.h"
 #include "store_outcome.h"
 #include "store_writer.h"
 

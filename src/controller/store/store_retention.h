@@ -7,7 +7,7 @@
 #ifndef STEPSCOPE_STORE_RETENTION_H
 #define STEPSCOPE_STORE_RETENTION_H
 
-#include "store_internal.h"
+#include "store_state.h"
 
 /* The track of RUN_ID's ATTEMPT, created when new, with room for the
  * deltas of at least N_RANKS ranks.  NULL when out of memory. */

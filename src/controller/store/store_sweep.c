@@ -21,7 +21,7 @@
 
 #include "clocks.h"
 #include "runlock.h"
-#include "store_internal.h"
+#include "store_state.h"
 
 /* Collects the ids and uuids of the runs whose row says `running`. */
 typedef struct {

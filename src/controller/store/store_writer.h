@@ -5,7 +5,7 @@
 #ifndef STEPSCOPE_STORE_WRITER_H
 #define STEPSCOPE_STORE_WRITER_H
 
-#include "store_internal.h"
+#include "store_state.h"
 
 /* Appends IT (a heap item the queue now owns) to S's queue, counts its
  * units and wakes the writer when it should act (the queue was empty or

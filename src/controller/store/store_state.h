@@ -1,5 +1,5 @@
 /*
- * store_internal.h - what the store's files share: the queued items, the
+ * store_state.h - what the store's files share: the queued items, the
  * writer's per-run state and the store handle itself.
  *
  * The files of the store, in the order a record goes through them:
@@ -20,8 +20,8 @@
  * flags and the outcome); `dbmu` guards the writer part (the connection,
  * statements, tracks and row buffers).  Each field below says which.
  */
-#ifndef STEPSCOPE_STORE_INTERNAL_H
-#define STEPSCOPE_STORE_INTERNAL_H
+#ifndef STEPSCOPE_STORE_STATE_H
+#define STEPSCOPE_STORE_STATE_H
 
 #include <pthread.h>
 #include <sqlite3.h>
