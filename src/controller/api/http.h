@@ -38,26 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
-#include "live.h"
-
-typedef struct ss_http ss_http;
-
-#define SS_HTTP_DEFAULT_PORT 8470
-#define SS_HTTP_MAX_CONNECTIONS 1024   /* open at once, all clients */
-#define SS_HTTP_MAX_PER_ADDRESS 64     /* from one non-loopback address */
-#define SS_HTTP_REQUEST_TIMEOUT_MS 10000
-#define SS_HTTP_IDLE_TIMEOUT_S 30
-#define SS_HTTP_WORKERS 4              /* threads serving requests */
-
-/* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
- * sizeof page - 1}.  PATH starts with '/'. */
-typedef struct {
-    const char *path;
-    const char *content_type;
-    const unsigned char *data;
-    size_t len;
-} ss_static_file;
+#include "http_types.h"
 
 /*
  * Registers the dashboard's files for every server started afterwards (not
@@ -67,29 +48,6 @@ typedef struct {
  * A later call replaces the set; N == 0 clears it.
  */
 void ss_http_set_static(const ss_static_file *files, size_t n);
-
-/*
- * Answers POST /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
- * controller collects every rank's stacks and appends the JSON document
- * to OUT.  Called on an HTTP worker thread, which it blocks until the
- * answer (a bounded wait: the collector's deadline).  Returns the HTTP
- * status: 200 with the document, else with a one-line reason in OUT (not
- * JSON; the server wraps it).
- */
-typedef unsigned (*ss_http_stacks_fn)(void *ctx, int native, ss_buf *out);
-
-/*
- * Answers /api/runs/{id}/profile (docs/debug.md#profiling): START 1 for
- * POST ?ranks=LIST&seconds=S, 0 for GET ?request=N; the query values are
- * NULL when absent.  Called on an HTTP worker thread, which it may block
- * for about a second.  Appends the JSON document to OUT and returns the
- * HTTP status (200, 202), or another status with a one-line reason in OUT
- * (not JSON; the server wraps it).
- */
-typedef unsigned (*ss_http_profile_fn)(void *ctx, int start,
-                                       const char *ranks,
-                                       const char *seconds,
-                                       const char *request, ss_buf *out);
 
 typedef struct {
     const char *host;       /* numeric IPv4/IPv6 address; NULL: 127.0.0.1 */

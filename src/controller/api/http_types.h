@@ -1,0 +1,61 @@
+/*
+ * http_types.h - the HTTP server's types and limits (http.h): the handle,
+ * the default port and connection limits, a static file, and the stacks
+ * and profile callbacks a live controller gives the server.
+ *
+ * http.h includes this header, so callers see these with the server's
+ * functions; the server's own files (http_state.h) include it without
+ * http.h, so that the server's shared state does not depend on the module
+ * that uses it.
+ */
+#ifndef STEPSCOPE_HTTP_TYPES_H
+#define STEPSCOPE_HTTP_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "live.h"
+
+typedef struct ss_http ss_http;
+
+#define SS_HTTP_DEFAULT_PORT 8470
+#define SS_HTTP_MAX_CONNECTIONS 1024   /* open at once, all clients */
+#define SS_HTTP_MAX_PER_ADDRESS 64     /* from one non-loopback address */
+#define SS_HTTP_REQUEST_TIMEOUT_MS 10000
+#define SS_HTTP_IDLE_TIMEOUT_S 30
+#define SS_HTTP_WORKERS 4              /* threads serving requests */
+
+/* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
+ * sizeof page - 1}.  PATH starts with '/'. */
+typedef struct {
+    const char *path;
+    const char *content_type;
+    const unsigned char *data;
+    size_t len;
+} ss_static_file;
+
+/*
+ * Answers POST /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
+ * controller collects every rank's stacks and appends the JSON document
+ * to OUT.  Called on an HTTP worker thread, which it blocks until the
+ * answer (a bounded wait: the collector's deadline).  Returns the HTTP
+ * status: 200 with the document, else with a one-line reason in OUT (not
+ * JSON; the server wraps it).
+ */
+typedef unsigned (*ss_http_stacks_fn)(void *ctx, int native, ss_buf *out);
+
+/*
+ * Answers /api/runs/{id}/profile (docs/debug.md#profiling): START 1 for
+ * POST ?ranks=LIST&seconds=S, 0 for GET ?request=N; the query values are
+ * NULL when absent.  Called on an HTTP worker thread, which it may block
+ * for about a second.  Appends the JSON document to OUT and returns the
+ * HTTP status (200, 202), or another status with a one-line reason in OUT
+ * (not JSON; the server wraps it).
+ */
+typedef unsigned (*ss_http_profile_fn)(void *ctx, int start,
+                                       const char *ranks,
+                                       const char *seconds,
+                                       const char *request, ss_buf *out);
+
+#endif
