@@ -17,7 +17,7 @@ every call is a no-op costing a few tens of nanoseconds.
             stepscope.values("grad_norms", norms)  # a vector per step
 
 `phase(name)` and `step(n)` are context managers and decorators, both
-implemented in C (stepscope/_native.c) so that a phase costs well under a
+implemented in C (stepscope/native_*.c) so that a phase costs well under a
 microsecond.  Every error from the C library raises StepscopeError with its
 message; arguments of the wrong type raise TypeError.
 

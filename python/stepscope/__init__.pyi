@@ -1,4 +1,4 @@
-"""Type stubs for stepscope (the functions are implemented in C, _native.c)."""
+"""Type stubs for stepscope (the functions are implemented in C, native_*.c)."""
 from types import TracebackType
 from typing import Any, Callable, Literal, Optional, Sequence, Type, TypeVar
 

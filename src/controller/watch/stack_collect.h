@@ -44,7 +44,7 @@
 #include <uv.h>
 
 /* The stack signal: SIGRTMIN + this (44 with glibc).  The same offset is
- * in python/stepscope/_native.c. */
+ * in python/stepscope/native_process.c. */
 #define SS_STACK_SIGNAL_OFFSET 10
 #define SS_STACK_DEADLINE_MS_DEFAULT 1500
 #define SS_STACK_MAX_TARGETS 65536

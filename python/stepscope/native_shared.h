@@ -1,0 +1,79 @@
+/*
+ * native_shared.h - what the C files of the stepscope._native extension
+ * share with each other.
+ *
+ * The extension is one module, stepscope._native, built from several
+ * files, one per concern: native_module.c (the module's creation, its
+ * errors and argument helpers), native_phase.c (names, the Phase type,
+ * phases, sync points and collectives), native_step.c (steps and the Step
+ * type), native_outer.c (auto mode's _Outermost wrapper), native_values.c
+ * (metrics, vectors and memory), native_checksum.c (XXH3 over memory) and
+ * native_process.c (the exit watchdog, the stack signal, profile
+ * requests).  Each file keeps its state and functions static and gives the
+ * module its functions and types through one ss__py_*_add(module) call.
+ *
+ * Everything declared here is internal to the extension: the build hides
+ * every symbol but PyInit__native (-fvisibility=hidden), and the ss__py_
+ * prefix keeps these names apart from the recorder's ss_ and ss__ ones,
+ * which are linked into the same shared object.  All of it runs with the
+ * GIL held.
+ */
+#ifndef STEPSCOPE_NATIVE_SHARED_H
+#define STEPSCOPE_NATIVE_SHARED_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+#include "stepscope.h"
+
+/* ---- errors and arguments (native_module.c) ---- */
+
+/* stepscope.StepscopeError, created by the module's init before any
+ * ss__py_*_add runs; a borrowed reference that lives as long as the
+ * process. */
+extern PyObject *ss__py_error_type;
+
+/* Raises StepscopeError "<ss_strerror(CODE)>: <FMT...>" (FMT as for
+ * PyUnicode_FromFormat) and returns NULL, so that a method can
+ * `return ss__py_error(SS_EINVAL, "...", ...);`. */
+PyObject *ss__py_error(int code, const char *fmt, ...);
+
+/* Checks that the function NAME got MIN..MAX positional arguments.
+ * Returns 0, or -1 with TypeError set. */
+int ss__py_check_nargs(const char *name, Py_ssize_t nargs, Py_ssize_t min,
+                       Py_ssize_t max);
+
+/* Parses O, a CLOCK_MONOTONIC time in ns (an int from 0 to 2**63-1), into
+ * *OUT.  Returns 0, or -1 with TypeError or StepscopeError set. */
+int ss__py_parse_ns(PyObject *o, int64_t *out);
+
+/* ---- names (native_phase.c) ---- */
+
+/* The recorder's id for NAME (a str), interning the name on first use.
+ * Returns the id, or 0 with TypeError (not a str) or StepscopeError (an
+ * invalid name, or too many names) set. */
+ss_name_id ss__py_name_id(PyObject *name);
+
+/* tp_call of the Phase and Step types: `@cm` on a callable FUNC (the one
+ * positional argument in ARGS, no keywords) returns
+ * stepscope._decorate(cm, func), a function that runs inside `with cm`.
+ * Returns a new reference, or NULL with an exception set. */
+PyObject *ss__py_decorate(PyObject *cm, PyObject *args, PyObject *kwargs);
+
+/* ---- the parts of the module ----
+ *
+ * Each readies its types and state and adds its functions, types and
+ * constants to the module M.  Returns 0, or -1 with an exception set (the
+ * module's init then fails).  Called from PyInit__native, in this order:
+ * names first, as the others look names up.  State that outlives the
+ * module object (caches, the shared step(None)) is created only once. */
+int ss__py_phase_add(PyObject *m);    /* native_phase.c */
+int ss__py_step_add(PyObject *m);     /* native_step.c */
+int ss__py_outer_add(PyObject *m);    /* native_outer.c */
+int ss__py_values_add(PyObject *m);   /* native_values.c */
+int ss__py_checksum_add(PyObject *m); /* native_checksum.c */
+int ss__py_process_add(PyObject *m);  /* native_process.c */
+
+#endif
