@@ -730,7 +730,7 @@ static int health_start(void *ctx, uint32_t attempt, char *err,
 {
     run_ctx *r = ctx;
     (void)attempt;
-    return run_faults_health_start(&r->faults, err, errlen);
+    return r->hooks.health_start(r->hooks.ctx, err, errlen);
 }
 
 /* The aggregator's host provider: node 0's ranks from the local watch,
@@ -1069,6 +1069,12 @@ static size_t real_failure_summary(void *ctx, char *out, size_t outlen)
                                        outlen);
 }
 
+static int real_health_start(void *ctx, char *err, size_t errlen)
+{
+    run_ctx *r = ctx;
+    return run_faults_health_start(&r->faults, err, errlen);
+}
+
 static void on_linger_timeout(uv_timer_t *t)
 {
     run_linger_over(t->loop->data, (uint32_t)(uintptr_t)t->data);
@@ -1133,6 +1139,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
                            .exit_status = real_exit_status,
                            .left_behind = real_left_behind,
                            .failure_summary = real_failure_summary,
+                           .health_start = real_health_start,
                            .linger = real_linger,
                            .backoff_start = real_backoff_start,
                            .backoff_stop = real_backoff_stop,

@@ -45,6 +45,10 @@ typedef struct {
     /* Why node 0's ranks failed, in the launcher's words, into OUT
      * (ss_launcher_failure_summary): its length, 0 when none failed. */
     size_t (*failure_summary)(void *ctx, char *out, size_t outlen);
+    /* Starts node 0's health checks before a later attempt on the loop
+     * (run_faults_health_start): 0, and run_health_done follows once they
+     * are done, or -1 with ERR. */
+    int (*health_start)(void *ctx, char *err, size_t errlen);
     /* Starts (START) or stops RANK's linger timer: SS_LIFE_LINGER_MS,
      * then run_linger_over. */
     void (*linger)(void *ctx, uint32_t rank, int start);
