@@ -238,7 +238,7 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
-    ss_mono_ns now = ss_mono_now();
+    ss_mono_ns now = run_now(r);
     if (r->att.restart_pending || r->ending || r->att.health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
@@ -369,7 +369,7 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
 static pid_t rank_pid(void *ctx, uint32_t rank)
 {
     run_ctx *r = ctx;
-    return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
+    return r->hooks.rank_pid(r->hooks.ctx, rank);
 }
 
 /* Tells the person where the dashboard is. */
@@ -428,8 +428,8 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
     (void)attempt;
     if (r->att.attempt > 0)
         run_nodes_restart(r->nodes); /* the other nodes relaunch too */
-    ss_life_launched(&r->life, ss_mono_now());
-    ss_hang_init(&r->hang, &r->o->hang_cfg, ss_mono_now());
+    ss_life_launched(&r->life, run_now(r));
+    ss_hang_init(&r->hang, &r->o->hang_cfg, run_now(r));
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
@@ -451,11 +451,11 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
     lcfg.echo = !r->o->quiet;
     ss_launch_callbacks lcb;
     run_launch_callbacks(r, &lcb);
-    r->launcher = ss_launcher_start(&r->loop, &lcfg, &lcb, err, errlen);
-    if (!r->launcher)
+    if (r->hooks.launch(r->hooks.ctx, &lcfg, &lcb, err, errlen) != 0)
         return -1;
+    r->launched = 1;
     for (uint32_t i = 0; r->host && i < r->o->nproc_local; i++)
-        ss_host_watch_rank(r->host, i, ss_launcher_rank_pid(r->launcher, i));
+        ss_host_watch_rank(r->host, i, r->hooks.rank_pid(r->hooks.ctx, i));
     if (r->att.attempt > 0)
         run_event(r, "attempt_started", -1, "attempt %u launched", r->att.attempt);
     run_faults_arm(&r->faults); /* re-armed for each attempt */
@@ -469,7 +469,7 @@ static int job_status(const run_ctx *r);
  * on, else the job's. */
 static int attempt_status(const run_ctx *r)
 {
-    if (!r->launcher)
+    if (!r->launched)
         return 1;
     if (r->hang_acted)
         return SS_HANG_EXIT_STATUS;
@@ -509,10 +509,8 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
 
 void run_end_loop(run_ctx *r)
 {
-    uv_timer_stop(&r->restart_timer);
-    uv_timer_stop(&r->leave_timer);
     ss_live_finish(r->live);
-    uv_stop(&r->loop);
+    r->hooks.end_loop(r->hooks.ctx);
 }
 
 static void on_agents_slow(uv_timer_t *t)
@@ -548,9 +546,9 @@ static void attempt_over(run_ctx *r)
     char fault[48];
     const char *cause = attempt_cause(r, status, fault, sizeof fault);
     if (!r->failure_text[0] && !r->hang_acted && !r->num.nonfinite_acted &&
-        !r->rep.divergence_acted && r->launcher) {
+        !r->rep.divergence_acted && r->launched) {
         char why[8192];
-        if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+        if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
             snprintf(r->failure_text, sizeof r->failure_text, "%s", why);
     }
     ss_attempt_facts facts = {.attempt = r->att.attempt,
@@ -572,7 +570,7 @@ static void attempt_over(run_ctx *r)
     int injected = strncmp(cause, "injected:", 9) == 0;
     ss_attempt_end end = {.attempt = r->att.attempt,
                           .made_progress = r->first_step >= 0,
-                          .now = ss_mono_now()};
+                          .now = run_now(r)};
     char sig[SS_RESTART_SIG_MAX] = "";
     if (status == 0)
         end.why_not = "the job completed";
@@ -627,8 +625,8 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
 {
     run_ctx *r = ctx;
     run_nodes_set_attempt(r->nodes, attempt);
-    ss_launcher_destroy(r->launcher);
-    r->launcher = NULL;
+    r->hooks.release(r->hooks.ctx);
+    r->launched = 0;
     ss_aggregator_destroy(r->agg);
     r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
                                   &(ss_sink){r, run_sink_step, run_sink_finding});
@@ -638,7 +636,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
                                         1000000) == 0;
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         rank_slot *s = &r->ranks[i];
-        uv_timer_stop(&s->linger);
+        r->hooks.linger(r->hooks.ctx, i, 0);
         s->pid = 0;
         s->status_at = 0;
         s->cur_step = -1;
@@ -688,32 +686,23 @@ static void attempt_not_launched(void *ctx, uint32_t attempt)
     attempt_over(ctx);
 }
 
-/* The attempts' clock and backoff timer (ss_attempt_hooks). */
+/* The attempts' clock and backoff timer (ss_attempt_hooks), the run's
+ * (run_hooks.h). */
 static ss_mono_ns attempt_now(void *ctx)
 {
-    (void)ctx;
-    return ss_mono_now();
-}
-
-static void on_backoff(uv_timer_t *t)
-{
-    run_ctx *r = t->data;
-    ss_attempt_backoff_over(&r->att);
+    return run_now(ctx);
 }
 
 static void backoff_start(void *ctx, uint32_t delay_ms)
 {
     run_ctx *r = ctx;
-    /* The backoff counts from now, not from the loop's cached time of
-     * this iteration (which may be older by the attempt's teardown). */
-    uv_update_time(&r->loop);
-    uv_timer_start(&r->restart_timer, on_backoff, delay_ms, 0);
+    r->hooks.backoff_start(r->hooks.ctx, delay_ms);
 }
 
 static void backoff_stop(void *ctx)
 {
     run_ctx *r = ctx;
-    uv_timer_stop(&r->restart_timer);
+    r->hooks.backoff_stop(r->hooks.ctx);
 }
 
 /* Node 0's health check before the first attempt (run_inject.h): 0, or
@@ -741,7 +730,7 @@ static int health_start(void *ctx, uint32_t attempt, char *err,
 {
     run_ctx *r = ctx;
     (void)attempt;
-    return run_faults_health_start(&r->faults, err, errlen);
+    return r->hooks.health_start(r->hooks.ctx, err, errlen);
 }
 
 /* The aggregator's host provider: node 0's ranks from the local watch,
@@ -756,6 +745,49 @@ static int host_window(void *ctx, uint32_t rank, uint64_t step,
                                               out)
                        : -1;
     return run_nodes_host(r->nodes, rank, step, out);
+}
+
+int run_parts_init(run_ctx *r, char *err, size_t errlen)
+{
+    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
+                                  &(ss_sink){r, run_sink_step, run_sink_finding});
+    r->ranks = calloc(r->o->nprocs, sizeof *r->ranks);
+    r->hang_ranks = calloc(r->o->nprocs, sizeof *r->hang_ranks);
+    r->notes = calloc((size_t)r->o->restart_cfg.max_restarts + 1,
+                      sizeof *r->notes);
+    for (uint32_t i = 0; r->ranks && i < r->o->nprocs; i++)
+        r->ranks[i].phase = r->ranks[i].collective = -1;
+    if (!r->agg || !r->ranks || !r->hang_ranks || !r->notes ||
+        ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
+                     (ss_dur_ns)r->o->connect_timeout_ms * 1000000) != 0) {
+        snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
+        return -1;
+    }
+    ss_attempt_hooks hooks = {.ctx = r,
+                              .health_start = health_start,
+                              .launch = launch_ranks,
+                              .not_launched = attempt_not_launched,
+                              .start_failed = attempt_failed_to_start,
+                              .prepare = prepare_attempt,
+                              .now = attempt_now,
+                              .timer_start = backoff_start,
+                              .timer_stop = backoff_stop};
+    /* attempt 0's health checks ran before (health_first) */
+    ss_attempt_init(&r->att, &hooks, 1, &r->o->restart_cfg);
+    return 0;
+}
+
+void run_parts_free(run_ctx *r)
+{
+    ss_aggregator_destroy(r->agg);
+    r->agg = NULL;
+    free(r->ranks);
+    free(r->hang_ranks);
+    free(r->notes);
+    r->ranks = NULL;
+    r->hang_ranks = NULL;
+    r->notes = NULL;
+    ss_life_release(&r->life);
 }
 
 static int start(run_ctx *r, char *err, size_t errlen)
@@ -844,18 +876,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     }
     if (r->host || r->o->nnodes > 1)
         r->agg_cfg.host = (ss_host_provider){host_window, r};
-    r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
-                                  &(ss_sink){r, run_sink_step, run_sink_finding});
-    r->ranks = calloc(r->o->nprocs, sizeof *r->ranks);
-    r->hang_ranks = calloc(r->o->nprocs, sizeof *r->hang_ranks);
-    for (uint32_t i = 0; r->ranks && i < r->o->nprocs; i++)
-        r->ranks[i].phase = r->ranks[i].collective = -1;
-    if (!r->agg || !r->ranks || !r->hang_ranks ||
-        ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
-                     (ss_dur_ns)r->o->connect_timeout_ms * 1000000) != 0) {
-        snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
+    if (run_parts_init(r, err, errlen) != 0)
         return -1;
-    }
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         uv_timer_init(&r->loop, &r->ranks[i].linger);
         r->ranks[i].linger.data = (void *)(uintptr_t)i;
@@ -897,24 +919,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
 
     run_faults_start(&r->faults);
-    r->started = ss_mono_now();
-    r->notes = calloc((size_t)r->o->restart_cfg.max_restarts + 1,
-                      sizeof *r->notes);
-    if (!r->notes) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    ss_attempt_hooks hooks = {.ctx = r,
-                              .health_start = health_start,
-                              .launch = launch_ranks,
-                              .not_launched = attempt_not_launched,
-                              .start_failed = attempt_failed_to_start,
-                              .prepare = prepare_attempt,
-                              .now = attempt_now,
-                              .timer_start = backoff_start,
-                              .timer_stop = backoff_stop};
-    /* attempt 0's health checks ran above (health_first) */
-    ss_attempt_init(&r->att, &hooks, 1, &r->o->restart_cfg);
+    r->started = run_now(r);
     uv_timer_init(&r->loop, &r->restart_timer);
     r->restart_timer.data = r;
     uv_timer_init(&r->loop, &r->leave_timer);
@@ -934,7 +939,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
  * node), else the first non-zero node status. */
 static int job_status(const run_ctx *r)
 {
-    int local = ss_launcher_exit_status(r->launcher);
+    int local = r->hooks.exit_status(r->hooks.ctx);
     if (r->o->nnodes == 1)
         return local;
     if (r->first_failure_status >= 0)
@@ -1008,6 +1013,112 @@ int ss_run_prepare(const ss_run_opts *o, link_secret *secret)
     return 0;
 }
 
+/* ---- the real hooks (run_hooks.h): node 0's launcher, the loop's
+ * timers and the monotonic clock ---- */
+
+static ss_mono_ns real_now(void *ctx)
+{
+    (void)ctx;
+    return ss_mono_now();
+}
+
+static int real_launch(void *ctx, const ss_launch_config *cfg,
+                       const ss_launch_callbacks *cb, char *err,
+                       size_t errlen)
+{
+    run_ctx *r = ctx;
+    r->launcher = ss_launcher_start(&r->loop, cfg, cb, err, errlen);
+    return r->launcher ? 0 : -1;
+}
+
+static void real_release(void *ctx)
+{
+    run_ctx *r = ctx;
+    ss_launcher_destroy(r->launcher);
+    r->launcher = NULL;
+}
+
+static void real_stop_ranks(void *ctx, int kill_now, const char *reason)
+{
+    run_ctx *r = ctx;
+    if (kill_now)
+        ss_launcher_kill_now(r->launcher, reason);
+    else
+        ss_launcher_terminate(r->launcher, reason);
+}
+
+static int real_rank_pid(void *ctx, uint32_t rank)
+{
+    run_ctx *r = ctx;
+    return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
+}
+
+static int real_exit_status(void *ctx)
+{
+    return ss_launcher_exit_status(((run_ctx *)ctx)->launcher);
+}
+
+static uint32_t real_left_behind(void *ctx)
+{
+    return ss_launcher_left_behind(((run_ctx *)ctx)->launcher);
+}
+
+static size_t real_failure_summary(void *ctx, char *out, size_t outlen)
+{
+    return ss_launcher_failure_summary(((run_ctx *)ctx)->launcher, out,
+                                       outlen);
+}
+
+static int real_health_start(void *ctx, char *err, size_t errlen)
+{
+    run_ctx *r = ctx;
+    return run_faults_health_start(&r->faults, err, errlen);
+}
+
+static void on_linger_timeout(uv_timer_t *t)
+{
+    run_linger_over(t->loop->data, (uint32_t)(uintptr_t)t->data);
+}
+
+static void real_linger(void *ctx, uint32_t rank, int start)
+{
+    run_ctx *r = ctx;
+    if (start)
+        uv_timer_start(&r->ranks[rank].linger, on_linger_timeout,
+                       SS_LIFE_LINGER_MS, 0);
+    else
+        uv_timer_stop(&r->ranks[rank].linger);
+}
+
+static void on_backoff(uv_timer_t *t)
+{
+    run_ctx *r = t->data;
+    ss_attempt_backoff_over(&r->att);
+}
+
+static void real_backoff_start(void *ctx, uint32_t delay_ms)
+{
+    run_ctx *r = ctx;
+    /* The backoff counts from now, not from the loop's cached time of
+     * this iteration (which may be older by the attempt's teardown). */
+    uv_update_time(&r->loop);
+    uv_timer_start(&r->restart_timer, on_backoff, delay_ms, 0);
+}
+
+static void real_backoff_stop(void *ctx)
+{
+    run_ctx *r = ctx;
+    uv_timer_stop(&r->restart_timer);
+}
+
+static void real_end_loop(void *ctx)
+{
+    run_ctx *r = ctx;
+    uv_timer_stop(&r->restart_timer);
+    uv_timer_stop(&r->leave_timer);
+    uv_stop(&r->loop);
+}
+
 int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
 {
     run_ctx *r = calloc(1, sizeof *r);
@@ -1019,6 +1130,20 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     r->agg_cfg = o->agg_cfg;
     r->first_step = r->last_step = r->resumed_from = -1;
     r->first_failure_status = -1;
+    r->hooks = (run_hooks){.ctx = r,
+                           .now = real_now,
+                           .launch = real_launch,
+                           .release = real_release,
+                           .stop_ranks = real_stop_ranks,
+                           .rank_pid = real_rank_pid,
+                           .exit_status = real_exit_status,
+                           .left_behind = real_left_behind,
+                           .failure_summary = real_failure_summary,
+                           .health_start = real_health_start,
+                           .linger = real_linger,
+                           .backoff_start = real_backoff_start,
+                           .backoff_stop = real_backoff_stop,
+                           .end_loop = real_end_loop};
     run_faults_wire(r);
     uv_loop_init(&r->loop);
     r->loop.data = r;
@@ -1077,16 +1202,12 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     ss_profiler_free(r->profiler); /* no HTTP worker calls in any more */
     ss_live_destroy(r->live);
     ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
-    ss_aggregator_destroy(r->agg);
+    run_parts_free(r);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);
-    free(r->ranks);
     run_nodes_free(r->nodes);
-    free(r->hang_ranks);
-    free(r->notes);
-    ss_life_release(&r->life);
     free(r);
     return status;
 }

@@ -23,7 +23,7 @@ void run_sink_step(void *ctx, const ss_step_view *v,
 {
     run_ctx *r = ctx;
     r->in.steps_finalized++;
-    ss_hang_progress(&r->hang, v->step, v->step_time.max, ss_mono_now());
+    ss_hang_progress(&r->hang, v->step, v->step_time.max, run_now(r));
     int64_t step = (int64_t)v->step;
     if (r->first_step < 0 || step < r->first_step)
         r->first_step = step;
@@ -144,7 +144,7 @@ static void cb_status(void *ctx, uint32_t rank, const wire_status *st,
 {
     run_ctx *r = ctx;
     rank_slot *s = &r->ranks[rank];
-    s->status_at = ss_mono_now();
+    s->status_at = run_now(r);
     s->cur_step = st->step == WIRE_NO_STEP || st->step > INT64_MAX
                       ? -1
                       : (int64_t)st->step;
@@ -231,7 +231,7 @@ static void cb_accept_failed(void *ctx, int err)
     run_ctx *r = ctx;
     r->in.accepts_failed++;
     r->in.accepts_unsaid++;
-    ss_mono_ns now = ss_mono_now();
+    ss_mono_ns now = run_now(r);
     if (r->in.accept_said_at && now - r->in.accept_said_at < ACCEPT_SAID_EVERY_NS)
         return;
     struct rlimit rl;

@@ -27,6 +27,7 @@
 #include "lifecycle.h"
 #include "link_auth.h"
 #include "live.h"
+#include "run_hooks.h"
 #include "run_inject.h"
 #include "run_nodes.h"
 #include "nodeconf.h"
@@ -111,7 +112,9 @@ struct run_ctx {
     char log_path[PATH_MAX];
     ss_aggregator *agg;
     ss_ingest *ingest;
-    ss_launcher *launcher;
+    ss_launcher *launcher;  /* node 0's, behind the real hooks (run.c) */
+    run_hooks hooks;        /* the launcher, timers and clock (run_hooks.h) */
+    int launched;           /* node 0's ranks of this attempt were launched */
     ss_host_watch *host;    /* NULL with --host-interval 0 */
     ss_hang hang;
     ss_hang_rank *hang_ranks; /* nprocs, filled on each tick */
@@ -160,7 +163,30 @@ struct run_ctx {
 
 
 
+/* The run's clock (run_hooks.h). */
+static inline ss_mono_ns run_now(const run_ctx *r)
+{
+    return r->hooks.now(r->hooks.ctx);
+}
+
+/* ---- run.c: the run's parts and its attempts ---- */
+
+/* Sets up the run's parts on R, whose options, store, run id, sink host
+ * provider (agg_cfg) and hooks are set: the aggregator, the ranks' slots,
+ * their life cycle, the attempts' notes and the attempt module with the
+ * run's attempt hooks (launch, prepare, over, backoff through R->hooks).
+ * Nothing is launched: ss_attempt_begin(&r->att) does.  Returns 0, or -1
+ * with ERR. */
+int run_parts_init(run_ctx *r, char *err, size_t errlen);
+
+/* Frees what run_parts_init set up.  Safe on a part not set up. */
+void run_parts_free(run_ctx *r);
+
 /* ---- run_ranks.c: the ranks' lives ---- */
+
+/* RANK's linger timer fired (run_hooks.h): the process is gone but its
+ * connection stays open; the life cycle decides whether to drop it. */
+void run_linger_over(run_ctx *r, uint32_t rank);
 
 /* The launcher's callbacks for node 0's ranks into CB (CTX: R). */
 void run_launch_callbacks(run_ctx *r, ss_launch_callbacks *cb);

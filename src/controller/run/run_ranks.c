@@ -43,8 +43,6 @@ void run_put_rank(run_ctx *r, uint32_t rank, const char *state)
         ss_live_rank_state(r->live, rank, state);
 }
 
-static void on_linger_timeout(uv_timer_t *t);
-
 /* Does what the policy decided D for RANK: the aggregator stops waiting
  * for a rank that leaves (a missing one's unfinished steps are finalized
  * with it missing, and an event says so), and the linger timer. */
@@ -59,16 +57,13 @@ void run_carry_out(run_ctx *r, uint32_t rank, ss_life_decision d)
                   d.why);
     }
     if (d.linger == SS_LINGER_START)
-        uv_timer_start(&r->ranks[rank].linger, on_linger_timeout,
-                       SS_LIFE_LINGER_MS, 0);
+        r->hooks.linger(r->hooks.ctx, rank, 1);
     else if (d.linger == SS_LINGER_STOP)
-        uv_timer_stop(&r->ranks[rank].linger);
+        r->hooks.linger(r->hooks.ctx, rank, 0);
 }
 
-static void on_linger_timeout(uv_timer_t *t)
+void run_linger_over(run_ctx *r, uint32_t rank)
 {
-    run_ctx *r = t->loop->data;
-    uint32_t rank = (uint32_t)(uintptr_t)t->data;
     /* The process is gone but something keeps its socket open (a forked
      * child, say): stop waiting for it; its disconnect decides. */
     if (ss_life_linger_over(&r->life, rank))
@@ -122,10 +117,7 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason)
     if (r->job_stopping && !kill_now)
         return;
     r->job_stopping = 1;
-    if (kill_now)
-        ss_launcher_kill_now(r->launcher, reason);
-    else
-        ss_launcher_terminate(r->launcher, reason);
+    r->hooks.stop_ranks(r->hooks.ctx, kill_now, reason);
     run_nodes_stop_all(r->nodes, kill_now, reason);
 }
 
@@ -152,7 +144,7 @@ static void check_all_exited(run_ctx *r)
 static void cb_all_exited(void *ctx)
 {
     run_ctx *r = ctx;
-    uint32_t left = ss_launcher_left_behind(r->launcher);
+    uint32_t left = r->hooks.left_behind(r->hooks.ctx);
     if (left) {
         fprintf(stderr, "stepscope: ended %" PRIu32 " process%s the ranks "
                 "left behind\n", left, left == 1 ? "" : "es");
@@ -288,7 +280,7 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
               "check '%s': %s", node, check, output);
     /* Before the ranks start no summary follows: the output goes out now.
      * Later, the summary's failure line carries it. */
-    if (!r->launcher)
+    if (!r->launched)
         fprintf(stderr, "stepscope: node %u failed the health check '%s':\n"
                 "%s%s", node, check, output,
                 output[0] && output[strlen(output) - 1] == '\n' ? "" : "\n");
@@ -304,7 +296,7 @@ void run_health_failed(run_ctx *r, uint32_t node, const char *check,
     }
     char why[96];
     snprintf(why, sizeof why, "node %u failed its health check", node);
-    if (r->launcher || (r->nodes && r->o->nnodes > 1))
+    if (r->launched || (r->nodes && r->o->nnodes > 1))
         run_stop_job(r, 0, why);
 }
 
@@ -317,7 +309,7 @@ static void faults_event(void *ctx, const char *kind, int32_t rank,
 static int faults_rank_pid(void *ctx, uint32_t rank)
 {
     run_ctx *r = ctx;
-    return ss_launcher_rank_pid(r->launcher, rank);
+    return r->hooks.rank_pid(r->hooks.ctx, rank);
 }
 
 static int faults_to_node(void *ctx, uint32_t node, const link_inject *x)

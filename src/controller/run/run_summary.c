@@ -43,7 +43,7 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->run_id = r->run_id;
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
-    sum->seconds = (double)(ss_mono_now() - r->started) / 1e9;
+    sum->seconds = (double)(run_now(r) - r->started) / 1e9;
     sum->steps_finalized = r->in.steps_finalized;
     sum->findings = r->in.findings_seen;
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
@@ -131,7 +131,7 @@ static void print_summary(run_ctx *r, int status)
                 r->num.nonfinite_stop_why);
     else if (r->failure_text[0])
         fprintf(stderr, "stepscope: %s\n", r->failure_text);
-    else if (ss_launcher_failure_summary(r->launcher, why, sizeof why) > 0)
+    else if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     if (r->n_notes > 1) {
         fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
