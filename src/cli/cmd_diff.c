@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "diff.h"
 
@@ -31,11 +32,9 @@ int ss_cmd_diff(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             o.json = 1;
         } else if (strcmp(a, "--db") == 0 || strcmp(a, "--db-b") == 0) {
-            if (i + 1 >= argc || !*argv[i + 1]) {
-                fprintf(stderr, "stepscope diff: %s needs a value\n", a);
+            if (ss_cli_option_value("diff", argc, argv, &i,
+                                    a[4] == '-' ? &o.db_b : &o.db, stderr))
                 return 2;
-            }
-            *(a[4] == '-' ? &o.db_b : &o.db) = argv[++i];
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "stepscope diff: unknown option '%s' (see "
                             "`stepscope diff --help`)\n", a);

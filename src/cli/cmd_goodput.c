@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "goodput_view.h"
 
@@ -39,11 +40,9 @@ int ss_cmd_goodput(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             o.json = 1;
         } else if (strcmp(a, "--db") == 0 || strcmp(a, "--name") == 0) {
-            if (i + 1 >= argc || !*argv[i + 1]) {
-                fprintf(stderr, "stepscope goodput: %s needs a value\n", a);
+            if (ss_cli_option_value("goodput", argc, argv, &i,
+                                    a[2] == 'd' ? &o.db : &o.name, stderr))
                 return 2;
-            }
-            *(a[2] == 'd' ? &o.db : &o.name) = argv[++i];
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "stepscope goodput: unknown option '%s' (see "
                             "`stepscope goodput --help`)\n", a);

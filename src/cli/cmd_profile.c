@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "live_args.h"
 #include "profile_cmd.h"
@@ -57,11 +58,8 @@ static int parse_args(int argc, char **argv, ss_profile_opts *o, FILE *out,
                          "`stepscope profile --help`)\n", a);
             return 2;
         }
-        if (i + 1 >= argc || !argv[i + 1][0]) {
-            fprintf(err, "stepscope profile: %s needs a value\n", a);
+        if (ss_cli_option_value("profile", argc, argv, &i, dst, err))
             return 2;
-        }
-        *dst = argv[++i];
     }
     if (!o->ranks || !o->seconds) {
         fprintf(err, "stepscope profile: --ranks and --seconds are needed "

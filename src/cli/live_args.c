@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "cli_args.h"
 int ss_live_args_take(const char *cmd, int argc, char **argv, int *i,
                       ss_live_args *a, FILE *err)
 {
@@ -25,12 +26,7 @@ int ss_live_args_take(const char *cmd, int argc, char **argv, int *i,
         a->run = arg;
         return 1;
     }
-    if (*i + 1 >= argc || !argv[*i + 1][0]) {
-        fprintf(err, "stepscope %s: %s needs a value\n", cmd, arg);
-        return 2;
-    }
-    *dst = argv[++*i];
-    return 1;
+    return ss_cli_option_value(cmd, argc, argv, i, dst, err) ? 2 : 1;
 }
 
 int ss_live_args_check(const char *cmd, const ss_live_args *a, FILE *err)
