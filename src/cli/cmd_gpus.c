@@ -1,6 +1,6 @@
 /*
  * cmd_gpus.c - the command line of `stepscope gpus` (commands.h): its
- * options, usage and checks; host/nvml.h reads the GPUs.
+ * options, usage and checks; host/gpu_backend.h reads the GPUs.
  *
  *   stepscope gpus [--watch SECONDS] [--interval MS] [--require]
  */
@@ -9,27 +9,30 @@
 #include <string.h>
 
 #include "commands.h"
-#include "nvml.h"
+#include "gpu_backend.h"
 
 static const char usage[] =
     "usage: stepscope gpus [--watch SECONDS] [--interval MS] [--require]\n"
     "\n"
-    "What NVML reports for every GPU of this machine: clocks, the reasons\n"
-    "the clocks are held down, temperature, power, memory, uncorrected ECC\n"
-    "and Xid errors; and the GPU the rule of docs/gpu.md gives a rank with\n"
-    "this shell's CUDA_VISIBLE_DEVICES and LOCAL_RANK.  NVML is loaded at\n"
-    "run time ($STEPSCOPE_NVML_LIB, else libnvidia-ml.so.1).\n"
+    "What the GPU library of this machine (NVIDIA's NVML, else AMD SMI)\n"
+    "reports for every GPU: clocks, the reasons the clocks are held down,\n"
+    "temperatures, power, memory, ECC (and, on NVIDIA, Xid) errors; and the\n"
+    "GPU the rule of docs/gpu.md gives a rank with this shell's\n"
+    "CUDA_VISIBLE_DEVICES (HIP_ and ROCR_VISIBLE_DEVICES on AMD) and\n"
+    "LOCAL_RANK.  Both libraries are loaded at run time\n"
+    "($STEPSCOPE_NVML_LIB, else libnvidia-ml.so.1; $STEPSCOPE_AMDSMI_LIB,\n"
+    "else libamd_smi.so).\n"
     "\n"
     "  --watch S      also sample every GPU for S seconds (1 to 3600), one\n"
     "                 line per GPU and sample, then a summary per GPU\n"
     "  --interval MS  milliseconds between samples (20 to 60000; default\n"
     "                 500)\n"
-    "  --require      exit 1 also when there is no NVML or no GPU\n"
+    "  --require      exit 1 also when there is no GPU library or no GPU\n"
     "  -h, --help     print this help\n"
     "\n"
-    "Exit status: 0 when every GPU was read (or there is no NVML and no\n"
-    "--require), 1 when NVML is there but a GPU cannot be read, 2 on bad\n"
-    "usage.\n";
+    "Exit status: 0 when every GPU was read (or there is no GPU library and\n"
+    "no --require), 1 when a library is there but a GPU cannot be read, 2\n"
+    "on bad usage.\n";
 
 /* Parses a whole number in [LO, HI] from VAL into *OUT; 0 or -1. */
 static int parse_long(const char *val, long lo, long hi, long *out)

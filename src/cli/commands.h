@@ -39,7 +39,7 @@ int ss_cmd_guard(int argc, char **argv);        /* views/guard.h */
 int ss_cmd_trace(int argc, char **argv);        /* views/trace.h */
 int ss_cmd_goodput(int argc, char **argv);      /* views/goodput_view.h */
 int ss_cmd_diff(int argc, char **argv);         /* views/diff.h */
-int ss_cmd_gpus(int argc, char **argv);         /* host/nvml.h */
+int ss_cmd_gpus(int argc, char **argv);         /* host/gpu_backend.h */
 int ss_cmd_native_stack(int argc, char **argv); /* host/native_stack.h */
 
 #endif

@@ -13,7 +13,6 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,64 +82,6 @@ typedef struct {
     nvml_return (*event_set_wait)(nvml_event_set, nvml_event_data *,
                                   unsigned int);
 } nvml_api;
-
-/* --- clock event reasons --------------------------------------------- */
-
-static const struct {
-    uint64_t bit; /* nvmlClocksEventReason* */
-    const char *name;
-    int slows;
-} reasons[SS_GPU_N_REASONS] = {
-    [SS_GPU_REASON_IDLE] = {0x1, "idle", 0},
-    [SS_GPU_REASON_APP_CLOCKS] = {0x2, "app_clocks", 0},
-    [SS_GPU_REASON_POWER_CAP] = {0x4, "power_cap", 1},
-    [SS_GPU_REASON_HW_SLOWDOWN] = {0x8, "hw_slowdown", 1},
-    [SS_GPU_REASON_SYNC_BOOST] = {0x10, "sync_boost", 1},
-    [SS_GPU_REASON_SW_THERMAL] = {0x20, "sw_thermal", 1},
-    [SS_GPU_REASON_HW_THERMAL] = {0x40, "hw_thermal", 1},
-    [SS_GPU_REASON_HW_POWER_BRAKE] = {0x80, "hw_power_brake", 1},
-    [SS_GPU_REASON_DISPLAY_CLOCKS] = {0x100, "display_clocks", 0},
-};
-
-uint64_t ss_gpu_reason_bit(ss_gpu_reason reason)
-{
-    return (unsigned)reason < SS_GPU_N_REASONS ? reasons[reason].bit : 0;
-}
-
-const char *ss_gpu_reason_name(ss_gpu_reason reason)
-{
-    return (unsigned)reason < SS_GPU_N_REASONS ? reasons[reason].name : "?";
-}
-
-int ss_gpu_reason_slows(ss_gpu_reason reason)
-{
-    return (unsigned)reason < SS_GPU_N_REASONS && reasons[reason].slows;
-}
-
-char *ss_gpu_reasons_format(uint64_t mask, char *buf, size_t len)
-{
-    if (len == 0)
-        return buf;
-    buf[0] = '\0';
-    size_t used = 0;
-    uint64_t named = 0;
-    for (int r = 0; r < SS_GPU_N_REASONS; r++) {
-        named |= reasons[r].bit;
-        if (!(mask & reasons[r].bit))
-            continue;
-        int w = snprintf(buf + used, len - used, "%s%s", used ? "," : "",
-                         reasons[r].name);
-        if (w < 0 || (size_t)w >= len - used)
-            return buf; /* truncated, still terminated */
-        used += (size_t)w;
-    }
-    if (mask & ~named)
-        snprintf(buf + used, len - used, "%s0x%llx", used ? "," : "",
-                 (unsigned long long)(mask & ~named));
-    else if (mask == 0)
-        snprintf(buf, len, "none");
-    return buf;
-}
 
 /* --- the handle -------------------------------------------------------- */
 
@@ -405,17 +346,7 @@ static void take(nvml_return rc, unsigned long long value, int64_t *out,
 int ss_nvml_sample(ss_nvml *n, uint32_t index, ss_mono_ns at,
                    ss_gpu_sample *out)
 {
-    memset(out, 0, sizeof *out);
-    out->at = at;
-    out->index = index;
-    int64_t *fields[] = {&out->sm_clock_mhz,   &out->mem_clock_mhz,
-                         &out->temperature_c,  &out->power_mw,
-                         &out->power_limit_mw, &out->mem_used_bytes,
-                         &out->mem_total_bytes, &out->util_gpu_pct,
-                         &out->util_mem_pct,   &out->ecc_uncorrected,
-                         &out->xid_count};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        *fields[i] = SS_MISSING;
+    ss_gpu_sample_clear(out, index, at);
     if (index >= n->n_gpus || !n->gpus[index].device)
         return -1;
     poll_events(n);
@@ -536,43 +467,4 @@ int ss_nvml_gpu_for_rank(const ss_nvml *n, const char *cuda_visible_devices,
     if (n_visible == 1)
         return visible[0];
     return ordinal < n_visible ? visible[ordinal] : -1;
-}
-
-int ss_nvml_gpu_for_pid(const ss_nvml *n, const char *proc_root, pid_t pid)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%d/environ", proc_root, (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t cap = 1 << 16, len = 0;
-    char *env = malloc(cap + 1);
-    while (env) {
-        ssize_t r = read(fd, env + len, cap - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-        if (len == cap) {
-            char *bigger = cap < (1 << 22) ? realloc(env, cap * 2 + 1) : NULL;
-            if (!bigger)
-                break; /* what was read is used */
-            env = bigger;
-            cap *= 2;
-        }
-    }
-    close(fd);
-    if (!env)
-        return -1;
-    env[len] = '\0';
-    const char *cvd = NULL, *local_rank = NULL;
-    for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
-        const char *var = env + off;
-        if (strncmp(var, "CUDA_VISIBLE_DEVICES=", 21) == 0)
-            cvd = var + 21;
-        else if (strncmp(var, "LOCAL_RANK=", 11) == 0)
-            local_rank = var + 11;
-    }
-    int gpu = ss_nvml_gpu_for_rank(n, cvd, local_rank);
-    free(env);
-    return gpu;
 }

@@ -1,6 +1,7 @@
 /*
- * nvml_test.c - the NVML reader (nvml.c), its step alignment
- * (nvml_timeline.c) and `stepscope gpus` (nvml_cmd.c).
+ * nvml_test.c - the NVML reader (nvml.c) and the backend over it
+ * (gpu_backend.c), its step alignment (nvml_timeline.c) and `stepscope
+ * gpus` (gpu_cmd.c) on NVIDIA.
  *
  * NO GPU IS READ HERE.  Every NVML these tests load is a TEST DOUBLE,
  * tests/support/fake_nvml.c, built as three shared libraries (complete,
@@ -234,8 +235,9 @@ static void maps_ranks_to_gpus(void)
 static void maps_a_process_by_its_environment(void)
 {
     script(FAKE_COMPLETE, "4", NULL, NULL, NULL);
-    ss_nvml *n = ss_nvml_open(NULL);
-    REQUIRE(n && ss_nvml_count(n) == 4);
+    ss_gpu_backend *n = ss_gpu_backend_open(NULL, "/nonexistent/amd.so");
+    REQUIRE(n && ss_gpu_backend_count(n) == 4);
+    CHECK_EQ_INT(ss_gpu_backend_vendor(n), SS_GPU_VENDOR_NVIDIA);
     /* A fake /proc. */
     char root[512], path[600];
     testing_tmp_path("proc", root, sizeof root);
@@ -249,8 +251,8 @@ static void maps_a_process_by_its_environment(void)
                               "CUDA_VISIBLE_DEVICES=2,3\0";
     fwrite(env, 1, sizeof env - 1, f);
     fclose(f);
-    CHECK_EQ_INT(ss_nvml_gpu_for_pid(n, root, 42), 3);
-    CHECK_EQ_INT(ss_nvml_gpu_for_pid(n, root, 43), -1); /* no such process */
+    CHECK_EQ_INT(ss_gpu_backend_gpu_for_pid(n, root, 42), 3);
+    CHECK_EQ_INT(ss_gpu_backend_gpu_for_pid(n, root, 43), -1); /* no such process */
     /* A real process started with its own environment. */
     pid_t pid = fork();
     REQUIRE(pid >= 0);
@@ -263,14 +265,14 @@ static void maps_a_process_by_its_environment(void)
     }
     int gpu = -1;
     for (int tries = 0; tries < 200 && gpu != 3; tries++) {
-        gpu = ss_nvml_gpu_for_pid(n, "/proc", pid); /* after the exec */
+        gpu = ss_gpu_backend_gpu_for_pid(n, "/proc", pid); /* after the exec */
         if (gpu != 3)
             usleep(10000);
     }
     CHECK_EQ_INT(gpu, 3);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    ss_nvml_close(n);
+    ss_gpu_backend_close(n);
 }
 
 static void missing_functions_degrade_the_readings(void)

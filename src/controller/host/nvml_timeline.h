@@ -1,7 +1,7 @@
 /*
- * nvml_timeline.h - one GPU's NVML samples, aligned to steps.
+ * nvml_timeline.h - one GPU's samples (NVML or AMD SMI), aligned to steps.
  *
- * NVML is read at instants (ss_nvml_sample, a few times a second); steps
+ * GPUs are read at instants (ss_gpu_backend_sample, a few times a second); steps
  * are intervals.  A GPU timeline keeps a bounded ring of the GPU's samples
  * and answers, for any interval [begin, end) on the samples' clock, what
  * the GPU was doing over it.  A sample's state holds from its time until
@@ -19,7 +19,7 @@
 #define STEPSCOPE_NVML_TIMELINE_H
 
 #include "model.h"
-#include "nvml.h"
+#include "gpu_backend.h"
 
 #define SS_GPU_TIMELINE_SAMPLES 512
 #define SS_GPU_SAMPLE_HOLD_NS 2000000000LL /* how long a sample stays valid */

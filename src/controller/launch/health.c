@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "model.h"
-#include "nvml.h"
+#include "gpu_backend.h"
 
 #define SS_HEALTH_DRAIN_MS 500
 
@@ -92,26 +92,26 @@ int ss_health_check_disk(const char *dir, double min_free_gb,
 
 int ss_health_check_gpus(const char *nvml_lib, ss_health_result *out)
 {
-    ss_nvml *n = ss_nvml_open(nvml_lib);
+    ss_gpu_backend *n = ss_gpu_backend_open(nvml_lib, NULL);
     if (!n)
-        return failed(out, "gpu", "out of memory opening NVML");
+        return failed(out, "gpu", "out of memory opening the GPU library");
     int rc = 0;
-    ss_nvml_state state = ss_nvml_state_of(n);
-    if (state == SS_NVML_ABSENT) {
-        note(out, "gpu: skipped (%s)", ss_nvml_why(n));
-    } else if (state == SS_NVML_UNUSABLE) {
-        rc = failed(out, "gpu", "NVML is installed but cannot be used: %s",
-                    ss_nvml_why(n));
+    ss_gpu_state state = ss_gpu_backend_state(n);
+    if (state == SS_GPU_ABSENT) {
+        note(out, "gpu: skipped (%s)", ss_gpu_backend_why(n));
+    } else if (state == SS_GPU_UNUSABLE) {
+        rc = failed(out, "gpu", "a GPU library is installed but cannot be "
+                    "used: %s", ss_gpu_backend_why(n));
     } else {
-        uint32_t count = ss_nvml_count(n);
+        uint32_t count = ss_gpu_backend_count(n);
         char bad[SS_HEALTH_OUTPUT_MAX] = "";
         size_t len = 0;
         for (uint32_t i = 0; i < count; i++) {
             ss_gpu_sample s;
-            const ss_gpu_info *g = ss_nvml_gpu(n, i);
+            const ss_gpu_info *g = ss_gpu_backend_gpu(n, i);
             const char *uuid = g && g->uuid[0] ? g->uuid : "?";
             char what[256] = "";
-            if (ss_nvml_sample(n, i, 0, &s) != 0)
+            if (ss_gpu_backend_sample(n, i, 0, &s) != 0)
                 snprintf(what, sizeof what, "cannot be read (lost?)");
             else if (s.ecc_uncorrected != SS_MISSING && s.ecc_uncorrected > 0)
                 snprintf(what, sizeof what, "%" PRId64 " uncorrected ECC "
@@ -128,12 +128,13 @@ int ss_health_check_gpus(const char *nvml_lib, ss_health_result *out)
         if (bad[0])
             rc = failed(out, "gpu", "%s", bad);
         else if (count == 0)
-            rc = failed(out, "gpu", "NVML sees no GPU");
+            rc = failed(out, "gpu", "%s sees no GPU",
+                        ss_gpu_backend_name(n));
         else
             note(out, "gpu: %u GPU%s without ECC or Xid errors", count,
                  count == 1 ? "" : "s");
     }
-    ss_nvml_close(n);
+    ss_gpu_backend_close(n);
     return rc;
 }
 

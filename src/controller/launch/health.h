@@ -29,8 +29,9 @@
 typedef struct {
     const char *checkpoint_dir; /* NULL: the working directory */
     double min_free_gb;         /* below this is a failure; 0: no check */
-    int gpus;                   /* check the GPUs through NVML */
-    const char *nvml_lib;       /* NULL: nvml.h's default */
+    int gpus;                   /* check the GPUs (NVML or AMD SMI) */
+    const char *nvml_lib;       /* NULL: nvml.h's default; AMD SMI is
+                                   found as gpu_backend.h says */
     uint16_t master_port;       /* 0: no bind test (not node 0, or the
                                    launcher picks a free port) */
     const char *command;        /* --health-check; NULL: none */

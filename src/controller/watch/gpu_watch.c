@@ -1,10 +1,11 @@
 /*
- * gpu_watch.c - NVML sampled on a thread of its own, read by the loop.
+ * gpu_watch.c - the GPU library (NVML or AMD SMI, gpu_backend.h) sampled
+ * on a thread of its own, read by the loop.
  *
- * The sampler thread owns the NVML handle: it opens it, maps ranks to
- * GPUs, samples, and closes it; no other thread calls NVML.  Everything it
+ * The sampler thread owns the GPU backend: it opens it, maps ranks to
+ * GPUs, samples, and closes it; no other thread calls the library.  Everything it
  * shares with the loop (the per-GPU timelines and totals, the rank map)
- * sits behind one mutex, taken after each NVML call returns.  See
+ * sits behind one mutex, taken after each library call returns.  See
  * gpu_watch.h.
  */
 #include "gpu_watch.h"
@@ -17,7 +18,7 @@
 #include <time.h>
 
 #include "clocks.h"
-#include "nvml.h"
+#include "gpu_backend.h"
 #include "nvml_timeline.h"
 
 enum { GPU_UNMAPPED = -2, GPU_NONE = -1 };
@@ -74,7 +75,7 @@ static void accumulate(watched_gpu *g, const ss_gpu_sample *s)
 }
 
 /* Looks up the GPU of every rank that said hello and was not mapped. */
-static void map_ranks(ss_gpu_watch *gw, ss_nvml *n)
+static void map_ranks(ss_gpu_watch *gw, const ss_gpu_backend *n)
 {
     for (uint32_t i = 0; i < gw->nprocs; i++) {
         pthread_mutex_lock(&gw->mu);
@@ -82,7 +83,7 @@ static void map_ranks(ss_gpu_watch *gw, ss_nvml *n)
         pthread_mutex_unlock(&gw->mu);
         if (!pid)
             continue;
-        int gpu = ss_nvml_gpu_for_pid(n, gw->proc_root, pid);
+        int gpu = ss_gpu_backend_gpu_for_pid(n, gw->proc_root, pid);
         pthread_mutex_lock(&gw->mu);
         if (gw->ranks[i].pid == pid)
             gw->ranks[i].gpu = gpu >= 0 ? gpu : GPU_NONE;
@@ -93,8 +94,12 @@ static void map_ranks(ss_gpu_watch *gw, ss_nvml *n)
 static void *sampler(void *arg)
 {
     ss_gpu_watch *gw = arg;
-    ss_nvml *n = ss_nvml_open(gw->lib_path[0] ? gw->lib_path : NULL);
-    uint32_t count = n ? ss_nvml_count(n) : 0;
+    ss_gpu_backend *n =
+        ss_gpu_backend_open(gw->lib_path[0] ? gw->lib_path : NULL, NULL);
+    uint32_t count = n ? ss_gpu_backend_count(n) : 0;
+    if (n && ss_gpu_backend_state(n) == SS_GPU_UNUSABLE)
+        fprintf(stderr, "stepscope: GPUs not read: %s\n",
+                ss_gpu_backend_why(n)); /* once: the thread ends */
     watched_gpu *gpus = count ? calloc(count, sizeof *gpus) : NULL;
     for (uint32_t i = 0; gpus && i < count; i++)
         if (!(gpus[i].timeline = ss_gpu_timeline_new()))
@@ -107,7 +112,7 @@ static void *sampler(void *arg)
         map_ranks(gw, n);
         for (uint32_t i = 0; i < count; i++) {
             ss_gpu_sample s;
-            if (ss_nvml_sample(n, i, ss_mono_now(), &s) != 0)
+            if (ss_gpu_backend_sample(n, i, ss_mono_now(), &s) != 0)
                 continue;
             pthread_mutex_lock(&gw->mu);
             accumulate(&gpus[i], &s);
@@ -128,7 +133,7 @@ static void *sampler(void *arg)
             ;
     }
     pthread_mutex_unlock(&gw->mu);
-    ss_nvml_close(n);
+    ss_gpu_backend_close(n);
     return NULL;
 }
 
@@ -227,7 +232,8 @@ int ss_gpu_watch_window(ss_gpu_watch *gw, uint32_t rank, ss_mono_ns begin,
     out->slowed_ns = st.slowed_ns;
     out->power_cap_ns = st.reason_ns[SS_GPU_REASON_POWER_CAP];
     out->thermal_ns = capped(st.reason_ns[SS_GPU_REASON_SW_THERMAL] +
-                                 st.reason_ns[SS_GPU_REASON_HW_THERMAL],
+                                 st.reason_ns[SS_GPU_REASON_HW_THERMAL] +
+                                 st.reason_ns[SS_GPU_REASON_MEM_THERMAL],
                              st.covered_ns);
     out->hw_slowdown_ns = capped(st.reason_ns[SS_GPU_REASON_HW_SLOWDOWN] +
                                      st.reason_ns[SS_GPU_REASON_HW_POWER_BRAKE],
@@ -263,7 +269,8 @@ int ss_gpu_watch_totals(ss_gpu_watch *gw, uint32_t rank,
         out->slowed_ns = g->slowed_ns;
         out->power_cap_ns = g->reason_ns[SS_GPU_REASON_POWER_CAP];
         out->thermal_ns = g->reason_ns[SS_GPU_REASON_SW_THERMAL] +
-                          g->reason_ns[SS_GPU_REASON_HW_THERMAL];
+                          g->reason_ns[SS_GPU_REASON_HW_THERMAL] +
+                          g->reason_ns[SS_GPU_REASON_MEM_THERMAL];
         out->hw_slowdown_ns = g->reason_ns[SS_GPU_REASON_HW_SLOWDOWN] +
                               g->reason_ns[SS_GPU_REASON_HW_POWER_BRAKE];
         out->sm_clock_mhz = g->last.sm_clock_mhz;

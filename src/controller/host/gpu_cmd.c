@@ -1,23 +1,25 @@
 /*
- * nvml_cmd.c - the work of `stepscope gpus` (nvml.h; its command line:
- * src/cli/cmd_gpus.c): what NVML says about this machine's GPUs.
+ * gpu_cmd.c - the work of `stepscope gpus` (gpu_backend.h; its command
+ * line: src/cli/cmd_gpus.c): what the GPU library of this machine (NVML or
+ * AMD SMI) says about its GPUs.
  *
  * The command is the check that the GPU readings work where they matter:
- * on a machine with NVIDIA GPUs it prints each GPU's identity, clocks,
- * clock event reasons, temperature, power, memory, ECC and Xid errors as
- * the controller reads them (nvml.c), and with --watch it samples them
- * for a while and sums each GPU up over the watch through the same
- * step-alignment code the controller uses (nvml_timeline.c).  It exits 1
- * when NVML is present but cannot be read, which is what
- * scripts/gpu_check.sh relies on (docs/gpu.md).
+ * on a machine with NVIDIA or AMD GPUs it prints each GPU's identity,
+ * clocks, the reasons the clocks are held down, temperatures, power,
+ * memory, ECC and Xid errors as the controller reads them (through
+ * gpu_backend.c), and with --watch it samples them for a while and sums
+ * each GPU up over the watch through the same step-alignment code the
+ * controller uses (nvml_timeline.c).  It exits 1 when a library is present
+ * but cannot be read, which is what scripts/gpu_check.sh relies on
+ * (docs/gpu.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "nvml.h"
 #include "clocks.h"
+#include "gpu_backend.h"
 #include "nvml_timeline.h"
 
 /* "123" or "-" for a reading that is SS_MISSING, scaled down by DIV. */
@@ -48,17 +50,30 @@ static void print_gpu(FILE *out, const ss_gpu_info *info,
                 : "- (not reported)");
     fprintf(out, "  temperature   %s C\n",
             num(a, sizeof a, s->temperature_c, 1, "%.0f"));
+    if (s->hotspot_c != SS_MISSING || s->mem_temperature_c != SS_MISSING)
+        fprintf(out, "  hotspot       %s C, memory %s C\n",
+                num(a, sizeof a, s->hotspot_c, 1, "%.0f"),
+                num(b, sizeof b, s->mem_temperature_c, 1, "%.0f"));
     fprintf(out, "  power         %s W of a %s W limit\n",
             num(a, sizeof a, s->power_mw, 1000, "%.1f"),
             num(b, sizeof b, s->power_limit_mw, 1000, "%.1f"));
+    if (s->power_avg_mw != SS_MISSING || s->energy_mj != SS_MISSING)
+        fprintf(out, "  power avg     %s W, energy %s J\n",
+                num(a, sizeof a, s->power_avg_mw, 1000, "%.1f"),
+                num(b, sizeof b, s->energy_mj, 1000, "%.3f"));
     fprintf(out, "  memory        %s GiB used of %s GiB\n",
             num(a, sizeof a, s->mem_used_bytes, 1 << 30, "%.1f"),
             num(b, sizeof b, s->mem_total_bytes, 1 << 30, "%.1f"));
     fprintf(out, "  utilisation   GPU %s %%, memory %s %%\n",
             num(c, sizeof c, s->util_gpu_pct, 1, "%.0f"),
             num(d, sizeof d, s->util_mem_pct, 1, "%.0f"));
-    fprintf(out, "  ECC           %s uncorrected (volatile)\n",
-            num(a, sizeof a, s->ecc_uncorrected, 1, "%.0f"));
+    if (s->ecc_corrected == SS_MISSING)
+        fprintf(out, "  ECC           %s uncorrected (volatile)\n",
+                num(a, sizeof a, s->ecc_uncorrected, 1, "%.0f"));
+    else
+        fprintf(out, "  ECC           %s uncorrected, %s corrected\n",
+                num(a, sizeof a, s->ecc_uncorrected, 1, "%.0f"),
+                num(b, sizeof b, s->ecc_corrected, 1, "%.0f"));
     if (s->xid_count == SS_MISSING)
         fprintf(out, "  Xid           - (not watched)\n");
     else
@@ -109,10 +124,10 @@ static void print_summary(FILE *out, uint32_t index,
 }
 
 /* Samples every GPU every INTERVAL_MS for WATCH_S seconds. */
-static int watch(ss_nvml *n, const ss_gpus_opts *o, FILE *out, FILE *err)
+static int watch(ss_gpu_backend *n, const ss_gpus_opts *o, FILE *out, FILE *err)
 {
-    uint32_t count = ss_nvml_count(n);
-    ss_gpu_timeline *tl[SS_NVML_MAX_GPUS] = {0};
+    uint32_t count = ss_gpu_backend_count(n);
+    ss_gpu_timeline *tl[SS_GPU_MAX] = {0};
     int failed = 0;
     for (uint32_t i = 0; i < count; i++)
         if (!(tl[i] = ss_gpu_timeline_new())) {
@@ -125,7 +140,7 @@ static int watch(ss_nvml *n, const ss_gpus_opts *o, FILE *out, FILE *err)
     while (t < stop) {
         for (uint32_t i = 0; i < count; i++) {
             ss_gpu_sample s;
-            if (ss_nvml_sample(n, i, t, &s) != 0) {
+            if (ss_gpu_backend_sample(n, i, t, &s) != 0) {
                 fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
                 failed = 1;
                 continue;
@@ -147,43 +162,67 @@ done:
     return failed;
 }
 
-int ss_gpus_cmd(const ss_gpus_opts *o, FILE *out, FILE *err)
+/* The rank rule of the vendor with this shell's environment. */
+static void print_rank_gpu(FILE *out, const ss_gpu_backend *n)
 {
-    ss_nvml *n = ss_nvml_open(NULL);
-    if (!n) {
-        fprintf(err, "stepscope gpus: out of memory\n");
-        return 1;
-    }
-    ss_nvml_state state = ss_nvml_state_of(n);
-    if (state != SS_NVML_READY) {
-        fprintf(state == SS_NVML_ABSENT ? out : err, "%s\n", ss_nvml_why(n));
-        ss_nvml_close(n);
-        return state == SS_NVML_ABSENT && !o->require ? 0 : 1;
-    }
-    uint32_t count = ss_nvml_count(n);
-    fprintf(out, "NVML: %u GPU%s, Xid errors %s\n", count,
-            count == 1 ? "" : "s",
-            ss_nvml_watches_xid(n) ? "watched" : "not watched (no events)");
-    int failed = count == 0 && o->require;
-    for (uint32_t i = 0; i < count; i++) {
-        ss_gpu_sample s;
-        if (ss_nvml_sample(n, i, ss_mono_now(), &s) != 0) {
-            fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
-            failed = 1;
-        }
-        print_gpu(out, ss_nvml_gpu(n, i), &s);
-    }
-    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-    const char *local_rank = getenv("LOCAL_RANK");
-    int mine = ss_nvml_gpu_for_rank(n, cvd, local_rank);
-    fprintf(out, "rank GPU: CUDA_VISIBLE_DEVICES=%s LOCAL_RANK=%s -> ",
-            cvd ? cvd : "(unset)", local_rank ? local_rank : "(unset)");
+    const ss_gpu_env env = {
+        .cuda_visible_devices = getenv("CUDA_VISIBLE_DEVICES"),
+        .hip_visible_devices = getenv("HIP_VISIBLE_DEVICES"),
+        .rocr_visible_devices = getenv("ROCR_VISIBLE_DEVICES"),
+        .local_rank = getenv("LOCAL_RANK"),
+    };
+    int mine = ss_gpu_backend_gpu_for_env(n, &env);
+    fprintf(out, "rank GPU: ");
+    if (ss_gpu_backend_vendor(n) == SS_GPU_VENDOR_AMD)
+        fprintf(out, "ROCR_VISIBLE_DEVICES=%s HIP_VISIBLE_DEVICES=%s ",
+                env.rocr_visible_devices ? env.rocr_visible_devices
+                                         : "(unset)",
+                env.hip_visible_devices ? env.hip_visible_devices
+                                        : "(unset)");
+    fprintf(out, "CUDA_VISIBLE_DEVICES=%s LOCAL_RANK=%s -> ",
+            env.cuda_visible_devices ? env.cuda_visible_devices : "(unset)",
+            env.local_rank ? env.local_rank : "(unset)");
     if (mine >= 0)
         fprintf(out, "GPU %d\n", mine);
     else
         fprintf(out, "none\n");
+}
+
+int ss_gpus_cmd(const ss_gpus_opts *o, FILE *out, FILE *err)
+{
+    ss_gpu_backend *n = ss_gpu_backend_open(NULL, NULL);
+    if (!n) {
+        fprintf(err, "stepscope gpus: out of memory\n");
+        return 1;
+    }
+    ss_gpu_state state = ss_gpu_backend_state(n);
+    if (state != SS_GPU_READY) {
+        fprintf(state == SS_GPU_ABSENT ? out : err, "%s\n",
+                ss_gpu_backend_why(n));
+        ss_gpu_backend_close(n);
+        return state == SS_GPU_ABSENT && !o->require ? 0 : 1;
+    }
+    uint32_t count = ss_gpu_backend_count(n);
+    if (ss_gpu_backend_vendor(n) == SS_GPU_VENDOR_AMD)
+        fprintf(out, "AMD SMI: %u GPU%s, no Xid errors (NVIDIA only)\n",
+                count, count == 1 ? "" : "s");
+    else
+        fprintf(out, "NVML: %u GPU%s, Xid errors %s\n", count,
+                count == 1 ? "" : "s",
+                ss_gpu_backend_watches_xid(n) ? "watched"
+                                              : "not watched (no events)");
+    int failed = count == 0 && o->require;
+    for (uint32_t i = 0; i < count; i++) {
+        ss_gpu_sample s;
+        if (ss_gpu_backend_sample(n, i, ss_mono_now(), &s) != 0) {
+            fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
+            failed = 1;
+        }
+        print_gpu(out, ss_gpu_backend_gpu(n, i), &s);
+    }
+    print_rank_gpu(out, n);
     if (o->watch_s > 0)
         failed |= watch(n, o, out, err);
-    ss_nvml_close(n);
+    ss_gpu_backend_close(n);
     return failed ? 1 : 0;
 }
