@@ -7,21 +7,32 @@ STEPSCOPE_NVML_LIB, scripted by FAKE_NVML_* so that GPU 2 reports the
 power-cap clock event reason and GPU 1 an Xid error.  The ranks are mapped
 to GPUs as CUDA would: CUDA_VISIBLE_DEVICES lists GPUs 0-3 and the launcher
 gives each rank LOCAL_RANK = its rank.  A real GPU is checked by
-scripts/gpu_check.sh (docs/gpu.md)."""
+scripts/gpu_check.sh (docs/gpu.md).
+
+The AMD test loads AMD SMI's TEST DOUBLE (tests/support/fake_amdsmi.c,
+build/tests/libfake_amdsmi.so) through STEPSCOPE_AMDSMI_LIB with no NVML,
+scripted by FAKE_AMDSMI_* so that GPU 2 reports a power violation and
+GPU 1 uncorrectable ECC errors that arrive mid-run; the ranks are mapped
+to GPUs as HIP would, through HIP_VISIBLE_DEVICES and LOCAL_RANK."""
 import os
 import sqlite3
 
 from conftest import BUILD, example, run_job
 
 FAKE_NVML = BUILD / "tests" / "libfake_nvml.so"
+FAKE_AMDSMI = BUILD / "tests" / "libfake_amdsmi.so"
+NO_AMDSMI = "/nonexistent/libamd_smi.so"
 
 
 def gpu_env(**script):
     env = dict(os.environ)
     for k in list(env):
-        if k.startswith("FAKE_NVML_") or k in ("STEPSCOPE_NVML_LIB",
-                                                "CUDA_VISIBLE_DEVICES"):
+        if k.startswith(("FAKE_NVML_", "FAKE_AMDSMI_")) or k in (
+                "STEPSCOPE_NVML_LIB", "STEPSCOPE_AMDSMI_LIB",
+                "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES"):
             del env[k]
+    env["STEPSCOPE_AMDSMI_LIB"] = NO_AMDSMI
     env.update(script)
     return env
 
@@ -70,13 +81,48 @@ def test_gpu_evidence_and_findings_from_the_fake_nvml(store):
     assert sorted(per_rank) == [0, 1, 2, 3]
 
 
+def test_amd_gpu_evidence_and_findings_from_the_fake_amdsmi(store):
+    assert FAKE_AMDSMI.exists(), "build the test double first (make)"
+    env = gpu_env(STEPSCOPE_NVML_LIB="/nonexistent/libnvidia-ml.so.1",
+                  STEPSCOPE_AMDSMI_LIB=str(FAKE_AMDSMI),
+                  FAKE_AMDSMI_GPUS="4", FAKE_AMDSMI_VIOLATION="2:0x2",
+                  FAKE_AMDSMI_ECC="1:2", FAKE_AMDSMI_ECC_AFTER="30",
+                  HIP_VISIBLE_DEVICES="0,1,2,3")
+    job = run_job(store, 4, example("--steps", "150", "--compute-ms", "20"),
+                  extra=("--no-http", "-q", "--no-gpu-check"), env=env)
+    assert job.returncode == 0, job.stderr
+    report = job.report()
+    for rank in range(4):
+        gpu = report["ranks"][rank]["host_evidence"]["gpu"]
+        assert gpu is not None, rank
+        assert gpu["total"]["gpu"] == rank
+        assert gpu["steps"] > 100
+    g2 = report["ranks"][2]["host_evidence"]["gpu"]
+    assert g2["slowed_steps"] == g2["steps"]
+    assert g2["power_cap_steps"] == g2["steps"]
+    g0 = report["ranks"][0]["host_evidence"]["gpu"]
+    assert g0["slowed_steps"] == 0 and g0["total"]["slowed_ms"] == 0
+
+    throttled = job.findings("gpu_throttled")
+    assert len(throttled) == 1, report["findings"]
+    assert throttled[0]["ranks"] == [2]
+    assert "GPU 2 (rank 2) throttled (power cap) in 100 % of steps" in \
+        throttled[0]["message"]
+    errors = job.findings("gpu_error")
+    assert len(errors) == 1, report["findings"]
+    assert errors[0]["severity"] == "critical"
+    assert errors[0]["ranks"] == [1]
+    assert "GPU 1 (rank 1) reported 2 uncorrected ECC errors" in \
+        errors[0]["message"]
+
+
 def test_without_nvml_nothing_changes(store):
     env = gpu_env(STEPSCOPE_NVML_LIB="/nonexistent/libnvidia-ml.so.1",
                   CUDA_VISIBLE_DEVICES="0,1")
     job = run_job(store, 2, example("--steps", "40", "--compute-ms", "5"),
                   extra=("--no-http", "-q"), env=env)
     assert job.returncode == 0, job.stderr
-    assert "NVML" not in job.stderr
+    assert "NVML" not in job.stderr and "AMD SMI" not in job.stderr
     report = job.report()
     for rank in range(2):
         ev = report["ranks"][rank]["host_evidence"]

@@ -27,6 +27,8 @@
  *                             GPU metrics' throttle status is given instead
  *   FAKE_AMDSMI_THROTTLE=G:STATUS,...  that throttle status of GPU G
  *   FAKE_AMDSMI_ECC=G:COUNT,... uncorrectable ECC errors of GPU G
+ *   FAKE_AMDSMI_ECC_AFTER=N   ...counted only from GPU G's Nth ECC reading
+ *                             on (0 before): errors that arrive mid-run
  *   FAKE_AMDSMI_MILLIDEGREES=1  temperatures in millidegrees (older
  *                             versions)
  *   FAKE_AMDSMI_NO_EDGE=1     no edge temperature sensor (as on MI300)
@@ -70,12 +72,14 @@ typedef struct {
     unsigned k; /* GPU number (PCI bus 0x20+k) */
     unsigned violation, throttle;
     unsigned long long ecc;
+    unsigned ecc_reads;
     int lost;
 } fake_proc;
 
 static int init_count;
 static unsigned n_gpus, n_sockets, version = 24;
 static int no_violation, millidegrees, no_edge;
+static unsigned ecc_after;
 static fake_proc procs[FAKE_MAX_GPUS + 1];
 static unsigned n_procs;
 static fake_proc *by_gpu[FAKE_MAX_GPUS];
@@ -154,6 +158,8 @@ EXPORT int amdsmi_init(uint64_t flags)
     no_violation = flag("FAKE_AMDSMI_NO_VIOLATION");
     millidegrees = flag("FAKE_AMDSMI_MILLIDEGREES");
     no_edge = flag("FAKE_AMDSMI_NO_EDGE");
+    const char *after = getenv("FAKE_AMDSMI_ECC_AFTER");
+    ecc_after = after ? (unsigned)atoi(after) : 0;
     memset(procs, 0, sizeof procs);
     n_procs = 0;
     if (flag("FAKE_AMDSMI_CPU"))
@@ -435,7 +441,7 @@ EXPORT int amdsmi_get_gpu_total_ecc_count(void *h, fake_error_count *ec)
     READ_GPU(h, p);
     memset(ec, 0, sizeof *ec);
     ec->correctable = 7 + p->k;
-    ec->uncorrectable = p->ecc;
+    ec->uncorrectable = ++p->ecc_reads > ecc_after ? p->ecc : 0;
     return OK;
 }
 #endif

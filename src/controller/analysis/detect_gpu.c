@@ -2,7 +2,8 @@
  * detect_gpu.c - the GPU detector: a rank whose GPU runs below its clocks,
  * and a GPU that reports errors.
  *
- * The host stage reads each rank's GPU through NVML (ss_gpu_evidence,
+ * The host stage reads each rank's GPU through NVML or AMD SMI
+ * (host/gpu_backend.h; ss_gpu_evidence,
  * model.h): for every step, how much of it the GPU's clocks were held
  * down, and by what (power cap, thermal slowdown, hardware slowdown or
  * power brake), and the uncorrected ECC and Xid errors it reported.

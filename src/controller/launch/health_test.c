@@ -1,6 +1,7 @@
 /*
  * health_test.c - the health checks: a disk threshold no disk meets, the
- * GPUs of the NVML test double with and without ECC and Xid errors, a
+ * GPUs of the NVML and AMD SMI test doubles with and without ECC and Xid
+ * errors, a
  * port in use, and site commands that pass, fail, print a lot and hang,
  * and one that leaves a child in the background holding its output open.
  */
@@ -76,6 +77,31 @@ static void gpus_through_nvml(void)
     CHECK_EQ_INT(ss_health_check_gpus(FAKE_COMPLETE, &r), 0);
     CHECK(strstr(r.notes, "gpu: skipped") != NULL);
     unsetenv("FAKE_NVML_INIT_RC");
+}
+
+/* The same checks on AMD GPUs, through AMD SMI's TEST DOUBLE
+ * (tests/support/fake_amdsmi.c) when there is no NVML. */
+static void gpus_through_amd_smi(void)
+{
+    ss_health_result r;
+    setenv("STEPSCOPE_AMDSMI_LIB", FAKE_AMDSMI_DIR "/libfake_amdsmi.so", 1);
+    setenv("FAKE_AMDSMI_GPUS", "2", 1);
+    memset(&r, 0, sizeof r);
+    CHECK_EQ_INT(ss_health_check_gpus("/no/such/libnvidia-ml.so", &r), 0);
+    CHECK(strstr(r.notes, "2 GPUs without ECC or Xid errors") != NULL);
+    setenv("FAKE_AMDSMI_ECC", "1:5", 1);
+    memset(&r, 0, sizeof r);
+    CHECK_EQ_INT(ss_health_check_gpus("/no/such/libnvidia-ml.so", &r), -1);
+    CHECK(strstr(r.output, "GPU 1 (fa4e0001-") != NULL);
+    CHECK(strstr(r.output, "5 uncorrected ECC errors") != NULL);
+    unsetenv("FAKE_AMDSMI_ECC");
+    setenv("FAKE_AMDSMI_INIT_RC", "18", 1);
+    memset(&r, 0, sizeof r);
+    CHECK_EQ_INT(ss_health_check_gpus("/no/such/libnvidia-ml.so", &r), -1);
+    CHECK(strstr(r.output, "AMD SMI unusable") != NULL);
+    unsetenv("FAKE_AMDSMI_INIT_RC");
+    unsetenv("FAKE_AMDSMI_GPUS");
+    unsetenv("STEPSCOPE_AMDSMI_LIB");
 }
 
 static void port_in_use(void)
@@ -192,6 +218,7 @@ static void a_background_child_does_not_hold_the_check(void)
 
 TEST_LIST({"disk_threshold", disk_threshold},
           {"gpus_through_nvml", gpus_through_nvml},
+          {"gpus_through_amd_smi", gpus_through_amd_smi},
           {"port_in_use", port_in_use},
           {"site_commands", site_commands},
           {"a_background_child_does_not_hold_the_check",

@@ -5,7 +5,9 @@
  * NO GPU IS READ HERE.  The NVML these tests load is a TEST DOUBLE,
  * tests/support/fake_nvml.c (libfake_nvml.so), loaded through
  * STEPSCOPE_NVML_LIB as the real libnvidia-ml.so.1 would be and scripted by
- * FAKE_NVML_* variables.  The ranks' environments are files under a fake
+ * FAKE_NVML_* variables; the AMD SMI they load is AMD SMI's TEST DOUBLE,
+ * tests/support/fake_amdsmi.c (STEPSCOPE_AMDSMI_LIB, FAKE_AMDSMI_*
+ * variables).  The ranks' environments are files under a fake
  * /proc.  A real GPU is checked by scripts/gpu_check.sh (docs/gpu.md).
  */
 #include "gpu_watch.h"
@@ -110,6 +112,54 @@ static void each_rank_gets_its_gpus_evidence(void)
     unsetenv("FAKE_NVML_XID");
 }
 
+/* The same evidence from AMD GPUs, through AMD SMI's TEST DOUBLE
+ * (tests/support/fake_amdsmi.c, loaded through STEPSCOPE_AMDSMI_LIB) when
+ * there is no NVML: rank 0 on GPU 2 (HIP_VISIBLE_DEVICES), held by the
+ * power cap; rank 1 on GPU 1 (ROCR_VISIBLE_DEVICES and LOCAL_RANK), its HBM
+ * too hot. */
+static void each_rank_gets_its_amd_gpus_evidence(void)
+{
+    char proc[600];
+    testing_tmp_path("amd_proc", proc, sizeof proc);
+    mkdir(proc, 0700);
+    static const char env0[] = "HIP_VISIBLE_DEVICES=2\0LOCAL_RANK=0";
+    static const char env1[] = "ROCR_VISIBLE_DEVICES=0,1\0LOCAL_RANK=1";
+    fake_environ(proc, 200, env0, sizeof env0);
+    fake_environ(proc, 201, env1, sizeof env1);
+    setenv("STEPSCOPE_AMDSMI_LIB", FAKE_AMDSMI_DIR "/libfake_amdsmi.so", 1);
+    setenv("FAKE_AMDSMI_GPUS", "4", 1);
+    setenv("FAKE_AMDSMI_VIOLATION", "2:0x2,1:0x10", 1);
+    ss_mono_ns t0 = ss_mono_now();
+    ss_gpu_watch *gw =
+        ss_gpu_watch_start(2, 10, proc, "/nonexistent/libnvidia-ml.so.1");
+    REQUIRE(gw != NULL);
+    ss_gpu_watch_rank(gw, 0, 200);
+    ss_gpu_watch_rank(gw, 1, 201);
+    wait_samples(gw, 4 * 6);
+    ss_mono_ns t1 = ss_mono_now();
+    CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 0), 2);
+    CHECK_EQ_INT(ss_gpu_watch_gpu_of(gw, 1), 1);
+    ss_gpu_evidence g;
+    CHECK_EQ_INT(ss_gpu_watch_window(gw, 0, t0, t1, &g), 0);
+    CHECK_EQ_INT(g.index, 2);
+    CHECK(g.covered_ns > 0);
+    CHECK_EQ_INT(g.power_cap_ns, g.covered_ns);
+    CHECK_EQ_INT(g.slowed_ns, g.covered_ns);
+    CHECK_EQ_INT(g.sm_clock_mhz, 2080);
+    CHECK_EQ_INT(g.temperature_c, 52);
+    CHECK_EQ_INT(ss_gpu_watch_window(gw, 1, t0, t1, &g), 0);
+    CHECK_EQ_INT(g.index, 1);
+    CHECK_EQ_INT(g.thermal_ns, g.covered_ns);
+    CHECK_EQ_INT(g.power_cap_ns, 0);
+    CHECK_EQ_INT(ss_gpu_watch_totals(gw, 1, &g), 0);
+    CHECK(g.thermal_ns > 0);
+    CHECK(g.xid_new == SS_MISSING); /* no Xid errors on AMD */
+    ss_gpu_watch_stop(gw);
+    unsetenv("STEPSCOPE_AMDSMI_LIB");
+    unsetenv("FAKE_AMDSMI_GPUS");
+    unsetenv("FAKE_AMDSMI_VIOLATION");
+}
+
 /* No NVML: the watch starts, knows no GPU, and stops at once. */
 static void without_nvml_no_gpu_and_no_error(void)
 {
@@ -140,4 +190,5 @@ static void stop_is_prompt(void)
 }
 
 TEST_LIST(TEST(each_rank_gets_its_gpus_evidence),
+          TEST(each_rank_gets_its_amd_gpus_evidence),
           TEST(without_nvml_no_gpu_and_no_error), TEST(stop_is_prompt))
