@@ -33,15 +33,18 @@ static const char *num(char *buf, size_t len, int64_t v, double div,
     return buf;
 }
 
+/* One GPU's identity and readings; AMD names its compute clock
+ * "graphics", NVIDIA "SM". */
 static void print_gpu(FILE *out, const ss_gpu_info *info,
-                      const ss_gpu_sample *s)
+                      const ss_gpu_sample *s, int amd)
 {
     char a[32], b[32], c[32], d[32], reasons[256];
     fprintf(out, "GPU %u  %s  %s  %s\n", info->index,
             info->name[0] ? info->name : "(no name)",
             info->uuid[0] ? info->uuid : "(no UUID)",
             info->pci_bus_id[0] ? info->pci_bus_id : "(no PCI id)");
-    fprintf(out, "  clocks        SM %s MHz, memory %s MHz\n",
+    fprintf(out, "  clocks        %s %s MHz, memory %s MHz\n",
+            amd ? "graphics" : "SM",
             num(a, sizeof a, s->sm_clock_mhz, 1, "%.0f"),
             num(b, sizeof b, s->mem_clock_mhz, 1, "%.0f"));
     fprintf(out, "  held down by  %s\n",
@@ -218,7 +221,8 @@ int ss_gpus_cmd(const ss_gpus_opts *o, FILE *out, FILE *err)
             fprintf(err, "stepscope gpus: GPU %u could not be read\n", i);
             failed = 1;
         }
-        print_gpu(out, ss_gpu_backend_gpu(n, i), &s);
+        print_gpu(out, ss_gpu_backend_gpu(n, i), &s,
+                  ss_gpu_backend_vendor(n) == SS_GPU_VENDOR_AMD);
     }
     print_rank_gpu(out, n);
     if (o->watch_s > 0)
