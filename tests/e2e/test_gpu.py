@@ -133,3 +133,20 @@ def test_without_nvml_nothing_changes(store):
     assert con.execute("SELECT count(*) FROM rank_steps WHERE gpu_index IS "
                        "NOT NULL").fetchone()[0] == 0
     con.close()
+
+
+def test_an_unusable_gpu_library_is_said_once(store):
+    # AMD SMI's test double without amdsmi_get_processor_handles: there,
+    # but unusable.  The job goes on without GPU evidence.
+    broken = BUILD / "tests" / "libfake_amdsmi_broken.so"
+    env = gpu_env(STEPSCOPE_NVML_LIB="/nonexistent/libnvidia-ml.so.1",
+                  STEPSCOPE_AMDSMI_LIB=str(broken))
+    job = run_job(store, 2, example("--steps", "40", "--compute-ms", "5"),
+                  extra=("--no-http", "-q", "--no-gpu-check"), env=env)
+    assert job.returncode == 0, job.stderr
+    said = [l for l in job.stderr.splitlines() if "GPUs not read" in l]
+    assert len(said) == 1, job.stderr
+    assert "AMD SMI unusable" in said[0] and \
+        "has no amdsmi_get_processor_handles" in said[0]
+    for rank in range(2):
+        assert job.report()["ranks"][rank]["host_evidence"]["gpu"] is None
