@@ -38,7 +38,7 @@
 
 #include <stdint.h>
 
-#include "gpu_backend.h"
+#include "gpu_sample.h"
 #include "model.h"
 
 #define SS_AMDSMI_DEFAULT_LIB "libamd_smi.so"

@@ -18,7 +18,7 @@
  * missing; any other missing function (an older or newer driver) leaves
  * only its own readings SS_MISSING.
  *
- * Readings are per GPU, at an instant (ss_gpu_sample, gpu_backend.h, the
+ * Readings are per GPU, at an instant (ss_gpu_sample, gpu_sample.h, the
  * sample both vendors give): clocks, the reasons the clocks are held down,
  * temperature, power, memory, utilisation, and the cumulative counts of
  * uncorrected ECC errors and of Xid errors seen since the handle was
@@ -36,7 +36,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "gpu_backend.h"
+#include "gpu_sample.h"
 #include "model.h"
 
 #define SS_NVML_DEFAULT_LIB "libnvidia-ml.so.1"

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gpu_backend.h"
 #include "nvml_timeline.h"
 #include "testing.h"
 #include "testing_tmp.h"

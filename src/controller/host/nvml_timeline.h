@@ -19,7 +19,7 @@
 #define STEPSCOPE_NVML_TIMELINE_H
 
 #include "model.h"
-#include "gpu_backend.h"
+#include "gpu_sample.h"
 
 #define SS_GPU_TIMELINE_SAMPLES 512
 #define SS_GPU_SAMPLE_HOLD_NS 2000000000LL /* how long a sample stays valid */
