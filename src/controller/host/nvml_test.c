@@ -253,7 +253,8 @@ static void maps_a_process_by_its_environment(void)
     fwrite(env, 1, sizeof env - 1, f);
     fclose(f);
     CHECK_EQ_INT(ss_gpu_backend_gpu_for_pid(n, root, 42), 3);
-    CHECK_EQ_INT(ss_gpu_backend_gpu_for_pid(n, root, 43), -1); /* no such process */
+    /* no such process */
+    CHECK_EQ_INT(ss_gpu_backend_gpu_for_pid(n, root, 43), -1);
     /* A real process started with its own environment. */
     pid_t pid = fork();
     REQUIRE(pid >= 0);

@@ -1,8 +1,8 @@
 /*
  * nvml_timeline.h - one GPU's samples (NVML or AMD SMI), aligned to steps.
  *
- * GPUs are read at instants (ss_gpu_backend_sample, a few times a second); steps
- * are intervals.  A GPU timeline keeps a bounded ring of the GPU's samples
+ * GPUs are read at instants (ss_gpu_backend_sample, a few times a
+ * second); steps are intervals.  A GPU timeline keeps a bounded ring of the GPU's samples
  * and answers, for any interval [begin, end) on the samples' clock, what
  * the GPU was doing over it.  A sample's state holds from its time until
  * the next sample (at most SS_GPU_SAMPLE_HOLD_NS: a GPU not read for longer

@@ -3,10 +3,10 @@
  * on a thread of its own, read by the loop.
  *
  * The sampler thread owns the GPU backend: it opens it, maps ranks to
- * GPUs, samples, and closes it; no other thread calls the library.  Everything it
- * shares with the loop (the per-GPU timelines and totals, the rank map)
- * sits behind one mutex, taken after each library call returns.  See
- * gpu_watch.h.
+ * GPUs, samples, and closes it; no other thread calls the library.
+ * Everything it shares with the loop (the per-GPU timelines and totals, the
+ * rank map) sits behind one mutex, taken after each library call returns.
+ * See gpu_watch.h.
  */
 #include "gpu_watch.h"
 
