@@ -10,8 +10,11 @@
  * ns after the rank's step begin.  Per rank and step this detector takes
  *
  *   busy     the union of the rank's spans;
- *   bubble   (its last span's end - its first span's begin) - busy: the
- *            time its compute thread was in no F/B/W span in between;
+ *   bubble   the step's extent - busy: the time the rank's compute thread
+ *            was in no F/B/W span between the step's first span (of any
+ *            rank) and its last one, the ranks' spans placed by their
+ *            aligned step begins (each rank's own first and last span when
+ *            a rank's begin is unknown);
  *
  * and, from the mean span of each kind over the ranks (F, B, W; B_full =
  * B + W, the whole backward), the schedule's bubble, with p the stages:
@@ -27,16 +30,18 @@
  *
  * The step's ratio is the mean measured bubble over the ranks divided by
  * the formula.  Over the last WINDOW steps that carried spans, once
- * MIN_STEPS of them are in, a pipeline_bubble finding (warning) is made
- * when the median ratio is at least RATIO_MIN and the median excess
- * (measured - formula) at least EXCESS_MIN of the median span extent: the
- * stages wait for something the schedule does not explain.  It names the
- * rank (and its stage) whose busy time per step is the largest, when that
- * is at least BUSY_MIN times the median of the other ranks' (an unbalanced
- * layer split, a slow rank): the stage the others wait for, and by how
- * much; otherwise it says that no stage stands out (the wait is in the
- * transfers or the host).  One finding per attempt, rewritten while it
- * holds; docs/detectors.md and docs/workloads.md state the rules.
+ * MIN_STEPS of them are in, the medians are judged: the measured bubble
+ * is over the formula when the median ratio is at least RATIO_MIN and the
+ * median excess (measured - formula) at least EXCESS_MIN of the median
+ * extent.  Then the rank (and its stage) whose busy time per step is the
+ * largest is the stage the others wait for when it is at least BUSY_MIN
+ * times the median of the other ranks' (an unbalanced layer split, a slow
+ * rank), and a pipeline_bubble finding (warning) names it and by how
+ * much.  Without such a stage the wait is in the transfers between stages
+ * or the host, which a loaded machine adds to every schedule, so the
+ * finding, naming no stage, needs the larger ratio RATIO_UNNAMED.  One
+ * finding per attempt, rewritten while it holds; docs/detectors.md and
+ * docs/workloads.md state the rules.
  * Nothing is allocated until a step carries pipeline vectors.
  */
 #include "detectors_internal.h"
@@ -45,19 +50,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "detect_pipeline.h"
+#include "pipeline_bubble.h"
 #include "stats.h"
 
 #define WINDOW 16       /* steps judged together */
 #define MIN_STEPS 4     /* steps with spans before anything is judged */
 #define RATIO_MIN 1.5   /* measured / formula, median over the window */
 #define EXCESS_MIN 0.10 /* of the median extent of the spans */
-#define BUSY_MIN 1.2    /* the named stage's busy vs the others' median */
-#define MAX_SPANS 256   /* SS_PIPE_MAX_SPANS of the recorder */
-
-static const char *const schedule_names[] = {"?", "gpipe", "1f1b",
-                                             "interleaved", "zb1p",
-                                             "dualpipe"};
+#define BUSY_MIN 1.5    /* the named stage's busy vs the others' median */
+#define RATIO_UNNAMED 3.0 /* the ratio a finding naming no stage needs */
 
 /* One step of the window. */
 typedef struct {
@@ -75,8 +76,11 @@ typedef struct {
     double *bubble_ms;         /* WINDOW x world */
     double *fb_ms;             /* WINDOW x world: mean F + B_full span */
     int32_t *stage;            /* world: the rank's stage, -1 unknown */
+    double *first, *last;      /* world: this step's first begin and last
+                                  end, ns (aligned when every rank's step
+                                  begin is known) */
     double *scratch;           /* max(WINDOW, world) */
-    double *spans;             /* MAX_SPANS x 2 (begin, end) */
+    double *spans;             /* scratch of ss_pipe_rank_read */
     uint32_t head, n;          /* ring of rows */
     int stages, schedule, microbatches, chunks;
     uint64_t dropped;          /* spans the ranks dropped */
@@ -103,6 +107,8 @@ static void pipe_destroy(void *state)
     free(g->bubble_ms);
     free(g->fb_ms);
     free(g->stage);
+    free(g->first);
+    free(g->last);
     free(g->scratch);
     free(g->spans);
     free(g);
@@ -116,10 +122,12 @@ static int start(pipe_state *g)
     g->bubble_ms = ss__zalloc(WINDOW * w, sizeof *g->bubble_ms);
     g->fb_ms = ss__zalloc(WINDOW * w, sizeof *g->fb_ms);
     g->stage = ss__zalloc(w, sizeof *g->stage);
+    g->first = ss__zalloc(w, sizeof *g->first);
+    g->last = ss__zalloc(w, sizeof *g->last);
     g->scratch = ss__zalloc(w > WINDOW ? w : WINDOW, sizeof *g->scratch);
-    g->spans = ss__zalloc(2 * MAX_SPANS, sizeof *g->spans);
+    g->spans = ss__zalloc(2 * SS_PIPE_SPANS_MAX, sizeof *g->spans);
     if (!g->rows || !g->busy_ms || !g->bubble_ms || !g->fb_ms ||
-        !g->stage || !g->scratch || !g->spans)
+        !g->stage || !g->first || !g->last || !g->scratch || !g->spans)
         return -1;
     for (size_t r = 0; r < w; r++)
         g->stage[r] = -1;
@@ -147,80 +155,6 @@ static const ss_values_item *vector_of(const ss_rank_step *rs, int name)
         if (rs->values[i].name == name)
             return &rs->values[i];
     return NULL;
-}
-
-static int cmp_begin(const void *a, const void *b)
-{
-    const double *x = a, *y = b;
-    return (x[0] > y[0]) - (x[0] < y[0]);
-}
-
-double ss__pipeline_formula_ms(int schedule, int stages, double f_ms,
-                               double b_ms, double w_ms)
-{
-    double p = stages, b_full = b_ms + w_ms, v;
-    switch (schedule) {
-    case 1: /* gpipe */
-    case 2: /* 1f1b */
-    case 3: /* interleaved: F and B are one chunk's spans */
-        v = (p - 1) * (f_ms + b_full);
-        break;
-    case 4: /* zb1p */
-        v = (p - 1) * (f_ms + b_full - 2 * w_ms);
-        break;
-    case 5: /* dualpipe: F&B taken as F + B_full */
-        v = (p / 2 - 1) * ((f_ms + b_full) + b_full - 3 * w_ms);
-        break;
-    default:
-        return NAN;
-    }
-    return v > 0 ? v : 0;
-}
-
-/* Busy and bubble of one rank's spans SV (4 doubles per span), in ms, and
- * its sums per kind into SUM/CNT (indexed by kind 1..3).  Returns 0, or
- * -1 when the vector holds no whole span. */
-static int rank_spans(pipe_state *g, const ss_values_item *sv, double *busy,
-                      double *bubble, double *extent, double sum[4],
-                      double cnt[4])
-{
-    uint32_t n = sv->n / 4;
-    if (n > MAX_SPANS)
-        n = MAX_SPANS;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const double *s = &sv->v[4 * i];
-        int kind = (int)s[1];
-        if (!isfinite(s[2]) || !isfinite(s[3]) || s[3] < s[2] || kind < 1 ||
-            kind > 3)
-            continue;
-        g->spans[2 * k] = s[2];
-        g->spans[2 * k + 1] = s[3];
-        sum[kind] += s[3] - s[2];
-        cnt[kind] += 1;
-        k++;
-    }
-    if (!k)
-        return -1;
-    qsort(g->spans, k, 2 * sizeof *g->spans, cmp_begin);
-    double first = g->spans[0], last = g->spans[1], u = 0;
-    double cur_b = g->spans[0], cur_e = g->spans[1];
-    for (uint32_t i = 1; i < k; i++) {
-        double b = g->spans[2 * i], e = g->spans[2 * i + 1];
-        if (e > last)
-            last = e;
-        if (b > cur_e) {
-            u += cur_e - cur_b;
-            cur_b = b, cur_e = e;
-        } else if (e > cur_e) {
-            cur_e = e;
-        }
-    }
-    u += cur_e - cur_b;
-    *busy = u / 1e6;
-    *extent = (last - first) / 1e6;
-    *bubble = *extent - *busy;
-    return 0;
 }
 
 static double median_of(double *x, uint32_t n)
@@ -293,6 +227,11 @@ static void describe(pipe_state *g, ss_detectors *d, uint64_t step,
                      double ratio, double measured, double formula,
                      double extent)
 {
+    double own = NAN, others = NAN, own_fb = NAN, others_fb = NAN;
+    int32_t rank = busiest(g, &own, &others, &own_fb, &others_fb);
+    int named = rank >= 0 && others > 0 && own / others >= BUSY_MIN;
+    if (!named && ratio < RATIO_UNNAMED)
+        return;
     if (g->finding < 0) {
         g->finding = ss__finding_open(d, "pipeline_bubble");
         if (g->finding < 0)
@@ -302,13 +241,7 @@ static void describe(pipe_state *g, ss_detectors *d, uint64_t step,
     ss_finding *f = ss__finding(d, g->finding);
     f->first_step = g->first_step;
     f->last_step = step;
-    double own = NAN, others = NAN, own_fb = NAN, others_fb = NAN;
-    int32_t rank = busiest(g, &own, &others, &own_fb, &others_fb);
-    int named = rank >= 0 && others > 0 && own / others >= BUSY_MIN;
-    const char *sched = schedule_names[g->schedule >= 1 &&
-                                               g->schedule <= 5
-                                           ? g->schedule
-                                           : 0];
+    const char *sched = ss_pipe_schedule_name(g->schedule);
     char a[32], b[32], c[32], e[32];
     int len = snprintf(f->message, sizeof f->message,
                        "The %d-stage %s pipeline waits %s ms per step per "
@@ -373,12 +306,15 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
     if (!g->rows && start(g) < 0)
         return;
     uint32_t slot = g->head, w = g->world;
-    double sum[4] = {0}, cnt[4] = {0}, bubble_sum = 0, extent_max = 0;
+    double sum[4] = {0}, cnt[4] = {0};
+    double t0 = INFINITY, t1 = -INFINITY; /* the step's extent, aligned */
+    int aligned = 1;
     uint32_t ranks = 0;
     for (uint32_t r = 0; r < w; r++) {
         g->busy_ms[slot * w + r] = NAN;
         g->bubble_ms[slot * w + r] = NAN;
         g->fb_ms[slot * w + r] = NAN;
+        g->first[r] = g->last[r] = NAN;
     }
     for (uint32_t r = 0; r < world; r++) {
         const ss_rank_step *rs = &v->ranks[r];
@@ -395,20 +331,41 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
         g->chunks = (int)cv->v[4];
         if (cv->v[5] > 0)
             g->dropped += (uint64_t)cv->v[5];
-        double busy, bubble, extent, s[4] = {0}, c[4] = {0};
-        if (rank_spans(g, sv, &busy, &bubble, &extent, s, c) < 0)
+        ss_pipe_rank pr;
+        if (!ss_pipe_rank_read(sv->v, sv->n, g->spans, &pr))
             continue;
+        const double *s = pr.sum_ns, *c = pr.count;
+        double busy = pr.busy_ns, first = pr.first_ns, last = pr.last_ns;
         for (int k = 1; k <= 3; k++)
             sum[k] += s[k], cnt[k] += c[k];
-        g->busy_ms[slot * w + r] = busy;
-        g->bubble_ms[slot * w + r] = bubble;
+        g->busy_ms[slot * w + r] = busy / 1e6;
         g->fb_ms[slot * w + r] =
             ((c[1] ? s[1] / c[1] : 0) + (c[2] ? s[2] / c[2] : 0) +
              (c[3] ? s[3] / c[3] : 0)) / 1e6;
-        bubble_sum += bubble;
+        if (rs->begin_ns == SS_MISSING)
+            aligned = 0;
+        else {
+            first += (double)rs->begin_ns;
+            last += (double)rs->begin_ns;
+        }
+        g->first[r] = first, g->last[r] = last;
+        if (first < t0)
+            t0 = first;
+        if (last > t1)
+            t1 = last;
+        ranks++;
+    }
+    double bubble_sum = 0, extent_max = 0;
+    for (uint32_t r = 0; r < w; r++) {
+        double busy = g->busy_ms[slot * w + r];
+        if (!isfinite(busy))
+            continue;
+        double extent = aligned ? (t1 - t0) / 1e6
+                                : (g->last[r] - g->first[r]) / 1e6;
+        g->bubble_ms[slot * w + r] = extent - busy;
+        bubble_sum += extent - busy;
         if (extent > extent_max)
             extent_max = extent;
-        ranks++;
     }
     if (ranks < 2 || g->stages < 2)
         return;
@@ -418,8 +375,8 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
     row->b_ms = cnt[2] ? sum[2] / cnt[2] / 1e6 : 0;
     row->w_ms = cnt[3] ? sum[3] / cnt[3] / 1e6 : 0;
     row->measured_ms = bubble_sum / ranks;
-    row->formula_ms = ss__pipeline_formula_ms(g->schedule, g->stages,
-                                              row->f_ms, row->b_ms, row->w_ms);
+    row->formula_ms = ss_pipe_formula_ms(g->schedule, g->stages, row->f_ms,
+                                         row->b_ms, row->w_ms);
     row->extent_ms = extent_max;
     g->head = (g->head + 1) % WINDOW;
     if (g->n < WINDOW)
