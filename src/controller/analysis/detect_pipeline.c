@@ -57,7 +57,7 @@
 #define MIN_STEPS 4     /* steps with spans before anything is judged */
 #define RATIO_MIN 1.5   /* measured / formula, median over the window */
 #define EXCESS_MIN 0.10 /* of the median extent of the spans */
-#define BUSY_MIN 1.5    /* the named stage's busy vs the others' median */
+#define BUSY_MIN 1.6    /* the named stage's busy vs the others' median */
 #define RATIO_UNNAMED 3.0 /* the ratio a finding naming no stage needs */
 
 /* One step of the window. */
