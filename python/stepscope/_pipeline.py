@@ -22,6 +22,7 @@ SCHEDULES = {"gpipe": 1, "1f1b": 2, "interleaved": 3, "zb1p": 4,
              "dualpipe": 5}
 
 microbatch = _native.microbatch
+Microbatch = _native.Microbatch
 
 
 def pipeline(stage, stages, schedule, microbatches, chunks=None):
