@@ -16,17 +16,9 @@
  *            aligned step begins (each rank's own first and last span when
  *            a rank's begin is unknown);
  *
- * and, from the mean span of each kind over the ranks (F, B, W; B_full =
- * B + W, the whole backward), the schedule's bubble, with p the stages:
- *
- *   gpipe, 1f1b   (p-1)(F + B_full)          GPipe; PipeDream-Flush
- *   interleaved   (p-1)(F + B_full), F and B one chunk's spans, so
- *                 1/chunks of the stage's     (Megatron-LM, Narayanan
- *                 work per microbatch          et al. 2021)
- *   zb1p          (p-1)(F + B_full - 2W)     (Qi et al. 2023, as tabled
- *   dualpipe      (p/2-1)(F&B + B_full - 3W)  in DeepSeek-V3, 2024); F&B,
- *                 an overlapped forward and backward, is taken as
- *                 F + B_full (no overlap gain: an upper bound)
+ * and, from the mean span of each kind over the ranks (F, B, W), the
+ * schedule's bubble: the formulas and their sources are in
+ * base/pipeline_bubble.c, shared with `stepscope trace`.
  *
  * The step's ratio is the mean measured bubble over the ranks divided by
  * the formula.  Over the last WINDOW steps that carried spans, once
@@ -62,7 +54,6 @@
 
 /* One step of the window. */
 typedef struct {
-    uint64_t step;
     double measured_ms, formula_ms, extent_ms;
     double f_ms, b_ms, w_ms;
 } step_row;
@@ -73,7 +64,6 @@ typedef struct {
     /* allocated at the first pipeline step */
     step_row *rows;            /* WINDOW */
     double *busy_ms;           /* WINDOW x world, NaN: no spans */
-    double *bubble_ms;         /* WINDOW x world */
     double *fb_ms;             /* WINDOW x world: mean F + B_full span */
     int32_t *stage;            /* world: the rank's stage, -1 unknown */
     double *first, *last;      /* world: this step's first begin and last
@@ -104,7 +94,6 @@ static void pipe_destroy(void *state)
     pipe_state *g = state;
     free(g->rows);
     free(g->busy_ms);
-    free(g->bubble_ms);
     free(g->fb_ms);
     free(g->stage);
     free(g->first);
@@ -119,14 +108,13 @@ static int start(pipe_state *g)
     size_t w = g->world ? g->world : 1;
     g->rows = ss__zalloc(WINDOW, sizeof *g->rows);
     g->busy_ms = ss__zalloc(WINDOW * w, sizeof *g->busy_ms);
-    g->bubble_ms = ss__zalloc(WINDOW * w, sizeof *g->bubble_ms);
     g->fb_ms = ss__zalloc(WINDOW * w, sizeof *g->fb_ms);
     g->stage = ss__zalloc(w, sizeof *g->stage);
     g->first = ss__zalloc(w, sizeof *g->first);
     g->last = ss__zalloc(w, sizeof *g->last);
     g->scratch = ss__zalloc(w > WINDOW ? w : WINDOW, sizeof *g->scratch);
     g->spans = ss__zalloc(2 * SS_PIPE_SPANS_MAX, sizeof *g->spans);
-    if (!g->rows || !g->busy_ms || !g->bubble_ms || !g->fb_ms ||
+    if (!g->rows || !g->busy_ms || !g->fb_ms ||
         !g->stage || !g->first || !g->last || !g->scratch || !g->spans)
         return -1;
     for (size_t r = 0; r < w; r++)
@@ -312,7 +300,6 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
     uint32_t ranks = 0;
     for (uint32_t r = 0; r < w; r++) {
         g->busy_ms[slot * w + r] = NAN;
-        g->bubble_ms[slot * w + r] = NAN;
         g->fb_ms[slot * w + r] = NAN;
         g->first[r] = g->last[r] = NAN;
     }
@@ -362,7 +349,6 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
             continue;
         double extent = aligned ? (t1 - t0) / 1e6
                                 : (g->last[r] - g->first[r]) / 1e6;
-        g->bubble_ms[slot * w + r] = extent - busy;
         bubble_sum += extent - busy;
         if (extent > extent_max)
             extent_max = extent;
@@ -370,7 +356,6 @@ static void pipe_step(void *state, ss_detectors *d, const ss_step_view *v,
     if (ranks < 2 || g->stages < 2)
         return;
     step_row *row = &g->rows[slot];
-    row->step = v->step;
     row->f_ms = cnt[1] ? sum[1] / cnt[1] / 1e6 : 0;
     row->b_ms = cnt[2] ? sum[2] / cnt[2] / 1e6 : 0;
     row->w_ms = cnt[3] ? sum[3] / cnt[3] / 1e6 : 0;
