@@ -49,7 +49,7 @@ examples/pipeline_train.py on 4 ranks, one stage each, with one stage given
 3x the layers at the first, a middle and the last position under 1F1B and
 GPipe (right: a `pipeline_bubble` naming that stage's rank and stage), or
 balanced (no finding); ff-* run examples/forward_forward.py, layer-local
-training on 4 data-parallel ranks, with one rank 200 ms slower in one
+training on 4 data-parallel ranks, with one rank 400 ms slower in one
 layer (right: a straggler naming that rank and the layer's loss phase), or
 none (no finding).
 
@@ -354,9 +354,9 @@ SCENARIOS = (
              ("--schedule", "gpipe"), script=PIPELINE, auto=False),
 ) + tuple(
     Scenario(f"ff-slow-rank{rank}-layer{layer}",
-             f"forward-forward, rank {rank}: +200 ms in layer {layer}", 4, 30,
+             f"forward-forward, rank {rank}: +400 ms in layer {layer}", 4, 30,
              ("--slow-rank", str(rank), "--slow-layer", str(layer),
-              "--slow-ms", "200"), script=FORWARD_FORWARD, auto=False)
+              "--slow-ms", "400"), script=FORWARD_FORWARD, auto=False)
     for rank, layer in FF_SLOW
 ) + (
     Scenario("ff-clean", "forward-forward, no slow layer", 4, 30,

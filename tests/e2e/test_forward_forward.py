@@ -33,7 +33,7 @@ def run(store, *args):
 @pytest.mark.parametrize("rank,layer", [(2, 1), (0, 3)])
 def test_slow_layer_is_named(store, rank, layer):
     job = run(store, "--slow-rank", str(rank), "--slow-layer", str(layer),
-              "--slow-ms", "200")
+              "--slow-ms", "400")
     fs = job.findings("straggler")
     assert len(fs) == 1, (job.findings(), job.stderr[-2000:])
     f = fs[0]
