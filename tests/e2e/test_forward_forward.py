@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 
 SCRIPT = SOURCE / "examples" / "forward_forward.py"
 NPROCS = 4
-STEPS = 24  # 3 of warm-up, then the straggler's 20 steps and a margin
+STEPS = 30  # 3 of warm-up, then the straggler's 20 steps and a margin
 
 
 def run(store, *args):
