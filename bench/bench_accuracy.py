@@ -44,6 +44,15 @@ the first checksum step at or after the fault and that parameter (for a
 lost update the first in module order).  Clean runs of 2, 3 and 4 ranks
 (checksums every step, and `--checksum-every auto`) want no finding.
 
+The workload scenarios (docs/workloads.md): pipeline-* run
+examples/pipeline_train.py on 4 ranks, one stage each, with one stage given
+3x the layers at the first, a middle and the last position under 1F1B and
+GPipe (right: a `pipeline_bubble` naming that stage's rank and stage), or
+balanced (no finding); ff-* run examples/forward_forward.py, layer-local
+training on 4 data-parallel ranks, with one rank 400 ms slower in one
+layer (right: a straggler naming that rank and the layer's loss phase), or
+none (no finding).
+
 Findings of a fault run that match nothing and do not name the faulty rank
 are counted as unrelated (false) findings.  The output is a table, one row
 per scenario, with the totals: recall over the fault runs, how many
@@ -80,6 +89,8 @@ TRAIN = SOURCE / "examples" / "ddp_train.py"
 NUMERICS = SOURCE / "examples" / "ddp_numerics.py"
 FP8 = SOURCE / "examples" / "fp8_emulated.py"
 REPLICA = SOURCE / "examples" / "ddp_replica.py"
+PIPELINE = SOURCE / "examples" / "pipeline_train.py"
+FORWARD_FORWARD = SOURCE / "examples" / "forward_forward.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -217,6 +228,18 @@ for _name, _what, _ranks, _args, _every, _want in REPLICA_FAULTS:
 for _n in (2, 3, 4):
     EXPECT[f"replica-clean-{_n}"] = CLEAN
 EXPECT["replica-clean-4-auto"] = CLEAN
+# pipelines and layer-local training (docs/workloads.md)
+PIPELINE_HEAVY = (("1f1b", 0), ("1f1b", 2), ("1f1b", 3), ("gpipe", 1))
+for _sched, _stage in PIPELINE_HEAVY:
+    EXPECT[f"pipeline-{_sched}-heavy-{_stage}"] = (
+        Want("pipeline_bubble", _stage, evidence=(("stage", _stage),)),)
+EXPECT["pipeline-1f1b-clean"] = CLEAN
+EXPECT["pipeline-gpipe-clean"] = CLEAN
+FF_SLOW = ((2, 1), (0, 3))
+for _rank, _layer in FF_SLOW:
+    EXPECT[f"ff-slow-rank{_rank}-layer{_layer}"] = (
+        Want("straggler", _rank, phase=f"layer{_layer}.loss"),)
+EXPECT["ff-clean"] = CLEAN
 
 
 # ---------------------------------------------------------------------------
@@ -318,6 +341,26 @@ SCENARIOS = (
 ) + (
     Scenario("replica-clean-4-auto", "no fault, --checksum-every auto", 4, 30,
              script=REPLICA, run_args=("--checksum-every", "auto")),
+) + tuple(
+    Scenario(f"pipeline-{sched}-heavy-{stage}",
+             f"{sched}, stage {stage} with 3x the layers", 4, 12,
+             ("--schedule", sched, "--heavy-stage", str(stage),
+              "--heavy-factor", "3"), script=PIPELINE, auto=False)
+    for sched, stage in PIPELINE_HEAVY
+) + (
+    Scenario("pipeline-1f1b-clean", "1f1b, balanced stages", 4, 12,
+             ("--schedule", "1f1b"), script=PIPELINE, auto=False),
+    Scenario("pipeline-gpipe-clean", "gpipe, balanced stages", 4, 12,
+             ("--schedule", "gpipe"), script=PIPELINE, auto=False),
+) + tuple(
+    Scenario(f"ff-slow-rank{rank}-layer{layer}",
+             f"forward-forward, rank {rank}: +400 ms in layer {layer}", 4, 30,
+             ("--slow-rank", str(rank), "--slow-layer", str(layer),
+              "--slow-ms", "400"), script=FORWARD_FORWARD, auto=False)
+    for rank, layer in FF_SLOW
+) + (
+    Scenario("ff-clean", "forward-forward, no slow layer", 4, 30,
+             script=FORWARD_FORWARD, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000

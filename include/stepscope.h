@@ -257,6 +257,54 @@ void ss_get_counters(ss_counters *out);
 /* Returns a static English description of an SS_E* code. */
 const char *ss_strerror(int code);
 
+
+/* ---- pipeline parallelism (docs/workloads.md#pipelines) ----
+ *
+ * A pipeline-parallel rank says once which stage it runs and under which
+ * schedule (ss_pipeline), then brackets each microbatch's work with
+ * ss_microbatch_begin / ss_microbatch_end on its compute thread.  The
+ * spans are kept in a bounded buffer of the calling thread and go out
+ * once per step, when that thread ends the step, as two vectors
+ * (pipeline.spans, pipeline.config); the controller measures each stage's
+ * bubble against its schedule's formula. */
+
+/* The pipeline schedules (their bubble formulas: docs/workloads.md). */
+typedef enum {
+    SS_PIPE_GPIPE = 1,       /* all forwards, then all backwards */
+    SS_PIPE_1F1B = 2,        /* one forward, one backward (PipeDream-Flush) */
+    SS_PIPE_INTERLEAVED = 3, /* 1F1B over CHUNKS model chunks per stage */
+    SS_PIPE_ZB1P = 4,        /* zero bubble, backward split into B and W */
+    SS_PIPE_DUALPIPE = 5     /* DualPipe, bidirectional */
+} ss_pipe_schedule;
+
+/* Spans of one thread kept per step; later ones are dropped and counted
+ * (sent in pipeline.config). */
+#define SS_PIPE_MAX_SPANS 256
+
+/* Declares this process pipeline stage STAGE (0-based) of STAGES, run under
+ * SCHEDULE with MICROBATCHES microbatches per step and, for
+ * SS_PIPE_INTERLEAVED, CHUNKS model chunks per stage (1 otherwise).  Call
+ * it before the first step; a later call replaces it.  Returns 0 or
+ * SS_EINVAL (STAGES 0 or over 4096, STAGE >= STAGES, an unknown schedule,
+ * MICROBATCHES 0, CHUNKS 0, CHUNKS != 1 outside SS_PIPE_INTERLEAVED, or
+ * SS_PIPE_DUALPIPE with an odd STAGES). */
+int ss_pipeline(uint32_t stage, uint32_t stages, ss_pipe_schedule schedule,
+                uint32_t microbatches, uint32_t chunks);
+
+/* The calling thread begins microbatch INDEX's work of KIND: 'F'
+ * (forward), 'B' (backward; only its input-gradient part where the
+ * schedule splits it) or 'W' (the weight-gradient part).  A begin while a
+ * span is open ends that one first.  An unknown KIND is dropped and
+ * counted.  Stores a timestamp in a per-thread buffer: no lock or system
+ * call, and an allocation only at a thread's first microbatch (begin and
+ * end together cost two vDSO clock reads, under 200 ns measured on a
+ * loaded 2-core machine).  While the recorder is disabled nothing is
+ * sent: the buffer fills and later spans are counted as dropped. */
+void ss_microbatch_begin(uint32_t index, char kind);
+
+/* Ends the calling thread's open microbatch span; nothing without one. */
+void ss_microbatch_end(void);
+
 #ifdef __cplusplus
 }
 #endif

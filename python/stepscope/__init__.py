@@ -62,6 +62,7 @@ __version__ = _native.__version__
 
 from . import _fp8, _stacks  # noqa: E402
 from ._checksum import checksum, replica_group  # noqa: E402
+from ._pipeline import Microbatch, microbatch, pipeline  # noqa: E402
 
 _stacks.install()
 
@@ -69,6 +70,7 @@ __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "checksum",
     "counters",
     "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
+    "Microbatch", "microbatch", "pipeline",
     "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "replica_group",
     "resumed_from", "step",

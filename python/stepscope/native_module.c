@@ -145,7 +145,8 @@ PyMODINIT_FUNC PyInit__native(void)
         PyModule_AddStringConstant(m, "__version__", SS_VERSION_STRING) < 0 ||
         ss__py_phase_add(m) < 0 || ss__py_step_add(m) < 0 ||
         ss__py_outer_add(m) < 0 || ss__py_values_add(m) < 0 ||
-        ss__py_checksum_add(m) < 0 || ss__py_process_add(m) < 0) {
+        ss__py_checksum_add(m) < 0 || ss__py_process_add(m) < 0 ||
+        ss__py_pipeline_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -9,7 +9,7 @@
  * type), native_outer.c (auto mode's _Outermost wrapper), native_values.c
  * (metrics, vectors and memory), native_checksum.c (XXH3 over memory) and
  * native_process.c (the exit watchdog, the stack signal, profile
- * requests).  Each file keeps its state and functions static and gives the
+ * requests) and native_pipeline.c (pipeline microbatches).  Each file keeps its state and functions static and gives the
  * module its functions and types through one ss__py_*_add(module) call.
  *
  * Everything declared here is internal to the extension: the build hides
@@ -75,5 +75,6 @@ int ss__py_outer_add(PyObject *m);    /* native_outer.c */
 int ss__py_values_add(PyObject *m);   /* native_values.c */
 int ss__py_checksum_add(PyObject *m); /* native_checksum.c */
 int ss__py_process_add(PyObject *m);  /* native_process.c */
+int ss__py_pipeline_add(PyObject *m); /* native_pipeline.c */
 
 #endif

@@ -25,6 +25,7 @@
 #include "collective.h"
 #include "config.h"
 #include "names.h"
+#include "pipeline.h"
 #include "ring.h"
 #include "sender.h"
 #include "threads.h"
@@ -200,8 +201,11 @@ SS_API void ss_step_begin(uint64_t step)
     sync_moved_on();
     ss__mono_ns t = ss__now();
     uint64_t open = current_step();
-    if (open != SS__NO_STEP)
+    if (open != SS__NO_STEP) {
+        ss__pipeline_step_flush();
         record(SS__EV_STEP_END, 0, open, t, 0);
+    }
+    ss__pipeline_step_begin(t);
     record(SS__EV_STEP_BEGIN, 0, step, t, 0);
     __atomic_store_n(&rec_step, step, __ATOMIC_RELAXED);
 }
@@ -214,6 +218,7 @@ SS_API void ss_step_end(void)
     uint64_t open = current_step();
     if (open == SS__NO_STEP)
         return;
+    ss__pipeline_step_flush();
     __atomic_store_n(&rec_step, SS__NO_STEP, __ATOMIC_RELAXED);
     record(SS__EV_STEP_END, 0, open, ss__now(), 0);
 }

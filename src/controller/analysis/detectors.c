@@ -26,6 +26,9 @@
  *   detect_replica.c     replica_divergence: the first checksum step at
  *                        which a rank's parameters differ from its replica
  *                        group's majority, the rank and the parameter
+ *   detect_pipeline.c    pipeline_bubble: a pipeline's measured bubble
+ *                        over its schedule's formula, and the stage the
+ *                        others wait for (from the pipeline.* vectors)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -58,6 +61,7 @@ static const ss__detector *const detector_table[] = {
     &ss__spike_detector,
     &ss__fp8_detector,
     &ss__replica_detector,
+    &ss__pipeline_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

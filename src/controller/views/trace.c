@@ -33,6 +33,7 @@
 #include "progress.h"
 #include "reader.h"
 #include "stats.h"
+#include "trace_pipeline.h"
 #include "trace_profiles.h"
 
 typedef struct {
@@ -652,6 +653,11 @@ static int make_trace(ss_reader *rd, const ss_trace_opts *o, trace *t, FILE *out
     rc = stream_steps(rd, f, t, (uint64_t)sum.rows, &pg, err);
     if (rc == 0)
         rc = write_findings(rd, f, t, err);
+    if (rc == 0 && ss_trace_pipeline_write(rd, f, t->run_id, t->attempt,
+                                           t->first, t->last, t->want_rank,
+                                           t->world, t->t0, t->run_id,
+                                           &t->events, err) != 0)
+        rc = 1;
     int profiles = 0;
     if (rc == 0 &&
         (profiles = ss_trace_profiles_write(rd, f, t->run_id, t->attempt,
