@@ -517,9 +517,43 @@ static int waits_more_per_run(const ss_detectors *d, const host *h,
            mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
 }
 
+/* The stops rule at SCALE of its thresholds: rank R alone was stopped (no
+ * other rank in the same step) in at least host.min_stops (times SCALE)
+ * of the ring's steps, and those stops cost it host.min_share (times
+ * SCALE) of the ring's median step time.  A healthy machine stops no
+ * rank: a few stops on one rank are evidence, not noise, and need no test
+ * of chance (a machine paused as a whole stops every rank alike, which
+ * this never counts). */
+static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
+                      double scale)
+{
+    const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + C_STOPPED];
+    if (share_of(rc) < 0.5 * scale * d->p[P_H_MIN_SHARE])
+        return 0; /* cheap: the stops cost too little */
+    uint32_t n = 0;
+    double lost = 0, steps = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (!isnan(h->med_ms[k]))
+            steps += h->med_ms[k];
+        float mine = h->lost[at(h, r, C_STOPPED, k)];
+        if (isnan(mine) || mine <= 0)
+            continue;
+        int alone = 1;
+        for (uint32_t q = 0; q < h->world && alone; q++)
+            alone = q == r || !(h->lost[at(h, q, C_STOPPED, k)] > 0);
+        if (alone) {
+            n++;
+            lost += mine;
+        }
+    }
+    return n > 0 && n >= scale * d->p[P_H_MIN_STOPS] && steps > 0 &&
+           lost / steps >= scale * d->p[P_H_MIN_SHARE];
+}
+
 /* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
- * of the tests: the share rule with the sign test, or the slow-step
- * rule. */
+ * of the tests: the share rule with the sign test, the slow-step rule, or
+ * for stops the stops rule. */
 static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
                   double med_share, double level, double scale)
 {
@@ -527,7 +561,9 @@ static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
     return (share_rule(d, rc, med_share, scale) && above_peers(rc, level) &&
             (c != C_RUNQ || (delays_others(d, h, r, level) &&
                              waits_more_per_run(d, h, r, scale)))) ||
-           alone_rule(d, h, r, c, level, scale);
+           (alone_rule(d, h, r, c, level, scale) &&
+            (c != C_RUNQ || waits_more_per_run(d, h, r, scale))) ||
+           (c == C_STOPPED && stops_rule(d, h, r, scale));
 }
 
 /* Rank R's loss to cause C over the ring, for its finding. */
