@@ -49,7 +49,7 @@
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
       "sync-phase rule only when the step-time spread is below this "         \
       "fraction of the shortest wait's gap to the median wait")               \
-    X(P_S_NOISE_K, "straggler.noise_k", 1, "sigmas", 0, 1e3,                 \
+    X(P_S_NOISE_K, "straggler.noise_k", 1.5, "sigmas", 0, 1e3,                 \
       "a straggler's median lateness exceeds this many robust sigmas of its " \
       "peers' lateness (the run-to-run noise of arrival)")                   \
     X(P_H_WINDOW, "host.window", 100, "steps", 10, 1024,                      \
