@@ -341,7 +341,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     /* scratch: four arrays of sw doubles */
     double *lv = sg->f64, *pct = lv + sg->sw, *med = pct + sg->sw;
     double *ex = med + sg->sw;
-    uint32_t votes[SS_MAX_RUN_NAMES];
+    uint32_t votes[SS_MAX_RUN_NAMES], method_votes[4] = {0, 0, 0, 0};
     memset(votes, 0, sizeof votes);
     uint32_t n = 0, m = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
@@ -349,10 +349,8 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
             sg->step[k] > sc->hi)
             continue;
-        if (n == 0) {
-            out->method = sg->method[k];
-            out->ref = sg->ref[k];
-        }
+        if (sg->method[k] < 4)
+            method_votes[sg->method[k]]++;
         lv[n++] = late[k];
         out->expected += sg->chance[k];
         out->n_last += (flags[k] & F_LAST) != 0;
@@ -373,6 +371,25 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     out->n_seen = n;
     if (n == 0)
         return;
+    /* the method of most of these steps, and the sync point or phase it
+     * used most often (a few steps may have been measured otherwise) */
+    for (int q = 1; q < 4; q++)
+        if (method_votes[q] > method_votes[out->method])
+            out->method = q;
+    uint32_t ref_votes[SS_MAX_RUN_NAMES], best_ref = 0;
+    memset(ref_votes, 0, sizeof ref_votes);
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
+            sg->step[k] <= sc->hi && sg->method[k] == out->method &&
+            sg->ref[k] < SS_MAX_RUN_NAMES)
+            ref_votes[sg->ref[k]]++;
+    }
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (ref_votes[p] > best_ref) {
+            best_ref = ref_votes[p];
+            out->ref = p;
+        }
     double tail = ss_binomial_upper_tail(n, out->n_last, out->expected / n);
     out->log10_p_last = tail > 0 ? log10(tail) : -300;
     uint32_t best = 0;
