@@ -9,7 +9,7 @@
  * steps this detector keeps, per rank and cause, the time lost and the
  * rank's step time, and, per step, which rank alone lost time in a step
  * the whole job paid for.  A rank is named for a cause (finding kinds
- * cpu_starved, stopped, cpu_throttled) when either
+ * cpu_starved, stopped, cpu_throttled) when one of
  *   (share)      it lost a share of its step time to the cause that is
  *                host.min_share above the median rank's and
  *                host.peer_factor times it, and more than its step's
@@ -23,10 +23,15 @@
  *                the runner-up rank), it was that rank more often than
  *                chance allows among exchangeable ranks (a binomial test at
  *                the same level), and they cost the job host.min_share of
- *                its time.  This names the intermittent straggler that
- *                arrival times cannot show: a rank stopped inside the
- *                collective, where every rank waits alike.
- * An episode stays open, its finding refreshed, while either rule holds at
+ *                its time (for run-queue delay, it also waits more per
+ *                time it runs than its peers).  This names the
+ *                intermittent straggler that arrival times cannot show: a
+ *                rank stopped inside the collective, where every rank
+ *                waits alike; or
+ *   (stops)      for stops only, it alone was stopped in host.min_stops
+ *                steps that cost host.min_share of the window: a healthy
+ *                machine stops no rank, so a few stops are evidence.
+ * An episode stays open, its finding refreshed, while one rule holds at
  * half its thresholds and a test level of HOLD_LEVEL.  For every step it
  * tells jitter what one named rank alone lost (that part of the step is
  * explained) and what every rank lost alike (ss__step_notes), and it

@@ -5,19 +5,26 @@
  * Each step every rank gets a lateness, by the first method that applies:
  * its arrival at the sync point most ranks reported against the median
  * arrival; without sync points, how much less it waits than the median
- * rank in the phase that holds the synchronization (found from the data);
+ * rank in the phase that holds the synchronization (found from the data;
+ * where step boundaries scatter, its time outside that phase over the
+ * median rank's);
  * otherwise how much longer its step takes than the median step.
  *
  * A rank is not judged step by step but on the distribution of its
  * lateness over a ring of the last straggler.window steps, against its
- * peers'.  It is a straggler when both
+ * peers'.  It is a straggler when all of
  *   (a) it was the last rank more often than chance allows: a one-sided
  *       binomial test of its count of "last" steps against the 1/n a rank
  *       has in a step of n exchangeable ranks, at straggler.alpha split
  *       over the ranks (Bonferroni), and
  *   (b) the lower confidence bound of its median lateness (an order
  *       statistic: distribution-free) exceeds straggler.min_late_frac of
- *       the step time and the straggler.min_late_ms timer-slack floor.
+ *       the step time and the straggler.min_late_ms timer-slack floor;
+ *   (c) the lateness is its own: its median exceeds straggler.noise_k
+ *       robust sigmas of its peers' lateness (the run-to-run noise of
+ *       arrival), and the host's evidence does not explain it alike for
+ *       every rank (every rank loses that much to the host per step, it
+ *       does no more work, and the host names no cause of its own).
  * Over the whole window: persistent (one finding per episode, refreshed
  * while it lasts).  Over the newest straggler.transient_steps steps only,
  * at the same false-alarm rate per window: a transient burst, reported
