@@ -66,6 +66,11 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * must exceed: the first this many other ranks (bounded work per test). */
 #define NOISE_PEERS 32
 
+/* An open persistent episode stays its rank's own at this share
+ * of the noise and the host's loss that would keep one from opening:
+ * hysteresis, so that a rank near the line is one finding, not many. */
+#define OWN_HOLD 0.5
+
 typedef struct {
     /* running counts over the whole ring, and over its newest sub slots */
     uint32_t seen, last, seen_sub, last_sub;
@@ -205,11 +210,12 @@ static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
  * over the whole window, or R's over the scope), R's own CPU
  * time per step exceeds the median rank's by less than
  * straggler.blame_frac of it (it does no more work than they do), and the
- * host names no cause of R's own (ss__host_explain).  Where the host
- * measured too few of these steps, it does not.
+ * host names no cause of R's own (ss__host_explain).  SCALE multiplies
+ * what the host lost (1 to open; less to end an open episode: hysteresis).
+ * Where the host measured too few of these steps, it does not.
  */
 static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
-                      const scope *sc, double late_ms)
+                      const scope *sc, double late_ms, double scale)
 {
     double *cv = sg->f64;
     uint32_t seen = 0, n = 0, m = 0;
@@ -247,7 +253,7 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
     double alike = (med_sum > own_sum ? med_sum : own_sum) / n;
     if (n_scope && own_scope / n_scope > alike)
         alike = own_scope / n_scope;
-    if (!(late_ms <= alike) ||
+    if (!(late_ms <= scale * alike) ||
         ss_median_f64(cv, m) >= d->p[P_S_BLAME_FRAC] * late_ms)
         return 0;
     ss__host_cause hc;
@@ -255,17 +261,19 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
     return hc.cause < 0;
 }
 
-/* Whether rank R's lateness over scope SC is its own: its median exceeds
- * straggler.noise_k times its peers' run-to-run noise
+/* Whether rank R's lateness over scope SC is its own, at SCALE of the
+ * thresholds (1 to open an episode, OWN_HOLD to keep one open): its median
+ * exceeds SCALE times straggler.noise_k times its peers' run-to-run noise
  * (peer_noise_ms), and the host does not explain it alike for every rank
- * (host_alike). */
+ * (host_alike, with SCALE times what the host lost). */
 static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
-                        const scope *sc)
+                        const scope *sc, double scale)
 {
     double late = median_late(sg, r, sc);
-    if (!(late > 0) || late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc))
+    if (!(late > 0) ||
+        late < scale * d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc))
         return 0;
-    return !host_alike(d, sg, r, sc, late);
+    return !host_alike(d, sg, r, sc, late, scale);
 }
 
 /*
@@ -288,7 +296,7 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                                d->p[P_S_MIN_LATE_MS]);
     uint32_t j = median_bound_index(sg, m, d->p[P_S_BOUND_ALPHA]);
     return j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0 &&
-           own_lateness(d, sg, r, &sc);
+           own_lateness(d, sg, r, &sc, 1);
 }
 
 /* Summary of rank R over the steps of scope SC. */
@@ -586,7 +594,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     late_summary s;
     scope sc = {sg->sw, sr->burst_first, sr->burst_last};
     summarize(d, sg, r, &sc, &s);
-    if (s.n_late == 0 || !own_lateness(d, sg, r, &sc))
+    if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
         return; /* over the whole burst, noise or the host alike */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
@@ -1004,7 +1012,7 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
             }
         }
     } else if (!still_late(d, sg, r, &whole) ||
-               !own_lateness(d, sg, r, &whole)) {
+               !own_lateness(d, sg, r, &whole, OWN_HOLD)) {
         sr->persistent = -1; /* keeps the last snapshot */
     } else if (fl & F_SEEN) {
         refresh_persistent(d, sg, r, 0);
