@@ -15,7 +15,8 @@
  * and the ranks slowest in most of them.
  * docs/detectors.md, "jitter", states every rule and default.
  * When the host's evidence shows every rank losing the time alike, the
- * finding says so and blames no rank.
+ * finding says so, blames no rank and is never critical (the machine is
+ * loaded, the job is not at fault).
  */
 #include "detectors_internal.h"
 #include "detect_host.h"
@@ -164,8 +165,10 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
     if (opening)
         f->first_step = out ? first : oldest;
     f->last_step = out ? last : newest;
-    f->severity = frac >= d->p[P_J_CRIT_FRAC] ||
-                          cv >= 2 * d->p[P_J_MAX_CV]
+    /* the host's load alike on every rank is the machine's, not the
+     * job's: worth knowing, never critical */
+    f->severity = !by_host && (frac >= d->p[P_J_CRIT_FRAC] ||
+                               cv >= 2 * d->p[P_J_MAX_CV])
                       ? SS_CRITICAL
                       : SS_WARNING;
     ss_buf *ev = &d->evidence;

@@ -66,9 +66,10 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * must exceed: the first this many other ranks (bounded work per test). */
 #define NOISE_PEERS 32
 
-/* An open persistent episode stays its rank's own at this share
- * of the noise and the host's loss that would keep one from opening:
- * hysteresis, so that a rank near the line is one finding, not many. */
+/* An open persistent episode stays its rank's own while the host's loss
+ * alike for every rank explains less than this share of what would keep
+ * one from opening: hysteresis, so that a rank near the line is one
+ * finding, not many. */
 #define OWN_HOLD 0.5
 
 typedef struct {
@@ -262,16 +263,18 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
 }
 
 /* Whether rank R's lateness over scope SC is its own, at SCALE of the
- * thresholds (1 to open an episode, OWN_HOLD to keep one open): its median
- * exceeds SCALE times straggler.noise_k times its peers' run-to-run noise
- * (peer_noise_ms), and the host does not explain it alike for every rank
+ * thresholds (1 to open an episode, OWN_HOLD to keep one open): to open,
+ * its median exceeds straggler.noise_k times its peers' run-to-run noise
+ * (peer_noise_ms; an open episode is not ended by noise, which on an
+ * oversubscribed machine rises and falls with the load while the rank
+ * stays last), and the host does not explain it alike for every rank
  * (host_alike, with SCALE times what the host lost). */
 static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
                         const scope *sc, double scale)
 {
     double late = median_late(sg, r, sc);
     if (!(late > 0) ||
-        late < scale * d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc))
+        (scale >= 1 && late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc)))
         return 0;
     return !host_alike(d, sg, r, sc, late, scale);
 }
