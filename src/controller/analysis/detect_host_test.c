@@ -897,7 +897,44 @@ static void few_stops_on_short_steps_named(void)
     }
 }
 
+/*
+ * A straggler by its own work on a machine so loaded that every rank runs
+ * a fifth of the time it is runnable (it waits 4 ms for a CPU per ms it
+ * runs, alike): rank 1 computes 8 ms more on an 8 ms compute, which takes
+ * it ~40 ms of wall time, while its CPU time is only 8 ms more than its
+ * peers'.  Its extra work, stretched by that wait, explains the lateness:
+ * one persistent straggler finding on rank 1 (not host noise, and not one
+ * finding per step it crosses the line).
+ */
+static void straggler_by_work_on_a_loaded_machine(void)
+{
+    rng_state = 6001;
+    found fd;
+    ss_detectors *d = make(4, &fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < 300; s++) {
+        plan p;
+        plan_clean(&p, 4, 8, 0);
+        p.work[1] += 8;
+        for (uint32_t r = 0; r < 4; r++)
+            p.runq[r] = 4 * p.work[r] * (0.9 + 0.2 * uniform());
+        build_step(&b, 4, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    const ss_finding *f = first_kind(&fd, "straggler");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->ranks[0], 1);
+    CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
+    CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
+    if (count_kind(&fd, "straggler") != 1)
+        dump(&fd);
+    ss_detectors_destroy(d);
+}
+
 TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
+          TEST(straggler_by_work_on_a_loaded_machine),
           TEST(few_stops_on_short_steps_named),
           TEST(stopped_rank_named),
           TEST(stopped_rank_without_host_is_jitter),

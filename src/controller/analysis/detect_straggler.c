@@ -96,6 +96,7 @@ typedef struct {
     float *late_ms, *expl_ms;
     float *cpu_ex_ms; /* its CPU time over the median rank's; NaN unknown */
     float *host_ms;   /* what it lost to the host; NaN unknown */
+    float *cpu_ms;    /* its CPU time; NaN unknown */
     ss__name_idx *blame;
     uint8_t *flags;
     strag_rank *rank;  /* world */
@@ -210,7 +211,8 @@ static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
  * much per step to the host (run-queue delay, stops, throttling; means
  * over the whole window, or R's over the scope), R's own CPU
  * time per step exceeds the median rank's by less than
- * straggler.blame_frac of it (it does no more work than they do), and the
+ * straggler.blame_frac of it, stretched by how long it waited per time it
+ * ran (it does no more work than they do), and the
  * host names no cause of R's own (ss__host_explain).  SCALE multiplies
  * what the host lost (1 to open; less to end an open episode: hysteresis).
  * Where the host measured too few of these steps, it does not.
@@ -220,7 +222,7 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
 {
     double *cv = sg->f64;
     uint32_t seen = 0, n = 0, m = 0;
-    double med_sum = 0, own_sum = 0, own_scope = 0;
+    double med_sum = 0, own_sum = 0, own_scope = 0, cpu_scope = 0;
     uint32_t n_scope = 0;
     uint64_t first = UINT64_MAX, last = 0;
     const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
@@ -244,8 +246,10 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
         float cx = sg->cpu_ex_ms[(size_t)r * sg->sw + k];
         if (!isnan(cx))
             cv[m++] = cx;
-        if (!isnan(own)) {
+        float cpu = sg->cpu_ms[(size_t)r * sg->sw + k];
+        if (!isnan(own) && !isnan(cpu)) {
             own_scope += own;
+            cpu_scope += cpu;
             n_scope++;
         }
     }
@@ -254,8 +258,12 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
     double alike = (med_sum > own_sum ? med_sum : own_sum) / n;
     if (n_scope && own_scope / n_scope > alike)
         alike = own_scope / n_scope;
+    /* the wall time its extra work takes: on a loaded machine a rank runs
+     * only part of the time it is runnable, so CPU time stretches by
+     * (run + wait) / run */
+    double stretch = cpu_scope > 0 ? (cpu_scope + own_scope) / cpu_scope : 1;
     if (!(late_ms <= scale * alike) ||
-        ss_median_f64(cv, m) >= d->p[P_S_BLAME_FRAC] * late_ms)
+        ss_median_f64(cv, m) * stretch >= d->p[P_S_BLAME_FRAC] * late_ms)
         return 0;
     ss__host_cause hc;
     ss__host_explain(d, r, first, last, late_ms, &hc);
@@ -903,6 +911,7 @@ static void record_host(straggler *sg, const ss_step_view *v,
         sg->cpu_ex_ms[k] =
             r < world ? (float)(cpu_time_ms(&v->ranks[r]) - med_cpu) : NAN;
         sg->host_ms[k] = r < world ? (float)host_loss_ms(&v->ranks[r]) : NAN;
+        sg->cpu_ms[k] = r < world ? (float)cpu_time_ms(&v->ranks[r]) : NAN;
     }
 }
 
@@ -1064,6 +1073,7 @@ static void straggler_destroy(void *state)
     free(sg->expl_ms);
     free(sg->cpu_ex_ms);
     free(sg->host_ms);
+    free(sg->cpu_ms);
     free(sg->blame);
     free(sg->flags);
     if (sg->rank)
@@ -1114,6 +1124,7 @@ static void *straggler_create(ss_detectors *d)
     sg->expl_ms = ss__zalloc(w * sw, sizeof *sg->expl_ms);
     sg->cpu_ex_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ex_ms);
     sg->host_ms = ss__zalloc(w * sw, sizeof *sg->host_ms);
+    sg->cpu_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ms);
     sg->blame = ss__zalloc(w * sw, sizeof *sg->blame);
     sg->flags = ss__zalloc(w * sw, sizeof *sg->flags);
     sg->rank = ss__zalloc(w, sizeof *sg->rank);
@@ -1122,7 +1133,7 @@ static void *straggler_create(ss_detectors *d)
     sg->i64 = ss__zalloc(w, sizeof *sg->i64);
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
         !sg->method || !sg->ref || !sg->late_ms || !sg->expl_ms ||
-        !sg->cpu_ex_ms || !sg->host_ms || !sg->blame ||
+        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);
         return NULL;
