@@ -743,7 +743,12 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
     f->phase[0] = '\0';
-    f->severity = s.cost >= d->p[P_H_CRIT_FRAC] ? SS_CRITICAL : SS_WARNING;
+    /* a rank that waits for a CPU more than its peers on a machine whose
+     * median rank also loses host.min_share of its step to waiting: the
+     * machine is loaded, uneven scheduling is expected; never critical */
+    int loaded = c == C_RUNQ && s.med_share >= d->p[P_H_MIN_SHARE];
+    f->severity = s.cost >= d->p[P_H_CRIT_FRAC] && !loaded ? SS_CRITICAL
+                                                          : SS_WARNING;
     cause_evidence(d, f, c, &s);
     cause_message(f, r, c, &s);
     ss__finding_touch(d, rc->finding);

@@ -134,9 +134,21 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
         jt->sort[out++] = jt->worst[k];
     }
     /* the host explains the slow steps when every rank lost, alike, at
-     * least host.explain_frac of a typical one's excess */
+     * least host.explain_frac of a typical one's excess; a wide spread
+     * without outliers, when every rank lost that share of its sigma in
+     * the window's steps */
     double host_ms = out ? host_sum / out : 0;
     double excess = out ? ss_median_f64(jt->f64, out) : 0;
+    if (out == 0 && n > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t k = ss__ring_back(jt->head, jt->jw, i);
+            host_ms += jt->host_ms[k] / n;
+            if (jt->host_ms[k] > 0 && jt->host_cause[k] >= 0 &&
+                jt->host_cause[k] < SS_HOST_CAUSES)
+                cause_votes[jt->host_cause[k]]++;
+        }
+        excess = jt->sigma;
+    }
     int host_cause = -1;
     for (int c = 0; c < SS_HOST_CAUSES; c++)
         if (cause_votes[c] &&

@@ -188,8 +188,9 @@ static double median_late(straggler *sg, uint32_t r, const scope *sc)
 
 /* The run-to-run noise of arrival that rank R's lateness over scope SC is
  * judged against: the median over its peers (the first NOISE_PEERS other
- * ranks seen at least 5 times) of each one's robust sigma (1.4826 MAD) of
- * lateness; 0 when no peer was seen that often. */
+ * ranks seen at least 5 times) of each one's sigma of lateness (the larger
+ * of 1.4826 MAD and 1.2533 times the mean absolute deviation); 0 when no
+ * peer was seen that often. */
 static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
 {
     double *sigma = sg->f64 + 4 * (size_t)sg->sw;
@@ -199,8 +200,16 @@ static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
             continue;
         uint32_t m = gather_excess(sg, q, sc, 0, 0);
         double med;
-        if (m >= 5)
-            sigma[n++] = ss_mad_f64(sg->f64, m, &med) * SS_MAD_TO_SIGMA;
+        if (m < 5)
+            continue;
+        /* the mean absolute deviation too: timings quantized to a few
+         * values (a rank last or not by one timer tick) have no MAD */
+        double mad = ss_mad_f64(sg->f64, m, &med) * SS_MAD_TO_SIGMA;
+        double dev = 0;
+        for (uint32_t i = 0; i < m; i++)
+            dev += sg->f64[i] / m; /* ss_mad_f64 left |x - median| */
+        dev *= 1.2533; /* sqrt(pi / 2): a sigma for normal noise */
+        sigma[n++] = mad > dev ? mad : dev;
     }
     return n ? ss_median_f64(sigma, n) : 0;
 }
