@@ -555,6 +555,23 @@ static void last_words(const late_summary *s, char *buf, size_t len)
              "chance)", s->n_last, s->n_seen, s->expected);
 }
 
+/* What the median rank lost to the host per step (mean over the ring's
+ * steps rank R was seen in), ms; 0 when the host measured none. */
+static double machine_load_ms(const straggler *sg, uint32_t r)
+{
+    double sum = 0;
+    uint32_t n = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_SEEN) && !isnan(sg->med_host_ms[k])) {
+            sum += sg->med_host_ms[k];
+            n++;
+        }
+    }
+    return n ? sum / n : 0;
+}
+
 static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                                int opening)
 {
@@ -571,7 +588,10 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     f->last_step = s.last;
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
-    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] && !s.clock_uncertain
+    /* on a machine whose load costs every rank as much per step as this
+     * rank is late, the job's straggler is the lesser problem: a warning */
+    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] && !s.clock_uncertain &&
+                          machine_load_ms(sg, r) < s.late_med_ms
                       ? SS_CRITICAL
                       : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
