@@ -17,6 +17,9 @@ outside to the rank's process once the job has begun stepping:
             cpu.max where the cpu controller is on v2, else v1
             cpu.cfs_quota_us / cpu.cfs_period_us; needs root)
   stops     SIGSTOP for 30 ms every 100 ms, then SIGCONT
+  stops-rare  SIGSTOP for 30 ms every 250 ms (few stops on short steps)
+  load      no fault of a rank: busy loops, one per CPU, on the cores the
+            job runs on (a loaded machine; every rank suffers alike)
 
 Every run's findings (`stepscope report --json`) are graded against the
 scenario's expectations, the table EXPECT below:
@@ -164,6 +167,14 @@ EXPECT = {
     "cgroup-throttle": (Want("cpu_throttled", 2), Want("straggler", 2, cause="throttl")),
     "sigstop-hiccups": (Want("stopped", 3), Want("straggler", 3, cause="stop"),
                         Want("jitter", 3, cause="stop")),
+    # a loaded machine: the clean runs with busy loops on every core
+    "clean-2-loaded": CLEAN,
+    "clean-4-loaded": CLEAN,
+    "clean-2-short-loaded": CLEAN,
+    "clean-4-short-loaded": CLEAN,
+    "clean-8-short-loaded": CLEAN,
+    "sigstop-short-steps": (Want("stopped", 3), Want("straggler", 3, cause="stop"),
+                            Want("jitter", 3, cause="stop")),
     "memory-leak": (Want("memory_creep", 1),),
     "memory-spike": (Want("memory_spike", 2),),
     "memory-imbalance": (Want("memory_imbalance", 3),),
@@ -298,6 +309,18 @@ SCENARIOS = (
              host="throttle", host_rank=2),
     Scenario("sigstop-hiccups", "rank 3 stopped 30 ms every 100 ms", 4, 200,
              host="stops", host_rank=3),
+    Scenario("clean-2-loaded", "no fault, busy loops on every core", 2, 150,
+             host="load"),
+    Scenario("clean-4-loaded", "no fault, busy loops on every core", 4, 150,
+             host="load"),
+    Scenario("clean-2-short-loaded", "no fault, ~1.3 ms steps, busy loops on every core",
+             2, 400, SHORT, host="load"),
+    Scenario("clean-4-short-loaded", "no fault, ~6 ms steps, busy loops on every core",
+             4, 300, SHORT, host="load"),
+    Scenario("clean-8-short-loaded", "no fault, short steps, 8 ranks, busy loops on "
+             "every core", 8, 200, SHORT, host="load"),
+    Scenario("sigstop-short-steps", "rank 3 stopped 30 ms every 250 ms, ~6 ms steps",
+             4, 600, SHORT, host="stops-rare", host_rank=3),
     Scenario("memory-leak", "rank 1 keeps 4 MiB more per step", 4, 120,
              ("--leak-rank", "1", "--leak-mb", "4")),
     Scenario("memory-spike", "rank 2 holds 512 MiB more in step 40", 4, 80,
@@ -365,6 +388,7 @@ SCENARIOS = (
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
 STOP_MS, STOP_EVERY_MS = 30, 100
+RARE_STOP_EVERY_MS = 250  # stops-rare: a few stops per window of short steps
 HOG_LOOPS = 2  # busy loops beside the rank on its CPU: it gets a third of it
 FAULT_START_TIMEOUT_S = 90  # waiting for the job's first stored steps
 
@@ -496,7 +520,8 @@ class HostFault:
     busy loops killed, the cgroup removed) and is safe to call always."""
 
     def __init__(self, kind, rank, launcher_pid, db, tag):
-        self.kind, self.rank = kind, rank
+        self.kind = kind
+        self.rank = rank if rank is not None else 0  # load: any rank tells the job began
         self.launcher_pid, self.db = launcher_pid, db
         self.tag = tag
         self.pid = None
@@ -553,9 +578,16 @@ class HostFault:
                 hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 self.hogs.append(hog)
                 os.sched_setaffinity(hog.pid, {cpu})
+        elif self.kind == "load":
+            for _ in os.sched_getaffinity(0):  # one busy loop per CPU, unpinned
+                self.hogs.append(subprocess.Popen([sys.executable, "-c",
+                                                   "while True: pass"]))
         self.applied = True
-        if self.kind == "stops":
-            self._stops()
+        if self.kind in ("stops", "stops-rare"):
+            self._stops(STOP_EVERY_MS if self.kind == "stops" else RARE_STOP_EVERY_MS)
+            return
+        if self.kind == "load":
+            self.done.wait()
             return
         # nice and the pinning apply per thread: threads made since are
         # caught on the next pass.
@@ -570,8 +602,8 @@ class HostFault:
                     pass  # the thread ended
             self.done.wait(0.2)
 
-    def _stops(self):
-        period, pause = STOP_EVERY_MS / 1000.0, STOP_MS / 1000.0
+    def _stops(self, every_ms):
+        period, pause = every_ms / 1000.0, STOP_MS / 1000.0
         next_stop = time.monotonic()
         while not self.done.is_set():
             try:
@@ -604,7 +636,7 @@ class HostFault:
 
     def cleanup(self):
         self.stop()
-        if self.kind == "stops" and self.pid is not None:
+        if self.kind in ("stops", "stops-rare") and self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGCONT)
             except ProcessLookupError:
@@ -849,7 +881,7 @@ def parse_args(argv):
 
 
 def main(argv):
-    assert [sc.name for sc in SCENARIOS] == list(EXPECT), "SCENARIOS and EXPECT disagree"
+    assert sorted(sc.name for sc in SCENARIOS) == sorted(EXPECT), "SCENARIOS and EXPECT disagree"
     args = parse_args(argv)
     if args.list:
         for sc in SCENARIOS:

@@ -9,7 +9,7 @@
  * steps this detector keeps, per rank and cause, the time lost and the
  * rank's step time, and, per step, which rank alone lost time in a step
  * the whole job paid for.  A rank is named for a cause (finding kinds
- * cpu_starved, stopped, cpu_throttled) when either
+ * cpu_starved, stopped, cpu_throttled) when one of
  *   (share)      it lost a share of its step time to the cause that is
  *                host.min_share above the median rank's and
  *                host.peer_factor times it, and more than its step's
@@ -23,10 +23,15 @@
  *                the runner-up rank), it was that rank more often than
  *                chance allows among exchangeable ranks (a binomial test at
  *                the same level), and they cost the job host.min_share of
- *                its time.  This names the intermittent straggler that
- *                arrival times cannot show: a rank stopped inside the
- *                collective, where every rank waits alike.
- * An episode stays open, its finding refreshed, while either rule holds at
+ *                its time (for run-queue delay, it also waits more per
+ *                time it runs than its peers).  This names the
+ *                intermittent straggler that arrival times cannot show: a
+ *                rank stopped inside the collective, where every rank
+ *                waits alike; or
+ *   (stops)      for stops only, it alone was stopped in host.min_stops
+ *                steps that cost host.min_share of the window: a healthy
+ *                machine stops no rank, so a few stops are evidence.
+ * An episode stays open, its finding refreshed, while one rule holds at
  * half its thresholds and a test level of HOLD_LEVEL.  For every step it
  * tells jitter what one named rank alone lost (that part of the step is
  * explained) and what every rank lost alike (ss__step_notes), and it
@@ -517,9 +522,43 @@ static int waits_more_per_run(const ss_detectors *d, const host *h,
            mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
 }
 
+/* The stops rule at SCALE of its thresholds: rank R alone was stopped (no
+ * other rank in the same step) in at least host.min_stops (times SCALE)
+ * of the ring's steps, and those stops cost it host.min_share (times
+ * SCALE) of the ring's median step time.  A healthy machine stops no
+ * rank: a few stops on one rank are evidence, not noise, and need no test
+ * of chance (a machine paused as a whole stops every rank alike, which
+ * this never counts). */
+static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
+                      double scale)
+{
+    const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + C_STOPPED];
+    if (share_of(rc) < 0.5 * scale * d->p[P_H_MIN_SHARE])
+        return 0; /* cheap: the stops cost too little */
+    uint32_t n = 0;
+    double lost = 0, steps = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (!isnan(h->med_ms[k]))
+            steps += h->med_ms[k];
+        float mine = h->lost[at(h, r, C_STOPPED, k)];
+        if (isnan(mine) || mine <= 0)
+            continue;
+        int alone = 1;
+        for (uint32_t q = 0; q < h->world && alone; q++)
+            alone = q == r || !(h->lost[at(h, q, C_STOPPED, k)] > 0);
+        if (alone) {
+            n++;
+            lost += mine;
+        }
+    }
+    return n > 0 && n >= scale * d->p[P_H_MIN_STOPS] && steps > 0 &&
+           lost / steps >= scale * d->p[P_H_MIN_SHARE];
+}
+
 /* Whether rank R is behind cause C at SCALE of the thresholds and LEVEL
- * of the tests: the share rule with the sign test, or the slow-step
- * rule. */
+ * of the tests: the share rule with the sign test, the slow-step rule, or
+ * for stops the stops rule. */
 static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
                   double med_share, double level, double scale)
 {
@@ -527,7 +566,9 @@ static int behind(const ss_detectors *d, const host *h, uint32_t r, int c,
     return (share_rule(d, rc, med_share, scale) && above_peers(rc, level) &&
             (c != C_RUNQ || (delays_others(d, h, r, level) &&
                              waits_more_per_run(d, h, r, scale)))) ||
-           alone_rule(d, h, r, c, level, scale);
+           (alone_rule(d, h, r, c, level, scale) &&
+            (c != C_RUNQ || waits_more_per_run(d, h, r, scale))) ||
+           (c == C_STOPPED && stops_rule(d, h, r, scale));
 }
 
 /* Rank R's loss to cause C over the ring, for its finding. */
@@ -702,7 +743,12 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
     f->phase[0] = '\0';
-    f->severity = s.cost >= d->p[P_H_CRIT_FRAC] ? SS_CRITICAL : SS_WARNING;
+    /* a rank that waits for a CPU more than its peers on a machine whose
+     * median rank also loses host.min_share of its step to waiting: the
+     * machine is loaded, uneven scheduling is expected; never critical */
+    int loaded = c == C_RUNQ && s.med_share >= d->p[P_H_MIN_SHARE];
+    f->severity = s.cost >= d->p[P_H_CRIT_FRAC] && !loaded ? SS_CRITICAL
+                                                          : SS_WARNING;
     cause_evidence(d, f, c, &s);
     cause_message(f, r, c, &s);
     ss__finding_touch(d, rc->finding);

@@ -15,7 +15,8 @@
  * and the ranks slowest in most of them.
  * docs/detectors.md, "jitter", states every rule and default.
  * When the host's evidence shows every rank losing the time alike, the
- * finding says so and blames no rank.
+ * finding says so, blames no rank and is never critical (the machine is
+ * loaded, the job is not at fault).
  */
 #include "detectors_internal.h"
 #include "detect_host.h"
@@ -133,9 +134,21 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
         jt->sort[out++] = jt->worst[k];
     }
     /* the host explains the slow steps when every rank lost, alike, at
-     * least host.explain_frac of a typical one's excess */
+     * least host.explain_frac of a typical one's excess; a wide spread
+     * without outliers, when every rank lost that share of its sigma in
+     * the window's steps */
     double host_ms = out ? host_sum / out : 0;
     double excess = out ? ss_median_f64(jt->f64, out) : 0;
+    if (out == 0 && n > 0) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t k = ss__ring_back(jt->head, jt->jw, i);
+            host_ms += jt->host_ms[k] / n;
+            if (jt->host_ms[k] > 0 && jt->host_cause[k] >= 0 &&
+                jt->host_cause[k] < SS_HOST_CAUSES)
+                cause_votes[jt->host_cause[k]]++;
+        }
+        excess = jt->sigma;
+    }
     int host_cause = -1;
     for (int c = 0; c < SS_HOST_CAUSES; c++)
         if (cause_votes[c] &&
@@ -164,8 +177,10 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
     if (opening)
         f->first_step = out ? first : oldest;
     f->last_step = out ? last : newest;
-    f->severity = frac >= d->p[P_J_CRIT_FRAC] ||
-                          cv >= 2 * d->p[P_J_MAX_CV]
+    /* the host's load alike on every rank is the machine's, not the
+     * job's: worth knowing, never critical */
+    f->severity = !by_host && (frac >= d->p[P_J_CRIT_FRAC] ||
+                               cv >= 2 * d->p[P_J_MAX_CV])
                       ? SS_CRITICAL
                       : SS_WARNING;
     ss_buf *ev = &d->evidence;

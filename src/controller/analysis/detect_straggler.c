@@ -5,19 +5,26 @@
  * Each step every rank gets a lateness, by the first method that applies:
  * its arrival at the sync point most ranks reported against the median
  * arrival; without sync points, how much less it waits than the median
- * rank in the phase that holds the synchronization (found from the data);
+ * rank in the phase that holds the synchronization (found from the data;
+ * where step boundaries scatter, its time outside that phase over the
+ * median rank's);
  * otherwise how much longer its step takes than the median step.
  *
  * A rank is not judged step by step but on the distribution of its
  * lateness over a ring of the last straggler.window steps, against its
- * peers'.  It is a straggler when both
+ * peers'.  It is a straggler when all of
  *   (a) it was the last rank more often than chance allows: a one-sided
  *       binomial test of its count of "last" steps against the 1/n a rank
  *       has in a step of n exchangeable ranks, at straggler.alpha split
  *       over the ranks (Bonferroni), and
  *   (b) the lower confidence bound of its median lateness (an order
  *       statistic: distribution-free) exceeds straggler.min_late_frac of
- *       the step time and the straggler.min_late_ms timer-slack floor.
+ *       the step time and the straggler.min_late_ms timer-slack floor;
+ *   (c) the lateness is its own: its median exceeds straggler.noise_k
+ *       robust sigmas of its peers' lateness (the run-to-run noise of
+ *       arrival), and the host's evidence does not explain it alike for
+ *       every rank (every rank loses that much to the host per step, it
+ *       does no more work, and the host names no cause of its own).
  * Over the whole window: persistent (one finding per episode, refreshed
  * while it lasts).  Over the newest straggler.transient_steps steps only,
  * at the same false-alarm rate per window: a transient burst, reported
@@ -55,6 +62,16 @@
 enum { F_SEEN = 1, F_LATE = 2, F_LAST = 4, F_BLAME_SELF = 8 };
 enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 
+/* The peers whose run-to-run spread of lateness is the noise a straggler
+ * must exceed: the first this many other ranks (bounded work per test). */
+#define NOISE_PEERS 32
+
+/* An open persistent episode stays its rank's own while the host's loss
+ * alike for every rank explains less than this share of what would keep
+ * one from opening: hysteresis, so that a rank near the line is one
+ * finding, not many. */
+#define OWN_HOLD 0.5
+
 typedef struct {
     /* running counts over the whole ring, and over its newest sub slots */
     uint32_t seen, last, seen_sub, last_sub;
@@ -72,17 +89,21 @@ typedef struct {
     /* per ring slot */
     uint64_t *step;
     float *med_ms, *chance;
+    float *med_host_ms; /* the median rank's loss to the host; NaN unknown */
     uint8_t *method;
     ss__name_idx *ref;
     /* per rank and ring slot: [rank * sw + slot] */
     float *late_ms, *expl_ms;
+    float *cpu_ex_ms; /* its CPU time over the median rank's; NaN unknown */
+    float *host_ms;   /* what it lost to the host; NaN unknown */
+    float *cpu_ms;    /* its CPU time; NaN unknown */
     ss__name_idx *blame;
     uint8_t *flags;
     strag_rank *rank;  /* world */
     int32_t *bound_at; /* per sample count 0..sw: the order statistic that
                           bounds the median, 0 none, -1 not computed */
     /* scratch */
-    double *f64;  /* max(world, 4 * sw) */
+    double *f64;  /* max(world, 4 * sw) + NOISE_PEERS */
     int64_t *i64; /* world */
 } straggler;
 
@@ -158,12 +179,130 @@ static int still_late(const ss_detectors *d, straggler *sg, uint32_t r,
     return n > 0 && ss_median_f64(sg->f64, n) >= 0;
 }
 
+/* Rank R's median lateness over scope SC, ms; NaN when never seen. */
+static double median_late(straggler *sg, uint32_t r, const scope *sc)
+{
+    uint32_t n = gather_excess(sg, r, sc, 0, 0);
+    return n ? ss_median_f64(sg->f64, n) : NAN;
+}
+
+/* The run-to-run noise of arrival that rank R's lateness over scope SC is
+ * judged against: the median over its peers (the first NOISE_PEERS other
+ * ranks seen at least 5 times) of each one's sigma of lateness (the larger
+ * of 1.4826 MAD and 1.2533 times the mean absolute deviation); 0 when no
+ * peer was seen that often. */
+static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
+{
+    double *sigma = sg->f64 + 4 * (size_t)sg->sw;
+    uint32_t n = 0;
+    for (uint32_t q = 0; q < sg->world && n < NOISE_PEERS; q++) {
+        if (q == r)
+            continue;
+        uint32_t m = gather_excess(sg, q, sc, 0, 0);
+        double med;
+        if (m < 5)
+            continue;
+        /* the mean absolute deviation too: timings quantized to a few
+         * values (a rank last or not by one timer tick) have no MAD */
+        double mad = ss_mad_f64(sg->f64, m, &med) * SS_MAD_TO_SIGMA;
+        double dev = 0;
+        for (uint32_t i = 0; i < m; i++)
+            dev += sg->f64[i] / m; /* ss_mad_f64 left |x - median| */
+        dev *= 1.2533; /* sqrt(pi / 2): a sigma for normal noise */
+        sigma[n++] = mad > dev ? mad : dev;
+    }
+    return n ? ss_median_f64(sigma, n) : 0;
+}
+
+/*
+ * Whether the host's evidence explains rank R's lateness LATE_MS over
+ * scope SC alike for every rank: R or the median rank lost at least that
+ * much per step to the host (run-queue delay, stops, throttling; means
+ * over the whole window, or R's over the scope), R's own CPU
+ * time per step exceeds the median rank's by less than
+ * straggler.blame_frac of it, stretched by how long it waited per time it
+ * ran (it does no more work than they do), and the
+ * host names no cause of R's own (ss__host_explain).  SCALE multiplies
+ * what the host lost (1 to open; less to end an open episode: hysteresis).
+ * Where the host measured too few of these steps, it does not.
+ */
+static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
+                      const scope *sc, double late_ms, double scale)
+{
+    double *cv = sg->f64;
+    uint32_t seen = 0, n = 0, m = 0;
+    double med_sum = 0, own_sum = 0, own_scope = 0, cpu_scope = 0;
+    uint32_t n_scope = 0;
+    uint64_t first = UINT64_MAX, last = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!(flags[k] & F_SEEN))
+            continue;
+        float own = sg->host_ms[(size_t)r * sg->sw + k];
+        if (!isnan(sg->med_host_ms[k]) && !isnan(own)) {
+            med_sum += sg->med_host_ms[k];
+            own_sum += own;
+            n++;
+        }
+        if (i >= sc->nback || sg->step[k] < sc->lo || sg->step[k] > sc->hi)
+            continue;
+        seen++;
+        if (sg->step[k] < first)
+            first = sg->step[k];
+        if (sg->step[k] > last)
+            last = sg->step[k];
+        float cx = sg->cpu_ex_ms[(size_t)r * sg->sw + k];
+        if (!isnan(cx))
+            cv[m++] = cx;
+        float cpu = sg->cpu_ms[(size_t)r * sg->sw + k];
+        if (!isnan(own) && !isnan(cpu)) {
+            own_scope += own;
+            cpu_scope += cpu;
+            n_scope++;
+        }
+    }
+    if (seen == 0 || 2 * m < seen || n == 0)
+        return 0;
+    double alike = (med_sum > own_sum ? med_sum : own_sum) / n;
+    if (n_scope && own_scope / n_scope > alike)
+        alike = own_scope / n_scope;
+    /* the wall time its extra work takes: on a loaded machine a rank runs
+     * only part of the time it is runnable, so CPU time stretches by
+     * (run + wait) / run */
+    double stretch = cpu_scope > 0 ? (cpu_scope + own_scope) / cpu_scope : 1;
+    if (!(late_ms <= scale * alike) ||
+        ss_median_f64(cv, m) * stretch >= d->p[P_S_BLAME_FRAC] * late_ms)
+        return 0;
+    ss__host_cause hc;
+    ss__host_explain(d, r, first, last, late_ms, &hc);
+    return hc.cause < 0;
+}
+
+/* Whether rank R's lateness over scope SC is its own, at SCALE of the
+ * thresholds (1 to open an episode, OWN_HOLD to keep one open): to open,
+ * its median exceeds straggler.noise_k times its peers' run-to-run noise
+ * (peer_noise_ms; an open episode is not ended by noise, which on an
+ * oversubscribed machine rises and falls with the load while the rank
+ * stays last), and the host does not explain it alike for every rank
+ * (host_alike, with SCALE times what the host lost). */
+static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
+                        const scope *sc, double scale)
+{
+    double late = median_late(sg, r, sc);
+    if (!(late > 0) ||
+        (scale >= 1 && late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc)))
+        return 0;
+    return !host_alike(d, sg, r, sc, late, scale);
+}
+
 /*
  * The test of a straggler over the newest NBACK slots, where rank R was
  * seen in N steps, last in LAST of them, and would be last in CHANCE of
  * them by chance: (a) the binomial tail of LAST is at most LEVEL, and (b)
  * the order-statistic lower bound (at straggler.bound_alpha) of its median
- * lateness exceeds min_late_frac of the step and min_late_ms.
+ * lateness exceeds min_late_frac of the step and min_late_ms, and (c) the
+ * lateness is its own (own_lateness).
  */
 static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       uint32_t nback, uint32_t n, uint32_t last,
@@ -176,7 +315,8 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
     uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
                                d->p[P_S_MIN_LATE_MS]);
     uint32_t j = median_bound_index(sg, m, d->p[P_S_BOUND_ALPHA]);
-    return j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0;
+    return j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0 &&
+           own_lateness(d, sg, r, &sc, 1);
 }
 
 /* Summary of rank R over the steps of scope SC. */
@@ -236,7 +376,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     /* scratch: four arrays of sw doubles */
     double *lv = sg->f64, *pct = lv + sg->sw, *med = pct + sg->sw;
     double *ex = med + sg->sw;
-    uint32_t votes[SS_MAX_RUN_NAMES];
+    uint32_t votes[SS_MAX_RUN_NAMES], method_votes[4] = {0, 0, 0, 0};
     memset(votes, 0, sizeof votes);
     uint32_t n = 0, m = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
@@ -244,10 +384,8 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
             sg->step[k] > sc->hi)
             continue;
-        if (n == 0) {
-            out->method = sg->method[k];
-            out->ref = sg->ref[k];
-        }
+        if (sg->method[k] < 4)
+            method_votes[sg->method[k]]++;
         lv[n++] = late[k];
         out->expected += sg->chance[k];
         out->n_last += (flags[k] & F_LAST) != 0;
@@ -268,6 +406,25 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     out->n_seen = n;
     if (n == 0)
         return;
+    /* the method of most of these steps, and the sync point or phase it
+     * used most often (a few steps may have been measured otherwise) */
+    for (int q = 1; q < 4; q++)
+        if (method_votes[q] > method_votes[out->method])
+            out->method = q;
+    uint32_t ref_votes[SS_MAX_RUN_NAMES], best_ref = 0;
+    memset(ref_votes, 0, sizeof ref_votes);
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
+            sg->step[k] <= sc->hi && sg->method[k] == out->method &&
+            sg->ref[k] < SS_MAX_RUN_NAMES)
+            ref_votes[sg->ref[k]]++;
+    }
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (ref_votes[p] > best_ref) {
+            best_ref = ref_votes[p];
+            out->ref = p;
+        }
     double tail = ss_binomial_upper_tail(n, out->n_last, out->expected / n);
     out->log10_p_last = tail > 0 ? log10(tail) : -300;
     uint32_t best = 0;
@@ -398,6 +555,23 @@ static void last_words(const late_summary *s, char *buf, size_t len)
              "chance)", s->n_last, s->n_seen, s->expected);
 }
 
+/* What the median rank lost to the host per step (mean over the ring's
+ * steps rank R was seen in), ms; 0 when the host measured none. */
+static double machine_load_ms(const straggler *sg, uint32_t r)
+{
+    double sum = 0;
+    uint32_t n = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if ((flags[k] & F_SEEN) && !isnan(sg->med_host_ms[k])) {
+            sum += sg->med_host_ms[k];
+            n++;
+        }
+    }
+    return n ? sum / n : 0;
+}
+
 static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                                int opening)
 {
@@ -414,7 +588,10 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     f->last_step = s.last;
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
-    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] && !s.clock_uncertain
+    /* on a machine whose load costs every rank as much per step as this
+     * rank is late, the job's straggler is the lesser problem: a warning */
+    f->severity = s.pct_med >= d->p[P_S_CRIT_FRAC] && !s.clock_uncertain &&
+                          machine_load_ms(sg, r) < s.late_med_ms
                       ? SS_CRITICAL
                       : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
@@ -441,7 +618,9 @@ static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 
 /*
  * Rank R's transient burst ended (or the run ends).  It becomes a
- * finding; it stays pending until the rank has been seen in
+ * finding unless, over all its steps, the lateness is not its own
+ * (own_lateness: a burst opened on a few noisy steps); it stays pending
+ * until the rank has been seen in
  * straggler.min_steps steps, because a burst at the very start may be the
  * opening of a persistent episode.
  */
@@ -455,8 +634,8 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     late_summary s;
     scope sc = {sg->sw, sr->burst_first, sr->burst_last};
     summarize(d, sg, r, &sc, &s);
-    if (s.n_late == 0)
-        return;
+    if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
+        return; /* over the whole burst, noise or the host alike */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
     if (!f)
@@ -546,9 +725,15 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
      * below the median rank (it waits least) and is the rank with the
      * most time outside that phase.  A slow compute phase has its outlier
      * above the median instead, which tells the two apart even though
-     * every rank's step takes the same time. */
-    int sync_phase = -1;
-    double sync_spread = 0, sync_median = 0;
+     * every rank's step takes the same time.  Where the step times differ
+     * more than that (the explicit API: each rank's step begins and ends
+     * at its own calls), the phase still holds the synchronization when
+     * that rank spends at least half the gap more than the median rank
+     * outside it (its own work, by the others' wait); each rank's
+     * lateness is then that time outside the phase over the median
+     * rank's. */
+    int sync_phase = -1, rest_agrees = 0;
+    double sync_spread = 0, sync_median = 0, rest_median = 0;
     for (uint32_t i = 0; i < v->n_phases; i++) {
         const ss_phase_stat *ps = &v->phases[i];
         int p = ps->name;
@@ -578,6 +763,18 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
             sync_phase = p;
             sync_spread = spread;
             sync_median = (double)ps->stat.median;
+            /* LATE is scratch until written below */
+            size_t n = 0;
+            for (uint32_t r = 0; r < world; r++) {
+                const ss_rank_step *rs = &v->ranks[r];
+                if (rs->present && rs->phase_ns[p] != SS_MISSING &&
+                    rs->step_ns != SS_MISSING)
+                    late[n++] = rs->step_ns - rs->phase_ns[p];
+            }
+            rest_median = (double)ss_median_i64(late, n);
+            rest_agrees = (double)rest_max - rest_median >= 0.5 * spread;
+            for (uint32_t r = 0; r < world; r++)
+                late[r] = SS_MISSING;
         }
     }
     double step_spread = (double)v->step_time.max - (double)v->step_time.min;
@@ -587,6 +784,18 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
             if (rs->present && rs->phase_ns[sync_phase] != SS_MISSING)
                 late[r] = (int64_t)(sync_median -
                                     (double)rs->phase_ns[sync_phase]);
+        }
+        *ref = sync_phase;
+        return M_SYNC_PHASE;
+    }
+    if (sync_phase >= 0 && rest_agrees) {
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (rs->present && rs->phase_ns[sync_phase] != SS_MISSING &&
+                rs->step_ns != SS_MISSING)
+                late[r] = (int64_t)((double)(rs->step_ns -
+                                             rs->phase_ns[sync_phase]) -
+                                    rest_median);
         }
         *ref = sync_phase;
         return M_SYNC_PHASE;
@@ -681,6 +890,60 @@ static uint32_t two_ranks_against_each_other(int64_t *late, uint32_t world)
     return n;
 }
 
+/* What rank-step RS lost to the host (run-queue delay, stops, CPU quota
+ * throttling), ms; NaN without host evidence. */
+static double host_loss_ms(const ss_rank_step *rs)
+{
+    if (!rs->present || !rs->host)
+        return NAN;
+    const ss_dur_ns v[3] = {rs->host->runq_ns, rs->host->stopped_ns,
+                            rs->host->throttled_ns};
+    double t = 0;
+    int any = 0;
+    for (int i = 0; i < 3; i++)
+        if (v[i] != SS_MISSING && v[i] >= 0) {
+            t += (double)v[i] / 1e6;
+            any = 1;
+        }
+    return any ? t : NAN;
+}
+
+/* Rank-step RS's CPU time, ms; NaN where not measured. */
+static double cpu_time_ms(const ss_rank_step *rs)
+{
+    return rs->present && rs->host && rs->host->cpu_ns != SS_MISSING &&
+                   rs->host->cpu_ns >= 0
+               ? (double)rs->host->cpu_ns / 1e6
+               : NAN;
+}
+
+/* Keeps in ring slot IDX the median rank's loss to the host and each
+ * rank's CPU time over the median rank's (NaN where not measured). */
+static void record_host(straggler *sg, const ss_step_view *v,
+                        uint32_t world, uint32_t idx)
+{
+    uint32_t n = 0, m = 0;
+    for (uint32_t r = 0; r < world && r < sg->world; r++) {
+        double h = host_loss_ms(&v->ranks[r]);
+        if (!isnan(h))
+            sg->f64[n++] = h;
+    }
+    sg->med_host_ms[idx] = n ? (float)ss_median_f64(sg->f64, n) : NAN;
+    for (uint32_t r = 0; r < world && r < sg->world; r++) {
+        double c = cpu_time_ms(&v->ranks[r]);
+        if (!isnan(c))
+            sg->f64[m++] = c;
+    }
+    double med_cpu = m ? ss_median_f64(sg->f64, m) : NAN;
+    for (uint32_t r = 0; r < sg->world; r++) {
+        size_t k = (size_t)r * sg->sw + idx;
+        sg->cpu_ex_ms[k] =
+            r < world ? (float)(cpu_time_ms(&v->ranks[r]) - med_cpu) : NAN;
+        sg->host_ms[k] = r < world ? (float)host_loss_ms(&v->ranks[r]) : NAN;
+        sg->cpu_ms[k] = r < world ? (float)cpu_time_ms(&v->ranks[r]) : NAN;
+    }
+}
+
 /* Measures this step's lateness into ring slot IDX and counts it. */
 static void record_step(ss_detectors *d, straggler *sg,
                         const ss_step_view *v, uint32_t world, uint32_t idx)
@@ -693,6 +956,7 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->chance[idx] = 0;
     sg->method[idx] = M_NONE;
     sg->ref[idx] = NO_NAME;
+    record_host(sg, v, world, idx);
     if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
         med_step <= 0)
         return;
@@ -788,7 +1052,8 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
                 sr->pending = NULL;
             }
         }
-    } else if (!still_late(d, sg, r, &whole)) {
+    } else if (!still_late(d, sg, r, &whole) ||
+               !own_lateness(d, sg, r, &whole, OWN_HOLD)) {
         sr->persistent = -1; /* keeps the last snapshot */
     } else if (fl & F_SEEN) {
         refresh_persistent(d, sg, r, 0);
@@ -830,10 +1095,14 @@ static void straggler_destroy(void *state)
     free(sg->step);
     free(sg->med_ms);
     free(sg->chance);
+    free(sg->med_host_ms);
     free(sg->method);
     free(sg->ref);
     free(sg->late_ms);
     free(sg->expl_ms);
+    free(sg->cpu_ex_ms);
+    free(sg->host_ms);
+    free(sg->cpu_ms);
     free(sg->blame);
     free(sg->flags);
     if (sg->rank)
@@ -873,22 +1142,27 @@ static void *straggler_create(ss_detectors *d)
     if (sg->sub < shortest)
         sg->sub = shortest;
     size_t sw = sg->sw;
-    size_t scratch = w > 4 * sw ? w : 4 * sw;
+    size_t scratch = (w > 4 * sw ? w : 4 * sw) + NOISE_PEERS;
     sg->step = ss__zalloc(sw, sizeof *sg->step);
     sg->med_ms = ss__zalloc(sw, sizeof *sg->med_ms);
     sg->chance = ss__zalloc(sw, sizeof *sg->chance);
+    sg->med_host_ms = ss__zalloc(sw, sizeof *sg->med_host_ms);
     sg->method = ss__zalloc(sw, sizeof *sg->method);
     sg->ref = ss__zalloc(sw, sizeof *sg->ref);
     sg->late_ms = ss__zalloc(w * sw, sizeof *sg->late_ms);
     sg->expl_ms = ss__zalloc(w * sw, sizeof *sg->expl_ms);
+    sg->cpu_ex_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ex_ms);
+    sg->host_ms = ss__zalloc(w * sw, sizeof *sg->host_ms);
+    sg->cpu_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ms);
     sg->blame = ss__zalloc(w * sw, sizeof *sg->blame);
     sg->flags = ss__zalloc(w * sw, sizeof *sg->flags);
     sg->rank = ss__zalloc(w, sizeof *sg->rank);
     sg->bound_at = ss__zalloc(sw + 1, sizeof *sg->bound_at);
     sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
     sg->i64 = ss__zalloc(w, sizeof *sg->i64);
-    if (!sg->step || !sg->med_ms || !sg->chance || !sg->method ||
-        !sg->ref || !sg->late_ms || !sg->expl_ms || !sg->blame ||
+    if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
+        !sg->method || !sg->ref || !sg->late_ms || !sg->expl_ms ||
+        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);
         return NULL;

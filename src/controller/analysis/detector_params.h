@@ -49,6 +49,9 @@
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
       "sync-phase rule only when the step-time spread is below this "         \
       "fraction of the shortest wait's gap to the median wait")               \
+    X(P_S_NOISE_K, "straggler.noise_k", 1.5, "sigmas", 0, 1e3,                 \
+      "a straggler's median lateness exceeds this many robust sigmas of its " \
+      "peers' lateness (the run-to-run noise of arrival)")                   \
     X(P_H_WINDOW, "host.window", 100, "steps", 10, 1024,                      \
       "recent steps each rank's host evidence is judged over")                \
     X(P_H_MIN_STEPS, "host.min_steps", 20, "steps", 1, 1024,                  \
@@ -63,6 +66,9 @@
       "step by this fraction of what that rank alone lost")                   \
     X(P_H_MIN_EVENTS, "host.min_events", 5, "steps", 1, 1024,                 \
       "slow steps one rank must explain in the window to be named for them")  \
+    X(P_H_MIN_STOPS, "host.min_stops", 2, "steps", 1, 1024,                  \
+      "steps in the window a rank alone was stopped in (none of the median " \
+      "rank) for it to be named stopped when the stops cost host.min_share") \
     X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
       "false alarms: chance per window that a rank of a clean job is named "  \
       "for a cause (split over ranks and causes)")                            \

@@ -182,7 +182,8 @@ static void base_work(work *w, uint32_t world, double noise_ms)
     }
 }
 
-enum { SYNC_ARRIVAL, SYNC_PHASE_ONLY, UNSYNCHRONIZED, NESTED_ALLREDUCE };
+enum { SYNC_ARRIVAL, SYNC_PHASE_ONLY, UNSYNCHRONIZED, NESTED_ALLREDUCE,
+       EXPLICIT_NO_SYNC };
 
 /*
  * Builds a step of data-parallel training: SYNC_ARRIVAL and
@@ -191,7 +192,10 @@ enum { SYNC_ARRIVAL, SYNC_PHASE_ONLY, UNSYNCHRONIZED, NESTED_ALLREDUCE };
  * arrival at "grad_sync"; UNSYNCHRONIZED ranks just run their phases.
  * NESTED_ALLREDUCE is SYNC_ARRIVAL as auto mode records it: the
  * "allreduce" wait nests in "backward", which ends with it, and every
- * phase carries its self time.
+ * phase carries its self time.  EXPLICIT_NO_SYNC is the explicit API
+ * without sync(): the wait lies inside "backward" (no phase of its own,
+ * no arrival), and each rank's step boundaries are its own calls, so step
+ * times differ by up to 80 ms more than the phases.
  */
 static void build_step(builder *b, uint32_t world, uint64_t step,
                        const work *w, int mode)
@@ -210,7 +214,13 @@ static void build_step(builder *b, uint32_t world, uint64_t step,
         b->phase[r][FWD] = (int64_t)(w->fwd[r] * MS);
         b->phase[r][BWD] = (int64_t)(w->bwd[r] * MS);
         double total = c;
-        if (mode != UNSYNCHRONIZED) {
+        if (mode == EXPLICIT_NO_SYNC) {
+            double wait = last - c + 2;
+            b->phase[r][BWD] = (int64_t)((w->bwd[r] + wait) * MS);
+            total = c + wait + 80 * uniform();
+            for (int p = DATA; p <= BWD; p++)
+                b->self[r][p] = b->phase[r][p];
+        } else if (mode != UNSYNCHRONIZED) {
             double wait = last - c + 2;
             b->phase[r][ALLREDUCE] = (int64_t)(wait * MS);
             total = c + wait;
@@ -372,6 +382,13 @@ static void slow_fwd_rank6_but_three(work *w, uint64_t s)
 {
     if (s != 13 && s != 30 && s != 31)
         w->fwd[6] += 40;
+}
+
+/* rank 2's forward 3x the others' (30 ms) in 4 steps of 5 */
+static void fwd_rank2_3x_most_steps(work *w, uint64_t s)
+{
+    if (s % 5 != 0)
+        w->fwd[2] += 60;
 }
 
 static void stall_rank2_every_7(work *w, uint64_t s)
@@ -565,6 +582,20 @@ static const scenario scenarios[] = {
                  .message = {"waits"},
                  .has = {{"method", "sync_phase"}, {"sync_phase", "allreduce"}},
                  .num = {{"late_ms_median", EV_OPEN, 27, 33}}}},
+    /* the others wait for rank 2 inside backward; main found nothing */
+    {.name = "explicit API without sync: named from per-phase self time",
+     .seed = 32,
+     .world = 4,
+     .steps = 150,
+     .noise_ms = 2,
+     .mode = EXPLICIT_NO_SYNC,
+     .fault = fwd_rank2_3x_most_steps,
+     .ids = WANT(1),
+     .finding = {.kind = "straggler",
+                 .n_ranks = WANT(1),
+                 .rank = WANT(2),
+                 .phase = "forward",
+                 .has = {{"phase_time", "self"}, {"sync_phase", "backward"}}}},
     {.name = "step-time rule, unsynchronized",
      .seed = 13,
      .world = W,
