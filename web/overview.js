@@ -15,12 +15,13 @@
   function render() {
     var st = ss.st;
     renderHeader();
+    ss.findings.render();
     renderCards();
     ss.charts.render();
     ss.heat.render();
+    ss.phaseRanks.render();
     ss.host.render();
     ss.goodput.render();
-    ss.findings.render();
     ss.ranks.render();
     ss.events.render();
     /* the vectors' heat maps: values.js */
