@@ -186,7 +186,7 @@ def test_dashboard_leads_with_the_headline(tmp_path, browser):  # noqa: F811
         assert len(bars) == 4, bars
         by_rank = {r: (ms, blamed) for r, ms, blamed in bars}
         assert by_rank[2][1] and not any(by_rank[r][1] for r in (0, 1, 3)), bars
-        assert by_rank[2][0] > 2 * max(by_rank[r][0] for r in (0, 1, 3)), bars
+        assert by_rank[2][0] > 1.5 * max(by_rank[r][0] for r in (0, 1, 3)), bars
         # the heat map: lateness and per-phase self time, on the headline's phase
         modes = browser.js("return [...document.querySelectorAll('#heat-mode option')].map(o => o.value)")
         assert {"step", "late", "phase:compute", "phase:allreduce"} <= set(modes), modes
