@@ -53,8 +53,17 @@
     TOKEN: new URLSearchParams(location.search).get('token'),
 
     st: null,            /* the run shown; see data.newRunState */
-    runsList: []         /* GET /api/runs's runs, oldest first */
+    runsList: [],        /* GET /api/runs's runs, oldest first */
+    panels: []           /* registerPanel's functions, in order */
   };
+
+  /* A workload panel's script (one <script> line in index.html, after
+   * this file) registers RENDER(st, el): it is called after every drawing
+   * of the Run view with the run shown and the #panels element, below the
+   * findings and above the charts, where the panel keeps its own
+   * <section class="panel"> (created on the first call, hidden when the
+   * run has nothing for it). */
+  ss.registerPanel = function (render) { ss.panels.push(render); };
 
   function $(sel) { return document.querySelector(sel); }
 

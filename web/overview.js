@@ -24,6 +24,8 @@
     ss.goodput.render();
     ss.ranks.render();
     ss.events.render();
+    /* the workload panels below the findings (core.js registerPanel) */
+    ss.panels.forEach(function (draw) { draw(st, $('#panels')); });
     /* the vectors' heat maps: values.js */
     if (window.ssValues && st.run) {
       window.ssValues.update({ runId: st.id, api: STATIC ? null : ss.api, live: ss.following(),

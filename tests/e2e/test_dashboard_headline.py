@@ -14,6 +14,8 @@ step) is stored; `stepscope serve` serves the store and headless Chromium
   marked as blamed (the phase chart draws only the median and the worst);
 - the heat map offers lateness and per-phase self time, and opens on the
   headline's phase;
+- a workload panel registered through ssDash.registerPanel lands below
+  the findings and above the charts;
 - a run of 10 steps has whole-number step ticks.
 
 A hang (tests/e2e/hang_job.py under --on-hang stop) stores the ranks'
@@ -195,6 +197,18 @@ def test_dashboard_leads_with_the_headline(tmp_path, browser):  # noqa: F811
                       m.value = 'late'; m.dispatchEvent(new Event('change'));""")
         assert browser.js("return document.body.dataset.heatMode") == "late"
         assert int(browser.js("return +document.body.dataset.heatCells")) >= 70 * 4
+        # a workload panel registered by its script sits below the
+        # findings and above the charts
+        assert browser.js("""
+            ssDash.registerPanel(function (st, el) {
+              if (el.querySelector('#test-panel')) return;
+              const s = document.createElement('section');
+              s.className = 'panel'; s.id = 'test-panel'; s.textContent = 'a workload panel';
+              el.appendChild(s);
+            });
+            ssDash.overview.render();
+            const top = s => document.querySelector(s).getBoundingClientRect().top;
+            return top('#panel-findings') < top('#test-panel') && top('#test-panel') < top('#chart-steps')""")
         # lateness names rank 2: it arrives last at the all-reduce
         late = browser.js("""
             const h = window.ssDash.st.heat;
