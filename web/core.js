@@ -57,7 +57,7 @@
     panels: []           /* registerPanel's functions, in order */
   };
 
-  /* A workload panel's script (one <script> line in index.html, after
+  /* A workload panel's script (one script element in index.html, after
    * this file) registers RENDER(st, el): it is called after every drawing
    * of the Run view with the run shown and the #panels element, below the
    * findings and above the charts, where the panel keeps its own

@@ -10,7 +10,7 @@
  *
  * Costs: /steps reads one window of steps with their phases and syncs;
  * /heatmap the kept rank-step rows (their phases and syncs) of at most
- * SS_QUERY_MAX_CELLS / 2 cells; /findings the findings and the stored
+ * SS_QUERY_MAX_CELLS / 8 cells; /findings the findings and the stored
  * stacks snapshot;
  * /host the same cells' host evidence (four series);
  * /ranks the per-rank medians over the kept rank-step rows of the latest
@@ -404,9 +404,9 @@ static int cmp_step(const void *key, const void *elem)
 }
 
 #define HEAT_NOMEM (-1000) /* fill_heatmap ran out of memory */
-/* /heatmap's cells per rank and step: step time, lateness and the phases
- * share SS_QUERY_MAX_CELLS x 4 (32 MB of matrices at most) */
-#define HEAT_MATRICES_SHARE ((2 + SS_QUERY_HEAT_PHASES) / 4)
+/* /heatmap's matrices (step time, lateness, the phases) share
+ * SS_QUERY_MAX_CELLS numbers (8 MB of matrices, a document of a few MB) */
+#define HEAT_MATRICES_SHARE (2 + SS_QUERY_HEAT_PHASES)
 
 /* The heat map's matrices: step_ns of rank k at STEPS[i] in
  * H->step[k * N_STEPS + i], its arrival at the step's first sync point

@@ -127,7 +127,8 @@ int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
  * at the step's first sync point (time after its step began) less the
  * median rank's; phase_self_ms: each phase's self time (its time where no
  * self time was recorded), the first SS_QUERY_HEAT_PHASES phase names met.
- * LIMIT is lowered so ranks x steps stays within SS_QUERY_MAX_CELLS / 2. */
+ * LIMIT is lowered so ranks x steps x (2 + SS_QUERY_HEAT_PHASES) stays
+ * within SS_QUERY_MAX_CELLS. */
 int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *r,
                      ss_buf *out, char *err, size_t errlen);
 
