@@ -46,6 +46,7 @@
       var f = ev.target.closest('.finding');
       if (f) ss.charts.zoomTo(+f.dataset.first, +f.dataset.last);
     });
+    $('#heat-mode').addEventListener('change', function (ev) { ss.heat.setMode(ev.target.value); });
     ['steps', 'phases'].forEach(function (which) {
       $('#clip-' + which).addEventListener('click', ss.charts.toggleClip);
     });
@@ -73,6 +74,7 @@
     data.addHost(d.host, false);
     st.ranks = (d.ranks && d.ranks.ranks) || [];
     st.findings = (d.findings && d.findings.findings) || [];
+    st.stacks = (d.findings && d.findings.stacks) || null;
     data.addEvents((d.events && d.events.events) || []);
     st.goodput = (d.goodput && d.goodput.goodput) || null;
     var sel = $('#run-select');

@@ -148,7 +148,7 @@
     zoomRange = [u.scales.x.min, u.scales.x.max];
     document.body.dataset.zoom = zoomRange.map(Math.round).join('-');
     /* after uPlot has finished applying this change */
-    setTimeout(function () { if (zoomed) updateCharts(false); }, 0);
+    setTimeout(function () { if (zoomed) { updateCharts(false); ss.phaseRanks.render(); } }, 0);
   }
 
   function commonOpts(spec, unitAxis) {
@@ -174,6 +174,7 @@
           u.over.addEventListener('dblclick', function () {
             setZoomed(false);
             updateCharts(true);
+            ss.phaseRanks.render();
           });
         }]
       }
@@ -356,6 +357,7 @@
     zoomRange = [lo, hi];
     document.body.dataset.zoom = lo + '-' + hi;
     updateCharts(false);
+    ss.phaseRanks.render();
     $('#chart-steps').scrollIntoView({ behavior: 'smooth', block: 'center' });
   }
 
@@ -379,6 +381,9 @@
     renderClip('phases');
   }
 
+  /* The steps the charts are zoomed to, [first, last], or null. */
+  function range() { return zoomed && zoomRange ? zoomRange.slice() : null; }
+
   ss.charts = { render: renderCharts, destroy: destroyCharts, reset: resetView, resize: resize,
-                zoomTo: zoomTo, toggleClip: toggleClip };
+                zoomTo: zoomTo, toggleClip: toggleClip, range: range };
 })(window.ssDash);

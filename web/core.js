@@ -53,8 +53,17 @@
     TOKEN: new URLSearchParams(location.search).get('token'),
 
     st: null,            /* the run shown; see data.newRunState */
-    runsList: []         /* GET /api/runs's runs, oldest first */
+    runsList: [],        /* GET /api/runs's runs, oldest first */
+    panels: []           /* registerPanel's functions, in order */
   };
+
+  /* A workload panel's script (one script element in index.html, after
+   * this file) registers RENDER(st, el): it is called after every drawing
+   * of the Run view with the run shown and the #panels element, below the
+   * findings and above the charts, where the panel keeps its own
+   * <section class="panel"> (created on the first call, hidden when the
+   * run has nothing for it). */
+  ss.registerPanel = function (render) { ss.panels.push(render); };
 
   function $(sel) { return document.querySelector(sel); }
 
@@ -193,11 +202,19 @@
 
   /* uPlot axes in the page's theme: x plain, y with UNIT after each value,
    * or as byte sizes with BYTES. */
+  var INT_INCRS = [];
+  for (var p10 = 1; p10 <= 1e9; p10 *= 10) INT_INCRS.push(p10, 2 * p10, 5 * p10);
+
   function axes(unit, bytes) {
     var muted = css('--muted'), grid = css('--grid');
     var font = '11px ' + css('--sans');
     return [
-      { stroke: muted, font: font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } },
+      /* x: steps (or run ids), whole numbers: ticks 1, 2 or 5 x 10^k apart */
+      { stroke: muted, font: font, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 },
+        incrs: INT_INCRS, values: function (u, vals) {
+          u.root.dataset.xTicks = vals.join(',');   /* for tests and scripts */
+          return vals.map(function (v) { return v == null ? '' : fmtInt(v); });
+        } },
       { stroke: muted, font: font, size: 70, grid: { stroke: grid, width: 1 }, ticks: { show: false },
         splits: bytes ? byteSplits : undefined,
         values: function (u, vals) {

@@ -27,7 +27,7 @@
       heat: null,                     /* {ranks, steps, rows: [per rank]} */
       host: null,                     /* {ranks, steps, runq, stopped: [per rank]} */
       goodput: null, goodputAt: 0,
-      ranks: [], findings: [], events: [], lastEventId: 0,
+      ranks: [], findings: [], stacks: null, events: [], lastEventId: 0,
       streamFailed: false
     };
   }
@@ -104,20 +104,37 @@
     }
   }
 
-  /* HEAT: a heatmap document; APPEND: its columns follow the ones kept. */
+  /* HEAT: a heatmap document; APPEND: its columns follow the ones kept.
+   * Keeps per rank the step time (rows), the lateness at the step's first
+   * sync point (late) and each phase's self time (phases[name]). */
   function addHeat(doc, append) {
     var st = ss.st;
     if (!doc || !doc.ranks || !doc.steps) return;
     var h = st.heat;
+    var docPhases = doc.phase_self_ms || {};
+    function copyRows(a) { return (a || doc.ranks.map(function () { return []; })).map(function (r) { return r.slice(); }); }
     if (!append || !h || h.ranks.length !== doc.ranks.length) {
       st.heat = { ranks: doc.ranks.slice(), steps: doc.steps.slice(),
-                  rows: doc.step_ms.map(function (r) { return r.slice(); }) };
+                  rows: copyRows(doc.step_ms), late: doc.late_ms ? copyRows(doc.late_ms) : null,
+                  phases: {} };
+      for (var name in docPhases) st.heat.phases[name] = copyRows(docPhases[name]);
     } else {
       var last = h.steps.length ? h.steps[h.steps.length - 1] : -Infinity;
+      if (doc.late_ms && !h.late) h.late = h.rows.map(function (row) { return row.map(function () { return null; }); });
+      for (name in docPhases) {
+        if (!h.phases[name]) h.phases[name] = h.rows.map(function (row) { return row.map(function () { return null; }); });
+      }
       for (var c = 0; c < doc.steps.length; c++) {
         if (doc.steps[c] <= last) continue;
         h.steps.push(doc.steps[c]);
-        for (var r = 0; r < h.rows.length; r++) h.rows[r].push(doc.step_ms[r] ? doc.step_ms[r][c] : null);
+        for (var r = 0; r < h.rows.length; r++) {
+          h.rows[r].push(doc.step_ms[r] ? doc.step_ms[r][c] : null);
+          if (h.late) h.late[r].push(doc.late_ms && doc.late_ms[r] ? doc.late_ms[r][c] : null);
+          for (name in h.phases) {
+            var m = docPhases[name];
+            h.phases[name][r].push(m && m[r] ? m[r][c] : null);
+          }
+        }
       }
     }
     h = st.heat;
@@ -125,6 +142,8 @@
       var cut = h.steps.length - HEAT_STEPS;
       h.steps.splice(0, cut);
       h.rows.forEach(function (row) { row.splice(0, cut); });
+      if (h.late) h.late.forEach(function (row) { row.splice(0, cut); });
+      for (name in h.phases) h.phases[name].forEach(function (row) { row.splice(0, cut); });
     }
   }
 

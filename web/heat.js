@@ -1,7 +1,15 @@
 /*
- * heat.js - the Run view's ranks × steps heat map: each cell a rank's
- * step time relative to that step's median over the ranks, on a canvas,
- * with the blamed ranks' labels highlighted and a tooltip on hover.
+ * heat.js - the Run view's ranks × steps heat map, on a canvas, with the
+ * blamed ranks' labels highlighted and a tooltip on hover.  What a cell
+ * shows is chosen above the map (#heat-mode):
+ *   - a phase's self time relative to that step's median over the ranks
+ *     (the default when the headline blames a phase: the slow rank's
+ *     phase stands out, and so does the others' wait);
+ *   - lateness: how long after the median rank the rank reached the
+ *     step's first sync point, relative to the step's median step time
+ *     (the default otherwise, when there are sync points);
+ *   - step time relative to the step's median (synchronisation evens it
+ *     out: every rank waits for the slowest one).
  */
 (function (ss) {
   'use strict';
@@ -10,6 +18,56 @@
       hexRgb = ss.hexRgb, niceStep = ss.niceStep;
 
   var heatGeom = null;    /* layout of the last heat-map drawing, for hover */
+  var mode = null;        /* 'step', 'late' or 'phase:NAME'; null: the default */
+
+  /* The modes the kept data offers, [value, label]. */
+  function modes(h) {
+    var out = [];
+    for (var name in h.phases || {}) out.push(['phase:' + name, 'self time: ' + name]);
+    if (h.late && h.late.some(function (row) { return row.some(isNum); })) out.unshift(['late', 'lateness at the sync point']);
+    out.unshift(['step', 'step time']);
+    return out;
+  }
+
+  /* The mode drawn: the chosen one, else the headline's phase, else
+   * lateness, else step time. */
+  function currentMode(h) {
+    var offered = modes(h).map(function (m) { return m[0]; });
+    if (mode && offered.indexOf(mode) >= 0) return mode;
+    var f = ss.findings.headline();
+    if (f && f.phase && offered.indexOf('phase:' + f.phase) >= 0) return 'phase:' + f.phase;
+    return offered.indexOf('late') >= 0 ? 'late' : 'step';
+  }
+
+  /* What the cells of mode M hold: per rank values (ms) and, per column,
+   * the value a cell is compared with (ratio = (ref + v) / ref for
+   * lateness, v / ref otherwise). */
+  function cellData(h, m) {
+    if (m === 'late') return { rows: h.late, ref: columnMedians(h.rows), late: true };
+    if (m.indexOf('phase:') === 0) {
+      var rows = h.phases[m.slice(6)];
+      return { rows: rows, ref: columnMedians(rows), late: false };
+    }
+    return { rows: h.rows, ref: columnMedians(h.rows), late: false };
+  }
+
+  function ratioOf(d, v, ref) {
+    if (!isNum(v) || !isNum(ref) || ref <= 0) return null;
+    return d.late ? Math.max(1e-6, (ref + v) / ref) : v / ref;
+  }
+
+  function fillModes(h, m) {
+    var sel = $('#heat-mode'), list = modes(h);
+    var key = list.map(function (x) { return x[0]; }).join('\u0000');
+    if (sel.dataset.key !== key) {
+      sel.innerHTML = list.map(function (x) {
+        return '<option value="' + esc(x[0]) + '">' + esc(x[1]) + '</option>';
+      }).join('');
+      sel.dataset.key = key;
+    }
+    sel.value = m;
+    sel.hidden = list.length < 2;
+  }
 
   /* 256 colors over log2(value / step median) from -0.5 (0.71x) to +1 (2x). */
   var heatLut = null;
@@ -32,12 +90,13 @@
     return heatLut[i];
   }
 
-  function columnMedians(h) {
-    var med = new Array(h.steps.length), vals = [];
-    for (var c = 0; c < h.steps.length; c++) {
+  function columnMedians(rows) {
+    var n = rows.length ? rows[0].length : 0;
+    var med = new Array(n), vals = [];
+    for (var c = 0; c < n; c++) {
       vals.length = 0;
-      for (var r = 0; r < h.rows.length; r++) {
-        var v = h.rows[r][c];
+      for (var r = 0; r < rows.length; r++) {
+        var v = rows[r][c];
         if (isNum(v)) vals.push(v);
       }
       vals.sort(function (a, b) { return a - b; });
@@ -77,16 +136,18 @@
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, W, H);
     var plotW = W - gutter - right, colW = plotW / nc;
-    var med = columnMedians(h);
+    var m = currentMode(h), d = cellData(h, m);
+    fillModes(h, m);
+    var med = d.ref;
     var gapY = rowH >= 10 ? 2 : rowH >= 5 ? 1 : 0, gapX = colW >= 6 ? 1 : 0;
     var missing = missingPattern(ctx);
     var cells = 0;
     for (var r = 0; r < nr; r++) {
-      var row = h.rows[r] || [], y = r * rowH;
+      var row = d.rows[r] || [], y = r * rowH;
       for (var c = 0; c < nc; c++) {
-        var v = row[c], x = gutter + c * colW;
-        if (isNum(v) && isNum(med[c]) && med[c] > 0) {
-          ctx.fillStyle = heatColor(v / med[c]);
+        var x = gutter + c * colW, ratio = ratioOf(d, row[c], med[c]);
+        if (ratio !== null) {
+          ctx.fillStyle = heatColor(ratio);
           cells++;
         } else {
           ctx.fillStyle = missing;
@@ -125,12 +186,16 @@
       ctx.fillText(String(stepNo), lx, yAxis);
       lastX = lx;
     }
-    heatGeom = { gutter: gutter, rowH: rowH, colW: colW, nr: nr, nc: nc, med: med };
+    heatGeom = { gutter: gutter, rowH: rowH, colW: colW, nr: nr, nc: nc, med: med, d: d, mode: m };
     var thinned = false;
     for (c = 1; c < nc && !thinned; c++) if (h.steps[c] - h.steps[c - 1] > 1) thinned = true;
-    $('#heat-hint').textContent = 'step time relative to the step\u2019s median · steps ' +
+    var what = m === 'late' ? 'how long after the median rank each rank reached the step\u2019s first sync point, relative to the median step'
+             : m === 'step' ? 'step time relative to the step\u2019s median (synchronisation evens it out: look at lateness or a phase)'
+             : m.slice(6) + ' self time relative to the step\u2019s median rank';
+    $('#heat-hint').textContent = what + ' · steps ' +
       h.steps[0] + '–' + h.steps[nc - 1] + (thinned ? ' (older steps thinned by retention)' : '');
     document.body.dataset.heatCells = cells;
+    document.body.dataset.heatMode = m;
   }
 
   function missingPattern(ctx) {
@@ -161,10 +226,13 @@
     var x = ev.clientX - rect.left, y = ev.clientY - rect.top;
     var c = Math.floor((x - g.gutter) / g.colW), r = Math.floor(y / g.rowH);
     if (c < 0 || c >= g.nc || r < 0 || r >= g.nr) { tip.hidden = true; return; }
-    var v = h.rows[r][c], m = g.med[c];
+    var v = (g.d.rows[r] || [])[c], m = g.med[c];
     var html = '<b>rank ' + esc(h.ranks[r]) + '</b> · step ' + esc(h.steps[c]) + '<br>';
-    if (isNum(v)) {
-      html += fmtMs(v);
+    if (isNum(v) && g.d.late) {
+      html += (v >= 0 ? fmtMs(v) + ' after' : fmtMs(-v) + ' before') + ' the median rank' +
+              (isNum(m) ? ' <span class="muted">(median step ' + fmtMs(m) + ')</span>' : '');
+    } else if (isNum(v)) {
+      html += fmtMs(v) + (g.mode.indexOf('phase:') === 0 ? ' in ' + esc(g.mode.slice(6)) + ' (self)' : '');
       if (isNum(m) && m > 0) {
         var d = (v / m - 1) * 100;
         html += ' <span class="muted">(' + (d >= 0 ? '+' : '') + d.toFixed(Math.abs(d) < 10 ? 1 : 0) + '% vs median ' + fmtMs(m) + ')</span>';
@@ -184,5 +252,11 @@
   /* The theme changed: the colours are read again at the next drawing. */
   function resetColors() { heatLut = null; }
 
-  ss.heat = { render: renderHeat, hover: heatHover, resetColors: resetColors };
+  /* The user chose what the cells show. */
+  function setMode(m) {
+    mode = m;
+    renderHeat();
+  }
+
+  ss.heat = { render: renderHeat, hover: heatHover, resetColors: resetColors, setMode: setMode };
 })(window.ssDash);

@@ -78,7 +78,7 @@
         if (got[0]) ss.data.addSteps(got[0].steps || []);
         if (got[1]) ss.data.addHeat(got[1], heatLast !== null);
         if (got[2]) st.ranks = got[2].ranks || [];
-        if (got[3]) st.findings = got[3].findings || [];
+        if (got[3]) { st.findings = got[3].findings || []; st.stacks = got[3].stacks || null; }
         if (got[4]) ss.data.addEvents(got[4].events || []);
         if (got[5]) ss.data.addHost(got[5], hostLast !== null);
         if (got[6]) { st.goodput = got[6].goodput; st.goodputAt = Date.now(); }

@@ -15,14 +15,17 @@
   function render() {
     var st = ss.st;
     renderHeader();
+    ss.findings.render();
     renderCards();
     ss.charts.render();
     ss.heat.render();
+    ss.phaseRanks.render();
     ss.host.render();
     ss.goodput.render();
-    ss.findings.render();
     ss.ranks.render();
     ss.events.render();
+    /* the workload panels below the findings (core.js registerPanel) */
+    ss.panels.forEach(function (draw) { draw(st, $('#panels')); });
     /* the vectors' heat maps: values.js */
     if (window.ssValues && st.run) {
       window.ssValues.update({ runId: st.id, api: STATIC ? null : ss.api, live: ss.following(),

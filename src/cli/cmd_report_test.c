@@ -328,6 +328,28 @@ static void text_report_puts_findings_first(void)
 /* A run of two nodes: the text report lists them (ranks, clock bound,
  * why one was lost) and the ranks' hosts; the JSON carries them and the
  * number of agents.  A run of one host shows neither. */
+/* The report leads with the headline (api/headline.h): the first
+ * finding's ranks, phase and kind, before the findings; no table under it
+ * names another rank as the slowest without saying how that fits. */
+static void text_report_leads_with_the_headline(void)
+{
+    const char *args[] = {"report", "--db", fixture(), "1", NULL};
+    result r = run_cmd(ss_cmd_report, args);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(r.out != NULL);
+    const char *head = strstr(r.out, "\nHEADLINE  rank 3 \xc2\xb7 phase "
+                                     "forward \xc2\xb7 critical straggler\n");
+    const char *findings = strstr(r.out, "FINDINGS (2)");
+    CHECK(head && findings && head < findings);
+    /* the step-time table agrees with the headline here: it names rank 3 */
+    CHECK(strstr(r.out, "slowest rank most often: rank 3 (20 of 20 steps)"));
+    /* backward's worst rank is another: the phases table says how */
+    CHECK(strstr(r.out, "(the headline blames phase forward of rank 3; "
+                        "another phase's worst rank either waited for it "
+                        "there or differs by little)") != NULL);
+    result_free(&r);
+}
+
 static void multi_node_run_shows_its_nodes(void)
 {
     char path[600], err[512];
@@ -577,6 +599,7 @@ static void default_db_path_is_used(void)
 
 TEST_LIST(TEST(json_report_has_documented_fields),
           TEST(text_report_puts_findings_first),
+          TEST(text_report_leads_with_the_headline),
           TEST(multi_node_run_shows_its_nodes),
           TEST(selects_runs_by_id_name_and_uuid),
           TEST(unknown_run_is_a_clear_error),

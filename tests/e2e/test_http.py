@@ -152,6 +152,12 @@ def test_api_while_running_then_serve(tmp_path):
         assert 0 < len(heat["steps"]) <= 20
         assert len(heat["step_ms"]) == 3
         assert all(len(row) == len(heat["steps"]) for row in heat["step_ms"])
+        # lateness at the sync point and each phase's self time, same shape
+        assert len(heat["late_ms"]) == 3
+        assert all(len(row) == len(heat["steps"]) for row in heat["late_ms"])
+        assert {"compute", "allreduce"} <= set(heat["phase_self_ms"])
+        assert all(len(row) == len(heat["steps"])
+                   for rows in heat["phase_self_ms"].values() for row in rows)
 
         ranks = get_json(f"{base}api/runs/{rid}/ranks")["ranks"]
         assert [r["rank"] for r in ranks] == [0, 1, 2]
@@ -161,7 +167,8 @@ def test_api_while_running_then_serve(tmp_path):
             assert r["last_heard_s"] is not None and r["last_heard_s"] < 10
             assert r["pid"] > 0 and r["last_step"] >= 1
 
-        assert get_json(f"{base}api/runs/{rid}/findings") == {"findings": []}
+        assert get_json(f"{base}api/runs/{rid}/findings") == {"findings": [],
+                                                              "stacks": None}
         events = get_json(f"{base}api/runs/{rid}/events?after=0")["events"]
         assert events[0]["kind"] == "run_started"
         assert {"id", "at", "kind", "rank", "message"} == set(events[0])

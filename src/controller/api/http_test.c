@@ -228,7 +228,7 @@ static void endpoints_answer_json(void)
         {"/api/runs/1/steps?attempt=0&to=1", "{\"steps\":[{\"step\":1,"},
         {"/api/runs/1/heatmap", "{\"ranks\":[0,1],\"steps\":[1,2],"
                                 "\"step_ms\":[[10.000,10.000],[12.000,"
-                                "12.000]]}"},
+                                "12.000]],\"late_ms\":"},
         {"/api/runs/1/host?limit=1", "{\"ranks\":[0,1],\"steps\":[2],"
                                      "\"runq_ms\":[[null],[null]],"},
         {"/api/runs/1/ranks", "{\"ranks\":[{\"rank\":0,"},

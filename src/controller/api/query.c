@@ -9,7 +9,9 @@
  * back byte for byte as its event (query_test checks it).
  *
  * Costs: /steps reads one window of steps with their phases and syncs;
- * /heatmap the kept rank-step rows of at most SS_QUERY_MAX_CELLS cells;
+ * /heatmap the kept rank-step rows (their phases and syncs) of at most
+ * SS_QUERY_MAX_CELLS / 8 cells; /findings the findings and the stored
+ * stacks snapshot;
  * /host the same cells' host evidence (four series);
  * /ranks the per-rank medians over the kept rank-step rows of the latest
  * SS_QUERY_RANK_MEDIAN_STEPS steps; /runs counts steps per run; the run
@@ -20,6 +22,7 @@
  */
 #include "query.h"
 
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -400,28 +403,131 @@ static int cmp_step(const void *key, const void *elem)
     return (x > y) - (x < y);
 }
 
-/* The heat map's matrix: step_ns of rank k at STEPS[i] in
- * M[k * N_STEPS + i], SS_MISSING where no row is kept. */
+#define HEAT_NOMEM (-1000) /* fill_heatmap ran out of memory */
+/* /heatmap's matrices (step time, lateness, the phases) share
+ * SS_QUERY_MAX_CELLS numbers (8 MB of matrices, a document of a few MB) */
+#define HEAT_MATRICES_SHARE (2 + SS_QUERY_HEAT_PHASES)
+
+/* The heat map's matrices: step_ns of rank k at STEPS[i] in
+ * H->step[k * N_STEPS + i], its arrival at the step's first sync point
+ * (ns after its step began) in H->arrive, and the self time of each of the
+ * first SS_QUERY_HEAT_PHASES phase names in H->phase[p]; SS_MISSING where
+ * no row is kept or the rank did not report it. */
+typedef struct {
+    int64_t *step, *arrive;
+    char *phase_name[SS_QUERY_HEAT_PHASES];
+    int64_t *phase[SS_QUERY_HEAT_PHASES];
+    size_t n_phases;
+} heat_matrices;
+
+static void heat_free(heat_matrices *h)
+{
+    free(h->step);
+    free(h->arrive);
+    for (size_t p = 0; p < h->n_phases; p++) {
+        free(h->phase_name[p]);
+        free(h->phase[p]);
+    }
+}
+
+static int64_t *missing_matrix(size_t cells)
+{
+    int64_t *m = malloc((cells ? cells : 1) * sizeof *m);
+    for (size_t i = 0; m && i < cells; i++)
+        m[i] = SS_MISSING;
+    return m;
+}
+
+/* The matrix of phase NAME, added when there is room; NULL when there is
+ * none (more than SS_QUERY_HEAT_PHASES names) or no memory (*OOM set). */
+static int64_t *heat_phase(heat_matrices *h, const char *name, size_t cells,
+                           int *oom)
+{
+    for (size_t p = 0; p < h->n_phases; p++)
+        if (strcmp(h->phase_name[p], name) == 0)
+            return h->phase[p];
+    if (h->n_phases == SS_QUERY_HEAT_PHASES)
+        return NULL;
+    char *copy = strdup(name);
+    int64_t *m = copy ? missing_matrix(cells) : NULL;
+    if (!m) {
+        free(copy);
+        *oom = 1;
+        return NULL;
+    }
+    h->phase_name[h->n_phases] = copy;
+    h->phase[h->n_phases++] = m;
+    return m;
+}
+
 static int fill_heatmap(ss_query *q, int64_t run_id, int64_t attempt,
                         const int64_t *steps, size_t n_steps, int64_t world,
-                        int64_t *m)
+                        heat_matrices *h)
 {
     ss_rank_step_query rq = {run_id, attempt, steps[0], steps[n_steps - 1],
-                             0};
+                             SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS};
     ss_rank_steps *cur = NULL;
     int rc = ss_reader_rank_steps(q->reader, &rq, &cur);
     if (rc != 0)
         return rc;
+    size_t cells = (size_t)world * n_steps;
+    int oom = 0;
     const ss_rank_step_row *row;
-    while ((rc = ss_rank_steps_next(cur, &row)) == 1) {
+    while (!oom && (rc = ss_rank_steps_next(cur, &row)) == 1) {
         const int64_t *at = bsearch(&row->step, steps, n_steps, sizeof *steps,
                                     cmp_step);
-        if (at && row->rank >= 0 && row->rank < world)
-            m[(size_t)row->rank * n_steps + (size_t)(at - steps)] =
-                row->step_ns;
+        if (!at || row->rank < 0 || row->rank >= world)
+            continue;
+        size_t cell = (size_t)row->rank * n_steps + (size_t)(at - steps);
+        h->step[cell] = row->step_ns;
+        int64_t first = SS_MISSING;
+        for (size_t y = 0; y < row->n_syncs; y++)
+            if (first == SS_MISSING || row->syncs[y].at_ns < first)
+                first = row->syncs[y].at_ns;
+        h->arrive[cell] = first;
+        for (size_t p = 0; p < row->n_phases; p++) {
+            const ss_rank_phase *ph = &row->phases[p];
+            const char *name = ss_rank_steps_name(cur, ph->name);
+            int64_t *m = name ? heat_phase(h, name, cells, &oom) : NULL;
+            if (m)
+                m[cell] = ph->self_ns != SS_MISSING ? ph->self_ns
+                                                    : ph->total_ns;
+        }
     }
     ss_rank_steps_close(cur);
+    if (oom)
+        return HEAT_NOMEM;
     return rc < 0 ? rc : 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Turns H->arrive into lateness: each rank's arrival less the lower median
+ * of the arrivals of that step's ranks (SS_MISSING stays). */
+static int heat_lateness(heat_matrices *h, int64_t world, size_t n_steps)
+{
+    int64_t *col = malloc((world ? (size_t)world : 1) * sizeof *col);
+    if (!col)
+        return HEAT_NOMEM;
+    for (size_t i = 0; i < n_steps; i++) {
+        size_t n = 0;
+        for (int64_t k = 0; k < world; k++)
+            if (h->arrive[(size_t)k * n_steps + i] != SS_MISSING)
+                col[n++] = h->arrive[(size_t)k * n_steps + i];
+        if (!n)
+            continue;
+        qsort(col, n, sizeof *col, cmp_i64);
+        int64_t med = col[(n - 1) / 2];
+        for (int64_t k = 0; k < world; k++)
+            if (h->arrive[(size_t)k * n_steps + i] != SS_MISSING)
+                h->arrive[(size_t)k * n_steps + i] -= med;
+    }
+    free(col);
+    return 0;
 }
 
 /* The kept steps of RG's window for a per-rank matrix (heat map, host
@@ -450,11 +556,11 @@ static int matrix_steps(ss_query *q, int64_t run_id, const ss_query_range *rg,
                                        n);
 }
 
-/* "KEY":[[...per step...] per rank] of matrix M (WORLD x N, ns) in ms. */
-static void matrix_ms(ss_buf *out, const char *key, const int64_t *m,
-                      int64_t world, size_t n)
+/* [[...per step...] per rank] of matrix M (WORLD x N, ns) in ms. */
+static void matrix_rows(ss_buf *out, const int64_t *m, int64_t world,
+                        size_t n)
 {
-    ss_buf_printf(out, "\"%s\":[", key);
+    ss_buf_puts(out, "[");
     for (int64_t k = 0; k < world; k++) {
         ss_buf_puts(out, k ? ",[" : "[");
         for (size_t i = 0; i < n; i++) {
@@ -465,6 +571,14 @@ static void matrix_ms(ss_buf *out, const char *key, const int64_t *m,
         ss_buf_puts(out, "]");
     }
     ss_buf_puts(out, "]");
+}
+
+/* "KEY":[[...per step...] per rank] of matrix M (WORLD x N, ns) in ms. */
+static void matrix_ms(ss_buf *out, const char *key, const int64_t *m,
+                      int64_t world, size_t n)
+{
+    ss_buf_printf(out, "\"%s\":", key);
+    matrix_rows(out, m, world, n);
 }
 
 /* {"ranks":[..],"steps":[..], */
@@ -486,25 +600,53 @@ int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *rg,
     int64_t attempt, world;
     int64_t *steps = NULL;
     size_t n = 0;
-    int rc = matrix_steps(q, run_id, rg, &attempt, &world, &steps, &n);
+    /* the step times, the lateness and the phases share the cell budget */
+    ss_query_range lowered = *rg;
+    int rc = ss_reader_world_size(q->reader, run_id, &world);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    if (world > 0 &&
+        lowered.limit * world > SS_QUERY_MAX_CELLS / HEAT_MATRICES_SHARE)
+        lowered.limit = SS_QUERY_MAX_CELLS / HEAT_MATRICES_SHARE / world > 0
+                            ? SS_QUERY_MAX_CELLS / HEAT_MATRICES_SHARE / world
+                            : 1;
+    rc = matrix_steps(q, run_id, &lowered, &attempt, &world, &steps, &n);
     if (rc != 0)
         return failed(q, rc, err, errlen);
     size_t cells = (size_t)world * n;
-    int64_t *m = malloc((cells ? cells : 1) * sizeof *m);
-    if (!m) {
+    heat_matrices h = {0};
+    h.step = missing_matrix(cells);
+    h.arrive = missing_matrix(cells);
+    if (!h.step || !h.arrive) {
+        heat_free(&h);
         free(steps);
         return oom(err, errlen);
     }
-    for (size_t i = 0; i < cells; i++)
-        m[i] = SS_MISSING;
     if (n > 0)
-        rc = fill_heatmap(q, run_id, attempt, steps, n, world, m);
+        rc = fill_heatmap(q, run_id, attempt, steps, n, world, &h);
+    if (rc == 0)
+        rc = heat_lateness(&h, world, n);
+    if (rc == HEAT_NOMEM) {
+        heat_free(&h);
+        free(steps);
+        return oom(err, errlen);
+    }
     if (rc == 0) {
         matrix_axes(out, world, steps, n);
-        matrix_ms(out, "step_ms", m, world, n);
-        ss_buf_puts(out, "}");
+        matrix_ms(out, "step_ms", h.step, world, n);
+        ss_buf_puts(out, ",");
+        matrix_ms(out, "late_ms", h.arrive, world, n);
+        ss_buf_puts(out, ",\"phase_self_ms\":{");
+        for (size_t p = 0; p < h.n_phases; p++) {
+            if (p)
+                ss_buf_puts(out, ",");
+            ss_buf_json_str(out, h.phase_name[p]);
+            ss_buf_puts(out, ":");
+            matrix_rows(out, h.phase[p], world, n);
+        }
+        ss_buf_puts(out, "}}");
     }
-    free(m);
+    heat_free(&h);
     free(steps);
     return rc != 0 ? failed(q, rc, err, errlen) : finish(out, err, errlen);
 }
@@ -743,6 +885,47 @@ int ss_query_nodes(ss_query *q, int64_t run_id, int64_t attempt,
 
 /* ---- findings and events ---- */
 
+/* The attempt's stored stacks snapshot (one taken for a hang first,
+ * ss_reader_stack_snapshot) as {"trigger","taken_at","finding_id",
+ * "answered","ranks_total","merged_text"}, or null when there is none or
+ * its document is unreadable: what a person needs beside the findings,
+ * not the whole document (debug.md). */
+static int stored_stacks(ss_query *q, int64_t run_id, int64_t attempt,
+                         ss_buf *out)
+{
+    ss_stack_snapshot_row row = {0};
+    int rc = ss_reader_stack_snapshot(q->reader, run_id, attempt, &row);
+    if (rc < 0)
+        return rc;
+    cJSON *doc = rc == 1 ? cJSON_Parse(row.json) : NULL;
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(doc, "merged_text");
+    if (!cJSON_IsString(text)) {
+        ss_buf_puts(out, "null");
+    } else {
+        const cJSON *ans = cJSON_GetObjectItemCaseSensitive(doc, "answered");
+        const cJSON *tot = cJSON_GetObjectItemCaseSensitive(doc,
+                                                            "ranks_total");
+        ss_buf_puts(out, "{\"trigger\":");
+        ss_buf_json_str(out, row.trigger ? row.trigger : "");
+        ss_buf_puts(out, ",\"taken_at\":");
+        ss_buf_json_time(out, row.taken_at);
+        ss_buf_puts(out, ",\"finding_id\":");
+        ss_buf_json_int(out, row.finding_id);
+        ss_buf_puts(out, ",\"answered\":");
+        ss_buf_json_int(out, cJSON_IsNumber(ans) ? (int64_t)ans->valuedouble
+                                                 : SS_MISSING);
+        ss_buf_puts(out, ",\"ranks_total\":");
+        ss_buf_json_int(out, cJSON_IsNumber(tot) ? (int64_t)tot->valuedouble
+                                                 : SS_MISSING);
+        ss_buf_puts(out, ",\"merged_text\":");
+        ss_buf_json_str(out, text->valuestring);
+        ss_buf_puts(out, "}");
+    }
+    cJSON_Delete(doc);
+    ss_stack_snapshot_row_clear(&row);
+    return 0;
+}
+
 int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
                       ss_buf *out, char *err, size_t errlen)
 {
@@ -766,8 +949,12 @@ int ss_query_findings(ss_query *q, int64_t run_id, int64_t attempt,
             ss_buf_puts(out, ",");
         ss_obj_finding_stored(out, &f);
     }
-    ss_buf_puts(out, "]}");
+    ss_buf_puts(out, "],\"stacks\":");
     ss_finding_rows_free(rows, n);
+    rc = stored_stacks(q, run_id, attempt, out);
+    if (rc != 0)
+        return failed(q, rc, err, errlen);
+    ss_buf_puts(out, "}");
     return finish(out, err, errlen);
 }
 

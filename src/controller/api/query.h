@@ -75,6 +75,7 @@ typedef struct {
 #define SS_QUERY_DEFAULT_STEPS 500
 #define SS_QUERY_MAX_STEPS 10000
 #define SS_QUERY_MAX_CELLS 1000000 /* heatmap: ranks x steps */
+#define SS_QUERY_HEAT_PHASES 6     /* heatmap: phases with self time */
 
 /* {"steps":[{step, n_present, missing_ranks, step_ms:{min,median,p90,max,
  * worst_rank}, phases:{NAME:{min,median,p90,max,worst_rank}}, syncs:{NAME:
@@ -119,10 +120,15 @@ int ss_query_steps_page(ss_query *q, ss_query_steps_cursor *cur,
 int ss_query_step_pages(ss_query *q, int64_t run_id, int64_t attempt,
                         ss_buf *out, char *err, size_t errlen);
 
-/* {"ranks":[0..],"steps":[...],"step_ms":[[...per step...] per rank]} from
- * the kept rank-step rows (retention: docs/store.md); null where a rank has
- * no row for a step.  LIMIT is lowered so ranks x steps stays within
- * SS_QUERY_MAX_CELLS. */
+/* {"ranks":[0..],"steps":[...],"step_ms":[[...per step...] per rank],
+ * "late_ms":[[...]],"phase_self_ms":{NAME:[[...]]}} from the kept
+ * rank-step rows (retention: docs/store.md); null where a rank has no row
+ * for a step (or did not report that value).  late_ms: the rank's arrival
+ * at the step's first sync point (time after its step began) less the
+ * median rank's; phase_self_ms: each phase's self time (its time where no
+ * self time was recorded), the first SS_QUERY_HEAT_PHASES phase names met.
+ * LIMIT is lowered so ranks x steps x (2 + SS_QUERY_HEAT_PHASES) stays
+ * within SS_QUERY_MAX_CELLS. */
 int ss_query_heatmap(ss_query *q, int64_t run_id, const ss_query_range *r,
                      ss_buf *out, char *err, size_t errlen);
 

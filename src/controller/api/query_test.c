@@ -416,12 +416,21 @@ static void heatmap_document(void)
     CHECK_STR(b.data,
               "{\"ranks\":[0,1,2],\"steps\":[1,2,3],\"step_ms\":["
               "[11.000,12.000,13.000],[12.000,null,14.000],"
-              "[13.000,14.000,15.000]]}");
+              "[13.000,14.000,15.000]],"
+              /* no sync points in the fixture: no lateness */
+              "\"late_ms\":[[null,null,null],[null,null,null],"
+              "[null,null,null]],"
+              "\"phase_self_ms\":{\"forward\":[[4.000,4.000,4.000],"
+              "[5.000,null,5.000],[6.000,6.000,6.000]],\"backward\":["
+              "[2.000,2.000,2.000],[2.000,null,2.000],[2.000,2.000,2.000]]}}");
     ss_buf_reset(&b);
     rg = (ss_query_range){-1, 2, -1, 1};
     CHECK_EQ_INT(ss_query_heatmap(q, 1, &rg, &b, err, sizeof err), 0);
     CHECK_STR(b.data, "{\"ranks\":[0,1,2],\"steps\":[2],\"step_ms\":["
-                      "[12.000],[null],[14.000]]}");
+                      "[12.000],[null],[14.000]],\"late_ms\":[[null],[null],"
+                      "[null]],\"phase_self_ms\":{\"forward\":[[4.000],"
+                      "[null],[6.000]],\"backward\":[[2.000],[null],"
+                      "[2.000]]}}");
     ss_buf_free(&b);
     ss_query_close(q);
 }
@@ -576,14 +585,14 @@ static void findings_document(void)
               "\"kind\":\"data_stall\",\"severity\":\"warning\",\"ranks\":"
               "[0],\"phase\":null,\"first_step\":1,\"last_step\":3,"
               "\"evidence\":{},\"message\":\"rank 0 \\\"waited\\\"\\tfor "
-              "data\"}]}");
+              "data\"}],\"stacks\":null}");
     /* the stream's objects are the stored ones */
     ss_buf m = {0};
     ss_buf_puts(&m, "{\"findings\":[");
     ss_obj_finding(&m, &f1_);
     ss_buf_puts(&m, ",");
     ss_obj_finding(&m, &f2_);
-    ss_buf_puts(&m, "]}");
+    ss_buf_puts(&m, "],\"stacks\":null}");
     CHECK_STR(m.data, b.data);
     ss_buf_free(&m);
     ss_buf_free(&b);

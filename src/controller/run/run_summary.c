@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "appendf.h"
+#include "headline.h"
 
 /* One line when some rank used more names than the run has room for. */
 static void print_names_over_limit(const run_ctx *r)
@@ -143,6 +144,11 @@ static void print_summary(run_ctx *r, int status)
     print_names_over_limit(r);
     ss_run_summary sum;
     summary_facts(r, status, &sum);
+    /* the run's answer first, in the words every view leads with */
+    ss_buf head = {0};
+    if (sum.findings && ss_headline_of_run(r->db_path, r->run_id, &head))
+        fprintf(stderr, "stepscope: headline: %s\n", head.data);
+    ss_buf_free(&head);
     ss_buf text = {0};
     ss_life_summary(&sum, &text);
     for (char *line = text.data, *nl; line && *line; line = nl + 1) {

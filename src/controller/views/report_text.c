@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "goodput_view.h"
+#include "headline.h"
 #include "json.h"
 #include "report_model.h"
 #include "stats.h"
@@ -217,6 +218,38 @@ static void text_header(FILE *f, const ss_report *rp)
     fputs("\n\n", f);
 }
 
+/* The run's answer, first: the first finding's ranks, phase and kind
+ * (headline.h). */
+static void text_headline(FILE *f, const ss_report *rp)
+{
+    if (rp->n_findings == 0)
+        return;
+    const ss_finding_row *x = &rp->findings[0];
+    ss_buf b = {0};
+    ss_headline(&b, x->kind, x->severity, x->ranks, x->n_ranks, x->phase);
+    fprintf(f, "HEADLINE  %s\n\n", b.data ? b.data : "-");
+    ss_buf_free(&b);
+}
+
+/* Whether the headline finding names RANK. */
+static int headline_names(const ss_report *rp, int64_t rank)
+{
+    if (rp->n_findings == 0)
+        return 0;
+    for (size_t k = 0; k < rp->findings[0].n_ranks; k++)
+        if (rp->findings[0].ranks[k] == rank)
+            return 1;
+    return 0;
+}
+
+/* Whether the headline finding names ranks, none of them RANK: a table
+ * that singles RANK out must then say how that fits the headline. */
+static int headline_names_other(const ss_report *rp, int64_t rank)
+{
+    return rp->n_findings && rp->findings[0].n_ranks &&
+           !headline_names(rp, rank);
+}
+
 static void text_findings(FILE *f, const ss_report *rp)
 {
     if (rp->n_findings == 0) {
@@ -259,11 +292,44 @@ static void text_steps(FILE *f, const ss_report *rp)
             fmt_ms(a, sizeof a, ss_report_pct(&rp->step_max, 500)),
             fmt_ms(b, sizeof b, ss_report_pct(&rp->step_max, 900)),
             fmt_ms(c, sizeof c, ss_report_pct(&rp->step_max, 990)));
-    if (rp->step_worst_rank != SS_MISSING)
+    /* Where the ranks wait for each other every step, their step times
+     * come out alike and the last to finish is the one that waited
+     * longest at the end, not the one that made the others wait: the
+     * line says so rather than naming a rank the headline does not. */
+    if (rp->step_worst_rank != SS_MISSING &&
+        headline_names_other(rp, rp->step_worst_rank))
+        fprintf(f, "  longest step time most often: rank %" PRId64
+                   " (%" PRId64 " of %zu steps): synchronisation evens "
+                   "step times out, so this does not name the cause (the "
+                   "headline does)\n",
+                rp->step_worst_rank, rp->step_worst_count, n);
+    else if (rp->step_worst_rank != SS_MISSING)
         fprintf(f, "  slowest rank most often: rank %" PRId64 " (%" PRId64
                    " of %zu steps)\n",
                 rp->step_worst_rank, rp->step_worst_count, n);
     fputc('\n', f);
+}
+
+/* Under the phases table, when the headline blames a phase and another
+ * phase's "most often worst" is a rank the headline does not name: that
+ * rank waited (in a collective) for the headline's, and the line says so,
+ * so that the table does not read as a second answer. */
+static void text_phases_headline(FILE *f, const ss_report *rp)
+{
+    if (!rp->n_findings || !rp->findings[0].phase ||
+        !rp->findings[0].n_ranks)
+        return;
+    const ss_finding_row *x = &rp->findings[0];
+    size_t others = 0;
+    for (size_t i = 0; i < rp->n_phases; i++)
+        others += rp->phases[i].top_rank != SS_MISSING &&
+                  strcmp(rp->phases[i].name, x->phase) != 0 &&
+                  headline_names_other(rp, rp->phases[i].top_rank);
+    if (others)
+        fprintf(f, "  (the headline blames phase %s of rank %" PRId64 "%s; "
+                   "another phase's worst rank either waited for it there "
+                   "or differs by little)\n",
+                x->phase, x->ranks[0], x->n_ranks > 1 ? " and others" : "");
 }
 
 static void text_phases(FILE *f, const ss_report *rp)
@@ -296,6 +362,7 @@ static void text_phases(FILE *f, const ss_report *rp)
             else
                 fputs("-\n", f);
         }
+        text_phases_headline(f, rp);
         fputc('\n', f);
     }
     if (rp->n_syncs) {
@@ -777,6 +844,7 @@ void ss_report_print_text(FILE *f, ss_report *rp)
 {
     clean_for_text(rp);
     text_header(f, rp);
+    text_headline(f, rp);
     text_findings(f, rp);
     text_stacks(f, rp);
     text_steps(f, rp);

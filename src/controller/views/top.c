@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "headline.h"
 #include "httpget.h"
 #include "live_find.h"
 #include "query.h"
@@ -55,6 +56,8 @@
 #define RECENT_STEPS 20  /* steps behind the worst-vs-median line */
 #define HEAT_STEPS 16    /* steps behind each rank's bar */
 #define MAX_FINDINGS 8
+#define FINDING_HEAD 36   /* columns before a finding's message, about */
+#define FINDING_INDENT 10 /* a finding's continuation lines */
 #define REQUEST_TIMEOUT_MS 3000
 
 typedef struct {
@@ -65,9 +68,13 @@ typedef struct {
     double ratio;            /* recent_ms / the median rank's; < 0 none */
 } rank_view;
 
+#define FINDING_RANKS 9 /* ranks kept per finding (the headline lists 8) */
+
 typedef struct {
-    char severity[16], kind[32], message[512];
+    char severity[16], kind[32], phase[64], message[512];
     int64_t first_step, last_step;
+    int64_t ranks[FINDING_RANKS];
+    size_t n_ranks;
 } finding_view;
 
 typedef struct {
@@ -85,8 +92,9 @@ typedef struct {
     double med_ms, worst_ms; /* medians over the recent steps; < 0 none */
     int64_t worst_rank;  /* the rank most often worst among them; -1 */
     int n_recent;
-    finding_view findings[MAX_FINDINGS];
+    finding_view findings[MAX_FINDINGS]; /* newest first */
     size_t n_findings, findings_total;
+    finding_view headline; /* the first in the API's order (headline.h) */
     /* the step rate, from how the last finalized step advances */
     double hist_t[32];
     int64_t hist_step[32];
@@ -279,14 +287,25 @@ static void take_findings(view *v, const cJSON *doc)
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "findings"), *it;
     v->n_findings = 0;
     v->findings_total = 0;
+    memset(&v->headline, 0, sizeof v->headline);
     cJSON_ArrayForEach(it, arr) {
         v->findings_total++;
         finding_view f;
         copy(f.severity, sizeof f.severity, jstr(it, "severity"));
         copy(f.kind, sizeof f.kind, jstr(it, "kind"));
         copy(f.message, sizeof f.message, jstr(it, "message"));
+        copy(f.phase, sizeof f.phase, jstr(it, "phase"));
         f.first_step = (int64_t)jnum(it, "first_step", -1);
         f.last_step = (int64_t)jnum(it, "last_step", -1);
+        f.n_ranks = 0;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(it, "ranks"))
+            if (cJSON_IsNumber(r) && f.n_ranks < FINDING_RANKS)
+                f.ranks[f.n_ranks++] = (int64_t)r->valuedouble;
+        /* The API lists critical first, then by first step: its first is
+         * the headline every view leads with. */
+        if (v->findings_total == 1)
+            v->headline = f;
         /* Keep the newest (latest last_step) first. */
         size_t pos = v->n_findings;
         while (pos > 0 && v->findings[pos - 1].last_step < f.last_step)
@@ -430,6 +449,64 @@ static void line(frame *fr, const char *color, const char *fmt, ...)
     fr->used++;
 }
 
+/* Bytes of S (no longer than its length) that fit in COLS columns,
+ * ending at a space when one is there, so that a wrapped line breaks
+ * between words. */
+static size_t fit_words(const char *s, int cols)
+{
+    size_t n = fit(s, cols);
+    if (!s[n])
+        return n;
+    for (size_t i = n; i > 0; i--)
+        if (s[i] == ' ')
+            return i;
+    return n;
+}
+
+/* Lines that TEXT takes wrapped at COLS columns after a first-line prefix
+ * of FIRST columns, continuation lines indented by INDENT. */
+static int wrapped_lines(const char *text, int cols, int first, int indent)
+{
+    int n = 0, w = cols - first;
+    while (*text) {
+        size_t k = fit_words(text, w > 8 ? w : 8);
+        text += k;
+        while (*text == ' ')
+            text++;
+        n++;
+        w = cols - indent;
+    }
+    return n ? n : 1;
+}
+
+/* Adds TEXT after PREFIX, wrapped between words at the width (continuation
+ * lines indented by INDENT), instead of cut: a finding is read whole. */
+static void line_wrapped(frame *fr, const char *color, const char *prefix,
+                         int indent, const char *text)
+{
+    char part[1024];
+    int first = (int)strlen(prefix);
+    int w = fr->cols - first;
+    const char *p = text;
+    int lead = 1;
+    do {
+        size_t k = fit_words(p, w > 8 ? w : 8);
+        if (k >= sizeof part)
+            k = sizeof part - 1;
+        memcpy(part, p, k);
+        part[k] = '\0';
+        if (lead)
+            line(fr, color, "%s%s", prefix, part);
+        else
+            line(fr, color, "%*s%s", indent, "", part);
+        p += k;
+        while (*p == ' ')
+            p++;
+        lead = 0;
+        w = fr->cols - indent;
+    } while (*p);
+}
+
 static void fmt_secs(char *out, size_t cap, double s)
 {
     if (s < 0)
@@ -521,7 +598,12 @@ static void render(const view *v, int cols, int rows, int ansi, ss_buf *b)
                  v->rate);
     if (v->med_ms >= 0)
         snprintf(med, sizeof med, "%.1f ms", v->med_ms);
-    if (v->worst_ms >= 0 && v->med_ms > 0 && v->worst_rank >= 0)
+    /* the rank most often worst by step time is named only when it does
+     * not contradict the headline (synchronisation evens step times) */
+    int worst_named = v->worst_rank >= 0 && v->headline.n_ranks == 0;
+    for (size_t k = 0; k < v->headline.n_ranks; k++)
+        worst_named |= v->headline.ranks[k] == v->worst_rank;
+    if (v->worst_ms >= 0 && v->med_ms > 0 && worst_named)
         snprintf(worst, sizeof worst, "%.1f ms (%+.0f %%, mostly rank %"
                  PRId64 ")", v->worst_ms,
                  (v->worst_ms / v->med_ms - 1) * 100, v->worst_rank);
@@ -532,6 +614,16 @@ static void render(const view *v, int cols, int rows, int ansi, ss_buf *b)
          "worst rank %s", step, rate, v->n_recent, med, worst);
     if (v->problem[0])
         line(&fr, "31", "%s", v->problem);
+    if (v->findings_total) {
+        const finding_view *h = &v->headline;
+        ss_buf hl = {0};
+        ss_headline(&hl, h->kind, h->severity, h->ranks, h->n_ranks,
+                    h->phase);
+        line_wrapped(&fr, strcmp(h->severity, "critical") == 0 ? "1;31"
+                                                               : "1;33",
+                     "headline: ", 10, hl.data ? hl.data : "");
+        ss_buf_free(&hl);
+    }
     line(&fr, NULL, "%s", "");
 
     int bar_w = fr.cols >= 90 ? (fr.cols - 70 > 40 ? 40 : fr.cols - 70) : 0;
@@ -541,9 +633,12 @@ static void render(const view *v, int cols, int rows, int ansi, ss_buf *b)
                  "step time vs median rank (| = 1x)");
     line(&fr, "7", " RANK     STEP %s RATIO      MS PHASE                   "
          "HEARD", bar_head);
-    int findings_lines = v->n_findings ? (int)v->n_findings + 2 : 2;
-    if (findings_lines > 7)
-        findings_lines = 7;
+    int findings_lines = 2;
+    for (size_t i = 0; i < v->n_findings; i++)
+        findings_lines += wrapped_lines(v->findings[i].message, fr.cols,
+                                        FINDING_HEAD, FINDING_INDENT);
+    if (findings_lines > 12)
+        findings_lines = 12;
     int room = rows > 0 ? rows - fr.used - findings_lines - 1 : INT_MAX;
     if (room < 1)
         room = 1;
@@ -571,9 +666,12 @@ static void render(const view *v, int cols, int rows, int ansi, ss_buf *b)
         for (size_t i = 0; i < v->n_findings; i++) {
             const finding_view *f = &v->findings[i];
             int crit = strcmp(f->severity, "critical") == 0;
-            line(&fr, crit ? "31" : "33", " %-8s %-12s steps %" PRId64 "-%"
-                 PRId64 "  %s", crit ? "CRITICAL" : "warning", f->kind,
-                 f->first_step, f->last_step, f->message);
+            char head[96];
+            snprintf(head, sizeof head, " %-8s %-12s steps %" PRId64 "-%"
+                     PRId64 "  ", crit ? "CRITICAL" : "warning", f->kind,
+                     f->first_step, f->last_step);
+            line_wrapped(&fr, crit ? "31" : "33", head, FINDING_INDENT,
+                         f->message);
         }
     }
     if (ansi) {
