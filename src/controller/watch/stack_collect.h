@@ -52,6 +52,7 @@
 #define SS_STACK_MAX_NATIVE (8u << 20)   /* bytes read from one helper */
 #define SS_STACK_MAX_PENDING 8           /* requests queued behind one */
 #define SS_STACK_SOURCE_MS 250           /* for the source lines, after */
+#define SS_STACK_MEMORY_MS 500           /* for the reading from memory */
 
 typedef struct ss_stack_collector ss_stack_collector;
 
