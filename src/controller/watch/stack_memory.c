@@ -82,6 +82,11 @@ static void *reader(void *arg)
     ss_stack_memory *m = arg;
     for (size_t i = 0; i < m->n; i++) {
         target *t = &m->t[i];
+        if (t->pid <= 0) { /* not asked for: its rank has exited */
+            snprintf(t->why, sizeof t->why, "no process");
+            atomic_store_explicit(&t->state, -1, memory_order_release);
+            continue;
+        }
         int rc = ss_py_read_stacks(t->pid, &t->threads, on_leaf, t, t->why,
                                    sizeof t->why);
         if (rc == 0 && (t->threads.oom || t->leaves_oom)) {
