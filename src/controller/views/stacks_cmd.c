@@ -34,13 +34,8 @@ static void print_native(const cJSON *rank, FILE *out)
     const cJSON *threads =
         cJSON_GetObjectItemCaseSensitive(rank, "native_threads");
     const char *nerr = jstr(rank, "native_error");
-    /* a rank read from memory while stopped is "ok" and "stopped" */
-    const char *state =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rank, "stopped"))
-            ? "stopped"
-            : jstr(rank, "state");
     fprintf(out, "rank %d (pid %d, %s):%s%s\n", (int)jnum(rank, "rank", -1),
-            (int)jnum(rank, "pid", 0), state ? state : "?",
+            (int)jnum(rank, "pid", 0), jstr(rank, "state") ?: "?",
             nerr ? " native frames incomplete: " : "", nerr ? nerr : "");
     const cJSON *t;
     cJSON_ArrayForEach(t, threads) {

@@ -59,7 +59,6 @@ struct rank_job {
     size_t n_leaves, cap_leaves;
     size_t first_line;   /* its leaves' first index in the source lines */
     int reading;         /* waiting for its stacks read from memory */
-    int was_stopped;     /* stopped (SIGSTOP) when the request began */
     const char *via;     /* how it answered: "memory" or "signal" */
     char mem_why[256];   /* why its memory was not read ("" when it was) */
     int signalled;
@@ -371,11 +370,10 @@ static void write_rank(const request *q, rank_job *j, ss_buf *b)
     ss_buf_json_str(b, c->host);
     ss_buf_printf(b, ",\"pid\":%d,\"state\":", (int)j->pid);
     ss_buf_json_str(b, j->state ? j->state : "no_answer");
-    if (j->via && j->state && strcmp(j->state, "ok") == 0) {
+    if (j->via && j->state &&
+        (strcmp(j->state, "ok") == 0 || strcmp(j->via, "memory") == 0)) {
         ss_buf_puts(b, ",\"via\":");
         ss_buf_json_str(b, j->via);
-        if (j->was_stopped)
-            ss_buf_puts(b, ",\"stopped\":true");
         if (j->mem_why[0]) {
             ss_buf_puts(b, ",\"memory_error\":");
             ss_buf_json_str(b, j->mem_why);
@@ -746,7 +744,12 @@ static void take_memory(request *q)
             for (size_t k = 0; k < nl; k++)
                 on_leaf(j, lv[k].file, lv[k].line, lv[k].at);
             j->via = "memory";
-            answer(j, "ok", NULL);
+            char now = proc_state(j->pid);
+            if (now == 'T' || now == 't') /* the state that matters */
+                answer(j, "stopped", "stopped (SIGSTOP): its Python stack "
+                       "read from its memory");
+            else
+                answer(j, "ok", NULL);
             continue;
         }
         snprintf(j->mem_why, sizeof j->mem_why, "%s",
@@ -773,7 +776,6 @@ static void start_request(ss_stack_collector *c, request *q)
         }
         if (q->opt.native)
             start_native(q, j);
-        j->was_stopped = st == 'T' || st == 't';
         j->reading = 1;
         if (pids)
             pids[i] = j->pid;

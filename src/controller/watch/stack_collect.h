@@ -21,17 +21,18 @@
  *    process that ptrace-attaches, unwinds every thread with libdw and
  *    detaches; its output is read through a pipe.
  * A rank that is stopped (state T in /proc/PID/stat) cannot run a signal
- * handler: unless read from memory it is "stopped", with native frames
- * when asked.  A rank that
+ * handler: it is "stopped", with native frames when asked, and with its
+ * Python threads when they were read from memory.  A rank that
  * did not answer in time is "no_answer" with why; one whose process is
  * gone is "exited".  Nothing runs between requests: no thread, no timer.
  *
  * The result is one JSON object per rank (the exchange format, the same
  * text a node agent forwards later):
  *   {"rank":R,"host":"h","pid":P,"state":"ok"|"no_answer"|"stopped"|
- *    "exited","via":"memory"|"signal" (when ok),"stopped":true (ok, read
- *    from memory while stopped),"memory_error":"…" (ok by the signal: why
- *    not from memory),"why":"…"|null,"threads":[{"id":"0x…","current":bool,
+ *    "exited","via":"memory"|"signal" (how its threads were had: when
+ *    ok, or stopped and read from memory),"memory_error":"…" (by the
+ *    signal: why not from memory),"why":"…"|null,
+ *    "threads":[{"id":"0x…","current":bool,
  *    "frames":[{"func","file","line","code"?},…]}],
  *    "native_threads":[{"tid","name","native":[{"pc","symbol","module"}]}]?,
  *    "native_error":"…"?}

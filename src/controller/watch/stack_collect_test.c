@@ -394,9 +394,12 @@ static void python_read_from_memory(void)
         CHECK_EQ_INT(ss_stack_collect(c, t, 1, &opt, on_done, &res), 0);
         uv_run(&loop, UV_RUN_DEFAULT);
         REQUIRE(res.calls == 1 && res.n == 1);
-        CHECK(strstr(res.ranks[0], "\"state\":\"ok\",\"via\":\"memory\"")
-              != NULL);
-        CHECK((strstr(res.ranks[0], "\"stopped\":true") != NULL) == stopped);
+        CHECK(strstr(res.ranks[0], stopped
+                         ? "\"state\":\"stopped\",\"via\":\"memory\","
+                           "\"why\":\"stopped (SIGSTOP): its Python stack "
+                           "read from its memory\""
+                         : "\"state\":\"ok\",\"via\":\"memory\","
+                           "\"why\":null") != NULL);
         CHECK(strstr(res.ranks[0], "{\"func\":\"<module>\",\"file\":"
                      "\"<string>\",\"line\":5},{\"func\":\"nap\",\"file\":"
                      "\"<string>\",\"line\":4}]}") != NULL);
