@@ -59,6 +59,9 @@ struct rank_job {
     size_t n_leaves, cap_leaves;
     size_t first_line;   /* its leaves' first index in the source lines */
     int reading;         /* waiting for its stacks read from memory */
+    int was_stopped;     /* stopped when the request began, before our
+                          * native helpers attached (a traced rank is 't'
+                          * in /proc while they unwind it) */
     const char *via;     /* how it answered: "memory" or "signal" */
     char mem_why[256];   /* why its memory was not read ("" when it was) */
     int signalled;
@@ -677,7 +680,9 @@ static void ask_by_signal(rank_job *j)
         answer(j, "exited", "the rank's process has exited");
         return;
     }
-    if (st == 'T' || st == 't') {
+    /* not its state now: our native helper may be unwinding it (then
+     * the signal waits until it detaches) */
+    if (j->was_stopped) {
         answer(j, "stopped", "stopped (SIGSTOP): no Python stack%s%s%s",
                sep, mw, end);
         return;
@@ -744,8 +749,7 @@ static void take_memory(request *q)
             for (size_t k = 0; k < nl; k++)
                 on_leaf(j, lv[k].file, lv[k].line, lv[k].at);
             j->via = "memory";
-            char now = proc_state(j->pid);
-            if (now == 'T' || now == 't') /* the state that matters */
+            if (j->was_stopped) /* the state that matters */
                 answer(j, "stopped", "stopped (SIGSTOP): its Python stack "
                        "read from its memory");
             else
@@ -774,6 +778,7 @@ static void start_request(ss_stack_collector *c, request *q)
             answer(j, "exited", "the rank's process has exited");
             continue;
         }
+        j->was_stopped = st == 'T' || st == 't';
         if (q->opt.native)
             start_native(q, j);
         j->reading = 1;
