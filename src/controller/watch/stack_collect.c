@@ -2,8 +2,9 @@
  * stack_collect.c - every rank's stacks on the loop (stack_collect.h).
  *
  * One request runs at a time; the others wait in a short queue.  A request
- * owns, per rank, the Python answer (read from the stack file on a 5 ms
- * timer that runs only while a request does) and, with native frames, a
+ * owns, per rank, the Python answer (taken from the reading from memory,
+ * stack_memory.h, or read from the stack file, on a 1 or 5 ms timer that
+ * runs only while a request does) and, with native frames, a
  * helper process and its stdout pipe.  When every rank has answered or
  * the deadline passed (the helpers still running are then killed), the
  * innermost frames' source lines are read on a thread of source_lines.c,
@@ -34,6 +35,7 @@
 #include "stack_memory.h"
 
 #define POLL_MS 5
+#define FAST_POLL_MS 1 /* while the reading from memory or sources run */
 static const char end_marker[] = "\n# stepscope: end of stacks\n";
 
 typedef struct rank_job rank_job;
@@ -579,6 +581,15 @@ static void on_poll(uv_timer_t *t)
                                            : SS_STACK_DEADLINE_MS_DEFAULT;
     if (now_ms() - q->started_ms >= deadline)
         deadline_passed(q);
+    /* 1 ms while only the reading from memory or the source lines are
+     * awaited (each takes about a millisecond); 5 ms while a rank answers
+     * the signal or a native helper unwinds */
+    int fast = !native_pending(q);
+    for (size_t i = 0; fast && i < q->n; i++)
+        fast = q->ranks[i].state || q->ranks[i].reading;
+    uint64_t every = fast ? FAST_POLL_MS : POLL_MS;
+    if (uv_timer_get_repeat(t) != every)
+        uv_timer_start(t, on_poll, every, every);
     maybe_finish(q);
 }
 
@@ -797,7 +808,8 @@ static void start_request(ss_stack_collector *c, request *q)
                      "no reader thread");
             ask_by_signal(&q->ranks[i]);
         }
-    uv_timer_start(&c->poll, on_poll, POLL_MS, POLL_MS);
+    uint64_t every = q->memory ? FAST_POLL_MS : POLL_MS;
+    uv_timer_start(&c->poll, on_poll, every, every);
     maybe_finish(q);
 }
 
