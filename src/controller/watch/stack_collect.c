@@ -733,13 +733,16 @@ static void ask_by_signal(rank_job *j)
 
 /* Takes up what the reading from memory found for the ranks still
  * waiting for it: their stacks, or the signal instead (the reading
- * failed, or has taken SS_STACK_MEMORY_MS or a third of the deadline). */
+ * failed, or has taken SS_STACK_MEMORY_MS, SS_STACK_MEMORY_NATIVE_MS with
+ * native frames, or a third of the deadline). */
 static void take_memory(request *q)
 {
     uint32_t deadline = q->opt.deadline_ms ? q->opt.deadline_ms
                                            : SS_STACK_DEADLINE_MS_DEFAULT;
-    uint32_t budget = deadline / 3 < SS_STACK_MEMORY_MS ? deadline / 3
-                                                        : SS_STACK_MEMORY_MS;
+    /* the native helpers (a process per rank) compete for the CPU */
+    uint32_t most = q->opt.native ? SS_STACK_MEMORY_NATIVE_MS
+                                  : SS_STACK_MEMORY_MS;
+    uint32_t budget = deadline / 3 < most ? deadline / 3 : most;
     int late = now_ms() - q->started_ms >= budget;
     for (size_t i = 0; i < q->n; i++) {
         rank_job *j = &q->ranks[i];
@@ -790,8 +793,6 @@ static void start_request(ss_stack_collector *c, request *q)
             continue;
         }
         j->was_stopped = st == 'T' || st == 't';
-        if (q->opt.native)
-            start_native(q, j);
         j->reading = 1;
         if (pids)
             pids[i] = j->pid;
@@ -801,6 +802,10 @@ static void start_request(ss_stack_collector *c, request *q)
      * goes only to those that cannot be. */
     q->memory = nread && pids ? ss_stack_memory_start(pids, q->n) : NULL;
     free(pids);
+    /* the helpers after the reader: spawning many takes a while */
+    for (size_t i = 0; q->opt.native && i < q->n; i++)
+        if (q->ranks[i].reading)
+            start_native(q, &q->ranks[i]);
     for (size_t i = 0; !q->memory && i < q->n; i++)
         if (q->ranks[i].reading) {
             q->ranks[i].reading = 0;

@@ -9,7 +9,8 @@
  *    and a stopped rank or one that never loaded stepscope is read too.
  *    A rank it cannot read (not CPython 3.11, permission refused, a torn
  *    read three times) or that it has not read within SS_STACK_MEMORY_MS
- *    (or a third of the deadline) is asked with the signal instead:
+ *    (SS_STACK_MEMORY_NATIVE_MS with native frames; at most a third of
+ *    the deadline) is asked with the signal instead:
  *  - Python, by the signal: the rank registered a faulthandler dump for the stack signal
  *    (SS_STACK_SIGNAL, python/stepscope/_stacks.py) writing to its stack
  *    file, which exists only once that handler is in place; a rank is
@@ -65,6 +66,7 @@
 #define SS_STACK_MAX_PENDING 8           /* requests queued behind one */
 #define SS_STACK_SOURCE_MS 250           /* for the source lines, after */
 #define SS_STACK_MEMORY_MS 500           /* for the reading from memory */
+#define SS_STACK_MEMORY_NATIVE_MS 2000   /* the same, with native frames */
 
 typedef struct ss_stack_collector ss_stack_collector;
 
