@@ -416,14 +416,9 @@ int ss_py_walk(const ss_py_process *p, ss_py_read_fn read, void *rctx,
 
 /* ---- finding the interpreter ---- */
 
-typedef struct {
-    uint64_t runtime, version, code_type, unicode_type, bytes_type;
-    int debug; /* _Py_RefTotal: a debug build */
-} elf_syms;
-
 /* The symbols we want from one symbol table. */
 static void scan_symtab(const uint8_t *m, size_t size, const Elf64_Shdr *sh,
-                        const Elf64_Shdr *strsh, elf_syms *s)
+                        const Elf64_Shdr *strsh, ss_py_elf *e)
 {
     if (sh->sh_offset + sh->sh_size > size ||
         strsh->sh_offset + strsh->sh_size > size ||
@@ -441,24 +436,23 @@ static void scan_symtab(const uint8_t *m, size_t size, const Elf64_Shdr *sh,
         if (strnlen(name, room) == room)
             continue;
         if (strcmp(name, "_PyRuntime") == 0)
-            s->runtime = sym[i].st_value;
+            e->runtime = sym[i].st_value;
         else if (strcmp(name, "Py_Version") == 0)
-            s->version = sym[i].st_value;
+            e->version = sym[i].st_value;
         else if (strcmp(name, "PyCode_Type") == 0)
-            s->code_type = sym[i].st_value;
+            e->code_type = sym[i].st_value;
         else if (strcmp(name, "PyUnicode_Type") == 0)
-            s->unicode_type = sym[i].st_value;
+            e->unicode_type = sym[i].st_value;
         else if (strcmp(name, "PyBytes_Type") == 0)
-            s->bytes_type = sym[i].st_value;
+            e->bytes_type = sym[i].st_value;
         else if (strcmp(name, "_Py_RefTotal") == 0)
-            s->debug = 1;
+            e->debug = 1;
     }
 }
 
 /* The symbols of the ELF file at PATH and the virtual address of its
- * first loadable segment (for the load bias).  0, or -1. */
-static int elf_symbols(const char *path, elf_syms *s, uint64_t *first_vaddr,
-                       int *is_dyn)
+ * first loadable segment (for the load bias) into E.  0, or -1. */
+static int elf_symbols(const char *path, ss_py_elf *e)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
@@ -484,12 +478,12 @@ static int elf_symbols(const char *path, elf_syms *s, uint64_t *first_vaddr,
         eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size ||
         eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > size)
         goto out;
-    *is_dyn = eh->e_type == ET_DYN;
+    e->is_dyn = eh->e_type == ET_DYN;
     const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff);
     int have_load = 0;
     for (unsigned i = 0; i < eh->e_phnum && !have_load; i++)
         if (ph[i].p_type == PT_LOAD) {
-            *first_vaddr = ph[i].p_vaddr - ph[i].p_offset;
+            e->first_vaddr = ph[i].p_vaddr - ph[i].p_offset;
             have_load = 1;
         }
     if (!have_load)
@@ -498,11 +492,37 @@ static int elf_symbols(const char *path, elf_syms *s, uint64_t *first_vaddr,
     for (unsigned i = 0; i < eh->e_shnum; i++)
         if ((sh[i].sh_type == SHT_DYNSYM || sh[i].sh_type == SHT_SYMTAB) &&
             sh[i].sh_link < eh->e_shnum)
-            scan_symtab(m, size, &sh[i], &sh[sh[i].sh_link], s);
+            scan_symtab(m, size, &sh[i], &sh[sh[i].sh_link], e);
+    e->found = e->runtime != 0;
     rc = 0;
 out:
     munmap((void *)m, size);
     return rc;
+}
+
+/* What the file DEV/INODE (at PATH in PID's mount namespace) says: from
+ * CACHE when it was read before. */
+static const ss_py_elf *file_symbols(ss_py_cache *cache, pid_t pid,
+                                     const char *dev,
+                                     unsigned long long inode,
+                                     const char *path, ss_py_elf *tmp)
+{
+    for (unsigned i = 0; cache && i < cache->n; i++)
+        if (cache->f[i].inode == inode && strcmp(cache->f[i].dev, dev) == 0)
+            return &cache->f[i];
+    char full[PATH_MAX + 64];
+    /* through the target's root: the same file in its mount namespace */
+    snprintf(full, sizeof full, "/proc/%d/root%s", (int)pid, path);
+    memset(tmp, 0, sizeof *tmp);
+    snprintf(tmp->dev, sizeof tmp->dev, "%s", dev);
+    tmp->inode = inode;
+    if (elf_symbols(full, tmp) != 0)
+        return tmp; /* not cached: it may be readable next time */
+    if (cache && cache->n < SS_PY_CACHE_FILES) {
+        cache->f[cache->n] = *tmp;
+        return &cache->f[cache->n++];
+    }
+    return tmp;
 }
 
 static int vm_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -513,10 +533,11 @@ static int vm_read(void *ctx, uint64_t addr, void *buf, size_t len)
     return n == (ssize_t)len ? 0 : -1;
 }
 
-int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen)
+int ss_py_locate(pid_t pid, ss_py_cache *cache, ss_py_process *p,
+                 char *why, size_t whylen)
 {
     memset(p, 0, sizeof *p);
-    char path[PATH_MAX + 64];
+    char path[64];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
     FILE *f = fopen(path, "re");
     if (!f) {
@@ -524,17 +545,19 @@ int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen)
             strerror(errno));
         return -1;
     }
-    /* The python executable and libpython are mapped from offset 0 first;
-     * a file is looked at once. */
-    char line[PATH_MAX + 256], seen[8][PATH_MAX];
-    int nseen = 0, found = 0;
-    elf_syms s = {0};
+    /* The python executable and libpython, each where it is mapped from
+     * offset 0 (the base its load bias is taken from). */
+    char line[PATH_MAX + 256];
+    const ss_py_elf *found = NULL;
+    ss_py_elf tmp;
     uint64_t bias = 0;
     while (!found && fgets(line, sizeof line, f)) {
-        unsigned long long start, end, off;
+        unsigned long long start, end, off, inode;
+        char dev[16];
         int name_at = 0;
-        if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &start, &end,
-                   &off, &name_at) != 3 || !name_at || line[name_at] != '/')
+        if (sscanf(line, "%llx-%llx %*s %llx %15s %llu %n", &start, &end,
+                   &off, dev, &inode, &name_at) != 5 || !name_at ||
+            line[name_at] != '/')
             continue;
         char *name = line + name_at;
         name[strcspn(name, "\n")] = '\0';
@@ -542,23 +565,12 @@ int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen)
         if (off != 0 || (strncmp(base, "python", 6) != 0 &&
                          strncmp(base, "libpython", 9) != 0))
             continue;
-        int dup = 0;
-        for (int i = 0; i < nseen; i++)
-            dup |= strcmp(seen[i], name) == 0;
-        if (dup || nseen == 8)
+        const ss_py_elf *e = file_symbols(cache, pid, dev, inode, name,
+                                          &tmp);
+        if (!e->found)
             continue;
-        snprintf(seen[nseen++], PATH_MAX, "%s", name);
-        /* through the target's root: the same file in its mount
-         * namespace */
-        snprintf(path, sizeof path, "/proc/%d/root%s", (int)pid, name);
-        elf_syms here = {0};
-        uint64_t first = 0;
-        int dyn = 0;
-        if (elf_symbols(path, &here, &first, &dyn) != 0 || !here.runtime)
-            continue;
-        s = here;
-        bias = dyn ? start - first : 0;
-        found = 1;
+        found = e;
+        bias = e->is_dyn ? start - e->first_vaddr : 0;
     }
     fclose(f);
     if (!found) {
@@ -566,6 +578,7 @@ int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen)
             "process's python executable or libpython");
         return -1;
     }
+    ss_py_elf s = *found;
     if (!s.version) {
         say(why, whylen, "a CPython older than 3.11 (no Py_Version): not "
             "read from memory");
@@ -603,11 +616,12 @@ int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen)
     return 0;
 }
 
-int ss_py_read_stacks(pid_t pid, ss_buf *out, ss_py_leaf_fn on_leaf,
-                      void *lctx, char *why, size_t whylen)
+int ss_py_read_stacks(pid_t pid, ss_py_cache *cache, ss_buf *out,
+                      ss_py_leaf_fn on_leaf, void *lctx, char *why,
+                      size_t whylen)
 {
     ss_py_process p;
-    if (ss_py_locate(pid, &p, why, whylen) != 0)
+    if (ss_py_locate(pid, cache, &p, why, whylen) != 0)
         return -1;
     for (int attempt = 0; attempt < 3; attempt++)
         if (ss_py_walk(&p, vm_read, &pid, out, on_leaf, lctx, why,

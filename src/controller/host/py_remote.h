@@ -100,14 +100,36 @@ typedef struct {
     const ss_py_layout *layout;
 } ss_py_process;
 
+/* What one ELF file says (its symbols, relative to its load address). */
+typedef struct {
+    char dev[16];             /* its device and inode, as /proc/PID/maps */
+    unsigned long long inode; /*   names them: the key */
+    int found;                /* 0: no _PyRuntime in it */
+    uint64_t runtime, version, code_type, unicode_type, bytes_type;
+    int debug;                /* _Py_RefTotal: a debug build */
+    uint64_t first_vaddr;     /* of its first loadable segment */
+    int is_dyn;               /* position-independent: add the bias */
+} ss_py_elf;
+
+/* The ELF files looked at for a batch of processes (ranks run the same
+ * python, so its symbol table is read once): zero-initialise; nothing to
+ * free. */
+#define SS_PY_CACHE_FILES 8
+typedef struct {
+    ss_py_elf f[SS_PY_CACHE_FILES];
+    unsigned n;
+} ss_py_cache;
+
 /*
  * Finds the interpreter of process PID: 0 with P filled, or -1 with a
  * one-line reason in WHY (not Python, an unsupported version, memory
  * not readable...).  Opens the target's mapped files (through
  * /proc/PID/root) and reads its memory: may block on a file system, so
- * never on an event loop.
+ * never on an event loop.  CACHE (may be NULL) keeps what the files said
+ * for the next process.
  */
-int ss_py_locate(pid_t pid, ss_py_process *p, char *why, size_t whylen);
+int ss_py_locate(pid_t pid, ss_py_cache *cache, ss_py_process *p,
+                 char *why, size_t whylen);
 
 /*
  * Walks the thread states of P's main interpreter through READ and
@@ -125,8 +147,9 @@ int ss_py_walk(const ss_py_process *p, ss_py_read_fn read, void *rctx,
  * (up to three times) when the running target changed under it.  0, or -1
  * with why.
  */
-int ss_py_read_stacks(pid_t pid, ss_buf *out, ss_py_leaf_fn on_leaf,
-                      void *lctx, char *why, size_t whylen);
+int ss_py_read_stacks(pid_t pid, ss_py_cache *cache, ss_buf *out,
+                      ss_py_leaf_fn on_leaf, void *lctx, char *why,
+                      size_t whylen);
 
 /*
  * The source line of the instruction at byte offset ADDR of a code object

@@ -5,7 +5,8 @@
  * code objects, str and bytes objects laid out with 3.11's offsets), and
  * a walk that meets a torn object; and on real processes: a CPython 3.11
  * child asleep in libc's sleep() through ctypes is read, running and
- * stopped, and its sleep is not cut short; a process that is not Python
+ * stopped, with and without a cache of its python's symbols, and its
+ * sleep is not cut short; a process that is not Python
  * and one that has exited give a reason, not stacks.
  */
 #include "py_remote.h"
@@ -328,18 +329,31 @@ static void python_child_read_without_waking_it(void)
     REQUIRE(pid > 0);
     ss_buf b = {0};
     char why[256] = "";
-    int rc = ss_py_read_stacks(pid, &b, NULL, NULL, why, sizeof why);
+    int rc = ss_py_read_stacks(pid, NULL, &b, NULL, NULL, why, sizeof why);
     if (rc != 0)
         fprintf(stderr, "  why: %s\n", why);
     CHECK_EQ_INT(rc, 0);
     if (rc == 0)
         check_python_stack(b.data);
+    /* a second reading with a cache: the python's symbols are read once
+     * and serve again */
+    ss_py_cache cache;
+    memset(&cache, 0, sizeof cache);
+    for (int i = 0; i < 2; i++) {
+        ss_buf_reset(&b);
+        CHECK_EQ_INT(ss_py_read_stacks(pid, &cache, &b, NULL, NULL, why,
+                                       sizeof why), 0);
+        CHECK_EQ_INT(cache.n, 1);
+        CHECK(cache.f[0].found && cache.f[0].runtime != 0);
+        if (b.data)
+            check_python_stack(b.data);
+    }
     /* stopped, it is read as it stands */
     kill(pid, SIGSTOP);
     int st;
     REQUIRE(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
     ss_buf_reset(&b);
-    CHECK_EQ_INT(ss_py_read_stacks(pid, &b, NULL, NULL, why, sizeof why), 0);
+    CHECK_EQ_INT(ss_py_read_stacks(pid, NULL, &b, NULL, NULL, why, sizeof why), 0);
     if (b.data)
         check_python_stack(b.data);
     kill(pid, SIGCONT);
@@ -368,12 +382,12 @@ static void not_python_and_gone(void)
     usleep(50000);
     ss_buf b = {0};
     char why[256] = "";
-    CHECK_EQ_INT(ss_py_read_stacks(pid, &b, NULL, NULL, why, sizeof why),
+    CHECK_EQ_INT(ss_py_read_stacks(pid, NULL, &b, NULL, NULL, why, sizeof why),
                  -1);
     CHECK(strstr(why, "no CPython interpreter") != NULL);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    CHECK_EQ_INT(ss_py_read_stacks(pid, &b, NULL, NULL, why, sizeof why),
+    CHECK_EQ_INT(ss_py_read_stacks(pid, NULL, &b, NULL, NULL, why, sizeof why),
                  -1);
     CHECK(strstr(why, "/maps") != NULL);
     CHECK(b.data == NULL || b.len == 0);

@@ -3,7 +3,8 @@
  * the loop (stack_memory.h).
  *
  * One detached thread per request reads the targets in order through
- * py_remote.h and publishes each target's result with a release store of
+ * py_remote.h (the python's symbol table read once for them all) and
+ * publishes each target's result with a release store of
  * its state; the loop reads a state with an acquire load before it looks
  * at the result.  The set is shared by the loop and the reader through a
  * count of holders; whichever lets go last frees it.
@@ -80,6 +81,8 @@ static void on_leaf(void *ctx, const char *file, long line, size_t at)
 static void *reader(void *arg)
 {
     ss_stack_memory *m = arg;
+    ss_py_cache cache;
+    memset(&cache, 0, sizeof cache);
     for (size_t i = 0; i < m->n; i++) {
         target *t = &m->t[i];
         if (t->pid <= 0) { /* not asked for: its rank has exited */
@@ -87,8 +90,8 @@ static void *reader(void *arg)
             atomic_store_explicit(&t->state, -1, memory_order_release);
             continue;
         }
-        int rc = ss_py_read_stacks(t->pid, &t->threads, on_leaf, t, t->why,
-                                   sizeof t->why);
+        int rc = ss_py_read_stacks(t->pid, &cache, &t->threads, on_leaf, t,
+                                   t->why, sizeof t->why);
         if (rc == 0 && (t->threads.oom || t->leaves_oom)) {
             snprintf(t->why, sizeof t->why, "out of memory");
             rc = -1;
