@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 /* CPython 3.11 (release builds, 64-bit): offsetof/sizeof from its
- * Include/internal headers; py_remote_test.c compares them with the
+ * Include/internal headers; py_remote_layout_test.c compares them with the
  * installed headers. */
 static const ss_py_layout layouts[] = {
     {.major = 3, .minor = 11,

@@ -15,8 +15,8 @@
  * Supported: CPython 3.11 release builds (x86-64 and other 64-bit
  * little-endian Linux), whose structure offsets are the table in
  * py_remote.c (checked against the 3.11 internal headers by
- * py_remote_test.c when they are installed).  Any other version, a debug
- * build, a process without `_PyRuntime`, memory that cannot be read
+ * py_remote_layout_test.c when they are installed).  Any other version,
+ * a debug build, a process without `_PyRuntime`, memory that cannot be read
  * (permission: process_vm_readv needs ptrace's attach permission, which a
  * launcher has over its children; with kernel.yama.ptrace_scope >= 2, or
  * without CAP_SYS_PTRACE on a non-dumpable process, it is refused) is
