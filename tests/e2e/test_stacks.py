@@ -2,10 +2,13 @@
 (docs/debug.md): a rank asleep in time.sleep while the others wait in a
 gloo all-reduce comes first in the merged output, which `report` shows
 after the job; a rank blocked in a C
-call that holds the GIL still shows its Python stack; a SIGSTOPped rank is
-listed as stopped, with native frames under --native; a rank that does not
-load stepscope's Python module is listed with why; eight ranks answer
-within 2 s; and the endpoint wants the run token off loopback."""
+call that holds the GIL still shows its Python stack; the stacks are read
+from the ranks' memory, so a rank in a C sleep() sleeps on, a SIGSTOPped
+rank and one that does not load stepscope's Python module are read too;
+with the reading refused (a seccomp filter, no_memory_read.py) the signal
+answers instead, the stopped rank and the one without stepscope are
+listed with why; eight ranks answer within 2 s; and the endpoint wants
+the run token off loopback."""
 import json
 import os
 import re
@@ -25,18 +28,22 @@ from conftest import STEPSCOPE, kill_quietly
 from jobs import rank_pid
 
 RANKS_PY = Path(__file__).resolve().parent / "stacks" / "stuck_ranks.py"
+# runs the controller with process_vm_readv refused: the signal path
+NO_MEMORY_READ = RANKS_PY.parent / "no_memory_read.py"
 
 
 class StuckJob:
     """A `stepscope run` whose ranks get stuck; stopped at the end."""
 
     def __init__(self, tmp_path, n, stuck="", ddp=False, auto=True,
-                 http=None):
+                 http=None, memory=True):
         self.db = tmp_path / "store.db"
         self.release = tmp_path / "release"
         env = dict(os.environ, STUCK=stuck, DDP="1" if ddp else "0",
                    RELEASE=str(self.release), FIFO_DIR=str(tmp_path))
         args = [str(STEPSCOPE), "run", "-n", str(n), "--db", str(self.db)]
+        if not memory:  # the controller may not read the ranks' memory
+            args = [sys.executable, str(NO_MEMORY_READ)] + args
         if auto:
             args.append("--auto")
         if http:
@@ -140,8 +147,9 @@ def test_sleeping_rank_first_while_others_wait_in_all_reduce(tmp_path, jobs):
     assert rep["stacks"]["document"]["merged"]["groups"][0]["ranks"] == "2"
 
 
-def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
-    job = jobs(tmp_path, 2, stuck="1:gil")
+@pytest.mark.parametrize("via", ["memory", "signal"])
+def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs, via):
+    job = jobs(tmp_path, 2, stuck="1:gil", memory=via == "memory")
     job.wait_ready()
     pid = job.pid(1)
     out, took = job.stacks("--json")
@@ -149,6 +157,7 @@ def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
     doc = json.loads(out.stdout)
     r1 = doc["ranks"][1]
     assert r1["state"] == "ok" and r1["pid"] == pid
+    assert r1["via"] == via, r1
     frames = r1["threads"][-1]["frames"]
     assert [f["func"] for f in frames][-2:] == ["train", "hold_gil"]
     call = "libc.pthread_mutex_lock(mutex)"
@@ -167,17 +176,19 @@ def test_rank_holding_the_gil_in_c_still_answers(tmp_path, jobs):
         assert f.read() != "0"
 
 
-def test_a_c_read_goes_on_while_stacks_are_taken(tmp_path, jobs):
-    """The stack signal's handler is installed with SA_RESTART: a rank
-    blocked in a C read() on a pipe stays in it (no EINTR) however often
-    its stacks are taken."""
-    job = jobs(tmp_path, 2, stuck="1:read")
+@pytest.mark.parametrize("via", ["memory", "signal"])
+def test_a_c_read_goes_on_while_stacks_are_taken(tmp_path, jobs, via):
+    """Read from memory, the rank is not touched; asked by the stack
+    signal, whose handler is installed with SA_RESTART, a rank blocked in
+    a C read() on a pipe stays in it (no EINTR) however often its stacks
+    are taken."""
+    job = jobs(tmp_path, 2, stuck="1:read", memory=via == "memory")
     job.wait_ready()
     for _ in range(4):
         out, _ = job.stacks("--json")
         assert out.returncode == 0, out.stderr
         r1 = json.loads(out.stdout)["ranks"][1]
-        assert r1["state"] == "ok", r1
+        assert r1["state"] == "ok" and r1["via"] == via, r1
         assert r1["threads"][-1]["frames"][-1]["func"] == "read_pipe", r1
     assert "] READ " not in job.out.read_text()
     job.release.touch()
@@ -216,19 +227,19 @@ def test_a_fifo_named_as_source_does_not_stop_the_controller(tmp_path, jobs):
     assert time.monotonic() - t0 < 15
 
 
-def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):
+def test_stopped_rank_read_from_memory_with_native_frames(tmp_path, jobs):
     job = jobs(tmp_path, 3)
     job.wait_ready()
     pid = job.pid(1)
     os.kill(pid, signal.SIGSTOP)
     out, _ = job.stacks("--native")
-    assert out.returncode == 3, out.stderr  # partial: said, not hidden
-    assert "2 of 3 ranks answered" in out.stdout
-    assert "rank 1 (1): stopped (SIGSTOP): no Python stack" in out.stdout
+    assert out.returncode == 0, out.stderr
+    assert "3 of 3 ranks answered" in out.stdout
+    assert "ranks 0-2 (3): <module> → train → wait_for_peers" in out.stdout
     native = out.stdout.split("native frames (innermost first):\n")[1]
     block = native.split("rank 1 (pid")[1].split("\nrank 2")[0]
     assert "stopped" in block and "clock_nanosleep" in block, native
-    # the unwind left it stopped, as it was
+    # neither reading left it other than stopped
     with open(f"/proc/{pid}/stat") as f:
         assert f.read().rsplit(")", 1)[1].split()[0] == "T"
     # every rank has native frames: libc's sleep under the interpreter
@@ -240,16 +251,97 @@ def test_stopped_rank_listed_with_native_frames(tmp_path, jobs):
         assert main["native"][0]["symbol"].startswith("clock_nanosleep"), r
         assert any(f["module"] and f["module"].startswith("python3")
                    for f in main["native"]), r
+        assert r["via"] == "memory", r
+        assert r["state"] == ("stopped" if r["rank"] == 1 else "ok"), r
+        assert r["threads"][-1]["frames"][-1]["func"] == "wait_for_peers"
+
+
+def test_stopped_rank_listed_as_stopped_when_memory_is_refused(tmp_path,
+                                                               jobs):
+    job = jobs(tmp_path, 3, memory=False)
+    job.wait_ready()
+    os.kill(job.pid(1), signal.SIGSTOP)
+    out, _ = job.stacks()
+    assert out.returncode == 3, out.stderr  # partial: said, not hidden
+    assert "2 of 3 ranks answered" in out.stdout
+    assert ("rank 1 (1): stopped (SIGSTOP): no Python stack (reading its "
+            "memory: reading the process's memory: Permission denied") \
+        in out.stdout, out.stdout
+    doc = json.loads(job.stacks("--json")[0].stdout)
+    r0 = doc["ranks"][0]
+    assert r0["via"] == "signal" and "Permission denied" in \
+        r0["memory_error"], r0
+
+
+def test_rank_without_stepscope_is_read_from_memory(tmp_path, jobs):
+    job = jobs(tmp_path, 2, auto=False)  # the script never imports it
+    job.wait_ready()
+    out, took = job.stacks()
+    assert out.returncode == 0, out.stdout
+    assert ("ranks 0,1 (2): <module> → train → wait_for_peers: "
+            "time.sleep(0.05)") in out.stdout, out.stdout
+    assert took < 2.0
 
 
 def test_rank_without_stepscope_is_listed_with_why(tmp_path, jobs):
-    job = jobs(tmp_path, 2, auto=False)  # the script never imports it
+    job = jobs(tmp_path, 2, auto=False, memory=False)
     job.wait_ready()
     out, took = job.stacks()
     assert out.returncode == 3
     assert ("ranks 0,1 (2): no answer: the rank does not load stepscope's "
             "Python module") in out.stdout, out.stdout
+    assert "(reading its memory: " in out.stdout
     assert took < 2.0
+
+
+def slept(job, rank, seconds=30):
+    """(seconds slept, seconds unslept) that rank printed after its C
+    sleep()."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        m = re.search(rf"\[rank {rank}\] SLEPT (\S+) (\d+)",
+                      job.out.read_text())
+        if m:
+            return float(m.group(1)), int(m.group(2))
+        time.sleep(0.1)
+    raise AssertionError(job.out.read_text())
+
+
+def test_a_c_sleep_is_not_cut_short_by_stacks(tmp_path, jobs):
+    """libc's sleep() returns early on any signal: read from memory, the
+    rank sleeps its 6 s however often its stacks are taken, and the stack
+    names the call it sleeps in."""
+    job = jobs(tmp_path, 2, stuck="1:csleep")
+    job.wait_ready()
+    for _ in range(3):
+        out, _ = job.stacks("--json")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        r1 = doc["ranks"][1]
+        assert r1["via"] == "memory", r1
+        leaf = r1["threads"][-1]["frames"][-1]
+        assert leaf["func"] == "c_sleep", leaf
+        assert leaf["code"] == 'left = libc.sleep(int(os.environ.get(' \
+            '"CSLEEP", "6")))', leaf
+        time.sleep(0.5)
+    took, left = slept(job, 1)
+    assert left == 0 and took >= 5.9, (took, left)
+
+
+def test_a_c_sleep_is_cut_short_by_the_signal_fallback(tmp_path, jobs):
+    """Where the controller may not read the ranks' memory, it asks them
+    with the stack signal: they answer, and a C sleep() is cut short
+    (which is why the signal is only the fallback)."""
+    job = jobs(tmp_path, 2, stuck="1:csleep", memory=False)
+    job.wait_ready()
+    out, _ = job.stacks("--json")
+    assert out.returncode == 0, out.stderr
+    r1 = json.loads(out.stdout)["ranks"][1]
+    assert r1["via"] == "signal" and "Permission denied" in \
+        r1["memory_error"], r1
+    assert r1["threads"][-1]["frames"][-1]["func"] == "c_sleep", r1
+    took, left = slept(job, 1)
+    assert left > 0 and took < 5.9, (took, left)
 
 
 def test_eight_ranks_answer_within_two_seconds(tmp_path, jobs):

@@ -2,8 +2,9 @@
  * stack_collect.c - every rank's stacks on the loop (stack_collect.h).
  *
  * One request runs at a time; the others wait in a short queue.  A request
- * owns, per rank, the Python answer (read from the stack file on a 5 ms
- * timer that runs only while a request does) and, with native frames, a
+ * owns, per rank, the Python answer (taken from the reading from memory,
+ * stack_memory.h, or read from the stack file, on a 1 or 5 ms timer that
+ * runs only while a request does) and, with native frames, a
  * helper process and its stdout pipe.  When every rank has answered or
  * the deadline passed (the helpers still running are then killed), the
  * innermost frames' source lines are read on a thread of source_lines.c,
@@ -31,8 +32,10 @@
 
 #include "json.h"
 #include "source_lines.h"
+#include "stack_memory.h"
 
 #define POLL_MS 5
+#define FAST_POLL_MS 1 /* while the reading from memory or sources run */
 static const char end_marker[] = "\n# stepscope: end of stacks\n";
 
 typedef struct rank_job rank_job;
@@ -57,6 +60,12 @@ struct rank_job {
     leaf *leaves;        /* one per thread, in the order of THREADS */
     size_t n_leaves, cap_leaves;
     size_t first_line;   /* its leaves' first index in the source lines */
+    int reading;         /* waiting for its stacks read from memory */
+    int was_stopped;     /* stopped when the request began, before our
+                          * native helpers attached (a traced rank is 't'
+                          * in /proc while they unwind it) */
+    const char *via;     /* how it answered: "memory" or "signal" */
+    char mem_why[256];   /* why its memory was not read ("" when it was) */
     int signalled;
     /* native */
     int native_running;  /* helper spawned, not yet reaped */
@@ -79,6 +88,7 @@ struct request {
     double started_ms;
     int open_handles;
     int finishing;
+    ss_stack_memory *memory;  /* the reading from memory; NULL: none */
     int sources_asked;        /* the source lines were asked for */
     double sources_ms;        /* when */
     ss_source_lines *sources; /* NULL: none (none wanted, or no reader) */
@@ -365,6 +375,15 @@ static void write_rank(const request *q, rank_job *j, ss_buf *b)
     ss_buf_json_str(b, c->host);
     ss_buf_printf(b, ",\"pid\":%d,\"state\":", (int)j->pid);
     ss_buf_json_str(b, j->state ? j->state : "no_answer");
+    if (j->via && j->state &&
+        (strcmp(j->state, "ok") == 0 || strcmp(j->via, "memory") == 0)) {
+        ss_buf_puts(b, ",\"via\":");
+        ss_buf_json_str(b, j->via);
+        if (j->mem_why[0]) {
+            ss_buf_puts(b, ",\"memory_error\":");
+            ss_buf_json_str(b, j->mem_why);
+        }
+    }
     ss_buf_puts(b, ",\"why\":");
     if (j->why[0])
         ss_buf_json_str(b, j->why);
@@ -415,6 +434,7 @@ static void write_rank(const request *q, rank_job *j, ss_buf *b)
 static void request_free(request *q)
 {
     ss_source_lines_release(q->sources);
+    ss_stack_memory_release(q->memory);
     for (size_t i = 0; i < q->n; i++) {
         for (size_t k = 0; k < q->ranks[i].n_leaves; k++)
             free(q->ranks[i].leaves[k].file);
@@ -543,12 +563,15 @@ static void deadline_passed(request *q)
     }
 }
 
+static void take_memory(request *q);
+
 static void on_poll(uv_timer_t *t)
 {
     ss_stack_collector *c = t->data;
     request *q = c->running;
     if (!q)
         return;
+    take_memory(q);
     for (size_t i = 0; i < q->n; i++) {
         rank_job *j = &q->ranks[i];
         if (!j->state && j->signalled && read_answer(j))
@@ -558,6 +581,15 @@ static void on_poll(uv_timer_t *t)
                                            : SS_STACK_DEADLINE_MS_DEFAULT;
     if (now_ms() - q->started_ms >= deadline)
         deadline_passed(q);
+    /* 1 ms while only the reading from memory or the source lines are
+     * awaited (each takes about a millisecond); 5 ms while a rank answers
+     * the signal or a native helper unwinds */
+    int fast = !native_pending(q);
+    for (size_t i = 0; fast && i < q->n; i++)
+        fast = q->ranks[i].state || q->ranks[i].reading;
+    uint64_t every = fast ? FAST_POLL_MS : POLL_MS;
+    if (uv_timer_get_repeat(t) != every)
+        uv_timer_start(t, on_poll, every, every);
     maybe_finish(q);
 }
 
@@ -647,11 +679,112 @@ static void start_native(request *q, rank_job *j)
 
 /* ---- requests ---- */
 
+/* Asks rank J for its Python stacks with the stack signal: its memory
+ * could not be read (J->mem_why says why, "" when it was not tried). */
+static void ask_by_signal(rank_job *j)
+{
+    char st = j->pid > 0 ? proc_state(j->pid) : 0;
+    const char *mw = j->mem_why;
+    const char *sep = mw[0] ? " (reading its memory: " : "";
+    const char *end = mw[0] ? ")" : "";
+    if (!st || st == 'Z' || st == 'X') {
+        answer(j, "exited", "the rank's process has exited");
+        return;
+    }
+    /* not its state now: our native helper may be unwinding it (then
+     * the signal waits until it detaches) */
+    if (j->was_stopped) {
+        answer(j, "stopped", "stopped (SIGSTOP): no Python stack%s%s%s",
+               sep, mw, end);
+        return;
+    }
+    /* The file exists only once the rank's handler is registered
+     * (_stacks.py renames it into place), and the handler's process
+     * holds it open: never send the signal to a process that would
+     * die of it. */
+    int fd = open_stack_file(j->file, O_WRONLY);
+    if (fd >= 0 && ftruncate(fd, 0) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        answer(j, "no_answer", "no answer: the rank does not load "
+               "stepscope's Python module (no stack handler; auto mode "
+               "or `import stepscope` installs it)%s%s%s", sep, mw, end);
+        return;
+    }
+    close(fd);
+    if (!holds_file(j->pid, j->file)) {
+        answer(j, "no_answer", "no answer: the rank's process does not "
+               "hold its stack file open (stepscope was loaded by "
+               "another process, or the rank ran another program "
+               "since): not signalled%s%s%s", sep, mw, end);
+        return;
+    }
+    int sig = ss_stack_signal();
+    if (kill(j->pid, sig) != 0) {
+        answer(j, errno == ESRCH ? "exited" : "no_answer", "signal %d: %s",
+               sig, strerror(errno));
+        return;
+    }
+    j->via = "signal";
+    j->signalled = 1;
+}
+
+/* Takes up what the reading from memory found for the ranks still
+ * waiting for it: their stacks, or the signal instead (the reading
+ * failed, or has taken SS_STACK_MEMORY_MS, SS_STACK_MEMORY_NATIVE_MS with
+ * native frames, or a third of the deadline). */
+static void take_memory(request *q)
+{
+    uint32_t deadline = q->opt.deadline_ms ? q->opt.deadline_ms
+                                           : SS_STACK_DEADLINE_MS_DEFAULT;
+    /* the native helpers (a process per rank) compete for the CPU */
+    uint32_t most = q->opt.native ? SS_STACK_MEMORY_NATIVE_MS
+                                  : SS_STACK_MEMORY_MS;
+    uint32_t budget = deadline / 3 < most ? deadline / 3 : most;
+    int late = now_ms() - q->started_ms >= budget;
+    for (size_t i = 0; i < q->n; i++) {
+        rank_job *j = &q->ranks[i];
+        if (j->reading && j->state) /* answered meanwhile (closing) */
+            j->reading = 0;
+        if (!j->reading)
+            continue;
+        const char *threads = NULL, *why = NULL;
+        const ss_stack_memory_leaf *lv = NULL;
+        size_t len = 0, nl = 0;
+        int st = ss_stack_memory_result(q->memory, i, &threads, &len, &lv,
+                                        &nl, &why);
+        if (st == 0 && !late && !q->c->closing)
+            continue;
+        j->reading = 0;
+        if (st == 1) {
+            ss_buf_add(&j->threads, threads, len);
+            for (size_t k = 0; k < nl; k++)
+                on_leaf(j, lv[k].file, lv[k].line, lv[k].at);
+            j->via = "memory";
+            if (j->was_stopped) /* the state that matters */
+                answer(j, "stopped", "stopped (SIGSTOP): its Python stack "
+                       "read from its memory");
+            else
+                answer(j, "ok", NULL);
+            continue;
+        }
+        snprintf(j->mem_why, sizeof j->mem_why, "%s",
+                 st < 0 && why ? why : "no answer in time");
+        if (q->c->closing)
+            answer(j, "no_answer", "the controller is closing");
+        else
+            ask_by_signal(j);
+    }
+}
+
 static void start_request(ss_stack_collector *c, request *q)
 {
     c->running = q;
     q->started_ms = now_ms();
-    int sig = ss_stack_signal();
+    pid_t *pids = calloc(q->n, sizeof *pids);
+    size_t nread = 0;
     for (size_t i = 0; i < q->n; i++) {
         rank_job *j = &q->ranks[i];
         char st = j->pid > 0 ? proc_state(j->pid) : 0;
@@ -659,43 +792,29 @@ static void start_request(ss_stack_collector *c, request *q)
             answer(j, "exited", "the rank's process has exited");
             continue;
         }
-        if (q->opt.native)
-            start_native(q, j);
-        if (st == 'T' || st == 't') {
-            answer(j, "stopped", "stopped (SIGSTOP): no Python stack");
-            continue;
-        }
-        /* The file exists only once the rank's handler is registered
-         * (_stacks.py renames it into place), and the handler's process
-         * holds it open: never send the signal to a process that would
-         * die of it. */
-        int fd = open_stack_file(j->file, O_WRONLY);
-        if (fd >= 0 && ftruncate(fd, 0) != 0) {
-            close(fd);
-            fd = -1;
-        }
-        if (fd < 0) {
-            answer(j, "no_answer", "no answer: the rank does not load "
-                   "stepscope's Python module (no stack handler; auto mode "
-                   "or `import stepscope` installs it)");
-            continue;
-        }
-        close(fd);
-        if (!holds_file(j->pid, j->file)) {
-            answer(j, "no_answer", "no answer: the rank's process does not "
-                   "hold its stack file open (stepscope was loaded by "
-                   "another process, or the rank ran another program "
-                   "since): not signalled");
-            continue;
-        }
-        if (kill(j->pid, sig) != 0) {
-            answer(j, errno == ESRCH ? "exited" : "no_answer",
-                   "signal %d: %s", sig, strerror(errno));
-            continue;
-        }
-        j->signalled = 1;
+        j->was_stopped = st == 'T' || st == 't';
+        j->reading = 1;
+        if (pids)
+            pids[i] = j->pid;
+        nread++;
     }
-    uv_timer_start(&c->poll, on_poll, POLL_MS, POLL_MS);
+    /* Every rank is read from memory first (stack_memory.h); the signal
+     * goes only to those that cannot be. */
+    q->memory = nread && pids ? ss_stack_memory_start(pids, q->n) : NULL;
+    free(pids);
+    /* the helpers after the reader: spawning many takes a while */
+    for (size_t i = 0; q->opt.native && i < q->n; i++)
+        if (q->ranks[i].reading)
+            start_native(q, &q->ranks[i]);
+    for (size_t i = 0; !q->memory && i < q->n; i++)
+        if (q->ranks[i].reading) {
+            q->ranks[i].reading = 0;
+            snprintf(q->ranks[i].mem_why, sizeof q->ranks[i].mem_why,
+                     "no reader thread");
+            ask_by_signal(&q->ranks[i]);
+        }
+    uint64_t every = q->memory ? FAST_POLL_MS : POLL_MS;
+    uv_timer_start(&c->poll, on_poll, every, every);
     maybe_finish(q);
 }
 

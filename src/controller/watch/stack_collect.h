@@ -3,7 +3,15 @@
  * (docs/debug.md).
  *
  * For each target rank at once:
- *  - Python: the rank registered a faulthandler dump for the stack signal
+ *  - Python, from memory first: a thread of stack_memory.h reads the
+ *    rank's interpreter state from outside (host/py_remote.h,
+ *    process_vm_readv): no signal, so nothing in the rank is interrupted,
+ *    and a stopped rank or one that never loaded stepscope is read too.
+ *    A rank it cannot read (not CPython 3.11, permission refused, a torn
+ *    read three times) or that it has not read within SS_STACK_MEMORY_MS
+ *    (SS_STACK_MEMORY_NATIVE_MS with native frames; at most a third of
+ *    the deadline) is asked with the signal instead:
+ *  - Python, by the signal: the rank registered a faulthandler dump for the stack signal
  *    (SS_STACK_SIGNAL, python/stepscope/_stacks.py) writing to its stack
  *    file, which exists only once that handler is in place; a rank is
  *    signalled only when the file exists and its process holds it open.  The collector
@@ -14,20 +22,25 @@
  *    process that ptrace-attaches, unwinds every thread with libdw and
  *    detaches; its output is read through a pipe.
  * A rank that is stopped (state T in /proc/PID/stat) cannot run a signal
- * handler: it is "stopped", with native frames when asked.  A rank that
+ * handler: it is "stopped", with native frames when asked, and with its
+ * Python threads when they were read from memory.  A rank that
  * did not answer in time is "no_answer" with why; one whose process is
  * gone is "exited".  Nothing runs between requests: no thread, no timer.
  *
  * The result is one JSON object per rank (the exchange format, the same
  * text a node agent forwards later):
  *   {"rank":R,"host":"h","pid":P,"state":"ok"|"no_answer"|"stopped"|
- *    "exited","why":"…"|null,"threads":[{"id":"0x…","current":bool,
+ *    "exited","via":"memory"|"signal" (how its threads were had: when
+ *    ok, or stopped and read from memory),"memory_error":"…" (by the
+ *    signal: why not from memory),"why":"…"|null,
+ *    "threads":[{"id":"0x…","current":bool,
  *    "frames":[{"func","file","line","code"?},…]}],
  *    "native_threads":[{"tid","name","native":[{"pc","symbol","module"}]}]?,
  *    "native_error":"…"?}
  * frames are outermost first (the call path); threads in faulthandler's
  * order, newest first, so the last is the oldest: the main thread unless
- * it ended; "current" marks the thread that ran the handler.  The
+ * it ended; "current" marks the thread that ran the handler (read from
+ * memory: the thread that holds the GIL, if any).  The
  * innermost frame carries "code", its source line, when the file is a
  * regular file readable here and a thread read it within
  * SS_STACK_SOURCE_MS of the answers (source_lines.h: never on the loop).
@@ -52,6 +65,8 @@
 #define SS_STACK_MAX_NATIVE (8u << 20)   /* bytes read from one helper */
 #define SS_STACK_MAX_PENDING 8           /* requests queued behind one */
 #define SS_STACK_SOURCE_MS 250           /* for the source lines, after */
+#define SS_STACK_MEMORY_MS 500           /* for the reading from memory */
+#define SS_STACK_MEMORY_NATIVE_MS 2000   /* the same, with native frames */
 
 typedef struct ss_stack_collector ss_stack_collector;
 

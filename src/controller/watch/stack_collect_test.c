@@ -8,7 +8,9 @@
  * signalled either), one is stopped, one has exited, one blocks the signal (no answer by the
  * deadline); a collector closed while a request runs answers it; and
  * the source files a stack names are read off the loop (a FIFO among
- * them does not stop it).
+ * them does not stop it).  Those children are not CPython, so each is
+ * asked by the signal after its memory could not be read; a real
+ * python3 child, running and then stopped, is read from its memory.
  */
 #include "stack_collect.h"
 
@@ -215,14 +217,18 @@ static void collect_states(void)
     CHECK_EQ_INT(res.calls, 1);
     REQUIRE(res.n == 6);
     CHECK(strstr(res.ranks[0], "\"rank\":0,\"host\":\"h1\"") != NULL);
-    CHECK(strstr(res.ranks[0], "\"state\":\"ok\",\"why\":null,\"threads\":"
+    /* not CPython: asked by the signal, saying why not from memory */
+    CHECK(strstr(res.ranks[0], "\"state\":\"ok\",\"via\":\"signal\","
+                 "\"memory_error\":\"no CPython interpreter") != NULL);
+    CHECK(strstr(res.ranks[0], "\"why\":null,\"threads\":"
                  "[{\"id\":\"0x1\",\"current\":true,\"frames\":[{\"func\":"
                  "\"<module>\",\"file\":\"/x/train.py\",\"line\":9},"
                  "{\"func\":\"load_batch\"") != NULL);
     CHECK(strstr(res.ranks[1], "\"state\":\"no_answer\",\"why\":\"no answer: "
                  "the rank does not load stepscope's Python module") != NULL);
     CHECK(strstr(res.ranks[2], "\"state\":\"stopped\",\"why\":\"stopped "
-                 "(SIGSTOP): no Python stack\"") != NULL);
+                 "(SIGSTOP): no Python stack (reading its memory: no CPython "
+                 "interpreter") != NULL);
     CHECK(strstr(res.ranks[3], "\"state\":\"exited\"") != NULL);
     CHECK(strstr(res.ranks[4], "\"state\":\"no_answer\",\"why\":\"no answer "
                  "within 0.3 s") != NULL);
@@ -342,5 +348,69 @@ static void sources_never_block_the_loop(void)
     reap(holder);
 }
 
+/* A CPython child, running and then stopped, is read from its memory:
+ * never signalled (it has no handler: the signal would kill it). */
+static void python_read_from_memory(void)
+{
+    if (access("/usr/bin/python3", X_OK) != 0) {
+        printf("skip: no /usr/bin/python3\n");
+        return;
+    }
+    int ready[2];
+    REQUIRE(pipe(ready) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(ready[1], 1);
+        execl("/usr/bin/python3", "python3", "-c",
+              "import sys, time\n"
+              "def nap():\n"
+              "    sys.stdout.write('r'); sys.stdout.flush()\n"
+              "    time.sleep(100)\n"
+              "nap()\n", (char *)NULL);
+        _exit(127);
+    }
+    close(ready[1]);
+    char ch;
+    REQUIRE(read(ready[0], &ch, 1) == 1);
+    close(ready[0]);
+    usleep(100000);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h");
+    REQUIRE(c);
+    const char *dir = testing_tmp_dir();
+    char file[600];
+    snprintf(file, sizeof file, "%s/stack.py", dir);
+    ss_stack_target t[1] = {{0, pid, file}};
+    ss_stack_options opt = {0, 1500};
+    for (int stopped = 0; stopped < 2; stopped++) {
+        if (stopped) {
+            kill(pid, SIGSTOP);
+            int st;
+            REQUIRE(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
+        }
+        result res = {0};
+        CHECK_EQ_INT(ss_stack_collect(c, t, 1, &opt, on_done, &res), 0);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        REQUIRE(res.calls == 1 && res.n == 1);
+        CHECK(strstr(res.ranks[0], stopped
+                         ? "\"state\":\"stopped\",\"via\":\"memory\","
+                           "\"why\":\"stopped (SIGSTOP): its Python stack "
+                           "read from its memory\""
+                         : "\"state\":\"ok\",\"via\":\"memory\","
+                           "\"why\":null") != NULL);
+        CHECK(strstr(res.ranks[0], "{\"func\":\"<module>\",\"file\":"
+                     "\"<string>\",\"line\":5},{\"func\":\"nap\",\"file\":"
+                     "\"<string>\",\"line\":4}]}") != NULL);
+        CHECK(res.elapsed_ms < 1000);
+        free_result(&res);
+    }
+    ss_stack_collector_close(c);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    reap(pid);
+}
+
 TEST_LIST(TEST(parse_dump), TEST(collect_states),
-          TEST(sources_never_block_the_loop))
+          TEST(sources_never_block_the_loop), TEST(python_read_from_memory))

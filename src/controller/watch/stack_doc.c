@@ -46,7 +46,9 @@ int ss_stack_doc(const ss_stack_doc_info *info, const char *const *ranks,
             r->state = "no_answer";
         const cJSON *threads = cJSON_GetObjectItemCaseSensitive(o, "threads");
         int nt = cJSON_IsArray(threads) ? cJSON_GetArraySize(threads) : 0;
-        if (strcmp(r->state, "ok") == 0)
+        /* answered: gave its Python stack (a stopped rank read from its
+         * memory did, in state "stopped") */
+        if (strcmp(r->state, "ok") == 0 || nt > 0)
             answered++;
         if (nt == 0)
             continue;

@@ -13,6 +13,9 @@ way chosen by STUCK (rank:how,...; the others wait):
   fifo    time.sleep forever in stuck(), a function whose source file is
           a FIFO (FIFO_DIR/fifo_source.py, compiled under that name): the
           controller must not wait on it for the frame's source line
+  csleep  libc's sleep(CSLEEP seconds, default 6) through ctypes, in
+          c_sleep(), which does not retry on EINTR: a signal cuts it
+          short; then prints SLEPT <seconds> <unslept> and waits
   wait    the default: short sleeps in a loop, in wait_for_peers()
 
 With DDP=1 the ranks first join a gloo process group; the waiting ranks
@@ -59,6 +62,14 @@ def read_pipe():
     wait_for_peers()
 
 
+def c_sleep():
+    libc = ctypes.CDLL(None)
+    t0 = time.monotonic()
+    left = libc.sleep(int(os.environ.get("CSLEEP", "6")))
+    print("SLEPT", round(time.monotonic() - t0, 2), left, flush=True)
+    wait_for_peers()
+
+
 def in_fifo_source():
     path = os.path.join(os.environ["FIFO_DIR"], "fifo_source.py")
     os.mkfifo(path)
@@ -95,6 +106,8 @@ def train():
         read_pipe()
     elif how == "fifo":
         in_fifo_source()
+    elif how == "csleep":
+        c_sleep()
     elif dist is not None:
         all_reduce_step(dist, torch)  # waits for the sleeping rank
     else:
