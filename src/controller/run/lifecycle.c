@@ -128,6 +128,7 @@ ss_life_decision ss_life_exit(ss_lifecycle *lc, uint32_t rank,
     s->exited = 1;
     s->exit_code = exit_code;
     s->term_signal = term_signal;
+    s->stopped = lc->stopping && !ss_life_exit_ok(exit_code, term_signal);
     if (s->connected) {
         /* Let the socket drain; its disconnect decides. */
         ss_life_decision d = stays;
@@ -198,6 +199,16 @@ ss_life_decision ss_life_node_lost(ss_lifecycle *lc, uint32_t rank,
     return leave(lc, rank, 1, why);
 }
 
+void ss_life_stopping(ss_lifecycle *lc)
+{
+    lc->stopping = 1;
+}
+
+int ss_life_rank_stopped(const ss_lifecycle *lc, uint32_t rank)
+{
+    return rank < lc->nprocs && lc->ranks[rank].stopped;
+}
+
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
 {
     if (rank >= lc->nprocs)
@@ -205,22 +216,26 @@ const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
     const ss_rank_life *s = &lc->ranks[rank];
     if (s->lost && !s->exited)
         return "lost";
+    if (s->stopped)
+        return "stopped_by_stepscope";
     if (s->exited)
         return ss_life_exit_ok(s->exit_code, s->term_signal) ? "exited"
                                                              : "failed";
     return s->ever_connected ? "running" : "never_connected";
 }
 
-const char *ss_life_run_status(int job_status)
+const char *ss_life_run_status(int job_status, int interrupted)
 {
+    if (interrupted)
+        return "interrupted";
     return job_status == 0 ? "succeeded" : "failed";
 }
 
 const char *ss_life_attempt_cause(int job_status, int stopped)
 {
-    if (job_status == 0)
-        return "completed";
-    return stopped ? "interrupted" : "rank_crash";
+    if (stopped)
+        return "interrupted";
+    return job_status == 0 ? "completed" : "rank_crash";
 }
 
 /* ---- the end-of-run summary ---- */
@@ -293,7 +308,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
 
     ss_buf_printf(out, "run %" PRId64 " %s in %.1f s: %" PRIu64
                   " step%s finalized", s->run_id,
-                  s->job_status == 0 ? "finished" : "failed", s->seconds,
+                  s->interrupted ? "was interrupted"
+                  : s->job_status == 0 ? "finished" : "failed", s->seconds,
                   s->steps_finalized, plural(s->steps_finalized));
     if (o->steps_lost || o->steps_stored != s->steps_finalized) {
         ss_buf_printf(out, ", %" PRIu64 " stored", o->steps_stored);
@@ -351,7 +367,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_buf_printf(out, "the run's end (%s, exit status %d) was not "
                       "stored (%s): the store still says run %" PRId64
                       " is running; `%s` shows it as interrupted.\n",
-                      ss_life_run_status(s->job_status), s->job_status,
+                      ss_life_run_status(s->job_status, s->interrupted),
+                      s->job_status,
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);
 }

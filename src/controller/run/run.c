@@ -104,6 +104,8 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
     r->stop_requests++;
+    if (!r->stop_signal)
+        r->stop_signal = signum;
     if (r->ending) {
         run_end_loop(r);
         return;
@@ -120,6 +122,7 @@ static void on_signal(uv_signal_t *h, int signum)
                 strsignal(signum));
         run_event(r, "restart_cancelled", -1, "stopped by %s before "
                   "attempt %u", strsignal(signum), r->att.attempt + 1);
+        r->final_status = 128 + r->stop_signal;
         end_job(r);
         return;
     }
@@ -464,11 +467,14 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
 
 static int job_status(const run_ctx *r);
 
-/* The attempt's exit status: 1 when nothing was launched (node 0 failed
- * its health check, or a stop came during it), 124 after a hang was acted
- * on, else the job's. */
+/* The attempt's exit status: 128 + the signal after a stop was asked
+ * for (130 for Ctrl-C, whatever the ranks' exit codes), 1 when nothing
+ * was launched (node 0 failed its health check), 124 after a hang was
+ * acted on, else the job's. */
 static int attempt_status(const run_ctx *r)
 {
+    if (r->stop_signal)
+        return 128 + r->stop_signal;
     if (!r->launched)
         return 1;
     if (r->hang_acted)
@@ -486,6 +492,8 @@ static int attempt_status(const run_ctx *r)
 static const char *attempt_cause(run_ctx *r, int status, char *buf,
                                  size_t len)
 {
+    if (r->stop_signal)
+        return "interrupted";
     if (r->health_failed)
         return "health_check";
     const char *fault = run_faults_cause(&r->faults, status,
@@ -494,8 +502,6 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return fault;
     if (status == 0)
         return "completed";
-    if (r->stop_requests)
-        return "interrupted";
     if (r->hang_acted)
         return "hang";
     if (r->num.nonfinite_acted)
@@ -716,6 +722,7 @@ static int health_first(run_ctx *r, char *err, size_t errlen)
     if (sig) {
         r->stop_requests++;
         r->stopped_starting = sig;
+        r->stop_signal = sig;
         run_event(r, "stop_requested", -1, "stopped by %s during node 0's "
                   "health check", strsignal(sig));
     }

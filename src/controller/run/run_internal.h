@@ -126,6 +126,9 @@ struct run_ctx {
     ss_mono_ns started;         /* the run's start */
     uint32_t stop_requests;
     int stopped_starting;   /* the signal that stopped the start-up */
+    int stop_signal;        /* the first SIGINT/SIGTERM/SIGHUP that asked
+                               for a stop, 0: none (the run is then
+                               `interrupted`, exit status 128 + it) */
     int64_t first_step, last_step; /* of this attempt's finalized steps */
     int64_t resumed_from;   /* the step the ranks resumed from; -1: none */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */

@@ -43,6 +43,8 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->run_id = r->run_id;
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
+    sum->interrupted = r->stop_signal != 0;
+    sum->auto_mode = r->o->auto_mode;
     sum->seconds = (double)(run_now(r) - r->started) / 1e9;
     sum->steps_finalized = r->in.steps_finalized;
     sum->findings = r->in.findings_seen;
@@ -168,7 +170,8 @@ void run_summary_end(run_ctx *r, int status)
     record_vector_drops(r);
     record_store_losses(r, status);
     ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
-                     ss_life_run_status(status), (int64_t)dropped_ev,
+                     ss_life_run_status(status, r->stop_signal != 0),
+                     (int64_t)dropped_ev,
                      (int64_t)dropped_rec);
     print_summary(r, status);
 }
