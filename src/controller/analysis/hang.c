@@ -44,6 +44,17 @@ void ss_hang_init(ss_hang *h, const ss_hang_config *cfg, ss_mono_ns now)
     h->watermark = -1;
 }
 
+void ss_hang_set_wall_offset(ss_hang *h, ss_wall_ns offset)
+{
+    h->wall_offset = offset;
+}
+
+void ss_hang_rank_connected(ss_hang *h, ss_mono_ns now)
+{
+    if (h->watermark < 0 && now > h->progress_at)
+        h->progress_at = now;
+}
+
 void ss_hang_progress(ss_hang *h, uint64_t step, ss_dur_ns step_time,
                       ss_mono_ns now)
 {
@@ -67,10 +78,10 @@ static int cmp_dur(const void *a, const void *b)
 ss_dur_ns ss_hang_timeout(const ss_hang *h)
 {
     const ss_hang_config *c = &h->cfg;
-    if (h->watermark < 0)
-        return c->timeout > c->startup ? c->timeout : c->startup;
     if (c->timeout > 0)
         return c->timeout;
+    if (h->watermark < 0)
+        return c->startup;
     ss_dur_ns t = c->floor;
     if (h->n_times > 0) {
         ss_dur_ns sorted[SS_HANG_HISTORY];
@@ -363,9 +374,13 @@ int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
      * (an item that does not fit is left out whole). */
     ss_buf ev = {0};
     ss_buf_printf(&ev, "{\"stalled_s\":%.1f,\"timeout_s\":%.1f,"
-                  "\"watermark\":%lld,\"collective_mismatch\":%s,"
-                  "\"ranks\":[", stalled / 1e9, timeout / 1e9,
-                  (long long)h->watermark, mismatch ? "true" : "false");
+                  "\"watermark\":%lld,\"collective_mismatch\":%s,",
+                  stalled / 1e9, timeout / 1e9, (long long)h->watermark,
+                  mismatch ? "true" : "false");
+    if (h->wall_offset)
+        ss_buf_printf(&ev, "\"last_progress_at\":%lld,",
+                      (long long)(h->progress_at + h->wall_offset));
+    ss_buf_puts(&ev, "\"ranks\":[");
     int items = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!ranks[i].live)

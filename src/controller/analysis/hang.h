@@ -31,8 +31,9 @@ typedef struct {
     ss_dur_ns timeout;      /* > 0: fixed (--hang-timeout); 0: adaptive */
     ss_dur_ns floor;        /* adaptive: never below this (30 s) */
     double factor;          /* adaptive: this many times the p99 (10) */
-    ss_dur_ns startup;      /* before the first finalized step (600 s, or
-                               the fixed timeout when larger) */
+    ss_dur_ns startup;      /* before the first finalized step when no
+                               fixed timeout is given (600 s); a fixed one
+                               applies from the ranks' connection on */
     ss_dur_ns silent_after; /* a rank with no STATUS this long is silent:
                                stopped or frozen (5 s, or the timeout when
                                shorter, at least 2 s; ranks send one a
@@ -59,6 +60,7 @@ typedef struct {
     ss_mono_ns progress_at;  /* the last progress (or the start) */
     int64_t watermark;       /* -1 before the first finalized step */
     int fired;               /* a finding was made for this stall */
+    ss_wall_ns wall_offset;  /* wall clock - NOW's clock; 0: unknown */
     uint32_t n_times, next_time;
     ss_dur_ns times[SS_HANG_HISTORY];
 } ss_hang;
@@ -66,12 +68,23 @@ typedef struct {
 /* Starts watching at NOW (the launch). */
 void ss_hang_init(ss_hang *h, const ss_hang_config *cfg, ss_mono_ns now);
 
+/* The wall clock reads OFFSET more than the clock of the NOWs given
+ * (ss_wall_now() - now): the finding's evidence then says when the stall
+ * began, "last_progress_at" (wall ns), for goodput's hang time. */
+void ss_hang_set_wall_offset(ss_hang *h, ss_wall_ns offset);
+
+/* A rank connected at NOW before the first finalized step: the stall
+ * clock starts again (start-up before the connection is not a hang). */
+void ss_hang_rank_connected(ss_hang *h, ss_mono_ns now);
+
 /* Step STEP was finalized at NOW; STEP_TIME is its slowest rank's step
  * time (SS_MISSING: unknown).  Progress: re-arms the detector. */
 void ss_hang_progress(ss_hang *h, uint64_t step, ss_dur_ns step_time,
                       ss_mono_ns now);
 
-/* The timeout that applies now (start-up, fixed or adaptive). */
+/* The timeout that applies now: the fixed one when given (also before
+ * the first step), else the start-up one before the first step, else the
+ * adaptive one. */
 ss_dur_ns ss_hang_timeout(const ss_hang *h);
 
 /*

@@ -55,7 +55,7 @@ static void timeouts(void)
     CHECK_EQ_INT(ss_hang_timeout(&h), 90 * S); /* two in 128: over 1 % */
 
     h = fresh(3 * S);
-    CHECK_EQ_INT(ss_hang_timeout(&h), 600 * S); /* start-up still */
+    CHECK_EQ_INT(ss_hang_timeout(&h), 3 * S); /* fixed: before step 0 too */
     ss_hang_progress(&h, 0, SS_MISSING, S);
     CHECK_EQ_INT(ss_hang_timeout(&h), 3 * S);
     h = fresh(900 * S);
@@ -179,6 +179,28 @@ static void steps_phases_and_alike(void)
     CHECK_EQ_INT(ss_hang_check(&h, 1000 * S, r, 3, &f), 0);
 }
 
-TEST_LIST(TEST(timeouts), TEST(rank_elsewhere_named_once_per_stall),
+/* A fixed timeout applies before the first step, counted from the last
+ * rank's connection; the finding says when the stall began (wall). */
+static void fixed_timeout_before_the_first_step(void)
+{
+    ss_hang h = fresh(4 * S);
+    ss_hang_set_wall_offset(&h, 1000 * S);
+    ss_hang_rank_connected(&h, 2 * S);
+    ss_hang_rank r[1] = {waiting(0, "", 0, 5 * S)};
+    r[0].coll_active = 0;
+    ss_finding f;
+    CHECK_EQ_INT(ss_hang_check(&h, 6 * S, r, 1, &f), 0); /* 4 s: not over */
+    CHECK_EQ_INT(ss_hang_check(&h, 6 * S + 1, r, 1, &f), 1);
+    CHECK(strstr(f.message, "at the first step") != NULL);
+    CHECK(strstr(f.evidence_json, "\"last_progress_at\":1002000000000") !=
+          NULL);
+    /* After the first step a connection does not move the clock. */
+    h = fresh(4 * S);
+    ss_hang_progress(&h, 0, S, 1 * S);
+    ss_hang_rank_connected(&h, 3 * S);
+    CHECK_EQ_INT(ss_hang_check(&h, 5 * S + 1, r, 1, &f), 1);
+}
+
+TEST_LIST(TEST(timeouts), TEST(fixed_timeout_before_the_first_step), TEST(rank_elsewhere_named_once_per_stall),
           TEST(silent_rank_named), TEST(other_collective_kind),
           TEST(steps_phases_and_alike))

@@ -433,6 +433,7 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
         run_nodes_restart(r->nodes); /* the other nodes relaunch too */
     ss_life_launched(&r->life, run_now(r));
     ss_hang_init(&r->hang, &r->o->hang_cfg, run_now(r));
+    ss_hang_set_wall_offset(&r->hang, ss_wall_now() - run_now(r));
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
