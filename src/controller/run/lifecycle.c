@@ -363,6 +363,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_life_silent_note(s, out);
         ss_buf_puts(out, ".\n");
     }
+    if (ss_life_empty_note(s, out))
+        ss_buf_puts(out, ".\n");
     if (end_lost)
         ss_buf_printf(out, "the run's end (%s, exit status %d) was not "
                       "stored (%s): the store still says run %" PRId64
@@ -387,6 +389,34 @@ int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
                       "see the accept_failed events)", s->accepts_failed,
                       plural(s->accepts_failed),
                       s->accepts_failed == 1 ? "was" : "were");
+    else if (s->ranks_silent >= s->ranks && !s->auto_mode)
+        ss_buf_puts(out, "; the script does not call stepscope: add --auto "
+                    "(`stepscope run --auto ...`) to record an unmodified "
+                    "PyTorch script, or mark its steps with stepscope.step() "
+                    "(docs/python.md)");
+    else if (s->ranks_silent >= s->ranks)
+        ss_buf_puts(out, "; --auto loads stepscope into Python ranks only "
+                    "(through PYTHONPATH): another program, or a Python that "
+                    "ignores PYTHONPATH, has to call stepscope itself "
+                    "(docs/python.md)");
+    return 1;
+}
+
+int ss_life_empty_note(const ss_run_summary *s, ss_buf *out)
+{
+    if (s->steps_finalized || s->ranks_silent >= s->ranks)
+        return 0;
+    if (s->auto_mode)
+        ss_buf_puts(out, "no step was recorded: --auto counts one step per "
+                    "optimizer step (torch.optim's Optimizer.step) and the "
+                    "ranks made none; mark the steps in the script with "
+                    "`with stepscope.step():` around each iteration "
+                    "(docs/python.md)");
+    else
+        ss_buf_puts(out, "no step was recorded: the ranks connected but "
+                    "marked no step; wrap each iteration in `with "
+                    "stepscope.step():`, or add --auto to record an "
+                    "unmodified PyTorch script (docs/python.md)");
     return 1;
 }
 

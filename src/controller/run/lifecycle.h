@@ -237,6 +237,16 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out);
 int ss_life_silent_note(const ss_run_summary *s, ss_buf *out);
 
 /*
+ * When ranks connected but no step was finalized, appends one sentence
+ * saying why nothing was recorded and what to do (under --auto: what auto
+ * mode counts as a step and `stepscope.step()`; else `stepscope.step()`
+ * or --auto) to OUT, for the summary and an event, and returns 1; returns
+ * 0 (OUT untouched) when steps were recorded or no rank connected
+ * (ss_life_silent_note says that, with what to do: add --auto).
+ */
+int ss_life_empty_note(const ss_run_summary *s, ss_buf *out);
+
+/*
  * When the store lost something of the run, appends one sentence saying
  * what to OUT, for an event that the report shows, e.g. "the store lost
  * 5363 of 6000 steps, 15 of 15 findings and 12 events (disk full:

@@ -512,7 +512,38 @@ static void summary_warns_of_silent_ranks(void)
     CHECK(b.data == NULL);
 }
 
+/* A run that recorded nothing says why and what to do. */
+static void summary_says_why_nothing_was_recorded(void)
+{
+    ss_run_summary s = all_stored();
+    s.steps_finalized = s.stored.steps_stored = 0;
+    s.findings = s.stored.findings_stored = 0;
+    s.ranks = s.ranks_silent = 2;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "the script does not call stepscope: add --auto") !=
+          NULL);
+    s.ranks_silent = 0; /* they connected, but no step */
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "\nno step was recorded: the ranks connected but "
+                 "marked no step; wrap each iteration in `with "
+                 "stepscope.step():`, or add --auto") != NULL);
+    s.auto_mode = 1;
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "no step was recorded: --auto counts one step per "
+                 "optimizer step") != NULL);
+    s.interrupted = 1;
+    s.job_status = 130;
+    summary_text(&s, text, sizeof text);
+    CHECK(strncmp(text, "run 3 was interrupted in 12.3 s", 31) == 0);
+    s.steps_finalized = 1;
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_empty_note(&s, &b), 0);
+    CHECK(b.data == NULL);
+}
+
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
+          TEST(summary_says_why_nothing_was_recorded),
           TEST(summary_warns_of_silent_ranks),
           TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),

@@ -72,7 +72,6 @@ static int cb_hello(void *ctx, const wire_hello *h, char *reason,
     if (h->rank < r->o->nproc_local)
         ss_host_watch_rank_hello(r->host, h->rank, (pid_t)h->pid);
     run_put_rank(r, h->rank, "running");
-    ss_hang_rank_connected(&r->hang, run_now(r));
     run_event(r, "rank_connected", (int32_t)h->rank, "rank %u connected from %s "
           "pid %u", h->rank, h->host, h->pid);
     run_faults_observe(&r->faults, h->rank, -1);

@@ -112,6 +112,9 @@ static void record_store_losses(run_ctx *r, int status)
     if (ss_life_silent_note(&sum, &note) && note.data)
         run_event(r, "ranks_silent", -1, "%s", note.data);
     ss_buf_reset(&note);
+    if (ss_life_empty_note(&sum, &note) && note.data)
+        run_event(r, "no_steps", -1, "%s", note.data);
+    ss_buf_reset(&note);
     if (ss_life_loss_note(&sum, &note) && note.data)
         run_event(r, "store_lost", -1, "%s", note.data);
     ss_buf_free(&note);
