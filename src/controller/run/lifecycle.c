@@ -404,8 +404,9 @@ int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
 
 int ss_life_empty_note(const ss_run_summary *s, ss_buf *out)
 {
-    if (s->steps_finalized || s->ranks_silent >= s->ranks)
-        return 0;
+    if (s->steps_finalized || s->ranks_silent >= s->ranks ||
+        (s->job_status != 0 && !s->interrupted))
+        return 0; /* a failure says why itself */
     if (s->auto_mode)
         ss_buf_puts(out, "no step was recorded: --auto counts one step per "
                     "optimizer step (torch.optim's Optimizer.step) and the "

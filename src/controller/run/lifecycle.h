@@ -237,7 +237,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out);
 int ss_life_silent_note(const ss_run_summary *s, ss_buf *out);
 
 /*
- * When ranks connected but no step was finalized, appends one sentence
+ * When ranks connected but no step was finalized in a run that succeeded
+ * or was interrupted (a failure says why itself), appends one sentence
  * saying why nothing was recorded and what to do (under --auto: what auto
  * mode counts as a step and `stepscope.step()`; else `stepscope.step()`
  * or --auto) to OUT, for the summary and an event, and returns 1; returns

@@ -604,7 +604,7 @@ static void attempt_over(run_ctx *r)
     if (!ss_attempt_over(&r->att, &end, &v)) {
         /* Say it when a restart was possible at all. */
         if (status != 0 && !r->stop_requests &&
-            (r->o->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
+            r->o->restart_cfg.max_restarts > 0) {
             fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
                     "%d): %s\n", r->att.attempt, cause, status, v.why);
             run_event(r, "not_restarted", -1, "%s", v.why);
@@ -657,6 +657,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
     r->local_all_exited = 0;
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
+    r->failure_said = 0;
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
     run_replica_new_attempt(r);

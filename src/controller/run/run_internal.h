@@ -141,6 +141,7 @@ struct run_ctx {
     int local_all_exited;   /* node 0's launcher reported its ranks gone */
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
+    int failure_said;         /* ... and it was printed when it happened */
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */

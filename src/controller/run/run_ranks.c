@@ -209,6 +209,7 @@ static void nodes_node_failed(void *ctx, const char *msg,
     if (r->first_failure_status < 0) {
         r->first_failure_status = 1;
         snprintf(r->failure_text, sizeof r->failure_text, "%s", msg);
+        r->failure_said = 1; /* the nodes part printed it (run_nodes.c) */
     }
     run_stop_job(r, 0, msg);
 }

@@ -134,9 +134,10 @@ static void print_summary(run_ctx *r, int status)
         fprintf(stderr, "stepscope: the job was stopped on a non-finite "
                 "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
                 r->num.nonfinite_stop_why);
-    else if (r->failure_text[0])
-        fprintf(stderr, "stepscope: %s\n", r->failure_text);
-    else if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
+    else if (r->failure_text[0]) {
+        if (!r->failure_said) /* else printed when it happened */
+            fprintf(stderr, "stepscope: %s\n", r->failure_text);
+    } else if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     if (r->n_notes > 1) {
         fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
