@@ -104,12 +104,12 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
     r->stop_requests++;
-    if (!r->stop_signal)
-        r->stop_signal = signum;
     if (r->ending) {
         run_end_loop(r);
         return;
     }
+    if (!r->stop_signal)
+        r->stop_signal = signum;
     if (r->att.health_pending) {
         /* Nothing launched yet: the attempt ends when the checks do. */
         fprintf(stderr, "\nstepscope: %s: stopping once the health checks "
