@@ -278,8 +278,10 @@ static void usage(FILE *out)
         "  -h, --help               this text\n"
         "\n"
         "The exit status is the last attempt's: 0, or that of the rank that\n"
-        "failed first.  A job that fails before its first step twice in a row\n"
-        "the same way is not restarted again.\n",
+        "failed first; 128 + the signal when the job was stopped (130 for\n"
+        "Ctrl-C, 143 for SIGTERM), whatever the ranks' own codes.  A job that\n"
+        "fails before its first step twice in a row the same way is not\n"
+        "restarted again.  A CMD named FILE.py runs with the Python on PATH.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
         SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
         SS_DIVERGENCE_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
