@@ -15,7 +15,7 @@ BUILD ?= build
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= 2
 
-.PHONY: all deps test unit asan fuzz demo bench bench-agents bench-torch bench-accuracy clean
+.PHONY: all deps test unit asan fuzz demo bench bench-agents bench-torch bench-accuracy clean install
 
 all: $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -25,6 +25,14 @@ $(BUILD)/build.ninja:
 
 deps:
 	scripts/install-deps.sh
+
+# Installs stepscope under PREFIX (default /usr/local): bin/stepscope, the
+# recorder's lib/ and include/, and the Python package in
+# lib/stepscope/python (where `stepscope run --auto` finds it), e.g.
+# `make install PREFIX=$$HOME/.local`.
+PREFIX ?= /usr/local
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

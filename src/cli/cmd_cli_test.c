@@ -145,6 +145,23 @@ static const row rows[] = {
     {"native-stack not a PID", ss_cmd_native_stack,
      {"1", "x"}, 2,
      NULL, "not a process id: x"},
+    {"run mistyped option", ss_cmd_run,
+     {"--atuo", "-n", "2", "--", "true"}, 2,
+     NULL, "stepscope run: unknown option '--atuo'; did you mean --auto? "
+           "(`stepscope run --help` lists the options)\n"},
+    {"run option without its value", ss_cmd_run,
+     {"-n", "2", "--db"}, 2,
+     NULL, "stepscope run: --db needs a value (`stepscope run --help`"},
+    {"run flag with a value", ss_cmd_run,
+     {"--auto=1", "-n", "2", "--", "true"}, 2,
+     NULL, "stepscope run: --auto takes no value"},
+    {"run missing command", ss_cmd_run,
+     {"-n", "1", "--db", NOSTORE, "--", "stepscope-no-such-command"}, 127,
+     NULL, "stepscope run: cannot run 'stepscope-no-such-command': no such "
+           "command on PATH; no rank was started\n"},
+    {"run missing script", ss_cmd_run,
+     {"-n", "1", "--db", NOSTORE, "--", "no-such-train.py"}, 127,
+     NULL, "stepscope run: cannot run 'no-such-train.py': No such file"},
     {"serve --help", ss_cmd_serve,
      {"--help"}, 0,
      "usage: stepscope serve", NULL},
@@ -181,4 +198,33 @@ static void every_row(void)
     }
 }
 
-TEST_LIST(TEST(every_row))
+/* A usage error of `stepscope run` is one line on stderr, not the help. */
+static void run_usage_errors_are_one_line(void)
+{
+    static const char *const cases[][6] = {
+        {"--atuo", "-n", "2", "--", "true", NULL},
+        {"-x", "-n", "2", "--", "true", NULL},
+        {"-n", "2", "--grace", NULL},
+        {"-n", "0", "--", "true", NULL},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *argv[8] = {"run"};
+        int argc = 1;
+        for (; cases[k][argc - 1]; argc++)
+            argv[argc] = (char *)cases[k][argc - 1];
+        char *err = NULL;
+        size_t elen = 0;
+        FILE *e = open_memstream(&err, &elen);
+        int status = testing_cmd_run(ss_cmd_run, argc, argv, NULL, e);
+        fclose(e);
+        CHECK_EQ_INT(status, 2);
+        CHECK(strncmp(err, "stepscope run: ", 15) == 0);
+        CHECK(strchr(err, '\n') == err + elen - 1);
+        if (strncmp(err, "stepscope run: ", 15) != 0 ||
+            strchr(err, '\n') != err + elen - 1)
+            fprintf(stderr, "  case %zu: %s\n", k, err);
+        free(err);
+    }
+}
+
+TEST_LIST(TEST(every_row), TEST(run_usage_errors_are_one_line))

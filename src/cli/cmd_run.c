@@ -9,12 +9,16 @@
  */
 #include "commands.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "cli_suggest.h"
 #include "detectors.h"
 #include "host_watch.h"
 #include "http.h"
@@ -177,7 +181,8 @@ static void usage(FILE *out)
         "                           a hang: no step completed by every rank\n"
         "                           for this long (default: adaptive, 10 x\n"
         "                           p99 of recent step times, at least 30;\n"
-        "                           600 before the first step; 0: off;\n"
+        "                           600 before the first step until a rank\n"
+        "                           shows work, then a given one; 0: off;\n"
         "                           docs/debug.md)\n"
         "      --on-hang dump|stop|restart\n"
         "                           on a hang: record it and keep waiting\n"
@@ -273,8 +278,10 @@ static void usage(FILE *out)
         "  -h, --help               this text\n"
         "\n"
         "The exit status is the last attempt's: 0, or that of the rank that\n"
-        "failed first.  A job that fails before its first step twice in a row\n"
-        "the same way is not restarted again.\n",
+        "failed first; 128 + the signal when the job was stopped (130 for\n"
+        "Ctrl-C, 143 for SIGTERM), whatever the ranks' own codes.  A job that\n"
+        "fails before its first step twice in a row the same way is not\n"
+        "restarted again.  A CMD named FILE.py runs with the Python on PATH.\n",
         SS_HTTP_DEFAULT_PORT, SS_HOST_WATCH_INTERVAL_MS_DEFAULT,
         SS_HANG_EXIT_STATUS, SS_NONFINITE_EXIT_STATUS,
         SS_DIVERGENCE_EXIT_STATUS, SS_RESTART_BACKOFF_MAX_MS / 1000,
@@ -365,6 +372,37 @@ static int resolve_nodes(ss_run_opts *o)
     return 0;
 }
 
+/* One line for an option getopt refused (C: '?' unknown, ':' without its
+ * value; the option is ARGV[optind - 1] or optopt), with the nearest
+ * known option and where the options are listed. */
+static void bad_option(int c, char **argv, const struct option *opts)
+{
+    char shown[80];
+    const char *typed = argv[optind - 1];
+    if (strncmp(typed, "--", 2) == 0)
+        snprintf(shown, sizeof shown, "%.*s", (int)strcspn(typed, "="),
+                 typed);
+    else
+        snprintf(shown, sizeof shown, "-%c", optopt);
+    if (c == ':') {
+        fprintf(stderr, "stepscope run: %s needs a value (`stepscope run "
+                "--help` lists the options)\n", shown);
+        return;
+    }
+    for (const struct option *k = opts; k->name; k++)
+        if (strncmp(shown, "--", 2) == 0 && strcmp(shown + 2, k->name) == 0) {
+            fprintf(stderr, "stepscope run: %s takes no value (`stepscope "
+                    "run --help` lists the options)\n", shown);
+            return;
+        }
+    const char *near = ss_cli_suggest_option(shown, opts);
+    char hint[96] = "";
+    if (near)
+        snprintf(hint, sizeof hint, "; did you mean --%s?", near);
+    fprintf(stderr, "stepscope run: unknown option '%s'%s (`stepscope run "
+            "--help` lists the options)\n", shown, hint);
+}
+
 /* Parses ARGV into O.  Returns 0, 1 after --help, or 2 on a usage error. */
 static int parse_args(ss_run_opts *o, int argc, char **argv)
 {
@@ -417,8 +455,9 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
+    opterr = 0; /* the errors are said below, in one line each */
     int c;
-    while ((c = getopt_long(argc, argv, "+n:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:n:qh", opts, NULL)) != -1) {
         char err[200];
         switch (c) {
         case 'n':
@@ -633,7 +672,7 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return 1;
-        default: usage(stderr); return 2;
+        default: bad_option(c, argv, opts); return 2;
         }
     }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
@@ -676,6 +715,90 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
     return rc;
 }
 
+/* Whether P is a regular file this process may execute. */
+static int runnable(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+/* NAME found on PATH into OUT, as execvp would find it; 0, or -1. */
+static int on_path(const char *name, char *out, size_t outlen)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(out, outlen, "%.*s%s%s", (int)n, n ? p : ".",
+                 n && p[n - 1] == '/' ? "" : "/", name);
+        if (runnable(out))
+            return 0;
+        p += n + (p[n] == ':');
+    }
+    return -1;
+}
+
+/*
+ * The command the ranks run, checked before anything starts: a script
+ * named FILE.py is run by the Python on PATH (python3, else python), as
+ * torchrun does, and said once; a command that is not on PATH, or a file
+ * that is missing or not executable, is refused here (exit status 127 as
+ * a shell's) instead of by every rank after the launch.  *ARGV_OUT is then
+ * a new argv (to free) or ARGV itself.  Returns 0 or 127.
+ */
+static int resolve_command(char **argv, char ***argv_out)
+{
+    *argv_out = argv;
+    const char *cmd = argv[0];
+    size_t len = strlen(cmd);
+    char found[4096];
+    if (len > 3 && strcmp(cmd + len - 3, ".py") == 0) {
+        struct stat st;
+        if (stat(cmd, &st) != 0) {
+            fprintf(stderr, "stepscope run: cannot run '%s': %s; no rank was "
+                    "started\n", cmd, strerror(errno));
+            return 127;
+        }
+        if (on_path("python3", found, sizeof found) != 0 &&
+            on_path("python", found, sizeof found) != 0) {
+            fprintf(stderr, "stepscope run: %s is a Python script, but no "
+                    "python3 or python is on PATH; give the interpreter "
+                    "(stepscope run ... -- /path/to/python %s)\n", cmd, cmd);
+            return 127;
+        }
+        size_t n = 0;
+        while (argv[n])
+            n++;
+        char **v = calloc(n + 2, sizeof *v);
+        char *py = strdup(found);
+        if (!v || !py) {
+            free(v);
+            free(py);
+            fprintf(stderr, "stepscope run: out of memory\n");
+            return 127;
+        }
+        v[0] = py;
+        memcpy(v + 1, argv, (n + 1) * sizeof *v);
+        fprintf(stderr, "stepscope run: running %s with %s (the Python on "
+                "PATH), as torchrun does\n", cmd, py);
+        *argv_out = v;
+        return 0;
+    }
+    if (strchr(cmd, '/')) {
+        if (runnable(cmd))
+            return 0;
+        fprintf(stderr, "stepscope run: cannot run '%s': %s; no rank was "
+                "started\n", cmd, access(cmd, F_OK) != 0 ? strerror(errno)
+                : "Permission denied (not an executable file)");
+        return 127;
+    }
+    if (on_path(cmd, found, sizeof found) == 0)
+        return 0;
+    fprintf(stderr, "stepscope run: cannot run '%s': no such command on "
+            "PATH; no rank was started\n", cmd);
+    return 127;
+}
 
 int ss_cmd_run(int argc, char **argv)
 {
@@ -684,11 +807,19 @@ int ss_cmd_run(int argc, char **argv)
     int prc = parse_args(&o, argc, argv);
     if (prc)
         return prc == 1 ? 0 : 2;
+    char **given = o.argv;
+    int crc = resolve_command(given, &o.argv);
+    if (crc)
+        return crc;
     link_secret secret;
     memset(&secret, 0, sizeof secret);
     int st = ss_run_prepare(&o, &secret);
     if (st == 0)
         st = o.conf.node_rank > 0 ? ss_cmd_agent(&o, &secret)
                                   : ss_run_controller(&o, &secret);
+    if (o.argv != given) {
+        free(o.argv[0]);
+        free(o.argv);
+    }
     return st;
 }

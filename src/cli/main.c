@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_suggest.h"
 #include "commands.h"
 #include "containment.h"
 #include "http.h"
@@ -125,7 +126,15 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "stepscope: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    static const char *const commands[] = {
+        "run",  "report", "runs",    "serve", "stacks", "top",     "profile",
+        "guard", "trace", "goodput", "diff",  "upgrade", "gpus", "version"};
+    const char *near = ss_cli_suggest(cmd, commands,
+                                      sizeof commands / sizeof commands[0]);
+    char hint[64] = "";
+    if (near)
+        snprintf(hint, sizeof hint, "; did you mean %s?", near);
+    fprintf(stderr, "stepscope: unknown command '%s'%s (`stepscope --help` "
+            "lists the commands)\n", cmd, hint);
     return 2;
 }

@@ -107,7 +107,9 @@ def test_a_store_the_user_may_not_read_is_named(shared, tmp_path):
         os.chmod(db, 0o600)
         rep = stepscope_as_nobody("report", "--db", str(db))
         assert rep.returncode == 1
-        assert rep.stderr == f"stepscope report: {db}: Permission denied\n"
+        assert rep.stderr == (f"stepscope report: cannot read the store {db}: "
+                              f"Permission denied ({db} is owned by root, "
+                              f"mode 0600)\n"), rep.stderr
     finally:
         shutil.rmtree(private)
 

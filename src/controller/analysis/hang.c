@@ -44,6 +44,11 @@ void ss_hang_init(ss_hang *h, const ss_hang_config *cfg, ss_mono_ns now)
     h->watermark = -1;
 }
 
+void ss_hang_set_wall_offset(ss_hang *h, ss_wall_ns offset)
+{
+    h->wall_offset = offset;
+}
+
 void ss_hang_progress(ss_hang *h, uint64_t step, ss_dur_ns step_time,
                       ss_mono_ns now)
 {
@@ -67,7 +72,7 @@ static int cmp_dur(const void *a, const void *b)
 ss_dur_ns ss_hang_timeout(const ss_hang *h)
 {
     const ss_hang_config *c = &h->cfg;
-    if (h->watermark < 0)
+    if (h->watermark < 0 && !(h->working && c->timeout > 0))
         return c->timeout > c->startup ? c->timeout : c->startup;
     if (c->timeout > 0)
         return c->timeout;
@@ -274,9 +279,40 @@ static int diagnose(rank_view *v, uint32_t n)
     return mismatch;
 }
 
+/* FNV-1a over what the ranks show before the first step; *WORKING set
+ * when some rank shows work. */
+static uint64_t shown(const ss_hang_rank *ranks, uint32_t n, int *working)
+{
+    uint64_t x = 1469598103934665603ULL;
+    for (uint32_t i = 0; i < n; i++) {
+        const ss_hang_rank *r = &ranks[i];
+        int64_t nums[4] = {r->live, r->cur_step, (int64_t)r->coll_seq,
+                           r->coll_active};
+        const unsigned char *p = (const unsigned char *)nums;
+        for (size_t k = 0; k < sizeof nums; k++)
+            x = (x ^ p[k]) * 1099511628211ULL;
+        for (const char *c = r->phase; *c; c++)
+            x = (x ^ (unsigned char)*c) * 1099511628211ULL;
+        x = (x ^ 0xff) * 1099511628211ULL;
+        *working |= r->live && (r->cur_step >= 0 || r->phase[0] ||
+                                r->coll_seq > 0);
+    }
+    return x;
+}
+
 int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
                   uint32_t n, ss_finding *out)
 {
+    if (h->watermark < 0) {
+        int working = 0;
+        uint64_t sig = shown(ranks, n, &working);
+        if (working && (!h->working || sig != h->before_first)) {
+            h->progress_at = now;
+            h->fired = 0;
+        }
+        h->working |= working;
+        h->before_first = sig;
+    }
     ss_dur_ns timeout = ss_hang_timeout(h);
     ss_dur_ns stalled = now - h->progress_at;
     if (h->fired || stalled <= timeout)
@@ -363,9 +399,13 @@ int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
      * (an item that does not fit is left out whole). */
     ss_buf ev = {0};
     ss_buf_printf(&ev, "{\"stalled_s\":%.1f,\"timeout_s\":%.1f,"
-                  "\"watermark\":%lld,\"collective_mismatch\":%s,"
-                  "\"ranks\":[", stalled / 1e9, timeout / 1e9,
-                  (long long)h->watermark, mismatch ? "true" : "false");
+                  "\"watermark\":%lld,\"collective_mismatch\":%s,",
+                  stalled / 1e9, timeout / 1e9, (long long)h->watermark,
+                  mismatch ? "true" : "false");
+    if (h->wall_offset)
+        ss_buf_printf(&ev, "\"last_progress_at\":%lld,",
+                      (long long)(h->progress_at + h->wall_offset));
+    ss_buf_puts(&ev, "\"ranks\":[");
     int items = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!ranks[i].live)

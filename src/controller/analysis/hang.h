@@ -32,7 +32,9 @@ typedef struct {
     ss_dur_ns floor;        /* adaptive: never below this (30 s) */
     double factor;          /* adaptive: this many times the p99 (10) */
     ss_dur_ns startup;      /* before the first finalized step (600 s, or
-                               the fixed timeout when larger) */
+                               the fixed timeout when larger) until a rank
+                               shows work: a fixed timeout applies from
+                               then on (ss_hang_check) */
     ss_dur_ns silent_after; /* a rank with no STATUS this long is silent:
                                stopped or frozen (5 s, or the timeout when
                                shorter, at least 2 s; ranks send one a
@@ -59,6 +61,11 @@ typedef struct {
     ss_mono_ns progress_at;  /* the last progress (or the start) */
     int64_t watermark;       /* -1 before the first finalized step */
     int fired;               /* a finding was made for this stall */
+    ss_wall_ns wall_offset;  /* wall clock - NOW's clock; 0: unknown */
+    int working;             /* before the first step: a rank showed work
+                                (an open step, a phase, a collective) */
+    uint64_t before_first;   /* ... and what the ranks showed last (a
+                                hash): a change is progress */
     uint32_t n_times, next_time;
     ss_dur_ns times[SS_HANG_HISTORY];
 } ss_hang;
@@ -66,19 +73,31 @@ typedef struct {
 /* Starts watching at NOW (the launch). */
 void ss_hang_init(ss_hang *h, const ss_hang_config *cfg, ss_mono_ns now);
 
+/* The wall clock reads OFFSET more than the clock of the NOWs given
+ * (ss_wall_now() - now): the finding's evidence then says when the stall
+ * began, "last_progress_at" (wall ns), for goodput's hang time. */
+void ss_hang_set_wall_offset(ss_hang *h, ss_wall_ns offset);
+
 /* Step STEP was finalized at NOW; STEP_TIME is its slowest rank's step
  * time (SS_MISSING: unknown).  Progress: re-arms the detector. */
 void ss_hang_progress(ss_hang *h, uint64_t step, ss_dur_ns step_time,
                       ss_mono_ns now);
 
-/* The timeout that applies now (start-up, fixed or adaptive). */
+/* The timeout that applies now: before the first finalized step the
+ * start-up one (or the fixed one when larger) until a rank shows work,
+ * then the fixed one when given; after it the fixed or adaptive one. */
 ss_dur_ns ss_hang_timeout(const ss_hang *h);
 
 /*
  * At NOW, with RANKS[0..N) what each rank is doing: returns 1 and fills
  * *OUT (kind "hang", critical, id 0: the caller numbers it) when no
  * progress was made for longer than the timeout and no finding was made
- * for this stall yet; else returns 0.  Ranks left: nothing to wait for,
+ * for this stall yet; else returns 0.  Before the first finalized step,
+ * any change in what the ranks show (open step, phase, collective) is
+ * progress, so that a fixed timeout applies to a job that works but has
+ * not finished a step yet (a script with no optimizer step under --auto),
+ * and not to its start-up (imports, rendezvous) before it shows any work.
+ * Ranks left: nothing to wait for,
  * 0.  Example message: "no progress for 31 s at step 412: rank 2 is in
  * phase 'load_batch' of step 412 (after all_reduce #1203); ranks 0,1,3
  * wait in all_reduce #1204 of step 412".

@@ -55,7 +55,7 @@ static void timeouts(void)
     CHECK_EQ_INT(ss_hang_timeout(&h), 90 * S); /* two in 128: over 1 % */
 
     h = fresh(3 * S);
-    CHECK_EQ_INT(ss_hang_timeout(&h), 600 * S); /* start-up still */
+    CHECK_EQ_INT(ss_hang_timeout(&h), 600 * S); /* start-up: no work yet */
     ss_hang_progress(&h, 0, SS_MISSING, S);
     CHECK_EQ_INT(ss_hang_timeout(&h), 3 * S);
     h = fresh(900 * S);
@@ -179,6 +179,36 @@ static void steps_phases_and_alike(void)
     CHECK_EQ_INT(ss_hang_check(&h, 1000 * S, r, 3, &f), 0);
 }
 
-TEST_LIST(TEST(timeouts), TEST(rank_elsewhere_named_once_per_stall),
+/* A fixed timeout applies before the first step once a rank shows work,
+ * counted from the last change in what the ranks show; the start-up
+ * before (imports, rendezvous) is not a hang.  The finding says when the
+ * stall began (wall). */
+static void fixed_timeout_before_the_first_step(void)
+{
+    ss_hang h = fresh(4 * S);
+    ss_hang_set_wall_offset(&h, 1000 * S);
+    ss_hang_rank r[1];
+    memset(r, 0, sizeof r);
+    r[0].live = 1;
+    r[0].last_step = r[0].cur_step = -1;
+    r[0].heard_at = 9 * S;
+    ss_finding f;
+    CHECK_EQ_INT(ss_hang_check(&h, 9 * S, r, 1, &f), 0); /* no work yet */
+    CHECK_EQ_INT(ss_hang_timeout(&h), 600 * S);
+    r[0] = waiting(0, "", 0, 10 * S);
+    r[0].coll_active = 0;
+    snprintf(r[0].phase, sizeof r[0].phase, "forward");
+    CHECK_EQ_INT(ss_hang_check(&h, 10 * S, r, 1, &f), 0); /* work begins */
+    CHECK_EQ_INT(ss_hang_timeout(&h), 4 * S);
+    snprintf(r[0].phase, sizeof r[0].phase, "backward");
+    CHECK_EQ_INT(ss_hang_check(&h, 12 * S, r, 1, &f), 0); /* a change */
+    CHECK_EQ_INT(ss_hang_check(&h, 16 * S, r, 1, &f), 0); /* 4 s: not over */
+    CHECK_EQ_INT(ss_hang_check(&h, 16 * S + 1, r, 1, &f), 1);
+    CHECK(strstr(f.message, "at the first step") != NULL);
+    CHECK(strstr(f.evidence_json, "\"last_progress_at\":1012000000000") !=
+          NULL);
+}
+
+TEST_LIST(TEST(timeouts), TEST(fixed_timeout_before_the_first_step), TEST(rank_elsewhere_named_once_per_stall),
           TEST(silent_rank_named), TEST(other_collective_kind),
           TEST(steps_phases_and_alike))

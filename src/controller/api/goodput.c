@@ -208,10 +208,17 @@ static ss_wall_ns evidence_time(const cJSON *ev, const char *key)
                : SS_MISSING;
 }
 
-/* The attempt's hang (a finding of kind "hang" whose evidence has
- * last_progress_at and acted_at, wall ns) into *P, *A; 0 when none. */
+/* The attempt's hang into *P, *A (wall ns; SS_MISSING when none): a
+ * finding of kind "hang" whose evidence says when the stall began
+ * (last_progress_at) and how long it had lasted when it was found
+ * (stalled_s), with no step finalized after that (LAST_FIN, the last
+ * finalized step's time; a hang the job recovered from is inside a
+ * step's time).  It lasts until acted_at when the evidence has it, else
+ * until the attempt's END: the ranks were stopped, or the job ended,
+ * without progress. */
 static int hang_of(ss_reader *r, int64_t run_id, int64_t attempt,
-                   ss_wall_ns *p, ss_wall_ns *a)
+                   ss_wall_ns last_fin, ss_wall_ns end, ss_wall_ns *p,
+                   ss_wall_ns *a)
 {
     ss_finding_row *rows;
     size_t n;
@@ -225,8 +232,14 @@ static int hang_of(ss_reader *r, int64_t run_id, int64_t attempt,
         cJSON *ev = cJSON_Parse(rows[i].evidence);
         ss_wall_ns from = evidence_time(ev, "last_progress_at");
         ss_wall_ns to = evidence_time(ev, "acted_at");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "stalled_s");
+        ss_wall_ns found = from != SS_MISSING && cJSON_IsNumber(st)
+                               ? from + (ss_wall_ns)(st->valuedouble * 1e9)
+                               : SS_MISSING;
         cJSON_Delete(ev);
-        if (from != SS_MISSING && to != SS_MISSING && to >= from) {
+        if (to == SS_MISSING)
+            to = end;
+        if (found != SS_MISSING && last_fin < found && to >= from) {
             *p = from;
             *a = to;
             break;
@@ -307,7 +320,8 @@ static int account_attempt(ss_reader *r, ss_goodput *g,
 
     int failed = next != NULL || ss_gp_failure_cause(row->cause) >= 0;
     ss_wall_ns f = end, hang_from, hang_to, rank_failed;
-    if ((rc = hang_of(r, g->run_id, row->attempt, &hang_from, &hang_to)) ||
+    if ((rc = hang_of(r, g->run_id, row->attempt, t, end, &hang_from,
+                      &hang_to)) ||
         (rc = first_failure(r, g->run_id, row->attempt, &rank_failed))) {
         free(p1.data);
         return rc;

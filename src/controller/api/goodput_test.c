@@ -117,8 +117,9 @@ static void hang_then_restart_from_scratch(void)
         ss_fixture_goodput_step(s, run, 0, i, T0 + (int64_t)(6 + i) * SEC,
                                 SEC, 0, 0, 0);
     char ev[128];
-    snprintf(ev, sizeof ev, "{\"last_progress_at\":%lld,\"acted_at\":%lld}",
-             (long long)(T0 + 10200 * MS), (long long)(T0 + 12 * SEC));
+    snprintf(ev, sizeof ev, "{\"stalled_s\":1.5,\"last_progress_at\":%lld,"
+             "\"acted_at\":%lld}", (long long)(T0 + 10200 * MS),
+             (long long)(T0 + 12 * SEC));
     ss_fixture_put_finding(s, run, 1, SS_CRITICAL, "hang", 1, NULL, 4, 4, ev,
                            "rank 1 hung");
     ss_attempt_facts f = {.attempt = 0, .ended_at = T0 + 13 * SEC,
@@ -140,6 +141,58 @@ static void hang_then_restart_from_scratch(void)
     CHECK_EQ_INT(g.ns[SS_GP_STARTUP], 5 * SEC + 1 * SEC);
     CHECK_EQ_INT(g.ns[SS_GP_PRODUCTIVE], 3 * SEC);
     CHECK_EQ_INT(g.failures[SS_GP_CAUSE_HANG], 1);
+    ss_goodput_free(&g);
+}
+
+/* The hang finding as `stepscope run` stores it: the stall's start and
+ * how long it had lasted when found, no acted_at: a hang stopped with
+ * --on-hang stop lasts from its start to the attempt's end (the ranks
+ * stopped); one the job recovered from (a step finalized after it was
+ * found) adds no hang time after the last step. */
+static void hang_from_its_start_to_the_stop(void)
+{
+    char path[600];
+    ss_store *s = fresh_store("hangstop.db", path, sizeof path);
+    REQUIRE(s);
+    int64_t run = ss_fixture_add_run(s, "hang-0001", "hangstop", 2, T0);
+    ss_store_put_attempt(s, run, 0, T0);
+    for (uint64_t i = 0; i < 5; i++)
+        ss_fixture_goodput_step(s, run, 0, i, T0 + (int64_t)(2 + i) * SEC,
+                                SEC, 0, 0, 0);
+    char ev[128];
+    snprintf(ev, sizeof ev, "{\"stalled_s\":4.5,\"last_progress_at\":%lld}",
+             (long long)(T0 + 6 * SEC));
+    ss_fixture_put_finding(s, run, 1, SS_CRITICAL, "hang", 1, NULL, 5, 5, ev,
+                           "rank 1 hung");
+    ss_attempt_facts f = {.attempt = 0, .ended_at = T0 + 12 * SEC,
+                          .cause = "hang", .first_step = 0, .last_step = 4,
+                          .resumed_from = -1};
+    ss_store_put_attempt_facts(s, run, &f);
+    ss_store_end_run(s, run, T0 + 12 * SEC, 124, "failed", 0, 0);
+    /* The same, but the job went on: step 5 finalized after the hang. */
+    int64_t run2 = ss_fixture_add_run(s, "hang-0002", "hangon", 2, T0);
+    ss_store_put_attempt(s, run2, 0, T0);
+    for (uint64_t i = 0; i < 6; i++)
+        ss_fixture_goodput_step(s, run2, 0, i,
+                                T0 + (int64_t)(2 + i + (i == 5) * 5) * SEC,
+                                SEC, 0, 0, 0);
+    ss_fixture_put_finding(s, run2, 1, SS_CRITICAL, "hang", 1, NULL, 5, 5,
+                           ev, "rank 1 hung");
+    f.ended_at = T0 + 13 * SEC;
+    snprintf(f.cause, sizeof f.cause, "completed");
+    f.last_step = 5;
+    ss_store_put_attempt_facts(s, run2, &f);
+    ss_store_end_run(s, run2, T0 + 13 * SEC, 0, "succeeded", 0, 0);
+    ss_store_close(s);
+    ss_goodput g;
+    REQUIRE(load(path, run, 0, &g) == 0);
+    check_sums(&g);
+    CHECK_EQ_INT(g.ns[SS_GP_HANG], 6 * SEC);
+    CHECK_EQ_INT(g.ns[SS_GP_OTHER], 0);
+    ss_goodput_free(&g);
+    REQUIRE(load(path, run2, 0, &g) == 0);
+    check_sums(&g);
+    CHECK_EQ_INT(g.ns[SS_GP_HANG], 0);
     ss_goodput_free(&g);
 }
 
@@ -240,5 +293,6 @@ static void reliability_young_daly(void)
 }
 
 TEST_LIST(TEST(one_restart), TEST(hang_then_restart_from_scratch),
+          TEST(hang_from_its_start_to_the_stop),
           TEST(stalls_stragglers_and_running),
           TEST(unknown_run_and_empty_run), TEST(reliability_young_daly))

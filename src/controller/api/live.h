@@ -114,7 +114,7 @@ uint32_t ss_live_get_attempt(ss_live *l);
 
 /* A copy of one rank's live facts. */
 typedef struct {
-    char state[16];           /* "starting", "running", "exited", ... */
+    char state[24];           /* "starting", "running", "exited", ... */
     char host[256];           /* "" until it connected */
     int64_t pid;              /* -1 unknown */
     int64_t last_step;        /* last step record received; -1 none */

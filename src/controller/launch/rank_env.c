@@ -12,8 +12,9 @@
 
 /*
  * For --auto: finds the stepscope Python package beside the executable EXE,
- * in <exe dir>/python (a build directory's own copy, build-asan/python) or
- * <exe dir>/../python (the source tree's, for build/stepscope), and writes
+ * in <exe dir>/python (a build directory's own copy, build-asan/python),
+ * <exe dir>/../python (the source tree's, for build/stepscope) or
+ * <exe dir>/../lib/stepscope/python (`make install`'s), and writes
  * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]" into OUT: the
  * _autoload directory holds the sitecustomize.py that installs the hooks.
  * Returns 0, or -1 with a reason in ERR.
@@ -21,7 +22,7 @@
 static int auto_pythonpath(const char *exe, char *out, size_t outlen,
                            char *err, size_t errlen)
 {
-    char dir[PATH_MAX], py[2][PATH_MAX + 16], probe[PATH_MAX + 64];
+    char dir[PATH_MAX], py[3][PATH_MAX + 32], probe[PATH_MAX + 96];
     char real[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", exe);
     char *slash = strrchr(dir, '/');
@@ -29,7 +30,8 @@ static int auto_pythonpath(const char *exe, char *out, size_t outlen,
         *slash = '\0';
     snprintf(py[0], sizeof py[0], "%s/python", dir);
     snprintf(py[1], sizeof py[1], "%s/../python", dir);
-    for (int i = 0; i < 2; i++) {
+    snprintf(py[2], sizeof py[2], "%s/../lib/stepscope/python", dir);
+    for (int i = 0; i < 3; i++) {
         snprintf(probe, sizeof probe, "%s/stepscope/_autoload/sitecustomize.py",
                  py[i]);
         if (access(probe, R_OK) != 0 || !realpath(py[i], real))
@@ -47,8 +49,8 @@ static int auto_pythonpath(const char *exe, char *out, size_t outlen,
         return 0;
     }
     snprintf(err, errlen, "--auto needs the stepscope Python package, but "
-             "there is no stepscope/_autoload/sitecustomize.py in %s or %s",
-             py[0], py[1]);
+             "there is no stepscope/_autoload/sitecustomize.py in %s, %s or "
+             "%s", py[0], py[1], py[2]);
     return -1;
 }
 

@@ -128,6 +128,7 @@ ss_life_decision ss_life_exit(ss_lifecycle *lc, uint32_t rank,
     s->exited = 1;
     s->exit_code = exit_code;
     s->term_signal = term_signal;
+    s->stopped = lc->stopping && !ss_life_exit_ok(exit_code, term_signal);
     if (s->connected) {
         /* Let the socket drain; its disconnect decides. */
         ss_life_decision d = stays;
@@ -198,6 +199,16 @@ ss_life_decision ss_life_node_lost(ss_lifecycle *lc, uint32_t rank,
     return leave(lc, rank, 1, why);
 }
 
+void ss_life_stopping(ss_lifecycle *lc)
+{
+    lc->stopping = 1;
+}
+
+int ss_life_rank_stopped(const ss_lifecycle *lc, uint32_t rank)
+{
+    return rank < lc->nprocs && lc->ranks[rank].stopped;
+}
+
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
 {
     if (rank >= lc->nprocs)
@@ -205,22 +216,26 @@ const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
     const ss_rank_life *s = &lc->ranks[rank];
     if (s->lost && !s->exited)
         return "lost";
+    if (s->stopped)
+        return "stopped_by_stepscope";
     if (s->exited)
         return ss_life_exit_ok(s->exit_code, s->term_signal) ? "exited"
                                                              : "failed";
     return s->ever_connected ? "running" : "never_connected";
 }
 
-const char *ss_life_run_status(int job_status)
+const char *ss_life_run_status(int job_status, int interrupted)
 {
+    if (interrupted)
+        return "interrupted";
     return job_status == 0 ? "succeeded" : "failed";
 }
 
 const char *ss_life_attempt_cause(int job_status, int stopped)
 {
-    if (job_status == 0)
-        return "completed";
-    return stopped ? "interrupted" : "rank_crash";
+    if (stopped)
+        return "interrupted";
+    return job_status == 0 ? "completed" : "rank_crash";
 }
 
 /* ---- the end-of-run summary ---- */
@@ -293,7 +308,8 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
 
     ss_buf_printf(out, "run %" PRId64 " %s in %.1f s: %" PRIu64
                   " step%s finalized", s->run_id,
-                  s->job_status == 0 ? "finished" : "failed", s->seconds,
+                  s->interrupted ? "was interrupted"
+                  : s->job_status == 0 ? "finished" : "failed", s->seconds,
                   s->steps_finalized, plural(s->steps_finalized));
     if (o->steps_lost || o->steps_stored != s->steps_finalized) {
         ss_buf_printf(out, ", %" PRIu64 " stored", o->steps_stored);
@@ -347,11 +363,14 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_life_silent_note(s, out);
         ss_buf_puts(out, ".\n");
     }
+    if (ss_life_empty_note(s, out))
+        ss_buf_puts(out, ".\n");
     if (end_lost)
         ss_buf_printf(out, "the run's end (%s, exit status %d) was not "
                       "stored (%s): the store still says run %" PRId64
                       " is running; `%s` shows it as interrupted.\n",
-                      ss_life_run_status(s->job_status), s->job_status,
+                      ss_life_run_status(s->job_status, s->interrupted),
+                      s->job_status,
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);
 }
@@ -370,6 +389,35 @@ int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
                       "see the accept_failed events)", s->accepts_failed,
                       plural(s->accepts_failed),
                       s->accepts_failed == 1 ? "was" : "were");
+    else if (s->ranks_silent >= s->ranks && !s->auto_mode)
+        ss_buf_puts(out, "; the script does not call stepscope: add --auto "
+                    "(`stepscope run --auto ...`) to record an unmodified "
+                    "PyTorch script, or mark its steps with stepscope.step() "
+                    "(docs/python.md)");
+    else if (s->ranks_silent >= s->ranks)
+        ss_buf_puts(out, "; --auto loads stepscope into Python ranks only "
+                    "(through PYTHONPATH): another program, or a Python that "
+                    "ignores PYTHONPATH, has to call stepscope itself "
+                    "(docs/python.md)");
+    return 1;
+}
+
+int ss_life_empty_note(const ss_run_summary *s, ss_buf *out)
+{
+    if (s->steps_finalized || s->ranks_silent >= s->ranks ||
+        (s->job_status != 0 && !s->interrupted))
+        return 0; /* a failure says why itself */
+    if (s->auto_mode)
+        ss_buf_puts(out, "no step was recorded: --auto counts one step per "
+                    "optimizer step (torch.optim's Optimizer.step) and the "
+                    "ranks made none; mark the steps in the script with "
+                    "`with stepscope.step():` around each iteration "
+                    "(docs/python.md)");
+    else
+        ss_buf_puts(out, "no step was recorded: the ranks connected but "
+                    "marked no step; wrap each iteration in `with "
+                    "stepscope.step():`, or add --auto to record an "
+                    "unmodified PyTorch script (docs/python.md)");
     return 1;
 }
 

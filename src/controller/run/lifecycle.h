@@ -75,6 +75,8 @@ typedef struct {
     int left;           /* has left the live set */
     int left_missing;   /* ... and its unfinished steps are missing */
     int lost;           /* its node was lost: nothing more is known */
+    int stopped;        /* it ended without success after stepscope
+                           stopped the job (ss_life_stopping) */
 } ss_rank_life;
 
 /* The life cycle of one attempt's ranks.  Caller-owned; members are for
@@ -87,6 +89,7 @@ typedef struct {
     int launched;
     int all_exited;         /* the launcher reported every process gone */
     int finished;           /* the run has ended */
+    int stopping;           /* stepscope is stopping the ranks */
     ss_rank_life *ranks;    /* nprocs entries */
 } ss_lifecycle;
 
@@ -154,18 +157,31 @@ ss_life_decision ss_life_finish_rank(ss_lifecycle *lc, uint32_t rank);
 /* 1 when a process that ended so succeeded (status 0, no signal). */
 int ss_life_exit_ok(int64_t exit_code, int term_signal);
 
-/* RANK's state for the store (static text): "failed" or "exited" once its
- * process ended, "lost" when its node was lost before, "never_connected"
- * while it never connected, else "running". */
+/* Stepscope has begun to stop the ranks (a stop asked for, a hang acted
+ * on, another rank's failure): a rank that ends without success from now
+ * on was stopped by stepscope, not failed. */
+void ss_life_stopping(ss_lifecycle *lc);
+
+/* 1 when RANK ended without success after ss_life_stopping. */
+int ss_life_rank_stopped(const ss_lifecycle *lc, uint32_t rank);
+
+/* RANK's state for the store (static text): "stopped_by_stepscope" when
+ * it ended without success after stepscope stopped it, "failed" or
+ * "exited" once its process ended otherwise, "lost" when its node was
+ * lost before, "never_connected" while it never connected, else
+ * "running". */
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank);
 
-/* The run's final status for the store from the job's exit status:
- * "succeeded" (0) or "failed".  The run's exit code is the job's. */
-const char *ss_life_run_status(int job_status);
+/* The run's final status for the store: "interrupted" when the user
+ * asked the job to stop (INTERRUPTED != 0, whatever the ranks' exit
+ * codes), else from the job's exit status: "succeeded" (0) or "failed".
+ * The run's exit code is the job's. */
+const char *ss_life_run_status(int job_status, int interrupted);
 
 /* Why an attempt ended, for the store's attempts.cause
- * (docs/fault-tolerance.md): "completed" when JOB_STATUS is 0, else
- * "interrupted" when the user asked the job to stop (STOPPED != 0), else
+ * (docs/fault-tolerance.md): "interrupted" when the user asked the job to
+ * stop (STOPPED != 0, whatever JOB_STATUS is: ranks that handle SIGTERM
+ * may exit 0), else "completed" when JOB_STATUS is 0, else
  * "rank_crash". */
 const char *ss_life_attempt_cause(int job_status, int stopped);
 
@@ -188,6 +204,8 @@ typedef struct {
     uint32_t ranks;             /* of the last attempt */
     uint32_t ranks_silent;      /* ... that never sent telemetry */
     uint64_t accepts_failed;    /* rank connections not accepted */
+    int interrupted;            /* the user stopped the job */
+    int auto_mode;              /* --auto: the ranks were instrumented */
 } ss_run_summary;
 
 /*
@@ -217,6 +235,17 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out);
  * (OUT untouched) when every rank did.
  */
 int ss_life_silent_note(const ss_run_summary *s, ss_buf *out);
+
+/*
+ * When ranks connected but no step was finalized in a run that succeeded
+ * or was interrupted (a failure says why itself), appends one sentence
+ * saying why nothing was recorded and what to do (under --auto: what auto
+ * mode counts as a step and `stepscope.step()`; else `stepscope.step()`
+ * or --auto) to OUT, for the summary and an event, and returns 1; returns
+ * 0 (OUT untouched) when steps were recorded or no rank connected
+ * (ss_life_silent_note says that, with what to do: add --auto).
+ */
+int ss_life_empty_note(const ss_run_summary *s, ss_buf *out);
 
 /*
  * When the store lost something of the run, appends one sentence saying

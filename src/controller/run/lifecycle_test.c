@@ -278,13 +278,35 @@ static void lost_node_ranks_leave_missing(void)
     ss_life_release(&lc);
 }
 
+/* Ranks that end without success after stepscope began to stop the job
+ * were stopped, not failed; one that failed before the stop, or that
+ * exits cleanly, keeps its own state. */
+static void ranks_ended_by_a_stop_are_stopped_not_failed(void)
+{
+    ss_lifecycle lc;
+    CHECK_EQ_INT(ss_life_init(&lc, 3, 0, 1000), 0);
+    ss_life_exit(&lc, 0, 1, 0); /* failed first: the cause of the stop */
+    ss_life_stopping(&lc);
+    ss_life_exit(&lc, 1, 0, 15);
+    ss_life_exit(&lc, 2, 0, 0);
+    CHECK_STR(ss_life_rank_state(&lc, 0), "failed");
+    CHECK_STR(ss_life_rank_state(&lc, 1), "stopped_by_stepscope");
+    CHECK_STR(ss_life_rank_state(&lc, 2), "exited");
+    CHECK_EQ_INT(ss_life_rank_stopped(&lc, 0), 0);
+    CHECK_EQ_INT(ss_life_rank_stopped(&lc, 1), 1);
+    CHECK_EQ_INT(ss_life_rank_stopped(&lc, 2), 0);
+    ss_life_release(&lc);
+}
+
 static void run_status_follows_the_job(void)
 {
-    CHECK_STR(ss_life_run_status(0), "succeeded");
-    CHECK_STR(ss_life_run_status(3), "failed");
-    CHECK_STR(ss_life_run_status(137), "failed");
+    CHECK_STR(ss_life_run_status(0, 0), "succeeded");
+    CHECK_STR(ss_life_run_status(0, 1), "interrupted");
+    CHECK_STR(ss_life_run_status(143, 1), "interrupted");
+    CHECK_STR(ss_life_run_status(3, 0), "failed");
+    CHECK_STR(ss_life_run_status(137, 0), "failed");
     CHECK_STR(ss_life_attempt_cause(0, 0), "completed");
-    CHECK_STR(ss_life_attempt_cause(0, 1), "completed");
+    CHECK_STR(ss_life_attempt_cause(0, 1), "interrupted");
     CHECK_STR(ss_life_attempt_cause(1, 0), "rank_crash");
     CHECK_STR(ss_life_attempt_cause(130, 1), "interrupted");
     CHECK_EQ_INT(ss_life_exit_ok(0, 0), 1);
@@ -490,7 +512,38 @@ static void summary_warns_of_silent_ranks(void)
     CHECK(b.data == NULL);
 }
 
+/* A run that recorded nothing says why and what to do. */
+static void summary_says_why_nothing_was_recorded(void)
+{
+    ss_run_summary s = all_stored();
+    s.steps_finalized = s.stored.steps_stored = 0;
+    s.findings = s.stored.findings_stored = 0;
+    s.ranks = s.ranks_silent = 2;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "the script does not call stepscope: add --auto") !=
+          NULL);
+    s.ranks_silent = 0; /* they connected, but no step */
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "\nno step was recorded: the ranks connected but "
+                 "marked no step; wrap each iteration in `with "
+                 "stepscope.step():`, or add --auto") != NULL);
+    s.auto_mode = 1;
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "no step was recorded: --auto counts one step per "
+                 "optimizer step") != NULL);
+    s.interrupted = 1;
+    s.job_status = 130;
+    summary_text(&s, text, sizeof text);
+    CHECK(strncmp(text, "run 3 was interrupted in 12.3 s", 31) == 0);
+    s.steps_finalized = 1;
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_empty_note(&s, &b), 0);
+    CHECK(b.data == NULL);
+}
+
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
+          TEST(summary_says_why_nothing_was_recorded),
           TEST(summary_warns_of_silent_ranks),
           TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),
@@ -504,6 +557,7 @@ TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(run_ends_once_when_all_exited_and_drained),
           TEST(finish_makes_ranks_still_in_missing),
           TEST(run_status_follows_the_job),
+          TEST(ranks_ended_by_a_stop_are_stopped_not_failed),
           TEST(summary_when_everything_was_stored),
           TEST(summary_when_the_disk_filled_up),
           TEST(summary_when_the_end_was_not_stored),

@@ -108,6 +108,8 @@ static void on_signal(uv_signal_t *h, int signum)
         run_end_loop(r);
         return;
     }
+    if (!r->stop_signal)
+        r->stop_signal = signum;
     if (r->att.health_pending) {
         /* Nothing launched yet: the attempt ends when the checks do. */
         fprintf(stderr, "\nstepscope: %s: stopping once the health checks "
@@ -120,6 +122,7 @@ static void on_signal(uv_signal_t *h, int signum)
                 strsignal(signum));
         run_event(r, "restart_cancelled", -1, "stopped by %s before "
                   "attempt %u", strsignal(signum), r->att.attempt + 1);
+        r->final_status = 128 + r->stop_signal;
         end_job(r);
         return;
     }
@@ -430,6 +433,7 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
         run_nodes_restart(r->nodes); /* the other nodes relaunch too */
     ss_life_launched(&r->life, run_now(r));
     ss_hang_init(&r->hang, &r->o->hang_cfg, run_now(r));
+    ss_hang_set_wall_offset(&r->hang, ss_wall_now() - run_now(r));
     char exe[PATH_MAX];
     if (ss_rank_env_self_exe(exe, sizeof exe, err, errlen) != 0)
         return -1;
@@ -464,11 +468,14 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
 
 static int job_status(const run_ctx *r);
 
-/* The attempt's exit status: 1 when nothing was launched (node 0 failed
- * its health check, or a stop came during it), 124 after a hang was acted
- * on, else the job's. */
+/* The attempt's exit status: 128 + the signal after a stop was asked
+ * for (130 for Ctrl-C, whatever the ranks' exit codes), 1 when nothing
+ * was launched (node 0 failed its health check), 124 after a hang was
+ * acted on, else the job's. */
 static int attempt_status(const run_ctx *r)
 {
+    if (r->stop_signal)
+        return 128 + r->stop_signal;
     if (!r->launched)
         return 1;
     if (r->hang_acted)
@@ -486,6 +493,8 @@ static int attempt_status(const run_ctx *r)
 static const char *attempt_cause(run_ctx *r, int status, char *buf,
                                  size_t len)
 {
+    if (r->stop_signal)
+        return "interrupted";
     if (r->health_failed)
         return "health_check";
     const char *fault = run_faults_cause(&r->faults, status,
@@ -494,8 +503,6 @@ static const char *attempt_cause(run_ctx *r, int status, char *buf,
         return fault;
     if (status == 0)
         return "completed";
-    if (r->stop_requests)
-        return "interrupted";
     if (r->hang_acted)
         return "hang";
     if (r->num.nonfinite_acted)
@@ -597,7 +604,7 @@ static void attempt_over(run_ctx *r)
     if (!ss_attempt_over(&r->att, &end, &v)) {
         /* Say it when a restart was possible at all. */
         if (status != 0 && !r->stop_requests &&
-            (r->o->restart_cfg.max_restarts > 0 || r->no_restart_why[0])) {
+            r->o->restart_cfg.max_restarts > 0) {
             fprintf(stderr, "stepscope: attempt %u ended (%s, exit status "
                     "%d): %s\n", r->att.attempt, cause, status, v.why);
             run_event(r, "not_restarted", -1, "%s", v.why);
@@ -650,6 +657,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
     r->local_all_exited = 0;
     r->first_failure_status = -1;
     r->failure_text[0] = r->hang_stop_why[0] = r->no_restart_why[0] = '\0';
+    r->failure_said = 0;
     r->hang_acted = r->node_lost_attempt = r->health_failed = 0;
     run_numerics_new_attempt(r);
     run_replica_new_attempt(r);
@@ -716,6 +724,7 @@ static int health_first(run_ctx *r, char *err, size_t errlen)
     if (sig) {
         r->stop_requests++;
         r->stopped_starting = sig;
+        r->stop_signal = sig;
         run_event(r, "stop_requested", -1, "stopped by %s during node 0's "
                   "health check", strsignal(sig));
     }

@@ -126,6 +126,9 @@ struct run_ctx {
     ss_mono_ns started;         /* the run's start */
     uint32_t stop_requests;
     int stopped_starting;   /* the signal that stopped the start-up */
+    int stop_signal;        /* the first SIGINT/SIGTERM/SIGHUP that asked
+                               for a stop, 0: none (the run is then
+                               `interrupted`, exit status 128 + it) */
     int64_t first_step, last_step; /* of this attempt's finalized steps */
     int64_t resumed_from;   /* the step the ranks resumed from; -1: none */
     ss_live *live;          /* what the HTTP server shows; NULL-safe */
@@ -138,6 +141,7 @@ struct run_ctx {
     int local_all_exited;   /* node 0's launcher reported its ranks gone */
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
+    int failure_said;         /* ... and it was printed when it happened */
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */

@@ -78,13 +78,17 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
         ss_host_watch_rank_exited(r->host, rank);
     ss_live_rank_exit(r->live, rank, exit_code, term_signal);
     int ok = ss_life_exit_ok(exit_code, term_signal);
+    /* A rank that stepscope stopped did not fail: "rank_stopped". */
+    int stopped = ss_life_rank_stopped(&r->life, rank);
+    const char *kind = ok ? "rank_exited" : stopped ? "rank_stopped"
+                                                    : "rank_failed";
+    const char *by = stopped ? " (stopped by stepscope)" : "";
     if (term_signal)
-        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
-              "rank %u was killed by signal %d (%s)", rank, term_signal,
-              strsignal(term_signal));
+        run_event(r, kind, (int32_t)rank, "rank %u was killed by signal %d "
+                  "(%s)%s", rank, term_signal, strsignal(term_signal), by);
     else
-        run_event(r, ok ? "rank_exited" : "rank_failed", (int32_t)rank,
-              "rank %u exited with status %" PRId64, rank, exit_code);
+        run_event(r, kind, (int32_t)rank, "rank %u exited with status "
+                  "%" PRId64 "%s", rank, exit_code, by);
     if (d.never_connected)
         run_event(r, "rank_never_connected", (int32_t)rank,
               "rank %u exited without ever sending telemetry", rank);
@@ -117,6 +121,7 @@ void run_stop_job(run_ctx *r, int kill_now, const char *reason)
     if (r->job_stopping && !kill_now)
         return;
     r->job_stopping = 1;
+    ss_life_stopping(&r->life);
     r->hooks.stop_ranks(r->hooks.ctx, kill_now, reason);
     run_nodes_stop_all(r->nodes, kill_now, reason);
 }
@@ -204,6 +209,7 @@ static void nodes_node_failed(void *ctx, const char *msg,
     if (r->first_failure_status < 0) {
         r->first_failure_status = 1;
         snprintf(r->failure_text, sizeof r->failure_text, "%s", msg);
+        r->failure_said = 1; /* the nodes part printed it (run_nodes.c) */
     }
     run_stop_job(r, 0, msg);
 }

@@ -44,6 +44,8 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
     sum->run_id = r->run_id;
     sum->db_path = r->db_path != r->default_db ? r->db_path : NULL;
     sum->job_status = status;
+    sum->interrupted = r->stop_signal != 0;
+    sum->auto_mode = r->o->auto_mode;
     sum->seconds = (double)(run_now(r) - r->started) / 1e9;
     sum->steps_finalized = r->in.steps_finalized;
     sum->findings = r->in.findings_seen;
@@ -111,6 +113,9 @@ static void record_store_losses(run_ctx *r, int status)
     if (ss_life_silent_note(&sum, &note) && note.data)
         run_event(r, "ranks_silent", -1, "%s", note.data);
     ss_buf_reset(&note);
+    if (ss_life_empty_note(&sum, &note) && note.data)
+        run_event(r, "no_steps", -1, "%s", note.data);
+    ss_buf_reset(&note);
     if (ss_life_loss_note(&sum, &note) && note.data)
         run_event(r, "store_lost", -1, "%s", note.data);
     ss_buf_free(&note);
@@ -130,9 +135,10 @@ static void print_summary(run_ctx *r, int status)
         fprintf(stderr, "stepscope: the job was stopped on a non-finite "
                 "value (exit status %d): %s\n", SS_NONFINITE_EXIT_STATUS,
                 r->num.nonfinite_stop_why);
-    else if (r->failure_text[0])
-        fprintf(stderr, "stepscope: %s\n", r->failure_text);
-    else if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
+    else if (r->failure_text[0]) {
+        if (!r->failure_said) /* else printed when it happened */
+            fprintf(stderr, "stepscope: %s\n", r->failure_text);
+    } else if (r->hooks.failure_summary(r->hooks.ctx, why, sizeof why) > 0)
         fprintf(stderr, "stepscope: %s\n", why);
     if (r->n_notes > 1) {
         fprintf(stderr, "stepscope: %u attempts:", r->n_notes);
@@ -174,7 +180,8 @@ void run_summary_end(run_ctx *r, int status)
     record_vector_drops(r);
     record_store_losses(r, status);
     ss_store_end_run(r->store, r->run_id, ss_wall_now(), status,
-                     ss_life_run_status(status), (int64_t)dropped_ev,
+                     ss_life_run_status(status, r->stop_signal != 0),
+                     (int64_t)dropped_ev,
                      (int64_t)dropped_rec);
     print_summary(r, status);
 }

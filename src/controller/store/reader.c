@@ -28,6 +28,7 @@
 #include "numparse.h"
 #include "reader_internal.h"
 #include "runlock.h"
+#include "store_access.h"
 #include "store_files.h"
 #include "store_schema.h"
 
@@ -279,6 +280,7 @@ ss_reader *ss_reader_open(const char *path, char *err, size_t errlen)
     }
     r->version = ss_schema_open_readonly(r->path, &r->db, err, errlen);
     if (r->version < 0) {
+        ss_store_access_problem(r->path, 0, err, errlen); /* the likely cause */
         free(r);
         return NULL;
     }

@@ -24,6 +24,7 @@
  * the writer writes).
  */
 #include "store.h"
+#include "store_access.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -191,6 +192,7 @@ ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
         return NULL;
     }
     if (store_setup(s, path, err, errlen) != 0) {
+        ss_store_access_problem(path, 1, err, errlen); /* the likely cause */
         store_free(s);
         return NULL;
     }

@@ -60,7 +60,8 @@ typedef struct {
     uint32_t attempt;
     char host[256];
     int64_t pid;
-    char state[16];        /* "running", "exited", "failed", "never_connected" */
+    char state[24];        /* "running", "exited", "failed", "never_connected",
+                              "stopped_by_stepscope" */
     int64_t exit_code;     /* -1 unknown */
     int64_t term_signal;   /* 0 none, -1 unknown */
     int64_t last_step;     /* -1 none */

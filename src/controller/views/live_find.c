@@ -27,9 +27,11 @@ static int pid_alive(long pid)
     return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* Reads the live-run file PATH into T.  Returns 1 when it names a live
- * controller, 0 when it is stale or unreadable. */
-static int read_live_file(const char *path, ss_live_target *t)
+/* Reads the live-run file PATH into T (and its controller's pid into
+ * *PID_OUT when not NULL).  Returns 1 when it names a live controller, 0
+ * when it is stale or unreadable. */
+static int read_live_file(const char *path, ss_live_target *t,
+                          long *pid_out)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -53,9 +55,96 @@ static int read_live_file(const char *path, ss_live_target *t)
         copy(t->token, sizeof t->token,
              cJSON_IsString(tok) ? tok->valuestring : "");
         t->run_id = (int64_t)run->valuedouble;
+        if (pid_out)
+            *pid_out = (long)pid->valuedouble;
     }
     cJSON_Delete(o);
     return ok;
+}
+
+#define LIVE_LISTED 8 /* live runs named when more than one runs */
+
+/* "run 4 (NAME, pid 123)" of the live run T into OUT, its name from the
+ * store R when it can tell. */
+static void describe(ss_reader *r, const ss_live_target *t, long pid,
+                     char *out, size_t outlen)
+{
+    ss_run_row row;
+    if (r && ss_reader_run(r, t->run_id, &row) == 0) {
+        snprintf(out, outlen, "run %" PRId64 " (%s, pid %ld)", t->run_id,
+                 row.name ? row.name : "?", pid);
+        ss_run_row_clear(&row);
+    } else {
+        snprintf(out, outlen, "run %" PRId64 " (pid %ld)", t->run_id, pid);
+    }
+}
+
+/* The one live run among the live-run files in DIR into *OUT.  Returns 0;
+ * -1 with ERR when none runs, or when several do: then they are listed
+ * (the newest first) and the caller is asked to name one. */
+static int newest_live(const char *db, const char *dir, ss_live_target *out,
+                       char *err, size_t errlen)
+{
+    DIR *d = opendir(dir);
+    ss_live_target live[LIVE_LISTED];
+    long pids[LIVE_LISTED];
+    size_t n = 0, kept = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long long id;
+        char tail[8];
+        if (sscanf(e->d_name, "run-%lld.%7s", &id, tail) != 2 ||
+            strcmp(tail, "json") != 0)
+            continue;
+        ss_live_target found;
+        memset(&found, 0, sizeof found);
+        char file[PATH_MAX + 320];
+        snprintf(file, sizeof file, "%s/%s", dir, e->d_name);
+        long pid = 0;
+        if (!read_live_file(file, &found, &pid))
+            continue;
+        n++;
+        /* Keep the newest LIVE_LISTED, newest first. */
+        size_t at = 0;
+        while (at < kept && live[at].run_id > found.run_id)
+            at++;
+        if (at >= LIVE_LISTED)
+            continue;
+        size_t move = kept - at - (kept == LIVE_LISTED);
+        memmove(&live[at + 1], &live[at], move * sizeof live[0]);
+        memmove(&pids[at + 1], &pids[at], move * sizeof pids[0]);
+        live[at] = found;
+        pids[at] = pid;
+        kept += kept < LIVE_LISTED;
+    }
+    if (d)
+        closedir(d);
+    if (n == 0) {
+        snprintf(err, errlen, "no job is running: no live controller in %s "
+                 "(start one with `stepscope run`, or give --url)", dir);
+        return -1;
+    }
+    if (n == 1) {
+        *out = live[0];
+        return 0;
+    }
+    char rerr[256];
+    ss_reader *r = ss_reader_open(db, rerr, sizeof rerr);
+    size_t len = (size_t)snprintf(err, errlen, "%zu jobs are running: ", n);
+    for (size_t i = 0; i < kept && len < errlen; i++) {
+        char one[400];
+        describe(r, &live[i], pids[i], one, sizeof one);
+        len += (size_t)snprintf(err + len, errlen - len, "%s%s",
+                                i ? ", " : "", one);
+    }
+    if (len < errlen && n > kept)
+        len += (size_t)snprintf(err + len, errlen - len, " and %zu more",
+                                n - kept);
+    if (len < errlen)
+        snprintf(err + len, errlen - len, "; say which with its id or name "
+                 "(RUN), e.g. %" PRId64, live[0].run_id);
+    ss_reader_close(r);
+    return -1;
 }
 
 int ss_live_find(const char *db, const char *run, const char *url,
@@ -94,38 +183,13 @@ int ss_live_find(const char *db, const char *run, const char *url,
                 return -1;
         }
         if (ss_store_live_file(db, id, path, sizeof path) != 0 ||
-            !read_live_file(path, out)) {
+            !read_live_file(path, out, NULL)) {
             snprintf(err, errlen, "run %" PRId64 " is not running: no live "
                      "controller for it (%s)", id, path);
             return -1;
         }
-    } else {
-        DIR *d = opendir(path);
-        int64_t best = -1;
-        ss_live_target found;
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            long long id;
-            char tail[8];
-            if (sscanf(e->d_name, "run-%lld.%7s", &id, tail) != 2 ||
-                strcmp(tail, "json") != 0 || id <= best)
-                continue;
-            memset(&found, 0, sizeof found);
-            char file[PATH_MAX + 320];
-            snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-            if (read_live_file(file, &found)) {
-                best = id;
-                *out = found;
-            }
-        }
-        if (d)
-            closedir(d);
-        if (best < 0) {
-            snprintf(err, errlen, "no job is running: no live controller in "
-                     "%s (start one with `stepscope run`, or give --url)",
-                     path);
-            return -1;
-        }
+    } else if (newest_live(db, path, out, err, errlen) != 0) {
+        return -1;
     }
     if (token)
         copy(out->token, sizeof out->token, token);

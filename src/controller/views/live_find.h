@@ -20,10 +20,12 @@ typedef struct {
 
 /*
  * Fills OUT for URL (with TOKEN) when URL is given; else for the live run
- * RUN (an id or a name, NULL: the newest live run) of the store DB (NULL:
+ * RUN (an id or a name; NULL: the one live run) of the store DB (NULL:
  * the default store), whose controller must still be alive.  TOKEN, when
  * given, overrides the file's.  Returns 0, or -1 with a one-line reason in
- * ERR ("run 3 is not running: …", "no job is running: …").
+ * ERR ("run 3 is not running: …", "no job is running: …", or, when RUN is
+ * NULL and several jobs run, "2 jobs are running: run 5 (b, pid 77), run
+ * 4 (a, pid 66); say which with its id or name (RUN), e.g. 5").
  */
 int ss_live_find(const char *db, const char *run, const char *url,
                  const char *token, ss_live_target *out, char *err,

@@ -476,7 +476,7 @@ static void text_ranks(FILE *f, const ss_report *rp)
     fprintf(f, "  %5s  ", "rank");
     if (with_host)
         fprintf(f, "%-20s ", "host");
-    fprintf(f, "%-15s %-9s %9s %7s %10s %8s", "state", "exit",
+    fprintf(f, "%-20s %-9s %9s %7s %10s %8s", "state", "exit",
             "last step", "steps", "median ms", "p90 ms");
     /* A phase that nests others shows the rank's self time, marked '*':
      * its inclusive time would hide a slow rank behind a shorter wait
@@ -497,7 +497,7 @@ static void text_ranks(FILE *f, const ss_report *rp)
         fprintf(f, "  %5zu  ", i);
         if (with_host)
             fprintf(f, "%-20.20s ", k->host ? k->host : "-");
-        fprintf(f, "%-15.15s %-9s %9s %7" PRId64 " %10s %8s",
+        fprintf(f, "%-20.20s %-9s %9s %7" PRId64 " %10s %8s",
                 k->state ? k->state : "-",
                 fmt_exit(a, sizeof a, k->exit_code, k->term_signal),
                 fmt_int(b, sizeof b, k->last_step), k->steps,

@@ -62,7 +62,7 @@
 
 typedef struct {
     int64_t rank, last_step, current_step;
-    char state[16], phase[64];
+    char state[24], phase[64];
     double phase_s, heard_s; /* < 0 unknown */
     double recent_ms;        /* median over the recent steps; < 0 none */
     double ratio;            /* recent_ms / the median rank's; < 0 none */

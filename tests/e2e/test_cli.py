@@ -1,0 +1,215 @@
+"""The command line as a new user meets it (real `stepscope` processes,
+real Python ranks, real SQLite):
+
+  - `stepscope run -n 2 train.py` runs the script with the Python on PATH,
+    as torchrun does, and says so;
+  - a command that does not exist is refused before any rank starts, in
+    one line, with no run recorded;
+  - a mistyped option is one line with a "did you mean" and a --help
+    pointer, prefixed `stepscope run:`;
+  - the store's permission problems name the path, the operation and
+    "Permission denied" (as root the commands run as `nobody` through
+    setpriv, since root passes every permission check);
+  - `make install PREFIX=DIR` installs a stepscope that runs an --auto job;
+  - with two live jobs, `stepscope stacks` lists both and asks for one.
+"""
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD, SOURCE, STEPSCOPE
+
+SCRIPT = ("import time, stepscope\n"
+          "for i in range(3):\n"
+          "    with stepscope.step(i):\n"
+          "        time.sleep(0.01)\n")
+
+
+def env(path_first="/usr/bin"):
+    e = dict(os.environ)
+    pkg = BUILD / "python"
+    if not (pkg / "stepscope").is_dir():
+        pkg = SOURCE / "python"
+    e["PYTHONPATH"] = str(pkg)
+    e["PATH"] = path_first + os.pathsep + e.get("PATH", "")
+    return e
+
+
+def test_py_script_runs_with_the_python_on_path(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "2", "--db",
+                          str(tmp_path / "s.db"), "--no-http", "train.py"],
+                         capture_output=True, text=True, env=env(),
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "stepscope run: running train.py with /usr/bin/python3 (the " \
+        "Python on PATH), as torchrun does" in out.stderr, out.stderr
+    con = sqlite3.connect(str(tmp_path / "s.db"))
+    (steps,), = con.execute("SELECT count(*) FROM steps").fetchall()
+    con.close()
+    assert steps == 3, out.stderr
+
+
+def test_missing_command_is_refused_before_any_rank_starts(tmp_path):
+    db = tmp_path / "s.db"
+    t0 = time.monotonic()
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "4", "--db", str(db),
+                          "--no-http", "--", "stepscope-no-such-command"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 127, out.stderr
+    assert out.stderr == ("stepscope run: cannot run "
+                          "'stepscope-no-such-command': no such command on "
+                          "PATH; no rank was started\n"), out.stderr
+    assert not db.exists()  # nothing started, nothing recorded
+    assert time.monotonic() - t0 < 5
+
+
+def test_mistyped_option_is_one_line_with_a_suggestion(tmp_path):
+    out = subprocess.run([str(STEPSCOPE), "run", "--atuo", "-n", "2", "--",
+                          "true"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2
+    assert out.stderr == ("stepscope run: unknown option '--atuo'; did you "
+                          "mean --auto? (`stepscope run --help` lists the "
+                          "options)\n"), out.stderr
+    out = subprocess.run([str(STEPSCOPE), "reprot"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr == ("stepscope: unknown command 'reprot'; did you mean "
+                          "report? (`stepscope --help` lists the "
+                          "commands)\n"), out.stderr
+
+
+def as_another_user(cmd):
+    """CMD as a user the files do not belong to: `nobody` when we are root,
+    else ourselves (the files are then made unwritable)."""
+    if os.geteuid() != 0:
+        return cmd
+    if not shutil.which("setpriv"):
+        pytest.skip("root without setpriv: cannot drop to another user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            *cmd]
+
+
+def test_permission_errors_name_path_operation_and_cause(tmp_path):
+    # A directory every user can reach: pytest's own is private to us.
+    top = Path(tempfile.mkdtemp(prefix="ss-perm-", dir="/tmp"))
+    try:
+        os.chmod(top, 0o755)
+        exe = top / "stepscope"
+        shutil.copy(STEPSCOPE, exe)
+        os.chmod(exe, 0o755)
+        db = top / "theirs.db"
+        made = subprocess.run([str(STEPSCOPE), "run", "-n", "1", "--db",
+                               str(db), "--no-http", "-q", "--", "true"],
+                              capture_output=True, text=True, timeout=60)
+        assert made.returncode == 0, made.stderr
+        for p in top.glob("theirs.db*"):
+            if p.is_file():
+                os.chmod(p, 0o444)
+        ro = top / "ro"
+        ro.mkdir()
+        os.chmod(ro, 0o555)
+        e = dict(os.environ, HOME=str(top))
+        run = [str(exe), "run", "-n", "1", "--no-http", "--db"]
+        out = subprocess.run(as_another_user([*run, str(db), "--", "true"]),
+                             capture_output=True, text=True, env=e,
+                             timeout=60)
+        assert out.returncode != 0
+        assert re.search(r"^stepscope run: cannot write the store "
+                         + re.escape(str(db)) + r"(-wal|-shm)?: Permission "
+                         r"denied \(.* is owned by \w+, mode 0444\)$",
+                         out.stderr, re.M), out.stderr
+        out = subprocess.run(as_another_user([*run, str(ro / "new.db"), "--",
+                                              "true"]),
+                             capture_output=True, text=True, env=e,
+                             timeout=60)
+        assert out.returncode != 0
+        assert ("stepscope run: cannot create the store " + str(ro / "new.db")
+                + ": Permission denied (its directory " + str(ro)
+                + " is owned by") in out.stderr, out.stderr
+        for p in top.glob("theirs.db*"):
+            if p.is_file():
+                os.chmod(p, 0o000 if os.geteuid() != 0 else 0o600)
+        out = subprocess.run(as_another_user([str(exe), "report", "--db",
+                                              str(db)]),
+                             capture_output=True, text=True, env=e,
+                             timeout=60)
+        assert out.returncode != 0
+        assert "stepscope report: cannot read the store " + str(db) in \
+            out.stderr and "Permission denied" in out.stderr, out.stderr
+    finally:
+        for p in [top, *top.rglob("*")]:
+            os.chmod(p, 0o700)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_make_install_with_prefix_runs_an_auto_job(tmp_path):
+    prefix = tmp_path / "prefix"
+    out = subprocess.run(["make", "-s", "-C", str(SOURCE), "install",
+                          f"BUILD={BUILD}", f"PREFIX={prefix}"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    exe = prefix / "bin" / "stepscope"
+    assert exe.is_file() and (prefix / "include" / "stepscope.h").is_file()
+    (tmp_path / "train.py").write_text(SCRIPT)
+    e = dict(os.environ)
+    e.pop("PYTHONPATH", None)  # --auto finds the installed package itself
+    out = subprocess.run([str(exe), "run", "-n", "1", "--auto", "-q",
+                          "--no-http", "--db", str(tmp_path / "s.db"), "--",
+                          "/usr/bin/python3", str(tmp_path / "train.py")],
+                         capture_output=True, text=True, env=e, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "3 steps finalized" in out.stderr, out.stderr
+
+
+def test_two_live_jobs_are_listed_and_one_asked_for(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import time, stepscope\n"
+                      "for i in range(10 ** 6):\n"
+                      "    with stepscope.step(i):\n"
+                      "        time.sleep(0.05)\n")
+    db = tmp_path / "s.db"
+    procs = []
+    try:
+        for name in ("first", "second"):
+            procs.append(subprocess.Popen(
+                [str(STEPSCOPE), "run", "-n", "1", "-q", "--db", str(db),
+                 "--http", "127.0.0.1:0", "--name", name, "--",
+                 sys.executable, str(script)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                env=env()))
+            live = db.parent / (db.name + ".d") / "live"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and \
+                    len(list(live.glob("run-*.json"))) < len(procs):
+                time.sleep(0.2)
+        out = subprocess.run([str(STEPSCOPE), "stacks", "--db", str(db)],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0, out.stdout
+        assert re.search(r"2 jobs are running: run 2 \(second, pid \d+\), "
+                         r"run 1 \(first, pid \d+\); say which with its id "
+                         r"or name \(RUN\), e\.g\. 2", out.stderr), out.stderr
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+        out = subprocess.run([str(STEPSCOPE), "stacks", "--db", str(db),
+                              "first"], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("stacks of run 1"), out.stdout
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(2)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
