@@ -26,6 +26,11 @@
  *   detect_replica.c     replica_divergence: the first checksum step at
  *                        which a rank's parameters differ from its replica
  *                        group's majority, the rank and the parameter
+ *   detect_moe.c         expert_imbalance: a mixture-of-experts layer's
+ *                        hot and dead experts (moe.* vectors); with
+ *                        detect_workload.c, what explains a straggler
+ *   detect_embedding.c   embedding_imbalance: a sharded table's hot shard
+ *                        and its rank (emb.load.* vectors)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -58,6 +63,8 @@ static const ss__detector *const detector_table[] = {
     &ss__spike_detector,
     &ss__fp8_detector,
     &ss__replica_detector,
+    &ss__moe_detector,
+    &ss__embedding_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 
