@@ -16,8 +16,8 @@ docs/workloads.md):
                        of TABLE (index: the shard; shard i lives on rank i)
 
 LAYER and TABLE are an int or a str; with the prefix the name must fit
-stepscope's 63 bytes, so a layer's name is at most 54 bytes and a table's
-55.  Each layer takes two of a process's 255 names, each table one.
+stepscope's 63 bytes, so a layer's name is at most 49 bytes and a table's
+54.  Each layer takes two of a process's 255 names, each table one.
 
 expert_load and shard_load take a sequence of numbers, an object with a
 buffer of doubles (array('d'), recorded at once) or a 1-D tensor of any
@@ -62,9 +62,12 @@ def _name(prefix, key, what, cache):
 
 def load_name(layer):
     """The vector name of LAYER's expert load (TypeError/ValueError for a
-    bad layer)."""
-    return _load_names.get(layer) or _name(LOAD, layer, "layer",
-                                           _load_names)
+    bad layer: its placement's name must fit too)."""
+    name = _load_names.get(layer)
+    if name is None:
+        _name(PLACEMENT, layer, "layer", {})
+        name = _name(LOAD, layer, "layer", _load_names)
+    return name
 
 
 def shard_name(table):
