@@ -32,7 +32,9 @@
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
  * A finding also names the host's cause when the host's evidence explains
- * the lateness (ss__host_explain, detect_host.c).  Where arrivals were
+ * the lateness (ss__host_explain, detect_host.c), and the load its
+ * experts or embedding shard received when that explains it
+ * (ss__workload_explain, detect_workload.h).  Where arrivals were
  * compared across hosts whose clocks were aligned with an error bound
  * (ss_detectors_set_clock_bound), the finding states the largest bound
  * among the ranks compared, and a median lateness within that bound is
@@ -192,7 +194,7 @@ typedef struct {
     int method, ref;
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
-    uint32_t rank;
+    uint32_t rank;         /* the rank summarized */
     int64_t clock_bound_ns;/* arrivals: the largest clock error bound
                               among the ranks compared; 0 otherwise */
     int clock_uncertain;   /* the median lateness lies within it */
