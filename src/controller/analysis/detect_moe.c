@@ -231,6 +231,17 @@ static void describe(ss_detectors *d, ss__wl *w, ss__wl_key *k,
         if (!dup && n_ranks < MAX_LISTED)
             ranks[n_ranks++] = q;
     }
+    /* the tokens each expert-parallel rank received, per step */
+    if (s->rank >= 0 && w->world <= MAX_LISTED) {
+        double *per = w->scratch;
+        ss__wl_rank_load(w, k, per);
+        char tok[MAX_LISTED * 12] = "";
+        size_t tat = 0;
+        for (uint32_t q = 0; q < w->world && tat < sizeof tok; q++)
+            tat += (size_t)snprintf(tok + tat, sizeof tok - tat, "%s%.0f",
+                                    q ? "," : "", per[q] / k->fill);
+        ss__evidence_str(ev, "rank_tokens_per_step", tok);
+    }
     if (s->rank >= 0 && s->rank_ratio >= MOE_EXPLAIN) {
         ss__evidence_int(ev, "rank", s->rank);
         ss__evidence_num(ev, "rank_load_ratio",

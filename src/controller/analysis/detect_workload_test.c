@@ -224,6 +224,8 @@ static int run_case(const test_case *c)
         else
             EXPECT(!strstr(m->evidence_json, "late_phase"));
         EXPECT(strstr(m->message, "layer 2's experts") != NULL);
+        /* the tokens each rank received per step, by rank */
+        EXPECT(strstr(m->evidence_json, "\"rank_tokens_per_step\":\"") != NULL);
     }
     const ss_finding *e = first_kind(&fd, "embedding_imbalance");
     if (e && c->emb_findings) {
