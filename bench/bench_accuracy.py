@@ -94,6 +94,8 @@ FP8 = SOURCE / "examples" / "fp8_emulated.py"
 REPLICA = SOURCE / "examples" / "ddp_replica.py"
 PIPELINE = SOURCE / "examples" / "pipeline_train.py"
 FORWARD_FORWARD = SOURCE / "examples" / "forward_forward.py"
+MOE = SOURCE / "examples" / "moe_train.py"
+EMBEDDING = SOURCE / "examples" / "embedding_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -251,6 +253,19 @@ for _rank, _layer in FF_SLOW:
     EXPECT[f"ff-slow-rank{_rank}-layer{_layer}"] = (
         Want("straggler", _rank, phase=f"layer{_layer}.loss"),)
 EXPECT["ff-clean"] = CLEAN
+EXPECT.update({
+    # parallel workloads (examples/moe_train.py, embedding_train.py): the
+    # layer or table and the rank hosting the hot experts or shard
+    "moe-balanced": CLEAN,
+    "moe-skew-experts-6-7": (Want("expert_imbalance", 3, evidence=(("layer", "1"),)),),
+    "moe-skew-expert-2": (Want("expert_imbalance", 1, evidence=(("layer", "1"),
+                                                                ("hot_experts", "2"))),),
+    "embedding-spread": CLEAN,
+    "embedding-hot-shard-2": (Want("embedding_imbalance", 2,
+                                   evidence=(("table", "items"), ("hot_shard", 2))),),
+    "embedding-hot-shard-0": (Want("embedding_imbalance", 0,
+                                   evidence=(("table", "items"), ("hot_shard", 0))),),
+})
 
 
 # ---------------------------------------------------------------------------
@@ -384,6 +399,21 @@ SCENARIOS = (
 ) + (
     Scenario("ff-clean", "forward-forward, no slow layer", 4, 30,
              script=FORWARD_FORWARD, auto=False),
+) + (
+    Scenario("moe-balanced", "8 experts, top-2, 2 per rank, unskewed router", 4, 30,
+             script=MOE, auto=False, timeout_s=300),
+    Scenario("moe-skew-experts-6-7", "layer 1's router +2 on experts 6 and 7 (rank 3)",
+             4, 30, ("--skew-layer", "1", "--skew-experts", "6,7"),
+             script=MOE, auto=False, timeout_s=300),
+    Scenario("moe-skew-expert-2", "layer 1's router +3 on expert 2 (rank 1)", 4, 30,
+             ("--skew-layer", "1", "--skew-experts", "2", "--skew", "3"),
+             script=MOE, auto=False, timeout_s=300),
+    Scenario("embedding-spread", "Zipf ids, popular rows dealt to the shards in turn",
+             4, 30, script=EMBEDDING, auto=False),
+    Scenario("embedding-hot-shard-2", "Zipf ids, popular rows in shard 2", 4, 30,
+             ("--hot-shard", "2"), script=EMBEDDING, auto=False),
+    Scenario("embedding-hot-shard-0", "Zipf ids, popular rows in shard 0", 4, 30,
+             ("--hot-shard", "0"), script=EMBEDDING, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000

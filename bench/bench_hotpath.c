@@ -7,7 +7,9 @@
  *   (b) an ss_phase_begin/ss_phase_end pair with the recorder enabled and
  *       connected to an in-process controller that decodes every frame;
  *   (c) the same pair with the recorder disabled (after ss_shutdown(),
- *       which leaves exactly the path taken without STEPSCOPE_ADDR).
+ *       which leaves exactly the path taken without STEPSCOPE_ADDR);
+ *   (d) ss_values of 1,024 doubles, (e) ss_expert_load of 256 experts
+ *       (32 layers a step), enabled.
  * Each batch of (b) is one step; after it the benchmark waits, untimed,
  * until the controller has received that step, so every timed event went
  * into a ring with room (no drop path) and the sender's work is real.
@@ -153,6 +155,19 @@ static int64_t batch_values(const ss_name_id *ids)
     int64_t t0 = now_ns();
     for (int i = 0; i < VALUES_PER_STEP; i++)
         ss_values(ids[i], values_buf, VALUES_N);
+    return now_ns() - t0;
+}
+
+/* (e) EXPERT_LAYERS calls of ss_expert_load with 256 experts, in one
+ * step: one mixture-of-experts model's loads (docs/workloads.md). */
+#define EXPERTS_N 256
+#define EXPERT_LAYERS 32
+
+static int64_t batch_experts(const ss_name_id *layers)
+{
+    int64_t t0 = now_ns();
+    for (int i = 0; i < EXPERT_LAYERS; i++)
+        ss_expert_load(layers[i], values_buf, EXPERTS_N);
     return now_ns() - t0;
 }
 
@@ -308,6 +323,35 @@ int main(int argc, char **argv)
         if (r >= 0)
             d[r] = (double)td / (vsteps * VALUES_PER_STEP);
     }
+    /* (e) expert loads, as (d); the first step also sends the placements */
+    ss_name_id lids[EXPERT_LAYERS];
+    int32_t hosts[EXPERTS_N];
+    for (int e = 0; e < EXPERTS_N; e++)
+        hosts[e] = e / 64;
+    for (int i = 0; i < EXPERT_LAYERS; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "%d", i);
+        lids[i] = ss_expert_layer(nm);
+        ss_expert_placement(nm, hosts, EXPERTS_N);
+    }
+    double *e = calloc((size_t)reps, sizeof *e);
+    if (!e)
+        return 1;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up, placements */
+        int64_t te = 0;
+        for (int k = 0; k < vsteps; k++) {
+            ss_step_begin(++step);
+            te += batch_experts(lids);
+            ss_step_end();
+            if (wait_for_step(&ctl, step) < 0) {
+                fprintf(stderr, "bench_hotpath: no expert loads' step %llu "
+                                "(%s)\n", (unsigned long long)step, ctl.err);
+                return 1;
+            }
+        }
+        if (r >= 0)
+            e[r] = (double)te / (vsteps * EXPERT_LAYERS);
+    }
     ss_counters drops;
     ss_get_counters(&drops);
     uint64_t received = __atomic_load_n(&ctl.steps, __ATOMIC_RELAXED);
@@ -329,7 +373,8 @@ int main(int argc, char **argv)
     rmdir(dir);
 
     summary sa = summarize(a, 2 * reps), sb = summarize(b, reps),
-            sc = summarize(c, reps), sd = summarize(d, reps);
+            sc = summarize(c, reps), sd = summarize(d, reps),
+            se = summarize(e, reps);
     char cs[64];
     clocksource(cs, sizeof cs);
     printf("stepscope hot-path benchmark: ns per pair, %d repetitions x %.0f "
@@ -344,6 +389,9 @@ int main(int argc, char **argv)
     printf("  %-34s %8.1f %8.1f %14s\n", "(d) ss_values 1,024 doubles / call",
            sd.min, sd.median, "-");
     printf("  target (d) <= 2000 ns: %s\n", sd.median <= 2000 ? "met" : "NOT met");
+    printf("  %-34s %8.1f %8.1f %14s\n", "(e) ss_expert_load 256 experts",
+           se.min, se.median, "-");
+    printf("  target (e) <= 1000 ns: %s\n", se.median <= 1000 ? "met" : "NOT met");
     printf("  controller received %llu step records; dropped events %llu, "
            "dropped records %llu\n", (unsigned long long)received,
            (unsigned long long)drops.dropped_events,
@@ -360,5 +408,6 @@ int main(int argc, char **argv)
     free(a);
     free(b);
     free(c);
+    free(e);
     return 0;
 }

@@ -305,6 +305,52 @@ void ss_microbatch_begin(uint32_t index, char kind);
 /* Ends the calling thread's open microbatch span; nothing without one. */
 void ss_microbatch_end(void);
 
+/* ---- parallel workloads (docs/workloads.md) ----
+ *
+ * The load of a mixture-of-experts layer (tokens per expert) and of a
+ * table of embeddings sharded by rows (lookups per shard), per step and
+ * rank, recorded as vectors (ss_values) named moe.load.LAYER,
+ * moe.placement.LAYER and emb.load.TABLE.  The controller sums the ranks'
+ * vectors and names a layer whose router favours a few experts
+ * (expert_imbalance) or a table whose lookups fall on one shard
+ * (embedding_imbalance), and explains a straggler by the load it hosts. */
+
+/* The id of mixture-of-experts layer LAYER's load (LAYER: 1..49 bytes,
+ * "3" or "blocks.3.moe"); 0 for a bad name or a full name table.  Not for
+ * the hot path: call it once per layer and keep the id. */
+ss_name_id ss_expert_layer(const char *layer);
+
+/* Records, for the current step, the tokens this rank's router sent to
+ * each global expert of LAYER (an id from ss_expert_layer):
+ * TOKENS_PER_EXPERT[i] for expert i, N of them (at most SS_MAX_VALUES
+ * kept).  Sends the layer's placement with it when ss_expert_placement
+ * gave one since its last call.  Hot path: ss_values' cost and one atomic
+ * load (a trylock in the one call that sends a placement). */
+void ss_expert_load(ss_name_id layer, const double *tokens_per_expert,
+                    size_t n);
+
+/* Says which rank hosts each expert of LAYER: EXPERT_TO_RANK[i] for
+ * expert i, N of them (1..SS_MAX_VALUES, each >= 0).  Copied and kept
+ * until the layer's next ss_expert_load, which sends it (make that call
+ * inside a step, as every load is); a newer placement replaces one not
+ * yet sent.  Call it once, and again when the placement changes.  Not for
+ * the hot path: it takes a lock.  Returns 0, SS_EINVAL (bad arguments),
+ * SS_ENAMES (the name table is full) or SS_ENOMEM (out of memory, or 64
+ * layers' placements waiting). */
+int ss_expert_placement(const char *layer, const int32_t *expert_to_rank,
+                        size_t n);
+
+/* The id of embedding table TABLE's load (TABLE: 1..54 bytes); 0 for a
+ * bad name or a full name table.  Not for the hot path. */
+ss_name_id ss_embedding_table(const char *table);
+
+/* Records, for the current step, the lookups this rank made in each
+ * row-wise shard of TABLE (an id from ss_embedding_table):
+ * LOOKUPS_PER_SHARD[i] for shard i, hosted by rank i; N of them.  Hot
+ * path: what ss_values costs. */
+void ss_shard_load(ss_name_id table, const double *lookups_per_shard,
+                   size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,13 +63,15 @@ __version__ = _native.__version__
 from . import _fp8, _stacks  # noqa: E402
 from ._checksum import checksum, replica_group  # noqa: E402
 from ._pipeline import Microbatch, microbatch, pipeline  # noqa: E402
+from . import _workloads as _wl  # noqa: E402
 
 _stacks.install()
 
 __all__ = [
     "Phase", "Step", "StepscopeError", "checkpoint_saved", "checksum",
     "counters",
-    "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
+    "enabled", "expert_load", "expert_placement", "shard_load",
+    "fp8_stats", "memory_record", "memory_sample", "metric",
     "Microbatch", "microbatch", "pipeline",
     "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "replica_group",
@@ -128,6 +130,7 @@ def _flush_device_values():
     so that they travel in the same copy."""
     global _device_values
     _fp8.flush(values)
+    _wl.flush(_native._values_ptr)
     pending, _device_values = _device_values, []
     torch = sys.modules.get("torch")
     if not pending or torch is None:
@@ -162,6 +165,64 @@ def fp8_stats(name, tensor, scale, fmt="e4m3"):
     if _native.enabled() and _native._current_step() is not None:
         _fp8.record(name, tensor, scale, fmt)
         _native._values_pending()
+
+
+def expert_load(layer, tokens_per_expert):
+    """Records, for the current step, the tokens this rank's router sent
+    to each global expert of mixture-of-experts layer LAYER (an int or a
+    str): TOKENS_PER_EXPERT[i] for expert i, a 1-D tensor or a sequence of
+    numbers.  The controller sums the ranks' vectors into each expert's
+    load and judges its balance (expert_imbalance, docs/workloads.md).
+    Sends LAYER's placement with it when expert_placement gave a new one.
+    Ignored outside a step."""
+    name = _wl._load_names.get(layer) or _wl.load_name(layer)
+    if _wl._pending and _native._current_step() is not None:
+        place = _wl.take_placement(layer)
+        if place is not None:
+            values(_wl.PLACEMENT + name[len(_wl.LOAD):], place)
+    _load(name, tokens_per_expert)
+
+
+def _load(name, x):
+    """Records the load vector X under NAME.  A tensor is kept and read
+    when the step ends: a device one with the step's other device vectors
+    (one copy), a host one with the step's other host loads (one
+    conversion), so that the call costs an append on the training thread
+    (docs/workloads.md, "Cost").  Anything else goes to the recorder
+    now."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.dim() != 1:
+            raise ValueError("stepscope: a load wants a 1-D tensor, not %d-D"
+                             % x.dim())
+        if _native._current_step() is not None:
+            if x.is_cpu:
+                _wl.host_loads.append((name, x))
+            else:
+                _device_values.append((name, x))
+            _native._values_pending()
+        return
+    _native.values(name, x)
+
+
+def expert_placement(layer, expert_to_rank):
+    """Says which rank hosts each expert of LAYER, once (and again when
+    it changes): EXPERT_TO_RANK is a mapping expert -> rank or a sequence
+    whose i-th item is expert i's rank.  Kept here and sent with LAYER's
+    next expert_load; with it the controller counts the tokens each
+    expert-parallel rank received and explains a straggler by them.
+    ValueError for a negative or non-integral expert or rank."""
+    _wl.set_placement(layer, expert_to_rank)
+
+
+def shard_load(table, lookups_per_shard):
+    """Records, for the current step, the lookups this rank made in each
+    row-wise shard of embedding table TABLE (an int or a str):
+    LOOKUPS_PER_SHARD[i] for shard i, hosted by rank i; a 1-D tensor or a
+    sequence of numbers.  The controller judges the shards' balance
+    (embedding_imbalance, docs/workloads.md).  Ignored outside a step."""
+    _load(_wl._shard_names.get(table) or _wl.shard_name(table),
+          lookups_per_shard)
 
 
 def _decorate(cm, func):

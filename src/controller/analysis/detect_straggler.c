@@ -39,7 +39,9 @@
  * (ss__step_notes.sync_late_ms).  docs/detectors.md, "straggler", states
  * every rule and default, and the false-alarm rate measured on clean runs.
  * A finding also names the host's cause when the host's evidence explains
- * the lateness (ss__host_explain, detect_host.c).  Where arrivals were
+ * the lateness (ss__host_explain, detect_host.c), and the load its
+ * experts or embedding shard received when that explains it
+ * (ss__workload_explain, detect_workload.h).  Where arrivals were
  * compared across hosts whose clocks were aligned with an error bound
  * (ss_detectors_set_clock_bound), the finding states the largest bound
  * among the ranks compared, and a median lateness within that bound is
@@ -48,6 +50,7 @@
  */
 #include "detectors_internal.h"
 #include "detect_host.h"
+#include "detect_workload.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -331,6 +334,7 @@ typedef struct {
     int method, ref;
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
+    uint32_t rank;         /* the rank summarized */
     int64_t clock_bound_ns;/* arrivals: the largest clock error bound
                               among the ranks compared; 0 otherwise */
     int clock_uncertain;   /* the median lateness lies within it */
@@ -367,6 +371,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
                       const scope *sc, late_summary *out)
 {
     memset(out, 0, sizeof *out);
+    out->rank = r;
     out->blame = NO_NAME;
     out->ref = NO_NAME;
     size_t base = (size_t)r * sg->sw;
@@ -466,7 +471,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     }
 }
 
-static void blame_clause(const ss_detectors *d, const late_summary *s,
+static void phase_clause(const ss_detectors *d, const late_summary *s,
                          char *buf, size_t len)
 {
     char a[32];
@@ -483,6 +488,16 @@ static void blame_clause(const ss_detectors *d, const late_summary *s,
         snprintf(buf, len, "; its %s phase%s explains %s ms of it",
                  ss__name_of(d, s->blame), self,
                  ss__fmt_ms(a, sizeof a, s->explained_ms));
+}
+
+/* The phase that explains the lateness, then the load the rank's experts
+ * or shards received when that explains it (detect_workload.h). */
+static void blame_clause(const ss_detectors *d, const late_summary *s,
+                         char *buf, size_t len)
+{
+    phase_clause(d, s, buf, len);
+    size_t at = strlen(buf);
+    ss__workload_explain(d, s->rank, s->first, s->last, buf + at, len - at);
 }
 
 static void straggler_evidence(ss_detectors *d, ss_finding *f,
@@ -595,7 +610,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                       ? SS_CRITICAL
                       : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
-    char how[352], why[112], last[72], host[128];
+    char how[352], why[256], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
@@ -649,7 +664,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
     straggler_evidence(d, f, "transient", &s);
-    char how[352], why[112], last[72], host[128];
+    char how[352], why[256], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);

@@ -29,6 +29,11 @@
  *   detect_pipeline.c    pipeline_bubble: a pipeline's measured bubble
  *                        over its schedule's formula, and the stage the
  *                        others wait for (from the pipeline.* vectors)
+ *   detect_moe.c         expert_imbalance: a mixture-of-experts layer's
+ *                        hot and dead experts (moe.* vectors); with
+ *                        detect_workload.c, what explains a straggler
+ *   detect_embedding.c   embedding_imbalance: a sharded table's hot shard
+ *                        and its rank (emb.load.* vectors)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -62,6 +67,8 @@ static const ss__detector *const detector_table[] = {
     &ss__fp8_detector,
     &ss__replica_detector,
     &ss__pipeline_detector,
+    &ss__moe_detector,
+    &ss__embedding_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

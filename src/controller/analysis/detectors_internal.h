@@ -109,6 +109,8 @@ extern const ss__detector ss__spike_detector;       /* detect_spike.c */
 extern const ss__detector ss__fp8_detector;         /* detect_fp8.c */
 extern const ss__detector ss__replica_detector;     /* detect_replica.c */
 extern const ss__detector ss__pipeline_detector;    /* detect_pipeline.c */
+extern const ss__detector ss__moe_detector;         /* detect_moe.c */
+extern const ss__detector ss__embedding_detector;   /* detect_embedding.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
