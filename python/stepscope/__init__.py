@@ -62,6 +62,7 @@ __version__ = _native.__version__
 
 from . import _fp8, _stacks  # noqa: E402
 from ._checksum import checksum, replica_group  # noqa: E402
+from . import _rl  # noqa: E402  (reinforcement learning: rl_batch)
 
 _stacks.install()
 
@@ -71,7 +72,7 @@ __all__ = [
     "enabled", "fp8_stats", "memory_record", "memory_sample", "metric",
     "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "replica_group",
-    "resumed_from", "step",
+    "resumed_from", "rl_batch", "step",
     "step_begin",
     "step_end", "sync", "values", "values_labels",
 ]
@@ -160,6 +161,23 @@ def fp8_stats(name, tensor, scale, fmt="e4m3"):
     if _native.enabled() and _native._current_step() is not None:
         _fp8.record(name, tensor, scale, fmt)
         _native._values_pending()
+
+
+def rl_batch(rewards, lengths, group_size, advantages=None):
+    """Records this step's reinforcement-learning batch on this rank: the
+    REWARDS and completion LENGTHS (tokens) of its completions, GROUP_SIZE
+    completions per prompt in group order, and their ADVANTAGES when
+    given (each a sequence of numbers or a 1-D tensor, all of one size, a
+    whole number of groups).  They travel as the vectors rl.reward,
+    rl.length, rl.advantage and the metric rl.group_size; the controller
+    derives the reward, advantage and length statistics and judges them
+    (stepscope/_rl.py, docs/rl.md).  Host data is recorded at once; device
+    tensors are copied to the host once, with the step's other device
+    vectors, at the end of the step.  TypeError/ValueError for bad
+    arguments; otherwise a no-op outside a step or without a controller."""
+    _rl.check_args(rewards, lengths, group_size, advantages)
+    if _native.enabled() and _native._current_step() is not None:
+        _rl.record(values, rewards, lengths, group_size, advantages)
 
 
 def _decorate(cm, func):
