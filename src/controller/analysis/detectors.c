@@ -26,6 +26,8 @@
  *   detect_replica.c     replica_divergence: the first checksum step at
  *                        which a rank's parameters differ from its replica
  *                        group's majority, the rank and the parameter
+ *   detect_rl.c          rollout_long_tail, reward_collapse, kl_spike,
+ *                        entropy_collapse: RL post-training (docs/rl.md)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -58,6 +60,7 @@ static const ss__detector *const detector_table[] = {
     &ss__spike_detector,
     &ss__fp8_detector,
     &ss__replica_detector,
+    &ss__rl_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

@@ -108,6 +108,7 @@ extern const ss__detector ss__nonfinite_detector;   /* detect_nonfinite.c */
 extern const ss__detector ss__spike_detector;       /* detect_spike.c */
 extern const ss__detector ss__fp8_detector;         /* detect_fp8.c */
 extern const ss__detector ss__replica_detector;     /* detect_replica.c */
+extern const ss__detector ss__rl_detector;          /* detect_rl.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
