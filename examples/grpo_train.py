@@ -32,8 +32,9 @@ entropy, clip_ratio/region_mean, completions/mean_length, reward,
 reward_std, frac_reward_zero_std).
 
 Switches (each a problem docs/rl.md shows found):
-  --long-rank R             rank R's sampler rarely emits the end token
-                            and may run to --long-max-len tokens
+  --long-rank R             rank R's sampler never emits the end token
+                            (a wrong end-token id) and runs to
+                            --long-max-len tokens
   --constant-reward-step S  from step S the reward is 1 for everything
   --lr-blowup-step S        from step S the learning rate is multiplied
                             by --lr-blowup
@@ -83,9 +84,11 @@ def prompts(gen, n):
 
 
 @torch.no_grad()
-def sample(model, prompt, max_len, temperature, eos_penalty, decode_ms, gen):
-    """Completions of PROMPT (n x 5): tokens (n x max_len, EOS-padded) and
-    lengths (tokens up to and including the end token)."""
+def sample(model, prompt, max_len, temperature, never_stop, decode_ms, gen):
+    """Completions of PROMPT (n x 5): tokens (n x the longest completion,
+    EOS-padded) and lengths (tokens up to and including the end token).
+    With NEVER_STOP the end token is never sampled (as with a wrong
+    end-token id), so every completion runs to MAX_LEN."""
     n = prompt.shape[0]
     seq = prompt
     out = torch.full((n, max_len), EOS, dtype=torch.long)
@@ -93,7 +96,8 @@ def sample(model, prompt, max_len, temperature, eos_penalty, decode_ms, gen):
     done = torch.zeros(n, dtype=torch.bool)
     for t in range(max_len):
         z = model(seq[:, -Policy.CONTEXT:])[:, -1] / temperature
-        z[:, EOS] -= eos_penalty
+        if never_stop:
+            z[:, EOS] = float("-inf")
         tok = torch.multinomial(F.softmax(z, -1), 1, generator=gen)[:, 0]
         tok = torch.where(done, torch.full_like(tok, EOS), tok)
         out[:, t] = tok
@@ -105,7 +109,7 @@ def sample(model, prompt, max_len, temperature, eos_penalty, decode_ms, gen):
         if bool(done.all()):
             break
         seq = torch.cat([seq, tok[:, None]], 1)
-    return out, lengths
+    return out[:, :int(lengths.max())], lengths
 
 
 def token_logprobs(model, prompt, comp):
@@ -155,10 +159,10 @@ def main():
     ap.add_argument("--decode-ms", type=float, default=1.0)
     ap.add_argument("--warmup-steps", type=int, default=40)
     ap.add_argument("--long-rank", type=int, default=-1)
-    ap.add_argument("--long-max-len", type=int, default=48)
+    ap.add_argument("--long-max-len", type=int, default=24)
     ap.add_argument("--constant-reward-step", type=int, default=-1)
     ap.add_argument("--lr-blowup-step", type=int, default=-1)
-    ap.add_argument("--lr-blowup", type=float, default=100.0)
+    ap.add_argument("--lr-blowup", type=float, default=3.0)
     args = ap.parse_args()
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -176,7 +180,6 @@ def main():
     gen = torch.Generator().manual_seed(100 + rank)
     long_rank = rank == args.long_rank
     max_len = args.long_max_len if long_rank else args.max_len
-    eos_penalty = 6.0 if long_rank else 0.0
 
     for step in range(args.steps):
         if step == args.lr_blowup_step:
@@ -188,7 +191,7 @@ def main():
                 prompt = prompt.repeat_interleave(args.group, 0)
                 answers = answers.repeat_interleave(args.group, 0)
                 comp, lengths = sample(sampler, prompt, max_len,
-                                       args.temperature, eos_penalty,
+                                       args.temperature, long_rank,
                                        args.decode_ms, gen)
             with stepscope.phase("reward"):
                 constant = 0 <= args.constant_reward_step <= step

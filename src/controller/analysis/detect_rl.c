@@ -98,6 +98,7 @@ typedef struct {
     uint32_t steps;
     double longest, others_longest, late_ms, waited_ms, waited_total_ms;
     double mean_len, long_share; /* its batch in the latest step */
+    uint32_t n_others;          /* ranks that waited, latest step */
 } tail_state;
 
 typedef struct {
@@ -269,11 +270,12 @@ static void tail_describe(ss_detectors *d, tail_state *t, uint32_t r,
     snprintf(f->message, sizeof f->message,
              "Rank %u's generation sets the pace: its rollout ran %s ms "
              "longer than the median rank's, with its longest completion "
-             "at %.0f tokens against %.0f on the other ranks; the other "
-             "ranks waited %s ms per step for it (%s ms in all over %u "
-             "steps, %u of the last %u).",
+             "at %.0f tokens against %.0f on the other ranks; the %u other "
+             "ranks waited %s ms for it in the latest step, together (%s ms "
+             "over its %u long-tail steps, %u of the last %u).",
              r, ss__fmt_ms(a, sizeof a, t->late_ms), t->longest,
-             t->others_longest, ss__fmt_ms(b, sizeof b, t->waited_ms),
+             t->others_longest, t->n_others,
+             ss__fmt_ms(b, sizeof b, t->waited_ms),
              ss__fmt_ms(c, sizeof c, t->waited_total_ms), t->steps,
              in_window, LT_WINDOW);
     ss_buf *ev = &d->evidence;
@@ -285,7 +287,8 @@ static void tail_describe(ss_detectors *d, tail_state *t, uint32_t r,
     ss__evidence_num(ev, "mean_tokens", round(t->mean_len * 10) / 10);
     ss__evidence_num(ev, "long_share", round(t->long_share * 1000) / 1000);
     ss__evidence_num(ev, "late_ms", round(t->late_ms * 10) / 10);
-    ss__evidence_num(ev, "waited_ms_per_step", round(t->waited_ms * 10) / 10);
+    ss__evidence_num(ev, "waited_ms_step", round(t->waited_ms * 10) / 10);
+    ss__evidence_int(ev, "ranks_waiting", t->n_others);
     ss__evidence_num(ev, "waited_ms_total",
                      round(t->waited_total_ms * 10) / 10);
     ss__evidence_int(ev, "steps", t->steps);
@@ -349,22 +352,17 @@ static void long_tail_step(rl_state *g, ss_detectors *d,
           longest && mylen >= LT_LEN_FACTOR * med_len))
         return;
     tail_state *t = &g->tail[slow];
-    t->step[t->head] = v->step;
-    t->head = (t->head + 1) % LT_WINDOW;
-    uint32_t in_window = tail_count(t, v->step);
-    if (t->finding >= 0 && v->step - t->last > LT_WINDOW)
-        t->finding = -1; /* the old episode ended */
-    if (t->finding < 0) {
-        if (in_window < LT_MIN_STEPS)
-            return;
-        t->finding = ss__finding_open(d, "rollout_long_tail");
-        if (t->finding < 0)
-            return;
-        t->first = v->step;
+    if (t->steps && v->step - t->last > LT_WINDOW) {
+        t->finding = -1; /* the old episode ended; its finding stays */
         t->steps = 0;
+    }
+    if (t->steps == 0) {
+        t->first = v->step;
         t->waited_total_ms = 0;
         t->longest = 0;
     }
+    t->step[t->head] = v->step;
+    t->head = (t->head + 1) % LT_WINDOW;
     t->steps++;
     t->last = v->step;
     t->longest = fmax(t->longest, mylen);
@@ -372,8 +370,17 @@ static void long_tail_step(rl_state *g, ss_detectors *d,
     t->late_ms = late;
     t->waited_ms = waited;
     t->waited_total_ms += waited;
+    t->n_others = n - 1;
     t->mean_len = g->per[slow].len_mean;
     t->long_share = g->per[slow].long_share;
+    uint32_t in_window = tail_count(t, v->step);
+    if (t->finding < 0) {
+        if (in_window < LT_MIN_STEPS)
+            return;
+        t->finding = ss__finding_open(d, "rollout_long_tail");
+        if (t->finding < 0)
+            return;
+    }
     tail_describe(d, t, (uint32_t)slow, in_window);
 }
 
@@ -442,8 +449,8 @@ static void collapse_step(rl_state *g, ss_detectors *d, const rl_stats *all,
     f->last_step = step;
     char same[96] = "";
     if (lo == hi)
-        snprintf(same, sizeof same, "; every reward was %.4g: is the reward "
-                 "constant?", lo);
+        snprintf(same, sizeof same, "; every reward was %.4g (a constant "
+                 "reward?)", lo);
     snprintf(f->message, sizeof f->message,
              "Reward collapse from step %" PRIu64 ": over the last %u steps "
              "%.0f %% of the groups (%" PRIu64 " of %" PRIu64 ") had rewards "
