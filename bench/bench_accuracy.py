@@ -80,6 +80,7 @@ TRAIN = SOURCE / "examples" / "ddp_train.py"
 NUMERICS = SOURCE / "examples" / "ddp_numerics.py"
 FP8 = SOURCE / "examples" / "fp8_emulated.py"
 REPLICA = SOURCE / "examples" / "ddp_replica.py"
+GRPO = SOURCE / "examples" / "grpo_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -217,6 +218,12 @@ for _name, _what, _ranks, _args, _every, _want in REPLICA_FAULTS:
 for _n in (2, 3, 4):
     EXPECT[f"replica-clean-{_n}"] = CLEAN
 EXPECT["replica-clean-4-auto"] = CLEAN
+# RL post-training (examples/grpo_train.py, docs/rl.md)
+EXPECT["grpo-clean"] = CLEAN
+EXPECT["grpo-long-tail-r2"] = (Want("rollout_long_tail", 2, "rollout"),)
+EXPECT["grpo-long-tail-r0"] = (Want("rollout_long_tail", 0, "rollout"),)
+EXPECT["grpo-constant-reward"] = (Want("reward_collapse", 0, step=12),)
+EXPECT["grpo-lr-blowup"] = (Want("kl_spike", 0, step=15),)
 
 
 # ---------------------------------------------------------------------------
@@ -318,6 +325,17 @@ SCENARIOS = (
 ) + (
     Scenario("replica-clean-4-auto", "no fault, --checksum-every auto", 4, 30,
              script=REPLICA, run_args=("--checksum-every", "auto")),
+) + (
+    Scenario("grpo-clean", "GRPO, no fault", 4, 40, script=GRPO, auto=False),
+    Scenario("grpo-long-tail-r2", "GRPO, rank 2's sampler never stops "
+             "(24 tokens against 2)", 4, 40, ("--long-rank", "2"),
+             script=GRPO, auto=False),
+    Scenario("grpo-long-tail-r0", "GRPO, rank 0's sampler never stops", 4, 40,
+             ("--long-rank", "0"), script=GRPO, auto=False),
+    Scenario("grpo-constant-reward", "GRPO, reward 1 for all from step 12", 4,
+             40, ("--constant-reward-step", "12"), script=GRPO, auto=False),
+    Scenario("grpo-lr-blowup", "GRPO, learning rate x3 from step 15", 4, 40,
+             ("--lr-blowup-step", "15"), script=GRPO, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000

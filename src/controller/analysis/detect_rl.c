@@ -28,7 +28,8 @@
  *   RC_MIN_STEPS of them), at least RC_FRAC of all ranks' groups had
  *   rewards all equal: their advantage is zero and the policy learns
  *   nothing from them.  One finding per episode, which ends when the
- *   window's share falls below it;
+ *   window's share falls below it; it begins at the first of the steps
+ *   over the share in a row up to the one that opened it;
  *
  * - kl_spike and entropy_collapse: each rank's kl (entropy) judged against
  *   its last SP_WINDOW values, the robust rule of detect_spike.c on
@@ -129,6 +130,8 @@ typedef struct {
     double rc_min[RC_WINDOW], rc_max[RC_WINDOW];
     int32_t rc_finding;
     uint64_t rc_first, rc_last;
+    uint64_t rc_streak;         /* first step of the latest run of steps
+                                   each over RC_FRAC; UINT64_MAX: none */
     double rc_worst;
     double *scratch;            /* MAX_BATCH-sized, and world */
     double *roll, *lens;        /* world each */
@@ -421,6 +424,10 @@ static void collapse_step(rl_state *g, ss_detectors *d, const rl_stats *all,
     g->rc_head = (g->rc_head + 1) % RC_WINDOW;
     if (g->rc_n < RC_WINDOW)
         g->rc_n++;
+    if (all->zero_groups < RC_FRAC * all->groups)
+        g->rc_streak = UINT64_MAX;
+    else if (g->rc_streak == UINT64_MAX)
+        g->rc_streak = step;
     uint64_t groups = 0, zero = 0;
     double lo = INFINITY, hi = -INFINITY;
     for (uint32_t i = 0; i < g->rc_n; i++) {
@@ -438,7 +445,8 @@ static void collapse_step(rl_state *g, ss_detectors *d, const rl_stats *all,
         g->rc_finding = ss__finding_open(d, "reward_collapse");
         if (g->rc_finding < 0)
             return;
-        g->rc_first = step;
+        /* the collapse began where the steps over the share began */
+        g->rc_first = g->rc_streak != UINT64_MAX ? g->rc_streak : step;
         g->rc_worst = 0;
     }
     g->rc_last = step;
@@ -658,6 +666,7 @@ static void *rl_create(ss_detectors *d)
     }
     g->group = g->rollout = -1;
     g->rc_finding = -1;
+    g->rc_streak = UINT64_MAX;
     return g;
 }
 
