@@ -145,7 +145,7 @@
 
   function refresh(ctx) {
     S.busy = true;
-    var base = '/api/runs/' + ctx.runId;
+    var base = 'runs/' + ctx.runId;
     ctx.api(base + '/values').then(function (list) {
       var names = {};
       (list.values || []).forEach(function (v) { names[v.name] = v; });

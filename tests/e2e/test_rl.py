@@ -1,7 +1,7 @@
 """RL post-training on real gloo DDP ranks: examples/grpo_train.py (GRPO of
 a tiny causal language model, 4 ranks) under `stepscope run`, docs/rl.md.
 
-The clean run learns (the mean reward of all ranks over the last steps is
+The served dashboard shows the RL panel with the long-tail rank.  The clean run learns (the mean reward of all ranks over the last steps is
 well above the first steps') and gets no finding; each switch is named
 with its finding and rank: one rank's sampler that never stops
 (rollout_long_tail on that rank, and the straggler finding saying so), a
@@ -121,3 +121,61 @@ def test_lr_blowup_kl_spike(store):
     assert ev["ratio"] >= 5, ev
     assert not of_kind(job, "rollout_long_tail")
     assert not of_kind(job, "reward_collapse")
+
+
+def test_dashboard_rl_panel(store, tmp_path):
+    """The served dashboard of a run with a long-tail rank shows the RL
+    panel: every rank's completion lengths, the rollout over the steps,
+    and rank 2 the slowest in most of them; a run without rl_batch shows
+    no panel.  Skipped without chromium and chromedriver."""
+    import subprocess
+    import time
+
+    dash = pytest.importorskip("test_dashboard")
+    if not dash.CHROMIUM or not dash.CHROMEDRIVER:
+        pytest.skip("chromium and chromedriver are needed")
+    from conftest import STEPSCOPE, example
+    run(store, "--long-rank", "2", "--steps", "20")
+    plain = subprocess.run([str(STEPSCOPE), "run", "-n", "2", "--db", str(store),
+                            "--", *example("--steps", "10", "--compute-ms", "1")],
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    port = dash.free_port()
+    base = f"http://127.0.0.1:{port}/"
+    srv = subprocess.Popen([str(STEPSCOPE), "serve", "--db", str(store),
+                            "--http", f"127.0.0.1:{port}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    browser = dash.Browser(tmp_path)
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                dash.http_json("GET", base + "api/runs/1/values")
+                break
+            except OSError:
+                if time.time() > deadline or srv.poll() is not None:
+                    raise AssertionError("stepscope serve did not answer")
+                time.sleep(0.1)
+        browser.get(base + "#run=1")
+        browser.wait_for("return document.body.dataset.state === 'ready' && "
+                         "+document.body.dataset.rlRanks === 4", "the RL panel")
+        assert browser.js("return document.getElementById('panel-rl').hidden") is False
+        assert int(browser.js("return +document.body.dataset.rlSteps")) == 20
+        rows = browser.js("return [...document.querySelectorAll('#rl-ranks tr')]"
+                          ".slice(1).map(r => r.cells[1].textContent + '|' + "
+                          "r.cells[3].textContent)")
+        assert rows[2].startswith("24|"), rows
+        slowest = [int(r.split("|")[1].split()[0]) for r in rows]
+        assert max(slowest) == slowest[2] and slowest[2] >= 15, rows
+        dash.keep_artifact(browser.screenshot(tmp_path / "rl-panel.png"))
+        browser.js("location.hash = '#run=2'; location.reload()")
+        browser.wait_for("return document.body.dataset.state === 'ready' && "
+                         "document.body.dataset.runId === '2'", "run 2")
+        time.sleep(1)
+        assert browser.js("const p = document.getElementById('panel-rl');"
+                          "return p === null || p.hidden") is True
+        assert dash.errors(browser.console()) == []
+    finally:
+        browser.close()
+        srv.kill()
+        srv.communicate()
