@@ -98,6 +98,8 @@ def test_long_tail_rank_named(store, rank):
                             "entropy_collapse") if of_kind(job, k)]
     for s in of_kind(job, "straggler"):
         assert s["ranks"] == [rank], s
+        if evidence(s)["mode"] == "persistent":
+            assert "its rollouts set the pace" in s["message"], s
 
 
 def test_constant_reward_collapse(store):

@@ -54,10 +54,10 @@
 #include "detectors_internal.h"
 #include "stats.h"
 
-#define LT_MIN_MS 5.0      /* a long tail's rollout exceeds the others'... */
-#define LT_FACTOR 1.5      /* ...by this much and this factor of their median */
+#define LT_MIN_MS 5.0      /* a long tail's rollout exceeds the others' */
+#define LT_FACTOR 1.5      /* median by this much and this factor of it */
 #define LT_LEN_FACTOR 2.0  /* its longest completion vs the others' median */
-#define LT_WINDOW 20       /* steps a rank's long-tail steps are counted over */
+#define LT_WINDOW 20       /* steps a rank's long-tail steps count over */
 #define LT_MIN_STEPS 5     /* long-tail steps in the window for a finding */
 #define RC_WINDOW 10       /* steps with a batch reward_collapse looks at */
 #define RC_MIN_STEPS 5
@@ -70,7 +70,7 @@
 #define KL_MIN_NATS 0.02
 #define ENT_FACTOR 3.0
 #define LONG_SHARE 0.1     /* the longest completions, a share of a batch */
-#define MAX_BATCH 1024     /* entries of a vector: the recorder's SS_MAX_VALUES */
+#define MAX_BATCH 1024     /* a vector's entries (the recorder's cap) */
 
 enum { V_REWARD, V_LENGTH, V_ADV, N_VEC };
 static const char *const vec_names[N_VEC] = {"rl.reward", "rl.length",

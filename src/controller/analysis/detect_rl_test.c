@@ -4,14 +4,16 @@
  * vectors and rl.group_size), the rollout phase and the kl and entropy
  * metrics: a rank whose rollout and longest completion run far beyond the
  * others' is a rollout_long_tail once it holds enough steps, with the
- * time the others waited; a slow rollout without long completions, or
- * long completions without a slow rollout, is not; groups whose rewards
+ * time the others waited, and the straggler's finding is told so; a
+ * slow rollout without long completions, or long completions without a
+ * slow rollout, is not; groups whose rewards
  * are all equal make reward_collapse only over most of a window, and a
  * constant reward is said; a KL jump and an entropy fall are kl_spike and
  * entropy_collapse, while a noisy clean run with a slowly rising KL and a
  * slowly falling entropy makes nothing; a job without RL data leaves the
  * detector idle.
  */
+#include "detect_rl.h"
 #include "detectors.h"
 
 #include <math.h>
@@ -162,6 +164,28 @@ static void long_tail_named(void)
     CHECK(total > 31 * 3 * 65 && total < 31 * 3 * 75);
     CHECK(strstr(f->message, "Rank 2's generation sets the pace") != NULL);
     CHECK_EQ_INT(count_kind(&fd, "reward_collapse"), 0);
+    ss_detectors_destroy(d);
+}
+
+/* The straggler's words: the clause for the long-tail rank over steps
+ * that hold a long-tail step, nothing otherwise or when it would not
+ * fit. */
+static void straggler_words(void)
+{
+    ss_detectors *d = run(40, long_tail);
+    REQUIRE(d);
+    char buf[200] = "late";
+    ss__rl_straggler_words(d, 2, 30, 40, buf, sizeof buf);
+    CHECK_STR(buf, "late; its rollouts set the pace: its longest completion "
+                   "reached 24 tokens (the other ranks' longest: 4)");
+    char other[200] = "late";
+    ss__rl_straggler_words(d, 1, 30, 40, other, sizeof other);
+    CHECK_STR(other, "late");
+    ss__rl_straggler_words(d, 2, 0, 9, other, sizeof other);
+    CHECK_STR(other, "late");
+    char small[40] = "late";
+    ss__rl_straggler_words(d, 2, 30, 40, small, sizeof small);
+    CHECK_STR(small, "late");
     ss_detectors_destroy(d);
 }
 
@@ -329,7 +353,8 @@ static void no_rl_data_nothing(void)
     ss_detectors_destroy(d);
 }
 
-TEST_LIST(TEST(long_tail_named), TEST(slow_or_long_alone_nothing),
+TEST_LIST(TEST(long_tail_named), TEST(straggler_words),
+          TEST(slow_or_long_alone_nothing),
           TEST(few_long_tail_steps_nothing), TEST(constant_reward_collapse),
           TEST(collapse_share), TEST(kl_and_entropy),
           TEST(clean_drift_nothing), TEST(no_rl_data_nothing))
