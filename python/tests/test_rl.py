@@ -91,7 +91,7 @@ def test_auto_rollout_and_batch(store, tmp_path):
             assert row["counts"].get("forward", 1) == 1, (step, row)
     con = sqlite3.connect(str(job.db))
     got = {(name, n) for name, n in con.execute(
-        "SELECT name, n FROM rank_values WHERE step = 2")}
+        "SELECT name, n FROM rank_values WHERE step = 2 AND name LIKE 'rl.%'")}
     con.close()
     assert got == {("rl.reward", 8), ("rl.length", 8),
                    ("rl.advantage", 8)}, got

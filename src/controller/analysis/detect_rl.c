@@ -150,13 +150,15 @@ static const ss_values_item *item(const rl_state *g, const ss_rank_step *rs,
     return NULL;
 }
 
-/* Adds rank RS's batch (REWARD, LENGTH, ADV: ITEMS, GROUP completions a
- * group) into OUT's sums; the caller finishes with stats_finish. */
+/* Running sums of one or more ranks' batches. */
 typedef struct {
     double r_sum, r_sq, a_sum, a_sq, l_sum, l_max, r_min, r_max;
     uint32_t n, n_adv, groups, zero;
 } stats_sums;
 
+/* Adds one rank's batch (its reward, length and advantage vectors RW, LN,
+ * AD, the last one optional; GROUP completions a group, whole groups
+ * only) to S; stats_finish turns the sums into statistics. */
 static void stats_add(stats_sums *s, const ss_values_item *rw,
                       const ss_values_item *ln, const ss_values_item *ad,
                       uint32_t group)
