@@ -96,6 +96,7 @@ PIPELINE = SOURCE / "examples" / "pipeline_train.py"
 FORWARD_FORWARD = SOURCE / "examples" / "forward_forward.py"
 MOE = SOURCE / "examples" / "moe_train.py"
 EMBEDDING = SOURCE / "examples" / "embedding_train.py"
+GRPO = SOURCE / "examples" / "grpo_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -266,6 +267,12 @@ EXPECT.update({
     "embedding-hot-shard-0": (Want("embedding_imbalance", 0,
                                    evidence=(("table", "items"), ("hot_shard", 0))),),
 })
+# RL post-training (examples/grpo_train.py, docs/rl.md)
+EXPECT["grpo-clean"] = CLEAN
+EXPECT["grpo-long-tail-r2"] = (Want("rollout_long_tail", 2, "rollout"),)
+EXPECT["grpo-long-tail-r0"] = (Want("rollout_long_tail", 0, "rollout"),)
+EXPECT["grpo-constant-reward"] = (Want("reward_collapse", 0, step=12),)
+EXPECT["grpo-lr-blowup"] = (Want("kl_spike", 0, step=15),)
 
 
 # ---------------------------------------------------------------------------
@@ -414,6 +421,17 @@ SCENARIOS = (
              ("--hot-shard", "2"), script=EMBEDDING, auto=False),
     Scenario("embedding-hot-shard-0", "Zipf ids, popular rows in shard 0", 4, 30,
              ("--hot-shard", "0"), script=EMBEDDING, auto=False),
+) + (
+    Scenario("grpo-clean", "GRPO, no fault", 4, 40, script=GRPO, auto=False),
+    Scenario("grpo-long-tail-r2", "GRPO, rank 2's sampler never stops "
+             "(24 tokens against 2)", 4, 40, ("--long-rank", "2"),
+             script=GRPO, auto=False),
+    Scenario("grpo-long-tail-r0", "GRPO, rank 0's sampler never stops", 4, 40,
+             ("--long-rank", "0"), script=GRPO, auto=False),
+    Scenario("grpo-constant-reward", "GRPO, reward 1 for all from step 12", 4,
+             40, ("--constant-reward-step", "12"), script=GRPO, auto=False),
+    Scenario("grpo-lr-blowup", "GRPO, learning rate x3 from step 15", 4, 40,
+             ("--lr-blowup-step", "15"), script=GRPO, auto=False),
 )
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000

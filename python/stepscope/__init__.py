@@ -64,6 +64,7 @@ from . import _fp8, _stacks  # noqa: E402
 from ._checksum import checksum, replica_group  # noqa: E402
 from ._pipeline import Microbatch, microbatch, pipeline  # noqa: E402
 from . import _workloads as _wl  # noqa: E402
+from . import _rl  # noqa: E402  (reinforcement learning: rl_batch)
 
 _stacks.install()
 
@@ -75,7 +76,7 @@ __all__ = [
     "Microbatch", "microbatch", "pipeline",
     "now_ns", "phase",
     "phase_begin", "phase_end", "phase_span", "replica_group",
-    "resumed_from", "step",
+    "resumed_from", "rl_batch", "step",
     "step_begin",
     "step_end", "sync", "values", "values_labels",
 ]
@@ -223,6 +224,21 @@ def shard_load(table, lookups_per_shard):
     (embedding_imbalance, docs/workloads.md).  Ignored outside a step."""
     _load(_wl._shard_names.get(table) or _wl.shard_name(table),
           lookups_per_shard)
+def rl_batch(rewards, lengths, group_size, advantages=None):
+    """Records this step's reinforcement-learning batch on this rank: the
+    REWARDS and completion LENGTHS (tokens) of its completions, GROUP_SIZE
+    completions per prompt in group order, and their ADVANTAGES when
+    given (each a sequence of numbers or a 1-D tensor, all of one size, a
+    whole number of groups).  They travel as the vectors rl.reward,
+    rl.length, rl.advantage and the metric rl.group_size; the controller
+    derives the reward, advantage and length statistics and judges them
+    (stepscope/_rl.py, docs/rl.md).  Host data is recorded at once; device
+    tensors are copied to the host once, with the step's other device
+    vectors, at the end of the step.  TypeError/ValueError for bad
+    arguments; otherwise a no-op outside a step or without a controller."""
+    _rl.check_args(rewards, lengths, group_size, advantages)
+    if _native.enabled() and _native._current_step() is not None:
+        _rl.record(values, rewards, lengths, group_size, advantages)
 
 
 def _decorate(cm, func):

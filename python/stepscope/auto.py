@@ -25,6 +25,10 @@ itself.  It patches torch in place, once per process:
                      status, for hang diagnosis (docs/debug.md)
   phase "gpu_*"      once the script uses CUDA: GPU time of forward, backward
                      and optimizer from CUDA events, read when complete
+  phase "rollout"    the generate method of a model (transformers'
+                     GenerationMixin.generate, or a script's own), from
+                     the first outermost forward of its class on: the
+                     generation of RL post-training (docs/rl.md)
   phase "checkpoint" torch.save (and torch.distributed.checkpoint.save when
                      present), reported with checkpoint_saved(k); see
                      "Checkpoints" below
@@ -112,6 +116,7 @@ class _State:
         self.numerics = None  # _numerics.Numerics unless --numerics off
         self.checksums = None  # _checksum.Checksums unless every is 0
         self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
+        self.model_classes = set()  # classes looked at for generate()
 
 
 _S = _State()
@@ -349,7 +354,31 @@ def _allreduce_waited():
 def _forward_enter(obj):
     if _S.numerics is not None:
         _S.numerics.on_forward_root(obj)
+    if type(obj) not in _S.model_classes:
+        _wrap_generate(obj)
     return _compute_enter(obj)
+
+
+def _wrap_generate(model):
+    """At the first outermost forward of a model class: its generate
+    method (and that of the model a DDP wraps), as found along the MRO
+    (transformers' GenerationMixin.generate, a script's own), becomes the
+    phase "rollout" -- the generation of RL post-training (docs/rl.md).
+    A generate called before any forward of its class is not recorded as
+    one (its forwards are)."""
+    inner = getattr(model, "module", None)
+    for m in (model, inner):
+        if m is None or type(m) in _S.model_classes:
+            continue
+        cls = type(m)
+        _S.model_classes.add(cls)
+        try:
+            gen = inspect.getattr_static(cls, "generate", None)
+            if inspect.isfunction(gen):
+                cls.generate = _Outermost(gen, "rollout", _compute_enter,
+                                          _compute_exit("gpu_rollout"))
+        except Exception as e:
+            _warn("%s.generate is not instrumented: %s" % (cls.__name__, e))
 
 
 def _backward_enter(obj):

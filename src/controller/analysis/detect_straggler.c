@@ -51,6 +51,7 @@
 #include "detectors_internal.h"
 #include "detect_host.h"
 #include "detect_workload.h"
+#include "detect_rl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -615,6 +616,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
     ss__host_cause_words(&s.host, host, sizeof host);
+    ss__rl_straggler_words(d, r, s.first, s.last, host, sizeof host);
     snprintf(f->message, sizeof f->message,
              "rank %u %s a persistent straggler: over the last %u steps "
              "%s; %s%s%s.", r, s.clock_uncertain ? "may be" : "is",

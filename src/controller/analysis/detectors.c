@@ -34,6 +34,8 @@
  *                        detect_workload.c, what explains a straggler
  *   detect_embedding.c   embedding_imbalance: a sharded table's hot shard
  *                        and its rank (emb.load.* vectors)
+ *   detect_rl.c          rollout_long_tail, reward_collapse, kl_spike,
+ *                        entropy_collapse: RL post-training (docs/rl.md)
  *
  * and the tunables are in detector_params.h / detector_params.c.  The
  * order of the table below matters: jitter leaves out the steps data_stall
@@ -69,6 +71,7 @@ static const ss__detector *const detector_table[] = {
     &ss__pipeline_detector,
     &ss__moe_detector,
     &ss__embedding_detector,
+    &ss__rl_detector,
 };
 #define N_DETECTORS (sizeof detector_table / sizeof detector_table[0])
 

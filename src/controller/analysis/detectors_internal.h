@@ -111,6 +111,7 @@ extern const ss__detector ss__replica_detector;     /* detect_replica.c */
 extern const ss__detector ss__pipeline_detector;    /* detect_pipeline.c */
 extern const ss__detector ss__moe_detector;         /* detect_moe.c */
 extern const ss__detector ss__embedding_detector;   /* detect_embedding.c */
+extern const ss__detector ss__rl_detector;          /* detect_rl.c */
 
 /* ---- the findings table (detectors.c) ---- */
 
