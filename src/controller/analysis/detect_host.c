@@ -67,11 +67,12 @@ static const char *const cause_words[N_CAUSES] = {
  * a coin flip. */
 #define HOLD_LEVEL 0.01
 
-/* How much more a starved rank waits per time it runs than the median
- * rank: a rank treated alike by the scheduler has the same ratio whatever
- * it computes (1.0 up to noise); 1.25 leaves room for that noise, which
- * the share rule's own thresholds already bound. */
-#define WAIT_RATIO_FACTOR 1.25
+/* How much more a starved rank waits per CPU time it runs (wait / run)
+ * than its peers: a rank treated alike by the scheduler has the same ratio
+ * whatever it computes (1.0 up to noise; up to 1.4 seen on a loaded
+ * machine's clean job, where each rank waits a third of its step); a rank
+ * at nice 19 beside a busy loop waits 1.9 times its peers' ratio. */
+#define WAIT_RATIO_FACTOR 1.6
 
 typedef struct {
     double lost_ms, step_ms; /* sums over the ring's steps where the rank's
@@ -495,9 +496,10 @@ static int delays_others(const ss_detectors *d, const host *h, uint32_t r,
            level;
 }
 
-/* Whether rank R waited for a CPU more, per time it was runnable
- * (wait / (wait + run)), than its peers pooled: WAIT_RATIO_FACTOR times
- * their ratio and half of host.min_share (at SCALE) above it.  A rank that
+/* Whether rank R waited for a CPU more, per CPU time it ran (wait / run),
+ * than its peers pooled: WAIT_RATIO_FACTOR times their ratio, and its
+ * share of runnable time spent waiting (wait / (wait + run)) half of
+ * host.min_share (at SCALE) above theirs.  A rank that
  * computes more than its peers (its own work makes it a straggler) waits
  * more in all on shared cores, but not more per CPU time it asks for (the
  * scheduler treats it alike): that is not starvation.  Where CPU time is
@@ -514,11 +516,16 @@ static int waits_more_per_run(const ss_detectors *d, const host *h,
             wait += h->wait_sum[q];
             run += h->run_sum[q];
         }
-    if (wait + run <= 0)
+    if (wait + run <= 0 || run <= 0)
         return 1;
+    /* compared as wait per CPU time (wait / run), which keeps its contrast
+     * on a machine where every rank waits most of the time: runnable 75 %
+     * of the time waiting against peers' 61 % is 3.0 against 1.6 */
+    double mine_per_run = h->wait_sum[r] / h->run_sum[r];
+    double peers_per_run = wait / run;
     double peers = wait / (wait + run);
     double mine = h->wait_sum[r] / (h->wait_sum[r] + h->run_sum[r]);
-    return mine >= WAIT_RATIO_FACTOR * peers &&
+    return mine_per_run >= WAIT_RATIO_FACTOR * peers_per_run &&
            mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
 }
 
