@@ -48,14 +48,15 @@ def big_store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def wide_store(tmp_path_factory):
-    """A store with run 1: 250 ranks, 4,000 steps, every rank-step row kept
-    (a 7 MB /heatmap: more than the kernel buffers of a connection hold, so
-    a client that does not read keeps it in the server).  100 MB on disk:
-    removed after the module."""
+    """A store with run 1: 250 ranks, 4,000 steps of 6 phases, every
+    rank-step row kept (a 7 MB /heatmap, whose step time, lateness and six
+    phases' self time fill its cell cap: more than the kernel buffers of a
+    connection hold, so a client that does not read keeps it in the
+    server).  340 MB on disk: removed after the module."""
     if not BENCH_STORE.exists():
         pytest.skip("bench_store is not built")
     db = tmp_path_factory.mktemp("wide") / "wide.db"
-    subprocess.run([str(BENCH_STORE), "-r", "250", "-s", "4000", "-p", "1",
+    subprocess.run([str(BENCH_STORE), "-r", "250", "-s", "4000", "-p", "6",
                     "--keep-all", "--db", str(db)], check=True,
                    capture_output=True, timeout=300)
     yield db
