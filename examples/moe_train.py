@@ -40,27 +40,9 @@ import torch.distributed as dist
 from torch import nn
 
 import stepscope
+from all_to_all import AllToAll
 
 PROG = "moe_train.py"
-
-
-class AllToAll(torch.autograd.Function):
-    """all_to_all_single with uneven splits; its gradient goes back the
-    other way."""
-
-    @staticmethod
-    def forward(ctx, x, out_splits, in_splits):
-        ctx.splits = (out_splits, in_splits)
-        out = x.new_empty((sum(out_splits),) + tuple(x.shape[1:]))
-        dist.all_to_all_single(out, x.contiguous(), out_splits, in_splits)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad):
-        out_splits, in_splits = ctx.splits
-        back = grad.new_empty((sum(in_splits),) + tuple(grad.shape[1:]))
-        dist.all_to_all_single(back, grad.contiguous(), in_splits, out_splits)
-        return back, None, None
 
 
 class Experts(nn.Module):
