@@ -25,7 +25,10 @@
  * MIN_STEPS of them are in, the medians are judged: the measured bubble
  * is over the formula when the median ratio is at least RATIO_MIN and the
  * median excess (measured - formula) at least EXCESS_MIN of the median
- * extent.  Then the rank (and its stage) whose busy time per step is the
+ * extent.  The formula takes the mean F and B over all stages, a heavy
+ * stage's included (the bubble a balanced split of the same work would
+ * have), so a first stage three times as heavy measures only about 1.6
+ * times it on an idle machine: RATIO_MIN stays below that.  Then the rank (and its stage) whose busy time per step is the
  * largest is the stage the others wait for when it is at least BUSY_MIN
  * times the median of the other ranks' (an unbalanced layer split, a slow
  * rank), and a pipeline_bubble finding (warning) names it and by how
@@ -47,7 +50,7 @@
 
 #define WINDOW 16       /* steps judged together */
 #define MIN_STEPS 4     /* steps with spans before anything is judged */
-#define RATIO_MIN 1.5   /* measured / formula, median over the window */
+#define RATIO_MIN 1.25  /* measured / formula, median over the window */
 #define EXCESS_MIN 0.10 /* of the median extent of the spans */
 #define BUSY_MIN 1.6    /* the named stage's busy vs the others' median */
 #define RATIO_UNNAMED 3.0 /* the ratio a finding naming no stage needs */
