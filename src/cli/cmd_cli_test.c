@@ -227,4 +227,51 @@ static void run_usage_errors_are_one_line(void)
     }
 }
 
-TEST_LIST(TEST(every_row), TEST(run_usage_errors_are_one_line))
+/* An unknown option is one line on stderr naming the command, with the
+ * nearest option when one is near, for every command that reads a store
+ * or a live job. */
+static void every_command_refuses_an_unknown_option_in_one_line(void)
+{
+    static const struct {
+        const char *name;
+        testing_cmd_fn cmd;
+    } cmds[] = {
+        {"report", ss_cmd_report}, {"runs", ss_cmd_runs},
+        {"upgrade", ss_cmd_upgrade}, {"serve", ss_cmd_serve},
+        {"stacks", ss_cmd_stacks}, {"top", ss_cmd_top},
+        {"profile", ss_cmd_profile}, {"guard", ss_cmd_guard},
+        {"trace", ss_cmd_trace}, {"goodput", ss_cmd_goodput},
+        {"diff", ss_cmd_diff}, {"gpus", ss_cmd_gpus},
+    };
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char *argv[3] = {(char *)cmds[k].name, "--bogus", NULL};
+        char *err = NULL;
+        size_t elen = 0;
+        FILE *e = open_memstream(&err, &elen);
+        int status = testing_cmd_run(cmds[k].cmd, 2, argv, NULL, e);
+        fclose(e);
+        char want[64];
+        int wlen = snprintf(want, sizeof want, "stepscope %s: ",
+                            cmds[k].name);
+        int ok = status == 2 && strncmp(err, want, (size_t)wlen) == 0 &&
+                 strstr(err, "--bogus") &&
+                 strchr(err, '\n') == err + elen - 1;
+        if (!ok)
+            fprintf(stderr, "  %s: status %d: %s\n", cmds[k].name, status,
+                    err);
+        CHECK(ok);
+        free(err);
+    }
+    /* a near miss is named */
+    char *argv[4] = {"serve", "--htpp", "x", NULL};
+    char *err = NULL;
+    size_t elen = 0;
+    FILE *e = open_memstream(&err, &elen);
+    CHECK_EQ_INT(testing_cmd_run(ss_cmd_serve, 3, argv, NULL, e), 2);
+    fclose(e);
+    CHECK(strstr(err, "did you mean --http?") != NULL);
+    free(err);
+}
+
+TEST_LIST(TEST(every_row), TEST(run_usage_errors_are_one_line),
+          TEST(every_command_refuses_an_unknown_option_in_one_line))

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_suggest.h"
 #include "commands.h"
 #include "guard.h"
 
@@ -179,14 +180,18 @@ static int parse_options(int argc, char **argv, ss_guard_opts *o,
             usage(out);
             return 1;
         case ':':
-            fprintf(err, "stepscope guard: option '%s' needs a value\n",
-                    argv[optind - 1]);
+            fprintf(err, "stepscope guard: option '%s' needs a value (see "
+                         "`stepscope guard --help`)\n", argv[optind - 1]);
             return -1;
-        default:
-            fprintf(err, "stepscope guard: unknown option '%s'\n\n",
-                    argv[optind - 1]);
-            usage(err);
+        default: {
+            const char *typed = argv[optind - 1];
+            const char *near = ss_cli_suggest_option(typed, longopts);
+            fprintf(err, "stepscope guard: unknown option '%s'%s%s%s (see "
+                         "`stepscope guard --help`)\n", typed,
+                    near ? "; did you mean --" : "", near ? near : "",
+                    near ? "?" : "");
             return -1;
+        }
         }
     }
     if (optind < argc)

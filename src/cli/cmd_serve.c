@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "cli_suggest.h"
 #include "commands.h"
 #include "http.h"
 #include "serve.h"
@@ -38,19 +39,32 @@ int ss_cmd_serve(int argc, char **argv)
     const char *addr = NULL;
     ss_serve_opts o = {.port = SS_HTTP_DEFAULT_PORT};
     optind = 1;
+    opterr = 0; /* the errors are said below, in one line each */
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': o.db = optarg; break;
         case 'H': addr = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case ':':
+            fprintf(stderr, "stepscope serve: option '%s' needs a value "
+                            "(see `stepscope serve --help`)\n",
+                    argv[optind - 1]);
+            return 2;
+        default: {
+            const char *typed = argv[optind - 1];
+            const char *near = ss_cli_suggest_option(typed, opts);
+            fprintf(stderr, "stepscope serve: unknown option '%s'%s%s%s "
+                            "(see `stepscope serve --help`)\n", typed,
+                    near ? "; did you mean --" : "", near ? near : "",
+                    near ? "?" : "");
+            return 2;
+        }
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "stepscope serve: unexpected argument '%s'\n",
-                argv[optind]);
-        usage(stderr);
+        fprintf(stderr, "stepscope serve: unexpected argument '%s' (see "
+                        "`stepscope serve --help`)\n", argv[optind]);
         return 2;
     }
     char host[64], err[512];
