@@ -36,8 +36,11 @@
  *   logarithms: more than SP_MAD_K robust sigmas (1.4826 x MAD; 1.2533 x
  *   the mean absolute deviation when the MAD is 0) above (below) the
  *   median, and at least KL_FACTOR times it (at most 1/ENT_FACTOR of it),
- *   with kl at least KL_MIN_NATS; ranks in one step make one finding,
- *   extended by those within SP_MERGE steps.
+ *   with kl at least KL_MIN_NATS.  The policy is shared, so a real jump
+ *   shows on at least half the ranks in one step; one rank's value out of
+ *   line (an odd batch) counts only after SP_PERSIST steps in a row, the
+ *   finding beginning at the first of them.  Ranks in one step make one
+ *   finding, extended by those within SP_MERGE steps.
  *
  * Memory: per rank, LT_WINDOW long-tail records' worth of counters and
  * SP_WINDOW floats per series; batch statistics are computed on the
@@ -66,6 +69,7 @@
 #define SP_MIN_SAMPLES 8
 #define SP_MAD_K 6.0
 #define SP_MERGE 10        /* steps that merge spikes into one finding */
+#define SP_PERSIST 3       /* steps in a row one rank alone needs */
 #define KL_FACTOR 5.0
 #define KL_MIN_NATS 0.02
 #define ENT_FACTOR 3.0
@@ -105,6 +109,10 @@ typedef struct {
 typedef struct {
     float ring[SP_WINDOW];
     uint32_t n, head;
+    uint32_t run;        /* steps in a row judged out of line */
+    uint64_t since;      /* the first of them */
+    int hit;             /* this step's judgement, with its numbers: */
+    double x, med, z;
 } series;
 
 typedef struct {
@@ -575,14 +583,36 @@ static void series_step(rl_state *g, ss_detectors *d, int k,
     if (idx < 0 || (uint32_t)idx >= v->n_names)
         return;
     spike_episode *e = &g->ep[k];
-    int any = 0;
+    uint32_t hits = 0;
+    uint64_t since = v->step;
     for (uint32_t r = 0; r < world; r++) {
         const ss_rank_step *rs = &v->ranks[r];
+        series *sr = &g->s[k][r];
+        sr->hit = 0;
         if (!rs->present || !rs->metric || !isfinite(rs->metric[idx]))
             continue;
-        double x = rs->metric[idx], med = NAN, z = NAN;
-        if (!judge(g, k, &g->s[k][r], x, &med, &z))
+        sr->x = rs->metric[idx];
+        sr->hit = judge(g, k, sr, sr->x, &sr->med, &sr->z);
+        if (!sr->hit) {
+            sr->run = 0;
             continue;
+        }
+        if (sr->run++ == 0)
+            sr->since = v->step;
+        hits++;
+    }
+    /* The policy is one for every rank: a real jump shows on most ranks
+     * at once; one rank's value out of line counts once it stays so for
+     * SP_PERSIST steps (one odd batch is not a collapse). */
+    uint32_t quorum = (world + 1) / 2;
+    int any = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        series *sr = &g->s[k][r];
+        if (!sr->hit || (hits < quorum && sr->run < SP_PERSIST))
+            continue;
+        if (sr->since < since)
+            since = sr->since;
+        double x = sr->x, med = sr->med, z = sr->z;
         if (!any) {
             if (e->finding < 0 || v->step - e->last > SP_MERGE) {
                 int32_t f = ss__finding_open(d, series_kinds[k]);
@@ -612,8 +642,11 @@ static void series_step(rl_state *g, ss_detectors *d, int k,
             e->peak_step = v->step;
         }
     }
-    if (any)
+    if (any) {
+        if (e->spikes == 1 && since < e->first)
+            e->first = since;
         spike_describe(d, k, e);
+    }
 }
 
 /* ---- the ss__detector hooks ---- */

@@ -314,6 +314,30 @@ static void kl_and_entropy(void)
     ss_detectors_destroy(d);
 }
 
+/* Rank 1's entropy falls 50 times for one step (an odd batch), at step
+ * 20; from step 30 rank 2's stays 50 times lower. */
+static void one_rank_dips(builder *b, uint64_t s)
+{
+    if (s == 20)
+        b->metric[1][ENT] /= 50;
+    if (s >= 30)
+        b->metric[2][ENT] /= 50;
+}
+
+static void one_rank_needs_steps_in_a_row(void)
+{
+    ss_detectors *d = run(40, one_rank_dips);
+    REQUIRE(d);
+    CHECK_EQ_INT(count_kind(&fd, "entropy_collapse"), 1);
+    const ss_finding *f = first_kind(&fd, "entropy_collapse");
+    REQUIRE(f);
+    CHECK_EQ_INT((int)f->first_step, 30);
+    CHECK_EQ_INT(f->n_ranks, 1);
+    CHECK_EQ_INT(f->ranks[0], 2);
+    CHECK_EQ_INT(count_kind(&fd, "kl_spike"), 0);
+    ss_detectors_destroy(d);
+}
+
 /* A clean run: the KL rises slowly (x3 over 200 steps), the entropy falls
  * slowly (/3), with their noise; some groups equal now and then. */
 static void drift(builder *b, uint64_t s)
@@ -357,4 +381,5 @@ TEST_LIST(TEST(long_tail_named), TEST(straggler_words),
           TEST(slow_or_long_alone_nothing),
           TEST(few_long_tail_steps_nothing), TEST(constant_reward_collapse),
           TEST(collapse_share), TEST(kl_and_entropy),
+          TEST(one_rank_needs_steps_in_a_row),
           TEST(clean_drift_nothing), TEST(no_rl_data_nothing))
