@@ -86,10 +86,18 @@ class PgServer:
             "GRANT SELECT ON TABLES TO reader;")
 
     def _as_server(self, argv, check=True):
+        """Runs ARGV as the server's user; its output goes to a file, so
+        that the server pg_ctl leaves running holds no pipe of ours."""
         if self.user:
             argv = ["runuser", "-u", self.user.pw_name, "--"] + argv
-        return subprocess.run(argv, check=check, capture_output=True,
-                              text=True, timeout=120)
+        with tempfile.TemporaryFile(mode="w+") as out:
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=subprocess.STDOUT, timeout=120)
+            out.seek(0)
+            r.stdout, r.stderr = out.read(), ""
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{argv}: {r.stdout}")
+        return r
 
     def start(self):
         opts = (f"-k {self.sock} -c listen_addresses='' "
