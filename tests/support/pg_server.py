@@ -10,6 +10,11 @@ through the socket.  Roles and passwords: `admin` (owns the database),
 read); their passwords are in a 0600 password file that PGPASSFILE names
 in env().  `find_bin()` is None where the binaries are not installed (the
 tests then skip, saying so).
+
+As a program it runs one command beside a fresh server (fsync on), with
+{uri} in its arguments replaced by the admin's URI, e.g. the benchmark:
+
+    python3 tests/support/pg_server.py build/bench/bench_store --pg {uri}
 """
 import glob
 import os
@@ -141,3 +146,14 @@ class PgServer:
         self.stop("immediate")
         shutil.rmtree(self.base, ignore_errors=True)
         shutil.rmtree(self.passfile.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    import sys
+    server = PgServer(fsync=True)
+    try:
+        argv = [a.replace("{uri}", server.uri()) for a in sys.argv[1:]]
+        code = subprocess.run(argv, env=server.env()).returncode
+    finally:
+        server.close()
+    sys.exit(code)
