@@ -11,6 +11,7 @@
 #include "pg_copy.h"
 
 #include <inttypes.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,6 +13,7 @@
  */
 #include "pg_schema.h"
 
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
