@@ -78,11 +78,39 @@ static void usage(void)
 typedef struct {
     const char *uri;
     char path[4200];
-    double seconds;
+    double seconds, cpu; /* wall, and this writer's thread CPU time */
+    double server_cpu;   /* its server process's CPU time (a local server
+                          * whose /proc this user reads), or -1 */
     int64_t rows;
     int failed;
     char err[512];
 } pg_writer;
+
+/* The CPU time (user + system) of process PID, from /proc; -1 when it
+ * cannot be read (a server on another host or of another user). */
+static double proc_cpu_s(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                     "%llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The pid of C's server process. */
+static long server_pid(ss_pg *c)
+{
+    return (long)ss_pg_backend_pid(c);
+}
 
 static void *pg_write(void *arg)
 {
@@ -90,13 +118,22 @@ static void *pg_write(void *arg)
     sqlite3 *src = NULL;
     ss_pg *c = ss_pg_connect(w->uri, w->err, sizeof w->err);
     w->failed = 1;
+    long spid = c ? server_pid(c) : 0;
+    double s0 = spid > 0 ? proc_cpu_s(spid) : -1;
     if (c && sqlite3_open_v2(w->path, &src, SQLITE_OPEN_READONLY, NULL) ==
                  SQLITE_OK) {
         ss_pg_push_result res;
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         double t0 = now_s();
         if (ss_pg_push_run(c, src, 1, 0, NULL, &res, w->err,
                            sizeof w->err) == 0) {
             w->seconds = now_s() - t0;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+            w->cpu = (double)(c1.tv_sec - c0.tv_sec) +
+                     (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+            double s1 = s0 >= 0 ? proc_cpu_s(spid) : -1;
+            w->server_cpu = s1 >= 0 ? s1 - s0 : -1;
             w->rows = res.rows;
             w->failed = 0;
         }
@@ -162,7 +199,7 @@ static int pg_bench(const char *path, const char *uri, int writers,
         double t0 = now_s();
         for (int i = 0; i < n; i++)
             pthread_create(&t[i], NULL, pg_write, &w[i]);
-        double slowest = 0, sum_rate = 0;
+        double slowest = 0, sum_rate = 0, cpu = 0, server_cpu = 0;
         for (int i = 0; i < n; i++) {
             pthread_join(t[i], NULL);
             if (w[i].failed) {
@@ -171,6 +208,10 @@ static int pg_bench(const char *path, const char *uri, int writers,
                 status = 1;
             } else {
                 sum_rate += (double)kept / w[i].seconds;
+                cpu += w[i].cpu;
+                server_cpu = server_cpu < 0 || w[i].server_cpu < 0
+                                 ? -1
+                                 : server_cpu + w[i].server_cpu;
                 if (w[i].seconds > slowest)
                     slowest = w[i].seconds;
             }
@@ -181,9 +222,13 @@ static int pg_bench(const char *path, const char *uri, int writers,
             printf("  PostgreSQL, %d writer%s at once: %lld rank-step rows "
                    "each (%" PRId64 " rows in all tables) in %.2f s "
                    "(slowest) = %.0f rank-step rows/s per writer (mean), "
-                   "%.0f rows/s together\n",
+                   "%.0f rows/s together; CPU per writer: %.2f s its "
+                   "own, %.2f s its server process's (%.0f rows/s per "
+                   "core of it)\n",
                    n, n == 1 ? "" : "s", kept, w[0].rows, slowest,
-                   sum_rate / n, (double)kept * n / wall);
+                   sum_rate / n, (double)kept * n / wall, cpu / n,
+                   server_cpu / n,
+                   server_cpu > 0 ? (double)kept * n / server_cpu : NAN);
     }
     free(w);
     free(t);

@@ -117,6 +117,11 @@ ss_pg *ss_pg_connect(const char *uri, char *err, size_t errlen)
     return p;
 }
 
+int ss_pg_backend_pid(ss_pg *c)
+{
+    return PQbackendPID(c->c);
+}
+
 void ss_pg_close(ss_pg *c)
 {
     if (!c)

@@ -28,6 +28,9 @@ int ss_pg_is_uri(const char *s);
  */
 ss_pg *ss_pg_connect(const char *uri, char *err, size_t errlen);
 
+/* The process id of C's server process (what bench_store measures). */
+int ss_pg_backend_pid(ss_pg *c);
+
 /* Closes C; NULL is a no-op. */
 void ss_pg_close(ss_pg *c);
 
