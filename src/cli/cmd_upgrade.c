@@ -16,11 +16,13 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "pg_conn.h"
+#include "pg_schema.h"
 #include "store.h"
 #include "store_schema.h"
 
 static const char usage[] =
-    "usage: stepscope upgrade [--db PATH]\n"
+    "usage: stepscope upgrade [--db PATH | --db postgresql://...]\n"
     "\n"
     "Brings a store written by an older stepscope up to this version's\n"
     "schema, and folds a write-ahead log that a stopped writer left beside\n"
@@ -29,8 +31,37 @@ static const char usage[] =
     "its directory; the readers (report, runs, trace, serve) never write.\n"
     "\n"
     "  --db PATH    the store; default: $XDG_DATA_HOME/stepscope/stepscope.db\n"
-    "               or ~/.local/share/stepscope/stepscope.db\n"
+    "               or ~/.local/share/stepscope/stepscope.db; a team database\n"
+    "               (postgresql://USER@HOST/DB) gets its schema created or\n"
+    "               brought up to date, as a role that may create tables\n"
     "  -h, --help   print this help\n";
+
+/* The team database URI: its schema created or migrated. */
+static int upgrade_team(const char *uri)
+{
+    char err[1024];
+    ss_pg *c = ss_pg_connect(uri, err, sizeof err);
+    int was = c ? ss_pg_schema_migrate(c, err, sizeof err) : -1;
+    ss_pg_close(c);
+    if (was < 0) {
+        fprintf(stderr, "stepscope upgrade: %s%s\n", err,
+                strstr(err, "permission denied")
+                    ? " (this role may not change the schema: upgrade as "
+                      "the role that owns the stepscope tables)"
+                    : "");
+        return 1;
+    }
+    if (was == SS_PG_SCHEMA_VERSION)
+        printf("stepscope upgrade: %s is at team schema version %d; "
+               "nothing to do\n", uri, SS_PG_SCHEMA_VERSION);
+    else if (was == 0)
+        printf("stepscope upgrade: created the stepscope schema (team "
+               "schema version %d) in %s\n", SS_PG_SCHEMA_VERSION, uri);
+    else
+        printf("stepscope upgrade: %s brought from team schema version %d "
+               "to %d\n", uri, was, SS_PG_SCHEMA_VERSION);
+    return 0;
+}
 
 int ss_cmd_upgrade(int argc, char **argv)
 {
@@ -54,6 +85,8 @@ int ss_cmd_upgrade(int argc, char **argv)
         return 2;
     }
     char path[4096], msg[1024];
+    if (ss_pg_is_uri(db))
+        return upgrade_team(db);
     if (db) {
         snprintf(path, sizeof path, "%s", db);
     } else if (ss_store_default_path(path, sizeof path) != 0) {

@@ -31,6 +31,7 @@ int ss_cmd_job_watchdog(int argc, char **argv);
 int ss_cmd_report(int argc, char **argv);       /* views/report.h */
 int ss_cmd_runs(int argc, char **argv);         /* views/report.h */
 int ss_cmd_upgrade(int argc, char **argv);      /* store/store.h */
+int ss_cmd_push(int argc, char **argv);         /* store/pg_push.h */
 int ss_cmd_serve(int argc, char **argv);        /* api/serve.h */
 int ss_cmd_stacks(int argc, char **argv);       /* views/stacks_cmd.h */
 int ss_cmd_top(int argc, char **argv);          /* views/top.h */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_args.h"
+#include "pg_conn.h"
 int ss_live_args_take(const char *cmd, int argc, char **argv, int *i,
                       ss_live_args *a, FILE *err)
 {
@@ -34,6 +35,15 @@ int ss_live_args_check(const char *cmd, const ss_live_args *a, FILE *err)
     if (a->url && strncmp(a->url, "http://", 7) != 0) {
         fprintf(err, "stepscope %s: --url wants http://HOST:PORT/, not "
                      "'%s'\n", cmd, a->url);
+        return 2;
+    }
+    if (ss_pg_is_uri(a->db)) {
+        /* A live run is found through its node's live-run file; the team
+         * database holds runs, not addresses. */
+        fprintf(err, "stepscope %s: a team database (%s) does not say "
+                "where a live run listens: give the job's --url (its "
+                "dashboard, printed when it started) or its node's local "
+                "store with --db PATH\n", cmd, a->db);
         return 2;
     }
     if (a->url && a->db) {

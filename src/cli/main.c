@@ -12,6 +12,7 @@
  *   stepscope profile [RUN] --ranks L --seconds S  torch.profiler on ranks
  *   stepscope guard [RUN] [--baseline RUNS]        regression verdict for CI
  *   stepscope upgrade [--db PATH]                  migrate an older store
+ *   stepscope push [--db PATH] --to URI [RUN...]   copy runs to a team database
  *   stepscope gpus [--watch SECONDS]               what NVML says of the GPUs
  *
  * Each command's front-end is src/cli/cmd_NAME.c (commands.h): it parses
@@ -69,6 +70,9 @@ static void usage(FILE *out)
             "                                     comparable runs before it (exit 1)\n"
             "  upgrade [--db PATH]                bring an older store up to this\n"
             "                                     version (readers never write)\n"
+            "  push [--db PATH] --to postgresql://... [RUN...]\n"
+            "                                     copy finished runs into a team\n"
+            "                                     database (PostgreSQL)\n"
             "  gpus [--watch SECONDS]             this machine's GPUs as NVML reads\n"
             "                                     them (clocks, throttling, errors)\n"
             "  version                            print the version\n"
@@ -109,6 +113,8 @@ int main(int argc, char **argv)
         return ss_cmd_diff(argc - 1, argv + 1);
     if (strcmp(cmd, "upgrade") == 0)
         return ss_cmd_upgrade(argc - 1, argv + 1);
+    if (strcmp(cmd, "push") == 0)
+        return ss_cmd_push(argc - 1, argv + 1);
     if (strcmp(cmd, "gpus") == 0)
         return ss_cmd_gpus(argc - 1, argv + 1);
     if (strcmp(cmd, SS_NATIVE_STACK_ARG) == 0)
@@ -128,7 +134,8 @@ int main(int argc, char **argv)
     }
     static const char *const commands[] = {
         "run",  "report", "runs",    "serve", "stacks", "top",     "profile",
-        "guard", "trace", "goodput", "diff",  "upgrade", "gpus", "version"};
+        "guard", "trace", "goodput", "diff",  "upgrade", "gpus", "version",
+        "push"};
     const char *near = ss_cli_suggest(cmd, commands,
                                       sizeof commands / sizeof commands[0]);
     char hint[64] = "";

@@ -14,12 +14,15 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "http.h"
+#include "pg_conn.h"
+#include "pg_mirror.h"
 #include "query.h"
 #include "store.h"
 
@@ -54,6 +57,19 @@ int ss_serve(const ss_serve_opts *o)
             return 1;
         }
         db = defpath;
+    }
+    if (ss_pg_is_uri(db)) {
+        /* A team database: its local copy is read again every interval,
+         * so the runs its jobs copy there show up (pg_mirror.h). */
+        const char *env = getenv("STEPSCOPE_TEAM_REFRESH_S");
+        unsigned every = env && atoi(env) > 0 ? (unsigned)atoi(env)
+                                              : SS_SERVE_TEAM_REFRESH_S;
+        if (ss_pg_mirror_follow(db, every, err, sizeof err) != 0) {
+            fprintf(stderr, "stepscope serve: %s\n", err);
+            return 1;
+        }
+        fprintf(stderr, "stepscope serve: the team database's runs are read "
+                "again every %u s\n", every);
     }
     ss_query *q = ss_query_open(db, err, sizeof err);
     if (!q) {

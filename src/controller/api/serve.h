@@ -11,9 +11,14 @@
 
 #include <stdint.h>
 
+/* A team database (db a postgresql:// URI) is read again this often
+ * unless STEPSCOPE_TEAM_REFRESH_S says otherwise (docs/store.md). */
+#define SS_SERVE_TEAM_REFRESH_S 10
+
 /* `stepscope serve`'s options, checked by its front-end. */
 typedef struct {
-    const char *db;   /* the store; NULL: ss_store_default_path() */
+    const char *db;   /* the store, or a team database's URI; NULL:
+                       * ss_store_default_path() */
     const char *host; /* a numeric address to listen on; NULL: 127.0.0.1 */
     uint16_t port;    /* 0: any free port */
     int fallback;     /* the port is busy: take any free one instead */

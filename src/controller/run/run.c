@@ -49,6 +49,8 @@
 #include "launcher.h"
 #include "lifecycle.h"
 #include "nodeconf.h"
+#include "pg_conn.h"
+#include "pg_pusher.h"
 #include "profile.h"
 #include "rank_env.h"
 #include "live.h"
@@ -801,6 +803,12 @@ void run_parts_free(run_ctx *r)
 
 static int start(run_ctx *r, char *err, size_t errlen)
 {
+    if (ss_pg_is_uri(r->db_path)) {
+        /* A team database: the run is recorded into the default store
+         * (the spool) and copied there by its own thread (pg_pusher.h). */
+        r->team_uri = r->db_path;
+        r->db_path = NULL;
+    }
     if (!r->db_path) {
         if (ss_store_default_path(r->default_db, sizeof r->default_db) < 0) {
             snprintf(err, errlen, "no HOME or XDG_DATA_HOME for the default "
@@ -856,6 +864,15 @@ static int start(run_ctx *r, char *err, size_t errlen)
         return -1;
     }
     ss_store_put_attempt(r->store, r->run_id, r->att.attempt, info.started_at);
+    if (r->team_uri) {
+        r->team = ss_pg_pusher_start(r->team_uri, r->db_path, r->uuid, err,
+                                     errlen);
+        if (!r->team)
+            return -1;
+        fprintf(stderr, "stepscope: recording into %s; the run is copied to "
+                "the team database %s as it goes\n", r->db_path,
+                r->team_uri);
+    }
     if (health_first(r, err, errlen) != 0)
         return -1;
     if (start_http(r, err, errlen) != 0)
@@ -1214,6 +1231,9 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     run_parts_free(r);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);
+    /* The last copy to the team database, with the run's end; the job's
+     * exit status stays the job's, the line says where the run is. */
+    ss_pg_pusher_finish(r->team, stderr);
     ss_run_lock_release(&r->run_lock); /* after the run's end is committed */
     ss_sockdir_remove(r->sock_dir);
     run_nodes_free(r->nodes);

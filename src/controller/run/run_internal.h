@@ -95,6 +95,8 @@ typedef struct {
 struct run_ctx {
     const ss_run_opts *o;   /* as parsed by the front-end (run_opts.h) */
     const char *db_path;    /* o->db_path, or the default store's */
+    const char *team_uri;   /* --db postgresql://...: db_path is the spool */
+    struct ss_pg_pusher *team; /* copies the run there (pg_pusher.h) */
     ss_aggregator_config agg_cfg; /* o->agg_cfg with the host provider */
     int http_public;        /* listening beyond loopback: token required */
     const link_secret *secret; /* the agent links' (multi-node) */

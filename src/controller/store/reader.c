@@ -26,6 +26,8 @@
 #include <string.h>
 
 #include "numparse.h"
+#include "pg_conn.h"
+#include "pg_mirror.h"
 #include "reader_internal.h"
 #include "runlock.h"
 #include "store_access.h"
@@ -278,7 +280,22 @@ ss_reader *ss_reader_open(const char *path, char *err, size_t errlen)
         free(r);
         return NULL;
     }
-    r->version = ss_schema_open_readonly(r->path, &r->db, err, errlen);
+    if (ss_pg_is_uri(r->path)) {
+        /* A team database reads through its local copy (pg_mirror.h). */
+        char copy[4096];
+        if (ss_pg_mirror_path(r->path, copy, sizeof copy, err, errlen) != 0) {
+            free(r);
+            return NULL;
+        }
+        r->team = 1;
+        r->version = ss_schema_open_readonly(copy, &r->db, err, errlen);
+        if (r->version < 0) {
+            free(r);
+            return NULL;
+        }
+    } else {
+        r->version = ss_schema_open_readonly(r->path, &r->db, err, errlen);
+    }
     if (r->version < 0) {
         ss_store_access_problem(r->path, 0, err, errlen); /* the likely cause */
         free(r);
@@ -370,7 +387,7 @@ static int run_fill(ss_reader *r, sqlite3_stmt *st, void *elem, void *ctx)
     run->steps = sqlite3_column_int64(st, 13);
     run->findings = sqlite3_column_int64(st, 14);
     run->dropped_vectors = ss__rd_col_i64(st, 15);
-    if (!bad && run->status && run->uuid &&
+    if (!bad && !r->team && run->status && run->uuid &&
         strcmp(ss_run_status_now(r->path, run->uuid, run->status),
                run->status) != 0) {
         free(run->status);

@@ -71,7 +71,9 @@ struct ss_reader {
     int version;
     void (*tick)(void *);
     void *tick_arg;
-    char path[4096];
+    char path[4096]; /* as given: a file, or a team database's URI */
+    int team;        /* a team database (pg_mirror.h): the stored status
+                      * of a run is the server's, never a local lock's */
     char err[1024];
 };
 
