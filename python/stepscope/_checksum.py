@@ -58,6 +58,7 @@ from . import _native
 MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)
 TARGET_FRAC = 0.01   # the auto interval keeps the cost under 1 % of a step
 MAX_EVERY = 1024     # the auto interval never exceeds this many steps
+PAUSE_CAP = 4        # a step counts as at most this many mean steps
 AUTO = -1
 
 _group = None        # replica_group() of this process: a sorted tuple
@@ -299,8 +300,11 @@ class Checksums:
         now = _native.now_ns()
         if self.last_end_ns is not None:
             dt = now - self.last_end_ns
+            # A pause between two steps (an evaluation, a stall) moves the
+            # running mean by at most 1.6x, so that it does not make the
+            # next steps checksum as if they were that long.
             self.step_ns = dt if self.step_ns is None else \
-                0.8 * self.step_ns + 0.2 * dt
+                0.8 * self.step_ns + 0.2 * min(dt, PAUSE_CAP * self.step_ns)
         if step is None:
             step = _native._current_step()
         if self.due(step):
