@@ -542,7 +542,8 @@ def _patch_ddp(torch):
                   % (type(e).__name__, e))
 
     ddp_cls.__init__ = __init__
-    ddp_cls.forward = _native._ArmForward(ddp_cls.forward)
+    ddp_cls.forward = _native._ArmForward(ddp_cls.forward,
+                                          torch.is_grad_enabled)
 
 
 # The torch.distributed collectives a script may call; each call is the
@@ -846,8 +847,7 @@ def install():
         return False
     import torch
     _S.torch = torch
-    _native._auto_setup(_CALLBACKS, getattr(torch, "cuda", None),
-                        torch.is_grad_enabled)
+    _native._auto_setup(_CALLBACKS, getattr(torch, "cuda", None))
     for patch in (_patch_data, _patch_forward, _patch_backward,
                   _patch_optimizer, _patch_ddp, _patch_collectives,
                   _patch_checkpoint):

@@ -587,23 +587,25 @@ void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
 
 /* ---- DDP's forward ---- */
 
-/* _ArmForward(forward): DDP.forward, which afterwards arms the DDP's
- * _Clock (its instance attribute _stepscope_clock) when the forward
- * prepared an all-reduce: require_backward_grad_sync and grad enabled. */
+/* _ArmForward(forward, is_grad_enabled): DDP.forward, which afterwards
+ * arms the DDP's _Clock (its instance attribute _stepscope_clock) when the
+ * forward prepared an all-reduce: require_backward_grad_sync and
+ * is_grad_enabled(). */
 typedef struct {
     PyObject_HEAD
     PyObject *func;
+    PyObject *grad_enabled;
     vectorcallfunc vectorcall;
 } ArmObject;
 
-static PyObject *str_clock_attr, *str_sync_attr, *grad_enabled;
+static PyObject *str_clock_attr, *str_sync_attr;
 
 static PyObject *Arm_vectorcall(PyObject *self_, PyObject *const *args,
                                 size_t nargsf, PyObject *kwnames)
 {
     PyObject *res = PyObject_Vectorcall(((ArmObject *)self_)->func, args,
                                         nargsf, kwnames);
-    if (!res || PyVectorcall_NARGS(nargsf) < 1 || !grad_enabled)
+    if (!res || PyVectorcall_NARGS(nargsf) < 1)
         return res;
     PyObject *dict = PyObject_GenericGetDict(args[0], NULL);
     PyObject *c = dict ? PyDict_GetItemWithError(dict, str_clock_attr) : NULL;
@@ -616,7 +618,7 @@ static PyObject *Arm_vectorcall(PyObject *self_, PyObject *const *args,
     int on = sync ? PyObject_IsTrue(sync) : 0;
     Py_DECREF(dict); /* the DDP holds it, and C */
     if (on > 0) {
-        PyObject *g = PyObject_CallNoArgs(grad_enabled);
+        PyObject *g = PyObject_CallNoArgs(((ArmObject *)self_)->grad_enabled);
         on = g ? PyObject_IsTrue(g) : -1;
         Py_XDECREF(g);
     }
@@ -630,14 +632,18 @@ static PyObject *Arm_vectorcall(PyObject *self_, PyObject *const *args,
 
 static PyObject *Arm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    PyObject *func;
-    if (!PyArg_ParseTuple(args, "O:_ArmForward", &func))
+    PyObject *func, *grad_enabled;
+    if (!PyArg_ParseTuple(args, "OO:_ArmForward", &func, &grad_enabled))
         return NULL;
+    if (!PyCallable_Check(func) || !PyCallable_Check(grad_enabled))
+        return PyErr_Format(PyExc_TypeError, "_ArmForward wants callables");
     ArmObject *self = (ArmObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
     Py_INCREF(func);
+    Py_INCREF(grad_enabled);
     self->func = func;
+    self->grad_enabled = grad_enabled;
     self->vectorcall = Arm_vectorcall;
     return (PyObject *)self;
 }
@@ -645,12 +651,14 @@ static PyObject *Arm_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 static int Arm_traverse(ArmObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->func);
+    Py_VISIT(self->grad_enabled);
     return 0;
 }
 
 static int Arm_clear(ArmObject *self)
 {
     Py_CLEAR(self->func);
+    Py_CLEAR(self->grad_enabled);
     return 0;
 }
 
@@ -699,7 +707,8 @@ static PyTypeObject Arm_Type = {
     .tp_getattro = Arm_getattro,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
                 Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "_ArmForward(forward): DDP.forward, arming the DDP's _Clock.",
+    .tp_doc = "_ArmForward(forward, is_grad_enabled): DDP.forward, arming "
+              "the DDP's _Clock.",
     .tp_traverse = (traverseproc)Arm_traverse,
     .tp_clear = (inquiry)Arm_clear,
     .tp_getset = Arm_getset,
@@ -709,13 +718,12 @@ static PyTypeObject Arm_Type = {
 
 /* ---- module functions ---- */
 
-/* _auto_setup(callbacks, cuda, is_grad_enabled): CALLBACKS a dict from
- * cb_names to callables; CUDA torch.cuda (or None); IS_GRAD_ENABLED
- * torch.is_grad_enabled. */
+/* _auto_setup(callbacks, cuda): CALLBACKS a dict from cb_names to
+ * callables; CUDA torch.cuda (or None), whose _initialized is looked at. */
 static PyObject *m_auto_setup(PyObject *m, PyObject *const *args,
                               Py_ssize_t nargs)
 {
-    if (ss__py_check_nargs("_auto_setup", nargs, 3, 3) < 0)
+    if (ss__py_check_nargs("_auto_setup", nargs, 2, 2) < 0)
         return NULL;
     if (!PyDict_Check(args[0]))
         return PyErr_Format(PyExc_TypeError, "_auto_setup wants a dict");
@@ -730,8 +738,6 @@ static PyObject *m_auto_setup(PyObject *m, PyObject *const *args,
     PyObject *cuda = args[1] == Py_None ? NULL : args[1];
     Py_XINCREF(cuda);
     Py_XSETREF(cuda_module, cuda);
-    Py_INCREF(args[2]);
-    Py_XSETREF(grad_enabled, args[2]);
     Py_RETURN_NONE;
 }
 
