@@ -202,8 +202,11 @@ def _before_optimizer():
     _S.numerics.before_optimizer()
 
 
-def _after_optimizer(optimizer):
-    _S.checksums.after_optimizer_step(optimizer)
+def _after_optimizer(optimizer, step, step_ns):
+    """A checksum step (the C side keeps the step time and calls this only
+    when one is due); then the interval for the next ones."""
+    _S.checksums.after_optimizer_step(optimizer, step, step_ns)
+    _native._auto_checksum_every(_S.checksums.interval())
 
 
 def _profile(*request):
@@ -869,6 +872,7 @@ def install():
     if _checksum._env_every() != 0:
         try:
             _S.checksums = _checksum.Checksums(torch)
+            _native._auto_checksum_every(_S.checksums.interval())
         except Exception as e:
             _warn("checksums are off: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)

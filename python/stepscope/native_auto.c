@@ -46,7 +46,7 @@ enum {
     CB_STEP_BEGUN,   /* (): numerics, a step began */
     CB_BACKWARD,     /* (tensors): numerics, before backward */
     CB_BEFORE_OPT,   /* (): numerics, before the pacing optimizer step */
-    CB_AFTER_OPT,    /* (optimizer): checksums, after it */
+    CB_AFTER_OPT,    /* (optimizer, step, step_ns): checksums, when due */
     CB_PROFILE,      /* (request_id, ms, dir) a request; () a tick */
     CB_COUNT
 };
@@ -70,6 +70,16 @@ static struct {
     const void *obj, *type;
 } seen[SEEN_MAX];
 static int nseen;
+
+/* Checksums (_checksum.Checksums): due in a step whose number is a multiple
+ * of checksum_every (0: never; set by Python after each checksum), with the
+ * running mean of the step time measured here, between the pacing
+ * optimizer's step ends.  A pause between two steps counts as at most
+ * PAUSE_CAP mean steps (_checksum.PAUSE_CAP). */
+#define PAUSE_CAP 4
+static int64_t checksum_every = 1;
+static int64_t last_end_ns = -1;
+static double step_ns;
 
 static ss_name_id id_data, id_backward, id_allreduce, id_all_reduce;
 
@@ -122,7 +132,7 @@ static void step_boundary(void)
         return;
     }
     ss_profile_request req;
-    if (ss_profile_poll(&req)) { /* one atomic load when there is none */
+    if (cb[CB_PROFILE] && ss_profile_poll(&req)) { /* one atomic load */
         PyObject *a = Py_BuildValue("(kks)", (unsigned long)req.request_id,
                                     (unsigned long)req.duration_ms, req.dir);
         if (!a) {
@@ -177,6 +187,36 @@ static PyObject *compute_enter(void)
     if (t == Py_None)
         Py_CLEAR(t);
     return t;
+}
+
+/* After the pacing optimizer's step, still in the step it ends: the step
+ * time, and the checksums when due. */
+static void checksums(PyObject *optimizer)
+{
+    int64_t now = ss_now_ns();
+    if (last_end_ns >= 0) {
+        double dt = (double)(now - last_end_ns);
+        if (step_ns <= 0)
+            step_ns = dt;
+        else
+            step_ns = 0.8 * step_ns +
+                      0.2 * (dt < PAUSE_CAP * step_ns ? dt : PAUSE_CAP * step_ns);
+    }
+    int64_t step = ss__py_current_step();
+    if (checksum_every > 0 && step >= 0 && step % checksum_every == 0) {
+        PyObject *s = PyLong_FromLongLong(step);
+        PyObject *t = step_ns > 0 ? PyFloat_FromDouble(step_ns) : Py_NewRef(Py_None);
+        if (s && t) {
+            PyObject *a[3] = {optimizer, s, t};
+            PyObject *r = call(CB_AFTER_OPT, a, 3);
+            Py_XDECREF(r);
+        } else {
+            PyErr_WriteUnraisable(NULL);
+        }
+        Py_XDECREF(s);
+        Py_XDECREF(t);
+    }
+    last_end_ns = ss_now_ns();
 }
 
 static void compute_exit(int kind, PyObject *token)
@@ -574,7 +614,7 @@ void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
         compute_exit(kind, t->gpu);
         if (!failed && is_pacer(obj)) {
             if (f_checksums)
-                call0(CB_AFTER_OPT, obj);
+                checksums(obj);
             step_boundary();
         }
         break;
@@ -758,6 +798,17 @@ static PyObject *m_auto_flags(PyObject *m, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* _auto_checksum_every(n): checksums are due in steps that are multiples
+ * of N (0: never). */
+static PyObject *m_auto_checksum_every(PyObject *m, PyObject *n)
+{
+    long long v = PyLong_AsLongLong(n);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    checksum_every = v < 0 ? 0 : v;
+    Py_RETURN_NONE;
+}
+
 static PyObject *m_auto_clock_add(PyObject *m, PyObject *c)
 {
     if (!PyObject_TypeCheck(c, &Clock_Type))
@@ -781,6 +832,7 @@ static PyMethodDef auto_methods[] = {
     {"_auto_flags", (PyCFunction)(void (*)(void))m_auto_flags, METH_FASTCALL,
      NULL},
     {"_auto_clock_add", m_auto_clock_add, METH_O, NULL},
+    {"_auto_checksum_every", m_auto_checksum_every, METH_O, NULL},
     {"_auto_state", m_auto_state, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

@@ -88,6 +88,9 @@ int ss__py_auto_add(PyObject *m);     /* native_auto.c */
 int ss__py_auto_begin(void);
 int ss__py_auto_next(void);
 
+/* The open step (auto or the program's own), -1 when none. */
+int64_t ss__py_current_step(void);
+
 /* ---- auto mode's outermost calls (native_auto.c) ----
  *
  * The kinds of _Outermost wrapper whose work at the outermost level is

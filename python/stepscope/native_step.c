@@ -280,6 +280,11 @@ int ss__py_auto_begin(void)
     return 1;
 }
 
+int64_t ss__py_current_step(void)
+{
+    return step_current;
+}
+
 int ss__py_auto_next(void)
 {
     if (step_explicit)

@@ -146,17 +146,21 @@ dist.destroy_process_group()
 '''
 
 
-def test_c_side_records_the_steps_without_python_per_step(store, tmp_path):
+@pytest.mark.parametrize("every", ["0", "3"])
+def test_c_side_records_the_steps_without_python_per_step(store, tmp_path,
+                                                          every):
     """A 1-rank DDP job: the data fetched before the first step is added
     to it, every step has its phases, the all-reduce arrival (sync) and
     wait (phase, nested in backward) and RSS; the gradient hooks are C
     callables, narrowed to one; and once warm, a step runs no Python
-    function of the stepscope package (numerics off, checksums off)."""
+    function of the stepscope package (numerics off), but for the
+    checksums of the steps due (--checksum-every 3: steps 6 and 9 of the
+    four steps 6-9 watched)."""
     script = tmp_path / "steps.py"
     script.write_text(STEPS_SCRIPT)
     job = run_job(store, 1, [PYTHON, str(script)],
                   extra=["--auto", "--numerics", "off"],
-                  env=dict(os.environ, STEPSCOPE_CHECKSUM_EVERY="0"))
+                  env=dict(os.environ, STEPSCOPE_CHECKSUM_EVERY=every))
     assert job.returncode == 0, job.stdout + job.stderr
     assert "stepscope: auto mode" not in job.stderr, job.stderr
     res = job.results()[0]
@@ -164,7 +168,12 @@ def test_c_side_records_the_steps_without_python_per_step(store, tmp_path):
     assert res["hook_types"] == ["_ClockHook"]
     assert res["state_after"] == [1, 0, 1]
     assert res["hooked"] == 1
-    assert res["python_calls"] == []
+    calls = res["python_calls"]
+    if every == "0":
+        assert calls == []
+    else:
+        assert calls.count("_after_optimizer") == 2, calls
+        assert calls.count("after_optimizer_step") == 2, calls
     rows = job.rank_steps()
     # 10 optimizer steps are steps 0-9; the one opened by the last never ends
     assert sorted(s for s, _ in rows) == list(range(10))
