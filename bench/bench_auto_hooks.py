@@ -129,7 +129,6 @@ def child(layers, batches):
         out["layers"][n] = {p: [statistics.median(d[i] for d in diffs[k]) for i in (0, 1)]
                             for k, p in enumerate(PARTS)}
         _native._auto_enable(True)
-        del models
 
     # Single calls: the RSS read, a collective, a save; each on minus off.
     t = torch.ones(1)
