@@ -10,11 +10,11 @@
  * call or a Python object: the first step and the data fetches before it,
  * the backward phase, the pacing optimizer and the step boundary (RSS,
  * next step, profile requests), the all-reduce arrival and wait of every
- * DDP.  What only some scripts need stays in Python and is called only when
- * it applies (auto.py sets the flags and callbacks with _auto_setup and
- * _auto_flags): the first outermost call of a module object (numerics'
- * instrumenting, generate()), numerics, checksums, CUDA events, a running
- * profile.
+ * DDP, the checksums' step time and due check.  What only some scripts
+ * need stays in Python and is called only when it applies (auto.py sets
+ * the flags and callbacks with _auto_setup and _auto_flags): the first
+ * outermost call of a module object (numerics' instrumenting, generate()),
+ * numerics, a checksum that is due, CUDA events, a running profile.
  *
  * The gradient clock: _Clock holds one DDP's arrival state (auto.py's
  * _GradClock keeps the parameters and the hook handles); _Clock.hook(i)
