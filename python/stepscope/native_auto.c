@@ -758,6 +758,14 @@ static PyTypeObject Arm_Type = {
 
 /* ---- module functions ---- */
 
+static ss_name_id name_id(const char *s)
+{
+    PyObject *o = PyUnicode_FromString(s);
+    ss_name_id id = o ? ss__py_name_id(o) : 0;
+    Py_XDECREF(o);
+    return id;
+}
+
 /* _auto_setup(callbacks, cuda): CALLBACKS a dict from cb_names to
  * callables; CUDA torch.cuda (or None), whose _initialized is looked at. */
 static PyObject *m_auto_setup(PyObject *m, PyObject *const *args,
@@ -765,6 +773,15 @@ static PyObject *m_auto_setup(PyObject *m, PyObject *const *args,
 {
     if (ss__py_check_nargs("_auto_setup", nargs, 2, 2) < 0)
         return NULL;
+    /* The names auto mode records: taken from the process's name table
+     * only once auto mode is set up. */
+    if (!id_data && (!(id_data = name_id("data")) ||
+                     !(id_backward = name_id("backward")) ||
+                     !(id_allreduce = name_id("allreduce")) ||
+                     !(id_all_reduce = name_id("all_reduce")))) {
+        id_data = 0;
+        return NULL;
+    }
     if (!PyDict_Check(args[0]))
         return PyErr_Format(PyExc_TypeError, "_auto_setup wants a dict");
     for (int i = 0; i < CB_COUNT; i++) {
@@ -836,14 +853,6 @@ static PyMethodDef auto_methods[] = {
     {"_auto_state", m_auto_state, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
-static ss_name_id name_id(const char *s)
-{
-    PyObject *o = PyUnicode_FromString(s);
-    ss_name_id id = o ? ss__py_name_id(o) : 0;
-    Py_XDECREF(o);
-    return id;
-}
-
 int ss__py_auto_add(PyObject *m)
 {
     static const char *gpu[5] = {NULL, "gpu_forward", "gpu_backward",
@@ -859,11 +868,6 @@ int ss__py_auto_add(PyObject *m)
         for (int i = 1; i < 5; i++)
             if (!(gpu_names[i] = PyUnicode_InternFromString(gpu[i])))
                 return -1;
-        if (!(id_data = name_id("data")) ||
-            !(id_backward = name_id("backward")) ||
-            !(id_allreduce = name_id("allreduce")) ||
-            !(id_all_reduce = name_id("all_reduce")))
-            return -1;
     }
     if (PyType_Ready(&Clock_Type) < 0 || PyType_Ready(&Hook_Type) < 0 ||
         PyType_Ready(&Arm_Type) < 0 ||
