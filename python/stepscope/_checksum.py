@@ -58,6 +58,7 @@ from . import _native
 MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)
 TARGET_FRAC = 0.01   # the auto interval keeps the cost under 1 % of a step
 MAX_EVERY = 1024     # the auto interval never exceeds this many steps
+PAUSE_CAP = 4        # a step counts as at most this many mean steps
 AUTO = -1
 
 _group = None        # replica_group() of this process: a sorted tuple
@@ -278,8 +279,13 @@ class Checksums:
         except Exception as e:
             self._failed("add_ddp", e)
 
+    def interval(self):
+        """Checksums are due in steps whose number is a multiple of this
+        (0: never)."""
+        return self.auto_every if self.every == AUTO else self.every
+
     def due(self, step):
-        every = self.auto_every if self.every == AUTO else self.every
+        every = self.interval()
         return every > 0 and step is not None and step % every == 0
 
     def _decide(self):
@@ -293,14 +299,21 @@ class Checksums:
             e *= 2
         self.auto_every = e
 
-    def after_optimizer_step(self, optimizer=None, step=None):
+    def after_optimizer_step(self, optimizer=None, step=None, step_ns=None):
         """Hashes (when due) the registered models' parameters, or without
-        a model the optimizer's, and records them in the open step."""
+        a model the optimizer's, and records them in the open step.  Auto
+        mode calls it only in the steps due (interval()), with STEP_NS, the
+        running mean of the step time it keeps the same way."""
         now = _native.now_ns()
-        if self.last_end_ns is not None:
+        if step_ns is not None:
+            self.step_ns = step_ns
+        elif self.last_end_ns is not None:
             dt = now - self.last_end_ns
+            # A pause between two steps (an evaluation, a stall) moves the
+            # running mean by at most 1.6x, so that it does not make the
+            # next steps checksum as if they were that long.
             self.step_ns = dt if self.step_ns is None else \
-                0.8 * self.step_ns + 0.2 * dt
+                0.8 * self.step_ns + 0.2 * min(dt, PAUSE_CAP * self.step_ns)
         if step is None:
             step = _native._current_step()
         if self.due(step):

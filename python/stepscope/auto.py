@@ -78,6 +78,16 @@ checkpointing) or modules called while fetching data are part of the outer
 phase.  That check is made in C (stepscope._native._Outermost), so a
 nested module call costs tens of nanoseconds.
 
+What runs per step is C as well (stepscope/native_auto.c): the work at the
+outermost data, forward, backward and optimizer calls, the step boundary
+(RSS, the next step, profile requests), DDP's gradient hook (a C callable)
+and the all-reduce arrival, without a Python call or a Python object per
+step.  Python runs only where a script needs it, through the callbacks
+below (_CALLBACKS): the first outermost call of a module object
+(numerics' instrumenting, generate()), numerics, checksums, CUDA events and
+a running profile.  _State's numerics, checksums, gpu and profile tell the
+C side which of them apply.
+
 Nothing here ever raises into the script: a patch that cannot be applied is
 reported once on stderr and skipped.  In a forked child (DataLoader workers)
 the wrappers pass straight through.
@@ -95,26 +105,39 @@ from . import _checksum
 from . import _numerics
 from ._native import _Outermost
 
-_PENDING_MAX = 64      # data fetches remembered before the first step
 _GPU_PENDING_MAX = 256  # CUDA event pairs awaiting completion
 _NARROW_AFTER = 3       # see _GradClock
 _RELEARN_EVERY = 200    # passes on one hook before all come back, likewise
 
 
+def _flag(name):
+    """A _State attribute whose value (None or not) the C side is told of:
+    it calls the matching callbacks only while it is set."""
+    key = "_" + name
+
+    def get(self):
+        return getattr(self, key)
+
+    def set_(self, value):
+        setattr(self, key, value)
+        _native._auto_flags(self._numerics is not None,
+                            self._checksums is not None,
+                            self._gpu is not None, self._profile is not None)
+    return property(get, set_)
+
+
 class _State:
+    numerics = _flag("numerics")    # _numerics.Numerics unless --numerics off
+    checksums = _flag("checksums")  # _checksum.Checksums unless every is 0
+    gpu = _flag("gpu")              # _Gpu once the script has initialised CUDA
+    profile = _flag("profile")      # the _Profile running, if any
+
     def __init__(self):
+        self._numerics = self._checksums = self._gpu = self._profile = None
         self.installed = False
-        self.started = False  # the first step was begun (or was the script's)
-        self.pending = []     # (begin_ns, end_ns) of data fetches before it
-        self.pacer = None     # weakref to the object whose step ends steps
-        self.gpu = None       # _Gpu once the script has initialised CUDA
         self.clocks = []      # weak references to each DDP's _GradClock
-        self.coll_open = False  # a DDP all-reduce collective is open
         self.torch = None
         self.warned = set()
-        self.profile = None   # the _Profile running, if any
-        self.numerics = None  # _numerics.Numerics unless --numerics off
-        self.checksums = None  # _checksum.Checksums unless every is 0
         self.sidecars_skipped = 0  # sidecars not read (see _read_sidecar)
         self.model_classes = set()  # classes looked at for generate()
 
@@ -128,50 +151,78 @@ def _warn(msg):
         sys.stderr.write("stepscope: auto mode: %s\n" % msg)
 
 
-# ---- steps ----
+# ---- what the C side calls (native_auto.c), only where it applies ----
+#
+# Steps: the first step begins at the first outermost forward, backward or
+# optimizer step (with the data fetches made before it as "data" spans);
+# the end of the pacing optimizer's step (the first optimizer or GradScaler
+# to finish a step, until it is garbage) records the RSS into the ending
+# step and begins the next, unless the script makes its own steps.
 
-def _first_step():
-    """Begins the first step and adds the data fetches made before it."""
-    _S.started = True
+def _forward_root(obj):
+    """The first outermost call of the module object OBJ."""
     if _S.numerics is not None:
-        _S.numerics.step_begun()
-    if _native._auto_begin():
-        for begin, end in _S.pending:
-            _native.phase_span("data", begin, end)
-    _S.pending.clear()
+        _S.numerics.on_forward_root(obj)
+    if type(obj) not in _S.model_classes:
+        _wrap_generate(obj)
 
 
-def _is_pacer(obj):
-    """True when OBJ (an optimizer or a GradScaler) paces the steps: the
-    first one to finish a step does, until it is garbage."""
-    current = _S.pacer() if _S.pacer is not None else None
-    if current is None:
-        try:
-            _S.pacer = weakref.ref(obj)
-        except TypeError:
-            _S.pacer = lambda: obj
-        return True
-    return current is obj
+def _gpu_on():
+    """torch.cuda was found initialised: GPU timing begins."""
+    if _S.gpu is None:
+        _S.gpu = _Gpu(_S.torch.cuda)
 
 
-def _step_boundary():
-    """At the end of the pacing optimizer step: memory into the ending step,
-    then the next step (unless the script makes its own steps)."""
-    _native.memory_sample()
+def _gpu_begin():
+    return _gpu_call(_S.gpu.begin)
+
+
+def _gpu_end(name, start):
+    _gpu_call(_S.gpu.end, name, start)
+
+
+def _step_end():
+    """Before the pacing optimizer's step ends its step: GPU times and
+    device memory, numerics."""
     if _S.gpu is not None:
         _gpu_call(_S.gpu.step_end)
     if _S.numerics is not None:
         _S.numerics.step_end()
-    _native._auto_next()
-    _S.started = True
-    if _S.numerics is not None:
-        _S.numerics.step_begun()
-    if _S.profile is not None:
+
+
+def _step_begun():
+    _S.numerics.step_begun()
+
+
+def _on_backward(tensors):
+    _S.numerics.on_backward(tensors)
+
+
+def _before_optimizer():
+    _S.numerics.before_optimizer()
+
+
+def _after_optimizer(optimizer, step, step_ns):
+    """A checksum step (the C side keeps the step time and calls this only
+    when one is due); then the interval for the next ones."""
+    _S.checksums.after_optimizer_step(optimizer, step, step_ns)
+    _native._auto_checksum_every(_S.checksums.interval())
+
+
+def _profile(*request):
+    """At a step boundary: a new profile request (request_id, duration_ms,
+    directory), or () the running profile's tick."""
+    if request:
+        _Profile.start(*request)
+    elif _S.profile is not None:
         _S.profile.tick()
-    else:
-        req = _native._profile_poll()  # None unless asked: one atomic load
-        if req is not None:
-            _Profile.start(*req)
+
+
+_CALLBACKS = {"forward_root": _forward_root, "gpu_on": _gpu_on,
+              "gpu_begin": _gpu_begin, "gpu_end": _gpu_end,
+              "step_end": _step_end, "step_begun": _step_begun,
+              "backward": _on_backward, "before_optimizer": _before_optimizer,
+              "after_optimizer": _after_optimizer, "profile": _profile}
 
 
 # ---- on-demand profiling ----
@@ -286,14 +337,6 @@ class _Gpu:
         cuda.reset_peak_memory_stats()
 
 
-def _gpu():
-    """The _Gpu once the script has initialised CUDA, else None.  Auto mode
-    never initialises CUDA itself."""
-    if _S.gpu is None and _S.torch.cuda.is_initialized():
-        _S.gpu = _Gpu(_S.torch.cuda)
-    return _S.gpu
-
-
 def _gpu_call(fn, *args):
     """Runs a CUDA bookkeeping call; on failure GPU timing is switched off
     for good (reported once) and None returned."""
@@ -318,47 +361,6 @@ class _GpuOff:
         pass
 
 
-# ---- phase callbacks (run by _Outermost at the outermost level only) ----
-
-def _data_enter(_obj):
-    return None if _S.started else _native.now_ns()
-
-
-def _data_exit(begin, _failed):
-    if begin is not None and len(_S.pending) < _PENDING_MAX:
-        _S.pending.append((begin, _native.now_ns()))
-
-
-def _compute_enter(_obj):
-    if not _S.started:
-        _first_step()
-    gpu = _gpu()
-    return None if gpu is None else _gpu_call(gpu.begin)
-
-
-def _allreduce_waited():
-    """At the end of a backward pass: for the DDPs that all-reduced in it,
-    the sync "allreduce" at this rank's arrival (see _GradClock) and the
-    phase "allreduce" from there to now."""
-    arrival = None
-    for ref in _S.clocks:
-        clock = ref()
-        ns = clock.settle() if clock is not None else None
-        if ns is not None and (arrival is None or ns > arrival):
-            arrival = ns
-    if arrival is not None:
-        _native._sync_at("allreduce", arrival)
-        _native.phase_span("allreduce", arrival, _native.now_ns())
-
-
-def _forward_enter(obj):
-    if _S.numerics is not None:
-        _S.numerics.on_forward_root(obj)
-    if type(obj) not in _S.model_classes:
-        _wrap_generate(obj)
-    return _compute_enter(obj)
-
-
 def _wrap_generate(model):
     """At the first outermost forward of a model class: its generate
     method (and that of the model a DDP wraps), as found along the MRO
@@ -375,57 +377,10 @@ def _wrap_generate(model):
         try:
             gen = inspect.getattr_static(cls, "generate", None)
             if inspect.isfunction(gen):
-                cls.generate = _Outermost(gen, "rollout", _compute_enter,
-                                          _compute_exit("gpu_rollout"))
+                cls.generate = _Outermost(gen, "rollout",
+                                          kind=_native.AUTO_ROLLOUT)
         except Exception as e:
             _warn("%s.generate is not instrumented: %s" % (cls.__name__, e))
-
-
-def _backward_enter(obj):
-    if _S.numerics is not None:
-        _S.numerics.on_backward(obj)
-    start = _compute_enter(obj)
-    _native.phase_begin("backward")
-    return start
-
-
-def _backward_exit(start, _failed):
-    """Ends "backward" after its all-reduce wait is recorded, so that the
-    wait nests in it (the recorder subtracts it from backward's self
-    time)."""
-    try:
-        if _S.coll_open:
-            _S.coll_open = False
-            _native._collective_end()
-        if _S.clocks:
-            _allreduce_waited()
-        if start is not None:
-            _gpu_call(_S.gpu.end, "gpu_backward", start)
-    finally:
-        _native.phase_end("backward")
-
-
-def _compute_exit(gpu_name):
-    def exit_(start, _failed):
-        if start is not None:
-            _gpu_call(_S.gpu.end, gpu_name, start)
-    return exit_
-
-
-def _optimizer_enter(obj):
-    if _S.numerics is not None and _is_pacer(obj):
-        _S.numerics.before_optimizer()
-    return obj, _compute_enter(obj)
-
-
-def _optimizer_exit(token, failed):
-    obj, start = token
-    if start is not None:
-        _gpu_call(_S.gpu.end, "gpu_optimizer", start)
-    if not failed and _is_pacer(obj):
-        if _S.checksums is not None:
-            _S.checksums.after_optimizer_step(obj)
-        _step_boundary()
 
 
 # ---- patches ----
@@ -433,26 +388,26 @@ def _optimizer_exit(token, failed):
 def _patch_data(torch):
     from torch.utils.data import dataloader
     base = dataloader._BaseDataLoaderIter
-    base.__next__ = _Outermost(base.__next__, "data", _data_enter, _data_exit)
+    base.__next__ = _Outermost(base.__next__, "data", kind=_native.AUTO_DATA)
     loader = dataloader.DataLoader
-    loader.__iter__ = _Outermost(loader.__iter__, "data", _data_enter,
-                                 _data_exit)
+    loader.__iter__ = _Outermost(loader.__iter__, "data",
+                                 kind=_native.AUTO_DATA)
 
 
 def _patch_forward(torch):
     module = torch.nn.Module
-    module.__call__ = _Outermost(module.__call__, "forward", _forward_enter,
-                                 _compute_exit("gpu_forward"))
+    module.__call__ = _Outermost(module.__call__, "forward",
+                                 kind=_native.AUTO_FORWARD)
 
 
 def _patch_backward(torch):
-    # The phase is begun and ended by the callbacks (not by _Outermost,
-    # which ends it before the exit callback runs): the all-reduce wait
+    # The phase is begun and ended by the C side of this kind (not by
+    # _Outermost, which ends it before the exit runs): the all-reduce wait
     # recorded at the exit must fall inside it.
     torch.Tensor.backward = _Outermost(torch.Tensor.backward, None,
-                                       _backward_enter, _backward_exit)
+                                       kind=_native.AUTO_BACKWARD)
     torch.autograd.backward = _Outermost(torch.autograd.backward, None,
-                                         _backward_enter, _backward_exit)
+                                         kind=_native.AUTO_BACKWARD)
 
 
 def _wrap_step(cls):
@@ -460,8 +415,7 @@ def _wrap_step(cls):
     step = inspect.getattr_static(cls, "step", None)
     if step is None or isinstance(step, _Outermost):
         return
-    cls.step = _Outermost(step, "optimizer", _optimizer_enter,
-                          _optimizer_exit)
+    cls.step = _Outermost(step, "optimizer", kind=_native.AUTO_OPTIMIZER)
 
 
 def _patch_optimizer(torch):
@@ -502,18 +456,28 @@ class _GradClock:
     been last in _NARROW_AFTER backward passes in a row, only its hook
     stays.  All come back (and the learning starts again) should it not
     fire in a pass, and every _RELEARN_EVERY passes in case another
-    parameter has become the last."""
+    parameter has become the last.
+
+    The state and the learning are C (self.c, a _native._Clock; its hooks
+    are C callables, and the end of every outermost backward settles it
+    without Python); this object keeps the parameters and the hook handles
+    and changes the hooks when the clock asks (_rehook)."""
 
     def __init__(self, params):
         self.params = [p for p in params if p.requires_grad]
         self.handles = []
-        self.armed = False   # the last forward prepared an all-reduce
-        self.ns = None       # now_ns() of the latest gradient of this pass
-        self.last = None     # and the index of its parameter
-        self.candidate = None
-        self.seen = 0        # passes in a row with candidate last
-        self.narrow_passes = 0  # passes since narrowing
+        self.c = _native._Clock(len(self.params), self._rehook,
+                                _NARROW_AFTER, _RELEARN_EVERY)
         self._hook_all()
+
+    # The pass's state, for tests and tools: armed (the last forward
+    # prepared an all-reduce), ns (the latest gradient's now_ns()) and
+    # last (its parameter), candidate (the parameter being learnt).
+    armed = property(lambda self: self.c.armed,
+                     lambda self, v: setattr(self.c, "armed", v))
+    ns = property(lambda self: self.c.ns)
+    last = property(lambda self: self.c.last)
+    candidate = property(lambda self: self.c.candidate)
 
     @property
     def narrowed(self):
@@ -521,61 +485,38 @@ class _GradClock:
         the DDP is gone)."""
         return 0 < len(self.handles) < len(self.params)
 
-    def _hook(self, index):
-        now = _native.now_ns
-
-        def hook(_grad):
-            if self.ns is None and self.armed and not _S.coll_open:
-                # The pass's first gradient: DDP's bucket all-reduces
-                # begin; backward's end leaves them (_backward_exit).
-                _S.coll_open = True
-                _native._collective_begin("all_reduce")
-            self.ns = now()
-            self.last = index
-        return hook
-
-    def _unhook(self):
+    def _remove(self):
         for h in self.handles:
             h.remove()
         self.handles = []
+        self.c.nhooks = 0
+
+    def _unhook(self):
+        """The DDP is gone (or the hooks are not wanted): no hooks, and the
+        clock leaves the list settled after backward."""
+        self._remove()
+        self.c.close()
 
     def _hook_only(self, indices):
-        self._unhook()
-        self.handles = [self.params[i].register_hook(self._hook(i))
+        self._remove()
+        self.handles = [self.params[i].register_hook(self.c.hook(i))
                         for i in indices]
+        self.c.nhooks = len(self.handles)
 
     def _hook_all(self):
         self._hook_only(range(len(self.params)))
-        self.candidate, self.seen = None, 0
 
-    def _narrow(self, index):
-        self._hook_only([index])
-        self.narrow_passes = 0
+    def _rehook(self, index):
+        """Called by the clock: every hook back (INDEX -1, learning
+        again), or only parameter INDEX's."""
+        self._hook_only(range(len(self.params)) if index < 0 else [index])
 
     def settle(self):
         """At the end of a backward pass: this DDP's arrival time if the
-        pass all-reduced its gradients, else None."""
-        ns, last, armed = self.ns, self.last, self.armed
-        self.ns = self.last = None
-        self.armed = False
-        if not armed:
-            return None
-        if ns is None:
-            if self.narrowed:
-                self._hook_all()
-            return None
-        if self.narrowed:
-            self.narrow_passes += 1
-            if self.narrow_passes >= _RELEARN_EVERY:
-                self._hook_all()
-        else:
-            if last == self.candidate:
-                self.seen += 1
-            else:
-                self.candidate, self.seen = last, 1
-            if self.seen >= _NARROW_AFTER and len(self.params) > 1:
-                self._narrow(last)
-        return ns
+        pass all-reduced its gradients, else None (what the C side does
+        for every DDP at the end of an outermost backward)."""
+        self.c.relearn_every = _RELEARN_EVERY
+        return self.c.settle()
 
 
 def _patch_ddp(torch):
@@ -583,35 +524,29 @@ def _patch_ddp(torch):
     if not dist.is_available():
         return
     from torch.nn.parallel import DistributedDataParallel as ddp_cls
-    clocks = weakref.WeakKeyDictionary()  # DDP -> its _GradClock
-    init, forward = ddp_cls.__init__, ddp_cls.forward
-    grad_enabled = torch.is_grad_enabled
+    init = ddp_cls.__init__
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         try:
-            clocks[self] = clock = _GradClock(self.module.parameters())
-            # The hooks go with the DDP; so does the clock.
+            clock = _GradClock(self.module.parameters())
+            # The forward arms it (_native._ArmForward); the hooks go with
+            # the DDP, and so does the clock.
+            self.__dict__["_stepscope_clock"] = clock.c
             weakref.finalize(self, clock._unhook).atexit = False
             _S.clocks = [r for r in _S.clocks if r() is not None]
             _S.clocks.append(weakref.ref(clock))
+            _native._auto_clock_add(clock.c)
             if _S.checksums is not None:
                 _S.checksums.add_ddp(self)
         except Exception as e:
             _warn("DDP all-reduce is not instrumented: %s: %s"
                   % (type(e).__name__, e))
 
-    @functools.wraps(forward)
-    def forward_(self, *args, **kwargs):
-        out = forward(self, *args, **kwargs)
-        clock = clocks.get(self)
-        if clock is not None:
-            clock.armed = self.require_backward_grad_sync and grad_enabled()
-        return out
-
     ddp_cls.__init__ = __init__
-    ddp_cls.forward = forward_
+    ddp_cls.forward = _native._ArmForward(ddp_cls.forward,
+                                          torch.is_grad_enabled)
 
 
 # The torch.distributed collectives a script may call; each call is the
@@ -915,6 +850,7 @@ def install():
         return False
     import torch
     _S.torch = torch
+    _native._auto_setup(_CALLBACKS, getattr(torch, "cuda", None))
     for patch in (_patch_data, _patch_forward, _patch_backward,
                   _patch_optimizer, _patch_ddp, _patch_collectives,
                   _patch_checkpoint):
@@ -936,6 +872,7 @@ def install():
     if _checksum._env_every() != 0:
         try:
             _S.checksums = _checksum.Checksums(torch)
+            _native._auto_checksum_every(_S.checksums.interval())
         except Exception as e:
             _warn("checksums are off: %s: %s" % (type(e).__name__, e))
     os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -21,7 +21,8 @@
  *    records a phase around the call only when no other auto-mode wrapper is
  *    active on the calling thread, and runs optional Python callbacks at that
  *    outermost level.  Nested module calls thus cost one C check
- *    (native_outer.c).
+ *    (native_outer.c); what auto mode does per step, at those outermost
+ *    calls and in DDP's gradient hooks, is C too (native_auto.c).
  *
  * Every libstepscope error becomes `stepscope.StepscopeError` carrying the C
  * message (ss_strerror) and details; arguments of the wrong type raise
@@ -146,7 +147,7 @@ PyMODINIT_FUNC PyInit__native(void)
         ss__py_phase_add(m) < 0 || ss__py_step_add(m) < 0 ||
         ss__py_outer_add(m) < 0 || ss__py_values_add(m) < 0 ||
         ss__py_checksum_add(m) < 0 || ss__py_process_add(m) < 0 ||
-        ss__py_pipeline_add(m) < 0) {
+        ss__py_pipeline_add(m) < 0 || ss__py_auto_add(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

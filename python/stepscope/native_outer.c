@@ -10,7 +10,8 @@
  * outermost ones.  An exception from a callback is reported as unraisable
  * and never reaches the program; the wrapped call's own exception passes
  * through unchanged.  To introspection the wrapper looks like the function
- * it wraps.
+ * it wraps.  A wrapper of a kind (AUTO_DATA, AUTO_FORWARD, ...) does auto
+ * mode's work in C instead of calling Python callbacks (native_auto.c).
  */
 #include "native_shared.h"
 
@@ -27,6 +28,7 @@ typedef struct {
     PyObject *enter; /* enter(first_arg) -> token, or None */
     PyObject *exit;  /* exit(token, failed), or None */
     ss_name_id id;   /* the phase recorded around the call, or 0 */
+    int kind;        /* SS__PY_AUTO_*: C work instead of enter/exit, or 0 */
     vectorcallfunc vectorcall;
 } OuterObject;
 
@@ -49,10 +51,34 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
     if (!auto_on || auto_depth > 0)
         return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     auto_depth++;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *first = nargs > 0 ? args[0] : Py_None;
+    if (self->kind) {
+        ss__py_auto_token t;
+        ss__py_auto_enter(self->kind, first, &t);
+        if (self->id)
+            ss_phase_begin(self->id);
+        PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+        if (self->id)
+            ss_phase_end(self->id);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *exc = PyErr_GetRaisedException();
+#else
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+#endif
+        ss__py_auto_exit(self->kind, first, &t, res == NULL);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_Restore(type, value, tb);
+#endif
+        auto_depth--;
+        return res;
+    }
     PyObject *token = NULL;
     if (self->enter != Py_None) {
-        Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-        token = call_hook(self->enter, nargs > 0 ? args[0] : Py_None, NULL);
+        token = call_hook(self->enter, first, NULL);
     }
     if (self->id)
         ss_phase_begin(self->id);
@@ -83,11 +109,16 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
 
 static PyObject *Outer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"func", "name", "enter", "exit", NULL};
+    static char *kwlist[] = {"func", "name", "enter", "exit", "kind", NULL};
     PyObject *func, *name = Py_None, *enter = Py_None, *exit_cb = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO:_Outermost", kwlist,
-                                     &func, &name, &enter, &exit_cb))
+    int kind = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOO$i:_Outermost", kwlist,
+                                     &func, &name, &enter, &exit_cb, &kind))
         return NULL;
+    if (kind < 0 || kind >= SS__PY_AUTO_KINDS ||
+        (kind && (enter != Py_None || exit_cb != Py_None)))
+        return PyErr_Format(PyExc_ValueError, "_Outermost: a kind from 0 to "
+                            "%d, and no callbacks with one", SS__PY_AUTO_KINDS - 1);
     if (!PyCallable_Check(func) ||
         (enter != Py_None && !PyCallable_Check(enter)) ||
         (exit_cb != Py_None && !PyCallable_Check(exit_cb)))
@@ -105,6 +136,7 @@ static PyObject *Outer_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->enter = enter;
     self->exit = exit_cb;
     self->id = id;
+    self->kind = kind;
     self->vectorcall = Outer_vectorcall;
     return (PyObject *)self;
 }
@@ -197,10 +229,12 @@ static PyTypeObject Outer_Type = {
     .tp_setattro = Outer_setattro,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
                 Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_doc = "_Outermost(func, name=None, enter=None, exit=None): calls "
-              "func; when auto mode is on and no other wrapper is active on "
-              "this thread, also runs enter(first_arg) -> token, records "
-              "phase NAME around the call and runs exit(token, failed).",
+    .tp_doc = "_Outermost(func, name=None, enter=None, exit=None, *, "
+              "kind=0): calls func; when auto mode is on and no other "
+              "wrapper is active on this thread, also runs enter(first_arg) "
+              "-> token, records phase NAME around the call and runs "
+              "exit(token, failed); with a kind (AUTO_DATA, ...), auto "
+              "mode's C work of that kind instead of enter and exit.",
     .tp_traverse = (traverseproc)Outer_traverse,
     .tp_clear = (inquiry)Outer_clear,
     .tp_getset = Outer_getset,

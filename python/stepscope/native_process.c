@@ -96,17 +96,6 @@ static PyObject *m_profile_enable(PyObject *m, PyObject *unused)
     return PyBool_FromLong(ss_profile_enable() == 0);
 }
 
-/* _profile_poll(): (request_id, duration_ms, dir) of the pending request,
- * taken, or None (one atomic load when there is none). */
-static PyObject *m_profile_poll(PyObject *m, PyObject *unused)
-{
-    ss_profile_request req;
-    if (!ss_profile_poll(&req))
-        Py_RETURN_NONE;
-    return Py_BuildValue("(kks)", (unsigned long)req.request_id,
-                         (unsigned long)req.duration_ms, req.dir);
-}
-
 /* _profile_done(request_id, ok, marker_ns, text): the answer. */
 static PyObject *m_profile_done(PyObject *m, PyObject *const *args,
                                 Py_ssize_t nargs)
@@ -202,7 +191,6 @@ static PyObject *m_stack_handler_install(PyObject *m, PyObject *arg)
 
 static PyMethodDef process_methods[] = {
     {"_profile_enable", m_profile_enable, METH_NOARGS, NULL},
-    {"_profile_poll", m_profile_poll, METH_NOARGS, NULL},
     {"_profile_done", (PyCFunction)(void (*)(void))m_profile_done,
      METH_FASTCALL, NULL},
     {"_exit_watchdog", (PyCFunction)(void (*)(void))m_exit_watchdog,

@@ -9,7 +9,8 @@
  * type), native_outer.c (auto mode's _Outermost wrapper), native_values.c
  * (metrics, vectors and memory), native_checksum.c (XXH3 over memory) and
  * native_process.c (the exit watchdog, the stack signal, profile
- * requests) and native_pipeline.c (pipeline microbatches).  Each file keeps its state and functions static and gives the
+ * requests), native_pipeline.c (pipeline microbatches) and native_auto.c
+ * (auto mode's per-step work and DDP gradient clock).  Each file keeps its state and functions static and gives the
  * module its functions and types through one ss__py_*_add(module) call.
  *
  * Everything declared here is internal to the extension: the build hides
@@ -76,5 +77,46 @@ int ss__py_values_add(PyObject *m);   /* native_values.c */
 int ss__py_checksum_add(PyObject *m); /* native_checksum.c */
 int ss__py_process_add(PyObject *m);  /* native_process.c */
 int ss__py_pipeline_add(PyObject *m); /* native_pipeline.c */
+int ss__py_auto_add(PyObject *m);     /* native_auto.c */
+
+/* ---- auto mode's steps (native_step.c) ----
+ *
+ * ss__py_auto_begin: begins the first auto step unless the program makes
+ * its own steps or one is open; returns 1 when it began one.
+ * ss__py_auto_next: ends the open step and begins the next unless the
+ * program makes its own steps; returns 1 when it did. */
+int ss__py_auto_begin(void);
+int ss__py_auto_next(void);
+
+/* The open step (auto or the program's own), -1 when none. */
+int64_t ss__py_current_step(void);
+
+/* ---- auto mode's outermost calls (native_auto.c) ----
+ *
+ * The kinds of _Outermost wrapper whose work at the outermost level is
+ * done in C (a wrapper of kind 0 runs its Python callbacks instead). */
+enum {
+    SS__PY_AUTO_FORWARD = 1,  /* nn.Module.__call__ */
+    SS__PY_AUTO_BACKWARD = 2, /* Tensor.backward, autograd.backward */
+    SS__PY_AUTO_OPTIMIZER = 3, /* Optimizer.step, GradScaler.step */
+    SS__PY_AUTO_ROLLOUT = 4,  /* a model's generate() */
+    SS__PY_AUTO_DATA = 5,     /* DataLoader.__iter__, its __next__ */
+    SS__PY_AUTO_KINDS = 6
+};
+
+/* What enter hands to exit: a time (-1: none) and a CUDA event token
+ * (a new reference, or NULL). */
+typedef struct {
+    int64_t ns;
+    PyObject *gpu;
+} ss__py_auto_token;
+
+/* At the outermost call of kind KIND whose first argument is OBJ
+ * (Py_None when none): before the call (fills *T) and after it (FAILED:
+ * it raised; releases *T).  Never raise: a Python callback's exception is
+ * reported as unraisable.  The error indicator must be clear on entry. */
+void ss__py_auto_enter(int kind, PyObject *obj, ss__py_auto_token *t);
+void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
+                      int failed);
 
 #endif

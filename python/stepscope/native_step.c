@@ -272,20 +272,25 @@ static PyObject *m_explicit(PyObject *m, PyObject *unused)
     return PyBool_FromLong(step_explicit);
 }
 
-static PyObject *m_auto_begin(PyObject *m, PyObject *unused)
+int ss__py_auto_begin(void)
 {
     if (step_explicit || step_current >= 0)
-        Py_RETURN_FALSE;
+        return 0;
     begin_step(-1);
-    Py_RETURN_TRUE;
+    return 1;
 }
 
-static PyObject *m_auto_next(PyObject *m, PyObject *unused)
+int64_t ss__py_current_step(void)
+{
+    return step_current;
+}
+
+int ss__py_auto_next(void)
 {
     if (step_explicit)
-        Py_RETURN_FALSE;
+        return 0;
     begin_step(-1); /* ends the open step first */
-    Py_RETURN_TRUE;
+    return 1;
 }
 
 static PyMethodDef step_methods[] = {
@@ -309,8 +314,6 @@ static PyMethodDef step_methods[] = {
     {"_current_step", m_current_step, METH_NOARGS, NULL},
     {"_next_step", m_next_step, METH_NOARGS, NULL},
     {"_explicit", m_explicit, METH_NOARGS, NULL},
-    {"_auto_begin", m_auto_begin, METH_NOARGS, NULL},
-    {"_auto_next", m_auto_next, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 
 int ss__py_step_add(PyObject *m)

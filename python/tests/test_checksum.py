@@ -86,3 +86,28 @@ def test_many_parameters_fold_into_buckets():
     assert len(labels) <= _checksum.MAX_VALUES and len(labels) == len(folded)
     assert labels[0] == "p0..p2"
     assert folded[0] == _native.hash_buffer(struct.pack("<3Q", 0, 1, 2))
+
+
+def test_a_pause_between_steps_does_not_make_every_step_checksum(monkeypatch):
+    """AUTO's interval follows the running mean of the step time; one long
+    gap between two steps (an evaluation, a stall, a benchmark's other
+    half) moves that mean by at most PAUSE_CAP-fold, so the steps after it
+    keep an interval near the one before (without the cap, a gap of 100
+    steps made the next steps checksum every time)."""
+    clock = [0]
+    monkeypatch.setattr(_native, "now_ns", lambda: clock[0])
+    monkeypatch.setattr(_native, "metric", lambda *a: None)
+    cs = _checksum.Checksums(torch, every=_checksum.AUTO)
+    cs.cost_ns = 64 * 1000.0  # a checksum costs 64 steps' 1 %
+    monkeypatch.setattr(cs, "checksum", lambda optimizer=None: cs._decide())
+    step = 0
+    for _ in range(20):
+        clock[0] += 100_000  # 0.1 ms steps
+        cs.after_optimizer_step(step=step)
+        step += 1
+    assert cs.auto_every == 64
+    clock[0] += 100 * 100_000  # a gap of 100 steps
+    cs.after_optimizer_step(step=step)
+    assert cs.step_ns <= 1.6 * 100_000 + 1
+    cs._decide()
+    assert cs.auto_every >= 32
