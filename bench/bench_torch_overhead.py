@@ -700,6 +700,153 @@ def bench_micro():
     print()
 
 
+# ---- the whole job's cost, the tool's own processes included ----
+#
+# On a tiny step two ranks fill both cores, so whatever else the tool runs
+# (stepscope's controller: ingest, host evidence, detectors, store writer,
+# live state and HTTP server; TraceML's launcher and aggregator) competes
+# with them for the CPU and shows in the step time.  The baseline is the
+# job without any tool: launched by torchrun.  Besides rank 0's own step
+# times, the bench polls the job's process tree every WHOLE_POLL_S and
+# sums the CPU time of the processes that are not ranks (a rank: a process
+# with LOCAL_RANK in its environment), the last value it saw of each.
+
+TINY = ["--hidden", "64", "--batch", "16"]   # ~2 ms per step here
+WHOLE_STEPS, WHOLE_WARMUP = 3000, 300
+WHOLE_POLL_S = 0.1
+WHOLE_CONFIGS = {
+    # name: stepscope run options (None: not stepscope)
+    "torchrun": None,
+    "plain": [],
+    "auto": ["--auto"],
+    "auto-off": ["--auto", "--numerics", "off"],
+    "auto-nohttp": ["--auto", "--no-http"],
+    "auto-nohost": ["--auto", "--host-interval", "0"],
+    "auto-bare": ["--auto", "--no-http", "--host-interval", "0"],
+    "traceml": None,
+}
+WHOLE_DEFAULT = ("torchrun", "plain", "auto-off", "auto", "traceml")
+
+
+def proc_tree_cpu(root, seen):
+    """Adds to SEEN {pid: (is_rank, CPU seconds)} every live descendant of
+    ROOT (ROOT included) with its CPU time so far (user + system, all its
+    threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    for pid in tree:
+        if pid not in parents:
+            continue
+        is_rank = seen.get(pid, (False,))[0]
+        if not is_rank:  # again until it is one: a rank starts as a fork of its launcher
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    is_rank = b"\0LOCAL_RANK=" in b"\0" + f.read()
+            except OSError:
+                continue
+        seen[pid] = (is_rank, max(parents[pid][1], seen.get(pid, (0, 0.0))[1]))
+
+
+def run_whole(tmp, config, nprocs, traceml_src):
+    """One tiny-step job; returns (rank 0's (median ms, mean ms, CPU ms per
+    step), the tool's CPU ms per step (its processes, all ranks' steps
+    together), the ranks' CPU ms per step, the job's wall seconds), exit
+    status."""
+    import threading
+    script_args = [*TINY, "--steps", str(WHOLE_STEPS), "--warmup", str(WHOLE_WARMUP),
+                   "--samples", "65536"]
+    env = child_env()
+    if config == "traceml":
+        cmd, env = traceml_command(tmp, traceml_src, nprocs, script_args)
+    elif config == "torchrun":
+        env.update(PET_REDIRECTS="9:0", PET_TEE="9:0")
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nprocs}",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+               str(TRAIN), *script_args]
+    else:
+        cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "whole.db"),
+               *WHOLE_CONFIGS[config], "--", sys.executable, str(TRAIN), *script_args]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen, done = {}, threading.Event()
+
+    def poll():
+        while not done.wait(WHOLE_POLL_S):
+            proc_tree_cpu(proc.pid, seen)
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        out, _ = proc.communicate(timeout=JOB_TIMEOUT_S)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        rc = "hung"
+    wall = time.monotonic() - t0
+    done.set()
+    poller.join()
+    m = re.search(r"ddp_train: rank=0 .*step_ms_median=(\S+) step_ms_mean=(\S+) "
+                  r"cpu_ms_per_step=(\S+)", out)
+    if not m:
+        sys.exit(f"bench_torch_overhead: whole job {config} printed no timing "
+                 f"(exit {rc}):\n{out[-3000:]}")
+    tool = sum(c for r, c in seen.values() if not r) * 1e3 / WHOLE_STEPS
+    ranks = sum(c for r, c in seen.values() if r) * 1e3 / WHOLE_STEPS
+    return (*(float(m.group(i)) for i in (1, 2, 3)), tool, ranks, wall), rc
+
+
+def bench_whole(repeats, nprocs, configs, traceml_src):
+    """REPEATS rounds, each running every configuration once in a rotating
+    order; ratios to the torchrun job of the same round."""
+    rows = {c: [] for c in configs}
+    loads, failures = [], []
+    with tempfile.TemporaryDirectory(prefix="ss-bench-whole-") as d:
+        for rep in range(repeats):
+            order = configs[rep % len(configs):] + configs[:rep % len(configs)]
+            for config in order:
+                loads.append(os.getloadavg()[0])
+                r, rc = run_whole(Path(d), config, nprocs, traceml_src)
+                rows[config].append(r)
+                if rc != 0:
+                    failures.append(f"whole round {rep} {config}: exit status {rc}")
+                print(f"  whole round {rep} {config:11s} median {r[0]:7.3f} ms  mean {r[1]:7.3f} ms"
+                      f"  rank0 cpu {r[2]:6.3f} ms/step  tool cpu {r[3]:7.3f} ms/step"
+                      f"  ranks cpu {r[4]:7.3f} ms/step  wall {r[5]:6.1f} s"
+                      + (f"  (exit {rc})" if rc else ""), flush=True)
+    base = rows["torchrun"]
+    print(f"\nthe whole job's cost: ddp_train.py {' '.join(TINY)}, {WHOLE_STEPS} steps "
+          f"({WHOLE_WARMUP} warm-up), {nprocs} ranks, {repeats} rounds; load average "
+          f"{min(loads):.1f} - {max(loads):.1f} (median {statistics.median(loads):.1f})")
+    print(f"  {'config':11s} {'median step ms':>22s} {'ratio of medians':>22s} "
+          f"{'ratio of means':>22s} {'tool CPU ms/step':>22s} {'ranks CPU ms/step':>22s}")
+    for config in configs:
+        rs = rows[config]
+        cols = [[r[0] for r in rs], [r[0] / b[0] for r, b in zip(rs, base)],
+                [r[1] / b[1] for r, b in zip(rs, base)], [r[3] for r in rs], [r[4] for r in rs]]
+        fmts = ("{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}")
+        print(f"  {config:11s} " + " ".join(f"{spread(c, f):>22s}" for c, f in zip(cols, fmts)))
+    print()
+    for f in failures:
+        print(f"note: {f}")
+
+
 def machine():
     cpu = "unknown CPU"
     try:
@@ -730,6 +877,14 @@ def main():
                         "(default: $TRACEML_SOURCE; without either it is skipped)")
     p.add_argument("--models", default=",".join(MODELS),
                    help="models, comma-separated (default: short,long)")
+    p.add_argument("--whole", action="store_true",
+                   help="only the whole job's cost on a tiny step (the tool's processes "
+                        "included), against torchrun")
+    p.add_argument("--whole-configs", default=",".join(WHOLE_DEFAULT),
+                   help="configurations of --whole, comma-separated, of "
+                        f"{', '.join(WHOLE_CONFIGS)} (default: {','.join(WHOLE_DEFAULT)})")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="rounds of --whole (default 5)")
     p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ab-child", nargs=2, metavar=("CONFIG", "MODEL"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -755,6 +910,22 @@ def main():
         if traceml_src is None:
             print(f"traceml: skipped: {why}\n")
             configs.remove("traceml")
+    if args.whole:
+        wconfigs = [c for c in args.whole_configs.split(",") if c]
+        bad = [c for c in wconfigs if c not in WHOLE_CONFIGS]
+        if bad:
+            sys.exit(f"bench_torch_overhead: unknown --whole configuration: {', '.join(bad)}")
+        if "torchrun" not in wconfigs:
+            wconfigs.insert(0, "torchrun")
+        if "traceml" in wconfigs:
+            wsrc, why = traceml_source(args.traceml)
+            if wsrc is None:
+                print(f"traceml: skipped: {why}\n")
+                wconfigs.remove("traceml")
+        else:
+            wsrc = None
+        bench_whole(args.repeats, args.nprocs, wconfigs, wsrc)
+        return
     if not args.skip_micro:
         bench_micro()
     if not args.skip_jobs:
