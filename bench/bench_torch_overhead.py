@@ -763,7 +763,7 @@ def proc_tree_cpu(root, seen):
         seen[pid] = (is_rank, max(parents[pid][1], seen.get(pid, (0, 0.0))[1]))
 
 
-def run_whole(tmp, config, nprocs, traceml_src):
+def run_whole(tmp, config, nprocs, traceml_src, before=None):
     """One tiny-step job; returns (rank 0's (median ms, mean ms, CPU ms per
     step), the tool's CPU ms per step (its processes, all ranks' steps
     together), the ranks' CPU ms per step, the job's wall seconds), exit
@@ -780,8 +780,10 @@ def run_whole(tmp, config, nprocs, traceml_src):
                "--master_addr=127.0.0.1", f"--master_port={free_port()}",
                str(TRAIN), *script_args]
     else:
-        cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "whole.db"),
-               *WHOLE_CONFIGS[config], "--", sys.executable, str(TRAIN), *script_args]
+        name, at = config.split("@") if "@" in config else (config, None)
+        binary = Path(before) / "stepscope" if at else STEPSCOPE
+        cmd = [str(binary), "run", "-n", str(nprocs), "--db", str(tmp / "whole.db"),
+               *WHOLE_CONFIGS[name], "--", sys.executable, str(TRAIN), *script_args]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -812,7 +814,7 @@ def run_whole(tmp, config, nprocs, traceml_src):
     return (*(float(m.group(i)) for i in (1, 2, 3)), tool, ranks, wall), rc
 
 
-def bench_whole(repeats, nprocs, configs, traceml_src):
+def bench_whole(repeats, nprocs, configs, traceml_src, before=None):
     """REPEATS rounds, each running every configuration once in a rotating
     order; ratios to the torchrun job of the same round."""
     rows = {c: [] for c in configs}
@@ -822,7 +824,7 @@ def bench_whole(repeats, nprocs, configs, traceml_src):
             order = configs[rep % len(configs):] + configs[:rep % len(configs)]
             for config in order:
                 loads.append(os.getloadavg()[0])
-                r, rc = run_whole(Path(d), config, nprocs, traceml_src)
+                r, rc = run_whole(Path(d), config, nprocs, traceml_src, before)
                 rows[config].append(r)
                 if rc != 0:
                     failures.append(f"whole round {rep} {config}: exit status {rc}")
@@ -883,6 +885,10 @@ def main():
     p.add_argument("--whole-configs", default=",".join(WHOLE_DEFAULT),
                    help="configurations of --whole, comma-separated, of "
                         f"{', '.join(WHOLE_CONFIGS)} (default: {','.join(WHOLE_DEFAULT)})")
+    p.add_argument("--before-build", metavar="DIR",
+                   help="another build's directory: a --whole configuration written "
+                        "NAME@before runs that build's controller (the same Python "
+                        "package), to compare two controllers in one run")
     p.add_argument("--repeats", type=int, default=5,
                    help="rounds of --whole (default 5)")
     p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
@@ -912,7 +918,9 @@ def main():
             configs.remove("traceml")
     if args.whole:
         wconfigs = [c for c in args.whole_configs.split(",") if c]
-        bad = [c for c in wconfigs if c not in WHOLE_CONFIGS]
+        bad = [c for c in wconfigs if c.split("@")[0] not in WHOLE_CONFIGS
+               or ("@" in c and (c.split("@")[1] != "before" or not args.before_build
+                                 or c.startswith(("torchrun@", "traceml@"))))]
         if bad:
             sys.exit(f"bench_torch_overhead: unknown --whole configuration: {', '.join(bad)}")
         if "torchrun" not in wconfigs:
@@ -924,7 +932,7 @@ def main():
                 wconfigs.remove("traceml")
         else:
             wsrc = None
-        bench_whole(args.repeats, args.nprocs, wconfigs, wsrc)
+        bench_whole(args.repeats, args.nprocs, wconfigs, wsrc, args.before_build)
         return
     if not args.skip_micro:
         bench_micro()
