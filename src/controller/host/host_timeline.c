@@ -165,18 +165,10 @@ static ss_dur_ns stopped_in(const ss_host_timeline *tl, ss_mono_ns begin,
 int ss_host_timeline_window(const ss_host_timeline *tl, ss_mono_ns begin,
                             ss_mono_ns end, ss_host_step *out)
 {
-    return ss_host_timeline_window_lagged(tl, begin, end, 0, out);
-}
-
-int ss_host_timeline_window_lagged(const ss_host_timeline *tl,
-                                   ss_mono_ns begin, ss_mono_ns end,
-                                   ss_dur_ns lag, ss_host_step *out)
-{
     ss_host_step_clear(out);
     out->stopped_ns = end >= begin ? stopped_in(tl, begin, end) : SS_MISSING;
     int64_t a[NFIELDS], b[NFIELDS];
-    if (end < begin || lag < 0 || value_at(tl, begin - lag, a) ||
-        value_at(tl, end - lag, b))
+    if (end < begin || value_at(tl, begin, a) || value_at(tl, end, b))
         return -1;
     int64_t d[NFIELDS];
     for (int i = 0; i < NFIELDS; i++)

@@ -50,16 +50,6 @@ void ss_host_timeline_continued(ss_host_timeline *tl, ss_mono_ns at);
 int ss_host_timeline_window(const ss_host_timeline *tl, ss_mono_ns begin,
                             ss_mono_ns end, ss_host_step *out);
 
-/* ss_host_timeline_window with the counters read LAG ns earlier, over
- * [BEGIN - LAG, END - LAG), and the stops over [BEGIN, END) as they are
- * exact.  For a window that ends after the newest sample, which was taken
- * LAG ns before END (the controller reads a short step's host only every
- * few steps): the same duration of the rank's life, at most LAG later
- * than the step.  LAG 0 is ss_host_timeline_window. */
-int ss_host_timeline_window_lagged(const ss_host_timeline *tl,
-                                   ss_mono_ns begin, ss_mono_ns end,
-                                   ss_dur_ns lag, ss_host_step *out);
-
 /* Marks every field of H missing, its GPU evidence absent. */
 void ss_host_step_clear(ss_host_step *h);
 

@@ -1,7 +1,6 @@
 /*
  * host_timeline_test.c - host counters aligned to step windows: linear
  * interpolation between samples, exact stop overlaps (closed and open),
- * a window read earlier by a lag (its stops still its own),
  * windows the samples do not cover, a counter that goes down, and both
  * rings overflowing.
  */
@@ -179,30 +178,7 @@ static void clear_marks_everything_missing(void)
           h.psi_io_ns == SS_MISSING);
 }
 
-/* A window ending after the newest sample, read LAG earlier: the counters
- * of the same duration ending at that sample, the stops of the window
- * itself; not known where the lagged window starts before the samples. */
-static void lagged_window(void)
-{
-    ss_host_timeline *tl = ss_host_timeline_new();
-    REQUIRE(tl);
-    add(tl, 1000, 0);
-    add(tl, 2000, 10000);
-    ss_host_timeline_stopped(tl, 2100);
-    ss_host_timeline_continued(tl, 2150);
-    ss_host_step h;
-    CHECK_EQ_INT(ss_host_timeline_window(tl, 1800, 2200, &h), -1);
-    CHECK_EQ_INT(ss_host_timeline_window_lagged(tl, 1800, 2200, 200, &h), 0);
-    CHECK_EQ_INT(h.cpu_ns, 4000); /* [1600, 2000) */
-    CHECK_EQ_INT(h.stopped_ns, 50); /* [1800, 2200) */
-    CHECK_EQ_INT(ss_host_timeline_window_lagged(tl, 1800, 2000, 0, &h), 0);
-    CHECK_EQ_INT(h.cpu_ns, 2000); /* lag 0: the window itself */
-    CHECK_EQ_INT(ss_host_timeline_window_lagged(tl, 1100, 2200, 200, &h), -1);
-    CHECK_EQ_INT(ss_host_timeline_window_lagged(tl, 1800, 2200, -1, &h), -1);
-    ss_host_timeline_free(tl);
-}
-
-TEST_LIST(TEST(interpolates_between_samples), TEST(lagged_window), TEST(uncovered_windows),
+TEST_LIST(TEST(interpolates_between_samples), TEST(uncovered_windows),
           TEST(counter_going_down_is_missing), TEST(stops_overlap_exactly),
           TEST(sample_ring_overflows), TEST(stop_ring_overflows),
           TEST(clear_marks_everything_missing))

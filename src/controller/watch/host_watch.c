@@ -197,25 +197,15 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
     if (!hw || rank >= hw->nprocs || !hw->ranks[rank].timeline)
         return -1;
     watched_rank *w = &hw->ranks[rank];
-    ss_dur_ns lag = 0;
-    ss_mono_ns now = 0;
     if (end_ns > w->last_sample) {
-        now = ss_mono_now();
-        if (now >= end_ns && (!w->last_sample ||
-                              now - w->last_sample >= SS_HOST_WATCH_MIN_GAP_NS))
+        ss_mono_ns now = ss_mono_now();
+        if (now >= end_ns)
             sample(hw, w, now);
-        else if (now >= end_ns)
-            lag = end_ns - w->last_sample; /* < the gap: end <= now */
     }
     int gpu_rc = ss_gpu_watch_window(hw->gpus, rank, begin_ns, end_ns,
                                      &out->gpu);
     ss_gpu_evidence gpu = out->gpu; /* the host timeline clears OUT */
-    int rc = ss_host_timeline_window_lagged(w->timeline, begin_ns, end_ns, lag,
-                                            out);
-    if (rc != 0 && lag) { /* the samples kept do not reach that far back */
-        sample(hw, w, now);
-        rc = ss_host_timeline_window(w->timeline, begin_ns, end_ns, out);
-    }
+    int rc = ss_host_timeline_window(w->timeline, begin_ns, end_ns, out);
     out->gpu = gpu;
     if (rc == 0 || gpu_rc == 0)
         return 0;

@@ -9,17 +9,8 @@
  *  - when the rank's STEP record arrives (ss_host_watch_step_done), so the
  *    step's end lies just before a sample rather than between two timer
  *    ticks (at most one such sample every SS_HOST_WATCH_MIN_GAP_NS, so
- *    short steps do not cost a read each: a sample is ten reads of /proc
- *    and the cgroup, 20-40 us, which is 1-2 % of a 2 ms step);
- *  - on demand, when a window asked for ends after the newest sample and
- *    that sample is SS_HOST_WATCH_MIN_GAP_NS old or more.
- * A window that ends after the newest sample while that sample is younger
- * than the gap (a short step whose record came between two samples) is
- * answered from the counters of the same duration ending at that sample:
- * its evidence lags the step by less than the gap
- * (ss_host_timeline_window_lagged; where the samples kept do not reach
- * that far back, the rank is read now instead).  Steps of the gap or
- * longer are exact.
+ *    1 ms steps do not cost a read each);
+ *  - on demand, when a window asked for ends after the newest sample.
  * Stops and continues are not sampled: the controller is the ranks'
  * parent, so on SIGCHLD it asks the kernel with waitid(WSTOPPED |
  * WCONTINUED | WNOHANG) for each live rank, and times each event when the
@@ -50,7 +41,7 @@
 #include "model.h"
 
 #define SS_HOST_WATCH_INTERVAL_MS_DEFAULT 100
-#define SS_HOST_WATCH_MIN_GAP_NS 10000000LL /* between step-driven samples */
+#define SS_HOST_WATCH_MIN_GAP_NS 2000000LL /* between step-driven samples */
 
 typedef struct ss_host_watch ss_host_watch;
 

@@ -2,9 +2,7 @@
  * host_watch_test.c - the ranks' host evidence on a real libuv loop with
  * real child processes: a stop and continue seen through SIGCHLD land in
  * the step window that covers them (and not in one that does not); the
- * timer and step reports sample; short steps are read at most once per
- * SS_HOST_WATCH_MIN_GAP_NS yet every one of their windows is answered,
- * lagged by less than the gap; a burning child's CPU shows in its
+ * timer and step reports sample; a burning child's CPU shows in its
  * window and totals; exits and unknown ranks are handled; the stop
  * watcher consumes no exit (waitpid still reaps the child); a rank's GPU
  * evidence fills its window, read through NVML's test double (no GPU).
@@ -128,54 +126,6 @@ static void stop_seen_in_its_window(void)
     ss_host_watch_free(NULL);
 }
 
-/* 2 ms steps of a burning rank for 200 ms, each finalized when its record
- * arrives: the rank is read at most once per SS_HOST_WATCH_MIN_GAP_NS (the
- * timer is slow here), not at every step, and every step's window is
- * still answered with its CPU time, the same duration of the rank's life
- * at most the gap earlier. */
-static void short_steps_read_once_per_gap(void)
-{
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    ss_host_watch *hw = ss_host_watch_start(&loop, 1, 10000, "/proc");
-    REQUIRE(hw);
-    pid_t burner = start_child(1);
-    REQUIRE(burner > 0);
-    CHECK_EQ_INT(ss_host_watch_rank(hw, 0, burner), 0);
-    run_for(&loop, 30);
-    uint64_t samples0 = ss_host_watch_samples(hw);
-    int steps = 0, answered = 0;
-    int64_t burnt = 0;
-    ss_mono_ns t0 = now_ns(), begin = t0;
-    while (now_ns() < t0 + 200 * MS) {
-        ss_mono_ns end = begin + 2 * MS;
-        while (now_ns() < end)
-            uv_run(&loop, UV_RUN_NOWAIT);
-        ss_host_watch_step_done(hw, 0);
-        ss_host_step h;
-        if (ss_host_watch_window(hw, 0, begin, end, &h) == 0 &&
-            h.cpu_ns != SS_MISSING) {
-            answered++;
-            burnt += h.cpu_ns;
-        }
-        steps++;
-        begin = end;
-    }
-    uint64_t reads = ss_host_watch_samples(hw) - samples0;
-    CHECK(steps >= 50);
-    CHECK_EQ_INT(answered, steps);
-    CHECK(burnt > 10 * MS); /* a burning rank, even on a loaded machine */
-    /* 200 ms / 10 ms = 20, and a few more where a read came late */
-    CHECK(reads >= 5 && reads <= 30);
-    kill(burner, SIGKILL);
-    waitpid(burner, NULL, 0);
-    ss_host_watch_rank_exited(hw, 0);
-    ss_host_watch_close(hw);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    ss_host_watch_free(hw);
-}
-
 /* A rank still stopped when it exits: its stop ends at the exit. */
 static void exit_while_stopped(void)
 {
@@ -253,6 +203,5 @@ static void gpu_evidence_of_a_rank(void)
     unsetenv("FAKE_NVML_REASONS");
 }
 
-TEST_LIST(TEST(stop_seen_in_its_window), TEST(short_steps_read_once_per_gap),
-          TEST(exit_while_stopped),
+TEST_LIST(TEST(stop_seen_in_its_window), TEST(exit_while_stopped),
           TEST(gpu_evidence_of_a_rank))
