@@ -51,7 +51,17 @@ connected, and once more bare, where every call is a no-op; and under
 `stepscope run --auto -n 1`, what auto mode costs one tiny DDP step (see
 auto_step_cost).
 
+--whole measures instead the whole job's cost on a tiny step (~2 ms), the
+tool's own processes included (stepscope's controller, TraceML's launcher
+and aggregator), against the same job under torchrun: rank 0's step times
+and the CPU time of the ranks and of the tool's other processes, in
+rotating rounds (see bench_whole).
+
     /usr/bin/python3 bench/bench_torch_overhead.py [--trials 5] [--quick]
+        [--traceml PATH]
+    /usr/bin/python3 bench/bench_torch_overhead.py --whole [--repeats 5]
+        [--whole-configs torchrun,plain,auto-off,auto,traceml]
+        [--before-build DIR]
 
 Needs the build (STEPSCOPE_BUILD, default ./build) and PyTorch.
 """
@@ -896,7 +906,7 @@ def main():
                         "NAME@before runs that build's controller (the same Python "
                         "package), to compare two controllers in one run")
     p.add_argument("--repeats", type=int, default=5,
-                   help="rounds of --whole (default 5)")
+                   help="rounds of --whole (default 5, at least 1)")
     p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ab-child", nargs=2, metavar=("CONFIG", "MODEL"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -923,6 +933,8 @@ def main():
             print(f"traceml: skipped: {why}\n")
             configs.remove("traceml")
     if args.whole:
+        if args.repeats < 1:
+            sys.exit("bench_torch_overhead: --repeats must be at least 1")
         wconfigs = [c for c in args.whole_configs.split(",") if c]
         bad = [c for c in wconfigs if c.split("@")[0] not in WHOLE_CONFIGS
                or ("@" in c and (c.split("@")[1] != "before" or not args.before_build
