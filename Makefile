@@ -69,7 +69,7 @@ bench-agents: all
 
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all
-	/usr/bin/python3 bench/bench_torch_overhead.py
+	STEPSCOPE_BUILD=$(BUILD) /usr/bin/python3 bench/bench_torch_overhead.py $(BENCH_ARGS)
 
 # Does stepscope name the right rank, phase and cause (docs/accuracy.md)?
 # A scenario matrix on real DDP jobs; ~20 minutes.  BENCH_ARGS passes options,

@@ -15,6 +15,15 @@ machine's noise spreads over all of them alike:
             what the numerics add (docs/numerics.md)
   profiler  like plain, with the script running torch.profiler (CPU
             activities, a schedule whose active window covers every step)
+  traceml   TraceML (https://github.com/traceopt-ai/traceml) run from its
+            source the way its README recommends: `traceml run` (its
+            launcher, summary mode, its aggregator beside the ranks), the
+            script calling traceml.init(mode="auto") and wrapping every
+            step in traceml.trace_step (ddp_train.py --traceml).  The
+            source is found at --traceml PATH or $TRACEML_SOURCE (a clone
+            of the repository); without it the configuration is skipped
+            with a note.  Whole jobs only (it has no switch to turn it off
+            inside a job).
 
 Every job is launched the same way, by `stepscope run`, so they differ only
 in what runs inside the ranks.  Each job's rank 0 times its own steps (a
@@ -42,7 +51,17 @@ connected, and once more bare, where every call is a no-op; and under
 `stepscope run --auto -n 1`, what auto mode costs one tiny DDP step (see
 auto_step_cost).
 
+--whole measures instead the whole job's cost on a tiny step (~2 ms), the
+tool's own processes included (stepscope's controller, TraceML's launcher
+and aggregator), against the same job under torchrun: rank 0's step times
+and the CPU time of the ranks and of the tool's other processes, in
+rotating rounds (see bench_whole).
+
     /usr/bin/python3 bench/bench_torch_overhead.py [--trials 5] [--quick]
+        [--traceml PATH]
+    /usr/bin/python3 bench/bench_torch_overhead.py --whole [--repeats 5]
+        [--whole-configs torchrun,plain,auto-off,auto,traceml]
+        [--before-build DIR]
 
 Needs the build (STEPSCOPE_BUILD, default ./build) and PyTorch.
 """
@@ -63,7 +82,9 @@ BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 STEPSCOPE = BUILD / "stepscope"
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 
-CONFIGS = ("plain", "explicit", "auto", "auto+light", "auto+full", "profiler")
+CONFIGS = ("plain", "explicit", "auto", "auto+light", "auto+full", "profiler", "traceml")
+DEFAULT_CONFIGS = ("plain", "explicit", "auto", "auto+light", "profiler", "traceml")
+WHOLE_ONLY = ("traceml",)  # no paired blocks: nothing switches them off inside a job
 AUTO_FLAGS = {"auto": ["--auto", "--numerics", "off"],
               "auto+light": ["--auto", "--numerics", "light"],
               "auto+full": ["--auto", "--numerics", "full"]}
@@ -117,20 +138,185 @@ def run_captured(cmd, env, timeout=JOB_TIMEOUT_S, cpus=None):
     return Finished(proc.returncode, proc.stdout, proc.stderr)
 
 
-def run_job(tmp, config, model, nprocs):
+# ---- TraceML on this PyTorch ----
+#
+# TraceML is written for torch 2.x; two things it imports are missing here.
+# Both are supplied from a directory put first on the ranks' PYTHONPATH,
+# for the traceml configuration only:
+#
+# - torch.optim.optimizer.register_optimizer_step_pre_hook and
+#   register_optimizer_step_post_hook (torch 2.0's global optimizer step
+#   hooks): sitecustomize.py adds them when torch.optim.optimizer is first
+#   imported, with torch 2.x's contract (pre: hook(opt, args, kwargs) may
+#   return new (args, kwargs); post: hook(opt, args, kwargs); each returns
+#   a removable handle), by wrapping each optimizer class's step once, as
+#   torch 1.13 already does for its profiler label.
+# - pynvml (nvidia-ml-py, not packaged by Debian): a stand-in that behaves
+#   as the real binding does on a machine without NVIDIA's library (every
+#   call raises NVMLError), which is what this CPU-only machine would give.
+
+SHIM_SITECUSTOMIZE = """\
+import importlib.abc
+import importlib.util
+import sys
+
+try:  # Debian's own sitecustomize, which this one shadows
+    import apport_python_hook
+    apport_python_hook.install()
+except ImportError:
+    pass
+
+_TARGET = "torch.optim.optimizer"
+
+
+def _add_global_step_hooks(mod):
+    if hasattr(mod, "register_optimizer_step_pre_hook"):
+        return
+    import collections
+    import functools
+    from torch.utils.hooks import RemovableHandle
+
+    pre, post = collections.OrderedDict(), collections.OrderedDict()
+
+    def register_optimizer_step_pre_hook(hook):
+        handle = RemovableHandle(pre)
+        pre[handle.id] = hook
+        return handle
+
+    def register_optimizer_step_post_hook(hook):
+        handle = RemovableHandle(post)
+        post[handle.id] = hook
+        return handle
+
+    def wrap(step):
+        @functools.wraps(step)
+        def step_with_hooks(self, *args, **kwargs):
+            for hook in list(pre.values()):
+                out = hook(self, args, kwargs)
+                if out is not None:
+                    args, kwargs = out
+            result = step(self, *args, **kwargs)
+            for hook in list(post.values()):
+                hook(self, args, kwargs)
+            return result
+        step_with_hooks.global_hooks = True
+        return step_with_hooks
+
+    profile_hook = mod.Optimizer._hook_for_profile
+
+    def hook_for_profile(self):
+        profile_hook(self)
+        cls = self.__class__
+        if not getattr(cls.step, "global_hooks", False):
+            hooked = getattr(cls.step, "hooked", None)
+            cls.step = wrap(cls.step)
+            cls.step.hooked = hooked
+
+    mod.Optimizer._hook_for_profile = hook_for_profile
+    mod.register_optimizer_step_pre_hook = register_optimizer_step_pre_hook
+    mod.register_optimizer_step_post_hook = register_optimizer_step_post_hook
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != _TARGET:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_add(module):
+            exec_module(module)
+            _add_global_step_hooks(module)
+        spec.loader.exec_module = exec_then_add
+        return spec
+
+
+sys.meta_path.insert(0, _Finder())
+"""
+
+SHIM_PYNVML = """\
+NVML_TEMPERATURE_GPU = 0
+
+
+class NVMLError(Exception):
+    pass
+
+
+def _missing(*args, **kwargs):
+    raise NVMLError("NVML Shared Library Not Found")
+
+
+def __getattr__(name):
+    if name.startswith("nvml"):
+        return _missing
+    raise AttributeError(name)
+"""
+
+
+def traceml_source(option):
+    """The TraceML checkout given by --traceml or $TRACEML_SOURCE (the
+    directory holding src/traceml_ai), or None with the reason."""
+    path = option or os.environ.get("TRACEML_SOURCE")
+    if not path:
+        return None, "no TraceML source (give --traceml PATH or set TRACEML_SOURCE)"
+    src = Path(path) / "src"
+    if not (src / "traceml_ai").is_dir():
+        return None, f"{path} holds no src/traceml_ai (not a TraceML checkout)"
+    return src, None
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def traceml_command(tmp, src, nprocs, script_args):
+    """`traceml run` of ddp_train.py --traceml from the source SRC, with the
+    shims above; returns (command, environment)."""
+    shims = tmp / "traceml-shims"
+    if not shims.is_dir():
+        shims.mkdir()
+        (shims / "sitecustomize.py").write_text(SHIM_SITECUSTOMIZE)
+        (shims / "pynvml.py").write_text(SHIM_PYNVML)
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(shims), str(src), env["PYTHONPATH"]])
+    # Debian's torchrun fails on its own defaults for these.
+    env.update(PET_REDIRECTS="9:0", PET_TEE="9:0")
+    # What its `traceml` console script runs (the package has no __main__).
+    entry = "import sys; from traceml_ai.launcher.cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", entry, "run", str(TRAIN),
+           f"--nproc-per-node={nprocs}", f"--master-port={free_port()}",
+           f"--aggregator-port={free_port()}", "--logs-dir", str(tmp / "traceml-logs"),
+           "--args", *script_args, "--traceml"]
+    return cmd, env
+
+
+def run_job(tmp, config, model, nprocs, traceml_src=None):
     """One DDP job; returns ((median ms, mean ms, CPU ms per step), exit status)."""
     args, steps, warmup = MODELS[model]
-    cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "bench.db")]
-    cmd += AUTO_FLAGS.get(config, [])
-    cmd += ["--", sys.executable, str(TRAIN), *args, "--steps", str(steps),
-            "--warmup", str(warmup), "--samples", "65536"]
-    if config == "explicit":
-        cmd.append("--explicit")
-    if config == "profiler":
-        cmd.append("--profile")
-    proc = run_captured(cmd, child_env())
-    m = re.search(r"^\[rank 0\] ddp_train: rank=0 .*step_ms_median=(\S+) "
-                  r"step_ms_mean=(\S+) cpu_ms_per_step=(\S+)", proc.stdout, re.M)
+    script_args = [*args, "--steps", str(steps), "--warmup", str(warmup), "--samples", "65536"]
+    if config == "traceml":
+        cmd, env = traceml_command(tmp, traceml_src, nprocs, script_args)
+    else:
+        cmd = [str(STEPSCOPE), "run", "-n", str(nprocs), "--db", str(tmp / "bench.db")]
+        cmd += AUTO_FLAGS.get(config, [])
+        cmd += ["--", sys.executable, str(TRAIN), *script_args]
+        if config == "explicit":
+            cmd.append("--explicit")
+        if config == "profiler":
+            cmd.append("--profile")
+        env = child_env()
+    proc = run_captured(cmd, env)
+    m = re.search(r"ddp_train: rank=0 .*step_ms_median=(\S+) "
+                  r"step_ms_mean=(\S+) cpu_ms_per_step=(\S+)", proc.stdout + proc.stderr)
     if not m:
         sys.exit(f"bench_torch_overhead: {config}/{model} printed no timing "
                  f"(exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -142,7 +328,7 @@ def spread(values, fmt):
     return f"{fmt.format(statistics.median(values))} ({fmt.format(values[0])} - {fmt.format(values[-1])})"
 
 
-def bench_jobs(trials, nprocs, models, configs):
+def bench_jobs(trials, nprocs, models, configs, traceml_src=None):
     results = {(m, c): [] for m in models for c in configs}
     failures = []
     with tempfile.TemporaryDirectory(prefix="ss-bench-torch-") as d:
@@ -151,7 +337,7 @@ def bench_jobs(trials, nprocs, models, configs):
             for model in models:
                 order = configs[trial % len(configs):] + configs[:trial % len(configs)]
                 for config in order:
-                    times, rc = run_job(tmp, config, model, nprocs)
+                    times, rc = run_job(tmp, config, model, nprocs, traceml_src)
                     results[(model, config)].append(times)
                     if rc != 0:
                         failures.append(f"trial {trial} {model}/{config}: exit status {rc}")
@@ -524,6 +710,160 @@ def bench_micro():
     print()
 
 
+# ---- the whole job's cost, the tool's own processes included ----
+#
+# On a tiny step two ranks fill both cores, so whatever else the tool runs
+# (stepscope's controller: ingest, host evidence, detectors, store writer,
+# live state and HTTP server; TraceML's launcher and aggregator) competes
+# with them for the CPU and shows in the step time.  The baseline is the
+# job without any tool: launched by torchrun.  Besides rank 0's own step
+# times, the bench polls the job's process tree every WHOLE_POLL_S and
+# sums the CPU time of the processes that are not ranks (a rank: a process
+# with LOCAL_RANK in its environment), the last value it saw of each.
+
+TINY = ["--hidden", "64", "--batch", "16"]   # ~2 ms per step here
+WHOLE_STEPS, WHOLE_WARMUP = 3000, 300
+WHOLE_POLL_S = 0.1
+WHOLE_CONFIGS = {
+    # name: stepscope run options (None: not stepscope)
+    "torchrun": None,
+    "plain": [],
+    "auto": ["--auto"],
+    "auto-off": ["--auto", "--numerics", "off"],
+    "auto-nohttp": ["--auto", "--no-http"],
+    "auto-nohost": ["--auto", "--host-interval", "0"],
+    "auto-bare": ["--auto", "--no-http", "--host-interval", "0"],
+    "traceml": None,
+}
+WHOLE_DEFAULT = ("torchrun", "plain", "auto-off", "auto", "traceml")
+
+
+def proc_tree_cpu(root, seen):
+    """Adds to SEEN {pid: (is_rank, CPU seconds)} every live descendant of
+    ROOT (ROOT included) with its CPU time so far (user + system, all its
+    threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    for pid in tree:
+        if pid not in parents:
+            continue
+        is_rank = seen.get(pid, (False,))[0]
+        if not is_rank:  # again until it is one: a rank starts as a fork of its launcher
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    is_rank = b"\0LOCAL_RANK=" in b"\0" + f.read()
+            except OSError:
+                continue
+        seen[pid] = (is_rank, max(parents[pid][1], seen.get(pid, (0, 0.0))[1]))
+
+
+def run_whole(tmp, config, nprocs, traceml_src, before=None):
+    """One tiny-step job; returns (rank 0's (median ms, mean ms, CPU ms per
+    step), the tool's CPU ms per step (its processes, all ranks' steps
+    together), the ranks' CPU ms per step, the job's wall seconds), exit
+    status."""
+    import threading
+    script_args = [*TINY, "--steps", str(WHOLE_STEPS), "--warmup", str(WHOLE_WARMUP),
+                   "--samples", "65536"]
+    env = child_env()
+    if config == "traceml":
+        cmd, env = traceml_command(tmp, traceml_src, nprocs, script_args)
+    elif config == "torchrun":
+        env.update(PET_REDIRECTS="9:0", PET_TEE="9:0")
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nprocs}",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}",
+               str(TRAIN), *script_args]
+    else:
+        name, at = config.split("@") if "@" in config else (config, None)
+        binary = Path(before) / "stepscope" if at else STEPSCOPE
+        cmd = [str(binary), "run", "-n", str(nprocs), "--db", str(tmp / "whole.db"),
+               *WHOLE_CONFIGS[name], "--", sys.executable, str(TRAIN), *script_args]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen, done = {}, threading.Event()
+
+    def poll():
+        while not done.wait(WHOLE_POLL_S):
+            proc_tree_cpu(proc.pid, seen)
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        out, _ = proc.communicate(timeout=JOB_TIMEOUT_S)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        rc = "hung"
+    wall = time.monotonic() - t0
+    done.set()
+    poller.join()
+    m = re.search(r"ddp_train: rank=0 .*step_ms_median=(\S+) step_ms_mean=(\S+) "
+                  r"cpu_ms_per_step=(\S+)", out)
+    if not m:
+        return None, f"printed no timing (exit {rc}): {out[-300:]!r}"
+    tool = sum(c for r, c in seen.values() if not r) * 1e3 / WHOLE_STEPS
+    ranks = sum(c for r, c in seen.values() if r) * 1e3 / WHOLE_STEPS
+    return (*(float(m.group(i)) for i in (1, 2, 3)), tool, ranks, wall), rc
+
+
+def bench_whole(repeats, nprocs, configs, traceml_src, before=None):
+    """REPEATS rounds, each running every configuration once in a rotating
+    order; ratios to the torchrun job of the same round."""
+    rows = {c: [] for c in configs}
+    loads, failures = [], []
+    with tempfile.TemporaryDirectory(prefix="ss-bench-whole-") as d:
+        for rep in range(repeats):
+            order = configs[rep % len(configs):] + configs[:rep % len(configs)]
+            for config in order:
+                loads.append(os.getloadavg()[0])
+                for attempt in range(3):  # a port taken by others between choice and bind
+                    r, rc = run_whole(Path(d), config, nprocs, traceml_src, before)
+                    if r is not None:
+                        break
+                    failures.append(f"whole round {rep} {config}: {rc}; run again")
+                else:
+                    sys.exit(f"bench_torch_overhead: whole job {config} failed 3 times: {rc}")
+                rows[config].append(r)
+                if rc != 0:
+                    failures.append(f"whole round {rep} {config}: exit status {rc}")
+                print(f"  whole round {rep} {config:11s} median {r[0]:7.3f} ms  mean {r[1]:7.3f} ms"
+                      f"  rank0 cpu {r[2]:6.3f} ms/step  tool cpu {r[3]:7.3f} ms/step"
+                      f"  ranks cpu {r[4]:7.3f} ms/step  wall {r[5]:6.1f} s"
+                      + (f"  (exit {rc})" if rc else ""), flush=True)
+    base = rows["torchrun"]
+    print(f"\nthe whole job's cost: ddp_train.py {' '.join(TINY)}, {WHOLE_STEPS} steps "
+          f"({WHOLE_WARMUP} warm-up), {nprocs} ranks, {repeats} rounds; load average "
+          f"{min(loads):.1f} - {max(loads):.1f} (median {statistics.median(loads):.1f})")
+    print(f"  {'config':11s} {'median step ms':>22s} {'ratio of medians':>22s} "
+          f"{'ratio of means':>22s} {'tool CPU ms/step':>22s} {'ranks CPU ms/step':>22s}")
+    for config in configs:
+        rs = rows[config]
+        cols = [[r[0] for r in rs], [r[0] / b[0] for r, b in zip(rs, base)],
+                [r[1] / b[1] for r, b in zip(rs, base)], [r[3] for r in rs], [r[4] for r in rs]]
+        fmts = ("{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}", "{:.3f}")
+        print(f"  {config:11s} " + " ".join(f"{spread(c, f):>22s}" for c, f in zip(cols, fmts)))
+    print()
+    for f in failures:
+        print(f"note: {f}")
+
+
 def machine():
     cpu = "unknown CPU"
     try:
@@ -545,11 +885,28 @@ def main():
     p.add_argument("--skip-jobs", action="store_true", help="only the micro-benchmark")
     p.add_argument("--skip-whole", action="store_true", help="no whole-job comparison")
     p.add_argument("--skip-micro", action="store_true", help="no micro-benchmark")
-    p.add_argument("--configs", default=",".join(CONFIGS),
-                   help="configurations to compare, comma-separated (default: all; plain "
-                        "is always the whole jobs' baseline)")
+    p.add_argument("--skip-paired", action="store_true", help="no paired blocks")
+    p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                   help="configurations to compare, comma-separated, of "
+                        f"{', '.join(CONFIGS)} (default: all but auto+full; plain is "
+                        "always the whole jobs' baseline)")
+    p.add_argument("--traceml", metavar="PATH",
+                   help="a TraceML source checkout for the traceml configuration "
+                        "(default: $TRACEML_SOURCE; without either it is skipped)")
     p.add_argument("--models", default=",".join(MODELS),
                    help="models, comma-separated (default: short,long)")
+    p.add_argument("--whole", action="store_true",
+                   help="only the whole job's cost on a tiny step (the tool's processes "
+                        "included), against torchrun")
+    p.add_argument("--whole-configs", default=",".join(WHOLE_DEFAULT),
+                   help="configurations of --whole, comma-separated, of "
+                        f"{', '.join(WHOLE_CONFIGS)} (default: {','.join(WHOLE_DEFAULT)})")
+    p.add_argument("--before-build", metavar="DIR",
+                   help="another build's directory: a --whole configuration written "
+                        "NAME@before runs that build's controller (the same Python "
+                        "package), to compare two controllers in one run")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="rounds of --whole (default 5, at least 1)")
     p.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ab-child", nargs=2, metavar=("CONFIG", "MODEL"), help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -569,16 +926,44 @@ def main():
     bad = [c for c in configs if c not in CONFIGS] + [m for m in models if m not in MODELS]
     if bad:
         sys.exit(f"bench_torch_overhead: unknown configuration or model: {', '.join(bad)}")
+    traceml_src = None
+    if "traceml" in configs:
+        traceml_src, why = traceml_source(args.traceml)
+        if traceml_src is None:
+            print(f"traceml: skipped: {why}\n")
+            configs.remove("traceml")
+    if args.whole:
+        if args.repeats < 1:
+            sys.exit("bench_torch_overhead: --repeats must be at least 1")
+        wconfigs = [c for c in args.whole_configs.split(",") if c]
+        bad = [c for c in wconfigs if c.split("@")[0] not in WHOLE_CONFIGS
+               or ("@" in c and (c.split("@")[1] != "before" or not args.before_build
+                                 or c.startswith(("torchrun@", "traceml@"))))]
+        if bad:
+            sys.exit(f"bench_torch_overhead: unknown --whole configuration: {', '.join(bad)}")
+        if "torchrun" not in wconfigs:
+            wconfigs.insert(0, "torchrun")
+        if "traceml" in wconfigs:
+            wsrc, why = traceml_source(args.traceml)
+            if wsrc is None:
+                print(f"traceml: skipped: {why}\n")
+                wconfigs.remove("traceml")
+        else:
+            wsrc = None
+        bench_whole(args.repeats, args.nprocs, wconfigs, wsrc, args.before_build)
+        return
     if not args.skip_micro:
         bench_micro()
     if not args.skip_jobs:
         trials = 2 if args.quick else args.trials
         if args.quick:
             models = ["short"]
-        bench_ab(trials, models, [c for c in configs if c != "plain"])
+        paired = [c for c in configs if c != "plain" and c not in WHOLE_ONLY]
+        if paired and not args.skip_paired:
+            bench_ab(trials, models, paired)
         if not args.skip_whole:
             bench_jobs(trials, args.nprocs, models,
-                       ["plain"] + [c for c in configs if c != "plain"])
+                       ["plain"] + [c for c in configs if c != "plain"], traceml_src)
 
 
 if __name__ == "__main__":

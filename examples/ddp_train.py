@@ -33,7 +33,8 @@ Faults (all on the rank named, every other rank runs normally):
 
 Rank 0 ends with one line of key=value pairs (steps, median and mean step
 time and CPU time per step after the warm-up, final loss); `--profile` runs
-the loop under torch.profiler, for comparisons (see
+the loop under torch.profiler and `--traceml` under TraceML (its
+`trace_step` around every step, for `traceml run`), for comparisons (see
 bench/bench_torch_overhead.py).  A leaking rank also prints how many
 bytes per step it kept and how much its RSS grew per step.  Exit status: 0
 done, 1 an exception (an injected crash included), 2 bad usage.
@@ -78,6 +79,8 @@ def parse_args(argv):
                    help="instrument with the stepscope API instead of relying on --auto")
     p.add_argument("--profile", action="store_true",
                    help="run under torch.profiler recording every step but the first (for comparisons)")
+    p.add_argument("--traceml", action="store_true",
+                   help="wrap every step in TraceML's trace_step, for `traceml run` (for comparisons)")
     p.add_argument("--slow-rank", type=int, default=-1, metavar="R")
     p.add_argument("--slow-ms", type=float, default=30.0, metavar="MS",
                    help="extra compute per step on --slow-rank (default 30)")
@@ -112,6 +115,8 @@ def parse_args(argv):
         p.error("durations and sizes must be >= 0")
     if args.explicit and args.profile:
         p.error("--explicit and --profile are separate configurations")
+    if args.traceml and (args.explicit or args.profile):
+        p.error("--traceml is a configuration of its own")
     return args
 
 
@@ -239,6 +244,10 @@ def main(argv):
                   f"WORLD_SIZE {world}", file=sys.stderr)
             return 2
     torch.manual_seed(args.seed)
+    traceml = None
+    if args.traceml:
+        import traceml_ai as traceml  # only this configuration uses TraceML
+        traceml.init(mode="auto")
 
     if args.explicit:
         import stepscope  # only this configuration uses the API
@@ -295,7 +304,8 @@ def main(argv):
         starts.append(time.perf_counter())
         if step == min(args.warmup, args.steps - 1):
             cpu.append(time.process_time())
-        step_ctx = stepscope.step(step) if stepscope else contextlib.nullcontext()
+        step_ctx = (stepscope.step(step) if stepscope else
+                    traceml.trace_step(ddp) if traceml else contextlib.nullcontext())
         with step_ctx:
             if rank == args.crash_rank and step == args.crash_step:
                 raise RuntimeError(f"injected crash on rank {rank} in step {step}")
