@@ -26,7 +26,10 @@
  * (LINK_HOST) before the record goes up.  STACKS_REQ is answered by
  * agent_stacks.h over this node's ranks; each attempt's health check and
  * launch go through attempt.h, the attempt's number being the
- * controller's (JOIN_OK, RESTART).
+ * controller's (JOIN_OK, RESTART).  When JOIN_OK says the run aggregates
+ * by node, each STEP is also folded into its step's node partial
+ * (agent_fold.h, sent as NODE_PARTIAL), and once a second the ranks' held
+ * STATUS frames go up in NODE_STATUS frames (agent_channels.h).
  */
 #include "agent.h"
 
