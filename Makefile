@@ -65,7 +65,7 @@ bench: all
 # TCP for a minute (docs/performance.md, "Many nodes"); BENCH_ARGS overrides,
 # e.g. BENCH_ARGS="--agents 128 --ranks 128 --rate 1 --seconds 60".
 bench-agents: all
-	$(BUILD)/bench/bench_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --rate 10 --seconds 60)
+	$(BUILD)/bench/bench_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --rate 10 --seconds 60 --aggregate rank,node)
 
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all

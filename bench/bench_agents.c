@@ -8,18 +8,30 @@
  * simulated rank sends the rank protocol's HELLO and NAMEs, then one STEP
  * record per step (4 phases with self time, 1 sync point, 1 metric, RSS)
  * at R steps per second, a STATUS about once a second, and BYE; then the
- * agent reports RANK_EXIT(0) for each, ALL_EXITED and BYE.  Node 0's M
+ * agent reports RANK_EXIT(0) for each, ALL_EXITED and BYE.  With HOST on
+ * (the default; --no-host) each rank step's record is preceded by its
+ * HOST frame, as a real agent's host watch sends.  --aggregate node runs
+ * the controller with node aggregation: each simulated agent then also
+ * sends one NODE_PARTIAL per step (built once from its ranks' records and
+ * moved on each step: the agents are what fold, the generator must stay
+ * cheap) and its ranks' STATUS frames batched in one NODE_STATUS a second
+ * instead of one DATA frame each.  --aggregate rank,node runs both, one
+ * after the other, --repeat times, and compares them.  Node 0's M
  * ranks are real processes of this same program (--rank mode), recording
  * the same steps through libstepscope; every process times step s at
  * T0 + (s + 1) / R on the wall clock, so step numbers line up.
  *
  * While it runs it samples the controller's CPU (/proc/PID/stat) and RSS
  * every second; at the end it reads the store (steps finalized, ranks
- * missing, rank-steps written against those sent) and prints a table with
- * the generator's own CPU next to the controller's.
+ * missing, rank-steps written against those sent) and the controller's
+ * last lines (the time from a step's latest record to its finalization,
+ * p50 and p99, and in node mode the merge's figures), and prints a table
+ * with the generator's own CPU next to the controller's.
  *
  *   bench_agents --agents 64 --ranks 64 --rate 10 --seconds 60
  *   bench_agents --agents 128 --ranks 128 --rate 1 --seconds 60
+ *   bench_agents --agents 2047 --ranks 64 --rate 1 --seconds 120 \
+ *                --aggregate rank,node
  *
  * One thread per agent, blocking writes, poll() for what the controller
  * sends (heartbeats, clock answers, WELCOMEs).
@@ -64,9 +76,13 @@ typedef struct {
     unsigned port;
     const char *stepscope, *dir, *samples;
     int keep;
+    int no_host;          /* --no-host: no HOST frames */
+    const char *aggregate; /* --aggregate rank|node|rank,node */
+    int repeat;
 } options;
 
-static options o = {8, 8, 10, 20, 0, 29640, NULL, NULL, NULL, 0};
+static options o = {8, 8, 10, 20, 0, 29640, NULL, NULL, NULL, 0, 0, "rank", 1};
+static int g_node_mode; /* this run's controller aggregates by node */
 static link_secret g_secret;
 static int64_t g_t0_mono;  /* step s ends at g_t0_mono + (s + 1) * period */
 static uint64_t g_steps;
@@ -156,6 +172,8 @@ typedef struct {
     size_t out_len, out_cap;
     char err[256];
     pthread_t thread;
+    ss_node_partial *partial; /* node mode: its ranks' step, built once */
+    int64_t partial_at;       /* the step begin its times are at */
 } agent;
 
 static int fail(agent *a, const char *fmt, const char *detail)
@@ -321,6 +339,9 @@ static int handshake(agent *a)
         return -1;
     if (a->frame.u.join_ok.world_size != (o.agents + 1) * o.ranks)
         return fail(a, "%s", "the controller's world size differs");
+    if (a->frame.u.join_ok.aggregate !=
+        (g_node_mode ? LINK_AGGREGATE_NODE : LINK_AGGREGATE_RANK))
+        return fail(a, "%s", "the controller aggregates otherwise");
     link_auth_seal_token(a->key, a->frame.u.join_ok.sealed_token, a->token);
     snprintf(a->uuid, sizeof a->uuid, "%s", a->frame.u.join_ok.run_uuid);
     a->attempt = a->frame.u.join_ok.attempt;
@@ -406,17 +427,100 @@ static size_t encode_step(uint8_t *buf, const agent *a, uint32_t i,
     return wire_encode_step(buf, WIRE_STEP_FRAME_MAX, &s);
 }
 
+/* Node mode: the agent's ranks' step, folded once (node_partial.h) with
+ * the times encode_step gives them for a step that begins at 0. */
+static int build_partial(agent *a)
+{
+    a->partial = malloc(sizeof *a->partial);
+    if (!a->partial)
+        return fail(a, "%s", "out of memory");
+    int64_t period = (int64_t)(1e9 / o.rate), d = period * 9 / 10;
+    int64_t at[5] = {0, d / 10, d * 4 / 10, d * 8 / 10, d};
+    ss_np_init(a->partial, 0, o.ranks);
+    for (uint32_t i = 0; i < o.ranks; i++) {
+        const char *names[4];
+        int64_t durs[4];
+        for (uint32_t k = 0; k < 4; k++) {
+            names[k] = k_names[k];
+            durs[k] = at[k + 1] - at[k] - (int64_t)(rank_of(a, i) % 7) * 1000;
+        }
+        ss_np_add_rank(a->partial, rank_of(a, i), 0, d, 4, names, durs);
+    }
+    a->partial_at = 0;
+    return 0;
+}
+
+static int send_partial(agent *a, uint64_t step, int64_t begin)
+{
+    a->partial->step = step;
+    ss_np_shift(a->partial, begin - a->partial_at);
+    a->partial_at = begin;
+    link_frame f = {.type = LINK_NODE_PARTIAL};
+    f.u.partial.p = a->partial;
+    return put(a, &f);
+}
+
 static int send_status(agent *a, uint64_t step, int64_t since)
 {
     uint8_t b[64];
+    static _Thread_local uint8_t entries[LINK_MAX_PAYLOAD - 4];
+    size_t len = 0;
+    uint32_t count = 0;
     for (uint32_t i = 0; i < o.ranks; i++) {
         wire_status st = {step, 2, since, 0, 0, 0};
         size_t n = wire_encode_status(b, sizeof b, &st);
-        if (put_data(a, i + 1, b, n))
+        if (!g_node_mode) {
+            if (put_data(a, i + 1, b, n))
+                return -1;
+            continue;
+        }
+        if (link_node_status_put(entries, sizeof entries, &len, i + 1, b,
+                                 n) != 0) {
+            link_frame f = {.type = LINK_NODE_STATUS};
+            f.u.node_status = (link_node_status){count, (uint32_t)len, entries};
+            if (put(a, &f))
+                return -1;
+            len = count = 0;
+            link_node_status_put(entries, sizeof entries, &len, i + 1, b, n);
+        }
+        count++;
+    }
+    if (count) {
+        link_frame f = {.type = LINK_NODE_STATUS};
+        f.u.node_status = (link_node_status){count, (uint32_t)len, entries};
+        if (put(a, &f))
             return -1;
     }
     link_frame hb = {.type = LINK_HEARTBEAT};
     return put(a, &hb);
+}
+
+/* The host's evidence of one rank step, as a real agent sends it first. */
+static int send_host(agent *a, uint32_t i, uint64_t step)
+{
+    link_frame f = {.type = LINK_HOST};
+    f.u.host.rank = rank_of(a, i);
+    f.u.host.step = step;
+    ss_host_step *h = &f.u.host.host;
+    h->cpu_ns = 80000000;
+    h->runq_ns = 200000;
+    h->stopped_ns = 0;
+    h->throttled_ns = 0;
+    h->nr_throttled = 0;
+    h->vol_switches = 40;
+    h->invol_switches = 3;
+    h->major_faults = 0;
+    h->psi_cpu_ns = h->psi_memory_ns = h->psi_io_ns = SS_MISSING;
+    h->gpu.present = 0;
+    h->gpu.index = -1;
+    int64_t *g[] = {&h->gpu.covered_ns, &h->gpu.slowed_ns,
+                    &h->gpu.power_cap_ns, &h->gpu.thermal_ns,
+                    &h->gpu.hw_slowdown_ns, &h->gpu.sm_clock_mhz,
+                    &h->gpu.temperature_c, &h->gpu.ecc_new, &h->gpu.xid_new,
+                    &h->gpu.last_xid};
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++)
+        *g[k] = SS_MISSING;
+    return put(a, &f);
 }
 
 static int run_steps(agent *a)
@@ -443,9 +547,11 @@ static int run_steps(agent *a)
         }
         for (uint32_t i = 0; i < o.ranks; i++) {
             size_t n = encode_step(b, a, i, s, begin, due);
-            if (put_data(a, i + 1, b, n))
+            if ((!o.no_host && send_host(a, i, s)) || put_data(a, i + 1, b, n))
                 return -1;
         }
+        if (g_node_mode && send_partial(a, s, begin))
+            return -1;
         if (flush_out(a) || drain(a) < 0)
             return -1;
     }
@@ -488,12 +594,31 @@ static void *agent_main(void *arg)
     agent *a = arg;
     a->out_cap = 1u << 20;
     a->out = malloc(a->out_cap);
-    if (a->out && connect_link(a) == 0 && handshake(a) == 0 &&
+    /* Thousands of agents joining at once meet the controller's caps on
+     * waiting handshakes: spread over the first seconds, and retried as a
+     * real agent retries. */
+    usleep((useconds_t)(a->node % 2000) * 1000);
+    int joined = 0;
+    for (int attempt = 0; a->out && !joined && attempt < 30 &&
+                          !atomic_load(&g_ctl_gone);
+         attempt++) {
+        joined = connect_link(a) == 0 && handshake(a) == 0;
+        if (!joined && a->fd >= 0) {
+            close(a->fd);
+            a->fd = -1;
+            a->out_len = a->rx_len = 0;
+            usleep(500000 + (useconds_t)(a->node % 100) * 10000);
+        }
+        if (!joined && attempt < 29)
+            a->err[0] = 0;
+    }
+    if (joined && (!g_node_mode || build_partial(a) == 0) &&
         open_ranks(a) == 0 && run_steps(a) == 0)
         close_ranks(a);
     if (a->fd >= 0)
         close(a->fd);
     free(a->out);
+    free(a->partial);
     return NULL;
 }
 
@@ -566,7 +691,8 @@ static int64_t query_int(sqlite3 *db, const char *sql)
 static pid_t start_controller(const char *self, const char *token,
                               const char *db, const char *log)
 {
-    char nn[16], np[16], port[16], rate[32], steps[32];
+    char nn[16], np[16], port[16], rate[32], steps[32], join[32];
+    snprintf(join, sizeof join, "%.0f", o.warmup + 60);
     snprintf(nn, sizeof nn, "%u", o.agents + 1);
     snprintf(np, sizeof np, "%u", o.ranks);
     snprintf(port, sizeof port, "%u", o.port);
@@ -583,8 +709,8 @@ static pid_t start_controller(const char *self, const char *token,
     execl(o.stepscope, o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
           "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
           "--token-file", token, "--job-id", JOB_ID, "--db", db, "--no-http",
-          "--join-timeout", "60", "--", self, "--rank", rate, steps,
-          (char *)NULL);
+          "--join-timeout", join, "--aggregate", g_node_mode ? "node" : "rank",
+          "--", self, "--rank", rate, steps, (char *)NULL);
     perror("bench_agents: exec stepscope");
     _exit(127);
 }
@@ -603,107 +729,48 @@ static void usage(void)
             "                    [--port P] [--stepscope PATH] [--dir DIR] "
             "[--warmup S] [--keep]\n"
             "                    [--samples CSV]   (t is seconds from the "
-            "first step)\n");
+            "first step)\n"
+            "                    [--aggregate rank|node|rank,node] "
+            "[--repeat N] [--no-host]\n");
     exit(2);
 }
 
-int main(int argc, char **argv)
+typedef struct {
+    int node_mode;
+    double load0, ctl_cpu, rss10, rss_max, gen_cpu;
+    int64_t steps, forced, lost;
+    double lat50, lat99, merge50, merge99;
+    int exit_status, agent_errors;
+} result;
+
+/* One run of the controller under the simulated agents (g_node_mode
+ * says how it aggregates); its figures into *OUT.  Returns 0 when every
+ * step was finalized and every rank-step stored. */
+static int run_once(const char *self, const char *token, const char *db,
+                    const char *log, result *out)
 {
-    if (argc == 4 && strcmp(argv[1], "--rank") == 0)
-        return rank_main(atof(argv[2]), strtoull(argv[3], NULL, 10));
-    static const struct option opts[] = {
-        {"agents", required_argument, NULL, 'a'},
-        {"ranks", required_argument, NULL, 'r'},
-        {"rate", required_argument, NULL, 'R'},
-        {"seconds", required_argument, NULL, 'S'},
-        {"port", required_argument, NULL, 'p'},
-        {"stepscope", required_argument, NULL, 'x'},
-        {"dir", required_argument, NULL, 'd'},
-        {"warmup", required_argument, NULL, 'w'},
-        {"keep", no_argument, NULL, 'k'},
-        {"samples", required_argument, NULL, 'c'},
-        {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (c) {
-        case 'a': o.agents = (uint32_t)atoi(optarg); break;
-        case 'r': o.ranks = (uint32_t)atoi(optarg); break;
-        case 'R': o.rate = atof(optarg); break;
-        case 'S': o.seconds = atof(optarg); break;
-        case 'p': o.port = (unsigned)atoi(optarg); break;
-        case 'x': o.stepscope = optarg; break;
-        case 'd': o.dir = optarg; break;
-        case 'w': o.warmup = atof(optarg); break;
-        case 'k': o.keep = 1; break;
-        case 'c': o.samples = optarg; break;
-        default: usage();
-        }
-    }
-    if (!o.agents || !o.ranks || o.rate <= 0 || o.seconds <= 0 ||
-        o.port == 0 || o.port > 65534)
-        usage();
-    char self[PATH_MAX], ss[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return 1;
-    self[n] = 0;
-    if (!o.stepscope) {
-        snprintf(ss, sizeof ss, "%s", self);
-        char *slash = strrchr(ss, '/');
-        *slash = 0;
-        slash = strrchr(ss, '/');
-        snprintf(slash ? slash + 1 : ss, sizeof ss - (size_t)(slash ? slash + 1 - ss : 0),
-                 "stepscope");
-        o.stepscope = ss;
-    }
-    if (!o.warmup)
-        o.warmup = 3.0 + o.agents * 0.05;
-    g_steps = (uint64_t)(o.rate * o.seconds);
-
-    char dir[PATH_MAX], token[PATH_MAX + 16], db[PATH_MAX + 16], log[PATH_MAX + 16];
-    if (o.dir) {
-        snprintf(dir, sizeof dir, "%s", o.dir);
-        mkdir(dir, 0700);
-    } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(dir, sizeof dir, "%s/bench_agents.XXXXXX", tmp);
-        if (!mkdtemp(dir)) {
-            perror("bench_agents: mkdtemp");
-            return 1;
-        }
-    }
-    snprintf(token, sizeof token, "%s/token", dir);
-    snprintf(db, sizeof db, "%s/store.db", dir);
-    snprintf(log, sizeof log, "%s/controller.log", dir);
-    unlink(db);
-    if (link_auth_init() != 0)
-        return 1;
-    uint8_t raw[24];
-    char hex[64];
-    link_random(raw, sizeof raw);
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    int tfd = open(token, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (tfd < 0 || write(tfd, hex, strlen(hex)) < 0 || close(tfd) != 0) {
-        perror("bench_agents: token file");
-        return 1;
-    }
-    char err[256];
-    if (link_secret_load(token, NULL, &g_secret, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_agents: %s\n", err);
-        return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
-
     int64_t t0_real = clock_ns(CLOCK_REALTIME) + (int64_t)(o.warmup * 1e9);
     char t0s[32];
     snprintf(t0s, sizeof t0s, "%" PRId64, t0_real);
     setenv(T0_ENV, t0s, 1);
+    atomic_store(&g_ctl_gone, 0);
+    atomic_store(&g_frames, 0);
+    atomic_store(&g_bytes, 0);
+    unlink(db);
+    double load0 = -1;
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf", &load0) != 1)
+            load0 = -1;
+        fclose(la);
+    }
     g_t0_mono = t0_from_env();
     uint32_t world = (o.agents + 1) * o.ranks;
-    printf("bench_agents: %u agents x %u ranks + node 0's %u = %u ranks, "
-           "%g steps/s for %g s (%" PRIu64 " steps), store %s\n",
-           o.agents, o.ranks, o.ranks, world, o.rate, o.seconds, g_steps, db);
+    printf("\nbench_agents: %u agents x %u ranks + node 0's %u = %u ranks, "
+           "%g steps/s for %g s (%" PRIu64 " steps), --aggregate %s, HOST "
+           "frames %s, load average %.2f, store %s\n",
+           o.agents, o.ranks, o.ranks, world, o.rate, o.seconds, g_steps,
+           g_node_mode ? "node" : "rank", o.no_host ? "off" : "on", load0, db);
     fflush(stdout);
 
     pid_t ctl = start_controller(self, token, db, log);
@@ -725,7 +792,7 @@ int main(int argc, char **argv)
 
     /* sample once a second until the controller exits */
     static sample samples[MAX_SAMPLES];
-    size_t ns = 0;
+    size_t ns = 0; /* from the start again on each run */
     long hz = sysconf(_SC_CLK_TCK);
     long long prev = 0, ticks = 0;
     proc_cpu_ticks(ctl, &prev);
@@ -752,6 +819,7 @@ int main(int argc, char **argv)
             gen_run1 = gen;
         }
         if (ns < MAX_SAMPLES) {
+            /* samples[] is static: one run's after the other's */
             samples[ns] = (sample){t, 100.0 * (ticks - prev) / hz, 0,
                                    100.0 * (gen - prev_gen), 0, 0, 0};
             proc_rss(ctl, &samples[ns++]);
@@ -837,13 +905,20 @@ int main(int argc, char **argv)
     printf("controller exited %d after %.1f s past the last step; agent errors: %d\n",
            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
            (ctl_end - run_end) / 1e9, agent_errors);
-    /* the controller's summary lines */
+    /* the controller's summary lines, and its figures of finalization */
     FILE *lf = fopen(log, "r");
-    char line[1024];
+    char line[1024], merge_line[1024] = "";
+    double lat50 = -1, lat99 = -1;
     printf("controller log (last lines):\n");
     long lines = 0;
-    while (lf && fgets(line, sizeof line, lf))
+    while (lf && fgets(line, sizeof line, lf)) {
         lines++;
+        const char *p = strstr(line, "to finalization p50 ");
+        if (p)
+            sscanf(p, "to finalization p50 %lf ms, p99 %lf", &lat50, &lat99);
+        if (strstr(line, "node partials: "))
+            snprintf(merge_line, sizeof merge_line, "%s", line);
+    }
     if (lf) {
         rewind(lf);
         long i = 0;
@@ -852,15 +927,163 @@ int main(int argc, char **argv)
                 printf("  %s", line);
         fclose(lf);
     }
+    free(ag);
+    *out = (result){g_node_mode, load0, ctl_cpu_run, rss_at10, rss_max,
+                    gen_cpu_run, steps, forced_missing,
+                    (int64_t)sent - rank_steps, lat50, lat99, 0, 0,
+                    WIFEXITED(status) ? WEXITSTATUS(status)
+                                      : 128 + WTERMSIG(status),
+                    agent_errors};
+    if (merge_line[0]) {
+        const char *p50 = strstr(merge_line, "to merged p50 ");
+        if (p50)
+            sscanf(p50, "to merged p50 %lf ms, p99 %lf", &out->merge50,
+                   &out->merge99);
+    }
+    return agent_errors || steps != (int64_t)g_steps ||
+                   rank_steps != (int64_t)sent
+               ? 1
+               : 0;
+}
+
+/* The runs side by side. */
+static void compare(const result *r, int n)
+{
+    printf("\n%-9s %6s %13s %16s %14s %10s %9s %12s %12s\n", "aggregate",
+           "load", "ctl CPU %", "RSS 10s/max MiB", "steps final", "lost",
+           "gen CPU%", "final p50/p99", "merged p50/99");
+    for (int i = 0; i < n; i++) {
+        char merged[32] = "-";
+        if (r[i].node_mode)
+            snprintf(merged, sizeof merged, "%.1f/%.1f ms", r[i].merge50,
+                     r[i].merge99);
+        printf("%-9s %6.2f %13.1f %7.0f/%-8.0f %8" PRId64 "/%-5" PRIu64
+               " %10" PRId64 " %9.1f %5.1f/%-6.1f %12s%s\n",
+               r[i].node_mode ? "node" : "rank", r[i].load0, r[i].ctl_cpu,
+               r[i].rss10, r[i].rss_max, r[i].steps, g_steps, r[i].lost,
+               r[i].gen_cpu, r[i].lat50, r[i].lat99, merged,
+               r[i].exit_status || r[i].agent_errors ? "  (failed)" : "");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--rank") == 0)
+        return rank_main(atof(argv[2]), strtoull(argv[3], NULL, 10));
+    static const struct option opts[] = {
+        {"agents", required_argument, NULL, 'a'},
+        {"ranks", required_argument, NULL, 'r'},
+        {"rate", required_argument, NULL, 'R'},
+        {"seconds", required_argument, NULL, 'S'},
+        {"port", required_argument, NULL, 'p'},
+        {"stepscope", required_argument, NULL, 'x'},
+        {"dir", required_argument, NULL, 'd'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"keep", no_argument, NULL, 'k'},
+        {"samples", required_argument, NULL, 'c'},
+        {"aggregate", required_argument, NULL, 'A'},
+        {"repeat", required_argument, NULL, 'n'},
+        {"no-host", no_argument, NULL, 'H'},
+        {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': o.agents = (uint32_t)atoi(optarg); break;
+        case 'r': o.ranks = (uint32_t)atoi(optarg); break;
+        case 'R': o.rate = atof(optarg); break;
+        case 'S': o.seconds = atof(optarg); break;
+        case 'p': o.port = (unsigned)atoi(optarg); break;
+        case 'x': o.stepscope = optarg; break;
+        case 'd': o.dir = optarg; break;
+        case 'w': o.warmup = atof(optarg); break;
+        case 'k': o.keep = 1; break;
+        case 'c': o.samples = optarg; break;
+        case 'A': o.aggregate = optarg; break;
+        case 'n': o.repeat = atoi(optarg); break;
+        case 'H': o.no_host = 1; break;
+        default: usage();
+        }
+    }
+    int modes[2], n_modes = 0;
+    if (strcmp(o.aggregate, "rank") == 0 || strcmp(o.aggregate, "node") == 0)
+        modes[n_modes++] = o.aggregate[0] == 'n';
+    else if (strcmp(o.aggregate, "rank,node") == 0 ||
+             strcmp(o.aggregate, "node,rank") == 0) {
+        modes[n_modes++] = o.aggregate[0] == 'n';
+        modes[n_modes++] = o.aggregate[0] != 'n';
+    } else {
+        usage();
+    }
+    if (!o.agents || !o.ranks || o.rate <= 0 || o.seconds <= 0 ||
+        o.port == 0 || o.port > 65534 || o.repeat < 1)
+        usage();
+    char self[PATH_MAX], ss[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = 0;
+    if (!o.stepscope) {
+        snprintf(ss, sizeof ss, "%s", self);
+        char *slash = strrchr(ss, '/');
+        *slash = 0;
+        slash = strrchr(ss, '/');
+        snprintf(slash ? slash + 1 : ss, sizeof ss - (size_t)(slash ? slash + 1 - ss : 0),
+                 "stepscope");
+        o.stepscope = ss;
+    }
+    if (!o.warmup)
+        o.warmup = 3.0 + o.agents * 0.05;
+    g_steps = (uint64_t)(o.rate * o.seconds);
+
+    char dir[PATH_MAX], token[PATH_MAX + 16], db[PATH_MAX + 16], log[PATH_MAX + 16];
+    if (o.dir) {
+        snprintf(dir, sizeof dir, "%s", o.dir);
+        mkdir(dir, 0700);
+    } else {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(dir, sizeof dir, "%s/bench_agents.XXXXXX", tmp);
+        if (!mkdtemp(dir)) {
+            perror("bench_agents: mkdtemp");
+            return 1;
+        }
+    }
+    snprintf(token, sizeof token, "%s/token", dir);
+    snprintf(db, sizeof db, "%s/store.db", dir);
+    snprintf(log, sizeof log, "%s/controller.log", dir);
+    unlink(db);
+    if (link_auth_init() != 0)
+        return 1;
+    uint8_t raw[24];
+    char hex[64];
+    link_random(raw, sizeof raw);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    int tfd = open(token, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (tfd < 0 || write(tfd, hex, strlen(hex)) < 0 || close(tfd) != 0) {
+        perror("bench_agents: token file");
+        return 1;
+    }
+    char err[256];
+    if (link_secret_load(token, NULL, &g_secret, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_agents: %s\n", err);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    result res[64];
+    int n_res = 0, rc = 0;
+    for (int r = 0; r < o.repeat; r++)
+        for (int m = 0; m < n_modes && n_res < 64; m++) {
+            g_node_mode = modes[m];
+            rc |= run_once(self, token, db, log, &res[n_res++]);
+        }
+    if (n_res > 1)
+        compare(res, n_res);
     if (!o.keep && !o.dir) {
         /* the token, the store and the ranks' logs beside it */
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     } else {
         printf("kept %s\n", dir);
     }
-    free(ag);
-    return agent_errors || steps != (int64_t)g_steps ||
-                   rank_steps != (int64_t)sent
-               ? 1
-               : 0;
+    return rc;
 }
+

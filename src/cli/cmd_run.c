@@ -276,6 +276,10 @@ static void usage(FILE *out)
         "                           a node not joined by then is lost (300)\n"
         "      --heartbeat-timeout SECONDS\n"
         "                           a silent link is lost after this (10)\n"
+        "      --aggregate rank|node\n"
+        "                           fold the ranks' records at the controller\n"
+        "                           only, or per node at each agent as well\n"
+        "                           (default: node above 4096 ranks)\n"
         "\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
@@ -357,12 +361,18 @@ static int resolve_nodes(ss_run_opts *o)
     }
     o->nproc_local = o->conf.nproc_per_node;
     o->nnodes = o->conf.nnodes;
-    if ((uint64_t)o->nnodes * o->nproc_local > SS_LAUNCH_MAX_RANKS) {
+    if ((uint64_t)o->nnodes * o->nproc_local > SS_RUN_MAX_WORLD) {
         fprintf(stderr, "stepscope run: %u nodes of %u ranks is more than "
-                "%d ranks\n", o->nnodes, o->nproc_local, SS_LAUNCH_MAX_RANKS);
+                "%d ranks\n", o->nnodes, o->nproc_local, SS_RUN_MAX_WORLD);
         return 2;
     }
     o->nprocs = o->nnodes * o->nproc_local;
+    if (o->nnodes == 1)
+        o->aggregate = SS_AGGREGATE_RANK;
+    else if (o->aggregate == SS_AGGREGATE_DEFAULT)
+        o->aggregate = o->nprocs > SS_AGGREGATE_NODE_ABOVE
+                           ? SS_AGGREGATE_NODE
+                           : SS_AGGREGATE_RANK;
     o->master_port = o->conf.master_port;
     o->controller_port = o->conf.controller_port;
     o->master_addr = o->conf.master_addr[0] ? o->conf.master_addr : NULL;
@@ -436,6 +446,7 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
         {"token-file", required_argument, NULL, 0x116},
         {"join-timeout", required_argument, NULL, 0x117},
         {"heartbeat-timeout", required_argument, NULL, 0x118},
+        {"aggregate", required_argument, NULL, 0x119},
         {"hang-timeout", required_argument, NULL, 0x103},
         {"on-hang", required_argument, NULL, 0x104},
         {"numerics", required_argument, NULL, 0x105},
@@ -641,6 +652,17 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
                 o->heartbeat_timeout_ms < 2000) {
                 fprintf(stderr, "stepscope run: bad --heartbeat-timeout '%s' "
                         "(seconds, 2 or more)\n", optarg);
+                return 2;
+            }
+            break;
+        case 0x119:
+            if (strcmp(optarg, "rank") == 0) {
+                o->aggregate = SS_AGGREGATE_RANK;
+            } else if (strcmp(optarg, "node") == 0) {
+                o->aggregate = SS_AGGREGATE_NODE;
+            } else {
+                fprintf(stderr, "stepscope run: bad --aggregate '%s' (rank "
+                        "or node)\n", optarg);
                 return 2;
             }
             break;

@@ -117,8 +117,9 @@ class Controller:
                                    hello, nonce_c)
             pad = hmac.new(self.key, b"token", hashlib.sha256).digest()
             sealed = bytes(a ^ b for a, b in zip(os.urandom(16), pad))
+            # link version 2: the aggregate byte (0: by rank) after the token
             self.send(JOIN_OK, struct.pack("<IIq", 0, 2, time.monotonic_ns())
-                      + sealed + lstr(b"stalled-run"))
+                      + sealed + bytes([0]) + lstr(b"stalled-run"))
             while True:
                 kind, payload = read_frame(self.conn, True)
                 if kind == TIME_REQ:

@@ -26,7 +26,10 @@
  * (LINK_HOST) before the record goes up.  STACKS_REQ is answered by
  * agent_stacks.h over this node's ranks; each attempt's health check and
  * launch go through attempt.h, the attempt's number being the
- * controller's (JOIN_OK, RESTART).
+ * controller's (JOIN_OK, RESTART).  When JOIN_OK says the run aggregates
+ * by node, each STEP is also folded into its step's node partial
+ * (agent_fold.h, sent as NODE_PARTIAL), and once a second the ranks' held
+ * STATUS frames go up in NODE_STATUS frames (agent_channels.h).
  */
 #include "agent.h"
 
@@ -44,6 +47,7 @@
 #include <uv.h>
 
 #include "agent_channels.h"
+#include "agent_fold.h"
 #include "agent_stacks.h"
 #include "attempt.h"
 #include "clocks.h"
@@ -64,6 +68,8 @@
 #define CLOCK_GAP_MS 5      /* between the exchanges of one round */
 #define RETRY_MS 500        /* between attempts to reach the controller */
 #define RETRY_MAX_MS 5000   /* the backoff after failed handshakes, at most */
+#define BATCH_MS 1000       /* node mode: NODE_STATUS, and old partials out */
+#define PARTIAL_MAX_AGE_MS 2000 /* a step's partial waits at most this */
 
 enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
 
@@ -119,6 +125,10 @@ typedef struct agent {
     uv_timer_t cont[SS_INJECT_MAX];
     int cont_pid[SS_INJECT_MAX];
     ss_agent_stacks *stacks; /* created on the first STACKS_REQ */
+    /* --aggregate node (JOIN_OK): partials and batched STATUS */
+    int node_mode;
+    ss_agent_fold *fold;
+    uv_timer_t batch_timer;
 } agent;
 
 static void say(const agent *a, const char *fmt, ...)
@@ -202,14 +212,19 @@ static void on_rank_hello(void *ctx, int64_t rank, uint32_t pid)
         ss_host_watch_rank_hello(a->host, local, (pid_t)pid);
 }
 
-/* What the host saw of the rank during the step it just reported. */
-static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s)
+/* What the host saw of the rank during the step it just reported; in
+ * node mode the record is folded into its step's partial too. */
+static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s,
+                               const char *const *names)
 {
     agent *a = ctx;
     uint32_t local = (uint32_t)(rank - a->rank_base);
     if (local >= a->cfg->nproc)
         return;
     a->last_step[local] = (int64_t)s->step;
+    if (a->fold)
+        ss_agent_fold_add(a->fold, (uint32_t)rank, s, names,
+                          uv_now(&a->loop));
     if (!a->host)
         return;
     ss_host_watch_step_done(a->host, local);
@@ -220,6 +235,66 @@ static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s)
     f.u.host.rank = (uint32_t)rank;
     f.u.host.step = s->step;
     send_frame(a, &f);
+}
+
+/* ---- node mode (--aggregate node) ---- */
+
+static void send_partial(void *ctx, const ss_node_partial *p)
+{
+    link_frame f = {.type = LINK_NODE_PARTIAL};
+    f.u.partial.p = p;
+    send_frame(ctx, &f);
+}
+
+/* The ranks' held STATUS frames go up in NODE_STATUS frames. */
+static void send_status_batch(agent *a)
+{
+    static uint8_t entries[LINK_MAX_PAYLOAD - 4];
+    for (;;) {
+        size_t len = 0;
+        uint32_t n = ss_agent_channels_status_batch(a->channels, entries,
+                                                    sizeof entries, &len);
+        if (n == 0)
+            return;
+        link_frame f = {.type = LINK_NODE_STATUS};
+        f.u.node_status = (link_node_status){n, (uint32_t)len, entries};
+        if (send_frame(a, &f) != 0)
+            return;
+    }
+}
+
+static void on_batch_timer(uv_timer_t *t)
+{
+    agent *a = t->data;
+    if (a->lost || a->stage != AG_RUNNING)
+        return;
+    send_status_batch(a);
+    ss_agent_fold_expire(a->fold, uv_now(&a->loop), PARTIAL_MAX_AGE_MS);
+}
+
+/* JOIN_OK named node aggregation: from the first join on, the ranks'
+ * records are folded here too.  Returns 0, or -1 out of memory. */
+static int start_node_mode(agent *a)
+{
+    if (a->node_mode)
+        return 0;
+    a->fold = ss_agent_fold_new(a->rank_base, a->cfg->nproc, send_partial,
+                                a);
+    if (!a->fold)
+        return -1;
+    a->node_mode = 1;
+    ss_agent_channels_node_mode(a->channels);
+    uv_timer_start(&a->batch_timer, on_batch_timer, BATCH_MS, BATCH_MS);
+    return 0;
+}
+
+/* A rank's connection closed after its last bytes: no step waits for it
+ * (its exit may be seen before its last record is read). */
+static void on_rank_gone(void *ctx, int64_t rank)
+{
+    agent *a = ctx;
+    if (a->fold)
+        ss_agent_fold_rank_gone(a->fold, (uint32_t)rank);
 }
 
 static void on_rank_connection(uv_stream_t *server, int status)
@@ -272,6 +347,10 @@ static void cb_all_exited(void *ctx)
     a->ranks_done = 1;
     int status = ss_launcher_exit_status(a->launcher);
     a->node_status = status;
+    if (a->fold) { /* what waits goes before the node's end */
+        ss_agent_fold_flush(a->fold);
+        send_status_batch(a);
+    }
     link_frame f = {.type = LINK_ALL_EXITED};
     f.u.all_exited.left_behind = ss_launcher_left_behind(a->launcher);
     f.u.all_exited.status = status;
@@ -375,6 +454,8 @@ static int launch_ranks(agent *a, char *err, size_t errlen)
     a->ranks_done = a->relaunch = 0;
     for (uint32_t i = 0; i < a->cfg->nproc; i++)
         a->last_step[i] = -1;
+    if (a->fold)
+        ss_agent_fold_reset(a->fold);
     ss_launch_config lcfg;
     ss_launch_config_defaults(&lcfg);
     lcfg.nprocs = a->cfg->nproc;
@@ -614,6 +695,12 @@ static void on_join_ok(agent *a, const link_join_ok *j)
         say(a, "the controller at %s now runs another run (%s, not %s); "
             "this node does not join it", a->controller,
             shown(j->run_uuid, uuid, sizeof uuid), a->uuid);
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    if (j->aggregate == LINK_AGGREGATE_NODE && start_node_mode(a) != 0) {
+        say(a, "out of memory");
         a->status = 1;
         finish(a);
         return;
@@ -1036,7 +1123,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_attempt_init(&a->att, &hooks, 0, NULL);
     ss_agent_channels_config chc = {&a->loop, a->token, a->uuid, a,
                                     send_channel_frame, on_rank_hello,
-                                    send_host_evidence};
+                                    send_host_evidence, on_rank_gone};
     a->last_step = last;
     for (uint32_t i = 0; i < c.nproc; i++)
         last[i] = -1;
@@ -1065,6 +1152,8 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_timer_init(&a->loop, &a->heartbeat);
     uv_timer_init(&a->loop, &a->clock_timer);
     uv_timer_init(&a->loop, &a->join_timer);
+    uv_timer_init(&a->loop, &a->batch_timer);
+    a->batch_timer.data = a;
     for (int i = 0; i < SS_INJECT_MAX; i++) {
         uv_timer_init(&a->loop, &a->cont[i]);
         a->cont[i].data = a;
@@ -1101,6 +1190,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_sockdir_remove(a->sock_dir);
     ss_agent_stacks_free(a->stacks);
     ss_agent_channels_free(a->channels);
+    ss_agent_fold_free(a->fold);
     free(a->last_step);
     free(a);
     return status;

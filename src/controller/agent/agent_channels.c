@@ -19,6 +19,10 @@ typedef struct rank_conn {
     int64_t rank;          /* global rank once its HELLO was seen, else -1 */
     int decoding;          /* 0 once the passive decoder failed */
     wire_decoder dec;
+    char *names[WIRE_MAX_NAME_ID + 1]; /* declared names, by id */
+    /* node mode: the latest STATUS frame, held for the next batch */
+    uint8_t status_len;
+    uint8_t status[LINK_MAX_STATUS_ENTRY];
     size_t len;
     uint8_t buf[DECODE_BUF];
     uint8_t readbuf[16384];
@@ -28,6 +32,7 @@ struct ss_agent_channels {
     ss_agent_channels_config cfg;
     rank_conn *conns;
     uint32_t next_channel;
+    int node_mode;
     wire_frame wframe;
 };
 
@@ -46,7 +51,10 @@ static int send_frame(ss_agent_channels *ch, const link_frame *f)
 
 static void on_conn_closed(uv_handle_t *h)
 {
-    free(h->data);
+    rank_conn *c = h->data;
+    for (size_t i = 0; i < WIRE_MAX_NAME_ID + 1; i++)
+        free(c->names[i]);
+    free(c);
 }
 
 static void conn_close(rank_conn *c)
@@ -55,6 +63,8 @@ static void conn_close(rank_conn *c)
         return;
     c->closing = 1;
     ss_agent_channels *ch = c->ch;
+    if (c->rank >= 0 && ch->cfg.on_gone)
+        ch->cfg.on_gone(ch->cfg.ctx, c->rank);
     for (rank_conn **p = &ch->conns; *p; p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
@@ -76,19 +86,47 @@ static rank_conn *conn_find(ss_agent_channels *ch, uint32_t id)
     return NULL;
 }
 
-/* Reads C's frames as the controller will, to learn its rank and steps. */
-static void observe(ss_agent_channels *ch, rank_conn *c, const uint8_t *p,
-                    size_t n)
+/* Sends N bytes of C's stream up as DATA frames.  Returns 0, or -1 when
+ * the link refused them (the connection is then closed). */
+static int forward(ss_agent_channels *ch, rank_conn *c, const uint8_t *p,
+                   size_t n)
+{
+    while (n > 0) {
+        size_t k = n > LINK_MAX_DATA ? LINK_MAX_DATA : n;
+        link_frame f = {.type = LINK_DATA};
+        f.u.data = (link_data){c->id, (uint32_t)k, p};
+        if (send_frame(ch, &f) != 0) {
+            conn_close(c);
+            return -1;
+        }
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Reads C's frames as the controller will, to learn its rank, names and
+ * steps.  In node mode the bytes of whole frames go up as they are read,
+ * STATUS frames held back; otherwise the caller forwards the bytes as
+ * they came.  Returns -1 when C was closed. */
+static int observe(ss_agent_channels *ch, rank_conn *c, const uint8_t *p,
+                   size_t n)
 {
     if (!c->decoding)
-        return;
+        return ch->node_mode ? forward(ch, c, p, n) : 0;
     if (n > sizeof c->buf - c->len) {
+        /* the decoder cannot keep up: raw from now on */
         c->decoding = 0;
-        return;
+        c->status_len = 0;
+        if (ch->node_mode && (forward(ch, c, c->buf, c->len) != 0 ||
+                              forward(ch, c, p, n) != 0))
+            return -1;
+        c->len = 0;
+        return 0;
     }
     memcpy(c->buf + c->len, p, n);
     c->len += n;
-    size_t off = 0;
+    size_t off = 0, sent = 0; /* node mode: bytes of c->buf gone up */
     for (;;) {
         size_t used = 0;
         char err[128];
@@ -99,18 +137,43 @@ static void observe(ss_agent_channels *ch, rank_conn *c, const uint8_t *p,
             break;
         if (rc == WIRE_ERROR) {
             c->decoding = 0;
-            return;
+            c->status_len = 0;
+            off = c->len; /* the rest goes up raw */
+            break;
+        }
+        wire_frame *wf = &ch->wframe;
+        if (wf->type == WIRE_HELLO) {
+            c->rank = wf->u.hello.rank;
+            ch->cfg.on_hello(ch->cfg.ctx, c->rank, wf->u.hello.pid);
+        } else if (wf->type == WIRE_NAME) {
+            uint32_t id = wf->u.name.name_id;
+            if (id <= WIRE_MAX_NAME_ID && !c->names[id])
+                c->names[id] = strdup(wf->u.name.name);
+        } else if (wf->type == WIRE_STEP && c->rank >= 0) {
+            ch->cfg.on_step(ch->cfg.ctx, c->rank, &wf->u.step,
+                            (const char *const *)c->names);
+        } else if (wf->type == WIRE_STATUS && ch->node_mode &&
+                   used <= LINK_MAX_STATUS_ENTRY) {
+            /* held: the frames before it go up now, it goes later */
+            if (off > sent && forward(ch, c, c->buf + sent, off - sent) != 0)
+                return -1;
+            memcpy(c->status, c->buf + off, used);
+            c->status_len = (uint8_t)used;
+            sent = off + used;
         }
         off += used;
-        if (ch->wframe.type == WIRE_HELLO) {
-            c->rank = ch->wframe.u.hello.rank;
-            ch->cfg.on_hello(ch->cfg.ctx, c->rank, ch->wframe.u.hello.pid);
-        } else if (ch->wframe.type == WIRE_STEP && c->rank >= 0) {
-            ch->cfg.on_step(ch->cfg.ctx, c->rank, &ch->wframe.u.step);
+    }
+    if (ch->node_mode) {
+        if (off > sent && forward(ch, c, c->buf + sent, off - sent) != 0)
+            return -1;
+        if (!c->decoding) { /* what the decoder refused goes up raw */
+            c->len = 0;
+            return 0;
         }
     }
     memmove(c->buf, c->buf + off, c->len - off);
     c->len -= off;
+    return 0;
 }
 
 static void on_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -132,7 +195,8 @@ static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     /* Evidence first: the controller may finalize a step the moment its
      * record arrives, and must have the host's view of it by then. */
-    observe(ch, c, c->readbuf, (size_t)nread);
+    if (observe(ch, c, c->readbuf, (size_t)nread) != 0 || ch->node_mode)
+        return; /* closed, or sent frame by frame */
     link_frame f = {.type = LINK_DATA};
     f.u.data = (link_data){c->id, (uint32_t)nread, c->readbuf};
     if (send_frame(ch, &f) != 0)
@@ -195,6 +259,27 @@ void ss_agent_channels_closed(ss_agent_channels *ch, uint32_t channel)
         c->controller_closed = 1;
         conn_close(c);
     }
+}
+
+void ss_agent_channels_node_mode(ss_agent_channels *ch)
+{
+    ch->node_mode = 1;
+}
+
+uint32_t ss_agent_channels_status_batch(ss_agent_channels *ch, uint8_t *buf,
+                                        size_t cap, size_t *len)
+{
+    uint32_t n = 0;
+    for (rank_conn *c = ch->conns; c; c = c->next) {
+        if (c->status_len == 0 || c->closing)
+            continue;
+        if (link_node_status_put(buf, cap, len, c->id, c->status,
+                                 c->status_len) != 0)
+            break;
+        c->status_len = 0;
+        n++;
+    }
+    return n;
 }
 
 void ss_agent_channels_free(ss_agent_channels *ch)

@@ -29,8 +29,14 @@ typedef struct {
     int (*send)(void *ctx, const link_frame *f);
     /* A connection said HELLO as global rank RANK, process PID. */
     void (*on_hello)(void *ctx, int64_t rank, uint32_t pid);
-    /* Global rank RANK reported step S (before its bytes go up). */
-    void (*on_step)(void *ctx, int64_t rank, const wire_step *s);
+    /* Global rank RANK reported step S (before its bytes go up).  NAMES
+     * is the connection's name table, indexed by name id (NULL where
+     * undeclared; WIRE_MAX_NAME_ID + 1 entries). */
+    void (*on_step)(void *ctx, int64_t rank, const wire_step *s,
+                    const char *const *names);
+    /* The connection of global rank RANK closed (after all its bytes were
+     * read).  May be NULL. */
+    void (*on_gone)(void *ctx, int64_t rank);
 } ss_agent_channels_config;
 
 typedef struct ss_agent_channels ss_agent_channels;
@@ -47,6 +53,16 @@ void ss_agent_channels_to_rank(ss_agent_channels *ch, const link_data *d);
 /* CLOSE from the controller: the channel's connection closes (no CLOSE
  * goes back). */
 void ss_agent_channels_closed(ss_agent_channels *ch, uint32_t channel);
+
+/* From now on, node mode (see above): whole frames, STATUS held. */
+void ss_agent_channels_node_mode(ss_agent_channels *ch);
+
+/* Appends the held STATUS frame of every connection that has one to the
+ * NODE_STATUS entries at BUF (*LEN bytes of CAP, link_node_status_put),
+ * as many as fit; the ones appended are no longer held.  Returns how many
+ * were appended. */
+uint32_t ss_agent_channels_status_batch(ss_agent_channels *ch, uint8_t *buf,
+                                        size_t cap, size_t *len);
 
 /* Frees CH; its connections are closed with the loop's other handles.
  * NULL is a no-op. */

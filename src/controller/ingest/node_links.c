@@ -358,6 +358,7 @@ static void on_proof(peer *l, const link_proof *p)
     f.u.join_ok.world_size = nl->cfg.world_size;
     f.u.join_ok.controller_mono_ns = ss_mono_now();
     link_auth_seal_token(key, nl->rank_token, f.u.join_ok.sealed_token);
+    f.u.join_ok.aggregate = nl->cfg.aggregate;
     snprintf(f.u.join_ok.run_uuid, sizeof f.u.join_ok.run_uuid, "%s",
              nl->run_uuid);
     l->stage = ST_JOINED;
@@ -464,6 +465,32 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_stacks_part)
             cb->on_stacks_part(cb->ctx, node, &f->u.stacks_part);
         return;
+    case LINK_NODE_STATUS: {
+        /* each a whole STATUS frame of a channel, between its DATA */
+        size_t off = 0, n;
+        uint32_t id;
+        const uint8_t *bytes;
+        while (link_node_status_next(&f->u.node_status, &off, &id, &bytes,
+                                     &n)) {
+            chan *c = chan_find(l, id);
+            if (c)
+                ss_ingest_channel_feed(c->ch, bytes, n);
+        }
+        return;
+    }
+    case LINK_NODE_PARTIAL: {
+        if (nl->cfg.aggregate != LINK_AGGREGATE_NODE) {
+            link_close(l, R_OTHER, "it sent a node partial to a run that "
+                       "aggregates by rank", 1);
+            return;
+        }
+        if (cb->on_partial) {
+            ss_node_partial *p = (ss_node_partial *)f->u.partial.p;
+            ss_np_shift(p, l->clock_offset_ns);
+            cb->on_partial(cb->ctx, node, p);
+        }
+        return;
+    }
     case LINK_BYE:
         l->said_bye = 1;
         return;

@@ -9,7 +9,9 @@
  * controller's clock by the node's latest clock estimate.  The rest of
  * what an agent says (clock estimates, rank starts and exits, host
  * evidence, the end of its ranks, its health check) goes to callbacks;
- * STOP, INJECT and STACKS_REQ go the other way.  A link whose peer sends
+ * STOP, INJECT and STACKS_REQ go the other way.  With node aggregation,
+ * each agent's step partials go to on_partial and its batched STATUS
+ * frames to their channels.  A link whose peer sends
  * anything malformed, fails authentication or stays silent past the
  * heartbeat timeout is closed; a joined node's link that ends without BYE
  * is reported lost, after its channels are reported gone.  Runs on the
@@ -74,6 +76,10 @@ typedef struct {
      * once per refusal_report_ms, and at close when some are untold. */
     void (*on_refusals)(void *ctx, uint64_t count, double seconds,
                         const char *reasons);
+    /* NODE's partial of one step (--aggregate node), its latest-ending
+     * times moved onto the controller's clock; valid during the call
+     * only.  May be NULL. */
+    void (*on_partial)(void *ctx, uint32_t node, const ss_node_partial *p);
 } ss_node_links_callbacks;
 
 typedef struct {
@@ -91,6 +97,10 @@ typedef struct {
     uint32_t max_preauth;          /* links in the handshake; 0: 128 */
     uint32_t max_preauth_per_addr; /* of them from one address; 0: 8 */
     uint32_t refusal_report_ms;    /* refusal summary period; 0: 10000 */
+    /* LINK_AGGREGATE_RANK (0) or LINK_AGGREGATE_NODE, told in JOIN_OK:
+     * with NODE each agent sends one NODE_PARTIAL per step and its ranks'
+     * STATUS frames batched in NODE_STATUS (fed to their channels here). */
+    uint8_t aggregate;
 } ss_node_links_config;
 
 #define SS_NODE_LINKS_MAX_PREAUTH 128

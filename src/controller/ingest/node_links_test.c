@@ -13,6 +13,9 @@
  * waiting links from one address and from many stay under the caps while
  * a real agent still joins (each flood from its own loopback address,
  * 127.0.0.2 and up), and a burst of refusals is told once and summed.
+ * With node aggregation, JOIN_OK says so, a NODE_STATUS's STATUS frame
+ * reaches its channel's rank and a NODE_PARTIAL the callback, its times
+ * moved by the node's clock offset.
  */
 #include "node_links.h"
 #include "testing.h"
@@ -50,6 +53,11 @@ typedef struct {
     uv_timer_t closer;
     int close_when_gone; /* close everything after this many gone+refused */
     int restart_on_all;  /* the first ALL_EXITED restarts, the next ends */
+    int node_mode;       /* the controller aggregates by node */
+    int statuses, partials;
+    uint64_t status_step;
+    int64_t partial_latest;  /* the first latest-ending time, moved */
+    uint32_t partial_present;
 } seen;
 
 static void on_closer(uv_timer_t *t)
@@ -172,6 +180,22 @@ static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
     s->step_begin = rec->begin_ns;
 }
 
+static void t_status(void *ctx, uint32_t rank, const wire_status *st,
+                     int phase, int collective)
+{
+    seen *s = ctx;
+    s->statuses++;
+    s->status_step = st->step;
+}
+
+static void t_partial(void *ctx, uint32_t node, const ss_node_partial *p)
+{
+    seen *s = ctx;
+    s->partials++;
+    s->partial_latest = p->latest[0].value;
+    s->partial_present = p->ranks_present;
+}
+
 static void t_disconnect(void *ctx, uint32_t rank, int said_bye)
 {
     ((seen *)ctx)->disconnects++;
@@ -202,6 +226,7 @@ typedef struct {
     char reject_reason[256];
     int64_t clock_offset; /* the estimate it sends; 0: -1000 */
     int64_t step_begin;   /* of its one step; 0: 50000 */
+    int aggregate;        /* JOIN_OK's */
 } agent;
 
 typedef struct {
@@ -305,6 +330,7 @@ static void *run_agent(void *arg)
     if (in.type != LINK_JOIN_OK)
         goto out;
     a->joined = 1;
+    a->aggregate = in.u.join_ok.aggregate;
     uint8_t token[LINK_TOKEN_SIZE];
     link_auth_seal_token(key, in.u.join_ok.sealed_token, token);
     a->token_ok = memcmp(token, k_token, sizeof token) == 0;
@@ -387,6 +413,23 @@ static void *run_agent(void *arg)
                                            sizeof err) == WIRE_OK &&
                          wf.type == WIRE_WELCOME;
     }
+    if (a->aggregate == LINK_AGGREGATE_NODE) {
+        /* the rank's STATUS, batched; the node's partial of step 0 */
+        uint8_t sb[64], entries[128];
+        wire_status ws = {.step = 0, .since_ns = 60000};
+        size_t sn = wire_encode_status(sb, sizeof sb, &ws), len = 0;
+        link_node_status_put(entries, sizeof entries, &len, 7, sb, sn);
+        link_node_status_put(entries, sizeof entries, &len, 99, sb, sn);
+        link_frame ns = {.type = LINK_NODE_STATUS};
+        ns.u.node_status = (link_node_status){2, (uint32_t)len, entries};
+        send_frame(&c, &ns);
+        static ss_node_partial np;
+        ss_np_init(&np, 0, 2);
+        ss_np_add_rank(&np, 2, st.begin_ns, st.end_ns, 0, NULL, NULL);
+        link_frame pf = {.type = LINK_NODE_PARTIAL};
+        pf.u.partial.p = &np;
+        send_frame(&c, &pf);
+    }
     link_frame cl = {.type = LINK_CLOSE};
     cl.u.channel.channel = 7;
     send_frame(&c, &cl);
@@ -444,7 +487,8 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
     memcpy(icfg.token, k_token, sizeof k_token);
     ss_ingest_callbacks icb = {.ctx = s, .intern = t_intern,
                                .on_hello = t_hello, .on_step = t_step,
-                               .on_disconnect = t_disconnect};
+                               .on_disconnect = t_disconnect,
+                               .on_status = t_status};
     char err[256];
     s->in = ss_ingest_start(&loop, &icfg, &icb, err, sizeof err);
     REQUIRE(s->in != NULL);
@@ -458,10 +502,14 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
                                 .rank_token = k_token,
                                 .heartbeat_ms = 100,
                                 .heartbeat_timeout_ms = heartbeat_timeout_ms,
-                                .handshake_timeout_ms = 2000};
+                                .handshake_timeout_ms = 2000,
+                                .aggregate = s->node_mode
+                                                 ? LINK_AGGREGATE_NODE
+                                                 : LINK_AGGREGATE_RANK};
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
-                                  t_health, t_stacks_part, t_refusals};
+                                  t_health, t_stacks_part, t_refusals,
+                                  t_partial};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -505,6 +553,31 @@ static void a_node_joins_works_and_leaves(void)
     CHECK_EQ_INT(s.stacks_parts, 2);
     CHECK_EQ_INT(s.stacks_last, 1);
     CHECK_STR(s.stacks, "{\"rank\":3,\"threads\":[]}");
+    CHECK_EQ_INT(a.aggregate, LINK_AGGREGATE_RANK);
+    CHECK_EQ_INT(s.statuses, 0);
+    CHECK_EQ_INT(s.partials, 0);
+}
+
+/* The same node in a run that aggregates by node: JOIN_OK says so, the
+ * batched STATUS reaches rank 2 through its channel (the entry for a
+ * channel that does not exist is dropped), the partial is passed on with
+ * its time moved by the node's offset (-1000 ns). */
+static void a_node_aggregates_by_node(void)
+{
+    seen s = {.node_mode = 1};
+    agent a = {.what = A_GOOD};
+    char err[100];
+    REQUIRE(link_auth_init() == 0);
+    REQUIRE(link_secret_load(NULL, k_secret, &a.secret, err, sizeof err) == 0);
+    run_case(&s, &a, k_secret, 5000);
+    CHECK(a.joined && a.got_welcome);
+    CHECK_EQ_INT(a.aggregate, LINK_AGGREGATE_NODE);
+    CHECK_EQ_INT(s.statuses, 1);
+    CHECK_EQ_INT(s.status_step, 0);
+    CHECK_EQ_INT(s.partials, 1);
+    CHECK_EQ_INT(s.partial_present, 1);
+    CHECK_EQ_INT(s.partial_latest, 50000 + 10000 - 1000);
+    CHECK_EQ_INT(s.gone_clean, 1);
 }
 
 static void a_wrong_secret_is_refused_both_ways(void)
@@ -707,7 +780,8 @@ static void run_hostile(seen *s, hostile *h, const ss_node_links_config *base)
     cfg.heartbeat_ms = 100;
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
-                                  t_health, t_stacks_part, t_refusals};
+                                  t_health, t_stacks_part, t_refusals,
+                                  NULL};
     s->close_when_gone = 1 << 30; /* the script ends the case */
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
@@ -905,7 +979,7 @@ static void an_offset_never_wraps_a_step_time(void)
     CHECK(s.step_begin == INT64_MAX);
 }
 
-TEST_LIST(TEST(a_node_joins_works_and_leaves),
+TEST_LIST(TEST(a_node_aggregates_by_node), TEST(a_node_joins_works_and_leaves),
           TEST(a_wrong_secret_is_refused_both_ways),
           TEST(a_refused_node_is_told_why), TEST(a_silent_node_is_lost),
           TEST(a_node_is_restarted_then_ended), TEST(garbage_is_closed),

@@ -33,7 +33,7 @@ enum {
 #define HELLO_FIXED (4 + 2 + 2 + 4 + 4 + 4 + LINK_NONCE_SIZE)
 #define HOST_SIZE (4 + 8 + 11 * 8 + 1 + 4 + 10 * 8)
 #define RANK_EXIT_FIXED (4 + 8 + 4 + 2)
-#define JOIN_OK_FIXED (4 + 4 + 8 + LINK_TOKEN_SIZE)
+#define JOIN_OK_FIXED (4 + 4 + 8 + LINK_TOKEN_SIZE + 1)
 
 /* ---- which side sends what ---- */
 
@@ -44,6 +44,7 @@ static int sent_by_agent(unsigned type)
     case LINK_CLOSE: case LINK_TIME_REQ: case LINK_CLOCK: case LINK_HEARTBEAT:
     case LINK_RANK_STARTED: case LINK_RANK_EXIT: case LINK_ALL_EXITED:
     case LINK_HOST: case LINK_BYE: case LINK_HEALTH: case LINK_STACKS_PART:
+    case LINK_NODE_PARTIAL: case LINK_NODE_STATUS:
         return 1;
     default:
         return 0;
@@ -240,6 +241,9 @@ static void put_payload(wbuf *b, const link_frame *f)
         put_u32(b, j->world_size);
         put_i64(b, j->controller_mono_ns);
         put_bytes(b, j->sealed_token, LINK_TOKEN_SIZE);
+        if (j->aggregate > LINK_AGGREGATE_NODE)
+            b->bad = 1;
+        put_u8(b, j->aggregate);
         put_str(b, j->run_uuid, sizeof j->run_uuid);
         break;
     }
@@ -353,9 +357,58 @@ static void put_payload(wbuf *b, const link_frame *f)
             put_bytes(b, x->bytes, x->len);
         break;
     }
+    case LINK_NODE_PARTIAL: {
+        size_t n = 0;
+        if (!f->u.partial.p || b->bad)
+            b->bad = 1;
+        else
+            n = ss_np_encode(f->u.partial.p, b->p + b->len, b->cap - b->len);
+        if (n == 0)
+            b->bad = 1;
+        b->len += n;
+        break;
+    }
+    case LINK_NODE_STATUS: {
+        const link_node_status *x = &f->u.node_status;
+        if (x->count == 0 || x->len == 0 || !x->entries)
+            b->bad = 1;
+        put_u32(b, x->count);
+        if (!b->bad)
+            put_bytes(b, x->entries, x->len);
+        break;
+    }
     default:
         b->bad = 1;
     }
+}
+
+int link_node_status_put(uint8_t *buf, size_t cap, size_t *len,
+                         uint32_t channel, const uint8_t *frame, size_t n)
+{
+    if (n == 0 || n > LINK_MAX_STATUS_ENTRY || cap - *len < 5 + n)
+        return -1;
+    uint8_t *p = buf + *len;
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(channel >> (8 * i));
+    p[4] = (uint8_t)n;
+    memcpy(p + 5, frame, n);
+    *len += 5 + n;
+    return 0;
+}
+
+int link_node_status_next(const link_node_status *s, size_t *off,
+                          uint32_t *channel, const uint8_t **frame,
+                          size_t *n)
+{
+    if (*off + 5 > s->len)
+        return 0;
+    const uint8_t *p = s->entries + *off;
+    *channel = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+               (uint32_t)p[3] << 24;
+    *n = p[4];
+    *frame = p + 5;
+    *off += 5 + *n;
+    return 1;
 }
 
 void link_encoder_init(link_encoder *e, link_direction writes)
@@ -594,6 +647,10 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
         j->world_size = get_u32(r);
         j->controller_mono_ns = get_i64(r);
         take(r, j->sealed_token, LINK_TOKEN_SIZE);
+        j->aggregate = get_u8(r);
+        if (!r->short_read && j->aggregate > LINK_AGGREGATE_NODE)
+            return fail(err, errlen, "JOIN_OK has an aggregation of %u",
+                        (unsigned)j->aggregate);
         int rc = get_str(r, j->run_uuid);
         if (rc == -2)
             return fail(err, errlen, "JOIN_OK carries a malformed string");
@@ -758,6 +815,36 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
         r->pos = r->len;
         break;
     }
+    case LINK_NODE_PARTIAL: {
+        static _Thread_local ss_node_partial partial;
+        if (ss_np_decode(r->p, r->len, &partial, err, errlen) != 0)
+            return LINK_ERROR;
+        out->u.partial.p = &partial;
+        r->pos = r->len;
+        break;
+    }
+    case LINK_NODE_STATUS: {
+        link_node_status *x = &out->u.node_status;
+        x->count = get_u32(r);
+        if (r->short_read || x->count == 0)
+            return fail(err, errlen, "NODE_STATUS carries no entries");
+        x->entries = r->p + r->pos;
+        x->len = (uint32_t)(r->len - r->pos);
+        uint32_t seen = 0;
+        size_t off = r->pos;
+        while (off < r->len) {
+            if (r->len - off < 5 || r->p[off + 4] == 0 ||
+                r->len - off - 5 < r->p[off + 4])
+                return fail(err, errlen, "NODE_STATUS has a malformed entry");
+            off += 5 + (size_t)r->p[off + 4];
+            seen++;
+        }
+        if (seen != x->count)
+            return fail(err, errlen, "NODE_STATUS says %u entries and "
+                        "carries %u", (unsigned)x->count, (unsigned)seen);
+        r->pos = r->len;
+        break;
+    }
     default:
         return fail(err, errlen, "unknown frame type %u", type);
     }
@@ -830,6 +917,8 @@ link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_data));
     else if (type == LINK_STACKS_PART)
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_stacks_part));
+    else if (type == LINK_NODE_PARTIAL || type == LINK_NODE_STATUS)
+        memset(out, 0, offsetof(link_frame, u) + sizeof(link_node_status));
     else
         memset(out, 0, sizeof *out);
     out->type = (link_type)type;
@@ -887,6 +976,8 @@ const char *link_type_name(unsigned type)
     case LINK_INJECT: return "INJECT";
     case LINK_STACKS_REQ: return "STACKS_REQ";
     case LINK_STACKS_PART: return "STACKS_PART";
+    case LINK_NODE_PARTIAL: return "NODE_PARTIAL";
+    case LINK_NODE_STATUS: return "NODE_STATUS";
     default: return "UNKNOWN";
     }
 }

@@ -39,8 +39,12 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "node_partial.h"
 
-#define LINK_VERSION 1
+/* 2: JOIN_OK names the run's aggregation (rank or node); NODE_PARTIAL and
+ * NODE_STATUS.  Agents and controllers of different versions refuse each
+ * other at AGENT_HELLO with both versions named. */
+#define LINK_VERSION 2
 #define LINK_MAGIC "SSAG"
 #define LINK_HEADER_SIZE 8
 #define LINK_MAX_PAYLOAD 65536
@@ -91,8 +95,20 @@ typedef enum {
     LINK_INJECT = 45,     /* controller -> agent: signal one of its ranks */
     /* every rank's stacks (docs/debug.md) */
     LINK_STACKS_REQ = 46, /* controller -> agent: collect your ranks' */
-    LINK_STACKS_PART = 47 /* agent -> controller: a chunk of one rank's */
+    LINK_STACKS_PART = 47, /* agent -> controller: a chunk of one rank's */
+    /* node-level aggregation (--aggregate node, docs/multinode.md) */
+    LINK_NODE_PARTIAL = 48, /* agent -> controller: a step's node partial */
+    LINK_NODE_STATUS = 49   /* agent -> controller: its ranks' STATUS */
 } link_type;
+
+/* How a run aggregates its ranks' records (JOIN_OK): every rank's record
+ * is folded at the controller only, or each agent also folds its node's
+ * into one NODE_PARTIAL per step and batches its ranks' STATUS frames. */
+#define LINK_AGGREGATE_RANK 0
+#define LINK_AGGREGATE_NODE 1
+
+/* NODE_STATUS entries: at most this many bytes of one STATUS frame. */
+#define LINK_MAX_STATUS_ENTRY 255
 
 /* Which side a decoder reads (and an encoder writes for the other). */
 typedef enum {
@@ -124,6 +140,7 @@ typedef struct {
     uint32_t world_size;
     int64_t controller_mono_ns; /* the controller's clock when sent */
     uint8_t sealed_token[LINK_TOKEN_SIZE]; /* link_auth_seal_token */
+    uint8_t aggregate;  /* LINK_AGGREGATE_RANK or LINK_AGGREGATE_NODE */
     char run_uuid[LINK_MAX_STR + 1];
 } link_join_ok;
 
@@ -235,6 +252,38 @@ typedef struct {
     const uint8_t *bytes; /* decoder: points into the caller's buffer */
 } link_stacks_part;
 
+/* One step of the node's ranks folded (node_partial.h), on the agent's
+ * clock.  The decoder points P at storage of its own thread, valid until
+ * the next frame is decoded on that thread. */
+typedef struct {
+    const ss_node_partial *p;
+} link_node_partial;
+
+/* The latest STATUS frame of some of the node's ranks, each the rank
+ * protocol's bytes of one whole STATUS frame for its channel, fed to the
+ * channel between two of its DATA frames (the agent sends every channel's
+ * frames whole in node mode).  ENTRIES: COUNT times (u32 channel, u8
+ * length 1..LINK_MAX_STATUS_ENTRY, the bytes), LEN bytes in all; read
+ * them with link_node_status_next. */
+typedef struct {
+    uint32_t count;       /* >= 1 */
+    uint32_t len;
+    const uint8_t *entries; /* decoder: points into the caller's buffer */
+} link_node_status;
+
+/* Appends one entry (CHANNEL, N bytes of FRAME) to the entries at BUF
+ * (*LEN bytes of CAP).  Returns 0, or -1 when it does not fit or N is 0
+ * or over LINK_MAX_STATUS_ENTRY. */
+int link_node_status_put(uint8_t *buf, size_t cap, size_t *len,
+                         uint32_t channel, const uint8_t *frame, size_t n);
+
+/* The entry at *OFF of S (start with 0): fills CHANNEL, FRAME and N and
+ * moves *OFF on.  Returns 1, or 0 after the last (the decoder has checked
+ * every entry). */
+int link_node_status_next(const link_node_status *s, size_t *off,
+                          uint32_t *channel, const uint8_t **frame,
+                          size_t *n);
+
 /* A decoded frame; only the member of TYPE is valid.  HEARTBEAT, BYE and
  * END have no payload.  END tells an agent that waits after its ranks
  * exited (restarts on) that the job is over: it says BYE and ends. */
@@ -261,6 +310,8 @@ typedef struct {
         link_inject inject;
         link_stacks_req stacks_req;
         link_stacks_part stacks_part;
+        link_node_partial partial;
+        link_node_status node_status;
     } u;
 } link_frame;
 

@@ -64,6 +64,7 @@ static link_frame sample(link_type type)
         f.u.join_ok.controller_mono_ns = 123456789012345LL;
         for (int i = 0; i < LINK_TOKEN_SIZE; i++)
             f.u.join_ok.sealed_token[i] = (uint8_t)(0x80 | i);
+        f.u.join_ok.aggregate = LINK_AGGREGATE_NODE;
         strcpy(f.u.join_ok.run_uuid, "0f1e2d3c-aaaa-bbbb-cccc-000011112222");
         break;
     case LINK_JOIN_REJECT:
@@ -161,6 +162,28 @@ static link_frame sample(link_type type)
                                              (const uint8_t *)part};
         break;
     }
+    case LINK_NODE_PARTIAL: {
+        static ss_node_partial p;
+        static const char *const names[] = {"forward", "backward"};
+        ss_np_init(&p, 12, 4);
+        for (uint32_t r = 8; r < 11; r++) {
+            int64_t durs[] = {1000000 * (int64_t)r, 2000000};
+            ss_np_add_rank(&p, r, 5000, 5000 + 4000000 * (int64_t)r, 2, names,
+                           durs);
+        }
+        f.u.partial.p = &p;
+        break;
+    }
+    case LINK_NODE_STATUS: {
+        static uint8_t entries[64];
+        size_t len = 0;
+        static const uint8_t a[] = {1, 2, 3}, b[] = {9, 8, 7, 6, 5};
+        link_node_status_put(entries, sizeof entries, &len, 3, a, sizeof a);
+        link_node_status_put(entries, sizeof entries, &len, 70000, b,
+                             sizeof b);
+        f.u.node_status = (link_node_status){2, (uint32_t)len, entries};
+        break;
+    }
     default:
         break;
     }
@@ -224,7 +247,8 @@ static int handshake(link_pair *p)
 static const link_type k_from_agent[] = {
     LINK_OPEN, LINK_DATA, LINK_CLOSE, LINK_TIME_REQ, LINK_CLOCK,
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
-    LINK_HOST, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART};
+    LINK_HOST, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART, LINK_NODE_PARTIAL,
+    LINK_NODE_STATUS};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
     LINK_RESTART, LINK_END, LINK_INJECT, LINK_STACKS_REQ};
@@ -244,7 +268,86 @@ static int same_frame(const link_frame *a, const link_frame *b)
                x->last == y->last && x->len == y->len &&
                memcmp(x->bytes, y->bytes, x->len) == 0;
     }
+    if (a->type == LINK_NODE_PARTIAL) {
+        static uint8_t x[SS_NP_ENCODED_MAX], y[SS_NP_ENCODED_MAX];
+        size_t nx = ss_np_encode(a->u.partial.p, x, sizeof x);
+        size_t ny = ss_np_encode(b->u.partial.p, y, sizeof y);
+        return nx > 0 && nx == ny && memcmp(x, y, nx) == 0;
+    }
+    if (a->type == LINK_NODE_STATUS) {
+        const link_node_status *x = &a->u.node_status, *y = &b->u.node_status;
+        return x->count == y->count && x->len == y->len &&
+               memcmp(x->entries, y->entries, x->len) == 0;
+    }
     return memcmp(&a->u, &b->u, sizeof a->u) == 0;
+}
+
+/* NODE_STATUS entries read back in order; malformed lists and partials
+ * are refused with a reason. */
+static void node_frames(void)
+{
+    link_frame f = sample(LINK_NODE_STATUS);
+    size_t off = 0, n;
+    uint32_t channel;
+    const uint8_t *bytes;
+    CHECK_EQ_INT(link_node_status_next(&f.u.node_status, &off, &channel,
+                                       &bytes, &n), 1);
+    CHECK_EQ_INT(channel, 3);
+    CHECK_EQ_INT(n, 3);
+    CHECK_EQ_INT(link_node_status_next(&f.u.node_status, &off, &channel,
+                                       &bytes, &n), 1);
+    CHECK_EQ_INT(channel, 70000);
+    CHECK_EQ_INT(n, 5);
+    CHECK_EQ_INT(bytes[4], 5);
+    CHECK_EQ_INT(link_node_status_next(&f.u.node_status, &off, &channel,
+                                       &bytes, &n), 0);
+    uint8_t big[300] = {1};
+    size_t len = 0;
+    CHECK_EQ_INT(link_node_status_put(big, sizeof big, &len, 1, big, 0), -1);
+    CHECK_EQ_INT(link_node_status_put(big, sizeof big, &len, 1, big, 256), -1);
+    CHECK_EQ_INT(link_node_status_put(big, 10, &len, 1, big, 6), -1);
+
+    char err[256];
+    link_frame out;
+    size_t used;
+    const struct { uint32_t count; int cut; const char *want; } bad[] = {
+        {3, 0, "says 3 entries"},
+        {2, 1, "malformed entry"},
+    };
+    for (size_t i = 0; i < COUNT(bad); i++) {
+        link_pair p;
+        REQUIRE(handshake(&p));
+        link_frame g = sample(LINK_NODE_STATUS);
+        g.u.node_status.count = bad[i].count;
+        g.u.node_status.len -= (uint32_t)bad[i].cut;
+        size_t m = link_encode(&p.agent_enc, g_buf, sizeof g_buf, &g);
+        REQUIRE(m > 0);
+        CHECK(feed(&p.ctrl_dec, g_buf, m, &out, &used, err) == LINK_ERROR);
+        CHECK(strstr(err, bad[i].want) != NULL);
+    }
+    /* a partial that counts more ranks present than expected cannot be
+     * encoded; one cut short is refused (the keyed decoder's refusals of
+     * any flipped bit cover the frame itself) */
+    link_frame g = sample(LINK_NODE_PARTIAL);
+    ss_node_partial q = *g.u.partial.p;
+    q.ranks_expected = 2;
+    g.u.partial.p = &q;
+    link_pair p;
+    REQUIRE(handshake(&p));
+    CHECK_EQ_INT(link_encode(&p.agent_enc, g_buf, sizeof g_buf, &g), 0);
+    g = sample(LINK_NODE_PARTIAL);
+    static uint8_t payload[SS_NP_ENCODED_MAX];
+    size_t pn = ss_np_encode(g.u.partial.p, payload, sizeof payload);
+    REQUIRE(pn > 1);
+    CHECK(ss_np_decode(payload, pn - 1, &q, err, sizeof err) == -1);
+    CHECK(strstr(err, "truncated") != NULL);
+    /* and a controller's decoder refuses a JOIN_OK with an unknown
+     * aggregation */
+    link_frame j = sample(LINK_JOIN_OK);
+    j.u.join_ok.aggregate = 2;
+    link_encoder ce;
+    link_encoder_init(&ce, LINK_FROM_CONTROLLER);
+    CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &j), 0);
 }
 
 static void round_trip(link_encoder *e, link_decoder *d, link_type type)
@@ -718,9 +821,15 @@ static void malformed_frames_are_refused(void)
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
     CHECK(strstr(err, "magic") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 2;
+    g_buf[LINK_HEADER_SIZE + 4] = 3;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "version 2") != NULL);
+    CHECK(strstr(err, "version 3") != NULL);
+    /* An agent of link version 1 (before node aggregation) is told so. */
+    n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
+    g_buf[LINK_HEADER_SIZE + 4] = 1;
+    CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
+    CHECK(strstr(err, "agent speaks link version 1, this controller "
+                  "version 2") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[LINK_HEADER_SIZE + 6] = 1;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
@@ -964,7 +1073,7 @@ static void type_names(void)
     CHECK_STR(link_type_name(200), "UNKNOWN");
 }
 
-TEST_LIST({"every_type_round_trips", every_type_round_trips},
+TEST_LIST(TEST(node_frames), {"every_type_round_trips", every_type_round_trips},
           {"data_sizes", data_sizes},
           {"stacks_part_sizes", stacks_part_sizes},
           {"any_flipped_bit_is_refused", any_flipped_bit_is_refused},

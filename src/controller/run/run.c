@@ -21,6 +21,7 @@
  */
 #include "run.h"
 #include "clocks.h"
+#include "run_aggregate.h"
 #include "run_internal.h"
 
 #include <errno.h>
@@ -93,6 +94,7 @@ void run_maybe_finish(run_ctx *r)
     for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_carry_out(r, i, ss_life_finish_rank(&r->life, i));
     ss_aggregator_finish(r->agg);
+    run_agg_finish(r->aggregate, run_now(r), r->o->quiet);
     run_nodes_finish(r->nodes);
     publish_host_totals(r);
     for (uint32_t i = 0; i < r->o->nprocs; i++)
@@ -639,6 +641,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
     ss_aggregator_destroy(r->agg);
     r->agg = ss_aggregator_create(&r->agg_cfg, r->o->nprocs, r->att.attempt,
                                   &(ss_sink){r, run_sink_step, run_sink_finding});
+    run_agg_attempt(r->aggregate);
     ss_life_release(&r->life);
     int ok = r->agg && ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
                                     (ss_dur_ns)r->o->connect_timeout_ms *
@@ -768,7 +771,11 @@ int run_parts_init(run_ctx *r, char *err, size_t errlen)
                       sizeof *r->notes);
     for (uint32_t i = 0; r->ranks && i < r->o->nprocs; i++)
         r->ranks[i].phase = r->ranks[i].collective = -1;
+    if (r->o->nnodes > 1)
+        r->aggregate = run_agg_new(r->o->nprocs, r->o->nproc_local,
+                                   r->o->aggregate == SS_AGGREGATE_NODE);
     if (!r->agg || !r->ranks || !r->hang_ranks || !r->notes ||
+        (r->o->nnodes > 1 && !r->aggregate) ||
         ss_life_init(&r->life, r->o->nprocs, r->att.attempt,
                      (ss_dur_ns)r->o->connect_timeout_ms * 1000000) != 0) {
         snprintf(err, errlen, "out of memory for %u ranks", r->o->nprocs);
@@ -792,6 +799,8 @@ void run_parts_free(run_ctx *r)
 {
     ss_aggregator_destroy(r->agg);
     r->agg = NULL;
+    run_agg_free(r->aggregate);
+    r->aggregate = NULL;
     free(r->ranks);
     free(r->hang_ranks);
     free(r->notes);

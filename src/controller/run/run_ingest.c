@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include "profile.h"
+#include "run_aggregate.h"
 
 /* ---- the aggregator's sink ---- */
 
@@ -23,6 +24,7 @@ void run_sink_step(void *ctx, const ss_step_view *v,
 {
     run_ctx *r = ctx;
     r->in.steps_finalized++;
+    run_agg_step(r->aggregate, v, names, run_now(r));
     ss_hang_progress(&r->hang, v->step, v->step_time.max, run_now(r));
     int64_t step = (int64_t)v->step;
     if (r->first_step < 0 || step < r->first_step)
@@ -85,6 +87,11 @@ static void cb_step(void *ctx, uint32_t rank, const ss_step_record *rec,
     ss_live_rank_step(r->live, rank, rec->step);
     if (rank < r->o->nproc_local)
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
+    if (r->aggregate) {
+        uint32_t n_names;
+        run_agg_record(r->aggregate, rank, rec,
+                       ss_aggregator_names(r->agg, &n_names), run_now(r));
+    }
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->in.refused_records++;
     if (rec->step <= INT64_MAX)

@@ -165,6 +165,8 @@ struct run_ctx {
     run_faults faults;        /* run_inject.h */
     int health_failed;        /* a node failed its check: cause
                                  health_check */
+    struct run_agg *aggregate; /* multi-node: --aggregate (run_aggregate.h);
+                                  NULL on a single node */
 };
 
 

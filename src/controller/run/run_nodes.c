@@ -272,6 +272,15 @@ static void cb_all_exited(void *ctx, uint32_t node, const link_all_exited *a)
     r->ev.exited(r->ev.ctx);
 }
 
+/* A node's step partial (--aggregate node): to the run's merge. */
+static void cb_partial(void *ctx, uint32_t node, const ss_node_partial *p)
+{
+    run_nodes *r = ctx;
+    (void)node;
+    if (r->ev.partial)
+        r->ev.partial(r->ev.ctx, p);
+}
+
 static void cb_host(void *ctx, uint32_t node, const link_host *h)
 {
     run_nodes *r = ctx;
@@ -427,6 +436,9 @@ static run_nodes *start(run_nodes *r, char *err, size_t errlen)
         .world_size = r->o->nprocs,
         .rank_token = r->cfg.token,
         .heartbeat_timeout_ms = r->o->heartbeat_timeout_ms,
+        .aggregate = r->o->aggregate == SS_AGGREGATE_NODE
+                         ? LINK_AGGREGATE_NODE
+                         : LINK_AGGREGATE_RANK,
     };
     ss_node_links_callbacks cb = {r,
                                   cb_join,
@@ -439,7 +451,8 @@ static run_nodes *start(run_nodes *r, char *err, size_t errlen)
                                   cb_refused,
                                   cb_health,
                                   cb_stacks_part,
-                                  cb_refusals};
+                                  cb_refusals,
+                                  cb_partial};
     ss_remote_stacks_config scfg = {r->o->nnodes, r->o->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(r->cfg.loop, &scfg);

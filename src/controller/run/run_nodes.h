@@ -27,6 +27,7 @@
 #include "ingest.h"
 #include "link_auth.h"
 #include "model.h"
+#include "node_partial.h"
 #include "remote_stacks.h"
 #include "run_opts.h"
 #include "store.h"
@@ -66,6 +67,9 @@ typedef struct {
      * is over (the agents are leaving). */
     int (*stopping)(void *ctx);
     int (*ending)(void *ctx);
+    /* A node's step partial (--aggregate node), times on the controller's
+     * clock.  May be NULL. */
+    void (*partial)(void *ctx, const ss_node_partial *p);
 } run_nodes_events;
 
 typedef struct {

@@ -18,6 +18,7 @@ void ss_run_opts_defaults(ss_run_opts *o)
     ss_aggregator_config_defaults(&o->agg_cfg);
     o->join_timeout_ms = 300000;
     o->heartbeat_timeout_ms = 10000;
+    o->aggregate = SS_AGGREGATE_DEFAULT;
     o->restart_cfg.backoff_ms = SS_RESTART_BACKOFF_MS_DEFAULT;
     ss_health_config_defaults(&o->health_cfg);
     ss_hang_config_defaults(&o->hang_cfg);

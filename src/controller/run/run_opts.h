@@ -61,6 +61,18 @@ typedef enum {
 /* Ranks a --replica-groups may name. */
 #define SS_REPLICA_MAX_RANKS 65536
 
+/* The largest world (--nnodes x -n) a run accepts. */
+#define SS_RUN_MAX_WORLD 131072
+
+/* --aggregate (docs/multinode.md, "Node aggregation"): by rank at the
+ * controller only, or by node at each agent as well.  Unset, a multi-node
+ * run aggregates by node above SS_AGGREGATE_NODE_ABOVE ranks; a single
+ * node always by rank. */
+#define SS_AGGREGATE_DEFAULT (-1)
+#define SS_AGGREGATE_RANK 0
+#define SS_AGGREGATE_NODE 1
+#define SS_AGGREGATE_NODE_ABOVE 4096
+
 /* Not to be copied: master_addr and job_id may point into conf. */
 typedef struct {
     /* the job */
@@ -102,6 +114,7 @@ typedef struct {
     const char *job_id;       /* "none" when not given */
     uint32_t join_timeout_ms;      /* --join-timeout */
     uint32_t heartbeat_timeout_ms; /* --heartbeat-timeout */
+    int aggregate;            /* --aggregate: SS_AGGREGATE_*, resolved */
 } ss_run_opts;
 
 /* Fills O with the defaults of every option (nothing parsed yet). */

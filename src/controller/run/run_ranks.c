@@ -7,6 +7,7 @@
  * live state, the job's first failure and the stop of every node.  Runs
  * on the controller's loop.
  */
+#include "run_aggregate.h"
 #include "run_internal.h"
 
 #include <inttypes.h>
@@ -254,6 +255,12 @@ static int nodes_ending(void *ctx)
     return ((run_ctx *)ctx)->ending;
 }
 
+static void nodes_partial(void *ctx, const ss_node_partial *p)
+{
+    run_ctx *r = ctx;
+    run_agg_partial(r->aggregate, p, run_now(r));
+}
+
 int run_nodes_wire(run_ctx *r, char *err, size_t errlen)
 {
     run_nodes_config cfg = {r->o, &r->loop, r->ingest, r->store, r->run_id,
@@ -270,7 +277,8 @@ int run_nodes_wire(run_ctx *r, char *err, size_t errlen)
                            .last_step = nodes_last_step,
                            .clock_bound = nodes_clock_bound,
                            .stopping = nodes_stopping,
-                           .ending = nodes_ending};
+                           .ending = nodes_ending,
+                           .partial = nodes_partial};
     r->nodes = run_nodes_start(&cfg, &ev, err, errlen);
     return r->nodes ? 0 : -1;
 }
