@@ -524,11 +524,14 @@ static int run_stacks(const char *db, const char *out_path)
 {
     pid_t pid = fork();
     if (pid == 0) {
+        char err_path[PATH_MAX + 8];
+        snprintf(err_path, sizeof err_path, "%s.err", out_path);
         int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
+        int efd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0)
             dup2(fd, 1);
-            dup2(fd, 2);
-        }
+        if (efd >= 0)
+            dup2(efd, 2);
         execl(o.stepscope, o.stepscope, "stacks", "--db", db, (char *)NULL);
         _exit(127);
     }
