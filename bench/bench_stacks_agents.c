@@ -25,6 +25,8 @@
  *
  *   bench_stacks_agents --agents 64 --ranks 64 --reps 15
  *   bench_stacks_agents --agents 64 --ranks 64 --reps 5 --silent 1
+ *
+ * Exit status 0 when every answer was as expected.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +42,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -598,6 +601,32 @@ static int check_text(const char *text, uint32_t world, char *why,
     return 0;
 }
 
+/* 1 when nothing listens on loopback port PORT now. */
+static int port_free(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A master port P with P and P + 1 (the agents') free, or 0. */
+static unsigned free_port_pair(void)
+{
+    uint8_t r[2];
+    for (int i = 0; i < 200; i++) {
+        link_random(r, sizeof r);
+        unsigned p = 20000 + ((unsigned)r[0] << 8 | r[1]) % 40000;
+        if (port_free(p) && port_free(p + 1))
+            return p;
+    }
+    return 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -624,7 +653,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_stacks_agents [--agents N] [--ranks M] [--reps R]\n"
-            "           [--silent K] [--collect-ms MS] [--port P]\n"
+            "           [--silent K] [--collect-ms MS] [--port P (0: any "
+            "free)]\n"
             "           [--stepscope PATH] [--dir DIR] [--keep]\n");
     exit(2);
 }
@@ -659,8 +689,7 @@ int main(int argc, char **argv)
     }
     /* the outliers' nodes (1, 1 + N/3, 1 + 2N/3) answer */
     if (o.agents < 3 || !o.ranks || !o.reps || o.reps > MAX_REPS ||
-        o.silent + 1 + 2 * o.agents / 3 > o.agents || o.port == 0 ||
-        o.port > 65534)
+        o.silent + 1 + 2 * o.agents / 3 > o.agents || o.port > 65534)
         usage();
     char self[PATH_MAX], ss[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -711,6 +740,10 @@ int main(int argc, char **argv)
     }
     if (link_auth_init() != 0)
         return 1;
+    if (o.port == 0 && (o.port = free_port_pair()) == 0) {
+        fprintf(stderr, "bench_stacks_agents: no free port pair\n");
+        return 1;
+    }
     uint8_t raw[24];
     char hex[64];
     link_random(raw, sizeof raw);
@@ -793,6 +826,13 @@ int main(int argc, char **argv)
                 text ? "; the last answer:" : "");
         if (text)
             fprintf(stderr, "%.2000s\n", text);
+        FILE *lf = fopen(log, "r");
+        char line[512];
+        fprintf(stderr, "the controller's log:\n");
+        for (int k = 0; lf && k < 40 && fgets(line, sizeof line, lf); k++)
+            fprintf(stderr, "  %s", line);
+        if (lf)
+            fclose(lf);
         goto out;
     }
 
@@ -850,7 +890,7 @@ int main(int argc, char **argv)
            "median %.0f ms\n", pct(gen, o.reps, 0.5));
     printf("  the merged text (last request), first lines:\n");
     const char *p = text;
-    for (int k = 0; p && k < 6; k++) {
+    for (int k = 0; p && k < 8; k++) {
         const char *e = strchr(p, '\n');
         if (!e)
             break;
