@@ -126,50 +126,58 @@ static int pool_add(func_pool *p, const char *s)
     return 0;
 }
 
-/* Reads thread T's frames into the pool: their functions (a missing one
- * "?") from *FIRST on, *DEPTH of them; its innermost frame's code. */
-static void read_frames(ss_sj_span t, interner *in, func_pool *pool,
-                        size_t *first, size_t *depth, const char **code,
-                        const char **id)
+/* One thread of a rank: its frames in the pool from FIRST on. */
+typedef struct {
+    const char *id;
+    size_t first, depth;
+    const char *code; /* its innermost frame's */
+} thread_rec;
+
+static const char unknown[] = "?";
+
+/* Reads the thread object TH walks: its id, its frames' functions (a
+ * missing one "?") into the pool, its innermost frame's code. */
+static void read_thread(ss_sj_iter *th, interner *in, func_pool *pool,
+                        thread_rec *t)
 {
-    static const char unknown[] = "?";
-    *first = pool->n;
-    *depth = 0;
-    *code = NULL;
-    if (id)
-        *id = unknown;
-    ss_sj_iter it, fi, ff;
-    ss_sj_span k, v, fr;
-    int seen = 0;
-    if (ss_sj_object(t, &it) != 0)
-        return;
-    while (ss_sj_member(&it, &k, &v)) {
-        if (id && *id == unknown && ss_sj_key_is(k, "id") &&
-            ss_sj_is_str(v)) {
-            *id = intern(in, v);
+    *t = (thread_rec){unknown, pool->n, 0, NULL};
+    ss_sj_span k, v;
+    int seen = 0; /* the first of a member given twice counts, as with
+                     cJSON */
+    while (ss_sj_key(th, &k)) {
+        if (seen || !ss_sj_key_is(k, "frames")) {
+            if (!ss_sj_take(th, &v))
+                break;
+            if (t->id == unknown && ss_sj_key_is(k, "id") && ss_sj_is_str(v))
+                t->id = intern(in, v);
             continue;
         }
-        if (seen || !ss_sj_key_is(k, "frames") || ss_sj_array(v, &fi) != 0)
+        seen = 1;
+        ss_sj_iter fa, fo;
+        if (ss_sj_enter(th, &fa, '[') != 0)
             continue;
-        seen = 1; /* the first "frames" counts */
-        while (ss_sj_element(&fi, &fr)) {
+        while (ss_sj_next(&fa)) {
             const char *func = unknown, *c = NULL;
-            if (ss_sj_object(fr, &ff) == 0)
-                while (ss_sj_member(&ff, &k, &v)) {
+            if (ss_sj_enter(&fa, &fo, '{') == 0) {
+                while (ss_sj_key(&fo, &k) && ss_sj_take(&fo, &v)) {
                     if (func == unknown && ss_sj_key_is(k, "func") &&
                         ss_sj_is_str(v))
                         func = intern(in, v);
-                    else if (!c && ss_sj_key_is(k, "code") && ss_sj_is_str(v))
+                    else if (!c && ss_sj_key_is(k, "code") &&
+                             ss_sj_is_str(v))
                         c = intern(in, v);
                 }
+                ss_sj_leave(&fa, &fo);
+            }
             if (pool_add(pool, func ? func : unknown) != 0)
-                return;
-            (*depth)++;
-            *code = c;
+                break;
+            t->depth++;
+            t->code = c;
         }
+        ss_sj_leave(th, &fa);
     }
-    if (id && !*id)
-        *id = unknown;
+    if (!t->id)
+        t->id = unknown;
 }
 
 static int other_add(other_list *l, const other_thread *t)
@@ -187,8 +195,8 @@ static int other_add(other_list *l, const other_thread *t)
 }
 
 /* Reads rank object TEXT into R (state, why, main thread's path) and its
- * other threads into OTHERS.  Returns 0, or -1 when TEXT is not one JSON
- * object. */
+ * other threads into OTHERS, each byte once.  Returns 0, or -1 when TEXT
+ * is not one JSON object. */
 static int read_rank(const char *text, ss_stack_rank_in *r, size_t index,
                      interner *in, func_pool *pool, other_list *others,
                      size_t *funcs_at, int *answered)
@@ -199,13 +207,45 @@ static int read_rank(const char *text, ss_stack_rank_in *r, size_t index,
     while (e && e < end && (*e == ' ' || *e == '\n' || *e == '\t' ||
                             *e == '\r'))
         e++;
-    ss_sj_iter it, ti;
-    ss_sj_span k, v, threads = {NULL, NULL}, t;
+    ss_sj_iter it, ta, to;
+    ss_sj_span k, v;
     if (e != end || ss_sj_object((ss_sj_span){text, end}, &it) != 0)
         return -1;
     /* the first of a member given twice counts, as with cJSON */
     int have_threads = 0, have_rank = 0, have_why = 0;
-    while (ss_sj_member(&it, &k, &v)) {
+    size_t nt = 0, others_from = others->n;
+    thread_rec last = {0};
+    while (ss_sj_key(&it, &k)) {
+        if (!have_threads && ss_sj_key_is(k, "threads")) {
+            have_threads = 1;
+            if (ss_sj_enter(&it, &ta, '[') != 0)
+                continue;
+            while (ss_sj_next(&ta)) {
+                thread_rec t = {unknown, pool->n, 0, NULL};
+                if (ss_sj_enter(&ta, &to, '{') == 0) {
+                    read_thread(&to, in, pool, &t);
+                    ss_sj_leave(&ta, &to);
+                }
+                /* the one before is not the last: another thread */
+                if (nt++ > 0) {
+                    uint64_t key = (uint64_t)(uintptr_t)last.code *
+                                   1099511628211ull ^ last.depth;
+                    for (size_t f = 0; f < last.depth && !pool->oom; f++)
+                        key = (key ^ (uint64_t)(uintptr_t)
+                                         pool->v[last.first + f]) *
+                              1099511628211ull;
+                    other_thread o = {0, last.id, last.first, last.depth,
+                                      last.code, key, others->n};
+                    if (other_add(others, &o) != 0)
+                        pool->oom = 1;
+                }
+                last = t;
+            }
+            ss_sj_leave(&it, &ta);
+            continue;
+        }
+        if (!ss_sj_take(&it, &v))
+            break;
         if (!have_rank && ss_sj_key_is(k, "rank")) {
             have_rank = 1;
             if (ss_sj_is_num(v))
@@ -216,47 +256,22 @@ static int read_rank(const char *text, ss_stack_rank_in *r, size_t index,
             have_why = 1;
             if (ss_sj_is_str(v))
                 r->why = intern(in, v);
-        } else if (!have_threads && ss_sj_key_is(k, "threads") &&
-                   ss_sj_array(v, &ti) == 0) {
-            threads = v;
-            have_threads = 1;
         }
     }
+    for (size_t j = others_from; j < others->n; j++)
+        others->v[j].rank = r->rank;
     if (!r->state)
         r->state = "no_answer";
-    size_t nt = 0;
-    if (have_threads) {
-        ss_sj_array(threads, &ti);
-        while (ss_sj_element(&ti, &t))
-            nt++;
-    }
     /* answered: gave its Python stack (a stopped rank read from its
      * memory did, in state "stopped") */
     *answered = strcmp(r->state, "ok") == 0 || nt > 0;
     if (nt == 0)
         return 0;
+    /* the last thread, the oldest: the main thread */
     r->other_threads = (uint32_t)(nt - 1);
-    ss_sj_array(threads, &ti);
-    for (size_t i = 0; ss_sj_element(&ti, &t); i++) {
-        size_t first, depth;
-        const char *code, *id;
-        if (i + 1 == nt) { /* the oldest: the main thread */
-            read_frames(t, in, pool, &first, &depth, &code, NULL);
-            *funcs_at = first;
-            r->depth = depth;
-            r->leaf_code = code;
-            continue;
-        }
-        read_frames(t, in, pool, &first, &depth, &code, &id);
-        uint64_t key = (uint64_t)(uintptr_t)code * 1099511628211ull ^ depth;
-        for (size_t f = 0; f < depth && !pool->oom; f++)
-            key = (key ^ (uint64_t)(uintptr_t)pool->v[first + f]) *
-                  1099511628211ull;
-        other_thread o = {r->rank, id, first, depth, code, key,
-                          others->n};
-        if (other_add(others, &o) != 0)
-            pool->oom = 1;
-    }
+    *funcs_at = last.first;
+    r->depth = last.depth;
+    r->leaf_code = last.code;
     return 0;
 }
 

@@ -3,10 +3,11 @@
  * (stack_json.h).
  *
  * ss_sj_value is a recursive descent over the bytes, its depth bounded,
- * that looks at a string's bytes eight at a time.  The iterators walk
- * values it accepted, so they only skip: a string to its closing quote
- * (eight bytes at a time), a container to its matching bracket; on other bytes they
- * still never read past END.
+ * that looks at a string's bytes eight at a time.  The walks go over
+ * values it accepted, so they only step: over a string to its closing
+ * quote (eight bytes at a time), over a value the caller does not enter
+ * to its end, out of one it entered to its closing bracket; on other
+ * bytes they still never read past END.
  */
 #include "stack_json.h"
 
@@ -217,17 +218,14 @@ static const char *skip(const char *p, const char *end)
     return end;
 }
 
-static int walk(ss_sj_span v, ss_sj_iter *it, char open)
+int ss_sj_object(ss_sj_span v, ss_sj_iter *it)
 {
     const char *p = ws(v.p, v.end);
-    if (p >= v.end || *p != open)
+    if (p >= v.end || *p != '{')
         return -1;
     *it = (ss_sj_iter){p + 1, v.end, 1};
     return 0;
 }
-
-int ss_sj_object(ss_sj_span v, ss_sj_iter *it) { return walk(v, it, '{'); }
-int ss_sj_array(ss_sj_span v, ss_sj_iter *it) { return walk(v, it, '['); }
 
 /* Past the separator before the next item: 1, or 0 at the close. */
 static int next_item(ss_sj_iter *it)
@@ -253,22 +251,61 @@ static int take_value(ss_sj_iter *it, ss_sj_span *v)
     return 1;
 }
 
-int ss_sj_member(ss_sj_iter *it, ss_sj_span *key, ss_sj_span *v)
+int ss_sj_key(ss_sj_iter *it, ss_sj_span *key)
 {
     if (!next_item(it) || *it->p != '"')
         return 0;
     const char *k = skip_str(it->p, it->end);
     *key = (ss_sj_span){it->p, k};
     const char *p = ws(k, it->end);
-    if (p >= it->end || *p != ':')
+    if (p >= it->end || *p != ':') {
+        it->p = it->end;
         return 0;
+    }
     it->p = p + 1;
-    return take_value(it, v);
+    return 1;
 }
 
-int ss_sj_element(ss_sj_iter *it, ss_sj_span *v)
+int ss_sj_next(ss_sj_iter *it)
 {
-    return next_item(it) && take_value(it, v);
+    return next_item(it);
+}
+
+int ss_sj_take(ss_sj_iter *it, ss_sj_span *value)
+{
+    return take_value(it, value);
+}
+
+int ss_sj_enter(ss_sj_iter *it, ss_sj_iter *inner, char open)
+{
+    const char *p = ws(it->p, it->end);
+    if (p < it->end && *p == open) {
+        *inner = (ss_sj_iter){p + 1, it->end, 1};
+        return 0;
+    }
+    ss_sj_span v;
+    take_value(it, &v);
+    return -1;
+}
+
+void ss_sj_leave(ss_sj_iter *it, const ss_sj_iter *inner)
+{
+    /* past the bracket that closes what INNER walks */
+    const char *p = inner->p;
+    int depth = 1;
+    while (p < it->end) {
+        char c = *p;
+        if (c == '"') {
+            p = skip_str(p, it->end);
+            continue;
+        }
+        p++;
+        if (c == '{' || c == '[')
+            depth++;
+        else if ((c == '}' || c == ']') && --depth == 0)
+            break;
+    }
+    it->p = p;
 }
 
 int ss_sj_key_is(ss_sj_span key, const char *name)
@@ -279,7 +316,6 @@ int ss_sj_key_is(ss_sj_span key, const char *name)
 }
 
 int ss_sj_is_str(ss_sj_span v) { return v.p < v.end && *v.p == '"'; }
-int ss_sj_is_null(ss_sj_span v) { return v.end - v.p == 4 && *v.p == 'n'; }
 
 int ss_sj_is_num(ss_sj_span v)
 {
@@ -376,7 +412,7 @@ int ss_sj_is_rank_object(const char *text, size_t len, uint32_t rank)
     ss_sj_span k, v;
     if (ss_sj_object((ss_sj_span){text, e}, &it) != 0)
         return 0;
-    while (ss_sj_member(&it, &k, &v))
+    while (ss_sj_key(&it, &k) && ss_sj_take(&it, &v))
         if (ss_sj_key_is(k, "rank"))
             return ss_sj_is_num(v) && ss_sj_num(v, -1) == (double)rank;
     return 0;

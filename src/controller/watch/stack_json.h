@@ -7,9 +7,9 @@
  *
  * ss_sj_value checks one value by RFC 8259's grammar (strings and their
  * escapes, control characters refused, numbers, the three literals,
- * nesting at most SS_SJ_MAX_DEPTH); the iterators walk the members of an
- * object or the elements of an array that was checked, each value as the
- * span of its bytes; ss_sj_str decodes a string's span.  Pure: no I/O, no
+ * nesting at most SS_SJ_MAX_DEPTH); the walks go over the members of an
+ * object or the elements of an array that was checked, lazily: a value
+ * is a span of bytes, or entered; ss_sj_str decodes a string's span.  Pure: no I/O, no
  * global state; the bytes are never written.
  */
 #ifndef STEPSCOPE_STACK_JSON_H
@@ -37,28 +37,37 @@ int ss_sj_is_rank_object(const char *text, size_t len, uint32_t rank);
 
 /* A walk over the members of an object or the elements of an array that
  * ss_sj_value accepted (over other bytes it yields what it can make of
- * them, never reading past the span's end). */
+ * them, never reading past END). */
 typedef struct {
     const char *p, *end;
     int first;
 } ss_sj_iter;
 
-/* Starts a walk over V; 0, or -1 when V is not an object (or array). */
+/* Starts a walk over the object V; 0, or -1 when V is not an object. */
 int ss_sj_object(ss_sj_span v, ss_sj_iter *it);
-int ss_sj_array(ss_sj_span v, ss_sj_iter *it);
 
-/* The next member (its KEY, quotes included, and VALUE), or element
- * (VALUE): 1, or 0 at the end. */
-int ss_sj_member(ss_sj_iter *it, ss_sj_span *key, ss_sj_span *value);
-int ss_sj_element(ss_sj_iter *it, ss_sj_span *value);
+/*
+ * The walk is lazy, so that each byte is looked at once however deep the
+ * value: ss_sj_key gives the next member's KEY (1, or 0 at the end),
+ * ss_sj_next steps to the next element (1, or 0 at the end); then either
+ * ss_sj_take gives the value's span (1, or 0 when there is none) and steps
+ * over it, or ss_sj_enter starts INNER, a walk inside the value when it is
+ * an object (OPEN '{') or an array ('['): 0, or -1 with the value stepped
+ * over when it is not; once done with INNER (to its end or not),
+ * ss_sj_leave goes on after the value.
+ */
+int ss_sj_key(ss_sj_iter *it, ss_sj_span *key);
+int ss_sj_next(ss_sj_iter *it);
+int ss_sj_take(ss_sj_iter *it, ss_sj_span *value);
+int ss_sj_enter(ss_sj_iter *it, ss_sj_iter *inner, char open);
+void ss_sj_leave(ss_sj_iter *it, const ss_sj_iter *inner);
 
 /* 1 when KEY (a member's key span) is the string NAME, written without
  * escapes. */
 int ss_sj_key_is(ss_sj_span key, const char *name);
 
-/* Is V a string, null, a number? */
+/* Is V a string, a number? */
 int ss_sj_is_str(ss_sj_span v);
-int ss_sj_is_null(ss_sj_span v);
 int ss_sj_is_num(ss_sj_span v);
 
 /* Decodes the string V into OUT (room for at least V's length in bytes,
