@@ -68,7 +68,6 @@ typedef struct {
 static options o = {64, 64, 15, 0, 10, 29740, NULL, NULL, 0};
 static link_secret g_secret;
 static atomic_uint g_joined;     /* agents past JOIN_OK and their clock */
-static atomic_uint g_answered;   /* STACKS_REQs answered, every agent */
 static atomic_int g_failed;
 static atomic_int g_stopping; /* the controller is being stopped */
 static char g_fail_why[256];
@@ -276,7 +275,6 @@ static void on_answer(uv_timer_t *t)
             off += n;
         } while (off < len);
     }
-    atomic_fetch_add(&g_answered, 1);
 }
 
 static int agent_connect(agent *a);
