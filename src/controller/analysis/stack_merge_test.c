@@ -99,7 +99,7 @@ static const char *RANKTEXT(const uint32_t *v, size_t n, ss_buf *b)
 static void rankset_text_says_except_when_shorter(void)
 {
     ss_buf b = {0};
-    static uint32_t v[4096];
+    static uint32_t v[5000];
     size_t n = 0;
     for (uint32_t r = 4096; r-- > 0;) /* any order */
         if (r != 17 && r != 900 && r != 3001)
