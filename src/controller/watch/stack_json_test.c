@@ -4,11 +4,13 @@
  * after it), a rank's object told from another's, lazy walks over members
  * and elements (strings with escaped quotes and brackets inside, a value
  * left early, one not of the kind asked for), decoding with every escape,
- * and walks over broken bytes that stop at the end.
+ * walks over broken bytes that stop at the end, and every cut and
+ * one-byte change of an object checked and walked inside its buffer.
  */
 #include "stack_json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testing.h"
@@ -167,5 +169,58 @@ static void broken_bytes_end_the_walk(void)
     CHECK(ss_sj_object((ss_sj_span){s, s}, &it) == -1);
 }
 
+/* Enters every container IT walks, steps over everything else. */
+static int walk_all(ss_sj_iter *it, int obj, int depth)
+{
+    ss_sj_span k, v;
+    ss_sj_iter in;
+    int n = 0;
+    while (n < 100000 && (obj ? ss_sj_key(it, &k) : ss_sj_next(it))) {
+        n++;
+        if (depth < 8 && ss_sj_enter(it, &in, '{') == 0) {
+            n += walk_all(&in, 1, depth + 1);
+            ss_sj_leave(it, &in);
+        } else if (depth < 8 && ss_sj_enter(it, &in, '[') == 0) {
+            n += walk_all(&in, 0, depth + 1);
+            ss_sj_leave(it, &in);
+        } else if (!ss_sj_take(it, &v)) {
+            break;
+        }
+    }
+    return n;
+}
+
+/* Every cut and every one-byte change of a rank's object, each in a
+ * buffer of its exact size (the sanitizers see a read past it): the
+ * check and a walk over all of it stay inside, valid or not. */
+static void changed_bytes_stay_inside(void)
+{
+    static const char base[] =
+        "{\"rank\":3,\"why\":null,\"threads\":[{\"id\":\"0x1\",\"frames\":"
+        "[{\"func\":\"a\\\"b\",\"line\":-1.5e3},{\"code\":\"\\u00e9\"}]}],"
+        "\"n\":[true,false,null,{}]}";
+    static const char repl[] = "\"\\{}[],:0a u\x01-.e";
+    size_t len = sizeof base - 1;
+    int valid = 0;
+    for (size_t cut = 0; cut <= len; cut++)
+        for (size_t at = 0; at <= cut; at++)
+            for (size_t r = 0; r < (at < cut ? sizeof repl - 1 : 1); r++) {
+                char *b = malloc(cut ? cut : 1);
+                REQUIRE(b);
+                memcpy(b, base, cut);
+                if (at < cut)
+                    b[at] = repl[r];
+                const char *e = ss_sj_value(b, b + cut);
+                CHECK(!e || (e >= b && e <= b + cut));
+                valid += e == b + cut;
+                ss_sj_is_rank_object(b, cut, 3);
+                ss_sj_iter it;
+                if (ss_sj_object((ss_sj_span){b, b + cut}, &it) == 0)
+                    walk_all(&it, 1, 0);
+                free(b);
+            }
+    CHECK(valid > 0);
+}
+
 TEST_LIST(TEST(the_grammar), TEST(a_rank_object), TEST(walks_and_strings),
-          TEST(broken_bytes_end_the_walk))
+          TEST(broken_bytes_end_the_walk), TEST(changed_bytes_stay_inside))
