@@ -70,9 +70,9 @@ int ss_sj_key_is(ss_sj_span key, const char *name);
 int ss_sj_is_str(ss_sj_span v);
 int ss_sj_is_num(ss_sj_span v);
 
-/* Decodes the string V (of a value ss_sj_value accepted) into OUT (room for at least V's length in bytes,
- * which the decoded text never exceeds, plus its NUL): returns its
- * length.  \u escapes become UTF-8 (a lone surrogate: U+FFFD); a
+/* Decodes the string V (of a value ss_sj_value accepted) into OUT (room
+ * for at least V's length in bytes, which the decoded text never
+ * exceeds, plus its NUL): returns its length.  \u escapes become UTF-8 (a lone surrogate: U+FFFD); a
  * decoded NUL ends the text there. */
 size_t ss_sj_str(ss_sj_span v, char *out);
 
