@@ -151,9 +151,9 @@ static void on_remote(void *arg, const char *const *ranks, size_t n)
 
 /* ss_stack_service_capture; with BRIEF, CB gets the document without
  * its "ranks". */
-static int start_capture(ss_stack_service *s, int native, const char *trigger,
-                   int64_t finding_id, ss_stack_capture_cb cb, void *ctx,
-                   int brief)
+static int start_capture(ss_stack_service *s, int native,
+                         const char *trigger, int64_t finding_id,
+                         ss_stack_capture_cb cb, void *ctx, int brief)
 {
     if (!s || !s->collector || !s->cfg.nprocs || !cb)
         return -1;
@@ -268,7 +268,7 @@ static void on_wake(uv_async_t *a)
         http_req *q = list;
         list = q->next;
         if (start_capture(s, q->native, "request", -1, on_http_captured, q,
-                    q->brief) != 0) {
+                          q->brief) != 0) {
             static const char busy[] = "the controller cannot take a stacks "
                                        "request now (the ranks are not "
                                        "launched, or too many requests wait)";
