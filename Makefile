@@ -67,6 +67,13 @@ bench: all
 bench-agents: all
 	$(BUILD)/bench/bench_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --rate 10 --seconds 60 --aggregate rank,node)
 
+# `stepscope stacks` of 64 simulated agents x 64 ranks + node 0's 64 real
+# ranks, 15 requests (docs/performance.md, "Every rank's stacks");
+# BENCH_ARGS overrides, e.g. BENCH_ARGS="--reps 5 --silent 1".
+.PHONY: bench-stacks-agents
+bench-stacks-agents: all
+	$(BUILD)/bench/bench_stacks_agents $(or $(BENCH_ARGS),--agents 64 --ranks 64 --reps 15)
+
 # What stepscope costs a PyTorch DDP job (docs/performance.md); ~20 minutes.
 bench-torch: all
 	STEPSCOPE_BUILD=$(BUILD) /usr/bin/python3 bench/bench_torch_overhead.py $(BENCH_ARGS)

@@ -17,15 +17,9 @@ static int cmp_u32(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out)
+/* The ranks in V (N, sorted) as "0-3,7". */
+static void rankset_sorted(const uint32_t *v, size_t n, ss_buf *out)
 {
-    uint32_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
-        ss_buf_puts(out, "?");
-        return;
-    }
-    memcpy(v, ranks, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_u32);
     int first = 1;
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -39,17 +33,67 @@ void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out)
         first = 0;
         i = j + 1;
     }
+}
+
+void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out)
+{
+    uint32_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        ss_buf_puts(out, "?");
+        return;
+    }
+    memcpy(v, ranks, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_u32);
+    rankset_sorted(v, n, out);
     free(v);
 }
 
+void ss_stack_rankset_text(const uint32_t *ranks, size_t n, ss_buf *out)
+{
+    uint32_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        ss_buf_puts(out, "?");
+        return;
+    }
+    memcpy(v, ranks, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_u32);
+    size_t m = 0; /* duplicates kept once */
+    for (size_t i = 0; i < n; i++)
+        if (!m || v[i] != v[m - 1])
+            v[m++] = v[i];
+    ss_buf plain = {0}, except = {0};
+    rankset_sorted(v, m, &plain);
+    uint64_t span = m ? (uint64_t)v[m - 1] - v[0] + 1 : 0;
+    if (m >= 2 && span - m >= 1 && span - m <= SS_STACK_MERGE_EXCEPT) {
+        ss_buf_printf(&except, "%u-%u except ", v[0], v[m - 1]);
+        int first = 1;
+        for (size_t i = 1; i < m; i++)
+            for (uint32_t r = v[i - 1] + 1; r < v[i]; r++) {
+                ss_buf_printf(&except, "%s%u", first ? "" : ", ", r);
+                first = 0;
+            }
+    }
+    const ss_buf *best = except.len && except.len < plain.len ? &except
+                                                               : &plain;
+    if (best->oom || !best->data)
+        ss_buf_puts(out, "?");
+    else
+        ss_buf_add(out, best->data, best->len);
+    ss_buf_free(&plain);
+    ss_buf_free(&except);
+    free(v);
+}
+
+/* Equal pointers first: the document's reader gives equal strings one
+ * pointer, so thousands of ranks' shared frames compare at once. */
 static int streq(const char *a, const char *b)
 {
-    return strcmp(a ? a : "", b ? b : "") == 0;
+    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
 }
 
 static int cmp_str(const char *a, const char *b)
 {
-    return strcmp(a ? a : "", b ? b : "");
+    return a == b ? 0 : strcmp(a ? a : "", b ? b : "");
 }
 
 /* Orders ranks by their path (no path after any path), then state/why,
@@ -111,12 +155,21 @@ static void ranks_of(const ss_stack_rank_in **sorted, size_t begin,
     ss_stack_rankset(tmp, count, out);
 }
 
+/* The same for a person (ss_stack_rankset_text). */
+static void ranks_text(const ss_stack_rank_in **sorted, size_t begin,
+                       size_t count, uint32_t *tmp, ss_buf *out)
+{
+    for (size_t i = 0; i < count; i++)
+        tmp[i] = sorted[begin + i]->rank;
+    ss_stack_rankset_text(tmp, count, out);
+}
+
 static void text_line(const group *g, const ss_stack_rank_in **sorted,
                       uint32_t *tmp, ss_buf *t)
 {
     const ss_stack_rank_in *r = g->first;
     ss_buf_puts(t, g->count == 1 ? "rank " : "ranks ");
-    ranks_of(sorted, g->begin, g->count, tmp, t);
+    ranks_text(sorted, g->begin, g->count, tmp, t);
     ss_buf_printf(t, " (%zu): ", g->count);
     if (!r->depth) {
         if (r->why && *r->why)

@@ -10,6 +10,7 @@
  *
  *   rank 2 (1): <module> → train → load_batch: time.sleep(3600)
  *   ranks 0-1,3 (3): <module> → train → … → all_reduce
+ *   ranks 0-4095 except 17, 900, 3001 (4093): <module> → … → all_reduce
  *
  * and the paths also form a prefix tree whose nodes carry the set of ranks
  * that pass through them (JSON).  Pure: no I/O, no clock.
@@ -40,6 +41,15 @@ typedef struct {
  * and sorted; duplicates kept once) to OUT.
  */
 void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out);
+
+/*
+ * The same set for a person: "0-4095 except 17, 900, 3001" when that is
+ * shorter than ss_stack_rankset's text and leaves out at most
+ * SS_STACK_MERGE_EXCEPT ranks between the lowest and the highest; else
+ * ss_stack_rankset's text.
+ */
+#define SS_STACK_MERGE_EXCEPT 8
+void ss_stack_rankset_text(const uint32_t *ranks, size_t n, ss_buf *out);
 
 /*
  * Appends the merged text (one line per group, fewest ranks first, ties by

@@ -140,8 +140,17 @@ static enum MHD_Result serve_stacks(ss_http *h, struct MHD_Connection *c,
     if (nat && !native && strcmp(nat, "0") != 0 && strcmp(nat, "false") != 0)
         return ss__http_reply_error(c, MHD_HTTP_BAD_REQUEST,
                                     "native must be 0 or 1");
+    /* ranks=0: without the ranks' objects (what `stepscope stacks`
+     * prints needs none of them) */
+    const char *rk = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+                                                 "ranks");
+    if (rk && strcmp(rk, "0") != 0 && strcmp(rk, "1") != 0)
+        return ss__http_reply_error(c, MHD_HTTP_BAD_REQUEST,
+                                    "ranks must be 0 or 1");
+    int flags = (native ? SS_HTTP_STACKS_NATIVE : 0) |
+                (rk && strcmp(rk, "0") == 0 ? SS_HTTP_STACKS_BRIEF : 0);
     ss_buf b = {0};
-    unsigned status = h->stacks(h->stacks_ctx, native, &b);
+    unsigned status = h->stacks(h->stacks_ctx, flags, &b);
     if (status != MHD_HTTP_OK || b.oom) {
         enum MHD_Result ret = ss__http_reply_error(
                      c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",

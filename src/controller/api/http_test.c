@@ -527,11 +527,13 @@ static void foreign_host_and_origin_refused(void)
 
 static int stacks_calls;
 
-static unsigned fake_stacks(void *ctx, int native, ss_buf *out)
+static unsigned fake_stacks(void *ctx, int flags, ss_buf *out)
 {
     (void)ctx;
     stacks_calls++;
-    ss_buf_printf(out, "{\"native\":%d}", native);
+    ss_buf_printf(out, "{\"native\":%d,\"brief\":%d}",
+                  (flags & SS_HTTP_STACKS_NATIVE) != 0,
+                  (flags & SS_HTTP_STACKS_BRIEF) != 0);
     return 200;
 }
 
@@ -565,13 +567,22 @@ static void stacks_by_post_only(void)
     CHECK_EQ_INT(stacks_calls, 0);
     REQUIRE(post(port, "/api/runs/1/stacks?native=1", NULL, &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK(strstr(r.body, "{\"native\":1}") != NULL);
+    CHECK(strstr(r.body, "{\"native\":1,\"brief\":0}") != NULL);
     free(r.body);
     CHECK_EQ_INT(stacks_calls, 1);
+    /* ranks=0: the document without the ranks' objects */
+    REQUIRE(post(port, "/api/runs/1/stacks?ranks=0", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "{\"native\":0,\"brief\":1}") != NULL);
+    free(r.body);
+    REQUIRE(post(port, "/api/runs/1/stacks?ranks=all", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 400);
+    free(r.body);
+    CHECK_EQ_INT(stacks_calls, 2);
     REQUIRE(post(port, "/api/runs/2/stacks", NULL, &r) == 0);
     CHECK_EQ_INT(r.status, 404); /* not the live run */
     free(r.body);
-    CHECK_EQ_INT(stacks_calls, 1);
+    CHECK_EQ_INT(stacks_calls, 2);
     ss_http_stop(h);
     ss_live_destroy(l);
 }

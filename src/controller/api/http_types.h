@@ -36,14 +36,18 @@ typedef struct {
 } ss_static_file;
 
 /*
- * Answers POST /api/runs/{id}/stacks[?native=1] (docs/debug.md): the live
- * controller collects every rank's stacks and appends the JSON document
- * to OUT.  Called on an HTTP worker thread, which it blocks until the
- * answer (a bounded wait: the collector's deadline).  Returns the HTTP
- * status: 200 with the document, else with a one-line reason in OUT (not
- * JSON; the server wraps it).
+ * Answers POST /api/runs/{id}/stacks[?native=1][&ranks=0] (docs/debug.md):
+ * the live controller collects every rank's stacks and appends the JSON
+ * document to OUT.  FLAGS: SS_HTTP_STACKS_NATIVE (native frames too),
+ * SS_HTTP_STACKS_BRIEF (the document without its "ranks" array).  Called
+ * on an HTTP worker thread, which it blocks until the answer (a bounded
+ * wait: the collector's deadline).  Returns the HTTP status: 200 with the
+ * document, else with a one-line reason in OUT (not JSON; the server
+ * wraps it).
  */
-typedef unsigned (*ss_http_stacks_fn)(void *ctx, int native, ss_buf *out);
+#define SS_HTTP_STACKS_NATIVE 1
+#define SS_HTTP_STACKS_BRIEF 2
+typedef unsigned (*ss_http_stacks_fn)(void *ctx, int flags, ss_buf *out);
 
 /*
  * Answers /api/runs/{id}/profile (docs/debug.md#profiling): START 1 for

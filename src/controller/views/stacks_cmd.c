@@ -69,10 +69,15 @@ static int print_text(const cJSON *doc, int native, FILE *out)
             total == 1 ? "" : "s", jnum(doc, "elapsed_ms", 0),
             answered < total ? " (partial: see below)" : "");
     fputs(jstr(doc, "merged_text") ?: "", out);
+    /* The controller groups the other threads by call path; a document
+     * of before that has only the ranks. */
+    const char *other = jstr(doc, "other_threads_text");
+    if (other && *other)
+        fprintf(out, "\nother threads:\n%s", other);
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(doc, "ranks");
-    const cJSON *r;
+    const cJSON *listed = other ? NULL : ranks, *r;
     int first = 1;
-    cJSON_ArrayForEach(r, ranks) {
+    cJSON_ArrayForEach(r, listed) {
         const cJSON *threads = cJSON_GetObjectItemCaseSensitive(r, "threads");
         int nt = cJSON_GetArraySize(threads);
         if (nt < 2)
@@ -141,8 +146,11 @@ int ss_stacks_cmd(const ss_stacks_opts *o, FILE *out, FILE *err)
         }
     }
     char path[96];
+    /* The text needs the ranks' objects only for their native frames:
+     * without them the answer of thousands of ranks is kilobytes, not
+     * megabytes. */
     snprintf(path, sizeof path, "/api/runs/%" PRId64 "/stacks%s", run_id,
-             o->native ? "?native=1" : "");
+             o->native ? "?native=1" : o->json ? "" : "?ranks=0");
     if (ss_httppost(t.url, path, t.token[0] ? t.token : NULL,
                     REQUEST_TIMEOUT_MS, &rep, msg, sizeof msg) != 0) {
         fprintf(err, "stepscope stacks: %s: %s\n", t.url, msg);

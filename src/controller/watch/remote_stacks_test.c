@@ -5,7 +5,9 @@
  * answer that is not its rank's JSON object, a node that never answers
  * (after the wait), a node lost meanwhile, a node that cannot be asked and
  * a closing controller each become placeholders that say why; chunks of a
- * fetch that ended, or for another node's rank, are dropped.
+ * fetch that ended, or for another node's rank, are dropped.  At scale:
+ * 64 nodes of 64 ranks, one silent, its ranks named at the end of the
+ * wait and every other node's answers kept as they came.
  */
 #include "remote_stacks.h"
 
@@ -264,9 +266,87 @@ static void closing_answers_every_fetch(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* ---- 64 nodes of 64 ranks ---- */
+
+#define BIG_NODES 65
+#define BIG_NPROC 64
+#define BIG_REMOTE ((BIG_NODES - 1) * BIG_NPROC)
+
+typedef struct {
+    uint32_t id;
+    int asked, calls;
+    size_t n;
+    int kept, named; /* answers as sent; the silent node's, named */
+    uint64_t done_at;
+    uv_loop_t *loop;
+} big_fake;
+
+static int big_ask(void *ctx, uint32_t node, const link_stacks_req *req,
+                   char *why, size_t whylen)
+{
+    big_fake *f = ctx;
+    f->asked++;
+    f->id = req->request_id;
+    return 0;
+}
+
+static void big_done(void *ctx, const char *const *ranks, size_t n)
+{
+    big_fake *f = ctx;
+    f->calls++;
+    f->n = n;
+    f->done_at = uv_now(f->loop);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t rank = BIG_NPROC + (uint32_t)i;
+        if (rank / BIG_NPROC == BIG_NODES - 1)
+            f->named += strstr(ranks[i], "\"why\":\"node 64 did not answer "
+                                         "within 0.3 s\"") != NULL;
+        else
+            f->kept += strcmp(ranks[i], rank_obj(rank)) == 0;
+    }
+}
+
+/* Node 64 never answers; the 63 others answer at once.  The fetch waits
+ * for node 64 to the end of its wait, not longer, and not once per node;
+ * then names node 64 for each of its ranks and keeps every other
+ * answer. */
+static void one_silent_node_among_64(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    big_fake f = {.loop = &loop};
+    ss_remote_stacks_config cfg = {BIG_NODES, BIG_NPROC, &f, big_ask, NULL,
+                                   50};
+    ss_remote_stacks *g = ss_remote_stacks_new(&loop, &cfg);
+    REQUIRE(g);
+    uv_update_time(&loop);
+    uint64_t t0 = uv_now(&loop);
+    CHECK_EQ_INT(ss_remote_stacks_fetch(g, 0, 250, big_done, &f), 0);
+    CHECK_EQ_INT(f.asked, BIG_NODES - 1); /* every node asked at once */
+    int taken = 0;
+    for (uint32_t rank = BIG_NPROC; rank < (BIG_NODES - 1) * BIG_NPROC;
+         rank++) {
+        const char *o = rank_obj(rank);
+        link_stacks_part p = {f.id, rank, 1, (uint32_t)strlen(o),
+                              (const uint8_t *)o};
+        taken += ss_remote_stacks_part(g, rank / BIG_NPROC, &p) == 0;
+    }
+    CHECK_EQ_INT(taken, BIG_REMOTE - BIG_NPROC);
+    CHECK_EQ_INT(f.calls, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    REQUIRE(f.calls == 1);
+    CHECK_EQ_INT((int)f.n, BIG_REMOTE);
+    CHECK_EQ_INT(f.kept, BIG_REMOTE - BIG_NPROC);
+    CHECK_EQ_INT(f.named, BIG_NPROC);
+    CHECK(f.done_at - t0 >= 300);  /* deadline 250 + slack 50 */
+    CHECK(f.done_at - t0 < 1300);  /* one wait, not one per node */
+    finish_loop(&loop, g);
+}
+
 TEST_LIST(TEST(chunks_in_order_make_every_rank),
           TEST(wrong_node_and_bad_json_are_not_taken),
           TEST(a_rank_over_the_limit_is_said),
           TEST(a_silent_node_gets_placeholders_after_the_wait),
           TEST(lost_and_unjoined_nodes_are_said),
-          TEST(closing_answers_every_fetch))
+          TEST(closing_answers_every_fetch),
+          TEST(one_silent_node_among_64))

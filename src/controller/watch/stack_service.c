@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "clocks.h"
+#include "http_types.h"
 #include "stack_collect.h"
 #include "stack_doc.h"
 
@@ -26,6 +27,7 @@ typedef struct http_req {
     struct http_req *next;
     ss_stack_service *s;
     int native;
+    int brief;     /* the document without its ranks' objects */
     int done;      /* the loop answered: STATUS and OUT are set */
     int abandoned; /* the worker gave up waiting: the loop frees it */
     unsigned status;
@@ -54,6 +56,7 @@ typedef struct {
     int64_t finding_id;
     ss_stack_capture_cb cb;
     void *ctx;
+    int brief;        /* CB gets the document without "ranks" */
     int pending;      /* parts not yet answered: local, remote */
     int oom;
     struct timespec started;
@@ -98,9 +101,10 @@ static void capture_done(capture *call)
                               call->trigger, call->native,
                               ms_since(&call->started)};
     ss_buf doc = {0};
+    size_t ranks_at = 0;
     if (!call->oom &&
         ss_stack_doc(&info, (const char *const *)call->ranks, call->world,
-                     &doc) == 0) {
+                     &doc, &ranks_at) == 0) {
         /* A finding's stacks (a hang, a non-finite value) are always
          * kept; requests up to a number. */
         int finding = call->finding_id >= 0;
@@ -110,6 +114,11 @@ static void capture_done(capture *call)
             ss_store_put_stacks(s->cfg.store, s->cfg.run_id, s->cfg.attempt,
                                 info.taken_at, call->trigger,
                                 call->finding_id, doc.data);
+        }
+        if (call->brief) { /* stored whole; handed back without "ranks" */
+            doc.data[ranks_at] = '}';
+            doc.data[ranks_at + 1] = 0;
+            doc.len = ranks_at + 1;
         }
         call->cb(call->ctx, doc.data, doc.len, NULL);
     } else {
@@ -140,9 +149,11 @@ static void on_remote(void *arg, const char *const *ranks, size_t n)
     capture_done(call);
 }
 
-int ss_stack_service_capture(ss_stack_service *s, int native,
-                             const char *trigger, int64_t finding_id,
-                             ss_stack_capture_cb cb, void *ctx)
+/* ss_stack_service_capture; with BRIEF, CB gets the document without
+ * its "ranks". */
+static int start_capture(ss_stack_service *s, int native,
+                         const char *trigger, int64_t finding_id,
+                         ss_stack_capture_cb cb, void *ctx, int brief)
 {
     if (!s || !s->collector || !s->cfg.nprocs || !cb)
         return -1;
@@ -160,8 +171,9 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
             t[i] = (ss_stack_target){i, s->cfg.pid_of(s->cfg.pid_ctx, i),
                                      files[i]};
         }
-        *call = (capture){s, native, "", finding_id, cb, ctx, 1 + remote, 0,
-                          {0, 0}, remote ? s->cfg.world : n, ranks};
+        *call = (capture){s, native, "", finding_id, cb, ctx, brief,
+                          1 + remote, 0, {0, 0}, remote ? s->cfg.world : n,
+                          ranks};
         ranks = NULL;
         clock_gettime(CLOCK_MONOTONIC, &call->started);
         snprintf(call->trigger, sizeof call->trigger, "%s",
@@ -207,6 +219,13 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
     return rc;
 }
 
+int ss_stack_service_capture(ss_stack_service *s, int native,
+                             const char *trigger, int64_t finding_id,
+                             ss_stack_capture_cb cb, void *ctx)
+{
+    return start_capture(s, native, trigger, finding_id, cb, ctx, 0);
+}
+
 /* ---- the HTTP bridge ---- */
 
 /* Under mu: answers Q, or frees it when its worker left. */
@@ -248,8 +267,8 @@ static void on_wake(uv_async_t *a)
     while (list) {
         http_req *q = list;
         list = q->next;
-        if (ss_stack_service_capture(s, q->native, "request", -1,
-                                     on_http_captured, q) != 0) {
+        if (start_capture(s, q->native, "request", -1, on_http_captured, q,
+                          q->brief) != 0) {
             static const char busy[] = "the controller cannot take a stacks "
                                        "request now (the ranks are not "
                                        "launched, or too many requests wait)";
@@ -260,8 +279,9 @@ static void on_wake(uv_async_t *a)
     }
 }
 
-unsigned ss_stack_service_http(void *ctx, int native, ss_buf *out)
+unsigned ss_stack_service_http(void *ctx, int flags, ss_buf *out)
 {
+    int native = (flags & SS_HTTP_STACKS_NATIVE) != 0;
     ss_stack_service *s = ctx;
     http_req *q = calloc(1, sizeof *q);
     if (!q) {
@@ -270,6 +290,7 @@ unsigned ss_stack_service_http(void *ctx, int native, ss_buf *out)
     }
     q->s = s;
     q->native = native;
+    q->brief = (flags & SS_HTTP_STACKS_BRIEF) != 0;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += native ? 30 : 10; /* the collector's deadline, and more */

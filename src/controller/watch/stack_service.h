@@ -113,9 +113,11 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
 /*
  * ss_http_stacks_fn (http.h) with CTX the service: runs on an HTTP worker
  * thread, hands the request to the loop and waits for the document (at
- * most 10 s, 30 s with NATIVE).  Returns the HTTP status.
+ * most 10 s, 30 s with SS_HTTP_STACKS_NATIVE in FLAGS; with
+ * SS_HTTP_STACKS_BRIEF, the document without its "ranks", though the one
+ * stored has them).  Returns the HTTP status.
  */
-unsigned ss_stack_service_http(void *ctx, int native, ss_buf *out);
+unsigned ss_stack_service_http(void *ctx, int flags, ss_buf *out);
 
 /* Refuses new requests, answers those waiting (503) and ends the one
  * being collected (its ranks that did not answer: "the controller is

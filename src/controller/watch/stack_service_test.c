@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "http_types.h"
 #include "stack_collect.h"
 #include "testing.h"
 #include "testing_tmp.h"
@@ -75,12 +76,13 @@ typedef struct {
     unsigned status;
     ss_buf out;
     volatile int done;
+    int flags; /* ss_http_stacks_fn's */
 } worker;
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    w->status = ss_stack_service_http(w->s, 0, &w->out);
+    w->status = ss_stack_service_http(w->s, w->flags, &w->out);
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -130,7 +132,7 @@ static void http_and_capture(void)
     ss_stack_service *s = ss_stack_service_new(&loop);
     REQUIRE(s);
 
-    worker early = {s, 0, {0}, 0}; /* not started: refused */
+    worker early = {s, 0, {0}, 0, 0}; /* not started: refused */
     serve_worker(&loop, &early);
     CHECK_EQ_INT((int)early.status, 503);
     ss_buf_free(&early.out);
@@ -141,7 +143,7 @@ static void http_and_capture(void)
                                    .nprocs = 2, .pid_of = pid_of,
                                    .run_id = 7, .attempt = 1};
     REQUIRE(ss_stack_service_start(s, &cfg, err, sizeof err) == 0);
-    worker w = {s, 0, {0}, 0};
+    worker w = {s, 0, {0}, 0, 0};
     serve_worker(&loop, &w);
     CHECK_EQ_INT((int)w.status, 200);
     REQUIRE(w.out.data);
@@ -151,7 +153,19 @@ static void http_and_capture(void)
     CHECK(strstr(w.out.data, "\"merged_text\":\"rank 0 (1): load_batch\\n"
                              "rank 1 (1): the rank's process has exited\\n"
                              "\"") != NULL);
+    CHECK(strstr(w.out.data, ",\"ranks\":[{\"rank\":0,") != NULL);
     ss_buf_free(&w.out);
+
+    /* brief: the same document without its ranks' objects */
+    worker b = {s, 0, {0}, 0, SS_HTTP_STACKS_BRIEF};
+    serve_worker(&loop, &b);
+    CHECK_EQ_INT((int)b.status, 200);
+    REQUIRE(b.out.data);
+    CHECK(strstr(b.out.data, "\"merged_text\":\"rank 0 (1): load_batch\\n")
+          != NULL);
+    CHECK(strstr(b.out.data, "\"ranks\":[") == NULL);
+    CHECK(b.out.len > 2 && strcmp(b.out.data + b.out.len - 2, "}}") == 0);
+    ss_buf_free(&b.out);
 
     captured c = {0};
     CHECK_EQ_INT(ss_stack_service_capture(s, 0, "hang", 3, on_captured, &c),
@@ -163,7 +177,7 @@ static void http_and_capture(void)
     ss_stack_service_close(s);
     CHECK_EQ_INT(ss_stack_service_capture(s, 0, "hang", 3, on_captured, &c),
                  -1);
-    worker late = {s, 0, {0}, 0};
+    worker late = {s, 0, {0}, 0, 0};
     serve_worker(&loop, &late);
     CHECK_EQ_INT((int)late.status, 503);
     ss_buf_free(&late.out);
