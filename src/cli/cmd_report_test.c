@@ -7,7 +7,9 @@
  * SQLite's JSON functions (json_valid, json_extract) and the text by
  * content and order.  Also: run selection by id, name and uuid prefix, and
  * the errors for an unknown run, a missing file, a file that is not a
- * store, an empty store and bad usage.
+ * store, an empty store and bad usage.  Run again with the standard
+ * store's runs in a team database (STEPSCOPE_TEST_PG, store_fixture.h:
+ * unit.cmd_report_test.postgresql): the same documents.
  */
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -103,14 +105,7 @@ static int json_ok(const char *json)
  * running; attempt 0 has no steps, attempt 1 has 3). */
 static const char *fixture(void)
 {
-    static char path[600];
-    if (path[0])
-        return path;
-    testing_tmp_path("fixture.db", path, sizeof path);
-    char err[512];
-    if (ss_fixture_build(path, err, sizeof err) != 0)
-        fprintf(stderr, "  fixture: %s\n", err);
-    return path;
+    return ss_fixture_store();
 }
 
 /* ---- tests ---- */

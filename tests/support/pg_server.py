@@ -12,7 +12,9 @@ in env().  `find_bin()` is None where the binaries are not installed (the
 tests then skip, saying so).
 
 As a program it runs one command beside a fresh server (fsync on), with
-{uri} in its arguments replaced by the admin's URI, e.g. the benchmark:
+{uri} in its arguments replaced by the admin's URI, and exits with its
+status (77, ctest's "skipped", where the binaries are not installed),
+e.g. the benchmark:
 
     python3 tests/support/pg_server.py build/bench/bench_store --pg {uri}
 """
@@ -150,6 +152,10 @@ class PgServer:
 
 if __name__ == "__main__":
     import sys
+    if not find_bin():
+        print("PostgreSQL's binaries are not installed "
+              "(scripts/install-deps.sh installs them): skipped")
+        sys.exit(77)  # ctest's SKIP_RETURN_CODE
     server = PgServer(fsync=True)
     try:
         argv = [a.replace("{uri}", server.uri()) for a in sys.argv[1:]]

@@ -7,7 +7,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "pg_pusher.h"
+#include "testing_tmp.h"
 
 static const char *const names_[] = {"forward", "backward", "allreduce",
                                      "loss", "act_absmax"};
@@ -367,4 +371,40 @@ int64_t ss_fixture_restart_run(ss_store *s, const char *name, ss_wall_ns t0)
     ss_store_put_attempt_facts(s, run, &f1);
     ss_store_end_run(s, run, t0 + 34 * sec, 0, "succeeded", 0, 0);
     return run;
+}
+
+const char *ss_fixture_file(void)
+{
+    static char path[600];
+    if (path[0])
+        return path;
+    testing_tmp_path("fixture.db", path, sizeof path);
+    char err[512];
+    if (ss_fixture_build(path, err, sizeof err) != 0)
+        fprintf(stderr, "  fixture: %s\n", err);
+    return path;
+}
+
+const char *ss_fixture_store(void)
+{
+    const char *file = ss_fixture_file();
+    const char *uri = getenv("STEPSCOPE_TEST_PG");
+    if (!uri || !*uri)
+        return file;
+    static int copied;
+    if (copied)
+        return uri;
+    copied = 1;
+    /* In order, each run whole before the next: the server's ids are then
+     * the file's. */
+    static const char *const uuids[] = {"0123abcd-0000", "4567ef00-0000"};
+    for (size_t i = 0; i < sizeof uuids / sizeof uuids[0]; i++) {
+        char err[512] = "";
+        ss_pg_pusher *p = ss_pg_pusher_start(uri, file, uuids[i], err,
+                                             sizeof err);
+        if (!p || ss_pg_pusher_finish(p, stderr) != 0)
+            fprintf(stderr, "  fixture: run %s not copied into %s%s%s\n",
+                    uuids[i], uri, *err ? ": " : "", err);
+    }
+    return uri;
 }

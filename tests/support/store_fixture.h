@@ -52,6 +52,21 @@
  * Returns 0, or -1 with a reason in ERR. */
 int ss_fixture_build(const char *path, char *err, size_t errlen);
 
+/*
+ * The standard store of this test binary, built once in its temporary
+ * directory (testing_tmp.h).  With STEPSCOPE_TEST_PG set to the URI of an
+ * empty team database (tests/support/pg_server.py starts one), its two
+ * runs are then copied there in order, by the copier of `run --db
+ * postgresql://...` (pg_pusher.h), so that the server gives them ids 1
+ * and 2 as in the file, and the URI is returned instead: the tests that
+ * read the fixture through it read both backends.  On failure the reason
+ * is printed and the path returned anyway (the tests then fail opening it).
+ */
+const char *ss_fixture_store(void);
+
+/* The standard store's SQLite file (ss_fixture_store builds it). */
+const char *ss_fixture_file(void);
+
 /* Begins a run (command "python NAME.py --lr 0.1", host node1) and returns
  * its id, or -1 (the reason printed on stderr). */
 int64_t ss_fixture_add_run(ss_store *s, const char *uuid, const char *name,

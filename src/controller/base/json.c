@@ -88,9 +88,7 @@ void ss_buf_printf(ss_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-/* Length of the valid UTF-8 sequence at P (non-ASCII lead byte), 0 if
- * invalid (overlong forms and surrogates included). */
-static size_t utf8_len(const unsigned char *p)
+size_t ss_utf8_len(const unsigned char *p)
 {
     unsigned c = p[0];
     size_t n;
@@ -160,7 +158,7 @@ static void json_escape(const char *s, void (*put)(void *, const char *,
                 put(ctx, e, (size_t)snprintf(e, sizeof e, "\\u%04x", c));
             p++;
         } else {
-            size_t n = utf8_len(p);
+            size_t n = ss_utf8_len(p);
             if (n) {
                 put(ctx, (const char *)p, n);
                 p += n;

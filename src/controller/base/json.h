@@ -33,6 +33,11 @@ void ss_buf_add(ss_buf *b, const char *s, size_t n);
 void ss_buf_puts(ss_buf *b, const char *s);
 void ss_buf_printf(ss_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The length of the valid UTF-8 sequence that begins at P, whose first
+ * byte is not ASCII: 2 to 4, or 0 when it is not valid UTF-8 (overlong
+ * forms and surrogates included).  Reads no byte after the first that is
+ * not a continuation byte, so a NUL-terminated P is never overrun. */
+size_t ss_utf8_len(const unsigned char *p);
 /* S as a JSON string literal (null for NULL), RFC 8259 escaping, invalid
  * UTF-8 replaced by U+FFFD. */
 void ss_buf_json_str(ss_buf *b, const char *s);

@@ -138,19 +138,28 @@ static void copy_value(ss_buf *b, sqlite3_stmt *st, int i)
         break;
     }
     default: {
+        /* A server text holds neither NUL nor invalid UTF-8, which a
+         * SQLite text may (a finding quoting a rank's bytes): each such
+         * byte goes as U+FFFD, as every JSON document shows it anyway. */
         const unsigned char *p = sqlite3_column_text(st, i);
         int n = sqlite3_column_bytes(st, i);
         int from = 0;
         for (int k = 0; k < n; k++) {
+            size_t seq = p[k] >= 0x80 ? ss_utf8_len(p + k) : 1;
+            if (seq > 1) {
+                k += (int)seq - 1;
+                continue;
+            }
             const char *esc = p[k] == '\\'   ? "\\\\"
                               : p[k] == '\n' ? "\\n"
                               : p[k] == '\r' ? "\\r"
                               : p[k] == '\t' ? "\\t"
+                              : p[k] == 0 || seq == 0 ? "\xef\xbf\xbd"
                                              : NULL;
             if (!esc)
                 continue;
             ss_buf_add(b, (const char *)p + from, (size_t)(k - from));
-            ss_buf_add(b, esc, 2);
+            ss_buf_add(b, esc, strlen(esc));
             from = k + 1;
         }
         ss_buf_add(b, (const char *)p + from, (size_t)(n - from));
@@ -273,6 +282,27 @@ static int pg_params(ss_pg *c, const char *sql, int n, const char *const *v,
     return rows;
 }
 
+/* The N bytes of P into OUT (room for 3 N + 1), NUL-terminated, as text
+ * a server takes: each NUL byte and each byte that begins no valid UTF-8
+ * sequence replaced by U+FFFD, as copy_value does for COPY.  Returns OUT. */
+static char *valid_utf8(char *out, const unsigned char *p, size_t n)
+{
+    char *o = out;
+    for (size_t k = 0; k < n; k++) {
+        size_t seq = p[k] >= 0x80 ? ss_utf8_len(p + k) : p[k] != 0;
+        if (seq == 0) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            continue;
+        }
+        memcpy(o, p + k, seq);
+        o += seq;
+        k += seq - 1;
+    }
+    *o = 0;
+    return out;
+}
+
 /* The runs row LOCAL_ID of SRC as text values (NULL for NULL) into V,
  * in the order of RC's columns, STATUS replacing the status when given;
  * *UUID points into V.  Returns 1, 0 (no such run) or -1 with ERR.  The
@@ -304,7 +334,7 @@ static int run_values(sqlite3 *src, const cols *rc, int64_t local_id,
     }
     size_t total = 0;
     for (int i = 0; i < rc->n; i++)
-        total += (size_t)sqlite3_column_bytes(st, i) + 32;
+        total += 3 * (size_t)sqlite3_column_bytes(st, i) + 32;
     if (status)
         total += strlen(status) + 1;
     char *p = *hold = malloc(total);
@@ -320,8 +350,9 @@ static int run_values(sqlite3 *src, const cols *rc, int64_t local_id,
             v[i] = NULL;
             continue;
         } else {
-            const char *text = (const char *)sqlite3_column_text(st, i);
-            v[i] = strcpy(p, text ? text : "");
+            const unsigned char *text = sqlite3_column_text(st, i);
+            v[i] = valid_utf8(p, text ? text : (const unsigned char *)"",
+                              (size_t)sqlite3_column_bytes(st, i));
         }
         p += strlen(p) + 1;
         if (strcmp(rc->names[i], "uuid") == 0)

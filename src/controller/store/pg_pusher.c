@@ -24,6 +24,7 @@
 #include "pg_conn.h"
 #include "pg_copy.h"
 #include "pg_schema.h"
+#include "runlock.h"
 #include "store_schema.h"
 
 struct ss_pg_pusher {
@@ -62,19 +63,28 @@ static int copy_once(ss_pg_pusher *p, char *err, size_t errlen)
     }
     sqlite3_stmt *st = NULL;
     int64_t local_id = -1;
-    if (sqlite3_prepare_v2(p->src, "SELECT id FROM runs WHERE uuid = ?", -1,
-                           &st, NULL) == SQLITE_OK) {
+    char stored[32] = "";
+    if (sqlite3_prepare_v2(p->src, "SELECT id, status FROM runs WHERE uuid "
+                           "= ?", -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_text(st, 1, p->uuid, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW)
+        if (sqlite3_step(st) == SQLITE_ROW) {
             local_id = sqlite3_column_int64(st, 0);
+            const unsigned char *s = sqlite3_column_text(st, 1);
+            snprintf(stored, sizeof stored, "%s", s ? (const char *)s : "");
+        }
     }
     sqlite3_finalize(st);
     if (local_id < 0) {
         snprintf(err, errlen, "run %s is not in %s", p->uuid, p->spool);
         return -1;
     }
+    /* The status a reader of the spool sees: a run still `running` when
+     * its controller has let go of it (the last copy, after a controller
+     * that never ended the run) is `interrupted` (runlock.h). */
+    const char *now = ss_run_status_now(p->spool, p->uuid, stored);
     ss_pg_push_result res;
-    if (ss_pg_push_run(p->conn, p->src, local_id, 1, NULL, &res, err,
+    if (ss_pg_push_run(p->conn, p->src, local_id, 1,
+                       strcmp(now, stored) != 0 ? now : NULL, &res, err,
                        errlen) != 0)
         goto lost;
     p->server_id = res.server_id;
