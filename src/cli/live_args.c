@@ -41,9 +41,11 @@ int ss_live_args_check(const char *cmd, const ss_live_args *a, FILE *err)
         /* A live run is found through its node's live-run file; the team
          * database holds runs, not addresses. */
         fprintf(err, "stepscope %s: a team database (%s) does not say "
-                "where a live run listens: give the job's --url (its "
-                "dashboard, printed when it started) or its node's local "
-                "store with --db PATH\n", cmd, a->db);
+                "where a live run listens: on the job's node `stepscope %s` "
+                "without --db finds it (a job run with --db postgresql://... "
+                "records into the default store first), elsewhere give the "
+                "job's --url (its dashboard, printed when it started)\n",
+                cmd, a->db, cmd);
         return 2;
     }
     if (a->url && a->db) {

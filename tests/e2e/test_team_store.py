@@ -8,7 +8,8 @@ run is read from its SQLite store and from the team database it was
 pushed to, and every reader's output must be equal but for run ids and
 the store's name.  Then push's idempotence, the roles (a reader role reads
 and cannot write), clear errors, `run --db postgresql://...` with the
-server killed mid-run, `serve` picking up new runs, and 8 jobs at once.
+server killed mid-run, `serve` picking up new runs, `top` of a live team
+job, and 8 jobs at once.
 Skipped, saying why, only where PostgreSQL's binaries are not installed.
 """
 import json
@@ -228,6 +229,37 @@ def test_run_into_team_database_and_serve_sees_it(pg, tmp_path):
     b = json.loads(ss(pg, "report", "--json", "--db", pg.uri(),
                       "team-job").stdout)
     assert without_ids(a) == without_ids(b)
+
+
+def test_top_of_a_team_job_on_its_node(pg, tmp_path):
+    """A live job recording into the team database is watched as any job on
+    its node (it records into the default store first); `top --db URI`
+    says in one line where to look instead of failing obscurely."""
+    env = dict(XDG_DATA_HOME=str(tmp_path))
+    job = subprocess.Popen(
+        [str(STEPSCOPE), "run", "--db", pg.uri(), "-n", "2", "--name",
+         "team-live", "--", *example("--steps", "100000", "--compute-ms",
+                                     "5")],
+        env=pg.env(**env), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        top = None
+        while time.time() < deadline:
+            top = ss(pg, "top", "--once", **env)
+            if top.returncode == 0 and "team-live" in top.stdout:
+                break
+            time.sleep(0.5)
+        assert top.returncode == 0 and "team-live" in top.stdout, \
+            top.stdout + top.stderr
+        bad = ss(pg, "top", "--once", "--db", pg.uri(), **env)
+        assert bad.returncode == 2
+        line = one_line(bad.stderr)
+        assert "does not say where a live run listens" in line
+        assert "without --db" in line and "--url" in line
+    finally:
+        job.terminate()
+        job.wait(timeout=60)
 
 
 def test_server_killed_mid_run(pg, tmp_path):
