@@ -99,7 +99,11 @@ class Numerics:
         self.update_every = (_update_every() if update_every is None
                              else update_every)
         self.roots = []           # id() of the modules instrumented
-        self.handles = []
+        self.handles = []         # module hooks (full mode)
+        self.grad_handles = {}    # parameter index -> its gradient hook
+        self.first_grad = None    # the parameter whose gradient came first
+        self.pruned = False       # light: only first_grad's hook is left
+        self.prune_ok = True      # False once the graph changed (below)
         self.module_names = []    # labels of the module vectors
         self.param_names = []     # labels of the parameter vectors
         self.params = []          # parameters, in param_names order
@@ -118,6 +122,8 @@ class Numerics:
         self.losses = []
         self.grad = None          # (indices, per-param norms[, counts])
         self.queued = False
+        self.backwards = 0        # backward() calls auto mode saw
+        self.backwards_ended = 0  # _backward_done calls
         self.fired = []           # (param index, t) in backward order
         self.fired_seen = set()
         self.calls = []           # (module, out amax, out nf, in amax, t)
@@ -159,7 +165,8 @@ class Numerics:
             self.param_index[id(p)] = i
             self.params.append(p)
             self.param_names.append(prefix + name)
-            self.handles.append(p.register_hook(self._grad_hook(i)))
+            self.grad_handles[i] = p.register_hook(self._grad_hook(i))
+        self.pruned = False
         if self.mode < FULL:
             return
         for name, m in root.named_modules():
@@ -185,6 +192,8 @@ class Numerics:
                     # gradient hooks) writes the averaged gradients back.
                     self.engine.queue_callback(self._backward_done)
                     self.queued = True
+                    if self.first_grad is None:
+                        self.first_grad = index
                 if full and index not in self.fired_seen:
                     self.fired_seen.add(index)
                     self.fired.append((index, _native.now_ns()))
@@ -192,21 +201,51 @@ class Numerics:
                 self._failed("gradient hook", e)
         return hook
 
+    def _prune_grad_hooks(self):
+        """Light mode needs one gradient hook per backward pass, only to
+        queue _backward_done: after the first step, the hook of the
+        parameter whose gradient came first stays and the others go (a
+        Python hook costs microseconds per parameter and step)."""
+        if (self.pruned or not self.prune_ok or self.mode >= FULL
+                or self.first_grad is None):
+            return
+        for i, h in list(self.grad_handles.items()):
+            if i != self.first_grad:
+                h.remove()
+                del self.grad_handles[i]
+        self.pruned = True
+
+    def _rearm_grad_hooks(self):
+        """A backward pass of the step went without the kept hook firing
+        (its parameter got no gradient: the graph changes from step to
+        step, or a second model has a backward of its own), so that pass
+        went unmeasured: every parameter gets its hook back, for good."""
+        for i, p in enumerate(self.params):
+            if i not in self.grad_handles:
+                self.grad_handles[i] = p.register_hook(self._grad_hook(i))
+        self.pruned = False
+        self.prune_ok = False
+
     def _backward_done(self):
         try:
             self.queued = False
+            self.backwards_ended += 1
             torch = self.torch
-            idx = [i for i, p in enumerate(self.params) if p.grad is not None
-                   and not p.grad.is_sparse]
+            idx, grads = [], []
+            for i, p in enumerate(self.params):
+                g = p.grad
+                if g is not None and not g.is_sparse:
+                    idx.append(i)
+                    grads.append(g)
             if not idx:
                 return
-            grads = [self.params[i].grad.detach() for i in idx]
-            norms = torch.stack(torch._foreach_norm(grads))
-            counts = None
-            if self.mode >= FULL:
-                counts = torch.stack([
-                    (g.numel() - torch.isfinite(g).sum()).to(grads[0].device)
-                    for g in grads])
+            with torch.no_grad():
+                norms = torch.stack(torch._foreach_norm(grads))
+                counts = None
+                if self.mode >= FULL:
+                    counts = torch.stack([
+                        (g.numel() - torch.isfinite(g).sum())
+                        .to(grads[0].device) for g in grads])
             self.grad = (idx, norms, counts)
         except Exception as e:
             self._failed("end of backward", e)
@@ -264,7 +303,14 @@ class Numerics:
     def on_backward(self, tensors):
         """Before backward() on TENSORS (a tensor or a sequence): the loss
         of this step."""
+        self.backwards += 1
         try:
+            if (type(tensors) is self.torch.Tensor and tensors.dim() == 0
+                    and tensors.is_floating_point()):
+                # the usual case: one scalar loss (cast at the step's end)
+                if len(self.losses) < _MAX_LOSSES:
+                    self.losses.append(tensors.detach())
+                return
             for t in _tensors(tensors):
                 if t.is_floating_point() and len(self.losses) < _MAX_LOSSES:
                     self.losses.append(t.detach().reshape(-1)[:1].float()
@@ -291,6 +337,13 @@ class Numerics:
             self._record()
         except Exception as e:
             self._failed("step end", e)
+        try:
+            if self.pruned and self.backwards_ended < self.backwards:
+                self._rearm_grad_hooks()
+            else:
+                self._prune_grad_hooks()
+        except Exception as e:
+            self._failed("gradient hooks", e)
         try:
             _native.metric("numerics.errors", self.errors)
         except Exception:
@@ -319,18 +372,21 @@ class Numerics:
             parts.append(t.reshape(-1))
 
         if self.losses:
-            put("loss", torch.stack(self.losses))
+            losses = self.losses
+            put("loss", losses[0] if len(losses) == 1 else torch.stack(
+                [x.float() for x in losses]))
         if self.grad is not None:
             idx, norms, counts = self.grad
             put("grad", norms)
             if counts is not None:
                 put("grad_counts", counts)
         if self.params:
-            ps = [p.detach() for p in self.params]
-            put("param", torch.stack(torch._foreach_norm(ps)))
-            if self.snapshot is not None:
-                put("update", torch.stack(torch._foreach_norm(
-                    torch._foreach_sub(ps, self.snapshot))))
+            ps = self.params
+            with torch.no_grad():
+                put("param", torch.stack(torch._foreach_norm(ps)))
+                if self.snapshot is not None:
+                    put("update", torch.stack(torch._foreach_norm(
+                        torch._foreach_sub(ps, self.snapshot))))
         calls = self.calls
         if calls:
             zero = calls[0][1].new_zeros(())
@@ -340,9 +396,13 @@ class Numerics:
             put("call_in", torch.stack([zero if c[3] is None else c[3]
                                         for c in calls]))
         if parts:
-            dev = parts[0].device
-            values = torch.cat([p.to(device=dev, dtype=torch.float64)
-                                for p in parts]).tolist()  # the one copy
+            dev, dt = parts[0].device, parts[0].dtype
+            if all(p.device == dev and p.dtype == dt for p in parts) and \
+                    dt in (torch.float32, torch.float64):
+                values = torch.cat(parts).tolist()  # the one copy
+            else:
+                values = torch.cat([p.to(device=dev, dtype=torch.float64)
+                                    for p in parts]).tolist()
         else:
             values = []
 

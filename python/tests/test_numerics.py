@@ -113,3 +113,84 @@ def test_a_failing_hook_is_counted_and_training_goes_on(kept, monkeypatch):
     assert "numerics.grad_norm" not in kept["metric"]
     step(num, net, opt)     # and it recovers
     assert kept["metric"]["numerics.grad_norm"] > 0
+
+
+def _norm_of_grads(net):
+    return math.sqrt(sum(float(p.grad.detach().square().sum())
+                         for p in net.parameters() if p.grad is not None))
+
+
+def test_light_keeps_one_gradient_hook_after_the_first_step(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    num = _numerics.Numerics(torch, _numerics.LIGHT)
+    step(num, net, opt)
+    assert len(num.grad_handles) == 1  # the others removed
+    for _ in range(3):
+        num.on_forward_root(net)
+        loss = net(torch.ones(3, 4)).square().mean()
+        num.on_backward(loss)
+        loss.backward()
+        want = _norm_of_grads(net)
+        num.before_optimizer()
+        opt.step()
+        opt.zero_grad()
+        kept["metric"].pop("numerics.grad_norm", None)
+        num.step_end()
+        num.step_begun()
+        assert abs(kept["metric"]["numerics.grad_norm"] - want) < 1e-5 * want
+    assert len(num.grad_handles) == 1
+    full, net2 = _numerics.Numerics(torch, _numerics.FULL), model()
+    step(full, net2, torch.optim.SGD(net2.parameters(), lr=0.1))
+    assert len(full.grad_handles) == 4  # full mode times every gradient
+
+
+def test_light_takes_every_hook_back_when_the_graph_changes(kept):
+    """The kept hook's parameter gets no gradient in a step (a branch not
+    taken): that step has no gradient norm, and from the next one every
+    parameter is hooked again, for good."""
+    import torch
+    from stepscope import _numerics
+
+    class Branchy(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 1)
+            self.skip_head = False
+
+        def forward(self, x):
+            h = self.body(x)
+            return h if self.skip_head else self.head(h)
+
+    torch.manual_seed(0)
+    net = Branchy()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    num = _numerics.Numerics(torch, _numerics.LIGHT)
+
+    def one(skip):
+        net.skip_head = skip
+        num.on_forward_root(net)
+        loss = net(torch.ones(3, 4)).square().mean()
+        num.on_backward(loss)
+        loss.backward()
+        want = _norm_of_grads(net)
+        num.before_optimizer()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        kept["metric"].pop("numerics.grad_norm", None)
+        num.step_end()
+        num.step_begun()
+        return kept["metric"].get("numerics.grad_norm"), want
+
+    one(False)
+    assert len(num.grad_handles) == 1
+    got, _ = one(True)  # the head, whose gradient came first, is skipped
+    assert got is None
+    assert len(num.grad_handles) == 4
+    for skip in (True, False, True):
+        got, want = one(skip)
+        assert got is not None and abs(got - want) < 1e-5 * want
+    assert len(num.grad_handles) == 4
