@@ -99,6 +99,7 @@ class Numerics:
         self.update_every = (_update_every() if update_every is None
                              else update_every)
         self.roots = []           # id() of the modules instrumented
+        self.last_root = None     # the module of the last outermost call
         self.handles = []         # module hooks (full mode)
         self.grad_handles = {}    # parameter index -> its gradient hook
         self.first_grad = None    # the parameter whose gradient came first
@@ -145,6 +146,9 @@ class Numerics:
         """At an outermost module call: the first time MODULE (or the
         model a DDP wraps) is seen, hooks go on its parameters and, in full
         mode, on each of its modules."""
+        if module is self.last_root:
+            return  # the usual case: the same model every step
+        self.last_root = module
         try:
             ddp = getattr(module, "module", None)
             root = ddp if (ddp is not None and hasattr(module, "reducer")) \
