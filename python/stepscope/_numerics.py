@@ -42,7 +42,8 @@ everything is stacked into one tensor and copied to the host with a single
 .tolist(), the step's only synchronisation.  light is one fused
 torch._foreach_norm over the gradients (queued at the end of backward,
 before DDP's own end-of-backward callback copies the averaged gradients
-back), one over the parameters, and a handful of scalar kernels.  full adds
+back, by one gradient hook once the first step has shown which gradient
+comes first), one over the parameters, and a handful of scalar kernels.  full adds
 forward hooks and pre-hooks on every module and a norm and a finiteness
 count per gradient.
 
