@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_agent_support.h"
 #include "clock_sync.h"
 #include "link_auth.h"
 #include "link_wire.h"
@@ -629,52 +630,14 @@ typedef struct {
     double anon_mib, file_mib, shmem_mib; /* the parts of RSS */
 } sample;
 
-static int proc_cpu_ticks(pid_t pid, long long *ticks)
-{
-    char path[64], line[2048];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    line[n] = 0;
-    char *p = strrchr(line, ')');
-    unsigned long long ut, st;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                     &ut, &st) != 2)
-        return -1;
-    *ticks = (long long)(ut + st);
-    return 0;
-}
-
 /* Fills S's RSS and its anonymous, file and shared-memory parts (MiB). */
 static void proc_rss(pid_t pid, sample *s)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    long rss = -1, anon = -1, file = -1, shmem = -1;
-    while (f && fgets(line, sizeof line, f)) {
-        sscanf(line, "VmRSS: %ld", &rss);
-        sscanf(line, "RssAnon: %ld", &anon);
-        sscanf(line, "RssFile: %ld", &file);
-        sscanf(line, "RssShmem: %ld", &shmem);
-    }
-    if (f)
-        fclose(f);
-    s->rss_mib = rss / 1024.0;
-    s->anon_mib = anon / 1024.0;
-    s->file_mib = file / 1024.0;
-    s->shmem_mib = shmem / 1024.0;
-}
-
-static double self_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    bench_mem m = bench_proc_mem(pid);
+    s->rss_mib = m.rss;
+    s->anon_mib = m.anon;
+    s->file_mib = m.file;
+    s->shmem_mib = m.shmem;
 }
 
 static int64_t query_int(sqlite3 *db, const char *sql)
@@ -713,12 +676,6 @@ static pid_t start_controller(const char *self, const char *token,
           "--", self, "--rank", rate, steps, (char *)NULL);
     perror("bench_agents: exec stepscope");
     _exit(127);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    return remove(path);
 }
 
 static void usage(void)
@@ -778,7 +735,7 @@ static int run_once(const char *self, const char *token, const char *db,
         perror("bench_agents: fork");
         return 1;
     }
-    double gen0 = self_cpu_s();
+    double gen0 = bench_self_cpu_s();
     agent *ag = calloc(o.agents, sizeof *ag);
     for (uint32_t i = 0; i < o.agents; i++) {
         ag[i].node = i + 1;
@@ -793,45 +750,44 @@ static int run_once(const char *self, const char *token, const char *db,
     /* sample once a second until the controller exits */
     static sample samples[MAX_SAMPLES];
     size_t ns = 0; /* from the start again on each run */
-    long hz = sysconf(_SC_CLK_TCK);
-    long long prev = 0, ticks = 0;
-    proc_cpu_ticks(ctl, &prev);
-    double prev_gen = self_cpu_s();
+    double prev = 0, cpu = 0;
+    bench_proc_cpu_s(ctl, &prev);
+    double prev_gen = bench_self_cpu_s();
     int64_t start = mono_ns(), next = start + 1000000000;
     int status = 0;
     pid_t done = 0;
-    long long ticks_run0 = -1, ticks_run1 = -1;
+    double cpu_run0 = -1, cpu_run1 = -1;
     double gen_run0 = 0, gen_run1 = 0;
     int64_t run_end = g_t0_mono + (int64_t)(o.seconds * 1e9);
     while ((done = waitpid(ctl, &status, WNOHANG)) == 0) {
         sleep_until(next);
         next += 1000000000;
-        if (proc_cpu_ticks(ctl, &ticks) != 0)
+        if (bench_proc_cpu_s(ctl, &cpu) != 0)
             continue;
-        double gen = self_cpu_s();
+        double gen = bench_self_cpu_s();
         double t = (mono_ns() - g_t0_mono) / 1e9;
-        if (ticks_run0 < 0 && mono_ns() >= g_t0_mono) {
-            ticks_run0 = ticks;
+        if (cpu_run0 < 0 && mono_ns() >= g_t0_mono) {
+            cpu_run0 = cpu;
             gen_run0 = gen;
         }
-        if (ticks_run1 < 0 && mono_ns() >= run_end) {
-            ticks_run1 = ticks;
+        if (cpu_run1 < 0 && mono_ns() >= run_end) {
+            cpu_run1 = cpu;
             gen_run1 = gen;
         }
         if (ns < MAX_SAMPLES) {
             /* samples[] is static: one run's after the other's */
-            samples[ns] = (sample){t, 100.0 * (ticks - prev) / hz, 0,
+            samples[ns] = (sample){t, 100.0 * (cpu - prev), 0,
                                    100.0 * (gen - prev_gen), 0, 0, 0};
             proc_rss(ctl, &samples[ns++]);
         }
-        prev = ticks;
+        prev = cpu;
         prev_gen = gen;
     }
     int64_t ctl_end = mono_ns();
     atomic_store(&g_ctl_gone, 1);
     for (uint32_t i = 0; i < o.agents; i++)
         pthread_join(ag[i].thread, NULL);
-    double gen_total = self_cpu_s() - gen0;
+    double gen_total = bench_self_cpu_s() - gen0;
 
     /* the controller's last sample may be of a process already ending */
     while (ns > 0 && samples[ns - 1].rss_mib <= 0)
@@ -882,10 +838,10 @@ static int run_once(const char *self, const char *token, const char *db,
     double run_s = o.seconds;
     if (ns == 0)
         printf("  (no sample: the controller ended at once)\n");
-    double ctl_cpu_run = ticks_run1 >= 0 && ticks_run0 >= 0
-                             ? 100.0 * (double)(ticks_run1 - ticks_run0) / hz / run_s
+    double ctl_cpu_run = cpu_run1 >= 0 && cpu_run0 >= 0
+                             ? 100.0 * (cpu_run1 - cpu_run0) / run_s
                              : -1;
-    double gen_cpu_run = ticks_run1 >= 0 ? 100.0 * (gen_run1 - gen_run0) / run_s : -1;
+    double gen_cpu_run = cpu_run1 >= 0 ? 100.0 * (gen_run1 - gen_run0) / run_s : -1;
     uint64_t sent = (uint64_t)world * g_steps;
     printf("\nworld %u ranks (%u agents x %u + node 0), %g steps/s, %" PRIu64
            " steps: %.0f rank-steps/s\n", world, o.agents, o.ranks, o.rate,
@@ -1051,23 +1007,8 @@ int main(int argc, char **argv)
     snprintf(db, sizeof db, "%s/store.db", dir);
     snprintf(log, sizeof log, "%s/controller.log", dir);
     unlink(db);
-    if (link_auth_init() != 0)
+    if (bench_token_file(token, &g_secret, "bench_agents") != 0)
         return 1;
-    uint8_t raw[24];
-    char hex[64];
-    link_random(raw, sizeof raw);
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    int tfd = open(token, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (tfd < 0 || write(tfd, hex, strlen(hex)) < 0 || close(tfd) != 0) {
-        perror("bench_agents: token file");
-        return 1;
-    }
-    char err[256];
-    if (link_secret_load(token, NULL, &g_secret, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_agents: %s\n", err);
-        return 1;
-    }
     signal(SIGPIPE, SIG_IGN);
     result res[64];
     int n_res = 0, rc = 0;
@@ -1080,7 +1021,7 @@ int main(int argc, char **argv)
         compare(res, n_res);
     if (!o.keep && !o.dir) {
         /* the token, the store and the ranks' logs beside it */
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        bench_remove_tree(dir);
     } else {
         printf("kept %s\n", dir);
     }

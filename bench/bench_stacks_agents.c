@@ -49,6 +49,7 @@
 
 #include <uv.h>
 
+#include "bench_agent_support.h"
 #include "clock_sync.h"
 #include "json.h"
 #include "link_auth.h"
@@ -452,50 +453,6 @@ static void *loop_main(void *arg)
 
 /* ---- the controller and the commands ---- */
 
-static int proc_cpu_ms(pid_t pid, double *ms)
-{
-    char path[64], line[2048];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    line[n] = 0;
-    char *p = strrchr(line, ')');
-    unsigned long long ut, st;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-                     "%llu %llu", &ut, &st) != 2)
-        return -1;
-    *ms = (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-    return 0;
-}
-
-/* VmRSS and VmHWM of PID, MiB. */
-static void proc_rss(pid_t pid, double *rss, double *hwm)
-{
-    char path[64], line[256];
-    long r = -1, h = -1;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    while (f && fgets(line, sizeof line, f)) {
-        sscanf(line, "VmRSS: %ld", &r);
-        sscanf(line, "VmHWM: %ld", &h);
-    }
-    if (f)
-        fclose(f);
-    *rss = r / 1024.0;
-    *hwm = h / 1024.0;
-}
-
-static double self_cpu_ms(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec * 1e3 + ru.ru_utime.tv_usec / 1e3 +
-           (double)ru.ru_stime.tv_sec * 1e3 + ru.ru_stime.tv_usec / 1e3;
-}
-
 static pid_t start_controller(const char *token, const char *db,
                               const char *log, const char *rank_py)
 {
@@ -638,15 +595,6 @@ static double pct(double *v, size_t n, double p)
     return v[i < n ? i : n - 1];
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-                        struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void usage(void)
 {
     fprintf(stderr,
@@ -736,25 +684,10 @@ int main(int argc, char **argv)
         perror("bench_stacks_agents: rank.py");
         return 1;
     }
-    if (link_auth_init() != 0)
+    if (bench_token_file(token, &g_secret, "bench_stacks_agents") != 0)
         return 1;
     if (o.port == 0 && (o.port = free_port_pair()) == 0) {
         fprintf(stderr, "bench_stacks_agents: no free port pair\n");
-        return 1;
-    }
-    uint8_t raw[24];
-    char hex[64];
-    link_random(raw, sizeof raw);
-    for (size_t i = 0; i < sizeof raw; i++)
-        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
-    int tfd = open(token, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (tfd < 0 || write(tfd, hex, strlen(hex)) < 0 || close(tfd) != 0) {
-        perror("bench_stacks_agents: token file");
-        return 1;
-    }
-    char err[256];
-    if (link_secret_load(token, NULL, &g_secret, err, sizeof err) != 0) {
-        fprintf(stderr, "bench_stacks_agents: %s\n", err);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -842,16 +775,17 @@ int main(int argc, char **argv)
            "RSS MiB  generator CPU ms\n");
     uint32_t bad = 0;
     for (uint32_t r = 0; r < o.reps; r++) {
-        double c0 = 0, c1 = 0, g0 = self_cpu_ms(), h = 0;
-        proc_cpu_ms(ctl, &c0);
+        double c0 = 0, c1 = 0, g0 = bench_self_cpu_s();
+        bench_proc_cpu_s(ctl, &c0);
         int64_t t0 = mono_ns();
         int st = run_stacks(db, out);
         wall[r] = (mono_ns() - t0) / 1e6;
-        proc_cpu_ms(ctl, &c1);
-        gen[r] = self_cpu_ms() - g0;
-        cpu[r] = c1 - c0;
-        proc_rss(ctl, &rss[r], &h);
-        hwm = h > hwm ? h : hwm;
+        bench_proc_cpu_s(ctl, &c1);
+        gen[r] = (bench_self_cpu_s() - g0) * 1e3;
+        cpu[r] = (c1 - c0) * 1e3;
+        bench_mem m = bench_proc_mem(ctl);
+        rss[r] = m.rss;
+        hwm = m.hwm > hwm ? m.hwm : hwm;
         free(text);
         text = slurp(out, &len);
         text_len = len;
@@ -919,7 +853,7 @@ out:
     }
     free(g_agents);
     if (!o.keep && !o.dir)
-        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+        bench_remove_tree(dir);
     else
         printf("kept %s\n", dir);
     return rc;

@@ -1,0 +1,120 @@
+/*
+ * bench_agent_support.h - what the benchmarks that play agents against a
+ * real controller (bench_agents.c, bench_stacks_agents.c) share: the
+ * job's secret written to a token file and loaded as the link uses it,
+ * and a process's CPU time and memory as /proc and getrusage give them.
+ * Header-only: each benchmark is one executable of one file.
+ */
+#ifndef STEPSCOPE_BENCH_AGENT_SUPPORT_H
+#define STEPSCOPE_BENCH_AGENT_SUPPORT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "link_auth.h"
+
+/* A fresh random secret written (hex, mode 0600) to the token file PATH
+ * and loaded into *SECRET the way a controller loads --token-file.
+ * Returns 0, or -1 after saying why on stderr, prefixed PROG. */
+static inline int bench_token_file(const char *path, link_secret *secret,
+                                   const char *prog)
+{
+    if (link_auth_init() != 0)
+        return -1;
+    uint8_t raw[24];
+    char hex[64];
+    link_random(raw, sizeof raw);
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, hex, strlen(hex)) < 0 || close(fd) != 0) {
+        fprintf(stderr, "%s: token file %s: %s\n", prog, path,
+                strerror(errno));
+        return -1;
+    }
+    char err[256];
+    if (link_secret_load(path, NULL, secret, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* User + system CPU seconds of process PID (/proc/PID/stat) into *S.
+ * Returns 0, or -1 when it cannot be read (the process is gone). */
+static inline int bench_proc_cpu_s(pid_t pid, double *s)
+{
+    char path[64], line[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    char *p = strrchr(line, ')');
+    unsigned long long ut, st;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                     "%llu %llu", &ut, &st) != 2)
+        return -1;
+    *s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    return 0;
+}
+
+/* A process's memory, MiB (/proc/PID/status); -1/1024 for a field not
+ * read (the process is gone). */
+typedef struct {
+    double rss, hwm, anon, file, shmem; /* VmRSS, VmHWM, RssAnon/File/Shmem */
+} bench_mem;
+
+static inline bench_mem bench_proc_mem(pid_t pid)
+{
+    char path[64], line[256];
+    long rss = -1, hwm = -1, anon = -1, file = -1, shmem = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "VmRSS: %ld", &rss);
+        sscanf(line, "VmHWM: %ld", &hwm);
+        sscanf(line, "RssAnon: %ld", &anon);
+        sscanf(line, "RssFile: %ld", &file);
+        sscanf(line, "RssShmem: %ld", &shmem);
+    }
+    if (f)
+        fclose(f);
+    return (bench_mem){rss / 1024.0, hwm / 1024.0, anon / 1024.0,
+                       file / 1024.0, shmem / 1024.0};
+}
+
+/* User + system CPU seconds of this process (all its threads). */
+static inline double bench_self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+}
+
+static inline int bench_remove_entry_(const char *path, const struct stat *st,
+                                      int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Removes the directory DIR and everything under it. */
+static inline void bench_remove_tree(const char *dir)
+{
+    nftw(dir, bench_remove_entry_, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+#endif
