@@ -72,3 +72,12 @@ const char *ss_cli_suggest_option(const char *typed,
         names[n] = opts[n].name;
     return ss_cli_suggest(word, names, n);
 }
+
+void ss_cli_unknown_option(FILE *err, const char *cmd, const char *typed,
+                           const struct option *opts)
+{
+    const char *near = ss_cli_suggest_option(typed, opts);
+    fprintf(err, "stepscope %s: unknown option '%s'%s%s%s (see `stepscope "
+            "%s --help`)\n", cmd, typed, near ? "; did you mean --" : "",
+            near ? near : "", near ? "?" : "", cmd);
+}

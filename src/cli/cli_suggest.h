@@ -7,6 +7,7 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /*
  * The word of WORDS[0..N) nearest to WORD by edit distance (insertions,
@@ -25,5 +26,14 @@ const char *ss_cli_suggest(const char *word, const char *const *words,
  */
 const char *ss_cli_suggest_option(const char *typed,
                                   const struct option *opts);
+
+/*
+ * Writes to ERR the one line a command CMD ("serve") gives for the
+ * unknown option TYPED: "stepscope CMD: unknown option 'TYPED'; did you
+ * mean --NEAR? (see `stepscope CMD --help`)", the guess from OPTS by
+ * ss_cli_suggest_option and left out when there is none.
+ */
+void ss_cli_unknown_option(FILE *err, const char *cmd, const char *typed,
+                           const struct option *opts);
 
 #endif

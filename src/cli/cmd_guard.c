@@ -183,15 +183,9 @@ static int parse_options(int argc, char **argv, ss_guard_opts *o,
             fprintf(err, "stepscope guard: option '%s' needs a value (see "
                          "`stepscope guard --help`)\n", argv[optind - 1]);
             return -1;
-        default: {
-            const char *typed = argv[optind - 1];
-            const char *near = ss_cli_suggest_option(typed, longopts);
-            fprintf(err, "stepscope guard: unknown option '%s'%s%s%s (see "
-                         "`stepscope guard --help`)\n", typed,
-                    near ? "; did you mean --" : "", near ? near : "",
-                    near ? "?" : "");
+        default:
+            ss_cli_unknown_option(err, "guard", argv[optind - 1], longopts);
             return -1;
-        }
         }
     }
     if (optind < argc)

@@ -51,15 +51,9 @@ int ss_cmd_serve(int argc, char **argv)
                             "(see `stepscope serve --help`)\n",
                     argv[optind - 1]);
             return 2;
-        default: {
-            const char *typed = argv[optind - 1];
-            const char *near = ss_cli_suggest_option(typed, opts);
-            fprintf(stderr, "stepscope serve: unknown option '%s'%s%s%s "
-                            "(see `stepscope serve --help`)\n", typed,
-                    near ? "; did you mean --" : "", near ? near : "",
-                    near ? "?" : "");
+        default:
+            ss_cli_unknown_option(stderr, "serve", argv[optind - 1], opts);
             return 2;
-        }
         }
     }
     if (optind < argc) {
