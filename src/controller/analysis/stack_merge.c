@@ -35,28 +35,34 @@ static void rankset_sorted(const uint32_t *v, size_t n, ss_buf *out)
     }
 }
 
-void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out)
+/* RANKS[0..N) copied and sorted (free it), or NULL with "?" put in OUT
+ * when memory is short. */
+static uint32_t *sorted_copy(const uint32_t *ranks, size_t n, ss_buf *out)
 {
     uint32_t *v = malloc((n ? n : 1) * sizeof *v);
     if (!v) {
         ss_buf_puts(out, "?");
-        return;
+        return NULL;
     }
     memcpy(v, ranks, n * sizeof *v);
     qsort(v, n, sizeof *v, cmp_u32);
+    return v;
+}
+
+void ss_stack_rankset(const uint32_t *ranks, size_t n, ss_buf *out)
+{
+    uint32_t *v = sorted_copy(ranks, n, out);
+    if (!v)
+        return;
     rankset_sorted(v, n, out);
     free(v);
 }
 
 void ss_stack_rankset_text(const uint32_t *ranks, size_t n, ss_buf *out)
 {
-    uint32_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
-        ss_buf_puts(out, "?");
+    uint32_t *v = sorted_copy(ranks, n, out);
+    if (!v)
         return;
-    }
-    memcpy(v, ranks, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_u32);
     size_t m = 0; /* duplicates kept once */
     for (size_t i = 0; i < n; i++)
         if (!m || v[i] != v[m - 1])
