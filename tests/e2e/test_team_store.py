@@ -231,6 +231,56 @@ def test_run_into_team_database_and_serve_sees_it(pg, tmp_path):
     assert without_ids(a) == without_ids(b)
 
 
+def test_serve_refreshes_only_what_changed_and_stays_whole(pg, pushed,
+                                                         tmp_path):
+    """serve's copy of the team database is refreshed in place: a run the
+    server copies again (or anew) is taken again, the others stay as they
+    were, and every document equals a fresh reader's."""
+    env = dict(XDG_DATA_HOME=str(tmp_path), STEPSCOPE_TEAM_REFRESH_S="1")
+    srv = subprocess.Popen([str(STEPSCOPE), "serve", "--db", pg.uri(),
+                            "--http", "127.0.0.1:0"], env=pg.env(**env),
+                           stderr=subprocess.PIPE, text=True)
+
+    def get(url, path):
+        return json.loads(urllib.request.urlopen(url + path).read())
+
+    try:
+        url = None
+        for _ in range(10):
+            m = re.search(r"(http://\S+?)/? ", srv.stderr.readline())
+            if m:
+                url = m.group(1)
+                break
+        assert url, "serve printed no URL"
+        runs = {r["name"]: r["id"] for r in get(url, "/api/runs")["runs"]}
+        old_id = next(iter(runs.values()))
+        docs = {p: get(url, "/api/runs/%d%s" % (old_id, p))
+                for p in ("/findings", "/ranks", "/steps")}
+        job = ss(pg, "run", "--db", pg.uri(), "-n", "2", "--name",
+                 "refresh-job", "--", *example("--steps", "20",
+                                               "--compute-ms", "2"), **env)
+        assert job.returncode == 0, job.stderr
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            now = {r["name"]: r["id"] for r in get(url, "/api/runs")["runs"]}
+            if "refresh-job" in now:
+                break
+            time.sleep(0.5)
+        assert "refresh-job" in now, now
+        time.sleep(2.5)  # refreshes with nothing new: nothing may change
+        for p, doc in docs.items():
+            assert get(url, "/api/runs/%d%s" % (old_id, p)) == doc, p
+        new_id = now["refresh-job"]
+        steps = get(url, "/api/runs/%d/steps" % new_id)
+        assert len(steps["steps"]) == 20
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+    fresh = json.loads(ss(pg, "report", "--json", "--db", pg.uri(),
+                          "refresh-job").stdout)
+    assert fresh["steps"]["count"] == 20
+
+
 def test_top_of_a_team_job_on_its_node(pg, tmp_path):
     """A live job recording into the team database is watched as any job on
     its node (it records into the default store first); `top --db URI`

@@ -542,11 +542,13 @@ static void bind_field(sqlite3_stmt *st, int i, char type, char *p, size_t n)
     }
 }
 
-/* Copies TABLE of C (every run) into DST; SELECT_COLS, when not NULL, is
- * the select list to use for the server (same order as DST's columns).
- * Returns the rows copied, or -1 with ERR. */
+/* Copies TABLE of C into DST: every row, or those WHERE says (a clause,
+ * "WHERE ..."); SELECT_COLS, when not NULL, is the select list to use for
+ * the server (same order as DST's columns).  Returns the rows copied, or
+ * -1 with ERR. */
 static long load_table(ss_pg *c, sqlite3 *dst, const char *table,
-                       const char *select_cols, char *err, size_t errlen)
+                       const char *select_cols, const char *where, char *err,
+                       size_t errlen)
 {
     cols cl;
     if (table_cols(dst, table, 0, &cl, err, errlen) != 0)
@@ -573,7 +575,7 @@ static long load_table(ss_pg *c, sqlite3 *dst, const char *table,
         ss_buf_printf(&q, "%s", select_cols);
     else
         col_list(&q, &cl);
-    ss_buf_printf(&q, " FROM %s) TO STDOUT", table);
+    ss_buf_printf(&q, " FROM %s %s) TO STDOUT", table, where ? where : "");
     PGresult *res = PQexec(c->c, q.data);
     int copying = PQresultStatus(res) == PGRES_COPY_OUT;
     PQclear(res);
@@ -621,6 +623,100 @@ out:
     return rows;
 }
 
+/* The runs whose rows the local copy DST must take again from C, as a
+ * WHERE clause on run_id into *WHERE ("" when none; NULL: all of them,
+ * the copy being new), after deleting DST's rows of those runs and of the
+ * runs the server no longer holds.  A run is taken again when the server
+ * copied it (seen_at) since DST took it (team_copies, written here too).
+ * Returns 0 or -1 with ERR. */
+static int stale_runs(ss_pg *c, sqlite3 *dst, ss_buf *where, int *all,
+                      char *err, size_t errlen)
+{
+    *all = 0;
+    if (sqlite3_exec(dst, "CREATE TABLE IF NOT EXISTS team_copies ("
+                     "run_id INTEGER PRIMARY KEY, seen_at INTEGER NOT NULL);"
+                     "CREATE TEMP TABLE IF NOT EXISTS team_server ("
+                     "run_id INTEGER PRIMARY KEY, seen_at INTEGER NOT NULL);"
+                     "DELETE FROM temp.team_server", NULL, NULL,
+                     NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot write the local copy: %s",
+                 sqlite3_errmsg(dst));
+        return -1;
+    }
+    PGresult *res = PQexec(c->c, "SELECT id, coalesce(seen_at, 0) FROM runs");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        PQclear(res);
+        return pg_fail(c, "cannot read the team database's runs", err,
+                       errlen);
+    }
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(dst, "INSERT INTO temp.team_server VALUES "
+                                "(?, ?)", -1, &st, NULL);
+    for (int i = 0; rc == SQLITE_OK && i < PQntuples(res); i++) {
+        sqlite3_bind_int64(st, 1, strtoll(PQgetvalue(res, i, 0), NULL, 10));
+        sqlite3_bind_int64(st, 2, strtoll(PQgetvalue(res, i, 1), NULL, 10));
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    PQclear(res);
+    int64_t held = 0;
+    st = NULL;
+    if (rc == SQLITE_OK &&
+        sqlite3_prepare_v2(dst, "SELECT count(*) FROM team_copies", -1, &st,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        held = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    /* The runs to delete here: gone from the server, or copied since. */
+    ss_buf del = {0};
+    ss_buf_printf(&del, "CREATE TEMP TABLE IF NOT EXISTS team_stale ("
+                  "run_id INTEGER PRIMARY KEY); DELETE FROM temp.team_stale; "
+                  "INSERT INTO temp.team_stale SELECT run_id FROM team_copies "
+                  "l WHERE NOT EXISTS (SELECT 1 FROM temp.team_server s WHERE "
+                  "s.run_id = l.run_id AND s.seen_at = l.seen_at)");
+    for (size_t t = 0; t < N_TABLES; t++)
+        ss_buf_printf(&del, "; DELETE FROM %s WHERE run_id IN (SELECT run_id "
+                      "FROM temp.team_stale)", run_tables[t]);
+    ss_buf_printf(&del, "; DELETE FROM runs");
+    if (rc != SQLITE_OK || del.oom ||
+        sqlite3_exec(dst, del.data, NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot write the local copy: %s",
+                 sqlite3_errmsg(dst));
+        ss_buf_free(&del);
+        return -1;
+    }
+    ss_buf_free(&del);
+    if (held == 0) {
+        *all = 1;
+    } else {
+        /* the server's runs the copy lacks, or holds older */
+        ss_buf_printf(where, "WHERE run_id = ANY('{");
+        st = NULL;
+        int n = 0;
+        if (sqlite3_prepare_v2(dst, "SELECT s.run_id FROM temp.team_server s "
+                               "WHERE NOT EXISTS (SELECT 1 FROM team_copies "
+                               "l WHERE l.run_id = s.run_id AND l.seen_at = "
+                               "s.seen_at)", -1, &st, NULL) == SQLITE_OK)
+            while (sqlite3_step(st) == SQLITE_ROW)
+                ss_buf_printf(where, "%s%lld", n++ ? "," : "",
+                              (long long)sqlite3_column_int64(st, 0));
+        sqlite3_finalize(st);
+        ss_buf_printf(where, "}'::bigint[])");
+        if (n == 0)
+            ss_buf_reset(where);
+    }
+    if (where->oom ||
+        sqlite3_exec(dst, "DELETE FROM team_copies; INSERT INTO team_copies "
+                     "SELECT run_id, seen_at FROM temp.team_server", NULL,
+                     NULL, NULL) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot write the local copy: %s",
+                 where->oom ? "out of memory" : sqlite3_errmsg(dst));
+        return -1;
+    }
+    return 0;
+}
+
 long ss_pg_load(ss_pg *c, sqlite3 *dst, int64_t stale_ns, char *err,
                 size_t errlen)
 {
@@ -634,7 +730,8 @@ long ss_pg_load(ss_pg *c, sqlite3 *dst, int64_t stale_ns, char *err,
         return -1;
     }
     long runs = -1;
-    ss_buf sel = {0};
+    ss_buf sel = {0}, where = {0};
+    int all = 0;
     cols rc;
     if (table_cols(dst, "runs", 0, &rc, err, errlen) != 0)
         goto out;
@@ -649,26 +746,18 @@ long ss_pg_load(ss_pg *c, sqlite3 *dst, int64_t stale_ns, char *err,
         else
             ss_buf_printf(&sel, "%s%s", i ? ", " : "", rc.names[i]);
     }
-    if (sel.oom)
+    if (sel.oom || stale_runs(c, dst, &where, &all, err, errlen) != 0)
         goto out;
-    ss_buf del = {0};
-    ss_buf_printf(&del, "DELETE FROM runs");
-    for (size_t t = 0; t < N_TABLES; t++)
-        ss_buf_printf(&del, "; DELETE FROM %s", run_tables[t]);
-    int cleared = !del.oom &&
-                  sqlite3_exec(dst, del.data, NULL, NULL, NULL) == SQLITE_OK;
-    ss_buf_free(&del);
-    if (!cleared) {
-        snprintf(err, errlen, "cannot clear the local copy: %s",
-                 sqlite3_errmsg(dst));
-        goto out;
-    }
-    runs = load_table(c, dst, "runs", sel.data, err, errlen);
-    for (size_t t = 0; runs >= 0 && t < N_TABLES; t++)
-        if (load_table(c, dst, run_tables[t], NULL, err, errlen) < 0)
+    /* The runs rows every time (a running run's status may have turned
+     * interrupted); the other tables only for the runs copied since. */
+    runs = load_table(c, dst, "runs", sel.data, NULL, err, errlen);
+    for (size_t t = 0; runs >= 0 && (all || where.len) && t < N_TABLES; t++)
+        if (load_table(c, dst, run_tables[t], NULL, all ? NULL : where.data,
+                       err, errlen) < 0)
             runs = -1;
 out:
     ss_buf_free(&sel);
+    ss_buf_free(&where);
     PQclear(PQexec(c->c, "COMMIT"));
     if (runs >= 0 &&
         sqlite3_exec(dst, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
