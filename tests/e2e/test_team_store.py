@@ -231,6 +231,50 @@ def test_run_into_team_database_and_serve_sees_it(pg, tmp_path):
     assert without_ids(a) == without_ids(b)
 
 
+def test_readers_keep_a_private_copy_and_take_only_what_changed(pg, pushed,
+                                                               tmp_path):
+    """A reader's copy of the team database stays in the user's cache
+    (0600 in a 0700 directory, one per URI and role); the next command
+    reads only the runs table when nothing changed, and the same answers;
+    a damaged copy is taken anew; STEPSCOPE_TEAM_CACHE=off keeps none."""
+    cache = tmp_path / "cache"
+    env = dict(XDG_CACHE_HOME=str(cache))
+    first = ss(pg, "runs", "--json", "--db", pg.uri(), **env)
+    assert first.returncode == 0, first.stderr
+    team = cache / "stepscope" / "team"
+    files = list(team.glob("*.db"))
+    assert len(files) == 1
+    assert files[0].stat().st_mode & 0o777 == 0o600
+    assert team.stat().st_mode & 0o777 == 0o700
+    pg.psql("ALTER SYSTEM SET log_statement = 'all'", db="postgres")
+    pg.psql("SELECT pg_reload_conf()", db="postgres")
+    try:
+        time.sleep(0.5)
+        before = pg.log.read_text(errors="replace")
+        second = ss(pg, "runs", "--json", "--db", pg.uri(), **env)
+        after = pg.log.read_text(errors="replace")[len(before):]
+    finally:
+        pg.psql("ALTER SYSTEM RESET log_statement", db="postgres")
+        pg.psql("SELECT pg_reload_conf()", db="postgres")
+    assert second.returncode == 0 and second.stdout == first.stdout
+    copies = re.findall(r"statement: COPY \(SELECT .*? FROM (\w+)", after)
+    assert copies == ["runs"], copies
+    reader = ss(pg, "runs", "--json", "--db", pg.uri("reader"), **env)
+    assert json.loads(reader.stdout)["runs"] == \
+        json.loads(first.stdout)["runs"]
+    assert len(list(team.glob("*.db"))) == 2
+    files[0].write_bytes(b"not a database at all " * 100)
+    again = ss(pg, "runs", "--json", "--db", pg.uri(), **env)
+    assert again.returncode == 0 and again.stdout == first.stdout, \
+        again.stderr
+    off = dict(XDG_CACHE_HOME=str(tmp_path / "cache-off"),
+               STEPSCOPE_TEAM_CACHE="off")
+    none = ss(pg, "runs", "--json", "--db", pg.uri(), **off)
+    assert none.stdout == first.stdout
+    assert not (tmp_path / "cache-off" / "stepscope" / "team").exists() or \
+        not list((tmp_path / "cache-off" / "stepscope" / "team").iterdir())
+
+
 def test_serve_refreshes_only_what_changed_and_stays_whole(pg, pushed,
                                                          tmp_path):
     """serve's copy of the team database is refreshed in place: a run the

@@ -127,9 +127,12 @@ class PgServer:
         return f"postgresql://{user}@/{db}?host={self.sock}"
 
     def env(self, **extra):
-        """The environment for a client: PGPASSFILE set, no PG* leaks."""
+        """The environment for a client: PGPASSFILE set, no PG* leaks, the
+        readers' cached copies (XDG_CACHE_HOME) kept beside the password
+        file and removed with it."""
         e = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         e["PGPASSFILE"] = str(self.passfile)
+        e["XDG_CACHE_HOME"] = str(self.passfile.parent / "cache")
         e.update(extra)
         return e
 

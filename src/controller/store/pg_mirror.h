@@ -5,9 +5,13 @@
  * team database through the same read API (reader.h) as a SQLite file:
  * the runs are copied from PostgreSQL into a private SQLite store with
  * the same schema (pg_copy.h), which the reader then opens.  So both
- * backends give the same answers by construction.  The copy lives in a
- * private temporary directory (mode 0700, under TMPDIR or /tmp) and is
- * removed when the process exits; one copy per URI and process.
+ * backends give the same answers by construction.  The copy is kept in
+ * the user's cache ($XDG_CACHE_HOME/stepscope/team, or ~/.cache/...),
+ * private like a store, one per URI (its role included), and each command
+ * takes only the runs copied to the server since the last; with
+ * STEPSCOPE_TEAM_CACHE=off, or without a home, it lives in a private
+ * temporary directory (mode 0700, under TMPDIR or /tmp) and is removed
+ * when the process exits.
  */
 #ifndef STEPSCOPE_PG_MIRROR_H
 #define STEPSCOPE_PG_MIRROR_H
@@ -16,8 +20,8 @@
 
 /*
  * The path of this process's local copy of the team database URI into
- * OUT, copying it from the server on the first call (later calls return
- * the same copy, as refreshed by ss_pg_mirror_follow).  Returns 0, or -1
+ * OUT, brought up to date from the server on the first call (later calls
+ * return the same copy, as refreshed by ss_pg_mirror_follow).  Returns 0, or -1
  * with a one-line reason in ERR: the server cannot be reached, the role
  * may not read, the schema is missing, older or newer.  Thread-safe.
  */

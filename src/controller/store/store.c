@@ -82,15 +82,7 @@ static void store_free(ss_store *s)
     free(s);
 }
 
-/*
- * Creates the store file PATH 0600 if it is missing, or checks that the
- * existing one, and the -wal, -shm and -journal files SQLite keeps beside
- * it, are private (private_fs.h): another user's store, or one they can
- * write, would let them read and change every run.  PATH itself may be a
- * symbolic link of the user or root (store_files.h: it names the same
- * store); what it leads to is checked.  Returns 0/-1 with ERR.
- */
-static int store_file_check(const char *path, char *err, size_t errlen)
+int ss_store_file_check(const char *path, char *err, size_t errlen)
 {
     char real[PATH_MAX];
     struct stat sb;
@@ -127,7 +119,7 @@ static int store_file_check(const char *path, char *err, size_t errlen)
 static int store_setup(ss_store *s, const char *path, char *err,
                        size_t errlen)
 {
-    if (store_file_check(path, err, errlen) != 0)
+    if (ss_store_file_check(path, err, errlen) != 0)
         return -1;
     int rc = sqlite3_open_v2(path, &s->db,
                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |

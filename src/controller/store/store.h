@@ -41,6 +41,18 @@ void ss_store_config_defaults(ss_store_config *cfg);
 void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world);
 
 /*
+ * Creates the store file PATH 0600 if it is missing, or checks that the
+ * existing one, and the -wal, -shm and -journal files SQLite keeps beside
+ * it, are private (private_fs.h): another user's store, or one they can
+ * write, would let them read and change every run.  PATH itself may be a
+ * symbolic link of the user or root (store_files.h: it names the same
+ * store); what it leads to is checked.  Missing parent directories are
+ * made 0700.  Returns 0/-1 with ERR.  ss_store_open does it first; so
+ * does the local copy of a team database (pg_mirror.c).
+ */
+int ss_store_file_check(const char *path, char *err, size_t errlen);
+
+/*
  * Opens (creating if needed) the store at PATH, migrating the schema.  With
  * WRITER != 0 starts the writer thread.  Returns NULL with a one-line reason
  * in ERR when PATH is not a stepscope store, is corrupt, is from a newer
