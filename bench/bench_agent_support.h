@@ -2,7 +2,9 @@
  * bench_agent_support.h - what the benchmarks that play agents against a
  * real controller (bench_agents.c, bench_stacks_agents.c) share: the
  * job's secret written to a token file and loaded as the link uses it,
- * and a process's CPU time and memory as /proc and getrusage give them.
+ * the working directory, the controller started with its output in a
+ * log, and a process's CPU time and memory as /proc and getrusage give
+ * them.
  * Header-only: each benchmark is one executable of one file.
  */
 #ifndef STEPSCOPE_BENCH_AGENT_SUPPORT_H
@@ -13,6 +15,7 @@
 #include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -45,6 +48,45 @@ static inline int bench_token_file(const char *path, link_secret *secret,
         return -1;
     }
     return 0;
+}
+
+/* The benchmark's working directory into DIR: GIVEN (made 0700 when
+ * missing), or a new one under TMPDIR or /tmp named after PROG.  Returns
+ * 0, or -1 after saying why on stderr. */
+static inline int bench_work_dir(char *dir, size_t len, const char *given,
+                                 const char *prog)
+{
+    if (given) {
+        snprintf(dir, len, "%s", given);
+        mkdir(dir, 0700);
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, len, "%s/%s.XXXXXX", tmp, prog);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "%s: mkdtemp %s: %s\n", prog, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts ARGV (ARGV[0] the program, NULL-terminated) with its standard
+ * output and error in the file LOG.  Returns its pid, or -1 when fork
+ * fails; a failed exec exits the child with 127, said in LOG. */
+static inline pid_t bench_spawn_logged(const char *log,
+                                       char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    execv(argv[0], argv);
+    perror(argv[0]);
+    _exit(127);
 }
 
 /* User + system CPU seconds of process PID (/proc/PID/stat) into *S.

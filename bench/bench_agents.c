@@ -661,21 +661,13 @@ static pid_t start_controller(const char *self, const char *token,
     snprintf(port, sizeof port, "%u", o.port);
     snprintf(rate, sizeof rate, "%g", o.rate);
     snprintf(steps, sizeof steps, "%" PRIu64, g_steps);
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    execl(o.stepscope, o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
-          "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
-          "--token-file", token, "--job-id", JOB_ID, "--db", db, "--no-http",
-          "--join-timeout", join, "--aggregate", g_node_mode ? "node" : "rank",
-          "--", self, "--rank", rate, steps, (char *)NULL);
-    perror("bench_agents: exec stepscope");
-    _exit(127);
+    const char *argv[] = {
+        o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
+        "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
+        "--token-file", token, "--job-id", JOB_ID, "--db", db, "--no-http",
+        "--join-timeout", join, "--aggregate", g_node_mode ? "node" : "rank",
+        "--", self, "--rank", rate, steps, NULL};
+    return bench_spawn_logged(log, (char *const *)argv);
 }
 
 static void usage(void)
@@ -992,17 +984,8 @@ int main(int argc, char **argv)
     g_steps = (uint64_t)(o.rate * o.seconds);
 
     char dir[PATH_MAX], token[PATH_MAX + 16], db[PATH_MAX + 16], log[PATH_MAX + 16];
-    if (o.dir) {
-        snprintf(dir, sizeof dir, "%s", o.dir);
-        mkdir(dir, 0700);
-    } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(dir, sizeof dir, "%s/bench_agents.XXXXXX", tmp);
-        if (!mkdtemp(dir)) {
-            perror("bench_agents: mkdtemp");
-            return 1;
-        }
-    }
+    if (bench_work_dir(dir, sizeof dir, o.dir, "bench_agents") != 0)
+        return 1;
     snprintf(token, sizeof token, "%s/token", dir);
     snprintf(db, sizeof db, "%s/store.db", dir);
     snprintf(log, sizeof log, "%s/controller.log", dir);

@@ -460,21 +460,12 @@ static pid_t start_controller(const char *token, const char *db,
     snprintf(nn, sizeof nn, "%u", o.agents + 1);
     snprintf(np, sizeof np, "%u", o.ranks);
     snprintf(port, sizeof port, "%u", o.port);
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-    }
-    execl(o.stepscope, o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
-          "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
-          "--token-file", token, "--job-id", JOB_ID, "--db", db,
-          "--join-timeout", "60", "--", "/usr/bin/python3", rank_py,
-          (char *)NULL);
-    perror("bench_stacks_agents: exec stepscope");
-    _exit(127);
+    const char *argv[] = {
+        o.stepscope, "run", "--nnodes", nn, "--node-rank", "0",
+        "--master-addr", "127.0.0.1", "--master-port", port, "-n", np,
+        "--token-file", token, "--job-id", JOB_ID, "--db", db,
+        "--join-timeout", "60", "--", "/usr/bin/python3", rank_py, NULL};
+    return bench_spawn_logged(log, (char *const *)argv);
 }
 
 /* `stepscope stacks --db DB` into OUT_PATH; its exit status, or -1. */
@@ -660,17 +651,8 @@ int main(int argc, char **argv)
 
     char dir[PATH_MAX], token[PATH_MAX + 16], db[PATH_MAX + 16],
         log[PATH_MAX + 16], rank_py[PATH_MAX + 16], out[PATH_MAX + 16];
-    if (o.dir) {
-        snprintf(dir, sizeof dir, "%s", o.dir);
-        mkdir(dir, 0700);
-    } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(dir, sizeof dir, "%s/bench_stacks_agents.XXXXXX", tmp);
-        if (!mkdtemp(dir)) {
-            perror("bench_stacks_agents: mkdtemp");
-            return 1;
-        }
-    }
+    if (bench_work_dir(dir, sizeof dir, o.dir, "bench_stacks_agents") != 0)
+        return 1;
     snprintf(token, sizeof token, "%s/token", dir);
     snprintf(db, sizeof db, "%s/store.db", dir);
     snprintf(log, sizeof log, "%s/controller.log", dir);
