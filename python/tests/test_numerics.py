@@ -120,6 +120,24 @@ def _norm_of_grads(net):
                          for p in net.parameters() if p.grad is not None))
 
 
+def measured_step(kept, num, net, opt):
+    """One training step as auto mode sees it: the gradient norm the
+    numerics recorded (None when none) and the one of the gradients."""
+    import torch
+    num.on_forward_root(net)
+    loss = net(torch.ones(3, 4)).square().mean()
+    num.on_backward(loss)
+    loss.backward()
+    want = _norm_of_grads(net)
+    num.before_optimizer()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    kept["metric"].pop("numerics.grad_norm", None)
+    num.step_end()
+    num.step_begun()
+    return kept["metric"].get("numerics.grad_norm"), want
+
+
 def test_light_keeps_one_gradient_hook_after_the_first_step(kept):
     import torch
     from stepscope import _numerics
@@ -129,18 +147,8 @@ def test_light_keeps_one_gradient_hook_after_the_first_step(kept):
     step(num, net, opt)
     assert len(num.grad_handles) == 1  # the others removed
     for _ in range(3):
-        num.on_forward_root(net)
-        loss = net(torch.ones(3, 4)).square().mean()
-        num.on_backward(loss)
-        loss.backward()
-        want = _norm_of_grads(net)
-        num.before_optimizer()
-        opt.step()
-        opt.zero_grad()
-        kept["metric"].pop("numerics.grad_norm", None)
-        num.step_end()
-        num.step_begun()
-        assert abs(kept["metric"]["numerics.grad_norm"] - want) < 1e-5 * want
+        got, want = measured_step(kept, num, net, opt)
+        assert got is not None and abs(got - want) < 1e-5 * want
     assert len(num.grad_handles) == 1
     full, net2 = _numerics.Numerics(torch, _numerics.FULL), model()
     step(full, net2, torch.optim.SGD(net2.parameters(), lr=0.1))
@@ -172,18 +180,7 @@ def test_light_takes_every_hook_back_when_the_graph_changes(kept):
 
     def one(skip):
         net.skip_head = skip
-        num.on_forward_root(net)
-        loss = net(torch.ones(3, 4)).square().mean()
-        num.on_backward(loss)
-        loss.backward()
-        want = _norm_of_grads(net)
-        num.before_optimizer()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        kept["metric"].pop("numerics.grad_norm", None)
-        num.step_end()
-        num.step_begun()
-        return kept["metric"].get("numerics.grad_norm"), want
+        return measured_step(kept, num, net, opt)
 
     one(False)
     assert len(num.grad_handles) == 1
