@@ -2,6 +2,7 @@
  * bench_agent_support.h - what the benchmarks that play agents against a
  * real controller (bench_agents.c, bench_stacks_agents.c) share: the
  * job's secret written to a token file and loaded as the link uses it,
+ * a simulated node's hello,
  * the working directory, the controller started with its output in a
  * log, and a process's CPU time and memory as /proc and getrusage give
  * them.
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "link_auth.h"
+#include "link_wire.h"
 
 /* A fresh random secret written (hex, mode 0600) to the token file PATH
  * and loaded into *SECRET the way a controller loads --token-file.
@@ -48,6 +50,21 @@ static inline int bench_token_file(const char *path, link_secret *secret,
         return -1;
     }
     return 0;
+}
+
+/* The AGENT_HELLO of simulated node NODE ("simNODE") of a job JOB_ID of
+ * NNODES nodes of NPROC ranks each, with a fresh nonce. */
+static inline void bench_agent_hello(link_agent_hello *h, uint32_t node,
+                                     uint32_t nnodes, uint32_t nproc,
+                                     const char *job_id)
+{
+    h->version = LINK_VERSION;
+    h->node_rank = node;
+    h->nnodes = nnodes;
+    h->nproc_per_node = nproc;
+    link_random(h->nonce, sizeof h->nonce);
+    snprintf(h->job_id, sizeof h->job_id, "%s", job_id);
+    snprintf(h->host, sizeof h->host, "sim%u", node);
 }
 
 /* The benchmark's working directory into DIR: GIVEN (made 0700 when

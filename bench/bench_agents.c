@@ -311,13 +311,7 @@ static int handshake(agent *a)
 {
     link_encoder_init(&a->enc, LINK_FROM_AGENT);
     link_decoder_init(&a->dec, LINK_FROM_CONTROLLER);
-    a->hello.version = LINK_VERSION;
-    a->hello.node_rank = a->node;
-    a->hello.nnodes = o.agents + 1;
-    a->hello.nproc_per_node = o.ranks;
-    link_random(a->hello.nonce, sizeof a->hello.nonce);
-    snprintf(a->hello.job_id, sizeof a->hello.job_id, "%s", JOB_ID);
-    snprintf(a->hello.host, sizeof a->hello.host, "sim%u", a->node);
+    bench_agent_hello(&a->hello, a->node, o.agents + 1, o.ranks, JOB_ID);
     link_frame f = {.type = LINK_AGENT_HELLO};
     f.u.hello = a->hello;
     if (put(a, &f) || flush_out(a) || expect(a, LINK_CHALLENGE, 30000))

@@ -417,13 +417,7 @@ static int agent_connect(agent *a)
 
 static void agent_start(agent *a)
 {
-    a->hello.version = LINK_VERSION;
-    a->hello.node_rank = a->node;
-    a->hello.nnodes = o.agents + 1;
-    a->hello.nproc_per_node = o.ranks;
-    link_random(a->hello.nonce, sizeof a->hello.nonce);
-    snprintf(a->hello.job_id, sizeof a->hello.job_id, "%s", JOB_ID);
-    snprintf(a->hello.host, sizeof a->hello.host, "sim%u", a->node);
+    bench_agent_hello(&a->hello, a->node, o.agents + 1, o.ranks, JOB_ID);
     uv_timer_init(&g_loop, &a->timer);
     uv_timer_init(&g_loop, &a->answer);
     a->timer.data = a->answer.data = a;
