@@ -86,17 +86,16 @@ static size_t remac(const link_decoder *d, const uint8_t *p, size_t len)
     if (payload > LINK_MAX_PAYLOAD || len - LINK_HEADER_SIZE < payload)
         return 0;
     size_t body = LINK_HEADER_SIZE + payload;
-    uint8_t prefix[9], full[crypto_auth_hmacsha256_BYTES];
+    uint8_t prefix[9];
     prefix[0] = (uint8_t)d->direction;
     for (int i = 0; i < 8; i++)
         prefix[1 + i] = (uint8_t)(d->seq >> (8 * i));
-    crypto_auth_hmacsha256_state st;
-    crypto_auth_hmacsha256_init(&st, k_key, sizeof k_key);
-    crypto_auth_hmacsha256_update(&st, prefix, sizeof prefix);
-    crypto_auth_hmacsha256_update(&st, p, body);
-    crypto_auth_hmacsha256_final(&st, full);
+    crypto_generichash_blake2b_state st;
+    crypto_generichash_blake2b_init(&st, k_key, sizeof k_key, LINK_MAC_SIZE);
+    crypto_generichash_blake2b_update(&st, prefix, sizeof prefix);
+    crypto_generichash_blake2b_update(&st, p, body);
     memcpy(g_frame, p, body);
-    memcpy(g_frame + body, full, LINK_MAC_SIZE);
+    crypto_generichash_blake2b_final(&st, g_frame + body, LINK_MAC_SIZE);
     return body + LINK_MAC_SIZE;
 }
 

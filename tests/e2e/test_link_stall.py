@@ -97,8 +97,9 @@ class Controller:
         frame = struct.pack("<IBBH", len(payload), kind, 0, 0) + payload
         if self.key:
             prefix = bytes([1]) + struct.pack("<Q", self.seq)
-            frame += hmac.new(self.key, prefix + frame,
-                              hashlib.sha256).digest()[:MAC]
+            # link version 3: a 16-byte keyed BLAKE2b
+            frame += hashlib.blake2b(prefix + frame, key=self.key,
+                                     digest_size=MAC).digest()
             self.seq += 1
         self.conn.sendall(frame)
 

@@ -48,12 +48,18 @@ static const char *const k_refusal_names[R_COUNT] = {
 
 struct peer;
 
+/* A link's channels are found by id in a table of CHAN_BUCKETS chains
+ * (an agent numbers its channels in order, so they spread evenly): every
+ * DATA frame looks its channel up, and a node may have hundreds. */
+#define CHAN_BUCKETS 256
+
 typedef struct chan {
     uint32_t id;
     ss_ingest_channel *ch;
     ss_ingest_transport tr;
     struct peer *owner;
-    struct chan *next;
+    struct chan *next;  /* the link's list of channels */
+    struct chan *hnext; /* its bucket's chain */
 } chan;
 
 typedef struct peer {
@@ -74,6 +80,7 @@ typedef struct peer {
     int waiting;             /* in the owner's handshake list */
     struct peer *wprev, *wnext;
     chan *chans;
+    chan *by_id[CHAN_BUCKETS];
 } peer;
 
 struct ss_node_links {
@@ -248,6 +255,7 @@ static void link_close_flush(peer *l, int cat, const char *why, int report,
         ss_ingest_channel_gone(c->ch);
         free(c);
     }
+    memset(l->by_id, 0, sizeof l->by_id);
     if (report && joined && nl->cb.on_node_gone)
         nl->cb.on_node_gone(nl->cb.ctx, l->hello.node_rank, l->said_bye,
                             l->said_bye ? "said goodbye" : why);
@@ -282,8 +290,23 @@ static int chan_write(void *ctx, const uint8_t *bytes, size_t len)
     return link_send(c->owner, &f);
 }
 
+static void chan_link(peer *l, chan *c)
+{
+    c->next = l->chans;
+    l->chans = c;
+    chan **b = &l->by_id[c->id % CHAN_BUCKETS];
+    c->hnext = *b;
+    *b = c;
+}
+
 static void chan_unlink(chan *c)
 {
+    for (chan **p = &c->owner->by_id[c->id % CHAN_BUCKETS]; *p;
+         p = &(*p)->hnext)
+        if (*p == c) {
+            *p = c->hnext;
+            break;
+        }
     for (chan **p = &c->owner->chans; *p; p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
@@ -305,7 +328,7 @@ static void chan_closed(void *ctx)
 
 static chan *chan_find(peer *l, uint32_t id)
 {
-    for (chan *c = l->chans; c; c = c->next)
+    for (chan *c = l->by_id[id % CHAN_BUCKETS]; c; c = c->hnext)
         if (c->id == id)
             return c;
     return NULL;
@@ -399,8 +422,7 @@ static void on_joined_frame(peer *l, const link_frame *f)
             link_send(l, &cl);
             return;
         }
-        c->next = l->chans;
-        l->chans = c;
+        chan_link(l, c);
         return;
     }
     case LINK_DATA: {

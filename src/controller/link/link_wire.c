@@ -3,8 +3,8 @@
  * layouts are in docs/protocol.md, "Agent link").
  *
  * Encoders write little-endian fields into caller buffers and, once keyed,
- * append the frame's MAC: the first LINK_MAC_SIZE bytes of HMAC-SHA256
- * (libsodium) under the session key over the writer's direction byte, the
+ * append the frame's MAC: keyed BLAKE2b (libsodium's generichash) of
+ * LINK_MAC_SIZE bytes under the session key over the writer's direction byte, the
  * frame's sequence number (u64, 0 for the first MACed frame of each
  * direction), the header and the payload.  The decoder is the only code
  * that interprets bytes received on a link: it checks the header, the
@@ -126,14 +126,14 @@ static void frame_mac(const uint8_t key[LINK_KEY_SIZE], link_direction dir,
     prefix[0] = (uint8_t)dir;
     for (int i = 0; i < 8; i++)
         prefix[1 + i] = (uint8_t)(seq >> (8 * i));
-    crypto_auth_hmacsha256_state st;
-    uint8_t full[crypto_auth_hmacsha256_BYTES];
-    crypto_auth_hmacsha256_init(&st, key, LINK_KEY_SIZE);
-    crypto_auth_hmacsha256_update(&st, prefix, sizeof prefix);
-    crypto_auth_hmacsha256_update(&st, frame, len);
-    crypto_auth_hmacsha256_final(&st, full);
-    memcpy(out, full, LINK_MAC_SIZE);
-    sodium_memzero(full, sizeof full);
+    /* BLAKE2b keyed is a MAC in itself (RFC 7693) and, on x86-64, about
+     * four times cheaper per frame than HMAC-SHA256 (docs/performance.md,
+     * "The link's MAC"); the tag is the hash's own 16-byte output. */
+    crypto_generichash_blake2b_state st;
+    crypto_generichash_blake2b_init(&st, key, LINK_KEY_SIZE, LINK_MAC_SIZE);
+    crypto_generichash_blake2b_update(&st, prefix, sizeof prefix);
+    crypto_generichash_blake2b_update(&st, frame, len);
+    crypto_generichash_blake2b_final(&st, out, LINK_MAC_SIZE);
     sodium_memzero(&st, sizeof st);
 }
 

@@ -42,9 +42,10 @@
 #include "node_partial.h"
 
 /* 2: JOIN_OK names the run's aggregation (rank or node); NODE_PARTIAL and
- * NODE_STATUS.  Agents and controllers of different versions refuse each
+ * NODE_STATUS.  3: each frame's MAC is keyed BLAKE2b, no longer
+ * HMAC-SHA256.  Agents and controllers of different versions refuse each
  * other at AGENT_HELLO with both versions named. */
-#define LINK_VERSION 2
+#define LINK_VERSION 3
 #define LINK_MAGIC "SSAG"
 #define LINK_HEADER_SIZE 8
 #define LINK_MAX_PAYLOAD 65536

@@ -821,15 +821,15 @@ static void malformed_frames_are_refused(void)
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
     CHECK(strstr(err, "magic") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 3;
+    g_buf[LINK_HEADER_SIZE + 4] = 4;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "version 3") != NULL);
-    /* An agent of link version 1 (before node aggregation) is told so. */
+    CHECK(strstr(err, "version 4") != NULL);
+    /* An agent of link version 2 (HMAC-SHA256 MACs) is told so. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 1;
+    g_buf[LINK_HEADER_SIZE + 4] = 2;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "agent speaks link version 1, this controller "
-                  "version 2") != NULL);
+    CHECK(strstr(err, "agent speaks link version 2, this controller "
+                  "version 3") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[LINK_HEADER_SIZE + 6] = 1;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
@@ -921,7 +921,7 @@ static void malformed_frames_are_refused(void)
 }
 
 /* The MAC as docs/protocol.md specifies it, computed here independently:
- * the first 16 bytes of HMAC-SHA256(key, direction || seq || frame).
+ * the 16-byte keyed BLAKE2b of direction || seq || frame under the key.
  * Appends it to the LEN bytes of BUF; returns the frame's full size. */
 static size_t mac_by_hand(uint8_t *buf, size_t len, link_direction dir,
                           uint64_t seq)
@@ -931,9 +931,8 @@ static size_t mac_by_hand(uint8_t *buf, size_t len, link_direction dir,
     for (int i = 0; i < 8; i++)
         msg[1 + i] = (uint8_t)(seq >> (8 * i));
     memcpy(msg + 9, buf, len);
-    uint8_t full[crypto_auth_hmacsha256_BYTES];
-    crypto_auth_hmacsha256(full, msg, 9 + len, k_key);
-    memcpy(buf + len, full, LINK_MAC_SIZE);
+    crypto_generichash_blake2b(buf + len, LINK_MAC_SIZE, msg, 9 + len, k_key,
+                               sizeof k_key);
     return len + LINK_MAC_SIZE;
 }
 
