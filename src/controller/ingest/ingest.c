@@ -53,9 +53,11 @@ typedef struct conn {
     size_t len;
     uint8_t *buf; /* CONN_BUF_SIZE; a channel's only while bytes wait */
     /* The VALUES of the next STEP: items (v set when handed on), each
-     * one's first element in pend_data, and the elements. */
-    ss_values_item pend[WIRE_MAX_NAME_ID];
-    uint32_t pend_at[WIRE_MAX_NAME_ID];
+     * one's first element in pend_data, and the elements.  PEND and
+     * PEND_AT (WIRE_MAX_NAME_ID entries each, ~11 KiB) exist from the
+     * rank's first VALUES on: most ranks of a large world send none. */
+    ss_values_item *pend;
+    uint32_t *pend_at;
     uint32_t n_pend, pend_used, pend_cap;
     uint32_t pend_refused; /* of them, under refused names */
     double *pend_data;
@@ -109,6 +111,8 @@ static void on_conn_handle_closed(uv_handle_t *h)
     in->n_conns--;
     free(c->buf);
     free(c->pend_data);
+    free(c->pend);
+    free(c->pend_at);
     free(c->lab_text);
     free(c->lab_off);
     free(c);
@@ -296,6 +300,17 @@ static int keep_values(conn *c, const wire_values *v)
     if (idx == NAME_REFUSED) {
         c->pend_refused++;
         return 0;
+    }
+    if (!c->pend) {
+        c->pend = malloc(WIRE_MAX_NAME_ID * sizeof *c->pend);
+        c->pend_at = malloc(WIRE_MAX_NAME_ID * sizeof *c->pend_at);
+        if (!c->pend || !c->pend_at) {
+            free(c->pend);
+            free(c->pend_at);
+            c->pend = NULL;
+            c->pend_at = NULL;
+            return -1;
+        }
     }
     if (c->pend_used + v->n > c->pend_cap) {
         uint32_t cap = c->pend_cap ? c->pend_cap : 4096;

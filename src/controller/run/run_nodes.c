@@ -22,7 +22,10 @@ typedef struct {
     ss_host_step host;
 } remote_host_slot;
 
-#define SS_REMOTE_HOST_SLOTS 32 /* steps of evidence kept per remote rank */
+/* Steps of evidence kept per remote rank: a step's evidence is read when
+ * the step is finalized, a few steps after it arrives (p99 under 4 steps
+ * at 131,072 ranks, docs/performance.md); ~3 KiB a rank. */
+#define SS_REMOTE_HOST_SLOTS 16
 
 /* What the controller knows of one node of a multi-node run. */
 typedef struct {
