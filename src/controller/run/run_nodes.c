@@ -23,7 +23,7 @@ typedef struct {
 } remote_host_slot;
 
 /* Steps of evidence kept per remote rank: a step's evidence is read when
- * the step is finalized, a few steps after it arrives (p99 under 4 steps
+ * the step is finalized, a few steps after it arrives (p99 4 to 8 steps
  * at 131,072 ranks, docs/performance.md); ~3 KiB a rank. */
 #define SS_REMOTE_HOST_SLOTS 16
 
