@@ -4,9 +4,9 @@
  *
  * Encoders write little-endian fields into caller buffers and, once keyed,
  * append the frame's MAC: keyed BLAKE2b (libsodium's generichash) of
- * LINK_MAC_SIZE bytes under the session key over the writer's direction byte, the
- * frame's sequence number (u64, 0 for the first MACed frame of each
- * direction), the header and the payload.  The decoder is the only code
+ * LINK_MAC_SIZE bytes under the session key over the writer's direction
+ * byte, the frame's sequence number (u64, 0 for the first MACed frame of
+ * each direction), the header and the payload.  The decoder is the only code
  * that interprets bytes received on a link: it checks the header, the
  * frame type's direction and its place in the handshake before it waits
  * for the payload, then the MAC, then every field, and reports the first
