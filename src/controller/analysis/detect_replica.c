@@ -25,6 +25,7 @@
  * Its wording is detector_text.c's (ss__replica_message); docs/detectors.md
  * and docs/consistency.md state what it says.
  */
+#include "fnv1a.h"
 #include "detectors_internal.h"
 
 #include <math.h>
@@ -116,16 +117,13 @@ static const ss_values_item *find_item(const ss_rank_step *rs, int name)
 /* FNV-1a over the lengths and the bits of rank R's vectors. */
 static uint64_t digest_of(const replica *s, uint32_t r)
 {
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = SS_FNV1A_BASIS;
     for (int k = 0; k < N_VEC; k++) {
         const ss_values_item *it = ITEM(s, r, k);
         uint32_t n = it ? it->n : 0;
-        const unsigned char *p = (const unsigned char *)&n;
-        for (size_t i = 0; i < sizeof n; i++)
-            h = (h ^ p[i]) * 1099511628211ull;
-        p = it ? (const unsigned char *)it->v : NULL;
-        for (size_t i = 0; p && i < (size_t)n * sizeof(double); i++)
-            h = (h ^ p[i]) * 1099511628211ull;
+        h = ss_fnv1a(h, &n, sizeof n);
+        if (it)
+            h = ss_fnv1a(h, it->v, (size_t)n * sizeof(double));
     }
     return h;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv1a.h"
 #include "json.h"
 
 #define NS_PER_S 1000000000LL
@@ -283,17 +284,15 @@ static int diagnose(rank_view *v, uint32_t n)
  * when some rank shows work. */
 static uint64_t shown(const ss_hang_rank *ranks, uint32_t n, int *working)
 {
-    uint64_t x = 1469598103934665603ULL;
+    uint64_t x = SS_FNV1A_BASIS;
+    static const unsigned char end_of_phase = 0xff;
     for (uint32_t i = 0; i < n; i++) {
         const ss_hang_rank *r = &ranks[i];
         int64_t nums[4] = {r->live, r->cur_step, (int64_t)r->coll_seq,
                            r->coll_active};
-        const unsigned char *p = (const unsigned char *)nums;
-        for (size_t k = 0; k < sizeof nums; k++)
-            x = (x ^ p[k]) * 1099511628211ULL;
-        for (const char *c = r->phase; *c; c++)
-            x = (x ^ (unsigned char)*c) * 1099511628211ULL;
-        x = (x ^ 0xff) * 1099511628211ULL;
+        x = ss_fnv1a(x, nums, sizeof nums);
+        x = ss_fnv1a(x, r->phase, strlen(r->phase));
+        x = ss_fnv1a(x, &end_of_phase, 1);
         *working |= r->live && (r->cur_step >= 0 || r->phase[0] ||
                                 r->coll_seq > 0);
     }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv1a.h"
 #include "model.h"
 
 enum { HAS_LOSS = 1, HAS_NUM = 2, HAS_HI = 4, HAS_LO = 8 };
@@ -37,14 +38,6 @@ typedef struct {
 
 typedef ss_diff_result result;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 static cell *at(side *s, int64_t step, int64_t rank)
 {
     if (step < s->first || step > s->last || rank < 0 || rank >= s->world)
@@ -64,7 +57,7 @@ static int on_vector(void *ctx, int64_t step, int64_t rank, const double *v,
     cell *x = at(c->s, step, rank);
     if (!x)
         return 0;
-    uint64_t h = fnv(fnv(1469598103934665603ull, &n, sizeof n), v,
+    uint64_t h = ss_fnv1a(ss_fnv1a(SS_FNV1A_BASIS, &n, sizeof n), v,
                      (size_t)n * sizeof *v);
     if (c->lo)
         x->lo = h, x->has |= HAS_LO;
@@ -91,7 +84,7 @@ static int load(side *s)
         cell *x = at(s, row->step, row->rank);
         if (!x)
             continue;
-        uint64_t h = 1469598103934665603ull;
+        uint64_t h = SS_FNV1A_BASIS;
         double loss = NAN, plain = NAN;
         for (size_t i = 0; i < row->n_metrics; i++) {
             const char *name = ss_rank_steps_name(cur, row->metrics[i].name);
@@ -103,7 +96,8 @@ static int load(side *s)
             else if (strcmp(name, "loss") == 0)
                 plain = v;
             if (strncmp(name, "numerics.", 9) == 0) {
-                h = fnv(fnv(h, name, strlen(name) + 1), &v, sizeof v);
+                h = ss_fnv1a(ss_fnv1a(h, name, strlen(name) + 1), &v,
+                             sizeof v);
                 x->has |= HAS_NUM;
             }
         }

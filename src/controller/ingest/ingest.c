@@ -32,6 +32,13 @@
 #define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
 #define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
 
+/* The vectors of a rank's next STEP: items (v set when handed on) and
+ * where each one's first element lies in the connection's pend_data. */
+typedef struct {
+    ss_values_item item[WIRE_MAX_NAME_ID];
+    uint32_t at[WIRE_MAX_NAME_ID];
+} pending_values;
+
 typedef struct conn {
     uv_pipe_t pipe; /* first: the handle's data points back to us anyway;
                        unused by a channel */
@@ -52,12 +59,10 @@ typedef struct conn {
                                                or NAME_REFUSED */
     size_t len;
     uint8_t *buf; /* CONN_BUF_SIZE; a channel's only while bytes wait */
-    /* The VALUES of the next STEP: items (v set when handed on), each
-     * one's first element in pend_data, and the elements.  PEND and
-     * PEND_AT (WIRE_MAX_NAME_ID entries each, ~11 KiB) exist from the
-     * rank's first VALUES on: most ranks of a large world send none. */
-    ss_values_item *pend;
-    uint32_t *pend_at;
+    /* The VALUES of the next STEP and their elements (pend_data).  PEND
+     * (~11 KiB) exists from the rank's first VALUES on: most ranks of a
+     * large world send none. */
+    pending_values *pend;
     uint32_t n_pend, pend_used, pend_cap;
     uint32_t pend_refused; /* of them, under refused names */
     double *pend_data;
@@ -112,7 +117,6 @@ static void on_conn_handle_closed(uv_handle_t *h)
     free(c->buf);
     free(c->pend_data);
     free(c->pend);
-    free(c->pend_at);
     free(c->lab_text);
     free(c->lab_off);
     free(c);
@@ -301,17 +305,8 @@ static int keep_values(conn *c, const wire_values *v)
         c->pend_refused++;
         return 0;
     }
-    if (!c->pend) {
-        c->pend = malloc(WIRE_MAX_NAME_ID * sizeof *c->pend);
-        c->pend_at = malloc(WIRE_MAX_NAME_ID * sizeof *c->pend_at);
-        if (!c->pend || !c->pend_at) {
-            free(c->pend);
-            free(c->pend_at);
-            c->pend = NULL;
-            c->pend_at = NULL;
-            return -1;
-        }
-    }
+    if (!c->pend && !(c->pend = malloc(sizeof *c->pend)))
+        return -1;
     if (c->pend_used + v->n > c->pend_cap) {
         uint32_t cap = c->pend_cap ? c->pend_cap : 4096;
         while (cap < c->pend_used + v->n)
@@ -324,12 +319,12 @@ static int keep_values(conn *c, const wire_values *v)
         c->pend_data = d;
         c->pend_cap = cap;
     }
-    ss_values_item *it = &c->pend[c->n_pend];
+    ss_values_item *it = &c->pend->item[c->n_pend];
     memset(it, 0, sizeof *it);
     it->name = idx;
     it->n = v->n;
     it->truncated = v->truncated;
-    c->pend_at[c->n_pend++] = c->pend_used;
+    c->pend->at[c->n_pend++] = c->pend_used;
     memcpy(c->pend_data + c->pend_used, v->v, v->n * sizeof(double));
     c->pend_used += v->n;
     return 0;
@@ -441,12 +436,12 @@ static int dispatch(conn *c, wire_frame *f)
                 cb->on_values_dropped(cb->ctx, (uint32_t)c->rank, dropped);
         }
         for (uint32_t i = 0; i < c->n_pend; i++)
-            c->pend[i].v = c->pend_data + c->pend_at[i];
+            c->pend->item[i].v = c->pend_data + c->pend->at[i];
         in->stats.steps++;
         in->stats.vectors += c->n_pend;
         if (cb->on_step)
             cb->on_step(cb->ctx, (uint32_t)c->rank, &in->record,
-                        c->n_pend ? c->pend : NULL, c->n_pend);
+                        c->n_pend ? c->pend->item : NULL, c->n_pend);
         c->n_pend = c->pend_used = c->pend_refused = 0;
         return 0;
     }

@@ -48,9 +48,9 @@ static const char *const k_refusal_names[R_COUNT] = {
 
 struct peer;
 
-/* A link's channels are found by id in a table of CHAN_BUCKETS chains
- * (an agent numbers its channels in order, so they spread evenly): every
- * DATA frame looks its channel up, and a node may have hundreds. */
+/* A link's channels live in a table of CHAN_BUCKETS chains by id (an
+ * agent numbers its channels in order, so they spread evenly): every DATA
+ * frame looks its channel up, and a node may have hundreds. */
 #define CHAN_BUCKETS 256
 
 typedef struct chan {
@@ -58,8 +58,7 @@ typedef struct chan {
     ss_ingest_channel *ch;
     ss_ingest_transport tr;
     struct peer *owner;
-    struct chan *next;  /* the link's list of channels */
-    struct chan *hnext; /* its bucket's chain */
+    struct chan *next; /* its bucket's chain */
 } chan;
 
 typedef struct peer {
@@ -79,7 +78,6 @@ typedef struct peer {
     char ip[48];             /* what the per-address cap counts by */
     int waiting;             /* in the owner's handshake list */
     struct peer *wprev, *wnext;
-    chan *chans;
     chan *by_id[CHAN_BUCKETS];
 } peer;
 
@@ -249,13 +247,13 @@ static void link_close_flush(peer *l, int cat, const char *why, int report,
     l->stage = ST_CLOSING;
     ss_node_links *nl = l->owner;
     wait_remove(l);
-    while (l->chans) {
-        chan *c = l->chans;
-        l->chans = c->next;
-        ss_ingest_channel_gone(c->ch);
-        free(c);
-    }
-    memset(l->by_id, 0, sizeof l->by_id);
+    for (size_t b = 0; b < CHAN_BUCKETS; b++)
+        while (l->by_id[b]) {
+            chan *c = l->by_id[b];
+            l->by_id[b] = c->next;
+            ss_ingest_channel_gone(c->ch);
+            free(c);
+        }
     if (report && joined && nl->cb.on_node_gone)
         nl->cb.on_node_gone(nl->cb.ctx, l->hello.node_rank, l->said_bye,
                             l->said_bye ? "said goodbye" : why);
@@ -292,22 +290,15 @@ static int chan_write(void *ctx, const uint8_t *bytes, size_t len)
 
 static void chan_link(peer *l, chan *c)
 {
-    c->next = l->chans;
-    l->chans = c;
     chan **b = &l->by_id[c->id % CHAN_BUCKETS];
-    c->hnext = *b;
+    c->next = *b;
     *b = c;
 }
 
 static void chan_unlink(chan *c)
 {
     for (chan **p = &c->owner->by_id[c->id % CHAN_BUCKETS]; *p;
-         p = &(*p)->hnext)
-        if (*p == c) {
-            *p = c->hnext;
-            break;
-        }
-    for (chan **p = &c->owner->chans; *p; p = &(*p)->next)
+         p = &(*p)->next)
         if (*p == c) {
             *p = c->next;
             return;
@@ -328,7 +319,7 @@ static void chan_closed(void *ctx)
 
 static chan *chan_find(peer *l, uint32_t id)
 {
-    for (chan *c = l->by_id[id % CHAN_BUCKETS]; c; c = c->hnext)
+    for (chan *c = l->by_id[id % CHAN_BUCKETS]; c; c = c->next)
         if (c->id == id)
             return c;
     return NULL;

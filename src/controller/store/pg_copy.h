@@ -57,8 +57,9 @@ int ss_pg_push_run(ss_pg *c, struct sqlite3 *src, int64_t local_id,
  * the old copy or the new one).  The first load takes everything; a later
  * one on the same DST takes the runs table and the rows of the runs the
  * server copied since (their seen_at, kept in DST's team_copies table)
- * and drops the runs the server no longer holds.  Ids are the server's.  A run the server holds as running whose last copy is
- * older than STALE_NS reads `interrupted` (its job stopped copying).
+ * and drops the runs the server no longer holds.  Ids are the server's.
+ * A run the server holds as running whose last copy is older than
+ * STALE_NS reads `interrupted` (its job stopped copying).
  * Returns the number of runs, or -1 with a one-line reason in ERR.
  */
 long ss_pg_load(ss_pg *c, struct sqlite3 *dst, int64_t stale_ns, char *err,

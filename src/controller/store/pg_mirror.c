@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fnv1a.h"
 #include "pg_conn.h"
 #include "pg_copy.h"
 #include "pg_schema.h"
@@ -138,9 +139,7 @@ static int cached_copy(const char *uri, char *out, size_t outlen)
                 "in the cache: %s\n", err);
         return 0;
     }
-    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, 64 bits */
-    for (const unsigned char *p = (const unsigned char *)uri; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ULL;
+    uint64_t h = ss_fnv1a(SS_FNV1A_BASIS, uri, strlen(uri));
     return snprintf(out, outlen, "%s/%016llx.db", dir,
                     (unsigned long long)h) < (int)outlen;
 }

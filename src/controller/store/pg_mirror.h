@@ -21,8 +21,8 @@
 /*
  * The path of this process's local copy of the team database URI into
  * OUT, brought up to date from the server on the first call (later calls
- * return the same copy, as refreshed by ss_pg_mirror_follow).  Returns 0, or -1
- * with a one-line reason in ERR: the server cannot be reached, the role
+ * return the same copy, as refreshed by ss_pg_mirror_follow).  Returns 0,
+ * or -1 with a one-line reason in ERR: the server cannot be reached, the role
  * may not read, the schema is missing, older or newer.  Thread-safe.
  */
 int ss_pg_mirror_path(const char *uri, char *out, size_t outlen, char *err,

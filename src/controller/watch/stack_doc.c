@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fnv1a.h"
 #include "stack_json.h"
 #include "stack_merge.h"
 
@@ -27,14 +28,6 @@ typedef struct {
     size_t cap, count;
     int oom;
 } interner;
-
-static uint64_t hash_str(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
 
 static int grow(interner *in)
 {
@@ -73,7 +66,7 @@ static const char *intern(interner *in, ss_sj_span v)
     }
     char *s = in->arena + in->used;
     size_t n = ss_sj_str(v, s);
-    uint64_t h = hash_str(s, n);
+    uint64_t h = ss_fnv1a(SS_FNV1A_BASIS, s, n);
     size_t j = h & (in->cap - 1);
     while (in->slots[j]) {
         if (in->hashes[j] == h && strcmp(in->slots[j], s) == 0)
