@@ -128,8 +128,19 @@ static void fc_keep(fake_ctl *fc, const wire_frame *f, int conn)
 
 static void fc_error(fake_ctl *fc, const char *what)
 {
+    fprintf(stderr, "fake controller: %s\n", what);
     if (!fc->n_errors++)
         snprintf(fc->error, sizeof fc->error, "%s", what);
+}
+
+/* Sends the M bytes of OUT to the rank on FD; a rank that has already gone
+ * (its last frames may be read after its exit) is not an error. */
+static void fc_send(fake_ctl *fc, int fd, const uint8_t *out, size_t m,
+                    const char *what)
+{
+    if (send(fd, out, m, MSG_NOSIGNAL) != (ssize_t)m && errno != EPIPE &&
+        errno != ECONNRESET)
+        fc_error(fc, what);
 }
 
 /* Serves one connection until EOF, a protocol error or DEADLINE. */
@@ -173,8 +184,7 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
                 wire_command cmd = {5, WIRE_COMMAND_PROFILE, fc->command_ms,
                                     "/tmp/fc"};
                 size_t m = wire_encode_command(out, sizeof out, &cmd);
-                if (send(fd, out, m, MSG_NOSIGNAL) != (ssize_t)m)
-                    fc_error(fc, "cannot send COMMAND");
+                fc_send(fc, fd, out, m, "cannot send COMMAND");
             }
             if (frame.type != WIRE_HELLO)
                 continue;
@@ -187,8 +197,7 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
                 wire_welcome w = {.version = WIRE_VERSION};
                 m = wire_encode_welcome(out, sizeof out, &w);
             }
-            if (send(fd, out, m, MSG_NOSIGNAL) != (ssize_t)m)
-                fc_error(fc, "cannot answer HELLO");
+            fc_send(fc, fd, out, m, "cannot answer HELLO");
             if (fc->reject)
                 return;
             if (fc->stall_ms)
