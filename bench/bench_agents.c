@@ -23,10 +23,11 @@
  *
  * While it runs it samples the controller's CPU (/proc/PID/stat) and RSS
  * every second; at the end it reads the store (steps finalized, ranks
- * missing, rank-steps written against those sent) and the controller's
- * last lines (the time from a step's latest record to its finalization,
- * p50 and p99, and in node mode the merge's figures), and prints a table
- * with the generator's own CPU next to the controller's.
+ * missing, rank-steps in the ranks' totals against those sent, rows kept)
+ * and the controller's last lines (the time from a step's latest record to
+ * its finalization, p50 and p99, and in node mode the merge's figures),
+ * and prints a table with the generator's own CPU next to the
+ * controller's.
  *
  *   bench_agents --agents 64 --ranks 64 --rate 10 --seconds 60
  *   bench_agents --agents 128 --ranks 128 --rate 1 --seconds 60
@@ -813,12 +814,14 @@ static int run_once(const char *self, const char *token, const char *db,
         }
 
     int64_t steps = -1, missing = -1, rank_steps = -1, forced_missing = -1;
+    int64_t rows = -1;
     sqlite3 *sdb = NULL;
     if (sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
         steps = query_int(sdb, "SELECT count(*) FROM steps");
         missing = query_int(sdb, "SELECT coalesce(sum(n_missing),0) FROM steps");
         forced_missing = query_int(sdb, "SELECT count(*) FROM steps WHERE n_missing > 0");
         rank_steps = query_int(sdb, "SELECT coalesce(sum(steps),0) FROM rank_totals");
+        rows = query_int(sdb, "SELECT count(*) FROM rank_steps");
     }
     sqlite3_close(sdb);
     double run_s = o.seconds;
@@ -841,9 +844,10 @@ static int run_once(const char *self, const char *token, const char *db,
            atomic_load(&g_bytes) / 1048576.0);
     printf("store:      %" PRId64 " steps finalized of %" PRIu64 ", %" PRId64
            " with ranks missing (%" PRId64 " rank-steps missing), %" PRId64
-           " rank-steps written of %" PRIu64 " sent (%" PRId64 " dropped)\n",
+           " rank-steps in the ranks' totals of %" PRIu64 " sent (%" PRId64
+           " dropped), %" PRId64 " rank-step rows kept\n",
            steps, g_steps, forced_missing, missing, rank_steps, sent,
-           (int64_t)sent - rank_steps);
+           (int64_t)sent - rank_steps, rows);
     printf("controller exited %d after %.1f s past the last step; agent errors: %d\n",
            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
            (ctl_end - run_end) / 1e9, agent_errors);

@@ -346,6 +346,11 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_buf_printf(out, ", %" PRIu64 " per-rank row%s dropped (the "
                       "store's queue was full)", o->rank_steps_dropped,
                       plural(o->rank_steps_dropped));
+    if (o->rank_steps_unpicked)
+        ss_buf_printf(out, ", %" PRIu64 " per-rank row%s kept as totals only "
+                      "(node aggregation writes the rows of the ranks a step "
+                      "singles out and a rotating share)",
+                      o->rank_steps_unpicked, plural(o->rank_steps_unpicked));
     if (s->rank_dropped_events || s->rank_dropped_records)
         ss_buf_printf(out, ", %" PRIu64 " events and %" PRIu64
                       " step records dropped by ranks",

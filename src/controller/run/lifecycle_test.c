@@ -460,6 +460,19 @@ static void summary_counts_rows_dropped_at_the_queue(void)
                     "it.\n");
 }
 
+static void summary_counts_rows_kept_as_totals(void)
+{
+    ss_run_summary s = all_stored();
+    s.stored.rank_steps_unpicked = 2;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK_STR(text, "run 3 finished in 12.3 s: 6000 steps finalized, 15 "
+                    "findings, 2 per-rank rows kept as totals only (node "
+                    "aggregation writes the rows of the ranks a step "
+                    "singles out and a rotating share). `stepscope report "
+                    "--db s.db 3` explains it.\n");
+}
+
 static void loss_note_says_what_the_store_lost(void)
 {
     ss_run_summary s = all_stored();
@@ -562,4 +575,5 @@ TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(summary_when_the_disk_filled_up),
           TEST(summary_when_the_end_was_not_stored),
           TEST(summary_counts_rows_dropped_at_the_queue),
+          TEST(summary_counts_rows_kept_as_totals),
           TEST(loss_note_says_what_the_store_lost))

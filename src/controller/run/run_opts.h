@@ -72,6 +72,9 @@ typedef enum {
 #define SS_AGGREGATE_RANK 0
 #define SS_AGGREGATE_NODE 1
 #define SS_AGGREGATE_NODE_ABOVE 4096
+/* Node aggregation stores about this many ranks' rows a step
+ * (ss_store_config.rank_rows_per_step; docs/store.md). */
+#define SS_AGGREGATE_NODE_ROWS 4096
 
 /* Not to be copied: master_addr and job_id may point into conf. */
 typedef struct {

@@ -220,7 +220,15 @@ void ss_store_flush(ss_store *s)
         }
         while (s->done_seq < target)
             pthread_cond_wait(&s->done, &s->mu);
-    } else if (s->head) {
+        /* A batch that was already being written when asked may have left
+         * the rank totals owed. */
+        if (s->totals_owed) {
+            s->totals_wanted = 1;
+            pthread_cond_signal(&s->wake);
+            while (s->totals_wanted)
+                pthread_cond_wait(&s->done, &s->mu);
+        }
+    } else if (s->head || s->totals_owed) {
         ss__store_drain_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
@@ -285,6 +293,7 @@ void ss_store_get_outcome(ss_store *s, ss_store_outcome *out)
     pthread_mutex_lock(&s->mu);
     *out = s->outcome;
     out->rank_steps_dropped = s->stats.dropped_rank_steps;
+    out->rank_steps_unpicked = s->stats.unpicked_rank_steps;
     out->vectors_dropped = s->stats.dropped_vectors;
     pthread_mutex_unlock(&s->mu);
 }

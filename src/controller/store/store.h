@@ -8,7 +8,8 @@
  * Writing: the controller's loop calls the store_put_* functions, which copy
  * their arguments into a bounded queue and return at once; a writer thread
  * applies the queue in batched transactions every flush interval (default
- * 250 ms), so a controller killed with SIGKILL loses at most that interval.
+ * 250 ms), so a controller killed with SIGKILL loses at most that interval
+ * (and of the ranks' totals, at most SS_STORE_TOTALS_INTERVAL_MS).
  * When the queue is full, rank-step rows are dropped first and counted
  * (store_stats); runs, findings and events are never dropped at the queue.
  * A batch the file refuses (disk full, I/O error, locked) is lost; the
@@ -33,6 +34,11 @@ void ss_store_config_defaults(ss_store_config *cfg);
 
 /* Steps of a whole world the queue holds before rank rows drop. */
 #define SS_STORE_QUEUE_STEPS 4
+
+/* The ranks' totals (rank_totals) are written at most this often, and at
+ * a flush, the close and a run's end: an upsert per rank each time, which
+ * every batch would pay for a large world. */
+#define SS_STORE_TOTALS_INTERVAL_MS 5000
 
 /* Raises CFG's queue_limit, never lowers it, so that the queue holds
  * SS_STORE_QUEUE_STEPS finalized steps of WORLD ranks (each step is one

@@ -7,7 +7,8 @@
  * store_bind.h.  A step also writes its phases, syncs and rank rows (each
  * rank row's phases, syncs and metrics as JSON objects built with the
  * step's names escaped once) and counts its rows into the run's track for
- * rank_totals and retention (store_retention.c).
+ * rank_totals and retention (store_retention.c), and its tallies (ranks
+ * without a row) into the same totals.
  */
 #include "store_apply.h"
 
@@ -111,6 +112,11 @@ static int apply_step(ss_store *s, int64_t run_id, const step_item *v)
         return -1;
     if ((int64_t)v->step > t->max_step)
         t->max_step = (int64_t)v->step;
+    for (uint32_t i = 0; i < v->n_tallies; i++) {
+        const rank_tally *y = &v->tallies[i];
+        ss__track_count_row(t, y->rank, y->step_ns, y->rss, y->device,
+                            (int64_t)v->step);
+    }
     if (v->n_rows == 0)
         return 0;
 

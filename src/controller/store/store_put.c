@@ -11,6 +11,12 @@
  * (a step's aggregates, runs, ranks, findings, events) is queued whatever
  * the queue holds: small and rare.  An item that cannot be allocated is
  * counted lost (store_outcome.c), as a crash would lose it.
+ *
+ * With cfg.rank_rows_per_step set (node aggregation of a large world), a
+ * step writes the rows of the ranks it singles out, of a rotating share of
+ * the world and of every rank on tier B's steps (row_pick); the other
+ * present ranks travel as tallies (rank, step time, RSS, device memory) so
+ * that the ranks' totals stay exact.
  */
 #include "store.h"
 
@@ -193,23 +199,103 @@ static const char *name_of(const char *const *names, int idx)
 }
 
 /* Does some present rank of V carry host evidence? */
-static int has_host(const ss_step_view *v)
+/* The slowest ranks of a step whose rows are always written. */
+#define PICK_SLOWEST 4
+/* Ranks a step singles out: the worst of its step time, memory, phases,
+ * self times and syncs, and its PICK_SLOWEST slowest. */
+#define PICK_MAX (3 + 2 * SS_MAX_STEP_ITEMS + SS_MAX_STEP_ITEMS + PICK_SLOWEST)
+
+/* Which present ranks of a step get a row: every one (stride 1), or those
+ * with (rank + step) % stride == 0 and the ranks in singled[]. */
+typedef struct {
+    uint32_t stride;
+    uint64_t step;
+    uint32_t n_singled;
+    int32_t singled[PICK_MAX];
+} row_pick;
+
+static void pick_add(row_pick *pk, int32_t rank)
 {
-    for (uint32_t r = 0; v->ranks && r < v->world_size; r++)
-        if (v->ranks[r].present && v->ranks[r].host)
+    if (rank < 0 || pk->n_singled >= PICK_MAX)
+        return;
+    for (uint32_t i = 0; i < pk->n_singled; i++)
+        if (pk->singled[i] == rank)
+            return;
+    pk->singled[pk->n_singled++] = rank;
+}
+
+/* Fills PK for step V under CFG: every rank when rank_rows_per_step is 0
+ * or covers the world, and on tier B's steps (kept for ever). */
+static void row_pick_init(row_pick *pk, const ss_store_config *cfg,
+                          const ss_step_view *v)
+{
+    memset(pk, 0, sizeof *pk);
+    pk->step = v->step;
+    pk->stride = 1;
+    uint32_t per = cfg->rank_rows_per_step;
+    if (per == 0 || v->world_size <= per || !v->ranks ||
+        (cfg->sample_every && v->step % cfg->sample_every == 0))
+        return;
+    pk->stride = (v->world_size + per - 1) / per;
+    pick_add(pk, v->step_time.worst_rank);
+    pick_add(pk, v->rss.worst_rank);
+    pick_add(pk, v->device.worst_rank);
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        pick_add(pk, v->phases[i].stat.worst_rank);
+        if (v->phase_self)
+            pick_add(pk, v->phase_self[i].worst_rank);
+    }
+    for (uint32_t i = 0; i < v->n_syncs; i++)
+        pick_add(pk, v->syncs[i].worst_rank);
+    int32_t slow[PICK_SLOWEST];
+    int64_t slow_ns[PICK_SLOWEST];
+    uint32_t n_slow = 0;
+    for (uint32_t r = 0; r < v->world_size; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present || rs->step_ns == SS_MISSING)
+            continue;
+        if (n_slow == PICK_SLOWEST && rs->step_ns <= slow_ns[n_slow - 1])
+            continue;
+        uint32_t k = n_slow < PICK_SLOWEST ? n_slow++ : n_slow - 1;
+        for (; k > 0 && slow_ns[k - 1] < rs->step_ns; k--) {
+            slow[k] = slow[k - 1];
+            slow_ns[k] = slow_ns[k - 1];
+        }
+        slow[k] = (int32_t)r;
+        slow_ns[k] = rs->step_ns;
+    }
+    for (uint32_t k = 0; k < n_slow; k++)
+        pick_add(pk, slow[k]);
+}
+
+/* Whether present rank R gets a row under PK. */
+static int row_picked(const row_pick *pk, uint32_t r)
+{
+    if (pk->stride <= 1 || (r + pk->step) % pk->stride == 0)
+        return 1;
+    for (uint32_t i = 0; i < pk->n_singled; i++)
+        if (pk->singled[i] == (int32_t)r)
             return 1;
     return 0;
 }
 
-/* The host evidence of V's first ROWS present ranks into OUT, in row
- * order (all SS_MISSING for a rank without any). */
-static void copy_host_rows(const ss_step_view *v, uint32_t rows,
-                           ss_host_step *out)
+static int has_host(const ss_step_view *v, const row_pick *pk)
+{
+    for (uint32_t r = 0; v->ranks && r < v->world_size; r++)
+        if (v->ranks[r].present && v->ranks[r].host && row_picked(pk, r))
+            return 1;
+    return 0;
+}
+
+/* The host evidence of V's first ROWS picked present ranks into OUT, in
+ * row order (all SS_MISSING for a rank without any). */
+static void copy_host_rows(const ss_step_view *v, const row_pick *pk,
+                           uint32_t rows, ss_host_step *out)
 {
     uint32_t i = 0;
     for (uint32_t r = 0; r < v->world_size && i < rows; r++) {
         const ss_rank_step *rs = &v->ranks[r];
-        if (!rs->present)
+        if (!rs->present || !row_picked(pk, r))
             continue;
         if (rs->host)
             out[i] = *rs->host;
@@ -322,20 +408,32 @@ void ss_store_put_labels(ss_store *s, int64_t run_id, uint32_t attempt,
 void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                        const char *const *names)
 {
-    uint32_t n_rows = 0;
+    row_pick pk;
+    row_pick_init(&pk, &s->cfg, v);
+    uint32_t n_rows = 0, n_tallies = 0;
     if (v->ranks)
         for (uint32_t r = 0; r < v->world_size; r++)
-            n_rows += v->ranks[r].present != 0;
+            if (v->ranks[r].present) {
+                if (row_picked(&pk, r))
+                    n_rows++;
+                else
+                    n_tallies++;
+            }
+    uint64_t units = 1 + n_rows + (n_tallies + TALLIES_PER_UNIT - 1) /
+                                      TALLIES_PER_UNIT;
 
-    /* Rank rows go only when the queue has room for them; the rest of the
-     * step always goes. */
+    /* Rank rows (and tallies) go only when the queue has room for them;
+     * the rest of the step always goes. */
     pthread_mutex_lock(&s->mu);
-    int keep_rows = s->pending_units + 1 + n_rows <= s->cfg.queue_limit;
+    int keep_rows = s->pending_units + units <= s->cfg.queue_limit;
     if (!keep_rows)
-        s->stats.dropped_rank_steps += n_rows;
+        s->stats.dropped_rank_steps += n_rows + n_tallies;
+    else
+        s->stats.unpicked_rank_steps += n_tallies;
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
-    int with_host = rows && has_host(v);
+    uint32_t tallies = keep_rows ? n_tallies : 0;
+    int with_host = rows && has_host(v, &pk);
 
     size_t stride = ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs +
                     v->n_metrics;
@@ -348,7 +446,8 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
                    round8((size_t)v->n_metrics * sizeof(char *)) +
                    round8((size_t)rows * sizeof(uint32_t)) +
                    (size_t)rows * stride * sizeof(int64_t) +
-                   (with_host ? (size_t)rows * sizeof(ss_host_step) : 0);
+                   (with_host ? (size_t)rows * sizeof(ss_host_step) : 0) +
+                   round8((size_t)tallies * sizeof(rank_tally));
     for (uint32_t i = 0; i < v->n_phases; i++)
         extra += str_space(name_of(names, v->phases[i].name));
     for (uint32_t i = 0; i < v->n_syncs; i++)
@@ -402,10 +501,21 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     st->n_rows = rows;
     st->row_rank = carve(&p, (size_t)rows * sizeof(uint32_t));
     st->row_vals = carve(&p, (size_t)rows * stride * sizeof(int64_t));
-    uint32_t i = 0;
-    for (uint32_t r = 0; r < v->world_size && i < rows; r++) {
+    st->n_tallies = tallies;
+    st->tallies = carve(&p, (size_t)tallies * sizeof(rank_tally));
+    uint32_t i = 0, n_tallied = 0;
+    for (uint32_t r = 0;
+         r < v->world_size && (i < rows || n_tallied < tallies); r++) {
         const ss_rank_step *rs = &v->ranks[r];
         if (!rs->present)
+            continue;
+        if (!row_picked(&pk, r)) {
+            if (n_tallied < tallies)
+                st->tallies[n_tallied++] = (rank_tally){
+                    rs->step_ns, rs->rss_bytes, rs->device_bytes, r};
+            continue;
+        }
+        if (i == rows)
             continue;
         int64_t *vals = st->row_vals + (size_t)i * stride;
         st->row_rank[i] = r;
@@ -452,9 +562,9 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     st->row_host = with_host ? carve(&p, (size_t)rows * sizeof(ss_host_step))
                              : NULL;
     if (with_host)
-        copy_host_rows(v, rows, st->row_host);
-    st->dropped_rows = keep_rows ? 0 : n_rows;
-    it->units = 1 + rows;
+        copy_host_rows(v, &pk, rows, st->row_host);
+    st->dropped_rows = keep_rows ? 0 : n_rows + n_tallies;
+    it->units = keep_rows ? units : 1;
     ss__store_enqueue(s, it);
     put_values(s, run_id, v, names);
 }

@@ -30,6 +30,13 @@ typedef struct {
     /* Bytes of vectors the queue may hold; a step's vectors that would
      * go over it are dropped whole and counted; default 64 MiB. */
     uint64_t values_queue_bytes;
+    /* Rank-step rows a step writes, about: 0 (default) writes every
+     * present rank's; N writes the ranks the step singles out (the worst
+     * of each statistic, the slowest few), every ceil(world / N)-th rank in
+     * rotation, and every rank on tier B's steps; the others count only
+     * into their ranks' totals (unpicked_rank_steps).  Node aggregation of
+     * a large world sets it. */
+    uint32_t rank_rows_per_step;
 } ss_store_config;
 
 typedef struct {
@@ -125,6 +132,9 @@ typedef struct {
  * rank-step rows refused at a full queue, and transactions run. */
 typedef struct {
     uint64_t queued, written, dropped_rank_steps, transactions;
+    /* present ranks' rows not written by choice (rank_rows_per_step),
+     * counted into their ranks' totals */
+    uint64_t unpicked_rank_steps;
     uint64_t vectors_queued;  /* vectors accepted */
     uint64_t dropped_vectors; /* vectors refused at a full queue */
 } ss_store_stats;
@@ -141,6 +151,8 @@ typedef struct {
                                     some of them later) */
     uint64_t rank_steps_lost;    /* rows in a lost batch */
     uint64_t rank_steps_dropped; /* rows refused at a full queue */
+    uint64_t rank_steps_unpicked; /* rows not written by choice
+                                     (rank_rows_per_step): totals only */
     uint64_t vectors_stored, vectors_lost; /* rank_values rows */
     uint64_t vectors_dropped;    /* vectors refused at a full queue */
     uint64_t findings_stored;    /* distinct findings (run, attempt, id)

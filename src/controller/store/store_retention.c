@@ -11,7 +11,12 @@
  * remembers where it has pruned to, so each batch deletes only what left
  * the window since the last one.  rank_totals are the exact per-rank
  * totals over every step, pruned or not: a batch's rows are summed into
- * per-rank deltas and added with one upsert per rank.
+ * per-rank deltas; a committed batch's deltas are owed until a batch adds
+ * them (one upsert per rank) to rank_totals, which one does when
+ * SS_STORE_TOTALS_INTERVAL_MS has passed since the last, or when told to
+ * (a flush, the close, a run's end), so that a large world pays its
+ * upserts every few seconds, not every batch.  A lost batch forgets only
+ * its own deltas.
  */
 #include "store_retention.h"
 
@@ -22,14 +27,25 @@
 static const rank_delta empty_delta = {0, 0, 0, SS_MISSING, SS_MISSING,
                                        SS_MISSING, SS_MISSING};
 
-/* Forgets T's batch deltas (after they are written or lost). */
+/* Forgets T's batch deltas (after they are written, owed or lost). */
 static void track_clear(track *t)
 {
+    t->totals_in_batch = 0;
     if (!t->dirty)
         return;
     for (uint32_t r = 0; r < t->n_ranks; r++)
         t->delta[r] = empty_delta;
     t->dirty = 0;
+}
+
+/* Forgets T's owed deltas (after a committed batch wrote them). */
+static void track_clear_owed(track *t)
+{
+    if (!t->owed_dirty)
+        return;
+    for (uint32_t r = 0; r < t->n_ranks; r++)
+        t->owed[r] = empty_delta;
+    t->owed_dirty = 0;
 }
 
 track *ss__track_get(ss_store *s, int64_t run_id, uint32_t attempt,
@@ -54,9 +70,13 @@ track *ss__track_get(ss_store *s, int64_t run_id, uint32_t attempt,
         rank_delta *d = realloc(t->delta, n_ranks * sizeof *d);
         if (!d)
             return NULL;
-        for (uint32_t r = t->n_ranks; r < n_ranks; r++)
-            d[r] = empty_delta;
         t->delta = d;
+        rank_delta *o = realloc(t->owed, n_ranks * sizeof *o);
+        if (!o)
+            return NULL;
+        t->owed = o;
+        for (uint32_t r = t->n_ranks; r < n_ranks; r++)
+            d[r] = o[r] = empty_delta;
         t->n_ranks = n_ranks;
     }
     return t;
@@ -70,6 +90,18 @@ static int64_t max_known(int64_t a, int64_t b)
     if (b == SS_MISSING)
         return a;
     return a > b ? a : b;
+}
+
+/* Adds the totals of B to A. */
+static void delta_add(rank_delta *a, const rank_delta *b)
+{
+    a->steps += b->steps;
+    a->n_ns += b->n_ns;
+    a->sum_ns += b->sum_ns;
+    a->max_ns = max_known(a->max_ns, b->max_ns);
+    a->max_rss = max_known(a->max_rss, b->max_rss);
+    a->max_dev = max_known(a->max_dev, b->max_dev);
+    a->last_step = max_known(a->last_step, b->last_step);
 }
 
 void ss__track_count_row(track *t, uint32_t rank, int64_t step_ns,
@@ -96,10 +128,29 @@ void ss__tracks_forget_batch(ss_store *s)
         track_clear(&s->tracks[i]);
 }
 
+int ss__tracks_committed(ss_store *s)
+{
+    int owed = 0;
+    for (size_t i = 0; i < s->n_tracks; i++) {
+        track *t = &s->tracks[i];
+        if (t->totals_in_batch) {
+            track_clear_owed(t);
+        } else if (t->dirty) {
+            for (uint32_t r = 0; r < t->n_ranks; r++)
+                delta_add(&t->owed[r], &t->delta[r]);
+            t->owed_dirty = 1;
+        }
+        track_clear(t);
+        owed |= t->owed_dirty;
+    }
+    return owed;
+}
+
 void ss__tracks_free(ss_store *s)
 {
     for (size_t i = 0; i < s->n_tracks; i++) {
         free(s->tracks[i].delta);
+        free(s->tracks[i].owed);
         free(s->tracks[i].committed_findings);
     }
     free(s->tracks);
@@ -132,14 +183,16 @@ static int prune_window(ss_store *s, const track *t, int which,
     return 0;
 }
 
-/* Adds T's batch deltas to rank_totals and forgets them. */
+/* Adds T's owed and batch deltas to rank_totals (forgotten once the batch
+ * commits: ss__tracks_committed). */
 static int write_totals(ss_store *s, track *t)
 {
-    if (!t->dirty)
+    if (!t->dirty && !t->owed_dirty)
         return 0;
     sqlite3_stmt *q = s->st[SS__ST_TOTALS];
     for (uint32_t r = 0; r < t->n_ranks; r++) {
-        rank_delta *d = &t->delta[r];
+        rank_delta sum = t->owed[r], *d = &sum;
+        delta_add(d, &t->delta[r]);
         if (!d->steps)
             continue;
         sqlite3_bind_int64(q, 1, t->run_id);
@@ -155,7 +208,7 @@ static int write_totals(ss_store *s, track *t)
         if (ss__store_run(s, q, "writing rank totals") != 0)
             return -1;
     }
-    track_clear(t);
+    t->totals_in_batch = 1;
     return 0;
 }
 
@@ -176,11 +229,11 @@ static int save_dropped_vectors(ss_store *s)
     return ss__store_run(s, q, "counting dropped vectors");
 }
 
-int ss__retention_finish(ss_store *s)
+int ss__retention_finish(ss_store *s, int totals)
 {
     for (size_t i = 0; i < s->n_tracks; i++) {
         track *t = &s->tracks[i];
-        if (write_totals(s, t) != 0 ||
+        if ((totals && write_totals(s, t) != 0) ||
             prune_window(s, t, SS__ST_PRUNE, s->cfg.recent_steps,
                          &t->kept_from, "pruning rank steps") != 0)
             return -1;

@@ -19,14 +19,20 @@ track *ss__track_get(ss_store *s, int64_t run_id, uint32_t attempt,
 void ss__track_count_row(track *t, uint32_t rank, int64_t step_ns,
                          int64_t rss, int64_t device, int64_t step);
 
-/* After a batch's items, in its transaction: adds every track's deltas to
- * rank_totals, prunes rank_steps and rank_values rows that left their
- * windows, and adds the vectors refused at the queue to their run's
- * dropped_vectors.  Returns 0, or -1 (reported; the caller rolls back and
- * calls ss__tracks_forget_batch). */
-int ss__retention_finish(ss_store *s);
+/* After a batch's items, in its transaction: with TOTALS, adds every
+ * track's owed and batch deltas to rank_totals; prunes rank_steps and
+ * rank_values rows that left their windows, and adds the vectors refused
+ * at the queue to their run's dropped_vectors.  Returns 0, or -1
+ * (reported; the caller rolls back and calls ss__tracks_forget_batch). */
+int ss__retention_finish(ss_store *s, int totals);
 
-/* Forgets every track's batch deltas (after a batch is lost). */
+/* After a batch committed: the deltas it wrote to rank_totals are
+ * forgotten, those it did not are owed to a later one.  Returns whether
+ * some are owed. */
+int ss__tracks_committed(ss_store *s);
+
+/* Forgets every track's batch deltas (after a batch is lost); what is
+ * owed stays owed. */
 void ss__tracks_forget_batch(ss_store *s);
 
 /* Frees every track. */

@@ -53,6 +53,12 @@ typedef enum {
     IT_DROPPED_VECTORS,
 } item_kind;
 
+/* What a rank's totals need of a step whose row is not written. */
+typedef struct {
+    int64_t step_ns, rss, device;
+    uint32_t rank;
+} rank_tally;
+
 /* A finalized step, deep-copied.  Rank rows are parallel arrays: row i is
  * rank row_rank[i] with row_vals[i * ss__row_stride(step) ...] = step_ns,
  * rss, device, begin (ROW_FIXED values), then per phase in phases[] order the
@@ -84,7 +90,12 @@ typedef struct {
     uint64_t dropped_rows; /* rank rows refused at the queue */
     ss_host_step *row_host; /* n_rows entries (all SS_MISSING where a rank
                                has none), or NULL when no row has any */
+    uint32_t n_tallies;     /* present ranks without a row (row_pick in */
+    rank_tally *tallies;    /* store_put.c): their totals only */
 } step_item;
+
+/* Tallies a queue unit stands for (a tally is a tenth of a row's bytes). */
+enum { TALLIES_PER_UNIT = 8 };
 
 enum { ROW_FIXED = 4 }; /* step_ns, rss, device, begin */
 
@@ -166,8 +177,9 @@ static inline int ss__item_is_bulk(item_kind kind)
 
 /* ---- the writer's state per (run, attempt) (store_retention.c) ---- */
 
-/* Per-rank totals accumulated over one batch, added to rank_totals at the
- * end of it.  Maxima are SS_MISSING until a value is seen. */
+/* Per-rank totals accumulated over one batch (or owed by committed ones)
+ * until a batch adds them to rank_totals.  Maxima are SS_MISSING until a
+ * value is seen. */
 typedef struct {
     uint32_t steps, n_ns;
     int64_t sum_ns, max_ns, max_rss, max_dev, last_step;
@@ -181,8 +193,11 @@ typedef struct {
     int64_t kept_from; /* tier-A rows below this step are already pruned */
     int64_t values_kept_from; /* the same for rank_values */
     uint32_t n_ranks;
-    rank_delta *delta; /* n_ranks entries */
+    rank_delta *delta; /* n_ranks entries: the batch's */
     int dirty;         /* delta holds something */
+    rank_delta *owed;  /* n_ranks entries: committed, not in rank_totals */
+    int owed_dirty;    /* owed holds something */
+    int totals_in_batch; /* this batch adds owed + delta to rank_totals */
     uint8_t *committed_findings; /* bit i: finding id i has a committed
                                     version (for ss_store_outcome) */
     uint32_t committed_findings_bytes;
@@ -209,6 +224,11 @@ struct ss_store {
     struct timespec first_at; /* when the oldest queued item arrived */
     uint64_t enq_seq, done_seq; /* items queued / applied, ever */
     int flush_wanted, stop;
+    /* Totals: a batch must add what is owed (a flush, the close, a run's
+     * end); some are owed (after the last commit); a flush with an empty
+     * queue asks the writer for the totals alone and waits for it. */
+    int totals_force, totals_owed, totals_wanted;
+    struct timespec totals_at; /* when rank_totals were last written */
     ss_store_stats stats;
     ss_store_outcome outcome;
     int has_writer;
@@ -217,6 +237,7 @@ struct ss_store {
     pthread_mutex_t dbmu;   /* the connection and everything below */
     char batch_err[256];    /* the first error of the batch being applied */
     sqlite3_stmt *st[SS__ST_COUNT];
+    int owed_after;         /* totals owed after the last commit */
     track *tracks;
     size_t n_tracks;
     ss_buf rowjson[6];      /* a rank row's JSON: phases, phase_starts,

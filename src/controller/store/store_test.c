@@ -1064,6 +1064,102 @@ static void full_queue_drops_only_rank_steps(void)
     CHECK_EQ_INT(sql_int(path, "SELECT status = 'ok' FROM runs"), 1);
 }
 
+/* With rank_rows_per_step, a step writes the rows of the ranks it singles
+ * out, a rotating share and every rank on tier B's steps; the other ranks
+ * count into their totals only. */
+static void writes_picked_rank_rows_and_every_total(void)
+{
+    char path[600];
+    testing_tmp_path("picked.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.rank_rows_per_step = 2; /* 8 ranks: every 4th in rotation */
+    ss_store *s = open_store(path, &cfg, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 8);
+    step_fx fx;
+    /* Step 5: rank 7 is the worst of everything and 7, 6, 5, 4 the
+     * slowest; rank 0 the worst of the second phase; 3 and 7 in turn. */
+    fx_build(&fx, 8, 5, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    /* Step 6: 2 and 6 in turn. */
+    fx_build(&fx, 8, 6, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    /* Step 100: tier B, every rank. */
+    fx_build(&fx, 8, 100, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    ss_store_end_run(s, run, 1700000100, 0, "ok", 0, 0);
+    ss_store_flush(s);
+    ss_store_outcome o;
+    ss_store_get_outcome(s, &o);
+    CHECK_EQ_INT(o.rank_steps_unpicked, 4);
+    CHECK_EQ_INT(o.rank_steps_dropped, 0);
+    ss_store_close(s);
+    char got[256];
+    CHECK_STR(sql_text(path, "SELECT group_concat(rank) FROM (SELECT rank "
+                             "FROM rank_steps WHERE step = 5 ORDER BY rank)",
+                       got, sizeof got), "0,3,4,5,6,7");
+    CHECK_STR(sql_text(path, "SELECT group_concat(rank) FROM (SELECT rank "
+                             "FROM rank_steps WHERE step = 6 ORDER BY rank)",
+                       got, sizeof got), "0,2,4,5,6,7");
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_steps "
+                               "WHERE step = 100"), 8);
+    /* Totals over every step, rows or not. */
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM rank_totals "
+                               "WHERE steps = 3"), 8);
+    CHECK_EQ_INT(sql_int(path, "SELECT step_ns_sum FROM rank_totals "
+                               "WHERE rank = 1"), 3 * 101000000LL);
+    CHECK_EQ_INT(sql_int(path, "SELECT max_rss_bytes FROM rank_totals "
+                               "WHERE rank = 1"), (1LL << 30) + 1);
+    CHECK_EQ_INT(sql_int(path, "SELECT last_step FROM rank_totals "
+                               "WHERE rank = 3"), 100);
+}
+
+/* The ranks' totals are written every few seconds, at a flush (even of
+ * an empty queue) and at a run's end; a batch in between leaves them
+ * owed, not lost. */
+static void rank_totals_are_owed_between_writes(void)
+{
+    char path[600];
+    testing_tmp_path("owed.db", path, sizeof path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.flush_interval_ms = 10;
+    ss_store *s = open_store(path, &cfg, 1);
+    REQUIRE(s != NULL);
+    int64_t run = begin_run(s, 4);
+    step_fx fx;
+    const char *steps0 = "SELECT coalesce(sum(steps), 0) FROM rank_totals "
+                         "WHERE rank = 0";
+    fx_build(&fx, 4, 0, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    ss_store_flush(s);
+    CHECK_EQ_INT(sql_int(path, steps0), 1);
+    fx_build(&fx, 4, 1, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    for (int i = 0; i < 200 && sql_int(path, "SELECT count(*) FROM steps") < 2;
+         i++)
+        usleep(10000); /* the writer's own batch, within the interval */
+    CHECK_EQ_INT(sql_int(path, "SELECT count(*) FROM steps"), 2);
+    CHECK_EQ_INT(sql_int(path, steps0), 1); /* owed */
+    ss_store_flush(s); /* an empty queue: the totals alone */
+    CHECK_EQ_INT(sql_int(path, steps0), 2);
+    fx_build(&fx, 4, 2, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    ss_store_end_run(s, run, 1700000100, 0, "ok", 0, 0);
+    for (int i = 0; i < 200 && sql_int(path, steps0) < 3; i++)
+        usleep(10000); /* the run's end writes them */
+    CHECK_EQ_INT(sql_int(path, steps0), 3);
+    fx_build(&fx, 4, 3, 0);
+    ss_store_put_step(s, run, &fx.v, names_);
+    for (int i = 0; i < 200 && sql_int(path, "SELECT count(*) FROM steps") < 4;
+         i++)
+        usleep(10000);
+    ss_store_close(s); /* the close writes what is owed */
+    CHECK_EQ_INT(sql_int(path, steps0), 4);
+    CHECK_EQ_INT(sql_int(path, "SELECT sum(steps) FROM rank_totals"), 16);
+}
+
 /* A step's rank rows are kept or dropped whole: a queue smaller than one
  * step of the world dropped every row of every step, however idle the
  * writer.  Fitted to the world, an empty queue takes whole steps. */
@@ -1346,6 +1442,8 @@ TEST_LIST(TEST(creates_migrates_and_reopens),
           TEST(retention_keeps_recent_sampled_and_named_steps),
           TEST(vectors_are_stored_compactly_and_retained),
           TEST(full_queue_drops_only_rank_steps),
+          TEST(writes_picked_rank_rows_and_every_total),
+          TEST(rank_totals_are_owed_between_writes),
           TEST(queue_fits_the_world),
           TEST(survives_sigkill),
           TEST(outcome_counts_what_a_full_disk_lost),

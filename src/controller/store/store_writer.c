@@ -6,8 +6,10 @@
  * no I/O on the caller's thread.  The writer thread takes the whole queue
  * once the oldest queued item is a flush interval old (or sooner when the
  * queue is half full or ss_store_flush asks), applies it with prepared
- * statements in one IMMEDIATE transaction under `dbmu`, then the batch's
- * rank totals and pruning (store_retention.c), and commits.  A batch that
+ * statements in one IMMEDIATE transaction under `dbmu`, then the rank
+ * totals when due and the pruning (store_retention.c), and commits.  A
+ * flush finding the queue empty while totals are owed has the writer run
+ * a transaction of the totals alone.  A batch that
  * cannot be written (disk full, file locked by another process for more
  * than 5 s) is rolled back, reported on stderr and lost, so a broken disk
  * cannot grow the queue without bound; its small items (ranks, findings,
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "store.h"
 #include "store_apply.h"
 #include "store_outcome.h"
 #include "store_retention.h"
@@ -52,24 +55,48 @@ void ss__store_enqueue(ss_store *s, item *it)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Whether the rank totals are due in this batch: told to (FORCE, a run's
+ * end in it, no writer thread: every drain is a flush), or
+ * SS_STORE_TOTALS_INTERVAL_MS since they were last written. */
+static int totals_due(ss_store *s, const item *batch, int force)
+{
+    if (force || !s->has_writer)
+        return 1;
+    for (const item *it = batch; it; it = it->next)
+        if (it->kind == IT_END_RUN)
+            return 1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t ms = (int64_t)(now.tv_sec - s->totals_at.tv_sec) * 1000 +
+                 (now.tv_nsec - s->totals_at.tv_nsec) / 1000000;
+    return ms >= SS_STORE_TOTALS_INTERVAL_MS;
+}
+
 /* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
- * transaction, then the batch's rank totals and pruning (not when
+ * transaction, then the rank totals (with TOTALS) and pruning (not when
  * SMALL_ONLY).  Returns 0 when committed; -1 after rolling back (dbmu
  * held). */
-static int run_batch(ss_store *s, const item *batch, int small_only)
+static int run_batch(ss_store *s, const item *batch, int small_only,
+                     int totals)
 {
     int rc = ss__store_run(s, s->st[SS__ST_BEGIN], "starting a transaction");
     for (const item *it = batch; it && rc == 0; it = it->next)
         if (!small_only || !ss__item_is_bulk(it->kind))
             rc = ss__store_apply(s, it);
     if (rc == 0 && !small_only)
-        rc = ss__retention_finish(s);
+        rc = ss__retention_finish(s, totals);
     if (rc == 0)
         rc = ss__store_run(s, s->st[SS__ST_COMMIT], "committing");
     if (rc != 0) {
         if (!sqlite3_get_autocommit(s->db))
             ss__store_run(s, s->st[SS__ST_ROLLBACK], "rolling back");
         ss__tracks_forget_batch(s);
+        return rc;
+    }
+    if (!small_only) {
+        if (totals)
+            clock_gettime(CLOCK_MONOTONIC, &s->totals_at);
+        s->owed_after = ss__tracks_committed(s);
     }
     return rc;
 }
@@ -78,19 +105,20 @@ static int run_batch(ss_store *s, const item *batch, int small_only)
  * transaction is rolled back and the batch is lost (reported on stderr):
  * a store that cannot be written must not grow the queue without bound.
  * Its small items then get one more try of their own. */
-static void apply_batch(ss_store *s, item *batch)
+static void apply_batch(ss_store *s, item *batch, int force_totals)
 {
     pthread_mutex_lock(&s->dbmu);
     s->batch_err[0] = '\0';
     size_t n = 0, n_small = 0;
     for (const item *it = batch; it; it = it->next, n++)
         n_small += !ss__item_is_bulk(it->kind);
-    int rc = run_batch(s, batch, 0), small_rc = -1;
+    int rc = run_batch(s, batch, 0, totals_due(s, batch, force_totals));
+    int small_rc = -1;
     if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
                 "not written\n", s->path, n);
         if (n_small > 0 && n_small < n) {
-            small_rc = run_batch(s, batch, 1);
+            small_rc = run_batch(s, batch, 1, 0);
             if (small_rc == 0)
                 fprintf(stderr, "stepscope: store %s: its %zu other item%s "
                         "(ranks, findings, events) were written without its "
@@ -120,14 +148,17 @@ void ss__store_drain_locked(ss_store *s)
 {
     item *batch = s->head;
     uint64_t units = s->pending_units, seq = s->enq_seq;
+    int force = s->flush_wanted || s->stop || s->totals_wanted;
     s->head = s->tail = NULL;
     s->pending_units = 0;
     s->pending_value_bytes = 0;
     s->flush_wanted = 0;
     pthread_mutex_unlock(&s->mu);
-    if (batch)
-        apply_batch(s, batch);
+    if (batch || force)
+        apply_batch(s, batch, force);
     pthread_mutex_lock(&s->mu);
+    s->totals_owed = s->owed_after;
+    s->totals_wanted = 0;
     s->stats.written += units;
     if (batch)
         s->stats.transactions++;
@@ -147,7 +178,7 @@ void *ss__store_writer_main(void *arg)
     ss_store *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->stop && !s->head)
+        while (!s->stop && !s->head && !s->totals_wanted)
             pthread_cond_wait(&s->wake, &s->mu);
         if (s->head && !s->stop && !s->flush_wanted &&
             s->pending_units < s->cfg.queue_limit / 2) {
@@ -164,10 +195,13 @@ void *ss__store_writer_main(void *arg)
                 continue; /* re-evaluate: woken early or due */
             }
         }
-        if (s->head)
+        if (s->head || s->totals_wanted) {
             ss__store_drain_locked(s);
-        else if (s->stop)
+        } else if (s->stop) {
+            if (s->totals_owed) /* one try, broken disk or not */
+                ss__store_drain_locked(s);
             break;
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
