@@ -35,11 +35,6 @@ void ss_store_config_defaults(ss_store_config *cfg);
 /* Steps of a whole world the queue holds before rank rows drop. */
 #define SS_STORE_QUEUE_STEPS 4
 
-/* The ranks' totals (rank_totals) are written at most this often, and at
- * a flush, the close and a run's end: an upsert per rank each time, which
- * every batch would pay for a large world. */
-#define SS_STORE_TOTALS_INTERVAL_MS 5000
-
 /* Raises CFG's queue_limit, never lowers it, so that the queue holds
  * SS_STORE_QUEUE_STEPS finalized steps of WORLD ranks (each step is one
  * unit plus one per rank row): a step's rows are kept or dropped whole, so

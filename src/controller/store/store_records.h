@@ -18,6 +18,11 @@
 
 typedef struct ss_store ss_store;
 
+/* The ranks' totals (rank_totals) are written at most this often, and at
+ * a flush, the close and a run's end: an upsert per rank each time, which
+ * every batch would pay for a large world. */
+#define SS_STORE_TOTALS_INTERVAL_MS 5000
+
 typedef struct {
     uint32_t flush_interval_ms; /* default 250 */
     uint32_t queue_limit;       /* queued items before rank-steps drop; default 65536 */

@@ -28,7 +28,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "store.h"
 #include "store_apply.h"
 #include "store_outcome.h"
 #include "store_retention.h"
