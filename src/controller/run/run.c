@@ -831,6 +831,8 @@ static int start(run_ctx *r, char *err, size_t errlen)
     ss_store_config_fit_world(&scfg, r->o->nprocs);
     if (r->o->aggregate == SS_AGGREGATE_NODE)
         scfg.rank_rows_per_step = SS_AGGREGATE_NODE_ROWS;
+    if (r->o->nprocs > SS_AGGREGATE_NODE_ABOVE)
+        scfg.totals_interval_ms = SS_LARGE_WORLD_TOTALS_MS;
     char serr[256];
     r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
     if (!r->store) {

@@ -75,6 +75,9 @@ typedef enum {
 /* Node aggregation stores about this many ranks' rows a step
  * (ss_store_config.rank_rows_per_step; docs/store.md). */
 #define SS_AGGREGATE_NODE_ROWS 4096
+/* A world above SS_AGGREGATE_NODE_ABOVE ranks, in either mode, has its
+ * ranks' totals written this often (ss_store_config.totals_interval_ms). */
+#define SS_LARGE_WORLD_TOTALS_MS 5000
 
 /* Not to be copied: master_addr and job_id may point into conf. */
 typedef struct {

@@ -53,6 +53,8 @@ void ss_store_config_defaults(ss_store_config *cfg)
     cfg->sample_every = 100;
     cfg->values_recent_steps = 64;
     cfg->values_queue_bytes = (uint64_t)64 << 20;
+    cfg->rank_rows_per_step = 0; /* every rank's row */
+    cfg->totals_interval_ms = 0; /* the totals with every batch */
 }
 
 void ss_store_config_fit_world(ss_store_config *cfg, uint32_t world)

@@ -9,7 +9,7 @@
  * their arguments into a bounded queue and return at once; a writer thread
  * applies the queue in batched transactions every flush interval (default
  * 250 ms), so a controller killed with SIGKILL loses at most that interval
- * (and of the ranks' totals, at most SS_STORE_TOTALS_INTERVAL_MS).
+ * (and of the ranks' totals, at most cfg.totals_interval_ms).
  * When the queue is full, rank-step rows are dropped first and counted
  * (store_stats); runs, findings and events are never dropped at the queue.
  * A batch the file refuses (disk full, I/O error, locked) is lost; the

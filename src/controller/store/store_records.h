@@ -18,11 +18,6 @@
 
 typedef struct ss_store ss_store;
 
-/* The ranks' totals (rank_totals) are written at most this often, and at
- * a flush, the close and a run's end: an upsert per rank each time, which
- * every batch would pay for a large world. */
-#define SS_STORE_TOTALS_INTERVAL_MS 5000
-
 typedef struct {
     uint32_t flush_interval_ms; /* default 250 */
     uint32_t queue_limit;       /* queued items before rank-steps drop; default 65536 */
@@ -42,6 +37,12 @@ typedef struct {
      * into their ranks' totals (unpicked_rank_steps).  Node aggregation of
      * a large world sets it. */
     uint32_t rank_rows_per_step;
+    /* The ranks' totals (rank_totals, an upsert per rank) are written
+     * after every batch (0, the default), or at most every this many ms
+     * and at a flush, the close and a run's end, owed in memory between:
+     * what a large world sets, whose every batch would pay an upsert per
+     * rank. */
+    uint32_t totals_interval_ms;
 } ss_store_config;
 
 typedef struct {

@@ -13,9 +13,9 @@
  * totals over every step, pruned or not: a batch's rows are summed into
  * per-rank deltas; a committed batch's deltas are owed until a batch adds
  * them (one upsert per rank) to rank_totals, which one does when
- * SS_STORE_TOTALS_INTERVAL_MS has passed since the last, or when told to
- * (a flush, the close, a run's end), so that a large world pays its
- * upserts every few seconds, not every batch.  A lost batch forgets only
+ * cfg.totals_interval_ms has passed since the last (0: every batch), or
+ * when told to (a flush, the close, a run's end), so that a large world
+ * pays its upserts every few seconds, not every batch.  A lost batch forgets only
  * its own deltas.
  */
 #include "store_retention.h"

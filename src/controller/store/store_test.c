@@ -1115,9 +1115,9 @@ static void writes_picked_rank_rows_and_every_total(void)
                                "WHERE rank = 3"), 100);
 }
 
-/* The ranks' totals are written every few seconds, at a flush (even of
- * an empty queue) and at a run's end; a batch in between leaves them
- * owed, not lost. */
+/* With totals_interval_ms, the ranks' totals are written that often, at
+ * a flush (even of an empty queue), at a run's end and at the close; a
+ * batch in between leaves them owed, not lost. */
 static void rank_totals_are_owed_between_writes(void)
 {
     char path[600];
@@ -1125,6 +1125,7 @@ static void rank_totals_are_owed_between_writes(void)
     ss_store_config cfg;
     ss_store_config_defaults(&cfg);
     cfg.flush_interval_ms = 10;
+    cfg.totals_interval_ms = 60000;
     ss_store *s = open_store(path, &cfg, 1);
     REQUIRE(s != NULL);
     int64_t run = begin_run(s, 4);

@@ -56,7 +56,7 @@ void ss__store_enqueue(ss_store *s, item *it)
 
 /* Whether the rank totals are due in this batch: told to (FORCE, a run's
  * end in it, no writer thread: every drain is a flush), or
- * SS_STORE_TOTALS_INTERVAL_MS since they were last written. */
+ * cfg.totals_interval_ms (0: every batch) since they were last written. */
 static int totals_due(ss_store *s, const item *batch, int force)
 {
     if (force || !s->has_writer)
@@ -68,7 +68,7 @@ static int totals_due(ss_store *s, const item *batch, int force)
     clock_gettime(CLOCK_MONOTONIC, &now);
     int64_t ms = (int64_t)(now.tv_sec - s->totals_at.tv_sec) * 1000 +
                  (now.tv_nsec - s->totals_at.tv_nsec) / 1000000;
-    return ms >= SS_STORE_TOTALS_INTERVAL_MS;
+    return ms >= (int64_t)s->cfg.totals_interval_ms;
 }
 
 /* Applies the items of BATCH (without its steps when SMALL_ONLY) in one
