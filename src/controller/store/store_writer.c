@@ -113,7 +113,10 @@ static void apply_batch(ss_store *s, item *batch, int force_totals)
         n_small += !ss__item_is_bulk(it->kind);
     int rc = run_batch(s, batch, 0, totals_due(s, batch, force_totals));
     int small_rc = -1;
-    if (rc != 0) {
+    if (rc != 0 && n == 0) {
+        fprintf(stderr, "stepscope: store %s: the ranks' totals were not "
+                "written (they stay owed)\n", s->path);
+    } else if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
                 "not written\n", s->path, n);
         if (n_small > 0 && n_small < n) {
