@@ -225,7 +225,7 @@ static int parse_signal(const char *s)
 /* Parses one fault option NAME=SPEC into O. */
 static void parse_fault(options *o, const char *name, const char *spec)
 {
-    char copy[256], *f[4];
+    char copy[256], *f[4] = {0};
     int n = split(spec, copy, sizeof copy, f, 3);
     if (strcmp(name, "straggler") == 0) {
         straggler_opt *s = &o->straggler[o->n_straggler];
