@@ -491,6 +491,16 @@ static int attempt_status(const run_ctx *r)
     return job_status(r);
 }
 
+void run_store_config(const ss_run_opts *o, ss_store_config *cfg)
+{
+    ss_store_config_defaults(cfg);
+    ss_store_config_fit_world(cfg, o->nprocs);
+    if (o->aggregate == SS_AGGREGATE_NODE)
+        cfg->rank_rows_per_step = SS_AGGREGATE_NODE_ROWS;
+    if (o->nprocs > SS_AGGREGATE_NODE_ABOVE)
+        cfg->totals_interval_ms = SS_LARGE_WORLD_TOTALS_MS;
+}
+
 /* Why the attempt ended, for the store (store.h, ss_attempt_facts): a
  * failed health check or an injected fault (run_faults_cause, "injected:"
  * written into BUF), else what the attempt's end says. */
@@ -827,12 +837,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
         r->db_path = r->default_db;
     }
     ss_store_config scfg;
-    ss_store_config_defaults(&scfg);
-    ss_store_config_fit_world(&scfg, r->o->nprocs);
-    if (r->o->aggregate == SS_AGGREGATE_NODE)
-        scfg.rank_rows_per_step = SS_AGGREGATE_NODE_ROWS;
-    if (r->o->nprocs > SS_AGGREGATE_NODE_ABOVE)
-        scfg.totals_interval_ms = SS_LARGE_WORLD_TOTALS_MS;
+    run_store_config(r->o, &scfg);
     char serr[256];
     r->store = ss_store_open(r->db_path, &scfg, 1, serr, sizeof serr);
     if (!r->store) {

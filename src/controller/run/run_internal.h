@@ -190,6 +190,12 @@ int run_parts_init(run_ctx *r, char *err, size_t errlen);
 /* Frees what run_parts_init set up.  Safe on a part not set up. */
 void run_parts_free(run_ctx *r);
 
+/* The store's settings for the run of O: the defaults, a queue that holds
+ * a few steps of its world, under node aggregation the rows of about
+ * SS_AGGREGATE_NODE_ROWS ranks a step, and above SS_AGGREGATE_NODE_ABOVE
+ * ranks the ranks' totals every SS_LARGE_WORLD_TOTALS_MS (docs/store.md). */
+void run_store_config(const ss_run_opts *o, ss_store_config *cfg);
+
 /* ---- run_ranks.c: the ranks' lives ---- */
 
 /* RANK's linger timer fired (run_hooks.h): the process is gone but its

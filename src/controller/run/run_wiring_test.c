@@ -600,6 +600,31 @@ static void a_failure_with_a_restart_left_runs_a_second_attempt(void)
     world_free(w);
 }
 
+/* What the store is told for small and large worlds in each mode:
+ * nothing changes below SS_AGGREGATE_NODE_ABOVE ranks. */
+static void the_store_settings_follow_the_world_and_the_mode(void)
+{
+    ss_run_opts o = {.nprocs = 8, .aggregate = SS_AGGREGATE_RANK};
+    ss_store_config cfg;
+    run_store_config(&o, &cfg);
+    CHECK_EQ_INT(cfg.rank_rows_per_step, 0);
+    CHECK_EQ_INT(cfg.totals_interval_ms, 0);
+    CHECK_EQ_INT(cfg.queue_limit, 65536);
+    o.aggregate = SS_AGGREGATE_NODE; /* a small world: every row anyway */
+    run_store_config(&o, &cfg);
+    CHECK_EQ_INT(cfg.rank_rows_per_step, SS_AGGREGATE_NODE_ROWS);
+    CHECK_EQ_INT(cfg.totals_interval_ms, 0);
+    o.nprocs = 131072;
+    run_store_config(&o, &cfg);
+    CHECK_EQ_INT(cfg.rank_rows_per_step, SS_AGGREGATE_NODE_ROWS);
+    CHECK_EQ_INT(cfg.totals_interval_ms, SS_LARGE_WORLD_TOTALS_MS);
+    CHECK_EQ_INT(cfg.queue_limit, SS_STORE_QUEUE_STEPS * (131072 + 1));
+    o.aggregate = SS_AGGREGATE_RANK;
+    run_store_config(&o, &cfg);
+    CHECK_EQ_INT(cfg.rank_rows_per_step, 0);
+    CHECK_EQ_INT(cfg.totals_interval_ms, SS_LARGE_WORLD_TOTALS_MS);
+}
+
 static void the_ranks_losses_reach_the_summary(void)
 {
     world *w = world_new("losses.db", 0);
@@ -648,4 +673,5 @@ TEST_LIST(TEST(clean_exit_of_every_rank_is_a_success_with_its_steps_stored),
           TEST(a_rank_exiting_non_zero_fails_the_attempt_naming_it),
           TEST(a_rank_killed_by_a_signal_is_reported_with_it),
           TEST(a_failure_with_a_restart_left_runs_a_second_attempt),
-          TEST(the_ranks_losses_reach_the_summary))
+          TEST(the_ranks_losses_reach_the_summary),
+          TEST(the_store_settings_follow_the_world_and_the_mode))
