@@ -279,33 +279,6 @@ static int row_picked(const row_pick *pk, uint32_t r)
     return 0;
 }
 
-static int has_host(const ss_step_view *v, const row_pick *pk)
-{
-    for (uint32_t r = 0; v->ranks && r < v->world_size; r++)
-        if (v->ranks[r].present && v->ranks[r].host && row_picked(pk, r))
-            return 1;
-    return 0;
-}
-
-/* The host evidence of V's first ROWS picked present ranks into OUT, in
- * row order (all SS_MISSING for a rank without any). */
-static void copy_host_rows(const ss_step_view *v, const row_pick *pk,
-                           uint32_t rows, ss_host_step *out)
-{
-    uint32_t i = 0;
-    for (uint32_t r = 0; r < v->world_size && i < rows; r++) {
-        const ss_rank_step *rs = &v->ranks[r];
-        if (!rs->present || !row_picked(pk, r))
-            continue;
-        if (rs->host)
-            out[i] = *rs->host;
-        else
-            for (size_t k = 0; k < sizeof out[i] / sizeof(int64_t); k++)
-                ((int64_t *)&out[i])[k] = SS_MISSING;
-        i++;
-    }
-}
-
 /* Queues the vectors of step V, all of them or none (over
  * values_queue_bytes: counted). */
 static void put_values(ss_store *s, int64_t run_id, const ss_step_view *v,
@@ -411,13 +384,16 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     row_pick pk;
     row_pick_init(&pk, &s->cfg, v);
     uint32_t n_rows = 0, n_tallies = 0;
+    int any_host = 0; /* some row has host evidence */
     if (v->ranks)
         for (uint32_t r = 0; r < v->world_size; r++)
             if (v->ranks[r].present) {
-                if (row_picked(&pk, r))
+                if (row_picked(&pk, r)) {
                     n_rows++;
-                else
+                    any_host |= v->ranks[r].host != NULL;
+                } else {
                     n_tallies++;
+                }
             }
     uint64_t units = 1 + n_rows + (n_tallies + TALLIES_PER_UNIT - 1) /
                                       TALLIES_PER_UNIT;
@@ -433,7 +409,7 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     pthread_mutex_unlock(&s->mu);
     uint32_t rows = keep_rows ? n_rows : 0;
     uint32_t tallies = keep_rows ? n_tallies : 0;
-    int with_host = rows && has_host(v, &pk);
+    int with_host = rows && any_host;
 
     size_t stride = ROW_FIXED + 4 * (size_t)v->n_phases + v->n_syncs +
                     v->n_metrics;
@@ -503,6 +479,10 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
     st->row_vals = carve(&p, (size_t)rows * stride * sizeof(int64_t));
     st->n_tallies = tallies;
     st->tallies = carve(&p, (size_t)tallies * sizeof(rank_tally));
+    /* Every row's host evidence when some row has any (all SS_MISSING
+     * for a rank without), or none. */
+    st->row_host = with_host ? carve(&p, (size_t)rows * sizeof(ss_host_step))
+                             : NULL;
     uint32_t i = 0, n_tallied = 0;
     for (uint32_t r = 0;
          r < v->world_size && (i < rows || n_tallied < tallies); r++) {
@@ -517,6 +497,12 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         }
         if (i == rows)
             continue;
+        if (with_host && rs->host)
+            st->row_host[i] = *rs->host;
+        else if (with_host)
+            for (size_t k = 0; k < sizeof st->row_host[i] / sizeof(int64_t);
+                 k++)
+                ((int64_t *)&st->row_host[i])[k] = SS_MISSING;
         int64_t *vals = st->row_vals + (size_t)i * stride;
         st->row_rank[i] = r;
         vals[0] = rs->step_ns;
@@ -559,10 +545,6 @@ void ss_store_put_step(ss_store *s, int64_t run_id, const ss_step_view *v,
         }
         i++;
     }
-    st->row_host = with_host ? carve(&p, (size_t)rows * sizeof(ss_host_step))
-                             : NULL;
-    if (with_host)
-        copy_host_rows(v, &pk, rows, st->row_host);
     st->dropped_rows = keep_rows ? 0 : n_rows + n_tallies;
     it->units = keep_rows ? units : 1;
     ss__store_enqueue(s, it);
