@@ -2,9 +2,10 @@
  * cmd_report.c - the command line of `stepscope report` (commands.h): its
  * options, usage and checks; views/report.h makes the report.
  *
- *   stepscope report [--db PATH] [--json] [--attempt N] [RUN]
+ *   stepscope report [--db PATH] [--json] [--attempt N] [--rank R] [RUN]
  *   stepscope report --html [-o FILE] [--db PATH] [--attempt N] [RUN]
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,7 +14,8 @@
 #include "report.h"
 
 static const char usage[] =
-    "usage: stepscope report [--db PATH] [--json] [--attempt N] [RUN]\n"
+    "usage: stepscope report [--db PATH] [--json] [--attempt N] [--rank R] "
+    "[RUN]\n"
     "       stepscope report --html [-o FILE] [--db PATH] [--attempt N] [RUN]\n"
     "\n"
     "Explains a recorded run: findings first, then step time (median rank\n"
@@ -29,13 +31,16 @@ static const char usage[] =
     "  -o FILE      where --html writes; default: stepscope-run-ID.html,\n"
     "               '-' for stdout\n"
     "  --attempt N  report attempt N of a restarted run; default: the latest\n"
+    "  --rank R     one rank beside the median rank: its steps, phases, sync\n"
+    "               arrivals, host evidence, findings, events and latest\n"
+    "               kept steps (with --json: docs/report-json.md)\n"
     "  -h, --help   print this help\n";
 
 /* Parses ARGV into O.  Returns -1 to go on, or the exit status to return
  * (0 after --help, 2 for a usage error, reported on stderr). */
 static int parse_args(int argc, char **argv, ss_report_opts *o)
 {
-    *o = (ss_report_opts){.attempt = -1};
+    *o = (ss_report_opts){.attempt = -1, .rank = -1};
     int only_args = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -81,6 +86,16 @@ static int parse_args(int argc, char **argv, ss_report_opts *o)
                 return 2;
             }
             o->attempt = attempt;
+        } else if (!only_args && (strcmp(a, "--rank") == 0 ||
+                                  strncmp(a, "--rank=", 7) == 0)) {
+            val = a[6] == '=' ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+            int64_t rank;
+            if (!val || ss_parse_i64(val, 0, INT32_MAX, &rank) != 0) {
+                fprintf(stderr, "stepscope report: --rank needs a rank "
+                                "number (0 is the first rank)\n");
+                return 2;
+            }
+            o->rank = rank;
         } else if (!only_args && a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "stepscope report: unknown option '%s' (see "
                             "`stepscope report --help`)\n", a);
@@ -96,6 +111,11 @@ static int parse_args(int argc, char **argv, ss_report_opts *o)
     if (o->html && o->json) {
         fprintf(stderr, "stepscope report: --html and --json exclude each "
                         "other\n");
+        return 2;
+    }
+    if (o->html && o->rank >= 0) {
+        fprintf(stderr, "stepscope report: --rank is for the text and JSON "
+                        "reports, not --html\n");
         return 2;
     }
     if (o->output && !o->html) {

@@ -560,6 +560,154 @@ static void usage_and_help(void)
     result_free(&r);
 }
 
+/* `report --rank R`: one rank beside the median rank.  In the standard
+ * store rank 3 is the slowest rank of every step and of forward, the last
+ * at allreduce and named by the straggler finding; rank 2 failed. */
+static void rank_view_explains_one_rank(void)
+{
+    const char *args[] = {"report", "--db", fixture(), "--rank", "3",
+                          "train", NULL};
+    result r = run_cmd(ss_cmd_report, args);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK_EQ_INT(r.err_len, 0);
+    REQUIRE(r.out != NULL);
+    CHECK(strstr(r.out, "run 1  train") == r.out);
+    const char *rank = strstr(r.out, "RANK 3  host ");
+    const char *findings = strstr(r.out, "FINDINGS naming rank 3");
+    const char *phases = strstr(r.out, "PHASES (p50 over steps");
+    const char *latest = strstr(r.out, "LATEST KEPT STEPS");
+    CHECK(rank && findings && phases && latest && rank < findings &&
+          findings < phases && phases < latest);
+    CHECK(strstr(r.out, "in 20 of 20 finalized steps (missing from 0); the "
+                        "slowest rank in 20\n") != NULL);
+    CHECK(strstr(r.out, "kept rows   20 of its 20 steps\n") != NULL);
+    CHECK(strstr(r.out, "step time   p50 103.0 ms, p90 103.0 ms, mean "
+                        "103.0 ms, max 103.0 ms\n") != NULL);
+    CHECK(strstr(r.out, "the median rank's p50 101.0 ms: this rank 1.02x") !=
+          NULL);
+    CHECK(strstr(r.out, "rank 3 is a persistent straggler in forward") !=
+          NULL);
+    /* forward: 43 ms against the median rank's 41, slowest every step;
+     * backward: the same 60 ms, never the slowest (rank 0 is). */
+    CHECK(strstr(r.out, "  forward                          43.0         "
+                        "41.0   1.05x       20 steps\n") != NULL);
+    CHECK(strstr(r.out, "  backward                         60.0         "
+                        "60.0   1.00x        0 steps\n") != NULL);
+    CHECK(strstr(r.out, "  allreduce                20 of 20\n") != NULL);
+    /* The latest ten kept steps, oldest first, beside the step's median. */
+    const char *s10 = strstr(r.out, "\n        10      103.0      101.0   "
+                                    "1.02x");
+    const char *s19 = strstr(r.out, "\n        19      103.0      101.0   "
+                                    "1.02x");
+    CHECK(s10 && s19 && s10 < s19);
+    CHECK(strstr(r.out, "\n         9 ") == NULL);
+    result_free(&r);
+
+    /* Rank 2: its failure among its events, no finding names it. */
+    const char *two[] = {"report", "--db", fixture(), "--rank=2", "1", NULL};
+    r = run_cmd(ss_cmd_report, two);
+    CHECK_EQ_INT(r.rc, 0);
+    CHECK(strstr(r.out, "EVENTS of rank 2") != NULL);
+    CHECK(strstr(r.out, "rank 2 killed by signal 9 at step 19") != NULL);
+    CHECK(strstr(r.out, "FINDINGS naming rank 2\n  none (") != NULL);
+    CHECK(strstr(r.out, "stopped 15.0 / 30.0 ms in 10 of 20 steps") != NULL);
+    CHECK(strstr(r.out, "\n  GPU 2 held down in 10 of 20 steps\n") != NULL);
+    result_free(&r);
+
+    /* The same as JSON. */
+    const char *json[] = {"report", "--db", fixture(), "--json", "--rank",
+                          "3", "1", NULL};
+    r = run_cmd(ss_cmd_report, json);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(json_ok(r.out));
+    const char *j = r.out;
+    CHECK_J(j, "$.format", "stepscope.report.rank/1");
+    CHECK_J(j, "$.run.id", "1");
+    CHECK_J(j, "$.rank.rank", "3");
+    CHECK_J(j, "$.rank.median_step_ms", "103.0");
+    CHECK_J(j, "$.rank.phase_median_ms.forward", "43.0");
+    CHECK_J(j, "$.steps.finalized", "20");
+    CHECK_J(j, "$.steps.missing", "0");
+    CHECK_J(j, "$.steps.slowest", "20");
+    CHECK_J(j, "$.steps.kept_rows", "20");
+    CHECK_J(j, "$.steps.median_rank_p50_ms", "101.0");
+    CHECK_J(j, "$.phases[0].name", "backward");
+    CHECK_J(j, "$.phases[1].name", "forward");
+    CHECK_J(j, "$.phases[1].slowest_steps", "20");
+    CHECK_J(j, "$.phases[1].median_rank_p50_ms", "41.0");
+    CHECK_J(j, "$.syncs[0].name", "allreduce");
+    CHECK_J(j, "$.syncs[0].last_steps", "20");
+    CHECK_J(j, "$.findings[0].kind", "straggler");
+    CHECK_J(j, "$.findings[1]", "<null>");
+    CHECK_J(j, "$.latest[0].step", "10");
+    CHECK_J(j, "$.latest[9].step", "19");
+    CHECK_J(j, "$.latest[9].median_rank_ms", "101.0");
+    CHECK_J(j, "$.latest[9].phases_ms.forward", "43.0");
+    CHECK_J(j, "$.latest[10]", "<null>");
+    result_free(&r);
+}
+
+/* Under node aggregation of a large world the store writes a rank's row
+ * on the steps that single it out and a rotating share: the view counts
+ * every step and says over how many rows its percentiles are. */
+static void rank_view_of_a_thinned_rank(void)
+{
+    char path[600], buf[64];
+    testing_tmp_path("thinned.db", path, sizeof path);
+    unlink(path);
+    ss_store_config cfg;
+    ss_store_config_defaults(&cfg);
+    cfg.rank_rows_per_step = 1; /* 16 ranks: every 16th in rotation */
+    char err[256];
+    ss_store *s = ss_store_open(path, &cfg, 1, err, sizeof err);
+    REQUIRE(s != NULL);
+    uint64_t rng = 7;
+    REQUIRE(ss_fixture_timed_run(s, "thin", 16, 40, 10.0, &rng) > 0);
+    ss_store_close(s);
+    const char *json[] = {"report", "--db", path, "--json", "--rank", "5",
+                          NULL};
+    result r = run_cmd(ss_cmd_report, json);
+    CHECK_EQ_INT(r.rc, 0);
+    REQUIRE(json_ok(r.out));
+    CHECK_J(r.out, "$.steps.finalized", "40");
+    CHECK_J(r.out, "$.rank.steps", "40");
+    long kept = atol(jget(r.out, "$.steps.kept_rows", buf, sizeof buf));
+    CHECK(kept >= 2 && kept < 40);
+    result_free(&r);
+    const char *text[] = {"report", "--db", path, "--rank", "5", NULL};
+    r = run_cmd(ss_cmd_report, text);
+    CHECK_EQ_INT(r.rc, 0);
+    char want[96];
+    snprintf(want, sizeof want, "kept rows   %ld of its 40 steps (", kept);
+    CHECK(strstr(r.out, want) != NULL);
+    CHECK(strstr(r.out, "node\n              aggregation") != NULL ||
+          strstr(r.out, "node aggregation") != NULL);
+    result_free(&r);
+}
+
+/* --rank: a rank the run lacks and bad usage are clear errors. */
+static void rank_view_errors(void)
+{
+    const char *none[] = {"report", "--db", fixture(), "--rank", "4",
+                          "train", NULL};
+    result r = run_cmd(ss_cmd_report, none);
+    CHECK_EQ_INT(r.rc, 1);
+    CHECK_EQ_INT(r.out_len, 0);
+    CHECK(strstr(r.err, "stepscope report: run 1 has no rank 4 (its ranks "
+                        "are 0-3)") == r.err);
+    result_free(&r);
+    const char *bad[][6] = {{"report", "--rank", "x", NULL},
+                            {"report", "--rank", "-1", NULL},
+                            {"report", "--rank", NULL},
+                            {"report", "--html", "--rank", "1", NULL}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = run_cmd(ss_cmd_report, bad[i]);
+        CHECK_EQ_INT(r.rc, 2);
+        CHECK(r.err && strstr(r.err, "--rank") != NULL);
+        result_free(&r);
+    }
+}
+
 static void default_db_path_is_used(void)
 {
     char dir[600], buf[64];
@@ -601,4 +749,7 @@ TEST_LIST(TEST(json_report_has_documented_fields),
           TEST(missing_garbage_and_empty_files),
           TEST(runs_lists_every_run),
           TEST(usage_and_help),
+          TEST(rank_view_explains_one_rank),
+          TEST(rank_view_of_a_thinned_rank),
+          TEST(rank_view_errors),
           TEST(default_db_path_is_used))

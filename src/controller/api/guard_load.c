@@ -219,7 +219,7 @@ static int from_rank_steps(ss_reader *r, int64_t attempt, int64_t first_step,
                            guard_run *run)
 {
     ss_rank_step_query q = {run->row.id, attempt, first_step, -1,
-                            SS_RANK_STEPS_METRICS};
+                            SS_RANK_STEPS_METRICS, 0};
     ss_rank_steps *cur = NULL;
     int rc = ss_reader_rank_steps(r, &q, &cur);
     if (rc != 0)

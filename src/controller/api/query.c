@@ -465,7 +465,7 @@ static int fill_heatmap(ss_query *q, int64_t run_id, int64_t attempt,
                         heat_matrices *h)
 {
     ss_rank_step_query rq = {run_id, attempt, steps[0], steps[n_steps - 1],
-                             SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS};
+                             SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS, 0};
     ss_rank_steps *cur = NULL;
     int rc = ss_reader_rank_steps(q->reader, &rq, &cur);
     if (rc != 0)
@@ -662,7 +662,7 @@ static int fill_host(ss_query *q, int64_t run_id, int64_t attempt,
                      int64_t *m)
 {
     ss_rank_step_query rq = {run_id, attempt, steps[0], steps[n_steps - 1],
-                             SS_RANK_STEPS_HOST};
+                             SS_RANK_STEPS_HOST, 0};
     ss_rank_steps *cur = NULL;
     int rc = ss_reader_rank_steps(q->reader, &rq, &cur);
     if (rc != 0)

@@ -76,7 +76,7 @@ static int load(side *s)
     for (size_t i = 0; i < n; i++)
         s->cells[i].loss = NAN;
     ss_rank_step_query q = {s->run, s->attempt, s->first, s->last,
-                            SS_RANK_STEPS_METRICS};
+                            SS_RANK_STEPS_METRICS, 0};
     ss_rank_steps *cur = NULL;
     int rc = ss_reader_rank_steps(s->r, &q, &cur);
     const ss_rank_step_row *row;

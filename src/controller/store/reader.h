@@ -316,13 +316,16 @@ typedef struct {
 #define SS_RANK_STEPS_SYNCS 2u
 #define SS_RANK_STEPS_METRICS 4u
 #define SS_RANK_STEPS_HOST 8u
+#define SS_RANK_STEPS_ONE_RANK 16u /* only the rows of rank `rank` */
 
 /* Which rank-step rows to read: steps FIRST..LAST inclusive (-1: open),
- * ordered by step then rank. */
+ * ordered by step then rank; with SS_RANK_STEPS_ONE_RANK in FIELDS, those
+ * of RANK alone. */
 typedef struct {
     int64_t run_id, attempt;
     int64_t first, last;
     unsigned fields; /* SS_RANK_STEPS_* */
+    int64_t rank;    /* with SS_RANK_STEPS_ONE_RANK */
 } ss_rank_step_query;
 
 /* A cursor over rank-step rows: memory follows one row, not the range. */

@@ -364,11 +364,12 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     int metrics = r->version >= SCHEMA_METRICS &&
                   (q->fields & SS_RANK_STEPS_METRICS);
     int host = r->version >= SCHEMA_HOST && (q->fields & SS_RANK_STEPS_HOST);
+    int one_rank = (q->fields & SS_RANK_STEPS_ONE_RANK) != 0;
     char sql[1536];
     snprintf(sql, sizeof sql,
              "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
              "%s, %s, %s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 "
-             "AND attempt = ?2 AND step BETWEEN ?3 AND ?4 ORDER BY step, "
+             "AND attempt = ?2 AND step BETWEEN ?3 AND ?4%s ORDER BY step, "
              "rank",
              timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
              phases && timelines ? "phase_starts" : "NULL",
@@ -376,16 +377,18 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
              syncs ? "syncs" : "NULL", metrics ? "metrics" : "NULL",
              phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL",
              host ? HOST_SELECT : HOST_SELECT_NONE,
-             host && r->version >= SCHEMA_GPU ? GPU_SELECT : GPU_SELECT_NONE);
-    int64_t args[4] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
-                       q->last < 0 ? INT64_MAX : q->last};
+             host && r->version >= SCHEMA_GPU ? GPU_SELECT : GPU_SELECT_NONE,
+             one_rank ? " AND rank = ?5" : "");
+    int64_t args[5] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
+                       q->last < 0 ? INT64_MAX : q->last, q->rank};
     ss_rank_steps *c = calloc(1, sizeof *c);
     if (!c)
         return ss__rd_oom(r);
     c->r = r;
     c->fields = q->fields;
     /* A cursor outlives this call: it steps its statement itself. */
-    c->st = ss__rd_prepare(r, &(ss__rd_query){sql, args, 4, NULL, 0});
+    c->st = ss__rd_prepare(r, &(ss__rd_query){sql, args, one_rank ? 5 : 4,
+                                               NULL, 0});
     if (!c->st) {
         free(c);
         return SS_READ_ERROR;

@@ -327,7 +327,7 @@ static void rank_steps_cursor(void)
     REQUIRE(r != NULL);
     ss_rank_step_query q = {1, 0, 18, -1,
                             SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS |
-                                SS_RANK_STEPS_METRICS};
+                                SS_RANK_STEPS_METRICS, 0};
     ss_rank_steps *cur;
     REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
     const ss_rank_step_row *row;
@@ -370,10 +370,28 @@ static void rank_steps_cursor(void)
     ss_rank_steps_close(NULL);
 
     /* Without fields: the fixed columns alone. */
-    q = (ss_rank_step_query){1, 0, -1, 0, 0};
+    q = (ss_rank_step_query){1, 0, -1, 0, 0, 0};
     REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
     REQUIRE(ss_rank_steps_next(cur, &row) == 1);
     CHECK_EQ_INT(row->n_phases + row->n_syncs + row->n_metrics, 0);
+    ss_rank_steps_close(cur);
+
+    /* One rank's rows: rank 3 of steps 17..19, in step order. */
+    q = (ss_rank_step_query){1, 0, 17, -1, SS_RANK_STEPS_ONE_RANK, 3};
+    REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
+    n = 0;
+    while ((rc = ss_rank_steps_next(cur, &row)) == 1) {
+        CHECK_EQ_INT(row->rank, 3);
+        CHECK_EQ_INT(row->step, 17 + n);
+        n++;
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(n, 3);
+    ss_rank_steps_close(cur);
+    /* A rank the run has no rows of: none. */
+    q.rank = 9;
+    REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
+    CHECK_EQ_INT(ss_rank_steps_next(cur, &row), 0);
     ss_rank_steps_close(cur);
 
     ss_rank_step_summary sum;
@@ -511,7 +529,7 @@ static void older_schema_is_read_without_migrating(void)
     CHECK_EQ_INT(ss_reader_schema_version(r), 1);
     ss_rank_step_query q = {1, 0, 0, 0, SS_RANK_STEPS_PHASES |
                                             SS_RANK_STEPS_SYNCS |
-                                            SS_RANK_STEPS_METRICS};
+                                            SS_RANK_STEPS_METRICS, 0};
     ss_rank_steps *cur;
     REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
     const ss_rank_step_row *row;
@@ -668,7 +686,7 @@ static void rank_host_evidence(void)
 {
     ss_reader *r = open_fixture();
     REQUIRE(r != NULL);
-    ss_rank_step_query q = {1, 0, 3, 3, SS_RANK_STEPS_HOST};
+    ss_rank_step_query q = {1, 0, 3, 3, SS_RANK_STEPS_HOST, 0};
     ss_rank_steps *cur;
     REQUIRE(ss_reader_rank_steps(r, &q, &cur) == 0);
     const ss_rank_step_row *row;

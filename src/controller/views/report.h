@@ -26,6 +26,7 @@ typedef struct {
     int64_t attempt;    /* --attempt N; -1: the latest */
     int html;           /* --html (html_report.c); never with json */
     const char *output; /* -o FILE with --html; NULL: the default name */
+    int64_t rank;       /* --rank R: that rank's view; -1: the whole run */
 } ss_report_opts;
 
 /*

@@ -42,6 +42,28 @@ static int finish_output(const char *cmd, FILE *out, FILE *err, int nomem)
     return 1;
 }
 
+/* `report --rank R`: the run's model, then the rank's view of it. */
+static int rank_view(ss_reader *r, const ss_report_opts *o, int64_t run_id,
+                     FILE *out, FILE *err)
+{
+    ss_report rp;
+    ss_report_rank rk = {0};
+    int rc = 1;
+    if (ss_report_load(r, run_id, o->attempt, &rp, err) == 0 &&
+        ss_report_rank_load(r, &rp, o->rank, &rk, err) == 0) {
+        int nomem = 0;
+        if (o->json)
+            nomem = ss_report_rank_print_json(out, &rp, &rk,
+                                              ss_reader_path(r));
+        else
+            ss_report_rank_print_text(out, &rp, &rk);
+        rc = finish_output("report", out, err, nomem);
+    }
+    ss_report_rank_free(&rk);
+    ss_report_free(&rp);
+    return rc;
+}
+
 int ss_report_cmd(const ss_report_opts *o, FILE *out, FILE *err)
 {
     ss_reader *r = open_store("report", o->db, err);
@@ -54,6 +76,8 @@ int ss_report_cmd(const ss_report_opts *o, FILE *out, FILE *err)
     } else if (o->html) {
         rc = ss_html_report_cmd(ss_reader_path(r), run_id, o->attempt,
                                 o->output, out, err);
+    } else if (o->rank >= 0) {
+        rc = rank_view(r, o, run_id, out, err);
     } else {
         ss_report rp;
         if (ss_report_load(r, run_id, o->attempt, &rp, err) == 0) {

@@ -70,7 +70,7 @@ static void json_phase_values(ss_buf *b, const ss_report *rp,
     ss_buf_puts(b, "}");
 }
 
-static void json_run(ss_buf *b, const ss_report *rp)
+void ss__report_json_run(ss_buf *b, const ss_report *rp)
 {
     const ss_run_row *r = &rp->run;
     ss_buf_printf(b, "  \"run\": {\"id\": %" PRId64 ", \"uuid\": ", r->id);
@@ -245,53 +245,58 @@ static void json_rank_host(ss_buf *b, const ss_report *rp, size_t rank)
     ss_buf_puts(b, "}}");
 }
 
+void ss__report_json_rank(ss_buf *b, const ss_report *rp, size_t i)
+{
+    const ss_rank_row *k = &rp->ranks[i];
+    ss_buf_printf(b, "{\"rank\": %zu, \"host\": ", i);
+    ss_buf_json_str(b, k->host);
+    ss_buf_puts(b, ", \"pid\": ");
+    ss_buf_json_int(b, k->pid);
+    ss_buf_puts(b, ", \"state\": ");
+    ss_buf_json_str(b, k->state);
+    ss_buf_puts(b, ", \"exit_code\": ");
+    ss_buf_json_int(b, k->exit_code);
+    ss_buf_puts(b, ", \"signal\": ");
+    ss_buf_json_int(b, k->term_signal == 0 ? SS_MISSING : k->term_signal);
+    ss_buf_puts(b, ", \"last_step\": ");
+    ss_buf_json_int(b, k->last_step);
+    ss_buf_printf(b, ", \"steps\": %" PRId64 ", \"median_step_ms\": ",
+                  k->steps);
+    ss_buf_json_ms(b, k->median_step_ns);
+    ss_buf_puts(b, ", \"p90_step_ms\": ");
+    ss_buf_json_ms(b, k->p90_step_ns);
+    ss_buf_puts(b, ", \"mean_step_ms\": ");
+    ss_buf_json_ms(b, k->step_ns_n ? k->step_ns_sum / k->step_ns_n
+                                   : SS_MISSING);
+    ss_buf_puts(b, ", \"max_step_ms\": ");
+    ss_buf_json_ms(b, k->step_ns_max);
+    ss_buf_puts(b, ", \"phase_median_ms\": ");
+    json_phase_values(b, rp, rp->phase_med + i * rp->n_phases);
+    ss_buf_puts(b, ", \"phase_self_median_ms\": ");
+    json_phase_values(b, rp, rp->phase_self_med + i * rp->n_phases);
+    ss_buf_puts(b, ", \"max_rss_bytes\": ");
+    ss_buf_json_int(b, k->max_rss_bytes);
+    ss_buf_puts(b, ", \"max_device_bytes\": ");
+    ss_buf_json_int(b, k->max_device_bytes);
+    ss_buf_puts(b, ", \"dropped_events\": ");
+    ss_buf_json_int(b, k->dropped_events);
+    ss_buf_puts(b, ", \"dropped_records\": ");
+    ss_buf_json_int(b, k->dropped_records);
+    ss_buf_puts(b, ", \"names_over_limit\": ");
+    ss_buf_json_int(b, k->names_over_limit);
+    ss_buf_puts(b, ", \"values_over_limit\": ");
+    ss_buf_json_int(b, k->values_over_limit);
+    json_rank_host(b, rp, i);
+    ss_buf_puts(b, "}");
+}
+
 static void json_ranks(out *o, const ss_report *rp)
 {
     ss_buf *b = &o->b;
     ss_buf_puts(b, "  \"ranks\": [");
     for (size_t i = 0; i < rp->n_ranks; i++) {
-        const ss_rank_row *k = &rp->ranks[i];
-        ss_buf_printf(b, "%s\n    {\"rank\": %zu, \"host\": ", i ? "," : "",
-                      i);
-        ss_buf_json_str(b, k->host);
-        ss_buf_puts(b, ", \"pid\": ");
-        ss_buf_json_int(b, k->pid);
-        ss_buf_puts(b, ", \"state\": ");
-        ss_buf_json_str(b, k->state);
-        ss_buf_puts(b, ", \"exit_code\": ");
-        ss_buf_json_int(b, k->exit_code);
-        ss_buf_puts(b, ", \"signal\": ");
-        ss_buf_json_int(b, k->term_signal == 0 ? SS_MISSING : k->term_signal);
-        ss_buf_puts(b, ", \"last_step\": ");
-        ss_buf_json_int(b, k->last_step);
-        ss_buf_printf(b, ", \"steps\": %" PRId64 ", \"median_step_ms\": ",
-                      k->steps);
-        ss_buf_json_ms(b, k->median_step_ns);
-        ss_buf_puts(b, ", \"p90_step_ms\": ");
-        ss_buf_json_ms(b, k->p90_step_ns);
-        ss_buf_puts(b, ", \"mean_step_ms\": ");
-        ss_buf_json_ms(b, k->step_ns_n ? k->step_ns_sum / k->step_ns_n
-                                       : SS_MISSING);
-        ss_buf_puts(b, ", \"max_step_ms\": ");
-        ss_buf_json_ms(b, k->step_ns_max);
-        ss_buf_puts(b, ", \"phase_median_ms\": ");
-        json_phase_values(b, rp, rp->phase_med + i * rp->n_phases);
-        ss_buf_puts(b, ", \"phase_self_median_ms\": ");
-        json_phase_values(b, rp, rp->phase_self_med + i * rp->n_phases);
-        ss_buf_puts(b, ", \"max_rss_bytes\": ");
-        ss_buf_json_int(b, k->max_rss_bytes);
-        ss_buf_puts(b, ", \"max_device_bytes\": ");
-        ss_buf_json_int(b, k->max_device_bytes);
-        ss_buf_puts(b, ", \"dropped_events\": ");
-        ss_buf_json_int(b, k->dropped_events);
-        ss_buf_puts(b, ", \"dropped_records\": ");
-        ss_buf_json_int(b, k->dropped_records);
-        ss_buf_puts(b, ", \"names_over_limit\": ");
-        ss_buf_json_int(b, k->names_over_limit);
-        ss_buf_puts(b, ", \"values_over_limit\": ");
-        ss_buf_json_int(b, k->values_over_limit);
-        json_rank_host(b, rp, i);
-        ss_buf_puts(b, "}");
+        ss_buf_puts(b, i ? ",\n    " : "\n    ");
+        ss__report_json_rank(b, rp, i);
         maybe_flush(o);
     }
     ss_buf_puts(b, rp->n_ranks ? "\n  ],\n" : "],\n");
@@ -412,7 +417,7 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path)
     ss_buf_puts(&o.b, "{\n  \"format\": \"stepscope.report/1\",\n  \"db\": ");
     ss_buf_json_str(&o.b, db_path);
     ss_buf_puts(&o.b, ",\n");
-    json_run(&o.b, rp);
+    ss__report_json_run(&o.b, rp);
     json_findings(&o, rp);
     json_stacks(&o.b, rp);
     json_steps(&o.b, rp);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "goodput.h"
+#include "json.h"
 #include "reader.h"
 
 #define SS_REPORT_MAX_EVENTS 10000 /* events kept: the latest ones */
@@ -128,6 +129,49 @@ int ss_report_load(ss_reader *r, int64_t run_id, int64_t attempt,
                    ss_report *rp, FILE *err);
 void ss_report_free(ss_report *rp);
 
+/* ---- one rank (`stepscope report --rank R`, report_rank.c) ---- */
+
+#define SS_REPORT_RANK_LATEST 10 /* the latest kept rows shown */
+
+/* One kept rank-step row of the rank beside its step's median rank. */
+typedef struct {
+    int64_t step, step_ns;
+    int64_t step_median_ns; /* the step's median rank; SS_MISSING */
+    int64_t rss_bytes;
+} ss_report_rank_step;
+
+typedef struct {
+    int64_t rank;
+    /* over every finalized step of the attempt */
+    int64_t steps, missing_steps; /* finalized; of them without the rank */
+    int64_t slowest_steps;        /* the rank had the longest step time */
+    int64_t *phase_worst; /* per phase of the report: steps it was slowest */
+    int64_t *sync_last;   /* per sync point: steps it arrived last */
+    int64_t kept_rows;    /* its kept rank-step rows */
+    ss_report_rank_step latest[SS_REPORT_RANK_LATEST]; /* oldest first */
+    size_t n_latest;
+    int64_t *latest_phase_ns; /* [i * n_phases + phase] of latest[i] */
+} ss_report_rank;
+
+/*
+ * Reads what the view of rank RANK adds to RP (loaded by ss_report_load
+ * from R) into RK (zeroed first).  Returns 0, or -1 with the reason
+ * printed to ERR as "stepscope report: ..." (a rank the run does not
+ * have, a store error, out of memory).  Free RK with ss_report_rank_free
+ * either way.
+ */
+int ss_report_rank_load(ss_reader *r, const ss_report *rp, int64_t rank,
+                        ss_report_rank *rk, FILE *err);
+void ss_report_rank_free(ss_report_rank *rk);
+
+/* The rank's view as text (RP's stored strings are cleaned for a terminal
+ * first), and as JSON (docs/report-json.md, "One rank"; 0, or -1 when
+ * memory ran out and nothing was written). */
+void ss_report_rank_print_text(FILE *f, ss_report *rp,
+                               const ss_report_rank *rk);
+int ss_report_rank_print_json(FILE *f, const ss_report *rp,
+                              const ss_report_rank *rk, const char *db_path);
+
 /* The totals of dropped data: the run's own when it ended, else the sum of
  * what the ranks reported so far. */
 /* Over the ranks: names the run's name table refused, the values under them
@@ -145,6 +189,23 @@ void ss_report_print_text(FILE *f, ss_report *rp);
 /* The JSON report of docs/report-json.md; DB_PATH is its "db".  Returns
  * 0, or -1 when memory ran out (the output is then incomplete). */
 int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path);
+
+/* Pieces of the JSON report the rank view shares (report_json.c): the
+ * line "  \"run\": {...},\n", and rank RANK's object of "ranks" (RANK <
+ * rp->n_ranks), without a line break. */
+void ss__report_json_run(ss_buf *b, const ss_report *rp);
+void ss__report_json_rank(ss_buf *b, const ss_report *rp, size_t rank);
+
+/* Pieces of the text report the rank view shares (report_text.c): the
+ * run's header, the cleaning of stored strings for a terminal, and the
+ * formats of a table cell: milliseconds, bytes, an integer, an exit ("-"
+ * when missing).  Each fmt writes BUF (N bytes) and returns it. */
+void ss__report_text_header(FILE *f, const ss_report *rp);
+void ss__report_clean_for_text(ss_report *rp);
+const char *ss__report_ms(char *buf, size_t n, int64_t ns);
+const char *ss__report_bytes(char *buf, size_t n, int64_t b);
+const char *ss__report_int(char *buf, size_t n, int64_t v);
+const char *ss__report_exit(char *buf, size_t n, int64_t code, int64_t sig);
 
 /* `stepscope runs` as text; "no runs in DB_PATH yet" for none. */
 void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,

@@ -26,7 +26,7 @@
 
 /* Milliseconds for a table: 3 decimals under 1 ms (sync skews are often
  * microseconds), 1 decimal above; "-" if missing. */
-static const char *fmt_ms(char *buf, size_t n, int64_t ns)
+const char *ss__report_ms(char *buf, size_t n, int64_t ns)
 {
     if (ns == SS_MISSING)
         snprintf(buf, n, "-");
@@ -37,7 +37,7 @@ static const char *fmt_ms(char *buf, size_t n, int64_t ns)
     return buf;
 }
 
-static const char *fmt_bytes(char *buf, size_t n, int64_t b)
+const char *ss__report_bytes(char *buf, size_t n, int64_t b)
 {
     if (b == SS_MISSING)
         snprintf(buf, n, "-");
@@ -52,7 +52,7 @@ static const char *fmt_bytes(char *buf, size_t n, int64_t b)
     return buf;
 }
 
-static const char *fmt_int(char *buf, size_t n, int64_t v)
+const char *ss__report_int(char *buf, size_t n, int64_t v)
 {
     if (v == SS_MISSING)
         snprintf(buf, n, "-");
@@ -96,7 +96,7 @@ static const char *fmt_duration(char *buf, size_t n, int64_t ns)
 }
 
 /* "exit 0", "signal 9", or "-". */
-static const char *fmt_exit(char *buf, size_t n, int64_t code, int64_t sig)
+const char *ss__report_exit(char *buf, size_t n, int64_t code, int64_t sig)
 {
     if (sig != SS_MISSING && sig > 0)
         snprintf(buf, n, "signal %" PRId64, sig);
@@ -138,7 +138,7 @@ static void clean(char *s)
             *s = ' ';
 }
 
-static void clean_for_text(ss_report *rp)
+void ss__report_clean_for_text(ss_report *rp)
 {
     clean(rp->run.uuid);
     clean(rp->run.name);
@@ -179,14 +179,15 @@ static void clean_for_text(ss_report *rp)
     }
 }
 
-static void text_header(FILE *f, const ss_report *rp)
+void ss__report_text_header(FILE *f, const ss_report *rp)
 {
     const ss_run_row *r = &rp->run;
     char a[64], b[64];
     fprintf(f, "run %" PRId64 "  %s  (uuid %s)\n", r->id,
             r->name ? r->name : "-", r->uuid ? r->uuid : "-");
     fprintf(f, "  command     %s\n", r->command ? r->command : "-");
-    fprintf(f, "  world size  %s rank%s", fmt_int(a, sizeof a, r->world_size),
+    fprintf(f, "  world size  %s rank%s",
+            ss__report_int(a, sizeof a, r->world_size),
             r->world_size == 1 ? "" : "s");
     if (r->host && *r->host)
         fprintf(f, " (controller on %s)", r->host);
@@ -285,13 +286,13 @@ static void text_steps(FILE *f, const ss_report *rp)
     fprintf(f, "STEP TIME over %zu steps (ms)   %10s %10s %10s\n", n, "p50",
             "p90", "p99");
     fprintf(f, "  median rank                 %10s %10s %10s\n",
-            fmt_ms(a, sizeof a, ss_report_pct(&rp->step_med, 500)),
-            fmt_ms(b, sizeof b, ss_report_pct(&rp->step_med, 900)),
-            fmt_ms(c, sizeof c, ss_report_pct(&rp->step_med, 990)));
+            ss__report_ms(a, sizeof a, ss_report_pct(&rp->step_med, 500)),
+            ss__report_ms(b, sizeof b, ss_report_pct(&rp->step_med, 900)),
+            ss__report_ms(c, sizeof c, ss_report_pct(&rp->step_med, 990)));
     fprintf(f, "  worst rank                  %10s %10s %10s\n",
-            fmt_ms(a, sizeof a, ss_report_pct(&rp->step_max, 500)),
-            fmt_ms(b, sizeof b, ss_report_pct(&rp->step_max, 900)),
-            fmt_ms(c, sizeof c, ss_report_pct(&rp->step_max, 990)));
+            ss__report_ms(a, sizeof a, ss_report_pct(&rp->step_max, 500)),
+            ss__report_ms(b, sizeof b, ss_report_pct(&rp->step_max, 900)),
+            ss__report_ms(c, sizeof c, ss_report_pct(&rp->step_max, 990)));
     /* Where the ranks wait for each other every step, their step times
      * come out alike and the last to finish is the one that waited
      * longest at the end, not the one that made the others wait: the
@@ -346,13 +347,14 @@ static void text_phases(FILE *f, const ss_report *rp)
         for (size_t i = 0; i < rp->n_phases; i++) {
             const ss_report_series *p = &rp->phases[i];
             fprintf(f, "  %-16s %15s", p->name,
-                    fmt_ms(a, sizeof a, ss_report_pct(&p->a, 500)));
+                    ss__report_ms(a, sizeof a, ss_report_pct(&p->a, 500)));
             if (rp->any_nests)
                 fprintf(f, " %15s",
-                        fmt_ms(d, sizeof d, ss_report_pct(&p->self, 500)));
+                        ss__report_ms(d, sizeof d,
+                                      ss_report_pct(&p->self, 500)));
             fprintf(f, " %15s %15s   ",
-                    fmt_ms(b, sizeof b, ss_report_pct(&p->b, 500)),
-                    fmt_ms(c, sizeof c, ss_report_pct(&p->b, 900)));
+                    ss__report_ms(b, sizeof b, ss_report_pct(&p->b, 500)),
+                    ss__report_ms(c, sizeof c, ss_report_pct(&p->b, 900)));
             if (p->top_rank != SS_MISSING)
                 fprintf(f, "rank %" PRId64 " (%.0f%% of steps)\n",
                         p->top_rank,
@@ -371,9 +373,9 @@ static void text_phases(FILE *f, const ss_report *rp)
         for (size_t i = 0; i < rp->n_syncs; i++) {
             const ss_report_series *y = &rp->syncs[i];
             fprintf(f, "  %-16s %15s %15s %15s   ", y->name,
-                    fmt_ms(a, sizeof a, ss_report_pct(&y->a, 500)),
-                    fmt_ms(b, sizeof b, ss_report_pct(&y->a, 900)),
-                    fmt_ms(c, sizeof c, ss_report_pct(&y->b, 900)));
+                    ss__report_ms(a, sizeof a, ss_report_pct(&y->a, 500)),
+                    ss__report_ms(b, sizeof b, ss_report_pct(&y->a, 900)),
+                    ss__report_ms(c, sizeof c, ss_report_pct(&y->b, 900)));
             if (y->top_rank != SS_MISSING)
                 fprintf(f, "rank %" PRId64 " (%.0f%% of steps)\n",
                         y->top_rank,
@@ -499,14 +501,14 @@ static void text_ranks(FILE *f, const ss_report *rp)
             fprintf(f, "%-20.20s ", k->host ? k->host : "-");
         fprintf(f, "%-20.20s %-9s %9s %7" PRId64 " %10s %8s",
                 k->state ? k->state : "-",
-                fmt_exit(a, sizeof a, k->exit_code, k->term_signal),
-                fmt_int(b, sizeof b, k->last_step), k->steps,
-                fmt_ms(c, sizeof c, k->median_step_ns),
-                fmt_ms(d, sizeof d, k->p90_step_ns));
+                ss__report_exit(a, sizeof a, k->exit_code, k->term_signal),
+                ss__report_int(b, sizeof b, k->last_step), k->steps,
+                ss__report_ms(c, sizeof c, k->median_step_ns),
+                ss__report_ms(d, sizeof d, k->p90_step_ns));
         for (size_t p = 0; p < rp->n_phases; p++) {
             size_t cell = i * rp->n_phases + p;
             fprintf(f, " %10s",
-                    fmt_ms(e, sizeof e, rp->phases[p].nests
+                    ss__report_ms(e, sizeof e, rp->phases[p].nests
                                             ? rp->phase_self_med[cell]
                                             : rp->phase_med[cell]));
         }
@@ -516,8 +518,9 @@ static void text_ranks(FILE *f, const ss_report *rp)
                                                        : k->dropped_events) +
                       (k->dropped_records == SS_MISSING ? 0
                                                         : k->dropped_records);
-        fprintf(f, " %10s %9s\n", fmt_bytes(g, sizeof g, k->max_rss_bytes),
-                fmt_int(e, sizeof e, dropped));
+        fprintf(f, " %10s %9s\n",
+                ss__report_bytes(g, sizeof g, k->max_rss_bytes),
+                ss__report_int(e, sizeof e, dropped));
     }
     if (shown < rp->n_ranks)
         fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
@@ -553,8 +556,8 @@ static const char *fmt_clock(char *buf, size_t n, const ss_node_row *x)
         snprintf(buf, n, "reference");
     else
         snprintf(buf, n, "\u00b1%s ms (offset %s ms)",
-                 fmt_ms(a, sizeof a, x->clock_bound_ns),
-                 fmt_ms(b, sizeof b, x->clock_offset_ns));
+                 ss__report_ms(a, sizeof a, x->clock_bound_ns),
+                 ss__report_ms(b, sizeof b, x->clock_offset_ns));
     return buf;
 }
 
@@ -610,8 +613,8 @@ static int cmp_host_burden(const void *a, const void *b)
 static const char *fmt_ms_pair(char *buf, size_t n, int64_t med, int64_t max)
 {
     char a[32], b[32];
-    snprintf(buf, n, "%s [%s]", fmt_ms(a, sizeof a, med),
-             fmt_ms(b, sizeof b, max));
+    snprintf(buf, n, "%s [%s]", ss__report_ms(a, sizeof a, med),
+             ss__report_ms(b, sizeof b, max));
     return buf;
 }
 
@@ -644,17 +647,17 @@ static void text_host_gpus(FILE *f, const ss_rank_host *order, size_t shown)
         if (s->last_xid != SS_MISSING && s->last_xid > 0)
             snprintf(x, sizeof x, "code %" PRId64, s->last_xid);
         else
-            fmt_int(x, sizeof x, s->xid_new);
+            ss__report_int(x, sizeof x, s->xid_new);
         fprintf(f, "  %5" PRId64 " %4d %11s %9s %9s %9s %10s %7s %6s %4s "
                    "%9s\n",
                 h->rank, (int)s->index, a, b, c, d,
-                fmt_ms(e, sizeof e,
+                ss__report_ms(e, sizeof e,
                        s->slowed_ns == SS_MISSING
                            ? SS_MISSING
                            : s->slowed_ns / h->gpu_steps),
-                fmt_int(g, sizeof g, s->sm_clock_mhz),
-                fmt_int(t, sizeof t, s->temperature_c),
-                fmt_int(ecc, sizeof ecc, s->ecc_new), x);
+                ss__report_int(g, sizeof g, s->sm_clock_mhz),
+                ss__report_int(t, sizeof t, s->temperature_c),
+                ss__report_int(ecc, sizeof ecc, s->ecc_new), x);
     }
 }
 
@@ -695,11 +698,11 @@ static void text_host(FILE *f, const ss_report *rp)
                 fmt_ms_pair(a, sizeof a, h->median.runq_ns, h->max.runq_ns),
                 fmt_ms_pair(b, sizeof b, h->median.stopped_ns,
                             h->max.stopped_ns),
-                steps, fmt_ms(c, sizeof c, h->median.cpu_ns),
+                steps, ss__report_ms(c, sizeof c, h->median.cpu_ns),
                 fmt_ms_pair(d, sizeof d, h->median.throttled_ns,
                             h->max.throttled_ns),
-                fmt_int(e, sizeof e, h->median.invol_switches),
-                fmt_int(g, sizeof g, h->median.major_faults));
+                ss__report_int(e, sizeof e, h->median.invol_switches),
+                ss__report_int(g, sizeof g, h->median.major_faults));
     }
     if (shown < rp->n_hosts)
         fprintf(f, "  ... %zu more ranks (`--json` lists every rank)\n",
@@ -721,8 +724,9 @@ static void text_host(FILE *f, const ss_report *rp)
     if (n[0] || n[1] || n[2])
         fprintf(f, "  pressure stalls per step (PSI some, median): cpu %s ms,"
                    " memory %s ms, io %s ms\n",
-                fmt_ms(a, sizeof a, med[0]), fmt_ms(b, sizeof b, med[1]),
-                fmt_ms(c, sizeof c, med[2]));
+                ss__report_ms(a, sizeof a, med[0]),
+                ss__report_ms(b, sizeof b, med[1]),
+                ss__report_ms(c, sizeof c, med[2]));
     fputc('\n', f);
     free(order);
     free(psi);
@@ -747,8 +751,8 @@ static void text_dropped_and_events(FILE *f, const ss_report *rp)
     ss_report_dropped(rp, &ev, &rec);
     fprintf(f, "DROPPED  by the ranks: %s events, %s records; by the store: "
                "%s rank-steps",
-            fmt_int(a, sizeof a, ev), fmt_int(b, sizeof b, rec),
-            fmt_int(c, sizeof c, rp->run.dropped_rank_steps));
+            ss__report_int(a, sizeof a, ev), ss__report_int(b, sizeof b, rec),
+            ss__report_int(c, sizeof c, rp->run.dropped_rank_steps));
     int64_t names, values, ranks;
     ss_report_names_over_limit(rp, &names, &values, &ranks);
     if (names != SS_MISSING && names > 0) {
@@ -842,8 +846,8 @@ static void text_stacks(FILE *f, const ss_report *rp)
 
 void ss_report_print_text(FILE *f, ss_report *rp)
 {
-    clean_for_text(rp);
-    text_header(f, rp);
+    ss__report_clean_for_text(rp);
+    ss__report_text_header(f, rp);
     text_headline(f, rp);
     text_findings(f, rp);
     text_stacks(f, rp);
@@ -881,7 +885,7 @@ void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,
                    " %8" PRId64 "\n",
                 r->id, r->name ? r->name : "-",
                 fmt_wall(t, sizeof t, r->started_at, 1),
-                fmt_int(w, sizeof w, r->world_size), s, r->steps,
+                ss__report_int(w, sizeof w, r->world_size), s, r->steps,
                 r->findings);
     }
 }

@@ -502,7 +502,7 @@ static int stream_steps(ss_reader *rd, FILE *f, trace *t, uint64_t total,
 {
     ss_progress_stage(pg, "stepscope trace: rank-steps", 0, total);
     ss_rank_step_query q = {t->run_id, t->attempt, t->first, t->last,
-                            SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS};
+                            SS_RANK_STEPS_PHASES | SS_RANK_STEPS_SYNCS, 0};
     if (ss_reader_rank_steps(rd, &q, &t->cur) != 0) {
         fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         return -1;

@@ -233,7 +233,7 @@ int ss_trace_pipeline_write(ss_reader *rd, FILE *f, int64_t run_id,
     }
     for (size_t r = 0; r < w; r++)
         p->begin[r] = SS_MISSING;
-    ss_rank_step_query q = {run_id, attempt, first, last, 0};
+    ss_rank_step_query q = {run_id, attempt, first, last, 0, 0};
     if (ss_reader_rank_steps(rd, &q, &cur) != 0) {
         fprintf(err, "stepscope trace: %s\n", ss_reader_errmsg(rd));
         goto out;
