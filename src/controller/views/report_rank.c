@@ -230,11 +230,13 @@ static void text_kept(FILE *f, const ss_rank_row *k)
             k->samples, k->steps);
     if (k->samples != SS_MISSING && k->steps != SS_MISSING &&
         k->samples < k->steps)
-        fputs(" (retention thins old steps, and above 4,096 ranks node "
-              "aggregation\n              keeps a rank's row on the steps "
-              "that single it out: its percentiles\n              are over "
-              "the kept rows, its counts, mean and maximum over every step)",
-              f);
+        fputs(": its percentiles are over\n"
+              "              the kept rows, its counts, mean and maximum "
+              "over every step\n"
+              "              (retention thins old steps; above 4,096 ranks "
+              "node aggregation\n"
+              "              keeps a rank's row on the steps that single it "
+              "out and a share)", f);
     fputc('\n', f);
 }
 
