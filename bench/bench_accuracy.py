@@ -65,6 +65,16 @@ shared machine the numbers move from run to run.
 
     /usr/bin/python3 bench/bench_accuracy.py [--reps 3] [--only A,B,'nan-*'] [--list]
                                              [--out FILE.md] [--keep-db DIR]
+                                             [--nodes 2 [--aggregate rank,node]]
+
+With --nodes 2 every scenario of an even number of ranks runs on two
+virtual nodes (tests/netns.py: a network and UTS namespace each, as root),
+half of its ranks on each: `stepscope run --nnodes 2` on node 0 (the
+controller) and on node 1 (an agent), once per aggregation mode of
+--aggregate (docs/multinode.md); host faults reach the rank's process on
+whichever node it runs.  The table then has a row per scenario and mode,
+and a last section compares the findings (kind, ranks, phase) of the two
+modes run by run.
 
 Needs the build (STEPSCOPE_BUILD, default ./build; `make bench-accuracy`
 builds it first) and PyTorch.  The full matrix takes about 20 minutes on
@@ -72,11 +82,13 @@ builds it first) and PyTorch.  The full matrix takes about 20 minutes on
 not be (a job error or timeout), 2 for a usage error.
 """
 import argparse
+import base64
 import datetime
 import fnmatch
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -101,6 +113,9 @@ RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses
 
 sys.path.insert(0, str(SOURCE / "tests"))
 from jobs import descendants, rank_pid, stored_steps, threads  # noqa: E402
+import netns  # noqa: E402
+
+NODE_PORT = 29611  # in a virtual node: the ranks' rendezvous; the controller +1
 
 
 # ---------------------------------------------------------------------------
@@ -758,46 +773,111 @@ def end_processes(seen):
 # ---------------------------------------------------------------------------
 # One run
 
-def run_once(sc, rep, stepscope, workdir):
-    """Runs scenario SC once; returns (Grade, seconds, a remark on the host
+def run_argv(sc, stepscope, db, tag, nodes=None):
+    """`stepscope run` of SC: on one host (NODES None), or for node K of two
+    virtual nodes (NODES = (k, master address, aggregation mode, token
+    file)), half of SC's ranks each."""
+    argv = [str(stepscope), "run", *(["--auto"] if sc.auto else []),
+            "--name", tag, *sc.run_args]
+    if nodes is None:
+        argv += ["-n", str(sc.ranks), "--db", str(db), "--no-http", "--quiet"]
+    else:
+        k, master, mode, token = nodes
+        argv += ["-n", str(sc.ranks // 2), "--nnodes", "2", "--node-rank", str(k),
+                 "--master-addr", master, "--master-port", str(NODE_PORT),
+                 "--token-file", str(token), "--aggregate", mode, "--grace", "2"]
+        if k == 0:
+            argv += ["--db", str(db), "--no-http"]
+    return [*argv, "--", RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
+
+
+def token_file(path):
+    """A new random link secret in PATH, mode 0600 (docs/multinode.md)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+    return path
+
+
+AGREE = re.compile(r"agree with the per-rank aggregation on (\d+) of (\d+) steps")
+
+
+def aggregation_remark(log, mode):
+    """What node 0's log says of the run's aggregation: under node mode,
+    on how many steps the merged partials agreed with the per-rank
+    aggregation; a run that did not aggregate as asked says so."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return "(no log of node 0) "
+    if f"aggregation by {mode}:" not in text:
+        return f"(node 0 did not say 'aggregation by {mode}') "
+    m = AGREE.search(text)
+    return f"(partials agree on {m.group(1)} of {m.group(2)} steps) " if m else ""
+
+
+def run_once(sc, rep, stepscope, workdir, mode=None):
+    """Runs scenario SC once, on this host or (MODE: the aggregation mode)
+    on two virtual nodes; returns (Grade, seconds, a remark on the host
     fault for the progress line)."""
-    db = workdir / f"{sc.name}-{rep}.db"
-    cmd = [str(stepscope), "run", *(["--auto"] if sc.auto else []), "-n", str(sc.ranks),
-           "--name", f"{sc.name}-{rep}", "--db", str(db), "--quiet", "--no-http",
-           *sc.run_args, "--",
-           RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
+    tag = f"{sc.name}-{rep}" + (f"-{mode}" if mode else "")
+    db = workdir / f"{tag}.db"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if not sc.auto:  # the script imports stepscope: the build's package
         pkg = BUILD / "python" if (BUILD / "python" / "stepscope").is_dir() else SOURCE / "python"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pkg), env.get("PYTHONPATH")]))
     started = time.monotonic()
-    job = fault = None
+    jobs, fault, cluster = [], None, None
     timed_out = False
     seen = {}  # every process of the job seen: pid -> start time
-    with open(workdir / f"{sc.name}-{rep}.out", "w") as log:
-        try:
-            job = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-            if sc.host:
-                fault = HostFault(sc.host, sc.host_rank, job.pid, db, f"{sc.name}-{rep}")
-                fault.start()
-            deadline = started + sc.timeout_s
-            while job.poll() is None and time.monotonic() < deadline:
-                for pid in descendants(job.pid):
+    logs = []
+    try:
+        if mode is None:
+            logs.append(open(workdir / f"{tag}.out", "w"))
+            jobs.append(subprocess.Popen(run_argv(sc, stepscope, db, tag), stdout=logs[0],
+                                         stderr=subprocess.STDOUT, env=env))
+        else:
+            cluster = netns.Cluster(2)
+            cluster.start()
+            token = token_file(workdir / f"{tag}.token")
+            for k in range(2):
+                logs.append(open(workdir / f"{tag}-node{k}.out", "w"))
+                argv = run_argv(sc, stepscope, db, tag, (k, cluster.addr(0), mode, token))
+                jobs.append(cluster.popen(k, argv, stdout=logs[k], stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, env=env))
+        if sc.host:
+            node = 0 if mode is None or sc.host_rank is None else \
+                sc.host_rank // (sc.ranks // 2)
+            fault = HostFault(sc.host, sc.host_rank, jobs[node].pid, db, tag)
+            fault.start()
+        deadline = started + sc.timeout_s
+        while any(j.poll() is None for j in jobs) and time.monotonic() < deadline:
+            for j in jobs:
+                for pid in descendants(j.pid):
                     seen.setdefault(pid, start_time(pid))
-                time.sleep(0.5)
-            timed_out = job.poll() is None
-        finally:
-            if fault is not None:
-                fault.cleanup()
-            if job is not None and job.poll() is None:
-                stop_job(job)
-            end_processes(seen)
+            time.sleep(0.5)
+        timed_out = any(j.poll() is None for j in jobs)
+    finally:
+        if fault is not None:
+            fault.cleanup()
+        for j in jobs:
+            if j.poll() is None:
+                stop_job(j)
+        end_processes(seen)
+        if cluster is not None:
+            cluster.close()
+        for log in logs:
+            log.close()
     seconds = time.monotonic() - started
     remark = f"({sc.host} from step {fault.from_step}) " if fault and fault.applied else ""
+    if mode is not None:
+        remark += aggregation_remark(workdir / f"{tag}-node0.out", mode)
     if timed_out:
         return Grade("error", "-", f"timed out after {sc.timeout_s} s"), seconds, remark
-    if job.returncode != 0:
-        return Grade("error", "-", f"job exit status {job.returncode}"), seconds, remark
+    failed = [(k, j.returncode) for k, j in enumerate(jobs) if j.returncode != 0]
+    if failed:
+        where = "" if mode is None else f"node {failed[0][0]}: "
+        return Grade("error", "-", f"{where}job exit status {failed[0][1]}"), seconds, remark
     if fault is not None and not fault.applied:
         return Grade("error", "-", f"host fault not applied: {fault.problem}"), seconds, remark
     out = subprocess.run([str(stepscope), "report", "--json", "--db", str(db)],
@@ -810,8 +890,13 @@ def run_once(sc, rep, stepscope, workdir):
 # ---------------------------------------------------------------------------
 # The table
 
+def base(key):
+    """The scenario of a result key: its name, less " [MODE]" on two nodes."""
+    return key.split(" [", 1)[0]
+
+
 def expected_text(name):
-    expect = EXPECT[name]
+    expect = EXPECT[base(name)]
     return "no finding" if expect == CLEAN else " or ".join(w.describe() for w in expect)
 
 
@@ -832,12 +917,12 @@ def result_text(grades):
 
 def totals(results):
     """The summary lines from {scenario name: [Grade, ...]}."""
-    fault_runs = [g for name, gs in results.items() if EXPECT[name] != CLEAN
+    fault_runs = [g for name, gs in results.items() if EXPECT[base(name)] != CLEAN
                   for g in gs if g.result != "skipped"]
-    clean_runs = [g for name, gs in results.items() if EXPECT[name] == CLEAN
+    clean_runs = [g for name, gs in results.items() if EXPECT[base(name)] == CLEAN
                   for g in gs if g.result != "skipped"]
     n = {k: sum(g.result == k for g in fault_runs) for k in ("right", "wrong", "missed", "error")}
-    fault_scenarios = [name for name in results if EXPECT[name] != CLEAN]
+    fault_scenarios = [name for name in results if EXPECT[base(name)] != CLEAN]
     all_right = [name for name in fault_scenarios
                  if results[name] and all(g.result == "right" for g in results[name])]
     unrelated = [f for g in fault_runs for f in g.unrelated]
@@ -868,7 +953,7 @@ def table_rows(results):
     rows = []
     by_name = {sc.name: sc for sc in SCENARIOS}
     for name, grades in results.items():
-        sc = by_name[name]
+        sc = by_name[base(name)]
         notes = sorted({g.note for g in grades if g.note and g.result in ("wrong", "skipped")})
         rows.append((name, f"{sc.what} ({sc.ranks} ranks, {sc.steps} steps)",
                      expected_text(name), found_text(grades),
@@ -879,9 +964,46 @@ def table_rows(results):
 HEADER = ("scenario", "fault", "expected", "found", "result")
 
 
-def markdown(results, reps, wall_s):
+def findings_key(g):
+    """What the accuracy matrix scores of a run's findings: kind, ranks and
+    phase of each (severity left out: a fault at a threshold's edge lands
+    on either side of it in two runs of the same mode)."""
+    return sorted((f["kind"], tuple(f.get("ranks") or ()), f.get("phase") or "")
+                  for f in g.findings)
+
+
+def mode_comparison(results, modes):
+    """The lines comparing the aggregation modes run by run: per scenario,
+    in how many repetitions every mode found the same (kind, ranks, phase),
+    and the runs where they differ."""
+    names = []
+    for key in results:
+        if base(key) not in names:
+            names.append(base(key))
+    same = pairs = 0
+    lines = []
+    for name in names:
+        runs = [results.get(f"{name} [{m}]", []) for m in modes]
+        for rep, grades in enumerate(zip(*runs), 1):
+            if any(g.result in ("error", "skipped") for g in grades):
+                continue
+            pairs += 1
+            keys = [findings_key(g) for g in grades]
+            if all(k == keys[0] for k in keys):
+                same += 1
+            else:
+                lines.append(f"  {name} rep {rep}: " + "; ".join(
+                    f"{m}: {g.found}" for m, g in zip(modes, grades)))
+    head = (f"findings the same under --aggregate {' and '.join(modes)} "
+            f"(kind, ranks, phase): {same} of {pairs} runs")
+    return [head] + lines
+
+
+def markdown(results, reps, wall_s, nodes=1):
     cell = lambda s: s.replace("|", "\\|")  # noqa: E731
-    out = [f"Scenario matrix, {reps} repetition(s) per scenario, "
+    out = [f"Scenario matrix, {reps} repetition(s) per scenario"
+           + (" and aggregation mode, on two virtual nodes" if nodes == 2 else "")
+           + ", "
            f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}, "
            f"{os.cpu_count()} CPUs ({platform.machine()}), {wall_s / 60:.1f} minutes "
            f"(`make bench-accuracy`).", "",
@@ -916,15 +1038,30 @@ def parse_args(argv):
     p.add_argument("--keep-db", metavar="DIR",
                    help="keep each run's store and output in DIR (default: a temporary "
                         "directory, removed)")
+    p.add_argument("--nodes", type=int, default=1, choices=(1, 2),
+                   help="2: run the scenarios of an even number of ranks on two virtual "
+                        "nodes (network namespaces; root), half of the ranks each")
+    p.add_argument("--aggregate", default="rank,node", metavar="MODES",
+                   help="with --nodes 2: the aggregation modes to run each scenario "
+                        "under (default rank,node)")
     args = p.parse_args(argv)
     if args.reps < 1:
         p.error("--reps must be at least 1")
+    args.modes = [None]
+    if args.nodes == 2:
+        args.modes = [m for m in args.aggregate.split(",") if m]
+        if not args.modes or any(m not in ("rank", "node") for m in args.modes):
+            p.error(f"bad --aggregate '{args.aggregate}' (rank, node or rank,node)")
     names = [n for n in args.only.split(",") if n]
     unknown = [n for n in names if not fnmatch.filter(EXPECT, n)]
     if unknown:
         p.error(f"unknown scenario(s) {', '.join(unknown)} (see --list)")
     args.scenarios = [sc for sc in SCENARIOS
                       if not names or any(fnmatch.fnmatchcase(sc.name, n) for n in names)]
+    if args.nodes == 2:
+        args.scenarios = [sc for sc in args.scenarios if sc.ranks % 2 == 0]
+        if not args.scenarios:
+            p.error("no scenario of an even number of ranks selected for --nodes 2")
     return args
 
 
@@ -932,10 +1069,15 @@ def main(argv):
     assert sorted(sc.name for sc in SCENARIOS) == sorted(EXPECT), "SCENARIOS and EXPECT disagree"
     args = parse_args(argv)
     if args.list:
-        for sc in SCENARIOS:
+        for sc in args.scenarios:
             print(f"{sc.name:22} {sc.what}; expected: {expected_text(sc.name)}")
         return 0
     stepscope = BUILD / "stepscope"
+    if args.nodes == 2:
+        ok, why = netns.available()
+        if not ok:
+            print(f"bench_accuracy: --nodes 2 needs virtual nodes: {why}", file=sys.stderr)
+            return 1
     if not stepscope.exists():
         print(f"bench_accuracy: {stepscope} not found: build first (make)", file=sys.stderr)
         return 1
@@ -951,24 +1093,27 @@ def main(argv):
     # Stopped from outside, still clean up (the finally clauses below).
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
-    results = {sc.name: [] for sc in args.scenarios}
-    total = len(args.scenarios) * args.reps
+    results = {(sc.name if mode is None else f"{sc.name} [{mode}]"): []
+               for sc in args.scenarios for mode in args.modes}
+    total = len(results) * args.reps
     began = time.monotonic()
     done = 0
     interrupted = False
     try:
         for rep in range(1, args.reps + 1):  # repetitions outermost: noise spreads evenly
             for sc in args.scenarios:
-                why = HostFault.unavailable(sc.host) if sc.host else None
-                if why:
-                    g, seconds, remark = Grade("skipped", "-", f"{sc.host}: {why}"), 0.0, ""
-                else:
-                    g, seconds, remark = run_once(sc, rep, stepscope, workdir)
-                results[sc.name].append(g)
-                done += 1
-                detail = g.found if g.result not in ("error", "skipped") else g.note
-                print(f"[{done:2}/{total}] {sc.name:22} rep {rep}  {seconds:5.1f} s  "
-                      f"{g.result:7} {remark}{detail}", flush=True)
+                for mode in args.modes:
+                    key = sc.name if mode is None else f"{sc.name} [{mode}]"
+                    why = HostFault.unavailable(sc.host) if sc.host else None
+                    if why:
+                        g, seconds, remark = Grade("skipped", "-", f"{sc.host}: {why}"), 0.0, ""
+                    else:
+                        g, seconds, remark = run_once(sc, rep, stepscope, workdir, mode)
+                    results[key].append(g)
+                    done += 1
+                    detail = g.found if g.result not in ("error", "skipped") else g.note
+                    print(f"[{done:2}/{total}] {key:29} rep {rep}  {seconds:5.1f} s  "
+                          f"{g.result:7} {remark}{detail}", flush=True)
     except (KeyboardInterrupt, SystemExit):
         interrupted = True  # the run in progress was cleaned up; report the others
     finally:
@@ -978,10 +1123,17 @@ def main(argv):
     results = {name: grades for name, grades in results.items() if grades}
     print()
     print_table(results)
+    comparison = mode_comparison(results, args.modes) if args.nodes == 2 else []
+    for line in comparison:
+        print(line)
     print(f"\n{done} of {total} runs in {wall / 60:.1f} minutes"
           + (" (interrupted)" if interrupted else ""))
     if args.out:
-        Path(args.out).write_text(markdown(results, args.reps, wall))
+        text = markdown(results, args.reps, wall, args.nodes)
+        if comparison:
+            text += "\n" + comparison[0] + "\n" + "".join(
+                f"\n-{line[1:]}" for line in comparison[1:]) + "\n"
+        Path(args.out).write_text(text)
         print(f"table written to {args.out}")
     if interrupted:
         return 130

@@ -37,9 +37,11 @@
  *   the mean absolute deviation when the MAD is 0) above (below) the
  *   median, and at least KL_FACTOR times it (at most 1/ENT_FACTOR of it),
  *   with kl at least KL_MIN_NATS.  The policy is shared, so a real jump
- *   shows on at least half the ranks in one step; one rank's value out of
- *   line (an odd batch) counts only after SP_PERSIST steps in a row, the
- *   finding beginning at the first of them.  Ranks in one step make one
+ *   shows on at least half the ranks in one step, on some of them by less
+ *   (leaning: out of line the same way by half the sigmas and half the
+ *   factor); one rank's value out of line, the others in line (an odd
+ *   batch), counts only after SP_PERSIST steps in a row, the finding
+ *   beginning at the first of them.  Ranks in one step make one
  *   finding, extended by those within SP_MERGE steps.
  *
  * Memory: per rank, LT_WINDOW long-tail records' worth of counters and
@@ -70,6 +72,8 @@
 #define SP_MAD_K 6.0
 #define SP_MERGE 10        /* steps that merge spikes into one finding */
 #define SP_PERSIST 3       /* steps in a row one rank alone needs */
+#define SP_LEAN 2.0        /* a rank leans the same way: half the robust
+                              sigmas and half the factor of a spike */
 #define KL_FACTOR 5.0
 #define KL_MIN_NATS 0.02
 #define ENT_FACTOR 3.0
@@ -112,6 +116,7 @@ typedef struct {
     uint32_t run;        /* steps in a row judged out of line */
     uint64_t since;      /* the first of them */
     int hit;             /* this step's judgement, with its numbers: */
+    int lean;            /* out of line the same way, by half as much */
     double x, med, z;
 } series;
 
@@ -499,9 +504,10 @@ static void collapse_step(rl_state *g, ss_detectors *d, const rl_stats *all,
  * for a spike up (K = S_KL) or a fall (S_ENT), with the median and robust
  * z; then adds V to S. */
 static int judge(rl_state *g, int k, series *s, double v, double *med,
-                 double *z_out)
+                 double *z_out, int *lean)
 {
     int hit = 0;
+    *lean = 0;
     int logs = v > 0;
     for (uint32_t i = 0; i < s->n && logs; i++)
         logs = s->ring[i] > 0;
@@ -520,10 +526,15 @@ static int judge(rl_state *g, int k, series *s, double v, double *med,
                              : x > lmed ? INFINITY : x < lmed ? -INFINITY : 0;
         *med = exp(lmed);
         *z_out = z;
-        if (k == S_KL)
+        if (k == S_KL) {
             hit = z > SP_MAD_K && v >= KL_FACTOR * *med && v >= KL_MIN_NATS;
-        else
+            *lean = z > SP_MAD_K / SP_LEAN &&
+                    v >= KL_FACTOR / SP_LEAN * *med && v >= KL_MIN_NATS;
+        } else {
             hit = z < -SP_MAD_K && v * ENT_FACTOR <= *med;
+            *lean = z < -SP_MAD_K / SP_LEAN &&
+                    v * ENT_FACTOR / SP_LEAN <= *med;
+        }
     }
     s->ring[s->head] = (float)v;
     s->head = (s->head + 1) % SP_WINDOW;
@@ -583,32 +594,33 @@ static void series_step(rl_state *g, ss_detectors *d, int k,
     if (idx < 0 || (uint32_t)idx >= v->n_names)
         return;
     spike_episode *e = &g->ep[k];
-    uint32_t hits = 0;
+    uint32_t leans = 0; /* a hit leans too */
     uint64_t since = v->step;
     for (uint32_t r = 0; r < world; r++) {
         const ss_rank_step *rs = &v->ranks[r];
         series *sr = &g->s[k][r];
-        sr->hit = 0;
+        sr->hit = sr->lean = 0;
         if (!rs->present || !rs->metric || !isfinite(rs->metric[idx]))
             continue;
         sr->x = rs->metric[idx];
-        sr->hit = judge(g, k, sr, sr->x, &sr->med, &sr->z);
+        sr->hit = judge(g, k, sr, sr->x, &sr->med, &sr->z, &sr->lean);
+        leans += sr->lean;
         if (!sr->hit) {
             sr->run = 0;
             continue;
         }
         if (sr->run++ == 0)
             sr->since = v->step;
-        hits++;
     }
-    /* The policy is one for every rank: a real jump shows on most ranks
-     * at once; one rank's value out of line counts once it stays so for
-     * SP_PERSIST steps (one odd batch is not a collapse). */
+    /* The policy is one for every rank: a real jump shows on half the
+     * ranks at once, on some of them by less (each rank's batch differs);
+     * one rank's value out of line, the others in line, counts once it
+     * stays so for SP_PERSIST steps (one odd batch is not a collapse). */
     uint32_t quorum = (world + 1) / 2;
     int any = 0;
     for (uint32_t r = 0; r < world; r++) {
         series *sr = &g->s[k][r];
-        if (!sr->hit || (hits < quorum && sr->run < SP_PERSIST))
+        if (!sr->hit || (leans < quorum && sr->run < SP_PERSIST))
             continue;
         if (sr->since < since)
             since = sr->since;

@@ -338,6 +338,34 @@ static void one_rank_needs_steps_in_a_row(void)
     ss_detectors_destroy(d);
 }
 
+/* From step 25 the learning rate is too high: rank 0's KL is 10 times
+ * its median, rank 3's 3 times, the others' as before (each rank's batch
+ * differs); a KL spike from step 25 that names rank 0.  Rank 3's 3 times
+ * alone, at step 15, is no spike. */
+static void uneven_blowup(builder *b, uint64_t s)
+{
+    if (s == 15)
+        b->metric[3][KL] *= 3;
+    if (s == 25) {
+        b->metric[0][KL] *= 10;
+        b->metric[3][KL] *= 3;
+    }
+}
+
+static void a_jump_leaning_on_half_the_ranks(void)
+{
+    ss_detectors *d = run(40, uneven_blowup);
+    REQUIRE(d);
+    CHECK_EQ_INT(count_kind(&fd, "kl_spike"), 1);
+    const ss_finding *f = first_kind(&fd, "kl_spike");
+    REQUIRE(f);
+    CHECK_EQ_INT((int)f->first_step, 25);
+    CHECK_EQ_INT((int)f->last_step, 25);
+    CHECK_EQ_INT(f->n_ranks, 1);
+    CHECK_EQ_INT(f->ranks[0], 0);
+    ss_detectors_destroy(d);
+}
+
 /* A clean run: the KL rises slowly (x3 over 200 steps), the entropy falls
  * slowly (/3), with their noise; some groups equal now and then. */
 static void drift(builder *b, uint64_t s)
@@ -382,4 +410,5 @@ TEST_LIST(TEST(long_tail_named), TEST(straggler_words),
           TEST(few_long_tail_steps_nothing), TEST(constant_reward_collapse),
           TEST(collapse_share), TEST(kl_and_entropy),
           TEST(one_rank_needs_steps_in_a_row),
+          TEST(a_jump_leaning_on_half_the_ranks),
           TEST(clean_drift_nothing), TEST(no_rl_data_nothing))
