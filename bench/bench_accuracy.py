@@ -965,10 +965,12 @@ HEADER = ("scenario", "fault", "expected", "found", "result")
 
 
 def findings_key(g):
-    """What the accuracy matrix scores of a run's findings: kind, ranks and
-    phase of each (severity left out: a fault at a threshold's edge lands
-    on either side of it in two runs of the same mode)."""
-    return sorted((f["kind"], tuple(f.get("ranks") or ()), f.get("phase") or "")
+    """What the accuracy matrix scores of a run's findings: kind, the set
+    of ranks and phase of each (severity left out: a fault at a
+    threshold's edge lands on either side of it in two runs of the same
+    mode; rank order left out: jitter lists the ranks by how often each
+    was slowest)."""
+    return sorted((f["kind"], tuple(sorted(f.get("ranks") or ())), f.get("phase") or "")
                   for f in g.findings)
 
 

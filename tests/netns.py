@@ -11,7 +11,11 @@ namespace (hostname `node<k>`, resolvable on every node through a hosts
 file that `ip netns exec` binds over /etc/hosts) and, when asked for, a
 time namespace whose CLOCK_MONOTONIC (and CLOCK_BOOTTIME) is offset by a
 number of seconds: the clock skew between machines that a multi-node run
-must cope with.
+must cope with.  `ip netns exec` mounts a sysfs of the node's network
+over /sys, which hides the host's cgroup file systems; each node mounts
+the host's cgroup hierarchies again under /sys/fs/cgroup (the same
+hierarchies: a process's cgroup and its CPU quota, throttling and
+pressure read the same inside a node as on a real host).
 
     from netns import Cluster, should_run
     ok, why = should_run()         # skip the test with WHY when not ok
@@ -52,6 +56,46 @@ _subnets_in_use = set()  # the subnets of this process's live clusters
 
 class ClusterError(RuntimeError):
     """Setting up or driving the virtual cluster failed; says which command."""
+
+
+_GENERIC_MOUNT_OPTIONS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev",
+                          "noexec", "seclabel"}
+
+
+def _cgroup_mount_script():
+    """The shell commands that mount this host's cgroup file systems under
+    /sys/fs/cgroup again (in a node, after `ip netns exec` mounted a new
+    sysfs over /sys): the tmpfs that holds a v1 layout, each v1 hierarchy
+    with its controllers and name, and the v2 hierarchy.  A mount that
+    fails leaves the node without it, as before."""
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return ""
+    try:
+        with open("/proc/cgroups") as f:
+            controllers = {line.split()[0] for line in f if not line.startswith("#")}
+    except OSError:
+        controllers = set()
+    cmds = []
+    for m in mounts:
+        if len(m) < 4 or not (m[1] == "/sys/fs/cgroup" or m[1].startswith("/sys/fs/cgroup/")):
+            continue
+        point, fstype = m[1], m[2]
+        opts = [o for o in m[3].split(",") if o not in _GENERIC_MOUNT_OPTIONS]
+        if fstype == "tmpfs":
+            opts = [o for o in opts if o.startswith("mode=")]
+        elif fstype == "cgroup" and not controllers & set(opts) and "none" not in opts:
+            opts.insert(0, "none")  # a named hierarchy without controllers
+        elif fstype == "cgroup2":
+            opts = []
+        elif fstype != "cgroup":
+            continue
+        opt = f"-o {','.join(opts)} " if opts else ""
+        cmds.append(f"{{ mkdir -p {point} && mount -t {fstype} {opt}{fstype} {point}; }} "
+                    "2>/dev/null")
+    return "".join(c + "; " for c in cmds)
 
 
 def _ip(*args, check=True):
@@ -224,7 +268,8 @@ class Cluster:
         offset = self.time_offsets.get(k)
         if offset is not None:
             argv += ["--time", "--monotonic", str(offset), "--boottime", str(offset)]
-        argv += ["--", "sh", "-c", 'hostname "$1" && echo $$ && exec sleep infinity',
+        argv += ["--", "sh", "-c",
+                 _cgroup_mount_script() + 'hostname "$1" && echo $$ && exec sleep infinity',
                  "sh", f"node{k}"]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
