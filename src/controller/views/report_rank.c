@@ -206,6 +206,15 @@ static const char *fmt_ratio(char *buf, size_t n, int64_t a, int64_t b)
     return buf;
 }
 
+/* Milliseconds with their unit, "-" when missing. */
+static const char *fmt_ms_unit(char *buf, size_t n, int64_t ns)
+{
+    ss__report_ms(buf, n, ns);
+    if (ns != SS_MISSING)
+        strncat(buf, " ms", n - strlen(buf) - 1);
+    return buf;
+}
+
 /* Whether finding X names RANK. */
 static int finding_names(const ss_finding_row *x, int64_t rank)
 {
@@ -260,14 +269,14 @@ static void text_rank_summary(FILE *f, const ss_report *rp,
             rk->slowest_steps);
     text_kept(f, k);
     int64_t mean = k->step_ns_n ? k->step_ns_sum / k->step_ns_n : SS_MISSING;
-    fprintf(f, "  step time   p50 %s ms, p90 %s ms, mean %s ms, max %s ms\n",
-            ss__report_ms(a, sizeof a, k->median_step_ns),
-            ss__report_ms(b, sizeof b, k->p90_step_ns),
-            ss__report_ms(c, sizeof c, mean),
-            ss__report_ms(d, sizeof d, k->step_ns_max));
+    fprintf(f, "  step time   p50 %s, p90 %s, mean %s, max %s\n",
+            fmt_ms_unit(a, sizeof a, k->median_step_ns),
+            fmt_ms_unit(b, sizeof b, k->p90_step_ns),
+            fmt_ms_unit(c, sizeof c, mean),
+            fmt_ms_unit(d, sizeof d, k->step_ns_max));
     int64_t med = ss_report_pct(&rp->step_med, 500);
-    fprintf(f, "              the median rank's p50 %s ms: this rank %s\n",
-            ss__report_ms(a, sizeof a, med),
+    fprintf(f, "              the median rank's p50 %s: this rank %s\n",
+            fmt_ms_unit(a, sizeof a, med),
             fmt_ratio(b, sizeof b, k->median_step_ns, med));
     fprintf(f, "  memory      RSS max %s, device max %s\n",
             ss__report_bytes(a, sizeof a, k->max_rss_bytes),
