@@ -527,6 +527,9 @@ static void text_ranks(FILE *f, const ss_report *rp)
                 rp->n_ranks - shown);
     if (rp->any_nests)
         fputs("  * self time: the phase less the phases nested in it\n", f);
+    if (rp->n_ranks)
+        fputs("  `stepscope report --rank R` explains one rank step by step\n",
+              f);
     fputc('\n', f);
     free(show);
     free(order);
