@@ -83,6 +83,8 @@ typedef struct {
                                 in; steps it lost more or less (not tied) */
     uint32_t alone;          /* slow steps of the ring it alone explained */
     int32_t finding;         /* of the open episode, -1 */
+    int32_t ended;           /* the finding of the last episode, -1 */
+    uint64_t ended_step;     /* the step it ended at */
 } cause_state;
 
 typedef struct {
@@ -221,7 +223,7 @@ static int start_ring(host *h)
     for (size_t i = 0; i < hw; i++)
         h->last_rank[i] = -1;
     for (size_t i = 0; i < w * N_CAUSES; i++)
-        h->cs[i].finding = -1;
+        h->cs[i].finding = h->cs[i].ended = -1;
     h->started = 1;
     return 0;
 }
@@ -761,8 +763,11 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
     ss__finding_touch(d, rc->finding);
 }
 
-/* Opens, refreshes or ends every rank's episode of cause C. */
-static void judge_cause(ss_detectors *d, host *h, int c)
+/* Opens, refreshes or ends every rank's episode of cause C at STEP.  An
+ * episode that opens again within a window of the last one's end goes on
+ * as the same finding (a rank near the hold threshold would otherwise
+ * report one episode as several findings over overlapping windows). */
+static void judge_cause(ss_detectors *d, host *h, int c, uint64_t step)
 {
     uint32_t min = ss__param_u32(d, P_H_MIN_STEPS);
     double level = d->p[P_H_ALPHA] / ((h->world ? h->world : 1) * N_CAUSES);
@@ -782,12 +787,19 @@ static void judge_cause(ss_detectors *d, host *h, int c)
         if (rc->finding < 0) {
             if (rc->known < min || !behind(d, h, r, c, med_share, level, 1))
                 continue;
+            if (rc->ended >= 0 && step - rc->ended_step <= h->hw) {
+                rc->finding = rc->ended;
+                refresh(d, h, r, c, med_share, 0);
+                continue;
+            }
             rc->finding = ss__finding_open(d, cause_kind[c]);
             if (rc->finding >= 0)
                 refresh(d, h, r, c, med_share, 1);
         } else if (!behind(d, h, r, c, med_share, HOLD_LEVEL, 0.5)) {
             /* an open episode goes on while the rank is still behind the
              * cause at half the thresholds and HOLD_LEVEL */
+            rc->ended = rc->finding;
+            rc->ended_step = step;
             rc->finding = -1; /* keeps the last snapshot */
         } else {
             refresh(d, h, r, c, med_share, 0);
@@ -817,7 +829,7 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
         h->fill++;
     record_step(d, h, v, world, k);
     for (int c = 0; c < N_CAUSES; c++) {
-        judge_cause(d, h, c);
+        judge_cause(d, h, c, v->step);
         /* a named rank alone explains this slow step: that part of it is
          * not jitter */
         size_t ck = (size_t)c * h->hw + k;

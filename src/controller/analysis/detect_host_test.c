@@ -423,6 +423,46 @@ static void starved_rank_named(void)
         dump(&fd);
 }
 
+/* Starvation that comes and goes: rank 1 starved for 300 steps, clean
+ * for GAP, starved again for 300.  Within a window (host.window, 100
+ * steps) of the first episode's end the second goes on as the same
+ * finding; after a longer gap it is a finding of its own. */
+static uint32_t starved_episodes(uint64_t gap, uint64_t *last_step)
+{
+    found fd;
+    rng_state = 77;
+    ss_detectors *d = make(4, &fd);
+    if (!d)
+        return 0;
+    job_step b;
+    for (uint64_t s = 0; s < 600 + gap; s++) {
+        plan p;
+        plan_clean(&p, 4, 10, 0.1);
+        if ((s < 300 || s >= 300 + gap) && uniform() < 0.78)
+            p.runq[1] += 3;
+        build_step(&b, 4, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    uint32_t n = count_kind(&fd, "cpu_starved");
+    const ss_finding *f = first_kind(&fd, "cpu_starved");
+    *last_step = f ? f->last_step : 0;
+    for (uint32_t i = 0; i < fd.n_ids; i++)
+        if (strcmp(fd.last[i].kind, "cpu_starved") == 0)
+            CHECK_EQ_INT(fd.last[i].ranks[0], 1);
+    return n;
+}
+
+static void an_episode_back_within_a_window_is_one_finding(void)
+{
+    uint64_t last;
+    CHECK_EQ_INT(starved_episodes(80, &last), 1);
+    CHECK(last >= 600); /* extended over the second episode */
+    CHECK_EQ_INT(starved_episodes(400, &last), 2);
+    CHECK(last < 400);
+}
+
 /* Its own cgroup's CPU quota: cpu_throttled, and the straggler's cause. */
 static void throttled_rank_named(void)
 {
@@ -934,6 +974,7 @@ static void straggler_by_work_on_a_loaded_machine(void)
 }
 
 TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
+          TEST(an_episode_back_within_a_window_is_one_finding),
           TEST(straggler_by_work_on_a_loaded_machine),
           TEST(few_stops_on_short_steps_named),
           TEST(stopped_rank_named),
