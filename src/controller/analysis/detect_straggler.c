@@ -85,6 +85,8 @@ typedef struct {
     int burst;                 /* a transient burst is open */
     uint64_t burst_first, burst_last;
     ss_finding *pending;       /* a closed burst awaiting judgement */
+    int32_t burst_finding;     /* the last burst published, -1 */
+    uint64_t burst_finding_last; /* its last step */
 } strag_rank;
 
 typedef struct {
@@ -628,7 +630,8 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
 static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 {
     strag_rank *sr = &sg->rank[r];
-    ss__finding_publish(d, sr->pending);
+    sr->burst_finding = ss__finding_publish(d, sr->pending);
+    sr->burst_finding_last = sr->pending->last_step;
     free(sr->pending);
     sr->pending = NULL;
 }
@@ -1061,9 +1064,23 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
         if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS) &&
             straggling(d, sg, r, sg->sw, sr->seen, sr->last, sr->chance,
                        level)) {
-            sr->persistent = ss__finding_open(d, "straggler");
+            /* a burst published within the window is this episode's
+             * beginning: it becomes the persistent finding */
+            uint64_t oldest = sg->step[ss__ring_back(sg->head, sg->sw,
+                                                     sg->fill - 1)];
+            uint64_t first = UINT64_MAX;
+            if (sr->burst_finding >= 0 && sr->burst_finding_last >= oldest) {
+                sr->persistent = sr->burst_finding;
+                first = ss__finding(d, sr->persistent)->first_step;
+            } else {
+                sr->persistent = ss__finding_open(d, "straggler");
+            }
+            sr->burst_finding = -1;
             if (sr->persistent >= 0) {
                 refresh_persistent(d, sg, r, 1);
+                ss_finding *f = ss__finding(d, sr->persistent);
+                if (first < f->first_step)
+                    f->first_step = first;
                 sr->burst = 0; /* it opened this persistent episode */
                 free(sr->pending);
                 sr->pending = NULL;
@@ -1185,7 +1202,7 @@ static void *straggler_create(ss_detectors *d)
         return NULL;
     }
     for (size_t r = 0; r < w; r++)
-        sg->rank[r].persistent = -1;
+        sg->rank[r].persistent = sg->rank[r].burst_finding = -1;
     for (size_t n = 0; n <= sw; n++)
         sg->bound_at[n] = -1;
     return sg;

@@ -153,6 +153,7 @@ typedef struct {
     uint32_t n;                         /* straggler findings */
     int32_t rank[MAX_FOUND];            /* by id - 1 */
     int persistent[MAX_FOUND];
+    uint64_t first[MAX_FOUND];          /* its first step */
     uint32_t n_ids;
 } found;
 
@@ -165,6 +166,7 @@ static void on_finding(void *ctx, const ss_finding *f)
     fd->rank[f->id - 1] = f->n_ranks ? f->ranks[0] : -1;
     fd->persistent[f->id - 1] =
         strstr(f->evidence_json, "\"mode\":\"persistent\"") != NULL;
+    fd->first[f->id - 1] = f->first_step;
     if (f->id > fd->n_ids)
         fd->n_ids = f->id;
 }
@@ -399,6 +401,41 @@ static void transient_burst_on_two_ranks(void)
     CHECK_EQ_INT(fd.persistent[0], 0);
 }
 
+/* A burst on rank 1 (steps 150-179), then from step 200 it stays late: the
+ * persistent episode whose window holds the burst takes the burst's
+ * finding over; one finding, from the burst's beginning. */
+static void burst_then_persistent_is_one_finding(void)
+{
+    rng_state = 37;
+    found fd;
+    memset(&fd, 0, sizeof fd);
+    for (int i = 0; i < MAX_FOUND; i++)
+        fd.rank[i] = -2;
+    ss_sink sink = {&fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, 2, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 400; s++) {
+        double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
+        if ((s >= 150 && s < 180) || s >= 200)
+            c[1] += 6;
+        build_step(b, 2, s, c);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    CHECK_EQ_INT(fd.rank[0], 1);
+    CHECK_EQ_INT(fd.persistent[0], 1);
+    /* from the burst (its first late step, noise included), not from the
+     * persistent episode's window */
+    CHECK(fd.first[0] >= 100 && fd.first[0] < 160);
+    if (fd.first[0] < 100 || fd.first[0] >= 160)
+        fprintf(stderr, "  first step %" PRIu64 "\n", fd.first[0]);
+}
+
 /* ---- clocks aligned across hosts ---- */
 
 /* The last straggler finding's final form. */
@@ -545,4 +582,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(late_35ms_on_112ms_step_found),
           TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
           TEST(transient_burst_on_two_ranks),
+          TEST(burst_then_persistent_is_one_finding),
           TEST(lateness_within_arrival_noise_is_no_straggler))
