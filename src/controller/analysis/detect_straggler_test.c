@@ -372,23 +372,24 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
     CHECK(found_only(&fd, 1));
 }
 
-/* A 30-step burst on one of 2 ranks is transient: the sub-window grows to
- * the 17 steps in which 2 ranks can tell a burst from chance. */
-static void transient_burst_on_two_ranks(void)
+/* STEPS steps of 2 ranks computing 20 ms (2 % noise) from seed SEED;
+ * rank 1 computes 6 ms more in the steps LATE says.  Fills FD with the
+ * straggler findings. */
+static void run_two_ranks(uint64_t seed, uint64_t steps,
+                          int (*late)(uint64_t s), found *fd)
 {
-    rng_state = 31;
-    found fd;
-    memset(&fd, 0, sizeof fd);
+    rng_state = seed;
+    memset(fd, 0, sizeof *fd);
     for (int i = 0; i < MAX_FOUND; i++)
-        fd.rank[i] = -2;
-    ss_sink sink = {&fd, NULL, on_finding};
+        fd->rank[i] = -2;
+    ss_sink sink = {fd, NULL, on_finding};
     ss_detectors *d = ss_detectors_create(NULL, 2, 0, &sink);
     REQUIRE(d);
     job_step *b = malloc(sizeof *b);
     REQUIRE(b);
-    for (uint64_t s = 0; s < 300; s++) {
+    for (uint64_t s = 0; s < steps; s++) {
         double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
-        if (s >= 150 && s < 180)
+        if (late(s))
             c[1] += 6;
         build_step(b, 2, s, c);
         ss_detectors_step(d, &b->v, names);
@@ -396,9 +397,27 @@ static void transient_burst_on_two_ranks(void)
     ss_detectors_finish(d, names);
     ss_detectors_destroy(d);
     free(b);
+}
+
+static int burst_150(uint64_t s)
+{
+    return s >= 150 && s < 180;
+}
+
+/* A 30-step burst on one of 2 ranks is transient: the sub-window grows to
+ * the 17 steps in which 2 ranks can tell a burst from chance. */
+static void transient_burst_on_two_ranks(void)
+{
+    found fd;
+    run_two_ranks(31, 300, burst_150, &fd);
     CHECK_EQ_INT(fd.n_ids, 1);
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK_EQ_INT(fd.persistent[0], 0);
+}
+
+static int burst_then_late(uint64_t s)
+{
+    return burst_150(s) || s >= 200;
 }
 
 /* A burst on rank 1 (steps 150-179), then from step 200 it stays late: the
@@ -406,26 +425,8 @@ static void transient_burst_on_two_ranks(void)
  * finding over; one finding, from the burst's beginning. */
 static void burst_then_persistent_is_one_finding(void)
 {
-    rng_state = 37;
     found fd;
-    memset(&fd, 0, sizeof fd);
-    for (int i = 0; i < MAX_FOUND; i++)
-        fd.rank[i] = -2;
-    ss_sink sink = {&fd, NULL, on_finding};
-    ss_detectors *d = ss_detectors_create(NULL, 2, 0, &sink);
-    REQUIRE(d);
-    job_step *b = malloc(sizeof *b);
-    REQUIRE(b);
-    for (uint64_t s = 0; s < 400; s++) {
-        double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
-        if ((s >= 150 && s < 180) || s >= 200)
-            c[1] += 6;
-        build_step(b, 2, s, c);
-        ss_detectors_step(d, &b->v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
+    run_two_ranks(37, 400, burst_then_late, &fd);
     CHECK_EQ_INT(fd.n_ids, 1);
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK_EQ_INT(fd.persistent[0], 1);
