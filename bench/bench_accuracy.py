@@ -82,7 +82,6 @@ builds it first) and PyTorch.  The full matrix takes about 20 minutes on
 not be (a job error or timeout), 2 for a usage error.
 """
 import argparse
-import base64
 import datetime
 import fnmatch
 import json
@@ -112,7 +111,7 @@ GRPO = SOURCE / "examples" / "grpo_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
-from jobs import descendants, rank_pid, stored_steps, threads  # noqa: E402
+from jobs import descendants, rank_pid, secret_file, stored_steps, threads  # noqa: E402
 import netns  # noqa: E402
 
 NODE_PORT = 29611  # in a virtual node: the ranks' rendezvous; the controller +1
@@ -791,14 +790,6 @@ def run_argv(sc, stepscope, db, tag, nodes=None):
     return [*argv, "--", RANK_PYTHON, str(sc.script), "--steps", str(sc.steps), *sc.args]
 
 
-def token_file(path):
-    """A new random link secret in PATH, mode 0600 (docs/multinode.md)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
-    return path
-
-
 AGREE = re.compile(r"agree with the per-rank aggregation on (\d+) of (\d+) steps")
 
 
@@ -839,7 +830,7 @@ def run_once(sc, rep, stepscope, workdir, mode=None):
         else:
             cluster = netns.Cluster(2)
             cluster.start()
-            token = token_file(workdir / f"{tag}.token")
+            token = secret_file(workdir / f"{tag}.token")
             for k in range(2):
                 logs.append(open(workdir / f"{tag}-node{k}.out", "w"))
                 argv = run_argv(sc, stepscope, db, tag, (k, cluster.addr(0), mode, token))

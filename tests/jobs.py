@@ -5,6 +5,7 @@ Shared by the end-to-end tests (tests/e2e), the Python package's tests
 bench/bench_accuracy.py (the helpers that find a job's rank processes).
 The CLI is $STEPSCOPE_BUILD/stepscope (default ./build).
 """
+import base64
 import json
 import os
 import sqlite3
@@ -14,6 +15,15 @@ from pathlib import Path
 SOURCE = Path(os.environ.get("STEPSCOPE_SOURCE", Path(__file__).resolve().parents[1]))
 BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 STEPSCOPE = BUILD / "stepscope"
+
+
+def secret_file(path):
+    """A new random link secret in PATH, mode 0600 (as docs/multinode.md
+    says); returns PATH."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
+    return path
 
 
 class Job:

@@ -25,7 +25,6 @@ ports in a row (the master port and the controller's, master port + 1).  Namespa
 cannot build a cluster, unless STEPSCOPE_NETNS=skip) and are skipped with
 the reason otherwise; the loopback ones run anywhere torch is installed.
 """
-import base64
 import datetime
 import importlib.util
 import json
@@ -45,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import netns  # noqa: E402
 import slurm  # noqa: E402
 from conftest import BUILD, SOURCE, STEPSCOPE  # noqa: E402
-from jobs import Job, stored_steps  # noqa: E402
+from jobs import Job, secret_file, stored_steps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="PyTorch is not installed for this Python")
@@ -65,14 +64,6 @@ LONG = ("--steps", "100000")  # a job that runs until it is stopped
 
 def train(*args):
     return [PY, str(TRAIN), "--samples", "1024", "--warmup", "2", *args]
-
-
-def secret_file(path):
-    """A new random secret in PATH, mode 0600 (as docs/multinode.md says)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(base64.b64encode(os.urandom(32)).decode() + "\n")
-    return path
 
 
 def free_port_pair():

@@ -148,8 +148,8 @@ typedef struct {
     int64_t *phase_worst; /* per phase of the report: steps it was slowest */
     int64_t *sync_last;   /* per sync point: steps it arrived last */
     int64_t kept_rows;    /* its kept rank-step rows */
-    ss_report_rank_step latest[SS_REPORT_RANK_LATEST]; /* oldest first */
-    size_t n_latest;
+    ss_report_rank_step latest[SS_REPORT_RANK_LATEST]; /* a ring */
+    size_t n_latest, latest_first; /* rows held; the oldest one's slot */
     int64_t *latest_phase_ns; /* [i * n_phases + phase] of latest[i] */
 } ss_report_rank;
 

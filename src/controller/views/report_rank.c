@@ -52,8 +52,8 @@ static int has_rank(const int64_t *ranks, size_t n, int64_t rank)
     return 0;
 }
 
-/* The rank's latest kept rows (a ring of SS_REPORT_RANK_LATEST, oldest
- * first once done) and their count, through one cursor. */
+/* The rank's latest kept rows (a ring of SS_REPORT_RANK_LATEST) and their
+ * count, through one cursor. */
 static int load_rows(ss_reader *r, const ss_report *rp, ss_report_rank *rk)
 {
     ss_rank_step_query q = {rp->run.id, rp->attempt, -1, -1,
@@ -84,28 +84,19 @@ static int load_rows(ss_reader *r, const ss_report *rp, ss_report_rank *rk)
     ss_rank_steps_close(cur);
     if (rc != 0)
         return -1;
-    /* Oldest first: rotate the ring so that it starts at its oldest. */
     rk->n_latest = rk->kept_rows < SS_REPORT_RANK_LATEST
                        ? (size_t)rk->kept_rows
                        : SS_REPORT_RANK_LATEST;
-    size_t start = rk->kept_rows <= SS_REPORT_RANK_LATEST
-                       ? 0
-                       : (size_t)(rk->kept_rows % SS_REPORT_RANK_LATEST);
-    ss_report_rank_step tmp[SS_REPORT_RANK_LATEST];
-    int64_t *tph = malloc((np ? np : 1) * SS_REPORT_RANK_LATEST *
-                          sizeof *tph);
-    if (!tph)
-        return -1;
-    for (size_t i = 0; i < rk->n_latest; i++) {
-        size_t from = (start + i) % SS_REPORT_RANK_LATEST;
-        tmp[i] = rk->latest[from];
-        memcpy(tph + i * np, rk->latest_phase_ns + from * np,
-               np * sizeof *tph);
-    }
-    memcpy(rk->latest, tmp, rk->n_latest * sizeof *tmp);
-    memcpy(rk->latest_phase_ns, tph, rk->n_latest * np * sizeof *tph);
-    free(tph);
+    rk->latest_first = rk->kept_rows <= SS_REPORT_RANK_LATEST
+                           ? 0
+                           : (size_t)(rk->kept_rows % SS_REPORT_RANK_LATEST);
     return 0;
+}
+
+/* The ring slot of the I-th oldest of the latest rows. */
+static size_t latest_slot(const ss_report_rank *rk, size_t i)
+{
+    return (rk->latest_first + i) % SS_REPORT_RANK_LATEST;
 }
 
 /* Counts one window of finalized steps into RK: presence, the slowest
@@ -391,7 +382,8 @@ static void text_rank_latest(FILE *f, const ss_report *rp,
         fprintf(f, " %12.12s", rp->phases[p].name);
     fputc('\n', f);
     for (size_t i = 0; i < rk->n_latest; i++) {
-        const ss_report_rank_step *x = &rk->latest[i];
+        size_t k = latest_slot(rk, i);
+        const ss_report_rank_step *x = &rk->latest[k];
         char a[32], b[32], c[32];
         fprintf(f, "  %8" PRId64 " %10s %10s %7s", x->step,
                 ss__report_ms(a, sizeof a, x->step_ns),
@@ -400,7 +392,7 @@ static void text_rank_latest(FILE *f, const ss_report *rp,
         for (size_t p = 0; p < cols; p++)
             fprintf(f, " %12s",
                     ss__report_ms(a, sizeof a,
-                               rk->latest_phase_ns[i * rp->n_phases + p]));
+                               rk->latest_phase_ns[k * rp->n_phases + p]));
         fputc('\n', f);
     }
     fputc('\n', f);
@@ -492,7 +484,8 @@ int ss_report_rank_print_json(FILE *f, const ss_report *rp,
     }
     ss_buf_puts(&b, "],\n  \"latest\": [");
     for (size_t i = 0; i < rk->n_latest; i++) {
-        const ss_report_rank_step *x = &rk->latest[i];
+        size_t k = latest_slot(rk, i);
+        const ss_report_rank_step *x = &rk->latest[k];
         ss_buf_printf(&b, "%s\n    {\"step\": %" PRId64 ", \"step_ms\": ",
                       i ? "," : "", x->step);
         ss_buf_json_ms(&b, x->step_ns);
@@ -503,7 +496,7 @@ int ss_report_rank_print_json(FILE *f, const ss_report *rp,
         ss_buf_puts(&b, ", \"phases_ms\": {");
         int any = 0;
         for (size_t p = 0; p < rp->n_phases; p++) {
-            int64_t v = rk->latest_phase_ns[i * rp->n_phases + p];
+            int64_t v = rk->latest_phase_ns[k * rp->n_phases + p];
             if (v == SS_MISSING)
                 continue;
             ss_buf_puts(&b, any ? ", " : "");
