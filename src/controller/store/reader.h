@@ -320,7 +320,8 @@ typedef struct {
 
 /* Which rank-step rows to read: steps FIRST..LAST inclusive (-1: open),
  * ordered by step then rank; with SS_RANK_STEPS_ONE_RANK in FIELDS, those
- * of RANK alone. */
+ * of RANK alone in the attempt's finalized steps, read at the cost of its
+ * steps whatever the world. */
 typedef struct {
     int64_t run_id, attempt;
     int64_t first, last;

@@ -351,6 +351,13 @@ struct ss_rank_steps {
     size_t n_names, cap_names, hint;
 };
 
+/* One rank's rows, looked up by their key step by step over the attempt's
+ * finalized steps: the key (step, then rank) makes a filter on rank alone
+ * read every rank's rows, a cost of the world instead of the rank. */
+#define ONE_RANK_WHERE                                                       \
+    "rank = ?5 AND step IN (SELECT step FROM steps WHERE run_id = ?1 AND "   \
+    "attempt = ?2 AND step BETWEEN ?3 AND ?4)"
+
 int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
                          ss_rank_steps **cur)
 {
@@ -369,8 +376,7 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
     snprintf(sql, sizeof sql,
              "SELECT step, rank, step_ns, rss_bytes, device_bytes, %s, %s, "
              "%s, %s, %s, %s, %s, %s, %s FROM rank_steps WHERE run_id = ?1 "
-             "AND attempt = ?2 AND step BETWEEN ?3 AND ?4%s ORDER BY step, "
-             "rank",
+             "AND attempt = ?2 AND %s ORDER BY step, rank",
              timelines ? "begin_ns" : "NULL", phases ? "phases" : "NULL",
              phases && timelines ? "phase_starts" : "NULL",
              phases && timelines ? "phase_counts" : "NULL",
@@ -378,7 +384,7 @@ int ss_reader_rank_steps(ss_reader *r, const ss_rank_step_query *q,
              phases && r->version >= SCHEMA_SELF ? "phase_self" : "NULL",
              host ? HOST_SELECT : HOST_SELECT_NONE,
              host && r->version >= SCHEMA_GPU ? GPU_SELECT : GPU_SELECT_NONE,
-             one_rank ? " AND rank = ?5" : "");
+             one_rank ? ONE_RANK_WHERE : "step BETWEEN ?3 AND ?4");
     int64_t args[5] = {q->run_id, q->attempt, q->first < 0 ? 0 : q->first,
                        q->last < 0 ? INT64_MAX : q->last, q->rank};
     ss_rank_steps *c = calloc(1, sizeof *c);
