@@ -253,10 +253,11 @@ static void text_rank_summary(FILE *f, const ss_report *rp,
         fprintf(f, " (exit %s)",
                 ss__report_exit(b, sizeof b, k->exit_code, k->term_signal));
     fprintf(f, ", last step %s\n", ss__report_int(c, sizeof c, k->last_step));
-    fprintf(f, "  steps       in %" PRId64 " of %" PRId64 " finalized steps"
-               " (missing from %" PRId64 "); the slowest rank in %" PRId64
-               "\n",
-            rk->steps - rk->missing_steps, rk->steps, rk->missing_steps,
+    fprintf(f, "  steps       in %" PRId64 " of %" PRId64 " finalized steps",
+            rk->steps - rk->missing_steps, rk->steps);
+    if (rk->missing_steps)
+        fprintf(f, " (missing from %" PRId64 ")", rk->missing_steps);
+    fprintf(f, "; the slowest rank by step time in %" PRId64 "\n",
             rk->slowest_steps);
     text_kept(f, k);
     int64_t mean = k->step_ns_n ? k->step_ns_sum / k->step_ns_n : SS_MISSING;
