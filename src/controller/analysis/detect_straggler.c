@@ -87,6 +87,8 @@ typedef struct {
     ss_finding *pending;       /* a closed burst awaiting judgement */
     int32_t burst_finding;     /* the last burst published, -1 */
     uint64_t burst_finding_last; /* its last step */
+    int32_t ended;             /* the last persistent episode's, -1 */
+    uint64_t ended_last;       /* its last step */
 } strag_rank;
 
 typedef struct {
@@ -1064,18 +1066,24 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
         if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS) &&
             straggling(d, sg, r, sg->sw, sr->seen, sr->last, sr->chance,
                        level)) {
-            /* a burst published within the window is this episode's
+            /* a persistent episode that ended within the window goes on
+             * (one finding for a rank near the line, not one per crossing);
+             * else a burst published within the window is this episode's
              * beginning: it becomes the persistent finding */
             uint64_t oldest = sg->step[ss__ring_back(sg->head, sg->sw,
                                                      sg->fill - 1)];
             uint64_t first = UINT64_MAX;
-            if (sr->burst_finding >= 0 && sr->burst_finding_last >= oldest) {
+            if (sr->ended >= 0 && sr->ended_last >= oldest) {
+                sr->persistent = sr->ended;
+                first = ss__finding(d, sr->persistent)->first_step;
+            } else if (sr->burst_finding >= 0 &&
+                       sr->burst_finding_last >= oldest) {
                 sr->persistent = sr->burst_finding;
                 first = ss__finding(d, sr->persistent)->first_step;
             } else {
                 sr->persistent = ss__finding_open(d, "straggler");
             }
-            sr->burst_finding = -1;
+            sr->burst_finding = sr->ended = -1;
             if (sr->persistent >= 0) {
                 refresh_persistent(d, sg, r, 1);
                 ss_finding *f = ss__finding(d, sr->persistent);
@@ -1088,6 +1096,8 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
         }
     } else if (!still_late(d, sg, r, &whole) ||
                !own_lateness(d, sg, r, &whole, OWN_HOLD)) {
+        sr->ended = sr->persistent;
+        sr->ended_last = ss__finding(d, sr->persistent)->last_step;
         sr->persistent = -1; /* keeps the last snapshot */
     } else if (fl & F_SEEN) {
         refresh_persistent(d, sg, r, 0);
@@ -1202,7 +1212,8 @@ static void *straggler_create(ss_detectors *d)
         return NULL;
     }
     for (size_t r = 0; r < w; r++)
-        sg->rank[r].persistent = sg->rank[r].burst_finding = -1;
+        sg->rank[r].persistent = sg->rank[r].burst_finding =
+            sg->rank[r].ended = -1;
     for (size_t n = 0; n <= sw; n++)
         sg->bound_at[n] = -1;
     return sg;

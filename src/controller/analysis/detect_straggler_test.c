@@ -437,6 +437,31 @@ static void burst_then_persistent_is_one_finding(void)
         fprintf(stderr, "  first step %" PRIu64 "\n", fd.first[0]);
 }
 
+/* Rank 1 is late up to step gap_from and again from gap_to on. */
+static uint64_t gap_from, gap_to;
+static int late_but_a_gap(uint64_t s)
+{
+    return s < gap_from || s >= gap_to;
+}
+
+/* A persistent straggler that lets up for a while: back within the
+ * window, its episode goes on as the same finding; back only after a
+ * window and more, it is a new one. */
+static void a_gap_within_the_window_is_one_finding(void)
+{
+    found fd;
+    gap_from = 200;
+    gap_to = 270; /* the episode ends in the gap and opens again */
+    run_two_ranks(41, 600, late_but_a_gap, &fd);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    CHECK_EQ_INT(fd.rank[0], 1);
+    CHECK_EQ_INT(fd.persistent[0], 1);
+    CHECK(fd.first[0] < 100);
+    gap_to = 400; /* its last late step left the window long before */
+    run_two_ranks(41, 600, late_but_a_gap, &fd);
+    CHECK_EQ_INT(fd.n_ids, 2);
+}
+
 /* ---- clocks aligned across hosts ---- */
 
 /* The last straggler finding's final form. */
@@ -584,4 +609,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
           TEST(transient_burst_on_two_ranks),
           TEST(burst_then_persistent_is_one_finding),
+          TEST(a_gap_within_the_window_is_one_finding),
           TEST(lateness_within_arrival_noise_is_no_straggler))
