@@ -11,6 +11,10 @@
  *   bench_ingest [--ranks R] [--steps S]            as fast as possible
  *   bench_ingest --ranks 1024 --rate 20 --seconds 60 [--store PATH]
  *                                                   paced; prints memory
+ *   ... --no-step-reading
+ *       connections are read as they deliver, with no lead limit (the
+ *       ingest's max_lead_steps 0; by default half the window, as `stepscope
+ *       run` reads them)
  *   ... --vectors 64 --vector-len 256
  *       every rank also sends, per step, that many vectors (VALUES frames,
  *       ss_values) of that many doubles; the controller path then carries
@@ -46,6 +50,7 @@ typedef struct {
     const char *store_path;
     uint32_t vectors;    /* vectors per rank per step */
     uint32_t vector_len; /* doubles per vector */
+    int no_step_reading; /* connections read with no lead limit */
 } options;
 
 static const uint8_t k_token[WIRE_TOKEN_SIZE] = {42, 42, 42, 42, 42, 42, 42, 42,
@@ -295,7 +300,7 @@ static void on_report(uv_timer_t *t)
 
 int main(int argc, char **argv)
 {
-    options o = {256, 2000, 0, 0, NULL, 0, 256};
+    options o = {256, 2000, 0, 0, NULL, 0, 256, 0};
     static const struct option opts[] = {
         {"ranks", required_argument, NULL, 'r'},
         {"steps", required_argument, NULL, 's'},
@@ -304,6 +309,7 @@ int main(int argc, char **argv)
         {"store", required_argument, NULL, 'd'},
         {"vectors", required_argument, NULL, 'v'},
         {"vector-len", required_argument, NULL, 'l'},
+        {"no-step-reading", no_argument, NULL, 'n'},
         {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -315,10 +321,11 @@ int main(int argc, char **argv)
         case 'd': o.store_path = optarg; break;
         case 'v': o.vectors = (uint32_t)atoi(optarg); break;
         case 'l': o.vector_len = (uint32_t)atoi(optarg); break;
+        case 'n': o.no_step_reading = 1; break;
         default:
             fprintf(stderr, "usage: bench_ingest [--ranks R] [--steps S] "
                     "[--rate STEPS_PER_S --seconds T] [--store PATH] "
-                    "[--vectors N --vector-len L]\n");
+                    "[--vectors N --vector-len L] [--no-step-reading]\n");
             return 2;
         }
     }
@@ -340,10 +347,11 @@ int main(int argc, char **argv)
     uv_loop_init(&loop);
     ss_aggregator_config acfg;
     ss_aggregator_config_defaults(&acfg);
-    /* Unpaced, libuv drains one connection's whole socket buffer (~160
-     * records) before the next, so records arrive up to that many steps
-     * apart; a window covering it keeps every record counted.  Real ranks
-     * send one record per step and never get there. */
+    /* Unpaced, the generator (one process) fills one connection's socket
+     * buffer (~160 records) before the next, so records arrive up to that
+     * many steps apart whether they are read in step or not (a rank with
+     * nothing unread is behind); a window covering it keeps every record
+     * counted.  Real ranks send their records as their steps end. */
     if (o.rate <= 0)
         acfg.window_steps = 256;
     b.agg = ss_aggregator_create(&acfg, o.ranks, 0,
@@ -359,6 +367,9 @@ int main(int argc, char **argv)
         }
     }
     ss_ingest_config icfg = {.unix_path = path, .run_id = k_run};
+    /* read in step as `stepscope run` reads (half the window); without,
+     * with --no-step-reading */
+    icfg.max_lead_steps = o.no_step_reading ? 0 : acfg.window_steps / 2;
     memcpy(icfg.token, k_token, sizeof k_token);
     ss_ingest_callbacks cb = {.ctx = &b, .intern = b_intern, .on_step = b_step,
                               .on_disconnect = b_disconnect,

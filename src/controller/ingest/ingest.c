@@ -16,6 +16,19 @@
  * buffer grown to what the rank uses and kept) and handed on with the
  * STEP.  A LABELS set is assembled chunk by chunk and handed on once
  * complete.  All state is touched only from the loop thread.
+ *
+ * Reading in step.  A rank's connection is read as fast as it delivers,
+ * so after the controller could not run for a while (stopped, starved of
+ * CPU) one rank's backlog would be decoded whole before the next rank's,
+ * and the aggregator, whose window of open steps it outruns, would
+ * finalize those steps with the other ranks missing although their
+ * records sit unread in their sockets.  A rank's connection that gets more
+ * than max_lead_steps ahead of the slowest connected rank therefore waits
+ * (its bytes stay in its buffer and socket) while a slower rank has bytes
+ * unread, for at most LEAD_WAIT_MAX_NS; an idle handle tries the waiting
+ * connections again on each loop turn.  A slower rank with nothing unread
+ * is really behind: nobody waits for it, and the check is not repeated
+ * for that connection until it has gone on by another half lead.
  */
 #include "ingest.h"
 
@@ -23,14 +36,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "clock_sync.h"
+#include "clocks.h"
 
 #define CONN_BUF_SIZE (2 * (WIRE_HEADER_SIZE + WIRE_MAX_PAYLOAD))
 #define NAME_REFUSED (-1) /* name_map: the run's name table had no room */
+#define LEAD_WAIT_MAX_NS 1000000000LL /* the longest one wait in step lasts */
 
 /* The vectors of a rank's next STEP: items (v set when handed on) and
  * where each one's first element lies in the connection's pend_data. */
@@ -52,6 +68,10 @@ typedef struct conn {
     wire_decoder decoder;
     int32_t rank;       /* -1 until HELLO accepted */
     int said_bye;
+    int64_t last_step;      /* of its latest STEP; -1 before the first */
+    int64_t next_lead_check; /* no wait in step is considered before */
+    int waiting;            /* reading in step: paused, bytes kept */
+    ss_mono_ns wait_since;
     uint32_t features;  /* WIRE_FEATURE_* the rank announced */
     int closing;
     int handles_open;   /* pipe and timer; freed when both closed */
@@ -87,7 +107,10 @@ struct ss_ingest {
     conn *conns;
     uint32_t n_conns;
     int closing;
-    int server_open;   /* SERVER and RETRY not closed yet: 0..2 */
+    int server_open;   /* SERVER, RETRY and RESUME not closed yet: 0..3 */
+    uv_idle_t resume;  /* tries the connections waiting in step */
+    uint32_t max_lead; /* steps; 0: connections never wait */
+    int64_t floor;     /* the slowest rank's latest step, as last computed */
     ss_ingest_stats stats;
     wire_frame frame;      /* scratch: large, so not on the stack */
     ss_step_record record; /* scratch: a step frame as the analysis' input */
@@ -439,6 +462,9 @@ static int dispatch(conn *c, wire_frame *f)
             c->pend->item[i].v = c->pend_data + c->pend->at[i];
         in->stats.steps++;
         in->stats.vectors += c->n_pend;
+        c->last_step = f->u.step.step > (uint64_t)INT64_MAX
+                           ? INT64_MAX
+                           : (int64_t)f->u.step.step;
         if (cb->on_step)
             cb->on_step(cb->ctx, (uint32_t)c->rank, &in->record,
                         c->n_pend ? c->pend->item : NULL, c->n_pend);
@@ -506,6 +532,69 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     b->len = CONN_BUF_SIZE - c->len;
 }
 
+/* ---- reading in step ---- */
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static void on_resume(uv_idle_t *h);
+
+/* A rank's connection that a connection ahead may wait for. */
+static int paces(const conn *o)
+{
+    return o->rank >= 0 && !o->closing && !o->said_bye && !o->transport;
+}
+
+/* Whether O has bytes it has not read yet: waiting itself, or bytes in
+ * its socket (a partial frame already read is not: it may never end). */
+static int has_unread(conn *o)
+{
+    if (o->waiting)
+        return 1;
+    uv_os_fd_t fd;
+    int n = 0;
+    return uv_fileno((uv_handle_t *)&o->pipe, &fd) == 0 &&
+           ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* Whether C, which has just handed on a step, should wait for a slower
+ * rank whose bytes are unread (the purpose paragraph, "Reading in step").
+ * NOW is read only when it matters. */
+static int should_wait(ss_ingest *in, conn *c)
+{
+    if (!in->max_lead || c->transport ||
+        c->last_step - (int64_t)in->max_lead <= in->floor ||
+        c->last_step < c->next_lead_check)
+        return 0;
+    int64_t floor = INT64_MAX;
+    for (const conn *o = in->conns; o; o = o->next)
+        if (paces(o) && o->last_step < floor)
+            floor = o->last_step;
+    in->floor = floor;
+    int64_t behind = c->last_step - (int64_t)in->max_lead;
+    if (floor >= behind)
+        return 0;
+    if (c->waiting && ss_mono_now() - c->wait_since >= LEAD_WAIT_MAX_NS)
+        goto give_up;
+    for (conn *o = in->conns; o; o = o->next)
+        if (o != c && paces(o) && o->last_step < behind && has_unread(o))
+            return 1;
+give_up:
+    c->next_lead_check = c->last_step + (int64_t)in->max_lead / 2;
+    return 0;
+}
+
+/* C stops reading until the slower ranks' bytes are read. */
+static void start_waiting(ss_ingest *in, conn *c)
+{
+    if (!c->waiting) {
+        c->waiting = 1;
+        c->wait_since = ss_mono_now();
+        in->stats.lead_waits++;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
+    if (!uv_is_active((uv_handle_t *)&in->resume))
+        uv_idle_start(&in->resume, on_resume);
+}
+
 /* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
  * bytes consumed, or -1 once C is closing. */
 static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
@@ -537,8 +626,48 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
                 *c->transport->clock_offset_ns);
         if (dispatch(c, &in->frame) < 0)
             return -1;
+        if (in->frame.type == WIRE_STEP && should_wait(in, c)) {
+            start_waiting(in, c);
+            return (ssize_t)off;
+        }
     }
     return -1;
+}
+
+/* Decodes what C has kept, moving the rest to the front of its buffer. */
+static void decode_kept(conn *c)
+{
+    ssize_t off = decode_frames(c, c->buf, c->len);
+    if (off > 0) {
+        memmove(c->buf, c->buf + off, c->len - (size_t)off);
+        c->len -= (size_t)off;
+    }
+}
+
+/* Each loop turn while connections wait: the ones that need not any more
+ * decode what they kept and read again. */
+static void on_resume(uv_idle_t *h)
+{
+    ss_ingest *in = h->data;
+    int still = 0;
+    for (conn *c = in->conns; c; c = c->next) {
+        if (!c->waiting || c->closing)
+            continue;
+        if (should_wait(in, c)) {
+            still = 1;
+            continue;
+        }
+        c->waiting = 0;
+        decode_kept(c);
+        if (c->closing)
+            continue;
+        if (c->waiting)
+            still = 1;
+        else
+            uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    }
+    if (!still)
+        uv_idle_stop(h);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
@@ -553,11 +682,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     c->len += (size_t)nread;
     in->stats.bytes += (uint64_t)nread;
-    ssize_t off = decode_frames(c, c->buf, c->len);
-    if (off > 0) {
-        memmove(c->buf, c->buf + off, c->len - (size_t)off);
-        c->len -= (size_t)off;
-    }
+    decode_kept(c);
 }
 
 /* Adds C to IN's list with its handshake timer running. */
@@ -568,6 +693,7 @@ static conn *conn_new(ss_ingest *in)
         return NULL;
     c->owner = in;
     c->rank = -1;
+    c->last_step = -1;
     wire_decoder_init(&c->decoder, WIRE_FROM_RANK, in->token, in->run_id);
     uv_timer_init(in->loop, &c->handshake_timer);
     c->handshake_timer.data = c;
@@ -756,7 +882,11 @@ ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,
     in->server.data = in;
     uv_timer_init(loop, &in->retry);
     in->retry.data = in;
-    in->server_open = 2;
+    uv_idle_init(loop, &in->resume);
+    in->resume.data = in;
+    in->max_lead = cfg->max_lead_steps;
+    in->floor = -1;
+    in->server_open = 3;
     uv_poll_start(&in->server, UV_READABLE, on_listen_ready);
     return in;
 }
@@ -781,6 +911,7 @@ void ss_ingest_close(ss_ingest *in)
         unlink(in->path);
         uv_close((uv_handle_t *)&in->server, on_server_closed);
         uv_close((uv_handle_t *)&in->retry, on_server_closed);
+        uv_close((uv_handle_t *)&in->resume, on_server_closed);
     }
 }
 

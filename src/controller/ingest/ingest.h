@@ -97,6 +97,11 @@ typedef struct {
     uint8_t token[WIRE_TOKEN_SIZE];
     const char *run_id;
     uint32_t handshake_timeout_ms; /* default 10000 when 0 */
+    /* A rank's connection more steps than this ahead of the slowest
+     * connected rank waits while a slower rank's bytes are unread, so that
+     * a backlog is read in step and not rank after rank (ingest.c, "Reading
+     * in step"); below the aggregator's window.  0: never waits. */
+    uint32_t max_lead_steps;
 } ss_ingest_config;
 
 /* Starts listening on LOOP.  Returns NULL with a reason in ERR (for example
@@ -178,6 +183,7 @@ typedef struct {
     uint64_t names_refused;  /* NAME declarations that got no index */
     uint64_t values_dropped; /* step items left out under refused names */
     uint64_t vectors;        /* vectors handed on with their steps */
+    uint64_t lead_waits;     /* times a rank ahead waited for slower ones */
 } ss_ingest_stats;
 void ss_ingest_get_stats(const ss_ingest *in, ss_ingest_stats *out);
 

@@ -2,7 +2,8 @@
  * ingest_test.c - the ingest socket on a real libuv loop: handshakes,
  * name translation, names the run has no room for (dropped and counted,
  * never a disconnect), rejections that leave other connections alone, and
- * the handshake timeout.  Clients are plain blocking sockets on a thread.
+ * the handshake timeout, and a backlog read in step.  Clients are plain
+ * blocking sockets on a thread.
  */
 #include <math.h>
 
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -50,6 +52,10 @@ typedef struct {
     int close_after; /* close the ingest after this many disconnects +
                         rejections, a little later so REJECTs go out */
     uv_timer_t closer;
+    /* reading in step: each rank's latest step (ranks 0 and 1), and the
+     * most one of them was ever ahead of the other */
+    int64_t latest[2];
+    int64_t most_ahead;
 } seen;
 
 static void on_closer(uv_timer_t *t)
@@ -104,6 +110,12 @@ static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
 {
     seen *s = ctx;
     s->steps++;
+    if (rank < 2) {
+        s->latest[rank] = (int64_t)rec->step;
+        int64_t ahead = s->latest[rank] - s->latest[!rank];
+        if (ahead > s->most_ahead)
+            s->most_ahead = ahead;
+    }
     s->last_phase_name = (uint32_t)rec->phases[0].name;
     s->last_step = *rec;
     s->n_values = n_values;
@@ -307,11 +319,14 @@ static void t_accept_failed(void *ctx, int err)
     accept_error = err;
 }
 
+static uint32_t max_lead; /* the ingest's max_lead_steps */
+
 static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                         uint32_t timeout_ms)
 {
     ss_ingest_config cfg = {.unix_path = path, .run_id = "r1",
-                            .handshake_timeout_ms = timeout_ms};
+                            .handshake_timeout_ms = timeout_ms,
+                            .max_lead_steps = max_lead};
     memcpy(cfg.token, k_token, sizeof k_token);
     ss_ingest_callbacks cb = {.ctx = s, .intern = t_intern, .on_hello = t_hello,
                               .on_step = t_step, .on_bye = t_bye,
@@ -859,10 +874,158 @@ static void vectors_and_labels_reach_on_step(void)
     CHECK_EQ_INT(uv_loop_close(&loop), 0);
 }
 
+/* ---- a backlog read in step ---- */
+
+/* A rank that, once welcomed, waits for GO, writes STEPS steps at once,
+ * and with HOLD waits for RELEASE before its BYE. */
+typedef struct {
+    char path[108];
+    uint32_t rank, steps;
+    int hold;
+} backlog_client;
+
+static atomic_int bl_welcomed, bl_go, bl_written, bl_release;
+
+static void *run_backlog_client(void *arg)
+{
+    backlog_client *c = arg;
+    int fd = dial(c->path);
+    if (fd < 0)
+        return NULL;
+    static _Thread_local uint8_t buf[32768];
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = c->rank;
+    h.world_size = 2;
+    memcpy(h.token, k_token, sizeof k_token);
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "h");
+    size_t n = wire_encode_hello(buf, sizeof buf, &h);
+    client answer = {0};
+    if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n)
+        read_answer(&answer, fd, 0);
+    atomic_fetch_add(&bl_welcomed, 1);
+    while (!atomic_load(&bl_go))
+        usleep(1000);
+    wire_name nm = {5, "forward"};
+    n = wire_encode_name(buf, sizeof buf, &nm);
+    wire_step st;
+    memset(&st, 0, sizeof st);
+    st.n_phases = 1;
+    st.phases[0] = (wire_phase){5, 1, 1, 1, 0};
+    for (uint32_t i = 1; i <= c->steps; i++) {
+        st.step = i;
+        st.begin_ns = i * 10;
+        st.end_ns = i * 10 + 5;
+        n += wire_encode_step(buf + n, sizeof buf - n, &st);
+    }
+    int ok = send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n;
+    atomic_fetch_add(&bl_written, 1);
+    while (ok && c->hold && !atomic_load(&bl_release))
+        usleep(1000);
+    wire_bye b = {1};
+    n = wire_encode_bye(buf, sizeof buf, &b);
+    if (ok)
+        (void)!send(fd, buf, n, MSG_NOSIGNAL);
+    close(fd);
+    return NULL;
+}
+
+/* Runs LOOP without blocking until *DONE(S) or 20 s pass. */
+static int run_until(uv_loop_t *loop, seen *s, int (*done)(const seen *))
+{
+    for (int i = 0; i < 20000; i++) {
+        if (done(s))
+            return 1;
+        uv_run(loop, UV_RUN_NOWAIT);
+        usleep(1000);
+    }
+    return done(s);
+}
+
+static int both_welcomed(const seen *s)
+{
+    return s->hellos == 2 && atomic_load(&bl_welcomed) == 2;
+}
+
+static int held_rank_passed(const seen *s)
+{
+    return s->steps == 203;
+}
+
+/* Two ranks whose records all wait in their sockets when the loop runs
+ * again (a controller that could not run): rank 0 with STEPS0 steps,
+ * rank 1 with STEPS1, held open after them with HOLD1.  Fills S. */
+static void backlog_job(uint32_t lead, uint32_t steps0, uint32_t steps1,
+                        int hold1, seen *s)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    memset(s, 0, sizeof *s);
+    s->close_after = 2;
+    atomic_store(&bl_welcomed, 0);
+    atomic_store(&bl_go, 0);
+    atomic_store(&bl_written, 0);
+    atomic_store(&bl_release, 0);
+    backlog_client c[2] = {{.rank = 0, .steps = steps0},
+                           {.rank = 1, .steps = steps1, .hold = hold1}};
+    sock_path(c[0].path, sizeof c[0].path, "backlog");
+    memcpy(c[1].path, c[0].path, sizeof c[1].path);
+    max_lead = lead;
+    REQUIRE(start(&loop, s, c[0].path, 5000) != NULL);
+    max_lead = 0;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, run_backlog_client, &c[i]);
+    REQUIRE(run_until(&loop, s, both_welcomed));
+    /* the loop stands still while both write */
+    atomic_store(&bl_go, 1);
+    for (int i = 0; i < 20000 && atomic_load(&bl_written) < 2; i++)
+        usleep(1000);
+    REQUIRE(atomic_load(&bl_written) == 2);
+    if (hold1)
+        CHECK(run_until(&loop, s, held_rank_passed));
+    atomic_store(&bl_release, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    CHECK_EQ_INT(uv_loop_close(&loop), 0);
+}
+
+/* Both ranks' backlogs are read in step: neither gets more than the lead
+ * (and the step that passed it) ahead of the other, where without it one
+ * rank's whole backlog comes first.  A rank that is really behind, with
+ * nothing unread, holds nobody back. */
+static void a_backlog_is_read_in_step(void)
+{
+    seen s;
+    backlog_job(0, 200, 200, 0, &s);
+    CHECK_EQ_INT(s.steps, 400);
+    CHECK(s.most_ahead > 100); /* the backlog is real */
+    CHECK_EQ_INT(s.stats.lead_waits, 0);
+
+    backlog_job(8, 200, 200, 0, &s);
+    CHECK_EQ_INT(s.steps, 400);
+    CHECK(s.most_ahead <= 9);
+    if (s.most_ahead > 9)
+        fprintf(stderr, "  a rank was %lld steps ahead\n",
+                (long long)s.most_ahead);
+    CHECK(s.stats.lead_waits >= 1);
+    CHECK_EQ_INT(s.byes, 2);
+
+    /* rank 1 stops after 3 steps and stays connected: rank 0's 200 steps
+     * all pass before rank 1 says anything more */
+    backlog_job(8, 200, 3, 1, &s);
+    CHECK_EQ_INT(s.steps, 203);
+    CHECK_EQ_INT(s.latest[0], 200);
+}
+
 TEST_LIST(TEST(accepts_and_translates), TEST(commands_need_the_feature),
           TEST(vectors_and_labels_reach_on_step),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),
           TEST(controller_refusal_is_sent), TEST(silent_peer_times_out),
           TEST(channel_fed_byte_by_byte), TEST(channel_fed_at_once),
-          TEST(channel_rejected), TEST(accept_failure_is_reported))
+          TEST(channel_rejected), TEST(accept_failure_is_reported),
+          TEST(a_backlog_is_read_in_step))
