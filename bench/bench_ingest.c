@@ -13,8 +13,8 @@
  *                                                   paced; prints memory
  *   ... --no-step-reading
  *       connections are read as they deliver, with no lead limit (the
- *       ingest's max_lead_steps 0; by default half the window, as `stepscope
- *       run` reads them)
+ *       ingest's max_lead_steps 0; by default 32 steps, as `stepscope run`
+ *       reads them)
  *   ... --vectors 64 --vector-len 256
  *       every rank also sends, per step, that many vectors (VALUES frames,
  *       ss_values) of that many doubles; the controller path then carries
@@ -350,10 +350,9 @@ int main(int argc, char **argv)
     /* Unpaced, the generator (one process) fills one connection's socket
      * buffer (~160 records) before the next, so records arrive up to that
      * many steps apart whether they are read in step or not (a rank with
-     * nothing unread is behind); a window covering it keeps every record
-     * counted.  Real ranks send their records as their steps end. */
-    if (o.rate <= 0)
-        acfg.window_steps = 256;
+     * nothing unread is behind); the default window, 1024 steps while
+     * their rows fit its budget, covers it.  Real ranks send their records
+     * as their steps end. */
     b.agg = ss_aggregator_create(&acfg, o.ranks, 0,
                                  &(ss_sink){&b, sink_step, sink_finding});
     char err[256];
@@ -369,7 +368,8 @@ int main(int argc, char **argv)
     ss_ingest_config icfg = {.unix_path = path, .run_id = k_run};
     /* read in step as `stepscope run` reads (half the window); without,
      * with --no-step-reading */
-    icfg.max_lead_steps = o.no_step_reading ? 0 : acfg.window_steps / 2;
+    icfg.max_lead_steps =
+        o.no_step_reading ? 0 : ss_aggregator_sure_window(&acfg) / 2;
     memcpy(icfg.token, k_token, sizeof k_token);
     ss_ingest_callbacks cb = {.ctx = &b, .intern = b_intern, .on_step = b_step,
                               .on_disconnect = b_disconnect,
@@ -398,10 +398,9 @@ int main(int argc, char **argv)
     ss_aggregator_stats st;
     ss_aggregator_get_stats(b.agg, &st);
     printf("records %" PRIu64 " (refused %" PRIu64 "), finalized steps %" PRIu64
-           ", forced %" PRIu64 ", window %u steps, %.3f s: %.0f records/s "
+           ", forced %" PRIu64 ", %.3f s: %.0f records/s "
            "through aggregation\n",
-           b.records, st.refused, b.steps_final, st.forced_steps,
-           acfg.window_steps, secs,
+           b.records, st.refused, b.steps_final, st.forced_steps, secs,
            secs > 0 ? (double)b.records / secs : 0.0);
     printf("controller RSS %.1f MiB, window %.1f MiB, CPU %.1f s over "
            "%.1f s\n", (double)rss_kib() / 1024.0,

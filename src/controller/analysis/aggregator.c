@@ -22,7 +22,9 @@
  * oldest open step is finalized as soon as done_live reaches the number of
  * live ranks, so the cost per record is O(1) amortized and independent of
  * the world size.  A record that lands window_steps or more beyond the
- * oldest open step forces the oldest steps out first (laggards missing).
+ * oldest open step forces the oldest steps out first (laggards missing);
+ * so does one that opens a step past the first sure_window when the open
+ * steps' rows would go over their budget (the default window).
  *
  * Vectors.  A slot that received vectors owns a world-sized array of
  * per-rank blocks; a rank's block holds its ss_values_item array and the
@@ -58,7 +60,12 @@ enum { COL_STEP = 0, COL_RSS = 1, COL_DEVICE = 2, COL_BEGIN = 3, COL_BASE = 4 };
 enum { MAX_COLS = SS_MAX_RUN_NAMES * KIND_COUNT };
 _Static_assert(SS_MAX_RUN_NAMES <= 255, "col_name holds a name in a byte");
 enum { SPARE_MAX = 4 };              /* finalized buffers kept for reuse */
-enum { DEFAULT_WINDOW = 64, MAX_WINDOW = 65536 };
+/* The default window: up to DEFAULT_WINDOW open steps, the first
+ * SURE_WINDOW of them whatever their size, the rest while the open steps'
+ * rows fit ROWS_BUDGET_BYTES (a 2-rank job holds 1024 steps in a few
+ * hundred KiB; a world of 100,000 ranks stays at 64). */
+enum { DEFAULT_WINDOW = 1024, SURE_WINDOW = 64, MAX_WINDOW = 65536 };
+#define ROWS_BUDGET_BYTES ((size_t)64 << 20)
 #define DEFAULT_VALUES_BUDGET ((uint64_t)256 << 20)
 #define LABELS_BUDGET ((uint64_t)64 << 20)
 #define VALUES_ITEM_COST 64 /* bytes counted per vector beyond its elements */
@@ -94,6 +101,8 @@ struct ss_aggregator {
     uint32_t world;
     uint32_t attempt;
     uint32_t window;
+    uint32_t sure_window; /* steps a rank may lead whatever the rows cost */
+    size_t open_slots;    /* slots holding a buffer */
     ss_sink sink;
     ss_detectors *det;
     int finished;
@@ -195,8 +204,19 @@ static int64_t nan_bits(void)
 void ss_aggregator_config_defaults(ss_aggregator_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->window_steps = DEFAULT_WINDOW;
     ss_detector_config_defaults(&cfg->detect);
+}
+
+/* A window of N steps as asked, within [2, MAX_WINDOW]. */
+static uint32_t clamp_window(uint32_t n)
+{
+    return n < 2 ? 2 : n > MAX_WINDOW ? MAX_WINDOW : n;
+}
+
+uint32_t ss_aggregator_sure_window(const ss_aggregator_config *cfg)
+{
+    return cfg && cfg->window_steps ? clamp_window(cfg->window_steps)
+                                    : SURE_WINDOW;
 }
 
 /* Rebuilds the template row for the current columns and stride. */
@@ -227,11 +247,9 @@ ss_aggregator *ss_aggregator_create(const ss_aggregator_config *cfg,
     a->bytes = sizeof *a;
     a->world = world_size;
     a->attempt = attempt;
-    a->window = cfg->window_steps ? cfg->window_steps : DEFAULT_WINDOW;
-    if (a->window < 2)
-        a->window = 2;
-    if (a->window > MAX_WINDOW)
-        a->window = MAX_WINDOW;
+    a->window = cfg->window_steps ? clamp_window(cfg->window_steps)
+                                  : DEFAULT_WINDOW;
+    a->sure_window = ss_aggregator_sure_window(cfg);
     if (sink)
         a->sink = *sink;
     memset(a->col, 0xff, sizeof a->col); /* every entry -1 */
@@ -484,6 +502,7 @@ static int slot_acquire(ss_aggregator *a, agg_slot *s)
         return -1;
     memset(buf_present(a, buf), 0, a->world);
     s->buf = buf;
+    a->open_slots++;
     return 0;
 }
 
@@ -499,6 +518,7 @@ static void slot_release(ss_aggregator *a, agg_slot *s)
         s->vals = NULL;
     }
     if (s->buf) {
+        a->open_slots--;
         if (a->n_spare < SPARE_MAX)
             a->spare[a->n_spare++] = s->buf;
         else
@@ -1069,6 +1089,11 @@ int ss_aggregator_add_values(ss_aggregator *a, uint32_t rank,
         a->lo = new_lo;
         a->st.watermark = (int64_t)new_lo - 1;
     }
+    /* Past the steps always kept, a step that needs rows beyond the
+     * budget forces the oldest out first (laggards missing). */
+    while (step >= a->lo + a->sure_window && !slot_of(a, step)->buf &&
+           (a->open_slots + 1) * a->buf_bytes > ROWS_BUDGET_BYTES)
+        finalize_oldest(a);
     agg_slot *slot = slot_of(a, step);
     if (slot_acquire(a, slot) < 0)
         goto refused;

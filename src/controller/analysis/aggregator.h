@@ -36,7 +36,11 @@ typedef struct {
 } ss_host_provider;
 
 typedef struct {
-    uint32_t window_steps;   /* steps kept in memory, default 64 */
+    /* Steps kept in memory; 0 (the default): up to 1024, the first 64
+     * whatever they cost, the rest while the open steps' rows fit 64 MiB
+     * (a rank that far ahead of the slowest forces steps out with the
+     * laggards missing). */
+    uint32_t window_steps;
     ss_detector_config detect;
     ss_host_provider host;   /* no WINDOW (the default): ss_rank_step.host
                                 stays NULL */
@@ -49,6 +53,11 @@ typedef struct {
 
 /* Fills CFG with the documented defaults. */
 void ss_aggregator_config_defaults(ss_aggregator_config *cfg);
+
+/* The steps a rank may run ahead of the oldest open step before any is
+ * forced out, whatever the rows cost: window_steps when set (within
+ * [2, 65536]), else 64.  CFG may be NULL (the defaults). */
+uint32_t ss_aggregator_sure_window(const ss_aggregator_config *cfg);
 
 /* Creates an aggregator for WORLD_SIZE ranks of ATTEMPT; every rank starts
  * live.  SINK is copied.  Returns NULL on out-of-memory. */

@@ -306,6 +306,56 @@ static void window_overflow_forces(void)
     ss_aggregator_destroy(a);
 }
 
+/* The default window: a rank of a small world may run 1000 steps ahead
+ * (a node whose agent stalled, a controller that read one rank first)
+ * and every step still finalizes with every rank; in a large world the
+ * open steps' rows keep it at the 64 steps always kept. */
+static void default_window_follows_the_rows(void)
+{
+    capture c;
+    ss_aggregator *a = make(4, 0, &c);
+    REQUIRE(a);
+    for (uint64_t s = 0; s < 1000; s++)
+        CHECK_EQ_INT(add(a, 0, s), 0);
+    ss_aggregator_stats st;
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.finalized_steps, 0);
+    for (uint32_t r = 1; r < 4; r++)
+        for (uint64_t s = 0; s < 1000; s++)
+            CHECK_EQ_INT(add(a, r, s), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.finalized_steps, 1000);
+    CHECK_EQ_INT(st.forced_steps, 0);
+    CHECK_EQ_INT(st.refused, 0);
+    CHECK_EQ_INT(c.steps[63].n_missing, 0);
+    ss_aggregator_destroy(a);
+
+    /* 65,536 ranks: a step's rows are about 2 MiB, so some 30 of them fill
+     * the budget and only the 64 always kept are held */
+    enum { W = 65536 };
+    a = make(W, 0, &c);
+    REQUIRE(a);
+    for (uint64_t s = 0; s < 100; s++)
+        CHECK_EQ_INT(add(a, 0, s), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.forced_steps, 100 - 64);
+    CHECK_EQ_INT(st.watermark, 100 - 64 - 1);
+    CHECK(st.bytes_in_use < (uint64_t)W * 50 * 70);
+    ss_aggregator_destroy(a);
+
+    /* an explicit window is kept whatever the rows cost */
+    a = make(4, 16, &c);
+    REQUIRE(a);
+    for (uint64_t s = 0; s < 20; s++)
+        CHECK_EQ_INT(add(a, 0, s), 0);
+    ss_aggregator_get_stats(a, &st);
+    CHECK_EQ_INT(st.forced_steps, 20 - 16);
+    ss_aggregator_destroy(a);
+    ss_aggregator_config cfg = {.window_steps = 16};
+    CHECK_EQ_INT(ss_aggregator_sure_window(&cfg), 16);
+    CHECK_EQ_INT(ss_aggregator_sure_window(NULL), 64);
+}
+
 static void late_and_duplicate_refused(void)
 {
     capture c;
@@ -955,6 +1005,7 @@ TEST_LIST(TEST(clock_bound_reaches_findings),
           TEST(host_provider_fills_rank_steps), TEST(no_provider_no_host),
           TEST(watermark_out_of_order), TEST(clean_exit_leaves_live_set),
           TEST(crash_marks_missing), TEST(window_overflow_forces),
+          TEST(default_window_follows_the_rows),
           TEST(late_and_duplicate_refused), TEST(statistics_exact),
           TEST(skipped_step_missing), TEST(steps_start_anywhere),
           TEST(names_grow_mid_run), TEST(self_time_statistics_and_missing),

@@ -932,9 +932,7 @@ static int start(run_ctx *r, char *err, size_t errlen)
     icfg.unix_path = r->sock_path;
     memcpy(icfg.token, r->token, sizeof r->token);
     icfg.run_id = r->uuid;
-    /* half the aggregator's window (0 there: its default, 64) */
-    icfg.max_lead_steps = (r->agg_cfg.window_steps ? r->agg_cfg.window_steps
-                                                   : 64) / 2;
+    icfg.max_lead_steps = ss_aggregator_sure_window(&r->agg_cfg) / 2;
     ss_ingest_callbacks icb;
     run_ingest_callbacks(r, &icb);
     r->ingest = ss_ingest_start(&r->loop, &icfg, &icb, err, errlen);
