@@ -3,7 +3,8 @@ controller and its ranks) and on node 1 (an agent and its ranks), with
 real gloo DDP jobs of examples/ddp_train.py under --auto.
 
 Two nodes on loopback (no namespace) finish and report 4 ranks and 2
-agents.  On the virtual cluster of tests/netns.py (one network, UTS and
+agents, and node 1's agent stopped for 4 s leaves no step without its
+ranks.  On the virtual cluster of tests/netns.py (one network, UTS and
 optionally time namespace per node): a straggler on node 1 is blamed as
 right with node 1's clock 1000 s ahead as without, and NODES shows the
 offset; an agent killed by SIGKILL, a link taken down, a rank crashing on
@@ -329,6 +330,34 @@ def test_agent_started_first_and_a_second_node_1_refused(tmp_path):
         rep = report(sc)
         assert rep["agents"] == 2 and len(rep["ranks"]) == 4, rep["nodes"]
     finally:
+        assert_nothing_left(sc)
+
+
+def test_an_agent_stopped_for_seconds_leaves_no_step_without_its_ranks(tmp_path):
+    """Node 1's agent stopped with SIGSTOP for 4 s (as a starved or
+    swapped-out process is) while its ranks and node 0's go on: their
+    records wait at the agent, node 0's window holds the steps meanwhile,
+    and every step is finalized with all 4 ranks, none refused as late
+    (with a 64-step window about a hundred steps lost node 1's ranks)."""
+    sc = Scenario(tmp_path)
+    p1 = None
+    try:
+        p0, p1 = start_pair(sc, None, train("--steps", "400"))
+        wait_steps(sc, 60, [p0, p1])
+        os.kill(agent_pid(p1), signal.SIGSTOP)
+        time.sleep(4)
+        os.kill(agent_pid(p1), signal.SIGCONT)
+        (rc0, _, err0), (rc1, _, err1) = finish([p0, p1])
+        assert rc0 == 0, err0
+        assert rc1 == 0, err1
+        rep = report(sc)
+        assert rep["steps"]["count"] == 400, rep["steps"]
+        assert rep["steps"]["with_missing_ranks"] == 0, rep["steps"]
+        assert not events(rep, "refused_records"), events(rep, "refused_records")
+        assert all(r["steps"] == 400 for r in rep["ranks"]), rep["ranks"]
+    finally:
+        if p1 is not None and p1.poll() is None:
+            os.kill(p1.pid, signal.SIGCONT)
         assert_nothing_left(sc)
 
 
