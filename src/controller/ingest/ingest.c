@@ -555,9 +555,9 @@ static int has_unread(conn *o)
            ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-/* Whether C, which has just handed on a step, should wait for a slower
- * rank whose bytes are unread (the purpose paragraph, "Reading in step").
- * NOW is read only when it matters. */
+/* Whether C, which has just handed on a step (or waits after one),
+ * should wait for a slower rank whose bytes are unread (the purpose
+ * paragraph, "Reading in step"). */
 static int should_wait(ss_ingest *in, conn *c)
 {
     if (!in->max_lead || c->transport ||
@@ -572,12 +572,11 @@ static int should_wait(ss_ingest *in, conn *c)
     int64_t behind = c->last_step - (int64_t)in->max_lead;
     if (floor >= behind)
         return 0;
-    if (c->waiting && ss_mono_now() - c->wait_since >= LEAD_WAIT_MAX_NS)
-        goto give_up;
-    for (conn *o = in->conns; o; o = o->next)
+    int waited_enough = c->waiting && ss_mono_now() - c->wait_since >=
+                                          LEAD_WAIT_MAX_NS;
+    for (conn *o = in->conns; !waited_enough && o; o = o->next)
         if (o != c && paces(o) && o->last_step < behind && has_unread(o))
             return 1;
-give_up:
     c->next_lead_check = c->last_step + (int64_t)in->max_lead / 2;
     return 0;
 }
