@@ -56,11 +56,33 @@ def wait_for(path, text=None, seconds=10.0):
     raise AssertionError(f"{path} never held {text!r}")
 
 
+def wait_asleep(pid, seconds=20.0):
+    """Waits until every thread of process PID is asleep (state S).  After
+    its READY line the rank blocks nowhere but where the test wants it (the
+    second lock, read()) and, in the helper thread, in time.sleep(); with
+    every thread asleep none holds the GIL, so the main thread is not
+    merely waiting for it.  A fixed sleep was too short for a child that a
+    loaded machine schedules late."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rpartition(")")[2].split()[0])
+            except FileNotFoundError:
+                pass
+        if states and all(s == "S" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} never went to sleep")
+
+
 def test_signal_dumps_every_thread_and_the_marker(tmp_path):
     p = start(tmp_path, STEPSCOPE_STACK_DIR=str(tmp_path))
     try:
         assert p.stdout.readline() == "READY\n", p.stderr.read()
-        time.sleep(0.3)  # from print() into the second lock
+        wait_asleep(p.pid)  # from print() into the second lock
         stack = tmp_path / "stack.3"
         assert stack.exists()
         assert [f.name for f in tmp_path.iterdir()] == ["stack.3"]
@@ -101,7 +123,7 @@ def test_c_read_on_a_pipe_is_not_interrupted(tmp_path):
     os.close(r)
     try:
         assert p.stdout.readline() == "READY\n", p.stderr.read()
-        time.sleep(0.3)  # from print() into read()
+        wait_asleep(p.pid)  # from print() into read()
         stack = tmp_path / "stack.2"
         for _ in range(5):
             assert p.poll() is None, p.communicate()  # an EINTR ends it

@@ -43,18 +43,91 @@ static const wire_counters *last_counters(const fake_ctl *fc, int conn)
     return c;
 }
 
+/* ---- gates between the rank and the test ----
+ *
+ * The scenarios below need the rank and the controller in a given order
+ * (nothing listening yet, then connected; connected, then reconnected).
+ * Fixed sleeps got that order only on a machine fast enough: a slow
+ * sender (sanitizers, a loaded machine) let steps meant for no controller
+ * reach one, or steps meant for the new connection be dropped.  So each
+ * side waits for the other to say that its state was reached, through a
+ * pipe, with a generous deadline. */
+
+#define GATE_WAIT_MS 30000
+
+typedef struct {
+    int to_test[2], to_rank[2];
+} gate;
+
+static int gate_open(gate *g)
+{
+    return pipe(g->to_test) == 0 && pipe(g->to_rank) == 0 ? 0 : -1;
+}
+
+static void gate_close(gate *g)
+{
+    close(g->to_test[0]);
+    close(g->to_test[1]);
+    close(g->to_rank[0]);
+    close(g->to_rank[1]);
+}
+
+static void gate_say(int fd)
+{
+    CHECK(write(fd, "x", 1) == 1);
+}
+
+/* 1 once a byte came on FD, 0 after GATE_WAIT_MS without one. */
+static int gate_heard(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char b;
+    return poll(&p, 1, GATE_WAIT_MS) == 1 && read(fd, &b, 1) == 1;
+}
+
+/* Waits (GATE_WAIT_MS at most) until FC decoded N frames of TYPE; its
+ * thread counts them as they come. */
+static int fc_wait_count(fake_ctl *fc, wire_type type, int n)
+{
+    for (int waited = 0; waited < GATE_WAIT_MS; waited += 5) {
+        if (__atomic_load_n(&fc->count[type], __ATOMIC_ACQUIRE) >= n)
+            return 1;
+        fc_sleep_ms(5);
+    }
+    return 0;
+}
+
+/* Waits (GATE_WAIT_MS at most) until the sender counted N dropped
+ * records. */
+static int wait_dropped_records(uint64_t n)
+{
+    ss_counters c;
+    for (int waited = 0; waited < GATE_WAIT_MS; waited += 5) {
+        ss_get_counters(&c);
+        if (c.dropped_records >= n)
+            return 1;
+        fc_sleep_ms(5);
+    }
+    return 0;
+}
+
 /* ---- late controller ---- */
 
+/* Steps 1-5 while nothing listens (dropped, and the rank says so before
+ * the controller is started), then steps 10-12 once the controller has
+ * the rank's HELLO. */
 static int body_late(void *arg)
 {
-    (void)arg;
+    gate *g = arg;
     ss_name_id ph = SS_NAME("work");
     CHECK_EQ_INT(ss_init(), 0);
     for (uint64_t s = 1; s <= 5; s++) {
         one_step(s, ph);
         fc_sleep_ms(15);
     }
-    fc_sleep_ms(1300); /* the controller appears after 0.6 s */
+    CHECK(wait_dropped_records(5));
+    gate_say(g->to_test[1]);
+    CHECK(gate_heard(g->to_rank[0])); /* the controller has our HELLO */
     for (uint64_t s = 10; s <= 12; s++)
         one_step(s, ph);
     ss_shutdown();
@@ -66,14 +139,27 @@ static int body_late(void *arg)
 
 static void connects_when_the_controller_appears_late(void)
 {
-    fake_ctl fc = {.listen_delay_ms = 600};
+    /* The socket is made only once the serving thread runs (after 0.2 s),
+     * and that thread is started only once the rank dropped steps 1-5. */
+    fake_ctl fc = {.listen_delay_ms = 200, .deadline_ms = 2 * GATE_WAIT_MS};
     REQUIRE(fc_start(&fc) == 0);
+    gate g;
+    REQUIRE(gate_open(&g) == 0);
     rank_env(&fc, 0, 1);
     char path[128];
     scratch_path(path, sizeof path);
-    CHECK_EQ_INT(rank_wait(rank_spawn(body_late, NULL, &fc, path)), 0);
+    pid_t pid = rank_spawn(body_late, &g, NULL, path);
+    CHECK(pid > 0);
+    CHECK(gate_heard(g.to_test[0]));
+    if (pthread_create(&fc.thread, NULL, fc_main, &fc) == 0)
+        fc.running = 1;
+    CHECK(fc.running);
+    CHECK(fc_wait_count(&fc, WIRE_HELLO, 1));
+    gate_say(g.to_rank[1]);
+    CHECK_EQ_INT(rank_wait(pid), 0);
     unsetenv("STEPSCOPE_ADDR");
     fc_wait(&fc);
+    gate_close(&g);
     unlink(path);
     CHECK_EQ_INT(fc.n_errors, 0);
     CHECK_EQ_INT(fc.n_conns, 1);
@@ -89,16 +175,19 @@ static void connects_when_the_controller_appears_late(void)
 
 /* ---- reconnect ---- */
 
+/* Steps 1-3 (the controller closes the first connection after step 2),
+ * then steps 4-5 once the controller has the second connection's HELLO:
+ * the sender retries every ~0.5 s, which a loaded machine stretches. */
 static int body_reconnect(void *arg)
 {
-    (void)arg;
+    gate *g = arg;
     ss_name_id ph = SS_NAME("work");
     CHECK_EQ_INT(ss_init(), 0);
     for (uint64_t s = 1; s <= 3; s++) {
         one_step(s, ph);
         fc_sleep_ms(30);
     }
-    fc_sleep_ms(800); /* lost after step 2; back within ~0.5 s */
+    CHECK(gate_heard(g->to_rank[0])); /* lost, then back */
     for (uint64_t s = 4; s <= 5; s++)
         one_step(s, ph);
     ss_shutdown();
@@ -107,14 +196,22 @@ static int body_reconnect(void *arg)
 
 static void reconnects_and_declares_names_again(void)
 {
-    fake_ctl fc = {.close_after = 2, .conns = 2};
+    fake_ctl fc = {.close_after = 2, .conns = 2,
+                   .deadline_ms = 2 * GATE_WAIT_MS};
     REQUIRE(fc_start(&fc) == 0);
+    gate g;
+    REQUIRE(gate_open(&g) == 0);
     rank_env(&fc, 0, 1);
     char path[128];
     scratch_path(path, sizeof path);
-    CHECK_EQ_INT(rank_wait(rank_spawn(body_reconnect, NULL, &fc, path)), 0);
+    pid_t pid = rank_spawn(body_reconnect, &g, &fc, path);
+    CHECK(pid > 0);
+    CHECK(fc_wait_count(&fc, WIRE_HELLO, 2));
+    gate_say(g.to_rank[1]);
+    CHECK_EQ_INT(rank_wait(pid), 0);
     unsetenv("STEPSCOPE_ADDR");
     fc_wait(&fc);
+    gate_close(&g);
     char text[2048];
     read_text(path, text, sizeof text);
     unlink(path);
@@ -191,9 +288,11 @@ static void wait_ring_drained(void)
     }
 }
 
+/* ARG: the descriptor that brings the stalled controller back, written
+ * once every batch went through the sender. */
 static int body_stalled(void *arg)
 {
-    (void)arg;
+    int release = *(const int *)arg;
     ss_name_id ph = SS_NAME("work");
     CHECK_EQ_INT(ss_init(), 0);
     int64_t busy = 0, worst = 0;
@@ -207,6 +306,7 @@ static int body_stalled(void *arg)
         worst = d > worst ? d : worst;
         wait_ring_drained(); /* untimed: one sender round or more */
     }
+    CHECK(write(release, "x", 1) == 1);
     CHECK(busy < 1000 * 1000000LL);
     CHECK(worst < 200 * 1000000LL);
     ss_counters c;
@@ -219,12 +319,22 @@ static int body_stalled(void *arg)
 
 static void stalled_controller_costs_records_not_time(void)
 {
-    fake_ctl fc = {.stall_ms = 900};
+    /* The controller stops reading after the handshake until the rank has
+     * put all its batches through the sender, however slowly it runs
+     * (sanitizers, a loaded machine): the sender's buffer fills and its
+     * records are dropped, never its time.  The controller's deadline only
+     * ends a failed case. */
+    int release[2];
+    REQUIRE(pipe(release) == 0);
+    fake_ctl fc = {.stall_fd = release[0], .deadline_ms = 60000};
     REQUIRE(fc_start(&fc) == 0);
     rank_env(&fc, 0, 1);
-    CHECK_EQ_INT(rank_wait(rank_spawn(body_stalled, NULL, &fc, NULL)), 0);
+    CHECK_EQ_INT(rank_wait(rank_spawn(body_stalled, &release[1], &fc, NULL)),
+                 0);
     unsetenv("STEPSCOPE_ADDR");
     fc_wait(&fc);
+    close(release[0]);
+    close(release[1]);
     CHECK_EQ_INT(fc.n_errors, 0);
     CHECK(fc.count[WIRE_STEP] > 1000);
     CHECK(fc.counters.dropped_records > 0);

@@ -40,7 +40,9 @@ typedef struct {
     /* settings, before fc_start() */
     int reject;          /* answer REJECT instead of WELCOME */
     int listen_delay_ms; /* create the socket only after this long */
-    int stall_ms;        /* after the handshake, stop reading this long */
+    int stall_fd;        /* > 0: after the handshake, stop reading until a
+                            byte can be read on this descriptor (the rank
+                            writes it when it wants the controller back) */
     int close_after;     /* close the first connection after this many STEPs */
     int tcp;             /* listen on 127.0.0.1 (a free port), not unix */
     int conns;           /* connections to serve before stopping (1) */
@@ -153,14 +155,13 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
     static uint8_t buf[1 << 16];
     static wire_frame frame;
     size_t len = 0;
-    int64_t stall_until = 0;
+    int stalled = 0;
     while (fc_now_ms() < deadline) {
-        if (stall_until) {
-            if (fc_now_ms() < stall_until) {
-                fc_sleep_ms(5);
+        if (stalled) {
+            struct pollfd s = {.fd = fc->stall_fd, .events = POLLIN};
+            if (poll(&s, 1, 20) <= 0)
                 continue;
-            }
-            stall_until = 0;
+            stalled = 0;
         }
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, 20) <= 0)
@@ -200,8 +201,7 @@ static void fc_serve(fake_ctl *fc, int fd, int conn, int64_t deadline)
             fc_send(fc, fd, out, m, "cannot answer HELLO");
             if (fc->reject)
                 return;
-            if (fc->stall_ms)
-                stall_until = fc_now_ms() + fc->stall_ms;
+            stalled = fc->stall_fd > 0;
         }
         if (rc == WIRE_ERROR) {
             fc_error(fc, err);

@@ -15,21 +15,6 @@
 
 #include "testing.h"
 
-static pid_t spawn_sleeper(void)
-{
-    pid_t pid = fork();
-    if (pid < 0)
-        abort();
-    if (pid == 0) {
-        for (;;) {
-            struct timespec ts = {100, 0};
-            nanosleep(&ts, NULL);
-        }
-    }
-    usleep(100000); /* into nanosleep */
-    return pid;
-}
-
 static char state_of(pid_t pid)
 {
     char path[64], buf[512] = "";
@@ -44,6 +29,35 @@ static char state_of(pid_t pid)
     return p ? p[2] : 0;
 }
 
+/* Waits (20 s at most) for PID to be in STATE.  A fixed wait was too
+ * short for a child that a loaded machine schedules late. */
+static int wait_state(pid_t pid, char state)
+{
+    for (int waited = 0; waited < 20000; waited += 5) {
+        if (state_of(pid) == state)
+            return 1;
+        usleep(5000);
+    }
+    return 0;
+}
+
+static pid_t spawn_sleeper(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        abort();
+    if (pid == 0) {
+        for (;;) {
+            struct timespec ts = {100, 0};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* into nanosleep, the only place where it sleeps */
+    if (!wait_state(pid, 'S'))
+        fprintf(stderr, "  the child never went to sleep\n");
+    return pid;
+}
+
 static void running_child(void)
 {
     pid_t pid = spawn_sleeper();
@@ -56,8 +70,9 @@ static void running_child(void)
     CHECK(strstr(b.data, "nanosleep") != NULL);
     CHECK(strstr(b.data, "\"module\":\"libc.so.6\"") != NULL);
     CHECK(strstr(b.data, "\"error\"") == NULL);
-    usleep(50000);
-    CHECK(state_of(pid) == 'S'); /* detached: it sleeps on */
+    /* detached: it sleeps on (the kernel may first let it run, and a
+     * loaded machine may run it late) */
+    CHECK(wait_state(pid, 'S'));
     ss_buf_free(&b);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -76,9 +91,7 @@ static void stopped_child(void)
         CHECK(strstr(b.data, "nanosleep") != NULL);
         /* libdw detaches with SIGSTOP: the kernel resumes it and stops
          * it again on the way back to user mode (briefly state R). */
-        for (int k = 0; k < 100 && state_of(pid) != 'T'; k++)
-            usleep(10000);
-        CHECK(state_of(pid) == 'T');
+        CHECK(wait_state(pid, 'T'));
     }
     ss_buf_free(&b);
     kill(pid, SIGKILL);

@@ -11,6 +11,7 @@
  */
 #include "py_remote.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -277,6 +278,43 @@ static const char script[] =
     "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
     "outer()\n";                                      /* 10 */
 
+/* 1 once every thread of PID is asleep (state S), waiting 20 s at most.
+ * After the 'R' the python blocks nowhere but in sleep() (the main thread)
+ * and time.sleep() (the other): a fixed wait was too short for a child
+ * that a loaded machine schedules late. */
+static int wait_all_asleep(pid_t pid)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    for (int waited = 0; waited < 20000; waited += 5) {
+        DIR *d = opendir(dir);
+        if (!d)
+            return 0;
+        int threads = 0, asleep = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.')
+                continue;
+            char path[128], buf[512] = "";
+            snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f)
+                continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            char *p = strrchr(buf, ')');
+            threads++;
+            asleep += p && p[1] && p[2] == 'S';
+        }
+        closedir(d);
+        if (threads >= 2 && asleep == threads)
+            return 1;
+        usleep(5000);
+    }
+    return 0;
+}
+
 /* A python child in libc's sleep(2); *OUT_FD reads its stdout. */
 static pid_t spawn_python(int *out_fd)
 {
@@ -301,7 +339,8 @@ static pid_t spawn_python(int *out_fd)
         close(p[0]);
         return -1;
     }
-    usleep(200000); /* into sleep() */
+    if (!wait_all_asleep(pid)) /* into sleep() */
+        fprintf(stderr, "  the python child never went to sleep\n");
     *out_fd = p[0];
     return pid;
 }

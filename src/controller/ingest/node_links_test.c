@@ -664,6 +664,7 @@ struct hostile {
     /* out */
     double closed_after_s; /* from connecting until the controller closed */
     int open_from_one, open_in_all, joined;
+    double burst_s; /* how long the burst of refusals lasted */
 };
 
 static double now_s(void)
@@ -810,10 +811,13 @@ static void trickle(hostile *h)
     f.u.hello.nproc_per_node = 1;
     snprintf(f.u.hello.job_id, sizeof f.u.hello.job_id, "job7");
     size_t n = link_encode(&c.enc, c.out, sizeof c.out, &f);
+    /* timed from before the connection: the deadline counts from the
+     * controller's accept, which comes after, however late this thread
+     * runs */
+    double t0 = now_s();
     int fd = connect_from(h->port, 1);
     if (fd < 0)
         return;
-    double t0 = now_s();
     for (size_t i = 0; i < n && now_s() - t0 < 5; i++) {
         if (send(fd, c.out + i, 1, MSG_NOSIGNAL) != 1 ||
             closed_by_peer(fd, 150)) {
@@ -863,25 +867,41 @@ static void an_oversized_hello_is_refused_at_its_header(void)
     CHECK(strstr(s.refused_why, "before authentication") != NULL);
 }
 
+/* How many of FDS[0..N) the controller has not closed. */
+static int count_open(const int *fds, int n)
+{
+    int open = 0;
+    for (int i = 0; i < n; i++)
+        open += fds[i] >= 0 && !closed_by_peer(fds[i], 0);
+    return open;
+}
+
+/* Waits (20 s at most) until no more than WANT of FDS[0..N) are open: the
+ * controller accepts and closes them in turns of its loop, which a loaded
+ * machine runs late, so a fixed wait could count links it had not come to
+ * yet.  Then waits 100 ms more, so that one closed too many would show. */
+static void wait_open_at_most(const int *fds, int n, int want)
+{
+    for (double t0 = now_s(); now_s() - t0 < 20 && count_open(fds, n) > want;)
+        usleep(10000);
+    usleep(100000);
+}
+
 /* 20 silent links from 127.0.0.2 (cap 4 per address), then 4 from each of
  * 127.0.0.3 to .6 (cap 8 in all): the oldest give way, and a real agent
  * from 127.0.0.1 joins while the newest are held. */
 static void flood(hostile *h)
 {
-    int one[20], many[16];
+    int one[20], many[16], all[36];
     for (int i = 0; i < 20; i++)
-        one[i] = connect_from(h->port, 2);
-    usleep(300000);
-    for (int i = 0; i < 20; i++)
-        h->open_from_one += one[i] >= 0 && !closed_by_peer(one[i], 0);
+        all[i] = one[i] = connect_from(h->port, 2);
+    wait_open_at_most(one, 20, 4);
+    h->open_from_one = count_open(one, 20);
     int last_held = one[19] >= 0 && !closed_by_peer(one[19], 0);
     for (int i = 0; i < 16; i++)
-        many[i] = connect_from(h->port, 3 + i / 4);
-    usleep(300000);
-    for (int i = 0; i < 20; i++)
-        h->open_in_all += one[i] >= 0 && !closed_by_peer(one[i], 0);
-    for (int i = 0; i < 16; i++)
-        h->open_in_all += many[i] >= 0 && !closed_by_peer(many[i], 0);
+        all[20 + i] = many[i] = connect_from(h->port, 3 + i / 4);
+    wait_open_at_most(all, 36, 8);
+    h->open_in_all = count_open(all, 36);
     h->open_from_one = last_held ? h->open_from_one : -1;
     h->joined = join_once(h);
     usleep(100000);
@@ -919,6 +939,7 @@ static void floods_stay_under_the_caps_and_a_real_agent_joins(void)
 static void burst(hostile *h)
 {
     static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+    double t0 = now_s();
     for (int i = 0; i < 40; i++) {
         int fd = connect_from(h->port, 1);
         if (fd < 0)
@@ -927,6 +948,7 @@ static void burst(hostile *h)
         closed_by_peer(fd, 1000);
         close(fd);
     }
+    h->burst_s = now_s() - t0;
     usleep(700000); /* past the period's end: its summary comes */
 }
 
@@ -938,7 +960,15 @@ static void a_burst_of_refusals_is_told_once_and_summed(void)
     run_hostile(&s, &h, &cfg);
     CHECK_EQ_INT(s.refused, 1);
     CHECK(strstr(s.refused_why, "protocol error") != NULL);
-    CHECK(s.refusal_summaries >= 1 && s.refusal_summaries <= 3);
+    /* One summary per period of 0.4 s the burst spanned at most (the
+     * first refusal opens the first period; a burst that a loaded machine
+     * stretched spans more of them), and one more of slack for the loop's
+     * clock, which counts whole milliseconds. */
+    int most = 2 + (int)(h.burst_s / 0.4);
+    CHECK(s.refusal_summaries >= 1 && s.refusal_summaries <= most);
+    if (s.refusal_summaries > most)
+        fprintf(stderr, "  %d summaries for a burst of %.2f s\n",
+                s.refusal_summaries, h.burst_s);
     CHECK_EQ_INT(s.refusals_summed, 39);
     CHECK(strstr(s.refusal_reasons, "protocol error; the last from "
                  "127.0.0.1:") != NULL);

@@ -10,7 +10,9 @@
 #include "host_watch.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +45,61 @@ static void run_for(uv_loop_t *loop, int ms_wait)
     uv_run(loop, UV_RUN_NOWAIT);
 }
 
+/* How long the test waits for the loop (or a child) to get somewhere: a
+ * fixed run of the loop was enough only on a fast machine, and under the
+ * sanitizers on a loaded one a child is scheduled, or a SIGCHLD handled,
+ * late. */
+#define WAIT_MS 20000
+
+/* Runs LOOP until the watch has seen rank RANK stopped (its stopped time
+ * grows), WAIT_MS at most.  Returns 1 when it did. */
+static int run_until_seen_stopped(uv_loop_t *loop, ss_host_watch *hw,
+                                  uint32_t rank)
+{
+    ss_mono_ns end = now_ns() + WAIT_MS * MS;
+    ss_host_step tot;
+    while (now_ns() < end) {
+        if (ss_host_watch_totals(hw, rank, &tot) == 0 && tot.stopped_ns > 0 &&
+            tot.stopped_ns != SS_MISSING) {
+            ss_dur_ns a = tot.stopped_ns;
+            if (ss_host_watch_totals(hw, rank, &tot) == 0 &&
+                tot.stopped_ns > a)
+                return 1;
+        }
+        run_for(loop, 1);
+    }
+    return 0;
+}
+
+/* Runs LOOP until the watch has seen rank RANK continue (its stopped time
+ * no longer grows), WAIT_MS at most.  Returns 1 when it did. */
+static int run_until_seen_continued(uv_loop_t *loop, ss_host_watch *hw,
+                                    uint32_t rank)
+{
+    ss_mono_ns end = now_ns() + WAIT_MS * MS;
+    ss_host_step a, b;
+    while (now_ns() < end) {
+        run_for(loop, 1);
+        if (ss_host_watch_totals(hw, rank, &a) != 0)
+            continue;
+        usleep(1000);
+        if (ss_host_watch_totals(hw, rank, &b) == 0 &&
+            a.stopped_ns == b.stopped_ns)
+            return 1;
+    }
+    return 0;
+}
+
+/* Process PID's CPU time in ns (user and system), or -1. */
+static int64_t cpu_ns_of(pid_t pid)
+{
+    clockid_t id;
+    struct timespec ts;
+    if (clock_getcpuclockid(pid, &id) != 0 || clock_gettime(id, &ts) != 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static pid_t start_child(int burn)
 {
     pid_t pid = fork();
@@ -68,19 +125,41 @@ static void stop_seen_in_its_window(void)
     CHECK_EQ_INT(ss_host_watch_rank(hw, 1, burner), 0);
     CHECK_EQ_INT(ss_host_watch_rank(hw, 2, sleeper), -1); /* out of range */
     ss_mono_ns t0 = now_ns();
+    int64_t burnt0 = cpu_ns_of(burner);
     run_for(&loop, 60);
     ss_mono_ns before_stop = now_ns();
     kill(sleeper, SIGSTOP);
+    /* The stop, as the watch sees it, begins between the kill and the
+     * moment its stopped time is seen growing, and ends between the
+     * SIGCONT and the moment it is seen still: how long the child and
+     * the loop took to get there depends on the machine, so the bounds
+     * are taken from those moments, not from the 80 ms alone. */
+    CHECK(run_until_seen_stopped(&loop, hw, 0));
+    ss_mono_ns stop_seen = now_ns();
     run_for(&loop, 80);
+    ss_mono_ns before_cont = now_ns();
     kill(sleeper, SIGCONT);
+    CHECK(run_until_seen_continued(&loop, hw, 0));
+    ss_mono_ns cont_seen = now_ns();
     run_for(&loop, 60);
+    /* The burner needs CPU in its window: run until it had 60 ms. */
+    for (ss_mono_ns end = now_ns() + WAIT_MS * MS;
+         now_ns() < end && cpu_ns_of(burner) - burnt0 < 60 * MS;)
+        run_for(&loop, 10);
     ss_host_watch_step_done(hw, 0);
     ss_mono_ns t1 = now_ns();
 
     ss_host_step h;
     CHECK_EQ_INT(ss_host_watch_window(hw, 0, t0, t1, &h), 0);
-    /* 80 ms stopped, give or take the loop's reaction and the machine */
-    CHECK(h.stopped_ns > 50 * MS && h.stopped_ns < 200 * MS);
+    /* at least the 80 ms between seeing the stop and SIGCONT, at most the
+     * time from the kill to seeing it continue */
+    CHECK(h.stopped_ns >= before_cont - stop_seen &&
+          h.stopped_ns <= cont_seen - before_stop);
+    if (h.stopped_ns < before_cont - stop_seen ||
+        h.stopped_ns > cont_seen - before_stop)
+        fprintf(stderr, "  stopped %.1f ms, outside [%.1f, %.1f]\n",
+                h.stopped_ns / 1e6, (before_cont - stop_seen) / 1e6,
+                (cont_seen - before_stop) / 1e6);
     CHECK(h.cpu_ns != SS_MISSING && h.cpu_ns < 20 * MS);
     CHECK_EQ_INT(ss_host_watch_window(hw, 0, t0, before_stop - MS, &h), 0);
     CHECK_EQ_INT(h.stopped_ns, 0);
@@ -92,7 +171,12 @@ static void stop_seen_in_its_window(void)
     CHECK_EQ_INT(ss_host_watch_window(hw, 1, t0 - 1000 * MS, t0 - 900 * MS,
                                       &h), -1);
     CHECK_EQ_INT(ss_host_watch_window(hw, 5, t0, t1, &h), -1);
-    /* timer (every 20 ms over 200 ms) and the step report */
+    /* the timer (every 20 ms) and the step report: 5 rounds of the timer
+     * over the 200 ms and more that the loop ran, unless the machine held
+     * this process back, so the loop runs on until then */
+    for (ss_mono_ns end = now_ns() + WAIT_MS * MS;
+         now_ns() < end && ss_host_watch_samples(hw) < 2 * 5;)
+        run_for(&loop, 20);
     CHECK(ss_host_watch_samples(hw) >= 2 * 5);
 
     ss_host_step tot;
@@ -138,6 +222,9 @@ static void exit_while_stopped(void)
     CHECK_EQ_INT(ss_host_watch_rank(hw, 0, child), 0);
     ss_mono_ns t0 = now_ns();
     kill(child, SIGSTOP);
+    /* 40 ms from the moment the watch saw the stop, however late the
+     * child stopped or the loop took the SIGCHLD */
+    CHECK(run_until_seen_stopped(&loop, hw, 0));
     run_for(&loop, 40);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
@@ -151,6 +238,26 @@ static void exit_while_stopped(void)
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
     ss_host_watch_free(hw);
+}
+
+/* Waits (WAIT_MS at most) until PID's environment holds ENTRY. */
+static int wait_environ(pid_t pid, const char *entry)
+{
+    char path[64], env[4096];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    for (int waited = 0; waited < WAIT_MS; waited += 5) {
+        FILE *f = fopen(path, "rb");
+        size_t n = f ? fread(env, 1, sizeof env - 1, f) : 0;
+        if (f)
+            fclose(f);
+        for (size_t at = 0; at < n; at += strlen(env + at) + 1) {
+            env[n] = '\0';
+            if (strcmp(env + at, entry) == 0)
+                return 1;
+        }
+        usleep(5000);
+    }
+    return 0;
 }
 
 /* The GPU evidence of a rank's window, through NVML's TEST DOUBLE
@@ -174,12 +281,25 @@ static void gpu_evidence_of_a_rank(void)
     }
     REQUIRE(pid > 0);
     CHECK_EQ_INT(ss_host_watch_rank(hw, 0, pid), 0);
-    usleep(50000); /* exec'd: its environment is its own */
+    /* exec'd: its environment is its own (a fixed wait was too short when
+     * the child was scheduled late) */
+    CHECK(wait_environ(pid, "CUDA_VISIBLE_DEVICES=1"));
     ss_host_watch_rank_hello(hw, 0, pid);
     ss_mono_ns t0 = now_ns();
     run_for(&loop, 200);
+    /* The GPU sampler is a thread of its own: run until its samples cover
+     * 150 ms of the window and the totals have two of them (one sample
+     * spans no time), however late it ran. */
+    ss_host_step h, sofar;
+    for (ss_mono_ns end = now_ns() + WAIT_MS * MS; now_ns() < end;) {
+        if (ss_host_watch_window(hw, 0, t0, now_ns(), &h) == 0 &&
+            h.gpu.present && h.gpu.covered_ns > 150 * MS &&
+            ss_host_watch_totals(hw, 0, &sofar) == 0 &&
+            sofar.gpu.covered_ns > 0)
+            break;
+        run_for(&loop, 20);
+    }
     ss_mono_ns t1 = now_ns();
-    ss_host_step h;
     CHECK_EQ_INT(ss_host_watch_window(hw, 0, t0, t1, &h), 0);
     CHECK_EQ_INT(h.gpu.present, 1);
     CHECK_EQ_INT(h.gpu.index, 1);

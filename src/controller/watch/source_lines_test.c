@@ -18,9 +18,23 @@
 #include "testing.h"
 #include "testing_tmp.h"
 
+/* The monotonic clock in ms. */
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How long a reader may take: reading megabytes under the sanitizers on a
+ * loaded machine takes far longer than the few milliseconds it takes
+ * otherwise. */
+#define READER_WAIT_MS 20000
+
 static void wait_done(const ss_source_lines *s)
 {
-    for (int i = 0; i < 2000 && !ss_source_lines_done(s); i++)
+    int64_t end = now_ms() + READER_WAIT_MS;
+    while (!ss_source_lines_done(s) && now_ms() < end)
         usleep(1000);
 }
 
@@ -94,7 +108,7 @@ static void release_before_done(void)
     }
     /* every reader ends; then one reads it all */
     ss_source_lines *s = NULL;
-    for (int i = 0; i < 2000 && !s; i++) {
+    for (int64_t end = now_ms() + READER_WAIT_MS; !s && now_ms() < end;) {
         s = ss_source_lines_start(files, lines, 2);
         if (!s)
             usleep(1000);

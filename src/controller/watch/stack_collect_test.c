@@ -139,6 +139,32 @@ static pid_t spawn_rank(const char *file, int kind)
     return pid;
 }
 
+/* Process PID's state letter (R, S, T...), or 0. */
+static char state_of(pid_t pid)
+{
+    char path[64], buf[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p ? p[2] : 0;
+}
+
+/* Waits (20 s at most) until PID is asleep.  Returns 1 when it is. */
+static int wait_asleep(pid_t pid)
+{
+    for (int waited = 0; waited < 20000; waited += 5) {
+        if (state_of(pid) == 'S')
+            return 1;
+        usleep(5000);
+    }
+    return 0;
+}
+
 static pid_t spawn_plain(void)
 {
     pid_t pid = fork();
@@ -210,7 +236,11 @@ static void collect_states(void)
                             {3, exited, files[3]},
                             {4, blocks, files[4]},
                             {5, foreign, files[5]}};
-    ss_stack_options opt = {0, 300};
+    /* The deadline is what the blocking child runs into; the answering
+     * one must beat it, so it is not short: a child woken late by a
+     * loaded machine, or a memory read slowed by the sanitizers, took
+     * longer than 0.3 s. */
+    ss_stack_options opt = {0, 2000};
     result res = {0};
     CHECK_EQ_INT(ss_stack_collect(c, t, 6, &opt, on_done, &res), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -230,12 +260,21 @@ static void collect_states(void)
                  "(SIGSTOP): no Python stack (reading its memory: no CPython "
                  "interpreter") != NULL);
     CHECK(strstr(res.ranks[3], "\"state\":\"exited\"") != NULL);
-    CHECK(strstr(res.ranks[4], "\"state\":\"no_answer\",\"why\":\"no answer "
-                 "within 0.3 s") != NULL);
+    /* the time it says is the time waited: the deadline, or a little
+     * more when the loop ran late */
+    static const char waited_for[] = "\"state\":\"no_answer\",\"why\":\"no "
+                                     "answer within ";
+    const char *waited = strstr(res.ranks[4], waited_for);
+    CHECK(waited != NULL);
+    if (waited) {
+        char *end;
+        double s = strtod(waited + sizeof waited_for - 1, &end);
+        CHECK(s >= 2.0 && s < 3.7 && strncmp(end, " s", 2) == 0);
+    }
     CHECK(strstr(res.ranks[5], "\"state\":\"no_answer\",\"why\":\"no answer: "
                  "the rank's process does not hold its stack file open")
           != NULL);
-    CHECK(res.elapsed_ms >= 300 && res.elapsed_ms < 2000);
+    CHECK(res.elapsed_ms >= 2000 && res.elapsed_ms < 3700);
     /* Neither was signalled: they would have died of it. */
     int wst;
     CHECK_EQ_INT(waitpid(unregistered, &wst, WNOHANG), 0);
@@ -249,7 +288,7 @@ static void collect_states(void)
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ_INT(again.calls, 1);
     CHECK(again.n == 1 && strstr(again.ranks[0], "\"state\":\"ok\"") &&
-          again.elapsed_ms < 300);
+          again.elapsed_ms < 2000);
     free_result(&again);
 
     /* Closed while a request waits on the blocking child. */
@@ -306,16 +345,26 @@ static void sources_never_block_the_loop(void)
     answer_text = text;
     pid_t rank = spawn_rank(stack, ANSWERS);
     answer_text = default_answer;
-    /* rank 1 holds its "stack file", a FIFO, open for reading */
+    /* rank 1 holds its "stack file", a FIFO, open for reading; it says
+     * so once it does (a fixed wait was too short for a child scheduled
+     * late) */
+    int opened[2];
+    REQUIRE(pipe(opened) == 0);
     pid_t holder = fork();
     REQUIRE(holder >= 0);
     if (holder == 0) {
+        close(opened[0]);
         int fd = open(fifo_stack, O_RDONLY | O_NONBLOCK);
         (void)fd;
+        ssize_t rc = write(opened[1], "o", 1);
+        (void)rc;
         for (;;)
             pause();
     }
-    usleep(100 * 1000);
+    close(opened[1]);
+    char ch;
+    REQUIRE(read(opened[0], &ch, 1) == 1);
+    close(opened[0]);
     alarm(30); /* a loop stuck in open() would never return */
 
     uv_loop_t loop;
@@ -323,7 +372,9 @@ static void sources_never_block_the_loop(void)
     ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h");
     REQUIRE(c);
     ss_stack_target t[2] = {{0, rank, stack}, {1, holder, fifo_stack}};
-    ss_stack_options opt = {0, 1000};
+    /* long enough for rank 0 to answer on a loaded machine: answering
+     * before it shows that no FIFO held the request */
+    ss_stack_options opt = {0, 10000};
     result res = {0};
     CHECK_EQ_INT(ss_stack_collect(c, t, 2, &opt, on_done, &res), 0);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -338,7 +389,7 @@ static void sources_never_block_the_loop(void)
     CHECK(strstr(res.ranks[0], "fifo.py\",\"line\":1}]") != NULL);
     CHECK(strstr(res.ranks[1], "\"state\":\"no_answer\",\"why\":\"no "
                  "answer: the rank does not load") != NULL);
-    CHECK(res.elapsed_ms < 1000); /* answered, not timed out */
+    CHECK(res.elapsed_ms < 10000); /* answered, not timed out */
     free_result(&res);
     ss_stack_collector_close(c);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -374,7 +425,9 @@ static void python_read_from_memory(void)
     char ch;
     REQUIRE(read(ready[0], &ch, 1) == 1);
     close(ready[0]);
-    usleep(100000);
+    /* from the write into time.sleep(), the only place it blocks (asleep:
+     * state S); a fixed wait was too short for a child scheduled late */
+    CHECK(wait_asleep(pid));
     uv_loop_t loop;
     uv_loop_init(&loop);
     ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h");
