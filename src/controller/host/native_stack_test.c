@@ -14,32 +14,7 @@
 #include <unistd.h>
 
 #include "testing.h"
-
-static char state_of(pid_t pid)
-{
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p ? p[2] : 0;
-}
-
-/* Waits (20 s at most) for PID to be in STATE.  A fixed wait was too
- * short for a child that a loaded machine schedules late. */
-static int wait_state(pid_t pid, char state)
-{
-    for (int waited = 0; waited < 20000; waited += 5) {
-        if (state_of(pid) == state)
-            return 1;
-        usleep(5000);
-    }
-    return 0;
-}
+#include "testing_proc.h"
 
 static pid_t spawn_sleeper(void)
 {
@@ -53,7 +28,7 @@ static pid_t spawn_sleeper(void)
         }
     }
     /* into nanosleep, the only place where it sleeps */
-    if (!wait_state(pid, 'S'))
+    if (!testing_wait_proc_state(pid, 'S'))
         fprintf(stderr, "  the child never went to sleep\n");
     return pid;
 }
@@ -72,7 +47,7 @@ static void running_child(void)
     CHECK(strstr(b.data, "\"error\"") == NULL);
     /* detached: it sleeps on (the kernel may first let it run, and a
      * loaded machine may run it late) */
-    CHECK(wait_state(pid, 'S'));
+    CHECK(testing_wait_proc_state(pid, 'S'));
     ss_buf_free(&b);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -91,7 +66,7 @@ static void stopped_child(void)
         CHECK(strstr(b.data, "nanosleep") != NULL);
         /* libdw detaches with SIGSTOP: the kernel resumes it and stops
          * it again on the way back to user mode (briefly state R). */
-        CHECK(wait_state(pid, 'T'));
+        CHECK(testing_wait_proc_state(pid, 'T'));
     }
     ss_buf_free(&b);
     kill(pid, SIGKILL);

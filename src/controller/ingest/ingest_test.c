@@ -209,6 +209,20 @@ static int dial(const char *path)
     return -1;
 }
 
+/* The HELLO of RANK of a WORLD-rank run "r1", with the run's token. */
+static wire_hello hello_of(uint32_t rank, uint32_t world)
+{
+    wire_hello h;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.rank = rank;
+    h.world_size = world;
+    memcpy(h.token, k_token, sizeof k_token);
+    strcpy(h.run_id, "r1");
+    strcpy(h.host, "h");
+    return h;
+}
+
 /* Reads the controller's answer frames until EOF or a WELCOME. */
 static void read_answer(client *c, int fd, int until_eof)
 {
@@ -248,16 +262,9 @@ static void *run_client(void *arg)
         return NULL;
     }
     uint8_t buf[2048];
-    wire_hello h;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.rank = c->rank;
-    h.world_size = 4;
-    memcpy(h.token, k_token, sizeof k_token);
+    wire_hello h = hello_of(c->rank, 4);
     if (c->bad_token)
         h.token[0] ^= 1;
-    strcpy(h.run_id, "r1");
-    strcpy(h.host, "h");
     size_t n = wire_encode_hello(buf, sizeof buf, &h);
     if (send(fd, buf, n, MSG_NOSIGNAL) != (ssize_t)n)
         return NULL;
@@ -518,14 +525,8 @@ static void ft_closed(void *ctx)
 static size_t channel_script(uint8_t *buf, size_t cap, uint32_t rank,
                              int bad_token)
 {
-    wire_hello h;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.rank = rank;
-    h.world_size = 4;
-    memcpy(h.token, k_token, sizeof k_token);
+    wire_hello h = hello_of(rank, 4);
     h.token[0] ^= (uint8_t)bad_token;
-    strcpy(h.run_id, "r1");
     strcpy(h.host, "node1");
     size_t n = wire_encode_hello(buf, cap, &h);
     wire_name nm = {5, "forward"};
@@ -680,13 +681,7 @@ static void commands_need_the_feature(void)
     ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
     REQUIRE(ch != NULL);
     uint8_t buf[2048];
-    wire_hello h;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.rank = 2;
-    h.world_size = 4;
-    memcpy(h.token, k_token, sizeof k_token);
-    strcpy(h.run_id, "r1");
+    wire_hello h = hello_of(2, 4);
     strcpy(h.host, "node1");
     size_t n = wire_encode_hello(buf, sizeof buf, &h);
     ss_ingest_channel_feed(ch, buf, n);
@@ -816,14 +811,7 @@ static void vectors_and_labels_reach_on_step(void)
     ss_ingest_channel *ch = ss_ingest_channel_open(in, &tr);
     REQUIRE(ch != NULL);
     static uint8_t buf[65536];
-    wire_hello h;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.rank = 1;
-    h.world_size = 4;
-    memcpy(h.token, k_token, sizeof k_token);
-    strcpy(h.run_id, "r1");
-    strcpy(h.host, "h");
+    wire_hello h = hello_of(1, 4);
     size_t n = wire_encode_hello(buf, sizeof buf, &h);
     wire_name nm = {5, "forward"}, nm2 = {6, "norms"}, over = {7, "over-x"};
     n += wire_encode_name(buf + n, sizeof buf - n, &nm);
@@ -893,14 +881,7 @@ static void *run_backlog_client(void *arg)
     if (fd < 0)
         return NULL;
     static _Thread_local uint8_t buf[32768];
-    wire_hello h;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.rank = c->rank;
-    h.world_size = 2;
-    memcpy(h.token, k_token, sizeof k_token);
-    strcpy(h.run_id, "r1");
-    strcpy(h.host, "h");
+    wire_hello h = hello_of(c->rank, 2);
     size_t n = wire_encode_hello(buf, sizeof buf, &h);
     client answer = {0};
     if (send(fd, buf, n, MSG_NOSIGNAL) == (ssize_t)n)

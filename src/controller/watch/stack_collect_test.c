@@ -27,6 +27,7 @@
 
 #include "json.h"
 #include "testing.h"
+#include "testing_proc.h"
 #include "testing_tmp.h"
 
 static const char dump[] =
@@ -137,32 +138,6 @@ static pid_t spawn_rank(const char *file, int kind)
         abort();
     close(ready[0]);
     return pid;
-}
-
-/* Process PID's state letter (R, S, T...), or 0. */
-static char state_of(pid_t pid)
-{
-    char path[64], buf[512] = "";
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p ? p[2] : 0;
-}
-
-/* Waits (20 s at most) until PID is asleep.  Returns 1 when it is. */
-static int wait_asleep(pid_t pid)
-{
-    for (int waited = 0; waited < 20000; waited += 5) {
-        if (state_of(pid) == 'S')
-            return 1;
-        usleep(5000);
-    }
-    return 0;
 }
 
 static pid_t spawn_plain(void)
@@ -427,7 +402,7 @@ static void python_read_from_memory(void)
     close(ready[0]);
     /* from the write into time.sleep(), the only place it blocks (asleep:
      * state S); a fixed wait was too short for a child scheduled late */
-    CHECK(wait_asleep(pid));
+    CHECK(testing_wait_proc_state(pid, 'S'));
     uv_loop_t loop;
     uv_loop_init(&loop);
     ss_stack_collector *c = ss_stack_collector_new(&loop, "/bin/false", "h");
