@@ -53,7 +53,7 @@
 #include "stats.h"
 
 /* The causes, in the order of the fields read by lost_ms(). */
-enum { C_RUNQ = 0, C_STOPPED = 1, C_THROTTLED = 2, N_CAUSES = SS_HOST_CAUSES };
+enum { C_RUNQ = SS_HOST_CAUSE_RUN_QUEUE, C_STOPPED = 1, C_THROTTLED = 2, N_CAUSES = SS_HOST_CAUSES };
 
 static const char *const cause_kind[N_CAUSES] = {"cpu_starved", "stopped",
                                                  "cpu_throttled"};

@@ -641,7 +641,10 @@ static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 /*
  * Rank R's transient burst ended (or the run ends).  It becomes a
  * finding unless, over all its steps, the lateness is not its own
- * (own_lateness: a burst opened on a few noisy steps); it stays pending
+ * (own_lateness: a burst opened on a few noisy steps), or the host
+ * explains it by the rank's waiting for a CPU (another process shared its
+ * core for a while: the machine's load, not the job's straggler; a
+ * starvation that lasts is the host detector's cpu_starved); it stays pending
  * until the rank has been seen in
  * straggler.min_steps steps, because a burst at the very start may be the
  * opening of a persistent episode.
@@ -659,6 +662,8 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
         return; /* over the whole burst, noise or the host alike */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
+    if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE)
+        return; /* a moment on a busy core */
     ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
     if (!f)
         return;
