@@ -83,10 +83,14 @@ def test_gpu_evidence_and_findings_from_the_fake_nvml(store):
 
 def test_amd_gpu_evidence_and_findings_from_the_fake_amdsmi(store):
     assert FAKE_AMDSMI.exists(), "build the test double first (make)"
+    # GPU 1's ECC errors arrive mid-run, from its 10th reading (about 1 s
+    # in at the 100 ms sampling interval; the job runs 3 s or more): from
+    # the 30th they came at the job's very end and, on a loaded machine,
+    # after it.
     env = gpu_env(STEPSCOPE_NVML_LIB="/nonexistent/libnvidia-ml.so.1",
                   STEPSCOPE_AMDSMI_LIB=str(FAKE_AMDSMI),
                   FAKE_AMDSMI_GPUS="4", FAKE_AMDSMI_VIOLATION="2:0x2",
-                  FAKE_AMDSMI_ECC="1:2", FAKE_AMDSMI_ECC_AFTER="30",
+                  FAKE_AMDSMI_ECC="1:2", FAKE_AMDSMI_ECC_AFTER="10",
                   HIP_VISIBLE_DEVICES="0,1,2,3")
     job = run_job(store, 4, example("--steps", "150", "--compute-ms", "20"),
                   extra=("--no-http", "-q", "--no-gpu-check"), env=env)
