@@ -219,6 +219,20 @@ static void noisy(builder *b, uint64_t s)
     }
 }
 
+/* A loss that converged near 0 (from 2, by factors per batch), rank 1
+ * jumping 60x its median at step 300 (to about a fortieth of its first
+ * level), and at step 340 to half that level. */
+static void converged_then_jumps(builder *b, uint64_t s)
+{
+    for (int r = 0; r < W; r++)
+        b->metric[r][LOSS] = (2.0 * exp(-(double)s / 25) + 0.001) *
+                             exp(0.6 * (uniform() - 0.5));
+    if (s == 300)
+        b->metric[1][LOSS] = 0.06;
+    if (s == 340)
+        b->metric[1][LOSS] = 1.0;
+}
+
 /* ---- the table ---- */
 
 typedef struct {
@@ -323,6 +337,14 @@ static const scenario scenarios[] = {
                    .first_step = WANT(150),
                    .rank = WANT(0),
                    .has = {{"rule", "max_ratio"}}}}},
+    {.name = "a converged loss's jump by a little of its level is none",
+     .edit = converged_then_jumps,
+     .steps = 380,
+     .findings = {{.kind = "loss_spike",
+                   .count = WANT(1),
+                   .first_step = WANT(340),
+                   .rank = WANT(1),
+                   .has = {{"rule", "median_mad"}}}}},
     {.name = "a clean noisy run has none",
      .edit = noisy,
      .steps = 400,

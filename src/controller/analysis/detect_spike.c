@@ -11,7 +11,10 @@
  * factors;
  * loss_spike.mad_k, grad_spike.mad_k; 1.2533 x the mean absolute
  * deviation when the MAD is 0) and is at least a factor of that
- * median (loss_spike.factor, grad_spike.factor), once the window holds
+ * median (loss_spike.factor, grad_spike.factor) and rises above it by at
+ * least spike.min_rise of the highest median the window has had (a loss
+ * that converged near 0 and jumps by a hundredth of its first level is
+ * noise, however many times its median that is), once the window holds
  * spike.min_samples values; or, as large trainers check, when after
  * spike.max_warmup values it is spike.max_ratio times the largest value
  * seen before.  The ranks spiking in one step make one finding; spikes
@@ -50,6 +53,7 @@ typedef struct {
     uint32_t n, head; /* values held, next slot */
     uint64_t seen;    /* values seen in all */
     double max_seen;
+    double max_median; /* the highest median of the window judged against */
 } series;
 
 /* The finding being extended. */
@@ -179,7 +183,10 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
         }
         double z = sigma > 0 ? (x - lmed) / sigma : x > lmed ? INFINITY : 0;
         double med = logs ? exp(lmed) : lmed;
-        if (z > mad_k && (med > 0 ? v >= factor * med : 1)) {
+        if (med > s->max_median)
+            s->max_median = med;
+        if (z > mad_k && (med > 0 ? v >= factor * med : 1) &&
+            v - med >= d->p[P_SP_MIN_RISE] * s->max_median) {
             spike = 1;
             *med_out = med;
             *ratio_out = med > 0 ? v / med : NAN;

@@ -154,6 +154,9 @@
       "sigmas...")                                                            \
     X(P_GS_FACTOR, "grad_spike.factor", 3, "ratio", 1, 1e6,                   \
       "...and at least this multiple of the median")                          \
+    X(P_SP_MIN_RISE, "spike.min_rise", 0.1, "ratio", 0, 1e6,                   \
+      "...and rise above it by at least this fraction of the highest median " \
+      "the rank's window has had")                                            \
     X(P_SP_MAX_WARMUP, "spike.max_warmup", 100, "steps", 1, 1e9,              \
       "either kind is also a spike after this many values of the rank...")   \
     X(P_SP_MAX_RATIO, "spike.max_ratio", 10, "ratio", 1, 1e9,                 \
