@@ -506,6 +506,23 @@ static int delays_others(const ss_detectors *d, const host *h, uint32_t r,
  * more in all on shared cores, but not more per CPU time it asks for (the
  * scheduler treats it alike): that is not starvation.  Where CPU time is
  * not measured there is nothing to tell, and this holds. */
+static int wait_per_run_above(const ss_detectors *d, double my_wait,
+                               double my_run, double wait, double run,
+                               double scale)
+{
+    if (my_run <= 0 || wait + run <= 0 || run <= 0)
+        return 1;
+    /* compared as wait per CPU time (wait / run), which keeps its contrast
+     * on a machine where every rank waits most of the time: runnable 75 %
+     * of the time waiting against peers' 61 % is 3.0 against 1.6 */
+    double mine_per_run = my_wait / my_run;
+    double peers_per_run = wait / run;
+    double peers = wait / (wait + run);
+    double mine = my_wait / (my_wait + my_run);
+    return mine_per_run >= WAIT_RATIO_FACTOR * peers_per_run &&
+           mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
+}
+
 static int waits_more_per_run(const ss_detectors *d, const host *h,
                               uint32_t r, double scale)
 {
@@ -518,17 +535,41 @@ static int waits_more_per_run(const ss_detectors *d, const host *h,
             wait += h->wait_sum[q];
             run += h->run_sum[q];
         }
-    if (wait + run <= 0 || run <= 0)
-        return 1;
-    /* compared as wait per CPU time (wait / run), which keeps its contrast
-     * on a machine where every rank waits most of the time: runnable 75 %
-     * of the time waiting against peers' 61 % is 3.0 against 1.6 */
-    double mine_per_run = h->wait_sum[r] / h->run_sum[r];
-    double peers_per_run = wait / run;
-    double peers = wait / (wait + run);
-    double mine = h->wait_sum[r] / (h->wait_sum[r] + h->run_sum[r]);
-    return mine_per_run >= WAIT_RATIO_FACTOR * peers_per_run &&
-           mine - peers >= 0.5 * scale * d->p[P_H_MIN_SHARE];
+    return wait_per_run_above(d, h->wait_sum[r], h->run_sum[r], wait, run,
+                              scale);
+}
+
+/* waits_more_per_run over the ring's steps FIRST..LAST alone, where R's
+ * run-queue delay and CPU time are both known in half host.min_steps of
+ * them (a burst is short); else over the whole ring.  Two ranks that took turns waiting for a busy
+ * core waited alike over the window, and each far more in its own turn. */
+static int waits_more_per_run_in(const ss_detectors *d, const host *h,
+                                 uint32_t r, uint64_t first, uint64_t last)
+{
+    double my_wait = 0, my_run = 0, wait = 0, run = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (h->step[k] < first || h->step[k] > last)
+            continue;
+        for (uint32_t q = 0; q < h->world; q++) {
+            float cpu = h->rank_cpu_ms[step_at(h, q, k)];
+            float w = h->lost[at(h, q, C_RUNQ, k)];
+            if (isnan(cpu) || isnan(w))
+                continue;
+            if (q == r) {
+                my_wait += w;
+                my_run += cpu;
+                n++;
+            } else {
+                wait += w;
+                run += cpu;
+            }
+        }
+    }
+    if (2 * n < ss__param_u32(d, P_H_MIN_STEPS))
+        return waits_more_per_run(d, h, r, 1);
+    return wait_per_run_above(d, my_wait, my_run, wait, run, 1);
 }
 
 /* The stops rule at SCALE of its thresholds: rank R alone was stopped (no
@@ -843,6 +884,49 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
 }
 
 /* ---- what the host says about another detector's rank ---- */
+
+/* The median of the run-queue delay of the ranks but R in ring slot K
+ * (NaN when none was measured); up to PEER_EXACT ranks, else the median
+ * of every rank's, which one rank moves by at most one place. */
+#define PEER_EXACT 64
+static double peers_runq(const host *h, uint32_t r, uint32_t k)
+{
+    if (h->world > PEER_EXACT)
+        return h->median_lost[(size_t)C_RUNQ * h->hw + k];
+    double v[PEER_EXACT];
+    uint32_t n = 0;
+    for (uint32_t q = 0; q < h->world; q++) {
+        float x = h->lost[at(h, q, C_RUNQ, k)];
+        if (q != r && !isnan(x))
+            v[n++] = x;
+    }
+    return n ? ss_median_f64(v, n) : NAN;
+}
+
+int ss__host_busy_core_moment(const ss_detectors *d, uint32_t r,
+                              uint64_t first, uint64_t last, double late_ms)
+{
+    const host *h = ss__detector_state(d, &ss__host_detector);
+    if (!(late_ms > 0) || !h || !h->started || r >= h->world)
+        return 0;
+    double own = 0, peers = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (h->step[k] < first || h->step[k] > last)
+            continue;
+        float lost = h->lost[at(h, r, C_RUNQ, k)];
+        double m = isnan(lost) ? NAN : peers_runq(h, r, k);
+        if (isnan(m))
+            continue;
+        own += lost;
+        peers += m;
+        n++;
+    }
+    return n > 0 && (own - peers) / n >= d->p[P_S_BLAME_FRAC] * late_ms &&
+           own >= d->p[P_H_PEER_FACTOR] * peers &&
+           waits_more_per_run_in(d, h, r, first, last);
+}
 
 void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
                       uint64_t last, double late_ms, ss__host_cause *out)

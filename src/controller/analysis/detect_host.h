@@ -24,6 +24,16 @@
  */
 void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
                       uint64_t last, double late_ms, ss__host_cause *out);
+/* Whether rank R's lateness of LATE_MS over steps FIRST..LAST was a
+ * moment on a busy core: over those steps it waited for a CPU, per step,
+ * at least straggler.blame_frac of LATE_MS more than the other ranks'
+ * median (the median of the other ranks, not of all: of two ranks that
+ * is the other one) and host.peer_factor times it, and more per CPU time
+ * it ran than the others over those same steps (where the host measured
+ * host.min_steps of them; else over its window).  Stricter than
+ * ss__host_explain on neither count; meant for a transient burst only. */
+int ss__host_busy_core_moment(const ss_detectors *d, uint32_t r,
+                              uint64_t first, uint64_t last, double late_ms);
 /* The clause for a finding's message: "; the host explains it: it waited
  * for a CPU 3.1 ms per step (median rank 0.2 ms)", or "" when HC explains
  * nothing.  Returns BUF. */

@@ -18,6 +18,7 @@
  * (docs/detectors.md quotes it).
  */
 #include "detectors.h"
+#include "detect_host.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -466,6 +467,41 @@ static void a_moment_on_a_busy_core_is_no_straggler(void)
               f->last_step <= 235);
         if (!f)
             dump(&fd);
+    }
+}
+
+/* Two ranks on a machine where both wait for a CPU (2 ms a step), taking
+ * turns on the busiest core: rank 1 waits 3 ms more in steps 200-229,
+ * rank 0 in steps 240-269.  Each turn is a moment on a busy core when
+ * judged over its own steps against the other rank (of two ranks the
+ * median of both, their mean, counts half the rank's own wait against
+ * it; over the window both waited alike).  The same lateness by work of
+ * its own is not. */
+static void a_busy_core_moment_is_judged_over_its_steps(void)
+{
+    for (int by_host = 1; by_host >= 0; by_host--) {
+        found fd;
+        rng_state = 5;
+        ss_detectors *d = make(2, &fd);
+        REQUIRE(d);
+        job_step b;
+        for (uint64_t s = 0; s < 280; s++) {
+            plan p;
+            plan_clean(&p, 2, 10, 0.1);
+            p.runq[0] += 2;
+            p.runq[1] += 2;
+            int turn = s >= 200 && s < 230 ? 1 : s >= 240 && s < 270 ? 0 : -1;
+            if (turn >= 0 && by_host)
+                p.runq[turn] += 3;
+            else if (turn >= 0)
+                p.work[turn] += 3;
+            build_step(&b, 2, s, &p);
+            ss_detectors_step(d, &b.v, names);
+        }
+        CHECK_EQ_INT(ss__host_busy_core_moment(d, 0, 240, 269, 3), by_host);
+        CHECK_EQ_INT(ss__host_busy_core_moment(d, 1, 200, 229, 3), by_host);
+        CHECK_EQ_INT(ss__host_busy_core_moment(d, 1, 240, 269, 3), 0);
+        ss_detectors_destroy(d);
     }
 }
 
@@ -1021,6 +1057,7 @@ static void straggler_by_work_on_a_loaded_machine(void)
 
 TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
           TEST(a_moment_on_a_busy_core_is_no_straggler),
+          TEST(a_busy_core_moment_is_judged_over_its_steps),
           TEST(an_episode_back_within_a_window_is_one_finding),
           TEST(straggler_by_work_on_a_loaded_machine),
           TEST(few_stops_on_short_steps_named),

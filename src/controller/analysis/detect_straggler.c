@@ -662,7 +662,8 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
         return; /* over the whole burst, noise or the host alike */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
-    if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE)
+    if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE ||
+        ss__host_busy_core_moment(d, r, s.first, s.last, s.late_med_ms))
         return; /* a moment on a busy core */
     ss_finding *f = sr->pending ? sr->pending : malloc(sizeof *f);
     if (!f)
