@@ -839,6 +839,33 @@ def _install_exit_watchdog():
     atexit.register(lambda: _native._exit_watchdog(EXIT_GRACE_S, status[0]))
 
 
+# ---- worker processes a rank starts itself ----
+
+def _patch_spawn(torch):
+    """torch.multiprocessing.spawn and start_processes say, once, that the
+    processes they start are not recorded: the rank is the process
+    `stepscope run` launched (STEPSCOPE_AUTO_PID), and a script that
+    spawns its own workers trains in processes nobody recorded."""
+    mod = sys.modules.get("torch.multiprocessing.spawn")
+    original = getattr(mod, "start_processes", None)
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    def start_processes(fn, args=(), nprocs=1, *rest, **kwargs):
+        _warn("this rank starts %s processes of its own with "
+              "torch.multiprocessing, which stepscope does not record: it "
+              "records the ranks `stepscope run` launches; launch the "
+              "workers as the ranks instead (`stepscope run -n %s --auto -- "
+              "python3 SCRIPT`, each taking its rank from RANK and "
+              "LOCAL_RANK as under torchrun; docs/python.md)"
+              % (nprocs, nprocs))
+        return original(fn, args, nprocs, *rest, **kwargs)
+
+    mod.start_processes = start_processes
+    torch.multiprocessing.start_processes = start_processes
+
+
 def install():
     """Instruments torch (importing it) in this process; later calls do
     nothing.  Returns True when the patches are in place, False when no
@@ -853,7 +880,7 @@ def install():
     _native._auto_setup(_CALLBACKS, getattr(torch, "cuda", None))
     for patch in (_patch_data, _patch_forward, _patch_backward,
                   _patch_optimizer, _patch_ddp, _patch_collectives,
-                  _patch_checkpoint):
+                  _patch_checkpoint, _patch_spawn):
         try:
             patch(torch)
         except Exception as e:

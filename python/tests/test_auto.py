@@ -154,6 +154,51 @@ def test_auto_without_the_package(store, tmp_path):
     assert "rc=0" not in out
 
 
+SPAWN_SCRIPT = r'''
+import json, os, sys
+import torch
+import torch.multiprocessing as mp
+
+
+def worker(index, out):
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        model(torch.ones(2, 4)).sum().backward()
+        opt.step()
+    with open(out + str(index), "w") as f:
+        f.write("trained")
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    mp.spawn(worker, args=(out,), nprocs=2)
+    print("RESULT " + json.dumps({"rank": int(os.environ["RANK"]),
+        "workers": sorted(os.listdir(os.path.dirname(out)))}))
+'''
+
+
+def test_spawned_workers_are_named_not_recorded(store, tmp_path):
+    """A script that starts its own workers with torch.multiprocessing.spawn
+    trains in processes that are not the rank: nothing is recorded, and
+    auto mode says why once, and how to launch the workers as ranks."""
+    script = tmp_path / "spawner.py"
+    script.write_text(SPAWN_SCRIPT)
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    job = run_job(store, 1, [PYTHON, str(script), str(outdir / "w")],
+                  extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    assert job.results() == {0: {"rank": 0, "workers": ["w0", "w1"]}}
+    said = [line for line in (job.stdout + job.stderr).splitlines()
+            if "starts 2 processes of its own with torch.multiprocessing" in line]
+    assert len(said) == 1, job.stdout + job.stderr
+    assert "stepscope run -n 2 --auto" in said[0]
+    assert job.report()["steps"]["count"] == 0
+    assert "processes a rank starts itself, such as " \
+           "torch.multiprocessing.spawn's workers, are not recorded" in job.stderr
+
+
 FAKE_CUDA_SCRIPT = r'''
 import json, os, time
 import torch

@@ -415,7 +415,9 @@ int ss_life_empty_note(const ss_run_summary *s, ss_buf *out)
     if (s->auto_mode)
         ss_buf_puts(out, "no step was recorded: --auto counts one step per "
                     "optimizer step (torch.optim's Optimizer.step) and the "
-                    "ranks made none; mark the steps in the script with "
+                    "ranks made none (processes a rank starts itself, such "
+                    "as torch.multiprocessing.spawn's workers, are not "
+                    "recorded); mark the steps in the script with "
                     "`with stepscope.step():` around each iteration "
                     "(docs/python.md)");
     else
