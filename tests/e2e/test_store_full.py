@@ -60,6 +60,13 @@ def test_summary_claims_only_what_a_full_disk_stored(small_disk, tmp_path):
     findings_stored = int(m.group(2)) if m.group(2) else findings
     if m.group(3):
         assert findings_stored + int(m.group(3)) == findings
+    # A store that keeps failing is said at its first failure, then at
+    # most every 10 s with the batches lost between, not batch by batch.
+    seconds = float(re.search(r" in ([0-9.]+) s:", line).group(1))
+    said = [l for l in job.stderr.splitlines() if "items was not written" in l]
+    assert 1 <= len(said) <= 2 + seconds // 10, job.stderr[-3000:]
+    assert "while it keeps failing, this is said again every 10 s" in job.stderr
+
     # Never "explains it" when the report holds less than the run did.
     assert "explains it" not in job.stderr
     assert "shows what was stored" in line

@@ -225,14 +225,15 @@ static const char *loss_cause(int rc)
 }
 
 int ss__store_sql_step(sqlite3 *db, sqlite3_stmt *st, const char *path,
-                       const char *what, char *err, size_t errlen)
+                       const char *what, int quiet, char *err, size_t errlen)
 {
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc == SQLITE_DONE || rc == SQLITE_ROW)
         return 0;
-    fprintf(stderr, "stepscope: store %s: %s: %s\n", path, what,
-            sqlite3_errmsg(db));
+    if (!quiet)
+        fprintf(stderr, "stepscope: store %s: %s: %s\n", path, what,
+                sqlite3_errmsg(db));
     if (!err[0])
         snprintf(err, errlen, "%s: %s", loss_cause(sqlite3_errcode(db)),
                  sqlite3_errmsg(db));

@@ -59,11 +59,12 @@ int ss__store_sql_prepare(sqlite3 *db, const char *path,
 void ss__store_sql_finalize(sqlite3_stmt *st[SS__ST_COUNT]);
 
 /* Steps ST once and resets it.  On an error it prints "stepscope: store
- * PATH: WHAT: <SQLite's message>" on stderr and, when ERR is still empty,
+ * PATH: WHAT: <SQLite's message>" on stderr (unless QUIET) and, when ERR
+ * is still empty,
  * keeps "<what it means>: <SQLite's message>" there ("disk full: ...",
  * "store locked by another process: ...": the first error of a batch, for
  * ss_store_outcome.error).  Returns 0 or -1. */
 int ss__store_sql_step(sqlite3 *db, sqlite3_stmt *st, const char *path,
-                       const char *what, char *err, size_t errlen);
+                       const char *what, int quiet, char *err, size_t errlen);
 
 #endif

@@ -35,6 +35,9 @@
 #include "store_records.h"
 #include "store_sql.h"
 
+/* A store that keeps failing says so at most this often (store_writer.c). */
+#define SS__STORE_SAY_EVERY_MS 10000
+
 /* ---- queued items (made by store_put.c, freed by the writer) ---- */
 
 typedef enum {
@@ -236,6 +239,12 @@ struct ss_store {
 
     pthread_mutex_t dbmu;   /* the connection and everything below */
     char batch_err[256];    /* the first error of the batch being applied */
+    /* A store that keeps failing (a full disk) is said once, then every
+     * SS__STORE_SAY_EVERY_MS (10 s) with what was lost between: */
+    int failing;            /* the last batch was not written */
+    int quiet;              /* said lately: its SQL errors are not printed */
+    int64_t said_ms;        /* when a failure was last said (monotonic) */
+    uint64_t unsaid_batches, unsaid_items; /* lost since then, not said */
     sqlite3_stmt *st[SS__ST_COUNT];
     int owed_after;         /* totals owed after the last commit */
     track *tracks;
@@ -252,8 +261,8 @@ struct ss_store {
 static inline int ss__store_run(ss_store *s, sqlite3_stmt *st,
                                 const char *what)
 {
-    return ss__store_sql_step(s->db, st, s->path, what, s->batch_err,
-                              sizeof s->batch_err);
+    return ss__store_sql_step(s->db, st, s->path, what, s->quiet,
+                              s->batch_err, sizeof s->batch_err);
 }
 
 #endif

@@ -22,6 +22,7 @@
  */
 #include "store_writer.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,25 +101,54 @@ static int run_batch(ss_store *s, const item *batch, int small_only,
     return rc;
 }
 
+static int64_t monotonic_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* What was lost and not said since the last words of a failing store. */
+static void say_unsaid(ss_store *s, const char *how)
+{
+    if (s->unsaid_batches)
+        fprintf(stderr, "stepscope: store %s: %s%" PRIu64 " more batch%s (%"
+                PRIu64 " items) not written since the last report\n",
+                s->path, how, s->unsaid_batches,
+                s->unsaid_batches == 1 ? "" : "es", s->unsaid_items);
+    s->unsaid_batches = s->unsaid_items = 0;
+}
+
 /* Applies BATCH in one transaction and frees it.  On a failure the
  * transaction is rolled back and the batch is lost (reported on stderr):
  * a store that cannot be written must not grow the queue without bound.
- * Its small items then get one more try of their own. */
+ * Its small items then get one more try of their own.  A store that keeps
+ * failing is reported at its first failure and then at most every
+ * SS__STORE_SAY_EVERY_MS, with the batches lost between (the run's summary
+ * counts them all), and once more when it writes again. */
 static void apply_batch(ss_store *s, item *batch, int force_totals)
 {
     pthread_mutex_lock(&s->dbmu);
     s->batch_err[0] = '\0';
+    int64_t now_ms = monotonic_ms();
+    s->quiet = s->failing && now_ms - s->said_ms < SS__STORE_SAY_EVERY_MS;
     size_t n = 0, n_small = 0;
     for (const item *it = batch; it; it = it->next, n++)
         n_small += !ss__item_is_bulk(it->kind);
     int rc = run_batch(s, batch, 0, totals_due(s, batch, force_totals));
     int small_rc = -1;
-    if (rc != 0 && n == 0) {
+    if (rc != 0 && s->quiet) {
+        s->unsaid_batches++;
+        s->unsaid_items += n;
+        if (n_small > 0 && n_small < n)
+            small_rc = run_batch(s, batch, 1, 0);
+    } else if (rc != 0 && n == 0) {
         fprintf(stderr, "stepscope: store %s: the ranks' totals were not "
                 "written (they stay owed)\n", s->path);
     } else if (rc != 0) {
         fprintf(stderr, "stepscope: store %s: a batch of %zu items was "
                 "not written\n", s->path, n);
+        say_unsaid(s, "and ");
         if (n_small > 0 && n_small < n) {
             small_rc = run_batch(s, batch, 1, 0);
             if (small_rc == 0)
@@ -127,6 +157,19 @@ static void apply_batch(ss_store *s, item *batch, int force_totals)
                         "steps\n", s->path, n_small, n_small == 1 ? "" : "s");
         }
     }
+    if (rc != 0 && !s->quiet) {
+        if (!s->failing)
+            fprintf(stderr, "stepscope: store %s: while it keeps failing, "
+                    "this is said again every %d s\n", s->path,
+                    SS__STORE_SAY_EVERY_MS / 1000);
+        s->said_ms = now_ms;
+    }
+    if (rc == 0 && s->failing) {
+        say_unsaid(s, "");
+        fprintf(stderr, "stepscope: store %s: written again\n", s->path);
+    }
+    s->failing = rc != 0;
+    s->quiet = 0;
     ss_store_outcome d;
     memset(&d, 0, sizeof d);
     for (const item *it = batch; it; it = it->next)
@@ -206,5 +249,8 @@ void *ss__store_writer_main(void *arg)
         }
     }
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->dbmu);
+    say_unsaid(s, "at the end, ");
+    pthread_mutex_unlock(&s->dbmu);
     return NULL;
 }
