@@ -550,7 +550,8 @@ def _patch_ddp(torch):
 
 
 # The torch.distributed collectives a script may call; each call is the
-# process's next collective of that kind (ss_collective_begin).
+# process's next collective of that kind (ss_collective_begin) and, unless
+# async_op=True, a phase of its name.
 _COLLECTIVES = ("all_reduce", "broadcast", "barrier", "all_gather",
                 "all_gather_into_tensor", "all_gather_object",
                 "reduce_scatter", "reduce_scatter_tensor", "reduce",
@@ -563,7 +564,8 @@ def _collective(fn, kind):
     # frame and torch's (docs/debug.md).
     @functools.wraps(fn)
     def stepscope_collective(*args, **kwargs):
-        _native._collective_begin(kind)
+        # async_op=True only launches it: no phase of its time
+        _native._collective_begin(kind, not kwargs.get("async_op", False))
         try:
             return fn(*args, **kwargs)
         finally:

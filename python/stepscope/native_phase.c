@@ -229,19 +229,47 @@ static PyObject *m_sync_at(PyObject *m, PyObject *const *args,
     Py_RETURN_NONE;
 }
 
-/* _collective_begin(name): the process enters its next collective of
- * kind NAME (ss_collective_begin). */
-static PyObject *m_collective_begin(PyObject *m, PyObject *name)
+/* The collectives auto mode's wrapper is inside on this thread, innermost
+ * last (all_gather_object calls all_gather): the phases to end. */
+#define COLLECTIVE_DEPTH 8
+static _Thread_local ss_name_id collective_phase[COLLECTIVE_DEPTH];
+static _Thread_local unsigned collective_depth;
+
+/* _collective_begin(name, timed): the process enters its next collective
+ * of kind NAME (ss_collective_begin), and when TIMED (not an async_op
+ * call, which only launches it) a phase of that name begins: a script's
+ * own collectives (a loop that all-reduces its gradients itself) are where
+ * its ranks wait for each other, which the straggler detector finds as
+ * the phase holding the synchronization.  No arrival is recorded: DDP's
+ * all-reduce has its own, and a collective after it (a loss averaged for
+ * logging) would be reached by every rank at once. */
+static PyObject *m_collective_begin(PyObject *m, PyObject *const *args,
+                                    Py_ssize_t nargs)
 {
-    ss_name_id id = ss__py_name_id(name);
+    if (ss__py_check_nargs("_collective_begin", nargs, 2, 2) < 0)
+        return NULL;
+    ss_name_id id = ss__py_name_id(args[0]);
     if (!id)
         return NULL;
+    int timed = PyObject_IsTrue(args[1]);
+    if (timed < 0)
+        return NULL;
     ss_collective_begin(id);
+    if (collective_depth < COLLECTIVE_DEPTH) {
+        if (timed)
+            ss_phase_begin(id);
+        collective_phase[collective_depth] = timed ? id : 0;
+    }
+    collective_depth++;
     Py_RETURN_NONE;
 }
 
+/* _collective_end(): the collective _collective_begin entered is over. */
 static PyObject *m_collective_end(PyObject *m, PyObject *unused)
 {
+    if (collective_depth > 0 && --collective_depth < COLLECTIVE_DEPTH &&
+        collective_phase[collective_depth])
+        ss_phase_end(collective_phase[collective_depth]);
     ss_collective_end();
     Py_RETURN_NONE;
 }
@@ -273,7 +301,8 @@ static PyMethodDef phase_methods[] = {
     {"_set_decorate", m_set_decorate, METH_O, NULL},
     {"_sync_at", (PyCFunction)(void (*)(void))m_sync_at, METH_FASTCALL,
      NULL},
-    {"_collective_begin", m_collective_begin, METH_O, NULL},
+    {"_collective_begin", (PyCFunction)(void (*)(void))m_collective_begin,
+     METH_FASTCALL, NULL},
     {"_collective_end", m_collective_end, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL}};
 

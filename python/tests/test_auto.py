@@ -154,6 +154,47 @@ def test_auto_without_the_package(store, tmp_path):
     assert "rc=0" not in out
 
 
+MANUAL_ALLREDUCE_SCRIPT = r'''
+import json, os, sys, time
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+slow = int(sys.argv[1])
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                            torch.nn.Linear(64, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(120):
+    if dist.get_rank() == slow:
+        time.sleep(0.02)  # a slow data pipeline, say
+    loss = model(torch.randn(32, 16)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    for p in model.parameters():  # gradients averaged by hand, no DDP
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+    opt.step()
+print("RESULT " + json.dumps({"rank": dist.get_rank()}))
+'''
+
+
+def test_own_collectives_are_phases_and_name_the_straggler(store, tmp_path):
+    """A script that all-reduces its gradients itself (no DDP): each
+    collective it calls is a phase of its name, and a rank 20 ms late is
+    the straggler, found where the others wait for it."""
+    script = tmp_path / "manual.py"
+    script.write_text(MANUAL_ALLREDUCE_SCRIPT)
+    job = run_job(store, 3, [PYTHON, str(script), "1"], extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    phases = {p["name"]: p for p in rep["steps"]["phases"]}
+    assert {"forward", "backward", "optimizer", "all_reduce"} <= set(phases)
+    hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert [f["ranks"] for f in hits] == [[1]], rep["findings"]
+    assert "less than the median rank in all_reduce" in hits[0]["message"]
+
+
 SPAWN_SCRIPT = r'''
 import json, os, sys
 import torch
