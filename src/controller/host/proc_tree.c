@@ -23,14 +23,13 @@ typedef struct {
     pid_t pid;
     int fd_stat, fd_status;
     int64_t ticks, major_faults, vol, invol; /* last values read */
-    int64_t child_ticks; /* of them, its reaped children's (cutime+cstime) */
     int seen;                                /* found by the current scan */
 } proc_member;
 
 typedef struct {
     pid_t pid, tid;
     int fd_schedstat;
-    int64_t run_ns, wait_ns; /* last values read */
+    int64_t wait_ns; /* last value read */
     int seen;
 } thread_member;
 
@@ -48,15 +47,7 @@ struct ss_proc_tree {
     uint32_t n_threads;
     /* What ended members had counted at their last read: switches of
      * ended processes, run-queue time of ended threads. */
-    int64_t retired_vol, retired_invol, retired_wait, retired_run;
-    /* CPU time: the threads' schedstat (nanoseconds) while every thread
-     * of the tree is followed (threads ended in a process that lives on
-     * kept in retired_run; an ended process's whole time comes back in its
-     * parent's child ticks when reaped in the tree), else the processes'
-     * ticks; a switch goes on from the last value (cpu_carry), never back. */
-    int threads_missed; /* a thread of the tree is not followed */
-    int cpu_exact;      /* -1 before the first sample */
-    int64_t cpu_carry, cpu_last;
+    int64_t retired_vol, retired_invol, retired_wait;
     /* CPU ticks and major faults of a process reaped inside the tree move
      * into its parent's c- fields; a drop of the sum (an orphan reaped
      * elsewhere, the root reaped by us) is carried instead. */
@@ -87,7 +78,7 @@ static int open_at(const ss_proc_tree *t, const char *fmt, pid_t a, pid_t b)
  * man 5 proc).  The c- fields hold what waited-for children used, so a
  * descendant that ends moves its counts into its parent's. */
 static int parse_stat(const char *s, char *state, int64_t *major,
-                      int64_t *ticks, int64_t *child_ticks)
+                      int64_t *ticks)
 {
     const char *p = strrchr(s, ')');
     if (!p || p[1] != ' ')
@@ -109,7 +100,6 @@ static int parse_stat(const char *s, char *state, int64_t *major,
         return -1;
     *major = (int64_t)(v[0] + v[1]);
     *ticks = (int64_t)(v[2] + v[3] + v[4] + v[5]);
-    *child_ticks = (int64_t)(v[4] + v[5]);
     return 0;
 }
 
@@ -129,7 +119,6 @@ ss_proc_tree *ss_proc_tree_new(const char *proc_root, pid_t root_pid)
     snprintf(t->root_dir, sizeof t->root_dir, "%s", proc_root);
     t->root_pid = root_pid;
     t->have_schedstat = -1;
-    t->cpu_exact = -1;
     long hz = sysconf(_SC_CLK_TCK);
     t->tick_ns = 1000000000LL / (hz > 0 ? hz : 100);
     t->next_rescan = INT64_MIN;
@@ -148,20 +137,10 @@ static void retire_proc(ss_proc_tree *t, uint32_t i)
     t->procs[i] = t->procs[--t->n_procs];
 }
 
-static int proc_followed(const ss_proc_tree *t, pid_t pid)
-{
-    for (uint32_t i = 0; i < t->n_procs; i++)
-        if (t->procs[i].pid == pid)
-            return 1;
-    return 0;
-}
-
 static void retire_thread(ss_proc_tree *t, uint32_t i)
 {
     thread_member *m = &t->threads[i];
     t->retired_wait += m->wait_ns;
-    if (proc_followed(t, m->pid))
-        t->retired_run += m->run_ns; /* else in its parent's child ticks */
     if (m->fd_schedstat >= 0)
         close(m->fd_schedstat);
     t->threads[i] = t->threads[--t->n_threads];
@@ -215,12 +194,8 @@ static void mark_thread(ss_proc_tree *t, pid_t pid, pid_t tid)
             t->threads[i].seen = 1;
             return;
         }
-    if (t->have_schedstat == 0)
+    if (t->n_threads == SS_PROC_TREE_MAX_THREADS || t->have_schedstat == 0)
         return;
-    if (t->n_threads == SS_PROC_TREE_MAX_THREADS) {
-        t->threads_missed = 1;
-        return;
-    }
     thread_member *m = &t->threads[t->n_threads];
     memset(m, 0, sizeof *m);
     m->pid = pid;
@@ -229,8 +204,6 @@ static void mark_thread(ss_proc_tree *t, pid_t pid, pid_t tid)
     if (m->fd_schedstat < 0) {
         if (errno == ENOENT && t->have_schedstat < 0 && pid == t->root_pid)
             t->have_schedstat = 0; /* kernel without CONFIG_SCHEDSTATS */
-        else
-            t->threads_missed = 1;
         return;
     }
     t->have_schedstat = 1;
@@ -308,19 +281,6 @@ static int64_t monotone(int64_t sum, int64_t *carry, int64_t *last)
     return *last;
 }
 
-/* The tree's CPU time from its threads' run time RUN_NS (schedstat) while
- * every thread is followed, else from its processes' TICKS; continuous
- * and never going down across a switch. */
-static int64_t cpu_time(ss_proc_tree *t, int64_t run_ns, int64_t ticks)
-{
-    int exact = t->have_schedstat == 1 && !t->threads_missed;
-    int64_t raw = exact ? run_ns : ticks * t->tick_ns;
-    if (t->cpu_exact >= 0 && t->cpu_exact != exact)
-        t->cpu_carry = t->cpu_last - raw;
-    t->cpu_exact = exact;
-    return monotone(raw, &t->cpu_carry, &t->cpu_last);
-}
-
 int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
 {
     if (now >= t->next_rescan) {
@@ -333,8 +293,7 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
         proc_member *m = &t->procs[i];
         char state = '?';
         if (read_fd(m->fd_stat, buf, sizeof buf) < 0 ||
-            parse_stat(buf, &state, &m->major_faults, &m->ticks,
-                       &m->child_ticks) != 0) {
+            parse_stat(buf, &state, &m->major_faults, &m->ticks) != 0) {
             if (m->pid == t->root_pid)
                 t->root_gone = 1;
             retire_proc(t, i);
@@ -357,29 +316,24 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
             retire_thread(t, i);
             continue;
         }
-        m->run_ns = (int64_t)run;
         m->wait_ns = (int64_t)wait;
     }
     if (!root_read && !t->ever_read)
         return -1;
     t->ever_read = 1;
-    int64_t ticks = 0, major = 0, child_ticks = 0;
+    int64_t ticks = 0, major = 0;
     int64_t vol = t->retired_vol, invol = t->retired_invol;
-    int64_t wait = t->retired_wait, run = t->retired_run;
+    int64_t wait = t->retired_wait;
     for (uint32_t i = 0; i < t->n_procs; i++) {
         ticks += t->procs[i].ticks;
-        child_ticks += t->procs[i].child_ticks;
         major += t->procs[i].major_faults;
         vol += t->procs[i].vol;
         invol += t->procs[i].invol;
     }
-    for (uint32_t i = 0; i < t->n_threads; i++) {
+    for (uint32_t i = 0; i < t->n_threads; i++)
         wait += t->threads[i].wait_ns;
-        run += t->threads[i].run_ns;
-    }
     ss_proc_counters c = {0};
-    c.cpu_ns = cpu_time(t, run + child_ticks * t->tick_ns,
-                        monotone(ticks, &t->carry_ticks, &t->last_ticks));
+    c.cpu_ns = monotone(ticks, &t->carry_ticks, &t->last_ticks) * t->tick_ns;
     c.major_faults = monotone(major, &t->carry_major, &t->last_major);
     c.vol_switches = vol;
     c.invol_switches = invol;

@@ -15,13 +15,8 @@
  * file.  Counters are cumulative and never go down: when a process or
  * thread of the tree ends, what it had counted up to the last read is kept,
  * and a process reaped by its parent inside the tree is counted whole.
- * CPU time comes from the threads' schedstat (time on a CPU, in
- * nanoseconds: exact per short step; a process that ends and is reaped in
- * the tree comes back whole in its parent's cutime + cstime, in ticks)
- * while every thread of the tree is followed, and from the kernel's tick
- * accounting (utime + stime, 1/HZ
- * resolution: exact on average only) on a kernel without schedstat or
- * once a thread could not be followed (more than SS_PROC_TREE_MAX_THREADS);
+ * CPU time comes from the kernel's tick accounting (utime + stime, 1/HZ
+ * resolution: step values are exact on average, not per short step);
  * run-queue delay from schedstat, in nanoseconds.
  *
  * PROC_ROOT is "/proc" in production; tests point it at a directory laid
@@ -43,9 +38,8 @@
  * kernel does not provide here (no schedstat: CONFIG_SCHEDSTATS off) is
  * SS_MISSING. */
 typedef struct {
-    int64_t cpu_ns;         /* CPU time of every thread followed (or, by
-                               ticks, of every process and the children
-                               they reaped) */
+    int64_t cpu_ns;         /* user + system CPU time of every process,
+                               and of the children they reaped */
     int64_t runq_ns;        /* runnable, waiting for a CPU: every thread */
     int64_t vol_switches;   /* voluntary context switches, main threads */
     int64_t invol_switches; /* involuntary (preempted), main threads */
