@@ -58,10 +58,14 @@ def test_stop_rank_for_a_while_at_a_step(store):
     stopped = dict(rows(store, "SELECT step, host_stopped_ns FROM rank_steps "
                         "WHERE rank = 0"))
     # The stop lands in the step rank 0 was in when the controller heard
-    # of step 3 (3 or 4), possibly spilling into the next.
-    near = sum(v or 0 for s, v in stopped.items() if 3 <= s <= 5)
+    # of step 3 (3 or 4 on a quiet machine; later when the controller's
+    # loop ran late on a loaded one), possibly spilling into the next: one
+    # place, at step 3 or after, holding the 500 ms.
+    peak = max(stopped, key=lambda s: stopped[s] or 0)
+    assert peak >= 3, stopped
+    near = sum(v or 0 for s, v in stopped.items() if peak - 1 <= s <= peak + 1)
     assert near >= 300e6, stopped
-    far = sum(v or 0 for s, v in stopped.items() if s < 3 or s > 6)
+    far = sum(v or 0 for s, v in stopped.items()) - near
     assert far < 100e6, stopped
     assert cause(store) == "completed"
 
