@@ -30,8 +30,9 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
  * median (the median of the other ranks, not of all: of two ranks that
  * is the other one) and host.peer_factor times it, and more per CPU time
  * it ran than the others over those same steps (where the host measured
- * host.min_steps of them; else over its window).  Stricter than
- * ss__host_explain on neither count; meant for a transient burst only. */
+ * half host.min_steps of them; else over its window).  ss__host_explain
+ * compares with the median of all ranks and the whole window, which suits
+ * a lasting episode; this is for a transient burst only. */
 int ss__host_busy_core_moment(const ss_detectors *d, uint32_t r,
                               uint64_t first, uint64_t last, double late_ms);
 /* The clause for a finding's message: "; the host explains it: it waited
