@@ -40,15 +40,21 @@ def run_env(tmp_path):
         pids, runtime
 
 
-def grandchildren(pids_dir, n, seconds=15.0):
-    """The N grandchild pids once every one has written its file."""
+def grandchildren(pids_dir, n, job, seconds=15.0):
+    """The N grandchild pids once every one has written its file; else
+    the failure with what JOB (ended here) printed."""
     deadline = time.time() + seconds
     while time.time() < deadline:
         files = list(pids_dir.iterdir())
         if len([f for f in files if not f.name.endswith(".tmp")]) >= n:
             return [int((pids_dir / str(r)).read_text()) for r in range(n)]
         time.sleep(0.05)
-    raise AssertionError(f"the grandchildren did not start: {files}")
+    if job.poll() is None:
+        job.kill()
+    out, err = job.communicate(timeout=30)
+    raise AssertionError(f"the grandchildren did not start: {files}; "
+                         f"the job's exit status {job.returncode}, its output:\n"
+                         f"{out[-2000:]}{err[-4000:]}")
 
 
 def start(store, env, then, nprocs=2):
@@ -102,7 +108,7 @@ def test_setsid_grandchild_ends_with_a_normal_job(store, tmp_path):
     job = start(store, env, "exit 0")
     strays = []
     try:
-        strays = grandchildren(pids_dir, 2)
+        strays = grandchildren(pids_dir, 2, job)
         out, err = job.communicate(timeout=60)
         assert job.returncode == 0, err
         assert wait_gone(strays, 5), "a setsid grandchild outlived the job"
@@ -120,7 +126,7 @@ def test_setsid_grandchild_ends_on_ctrl_c(store, tmp_path):
     job = start(store, env, "exec sleep 1000")
     strays = []
     try:
-        strays = grandchildren(pids_dir, 2)
+        strays = grandchildren(pids_dir, 2, job)
         job.send_signal(signal.SIGINT)
         out, err = job.communicate(timeout=60)
         assert job.returncode != 0
@@ -142,7 +148,7 @@ def kill_controller(store, tmp_path):
     job = start(store, env, "exec sleep 1000")
     strays = []
     try:
-        strays = grandchildren(pids_dir, 2)
+        strays = grandchildren(pids_dir, 2, job)
         ranks = children_of(job.pid)
         assert len(ranks) == 2, ranks
         assert len(list(runtime.iterdir())) == 1  # its socket directory
@@ -210,7 +216,7 @@ def test_rank_children_die_with_a_killed_controller(store, tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     children = []
     try:
-        children = grandchildren(pids_dir, 2)
+        children = grandchildren(pids_dir, 2, job)
         job.kill()
         job.communicate(timeout=10)
         assert wait_gone(children, 5), \
