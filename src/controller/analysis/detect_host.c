@@ -53,7 +53,12 @@
 #include "stats.h"
 
 /* The causes, in the order of the fields read by lost_ms(). */
-enum { C_RUNQ = SS_HOST_CAUSE_RUN_QUEUE, C_STOPPED = 1, C_THROTTLED = 2, N_CAUSES = SS_HOST_CAUSES };
+enum {
+    C_RUNQ = SS_HOST_CAUSE_RUN_QUEUE,
+    C_STOPPED = 1,
+    C_THROTTLED = 2,
+    N_CAUSES = SS_HOST_CAUSES
+};
 
 static const char *const cause_kind[N_CAUSES] = {"cpu_starved", "stopped",
                                                  "cpu_throttled"};
@@ -541,8 +546,9 @@ static int waits_more_per_run(const ss_detectors *d, const host *h,
 
 /* waits_more_per_run over the ring's steps FIRST..LAST alone, where R's
  * run-queue delay and CPU time are both known in half host.min_steps of
- * them (a burst is short); else over the whole ring.  Two ranks that took turns waiting for a busy
- * core waited alike over the window, and each far more in its own turn. */
+ * them (a burst is short); else over the whole ring.  Two ranks that took
+ * turns waiting for a busy core waited alike over the window, and each
+ * far more in its own turn. */
 static int waits_more_per_run_in(const ss_detectors *d, const host *h,
                                  uint32_t r, uint64_t first, uint64_t last)
 {
@@ -885,22 +891,48 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
 
 /* ---- what the host says about another detector's rank ---- */
 
-/* The median of the run-queue delay of the ranks but R in ring slot K
- * (NaN when none was measured); up to PEER_EXACT ranks, else the median
- * of every rank's, which one rank moves by at most one place. */
+/* What the ranks but R lost to cause C in ring slot K, their median (NaN
+ * when none was measured); up to PEER_EXACT ranks, else the median of
+ * every rank's, which one rank moves by at most one place. */
 #define PEER_EXACT 64
-static double peers_runq(const host *h, uint32_t r, uint32_t k)
+static double peers_lost(const host *h, uint32_t r, int c, uint32_t k)
 {
     if (h->world > PEER_EXACT)
-        return h->median_lost[(size_t)C_RUNQ * h->hw + k];
+        return h->median_lost[(size_t)c * h->hw + k];
     double v[PEER_EXACT];
     uint32_t n = 0;
     for (uint32_t q = 0; q < h->world; q++) {
-        float x = h->lost[at(h, q, C_RUNQ, k)];
+        float x = h->lost[at(h, q, c, k)];
         if (q != r && !isnan(x))
             v[n++] = x;
     }
     return n ? ss_median_f64(v, n) : NAN;
+}
+
+/* What rank R lost to cause C over the ring's steps FIRST..LAST (*OWN)
+ * and what the reference rank lost in the same steps (*REF): the median
+ * rank, or with PEERS the median of the other ranks.  Returns the steps
+ * where both are known. */
+static uint32_t lost_over(const host *h, uint32_t r, int c, uint64_t first,
+                          uint64_t last, int peers, double *own, double *ref)
+{
+    uint32_t n = 0;
+    *own = *ref = 0;
+    for (uint32_t i = 0; i < h->fill; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        if (h->step[k] < first || h->step[k] > last)
+            continue;
+        float lost = h->lost[at(h, r, c, k)];
+        double m = isnan(lost) ? NAN
+                   : peers     ? peers_lost(h, r, c, k)
+                               : h->median_lost[(size_t)c * h->hw + k];
+        if (isnan(m))
+            continue;
+        *own += lost;
+        *ref += m;
+        n++;
+    }
+    return n;
 }
 
 int ss__host_busy_core_moment(const ss_detectors *d, uint32_t r,
@@ -909,20 +941,8 @@ int ss__host_busy_core_moment(const ss_detectors *d, uint32_t r,
     const host *h = ss__detector_state(d, &ss__host_detector);
     if (!(late_ms > 0) || !h || !h->started || r >= h->world)
         return 0;
-    double own = 0, peers = 0;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < h->fill; i++) {
-        uint32_t k = ss__ring_back(h->head, h->hw, i);
-        if (h->step[k] < first || h->step[k] > last)
-            continue;
-        float lost = h->lost[at(h, r, C_RUNQ, k)];
-        double m = isnan(lost) ? NAN : peers_runq(h, r, k);
-        if (isnan(m))
-            continue;
-        own += lost;
-        peers += m;
-        n++;
-    }
+    double own, peers;
+    uint32_t n = lost_over(h, r, C_RUNQ, first, last, 1, &own, &peers);
     return n > 0 && (own - peers) / n >= d->p[P_S_BLAME_FRAC] * late_ms &&
            own >= d->p[P_H_PEER_FACTOR] * peers &&
            waits_more_per_run_in(d, h, r, first, last);
@@ -942,19 +962,8 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
     }
     double best = 0;
     for (int c = 0; c < N_CAUSES; c++) {
-        double own = 0, med = 0;
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < h->fill; i++) {
-            uint32_t k = ss__ring_back(h->head, h->hw, i);
-            float lost = h->lost[at(h, r, c, k)];
-            float m = h->median_lost[(size_t)c * h->hw + k];
-            if (h->step[k] < first || h->step[k] > last || isnan(lost) ||
-                isnan(m))
-                continue;
-            own += lost;
-            med += m;
-            n++;
-        }
+        double own, med;
+        uint32_t n = lost_over(h, r, c, first, last, 0, &own, &med);
         if (n == 0 || (c == C_RUNQ && !waits_more_per_run(d, h, r, 1)))
             continue;
         double excess = (own - med) / n;
