@@ -62,8 +62,12 @@
 
 /* flags of a rank's ring entry: lateness measured; past the per-step
  * threshold (used for counts, blame and episode bounds, not to decide);
- * the one rank latest of all in that step; its blame compared self times */
-enum { F_SEEN = 1, F_LATE = 2, F_LAST = 4, F_BLAME_SELF = 8 };
+ * the one rank latest of all in that step; its blame compared self times;
+ * late, with phases of its own to compare (besides the sync phase) whose
+ * excesses together explain less than straggler.blame_frac of it */
+enum {
+    F_SEEN = 1, F_LATE = 2, F_LAST = 4, F_BLAME_SELF = 8, F_OUTSIDE = 16
+};
 enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 
 /* The peers whose run-to-run spread of lateness is the noise a straggler
@@ -336,6 +340,10 @@ typedef struct {
     int blame;
     double explained_ms;
     int blame_by_self;     /* most blamed steps compared self times */
+    /* no phase blamed, and in most late steps the rank's phases together
+     * explained too little of it (F_OUTSIDE): the lateness is outside
+     * its recorded phases */
+    int outside_phases;
     int method, ref;
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
@@ -388,7 +396,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     double *ex = med + sg->sw;
     uint32_t votes[SS_MAX_RUN_NAMES], method_votes[4] = {0, 0, 0, 0};
     memset(votes, 0, sizeof votes);
-    uint32_t n = 0, m = 0;
+    uint32_t n = 0, m = 0, n_outside = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
         if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
@@ -407,6 +415,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         }
         if (!(flags[k] & F_LATE))
             continue;
+        n_outside += (flags[k] & F_OUTSIDE) != 0;
         if (out->n_late++ == 0)
             out->last = sg->step[k];
         out->first = sg->step[k];
@@ -468,6 +477,8 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         out->blame = NO_NAME; /* no phase explains enough of it */
         out->explained_ms = 0;
     }
+    out->outside_phases = out->blame == NO_NAME &&
+                          2 * n_outside > out->n_late;
     if (out->method == M_ARRIVAL) {
         out->clock_bound_ns = arrival_clock_bound(d, sg, sc);
         out->clock_uncertain = out->clock_bound_ns > 0 &&
@@ -480,6 +491,12 @@ static void phase_clause(const ss_detectors *d, const late_summary *s,
                          char *buf, size_t len)
 {
     char a[32];
+    if (s->outside_phases) {
+        snprintf(buf, len, "; no phase it records explains it: the time is "
+                 "spent outside them (code that no phase wraps, or between "
+                 "phases)");
+        return;
+    }
     if (s->blame == NO_NAME || s->explained_ms <= 0) {
         buf[0] = '\0';
         return;
@@ -533,6 +550,8 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
         ss__evidence_str(ev, "phase_time",
                          s->blame_by_self ? "self" : "inclusive");
     }
+    if (s->outside_phases)
+        ss__evidence_int(ev, "outside_phases", 1);
     ss__host_cause_evidence(ev, &s->host);
     ss__evidence_end(ev, f);
     if (s->blame != NO_NAME && s->explained_ms > 0)
@@ -839,24 +858,32 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
 /* The phase (other than SKIP) in which rank RS exceeds the median rank the
  * most; NO_NAME when none exceeds it.  Phases nest, so a phase is compared
  * by self time when RS and another rank report it (*BY_SELF set when the
- * blamed one was), else by its inclusive time. */
+ * blamed one was), else by its inclusive time.  *INSIDE_MS is the sum of
+ * the positive excesses of all its phases compared (nested inclusive times
+ * count twice: never less than what the phases explain), NAN when none
+ * was. */
 static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
-                       int skip, double *excess_ms, int *by_self)
+                       int skip, double *excess_ms, int *by_self,
+                       double *inside_ms)
 {
     int best = NO_NAME;
-    double best_ex = 0;
+    double best_ex = 0, sum = 0;
+    int compared = 0;
     *by_self = 0;
     for (uint32_t i = 0; i < v->n_phases; i++) {
         int p = v->phases[i].name;
         if (p == skip || p < 0 || (uint32_t)p >= v->n_names ||
             rs->phase_ns[p] == SS_MISSING)
             continue;
+        compared++;
         int self = v->phase_self && v->phase_self[i].n >= 2 &&
                    rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
         double ex = self ? (double)rs->phase_self_ns[p] -
                                (double)v->phase_self[i].median
                          : (double)rs->phase_ns[p] -
                                (double)v->phases[i].stat.median;
+        if (ex > 0)
+            sum += ex;
         if (ex > best_ex) {
             best_ex = ex;
             best = p;
@@ -864,6 +891,7 @@ static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
         }
     }
     *excess_ms = best_ex / 1e6;
+    *inside_ms = compared ? sum / 1e6 : NAN;
     return best;
 }
 
@@ -1044,14 +1072,16 @@ static void record_step(ss_detectors *d, straggler *sg,
         if (late_ms <= thr_ms)
             continue;
         sg->flags[k] |= F_LATE;
-        double ex;
+        double ex, inside;
         int by_self;
         sg->blame[k] = (ss__name_idx)blame_phase(
             v, &v->ranks[r], method == M_SYNC_PHASE ? ref : -1, &ex,
-            &by_self);
+            &by_self, &inside);
         sg->expl_ms[k] = (float)ex;
         if (by_self)
             sg->flags[k] |= F_BLAME_SELF;
+        if (inside < d->p[P_S_BLAME_FRAC] * late_ms) /* false for NAN */
+            sg->flags[k] |= F_OUTSIDE;
     }
 }
 

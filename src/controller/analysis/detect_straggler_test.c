@@ -510,6 +510,57 @@ static void clock_job(double late_ms, const int64_t *bound, uint64_t set_at,
     free(b);
 }
 
+/* Rank 2 of 4 reaches the all-reduce 3 ms late in every step of 200 (20 ms
+ * steps, 1 % jitter), the time in its compute phase (IN_PHASE) or before
+ * it, in code no phase wraps.  Fills LF with the straggler finding. */
+static void late_where_job(int in_phase, last_finding *lf)
+{
+    memset(lf, 0, sizeof *lf);
+    rng_state = 78;
+    ss_sink sink = {lf, NULL, keep_straggler};
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 200; s++) {
+        double c[4];
+        for (uint32_t r = 0; r < 4; r++)
+            c[r] = 20 * (1 + 0.01 * gauss());
+        c[2] += 3;
+        build_step(b, 4, s, c);
+        if (!in_phase) { /* the 3 ms before its compute phase began */
+            int64_t vals[4];
+            b->phase[2][COMPUTE] -= (int64_t)(3 * MS);
+            for (uint32_t r = 0; r < 4; r++)
+                vals[r] = b->phase[r][COMPUTE];
+            ss_stat_compute(&b->phases[0].stat, vals, NULL, 4);
+        }
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+}
+
+/* A straggler whose phases are as long as every other rank's is late
+ * outside them, and its finding says so (none of it blamed on a phase);
+ * one late in its compute phase has that phase named and no such words. */
+static void lateness_outside_every_phase_is_said(void)
+{
+    last_finding outside, inside;
+    late_where_job(0, &outside);
+    late_where_job(1, &inside);
+    REQUIRE(outside.n > 0 && inside.n > 0);
+    CHECK_EQ_INT(outside.f.ranks[0], 2);
+    CHECK_STR(outside.f.phase, "");
+    CHECK(strstr(outside.f.message, "no phase it records explains it"));
+    CHECK(strstr(outside.f.evidence_json, "\"outside_phases\":1"));
+    CHECK_EQ_INT(inside.f.ranks[0], 2);
+    CHECK_STR(inside.f.phase, "compute");
+    CHECK(strstr(inside.f.message, "no phase") == NULL);
+    CHECK(strstr(inside.f.evidence_json, "outside_phases") == NULL);
+}
+
 /* With every bound 0 (one host) message and evidence are those of a run
  * that never heard of clocks, byte for byte. */
 static void zero_clock_bounds_change_nothing(void)
@@ -603,6 +654,7 @@ static void clock_bound_bad_input(void)
 }
 
 TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
+          TEST(lateness_outside_every_phase_is_said),
           TEST(lateness_within_bound_uncertain), TEST(clock_bound_bad_input),
           TEST(clean_jobs_false_alarm_rate),
           TEST(late_35ms_on_112ms_step_found),
