@@ -553,7 +553,7 @@ static void lateness_outside_every_phase_is_said(void)
     REQUIRE(outside.n > 0 && inside.n > 0);
     CHECK_EQ_INT(outside.f.ranks[0], 2);
     CHECK_STR(outside.f.phase, "");
-    CHECK(strstr(outside.f.message, "no phase it records explains it"));
+    CHECK(strstr(outside.f.message, "no phase it records accounts for it"));
     CHECK(strstr(outside.f.evidence_json, "\"outside_phases\":1"));
     CHECK_EQ_INT(inside.f.ranks[0], 2);
     CHECK_STR(inside.f.phase, "compute");
