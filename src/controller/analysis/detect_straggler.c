@@ -492,9 +492,9 @@ static void phase_clause(const ss_detectors *d, const late_summary *s,
 {
     char a[32];
     if (s->outside_phases) {
-        snprintf(buf, len, "; no phase it records accounts for it: the time is "
-                 "spent outside them (code that no phase wraps, or between "
-                 "phases)");
+        snprintf(buf, len, "; no phase it records accounts for it: the "
+                 "time is spent outside them (code that no phase wraps, or "
+                 "between phases)");
         return;
     }
     if (s->blame == NO_NAME || s->explained_ms <= 0) {

@@ -686,8 +686,8 @@ static const scenario scenarios[] = {
      .finding = {.kind = "straggler",
                  .rank = WANT(2),
                  .phase = "",
-                 .message = {"no phase it records accounts for it: the time is "
-                             "spent outside them"},
+                 .message = {"no phase it records accounts for it: the "
+                             "time is spent outside them"},
                  .not_in_message = "longer than the median rank's",
                  .num = {{"explained_ms", EV_IS_NAN, 0, 0},
                          {"outside_phases", EV_OPEN, 0.5, 1.5}}}},
