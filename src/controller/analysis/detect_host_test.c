@@ -78,6 +78,8 @@ typedef struct {
     int before[MAX_RANKS];
     int runq_inside[MAX_RANKS]; /* its run-queue delay falls inside the
                                    collective, after it arrived */
+    double sleep[MAX_RANKS]; /* ms it waits of its own accord (a sleep, a
+                                read) before it arrives: no CPU */
     int no_host[MAX_RANKS]; /* no host evidence for this rank-step */
     int with_gpu;           /* rank r on GPU r, with NVML evidence */
     double gpu_held[MAX_RANKS]; /* ms its GPU was held down by the power
@@ -132,7 +134,8 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
     int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
     double arrive[MAX_RANKS], last = 0, hold = 0;
     for (uint32_t r = 0; r < world; r++) {
-        arrive[r] = p->work[r] + p->gpu_held[r] + lost_before(p, r, 1);
+        arrive[r] = p->work[r] + p->gpu_held[r] + p->sleep[r] +
+                    lost_before(p, r, 1);
         if (arrive[r] > last)
             last = arrive[r];
         if (!p->before[r] && !isnan(p->stopped[r]) && p->stopped[r] > hold)
@@ -977,6 +980,49 @@ static void equal_run_queue_delay_is_no_straggler(void)
 }
 
 /*
+ * The same loaded machine, every rank's wait for a CPU inside the
+ * all-reduce, and rank 1 sleeping a steady 1 ms before it in every step
+ * (a wait of its own, no CPU): it is late by less than what every rank
+ * loses to the host per step (2 ms) and does no more work, but its
+ * lateness is steady (half its median or more in nine steps of ten) where
+ * the host's waits scatter it.  It is named, its compute blamed, on 2 and
+ * 4 ranks (before: no finding).
+ */
+static void steady_sleep_beside_equal_run_queue_delay_is_named(void)
+{
+    for (uint32_t world = 2; world <= 4; world += 2)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            rng_state = 4100 + 10 * world + seed;
+            found fd;
+            ss_detectors *d = make(world, &fd);
+            REQUIRE(d);
+            job_step b;
+            for (uint64_t s = 0; s < 300; s++) {
+                plan p;
+                plan_clean(&p, world, 2.5, 2);
+                for (uint32_t r = 0; r < world; r++)
+                    p.runq_inside[r] = 1;
+                p.sleep[1] = 1;
+                build_step(&b, world, s, &p);
+                ss_detectors_step(d, &b.v, names);
+            }
+            ss_detectors_finish(d, names);
+            const ss_finding *f = first_kind(&fd, "straggler");
+            CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
+            if (f) {
+                CHECK_EQ_INT(f->n_ranks, 1);
+                CHECK_EQ_INT(f->ranks[0], 1);
+                CHECK_STR(f->phase, "compute");
+            } else {
+                fprintf(stderr, "  %u ranks, seed %u:\n", world,
+                        (unsigned)seed);
+                dump(&fd);
+            }
+            ss_detectors_destroy(d);
+        }
+}
+
+/*
  * SIGSTOP now and then, late in a job of short steps: rank 3 of 4 is
  * stopped for 30 ms (mostly inside the collective) every 20th step from
  * step 100 of 300, on ~3.5 ms steps: 10 stops.  It is named `stopped`,
@@ -1056,6 +1102,7 @@ static void straggler_by_work_on_a_loaded_machine(void)
 }
 
 TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
+          TEST(steady_sleep_beside_equal_run_queue_delay_is_named),
           TEST(a_moment_on_a_busy_core_is_no_straggler),
           TEST(a_busy_core_moment_is_judged_over_its_steps),
           TEST(an_episode_back_within_a_window_is_one_finding),

@@ -80,6 +80,12 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * finding, not many. */
 #define OWN_HOLD 0.5
 
+/* A lateness at least this share of its median in nine steps of ten is
+ * steady: the host's waits alike for every rank do not explain it
+ * (host_alike).  A wait of exponential length, as a run-queue delay is,
+ * has its tenth percentile at 0.15 of its median. */
+#define STEADY_SHARE 0.5
+
 typedef struct {
     /* running counts over the whole ring, and over its newest sub slots */
     uint32_t seen, last, seen_sub, last_sub;
@@ -226,6 +232,19 @@ static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
     return n ? ss_median_f64(sigma, n) : 0;
 }
 
+/* Whether rank R's lateness over scope SC is steady: in at least nine
+ * steps of ten it is at least STEADY_SHARE of its median, which is above
+ * 0 (the tenth percentile, of at least 5 steps). */
+static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
+{
+    uint32_t m = gather_excess(sg, r, sc, 0, 0);
+    if (m < 5)
+        return 0;
+    double med = ss_median_f64(sg->f64, m);
+    return med > 0 &&
+           ss_select_f64(sg->f64, m, m / 10) >= STEADY_SHARE * med;
+}
+
 /*
  * Whether the host's evidence explains rank R's lateness LATE_MS over
  * scope SC alike for every rank: R or the median rank lost at least that
@@ -234,13 +253,20 @@ static double peer_noise_ms(straggler *sg, uint32_t r, const scope *sc)
  * time per step exceeds the median rank's by less than
  * straggler.blame_frac of it, stretched by how long it waited per time it
  * ran (it does no more work than they do), and the
- * host names no cause of R's own (ss__host_explain).  SCALE multiplies
- * what the host lost (1 to open; less to end an open episode: hysteresis).
- * Where the host measured too few of these steps, it does not.
+ * host names no cause of R's own (ss__host_explain), and R's lateness
+ * is not steady (steady_lateness: the host's waits, alike for every rank,
+ * make a rank late as they fall and by as much as they last, so the
+ * lateness they cause scatters from little to much; one steady from step
+ * to step is work or a wait of R's own, a sleep, a lock, a read).  SCALE
+ * multiplies what the host lost (1 to open; less to end an open episode:
+ * hysteresis).  Where the host measured too few of these steps, it does
+ * not.
  */
 static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
                       const scope *sc, double late_ms, double scale)
 {
+    if (steady_lateness(sg, r, sc))
+        return 0;
     double *cv = sg->f64;
     uint32_t seen = 0, n = 0, m = 0;
     double med_sum = 0, own_sum = 0, own_scope = 0, cpu_scope = 0;
