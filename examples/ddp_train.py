@@ -19,7 +19,9 @@ Faults (all on the rank named, every other rank runs normally):
                                 inside the model's forward (the default),
                                 its backward, the optimizer's step or the
                                 read of each batch (P = forward, backward,
-                                optimizer, data)
+                                optimizer, data); with --slow-kind sleep
+                                it sleeps MS there instead (a wait of its
+                                own, no CPU)
   --stall-rank R --stall-ms MS --stall-every K
                                 the Dataset's __getitem__ sleeps MS (a slow
                                 read) once every K steps
@@ -86,6 +88,9 @@ def parse_args(argv):
                    help="extra compute per step on --slow-rank (default 30)")
     p.add_argument("--slow-phase", choices=SLOW_PHASES, default="forward",
                    help="where --slow-rank computes longer (default forward)")
+    p.add_argument("--slow-kind", choices=("compute", "sleep"), default="compute",
+                   help="how --slow-rank is slower: it computes, or it waits "
+                        "(a sleep, as on a lock or a slow read: no CPU) (default compute)")
     p.add_argument("--stall-rank", type=int, default=-1, metavar="R")
     p.add_argument("--stall-ms", type=float, default=100.0, metavar="MS",
                    help="length of one data stall on --stall-rank (default 100)")
@@ -133,6 +138,18 @@ def burn(seconds):
             m = torch.mm(m, BURN_MATRIX)
 
 
+SLOW_KIND = "compute"  # --slow-kind, set once by main()
+
+
+def slow_down(seconds):
+    """The slow rank's extra time: burn() it, or sleep it with --slow-kind
+    sleep (a rank waiting of its own accord uses no CPU)."""
+    if SLOW_KIND == "sleep":
+        time.sleep(seconds)
+    else:
+        burn(seconds)
+
+
 class SyntheticDataset(Dataset):
     """Gaussian clusters, one per class, drawn once from a fixed seed so every
     rank sees the same data set.  On the stalling rank, every
@@ -158,7 +175,7 @@ class SyntheticDataset(Dataset):
         if self.stall_period and self.reads % self.stall_period == 0:
             time.sleep(self.stall_s)
         if self.burn_period and self.reads % self.burn_period == 0:
-            burn(self.burn_s)
+            slow_down(self.burn_s)
         self.reads += 1
         return self.x[i], self.y[i]
 
@@ -176,7 +193,7 @@ class BurnInBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        burn(ctx.seconds)
+        slow_down(ctx.seconds)
         return grad, None
 
 
@@ -198,7 +215,7 @@ class MLP(nn.Module):
 
     def forward(self, x):
         if self.forward_s > 0:
-            burn(self.forward_s)
+            slow_down(self.forward_s)
         out = self.net(x)
         if self.backward_s > 0:
             out = BurnInBackward.apply(out, self.backward_s)
@@ -214,7 +231,7 @@ class SlowSGD(torch.optim.SGD):
         self.slow_s = slow_s
 
     def step(self, closure=None):
-        burn(self.slow_s)
+        slow_down(self.slow_s)
         return super().step(closure)
 
 
@@ -234,7 +251,9 @@ def rss_bytes():
 
 
 def main(argv):
+    global SLOW_KIND
     args = parse_args(argv)
+    SLOW_KIND = args.slow_kind
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     for opt in ("slow_rank", "stall_rank", "leak_rank", "spike_rank", "imbalance_rank",
