@@ -46,6 +46,7 @@
 #include "detectors_internal.h"
 #include "detect_gpu.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -581,7 +582,8 @@ static int waits_more_per_run_in(const ss_detectors *d, const host *h,
 /* The stops rule at SCALE of its thresholds: rank R alone was stopped (no
  * other rank in the same step) in at least host.min_stops (times SCALE)
  * of the ring's steps, and those stops cost it host.min_share (times
- * SCALE) of the ring's median step time.  A healthy machine stops no
+ * SCALE) of the ring's median step time; or once, for host.one_stop_steps
+ * (times SCALE) of the ring's mean median step.  A healthy machine stops no
  * rank: a few stops on one rank are evidence, not noise, and need no test
  * of chance (a machine paused as a whole stops every rank alike, which
  * this never counts). */
@@ -591,12 +593,14 @@ static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + C_STOPPED];
     if (share_of(rc) < 0.5 * scale * d->p[P_H_MIN_SHARE])
         return 0; /* cheap: the stops cost too little */
-    uint32_t n = 0;
-    double lost = 0, steps = 0;
+    uint32_t n = 0, n_steps = 0;
+    double lost = 0, steps = 0, longest = 0;
     for (uint32_t i = 0; i < h->fill; i++) {
         uint32_t k = ss__ring_back(h->head, h->hw, i);
-        if (!isnan(h->med_ms[k]))
+        if (!isnan(h->med_ms[k])) {
             steps += h->med_ms[k];
+            n_steps++;
+        }
         float mine = h->lost[at(h, r, C_STOPPED, k)];
         if (isnan(mine) || mine <= 0)
             continue;
@@ -606,9 +610,17 @@ static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
         if (alone) {
             n++;
             lost += mine;
+            if (mine > longest)
+                longest = mine;
         }
     }
-    return n > 0 && n >= scale * d->p[P_H_MIN_STOPS] && steps > 0 &&
+    if (n == 0 || steps <= 0)
+        return 0;
+    /* one stop is enough when it lasted many steps: a rank frozen once
+     * for seconds (a debugger, a freezer, a signal from outside) */
+    if (longest >= scale * d->p[P_H_ONE_STOP_STEPS] * steps / n_steps)
+        return 1;
+    return n >= scale * d->p[P_H_MIN_STOPS] &&
            lost / steps >= scale * d->p[P_H_MIN_SHARE];
 }
 
@@ -760,6 +772,12 @@ static void cause_message(ss_finding *f, uint32_t r, int c,
                  "(run-queue delay %s ms per step; median rank %s ms)", r,
                  s->share, s->seen, ss__fmt_ms(a, sizeof a, s->per_step_ms),
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
+    else if (c == C_STOPPED && s->affected == 1)
+        snprintf(what, sizeof what, "rank %u was stopped once, for %s ms in "
+                 "step %" PRIu64 " (SIGSTOP, a debugger or a freezer; %d %% "
+                 "of its step time over the last %u steps)", r,
+                 ss__fmt_ms(a, sizeof a, s->affected_ms), s->first, share,
+                 s->seen);
     else if (c == C_STOPPED)
         snprintf(what, sizeof what, "rank %u was stopped for %s ms in %d %% "
                  "of the last %u steps (%d %% of its step time; median rank "

@@ -1066,6 +1066,52 @@ static void few_stops_on_short_steps_named(void)
 }
 
 /*
+ * One stop from outside: rank STOPPED of 4 is frozen once, for STOP_MS,
+ * mostly inside the collective, at step 150 of 300 of ~3.5 ms steps.
+ * 3 s (850 steps' worth) is named `stopped`, once, with its step; 20 ms
+ * (under host.one_stop_steps of 10 steps) is not (main: no finding for
+ * either).
+ */
+static void run_one_stop(uint32_t stopped, double stop_ms, found *fd)
+{
+    rng_state = 5100 + stopped;
+    ss_detectors *d = make(4, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < 300; s++) {
+        plan p;
+        plan_clean(&p, 4, 2.5, 0.2);
+        if (s == 150) {
+            p.stopped[stopped] = stop_ms;
+            p.before[stopped] = 0;
+        }
+        build_step(&b, 4, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
+static void one_long_stop_named(void)
+{
+    for (uint32_t r = 0; r < 4; r += 3) {
+        found fd;
+        run_one_stop(r, 3000, &fd);
+        const ss_finding *f = first_kind(&fd, "stopped");
+        REQUIRE(f);
+        CHECK_EQ_INT(count_kind(&fd, "stopped"), 1);
+        CHECK_EQ_INT(f->n_ranks, 1);
+        CHECK_EQ_INT(f->ranks[0], (int)r);
+        CHECK(strstr(f->message, "was stopped once, for 3000 ms in step 150"));
+        CHECK(f->first_step == 150 && f->last_step == 150);
+        if (fd.n_ids != 1)
+            dump(&fd);
+        run_one_stop(r, 20, &fd);
+        CHECK_EQ_INT(count_kind(&fd, "stopped"), 0);
+    }
+}
+
+/*
  * A straggler by its own work on a machine so loaded that every rank runs
  * a fifth of the time it is runnable (it waits 4 ms for a CPU per ms it
  * runs, alike): rank 1 computes 8 ms more on an 8 ms compute, which takes
@@ -1103,6 +1149,7 @@ static void straggler_by_work_on_a_loaded_machine(void)
 
 TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
           TEST(steady_sleep_beside_equal_run_queue_delay_is_named),
+          TEST(one_long_stop_named),
           TEST(a_moment_on_a_busy_core_is_no_straggler),
           TEST(a_busy_core_moment_is_judged_over_its_steps),
           TEST(an_episode_back_within_a_window_is_one_finding),

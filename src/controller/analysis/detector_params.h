@@ -69,6 +69,9 @@
     X(P_H_MIN_STOPS, "host.min_stops", 2, "steps", 1, 1024,                  \
       "steps in the window a rank alone was stopped in (none of the median " \
       "rank) for it to be named stopped when the stops cost host.min_share") \
+    X(P_H_ONE_STOP_STEPS, "host.one_stop_steps", 10, "steps", 1, 1e6,        \
+      "a rank alone stopped in one step only is named stopped when that "     \
+      "stop lasted this many of the window's median steps")                   \
     X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
       "false alarms: chance per window that a rank of a clean job is named "  \
       "for a cause (split over ranks and causes)")                            \
