@@ -299,6 +299,13 @@ static uint64_t shown(const ss_hang_rank *ranks, uint32_t n, int *working)
     return x;
 }
 
+void ss_hang_pause(ss_hang *h, ss_dur_ns gap, ss_mono_ns now)
+{
+    if (gap <= 0)
+        return;
+    h->progress_at = h->progress_at > now - gap ? now : h->progress_at + gap;
+}
+
 int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
                   uint32_t n, ss_finding *out)
 {

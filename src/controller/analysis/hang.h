@@ -83,6 +83,12 @@ void ss_hang_set_wall_offset(ss_hang *h, ss_wall_ns offset);
 void ss_hang_progress(ss_hang *h, uint64_t step, ss_dur_ns step_time,
                       ss_mono_ns now);
 
+/* The controller could not watch for GAP up to NOW (its loop did not run:
+ * it was stopped, or starved of CPU): the stall is measured without that
+ * time, so that the ranks' work it had not read yet is not taken for a
+ * hang (the last progress moves GAP later, at most to NOW). */
+void ss_hang_pause(ss_hang *h, ss_dur_ns gap, ss_mono_ns now);
+
 /* The timeout that applies now: before the first finalized step the
  * start-up one (or the fixed one when larger) until a rank shows work,
  * then the fixed one when given; after it the fixed or adaptive one. */

@@ -96,6 +96,31 @@ static void rank_elsewhere_named_once_per_stall(void)
     CHECK_EQ_INT(ss_hang_check(&h, 65 * S, r, 4, &f), 1); /* re-armed */
 }
 
+/* The controller itself could not run for 90 s (stopped, starved): that
+ * time does not count toward the stall, and a stall after it still fires,
+ * measured from where the pause put the last progress. */
+static void a_pause_of_the_controller_is_not_a_stall(void)
+{
+    ss_hang h = fresh(10 * S);
+    ss_hang_progress(&h, 100, S / 10, 5 * S);
+    ss_hang_rank r[2];
+    for (int i = 0; i < 2; i++)
+        r[i] = waiting(101, "all_reduce", 300, 6 * S);
+    ss_finding f;
+    ss_hang_pause(&h, 90 * S, 96 * S); /* its loop ran last at 6 s */
+    CHECK_EQ_INT(ss_hang_check(&h, 96 * S, r, 2, &f), 0);
+    CHECK_EQ_INT(ss_hang_check(&h, 105 * S, r, 2, &f), 0); /* 10 s */
+    CHECK_EQ_INT(ss_hang_check(&h, 106 * S, r, 2, &f), 1);
+    CHECK(strstr(f.message, "no progress for 11 s") != NULL);
+    /* progress within the pause: the stall starts at its end */
+    h = fresh(10 * S);
+    ss_hang_progress(&h, 100, S / 10, 50 * S);
+    ss_hang_pause(&h, 90 * S, 96 * S);
+    CHECK_EQ_INT(ss_hang_check(&h, 106 * S, r, 2, &f), 0);
+    CHECK_EQ_INT(ss_hang_check(&h, 107 * S, r, 2, &f), 1);
+    ss_hang_pause(&h, 0, 107 * S); /* nothing to do */
+}
+
 /* A stopped rank sends no STATUS: it is named, whatever it last said. */
 static void silent_rank_named(void)
 {
@@ -211,4 +236,5 @@ static void fixed_timeout_before_the_first_step(void)
 
 TEST_LIST(TEST(timeouts), TEST(fixed_timeout_before_the_first_step), TEST(rank_elsewhere_named_once_per_stall),
           TEST(silent_rank_named), TEST(other_collective_kind),
-          TEST(steps_phases_and_alike))
+          TEST(steps_phases_and_alike),
+          TEST(a_pause_of_the_controller_is_not_a_stall))

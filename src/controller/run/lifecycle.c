@@ -368,6 +368,11 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_life_silent_note(s, out);
         ss_buf_puts(out, ".\n");
     }
+    if (s->ranks_cut_off) {
+        ss_buf_puts(out, "warning: ");
+        ss_life_cut_off_note(s, out);
+        ss_buf_puts(out, ".\n");
+    }
     if (ss_life_empty_note(s, out))
         ss_buf_puts(out, ".\n");
     if (end_lost)
@@ -378,6 +383,23 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
                       s->job_status,
                       o->error[0] ? o->error : "reason unknown", s->run_id,
                       report);
+}
+
+int ss_life_cut_off_note(const ss_run_summary *s, ss_buf *out)
+{
+    if (!s->ranks_cut_off)
+        return 0;
+    ss_buf_printf(out, "%" PRIu32 " of %" PRIu32 " rank%s exited "
+                  "without %s last frames reaching the controller (it could "
+                  "not read them within the rank's second at exit, or the "
+                  "rank ended without its exit handlers, as os._exit does): "
+                  "what %s recorded after the last step received, and %s "
+                  "counts of dropped data, are missing", s->ranks_cut_off,
+                  s->ranks, plural(s->ranks),
+                  s->ranks_cut_off > 1 ? "their" : "its",
+                  s->ranks_cut_off > 1 ? "they" : "it",
+                  s->ranks_cut_off > 1 ? "their" : "its");
+    return 1;
 }
 
 int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)

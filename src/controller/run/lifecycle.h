@@ -203,6 +203,9 @@ typedef struct {
     ss_store_outcome stored;    /* after the last flush */
     uint32_t ranks;             /* of the last attempt */
     uint32_t ranks_silent;      /* ... that never sent telemetry */
+    uint32_t ranks_cut_off;     /* ... that exited with success but whose
+                                   connection ended without goodbye: their
+                                   last frames never arrived */
     uint64_t accepts_failed;    /* rank connections not accepted */
     int interrupted;            /* the user stopped the job */
     int auto_mode;              /* --auto: the ranks were instrumented */
@@ -215,7 +218,9 @@ typedef struct {
  *   report 3` explains it.
  *
  * a warning line when ranks never sent telemetry (ss_life_silent_note: a
- * job that succeeded but recorded nothing is not a success to hide), and
+ * job that succeeded but recorded nothing is not a success to hide), one
+ * when ranks that exited with success were cut off (ss_life_cut_off_note:
+ * what they recorded last, and their counts of dropped data, are lost), and
  * a line when the run's end was not stored; each line ends with
  * "\n" and has no "stepscope: " prefix.  It claims only what the store
  * committed: when something was lost it says how much and why ("6000 steps
@@ -235,6 +240,16 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out);
  * (OUT untouched) when every rank did.
  */
 int ss_life_silent_note(const ss_run_summary *s, ss_buf *out);
+
+/*
+ * When ranks that exited with success ended their connection without
+ * goodbye (their last records, counters and BYE not read: the controller
+ * could not read them within the rank's second at exit, or the rank ended
+ * without its exit handlers, as os._exit does), appends one sentence
+ * saying how many to OUT and returns 1; returns 0 (OUT untouched) when
+ * none did.
+ */
+int ss_life_cut_off_note(const ss_run_summary *s, ss_buf *out);
 
 /*
  * When ranks connected but no step was finalized in a run that succeeded

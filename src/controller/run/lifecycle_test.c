@@ -525,6 +525,34 @@ static void summary_warns_of_silent_ranks(void)
     CHECK(b.data == NULL);
 }
 
+/* Ranks that exited with success but whose last frames never arrived
+ * (the controller could not read them in time) are said: a warning line,
+ * and the same words for an event. */
+static void summary_warns_of_ranks_cut_off(void)
+{
+    ss_run_summary s = all_stored();
+    s.ranks = 4;
+    s.ranks_cut_off = 4;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "\nwarning: 4 of 4 ranks exited without their last "
+                       "frames reaching the controller (") != NULL);
+    CHECK(strstr(text, "what they recorded after the last step received, "
+                       "and their counts of dropped data, are missing.\n"));
+    s.ranks_cut_off = 1;
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_cut_off_note(&s, &b), 1);
+    CHECK(b.data && strncmp(b.data, "1 of 4 ranks exited without its last "
+                            "frames", 41) == 0);
+    CHECK(b.data && strstr(b.data, "what it recorded") != NULL);
+    ss_buf_free(&b);
+    s.ranks_cut_off = 0;
+    CHECK_EQ_INT(ss_life_cut_off_note(&s, &b), 0);
+    CHECK(b.data == NULL);
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "warning") == NULL);
+}
+
 /* A run that recorded nothing says why and what to do. */
 static void summary_says_why_nothing_was_recorded(void)
 {
@@ -558,6 +586,7 @@ static void summary_says_why_nothing_was_recorded(void)
 TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(summary_says_why_nothing_was_recorded),
           TEST(summary_warns_of_silent_ranks),
+          TEST(summary_warns_of_ranks_cut_off),
           TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),
           TEST(bye_seen_only_at_disconnect_is_clean),

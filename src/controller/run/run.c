@@ -242,10 +242,38 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
                        "request");
 }
 
+/* The loop did not run for this long between two ticks (one a second):
+ * the controller was stopped or starved of CPU. */
+#define LOOP_STALL_NS (5 * 1000000000LL)
+
+/* Whether the loop ran its tick late by LOOP_STALL_NS or more (the
+ * controller itself was stopped or starved of CPU): the ranks' records,
+ * STATUS frames and connections of that time are still unread, so their
+ * silence is not judged on this tick (the next comes after they were
+ * read), and the hang stall is measured without it.  Says so once per
+ * stall, on stderr and as a `controller_stalled` event. */
+static int loop_stalled(run_ctx *r, ss_mono_ns now)
+{
+    ss_mono_ns gap = now - r->tick_at;
+    r->tick_at = now;
+    if (gap < LOOP_STALL_NS)
+        return 0;
+    ss_hang_pause(&r->hang, gap - 1000000000LL, now);
+    fprintf(stderr, "stepscope: the controller could not run for %.1f s "
+            "(stopped, or starved of CPU); what the ranks sent meanwhile "
+            "is read now, and their silence over that time is not taken "
+            "for a hang\n", (double)gap / 1e9);
+    run_event(r, "controller_stalled", -1, "the controller could not run "
+              "for %.1f s (stopped, or starved of CPU)", (double)gap / 1e9);
+    return 1;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
     ss_mono_ns now = run_now(r);
+    if (loop_stalled(r, now))
+        return;
     if (r->att.restart_pending || r->ending || r->att.health_pending)
         return; /* between attempts: no rank to watch */
     publish_host_totals(r);
@@ -1207,6 +1235,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     if (start(r, err, sizeof err) == 0) {
         uv_timer_init(&r->loop, &r->tick);
         r->tick.data = r;
+        r->tick_at = run_now(r);
         uv_timer_start(&r->tick, on_tick, 1000, 1000);
         uv_run(&r->loop, UV_RUN_DEFAULT);
         status = r->final_status;

@@ -125,6 +125,8 @@ struct run_ctx {
     ss_lifecycle life;
     uv_signal_t sig_int, sig_term, sig_hup;
     uv_timer_t tick;
+    ss_mono_ns tick_at;         /* the housekeeping tick's last run (its
+                                   start before the first) */
     ss_mono_ns started;         /* the run's start */
     uint32_t stop_requests;
     int stopped_starting;   /* the signal that stopped the start-up */

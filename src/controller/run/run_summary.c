@@ -56,8 +56,13 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
         sum->rank_truncated_values += r->ranks[i].counters.truncated_values;
     }
     sum->ranks = r->life.ranks ? r->life.nprocs : 0;
-    for (uint32_t i = 0; i < sum->ranks; i++)
-        sum->ranks_silent += !r->life.ranks[i].ever_connected;
+    for (uint32_t i = 0; i < sum->ranks; i++) {
+        const ss_rank_life *l = &r->life.ranks[i];
+        sum->ranks_silent += !l->ever_connected;
+        sum->ranks_cut_off += l->ever_connected && l->exited &&
+                              !l->said_bye &&
+                              ss_life_exit_ok(l->exit_code, l->term_signal);
+    }
     sum->accepts_failed = r->in.accepts_failed;
     ss_aggregator_stats as;
     ss_aggregator_get_stats(r->agg, &as);
@@ -102,8 +107,8 @@ static void record_vector_drops(run_ctx *r)
     run_event(r, "vectors_dropped", -1, "%s", msg);
 }
 
-/* When ranks never sent telemetry, or the store lost part of the run, an
- * event says so, so that the report tells it too (if the store can still
+/* When ranks never sent telemetry, were cut off, or the store lost part of
+ * the run, an event says so, so that the report tells it too (if the store can still
  * take that small write). */
 static void record_store_losses(run_ctx *r, int status)
 {
@@ -112,6 +117,9 @@ static void record_store_losses(run_ctx *r, int status)
     ss_buf note = {0};
     if (ss_life_silent_note(&sum, &note) && note.data)
         run_event(r, "ranks_silent", -1, "%s", note.data);
+    ss_buf_reset(&note);
+    if (ss_life_cut_off_note(&sum, &note) && note.data)
+        run_event(r, "ranks_cut_off", -1, "%s", note.data);
     ss_buf_reset(&note);
     if (ss_life_empty_note(&sum, &note) && note.data)
         run_event(r, "no_steps", -1, "%s", note.data);
