@@ -108,8 +108,8 @@ static void record_vector_drops(run_ctx *r)
 }
 
 /* When ranks never sent telemetry, were cut off, or the store lost part of
- * the run, an event says so, so that the report tells it too (if the store can still
- * take that small write). */
+ * the run, an event says so, so that the report tells it too (if the
+ * store can still take that small write). */
 static void record_store_losses(run_ctx *r, int status)
 {
     ss_run_summary sum;
