@@ -44,7 +44,7 @@ typedef struct {
     stall_rank **rank; /* world entries, allocated at a rank's first stall */
 } data_stall;
 
-static int is_data_name(const char *name)
+int ss__data_phase_name(const char *name)
 {
     for (int i = 0; data_phase_names[i]; i++)
         if (strcasecmp(name, data_phase_names[i]) == 0)
@@ -165,7 +165,8 @@ static void data_stall_names(void *state, ss_detectors *d, uint32_t n_names,
     if (n_names > SS_MAX_RUN_NAMES)
         n_names = SS_MAX_RUN_NAMES;
     for (uint32_t i = ds->n_classified; i < n_names; i++)
-        ds->is_data[i] = (int8_t)(names && names[i] && is_data_name(names[i]));
+        ds->is_data[i] =
+            (int8_t)(names && names[i] && ss__data_phase_name(names[i]));
     if (n_names > ds->n_classified)
         ds->n_classified = n_names;
 }

@@ -86,6 +86,15 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * has its tenth percentile at 0.15 of its median. */
 #define STEADY_SHARE 0.5
 
+/* Rare waits (judge_rare): a step whose last rank made the others wait at
+ * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
+ * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
+ * rank's rare waits in it, is named. */
+#define RARE_MEDIANS 5.0
+#define RARE_FLOOR_MS 20.0
+#define RARE_SHARE 0.2
+#define RARE_OWN 0.8
+
 typedef struct {
     /* running counts over the whole ring, and over its newest sub slots */
     uint32_t seen, last, seen_sub, last_sub;
@@ -99,6 +108,9 @@ typedef struct {
     uint64_t burst_finding_last; /* its last step */
     int32_t ended;             /* the last persistent episode's, -1 */
     uint64_t ended_last;       /* its last step */
+    int32_t rare;              /* the finding of its rare waits, -1 */
+    uint64_t rare_last;        /* its last step */
+    uint32_t rare_waits;       /* its rare waits since the start */
 } strag_rank;
 
 typedef struct {
@@ -110,6 +122,8 @@ typedef struct {
     float *med_host_ms; /* the median rank's loss to the host; NaN unknown */
     uint8_t *method;
     ss__name_idx *ref;
+    int32_t *last_of;   /* the step's last rank; -1 none */
+    uint32_t rare_waits; /* every rank's rare waits since the start */
     /* per rank and ring slot: [rank * sw + slot] */
     float *late_ms, *expl_ms;
     float *cpu_ex_ms; /* its CPU time over the median rank's; NaN unknown */
@@ -1038,6 +1052,7 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->chance[idx] = 0;
     sg->method[idx] = M_NONE;
     sg->ref[idx] = NO_NAME;
+    sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
     if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
         med_step <= 0)
@@ -1073,6 +1088,7 @@ static void record_step(ss_detectors *d, straggler *sg,
         last_rank = -1;
     sg->chance[idx] = (float)(1.0 / n);
     sg->method[idx] = (uint8_t)method;
+    sg->last_of[idx] = last_rank;
     sg->ref[idx] = (ss__name_idx)ref;
     for (uint32_t r = 0; r < world; r++) {
         if (late[r] == SS_MISSING)
@@ -1179,6 +1195,152 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
         commit_pending(d, sg, r);
 }
 
+/* Whether ring slot K holds a rare wait of its last rank (judge_rare):
+ * late by TYPICAL_MS * RARE_MEDIANS and RARE_FLOOR_MS or more, and not in
+ * the phases other detectors own (a checkpoint, a data read). */
+static int rare_wait(const ss_detectors *d, const straggler *sg, uint32_t k,
+                     double typical_ms)
+{
+    int32_t r = sg->last_of[k];
+    if (r < 0)
+        return 0;
+    size_t at = (size_t)r * sg->sw + k;
+    double late = sg->late_ms[at];
+    if (!(late >= RARE_MEDIANS * typical_ms) || late < RARE_FLOOR_MS)
+        return 0;
+    int b = sg->blame[at];
+    if (b != NO_NAME && sg->expl_ms[at] >= d->p[P_S_BLAME_FRAC] * late) {
+        const char *name = ss__name_of(d, b);
+        if (strcmp(name, "checkpoint") == 0 || ss__data_phase_name(name))
+            return 0;
+    }
+    return 1;
+}
+
+/*
+ * Rare waits: a rank that makes every other rank wait a long time now and
+ * then (a rank 0 that evaluates or logs for seconds every 50 steps while
+ * the others wait in the next all-reduce) is last in too few steps for
+ * the tests of chance, and its waits are no jitter of the job's steps (the
+ * latest rank's lateness is the straggler's).  When the newest step's
+ * last rank made the others wait a rare while (rare_wait: against the
+ * window's median step), its rare waits in the window are summed: at
+ * RARE_SHARE of the window's time and RARE_OWN of every rank's rare
+ * waits, and when it made at least two since the start and RARE_OWN of
+ * every rank's (one wait may be anyone's: the job's), it is a straggler
+ * of mode "rare", one finding per episode
+ * (refreshed at each wait while one of its waits is still in the window).
+ * Only after straggler.min_steps steps (start-up is no wait), and not for
+ * a rank already named persistent.  Scans the window only at such a step.
+ */
+static void judge_rare(ss_detectors *d, straggler *sg, uint32_t idx)
+{
+    int32_t rk = sg->last_of[idx];
+    if (rk < 0 || sg->fill < ss__param_u32(d, P_S_MIN_STEPS))
+        return;
+    uint32_t r = (uint32_t)rk;
+    strag_rank *sr = &sg->rank[r];
+    if (sr->persistent >= 0)
+        return;
+    double *m = sg->f64, total = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (sg->med_ms[k] > 0) {
+            m[n++] = sg->med_ms[k];
+            total += sg->med_ms[k];
+        }
+    }
+    if (n == 0)
+        return;
+    double typical = ss_median_f64(m, n);
+    if (!rare_wait(d, sg, idx, typical))
+        return;
+    sr->rare_waits++;
+    sg->rare_waits++;
+    /* at least two waits, most of the job's: one wait may be anyone's */
+    if (sr->rare_waits < 2 || sr->rare_waits < RARE_OWN * sg->rare_waits)
+        return;
+    double own = 0, all = 0, *waits = sg->f64;
+    uint32_t n_own = 0, votes[SS_MAX_RUN_NAMES], outside = 0;
+    memset(votes, 0, sizeof votes);
+    uint64_t first = UINT64_MAX;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!rare_wait(d, sg, k, typical))
+            continue;
+        size_t at = (size_t)sg->last_of[k] * sg->sw + k;
+        all += sg->late_ms[at];
+        if (sg->last_of[k] != rk)
+            continue;
+        own += sg->late_ms[at];
+        waits[n_own++] = sg->late_ms[at];
+        if (sg->step[k] < first)
+            first = sg->step[k];
+        if (sg->blame[at] != NO_NAME &&
+            sg->expl_ms[at] >= d->p[P_S_BLAME_FRAC] * sg->late_ms[at])
+            votes[sg->blame[at]]++;
+        outside += (sg->flags[at] & F_OUTSIDE) != 0;
+    }
+    if (own < RARE_SHARE * total || own < RARE_OWN * all)
+        return;
+    uint64_t oldest = sg->step[ss__ring_back(sg->head, sg->sw,
+                                             sg->fill - 1)];
+    if (sr->rare < 0 || sr->rare_last < oldest) {
+        sr->rare = ss__finding_open(d, "straggler");
+        if (sr->rare < 0)
+            return;
+        ss__finding(d, sr->rare)->first_step = first;
+    }
+    ss_finding *f = ss__finding(d, sr->rare);
+    sr->rare_last = f->last_step = sg->step[idx];
+    ss__set_ranks(f, &rk, 1);
+    uint32_t best = 0;
+    int blame = NO_NAME;
+    for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
+        if (votes[p] > best) {
+            best = votes[p];
+            blame = p;
+        }
+    if (2 * best <= n_own)
+        blame = NO_NAME;
+    double med_wait = ss_median_f64(waits, n_own);
+    double share = own / total;
+    f->severity = share >= 2 * RARE_SHARE ? SS_CRITICAL : SS_WARNING;
+    snprintf(f->phase, sizeof f->phase, "%s",
+             blame != NO_NAME ? ss__name_of(d, blame) : "");
+    char a[32], where[160] = "";
+    if (blame != NO_NAME)
+        snprintf(where, sizeof where, "; its %s phase explains it",
+                 ss__name_of(d, blame));
+    else if (2 * outside > n_own)
+        snprintf(where, sizeof where, "; no phase it records accounts for "
+                 "it: the time is spent outside them (code that no phase "
+                 "wraps, or between phases)");
+    snprintf(f->message, sizeof f->message,
+             "rank %u made the other ranks wait %u time%s in the last %u "
+             "steps, %s%s ms%s, the last at step %" PRIu64 " (%d %% of "
+             "those steps' time: rare waits, far longer than a step)%s.", r,
+             n_own, n_own == 1 ? "" : "s", sg->fill,
+             n_own == 1 ? "for " : "a median ",
+             ss__fmt_ms(a, sizeof a, med_wait), n_own == 1 ? "" : " each",
+             sg->step[idx], (int)lround(share * 100), where);
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_str(ev, "mode", "rare");
+    ss__evidence_int(ev, "waits", n_own);
+    ss__evidence_num(ev, "wait_ms_median", round(med_wait * 10) / 10);
+    ss__evidence_num(ev, "median_step_ms", round(typical * 10) / 10);
+    ss__evidence_num(ev, "share_pct", round(share * 1000) / 10);
+    ss__evidence_int(ev, "steps_seen", sg->fill);
+    if (blame != NO_NAME)
+        ss__evidence_str(ev, "phase", ss__name_of(d, blame));
+    else if (2 * outside > n_own)
+        ss__evidence_int(ev, "outside_phases", 1);
+    ss__evidence_end(ev, f);
+    ss__finding_touch(d, sr->rare);
+}
+
 static void straggler_step(void *state, ss_detectors *d,
                            const ss_step_view *v, uint32_t world)
 {
@@ -1191,6 +1353,7 @@ static void straggler_step(void *state, ss_detectors *d,
     record_step(d, sg, v, world, idx);
     for (uint32_t r = 0; r < world; r++)
         judge_rank(d, sg, r, idx);
+    judge_rare(d, sg, idx);
 }
 
 /* ---- the ss__detector hooks ---- */
@@ -1204,6 +1367,7 @@ static void straggler_destroy(void *state)
     free(sg->med_host_ms);
     free(sg->method);
     free(sg->ref);
+    free(sg->last_of);
     free(sg->late_ms);
     free(sg->expl_ms);
     free(sg->cpu_ex_ms);
@@ -1255,6 +1419,7 @@ static void *straggler_create(ss_detectors *d)
     sg->med_host_ms = ss__zalloc(sw, sizeof *sg->med_host_ms);
     sg->method = ss__zalloc(sw, sizeof *sg->method);
     sg->ref = ss__zalloc(sw, sizeof *sg->ref);
+    sg->last_of = ss__zalloc(sw, sizeof *sg->last_of);
     sg->late_ms = ss__zalloc(w * sw, sizeof *sg->late_ms);
     sg->expl_ms = ss__zalloc(w * sw, sizeof *sg->expl_ms);
     sg->cpu_ex_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ex_ms);
@@ -1267,7 +1432,8 @@ static void *straggler_create(ss_detectors *d)
     sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
     sg->i64 = ss__zalloc(w, sizeof *sg->i64);
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
-        !sg->method || !sg->ref || !sg->late_ms || !sg->expl_ms ||
+        !sg->method || !sg->ref || !sg->last_of || !sg->late_ms ||
+        !sg->expl_ms ||
         !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);
@@ -1275,7 +1441,7 @@ static void *straggler_create(ss_detectors *d)
     }
     for (size_t r = 0; r < w; r++)
         sg->rank[r].persistent = sg->rank[r].burst_finding =
-            sg->rank[r].ended = -1;
+            sg->rank[r].ended = sg->rank[r].rare = -1;
     for (size_t n = 0; n <= sw; n++)
         sg->bound_at[n] = -1;
     return sg;

@@ -561,6 +561,78 @@ static void lateness_outside_every_phase_is_said(void)
     CHECK(strstr(inside.f.evidence_json, "outside_phases") == NULL);
 }
 
+/* Four ranks of 20 ms steps (1 % jitter) for 300 steps; in every step
+ * listed in AT (SS_MISSING-ended), rank RANK[i] reaches the all-reduce
+ * LATE_MS[i] late (a rank < 0: none).  Every finding kept in FD. */
+typedef struct {
+    uint64_t step;
+    int rank;
+    double late_ms;
+} wait_at;
+
+static void rare_job(const wait_at *at, size_t n_at, found *fd)
+{
+    memset(fd, 0, sizeof *fd);
+    for (int i = 0; i < MAX_FOUND; i++)
+        fd->rank[i] = -2;
+    rng_state = 91;
+    ss_sink sink = {fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 300; s++) {
+        double c[4];
+        for (uint32_t r = 0; r < 4; r++)
+            c[r] = 20 * (1 + 0.01 * gauss());
+        for (size_t i = 0; i < n_at; i++)
+            if (at[i].step == s && at[i].rank >= 0)
+                c[at[i].rank] += at[i].late_ms;
+        build_step(b, 4, s, c);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+    for (uint32_t i = 0; i < fd->n_ids; i++)
+        fd->n += fd->rank[i] != -2;
+}
+
+/* A rank that makes the others wait 2 s every 50 steps (an evaluation on
+ * rank 3 alone) is named, once (main: no finding: too few steps for the
+ * tests of chance); so is one every 120 steps, one wait per window.  The
+ * same waits spread over every rank, one wait alone, and a rank 3 s late
+ * into the first step only (start-up), are not. */
+static void rare_long_waits_are_named(void)
+{
+    wait_at every50[5];
+    for (int i = 0; i < 5; i++)
+        every50[i] = (wait_at){(uint64_t)(49 + 50 * i), 3, 2000};
+    found fd;
+    rare_job(every50, 5, &fd);
+    CHECK_EQ_INT(fd.n, 1);
+    CHECK_EQ_INT(fd.rank[0], 3);
+    CHECK(fd.first[0] == 49 || fd.first[0] == 99);
+
+    wait_at spread[5];
+    for (int i = 0; i < 5; i++)
+        spread[i] = (wait_at){(uint64_t)(49 + 50 * i), i % 4, 2000};
+    rare_job(spread, 5, &fd);
+    CHECK_EQ_INT(fd.n, 0);
+
+    wait_at every120[2] = {{100, 0, 2000}, {220, 0, 2000}};
+    rare_job(every120, 2, &fd);
+    CHECK_EQ_INT(fd.n, 1);
+    CHECK_EQ_INT(fd.rank[0], 0);
+
+    rare_job(every120, 1, &fd);
+    CHECK_EQ_INT(fd.n, 0);
+
+    wait_at startup[1] = {{0, 1, 3000}};
+    rare_job(startup, 1, &fd);
+    CHECK_EQ_INT(fd.n, 0);
+}
+
 /* With every bound 0 (one host) message and evidence are those of a run
  * that never heard of clocks, byte for byte. */
 static void zero_clock_bounds_change_nothing(void)
@@ -655,6 +727,7 @@ static void clock_bound_bad_input(void)
 
 TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(lateness_outside_every_phase_is_said),
+          TEST(rare_long_waits_are_named),
           TEST(lateness_within_bound_uncertain), TEST(clock_bound_bad_input),
           TEST(clean_jobs_false_alarm_rate),
           TEST(late_35ms_on_112ms_step_found),

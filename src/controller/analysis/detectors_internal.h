@@ -183,6 +183,10 @@ const char *ss__fmt_ranks(char *buf, size_t len, const int32_t *ranks,
 const char *ss__fmt_clock_bound(char *buf, size_t len, int64_t bound_ns);
 /* The name at index IDX of the run's name table, "?" when unknown. */
 const char *ss__name_of(const ss_detectors *d, int idx);
+
+/* Whether NAME is a data-loading phase, whose waits the data_stall
+ * detector judges (detect_data_stall.c's list, compared ignoring case). */
+int ss__data_phase_name(const char *name);
 /* Sets F's ranks to the first SS_FINDING_MAX_RANKS of RANKS[N]. */
 void ss__set_ranks(ss_finding *f, const int32_t *ranks, uint32_t n);
 
