@@ -32,6 +32,11 @@ Faults (all on the rank named, every other rank runs normally):
   --imbalance-rank R --imbalance-mb MB
                                 holds MB MiB of tensors for the whole run
   --crash-rank R --crash-step S raises RuntimeError in step S
+  --eval-rank R --eval-every K --eval-ms MS
+                                after every K-th optimizer step, rank R
+                                alone evaluates the model for MS (forwards
+                                under no_grad) while the others go on to
+                                the next all-reduce and wait for it
 
 Rank 0 ends with one line of key=value pairs (steps, median and mean step
 time and CPU time per step after the warm-up, final loss); `--profile` runs
@@ -107,6 +112,11 @@ def parse_args(argv):
     p.add_argument("--imbalance-rank", type=int, default=-1, metavar="R")
     p.add_argument("--imbalance-mb", type=float, default=768.0, metavar="MB",
                    help="MiB held for the whole run on --imbalance-rank (default 768)")
+    p.add_argument("--eval-rank", type=int, default=-1, metavar="R")
+    p.add_argument("--eval-every", type=int, default=50, metavar="K",
+                   help="--eval-rank evaluates after every K-th step (default 50)")
+    p.add_argument("--eval-ms", type=float, default=2000.0, metavar="MS",
+                   help="how long each evaluation takes (default 2000)")
     p.add_argument("--crash-rank", type=int, default=-1, metavar="R")
     p.add_argument("--crash-step", type=int, default=10, metavar="S",
                    help="step in which --crash-rank raises (default 10)")
@@ -114,9 +124,12 @@ def parse_args(argv):
     for name in ("steps", "batch", "accum", "features", "hidden", "classes", "samples"):
         if getattr(args, name) < 1:
             p.error(f"--{name} must be at least 1")
-    if args.layers < 0 or args.workers < 0 or args.warmup < 0 or args.stall_every < 1:
-        p.error("--layers, --workers and --warmup must be >= 0, --stall-every >= 1")
-    if min(args.slow_ms, args.stall_ms, args.leak_mb, args.spike_mb, args.imbalance_mb) < 0:
+    if (args.layers < 0 or args.workers < 0 or args.warmup < 0 or args.stall_every < 1
+            or args.eval_every < 1):
+        p.error("--layers, --workers and --warmup must be >= 0, "
+                "--stall-every and --eval-every >= 1")
+    if min(args.slow_ms, args.stall_ms, args.leak_mb, args.spike_mb, args.imbalance_mb,
+           args.eval_ms) < 0:
         p.error("durations and sizes must be >= 0")
     if args.explicit and args.profile:
         p.error("--explicit and --profile are separate configurations")
@@ -235,6 +248,15 @@ class SlowSGD(torch.optim.SGD):
         return super().step(closure)
 
 
+def evaluate(model, x, seconds):
+    """Forwards of the model (not its DDP wrapper) under no_grad for
+    SECONDS: an evaluation one rank runs alone between two steps."""
+    end = time.perf_counter() + seconds
+    with torch.no_grad():
+        while time.perf_counter() < end:
+            model(x)
+
+
 def batches(loader, sampler):
     """Batches forever, epoch after epoch, reshuffled per epoch."""
     epoch = 0
@@ -257,7 +279,7 @@ def main(argv):
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     for opt in ("slow_rank", "stall_rank", "leak_rank", "spike_rank", "imbalance_rank",
-                "crash_rank"):
+                "crash_rank", "eval_rank"):
         if getattr(args, opt) >= world:
             print(f"{PROG}: --{opt.replace('_', '-')} {getattr(args, opt)} is not below "
                   f"WORLD_SIZE {world}", file=sys.stderr)
@@ -356,6 +378,8 @@ def main(argv):
                 profiler.step()
             if leak_numel:
                 rss_marks.append(rss_bytes())
+        if rank == args.eval_rank and step % args.eval_every == args.eval_every - 1:
+            evaluate(model, x, args.eval_ms / 1000.0)
         if rank == 0 and args.log_every and step % args.log_every == 0:
             print(f"{PROG}: step {step} loss {loss_value:.4f}", flush=True)
     starts.append(time.perf_counter())
