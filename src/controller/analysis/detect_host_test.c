@@ -941,6 +941,30 @@ static void host_params(void)
     }
 }
 
+/* 300 steps of WORLD ranks on a loaded machine, seeded SEED: every rank
+ * waits for a CPU an exponential 2 ms per step on a 2.5 ms compute, inside
+ * the all-reduce except for rank 1 when RANK1_BEFORE, and rank 1 sleeps
+ * SLEEP_MS before it.  Every finding kept in FD. */
+static void loaded_job(uint32_t world, uint64_t seed, int rank1_before,
+                       double sleep_ms, found *fd)
+{
+    rng_state = seed;
+    ss_detectors *d = make(world, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < 300; s++) {
+        plan p;
+        plan_clean(&p, world, 2.5, 2);
+        for (uint32_t r = 0; r < world; r++)
+            p.runq_inside[r] = !(rank1_before && r == 1);
+        p.sleep[1] = sleep_ms;
+        build_step(&b, world, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
 /*
  * A loaded machine (busy loops on the job's cores), a clean job: every
  * rank waits for a CPU alike, an exponential 2 ms per step on a 2.5 ms
@@ -954,20 +978,8 @@ static void equal_run_queue_delay_is_no_straggler(void)
 {
     for (uint32_t world = 2; world <= 4; world += 2)
         for (uint64_t seed = 1; seed <= 3; seed++) {
-            rng_state = 4000 + 10 * world + seed;
             found fd;
-            ss_detectors *d = make(world, &fd);
-            REQUIRE(d);
-            job_step b;
-            for (uint64_t s = 0; s < 300; s++) {
-                plan p;
-                plan_clean(&p, world, 2.5, 2);
-                for (uint32_t r = 0; r < world; r++)
-                    p.runq_inside[r] = r != 1;
-                build_step(&b, world, s, &p);
-                ss_detectors_step(d, &b.v, names);
-            }
-            ss_detectors_finish(d, names);
+            loaded_job(world, 4000 + 10 * world + seed, 1, 0, &fd);
             CHECK_EQ_INT(count_kind(&fd, "straggler"), 0);
             CHECK_EQ_INT(fd.n_ids, 0);
             if (fd.n_ids) {
@@ -975,7 +987,6 @@ static void equal_run_queue_delay_is_no_straggler(void)
                         (unsigned)seed);
                 dump(&fd);
             }
-            ss_detectors_destroy(d);
         }
 }
 
@@ -992,21 +1003,8 @@ static void steady_sleep_beside_equal_run_queue_delay_is_named(void)
 {
     for (uint32_t world = 2; world <= 4; world += 2)
         for (uint64_t seed = 1; seed <= 3; seed++) {
-            rng_state = 4100 + 10 * world + seed;
             found fd;
-            ss_detectors *d = make(world, &fd);
-            REQUIRE(d);
-            job_step b;
-            for (uint64_t s = 0; s < 300; s++) {
-                plan p;
-                plan_clean(&p, world, 2.5, 2);
-                for (uint32_t r = 0; r < world; r++)
-                    p.runq_inside[r] = 1;
-                p.sleep[1] = 1;
-                build_step(&b, world, s, &p);
-                ss_detectors_step(d, &b.v, names);
-            }
-            ss_detectors_finish(d, names);
+            loaded_job(world, 4100 + 10 * world + seed, 0, 1, &fd);
             const ss_finding *f = first_kind(&fd, "straggler");
             CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
             if (f) {
@@ -1018,7 +1016,6 @@ static void steady_sleep_beside_equal_run_queue_delay_is_named(void)
                         (unsigned)seed);
                 dump(&fd);
             }
-            ss_detectors_destroy(d);
         }
 }
 

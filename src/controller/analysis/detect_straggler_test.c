@@ -479,6 +479,57 @@ static void keep_straggler(void *ctx, const ss_finding *f)
     }
 }
 
+/* Edits of four_rank_job's steps: BEFORE may change step S's compute
+ * times C (and the detectors D), AFTER the step B built from them; either
+ * may be NULL. */
+typedef struct {
+    void (*before)(void *ctx, ss_detectors *d, uint64_t s, double *c);
+    void (*after)(void *ctx, uint64_t s, job_step *b);
+    void *ctx;
+} step_edits;
+
+/* STEPS steps of 4 ranks that meet at an all-reduce after 20 ms of compute
+ * (1 % jitter, random numbers seeded with SEED), through detectors with
+ * the defaults that report to SINK, each step edited by E. */
+static void four_rank_job(uint64_t seed, uint64_t steps, ss_sink *sink,
+                          const step_edits *e)
+{
+    rng_state = seed;
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < steps; s++) {
+        double c[4];
+        for (uint32_t r = 0; r < 4; r++)
+            c[r] = 20 * (1 + 0.01 * gauss());
+        if (e->before)
+            e->before(e->ctx, d, s, c);
+        build_step(b, 4, s, c);
+        if (e->after)
+            e->after(e->ctx, s, b);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+}
+
+typedef struct {
+    double late_ms;
+    const int64_t *bound;
+    uint64_t set_at;
+} clock_plan;
+
+static void clock_before(void *ctx, ss_detectors *d, uint64_t s, double *c)
+{
+    const clock_plan *p = ctx;
+    if (p->bound && s == p->set_at)
+        for (uint32_t r = 0; r < 4; r++)
+            CHECK_EQ_INT(ss_detectors_set_clock_bound(d, r, p->bound[r]), 0);
+    c[2] += p->late_ms;
+}
+
 /* Rank 2 of 4 reaches the all-reduce LATE_MS after the others (20 ms
  * steps, 1 % jitter) in each of 200 steps; BOUND[r] (NULL: none set) is
  * each rank's clock error bound, set after SET_AT steps (0: before the
@@ -487,27 +538,26 @@ static void clock_job(double late_ms, const int64_t *bound, uint64_t set_at,
                       last_finding *lf)
 {
     memset(lf, 0, sizeof *lf);
-    rng_state = 77;
+    clock_plan p = {late_ms, bound, set_at};
     ss_sink sink = {lf, NULL, keep_straggler};
-    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
-    REQUIRE(d);
-    job_step *b = malloc(sizeof *b);
-    REQUIRE(b);
-    for (uint64_t s = 0; s < 200; s++) {
-        if (bound && s == set_at)
-            for (uint32_t r = 0; r < 4; r++)
-                CHECK_EQ_INT(ss_detectors_set_clock_bound(d, r, bound[r]),
-                             0);
-        double c[4];
-        for (uint32_t r = 0; r < 4; r++)
-            c[r] = 20 * (1 + 0.01 * gauss());
-        c[2] += late_ms;
-        build_step(b, 4, s, c);
-        ss_detectors_step(d, &b->v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
+    step_edits e = {clock_before, NULL, &p};
+    four_rank_job(77, 200, &sink, &e);
+}
+
+static void late_3ms_before(void *ctx, ss_detectors *d, uint64_t s,
+                            double *c)
+{
+    c[2] += 3;
+}
+
+/* The 3 ms of rank 2 taken out of its compute phase: spent before it. */
+static void late_outside_after(void *ctx, uint64_t s, job_step *b)
+{
+    int64_t vals[4];
+    b->phase[2][COMPUTE] -= (int64_t)(3 * MS);
+    for (uint32_t r = 0; r < 4; r++)
+        vals[r] = b->phase[r][COMPUTE];
+    ss_stat_compute(&b->phases[0].stat, vals, NULL, 4);
 }
 
 /* Rank 2 of 4 reaches the all-reduce 3 ms late in every step of 200 (20 ms
@@ -516,30 +566,10 @@ static void clock_job(double late_ms, const int64_t *bound, uint64_t set_at,
 static void late_where_job(int in_phase, last_finding *lf)
 {
     memset(lf, 0, sizeof *lf);
-    rng_state = 78;
     ss_sink sink = {lf, NULL, keep_straggler};
-    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
-    REQUIRE(d);
-    job_step *b = malloc(sizeof *b);
-    REQUIRE(b);
-    for (uint64_t s = 0; s < 200; s++) {
-        double c[4];
-        for (uint32_t r = 0; r < 4; r++)
-            c[r] = 20 * (1 + 0.01 * gauss());
-        c[2] += 3;
-        build_step(b, 4, s, c);
-        if (!in_phase) { /* the 3 ms before its compute phase began */
-            int64_t vals[4];
-            b->phase[2][COMPUTE] -= (int64_t)(3 * MS);
-            for (uint32_t r = 0; r < 4; r++)
-                vals[r] = b->phase[r][COMPUTE];
-            ss_stat_compute(&b->phases[0].stat, vals, NULL, 4);
-        }
-        ss_detectors_step(d, &b->v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
+    step_edits e = {late_3ms_before, in_phase ? NULL : late_outside_after,
+                    NULL};
+    four_rank_job(78, 200, &sink, &e);
 }
 
 /* A straggler whose phases are as long as every other rank's is late
@@ -561,39 +591,38 @@ static void lateness_outside_every_phase_is_said(void)
     CHECK(strstr(inside.f.evidence_json, "outside_phases") == NULL);
 }
 
-/* Four ranks of 20 ms steps (1 % jitter) for 300 steps; in every step
- * listed in AT (SS_MISSING-ended), rank RANK[i] reaches the all-reduce
- * LATE_MS[i] late (a rank < 0: none).  Every finding kept in FD. */
+/* In the steps listed in AT, rank RANK[i] reaches the all-reduce
+ * LATE_MS[i] late (a rank < 0: none). */
 typedef struct {
     uint64_t step;
     int rank;
     double late_ms;
 } wait_at;
 
+typedef struct {
+    const wait_at *at;
+    size_t n;
+} waits;
+
+static void waits_before(void *ctx, ss_detectors *d, uint64_t s, double *c)
+{
+    const waits *w = ctx;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->at[i].step == s && w->at[i].rank >= 0)
+            c[w->at[i].rank] += w->at[i].late_ms;
+}
+
+/* Four ranks of 20 ms steps (1 % jitter) for 300 steps with the waits of
+ * AT[0..N_AT).  Every finding kept in FD. */
 static void rare_job(const wait_at *at, size_t n_at, found *fd)
 {
     memset(fd, 0, sizeof *fd);
     for (int i = 0; i < MAX_FOUND; i++)
         fd->rank[i] = -2;
-    rng_state = 91;
+    waits w = {at, n_at};
     ss_sink sink = {fd, NULL, on_finding};
-    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
-    REQUIRE(d);
-    job_step *b = malloc(sizeof *b);
-    REQUIRE(b);
-    for (uint64_t s = 0; s < 300; s++) {
-        double c[4];
-        for (uint32_t r = 0; r < 4; r++)
-            c[r] = 20 * (1 + 0.01 * gauss());
-        for (size_t i = 0; i < n_at; i++)
-            if (at[i].step == s && at[i].rank >= 0)
-                c[at[i].rank] += at[i].late_ms;
-        build_step(b, 4, s, c);
-        ss_detectors_step(d, &b->v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
+    step_edits e = {waits_before, NULL, &w};
+    four_rank_job(91, 300, &sink, &e);
     for (uint32_t i = 0; i < fd->n_ids; i++)
         fd->n += fd->rank[i] != -2;
 }
