@@ -1240,8 +1240,9 @@ static void judge_rare(ss_detectors *d, straggler *sg, uint32_t idx)
         return;
     uint32_t r = (uint32_t)rk;
     strag_rank *sr = &sg->rank[r];
-    if (sr->persistent >= 0)
-        return;
+    if (sr->persistent >= 0 ||
+        sg->late_ms[(size_t)r * sg->sw + idx] < RARE_FLOOR_MS)
+        return; /* most steps: no scan */
     double *m = sg->f64, total = 0;
     uint32_t n = 0;
     for (uint32_t i = 0; i < sg->fill; i++) {
