@@ -242,8 +242,10 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
                        "request");
 }
 
-/* The loop did not run for this long between two ticks (one a second):
- * the controller was stopped or starved of CPU. */
+/* The housekeeping tick's period (on_tick). */
+#define TICK_MS 1000
+/* The loop did not run for this long between two ticks: the controller
+ * was stopped or starved of CPU. */
 #define LOOP_STALL_NS (5 * 1000000000LL)
 
 /* Whether the loop ran its tick late by LOOP_STALL_NS or more (the
@@ -258,7 +260,7 @@ static int loop_stalled(run_ctx *r, ss_mono_ns now)
     r->tick_at = now;
     if (gap < LOOP_STALL_NS)
         return 0;
-    ss_hang_pause(&r->hang, gap - 1000000000LL, now);
+    ss_hang_pause(&r->hang, gap - (ss_mono_ns)TICK_MS * 1000000, now);
     fprintf(stderr, "stepscope: the controller could not run for %.1f s "
             "(stopped, or starved of CPU); what the ranks sent meanwhile "
             "is read now, and their silence over that time is not taken "
@@ -1236,7 +1238,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
         uv_timer_init(&r->loop, &r->tick);
         r->tick.data = r;
         r->tick_at = run_now(r);
-        uv_timer_start(&r->tick, on_tick, 1000, 1000);
+        uv_timer_start(&r->tick, on_tick, TICK_MS, TICK_MS);
         uv_run(&r->loop, UV_RUN_DEFAULT);
         status = r->final_status;
         run_summary_end(r, status);
