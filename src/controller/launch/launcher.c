@@ -41,6 +41,7 @@
 #include "appendf.h"
 #include "containment.h"
 #include "descendants.h"
+#include "oom_log.h"
 #include "private_fs.h"
 
 extern char **environ;
@@ -83,6 +84,10 @@ struct ss_rank {
     int term_signal;
     int sigkill_after_grace; /* the grace period ended while it ran */
     int sigkill_at_once;     /* ss_launcher_kill_now hit it running */
+    int oom_killed;          /* ss_oom_log_explain's answer for a SIGKILL
+                                nobody in the job sent: 1 the kernel's log
+                                names it, 2 probably, 0 not seen */
+    char oom_why[288];       /* what the log says of it (answer 1) */
     int log_fd;       /* -1 without a log directory */
     char prefix[24];  /* "[rank R] ", R the global rank */
     size_t prefix_len;
@@ -106,6 +111,7 @@ struct ss_launcher {
     uv_timer_t grace;
     uv_timer_t sweep;   /* polls for left-behind processes at job end */
     uv_signal_t sigchld; /* reaps orphans re-parented to us */
+    ss_oom_log *oom;     /* the kernel's OOM kills since the launch */
     uint32_t open_handles;
     uint32_t running;   /* ranks spawned and not reaped */
     uint32_t finished;  /* ranks reaped with both pipes closed */
@@ -245,6 +251,7 @@ static void on_handle_closed(uv_handle_t *h)
 {
     ss_launcher *l = h->data;
     if (--l->open_handles == 0 && l->destroyed) {
+        ss_oom_log_free(l->oom);
         free(l->ranks);
         free(l->log_dir);
         free(l->master_addr);
@@ -460,6 +467,41 @@ static void on_sigchld(uv_signal_t *h, int signum)
     handle_strays(h->data, 0);
 }
 
+/* A SIGKILL that the launcher did not send: was it the kernel's OOM
+ * killer?  Read right after the death, while the log still holds it. */
+static void explain_sigkill(ss_launcher *l, ss_rank *r)
+{
+    ss_oom_kill kill;
+    r->oom_killed = ss_oom_log_explain(l->oom, r->pid, &kill);
+    if (r->oom_killed == 1) {
+        char cause[256];
+        ss_oom_kill_describe(&kill, cause, sizeof cause);
+        snprintf(r->oom_why, sizeof r->oom_why, "the kernel's OOM killer "
+                 "ended it: %s", cause);
+    }
+}
+
+/* For a rank that failed otherwise: a process its last lines name (a
+ * DataLoader worker, say) that the OOM killer killed, as a line of the
+ * failure summary into BUF. */
+static void append_child_oom(const ss_launcher *l, const ss_rank *r,
+                             char *buf, size_t buflen, size_t *len)
+{
+    char text[SS_LAUNCH_TAIL_LINES * (TAIL_LINE_MAX + 1)];
+    size_t n = 0;
+    text[0] = '\0';
+    for (uint32_t i = 0; i < r->tail_count; i++)
+        ss_appendf(text, sizeof text, &n, "%s\n", r->tail[i]);
+    ss_oom_kill kill;
+    if (r->oom_killed || !ss_oom_log_kill_named_in(l->oom, text, &kill))
+        return;
+    char cause[256];
+    ss_oom_kill_describe(&kill, cause, sizeof cause);
+    ss_appendf(buf, buflen, len, "the kernel's OOM killer ended process %d "
+               "(%s), which its last lines name: %s\n", (int)kill.pid,
+               kill.comm, cause);
+}
+
 static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
 {
     ss_rank *r = p->data;
@@ -470,6 +512,9 @@ static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
     r->exit_code = exit_status;
     r->term_signal = term_signal;
     l->running--;
+    if (term_signal == SIGKILL && !r->sigkill_after_grace &&
+        !r->sigkill_at_once)
+        explain_sigkill(l, r);
     /* Whatever the rank left in its group dies with it (torchrun does the
      * same); the group id cannot be reused while a member lives. */
     kill(-r->pid, SIGKILL);
@@ -892,6 +937,8 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     l->contain = ss_containment_start(cfg->exec_shim, note, sizeof note);
     if (note[0] && !noted++)
         fprintf(stderr, "stepscope: note: %s\n", note);
+    /* Opened before the ranks start: their OOM kills come after. */
+    l->oom = ss_oom_log_open(cfg->kernel_log, NULL);
     if (!(argv = shim_argv(cfg, ss_containment_cgroup(l->contain)))) {
         ss_set_err(err, errlen, "out of memory");
         goto fail;
@@ -1036,6 +1083,23 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     ss_appendf(buf, buflen, len, "\n");
 }
 
+int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
+                         size_t len)
+{
+    if (len)
+        out[0] = '\0';
+    if (!l || rank >= l->nprocs || !l->ranks[rank].oom_killed)
+        return 0;
+    const ss_rank *r = &l->ranks[rank];
+    if (r->oom_killed == 1)
+        snprintf(out, len, "%s", r->oom_why);
+    else
+        snprintf(out, len, "probably the kernel's OOM killer: the host "
+                 "counted an OOM kill while the job ran (its log cannot be "
+                 "read: %s)", ss_oom_log_unreadable(l->oom));
+    return r->oom_killed;
+}
+
 size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
                                    size_t buflen)
 {
@@ -1052,8 +1116,14 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
         return len;
     }
     const ss_rank *r = &l->ranks[l->first_failed];
-    char how[64], sig[32];
-    if (r->term_signal)
+    char how[96], sig[32];
+    if (r->oom_killed == 1)
+        snprintf(how, sizeof how, "killed by the kernel's OOM killer "
+                 "(SIGKILL)");
+    else if (r->oom_killed == 2)
+        snprintf(how, sizeof how, "killed by signal SIGKILL, probably by "
+                 "the kernel's OOM killer");
+    else if (r->term_signal)
         snprintf(how, sizeof how, "killed by signal %s",
                  signal_name(r->term_signal, sig, sizeof sig));
     else
@@ -1065,6 +1135,13 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     ss_appendf(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
            r->global, how, r->pid, step);
+    if (r->oom_killed == 1)
+        ss_appendf(buf, buflen, &len, "%s\n", r->oom_why);
+    else if (r->oom_killed == 2)
+        ss_appendf(buf, buflen, &len, "the host counted an OOM kill while "
+                   "the job ran; the kernel's log, which names the process, "
+                   "cannot be read (%s)\n", ss_oom_log_unreadable(l->oom));
+    append_child_oom(l, r, buf, buflen, &len);
     if (r->tail_count == 0) {
         ss_appendf(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
                r->global);

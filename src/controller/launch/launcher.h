@@ -104,6 +104,9 @@ typedef struct {
     int echo;                /* non-zero: forward rank output (default 1) */
     int echo_out_fd;         /* where rank stdout lines go (default 1) */
     int echo_err_fd;         /* where rank stderr lines go (default 2) */
+    const char *kernel_log;  /* where the kernel's OOM kills are read
+                                (oom_log.h); NULL gives /dev/kmsg, tests
+                                give a file */
 } ss_launch_config;
 
 /* Fills CFG with the documented defaults (everything else zero / NULL). */
@@ -200,9 +203,21 @@ typedef struct {
 int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out);
 
 /*
+ * When local rank RANK died of a SIGKILL that the launcher did not send
+ * and the kernel's OOM killer sent it (oom_log.h): a sentence saying so
+ * into OUT (always NUL-terminated when LEN > 0) and 1 when the kernel's
+ * log names the rank's process, 2 when the log cannot be read but the
+ * host counted an OOM kill during the job.  Otherwise "" and 0.
+ */
+int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
+                         size_t len);
+
+/*
  * Writes a few lines for a person into BUF (always NUL-terminated when
  * BUFLEN > 0) explaining why the job failed: the rank that failed first
- * (named by its global rank), how (exit code N / killed by signal SIGSEGV), its last step (from the
+ * (named by its global rank), how (exit code N / killed by signal SIGSEGV
+ * / killed by the kernel's OOM killer, with what its log says on the next
+ * line), its last step (from the
  * last_step callback, else "unknown"), its last output lines and how the
  * other ranks were stopped; or, when no rank failed but the job was
  * terminated, the reason.  Writes "" when nothing went wrong.  Returns the

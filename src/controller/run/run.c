@@ -1144,6 +1144,12 @@ static size_t real_failure_summary(void *ctx, char *out, size_t outlen)
                                        outlen);
 }
 
+static int real_oom_kill(void *ctx, uint32_t rank, char *out, size_t outlen)
+{
+    return ss_launcher_oom_kill(((run_ctx *)ctx)->launcher, rank, out,
+                                outlen);
+}
+
 static int real_health_start(void *ctx, char *err, size_t errlen)
 {
     run_ctx *r = ctx;
@@ -1214,6 +1220,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
                            .exit_status = real_exit_status,
                            .left_behind = real_left_behind,
                            .failure_summary = real_failure_summary,
+                           .oom_kill = real_oom_kill,
                            .health_start = real_health_start,
                            .linger = real_linger,
                            .backoff_start = real_backoff_start,

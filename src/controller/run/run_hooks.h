@@ -45,6 +45,10 @@ typedef struct {
     /* Why node 0's ranks failed, in the launcher's words, into OUT
      * (ss_launcher_failure_summary): its length, 0 when none failed. */
     size_t (*failure_summary)(void *ctx, char *out, size_t outlen);
+    /* Whether node 0's local rank RANK, just dead of SIGKILL, was killed
+     * by the kernel's OOM killer (ss_launcher_oom_kill): 1 or 2 with a
+     * sentence in OUT, else 0.  May be NULL (never). */
+    int (*oom_kill)(void *ctx, uint32_t rank, char *out, size_t outlen);
     /* Starts node 0's health checks before a later attempt on the loop
      * (run_faults_health_start): 0, and run_health_done follows once they
      * are done, or -1 with ERR. */

@@ -11,6 +11,7 @@
 #include "run_internal.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,9 +85,15 @@ void run_rank_exited(run_ctx *r, uint32_t rank, int64_t exit_code,
     const char *kind = ok ? "rank_exited" : stopped ? "rank_stopped"
                                                     : "rank_failed";
     const char *by = stopped ? " (stopped by stepscope)" : "";
+    char oom[320] = "";
+    if (term_signal == SIGKILL && !stopped && rank < r->o->nproc_local &&
+        r->hooks.oom_kill && r->hooks.oom_kill(r->hooks.ctx, rank, oom + 2,
+                                               sizeof oom - 2))
+        memcpy(oom, ": ", 2);
     if (term_signal)
         run_event(r, kind, (int32_t)rank, "rank %u was killed by signal %d "
-                  "(%s)%s", rank, term_signal, strsignal(term_signal), by);
+                  "(%s)%s%s", rank, term_signal, strsignal(term_signal), by,
+                  oom);
     else
         run_event(r, kind, (int32_t)rank, "rank %u exited with status "
                   "%" PRId64 "%s", rank, exit_code, by);
