@@ -138,6 +138,9 @@ def test_an_oom_killed_rank_is_named_with_its_cgroup(store):
     failed = [e for e in job.report().get("events", [])
               if e["kind"] == "rank_failed" and e.get("rank") == 1]
     assert failed and "OOM killer" in failed[0]["message"], failed
+    # Code given inline is not the run's name.
+    assert job.report()["run"]["name"] == \
+        os.path.basename(sys.executable) + " -c"
     # Rank 0 was stopped by stepscope, and is not said to be OOM-killed.
     assert "rank 0 was killed by signal 15" in str(job.report()["events"])
 

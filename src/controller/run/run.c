@@ -425,7 +425,9 @@ static void print_dashboard(run_ctx *r)
 }
 
 /* A run's name without --name: the program's, or the script's for
- * `python3 train.py`, looking through `env [-OPTION...] [NAME=VALUE...]`. */
+ * `python3 train.py` (the module's for `-m`, "python3 -c" for code given
+ * inline), looking through `env [-OPTION...] [NAME=VALUE...]`; on one
+ * line. */
 static void default_run_name(char **argv, char *out, size_t outlen)
 {
     char **a = argv;
@@ -437,14 +439,27 @@ static void default_run_name(char **argv, char *out, size_t outlen)
         if (!*a)
             a = argv;
     }
-    const char *prog = a[0];
-    for (char **b = a + 1; *b; b++)
-        if (strstr(prog, "python") && (*b)[0] != '-') {
+    const char *prog = a[0], *suffix = "";
+    for (char **b = a + 1; *b && strstr(a[0], "python"); b++) {
+        if (strcmp(*b, "-c") == 0) { /* the code is no name */
+            suffix = " -c";
+            break;
+        }
+        if ((strcmp(*b, "-W") == 0 || strcmp(*b, "-X") == 0) && b[1]) {
+            b++; /* an option's value */
+            continue;
+        }
+        if ((*b)[0] != '-') {
             prog = *b;
             break;
         }
+    }
     const char *slash = strrchr(prog, '/');
-    snprintf(out, outlen, "%s", slash ? slash + 1 : prog);
+    snprintf(out, outlen, "%s%s", slash ? slash + 1 : prog, suffix);
+    /* One line: a name is printed inside sentences and tables. */
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < ' ')
+            *c = ' ';
 }
 
 static void end_job(run_ctx *r);
