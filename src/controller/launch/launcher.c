@@ -84,6 +84,9 @@ struct ss_rank {
     int term_signal;
     int sigkill_after_grace; /* the grace period ended while it ran */
     int sigkill_at_once;     /* ss_launcher_kill_now hit it running */
+    uint32_t exit_seq;       /* 1 for the first rank reaped, 2 ... */
+    uint64_t exited_ms;      /* the loop's clock when it was reaped */
+    uint32_t left_running;   /* other ranks still running then */
     int oom_killed;          /* ss_oom_log_explain's answer for a SIGKILL
                                 nobody in the job sent: 1 the kernel's log
                                 names it, 2 probably, 0 not seen */
@@ -125,6 +128,7 @@ struct ss_launcher {
     int destroyed;
     int64_t first_failed;  /* rank that failed on its own first, or -1 */
     int64_t first_nonzero; /* first rank reaped with a non-zero status */
+    uint32_t reaped;       /* ranks reaped so far (their exit_seq) */
     char reason[REASON_MAX];
     char kill_reason[REASON_MAX]; /* why ss_launcher_kill_now was called */
     ss_containment *contain; /* the launch's watchdog (containment.h) */
@@ -512,6 +516,9 @@ static void on_proc_exit(uv_process_t *p, int64_t exit_status, int term_signal)
     r->exit_code = exit_status;
     r->term_signal = term_signal;
     l->running--;
+    r->exit_seq = ++l->reaped;
+    r->exited_ms = uv_now(l->loop);
+    r->left_running = l->running;
     if (term_signal == SIGKILL && !r->sigkill_after_grace &&
         !r->sigkill_at_once)
         explain_sigkill(l, r);
@@ -1083,6 +1090,33 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     ss_appendf(buf, buflen, len, "\n");
 }
 
+/* A rank that exited with success before FIRST failed, while others still
+ * ran: in synchronous training the others' next collective then fails (or
+ * waits) for it, so the rank that failed first is often not the cause. */
+static void append_early_exit(const ss_launcher *l, const ss_rank *first,
+                              char *buf, size_t buflen, size_t *len)
+{
+    const ss_rank *early = NULL;
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        const ss_rank *r = &l->ranks[i];
+        if (r->exited && !rank_failed(r) && r->exit_seq < first->exit_seq &&
+            r->left_running > 0 && (!early || r->exit_seq < early->exit_seq))
+            early = r;
+    }
+    if (!early)
+        return;
+    char step[32] = "unknown";
+    uint64_t last;
+    if (l->cb.last_step && l->cb.last_step(l->cb.ctx, early->rank, &last))
+        snprintf(step, sizeof step, "%" PRIu64, last);
+    ss_appendf(buf, buflen, len, "rank %" PRIu32 " had exited with status 0 "
+               "%.1f s before (last step: %s) while %" PRIu32 " other rank%s "
+               "still ran: in synchronous training a rank that leaves early "
+               "makes the others' collectives fail or wait\n", early->global,
+               (double)(first->exited_ms - early->exited_ms) / 1000.0, step,
+               early->left_running, early->left_running == 1 ? "" : "s");
+}
+
 int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
                          size_t len)
 {
@@ -1142,6 +1176,7 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
                    "the job ran; the kernel's log, which names the process, "
                    "cannot be read (%s)\n", ss_oom_log_unreadable(l->oom));
     append_child_oom(l, r, buf, buflen, &len);
+    append_early_exit(l, r, buf, buflen, &len);
     if (r->tail_count == 0) {
         ss_appendf(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
                r->global);

@@ -924,8 +924,107 @@ static void shim_usage_and_exec_failure(void)
     }
 }
 
+static void a_rank_that_left_early_is_named(void)
+{
+    /* Rank 1 ends with success at once, rank 0 fails 0.3 s later (as a
+     * collective with a departed peer does): rank 0 failed first, and the
+     * summary says who left before it. */
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "case $RANK in 1) exit 0;; 0) sleep 0.3; echo 'peer closed' >&2;"
+        " exit 1;; esac; exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    char summary[4096];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
+    CHECK(strstr(summary, "rank 1 had exited with status 0 ") != NULL);
+    CHECK(strstr(summary, "(last step: 41) while 2 other ranks still ran")
+          != NULL);
+    fixture_done(&f);
+
+    /* A rank that fails first, nobody having left: no such line. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv2[] = {"/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then exit 2; fi; exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv2);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 1 failed first: exited with code 2") != NULL);
+    CHECK(strstr(summary, "had exited with status 0") == NULL);
+    fixture_done(&f);
+}
+
+/* The OOM killer's report of process "$1" as the kernel logs it, for a
+ * shell rank to append to a log file standing for /dev/kmsg. */
+#define OOM_REPORT(pid)                                                      \
+    "printf '6,1,1,-;memory: usage 65536kB, limit 65536kB, failcnt 9\\n"     \
+    "6,2,2,-;oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/job,"           \
+    "task_memcg=/job,task=sh,pid=%s,uid=0\\n3,3,3,-;Memory cgroup out of "   \
+    "memory: Killed process %s (sh) total-vm:1kB, anon-rss:70000kB, "         \
+    "file-rss:100kB\\n' " pid " " pid " >> \"$KLOG\";"
+
+static void oom_kills_in_the_kernel_log_are_named(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char klog[PATH_MAX + 16];
+    snprintf(klog, sizeof klog, "%s/kmsg", f.dir);
+    close(open(klog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    REQUIRE(setenv("KLOG", klog, 1) == 0);
+    /* Rank 1's own process is killed: the log names its pid. */
+    char *argv[] = {"/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then " OOM_REPORT("$$") " kill -9 $$; fi;"
+        " exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.kernel_log = klog;
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.sig[1], SIGKILL);
+    char summary[4096], why[320];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 1 failed first: killed by the kernel's OOM "
+                 "killer (SIGKILL) (pid ") != NULL);
+    CHECK(strstr(summary, "\nthe kernel's OOM killer ended it: its memory "
+                 "cgroup /job reached its limit of 64 MiB (the process held "
+                 "68 MiB anonymous and 0 MiB file-backed memory)\n") != NULL);
+    CHECK_EQ_INT(ss_launcher_oom_kill(f.l, 1, why, sizeof why), 1);
+    CHECK(strncmp(why, "the kernel's OOM killer ended it: ", 34) == 0);
+    /* The ranks stepscope stopped were not OOM-killed. */
+    CHECK_EQ_INT(ss_launcher_oom_kill(f.l, 0, why, sizeof why), 0);
+    CHECK_STR(why, "");
+    fixture_done(&f);
+
+    /* A child of rank 1 is killed, and the rank fails naming its pid. */
+    REQUIRE(fixture_init(&f) == 0);
+    snprintf(klog, sizeof klog, "%s/kmsg", f.dir);
+    close(open(klog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    REQUIRE(setenv("KLOG", klog, 1) == 0);
+    char *argv2[] = {"/bin/sh", "-c",
+        "if [ $RANK = 1 ]; then sleep 30 & c=$!; " OOM_REPORT("$c")
+        " kill -9 $c; echo \"worker (pid $c) is killed by signal: Killed.\""
+        " >&2; exit 1; fi; exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv2);
+    cfg.kernel_log = klog;
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 1 failed first: exited with code 1") != NULL);
+    CHECK(strstr(summary, "\nthe kernel's OOM killer ended process ") != NULL);
+    CHECK(strstr(summary, " (sh), which its last lines name: its memory "
+                 "cgroup /job reached its limit of 64 MiB") != NULL);
+    CHECK_EQ_INT(ss_launcher_oom_kill(f.l, 1, why, sizeof why), 0);
+    fixture_done(&f);
+    unsetenv("KLOG");
+}
+
 TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(first_failure_stops_the_others), TEST(rank_killed_by_signal),
+          TEST(a_rank_that_left_early_is_named),
+          TEST(oom_kills_in_the_kernel_log_are_named),
           TEST(command_not_found), TEST(grace_then_sigkill),
           TEST(kill_now_skips_grace), TEST(bad_config_and_spawn_failure),
           TEST(destroy_kills_running_ranks),
