@@ -28,6 +28,13 @@ def test_rank_crash_is_named_with_its_step(store):
     # Steps after the crash that other ranks finished have rank 1 missing,
     # never a zero.
     assert report["steps"]["count"] >= 20
+    # Why it failed stays in the store: the summary's lines and the rank's
+    # last output line.
+    failure = [e["message"] for e in report["events"] if e["kind"] == "failure"]
+    assert len(failure) == 1, report["events"]
+    assert failure[0].startswith("rank 1 failed first: exited with code 3"), \
+        failure
+    assert "last line: [rank 1] " in failure[0], failure
 
 
 def test_rank_that_never_connects_is_missing(store):

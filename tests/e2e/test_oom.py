@@ -138,6 +138,11 @@ def test_an_oom_killed_rank_is_named_with_its_cgroup(store):
     failed = [e for e in job.report().get("events", [])
               if e["kind"] == "rank_failed" and e.get("rank") == 1]
     assert failed and "OOM killer" in failed[0]["message"], failed
+    # The report keeps the explanation after the run.
+    failure = [e["message"] for e in job.report()["events"]
+               if e["kind"] == "failure"]
+    assert failure and failure[0].startswith("rank 1 failed first: killed "), \
+        failure
     # Code given inline is not the run's name.
     assert job.report()["run"]["name"] == \
         os.path.basename(sys.executable) + " -c"

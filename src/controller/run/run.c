@@ -40,6 +40,7 @@
 #include <uv.h>
 
 #include "aggregator.h"
+#include "appendf.h"
 #include "attempt.h"
 #include "fd_budget.h"
 #include "fingerprint.h"
@@ -603,6 +604,32 @@ static void end_job(run_ctx *r)
     uv_timer_start(&r->leave_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
 }
 
+/* The failure's explanation as one stored event, for `report` after the
+ * run: the summary's own lines (who failed first and how, what the
+ * kernel's log or an early exit adds, how the others were stopped) and
+ * the last output line of the rank that failed, joined by " | "; the
+ * other output lines stay in the rank's log. */
+static void store_failure(run_ctx *r)
+{
+    char text[2048] = "", last[512] = "";
+    size_t len = 0;
+    const char *sep = "";
+    for (const char *line = r->failure_text; *line;) {
+        size_t n = strcspn(line, "\n");
+        if (strncmp(line, "[rank ", 6) == 0)
+            snprintf(last, sizeof last, "%.*s", (int)n, line);
+        else if (n > 0 && strncmp(line, "last ", 5) != 0) {
+            ss_appendf(text, sizeof text, &len, "%s%.*s", sep, (int)n, line);
+            sep = " | ";
+        }
+        line += n + (line[n] == '\n');
+    }
+    if (last[0])
+        ss_appendf(text, sizeof text, &len, "%slast line: %s", sep, last);
+    if (text[0])
+        run_event(r, "failure", -1, "%s", text);
+}
+
 /* The attempt's ranks have all ended (or a health check failed before
  * they were launched): its facts are stored, and the restart policy
  * (restart.h) decides whether another attempt follows. */
@@ -624,6 +651,8 @@ static void attempt_over(run_ctx *r)
                               .resumed_from = -1};
     snprintf(facts.cause, sizeof facts.cause, "%s", cause);
     ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+    if (status != 0)
+        store_failure(r);
     if (r->n_notes <= r->o->restart_cfg.max_restarts) {
         attempt_note *n = &r->notes[r->n_notes++];
         snprintf(n->cause, sizeof n->cause, "%s", cause);
@@ -1275,6 +1304,8 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
             snprintf(facts.cause, sizeof facts.cause, "%s",
                      stopped ? "interrupted" : "health_check");
             ss_store_put_attempt_facts(r->store, r->run_id, &facts);
+    if (status != 0)
+        store_failure(r);
         }
         if (stopped)
             status = 128 + stopped;
