@@ -34,7 +34,8 @@ def test_rank_crash_is_named_with_its_step(store):
     assert len(failure) == 1, report["events"]
     assert failure[0].startswith("rank 1 failed first: exited with code 3"), \
         failure
-    assert "last line: [rank 1] " in failure[0], failure
+    assert failure[0].endswith("| last line: ss_allreduce: rank 1: injected "
+                               "crash at step 25"), failure
 
 
 def test_rank_that_never_connects_is_missing(store):
@@ -156,3 +157,30 @@ def test_abort_in_teardown_after_the_script_keeps_its_status(store, tmp_path):
     assert "aborted while the interpreter shut down" in job.stderr
     failed = run_job(store, 2, python_cmd(script, "abort"), extra=("--auto",))
     assert failed.returncode == 128 + signal.SIGABRT, failed.stderr
+
+
+SEGFAULT = """
+import ctypes, os, time
+def forward(step):
+    if os.environ["RANK"] == "1" and step == 20:
+        ctypes.string_at(0)  # a crash in native code
+for step in range(200):
+    forward(step)
+    time.sleep(0.005)
+"""
+
+
+def test_a_segfault_shows_where_and_is_stored(store, tmp_path):
+    # The ranks run with PYTHONFAULTHANDLER=1: a rank that dies of SIGSEGV
+    # prints its Python stack, which the summary quotes and the store keeps.
+    script = tmp_path / "segv.py"
+    script.write_text(SEGFAULT)
+    job = run_job(store, 2, python_cmd(script))
+    assert job.returncode == 128 + signal.SIGSEGV, job.stderr
+    assert "rank 1 failed first: killed by signal SIGSEGV" in job.stderr
+    assert "[rank 1] Fatal Python error: Segmentation fault" in job.stderr
+    failure = [e["message"] for e in job.report()["events"]
+               if e["kind"] == "failure"]
+    assert len(failure) == 1, job.report()["events"]
+    assert "Fatal Python error: Segmentation fault; File " in failure[0]
+    assert 'segv.py", line 5 in forward < File ' in failure[0], failure

@@ -605,13 +605,13 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
                         uint32_t rank)
 {
     size_t n_inherited = 0, n_extra = 0;
-    int has_omp = 0;
+    int has_omp = 0, has_faulthandler = 0;
     for (char **e = environ; *e; e++)
         n_inherited++;
     for (char *const *e = cfg->env; e && *e; e++)
         n_extra++;
 
-    char **env = calloc(n_inherited + n_extra + N_LAUNCHER_VARS + 2,
+    char **env = calloc(n_inherited + n_extra + N_LAUNCHER_VARS + 3,
                         sizeof *env);
     if (!env)
         return NULL;
@@ -620,6 +620,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
         if (entry_is_launcher_var(*e) || entry_in(*e, cfg->env))
             continue;
         has_omp |= entry_is(*e, "OMP_NUM_THREADS");
+        has_faulthandler |= entry_is(*e, "PYTHONFAULTHANDLER");
         if (!(env[k++] = strdup(*e)))
             goto oom;
     }
@@ -627,6 +628,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
         if (entry_is_launcher_var(*e))
             continue;
         has_omp |= entry_is(*e, "OMP_NUM_THREADS");
+        has_faulthandler |= entry_is(*e, "PYTHONFAULTHANDLER");
         if (!(env[k++] = strdup(*e)))
             goto oom;
     }
@@ -667,6 +669,12 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
     /* torchrun sets OMP_NUM_THREADS=1 for more than one worker per node
      * unless the user chose a value. */
     if (!has_omp && l->nprocs > 1 && !(env[k++] = strdup("OMP_NUM_THREADS=1")))
+        goto oom;
+    /* A Python rank that dies of SIGSEGV, SIGBUS, SIGFPE, SIGILL or SIGABRT
+     * prints its threads' Python stacks, which the failure summary then
+     * quotes, where it would print nothing; a value the user set (an
+     * empty one turns it off) is kept. */
+    if (!has_faulthandler && !(env[k++] = strdup("PYTHONFAULTHANDLER=1")))
         goto oom;
     return env;
 oom:

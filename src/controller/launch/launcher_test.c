@@ -213,7 +213,7 @@ static void env_is_set_per_rank(void)
         " MA=$MASTER_ADDR MP=$MASTER_PORT RC=$TORCHELASTIC_RESTART_COUNT"
         " MR=$TORCHELASTIC_MAX_RESTARTS RID=$TORCHELASTIC_RUN_ID"
         " OMP=$OMP_NUM_THREADS SA=$STEPSCOPE_ADDR ST=$STEPSCOPE_TOKEN"
-        " PP=${STEPSCOPE_PARENT_PID-unset}\";"
+        " PP=${STEPSCOPE_PARENT_PID-unset} FH=${PYTHONFAULTHANDLER-unset}\";"
         " echo \"PID=$$ PGRP=$(cut -d' ' -f5 /proc/$$/stat)\"", NULL};
     char *env[] = {"STEPSCOPE_ADDR=unix:/nowhere", "STEPSCOPE_TOKEN=t0k",
                    "WORLD_SIZE=99", NULL};
@@ -240,7 +240,7 @@ static void env_is_set_per_rank(void)
         snprintf(want, sizeof want,
                  "R=%d L=%d W=3 LW=3 G=0 RR=%d RW=3 RN=default MA=127.0.0.1"
                  " MP=%u RC=2 MR=0 RID=run-abc OMP=1 SA=unix:/nowhere ST=t0k"
-                 " PP=unset\n", r, r, r, port);
+                 " PP=unset FH=1\n", r, r, r, port);
         snprintf(name, sizeof name, "rank-%d.log", r);
         char *log = slurp_in(&f, name);
         CHECK(strncmp(log, "---- stepscope: attempt 2 ----\n", 31) == 0);
@@ -924,6 +924,26 @@ static void shim_usage_and_exec_failure(void)
     }
 }
 
+static void a_users_faulthandler_choice_is_kept(void)
+{
+    /* PYTHONFAULTHANDLER=1 by default (env_is_set_per_rank); an empty
+     * value, the user's way to turn it off, reaches the ranks as it is. */
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "echo \"FH=[${PYTHONFAULTHANDLER-unset}]\"", NULL};
+    char *env[] = {"PYTHONFAULTHANDLER=", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.env = env;
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    char *out = slurp_in(&f, "echo.out");
+    CHECK(strstr(out, "[rank 0] FH=[]\n") != NULL);
+    CHECK(strstr(out, "FH=[1]") == NULL);
+    free(out);
+    fixture_done(&f);
+}
+
 static void a_rank_that_left_early_is_named(void)
 {
     /* Rank 1 ends with success at once, rank 0 fails 0.3 s later (as a
@@ -1023,6 +1043,7 @@ static void oom_kills_in_the_kernel_log_are_named(void)
 
 TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(first_failure_stops_the_others), TEST(rank_killed_by_signal),
+          TEST(a_users_faulthandler_choice_is_kept),
           TEST(a_rank_that_left_early_is_named),
           TEST(oom_kills_in_the_kernel_log_are_named),
           TEST(command_not_found), TEST(grace_then_sigkill),

@@ -607,24 +607,52 @@ static void end_job(run_ctx *r)
 /* The failure's explanation as one stored event, for `report` after the
  * run: the summary's own lines (who failed first and how, what the
  * kernel's log or an early exit adds, how the others were stopped) and
- * the last output line of the rank that failed, joined by " | "; the
- * other output lines stay in the rank's log. */
+ * the last output line of the rank that failed, joined by " | "; after a
+ * "Fatal Python error" (faulthandler's dump) that line and the crashing
+ * thread's 3 innermost frames instead.  The other output lines stay in the rank's
+ * log. */
 static void store_failure(run_ctx *r)
 {
-    char text[2048] = "", last[512] = "";
-    size_t len = 0;
+    char text[2048] = "", last[512] = "", fatal[1024] = "";
+    size_t len = 0, fatal_len = 0;
     const char *sep = "";
+    int frames = -1; /* frames of the crashing thread taken; -1: no fatal
+                        error, -2: its dump before that thread */
     for (const char *line = r->failure_text; *line;) {
         size_t n = strcspn(line, "\n");
-        if (strncmp(line, "[rank ", 6) == 0)
-            snprintf(last, sizeof last, "%.*s", (int)n, line);
-        else if (n > 0 && strncmp(line, "last ", 5) != 0) {
+        if (strncmp(line, "[rank ", 6) == 0) {
+            const char *body = memchr(line, ']', n);
+            body = body ? body + 1 + (body[1] == ' ') : line;
+            int body_n = (int)(n - (size_t)(body - line));
+            if (strncmp(body, "Fatal Python error: ", 20) == 0) {
+                fatal_len = 0;
+                ss_appendf(fatal, sizeof fatal, &fatal_len, "%.*s", body_n,
+                           body);
+                frames = -2; /* until the crashing thread's frames */
+            } else if (frames == -2 &&
+                       strncmp(body, "Current thread ", 15) == 0) {
+                frames = 0;
+            } else if (frames >= 0 && strncmp(body, "Thread ", 7) == 0) {
+                frames = 3; /* another thread's: the crashing one is done */
+            } else if (frames >= 0 && frames < 3 && body_n > 0 &&
+                       strncmp(body + strspn(body, " "), "File ", 5) == 0) {
+                ss_appendf(fatal, sizeof fatal, &fatal_len, "%s%.*s",
+                           frames ? " < " : "; ", body_n - (int)strspn(body, " "),
+                           body + strspn(body, " "));
+                frames++;
+            } else if (body_n > 0 && strspn(body, " ") < (size_t)body_n &&
+                       strncmp(body, "Extension modules:", 18) != 0) {
+                snprintf(last, sizeof last, "%.*s", body_n, body);
+            }
+        } else if (n > 0 && strncmp(line, "last ", 5) != 0) {
             ss_appendf(text, sizeof text, &len, "%s%.*s", sep, (int)n, line);
             sep = " | ";
         }
         line += n + (line[n] == '\n');
     }
-    if (last[0])
+    if (fatal[0])
+        ss_appendf(text, sizeof text, &len, "%s%s", sep, fatal);
+    else if (last[0])
         ss_appendf(text, sizeof text, &len, "%slast line: %s", sep, last);
     if (text[0])
         run_event(r, "failure", -1, "%s", text);
