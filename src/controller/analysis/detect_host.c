@@ -281,7 +281,7 @@ static void retire_slot(host *h, uint32_t k)
 
 /* The median of the median-rank step times of the ring's filled slots
  * other than K; NaN when fewer than MIN are known. */
-static double window_median_step(host *h, uint32_t k, uint32_t min)
+static double window_median_step(const host *h, uint32_t k, uint32_t min)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < h->fill; i++) {
@@ -583,7 +583,7 @@ static int waits_more_per_run_in(const ss_detectors *d, const host *h,
  * other rank in the same step) in at least host.min_stops (times SCALE)
  * of the ring's steps, and those stops cost it host.min_share (times
  * SCALE) of the ring's median step time; or once, for host.one_stop_steps
- * (times SCALE) of the ring's mean median step.  A healthy machine stops no
+ * (times SCALE) of the ring's median step.  A healthy machine stops no
  * rank: a few stops on one rank are evidence, not noise, and need no test
  * of chance (a machine paused as a whole stops every rank alike, which
  * this never counts). */
@@ -593,14 +593,12 @@ static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
     const cause_state *rc = &h->cs[(size_t)r * N_CAUSES + C_STOPPED];
     if (share_of(rc) < 0.5 * scale * d->p[P_H_MIN_SHARE])
         return 0; /* cheap: the stops cost too little */
-    uint32_t n = 0, n_steps = 0;
+    uint32_t n = 0;
     double lost = 0, steps = 0, longest = 0;
     for (uint32_t i = 0; i < h->fill; i++) {
         uint32_t k = ss__ring_back(h->head, h->hw, i);
-        if (!isnan(h->med_ms[k])) {
+        if (!isnan(h->med_ms[k]))
             steps += h->med_ms[k];
-            n_steps++;
-        }
         float mine = h->lost[at(h, r, C_STOPPED, k)];
         if (isnan(mine) || mine <= 0)
             continue;
@@ -617,8 +615,12 @@ static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
     if (n == 0 || steps <= 0)
         return 0;
     /* one stop is enough when it lasted many steps: a rank frozen once
-     * for seconds (a debugger, a freezer, a signal from outside) */
-    if (longest >= scale * d->p[P_H_ONE_STOP_STEPS] * steps / n_steps)
+     * for seconds (a debugger, a freezer, a signal from outside).  The
+     * yardstick is the ring's median step, which the stopped step (the
+     * others wait in it) does not move, as it would move a mean early in
+     * a run. */
+    if (longest >= scale * d->p[P_H_ONE_STOP_STEPS] *
+                       window_median_step(h, h->hw, 1))
         return 1;
     return n >= scale * d->p[P_H_MIN_STOPS] &&
            lost / steps >= scale * d->p[P_H_MIN_SHARE];

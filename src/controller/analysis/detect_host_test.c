@@ -1069,16 +1069,17 @@ static void few_stops_on_short_steps_named(void)
  * (under host.one_stop_steps of 10 steps) is not (main: no finding for
  * either).
  */
-static void run_one_stop(uint32_t stopped, double stop_ms, found *fd)
+static void run_one_stop(uint32_t stopped, double stop_ms, uint64_t at,
+                         uint64_t steps, found *fd)
 {
     rng_state = 5100 + stopped;
     ss_detectors *d = make(4, fd);
     REQUIRE(d);
     job_step b;
-    for (uint64_t s = 0; s < 300; s++) {
+    for (uint64_t s = 0; s < steps; s++) {
         plan p;
         plan_clean(&p, 4, 2.5, 0.2);
-        if (s == 150) {
+        if (s == at) {
             p.stopped[stopped] = stop_ms;
             p.before[stopped] = 0;
         }
@@ -1093,7 +1094,7 @@ static void one_long_stop_named(void)
 {
     for (uint32_t r = 0; r < 4; r += 3) {
         found fd;
-        run_one_stop(r, 3000, &fd);
+        run_one_stop(r, 3000, 150, 300, &fd);
         const ss_finding *f = first_kind(&fd, "stopped");
         REQUIRE(f);
         CHECK_EQ_INT(count_kind(&fd, "stopped"), 1);
@@ -1103,8 +1104,17 @@ static void one_long_stop_named(void)
         CHECK(f->first_step == 150 && f->last_step == 150);
         if (fd.n_ids != 1)
             dump(&fd);
-        run_one_stop(r, 20, &fd);
+        run_one_stop(r, 20, 150, 300, &fd);
         CHECK_EQ_INT(count_kind(&fd, "stopped"), 0);
+        /* 40 ms (over 10 median steps of ~3 ms) in step 15 of a 40-step
+         * run, or at step 115 of 140: the yardstick is the median step,
+         * which the stop does not raise; a mean with the stopped step in
+         * it raises the bar by a tenth of the stop, past 40 ms (the rule
+         * missed both then) */
+        run_one_stop(r, 40, 15, 40, &fd);
+        CHECK_EQ_INT(count_kind(&fd, "stopped"), 1);
+        run_one_stop(r, 40, 115, 140, &fd);
+        CHECK_EQ_INT(count_kind(&fd, "stopped"), 1);
     }
 }
 
