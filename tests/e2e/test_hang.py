@@ -120,7 +120,10 @@ def test_sigstopped_rank_named(store):
     assert job.returncode == HANG_EXIT, job.stderr
     h, ev = the_hang(job)
     assert h["ranks"] == [2], h
-    assert "rank 2 is silent" in h["message"], h["message"]
+    # The host saw the stop: the message says what holds the rank.
+    assert "rank 2 is stopped for " in h["message"], h["message"]
+    assert "(its process is in state T: SIGSTOP, a job control stop or a " \
+        "freezer)" in h["message"], h["message"]
     ranks, _ = stored_stacks(job)
     assert ranks[2]["state"] == "stopped", ranks[2]
     assert "SIGSTOP" in (ranks[2]["why"] or "") or "stopped" in \

@@ -54,6 +54,9 @@ typedef struct {
     uint64_t coll_seq;     /* its number (1, 2, ...); 0 none */
     int coll_active;       /* 1 while inside it */
     ss_mono_ns heard_at;   /* its latest STATUS; 0 never */
+    ss_dur_ns stopped_for; /* its process has been stopped this long, as
+                              the host sees it; 0 running or unknown */
+    int traced;            /* ... by a tracer (a debugger), not a signal */
 } ss_hang_rank;
 
 typedef struct {

@@ -141,6 +141,20 @@ static void silent_rank_named(void)
                  "last seen in phase 'forward' of step 8") != NULL);
     CHECK(strstr(f.message, "ranks 0,2 are waiting in allreduce #30") !=
           NULL);
+    /* The host saw its process stopped: the message says by what. */
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 7, S / 10, 10 * S);
+    r[1].stopped_for = 9 * S;
+    REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
+    CHECK(strstr(f.message, "rank 1 is stopped for 9 s (its process is in "
+                 "state T: SIGSTOP, a job control stop or a freezer), last "
+                 "seen in phase 'forward' of step 8") != NULL);
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 7, S / 10, 10 * S);
+    r[1].traced = 1;
+    REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
+    CHECK(strstr(f.message, "(its process is in state T: a debugger or "
+                 "tracer holds it)") != NULL);
 }
 
 /* A barrier where the others all-reduce, at the same number. */

@@ -227,6 +227,9 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         h->coll_seq = s->coll_seq;
         h->coll_active = s->coll_active;
         h->heard_at = s->status_at;
+        if (i < r->o->nproc_local)
+            h->stopped_for = ss_host_watch_stopped_for(r->host, i, now,
+                                                       &h->traced);
     }
     ss_finding f;
     if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->o->nprocs, &f))

@@ -32,6 +32,7 @@ typedef struct {
     ss_proc_counters first_proc, last_proc;
     ss_cgroup_counters first_cg, last_cg;
     ss_mono_ns stopped_since;   /* 0: running */
+    int stop_traced;            /* that stop is a tracer's (CLD_TRAPPED) */
     ss_dur_ns stopped_total;    /* closed stops */
 } watched_rank;
 
@@ -97,6 +98,7 @@ static void on_sigchld(uv_signal_t *h, int signum)
                 ss_host_timeline_stopped(w->timeline, now);
                 if (!w->stopped_since)
                     w->stopped_since = now;
+                w->stop_traced = info.si_code == CLD_TRAPPED;
             } else if (info.si_code == CLD_CONTINUED) {
                 ss_host_timeline_continued(w->timeline, now);
                 if (w->stopped_since)
@@ -243,6 +245,20 @@ int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
                       (w->stopped_since ? ss_mono_now() - w->stopped_since : 0);
     ss_gpu_watch_totals(hw->gpus, rank, &out->gpu);
     return 0;
+}
+
+ss_dur_ns ss_host_watch_stopped_for(const ss_host_watch *hw, uint32_t rank,
+                                    ss_mono_ns now, int *traced)
+{
+    if (traced)
+        *traced = 0;
+    if (!hw || rank >= hw->nprocs || !hw->ranks[rank].pid ||
+        !hw->ranks[rank].stopped_since)
+        return 0;
+    const watched_rank *w = &hw->ranks[rank];
+    if (traced)
+        *traced = w->stop_traced;
+    return now > w->stopped_since ? now - w->stopped_since : 1;
 }
 
 uint64_t ss_host_watch_samples(const ss_host_watch *hw)
