@@ -65,6 +65,12 @@ typedef struct {
     int is_err;       /* stderr (1) or stdout (0) */
     int open;         /* not yet at end of file / closed */
     size_t len;       /* bytes of an unfinished line in buf */
+    int shown;        /* a progress update (text ended by '\r') is on the
+                         terminal without its newline */
+    int after_cr;     /* the last line end was a '\r': the text after it
+                         is the next progress update, shown as it comes */
+    size_t pending_len;              /* the latest progress update: the */
+    char pending[TAIL_LINE_MAX];     /* line's text if '\n' ends it bare */
     char buf[SS_LAUNCH_LINE_MAX];
 } ss_stream;
 
@@ -115,6 +121,7 @@ struct ss_launcher {
     uv_timer_t sweep;   /* polls for left-behind processes at job end */
     uv_signal_t sigchld; /* reaps orphans re-parented to us */
     ss_oom_log *oom;     /* the kernel's OOM kills since the launch */
+    ss_stream *shown;    /* whose progress update is on the terminal */
     uint32_t open_handles;
     uint32_t running;   /* ranks spawned and not reaped */
     uint32_t finished;  /* ranks reaped with both pipes closed */
@@ -285,13 +292,51 @@ static void keep_tail(ss_rank *r, const char *line, size_t n)
         r->tail_count++;
 }
 
-/* One line of output (without its newline) from stream ST. */
+void ss_launcher_end_progress(ss_launcher *l)
+{
+    if (!l || !l->shown)
+        return;
+    ss_stream *st = l->shown;
+    int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
+    struct iovec nl = {"\n", 1};
+    if (!*broken &&
+        write_all(st->is_err ? l->echo_err_fd : l->echo_out_fd, &nl, 1) < 0)
+        *broken = 1;
+    st->shown = 0;
+    l->shown = NULL;
+}
+
+/* Writes IOV (N parts) to the terminal side of stream ST, unless that
+ * side broke; ends first a progress update that another stream left on
+ * the terminal without its newline, so that ST's text starts a line. */
+static void echo(ss_stream *st, struct iovec *iov, int n)
+{
+    ss_launcher *l = st->rank->l;
+    int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
+    if (!l->echo || *broken)
+        return;
+    if (l->shown != st)
+        ss_launcher_end_progress(l);
+    if (write_all(st->is_err ? l->echo_err_fd : l->echo_out_fd, iov, n) < 0)
+        *broken = 1;
+}
+
+/* One line of output (without its newline) from stream ST.  A line that
+ * progress updates ended ("\rtraining 3/30\rtraining 4/30\n": tqdm's
+ * bars) is the last update's text when nothing follows it; on the
+ * terminal the update shown is then completed with its newline. */
 static void emit_line(ss_stream *st, const char *line, size_t n)
 {
     ss_rank *r = st->rank;
     ss_launcher *l = r->l;
-    static char newline[] = "\n";
+    static char newline[] = "\n", cr[] = "\r";
 
+    int bare = n == 0 && st->pending_len > 0;
+    if (bare) {
+        line = st->pending;
+        n = st->pending_len;
+    }
+    st->pending_len = 0;
     keep_tail(r, line, n);
     if (r->log_fd >= 0) {
         struct iovec iov[2] = {{(void *)line, n}, {newline, 1}};
@@ -300,13 +345,42 @@ static void emit_line(ss_stream *st, const char *line, size_t n)
             r->log_fd = -1;
         }
     }
-    int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
-    if (l->echo && !*broken) {
+    if (st->shown && bare) {
+        struct iovec iov[1] = {{newline, 1}};
+        echo(st, iov, 1);
+    } else if (st->shown) {
+        struct iovec iov[4] = {{cr, 1}, {r->prefix, r->prefix_len},
+                               {(void *)line, n}, {newline, 1}};
+        echo(st, iov, 4);
+    } else {
         struct iovec iov[3] = {
             {r->prefix, r->prefix_len}, {(void *)line, n}, {newline, 1}};
-        if (write_all(st->is_err ? l->echo_err_fd : l->echo_out_fd, iov, 3) < 0)
-            *broken = 1;
+        echo(st, iov, 3);
     }
+    st->shown = 0;
+    if (l->shown == st)
+        l->shown = NULL;
+}
+
+/* A progress update from stream ST: text that '\r' ended.  It is shown at
+ * once, over the update before it ("\r[rank 0] training 4/30"), without a
+ * newline; the log and the failure summary keep only the last update of
+ * a line (emit_line), not each of them. */
+static void emit_progress(ss_stream *st, const char *text, size_t n)
+{
+    ss_rank *r = st->rank;
+    static char cr[] = "\r";
+    if (n == 0)
+        return;
+    if (n == st->pending_len && memcmp(text, st->pending, n) == 0)
+        return; /* shown already, as it came (scan_lines) */
+    st->pending_len = n < sizeof st->pending ? n : sizeof st->pending - 1;
+    memcpy(st->pending, text, st->pending_len);
+    struct iovec iov[3] = {{cr, 1}, {r->prefix, r->prefix_len},
+                           {(void *)text, n}};
+    echo(st, st->shown ? iov : iov + 1, st->shown ? 3 : 2);
+    st->shown = 1;
+    r->l->shown = st;
 }
 
 /* Length of the longest prefix of BUF[0..N) that does not cut a UTF-8
@@ -328,21 +402,30 @@ static size_t utf8_cut(const char *buf, size_t n)
     return n;
 }
 
-/* Forwards the complete lines in ST->buf; bytes [0, scan_from) are known to
- * hold no newline. */
+/* Forwards the complete lines in ST->buf, and the progress updates ('\r'
+ * ends them, or begins them: the text after a '\r' is shown as it
+ * comes); bytes [0, scan_from) are known to hold neither. */
 static void scan_lines(ss_stream *st, size_t scan_from)
 {
-    size_t start = 0, scan = scan_from;
-    const char *nl;
-    while ((nl = memchr(st->buf + scan, '\n', st->len - scan)) != NULL) {
-        size_t end = (size_t)(nl - st->buf);
-        emit_line(st, st->buf + start, end - start);
-        start = scan = end + 1;
+    size_t start = 0;
+    for (size_t i = scan_from; i < st->len; i++) {
+        if (st->buf[i] == '\n')
+            emit_line(st, st->buf + start, i - start);
+        else if (st->buf[i] == '\r')
+            emit_progress(st, st->buf + start, i - start);
+        else
+            continue;
+        st->after_cr = st->buf[i] == '\r';
+        start = i + 1;
     }
     if (start > 0) {
         memmove(st->buf, st->buf + start, st->len - start);
         st->len -= start;
     }
+    /* tqdm writes "\r" and then the update: show it now, not when the
+     * next one ends it (its bytes stay for what ends it) */
+    if (st->after_cr && st->len > 0 && st->len < sizeof st->buf)
+        emit_progress(st, st->buf, st->len);
     if (st->len == sizeof st->buf) { /* a line too long: split it */
         size_t cut = utf8_cut(st->buf, st->len);
         if (cut == 0)
@@ -380,7 +463,7 @@ static void close_stream(ss_stream *st)
     if (!st->open)
         return;
     st->open = 0;
-    if (st->len > 0) {
+    if (st->len > 0 || st->shown) {
         emit_line(st, st->buf, st->len);
         st->len = 0;
     }

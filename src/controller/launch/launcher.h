@@ -203,6 +203,13 @@ typedef struct {
 int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out);
 
 /*
+ * Ends, with its newline, a rank's progress update that is on the
+ * terminal without one (a tqdm bar: launcher.c, emit_progress), so that
+ * what the caller prints next starts a line of its own.  NULL is a no-op.
+ */
+void ss_launcher_end_progress(ss_launcher *l);
+
+/*
  * When local rank RANK died of a SIGKILL that the launcher did not send
  * and the kernel's OOM killer sent it (oom_log.h): a sentence saying so
  * into OUT (always NUL-terminated when LEN > 0) and 1 when the kernel's

@@ -300,6 +300,43 @@ static void output_is_prefixed_split_and_logged(void)
     fixture_done(&f);
 }
 
+static void progress_updates_show_as_they_come(void)
+{
+    /* tqdm's bars: "\r" then the update, on stderr.  Each update is shown
+     * at once over the one before, without a newline; the line that ends
+     * them keeps the last one, in the log (once) and in the tail; another
+     * rank's line starts on a line of its own. */
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "if [ $RANK = 0 ]; then printf '\\rbar 1' >&2; sleep 0.3;"
+        " printf '\\rbar 2' >&2; sleep 0.3; printf '\\rbar 3\\n' >&2;"
+        " printf 'crlf\\r\\n'; printf '\\rlast' >&2;"
+        " elif [ $RANK = 1 ]; then sleep 0.15; echo between >&2; fi", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    char *out = slurp_in(&f, "echo.out"), *err = slurp_in(&f, "echo.err");
+    char *log0 = slurp_in(&f, "rank-0.log");
+    /* rank 1's line came while "bar 1" was shown: it ends that line */
+    CHECK(strstr(err, "[rank 0] bar 1\n[rank 1] between\n") != NULL);
+    CHECK(strstr(err, "[rank 0] bar 2\r[rank 0] bar 3") != NULL);
+    CHECK(strstr(err, "\r[rank 0] bar 3\n") != NULL);
+    /* a bare update at the end is completed by the end of the stream */
+    CHECK(strstr(err, "[rank 0] last\n") != NULL);
+    CHECK(strstr(out, "[rank 0] crlf\n") != NULL);
+    /* the log: one line per line, the last update's text */
+    CHECK(strstr(log0, "bar 3\n") != NULL);
+    CHECK(strstr(log0, "bar 1") == NULL && strstr(log0, "bar 2") == NULL);
+    CHECK(strstr(log0, "crlf\n") != NULL && strstr(log0, "last\n") != NULL);
+    CHECK(strchr(log0, '\r') == NULL);
+    free(out);
+    free(err);
+    free(log0);
+    fixture_done(&f);
+}
+
 static void first_failure_stops_the_others(void)
 {
     fixture f;
@@ -1042,6 +1079,7 @@ static void oom_kills_in_the_kernel_log_are_named(void)
 }
 
 TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
+          TEST(progress_updates_show_as_they_come),
           TEST(first_failure_stops_the_others), TEST(rank_killed_by_signal),
           TEST(a_users_faulthandler_choice_is_kept),
           TEST(a_rank_that_left_early_is_named),

@@ -1219,6 +1219,11 @@ static size_t real_failure_summary(void *ctx, char *out, size_t outlen)
                                        outlen);
 }
 
+static void real_end_progress(void *ctx)
+{
+    ss_launcher_end_progress(((run_ctx *)ctx)->launcher);
+}
+
 static int real_oom_kill(void *ctx, uint32_t rank, char *out, size_t outlen)
 {
     return ss_launcher_oom_kill(((run_ctx *)ctx)->launcher, rank, out,
@@ -1296,6 +1301,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
                            .left_behind = real_left_behind,
                            .failure_summary = real_failure_summary,
                            .oom_kill = real_oom_kill,
+                           .end_progress = real_end_progress,
                            .health_start = real_health_start,
                            .linger = real_linger,
                            .backoff_start = real_backoff_start,

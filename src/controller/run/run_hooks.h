@@ -45,6 +45,10 @@ typedef struct {
     /* Why node 0's ranks failed, in the launcher's words, into OUT
      * (ss_launcher_failure_summary): its length, 0 when none failed. */
     size_t (*failure_summary)(void *ctx, char *out, size_t outlen);
+    /* A rank's progress bar on the terminal gets its newline before the
+     * run prints a line of its own (ss_launcher_end_progress).  May be
+     * NULL. */
+    void (*end_progress)(void *ctx);
     /* Whether node 0's local rank RANK, just dead of SIGKILL, was killed
      * by the kernel's OOM killer (ss_launcher_oom_kill): 1 or 2 with a
      * sentence in OUT, else 0.  May be NULL (never). */

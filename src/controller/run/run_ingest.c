@@ -45,6 +45,8 @@ void run_sink_finding(void *ctx, const ss_finding *f)
     if (f->id > r->in.findings_seen) {
         /* First sight of this finding: tell the person watching. */
         r->in.findings_seen = f->id;
+        if (!r->o->quiet && r->hooks.end_progress)
+            r->hooks.end_progress(r->hooks.ctx);
         if (!r->o->quiet)
             fprintf(stderr, "stepscope: %s %s: %s\n",
                     f->severity == SS_CRITICAL ? "critical" : "warning",
