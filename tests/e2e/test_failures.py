@@ -7,7 +7,7 @@ import subprocess
 import time
 
 from conftest import STEPSCOPE, example, kill_quietly, run_job, wait_gone
-from test_ddp import python_cmd
+from test_ddp import ddp_env, python_cmd
 
 
 def test_rank_crash_is_named_with_its_step(store):
@@ -184,3 +184,34 @@ def test_a_segfault_shows_where_and_is_stored(store, tmp_path):
     assert len(failure) == 1, job.report()["events"]
     assert "Fatal Python error: Segmentation fault; File " in failure[0]
     assert 'segv.py", line 5 in forward < File ' in failure[0], failure
+
+
+UNEVEN = """
+import os, time, stepscope
+steps = 120
+if os.environ["RANK"] == "1":
+    steps = int(os.environ.get("RANK1_STEPS", "40"))
+for _ in range(steps):
+    with stepscope.step():
+        time.sleep(0.003)
+"""
+
+
+def test_a_rank_that_ended_early_is_noted(store, tmp_path):
+    # A job that succeeds although rank 1 stopped after 40 of 120 steps:
+    # the summary and the store say the later steps are without it.
+    script = tmp_path / "uneven.py"
+    script.write_text(UNEVEN)
+    job = run_job(store, 3, python_cmd(script), env=ddp_env())
+    assert job.returncode == 0, job.stderr
+    assert "stepscope: note: rank 1 ended at step 39 while the others went " \
+        "on to step 119: steps 40 to 119 are finalized without it." \
+        in job.stderr, job.stderr
+    early = [e for e in job.report()["events"]
+             if e["kind"] == "ranks_ended_early"]
+    assert len(early) == 1 and early[0]["rank"] == 1, early
+    # Even ranks: no note.
+    even = run_job(store, 3, python_cmd(script),
+                   env={**ddp_env(), "RANK1_STEPS": "120"})
+    assert even.returncode == 0, even.stderr
+    assert "ended at step" not in even.stderr, even.stderr

@@ -373,6 +373,11 @@ void ss_life_summary(const ss_run_summary *s, ss_buf *out)
         ss_life_cut_off_note(s, out);
         ss_buf_puts(out, ".\n");
     }
+    if (s->ranks_ended_early) {
+        ss_buf_puts(out, "note: ");
+        ss_life_early_note(s, out);
+        ss_buf_puts(out, ".\n");
+    }
     if (ss_life_empty_note(s, out))
         ss_buf_puts(out, ".\n");
     if (end_lost)
@@ -399,6 +404,26 @@ int ss_life_cut_off_note(const ss_run_summary *s, ss_buf *out)
                   s->ranks_cut_off > 1 ? "their" : "its",
                   s->ranks_cut_off > 1 ? "they" : "it",
                   s->ranks_cut_off > 1 ? "their" : "its");
+    return 1;
+}
+
+int ss_life_early_note(const ss_run_summary *s, ss_buf *out)
+{
+    if (!s->ranks_ended_early)
+        return 0;
+    if (s->ranks_ended_early == 1)
+        ss_buf_printf(out, "rank %" PRIu32 " ended at step %" PRId64
+                      " while the others went on to step %" PRId64 ": steps "
+                      "%" PRId64 " to %" PRId64 " are finalized without it",
+                      s->early_rank, s->early_last_step, s->last_step,
+                      s->early_last_step + 1, s->last_step);
+    else
+        ss_buf_printf(out, "%" PRIu32 " of %" PRIu32 " ranks ended before "
+                      "the last step, %" PRId64 " (rank %" PRIu32 " first, "
+                      "at step %" PRId64 "): the steps after each one's last "
+                      "are finalized without it", s->ranks_ended_early,
+                      s->ranks, s->last_step, s->early_rank,
+                      s->early_last_step);
     return 1;
 }
 

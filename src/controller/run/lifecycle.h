@@ -206,6 +206,12 @@ typedef struct {
     uint32_t ranks_cut_off;     /* ... that exited with success but whose
                                    connection ended without goodbye: their
                                    last frames never arrived */
+    uint32_t ranks_ended_early; /* ... that exited with success, saying
+                                   goodbye, before the latest step another
+                                   rank completed (a job that succeeded) */
+    uint32_t early_rank;        /* the one of them that ended first */
+    int64_t early_last_step;    /* its last step */
+    int64_t last_step;          /* the latest step any rank completed */
     uint64_t accepts_failed;    /* rank connections not accepted */
     int interrupted;            /* the user stopped the job */
     int auto_mode;              /* --auto: the ranks were instrumented */
@@ -220,8 +226,9 @@ typedef struct {
  * a warning line when ranks never sent telemetry (ss_life_silent_note: a
  * job that succeeded but recorded nothing is not a success to hide), one
  * when ranks that exited with success were cut off (ss_life_cut_off_note:
- * what they recorded last, and their counts of dropped data, are lost), and
- * a line when the run's end was not stored; each line ends with
+ * what they recorded last, and their counts of dropped data, are lost), a
+ * note when ranks ended before the others' last step (ss_life_early_note),
+ * and a line when the run's end was not stored; each line ends with
  * "\n" and has no "stepscope: " prefix.  It claims only what the store
  * committed: when something was lost it says how much and why ("6000 steps
  * finalized, 637 stored (5363 lost: disk full: ...)") and sends the reader
@@ -230,6 +237,16 @@ typedef struct {
  * and so `stepscope report`, still shows the run as running.
  */
 void ss_life_summary(const ss_run_summary *s, ss_buf *out);
+
+/*
+ * When ranks of a job that succeeded ended before the others' last step
+ * (uneven data, a condition only some ranks took), appends one sentence
+ * saying which ended first, where, and that the steps after it were
+ * finalized without it, and returns 1; else appends nothing and returns
+ * 0.  The summary prints it as a note (ss_life_summary), the run stores
+ * it as a `ranks_ended_early` event.
+ */
+int ss_life_early_note(const ss_run_summary *s, ss_buf *out);
 
 /*
  * When ranks never sent telemetry, appends one sentence saying how many

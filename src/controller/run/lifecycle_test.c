@@ -553,6 +553,35 @@ static void summary_warns_of_ranks_cut_off(void)
     CHECK(strstr(text, "warning") == NULL);
 }
 
+/* Ranks that ended before the others' last step, in a job that
+ * succeeded: a note says which first, where, and what that means. */
+static void summary_notes_ranks_that_ended_early(void)
+{
+    ss_run_summary s = all_stored();
+    s.ranks = 4;
+    s.last_step = 199;
+    s.ranks_ended_early = 1;
+    s.early_rank = 2;
+    s.early_last_step = 49;
+    char text[2048];
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "\nnote: rank 2 ended at step 49 while the others "
+                 "went on to step 199: steps 50 to 199 are finalized "
+                 "without it.\n") != NULL);
+    s.ranks_ended_early = 3;
+    ss_buf b = {0};
+    CHECK_EQ_INT(ss_life_early_note(&s, &b), 1);
+    CHECK(b.data && strcmp(b.data, "3 of 4 ranks ended before the last "
+                           "step, 199 (rank 2 first, at step 49): the steps "
+                           "after each one's last are finalized without "
+                           "it") == 0);
+    ss_buf_free(&b);
+    s.ranks_ended_early = 0;
+    CHECK_EQ_INT(ss_life_early_note(&s, &b), 0);
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "note:") == NULL);
+}
+
 /* A run that recorded nothing says why and what to do. */
 static void summary_says_why_nothing_was_recorded(void)
 {
@@ -587,6 +616,7 @@ TEST_LIST(TEST(hello_accepts_a_rank_of_this_run_once),
           TEST(summary_says_why_nothing_was_recorded),
           TEST(summary_warns_of_silent_ranks),
           TEST(summary_warns_of_ranks_cut_off),
+          TEST(summary_notes_ranks_that_ended_early),
           TEST(lost_node_ranks_leave_missing),
           TEST(bye_leaves_clean_once),
           TEST(bye_seen_only_at_disconnect_is_clean),

@@ -56,12 +56,30 @@ static void summary_facts(run_ctx *r, int status, ss_run_summary *sum)
         sum->rank_truncated_values += r->ranks[i].counters.truncated_values;
     }
     sum->ranks = r->life.ranks ? r->life.nprocs : 0;
+    sum->last_step = -1;
     for (uint32_t i = 0; i < sum->ranks; i++) {
         const ss_rank_life *l = &r->life.ranks[i];
         sum->ranks_silent += !l->ever_connected;
         sum->ranks_cut_off += l->ever_connected && l->exited &&
                               !l->said_bye &&
                               ss_life_exit_ok(l->exit_code, l->term_signal);
+        ss_rank_state st;
+        ss_aggregator_rank_state(r->agg, i, &st);
+        if (st.last_step > sum->last_step)
+            sum->last_step = st.last_step;
+    }
+    /* Ranks that ended cleanly before the others' last step, in a job
+     * that succeeded (a failure's own summary says who left early). */
+    for (uint32_t i = 0; status == 0 && i < sum->ranks; i++) {
+        const ss_rank_life *l = &r->life.ranks[i];
+        ss_rank_state st;
+        ss_aggregator_rank_state(r->agg, i, &st);
+        if (!l->said_bye || st.last_step < 0 || st.last_step >= sum->last_step)
+            continue;
+        if (!sum->ranks_ended_early++ || st.last_step < sum->early_last_step) {
+            sum->early_rank = i;
+            sum->early_last_step = st.last_step;
+        }
     }
     sum->accepts_failed = r->in.accepts_failed;
     ss_aggregator_stats as;
@@ -120,6 +138,11 @@ static void record_store_losses(run_ctx *r, int status)
     ss_buf_reset(&note);
     if (ss_life_cut_off_note(&sum, &note) && note.data)
         run_event(r, "ranks_cut_off", -1, "%s", note.data);
+    ss_buf_reset(&note);
+    if (ss_life_early_note(&sum, &note) && note.data)
+        run_event(r, "ranks_ended_early",
+                  sum.ranks_ended_early == 1 ? (int32_t)sum.early_rank : -1,
+                  "%s", note.data);
     ss_buf_reset(&note);
     if (ss_life_empty_note(&sum, &note) && note.data)
         run_event(r, "no_steps", -1, "%s", note.data);
