@@ -106,3 +106,53 @@ def test_store_logs_and_live_files_are_private(tmp_path):
             job.communicate()
     path, _ = log_of(db)
     assert mode(path) == 0o600
+
+
+STEPS = """
+import time, stepscope
+for _ in range(400):
+    with stepscope.step():
+        time.sleep(0.01)
+"""
+
+
+def test_a_store_removed_during_the_run_is_saved_again(tmp_path):
+    # An `rm` of the store while a run records into it: the run says so at
+    # once, goes on, and writes what the store held back to its path at
+    # the end (beside it when another file took the name); nothing is
+    # lost, and the report tells it.
+    from test_ddp import ddp_env, python_cmd
+    from jobs import stored_steps
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS)
+    for other_file in (False, True):
+        db = tmp_path / f"s{int(other_file)}.db"
+        proc = subprocess.Popen(
+            [str(STEPSCOPE), "run", "-n", "2", "--db", str(db), "--no-http",
+             "--", *python_cmd(script)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=ddp_env())
+        assert wait_for(lambda: stored_steps(db) >= 20, 60)
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{db}{suffix}")
+            except FileNotFoundError:
+                pass
+        if other_file:  # another store takes the name meanwhile
+            sqlite3.connect(str(db)).execute("CREATE TABLE x(y)").connection.close()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "was removed or replaced while this run records into it" in err
+        saved = f"{db}.saved-1" if other_file else str(db)
+        assert f"this run included, was saved again to {saved}\n" in err, err
+        assert mode(saved) == 0o600
+        con = sqlite3.connect(saved)
+        steps = con.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+        kinds = [k for (k,) in con.execute("SELECT kind FROM events")]
+        con.close()
+        assert steps == 400, steps
+        assert "store_moved" in kinds, kinds
+        if other_file:  # the file that took the name is left as it was
+            tables = [t for (t,) in sqlite3.connect(str(db)).execute(
+                "SELECT name FROM sqlite_master")]
+            assert tables == ["x"], tables

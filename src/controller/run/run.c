@@ -274,6 +274,23 @@ static int loop_stalled(run_ctx *r, ss_mono_ns now)
     return 1;
 }
 
+/* The store's file removed or replaced while the run records into it
+ * (an `rm`, a clean-up job): said once, as it is found; the run goes on
+ * recording into the file it holds open and saves it again at its end
+ * (run_summary.c). */
+static void check_store_file(run_ctx *r)
+{
+    if (r->store_moved || ss_store_file_moved(r->store) != 1)
+        return;
+    r->store_moved = 1;
+    fprintf(stderr, "stepscope: warning: the store %s was removed or "
+            "replaced while this run records into it; the run goes on "
+            "recording, and saves what the store held there again when it "
+            "ends (beside it if another file took its name)\n", r->db_path);
+    run_event(r, "store_moved", -1, "the store's file was removed or "
+              "replaced while the run recorded into it");
+}
+
 static void on_tick(uv_timer_t *t)
 {
     run_ctx *r = t->data;
@@ -285,6 +302,7 @@ static void on_tick(uv_timer_t *t)
     publish_host_totals(r);
     run_nodes_tick(r->nodes, now, r->att.started);
     check_hang(r, now);
+    check_store_file(r);
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)

@@ -146,6 +146,9 @@ struct run_ctx {
     int first_failure_status; /* -1: none yet (the job's status) */
     char failure_text[4200];  /* why it failed, when on another node */
     int failure_said;         /* ... and it was printed when it happened */
+    int store_moved;          /* the store's file left its path (removed or
+                                 replaced) while the run recorded; saved
+                                 there again at the end (run_summary.c) */
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */

@@ -10,6 +10,7 @@
 #include "run_internal.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -197,6 +198,27 @@ static void print_summary(run_ctx *r, int status)
     ss_buf_free(&text);
 }
 
+/* A store whose file left its path during the run (run.c,
+ * check_store_file; looked at once more here) is written again from the
+ * file the run still holds open, after its last write: nothing it held is
+ * lost with the run's end.  Says where, or why it could not. */
+static void save_moved_store(run_ctx *r)
+{
+    if (!r->store_moved && ss_store_file_moved(r->store) != 1)
+        return;
+    char where[PATH_MAX + 16], err[PATH_MAX + 256];
+    if (ss_store_save_again(r->store, where, sizeof where, err,
+                            sizeof err) == 0)
+        fprintf(stderr, "stepscope: the store's file was removed or "
+                "replaced during the run: everything it held, this run "
+                "included, was saved again to %s\n", where);
+    else
+        fprintf(stderr, "stepscope: error: the store's file was removed or "
+                "replaced during the run, and it could not be saved again "
+                "(%s): this run's records are lost with the controller\n",
+                err);
+}
+
 void run_summary_end(run_ctx *r, int status)
 {
     uint64_t dropped_ev = 0, dropped_rec = 0;
@@ -215,4 +237,5 @@ void run_summary_end(run_ctx *r, int status)
                      (int64_t)dropped_ev,
                      (int64_t)dropped_rec);
     print_summary(r, status);
+    save_moved_store(r);
 }

@@ -190,6 +190,12 @@ ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
         store_free(s);
         return NULL;
     }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        s->file_known = 1;
+        s->file_dev = st.st_dev;
+        s->file_ino = st.st_ino;
+    }
     if (writer) {
         /* The writer blocks every signal, so signals meant for the
          * controller's loop are never delivered to it. */
@@ -207,6 +213,47 @@ ss_store *ss_store_open(const char *path, const ss_store_config *cfg,
         s->has_writer = 1;
     }
     return s;
+}
+
+int ss_store_file_moved(const ss_store *s)
+{
+    if (!s || !s->file_known || strcmp(s->path, ":memory:") == 0)
+        return -1;
+    struct stat st;
+    if (stat(s->path, &st) != 0)
+        return errno == ENOENT ? 1 : -1;
+    return st.st_dev != s->file_dev || st.st_ino != s->file_ino;
+}
+
+int ss_store_save_again(ss_store *s, char *where, size_t wherelen, char *err,
+                        size_t errlen)
+{
+    ss_store_flush(s);
+    /* The path itself when it is free; else beside it, never over the
+     * file that took it. */
+    snprintf(where, wherelen, "%s", s->path);
+    struct stat st;
+    for (int n = 1; stat(where, &st) == 0 && n < 100; n++)
+        snprintf(where, wherelen, "%s.saved-%d", s->path, n);
+    if (stat(where, &st) == 0) {
+        snprintf(err, errlen, "%s and 98 names beside it are taken", s->path);
+        return -1;
+    }
+    pthread_mutex_lock(&s->dbmu);
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "VACUUM INTO ?1", -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, where, -1, SQLITE_STATIC);
+        rc = sqlite3_step(q);
+    }
+    if (rc != SQLITE_DONE)
+        snprintf(err, errlen, "cannot write %s: %s", where,
+                 sqlite3_errmsg(s->db));
+    sqlite3_finalize(q);
+    pthread_mutex_unlock(&s->dbmu);
+    if (rc == SQLITE_DONE)
+        chmod(where, 0600); /* a store is private, as when it was made */
+    return rc == SQLITE_DONE ? 0 : -1;
 }
 
 void ss_store_flush(ss_store *s)

@@ -149,6 +149,22 @@ void ss_store_end_run(ss_store *s, int64_t run_id, ss_wall_ns ended_at,
 
 void ss_store_get_stats(ss_store *s, ss_store_stats *out);
 
+/* Whether the store's file is still the one at its path: 0 when it is,
+ * 1 when it was removed or another file took the path since the store
+ * opened it (the store goes on writing into the file it holds open, which
+ * nobody can reach once the store closes: ss_store_save_again), -1 when
+ * that cannot be told (an in-memory store, a path stat cannot read).
+ * One stat(2). */
+int ss_store_file_moved(const ss_store *s);
+
+/* Writes a copy of everything the store's open file holds (every run of
+ * it, as a fresh SQLite file) to its path when that is free, else to
+ * PATH.saved-N beside it (never over the file that took the path); the
+ * name used into WHERE.  Flushes first; call it after the run's last
+ * write.  Returns 0, or -1 with ERR. */
+int ss_store_save_again(ss_store *s, char *where, size_t wherelen, char *err,
+                        size_t errlen);
+
 /* Copies the outcome so far into OUT (call ss_store_flush first for a
  * complete one). */
 void ss_store_get_outcome(ss_store *s, ss_store_outcome *out);

@@ -24,6 +24,7 @@
 #define STEPSCOPE_STORE_STATE_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -213,6 +214,9 @@ struct ss_store {
     sqlite3 *db;
     char *path;
     ss_store_config cfg;
+    int file_known;         /* file_dev and file_ino are the file's */
+    dev_t file_dev;         /* the file opened at PATH */
+    ino_t file_ino;
 
     pthread_mutex_t mu;     /* queue, counters, flags */
     pthread_cond_t wake;    /* writer: work, flush or stop */
