@@ -36,6 +36,14 @@ def test_rank_crash_is_named_with_its_step(store):
         failure
     assert failure[0].endswith("| last line: ss_allreduce: rank 1: injected "
                                "crash at step 25"), failure
+    # ... and the text report's header says it under the status.
+    text = subprocess.run([str(STEPSCOPE), "report", "--db", str(store)],
+                          capture_output=True, text=True, timeout=60).stdout
+    assert "\n  why         rank 1 failed first: exited with code 3 (pid " \
+        in text, text
+    assert "\n              last line: ss_allreduce: rank 1: injected crash " \
+        "at step 25\n" in text, text
+    assert "the other ranks were stopped" not in text.split("\n\n")[0]
 
 
 def test_rank_that_never_connects_is_missing(store):

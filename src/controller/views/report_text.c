@@ -179,6 +179,28 @@ void ss__report_clean_for_text(ss_report *rp)
     }
 }
 
+/* Why the run failed, in its own words: the parts of its last `failure`
+ * event (" | " between them), one per line, but how the other ranks were
+ * stopped (EVENTS has the whole event). */
+static void text_failure(FILE *f, const ss_report *rp)
+{
+    const char *m = NULL;
+    for (size_t i = rp->n_events; i-- > 0 && !m;)
+        if (rp->events[i].kind && strcmp(rp->events[i].kind, "failure") == 0)
+            m = rp->events[i].message;
+    const char *label = "  why         ";
+    while (m && *m) {
+        const char *bar = strstr(m, " | ");
+        int n = bar ? (int)(bar - m) : (int)strlen(m);
+        if (strncmp(m, "the other ranks were stopped", 28) != 0 &&
+            strncmp(m, "the ranks were stopped", 22) != 0) {
+            fprintf(f, "%s%.*s\n", label, n, m);
+            label = "              ";
+        }
+        m = bar ? bar + 3 : NULL;
+    }
+}
+
 void ss__report_text_header(FILE *f, const ss_report *rp)
 {
     const ss_run_row *r = &rp->run;
@@ -199,6 +221,7 @@ void ss__report_text_header(FILE *f, const ss_report *rp)
         fprintf(f, ", attempt %" PRId64 " of %" PRId64 " shown",
                 rp->attempt, rp->n_attempts);
     fputc('\n', f);
+    text_failure(f, rp);
     fprintf(f, "  started     %s", fmt_wall(a, sizeof a, r->started_at, 1));
     if (r->ended_at != SS_MISSING && r->started_at != SS_MISSING)
         fprintf(f, ", ran %s",
