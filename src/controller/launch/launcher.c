@@ -299,7 +299,7 @@ void ss_launcher_end_progress(ss_launcher *l)
     ss_stream *st = l->shown;
     int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
     struct iovec nl = {"\n", 1};
-    if (!*broken &&
+    if (l->echo && !*broken &&
         write_all(st->is_err ? l->echo_err_fd : l->echo_out_fd, &nl, 1) < 0)
         *broken = 1;
     st->shown = 0;

@@ -236,7 +236,8 @@ int ss_store_save_again(ss_store *s, char *where, size_t wherelen, char *err,
     for (int n = 1; stat(where, &st) == 0 && n < 100; n++)
         snprintf(where, wherelen, "%s.saved-%d", s->path, n);
     if (stat(where, &st) == 0) {
-        snprintf(err, errlen, "%s and 98 names beside it are taken", s->path);
+        snprintf(err, errlen, "%s and the 99 names beside it (%s.saved-1 "
+                 "to .saved-99) are taken", s->path, s->path);
         return -1;
     }
     pthread_mutex_lock(&s->dbmu);
