@@ -182,10 +182,11 @@ static void take_line(ss_oom_log *o, const char *line)
     if (line[0] == ' ' || line[0] == '\0')
         return;
     const char *semi = strchr(line, ';');
+    const char *stamp_end = line[0] == '[' ? strchr(line, ']') : NULL;
     if (semi && strspn(line, "0123456789,-+cm") == (size_t)(semi - line))
         line = semi + 1;
-    else if (line[0] == '[' && strchr(line, ']'))
-        line = strchr(line, ']') + 1 + (strchr(line, ']')[1] == ' ');
+    else if (stamp_end)
+        line = stamp_end + 1 + (stamp_end[1] == ' ');
     take_message(o, line);
 }
 
@@ -228,22 +229,50 @@ static void read_log(ss_oom_log *o)
     }
 }
 
+/* Does TEXT name PID as a process: "pid 42", "pid(s) 42", "pid=42",
+ * "pids 7, 42" (up to the end of that list)? */
+static int names_pid(const char *text, pid_t pid)
+{
+    for (const char *p = text; (p = strstr(p, "pid")) != NULL; p += 3) {
+        if (p > text && isalpha((unsigned char)p[-1]))
+            continue; /* "rapid 12" */
+        const char *q = p + 3;
+        q += strspn(q, "(s)= ");
+        while (*q >= '0' && *q <= '9') {
+            char *end;
+            long v = strtol(q, &end, 10);
+            if (v == (long)pid)
+                return 1;
+            q = end + strspn(end, ", ");
+        }
+    }
+    return 0;
+}
+
+/* The latest kept kill of PID, or with TEXT the latest whose pid TEXT
+ * names, into KILL (may be NULL): 1, or 0 when there is none. */
+static int find_kill(const ss_oom_log *o, pid_t pid, const char *text,
+                     ss_oom_kill *kill)
+{
+    for (unsigned i = 0; i < o->kept_count; i++) {
+        const ss_oom_kill *k =
+            &o->kept[(o->kept_next + SS_OOM_KEPT - 1 - i) % SS_OOM_KEPT];
+        if (text ? names_pid(text, k->pid) : k->pid == pid) {
+            if (kill)
+                *kill = *k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int ss_oom_log_explain(ss_oom_log *o, pid_t pid, ss_oom_kill *kill)
 {
     if (!o)
         return 0;
     read_log(o);
-    if (o->fd >= 0) {
-        for (unsigned i = 0; i < o->kept_count; i++) {
-            unsigned at = (o->kept_next + SS_OOM_KEPT - 1 - i) % SS_OOM_KEPT;
-            if (o->kept[at].pid == pid) {
-                if (kill)
-                    *kill = o->kept[at];
-                return 1;
-            }
-        }
-        return 0;
-    }
+    if (o->fd >= 0)
+        return find_kill(o, pid, NULL, kill);
     long long now = host_oom_kills(o->vmstat);
     if (o->base_kills < 0 || now < 0 || now - o->base_kills <= o->answered)
         return 0;
@@ -285,39 +314,11 @@ void ss_oom_kill_describe(const ss_oom_kill *kill, char *out, size_t len)
         snprintf(out, len, "the host ran out of memory%s", held);
 }
 
-/* Does TEXT name PID as a process: "pid 42", "pid(s) 42", "pid=42",
- * "pids 7, 42" (up to the end of that list)? */
-static int names_pid(const char *text, pid_t pid)
-{
-    for (const char *p = text; (p = strstr(p, "pid")) != NULL; p += 3) {
-        if (p > text && isalpha((unsigned char)p[-1]))
-            continue; /* "rapid 12" */
-        const char *q = p + 3;
-        q += strspn(q, "(s)= ");
-        while (*q >= '0' && *q <= '9') {
-            char *end;
-            long v = strtol(q, &end, 10);
-            if (v == (long)pid)
-                return 1;
-            q = end + strspn(end, ", ");
-        }
-    }
-    return 0;
-}
-
 int ss_oom_log_kill_named_in(ss_oom_log *o, const char *text,
                              ss_oom_kill *kill)
 {
     if (!o || !text)
         return 0;
     read_log(o);
-    for (unsigned i = 0; i < o->kept_count; i++) {
-        unsigned at = (o->kept_next + SS_OOM_KEPT - 1 - i) % SS_OOM_KEPT;
-        if (names_pid(text, o->kept[at].pid)) {
-            if (kill)
-                *kill = o->kept[at];
-            return 1;
-        }
-    }
-    return 0;
+    return find_kill(o, 0, text, kill);
 }

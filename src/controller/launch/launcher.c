@@ -1219,9 +1219,9 @@ int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
     if (r->oom_killed == 1)
         snprintf(out, len, "%s", r->oom_why);
     else
-        snprintf(out, len, "probably the kernel's OOM killer: the host "
-                 "counted an OOM kill while the job ran (its log cannot be "
-                 "read: %s)", ss_oom_log_unreadable(l->oom));
+        snprintf(out, len, "the host counted an OOM kill while the job ran; "
+                 "the kernel's log, which names the process, cannot be read "
+                 "(%s)", ss_oom_log_unreadable(l->oom));
     return r->oom_killed;
 }
 
@@ -1260,12 +1260,9 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     ss_appendf(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
            r->global, how, r->pid, step);
-    if (r->oom_killed == 1)
-        ss_appendf(buf, buflen, &len, "%s\n", r->oom_why);
-    else if (r->oom_killed == 2)
-        ss_appendf(buf, buflen, &len, "the host counted an OOM kill while "
-                   "the job ran; the kernel's log, which names the process, "
-                   "cannot be read (%s)\n", ss_oom_log_unreadable(l->oom));
+    char oom[sizeof r->oom_why + 160];
+    if (ss_launcher_oom_kill(l, r->rank, oom, sizeof oom))
+        ss_appendf(buf, buflen, &len, "%s\n", oom);
     append_child_oom(l, r, buf, buflen, &len);
     append_early_exit(l, r, buf, buflen, &len);
     if (r->tail_count == 0) {

@@ -625,46 +625,58 @@ static void end_job(run_ctx *r)
     uv_timer_start(&r->leave_timer, on_agents_slow, SS_AGENTS_LEAVE_MS, 0);
 }
 
+/* Takes one output line BODY (N bytes, the "[rank R] " prefix gone) of
+ * faulthandler's dump into FATAL: the "Fatal Python error" line, then the
+ * crashing thread's 3 innermost frames.  *FRAMES is -1 before the dump,
+ * -2 in it before the crashing thread, then the frames taken.  Returns
+ * whether the line belonged to the dump. */
+static int take_fatal_line(const char *body, int n, char *fatal,
+                           size_t fatal_size, size_t *fatal_len, int *frames)
+{
+    int indent = (int)strspn(body, " ");
+    if (strncmp(body, "Fatal Python error: ", 20) == 0) {
+        *fatal_len = 0;
+        ss_appendf(fatal, fatal_size, fatal_len, "%.*s", n, body);
+        *frames = -2;
+    } else if (*frames == -2 && strncmp(body, "Current thread ", 15) == 0) {
+        *frames = 0;
+    } else if (*frames >= 0 && strncmp(body, "Thread ", 7) == 0) {
+        *frames = 3; /* another thread's: the crashing one is done */
+    } else if (*frames >= 0 && *frames < 3 && indent < n &&
+               strncmp(body + indent, "File ", 5) == 0) {
+        ss_appendf(fatal, fatal_size, fatal_len, "%s%.*s",
+                   *frames ? " < " : "; ", n - indent, body + indent);
+        ++*frames;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* The failure's explanation as one stored event, for `report` after the
  * run: the summary's own lines (who failed first and how, what the
  * kernel's log or an early exit adds, how the others were stopped) and
  * the last output line of the rank that failed, joined by " | "; after a
  * "Fatal Python error" (faulthandler's dump) that line and the crashing
- * thread's 3 innermost frames instead.  The other output lines stay in the rank's
- * log. */
+ * thread's 3 innermost frames instead.  The other output lines stay in
+ * the rank's log. */
 static void store_failure(run_ctx *r)
 {
     char text[2048] = "", last[512] = "", fatal[1024] = "";
     size_t len = 0, fatal_len = 0;
     const char *sep = "";
-    int frames = -1; /* frames of the crashing thread taken; -1: no fatal
-                        error, -2: its dump before that thread */
+    int frames = -1;
     for (const char *line = r->failure_text; *line;) {
         size_t n = strcspn(line, "\n");
         if (strncmp(line, "[rank ", 6) == 0) {
             const char *body = memchr(line, ']', n);
             body = body ? body + 1 + (body[1] == ' ') : line;
             int body_n = (int)(n - (size_t)(body - line));
-            if (strncmp(body, "Fatal Python error: ", 20) == 0) {
-                fatal_len = 0;
-                ss_appendf(fatal, sizeof fatal, &fatal_len, "%.*s", body_n,
-                           body);
-                frames = -2; /* until the crashing thread's frames */
-            } else if (frames == -2 &&
-                       strncmp(body, "Current thread ", 15) == 0) {
-                frames = 0;
-            } else if (frames >= 0 && strncmp(body, "Thread ", 7) == 0) {
-                frames = 3; /* another thread's: the crashing one is done */
-            } else if (frames >= 0 && frames < 3 && body_n > 0 &&
-                       strncmp(body + strspn(body, " "), "File ", 5) == 0) {
-                ss_appendf(fatal, sizeof fatal, &fatal_len, "%s%.*s",
-                           frames ? " < " : "; ", body_n - (int)strspn(body, " "),
-                           body + strspn(body, " "));
-                frames++;
-            } else if (body_n > 0 && strspn(body, " ") < (size_t)body_n &&
-                       strncmp(body, "Extension modules:", 18) != 0) {
+            if (!take_fatal_line(body, body_n, fatal, sizeof fatal,
+                                 &fatal_len, &frames) &&
+                (int)strspn(body, " ") < body_n &&
+                strncmp(body, "Extension modules:", 18) != 0)
                 snprintf(last, sizeof last, "%.*s", body_n, body);
-            }
         } else if (n > 0 && strncmp(line, "last ", 5) != 0) {
             ss_appendf(text, sizeof text, &len, "%s%.*s", sep, (int)n, line);
             sep = " | ";
