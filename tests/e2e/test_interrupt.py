@@ -9,7 +9,9 @@ terminal sends Ctrl-C, real SQLite):
   - ranks that stepscope's SIGTERM ended are `stopped_by_stepscope`, with
     `rank_stopped` events and no `rank_failed` ones;
   - interrupted runs are never `guard` baselines and never failures for
-    the reliability section (no MTBF from user stops).
+    the reliability section (no MTBF from user stops);
+  - one stop delivered twice (`timeout` signals its child, then its whole
+    process group) is one request: the ranks get their grace to save.
 """
 import json
 import os
@@ -28,6 +30,13 @@ import stepscope
 mode = (pathlib.Path(sys.argv[0]).parent / "mode").read_text()
 if mode == "exit0":
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+if mode == "save":  # a checkpoint written on SIGTERM, taking a second
+    def save(*a):
+        time.sleep(1.0)
+        (pathlib.Path(sys.argv[0]).parent /
+         ("saved-" + __import__("os").environ["RANK"])).write_text("ok")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, save)
 for i in range(40 if mode == "finite" else 10 ** 7):
     with stepscope.step(i):
         time.sleep(0.01)
@@ -167,3 +176,41 @@ def test_interrupted_runs_are_no_guard_baselines(tmp_path):
     doc = json.loads(g.stdout)
     assert doc["run"] == 4 and doc["baseline"] == [], doc
     assert doc["left_out"].count("interrupted") == 3, doc
+
+
+def test_a_stop_delivered_twice_leaves_the_ranks_their_grace(tmp_path):
+    store = tmp_path / "store.db"
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    (tmp_path / "mode").write_text("save")
+    proc = subprocess.Popen(
+        [str(STEPSCOPE), "run", "-n", "2", "--db", str(store), "--no-http",
+         "--grace", "10", "--name", "stopme", "--", "/usr/bin/python3",
+         str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.DEVNULL, env=env(), start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and proc.poll() is None:
+            if steps_of_newest_run(store) >= 3:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1]
+        # What `timeout` does at its end: the signal to its child, then to
+        # its whole process group, the child again included (here 0.1 s
+        # apart, so that the kernel does not merge the two).
+        os.kill(proc.pid, signal.SIGTERM)
+        time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, (proc.returncode, err)
+    assert "killing the ranks now" not in err, err
+    for rank in (0, 1):
+        assert (tmp_path / ("saved-%d" % rank)).exists(), err
+    _, status, code, causes, states, _ = run_facts(store)
+    assert status == "interrupted" and code == 143, (status, code, err)
+    assert states == ["exited", "exited"], (states, err)

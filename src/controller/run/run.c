@@ -105,9 +105,22 @@ void run_maybe_finish(run_ctx *r)
 
 /* ---- signals and housekeeping ---- */
 
+/* A signal that repeats the last one this soon is the same request
+ * delivered twice: `timeout` sends its signal to its child and then to its
+ * whole process group, a scheduler may signal the job's processes and its
+ * group. Taken as a second request it would kill the ranks at once, with
+ * none of the grace they were promised to save a checkpoint in. */
+#define SIGNAL_ECHO_NS (300 * 1000000LL)
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     run_ctx *r = h->data;
+    ss_mono_ns now = run_now(r);
+    if (r->stop_requests && signum == r->last_signal &&
+        now - r->last_signal_at < SIGNAL_ECHO_NS)
+        return;
+    r->last_signal = signum;
+    r->last_signal_at = now;
     r->stop_requests++;
     if (r->ending) {
         run_end_loop(r);

@@ -129,6 +129,8 @@ struct run_ctx {
                                    start before the first) */
     ss_mono_ns started;         /* the run's start */
     uint32_t stop_requests;
+    int last_signal;          /* the last stop request's signal and when */
+    ss_mono_ns last_signal_at; /* it came, to know it again (run.c) */
     int stopped_starting;   /* the signal that stopped the start-up */
     int stop_signal;        /* the first SIGINT/SIGTERM/SIGHUP that asked
                                for a stop, 0: none (the run is then
