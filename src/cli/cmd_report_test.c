@@ -12,11 +12,14 @@
  * unit.cmd_report_test.postgresql): the same documents.
  */
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
+#include "report_model.h"
 #include "store_fixture.h"
 #include "testing.h"
 #include "testing_cmd.h"
@@ -503,6 +506,38 @@ static void missing_garbage_and_empty_files(void)
     result_free(&r);
 }
 
+/* The status column is as wide as its widest status: "interrupted (143)"
+ * does not push its row's steps out of their column. */
+static void runs_columns_line_up(void)
+{
+    ss_run_row rows[2];
+    memset(rows, 0, sizeof rows);
+    rows[0].id = 1, rows[0].name = "a", rows[0].status = "succeeded";
+    rows[0].exit_code = 0, rows[0].world_size = 2, rows[0].steps = 5;
+    rows[1] = rows[0];
+    rows[1].id = 2, rows[1].status = "interrupted", rows[1].exit_code = 143;
+    rows[1].steps = 247;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    REQUIRE(f != NULL);
+    ss_runs_print_text(f, rows, 2, "s.db");
+    fclose(f);
+    const char *line[3] = {buf, NULL, NULL};
+    for (int i = 1; i < 3; i++) {
+        const char *nl = strchr(line[i - 1], '\n');
+        REQUIRE(nl != NULL);
+        line[i] = nl + 1;
+    }
+    /* The steps column ends at the same place in each line. */
+    const char *end0 = strstr(line[0], "steps") + strlen("steps");
+    CHECK_EQ_INT((int)(strstr(line[1], " 5 ") + 2 - line[1]),
+                 (int)(end0 - line[0]));
+    CHECK_EQ_INT((int)(strstr(line[2], " 247 ") + 4 - line[2]),
+                 (int)(end0 - line[0]));
+    free(buf);
+}
+
 static void runs_lists_every_run(void)
 {
     const char *args[] = {"runs", "--db", fixture(), NULL};
@@ -748,6 +783,7 @@ TEST_LIST(TEST(json_report_has_documented_fields),
           TEST(unknown_run_is_a_clear_error),
           TEST(missing_garbage_and_empty_files),
           TEST(runs_lists_every_run),
+          TEST(runs_columns_line_up),
           TEST(usage_and_help),
           TEST(rank_view_explains_one_rank),
           TEST(rank_view_of_a_thinned_rank),

@@ -889,6 +889,16 @@ void ss_report_print_text(FILE *f, ss_report *rp)
 }
 
 /* `stepscope runs`: one line per run, oldest first. */
+/* Run R's status as the list shows it: "failed (1)", "running". */
+static void run_status_text(const ss_run_row *r, char *s, size_t len)
+{
+    if (r->exit_code != SS_MISSING && r->status &&
+        strcmp(r->status, "running"))
+        snprintf(s, len, "%s (%" PRId64 ")", r->status, r->exit_code);
+    else
+        snprintf(s, len, "%s", r->status ? r->status : "-");
+}
+
 void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,
                         const char *db_path)
 {
@@ -896,22 +906,24 @@ void ss_runs_print_text(FILE *f, const ss_run_row *runs, size_t n,
         fprintf(f, "no runs in %s yet\n", db_path);
         return;
     }
-    fprintf(f, "%5s  %-20s %-19s %6s  %-14s %8s %8s\n", "id", "name",
-            "started", "ranks", "status", "steps", "findings");
+    int width = 14; /* the status column, as wide as its widest */
+    for (size_t i = 0; i < n; i++) {
+        char s[64];
+        run_status_text(&runs[i], s, sizeof s);
+        if ((int)strlen(s) > width)
+            width = (int)strlen(s);
+    }
+    fprintf(f, "%5s  %-20s %-19s %6s  %-*s %8s %8s\n", "id", "name",
+            "started", "ranks", width, "status", "steps", "findings");
     for (size_t i = 0; i < n; i++) {
         const ss_run_row *r = &runs[i];
         char t[64], w[32], s[64];
-        if (r->exit_code != SS_MISSING && r->status &&
-            strcmp(r->status, "running"))
-            snprintf(s, sizeof s, "%s (%" PRId64 ")", r->status,
-                     r->exit_code);
-        else
-            snprintf(s, sizeof s, "%s", r->status ? r->status : "-");
-        fprintf(f, "%5" PRId64 "  %-20.20s %-19s %6s  %-14s %8" PRId64
+        run_status_text(r, s, sizeof s);
+        fprintf(f, "%5" PRId64 "  %-20.20s %-19s %6s  %-*s %8" PRId64
                    " %8" PRId64 "\n",
                 r->id, r->name ? r->name : "-",
                 fmt_wall(t, sizeof t, r->started_at, 1),
-                ss__report_int(w, sizeof w, r->world_size), s, r->steps,
-                r->findings);
+                ss__report_int(w, sizeof w, r->world_size), width, s,
+                r->steps, r->findings);
     }
 }
