@@ -169,6 +169,19 @@ def test_make_install_with_prefix_runs_an_auto_job(tmp_path):
                          capture_output=True, text=True, env=e, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "3 steps finalized" in out.stderr, out.stderr
+    # Without --auto, a script that imports stepscope finds the installed
+    # package too, with no PYTHONPATH set.
+    (tmp_path / "marked.py").write_text(
+        "import stepscope\n"
+        "for i in range(4):\n"
+        "    with stepscope.step(i):\n"
+        "        pass\n")
+    out = subprocess.run([str(exe), "run", "-n", "2", "-q", "--no-http",
+                          "--db", str(tmp_path / "s.db"), "--",
+                          "/usr/bin/python3", str(tmp_path / "marked.py")],
+                         capture_output=True, text=True, env=e, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "4 steps finalized" in out.stderr, out.stderr
 
 
 def test_two_live_jobs_are_listed_and_one_asked_for(tmp_path):

@@ -1,6 +1,6 @@
 /*
  * rank_env.c - builds the STEPSCOPE_* entries of a rank's environment
- * (rank_env.h), and finds the Python package --auto puts on PYTHONPATH.
+ * (rank_env.h), and finds the Python package it puts on PYTHONPATH.
  */
 #include "rank_env.h"
 
@@ -11,47 +11,80 @@
 #include <unistd.h>
 
 /*
- * For --auto: finds the stepscope Python package beside the executable EXE,
- * in <exe dir>/python (a build directory's own copy, build-asan/python),
+ * Finds the stepscope Python package beside the executable EXE: in
+ * <exe dir>/python (a build directory's own copy, build-asan/python),
  * <exe dir>/../python (the source tree's, for build/stepscope) or
- * <exe dir>/../lib/stepscope/python (`make install`'s), and writes
- * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]" into OUT: the
- * _autoload directory holds the sitecustomize.py that installs the hooks.
- * Returns 0, or -1 with a reason in ERR.
+ * <exe dir>/../lib/stepscope/python (`make install`'s), the first that
+ * holds PROBE (a path under the package's directory). Writes the
+ * directory that holds the package into PY (resolved) and returns 0, or
+ * -1 with the places looked at in TRIED.
  */
-static int auto_pythonpath(const char *exe, char *out, size_t outlen,
-                           char *err, size_t errlen)
+static int find_package(const char *exe, const char *probe, char *py,
+                        size_t pylen, char *tried, size_t triedlen)
 {
-    char dir[PATH_MAX], py[3][PATH_MAX + 32], probe[PATH_MAX + 96];
+    char dir[PATH_MAX], at[3][PATH_MAX + 32], path[PATH_MAX + 96];
     char real[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", exe);
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
-    snprintf(py[0], sizeof py[0], "%s/python", dir);
-    snprintf(py[1], sizeof py[1], "%s/../python", dir);
-    snprintf(py[2], sizeof py[2], "%s/../lib/stepscope/python", dir);
+    snprintf(at[0], sizeof at[0], "%s/python", dir);
+    snprintf(at[1], sizeof at[1], "%s/../python", dir);
+    snprintf(at[2], sizeof at[2], "%s/../lib/stepscope/python", dir);
     for (int i = 0; i < 3; i++) {
-        snprintf(probe, sizeof probe, "%s/stepscope/_autoload/sitecustomize.py",
-                 py[i]);
-        if (access(probe, R_OK) != 0 || !realpath(py[i], real))
-            continue;
-        const char *old = getenv("PYTHONPATH");
-        int has_old = old && *old;
-        size_t n = (size_t)snprintf(out, outlen,
-                                    "PYTHONPATH=%s/stepscope/_autoload:%s%s%s",
-                                    real, real, has_old ? ":" : "",
-                                    has_old ? old : "");
-        if (n >= outlen) {
-            snprintf(err, errlen, "--auto: PYTHONPATH would be too long");
-            return -1;
+        snprintf(path, sizeof path, "%s/%s", at[i], probe);
+        if (access(path, R_OK) == 0 && realpath(at[i], real)) {
+            snprintf(py, pylen, "%s", real);
+            return 0;
         }
-        return 0;
     }
-    snprintf(err, errlen, "--auto needs the stepscope Python package, but "
-             "there is no stepscope/_autoload/sitecustomize.py in %s, %s or "
-             "%s", py[0], py[1], py[2]);
+    snprintf(tried, triedlen, "%s, %s or %s", at[0], at[1], at[2]);
     return -1;
+}
+
+/*
+ * The PYTHONPATH entry of a rank's environment into OUT. For --auto:
+ * "PYTHONPATH=<py>/stepscope/_autoload:<py>[:inherited]", the _autoload
+ * directory holding the sitecustomize.py that installs the hooks; it needs
+ * the package (-1 with a reason in ERR without it). Otherwise the package
+ * goes after what the user's PYTHONPATH holds ("PYTHONPATH=[inherited:]
+ * <py>"), so that a script that imports stepscope finds the one that
+ * matches this controller unless the user put another first; without the
+ * package OUT is "" (no entry). Returns 0 or -1.
+ */
+static int rank_pythonpath(const char *exe, int auto_mode, char *out,
+                           size_t outlen, char *err, size_t errlen)
+{
+    char py[PATH_MAX], tried[4 * PATH_MAX];
+    out[0] = '\0';
+    const char *old = getenv("PYTHONPATH");
+    int has_old = old && *old;
+    if (find_package(exe, auto_mode ? "stepscope/_autoload/sitecustomize.py"
+                                    : "stepscope/__init__.py",
+                     py, sizeof py, tried, sizeof tried) != 0) {
+        if (!auto_mode)
+            return 0;
+        snprintf(err, errlen, "--auto needs the stepscope Python package, "
+                 "but there is no stepscope/_autoload/sitecustomize.py in %s",
+                 tried);
+        return -1;
+    }
+    size_t n;
+    if (auto_mode)
+        n = (size_t)snprintf(out, outlen,
+                             "PYTHONPATH=%s/stepscope/_autoload:%s%s%s", py,
+                             py, has_old ? ":" : "", has_old ? old : "");
+    else
+        n = (size_t)snprintf(out, outlen, "PYTHONPATH=%s%s%s",
+                             has_old ? old : "", has_old ? ":" : "", py);
+    if (n >= outlen) {
+        out[0] = '\0';
+        if (!auto_mode)
+            return 0;
+        snprintf(err, errlen, "--auto: PYTHONPATH would be too long");
+        return -1;
+    }
+    return 0;
 }
 
 /* Lists E's entries in E->env: the connection's, --auto's when on, then
@@ -63,8 +96,9 @@ static void relist(ss_rank_env *e)
     e->env[n++] = e->token;
     e->env[n++] = e->run;
     e->env[n++] = e->stack_dir;
-    if (e->auto_mode) {
+    if (e->pythonpath[0])
         e->env[n++] = e->pythonpath;
+    if (e->auto_mode) {
         e->env[n++] = e->auto_on;
         e->env[n++] = e->auto_pid;
         e->env[n++] = e->numerics;
@@ -111,8 +145,8 @@ int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
              stack_dir);
     ss_rank_env_set_numerics(e, "light");
     e->auto_mode = auto_mode;
-    if (auto_mode && auto_pythonpath(exe, e->pythonpath, sizeof e->pythonpath,
-                                     err, errlen) < 0)
+    if (rank_pythonpath(exe, auto_mode, e->pythonpath, sizeof e->pythonpath,
+                        err, errlen) < 0)
         return -1;
     relist(e);
     return 0;

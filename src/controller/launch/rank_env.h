@@ -3,8 +3,10 @@
  * launches it: the controller on its own node, an agent on the others.
  *
  * STEPSCOPE_ADDR (the local socket the rank connects to), STEPSCOPE_TOKEN
- * and STEPSCOPE_RUN_ID (what its HELLO must carry), and for --auto the
- * PYTHONPATH that puts stepscope's sitecustomize first plus
+ * and STEPSCOPE_RUN_ID (what its HELLO must carry), PYTHONPATH with the
+ * stepscope package after what the user's holds (so that a script's
+ * `import stepscope` works), and for --auto the PYTHONPATH that puts
+ * stepscope's sitecustomize and package first plus
  * STEPSCOPE_AUTO=1, an empty STEPSCOPE_AUTO_PID (each rank claims it;
  * python/stepscope/_autoload/sitecustomize.py) and STEPSCOPE_NUMERICS
  * (off, light or full: python/stepscope/_numerics.py).  The replica
@@ -55,9 +57,12 @@ typedef struct {
 /*
  * Fills E for ranks connecting to the unix socket SOCK_PATH with TOKEN and
  * RUN_UUID, writing their stacks on request into STACK_DIR
- * (STEPSCOPE_STACK_DIR, docs/debug.md); AUTO_MODE adds the --auto entries, finding the Python package
- * beside the stepscope executable EXE (<exe dir>/python or
- * <exe dir>/../python).  Returns 0, or -1 with a reason in ERR.
+ * (STEPSCOPE_STACK_DIR, docs/debug.md); the Python package found beside
+ * the stepscope executable EXE (<exe dir>/python, <exe dir>/../python or
+ * <exe dir>/../lib/stepscope/python) goes on PYTHONPATH after the
+ * inherited entries (none when it is not there); AUTO_MODE adds the
+ * --auto entries and puts its sitecustomize and the package first, and
+ * needs the package.  Returns 0, or -1 with a reason in ERR.
  */
 int ss_rank_env_build(ss_rank_env *e, const char *exe, const char *sock_path,
                       const char *stack_dir,

@@ -442,10 +442,15 @@ int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
                       plural(s->accepts_failed),
                       s->accepts_failed == 1 ? "was" : "were");
     else if (s->ranks_silent >= s->ranks && !s->auto_mode)
-        ss_buf_puts(out, "; the script does not call stepscope: add --auto "
-                    "(`stepscope run --auto ...`) to record an unmodified "
-                    "PyTorch script, or mark its steps with stepscope.step() "
-                    "(docs/python.md)");
+        /* Ranks that failed may have failed before they called it (an
+         * import error): the failure above says which. */
+        ss_buf_printf(out, "; %s: add --auto (`stepscope run --auto ...`) "
+                      "to record an unmodified PyTorch script, or mark its "
+                      "steps with stepscope.step() (docs/python.md)",
+                      s->job_status != 0 && !s->interrupted
+                      ? "the ranks failed before they called stepscope, or "
+                        "the script does not call it"
+                      : "the script does not call stepscope");
     else if (s->ranks_silent >= s->ranks)
         ss_buf_puts(out, "; --auto loads stepscope into Python ranks only "
                     "(through PYTHONPATH): another program, or a Python that "

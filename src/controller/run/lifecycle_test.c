@@ -593,6 +593,13 @@ static void summary_says_why_nothing_was_recorded(void)
     summary_text(&s, text, sizeof text);
     CHECK(strstr(text, "the script does not call stepscope: add --auto") !=
           NULL);
+    /* Ranks that failed may not have reached their first call (a failed
+     * import): not said to lack one. */
+    s.job_status = 1;
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "; the ranks failed before they called stepscope, or "
+                 "the script does not call it: add --auto") != NULL);
+    s.job_status = 0;
     s.ranks_silent = 0; /* they connected, but no step */
     summary_text(&s, text, sizeof text);
     CHECK(strstr(text, "\nno step was recorded: the ranks connected but "
