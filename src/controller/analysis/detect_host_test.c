@@ -408,7 +408,11 @@ static void starved_rank_named(void)
     REQUIRE(f);
     CHECK_EQ_INT(f->ranks[0], 1);
     CHECK(strstr(f->message, "rank 1 waited for a CPU") != NULL);
-    CHECK(strstr(f->message, "median rank 0.1 ms") != NULL);
+    /* The median rank's ~0.1 ms of noise, to two significant digits. */
+    double med = json_get(f->evidence_json, "median_rank_ms_per_step");
+    CHECK(med > 0.05 && med < 0.15);
+    CHECK(strstr(f->message, "median rank 0.0") != NULL ||
+          strstr(f->message, "median rank 0.1") != NULL);
     CHECK(json_has(f->evidence_json, "cause", "run_queue"));
     CHECK(json_has(f->evidence_json, "mode", "steady"));
     double per_step = json_get(f->evidence_json, "lost_ms_per_step");

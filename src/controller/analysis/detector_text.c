@@ -20,7 +20,20 @@
 
 const char *ss__fmt_ms(char *buf, size_t len, double ms)
 {
-    snprintf(buf, len, fabs(ms) < 10 ? "%.1f" : "%.0f", ms);
+    double a = fabs(ms);
+    if (a == 0 || a >= 1) {
+        snprintf(buf, len, a >= 10 ? "%.0f" : "%.1f", ms);
+        return buf;
+    }
+    /* Under a millisecond, two significant digits: 0.04 is not 0.0 and
+     * 0.15 not 0.2 (a rank's 0.15 ms beside its peers' 0.10). */
+    int decimals = 2;
+    for (double lim = 0.1; a < lim && decimals < 4; lim /= 10)
+        decimals++;
+    snprintf(buf, len, "%.*f", decimals, ms);
+    size_t n = strlen(buf); /* 0.50 reads 0.5 */
+    while (n > 3 && buf[n - 1] == '0' && buf[n - 2] != '.')
+        buf[--n] = '\0';
     return buf;
 }
 

@@ -47,6 +47,24 @@ static void numbers(void)
     ss_buf_free(&ev);
 }
 
+/* Durations as a person reads them: under a millisecond with two
+ * significant digits, so that 0.04 ms is not "0.0". */
+static void milliseconds(void)
+{
+    char b[32];
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 48.4), "48");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 4.14), "4.1");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 1.0), "1.0");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.154), "0.15");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.5), "0.5");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.1), "0.1");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.04), "0.04");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.0123), "0.012");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0.00123), "0.0012");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, -0.25), "-0.25");
+    CHECK_STR(ss__fmt_ms(b, sizeof b, 0), "0.0");
+}
+
 /* Items that would overflow ss_finding.evidence_json are left out whole;
  * a later, shorter one that fits still goes in. */
 static void full_object_drops_whole_items(void)
@@ -194,5 +212,6 @@ static void clock_bound_words_and_evidence(void)
     ss_buf_free(&ev);
 }
 
-TEST_LIST(TEST(clock_bound_words_and_evidence), TEST(numbers), TEST(full_object_drops_whole_items),
+TEST_LIST(TEST(clock_bound_words_and_evidence), TEST(numbers),
+          TEST(milliseconds), TEST(full_object_drops_whole_items),
           TEST(invalid_utf8_name_escaped))

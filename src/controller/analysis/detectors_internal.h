@@ -169,7 +169,9 @@ typedef struct {
 void ss__replica_message(ss_detectors *d, const ss_replica_facts *facts,
                          ss_finding *f);
 
-/* "41.2" below 10, "48" above: what a person reads.  Returns BUF. */
+/* "48" from 10, "4.1" from 1, below two significant digits ("0.15",
+ * "0.04", "0.0012"; "0.5", not "0.50"), "0.0" for zero: what a person
+ * reads.  Returns BUF. */
 const char *ss__fmt_ms(char *buf, size_t len, double ms);
 /* "512 KiB", "1.5 MiB", "2.00 GiB".  Returns BUF. */
 const char *ss__fmt_bytes(char *buf, size_t len, double bytes);
