@@ -1135,13 +1135,33 @@ int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out)
 }
 
 
+/* R's last line of output, "" if it printed none. */
+static const char *last_line(const ss_rank *r)
+{
+    if (r->tail_count == 0)
+        return "";
+    return r->tail[(r->tail_next + SS_LAUNCH_TAIL_LINES - 1) %
+                   SS_LAUNCH_TAIL_LINES];
+}
+
+/* Whether R failed on its own the way FIRST did: the same exit code and
+ * the same last line (every rank hit the script's error), rather than
+ * because of the stop. */
+static int failed_the_same_way(const ss_rank *r, const ss_rank *first)
+{
+    return first && r->term_signal == 0 && first->term_signal == 0 &&
+           r->exit_code == first->exit_code && r->tail_count > 0 &&
+           strcmp(last_line(r), last_line(first)) == 0;
+}
+
 /* How the other ranks ended, e.g. "2 ended on SIGTERM, 1 needed SIGKILL
- * after the 5000 ms grace period" or "3 were killed at once with SIGKILL
- * on a second Ctrl-C". */
+ * after the 5000 ms grace period", "3 were killed at once with SIGKILL
+ * on a second Ctrl-C" or "1 failed the same way". */
 static void append_others(const ss_launcher *l, int64_t skip, char *buf,
                           size_t buflen, size_t *len)
 {
-    uint32_t by_term = 0, by_kill = 0, at_once = 0, other = 0;
+    uint32_t by_term = 0, by_kill = 0, at_once = 0, same = 0, other = 0;
+    const ss_rank *first = skip >= 0 ? &l->ranks[skip] : NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
         if ((int64_t)i == skip || !r->exited || !rank_failed(r))
@@ -1152,16 +1172,24 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
             by_kill++;
         else if (r->term_signal == SIGKILL && r->sigkill_at_once)
             at_once++;
+        else if (failed_the_same_way(r, first))
+            same++;
         else
             other++;
     }
-    if (by_term + by_kill + at_once + other == 0)
+    if (by_term + by_kill + at_once + same + other == 0)
         return;
     ss_appendf(buf, buflen, len, "%s ranks were stopped:",
            skip >= 0 ? "the other" : "the");
     const char *sep = "";
+    if (same) {
+        ss_appendf(buf, buflen, len, " %" PRIu32 " failed the same way (the "
+                   "same exit code and last line)", same);
+        sep = ",";
+    }
     if (by_term) {
-        ss_appendf(buf, buflen, len, " %" PRIu32 " ended on SIGTERM", by_term);
+        ss_appendf(buf, buflen, len, "%s %" PRIu32 " ended on SIGTERM", sep,
+                   by_term);
         sep = ",";
     }
     if (by_kill) {

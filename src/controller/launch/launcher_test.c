@@ -375,6 +375,32 @@ static void first_failure_stops_the_others(void)
     fixture_done(&f);
 }
 
+/* Ranks that hit the script's error too are not said to have failed
+ * "while stopping": rank 1 fails as rank 0 did, rank 2 otherwise (they
+ * ignore SIGTERM, so that each ends on its own). */
+static void ranks_that_failed_the_same_way(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "trap '' TERM; sleep 0.2; [ $RANK = 0 ] || sleep 0.3;"
+        " if [ $RANK = 2 ]; then echo other >&2; exit 1; fi;"
+        " echo 'ValueError: bad shape' >&2; exit 1", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    cfg.grace_ms = 10000;
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.order[0], 0);
+    char summary[2048];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
+    CHECK(strstr(summary, "the other ranks were stopped: 1 failed the same "
+                 "way (the same exit code and last line), 1 failed while "
+                 "stopping\n") != NULL);
+    fixture_done(&f);
+}
+
 static void rank_killed_by_signal(void)
 {
     fixture f;
@@ -1080,7 +1106,7 @@ static void oom_kills_in_the_kernel_log_are_named(void)
 
 TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(progress_updates_show_as_they_come),
-          TEST(first_failure_stops_the_others), TEST(rank_killed_by_signal),
+          TEST(first_failure_stops_the_others), TEST(ranks_that_failed_the_same_way), TEST(rank_killed_by_signal),
           TEST(a_users_faulthandler_choice_is_kept),
           TEST(a_rank_that_left_early_is_named),
           TEST(oom_kills_in_the_kernel_log_are_named),
