@@ -64,7 +64,9 @@ optimizer step k) holds the state after step k, so it is reported as the
 checkpoint of step k (in a script that makes its own steps: the open step,
 else the last one begun).  Saved to a path, it gets a sidecar file
 PATH.stepscope.json: {"format": "stepscope.checkpoint/1", "step": k,
-"size": ..., "mtime_ns": ...} of the file (or directory) as saved.  When a
+"size": ..., "mtime_ns": ...} of the file (or directory) as saved; saved to
+a file object open on a file (`with open(p, "wb") as f`), the same for the
+file it names, after a flush.  When a
 later process torch.load()s that file before its first step and the file
 still has that size and modification time (renamed or not: a file moved
 after the save is matched among its directory's sidecars), it resumed from
@@ -606,14 +608,19 @@ def _checkpoint_step():
 
 
 def _path_of(f):
-    """The path a checkpoint is saved to or loaded from, or None (a
-    file-like object)."""
-    if isinstance(f, (str, bytes, os.PathLike)):
-        try:
-            return os.fsdecode(os.fspath(f))
-        except (TypeError, ValueError):
+    """The path a checkpoint is saved to or loaded from: F itself, or the
+    name of a file object open on a file (`with open(p, "wb") as f:
+    torch.save(obj, f)`); None for other file-like objects (io.BytesIO, a
+    socket, a file opened from a descriptor)."""
+    if not isinstance(f, (str, bytes, os.PathLike)):
+        name = getattr(f, "name", None)
+        if not isinstance(name, (str, bytes)) or not hasattr(f, "fileno"):
             return None
-    return None
+        f = name
+    try:
+        return os.fsdecode(os.fspath(f))
+    except (TypeError, ValueError):
+        return None
 
 
 def _identity(path):
@@ -632,6 +639,11 @@ def _saved(f):
         return
     try:
         import json
+        if not isinstance(f, (str, bytes, os.PathLike)):
+            # A file object still holds what torch.save wrote in its
+            # buffer: written out now, the file has its final size and
+            # modification time (closing it then writes nothing).
+            f.flush()
         size, mtime = _identity(path)
         tmp = "%s%s.%d.tmp" % (path, SIDECAR_SUFFIX, os.getpid())
         with open(tmp, "w") as out:

@@ -412,6 +412,11 @@ def test_checkpoint_sidecar_identifies_the_file_as_saved(tmp_path):
     os.utime(final, ns=(mtime + 1000, mtime + 1000))  # rewritten since
     assert auto._sidecar_step(str(final)) is None
     assert auto._path_of(object()) is None and auto._path_of(final) == str(final)
+    # A file object open on a file names it; other file-likes do not.
+    import io
+    with open(final, "rb") as f:
+        assert auto._path_of(f) == str(final)
+    assert auto._path_of(io.BytesIO(b"x")) is None
 
 
 LOAD_PROGRAM = r"""

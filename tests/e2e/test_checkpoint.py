@@ -4,7 +4,9 @@ first run crashes at step 10, the second, started by hand, loads the
 checkpoint of step 7 and continues.  Auto mode times the saves as the
 "checkpoint" phase and reports them, recognises the resume, numbers the
 second run's steps from 8, and each run's goodput adds up to its wall
-time (docs/fault-tolerance.md)."""
+time (docs/fault-tolerance.md).  A script that saves and loads through file
+objects (`with open(...) as f: torch.save(state, f)`, to a temporary name
+then os.replace) is recognised the same way."""
 import json
 import subprocess
 
@@ -84,3 +86,53 @@ def test_checkpoints_and_a_resume_by_hand(store, tmp_path):
     assert len(named["runs"]) == 2
     assert named["reliability"]["failures"] == 1
     assert named["reliability"]["by_cause"]["rank_crash"]["failures"] == 1
+
+
+FILE_OBJECT_SCRIPT = """\
+import os, sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+ckpt = sys.argv[1]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+start = 0
+if os.path.exists(ckpt):
+    with open(ckpt, "rb") as f:
+        state = torch.load(f)
+    model.module.load_state_dict(state["model"])
+    start = state["step"] + 1
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+for step in range(start, 40):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if rank == 0 and step % 10 == 9:
+        with open(ckpt + ".tmp", "wb") as f:
+            torch.save({"model": model.module.state_dict(), "step": step}, f)
+        os.replace(ckpt + ".tmp", ckpt)
+    if attempt == 0 and rank == 1 and step == 25:
+        sys.exit(3)
+dist.destroy_process_group()
+"""
+
+
+def test_a_resume_through_file_objects_is_recognised(store, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(FILE_OBJECT_SCRIPT)
+    ckpt = tmp_path / "ckpt.pt"
+    job = run_job(store, 2, python_cmd(script, str(ckpt)),
+                  extra=("--auto", "--max-restarts", "1"), env=ddp_env(),
+                  timeout=JOB_TIMEOUT)
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    saved = sorted(e["message"] for e in rep["events"]
+                   if e["kind"] == "checkpoint")
+    assert saved == ["rank 0 saved a checkpoint at step 29",
+                     "rank 0 saved a checkpoint at step 39"], saved
+    attempts = rep["goodput"]["attempts"]
+    assert [a["cause"] for a in attempts] == ["rank_crash", "completed"]
+    # Attempt 1 loaded the checkpoint of step 19 (saved to ckpt.pt.tmp
+    # through a file object, then renamed) and went on from step 20.
+    assert attempts[1]["resumed_from"] == 19, attempts
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (20, 39), \
+        rep["steps"]
