@@ -6,7 +6,9 @@ checkpoint of step 7 and continues.  Auto mode times the saves as the
 second run's steps from 8, and each run's goodput adds up to its wall
 time (docs/fault-tolerance.md).  A script that saves and loads through file
 objects (`with open(...) as f: torch.save(state, f)`, to a temporary name
-then os.replace) is recognised the same way."""
+then os.replace) is recognised the same way.  Where rank 0 alone loads the
+checkpoint and hands it to the others, their steps are counted from the
+resumed step with rank 0's."""
 import json
 import subprocess
 
@@ -136,3 +138,57 @@ def test_a_resume_through_file_objects_is_recognised(store, tmp_path):
     assert attempts[1]["resumed_from"] == 19, attempts
     assert (rep["steps"]["first"], rep["steps"]["last"]) == (20, 39), \
         rep["steps"]
+
+
+RANK0_LOADS_SCRIPT = """\
+import os, sys, torch, torch.distributed as dist, torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+ckpt = sys.argv[1]
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+net = nn.Linear(8, 1)
+box = [None]
+if rank == 0 and os.path.exists(ckpt):
+    box[0] = torch.load(ckpt)          # rank 0 alone reads the file
+dist.broadcast_object_list(box, src=0)
+start = 0
+if box[0] is not None:
+    net.load_state_dict(box[0]["model"])
+    start = box[0]["step"] + 1
+model = DDP(net)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+for step in range(start, 40):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if rank == 0 and step % 10 == 9:
+        torch.save({"model": model.module.state_dict(), "step": step}, ckpt)
+    if attempt == 0 and rank == 2 and step == 25:
+        sys.exit(3)
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_that_did_not_load_the_checkpoint_go_on_with_rank_0(
+        store, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(RANK0_LOADS_SCRIPT)
+    ckpt = tmp_path / "ckpt.pt"
+    job = run_job(store, 3, python_cmd(script, str(ckpt)),
+                  extra=("--auto", "--max-restarts", "1"), env=ddp_env(),
+                  timeout=JOB_TIMEOUT)
+    assert job.returncode == 0, job.stderr
+    # Rank 0 resumed from step 19; ranks 1 and 2, which numbered their
+    # steps from 0, are counted from 20 with it: every step of attempt 1
+    # is every rank's.
+    assert ("2 ranks (rank 1 first) numbered their steps from 0 while rank "
+            "0, which loaded the checkpoint, resumed from step 19: their "
+            "steps are counted from 20") in job.stderr, job.stderr
+    rep = job.report()
+    attempts = rep["goodput"]["attempts"]
+    assert attempts[1]["resumed_from"] == 19, attempts
+    assert (rep["steps"]["first"], rep["steps"]["last"]) == (20, 39), \
+        rep["steps"]
+    assert rep["steps"]["count"] == 20, rep["steps"]
+    assert "steps_renumbered" in [e["kind"] for e in rep["events"]]
+    assert "ended before the last step" not in job.stderr, job.stderr

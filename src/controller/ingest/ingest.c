@@ -29,6 +29,14 @@
  * connections again on each loop turn.  A slower rank with nothing unread
  * is really behind: nobody waits for it, and the check is not repeated
  * for that connection until it has gone on by another half lead.
+ *
+ * A rank's first step.  Before a connection's first STEP is handed on,
+ * on_first_step may hold it: the decoder goes back to before the frame,
+ * its bytes stay kept and the connection stops reading until
+ * ss_ingest_release_held (on the next loop turn, never inside a
+ * callback).  Its answer also gives the connection a step offset, added
+ * to the step numbers of its STEP, STATUS and CHECKPOINT frames from then
+ * on (the run's use: run_ingest.c, "first steps").
  */
 #include "ingest.h"
 
@@ -71,6 +79,10 @@ typedef struct conn {
     int64_t last_step;      /* of its latest STEP; -1 before the first */
     int64_t next_lead_check; /* no wait in step is considered before */
     int waiting;            /* reading in step: paused, bytes kept */
+    int held;               /* at its first STEP, until released (on_first_
+                               step): paused, bytes kept */
+    int first_step_passed;  /* on_first_step let its first STEP go */
+    int64_t step_offset;    /* on_first_step's, added to its step numbers */
     ss_mono_ns wait_since;
     uint32_t features;  /* WIRE_FEATURE_* the rank announced */
     int closing;
@@ -106,6 +118,7 @@ struct ss_ingest {
     uint32_t handshake_timeout_ms;
     conn *conns;
     uint32_t n_conns;
+    int release_held; /* ss_ingest_release_held asked, not done yet */
     int closing;
     int server_open;   /* SERVER, RETRY and RESUME not closed yet: 0..3 */
     uv_idle_t resume;  /* tries the connections waiting in step */
@@ -540,7 +553,8 @@ static void on_resume(uv_idle_t *h);
 /* A rank's connection that a connection ahead may wait for. */
 static int paces(const conn *o)
 {
-    return o->rank >= 0 && !o->closing && !o->said_bye && !o->transport;
+    return o->rank >= 0 && !o->closing && !o->said_bye && !o->transport &&
+           !o->held;
 }
 
 /* Whether O has bytes it has not read yet: waiting itself, or bytes in
@@ -594,6 +608,55 @@ static void start_waiting(ss_ingest *in, conn *c)
         uv_idle_start(&in->resume, on_resume);
 }
 
+static void decode_kept(conn *c);
+
+/* Whether C's first STEP, just decoded into the frame, is held (on_first_
+ * step): the decoder goes back to BEFORE it, its bytes stay kept and the
+ * connection stops reading.  Else the connection's step offset is set. */
+static int first_step_held(conn *c, const wire_decoder *before)
+{
+    ss_ingest *in = c->owner;
+    int64_t offset = 0;
+    int hold = in->cb.on_first_step &&
+               in->cb.on_first_step(in->cb.ctx, (uint32_t)c->rank,
+                                    in->frame.u.step.step, !c->transport,
+                                    &offset) &&
+               !c->transport;
+    if (hold) {
+        c->decoder = *before;
+        if (!c->held) {
+            c->held = 1;
+            uv_read_stop((uv_stream_t *)&c->pipe);
+        }
+        return 1;
+    }
+    c->held = 0;
+    c->first_step_passed = 1;
+    c->step_offset = offset;
+    return 0;
+}
+
+/* Adds C's step offset to the step numbers F carries. */
+static void offset_steps(const conn *c, wire_frame *f)
+{
+    uint64_t d = (uint64_t)c->step_offset; /* two's complement: may lower */
+    if (f->type == WIRE_STEP)
+        f->u.step.step += d;
+    else if (f->type == WIRE_STATUS && f->u.status.step != WIRE_NO_STEP)
+        f->u.status.step += d;
+    else if (f->type == WIRE_CHECKPOINT)
+        f->u.checkpoint.step += d;
+}
+
+void ss_ingest_release_held(ss_ingest *in)
+{
+    /* On the next loop turn (on_resume): this may be called from inside a
+     * callback while a frame is being handed on. */
+    in->release_held = 1;
+    if (!uv_is_active((uv_handle_t *)&in->resume))
+        uv_idle_start(&in->resume, on_resume);
+}
+
 /* Decodes and dispatches the complete frames of P[0..LEN).  Returns the
  * bytes consumed, or -1 once C is closing. */
 static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
@@ -603,6 +666,7 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
     while (!c->closing) {
         size_t used = 0;
         char err[256];
+        wire_decoder before = c->decoder; /* to decode a held STEP again */
         wire_result rc = wire_decoder_next(&c->decoder, p + off, len - off,
                                            &in->frame, &used, err, sizeof err);
         if (rc == WIRE_NEED_MORE)
@@ -611,6 +675,11 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
             conn_reject(c, 1, err);
             return -1;
         }
+        if (in->frame.type == WIRE_STEP && !c->first_step_passed &&
+            first_step_held(c, &before))
+            return (ssize_t)off;
+        if (c->step_offset)
+            offset_steps(c, &in->frame);
         in->stats.frames++;
         off += used;
         if (in->frame.type == WIRE_STATUS && in->frame.u.status.since_ns &&
@@ -649,6 +718,17 @@ static void on_resume(uv_idle_t *h)
 {
     ss_ingest *in = h->data;
     int still = 0;
+    if (in->release_held) { /* ss_ingest_release_held */
+        in->release_held = 0;
+        for (conn *c = in->conns; c; c = c->next) {
+            if (!c->held || c->closing)
+                continue;
+            c->held = 0;
+            decode_kept(c);
+            if (!c->closing && !c->held && !c->waiting)
+                uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+        }
+    }
     for (conn *c = in->conns; c; c = c->next) {
         if (!c->waiting || c->closing)
             continue;
@@ -662,7 +742,7 @@ static void on_resume(uv_idle_t *h)
             continue;
         if (c->waiting)
             still = 1;
-        else
+        else if (!c->held)
             uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
     }
     if (!still)

@@ -80,6 +80,18 @@ typedef struct {
     /* RANK resumed from a checkpoint saved at R->step (RESUMED).  May be
      * NULL. */
     void (*on_resumed)(void *ctx, uint32_t rank, const wire_resumed *r);
+    /* RANK's first STEP on its connection, numbered STEP, is about to be
+     * handed on.  Return 1 to hold it, and everything the rank sends
+     * after it, unread until ss_ingest_release_held (the ranks that
+     * resumed from a checkpoint may not have said so yet); CAN_HOLD is 0
+     * where nothing can be held (a channel's bytes), and 1 is then taken
+     * for 0.  Else return 0 and set *OFFSET, which is added to the step
+     * numbers of this STEP and of every later STEP, STATUS and CHECKPOINT
+     * of the connection (a rank that numbers its steps from 0 while the
+     * others resumed from a checkpoint).  May be NULL (no hold, no
+     * offset). */
+    int (*on_first_step)(void *ctx, uint32_t rank, uint64_t step,
+                         int can_hold, int64_t *offset);
     /* RANK answered a COMMAND (ss_ingest_send_command) of kind PROFILE.
      * PD->marker_ns is on the controller's clock (moved like records'
      * times on a channel).  May be NULL. */
@@ -114,6 +126,10 @@ ss_ingest *ss_ingest_start(uv_loop_t *loop, const ss_ingest_config *cfg,
  * except on_disconnect for handshaken ranks.  The handles finish closing on
  * the next loop iterations; the memory is freed then.  NULL is a no-op. */
 void ss_ingest_close(ss_ingest *in);
+
+/* Reads on from the first STEP of every connection held there by
+ * on_first_step, which is asked again for each. */
+void ss_ingest_release_held(ss_ingest *in);
 
 /* Closes RANK's connection, if any (used when its process is gone). */
 void ss_ingest_drop_rank(ss_ingest *in, uint32_t rank);

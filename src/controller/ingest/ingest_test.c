@@ -56,6 +56,13 @@ typedef struct {
      * most one of them was ever ahead of the other */
     int64_t latest[2];
     int64_t most_ahead;
+    /* first steps (t_first_step): asked per rank, the first one asked
+     * held until the other's is asked, rank 1's moved up by 100 */
+    int hold_first;
+    int first_asked[2];
+    int64_t first_of[2];      /* the first step handed on, per rank */
+    int early[2];             /* a step of the rank came before the other's
+                                 first */
 } seen;
 
 static void on_closer(uv_timer_t *t)
@@ -110,6 +117,10 @@ static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
 {
     seen *s = ctx;
     s->steps++;
+    if (rank < 2 && s->first_of[!rank] == 0)
+        s->early[rank] = 1;
+    if (rank < 2 && s->first_of[rank] == 0)
+        s->first_of[rank] = (int64_t)rec->step;
     if (rank < 2) {
         s->latest[rank] = (int64_t)rec->step;
         int64_t ahead = s->latest[rank] - s->latest[!rank];
@@ -125,6 +136,25 @@ static void t_step(void *ctx, uint32_t rank, const ss_step_record *rec,
         memcpy(s->value_bits[i], values[i].v,
                (values[i].n < 4 ? values[i].n : 4) * sizeof(double));
     }
+}
+
+static int t_first_step(void *ctx, uint32_t rank, uint64_t step,
+                        int can_hold, int64_t *offset)
+{
+    seen *s = ctx;
+    (void)step;
+    *offset = 0;
+    if (rank >= 2)
+        return 0;
+    s->first_asked[rank]++;
+    if (!s->hold_first || !can_hold)
+        return 0;
+    if (!s->first_asked[!rank])
+        return 1; /* the first one waits for the other */
+    if (rank == 1)
+        *offset = 100;
+    ss_ingest_release_held(s->in); /* from inside a callback */
+    return 0;
 }
 
 static void t_labels(void *ctx, uint32_t rank, int name,
@@ -345,7 +375,8 @@ static ss_ingest *start(uv_loop_t *loop, seen *s, const char *path,
                               .on_values_dropped = t_values_dropped,
                               .on_resumed = t_resumed,
                               .on_profile_done = t_profile_done,
-                              .on_accept_failed = t_accept_failed};
+                              .on_accept_failed = t_accept_failed,
+                              .on_first_step = t_first_step};
     char err[256];
     signal(SIGPIPE, SIG_IGN); /* as `stepscope run` does */
     ss_ingest *in = ss_ingest_start(loop, &cfg, &cb, err, sizeof err);
@@ -943,7 +974,9 @@ static void backlog_job(uint32_t lead, uint32_t steps0, uint32_t steps1,
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
+    int hold_first = s->hold_first;
     memset(s, 0, sizeof *s);
+    s->hold_first = hold_first;
     s->close_after = 2;
     atomic_store(&bl_welcomed, 0);
     atomic_store(&bl_go, 0);
@@ -1002,7 +1035,28 @@ static void a_backlog_is_read_in_step(void)
     CHECK_EQ_INT(s.latest[0], 200);
 }
 
+/* The first rank's first step held (on_first_step) until the other
+ * rank's is asked: none of its steps goes before, none is lost, and the
+ * offset given moves every step of that rank's connection. */
+static void a_first_step_is_held_and_moved(void)
+{
+    seen s = {.hold_first = 1};
+    backlog_job(0, 50, 50, 0, &s);
+    CHECK_EQ_INT(s.steps, 100);
+    /* one was held, then asked again; the other asked once */
+    CHECK_EQ_INT(s.first_asked[0] + s.first_asked[1], 3);
+    int held = s.first_asked[1] == 2;
+    CHECK_EQ_INT(s.first_asked[held], 2);
+    CHECK(!s.early[held]);
+    CHECK_EQ_INT(s.first_of[0], 1);
+    CHECK_EQ_INT(s.first_of[1], 101);
+    CHECK_EQ_INT(s.latest[0], 50);
+    CHECK_EQ_INT(s.latest[1], 150);
+    CHECK_EQ_INT(s.byes, 2);
+}
+
 TEST_LIST(TEST(accepts_and_translates), TEST(commands_need_the_feature),
+          TEST(a_first_step_is_held_and_moved),
           TEST(vectors_and_labels_reach_on_step),
           TEST(a_refused_name_drops_its_values_not_the_rank),
           TEST(rejection_spares_others),

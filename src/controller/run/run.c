@@ -316,6 +316,7 @@ static void on_tick(uv_timer_t *t)
     run_nodes_tick(r->nodes, now, r->att.started);
     check_hang(r, now);
     check_store_file(r);
+    run_ingest_tick(r, now);
     for (uint32_t i = 0; i < r->o->nprocs; i++) {
         ss_life_decision d = ss_life_tick(&r->life, i, now);
         if (!d.never_connected)
@@ -816,6 +817,7 @@ static int prepare_attempt(void *ctx, uint32_t attempt, char *err,
         ss_live_rank_state(r->live, i, "starting");
     }
     r->first_step = r->last_step = r->resumed_from = -1;
+    run_ingest_new_attempt(r);
     r->job_stopping = 0;
     r->local_all_exited = 0;
     r->first_failure_status = -1;

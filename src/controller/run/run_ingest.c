@@ -182,12 +182,144 @@ static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
           "step %" PRIu64, rank, c->step);
 }
 
+/* ---- first steps ----
+ *
+ * A job may load its checkpoint on one rank and hand it to the others
+ * (torch.load on rank 0, then a broadcast, or DDP's own broadcast of rank
+ * 0's parameters): only that rank says it resumed from step k and numbers
+ * its steps from k + 1, the others from 0, and no step would be completed
+ * by all of them.  So in each attempt the first STEP of each of node 0's
+ * ranks is held (its connection unread) until every one of them has sent
+ * one, said it resumed, or gone, or for at most FIRST_HOLD_MAX_NS; then a
+ * rank that did not resume itself and numbers its first step below k + 1
+ * is moved up to it (its steps, STATUS and checkpoints), and said once.
+ * The ranks of a synchronous job send their first steps together: the
+ * hold costs them nothing.  Ranks on other nodes are not held (their
+ * bytes arrive through the agents' links): they are moved up when the
+ * resume is known by their first step. */
+
+#define FIRST_HOLD_MAX_NS ((ss_mono_ns)2 * 1000000000)
+
+enum { FIRST_NOT_YET = 0, FIRST_HELD, FIRST_PASSED };
+
+/* The offset of RANK's steps when its first one is numbered STEP. */
+static int64_t offset_of(const run_ctx *r, uint32_t rank, uint64_t step)
+{
+    const rank_slot *s = &r->ranks[rank];
+    if (r->resumed_from < 0 || s->resumed_itself ||
+        step >= (uint64_t)r->resumed_from + 1)
+        return 0;
+    return r->resumed_from + 1 - (int64_t)step;
+}
+
+/* Every one of node 0's ranks has sent its first step, said it resumed or
+ * gone. */
+static int all_at_gate(const run_ctx *r)
+{
+    for (uint32_t i = 0; i < r->o->nproc_local && i < r->o->nprocs; i++)
+        if (r->ranks[i].first_gate == FIRST_NOT_YET &&
+            !r->ranks[i].resumed_itself)
+            return 0;
+    return 1;
+}
+
+/* The held first steps go on, with the ranks moved up said once. */
+static void settle_first_steps(run_ctx *r)
+{
+    r->in.first_settled = 1;
+    uint32_t moved = 0, first = 0, any_held = 0;
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
+        const rank_slot *s = &r->ranks[i];
+        if (s->first_gate != FIRST_HELD)
+            continue;
+        any_held = 1;
+        if (offset_of(r, i, s->first_step) > 0 && moved++ == 0)
+            first = i;
+    }
+    if (any_held)
+        ss_ingest_release_held(r->ingest);
+    if (!moved)
+        return;
+    uint32_t loaded = 0, loader = 0;
+    for (uint32_t i = 0; i < r->o->nprocs; i++)
+        if (r->ranks[i].resumed_itself && loaded++ == 0)
+            loader = i;
+    char who[64], whose[96];
+    if (moved == 1)
+        snprintf(who, sizeof who, "rank %u", first);
+    else
+        snprintf(who, sizeof who, "%u ranks (rank %u first)", moved, first);
+    if (loaded == 1)
+        snprintf(whose, sizeof whose, "rank %u, which loaded the checkpoint,",
+                 loader);
+    else
+        snprintf(whose, sizeof whose, "the %u ranks that loaded the "
+                 "checkpoint", loaded);
+    char text[480];
+    snprintf(text, sizeof text, "%s numbered %s steps from %" PRIu64 " while "
+             "%s resumed from step %" PRId64 ": %s steps are counted from %"
+             PRId64 " (%s not load the checkpoint %s)", who,
+             moved == 1 ? "its" : "their", r->ranks[first].first_step, whose,
+             r->resumed_from, moved == 1 ? "its" : "their",
+             r->resumed_from + 1, moved == 1 ? "it did" : "they did",
+             moved == 1 ? "itself" : "themselves");
+    if (!r->o->quiet)
+        fprintf(stderr, "stepscope: %s\n", text);
+    run_event(r, "steps_renumbered", moved == 1 ? (int32_t)first : -1, "%s",
+              text);
+}
+
+static int cb_first_step(void *ctx, uint32_t rank, uint64_t step,
+                         int can_hold, int64_t *offset)
+{
+    run_ctx *r = ctx;
+    if (rank >= r->o->nprocs)
+        return 0;
+    rank_slot *s = &r->ranks[rank];
+    s->first_step = step;
+    if (!r->in.first_settled && can_hold && rank < r->o->nproc_local) {
+        s->first_gate = FIRST_HELD;
+        if (!r->in.first_held_at)
+            r->in.first_held_at = run_now(r);
+        if (!all_at_gate(r))
+            return 1;
+        settle_first_steps(r);
+    }
+    s->first_gate = FIRST_PASSED;
+    *offset = s->step_offset = offset_of(r, rank, step);
+    return 0;
+}
+
+void run_ingest_new_attempt(run_ctx *r)
+{
+    for (uint32_t i = 0; i < r->o->nprocs; i++) {
+        rank_slot *s = &r->ranks[i];
+        s->first_gate = FIRST_NOT_YET;
+        s->first_step = 0;
+        s->resumed_itself = 0;
+        s->step_offset = 0;
+    }
+    r->in.first_settled = 0;
+    r->in.first_held_at = 0;
+}
+
+void run_ingest_tick(run_ctx *r, ss_mono_ns now)
+{
+    if (!r->in.first_settled && r->in.first_held_at &&
+        now - r->in.first_held_at >= FIRST_HOLD_MAX_NS)
+        settle_first_steps(r);
+}
+
 /* Ranks report the step they resumed from; the first report stands for
  * the attempt, and a rank that disagrees is noted. */
 static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
 {
     run_ctx *r = ctx;
     int64_t step = (int64_t)rs->step;
+    if (rank < r->o->nprocs)
+        r->ranks[rank].resumed_itself = 1;
+    if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
+        settle_first_steps(r);
     if (r->resumed_from < 0) {
         r->resumed_from = step;
         ss_attempt_facts f = {.attempt = r->att.attempt, .ended_at = -1,
@@ -209,6 +341,12 @@ static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
 static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
 {
     run_ctx *r = ctx;
+    if (rank < r->o->nprocs && r->ranks[rank].first_gate == FIRST_NOT_YET) {
+        /* gone before its first step: nobody waits for it */
+        r->ranks[rank].first_gate = FIRST_PASSED;
+        if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
+            settle_first_steps(r);
+    }
     run_carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
     run_maybe_finish(r);
 }
@@ -279,6 +417,7 @@ void run_ingest_callbacks(run_ctx *r, ss_ingest_callbacks *cb)
                                 .on_name_refused = cb_name_refused,
                                 .on_values_dropped = cb_values_dropped,
                                 .on_resumed = cb_resumed,
+                                .on_first_step = cb_first_step,
                                 .on_profile_done = cb_profile_done,
                                 .on_accept_failed = cb_accept_failed};
 }

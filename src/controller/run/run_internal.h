@@ -52,6 +52,11 @@ typedef struct {
     int phase, collective;  /* run-wide name indexes, -1 none */
     uint64_t coll_seq;
     int coll_active;
+    /* its first step of the attempt (run_ingest.c, "First steps") */
+    int first_gate;         /* FIRST_NOT_YET, FIRST_HELD, FIRST_PASSED */
+    uint64_t first_step;    /* numbered as the rank sent it */
+    int resumed_itself;     /* it said it resumed (RESUMED) */
+    int64_t step_offset;    /* added to its step numbers */
 } rank_slot;
 
 typedef struct run_ctx run_ctx;
@@ -75,6 +80,8 @@ typedef struct {
     uint64_t accepts_unsaid;   /* ... since the last time it was said */
     ss_mono_ns accept_said_at; /* 0: never */
     int said_names_over_limit; /* the stderr warning went out */
+    int first_settled;         /* the attempt's first steps go on */
+    ss_mono_ns first_held_at;  /* the first one held; 0: none */
 } run_ingest_state;
 
 /* What a nonfinite finding did in this attempt (run_numerics.c). */
@@ -247,6 +254,13 @@ void run_end_loop(run_ctx *r);
 
 /* The ingest socket's callbacks into CB (CTX: R). */
 void run_ingest_callbacks(run_ctx *r, ss_ingest_callbacks *cb);
+
+/* A new attempt: its ranks' first steps are held again until each of
+ * node 0's ranks has sent one or said it resumed (run_ingest.c). */
+void run_ingest_new_attempt(run_ctx *r);
+
+/* Each tick: first steps held for FIRST_HOLD_MAX_NS go on. */
+void run_ingest_tick(run_ctx *r, ss_mono_ns now);
 
 /* The aggregator's sink (ss_sink, CTX: the run): a finalized step, and
  * every emission of a finding. */
