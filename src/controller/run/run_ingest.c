@@ -200,7 +200,7 @@ static void cb_checkpoint(void *ctx, uint32_t rank, const wire_checkpoint *c)
 
 #define FIRST_HOLD_MAX_NS ((ss_mono_ns)2 * 1000000000)
 
-enum { FIRST_NOT_YET = 0, FIRST_HELD, FIRST_PASSED };
+enum { FIRST_NOT_YET = 0, FIRST_HELD, FIRST_PASSED, FIRST_GONE };
 
 /* The offset of RANK's steps when its first one is numbered STEP. */
 static int64_t offset_of(const run_ctx *r, uint32_t rank, uint64_t step)
@@ -276,6 +276,10 @@ static int cb_first_step(void *ctx, uint32_t rank, uint64_t step,
     if (rank >= r->o->nprocs)
         return 0;
     rank_slot *s = &r->ranks[rank];
+    if (s->first_gate == FIRST_PASSED) { /* a connection again: as before */
+        *offset = s->step_offset;
+        return 0;
+    }
     s->first_step = step;
     if (!r->in.first_settled && can_hold && rank < r->o->nproc_local) {
         s->first_gate = FIRST_HELD;
@@ -343,7 +347,7 @@ static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
     run_ctx *r = ctx;
     if (rank < r->o->nprocs && r->ranks[rank].first_gate == FIRST_NOT_YET) {
         /* gone before its first step: nobody waits for it */
-        r->ranks[rank].first_gate = FIRST_PASSED;
+        r->ranks[rank].first_gate = FIRST_GONE;
         if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
             settle_first_steps(r);
     }

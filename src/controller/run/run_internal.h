@@ -53,7 +53,7 @@ typedef struct {
     uint64_t coll_seq;
     int coll_active;
     /* its first step of the attempt (run_ingest.c, "First steps") */
-    int first_gate;         /* FIRST_NOT_YET, FIRST_HELD, FIRST_PASSED */
+    int first_gate;         /* FIRST_NOT_YET, _HELD, _PASSED or _GONE */
     uint64_t first_step;    /* numbered as the rank sent it */
     int resumed_itself;     /* it said it resumed (RESUMED) */
     int64_t step_offset;    /* added to its step numbers */
