@@ -120,6 +120,17 @@ def test_clean_run_has_no_numerics_finding(store, mode):
     assert len(losses) == 30 * NPROCS, len(losses)
     assert max(numerics_metric(job, "numerics.errors")) == 0
     assert numerics_metric(job, "numerics.update_ratio"), "no update ratio"
+    # The text report's METRICS table keeps its columns in line with
+    # names longer than its default width (numerics.param_nonfinite).
+    text = subprocess.run([str(STEPSCOPE), "report", "--db", str(job.db)],
+                          capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0, text.stderr
+    table = text.stdout.split("\nMETRICS", 1)[1].split("\n\n", 1)[0]
+    header, *rows = ("METRICS" + table).splitlines()
+    end = header.index("steps") + len("steps")
+    assert any(len(r.split()[0]) > 19 for r in rows), rows
+    for r in rows:
+        assert r[end - 1] != " " and r[end] == " ", (header, r)
 
 
 def test_numerics_off_sends_nothing(store):

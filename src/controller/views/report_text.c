@@ -356,20 +356,52 @@ static void text_phases_headline(FILE *f, const ss_report *rp)
                 x->phase, x->ranks[0], x->n_ranks > 1 ? " and others" : "");
 }
 
+/* The width of a table's name column: at least MIN, as wide as the
+ * longest of the N names (at most 48), so that long names (module paths,
+ * "numerics.grad_nonfinite") keep the columns after them in line. */
+static int name_width(const char *(*name_of)(const ss_report *, size_t),
+                      const ss_report *rp, size_t n, int min)
+{
+    int w = min;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = name_of(rp, i);
+        int len = name ? (int)strlen(name) : 0;
+        if (len > w)
+            w = len < 48 ? len : 48;
+    }
+    return w;
+}
+
+static const char *phase_name(const ss_report *rp, size_t i)
+{
+    return rp->phases[i].name;
+}
+
+static const char *sync_name(const ss_report *rp, size_t i)
+{
+    return rp->syncs[i].name;
+}
+
+static const char *metric_name(const ss_report *rp, size_t i)
+{
+    return rp->metrics[i].name;
+}
+
 static void text_phases(FILE *f, const ss_report *rp)
 {
     char a[32], b[32], c[32], d[32];
     if (rp->n_phases) {
+        int w = name_width(phase_name, rp, rp->n_phases, 16);
         /* Where phases nest, their self time (less the phases nested in
          * them) goes next to the inclusive time. */
-        fprintf(f, "PHASES (ms)        %15s", "median rank p50");
+        fprintf(f, "%-*s %15s", 2 + w, "PHASES (ms)", "median rank p50");
         if (rp->any_nests)
             fprintf(f, " %15s", "self p50");
         fprintf(f, " %15s %15s   %s\n", "worst rank p50", "worst rank p90",
                 "most often worst");
         for (size_t i = 0; i < rp->n_phases; i++) {
             const ss_report_series *p = &rp->phases[i];
-            fprintf(f, "  %-16s %15s", p->name,
+            fprintf(f, "  %-*.*s %15s", w, w, p->name,
                     ss__report_ms(a, sizeof a, ss_report_pct(&p->a, 500)));
             if (rp->any_nests)
                 fprintf(f, " %15s",
@@ -391,11 +423,12 @@ static void text_phases(FILE *f, const ss_report *rp)
         fputc('\n', f);
     }
     if (rp->n_syncs) {
-        fprintf(f, "SYNC ARRIVAL (ms)  %15s %15s %15s   %s\n", "skew p50",
-                "skew p90", "late p90", "most often last");
+        int w = name_width(sync_name, rp, rp->n_syncs, 16);
+        fprintf(f, "%-*s %15s %15s %15s   %s\n", 2 + w, "SYNC ARRIVAL (ms)",
+                "skew p50", "skew p90", "late p90", "most often last");
         for (size_t i = 0; i < rp->n_syncs; i++) {
             const ss_report_series *y = &rp->syncs[i];
-            fprintf(f, "  %-16s %15s %15s %15s   ", y->name,
+            fprintf(f, "  %-*.*s %15s %15s %15s   ", w, w, y->name,
                     ss__report_ms(a, sizeof a, ss_report_pct(&y->a, 500)),
                     ss__report_ms(b, sizeof b, ss_report_pct(&y->a, 900)),
                     ss__report_ms(c, sizeof c, ss_report_pct(&y->b, 900)));
@@ -416,7 +449,8 @@ static void text_metrics(FILE *f, const ss_report *rp)
 {
     if (!rp->n_metrics)
         return;
-    fprintf(f, "METRICS  %-12s %7s %10s %14s %22s %22s\n", "", "steps",
+    int w = name_width(metric_name, rp, rp->n_metrics, 19);
+    fprintf(f, "%-*s %7s %10s %14s %22s %22s\n", 2 + w, "METRICS", "steps",
             "last step", "median rank", "min", "max");
     for (size_t i = 0; i < rp->n_metrics; i++) {
         const ss_report_metric *m = &rp->metrics[i];
@@ -425,8 +459,8 @@ static void text_metrics(FILE *f, const ss_report *rp)
                  m->min_rank);
         snprintf(hi, sizeof hi, "%.6g (rank %" PRId64 ")", m->max,
                  m->max_rank);
-        fprintf(f, "  %-19s %7" PRId64 " %10" PRId64 " %14.6g %22s %22s\n",
-                m->name, m->steps, m->last_step, m->median, lo, hi);
+        fprintf(f, "  %-*.*s %7" PRId64 " %10" PRId64 " %14.6g %22s %22s\n",
+                w, w, m->name, m->steps, m->last_step, m->median, lo, hi);
     }
     fputc('\n', f);
 }
