@@ -106,6 +106,8 @@ typedef struct {
     ss_finding *pending;       /* a closed burst awaiting judgement */
     int32_t burst_finding;     /* the last burst published, -1 */
     uint64_t burst_finding_last; /* its last step */
+    double height_ms;          /* the open (or last) persistent episode's
+                                  largest strength (refresh_persistent) */
     int32_t ended;             /* the last persistent episode's, -1 */
     uint64_t ended_last;       /* its last step */
     int32_t rare;              /* the finding of its rare waits, -1 */
@@ -651,6 +653,10 @@ static double machine_load_ms(const straggler *sg, uint32_t r)
     return n ? sum / n : 0;
 }
 
+/* A persistent finding's words follow windows of at least this share of
+ * the episode's largest strength (refresh_persistent). */
+#define HEIGHT_KEEP 0.9
+
 static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                                int opening)
 {
@@ -661,10 +667,24 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     summarize(d, sg, r, &whole, &s);
     if (s.n_late == 0)
         return;
-    ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     if (opening)
         f->first_step = s.first;
     f->last_step = s.last;
+    /* The words, evidence and severity are the episode's near its
+     * height: those of the newest window whose strength (the median
+     * lateness times the share of the window's steps the rank was late
+     * in) is within HEIGHT_KEEP of the largest seen.  A straggler that
+     * fades (or a window that began before it did) would otherwise be
+     * described by its last, weaker windows; a steady one, whose windows
+     * differ by noise, by its newest. */
+    double strength = s.n_seen ? s.late_med_ms * s.n_late / s.n_seen : 0;
+    if (strength > sr->height_ms || opening)
+        sr->height_ms = strength;
+    if (!opening && strength < HEIGHT_KEEP * sr->height_ms) {
+        ss__finding_touch(d, sr->persistent);
+        return;
+    }
+    ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
     /* on a machine whose load costs every rank as much per step as this
@@ -680,10 +700,11 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     last_words(&s, last, sizeof last);
     ss__host_cause_words(&s.host, host, sizeof host);
     ss__rl_straggler_words(d, r, s.first, s.last, host, sizeof host);
+    uint64_t newest = sg->step[ss__ring_back(sg->head, sg->sw, 0)];
     snprintf(f->message, sizeof f->message,
-             "rank %u %s a persistent straggler: over the last %u steps "
-             "%s; %s%s%s.", r, s.clock_uncertain ? "may be" : "is",
-             s.n_seen, how, last, why, host);
+             "rank %u %s a persistent straggler: over %u steps to step %"
+             PRIu64 " %s; %s%s%s.", r, s.clock_uncertain ? "may be" : "is",
+             s.n_seen, newest, how, last, why, host);
     ss__finding_touch(d, sr->persistent);
 }
 
@@ -1152,14 +1173,16 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
                                                      sg->fill - 1)];
             uint64_t first = UINT64_MAX;
             if (sr->ended >= 0 && sr->ended_last >= oldest) {
-                sr->persistent = sr->ended;
+                sr->persistent = sr->ended; /* its height goes on too */
                 first = ss__finding(d, sr->persistent)->first_step;
             } else if (sr->burst_finding >= 0 &&
                        sr->burst_finding_last >= oldest) {
                 sr->persistent = sr->burst_finding;
+                sr->height_ms = 0;
                 first = ss__finding(d, sr->persistent)->first_step;
             } else {
                 sr->persistent = ss__finding_open(d, "straggler");
+                sr->height_ms = 0;
             }
             sr->burst_finding = sr->ended = -1;
             if (sr->persistent >= 0) {

@@ -515,6 +515,46 @@ static void four_rank_job(uint64_t seed, uint64_t steps, ss_sink *sink,
     free(b);
 }
 
+/* ---- a straggler that fades ---- */
+
+static void slow_rank2_from_50_to_250(void *ctx, ss_detectors *d,
+                                      uint64_t s, double *c)
+{
+    (void)ctx;
+    (void)d;
+    if (s >= 50 && s < 250)
+        c[2] += 8;
+}
+
+/* Rank 2 computes 8 ms more in steps 50 to 249 of 400, then as the
+ * others: its finding keeps the words of its height (8 ms late, last in
+ * (nearly) every step of a window inside the episode), not those of the
+ * windows the episode fades out in, while its steps run to its end. */
+static void a_fading_straggler_keeps_the_words_of_its_height(void)
+{
+    last_finding lf = {0};
+    ss_sink sink = {&lf, NULL, keep_straggler};
+    step_edits e = {slow_rank2_from_50_to_250, NULL, NULL};
+    four_rank_job(77, 400, &sink, &e);
+    REQUIRE(lf.n > 0);
+    fprintf(stderr, "    %s\n", lf.f.message);
+    CHECK_EQ_INT(lf.f.ranks[0], 2);
+    CHECK(lf.f.last_step >= 249);
+    CHECK(strstr(lf.f.message, "over 100 steps to step ") != NULL);
+    unsigned long long to = 0;
+    const char *at = strstr(lf.f.message, "to step ");
+    REQUIRE(at && sscanf(at, "to step %llu", &to) == 1);
+    CHECK(to >= 149 && to <= 270);
+    unsigned last = 0;
+    at = strstr(lf.f.message, "the last rank in ");
+    REQUIRE(at && sscanf(at, "the last rank in %u of 100", &last) == 1);
+    CHECK(last >= 88);
+    const char *ev = strstr(lf.f.evidence_json, "\"late_ms_median\":");
+    REQUIRE(ev);
+    double late = atof(ev + strlen("\"late_ms_median\":"));
+    CHECK(late > 6 && late < 10);
+}
+
 typedef struct {
     double late_ms;
     const int64_t *bound;
@@ -755,6 +795,7 @@ static void clock_bound_bad_input(void)
 }
 
 TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
+          TEST(a_fading_straggler_keeps_the_words_of_its_height),
           TEST(lateness_outside_every_phase_is_said),
           TEST(rare_long_waits_are_named),
           TEST(lateness_within_bound_uncertain), TEST(clock_bound_bad_input),
