@@ -89,6 +89,8 @@ typedef struct {
                                 in; steps it lost more or less (not tied) */
     uint32_t alone;          /* slow steps of the ring it alone explained */
     int32_t finding;         /* of the open episode, -1 */
+    double height;           /* the open (or last) episode's largest cost
+                                to the job: its words (refresh) */
     int32_t ended;           /* the finding of the last episode, -1 */
     uint64_t ended_step;     /* the step it ended at */
 } cause_state;
@@ -756,43 +758,46 @@ static void cause_evidence(ss_detectors *d, ss_finding *f, int c,
     ss__evidence_end(ev, f);
 }
 
-/* The sentence of rank R's finding for cause C. */
+/* The sentence of rank R's finding for cause C, over the window of
+ * steps to NEWEST. */
 static void cause_message(ss_finding *f, uint32_t r, int c,
-                          const cause_summary *s)
+                          const cause_summary *s, uint64_t newest)
 {
-    char a[32], b[32], what[256], slow[200] = "";
+    char a[32], b[32], what[320], slow[200] = "", over[64];
+    snprintf(over, sizeof over, "over the %u steps to step %" PRIu64,
+             s->seen, newest);
     int share = (int)lround(s->share * 100);
     if (c == C_RUNQ && s->share < 1)
         snprintf(what, sizeof what, "rank %u waited for a CPU %d %% of its "
-                 "step time over the last %u steps (run-queue delay %s ms "
-                 "per step; median rank %s ms)", r, share, s->seen,
+                 "step time %s (run-queue delay %s ms per step; median "
+                 "rank %s ms)", r, share, over,
                  ss__fmt_ms(a, sizeof a, s->per_step_ms),
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
     else if (c == C_RUNQ) /* summed over its threads: beyond wall time */
         snprintf(what, sizeof what, "rank %u's threads waited for a CPU "
-                 "%.1f times its step time in all over the last %u steps "
-                 "(run-queue delay %s ms per step; median rank %s ms)", r,
-                 s->share, s->seen, ss__fmt_ms(a, sizeof a, s->per_step_ms),
+                 "%.1f times its step time in all %s (run-queue delay %s "
+                 "ms per step; median rank %s ms)", r, s->share, over,
+                 ss__fmt_ms(a, sizeof a, s->per_step_ms),
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
     else if (c == C_STOPPED && s->affected == 1)
         snprintf(what, sizeof what, "rank %u was stopped once, for %s ms in "
                  "step %" PRIu64 " (SIGSTOP, a debugger or a freezer; %d %% "
-                 "of its step time over the last %u steps)", r,
+                 "of its step time %s)", r,
                  ss__fmt_ms(a, sizeof a, s->affected_ms), s->first, share,
-                 s->seen);
+                 over);
     else if (c == C_STOPPED)
         snprintf(what, sizeof what, "rank %u was stopped for %s ms in %d %% "
-                 "of the last %u steps (%d %% of its step time; median rank "
-                 "%s ms per step)", r,
+                 "of the %u steps to step %" PRIu64 " (%d %% of its step "
+                 "time; median rank %s ms per step)", r,
                  ss__fmt_ms(a, sizeof a, s->affected_ms),
                  (int)lround(100.0 * s->affected / (s->seen ? s->seen : 1)),
-                 s->seen, share,
+                 s->seen, newest, share,
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
     else
         snprintf(what, sizeof what, "rank %u's cgroup was throttled %s ms "
-                 "per step over the last %u steps (CPU quota; %d %% of its "
-                 "step time; median rank %s ms)", r,
-                 ss__fmt_ms(a, sizeof a, s->per_step_ms), s->seen, share,
+                 "per step %s (CPU quota; %d %% of its step time; median "
+                 "rank %s ms)", r,
+                 ss__fmt_ms(a, sizeof a, s->per_step_ms), over, share,
                  ss__fmt_ms(b, sizeof b, s->med_per_step_ms));
     if (s->intermittent)
         snprintf(slow, sizeof slow, "; it is an intermittent straggler: in "
@@ -802,6 +807,10 @@ static void cause_message(ss_finding *f, uint32_t r, int c,
                  ss__fmt_ms(a, sizeof a, s->slow_excess_ms));
     snprintf(f->message, sizeof f->message, "%s%s.", what, slow);
 }
+
+/* A finding's words follow windows of at least this share of its
+ * episode's largest cost (refresh). */
+#define HEIGHT_KEEP 0.9
 
 static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
                     double med_share, int opening)
@@ -816,6 +825,16 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
         f->last_step = s.last;
     if (f->first_step > f->last_step)
         f->first_step = f->last_step;
+    /* The words, evidence and severity are the episode's near its height
+     * (the newest window costing the job at least HEIGHT_KEEP of the most
+     * it has): an episode that fades would otherwise be described by the
+     * windows it fades out in ("waited for a CPU 3 % of its step time"). */
+    if (opening || s.cost > rc->height)
+        rc->height = s.cost;
+    if (!opening && s.cost < HEIGHT_KEEP * rc->height) {
+        ss__finding_touch(d, rc->finding);
+        return;
+    }
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
     f->phase[0] = '\0';
@@ -826,7 +845,7 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
     f->severity = s.cost >= d->p[P_H_CRIT_FRAC] && !loaded ? SS_CRITICAL
                                                           : SS_WARNING;
     cause_evidence(d, f, c, &s);
-    cause_message(f, r, c, &s);
+    cause_message(f, r, c, &s, h->step[ss__ring_back(h->head, h->hw, 0)]);
     ss__finding_touch(d, rc->finding);
 }
 
