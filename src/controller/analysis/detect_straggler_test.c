@@ -372,9 +372,12 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
     CHECK(found_only(&fd, 1));
 }
 
+/* How much more rank 1 computes in run_two_ranks' late steps, ms. */
+static double two_ranks_late_ms = 6;
+
 /* STEPS steps of 2 ranks computing 20 ms (2 % noise) from seed SEED;
- * rank 1 computes 6 ms more in the steps LATE says.  Fills FD with the
- * straggler findings. */
+ * rank 1 computes two_ranks_late_ms more in the steps LATE says.  Fills
+ * FD with the straggler findings. */
 static void run_two_ranks(uint64_t seed, uint64_t steps,
                           int (*late)(uint64_t s), found *fd)
 {
@@ -390,7 +393,7 @@ static void run_two_ranks(uint64_t seed, uint64_t steps,
     for (uint64_t s = 0; s < steps; s++) {
         double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
         if (late(s))
-            c[1] += 6;
+            c[1] += two_ranks_late_ms;
         build_step(b, 2, s, c);
         ss_detectors_step(d, &b->v, names);
     }
@@ -413,6 +416,27 @@ static void transient_burst_on_two_ranks(void)
     CHECK_EQ_INT(fd.n_ids, 1);
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK_EQ_INT(fd.persistent[0], 0);
+}
+
+static int burst_150_20(uint64_t s)
+{
+    return s >= 150 && s < 170;
+}
+
+/* A burst that costs the job less than straggler.transient_min_ms in all
+ * (20 steps 2 ms late: 40 ms) is not a finding; 3 ms late (60 ms) is. */
+static void a_burst_of_a_few_ms_in_all_is_not_reported(void)
+{
+    found fd;
+    two_ranks_late_ms = 2;
+    run_two_ranks(31, 300, burst_150_20, &fd);
+    CHECK_EQ_INT(fd.n_ids, 0);
+    two_ranks_late_ms = 3;
+    run_two_ranks(31, 300, burst_150_20, &fd);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    CHECK_EQ_INT(fd.rank[0], 1);
+    CHECK_EQ_INT(fd.persistent[0], 0);
+    two_ranks_late_ms = 6;
 }
 
 static int burst_then_late(uint64_t s)
@@ -795,6 +819,7 @@ static void clock_bound_bad_input(void)
 }
 
 TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
+          TEST(a_burst_of_a_few_ms_in_all_is_not_reported),
           TEST(a_fading_straggler_keeps_the_words_of_its_height),
           TEST(lateness_outside_every_phase_is_said),
           TEST(rare_long_waits_are_named),

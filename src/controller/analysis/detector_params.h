@@ -44,6 +44,9 @@
     X(P_S_TRANSIENT, "straggler.transient_steps", 10, "steps", 5, 1024,       \
       "transient: significant over the newest this many steps, not over "     \
       "the whole window")                                                     \
+    X(P_S_TRANSIENT_MIN_MS, "straggler.transient_min_ms", 50, "ms", 0, 1e9,   \
+      "a transient burst is reported when its lateness costs the job this "   \
+      "much in all (median lateness times late steps)")                       \
     X(P_S_CRIT_FRAC, "straggler.critical_frac", 0.25, "ratio", 0, 100,        \
       "critical when the median lateness is this fraction of a median step")  \
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
