@@ -118,14 +118,21 @@ dist.destroy_process_group()
 """
 
 
-def test_a_resume_through_file_objects_is_recognised(store, tmp_path):
+def restarted_job(store, tmp_path, source, nprocs):
+    """Runs SOURCE (a script that crashes in attempt 0 and resumes from
+    its checkpoint, the path its argument) on NPROCS ranks under --auto
+    with one restart; the job, which succeeded."""
     script = tmp_path / "train.py"
-    script.write_text(FILE_OBJECT_SCRIPT)
-    ckpt = tmp_path / "ckpt.pt"
-    job = run_job(store, 2, python_cmd(script, str(ckpt)),
+    script.write_text(source)
+    job = run_job(store, nprocs, python_cmd(script, str(tmp_path / "ckpt.pt")),
                   extra=("--auto", "--max-restarts", "1"), env=ddp_env(),
                   timeout=JOB_TIMEOUT)
     assert job.returncode == 0, job.stderr
+    return job
+
+
+def test_a_resume_through_file_objects_is_recognised(store, tmp_path):
+    job = restarted_job(store, tmp_path, FILE_OBJECT_SCRIPT, 2)
     rep = job.report()
     saved = sorted(e["message"] for e in rep["events"]
                    if e["kind"] == "checkpoint")
@@ -171,13 +178,7 @@ dist.destroy_process_group()
 
 def test_ranks_that_did_not_load_the_checkpoint_go_on_with_rank_0(
         store, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(RANK0_LOADS_SCRIPT)
-    ckpt = tmp_path / "ckpt.pt"
-    job = run_job(store, 3, python_cmd(script, str(ckpt)),
-                  extra=("--auto", "--max-restarts", "1"), env=ddp_env(),
-                  timeout=JOB_TIMEOUT)
-    assert job.returncode == 0, job.stderr
+    job = restarted_job(store, tmp_path, RANK0_LOADS_SCRIPT, 3)
     # Rank 0 resumed from step 19; ranks 1 and 2, which numbered their
     # steps from 0, are counted from 20 with it: every step of attempt 1
     # is every rank's.
