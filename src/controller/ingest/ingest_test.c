@@ -968,13 +968,13 @@ static int held_rank_passed(const seen *s)
 
 /* Two ranks whose records all wait in their sockets when the loop runs
  * again (a controller that could not run): rank 0 with STEPS0 steps,
- * rank 1 with STEPS1, held open after them with HOLD1.  Fills S. */
+ * rank 1 with STEPS1, held open after them with HOLD1; with HOLD_FIRST
+ * their first steps go through t_first_step's hold.  Fills S. */
 static void backlog_job(uint32_t lead, uint32_t steps0, uint32_t steps1,
-                        int hold1, seen *s)
+                        int hold1, int hold_first, seen *s)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    int hold_first = s->hold_first;
     memset(s, 0, sizeof *s);
     s->hold_first = hold_first;
     s->close_after = 2;
@@ -1014,12 +1014,12 @@ static void backlog_job(uint32_t lead, uint32_t steps0, uint32_t steps1,
 static void a_backlog_is_read_in_step(void)
 {
     seen s;
-    backlog_job(0, 200, 200, 0, &s);
+    backlog_job(0, 200, 200, 0, 0, &s);
     CHECK_EQ_INT(s.steps, 400);
     CHECK(s.most_ahead > 100); /* the backlog is real */
     CHECK_EQ_INT(s.stats.lead_waits, 0);
 
-    backlog_job(8, 200, 200, 0, &s);
+    backlog_job(8, 200, 200, 0, 0, &s);
     CHECK_EQ_INT(s.steps, 400);
     CHECK(s.most_ahead <= 9);
     if (s.most_ahead > 9)
@@ -1030,7 +1030,7 @@ static void a_backlog_is_read_in_step(void)
 
     /* rank 1 stops after 3 steps and stays connected: rank 0's 200 steps
      * all pass before rank 1 says anything more */
-    backlog_job(8, 200, 3, 1, &s);
+    backlog_job(8, 200, 3, 1, 0, &s);
     CHECK_EQ_INT(s.steps, 203);
     CHECK_EQ_INT(s.latest[0], 200);
 }
@@ -1040,8 +1040,8 @@ static void a_backlog_is_read_in_step(void)
  * offset given moves every step of that rank's connection. */
 static void a_first_step_is_held_and_moved(void)
 {
-    seen s = {.hold_first = 1};
-    backlog_job(0, 50, 50, 0, &s);
+    seen s;
+    backlog_job(0, 50, 50, 0, 1, &s);
     CHECK_EQ_INT(s.steps, 100);
     /* one was held, then asked again; the other asked once */
     CHECK_EQ_INT(s.first_asked[0] + s.first_asked[1], 3);
