@@ -90,7 +90,7 @@ typedef struct {
     uint32_t alone;          /* slow steps of the ring it alone explained */
     int32_t finding;         /* of the open episode, -1 */
     double height;           /* the open (or last) episode's largest cost
-                                to the job: its words (refresh) */
+                                to the job (ss__words_at_height) */
     int32_t ended;           /* the finding of the last episode, -1 */
     uint64_t ended_step;     /* the step it ended at */
 } cause_state;
@@ -808,10 +808,6 @@ static void cause_message(ss_finding *f, uint32_t r, int c,
     snprintf(f->message, sizeof f->message, "%s%s.", what, slow);
 }
 
-/* A finding's words follow windows of at least this share of its
- * episode's largest cost (refresh). */
-#define HEIGHT_KEEP 0.9
-
 static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
                     double med_share, int opening)
 {
@@ -825,13 +821,9 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
         f->last_step = s.last;
     if (f->first_step > f->last_step)
         f->first_step = f->last_step;
-    /* The words, evidence and severity are the episode's near its height
-     * (the newest window costing the job at least HEIGHT_KEEP of the most
-     * it has): an episode that fades would otherwise be described by the
-     * windows it fades out in ("waited for a CPU 3 % of its step time"). */
-    if (opening || s.cost > rc->height)
-        rc->height = s.cost;
-    if (!opening && s.cost < HEIGHT_KEEP * rc->height) {
+    /* The words are the episode's near its height, by its cost to the
+     * job (not "waited for a CPU 3 % of its step time" as it fades). */
+    if (!ss__words_at_height(&rc->height, s.cost, opening)) {
         ss__finding_touch(d, rc->finding);
         return;
     }

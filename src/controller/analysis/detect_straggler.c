@@ -107,7 +107,7 @@ typedef struct {
     int32_t burst_finding;     /* the last burst published, -1 */
     uint64_t burst_finding_last; /* its last step */
     double height_ms;          /* the open (or last) persistent episode's
-                                  largest strength (refresh_persistent) */
+                                  largest strength (ss__words_at_height) */
     int32_t ended;             /* the last persistent episode's, -1 */
     uint64_t ended_last;       /* its last step */
     int32_t rare;              /* the finding of its rare waits, -1 */
@@ -653,10 +653,6 @@ static double machine_load_ms(const straggler *sg, uint32_t r)
     return n ? sum / n : 0;
 }
 
-/* A persistent finding's words follow windows of at least this share of
- * the episode's largest strength (refresh_persistent). */
-#define HEIGHT_KEEP 0.9
-
 static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                                int opening)
 {
@@ -670,17 +666,11 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     if (opening)
         f->first_step = s.first;
     f->last_step = s.last;
-    /* The words, evidence and severity are the episode's near its
-     * height: those of the newest window whose strength (the median
-     * lateness times the share of the window's steps the rank was late
-     * in) is within HEIGHT_KEEP of the largest seen.  A straggler that
-     * fades (or a window that began before it did) would otherwise be
-     * described by its last, weaker windows; a steady one, whose windows
-     * differ by noise, by its newest. */
+    /* The words are the episode's near its height; a window's strength is
+     * its median lateness times the share of its steps the rank was late
+     * in (a window that began before the straggler did shows less). */
     double strength = s.n_seen ? s.late_med_ms * s.n_late / s.n_seen : 0;
-    if (strength > sr->height_ms || opening)
-        sr->height_ms = strength;
-    if (!opening && strength < HEIGHT_KEEP * sr->height_ms) {
+    if (!ss__words_at_height(&sr->height_ms, strength, opening)) {
         ss__finding_touch(d, sr->persistent);
         return;
     }

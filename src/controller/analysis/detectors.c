@@ -115,6 +115,13 @@ void ss__finding_touch(ss_detectors *d, int32_t idx)
     d->fd[idx].dirty = 1;
 }
 
+int ss__words_at_height(double *height, double strength, int opening)
+{
+    if (opening || strength > *height)
+        *height = strength;
+    return opening || strength >= 0.9 * *height;
+}
+
 int32_t ss__finding_publish(ss_detectors *d, const ss_finding *content)
 {
     int32_t idx = ss__finding_open(d, content->kind);

@@ -128,6 +128,16 @@ ss_finding *ss__finding(ss_detectors *d, int32_t idx);
 /* Marks finding IDX changed: the driver emits it when due. */
 void ss__finding_touch(ss_detectors *d, int32_t idx);
 
+/* Whether a refreshed episode's finding takes the words, evidence and
+ * severity of its newest window, of STRENGTH (how much the window shows
+ * of the fault: lateness, cost to the job).  Always when OPENING, which
+ * starts *HEIGHT, the largest strength of the episode, from it; else when
+ * STRENGTH is at least 0.9 of *HEIGHT, which it raises.  So an episode
+ * that fades keeps the words of its height, not those of the windows it
+ * fades out in, and a steady one, whose windows differ by noise, its
+ * newest. */
+int ss__words_at_height(double *height, double strength, int opening);
+
 /* Opens a finding of CONTENT->kind holding a copy of CONTENT (with the new
  * id and D's attempt) and marks it changed.  Returns its index or -1 as
  * ss__finding_open.  For a finding a detector prepared outside the table

@@ -269,6 +269,14 @@ static void settle_first_steps(run_ctx *r)
               text);
 }
 
+/* The held first steps go on once every one of node 0's ranks is at the
+ * gate (after a resume or a rank gone). */
+static void settle_if_all_at_gate(run_ctx *r)
+{
+    if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
+        settle_first_steps(r);
+}
+
 static int cb_first_step(void *ctx, uint32_t rank, uint64_t step,
                          int can_hold, int64_t *offset)
 {
@@ -322,8 +330,7 @@ static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
     int64_t step = (int64_t)rs->step;
     if (rank < r->o->nprocs)
         r->ranks[rank].resumed_itself = 1;
-    if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
-        settle_first_steps(r);
+    settle_if_all_at_gate(r);
     if (r->resumed_from < 0) {
         r->resumed_from = step;
         ss_attempt_facts f = {.attempt = r->att.attempt, .ended_at = -1,
@@ -348,8 +355,7 @@ static void cb_disconnect(void *ctx, uint32_t rank, int said_bye)
     if (rank < r->o->nprocs && r->ranks[rank].first_gate == FIRST_NOT_YET) {
         /* gone before its first step: nobody waits for it */
         r->ranks[rank].first_gate = FIRST_GONE;
-        if (!r->in.first_settled && r->in.first_held_at && all_at_gate(r))
-            settle_first_steps(r);
+        settle_if_all_at_gate(r);
     }
     run_carry_out(r, rank, ss_life_disconnect(&r->life, rank, said_bye));
     run_maybe_finish(r);
