@@ -666,7 +666,11 @@ static ssize_t decode_frames(conn *c, const uint8_t *p, size_t len)
     while (!c->closing) {
         size_t used = 0;
         char err[256];
-        wire_decoder before = c->decoder; /* to decode a held STEP again */
+        /* to decode a held first STEP again; copied (~400 bytes) only
+         * until the first STEP has passed, not for every frame */
+        wire_decoder before;
+        if (!c->first_step_passed)
+            before = c->decoder;
         wire_result rc = wire_decoder_next(&c->decoder, p + off, len - off,
                                            &in->frame, &used, err, sizeof err);
         if (rc == WIRE_NEED_MORE)
