@@ -68,10 +68,12 @@ def steps_of_newest_run(store):
         return 0
 
 
-def run_and_stop(tmp_path, store, mode, sig, name="stopme"):
+def run_and_stop(tmp_path, store, mode, sig, name="stopme", send=None):
     """Runs 2 ranks of the script in MODE ("exit0": they exit 0 on SIGTERM;
-    "die": SIGTERM kills them), sends SIG to stepscope's process group once
-    steps are stored; returns (exit status, stderr)."""
+    "die": SIGTERM kills them; "save": they take a second to save, then
+    exit 0), sends SIG to stepscope's process group once steps are stored
+    (or calls SEND(pid of stepscope) to stop it); returns (exit status,
+    stderr)."""
     script = tmp_path / "rank.py"
     script.write_text(RANK)
     (tmp_path / "mode").write_text(mode)
@@ -90,7 +92,10 @@ def run_and_stop(tmp_path, store, mode, sig, name="stopme"):
                 break
             time.sleep(0.2)
         assert proc.poll() is None, proc.communicate()[1]
-        os.killpg(proc.pid, sig)  # the foreground group, as a terminal does
+        if send:
+            send(proc.pid)
+        else:
+            os.killpg(proc.pid, sig)  # the foreground group, as a terminal does
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -180,34 +185,18 @@ def test_interrupted_runs_are_no_guard_baselines(tmp_path):
 
 def test_a_stop_delivered_twice_leaves_the_ranks_their_grace(tmp_path):
     store = tmp_path / "store.db"
-    script = tmp_path / "rank.py"
-    script.write_text(RANK)
-    (tmp_path / "mode").write_text("save")
-    proc = subprocess.Popen(
-        [str(STEPSCOPE), "run", "-n", "2", "--db", str(store), "--no-http",
-         "--grace", "10", "--name", "stopme", "--", "/usr/bin/python3",
-         str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        stdin=subprocess.DEVNULL, env=env(), start_new_session=True)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline and proc.poll() is None:
-            if steps_of_newest_run(store) >= 3:
-                break
-            time.sleep(0.2)
-        assert proc.poll() is None, proc.communicate()[1]
-        # What `timeout` does at its end: the signal to its child, then to
-        # its whole process group, the child again included (here 0.1 s
-        # apart, so that the kernel does not merge the two).
-        os.kill(proc.pid, signal.SIGTERM)
+
+    def as_timeout_does(pid):
+        # At its end `timeout` sends its signal to its child, then to its
+        # whole process group, the child again included (here 0.1 s apart,
+        # so that the kernel does not merge the two).
+        os.kill(pid, signal.SIGTERM)
         time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 143, (proc.returncode, err)
+        os.killpg(pid, signal.SIGTERM)
+
+    rc, err = run_and_stop(tmp_path, store, "save", signal.SIGTERM,
+                           send=as_timeout_does)
+    assert rc == 143, (rc, err)
     assert "killing the ranks now" not in err, err
     for rank in (0, 1):
         assert (tmp_path / ("saved-%d" % rank)).exists(), err
