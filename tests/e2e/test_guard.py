@@ -21,6 +21,7 @@ from conftest import EXAMPLE, STEPSCOPE, run_job
 RANKS = 4
 STEPS = 150
 WIDE = ("--set", "threshold=25", "--metric", "step_time")
+SLOW_MS = 8  # the slowdown's busy work in compute, per rank and step
 
 
 def write_job(path, slow_ms=0.0, ranks=RANKS):
@@ -64,8 +65,12 @@ def test_guard_over_a_history_of_real_runs(store, tmp_path):
     assert doc["fingerprint"]["world_size"] == RANKS
     assert doc["fingerprint"]["command"] == str(job)
 
-    # Slower by 4 ms of compute per step on every rank.
-    write_job(job, slow_ms=4)
+    # Slower by 8 ms of compute per step on every rank.  Clean runs of
+    # this job on a shared machine sometimes fall into two levels 14 %
+    # apart (7.4 and 8.4 ms); judged against three of them, the run-level
+    # bound reached 91 %, above the +87 % that 4 ms made of the step on 4
+    # ranks sharing 2 cores, and the step time read "same" (1 run in 4).
+    write_job(job, slow_ms=SLOW_MS)
     run(store, job)
     md, junit = tmp_path / "guard.md", tmp_path / "guard.xml"
     g = guard(store, "--markdown", str(md), "--junit", str(junit))
@@ -74,8 +79,8 @@ def test_guard_over_a_history_of_real_runs(store, tmp_path):
     regressions = [l for l in lines if l.startswith("REGRESSION: ")]
     names = [l.split()[1] for l in regressions]
     assert "step_time" in names and "phase.compute" in names, g.stdout
-    # The size and its interval: compute goes from ~0.5 ms to ~4.5 ms, the
-    # step from ~7 ms to 11 ms or more.
+    # The size and its interval: compute goes from ~0.5 ms to ~8.5 ms, the
+    # step from ~7 ms to 15 ms or more.
     compute = next(l for l in regressions if l.split()[1] == "phase.compute")
     change = float(compute.split()[2])
     lo = float(compute.split("[")[1].split()[0])
@@ -123,7 +128,7 @@ def test_guard_over_a_history_of_real_runs(store, tmp_path):
 
     # The slowdown comes back and stays: the second slow run in a row is
     # dated to the first.
-    write_job(job, slow_ms=4)
+    write_job(job, slow_ms=SLOW_MS)
     run(store, job)
     run(store, job)
     g = guard(store)
