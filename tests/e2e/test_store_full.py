@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import example, run_job
+from conftest import STEPSCOPE, example, run_job
 
 
 @pytest.fixture
@@ -88,6 +88,12 @@ def test_summary_claims_only_what_a_full_disk_stored(small_disk, tmp_path):
         # no controller holds the run any more: readers say so
         assert report["run"]["status"] == "interrupted"
         assert "the store still says run" in job.stderr
+        # The text report counts what was stored, not what was finalized.
+        text = subprocess.run([str(STEPSCOPE), "report", "--db", str(db)],
+                              capture_output=True, text=True)
+        assert f"steps       {stored} stored" in text.stdout, text.stdout
+        assert "the run's end was not stored: it may have finalized more" \
+            in text.stdout
     else:
         assert status_in_db == "succeeded"
         # The report says what was lost, in an event written with the end.

@@ -1,8 +1,9 @@
 /*
  * proc_tree.c - one rank's process tree, read from /proc (proc_tree.h).
  *
- * Membership (processes and their threads) is rebuilt at most once per
- * rescan period; in between, each sample is one pread per kept descriptor:
+ * Membership (processes and their threads) is rebuilt once per rescan
+ * period, and in a sample that finds a followed process's thread count
+ * changed; in between, each sample is one pread per kept descriptor:
  * /proc/PID/stat and /proc/PID/status per process, and
  * /proc/PID/task/TID/schedstat per thread.  A member that disappears (its
  * read fails, or a rescan no longer finds it) is retired: its last values
@@ -23,7 +24,9 @@ typedef struct {
     pid_t pid;
     int fd_stat, fd_status;
     int64_t ticks, major_faults, vol, invol; /* last values read */
-    int seen;                                /* found by the current scan */
+    int64_t num_threads;   /* the kernel's count at the last read */
+    int64_t listed;        /* threads listed at the last membership scan */
+    int seen;              /* found by the current scan */
 } proc_member;
 
 typedef struct {
@@ -74,11 +77,12 @@ static int open_at(const ss_proc_tree *t, const char *fmt, pid_t a, pid_t b)
 }
 
 /* /proc/PID/stat: STATE after the last ')'; majflt and cmajflt are fields
- * 12 and 13, utime, stime, cutime and cstime fields 14 to 17 (1-based,
- * man 5 proc).  The c- fields hold what waited-for children used, so a
- * descendant that ends moves its counts into its parent's. */
+ * 12 and 13, utime, stime, cutime and cstime fields 14 to 17, num_threads
+ * field 20 (1-based, man 5 proc).  The c- fields hold what waited-for
+ * children used, so a descendant that ends moves its counts into its
+ * parent's.  A line that stops before field 20 leaves *THREADS at -1. */
 static int parse_stat(const char *s, char *state, int64_t *major,
-                      int64_t *ticks)
+                      int64_t *ticks, int64_t *threads)
 {
     const char *p = strrchr(s, ')');
     if (!p || p[1] != ' ')
@@ -87,14 +91,19 @@ static int parse_stat(const char *s, char *state, int64_t *major,
     *state = *p;
     unsigned long long v[6] = {0}; /* fields 12..17 */
     int field = 3;                 /* p points at field 3 (state) */
-    while (*p && field < 17) {
+    *threads = -1;
+    while (*p && field < 20) {
         while (*p && *p != ' ')
             p++;
         while (*p == ' ')
             p++;
+        if (!*p)
+            break;
         field++;
         if (field >= 12 && field <= 17)
             v[field - 12] = strtoull(p, NULL, 10);
+        else if (field == 20)
+            *threads = (int64_t)strtoll(p, NULL, 10);
     }
     if (field < 17)
         return -1;
@@ -167,24 +176,28 @@ uint32_t ss_proc_tree_open_files(const ss_proc_tree *t)
     return n;
 }
 
-static void mark_proc(ss_proc_tree *t, pid_t pid)
+/* Marks PID a member found by this scan (added if new); returns its
+ * entry, or NULL when it is not followed (gone, or too many). */
+static proc_member *mark_proc(ss_proc_tree *t, pid_t pid)
 {
     for (uint32_t i = 0; i < t->n_procs; i++)
         if (t->procs[i].pid == pid) {
             t->procs[i].seen = 1;
-            return;
+            return &t->procs[i];
         }
     if (t->n_procs == SS_PROC_TREE_MAX_PROCS)
-        return;
+        return NULL;
     proc_member *m = &t->procs[t->n_procs];
     memset(m, 0, sizeof *m);
     m->pid = pid;
+    m->num_threads = -1;
     m->fd_stat = open_at(t, "%d/stat", pid, 0);
     if (m->fd_stat < 0)
-        return; /* gone already */
+        return NULL; /* gone already */
     m->fd_status = open_at(t, "%d/status", pid, 0);
     m->seen = 1;
     t->n_procs++;
+    return m;
 }
 
 static void mark_thread(ss_proc_tree *t, pid_t pid, pid_t tid)
@@ -252,17 +265,21 @@ static void rescan(ss_proc_tree *t)
         DIR *d = opendir(dir);
         if (!d)
             continue;
-        mark_proc(t, pid);
+        proc_member *m = mark_proc(t, pid);
+        int64_t listed = 0;
         struct dirent *e;
         while ((e = readdir(d))) {
             char *end;
             long tid = strtol(e->d_name, &end, 10);
             if (*end || tid <= 0)
                 continue;
+            listed++;
             mark_thread(t, pid, (pid_t)tid);
             add_children(t, pid, (pid_t)tid, queue, &n);
         }
         closedir(d);
+        if (m)
+            m->listed = listed;
     }
     for (uint32_t i = t->n_procs; i-- > 0;)
         if (!t->procs[i].seen)
@@ -281,6 +298,22 @@ static int64_t monotone(int64_t sum, int64_t *carry, int64_t *last)
     return *last;
 }
 
+/* Whether a followed process's thread count, as the kernel gave it in this
+ * sample, differs from the threads its last scan listed: a thread started
+ * or ended since.  A thread found by the periodic rescan alone
+ * would bring up to a second of its run-queue delay into one sample (a
+ * DDP rank's autograd and communication threads start with its first
+ * steps), and the ranks whose threads were found sooner would seem to
+ * wait more meanwhile. */
+static int threads_changed(const ss_proc_tree *t)
+{
+    for (uint32_t i = 0; i < t->n_procs; i++)
+        if (t->procs[i].num_threads >= 0 &&
+            t->procs[i].num_threads != t->procs[i].listed)
+            return 1;
+    return 0;
+}
+
 int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
 {
     if (now >= t->next_rescan) {
@@ -293,7 +326,8 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
         proc_member *m = &t->procs[i];
         char state = '?';
         if (read_fd(m->fd_stat, buf, sizeof buf) < 0 ||
-            parse_stat(buf, &state, &m->major_faults, &m->ticks) != 0) {
+            parse_stat(buf, &state, &m->major_faults, &m->ticks,
+                       &m->num_threads) != 0) {
             if (m->pid == t->root_pid)
                 t->root_gone = 1;
             retire_proc(t, i);
@@ -308,6 +342,8 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
             m->invol = status_field(buf, "nonvoluntary_ctxt_switches:");
         }
     }
+    if (threads_changed(t))
+        rescan(t); /* its threads are read below, in this sample */
     for (uint32_t i = t->n_threads; i-- > 0;) {
         thread_member *m = &t->threads[i];
         unsigned long long run = 0, wait = 0;

@@ -10,9 +10,11 @@
  *
  * Reading is cheap by design: the membership of the tree (processes through
  * /proc/PID/task/TID/children, threads through /proc/PID/task) is rescanned
- * at most once per SS_PROC_TREE_RESCAN_NS, and between rescans every file
- * is read with pread(2) on a descriptor kept open, one system call per
- * file.  Counters are cumulative and never go down: when a process or
+ * once per SS_PROC_TREE_RESCAN_NS and in a sample that finds a followed
+ * process's thread count changed (so a new thread is counted from the first
+ * sample after its start, with what it waited since), and between rescans
+ * every file is read with pread(2) on a descriptor kept open, one system
+ * call per file.  Counters are cumulative and never go down: when a process or
  * thread of the tree ends, what it had counted up to the last read is kept,
  * and a process reaped by its parent inside the tree is counted whole.
  * CPU time comes from the kernel's tick accounting (utime + stime, 1/HZ

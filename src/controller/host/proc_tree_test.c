@@ -24,17 +24,26 @@ static ss_mono_ns now_ns(void)
     return (ss_mono_ns)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* A process line of /proc/PID/stat with majflt, utime, stime set. */
-static void fake_stat(const char *root, int pid, char state, int majflt,
-                      int utime, int stime, int cutime)
+/* A process line of /proc/PID/stat with majflt, utime, stime, cutime and
+ * num_threads set. */
+static void fake_stat_threads(const char *root, int pid, char state,
+                              int majflt, int utime, int stime, int cutime,
+                              int threads)
 {
     char rel[64], text[512];
     snprintf(rel, sizeof rel, "%d/stat", pid);
     snprintf(text, sizeof text,
-             "%d (py thon) %c 1 1 1 0 -1 0 10 0 %d 1 %d %d %d 0 20 0 1 0 1 "
+             "%d (py thon) %c 1 1 1 0 -1 0 10 0 %d 1 %d %d %d 0 20 0 %d 0 1 "
              "1000 100 0\n",
-             pid, state, majflt, utime, stime, cutime);
+             pid, state, majflt, utime, stime, cutime, threads);
     testing_write_file(root, rel, text);
+}
+
+/* The same with one thread. */
+static void fake_stat(const char *root, int pid, char state, int majflt,
+                      int utime, int stime, int cutime)
+{
+    fake_stat_threads(root, pid, state, majflt, utime, stime, cutime, 1);
 }
 
 static void fake_task(const char *root, int pid, int tid, long long run,
@@ -101,6 +110,49 @@ static void fake_tree_exact(void)
     CHECK_EQ_INT(c.vol_switches, 46);
     CHECK_EQ_INT(c.major_faults, 7); /* a drop is carried */
     CHECK_EQ_INT(c.stopped, 1);
+    ss_proc_tree_free(t);
+}
+
+/* A thread started between two periodic rescans is followed from the
+ * sample that finds the process's thread count changed, with what it
+ * waited since its start; one that ends keeps what it counted. */
+static void a_new_thread_is_followed_at_once(void)
+{
+    char root[512];
+    testing_tmp_path("proc_threads", root, sizeof root);
+    fake_stat_threads(root, 100, 'S', 0, 10, 0, 0, 1);
+    fake_task(root, 100, 100, 1000000, 200000, "");
+    ss_proc_tree *t = ss_proc_tree_new(root, 100);
+    REQUIRE(t);
+    ss_proc_counters c;
+    REQUIRE(ss_proc_tree_sample(t, 1, &c) == 0);
+    CHECK_EQ_INT(c.n_threads, 1);
+    CHECK_EQ_INT(c.runq_ns, 200000);
+
+    /* 100 ms later: a second thread, which has waited 300 us */
+    fake_stat_threads(root, 100, 'S', 0, 12, 0, 0, 2);
+    fake_task(root, 100, 100, 1100000, 250000, "");
+    fake_task(root, 100, 101, 400000, 300000, "");
+    REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 10, &c) == 0);
+    CHECK_EQ_INT(c.n_threads, 2);
+    CHECK_EQ_INT(c.runq_ns, 550000);
+
+    /* it waits 100 us more, then ends */
+    fake_task(root, 100, 101, 500000, 400000, "");
+    REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 5, &c) == 0);
+    CHECK_EQ_INT(c.runq_ns, 650000);
+    char path[600];
+    snprintf(path, sizeof path, "%s/100/task/101/schedstat", root);
+    remove(path);
+    snprintf(path, sizeof path, "%s/100/task/101/children", root);
+    remove(path);
+    snprintf(path, sizeof path, "%s/100/task/101", root);
+    rmdir(path);
+    fake_stat_threads(root, 100, 'S', 0, 13, 0, 0, 1);
+    REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 10 * 3, &c) ==
+            0);
+    CHECK_EQ_INT(c.n_threads, 1);
+    CHECK_EQ_INT(c.runq_ns, 650000);
     ss_proc_tree_free(t);
 }
 
@@ -211,5 +263,6 @@ static void real_tree(void)
     close(done[1]);
 }
 
-TEST_LIST(TEST(fake_tree_exact), TEST(fake_without_schedstat_uses_ticks),
+TEST_LIST(TEST(fake_tree_exact), TEST(a_new_thread_is_followed_at_once),
+          TEST(fake_without_schedstat_uses_ticks),
           TEST(missing_root_is_an_error), TEST(real_tree))

@@ -229,9 +229,15 @@ void ss__report_text_header(FILE *f, const ss_report *rp)
     else
         fputs(", still running or stopped without an end record", f);
     fputc('\n', f);
-    fprintf(f, "  steps       %zu finalized", rp->step_max.n > rp->step_med.n
-                                                   ? rp->step_max.n
-                                                   : rp->step_med.n);
+    /* A run that stopped without its end record (its controller killed,
+     * or its store full at the end) may have finalized more steps than
+     * the store holds: the count is of what was stored. */
+    int no_end = r->ended_at == SS_MISSING && r->status &&
+                 strcmp(r->status, "running") != 0;
+    fprintf(f, "  steps       %zu %s", rp->step_max.n > rp->step_med.n
+                                           ? rp->step_max.n
+                                           : rp->step_med.n,
+            no_end ? "stored" : "finalized");
     if (rp->first_step != SS_MISSING) {
         fputs(" (", f);
         print_steps_range(f, rp->first_step, rp->last_step);
@@ -239,6 +245,9 @@ void ss__report_text_header(FILE *f, const ss_report *rp)
     }
     if (rp->incomplete_steps)
         fprintf(f, ", %" PRId64 " with missing ranks", rp->incomplete_steps);
+    if (no_end)
+        fputs("; the run's end was not stored: it may have finalized more",
+              f);
     fputs("\n\n", f);
 }
 
