@@ -93,6 +93,12 @@ typedef struct {
                                 to the job (ss__words_at_height) */
     int32_t ended;           /* the finding of the last episode, -1 */
     uint64_t ended_step;     /* the step it ended at */
+    double cost_ms;          /* without an open episode, what it lost
+                                beyond the median rank since the rules
+                                held (the window's, then each step's)
+                                while they held within a window; -1 when
+                                they did not (waiting_cost) */
+    uint64_t cost_held;      /* the step they last held at */
 } cause_state;
 
 typedef struct {
@@ -230,8 +236,10 @@ static int start_ring(host *h)
         h->alone_rank[i] = -1;
     for (size_t i = 0; i < hw; i++)
         h->last_rank[i] = -1;
-    for (size_t i = 0; i < w * N_CAUSES; i++)
+    for (size_t i = 0; i < w * N_CAUSES; i++) {
         h->cs[i].finding = h->cs[i].ended = -1;
+        h->cs[i].cost_ms = -1;
+    }
     h->started = 1;
     return 0;
 }
@@ -841,6 +849,38 @@ static void refresh(ss_detectors *d, host *h, uint32_t r, int c,
     ss__finding_touch(d, rc->finding);
 }
 
+/* What rank R lost to cause C beyond the median rank, without an open
+ * episode, after the newest step STEP, when the rules HELD there or within
+ * the window before: from the window in which they first held (rules that
+ * come and go keep adding up; a window without them starts again).  A
+ * rank is named for waiting for a CPU once this reaches host.min_cost_ms:
+ * on cores its ranks outnumber, the scheduler lets one rank wait more
+ * than the others for a hundred steps of half a millisecond now and then,
+ * a few ms in all; a rank at nice 19 beside a busy loop loses that in a
+ * few steps. */
+static double waiting_cost(host *h, uint32_t r, int c, uint64_t step,
+                           int held)
+{
+    cause_state *rc = cause_of(h, r, c);
+    if (rc->cost_ms >= 0 && !held && step - rc->cost_held > h->hw)
+        rc->cost_ms = -1;
+    if (rc->cost_ms < 0 && !held)
+        return -1;
+    uint32_t n = rc->cost_ms < 0 ? h->fill : 1;
+    if (rc->cost_ms < 0)
+        rc->cost_ms = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = ss__ring_back(h->head, h->hw, i);
+        float lost = h->lost[at(h, r, c, k)];
+        float med = h->median_lost[(size_t)c * h->hw + k];
+        if (lost > med) /* false for NaN */
+            rc->cost_ms += lost - med;
+    }
+    if (held)
+        rc->cost_held = step;
+    return rc->cost_ms;
+}
+
 /* Opens, refreshes or ends every rank's episode of cause C at STEP.  An
  * episode that opens again within a window of the last one's end goes on
  * as the same finding (a rank near the hold threshold would otherwise
@@ -863,13 +903,20 @@ static void judge_cause(ss_detectors *d, host *h, int c, uint64_t step)
     for (uint32_t r = 0; r < h->world; r++) {
         cause_state *rc = cause_of(h, r, c);
         if (rc->finding < 0) {
-            if (rc->known < min || !behind(d, h, r, c, med_share, level, 1))
+            int held = rc->known >= min &&
+                       behind(d, h, r, c, med_share, level, 1);
+            double cost = waiting_cost(h, r, c, step, held);
+            if (!held)
                 continue;
             if (rc->ended >= 0 && step - rc->ended_step <= h->hw) {
                 rc->finding = rc->ended;
+                rc->cost_ms = -1;
                 refresh(d, h, r, c, med_share, 0);
                 continue;
             }
+            if (c == C_RUNQ && cost < d->p[P_H_MIN_COST_MS])
+                continue; /* not yet worth a finding */
+            rc->cost_ms = -1;
             rc->finding = ss__finding_open(d, cause_kind[c]);
             if (rc->finding >= 0)
                 refresh(d, h, r, c, med_share, 1);

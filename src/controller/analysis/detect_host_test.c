@@ -431,6 +431,42 @@ static void starved_rank_named(void)
         dump(&fd);
 }
 
+/* STEPS steps of 3 ranks computing 0.4 ms, each waiting for a CPU an
+ * exponential 0.02 ms, rank 1 0.12 ms more in 78 % of them (ranks
+ * outnumbering the cores: about 0.1 ms per step); findings in FD. */
+static void slightly_starved(uint64_t steps, found *fd)
+{
+    rng_state = 77;
+    ss_detectors *d = make(3, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < steps; s++) {
+        plan p;
+        plan_clean(&p, 3, 0.4, 0.02);
+        if (uniform() < 0.78)
+            p.runq[1] += 0.12;
+        build_step(&b, 3, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
+/* A rank is named for waiting for a CPU once it has waited
+ * host.min_cost_ms beyond the median rank: not in 150 steps of 0.1 ms,
+ * in 800. */
+static void a_wait_of_a_few_ms_in_all_is_not_named(void)
+{
+    found fd;
+    slightly_starved(150, &fd);
+    CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
+    slightly_starved(800, &fd);
+    const ss_finding *f = first_kind(&fd, "cpu_starved");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->ranks[0], 1);
+    CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 1);
+}
+
 /* 400 clean 10 ms steps of 4 ranks in which rank 1, for steps 200-229,
  * is late by 5 ms: by waiting for a CPU (a busy loop shared its core for
  * a while) with BY_HOST, else by 5 ms more work of its own. */
@@ -933,7 +969,8 @@ static void host_params(void)
     } want[] = {{"host.window", 100},       {"host.min_steps", 20},
                 {"host.min_share", 0.05},   {"host.peer_factor", 1.5},
                 {"host.explain_frac", 0.5}, {"host.min_events", 5},
-                {"host.alpha", 1e-4},       {"host.critical_frac", 0.25}};
+                {"host.alpha", 1e-4},       {"host.critical_frac", 0.25},
+                {"host.min_cost_ms", 50}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         int seen = 0;
         for (const ss_detector_param *p = ss_detector_params; p->name; p++)
@@ -1158,7 +1195,8 @@ static void straggler_by_work_on_a_loaded_machine(void)
     ss_detectors_destroy(d);
 }
 
-TEST_LIST(TEST(equal_run_queue_delay_is_no_straggler),
+TEST_LIST(TEST(a_wait_of_a_few_ms_in_all_is_not_named),
+          TEST(equal_run_queue_delay_is_no_straggler),
           TEST(steady_sleep_beside_equal_run_queue_delay_is_named),
           TEST(one_long_stop_named),
           TEST(a_moment_on_a_busy_core_is_no_straggler),

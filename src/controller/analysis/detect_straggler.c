@@ -110,6 +110,13 @@ typedef struct {
                                   largest strength (ss__words_at_height) */
     int32_t ended;             /* the last persistent episode's, -1 */
     uint64_t ended_last;       /* its last step */
+    double cost_ms;            /* without an open persistent episode, the
+                                  lateness of its late steps since the
+                                  tests held (the window's, then each
+                                  step's) while they held within a
+                                  window; -1 when they did not */
+    uint64_t cost_held;        /* the step they last held at */
+    uint64_t cost_first;       /* the first late step counted */
     int32_t rare;              /* the finding of its rare waits, -1 */
     uint64_t rare_last;        /* its last step */
     uint32_t rare_waits;       /* its rare waits since the start */
@@ -710,7 +717,7 @@ static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 
 /*
  * Rank R's transient burst ended (or the run ends).  It becomes a
- * finding unless it cost the job less than straggler.transient_min_ms in
+ * finding unless it cost the job less than straggler.min_cost_ms in
  * all (the median lateness times its late steps: on steps of a few ms,
  * two ranks' scheduling alone makes bursts of 10 to 30 ms in a clean
  * job), or, over all its steps, the lateness is not its own
@@ -734,7 +741,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     summarize(d, sg, r, &sc, &s);
     if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
         return; /* over the whole burst, noise or the host alike */
-    if (s.late_med_ms * s.n_late < d->p[P_S_TRANSIENT_MIN_MS])
+    if (s.late_med_ms * s.n_late < d->p[P_S_MIN_COST_MS])
         return; /* a burst of a few ms in all: a person would not care */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE ||
@@ -1143,6 +1150,44 @@ static void record_step(ss_detectors *d, straggler *sg,
     }
 }
 
+/* The cost of rank R's straggling without an open persistent episode,
+ * after the newest step (ring slot IDX), when the tests HELD there or
+ * within the window before: the lateness of its late steps, from the
+ * window in which they first held (a test that comes and goes keeps
+ * adding up; a window without it starts again).  An episode opens once
+ * this reaches straggler.min_cost_ms: three ranks spinning on two cores
+ * take turns at being last for a hundred steps of half a millisecond, a
+ * few ms in all, real and nothing a person would act on; a straggler of
+ * 1 ms per step gets there in 50 steps. */
+static double straggling_cost(straggler *sg, uint32_t r, uint32_t idx,
+                              int held)
+{
+    strag_rank *sr = &sg->rank[r];
+    const float *late = sg->late_ms + (size_t)r * sg->sw;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    uint64_t step = sg->step[idx];
+    if (sr->cost_ms >= 0 && !held && step - sr->cost_held > sg->sw)
+        sr->cost_ms = -1;
+    if (sr->cost_ms < 0) {
+        if (!held)
+            return -1;
+        sr->cost_ms = 0;
+        sr->cost_first = step;
+        for (uint32_t i = 0; i < sg->fill; i++) {
+            uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+            if ((flags[k] & F_LATE) && late[k] > 0) {
+                sr->cost_ms += late[k];
+                sr->cost_first = sg->step[k];
+            }
+        }
+    } else if ((flags[idx] & F_LATE) && late[idx] > 0) {
+        sr->cost_ms += late[idx];
+    }
+    if (held)
+        sr->cost_held = step;
+    return sr->cost_ms;
+}
+
 /* Opens, refreshes or ends rank R's persistent episode and transient
  * burst after the newest step (ring slot IDX). */
 static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
@@ -1157,13 +1202,16 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
     scope whole = {sg->sw, 0, UINT64_MAX};
     scope sub = {sg->sub, 0, UINT64_MAX};
     if (sr->persistent < 0) {
-        if (sr->seen >= ss__param_u32(d, P_S_MIN_STEPS) &&
-            straggling(d, sg, r, sg->sw, sr->seen, sr->last, sr->chance,
-                       level)) {
+        int held = sr->seen >= ss__param_u32(d, P_S_MIN_STEPS) &&
+                   straggling(d, sg, r, sg->sw, sr->seen, sr->last,
+                              sr->chance, level);
+        double cost = straggling_cost(sg, r, idx, held);
+        if (held) {
             /* a persistent episode that ended within the window goes on
              * (one finding for a rank near the line, not one per crossing);
              * else a burst published within the window is this episode's
-             * beginning: it becomes the persistent finding */
+             * beginning: it becomes the persistent finding; else a new
+             * episode opens once it has cost the job enough */
             uint64_t oldest = sg->step[ss__ring_back(sg->head, sg->sw,
                                                      sg->fill - 1)];
             uint64_t first = UINT64_MAX;
@@ -1175,12 +1223,14 @@ static void judge_rank(ss_detectors *d, straggler *sg, uint32_t r,
                 sr->persistent = sr->burst_finding;
                 sr->height_ms = 0;
                 first = ss__finding(d, sr->persistent)->first_step;
-            } else {
+            } else if (cost >= d->p[P_S_MIN_COST_MS]) {
                 sr->persistent = ss__finding_open(d, "straggler");
                 sr->height_ms = 0;
+                first = sr->cost_first; /* where its cost began */
             }
-            sr->burst_finding = sr->ended = -1;
             if (sr->persistent >= 0) {
+                sr->burst_finding = sr->ended = -1;
+                sr->cost_ms = -1;
                 refresh_persistent(d, sg, r, 1);
                 ss_finding *f = ss__finding(d, sr->persistent);
                 if (first < f->first_step)
@@ -1458,9 +1508,11 @@ static void *straggler_create(ss_detectors *d)
         straggler_destroy(sg);
         return NULL;
     }
-    for (size_t r = 0; r < w; r++)
+    for (size_t r = 0; r < w; r++) {
         sg->rank[r].persistent = sg->rank[r].burst_finding =
             sg->rank[r].ended = sg->rank[r].rare = -1;
+        sg->rank[r].cost_ms = -1;
+    }
     for (size_t n = 0; n <= sw; n++)
         sg->bound_at[n] = -1;
     return sg;

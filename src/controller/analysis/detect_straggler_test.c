@@ -147,6 +147,7 @@ typedef struct {
     const char *min_late_frac; /* straggler.min_late_frac, NULL: default */
     int exchangeable;    /* no fixed per-rank offsets */
     const char *noise_k; /* straggler.noise_k, NULL: the default */
+    const char *min_cost_ms; /* straggler.min_cost_ms, NULL: the default */
 } job;
 
 typedef struct {
@@ -188,6 +189,10 @@ static void run_job(const job *j, uint64_t seed, found *fd)
     if (j->noise_k)
         CHECK_EQ_INT(ss_detector_config_set(&cfg, "straggler.noise_k",
                                             j->noise_k, err, sizeof err), 0);
+    if (j->min_cost_ms)
+        CHECK_EQ_INT(ss_detector_config_set(&cfg, "straggler.min_cost_ms",
+                                            j->min_cost_ms, err, sizeof err),
+                     0);
     if (j->min_late_frac)
         CHECK_EQ_INT(ss_detector_config_set(&cfg, "straggler.min_late_frac",
                                             j->min_late_frac, err,
@@ -262,7 +267,8 @@ static void clean_jobs_false_alarm_rate(void)
                 for (int q = 0; q < 3; q++)
                     for (uint32_t seed = 0; seed < seeds; seed++) {
                         job j = {worlds[w], steps, computes[c], queues[q],
-                                 -1, 0, 0, 0, NULL, NULL, calibrate, NULL};
+                                 -1, 0, 0, 0, NULL, NULL, calibrate, NULL,
+                                 NULL};
                         if (calibrate) {
                             j.alpha = "0.05";
                             j.min_late_frac = "0";
@@ -296,7 +302,7 @@ static void late_35ms_on_112ms_step_found(void)
     const uint32_t runs = 200;
     uint32_t hits = 0;
     for (uint32_t seed = 0; seed < runs; seed++) {
-        job j = {4, 60, 72, CASE1_QUEUE_FRAC, 2, 35, 40, 0.90, NULL, NULL, 0, NULL};
+        job j = {4, 60, 72, CASE1_QUEUE_FRAC, 2, 35, 40, 0.90, NULL, NULL, 0, NULL, NULL};
         found fd;
         run_job(&j, 7000 + seed, &fd);
         hits += found_only(&fd, 2);
@@ -314,7 +320,7 @@ static void late_3ms_on_11ms_step_found(void)
     const uint32_t runs = 100;
     uint32_t hits = 0;
     for (uint32_t seed = 0; seed < runs; seed++) {
-        job j = {4, 640, 8, 0.1, 1, 3, 3, 0.78, NULL, NULL, 0, NULL};
+        job j = {4, 640, 8, 0.1, 1, 3, 3, 0.78, NULL, NULL, 0, NULL, NULL};
         found fd;
         run_job(&j, 8000 + seed, &fd);
         hits += found_only(&fd, 1);
@@ -334,7 +340,8 @@ static void every_rank_position_found(void)
         uint32_t n = worlds[w];
         int32_t where[3] = {0, (int32_t)n / 2, (int32_t)n - 1};
         for (int p = 0; p < 3; p++) {
-            job j = {n, 200, 20, 0.1, where[p], 5, 5, 0.85, NULL, NULL, 0, NULL};
+            job j = {n,    200,  20,   0.1,  where[p], 5,
+                     5,    0.85, NULL, NULL, 0,        NULL, NULL};
             found fd;
             run_job(&j, 9000 + 10 * w + (uint64_t)p, &fd);
             if (!found_only(&fd, where[p]))
@@ -358,7 +365,7 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
     for (uint32_t world = 2; world <= 4; world += 2)
         for (uint64_t seed = 0; seed < 5; seed++) {
             job j = {world, 600, 3, 0.5, 1, 0.9, 0.9, 1.0, NULL, NULL, 1,
-                     NULL};
+                     NULL, NULL};
             found fd;
             run_job(&j, 12000 + 10 * world + seed, &fd);
             if (fd.n)
@@ -366,7 +373,7 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
                         world, (unsigned)seed, fd.n);
             CHECK_EQ_INT(fd.n, 0);
         }
-    job j = {2, 600, 3, 0.5, 1, 0.9, 0.9, 1.0, NULL, NULL, 1, "0"};
+    job j = {2, 600, 3, 0.5, 1, 0.9, 0.9, 1.0, NULL, NULL, 1, "0", NULL};
     found fd;
     run_job(&j, 12020, &fd);
     CHECK(found_only(&fd, 1));
@@ -423,7 +430,7 @@ static int burst_150_20(uint64_t s)
     return s >= 150 && s < 170;
 }
 
-/* A burst that costs the job less than straggler.transient_min_ms in all
+/* A burst that costs the job less than straggler.min_cost_ms in all
  * (20 steps 2 ms late: 40 ms) is not a finding; 3 ms late (60 ms) is. */
 static void a_burst_of_a_few_ms_in_all_is_not_reported(void)
 {
@@ -437,6 +444,34 @@ static void a_burst_of_a_few_ms_in_all_is_not_reported(void)
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK_EQ_INT(fd.persistent[0], 0);
     two_ranks_late_ms = 6;
+}
+
+/* A persistent straggler is reported once its lateness has cost the job
+ * straggler.min_cost_ms: 3 ranks of 0.4 ms steps, rank 1 late 0.1-0.2 ms
+ * in 65 % of them (about 0.1 ms per step) is not worth a finding over 150
+ * steps (with the floor at 0 it is), and is one over 800, from where its
+ * cost began; 0.5-0.7 ms late in every step is one within 150. */
+static void a_persistent_straggler_is_reported_once_it_costs_the_job(void)
+{
+    job j = {.world = 3, .steps = 150, .compute_ms = 0.4, .straggler = 1,
+             .late_lo_ms = 0.1, .late_hi_ms = 0.2, .late_frac = 0.65};
+    found fd;
+    run_job(&j, 5, &fd);
+    CHECK_EQ_INT(fd.n, 0);
+    j.min_cost_ms = "0"; /* the floor is what kept it quiet */
+    run_job(&j, 5, &fd);
+    CHECK(found_only(&fd, 1));
+    j.min_cost_ms = NULL;
+    j.steps = 800; /* it adds up; the finding begins where its cost did */
+    run_job(&j, 5, &fd);
+    CHECK(found_only(&fd, 1));
+    CHECK(fd.n_ids == 1 && fd.first[0] < 100);
+    j.steps = 150;
+    j.late_lo_ms = 0.5;
+    j.late_hi_ms = 0.7;
+    j.late_frac = 1;
+    run_job(&j, 5, &fd);
+    CHECK(found_only(&fd, 1));
 }
 
 static int burst_then_late(uint64_t s)
@@ -820,6 +855,7 @@ static void clock_bound_bad_input(void)
 
 TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(a_burst_of_a_few_ms_in_all_is_not_reported),
+          TEST(a_persistent_straggler_is_reported_once_it_costs_the_job),
           TEST(a_fading_straggler_keeps_the_words_of_its_height),
           TEST(lateness_outside_every_phase_is_said),
           TEST(rare_long_waits_are_named),

@@ -44,9 +44,10 @@
     X(P_S_TRANSIENT, "straggler.transient_steps", 10, "steps", 5, 1024,       \
       "transient: significant over the newest this many steps, not over "     \
       "the whole window")                                                     \
-    X(P_S_TRANSIENT_MIN_MS, "straggler.transient_min_ms", 50, "ms", 0, 1e9,   \
-      "a transient burst is reported when its lateness costs the job this "   \
-      "much in all (median lateness times late steps)")                       \
+    X(P_S_MIN_COST_MS, "straggler.min_cost_ms", 50, "ms", 0, 1e9,             \
+      "an episode is reported once its lateness has cost the job this much "  \
+      "in all (a burst: median lateness times late steps; a persistent "      \
+      "episode: its late steps' lateness from the window that opened it)")    \
     X(P_S_CRIT_FRAC, "straggler.critical_frac", 0.25, "ratio", 0, 100,        \
       "critical when the median lateness is this fraction of a median step")  \
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
@@ -78,6 +79,9 @@
     X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
       "false alarms: chance per window that a rank of a clean job is named "  \
       "for a cause (split over ranks and causes)")                            \
+    X(P_H_MIN_COST_MS, "host.min_cost_ms", 50, "ms", 0, 1e9,                 \
+      "a rank is named for waiting for a CPU once it has waited this much "   \
+      "beyond the median rank since the rules held (from their window on)")  \
     X(P_H_CRIT_FRAC, "host.critical_frac", 0.25, "ratio", 0, 100,             \
       "critical when the lost time costs the job this fraction of a step")    \
     X(P_G_MIN_FRAC, "gpu.min_frac", 0.2, "ratio", 0.01, 1,                    \
