@@ -192,4 +192,4 @@ def test_ranks_that_did_not_load_the_checkpoint_go_on_with_rank_0(
         rep["steps"]
     assert rep["steps"]["count"] == 20, rep["steps"]
     assert "steps_renumbered" in [e["kind"] for e in rep["events"]]
-    assert "ended before the last step" not in job.stderr, job.stderr
+    assert "stopped stepping before the last step" not in job.stderr, job.stderr

@@ -217,9 +217,9 @@ def test_a_rank_that_ended_early_is_noted(store, tmp_path):
     script.write_text(UNEVEN)
     job = run_job(store, 3, python_cmd(script), env=ddp_env())
     assert job.returncode == 0, job.stderr
-    assert "stepscope: note: rank 1 ended at step 39 while the others went " \
-        "on to step 119: steps 40 to 119 are finalized without it." \
-        in job.stderr, job.stderr
+    assert "stepscope: note: rank 1 stopped stepping at step 39 while the " \
+        "others went on to step 119: steps 40 to 119 are finalized " \
+        "without it." in job.stderr, job.stderr
     early = [e for e in job.report()["events"]
              if e["kind"] == "ranks_ended_early"]
     assert len(early) == 1 and early[0]["rank"] == 1, early
@@ -227,4 +227,4 @@ def test_a_rank_that_ended_early_is_noted(store, tmp_path):
     even = run_job(store, 3, python_cmd(script),
                    env={**ddp_env(), "RANK1_STEPS": "120"})
     assert even.returncode == 0, even.stderr
-    assert "ended at step" not in even.stderr, even.stderr
+    assert "stopped stepping at step" not in even.stderr, even.stderr

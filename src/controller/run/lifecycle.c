@@ -412,18 +412,18 @@ int ss_life_early_note(const ss_run_summary *s, ss_buf *out)
     if (!s->ranks_ended_early)
         return 0;
     if (s->ranks_ended_early == 1)
-        ss_buf_printf(out, "rank %" PRIu32 " ended at step %" PRId64
-                      " while the others went on to step %" PRId64 ": steps "
-                      "%" PRId64 " to %" PRId64 " are finalized without it",
-                      s->early_rank, s->early_last_step, s->last_step,
-                      s->early_last_step + 1, s->last_step);
+        ss_buf_printf(out, "rank %" PRIu32 " stopped stepping at step "
+                      "%" PRId64 " while the others went on to step %" PRId64
+                      ": steps %" PRId64 " to %" PRId64 " are finalized "
+                      "without it", s->early_rank, s->early_last_step,
+                      s->last_step, s->early_last_step + 1, s->last_step);
     else
-        ss_buf_printf(out, "%" PRIu32 " of %" PRIu32 " ranks ended before "
-                      "the last step, %" PRId64 " (rank %" PRIu32 " first, "
-                      "at step %" PRId64 "): the steps after each one's last "
-                      "are finalized without it", s->ranks_ended_early,
-                      s->ranks, s->last_step, s->early_rank,
-                      s->early_last_step);
+        ss_buf_printf(out, "%" PRIu32 " of %" PRIu32 " ranks stopped "
+                      "stepping before the last step, %" PRId64 " (rank %"
+                      PRIu32 " first, at step %" PRId64 "): the steps after "
+                      "each one's last are finalized without it",
+                      s->ranks_ended_early, s->ranks, s->last_step,
+                      s->early_rank, s->early_last_step);
     return 1;
 }
 

@@ -565,16 +565,16 @@ static void summary_notes_ranks_that_ended_early(void)
     s.early_last_step = 49;
     char text[2048];
     summary_text(&s, text, sizeof text);
-    CHECK(strstr(text, "\nnote: rank 2 ended at step 49 while the others "
-                 "went on to step 199: steps 50 to 199 are finalized "
-                 "without it.\n") != NULL);
+    CHECK(strstr(text, "\nnote: rank 2 stopped stepping at step 49 while "
+                 "the others went on to step 199: steps 50 to 199 are "
+                 "finalized without it.\n") != NULL);
     s.ranks_ended_early = 3;
     ss_buf b = {0};
     CHECK_EQ_INT(ss_life_early_note(&s, &b), 1);
-    CHECK(b.data && strcmp(b.data, "3 of 4 ranks ended before the last "
-                           "step, 199 (rank 2 first, at step 49): the steps "
-                           "after each one's last are finalized without "
-                           "it") == 0);
+    CHECK(b.data && strcmp(b.data, "3 of 4 ranks stopped stepping before "
+                           "the last step, 199 (rank 2 first, at step 49): "
+                           "the steps after each one's last are finalized "
+                           "without it") == 0);
     ss_buf_free(&b);
     s.ranks_ended_early = 0;
     CHECK_EQ_INT(ss_life_early_note(&s, &b), 0);
