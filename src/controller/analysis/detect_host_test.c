@@ -1159,6 +1159,57 @@ static void one_long_stop_named(void)
     }
 }
 
+/* 300 steps of ~3.5 ms on 4 ranks; in step 150 every rank is stopped for
+ * 3 s (the job frozen from outside) with STOPPED, else computes 3 s more
+ * (an evaluation on every rank between two steps). */
+static void run_whole_job_pause(int stopped, found *fd)
+{
+    rng_state = 5200;
+    ss_detectors *d = make(4, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < 300; s++) {
+        plan p;
+        plan_clean(&p, 4, 2.5, 0.2);
+        for (uint32_t r = 0; s == 150 && r < 4; r++) {
+            if (stopped) {
+                p.stopped[r] = 3000;
+                p.before[r] = 0;
+            } else {
+                p.work[r] += 3000;
+            }
+        }
+        build_step(&b, 4, s, &p);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
+/* The whole job frozen for 3 s once is one stall, no rank's; the same 3 s
+ * of work on every rank is the job's own (no finding); one rank frozen is
+ * that rank's (one_long_stop_named), not a stall. */
+static void a_pause_of_the_whole_job_is_a_stall(void)
+{
+    found fd;
+    run_whole_job_pause(1, &fd);
+    const ss_finding *f = first_kind(&fd, "stall");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->n_ranks, 0);
+    CHECK(f->first_step == 150 && f->last_step == 150);
+    CHECK(strstr(f->message, "the job stalled in step 150: every rank's "
+                             "step took 3.0 s") != NULL);
+    CHECK(strstr(f->message, "every rank was stopped 3.0 s of it") != NULL);
+    CHECK(json_has(f->evidence_json, "host_cause", "stopped"));
+    CHECK_EQ_INT(fd.n_ids, 1);
+    if (fd.n_ids != 1)
+        dump(&fd);
+    run_whole_job_pause(0, &fd);
+    CHECK_EQ_INT(fd.n_ids, 0);
+    run_one_stop(0, 3000, 150, 300, &fd);
+    CHECK_EQ_INT(count_kind(&fd, "stall"), 0);
+}
+
 /*
  * A straggler by its own work on a machine so loaded that every rank runs
  * a fifth of the time it is runnable (it waits 4 ms for a CPU per ms it
@@ -1195,7 +1246,8 @@ static void straggler_by_work_on_a_loaded_machine(void)
     ss_detectors_destroy(d);
 }
 
-TEST_LIST(TEST(a_wait_of_a_few_ms_in_all_is_not_named),
+TEST_LIST(TEST(a_pause_of_the_whole_job_is_a_stall),
+          TEST(a_wait_of_a_few_ms_in_all_is_not_named),
           TEST(equal_run_queue_delay_is_no_straggler),
           TEST(steady_sleep_beside_equal_run_queue_delay_is_named),
           TEST(one_long_stop_named),

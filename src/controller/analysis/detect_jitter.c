@@ -17,6 +17,16 @@
  * When the host's evidence shows every rank losing the time alike, the
  * finding says so, blames no rank and is never critical (the machine is
  * loaded, the job is not at fault).
+ *
+ * A stall is one step that every rank spent idle far beyond the median
+ * step (jitter.stall_ms and jitter.stall_medians over it, the median rank
+ * on the CPU less than half of it): the whole job stopped from outside (a
+ * freezer, SIGSTOP to every rank, a paused machine) or blocked together (a
+ * file system, the network).  One is too few for the outlier rule; the
+ * finding of kind "stall", one per run, counts them and names the longest
+ * and what the host saw of it.  Work of the job's own between steps (an
+ * evaluation on every rank) uses the CPU and is no stall; a checkpoint's
+ * save is accounted as such.
  */
 #include "detectors_internal.h"
 #include "detect_host.h"
@@ -56,6 +66,18 @@ typedef struct {
     uint64_t stall_excluded;
     double med, sigma, thr; /* of the window, at the last judged step */
     int32_t finding;        /* of the open episode, -1 */
+    /* stalls: the run's finding (-1 until the first), how many, their
+     * steps and time over the median step, and the longest one's */
+    int32_t stall_finding;
+    uint32_t stalls;
+    uint64_t stall_first, stall_last;
+    double stall_total_ms;
+    double longest_ms, longest_excess_ms, longest_med_ms, longest_host_ms;
+    uint64_t longest_step;
+    int longest_cause;          /* the host's cause alike on every rank,
+                                   -1 when it does not explain it */
+    ss__name_idx longest_phase; /* the phase that rose most, NO_NAME */
+    double longest_phase_ms;
 } jitter;
 
 static int cmp_i32(const void *a, const void *b)
@@ -242,11 +264,150 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
     ss__finding_touch(d, jt->finding);
 }
 
+/* Whether most of V's ranks whose CPU time the host measured (at least
+ * half of the ranks present) used the CPU less than half their step. */
+static int idle_step(const ss_step_view *v, uint32_t world)
+{
+    uint32_t n = 0, idle = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        const ss_rank_step *rs = &v->ranks[r];
+        if (!rs->present || !rs->host || rs->host->cpu_ns == SS_MISSING ||
+            rs->host->cpu_ns < 0 || rs->step_ns == SS_MISSING ||
+            rs->step_ns <= 0)
+            continue;
+        n++;
+        idle += 2 * rs->host->cpu_ns < rs->step_ns;
+    }
+    return n > 0 && 2 * n >= v->n_present && 2 * idle > n;
+}
+
+/* Whether V holds a checkpoint phase: a save is accounted as such
+ * (goodput's checkpoint), not as a stall. */
+static int saves_checkpoint(const ss_detectors *d, const ss_step_view *v)
+{
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        int p = v->phases[i].name;
+        if (p >= 0 && (uint32_t)p < v->n_names &&
+            strcmp(ss__name_of(d, p), "checkpoint") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* "3.0 s" at a second and more, else "250 ms". */
+static const char *fmt_long(char *buf, size_t len, double ms)
+{
+    char a[32];
+    if (ms >= 1000)
+        snprintf(buf, len, "%.1f s", ms / 1000);
+    else
+        snprintf(buf, len, "%s ms", ss__fmt_ms(a, sizeof a, ms));
+    return buf;
+}
+
+/* The stall finding's words and evidence, after a new stall. */
+static void refresh_stall(ss_detectors *d, jitter *jt)
+{
+    ss_finding *f = ss__finding(d, jt->stall_finding);
+    f->first_step = jt->stall_first;
+    f->last_step = jt->stall_last;
+    ss__set_ranks(f, NULL, 0);
+    if (jt->longest_phase != NO_NAME)
+        snprintf(f->phase, sizeof f->phase, "%s",
+                 ss__name_of(d, jt->longest_phase));
+    else
+        f->phase[0] = '\0';
+    f->severity = SS_WARNING;
+    ss_buf *ev = &d->evidence;
+    ss__evidence_begin(ev);
+    ss__evidence_int(ev, "stalls", jt->stalls);
+    ss__evidence_num(ev, "stall_ms_total", round(jt->stall_total_ms));
+    ss__evidence_int(ev, "longest_step", (int64_t)jt->longest_step);
+    ss__evidence_num(ev, "longest_ms", round(jt->longest_ms));
+    ss__evidence_num(ev, "median_step_ms",
+                     round(jt->longest_med_ms * 100) / 100);
+    if (jt->longest_cause >= 0) {
+        ss__evidence_str(ev, "host_cause",
+                         ss__host_cause_name(jt->longest_cause, 0));
+        ss__evidence_num(ev, "host_all_ms", round(jt->longest_host_ms));
+    }
+    if (f->phase[0]) {
+        ss__evidence_str(ev, "phase", f->phase);
+        ss__evidence_num(ev, "explained_ms", round(jt->longest_phase_ms));
+    }
+    ss__evidence_end(ev, f);
+    char a[32], b[32], c[32], what[256], why[200], phase[120] = "";
+    if (jt->stalls == 1)
+        snprintf(what, sizeof what, "the job stalled in step %" PRIu64
+                 ": every rank's step took %s, %.0f median steps (%s ms)",
+                 jt->longest_step, fmt_long(a, sizeof a, jt->longest_ms),
+                 jt->longest_excess_ms / jt->longest_med_ms,
+                 ss__fmt_ms(b, sizeof b, jt->longest_med_ms));
+    else
+        snprintf(what, sizeof what, "the job stalled %u times, in steps %"
+                 PRIu64 " to %" PRIu64 ", %s over the median step in all; "
+                 "the longest, step %" PRIu64 ", took %s, %.0f median steps "
+                 "(%s ms)", jt->stalls, jt->stall_first, jt->stall_last,
+                 fmt_long(c, sizeof c, jt->stall_total_ms), jt->longest_step,
+                 fmt_long(a, sizeof a, jt->longest_ms),
+                 jt->longest_excess_ms / jt->longest_med_ms,
+                 ss__fmt_ms(b, sizeof b, jt->longest_med_ms));
+    if (jt->longest_cause == 1) /* stops */
+        snprintf(why, sizeof why, "; the host explains it: every rank was "
+                 "stopped %s of it (SIGSTOP, a debugger or a freezer), so "
+                 "no rank is to blame",
+                 fmt_long(c, sizeof c, jt->longest_host_ms));
+    else if (jt->longest_cause >= 0)
+        snprintf(why, sizeof why, "; the host explains it: every rank lost "
+                 "%s of it to %s alike, so no rank is to blame",
+                 fmt_long(c, sizeof c, jt->longest_host_ms),
+                 ss__host_cause_name(jt->longest_cause, 1));
+    else
+        snprintf(why, sizeof why, "; no rank used the CPU through it, "
+                 "alike (blocked on I/O, the network or a lock, asleep, or "
+                 "the machine paused), so no rank is to blame");
+    if (f->phase[0])
+        snprintf(phase, sizeof phase, "; it was spent in the %s phase (%s)",
+                 f->phase, fmt_long(c, sizeof c, jt->longest_phase_ms));
+    snprintf(f->message, sizeof f->message, "%s%s%s.", what, phase, why);
+    ss__finding_touch(d, jt->stall_finding);
+}
+
+/* Step V (value X, the median step RAW ms) stalled by EXCESS ms over the
+ * window's median; the phase BLAME rose most, by BLAME_MS. */
+static void note_stall(ss_detectors *d, jitter *jt, const ss_step_view *v,
+                       double raw, double excess, int blame, double blame_ms)
+{
+    if (jt->stall_finding < 0) {
+        jt->stall_finding = ss__finding_open(d, "stall");
+        if (jt->stall_finding < 0)
+            return;
+        jt->stall_first = v->step;
+    }
+    jt->stalls++;
+    jt->stall_last = v->step;
+    jt->stall_total_ms += excess;
+    if (raw > jt->longest_ms) {
+        jt->longest_ms = raw;
+        jt->longest_excess_ms = excess;
+        jt->longest_med_ms = jt->med;
+        jt->longest_step = v->step;
+        jt->longest_host_ms = d->note.host_all_ms;
+        jt->longest_cause =
+            d->note.host_all_ms > 0 &&
+                    d->note.host_all_ms >= d->p[P_H_EXPLAIN_FRAC] * excess
+                ? d->note.host_all_cause
+                : -1;
+        jt->longest_phase = (ss__name_idx)blame;
+        jt->longest_phase_ms = blame_ms;
+    }
+    refresh_stall(d, jt);
+}
+
 static void jitter_step(void *state, ss_detectors *d,
                         const ss_step_view *v, uint32_t world)
 {
     jitter *jt = state;
-    (void)world;
     if (v->step_time.median == SS_MISSING)
         return;
     if (d->note.data_stall) {
@@ -302,6 +463,10 @@ static void jitter_step(void *state, ss_detectors *d,
             }
         }
     }
+    if (outlier && jt->med > 0 && x - jt->med >= d->p[P_J_STALL_MS] &&
+        x - jt->med >= d->p[P_J_STALL_MEDIANS] * jt->med &&
+        idle_step(v, world) && !saves_checkpoint(d, v))
+        note_stall(d, jt, v, raw, x - jt->med, blame, blame_ex);
     jt->ms[k] = x;
     jt->raw[k] = raw;
     jt->step[k] = v->step;
@@ -388,7 +553,9 @@ static void *jitter_create(ss_detectors *d)
     jitter *jt = ss__zalloc(1, sizeof *jt);
     if (!jt)
         return NULL;
-    jt->finding = -1;
+    jt->finding = jt->stall_finding = -1;
+    jt->longest_cause = -1;
+    jt->longest_phase = NO_NAME;
     jt->jw = ss__param_u32(d, P_J_WINDOW);
     jt->ms = ss__zalloc(jt->jw, sizeof *jt->ms);
     jt->raw = ss__zalloc(jt->jw, sizeof *jt->raw);

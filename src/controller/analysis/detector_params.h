@@ -121,6 +121,12 @@
       "...and robust sigma at least this")                                    \
     X(P_J_CRIT_FRAC, "jitter.critical_frac", 0.2, "ratio", 0, 1,              \
       "critical when outliers make up this fraction of the window")           \
+    X(P_J_STALL_MS, "jitter.stall_ms", 1000, "ms", 0, 1e9,                    \
+      "a stall: every rank's step ran this much over the median step "        \
+      "(beyond what one rank made the others wait)...")                      \
+    X(P_J_STALL_MEDIANS, "jitter.stall_medians", 50, "steps", 1, 1e9,         \
+      "...and this many median steps, while most ranks used the CPU less "   \
+      "than half of it")                                                      \
     X(P_M_BASELINE, "memory_spike.baseline_steps", 8, "steps", 2, 64,         \
       "previous steps whose median is a rank's memory baseline")              \
     X(P_M_MIN_MIB, "memory_spike.min_mib", 128, "MiB", 0, 1e9,                \
