@@ -139,6 +139,36 @@ def test_stopped_rank_has_stopped_time_others_none(store):
     assert report["ranks"][0]["host_evidence"]["total"]["cpu_ms"] > 0
 
 
+def test_the_whole_job_frozen_once_is_a_stall(store):
+    """Every rank stopped from outside for 2 s once (a freezer, a paused
+    machine): one `stall` finding, no rank's, with the host's words; and
+    neither a stopped rank nor a straggler."""
+    proc = start_job(store, 3, example("--steps", "700", "--compute-ms", "4"))
+    try:
+        pids = [rank_pid(proc.pid, r) for r in range(3)]
+        time.sleep(1.5)  # past the detectors' first 30 steps
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.0)
+        finally:
+            for pid in pids:
+                kill_quietly(pid, signal.SIGCONT)
+        job = finish(proc, store)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    findings = job.report()["findings"]
+    stalls = [f for f in findings if f["kind"] == "stall"]
+    assert len(stalls) == 1, findings
+    msg = stalls[0]["message"]
+    assert msg.startswith("the job stalled in step "), msg
+    assert "every rank was stopped" in msg, msg
+    assert stalls[0]["ranks"] == [], stalls[0]
+    assert not [f for f in findings
+                if f["kind"] in ("stopped", "straggler")], findings
+
+
 def test_niced_rank_sharing_its_cpu_waits_for_it(store):
     cpu = str(max(os.sched_getaffinity(0)))
     busy = subprocess.Popen(["taskset", "-c", cpu, "sh", "-c",

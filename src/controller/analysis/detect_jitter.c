@@ -369,12 +369,15 @@ static void refresh_stall(ss_detectors *d, jitter *jt)
     if (f->phase[0])
         snprintf(phase, sizeof phase, "; it was spent in the %s phase (%s)",
                  f->phase, fmt_long(c, sizeof c, jt->longest_phase_ms));
+    else
+        snprintf(phase, sizeof phase, "; no phase the ranks record holds "
+                 "it");
     snprintf(f->message, sizeof f->message, "%s%s%s.", what, phase, why);
     ss__finding_touch(d, jt->stall_finding);
 }
 
-/* Step V (value X, the median step RAW ms) stalled by EXCESS ms over the
- * window's median; the phase BLAME rose most, by BLAME_MS. */
+/* Step V (the median step RAW ms) stalled by EXCESS ms over the window's
+ * median; the phase BLAME rose most, by BLAME_MS. */
 static void note_stall(ss_detectors *d, jitter *jt, const ss_step_view *v,
                        double raw, double excess, int blame, double blame_ms)
 {
@@ -398,7 +401,9 @@ static void note_stall(ss_detectors *d, jitter *jt, const ss_step_view *v,
                     d->note.host_all_ms >= d->p[P_H_EXPLAIN_FRAC] * excess
                 ? d->note.host_all_cause
                 : -1;
-        jt->longest_phase = (ss__name_idx)blame;
+        /* a phase is named when it holds half the stall at least */
+        jt->longest_phase = blame_ms >= 0.5 * excess ? (ss__name_idx)blame
+                                                     : NO_NAME;
         jt->longest_phase_ms = blame_ms;
     }
     refresh_stall(d, jt);
@@ -442,9 +447,23 @@ static void jitter_step(void *state, ss_detectors *d,
     uint32_t k = jt->head;
     if (n == jw && jt->out[k])
         jt->outliers--;
+    /* A stall's excess: over the series' median, or, where every rank
+     * lost the time alike to the host (all of them stopped, each at its
+     * own point of the step, so one arrives "late" at the collective),
+     * the median step's own. */
+    double stall_ms = 0;
+    if (n >= ss__param_u32(d, P_J_MIN_STEPS) && jt->med > 0) {
+        stall_ms = x - jt->med;
+        if (d->note.host_all_ms > 0 &&
+            d->note.host_all_ms >= d->p[P_H_EXPLAIN_FRAC] * (raw - jt->med))
+            stall_ms = raw - jt->med;
+    }
+    int stall = stall_ms >= d->p[P_J_STALL_MS] &&
+                stall_ms >= d->p[P_J_STALL_MEDIANS] * jt->med &&
+                idle_step(v, world) && !saves_checkpoint(d, v);
     int blame = NO_NAME;
     double blame_ex = 0;
-    if (outlier) {
+    if (outlier || stall) {
         /* the phase whose median rose most above its own recent median */
         for (uint32_t i = 0; i < v->n_phases; i++) {
             int p = v->phases[i].name;
@@ -463,10 +482,8 @@ static void jitter_step(void *state, ss_detectors *d,
             }
         }
     }
-    if (outlier && jt->med > 0 && x - jt->med >= d->p[P_J_STALL_MS] &&
-        x - jt->med >= d->p[P_J_STALL_MEDIANS] * jt->med &&
-        idle_step(v, world) && !saves_checkpoint(d, v))
-        note_stall(d, jt, v, raw, x - jt->med, blame, blame_ex);
+    if (stall)
+        note_stall(d, jt, v, raw, stall_ms, blame, blame_ex);
     jt->ms[k] = x;
     jt->raw[k] = raw;
     jt->step[k] = v->step;
