@@ -56,7 +56,7 @@
 /* The causes, in the order of the fields read by lost_ms(). */
 enum {
     C_RUNQ = SS_HOST_CAUSE_RUN_QUEUE,
-    C_STOPPED = 1,
+    C_STOPPED = SS_HOST_CAUSE_STOPPED,
     C_THROTTLED = 2,
     N_CAUSES = SS_HOST_CAUSES
 };

@@ -352,7 +352,7 @@ static void refresh_stall(ss_detectors *d, jitter *jt)
                  fmt_long(a, sizeof a, jt->longest_ms),
                  jt->longest_excess_ms / jt->longest_med_ms,
                  ss__fmt_ms(b, sizeof b, jt->longest_med_ms));
-    if (jt->longest_cause == 1) /* stops */
+    if (jt->longest_cause == SS_HOST_CAUSE_STOPPED)
         snprintf(why, sizeof why, "; the host explains it: every rank was "
                  "stopped %s of it (SIGSTOP, a debugger or a freezer), so "
                  "no rank is to blame",

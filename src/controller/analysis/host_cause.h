@@ -14,6 +14,7 @@
  * held below its clocks, is told by the GPU detector (detect_gpu.c). */
 #define SS_HOST_CAUSES 3
 #define SS_HOST_CAUSE_RUN_QUEUE 0
+#define SS_HOST_CAUSE_STOPPED 1
 #define SS_HOST_CAUSE_GPU SS_HOST_CAUSES
 
 /* Whether the host explains a rank's lateness, and by what. */
