@@ -862,8 +862,8 @@ static double waiting_cost(host *h, uint32_t r, int c, uint64_t step,
                            int held)
 {
     cause_state *rc = cause_of(h, r, c);
-    if (rc->cost_ms >= 0 && !held && step - rc->cost_held > h->hw)
-        rc->cost_ms = -1;
+    if (rc->cost_ms >= 0 && step - rc->cost_held > h->hw)
+        rc->cost_ms = -1; /* a window without them (or not judged) */
     if (rc->cost_ms < 0 && !held)
         return -1;
     uint32_t n = rc->cost_ms < 0 ? h->fill : 1;

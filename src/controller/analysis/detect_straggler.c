@@ -1166,8 +1166,8 @@ static double straggling_cost(straggler *sg, uint32_t r, uint32_t idx,
     const float *late = sg->late_ms + (size_t)r * sg->sw;
     const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
     uint64_t step = sg->step[idx];
-    if (sr->cost_ms >= 0 && !held && step - sr->cost_held > sg->sw)
-        sr->cost_ms = -1;
+    if (sr->cost_ms >= 0 && step - sr->cost_held > sg->sw)
+        sr->cost_ms = -1; /* a window without them (or not judged) */
     if (sr->cost_ms < 0) {
         if (!held)
             return -1;
