@@ -88,7 +88,8 @@ const char *ss__name_of(const ss_detectors *d, int idx)
 void ss__set_ranks(ss_finding *f, const int32_t *ranks, uint32_t n)
 {
     f->n_ranks = n > SS_FINDING_MAX_RANKS ? SS_FINDING_MAX_RANKS : n;
-    memcpy(f->ranks, ranks, f->n_ranks * sizeof ranks[0]);
+    if (f->n_ranks) /* RANKS may be NULL for none */
+        memcpy(f->ranks, ranks, f->n_ranks * sizeof ranks[0]);
 }
 
 /* ---- evidence ---- */
