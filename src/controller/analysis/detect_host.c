@@ -905,7 +905,10 @@ static void judge_cause(ss_detectors *d, host *h, int c, uint64_t step)
         if (rc->finding < 0) {
             int held = rc->known >= min &&
                        behind(d, h, r, c, med_share, level, 1);
-            double cost = waiting_cost(h, r, c, step, held);
+            /* only a wait for a CPU waits for its cost; stops and
+             * throttling, rare on a healthy machine, open at once */
+            double cost = c == C_RUNQ ? waiting_cost(h, r, c, step, held)
+                                      : 0;
             if (!held)
                 continue;
             if (rc->ended >= 0 && step - rc->ended_step <= h->hw) {
