@@ -54,6 +54,10 @@ extern char **environ;
  * launcher looks for them and reaps them. */
 #define SWEEP_POLL_MS 20
 
+/* Failures reaped within this long of the first may have happened in the
+ * other order (see first_failure). */
+#define SAME_FAILURE_MS 250
+
 #define TAIL_LINE_MAX 256 /* bytes of a line kept for the failure summary */
 #define REASON_MAX 256
 
@@ -193,6 +197,26 @@ static int rank_failed(const ss_rank *r)
 static int rank_status(const ss_rank *r)
 {
     return r->term_signal ? 128 + r->term_signal : (int)r->exit_code;
+}
+
+/* What a collective library prints when a peer went away (gloo's
+ * "Connection closed by peer" and "Connection reset by peer", NCCL's
+ * "remote process exited or there was a network error", PyTorch's "NCCL
+ * communicator was aborted"): a rank whose last lines hold one failed
+ * because another rank did. */
+static const char *const peer_lost_marks[] = {
+    "closed by peer", "reset by peer", "remote process exited",
+    "communicator was aborted"};
+
+/* Do R's last lines say that a peer went away? */
+static int names_a_lost_peer(const ss_rank *r)
+{
+    for (uint32_t i = 0; i < r->tail_count; i++)
+        for (size_t m = 0;
+             m < sizeof peer_lost_marks / sizeof peer_lost_marks[0]; m++)
+            if (strstr(r->tail[i], peer_lost_marks[m]))
+                return 1;
+    return 0;
 }
 
 /* Sends SIG to the process group of rank R.  Before the shim has called
@@ -1110,12 +1134,43 @@ uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
     return l ? l->rank_base + local_rank : local_rank;
 }
 
+/*
+ * The rank that failed first, or NULL.  The first reaped is not always it:
+ * ranks that died while the loop was busy are reaped together in the order
+ * they were started, and a rank whose collective failed on the crashed
+ * rank's closed sockets may end before the crashed rank's own shutdown
+ * does.  So among the failures reaped within SAME_FAILURE_MS of the first,
+ * none of them killed by the stop, one whose last lines do not say that a
+ * peer went away is preferred to a first whose lines do.  Decided from the
+ * ranks' whole output, once it is read (the summary comes after it).
+ */
+static const ss_rank *first_failure(const ss_launcher *l)
+{
+    if (l->first_failed < 0)
+        return NULL;
+    const ss_rank *first = &l->ranks[l->first_failed];
+    if (!names_a_lost_peer(first))
+        return first;
+    const ss_rank *best = NULL;
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        const ss_rank *r = &l->ranks[i];
+        if (r == first || !rank_failed(r) || r->sigkill_after_grace ||
+            r->sigkill_at_once || r->term_signal == SIGTERM ||
+            r->exited_ms > first->exited_ms + SAME_FAILURE_MS ||
+            names_a_lost_peer(r))
+            continue;
+        if (!best || r->exit_seq < best->exit_seq)
+            best = r;
+    }
+    return best ? best : first;
+}
+
 int ss_launcher_exit_status(const ss_launcher *l)
 {
     if (!l || !l->all_exited_called)
         return -1;
     if (l->first_failed >= 0)
-        return rank_status(&l->ranks[l->first_failed]);
+        return rank_status(first_failure(l));
     if (l->first_nonzero >= 0)
         return rank_status(&l->ranks[l->first_nonzero]);
     return 0;
@@ -1125,7 +1180,7 @@ int ss_launcher_first_failure(const ss_launcher *l, ss_rank_failure *out)
 {
     if (!l || l->first_failed < 0)
         return 0;
-    const ss_rank *r = &l->ranks[l->first_failed];
+    const ss_rank *r = first_failure(l);
     out->rank = r->rank;
     out->global_rank = r->global;
     out->pid = r->pid;
@@ -1160,7 +1215,8 @@ static int failed_the_same_way(const ss_rank *r, const ss_rank *first)
 static void append_others(const ss_launcher *l, int64_t skip, char *buf,
                           size_t buflen, size_t *len)
 {
-    uint32_t by_term = 0, by_kill = 0, at_once = 0, same = 0, other = 0;
+    uint32_t by_term = 0, by_kill = 0, at_once = 0, same = 0, peer = 0,
+             other = 0;
     const ss_rank *first = skip >= 0 ? &l->ranks[skip] : NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
@@ -1174,10 +1230,12 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
             at_once++;
         else if (failed_the_same_way(r, first))
             same++;
+        else if (first && names_a_lost_peer(r))
+            peer++;
         else
             other++;
     }
-    if (by_term + by_kill + at_once + same + other == 0)
+    if (by_term + by_kill + at_once + same + peer + other == 0)
         return;
     ss_appendf(buf, buflen, len, "%s ranks were stopped:",
            skip >= 0 ? "the other" : "the");
@@ -1185,6 +1243,12 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     if (same) {
         ss_appendf(buf, buflen, len, " %" PRIu32 " failed the same way (the "
                    "same exit code and last line)", same);
+        sep = ",";
+    }
+    if (peer) {
+        ss_appendf(buf, buflen, len, "%s %" PRIu32 " failed because a peer "
+                   "went away (%s last lines say so)", sep, peer,
+                   peer == 1 ? "its" : "their");
         sep = ",";
     }
     if (by_term) {
@@ -1268,7 +1332,7 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
         append_others(l, -1, buf, buflen, &len);
         return len;
     }
-    const ss_rank *r = &l->ranks[l->first_failed];
+    const ss_rank *r = first_failure(l);
     char how[96], sig[32];
     if (r->oom_killed == 1)
         snprintf(how, sizeof how, "killed by the kernel's OOM killer "
@@ -1312,7 +1376,7 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
             ss_appendf(buf, buflen, &len, "%s%s\n", r->prefix,
                    r->tail[(first + i) % SS_LAUNCH_TAIL_LINES]);
     }
-    append_others(l, l->first_failed, buf, buflen, &len);
+    append_others(l, (int64_t)r->rank, buf, buflen, &len);
     return len;
 }
 

@@ -1041,6 +1041,46 @@ static void a_rank_that_left_early_is_named(void)
     fixture_done(&f);
 }
 
+static void a_rank_failing_on_a_lost_peer_is_not_named_first(void)
+{
+    /* Rank 1 raises and takes 0.15 s to end (its interpreter's shutdown,
+     * SIGTERM ignored there); rank 0's collective fails on its closed
+     * sockets 0.05 s after the error and ends at once, so it is reaped
+     * first: rank 1 failed first all the same. */
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "case $RANK in 1) trap '' TERM; echo 'RuntimeError: injected crash'"
+        " >&2; sleep 0.15; exit 1;; 0) sleep 0.05; echo 'RuntimeError: "
+        "[pair.cc:598] Connection closed by peer [127.0.0.1]:2989' >&2;"
+        " exit 1;; esac; exec sleep 30", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    char summary[4096];
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 1 failed first: exited with code 1") != NULL);
+    CHECK(strstr(summary, "RuntimeError: injected crash") != NULL);
+    CHECK(strstr(summary, "1 failed because a peer went away (its last "
+                          "lines say so)") != NULL);
+    ss_rank_failure fail;
+    CHECK(ss_launcher_first_failure(f.l, &fail) == 1 && fail.rank == 1);
+    fixture_done(&f);
+
+    /* A peer's error alone, nobody else failing on their own in time: the
+     * first reaped is still named. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv2[] = {"/bin/sh", "-c",
+        "if [ $RANK = 0 ]; then echo 'Connection reset by peer' >&2;"
+        " exit 1; fi; exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv2);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
+    fixture_done(&f);
+}
+
 /* The OOM killer's report of process "$1" as the kernel logs it, for a
  * shell rank to append to a log file standing for /dev/kmsg. */
 #define OOM_REPORT(pid)                                                      \
@@ -1109,6 +1149,7 @@ TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(first_failure_stops_the_others), TEST(ranks_that_failed_the_same_way), TEST(rank_killed_by_signal),
           TEST(a_users_faulthandler_choice_is_kept),
           TEST(a_rank_that_left_early_is_named),
+          TEST(a_rank_failing_on_a_lost_peer_is_not_named_first),
           TEST(oom_kills_in_the_kernel_log_are_named),
           TEST(command_not_found), TEST(grace_then_sigkill),
           TEST(kill_now_skips_grace), TEST(bad_config_and_spawn_failure),
