@@ -76,6 +76,9 @@
     X(P_H_ONE_STOP_STEPS, "host.one_stop_steps", 10, "steps", 1, 1e6,        \
       "a rank alone stopped in one step only is named stopped when that "     \
       "stop lasted this many of the window's median steps")                   \
+    X(P_H_SAMPLE_MS, "host.sample_ms", 10, "ms", 0, 1e6,                      \
+      "for waits for a CPU, the tests of chance count a step shorter than "  \
+      "this as that fraction of a sample (0: every step is one)")            \
     X(P_H_ALPHA, "host.alpha", 1e-4, "probability", 1e-12, 0.5,               \
       "false alarms: chance per window that a rank of a clean job is named "  \
       "for a cause (split over ranks and causes)")                            \
