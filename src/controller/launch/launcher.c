@@ -200,13 +200,13 @@ static int rank_status(const ss_rank *r)
 }
 
 /* What a collective library prints when a peer went away (gloo's
- * "Connection closed by peer" and "Connection reset by peer", NCCL's
- * "remote process exited or there was a network error", PyTorch's "NCCL
- * communicator was aborted"): a rank whose last lines hold one failed
- * because another rank did. */
+ * "Connection closed by peer", "Connection reset by peer" and "Broken
+ * pipe", NCCL's "remote process exited or there was a network error",
+ * PyTorch's "NCCL communicator was aborted"): a rank whose last lines
+ * hold one failed because another rank did. */
 static const char *const peer_lost_marks[] = {
-    "closed by peer", "reset by peer", "remote process exited",
-    "communicator was aborted"};
+    "closed by peer", "reset by peer", "Broken pipe",
+    "remote process exited", "communicator was aborted"};
 
 /* Do R's last lines say that a peer went away? */
 static int names_a_lost_peer(const ss_rank *r)
