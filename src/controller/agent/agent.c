@@ -70,6 +70,9 @@
 #define RETRY_MAX_MS 5000   /* the backoff after failed handshakes, at most */
 #define BATCH_MS 1000       /* node mode: NODE_STATUS, and old partials out */
 #define PARTIAL_MAX_AGE_MS 2000 /* a step's partial waits at most this */
+/* A rank's failure goes to the controller this long after it was reaped,
+ * with the ranks' exits seen meanwhile before it (see cb_rank_exit). */
+#define EXIT_HOLD_MS 100
 
 enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
 
@@ -129,6 +132,10 @@ typedef struct agent {
     int node_mode;
     ss_agent_fold *fold;
     uv_timer_t batch_timer;
+    /* rank exits held back with a failure among them (cb_rank_exit) */
+    link_rank_exit *held_exits; /* cfg->nproc of them */
+    uint32_t n_held;
+    uv_timer_t exit_timer;
 } agent;
 
 static void say(const agent *a, const char *fmt, ...)
@@ -306,18 +313,50 @@ static void on_rank_connection(uv_stream_t *server, int status)
 
 /* ---- the launcher ---- */
 
+/* Sends the rank exits held back, in the order they were reaped, each
+ * failure with the node's failure summary as it reads now. */
+static void send_held_exits(agent *a)
+{
+    uv_timer_stop(&a->exit_timer);
+    for (uint32_t i = 0; i < a->n_held; i++) {
+        link_frame f = {.type = LINK_RANK_EXIT};
+        f.u.rank_exit = a->held_exits[i];
+        if (f.u.rank_exit.exit_code != 0 || f.u.rank_exit.term_signal != 0)
+            ss_launcher_failure_summary(a->launcher, f.u.rank_exit.tail,
+                                        sizeof f.u.rank_exit.tail);
+        send_frame(a, &f);
+    }
+    a->n_held = 0;
+}
+
+static void on_exit_timer(uv_timer_t *t)
+{
+    send_held_exits(t->data);
+}
+
+/* A rank was reaped.  A failure is held back EXIT_HOLD_MS, and every exit
+ * after it until then: ranks that died together are reaped in the order
+ * they were started, and the rank that failed first, its last lines read,
+ * is told only once the others of the batch are seen (the launcher's
+ * first_failure); the controller then stops the job. */
 static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
                          int term_signal)
 {
     agent *a = ctx;
     ss_host_watch_rank_exited(a->host, local);
+    int failed = exit_code != 0 || term_signal != 0;
+    if (a->n_held < a->cfg->nproc && (failed || a->n_held > 0)) {
+        a->held_exits[a->n_held++] = (link_rank_exit){
+            .rank = a->rank_base + local, .exit_code = exit_code,
+            .term_signal = term_signal};
+        if (!uv_is_active((uv_handle_t *)&a->exit_timer))
+            uv_timer_start(&a->exit_timer, on_exit_timer, EXIT_HOLD_MS, 0);
+        return;
+    }
     link_frame f = {.type = LINK_RANK_EXIT};
     f.u.rank_exit.rank = a->rank_base + local;
     f.u.rank_exit.exit_code = exit_code;
     f.u.rank_exit.term_signal = term_signal;
-    if (exit_code != 0 || term_signal != 0)
-        ss_launcher_failure_summary(a->launcher, f.u.rank_exit.tail,
-                                    sizeof f.u.rank_exit.tail);
     send_frame(a, &f);
 }
 
@@ -344,6 +383,7 @@ static int restarts_remain(const agent *a)
 static void cb_all_exited(void *ctx)
 {
     agent *a = ctx;
+    send_held_exits(a);
     a->ranks_done = 1;
     int status = ss_launcher_exit_status(a->launcher);
     a->node_status = status;
@@ -1101,9 +1141,11 @@ int ss_agent_main(const ss_agent_config *cfg)
 {
     agent *a = calloc(1, sizeof *a);
     int64_t *last = calloc(cfg->nproc ? cfg->nproc : 1, sizeof *last);
-    if (!a || !last) {
+    link_rank_exit *held = calloc(cfg->nproc ? cfg->nproc : 1, sizeof *held);
+    if (!a || !last || !held) {
         free(a);
         free(last);
+        free(held);
         fprintf(stderr, "stepscope: out of memory\n");
         return 1;
     }
@@ -1125,6 +1167,7 @@ int ss_agent_main(const ss_agent_config *cfg)
                                     send_channel_frame, on_rank_hello,
                                     send_host_evidence, on_rank_gone};
     a->last_step = last;
+    a->held_exits = held;
     for (uint32_t i = 0; i < c.nproc; i++)
         last[i] = -1;
     a->rank_base = c.node_rank * c.nproc;
@@ -1154,6 +1197,8 @@ int ss_agent_main(const ss_agent_config *cfg)
     uv_timer_init(&a->loop, &a->join_timer);
     uv_timer_init(&a->loop, &a->batch_timer);
     a->batch_timer.data = a;
+    uv_timer_init(&a->loop, &a->exit_timer);
+    a->exit_timer.data = a;
     for (int i = 0; i < SS_INJECT_MAX; i++) {
         uv_timer_init(&a->loop, &a->cont[i]);
         a->cont[i].data = a;
@@ -1192,6 +1237,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_agent_channels_free(a->channels);
     ss_agent_fold_free(a->fold);
     free(a->last_step);
+    free(a->held_exits);
     free(a);
     return status;
 }
