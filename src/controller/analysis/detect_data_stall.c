@@ -8,7 +8,10 @@
  * data_stall.factor times it; after data_stall.min_count stalls the rank
  * gets a finding, with the period of the stalls when they recur
  * regularly.  Per rank it keeps a ring of its last STALL_RING stalls.  It
- * tells jitter which steps had a stall (ss__step_notes.data_stall).
+ * tells jitter which steps had a stall (ss__step_notes.data_stall).  A
+ * step in which the host saw the rank stopped or throttled for half the
+ * excess or more is not a stall: it did not run, and the host detector
+ * says so (stopped, cpu_throttled).
  * docs/detectors.md, "data_stall", states the rule and its defaults.
  */
 #include "detectors_internal.h"
@@ -171,6 +174,21 @@ static void data_stall_names(void *state, ss_detectors *d, uint32_t n_names,
         ds->n_classified = n_names;
 }
 
+/* What the host saw RS lose to being stopped or throttled in its step
+ * (0 without host evidence): time the rank did not run at all, whatever
+ * phase it was in. */
+static double not_running_ms(const ss_rank_step *rs)
+{
+    if (!rs->host)
+        return 0;
+    double ns = 0;
+    if (rs->host->stopped_ns != SS_MISSING && rs->host->stopped_ns > 0)
+        ns += (double)rs->host->stopped_ns;
+    if (rs->host->throttled_ns != SS_MISSING && rs->host->throttled_ns > 0)
+        ns += (double)rs->host->throttled_ns;
+    return ns / 1e6;
+}
+
 static void data_stall_step(void *state, ss_detectors *d,
                             const ss_step_view *v, uint32_t world)
 {
@@ -191,7 +209,10 @@ static void data_stall_step(void *state, ss_detectors *d,
             if (!rs->present || rs->phase_ns[p] == SS_MISSING)
                 continue;
             double val = (double)rs->phase_ns[p];
-            if (val - med >= floor_ns && val >= d->p[P_D_FACTOR] * med) {
+            /* a rank stopped or throttled for half the excess or more in
+             * that step did not wait for data: the host detector names it */
+            if (val - med >= floor_ns && val >= d->p[P_D_FACTOR] * med &&
+                not_running_ms(rs) < 0.5 * (val - med) / 1e6) {
                 d->note.data_stall = 1;
                 stall_seen(d, ds, r, v->step, p, (val - med) / 1e6,
                            med_step_ms);

@@ -491,6 +491,27 @@ static void rank2_arrives_late(builder *b, uint64_t s)
     vb_end_again(b);
 }
 
+/* Host evidence for every rank: nothing lost, but rank 2 stopped for its
+ * data phase's 400 ms in the steps stall_rank2_every_7 slows (SIGSTOP
+ * from outside while it read its batch). */
+static void rank2_stopped_in_its_data_phase(builder *b, uint64_t s)
+{
+    static ss_host_step host[W];
+    for (uint32_t r = 0; r < b->world; r++) {
+        ss_host_step *h = &host[r];
+        memset(h, 0, sizeof *h);
+        h->cpu_ns = b->ranks[r].step_ns;
+        h->throttled_ns = h->psi_cpu_ns = h->psi_memory_ns = h->psi_io_ns =
+            SS_MISSING;
+        h->nr_throttled = SS_MISSING;
+        if (r == 2 && s % 7 == 3) {
+            h->stopped_ns = (ss_dur_ns)(400 * MS);
+            h->cpu_ns -= h->stopped_ns;
+        }
+        b->ranks[r].host = h;
+    }
+}
+
 /* Every rank's all-reduce, nested in backward, 100 ms slower in some
  * steps, and backward's own compute 5 ms. */
 static void nested_allreduce_pauses(builder *b, uint64_t s)
@@ -710,6 +731,19 @@ static const scenario scenarios[] = {
                  .num = {{"period_steps", EV_EQUALS, 7, 0},
                          {"stalls", EV_EQUALS, 21, 0},
                          {"stall_ms_median", EV_OPEN, 395, 405}}}},
+    /* the host saw the stalls as stops: one stopped finding, no stall */
+    {.name = "a data phase spent stopped is no data stall",
+     .seed = 16,
+     .world = W,
+     .steps = 150,
+     .noise_ms = 2,
+     .mode = SYNC_ARRIVAL,
+     .fault = stall_rank2_every_7,
+     .edit = rank2_stopped_in_its_data_phase,
+     .ids = WANT(1),
+     .finding = {.kind = "stopped",
+                 .n_ranks = WANT(1),
+                 .rank = WANT(2)}},
     {.name = "jitter: slow steps on every rank",
      .seed = 17,
      .world = W,
