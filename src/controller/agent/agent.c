@@ -71,8 +71,11 @@
 #define BATCH_MS 1000       /* node mode: NODE_STATUS, and old partials out */
 #define PARTIAL_MAX_AGE_MS 2000 /* a step's partial waits at most this */
 /* A rank's failure goes to the controller this long after it was reaped,
- * with the ranks' exits seen meanwhile before it (see cb_rank_exit). */
-#define EXIT_HOLD_MS 100
+ * with the ranks' exits seen meanwhile before it (see cb_rank_exit): past
+ * the rest of the batch it was reaped in and its pipes' last bytes, short
+ * of any other node's ranks failing on its loss (a rank's shutdown takes
+ * longer), whose failures would otherwise reach the controller first. */
+#define EXIT_HOLD_MS 10
 
 enum { AG_CONNECTING, AG_HANDSHAKE, AG_SYNCING, AG_RUNNING, AG_ENDING };
 
@@ -336,9 +339,9 @@ static void on_exit_timer(uv_timer_t *t)
 
 /* A rank was reaped.  A failure is held back EXIT_HOLD_MS, and every exit
  * after it until then: ranks that died together are reaped in the order
- * they were started, and the rank that failed first, its last lines read,
- * is told only once the others of the batch are seen (the launcher's
- * first_failure); the controller then stops the job. */
+ * they were started, and the rank that failed first is told only once the
+ * others of the batch are seen (the launcher's first_failure); the
+ * controller then stops the job. */
 static void cb_rank_exit(void *ctx, uint32_t local, int64_t exit_code,
                          int term_signal)
 {
