@@ -288,7 +288,7 @@ static int saves_checkpoint(const ss_detectors *d, const ss_step_view *v)
     for (uint32_t i = 0; i < v->n_phases; i++) {
         int p = v->phases[i].name;
         if (p >= 0 && (uint32_t)p < v->n_names &&
-            strcmp(ss__name_of(d, p), "checkpoint") == 0)
+            strcmp(ss__name_of(d, p), SS__CHECKPOINT_PHASE) == 0)
             return 1;
     }
     return 0;

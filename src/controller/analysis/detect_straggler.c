@@ -1279,7 +1279,7 @@ static int rare_wait(const ss_detectors *d, const straggler *sg, uint32_t k,
     int b = sg->blame[at];
     if (b != NO_NAME && sg->expl_ms[at] >= d->p[P_S_BLAME_FRAC] * late) {
         const char *name = ss__name_of(d, b);
-        if (strcmp(name, "checkpoint") == 0 || ss__data_phase_name(name))
+        if (strcmp(name, SS__CHECKPOINT_PHASE) == 0 || ss__data_phase_name(name))
             return 0;
     }
     return 1;

@@ -199,6 +199,10 @@ const char *ss__name_of(const ss_detectors *d, int idx);
 /* Whether NAME is a data-loading phase, whose waits the data_stall
  * detector judges (detect_data_stall.c's list, compared ignoring case). */
 int ss__data_phase_name(const char *name);
+/* The phase a checkpoint's save is recorded in (auto mode's and the API's
+ * name; goodput counts it as checkpoint time): no straggler's rare wait
+ * and no stall. */
+#define SS__CHECKPOINT_PHASE "checkpoint"
 /* Sets F's ranks to the first SS_FINDING_MAX_RANKS of RANKS[N] (RANKS may
  * be NULL when N is 0). */
 void ss__set_ranks(ss_finding *f, const int32_t *ranks, uint32_t n);
