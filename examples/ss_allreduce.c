@@ -67,6 +67,7 @@ typedef struct { int rank; uint64_t every; double ms; } stall_opt;
 typedef struct { int rank; uint64_t bytes; } creep_opt;
 typedef struct { int rank; uint64_t step, bytes; } spike_opt;
 typedef struct { int rank; uint64_t step; } crash_opt;
+typedef struct { int rank; uint64_t step; } stop_opt;
 
 typedef struct {
     uint64_t steps;
@@ -81,8 +82,10 @@ typedef struct {
     creep_opt creep[MAX_FAULTS];
     spike_opt spike[MAX_FAULTS];
     crash_opt crash[MAX_FAULTS];
+    stop_opt stop[MAX_FAULTS];
     int no_telemetry[MAX_FAULTS];
-    int n_straggler, n_stall, n_creep, n_spike, n_crash, n_no_telemetry;
+    int n_straggler, n_stall, n_creep, n_spike, n_crash, n_stop,
+        n_no_telemetry;
 } options;
 
 static void usage(FILE *to)
@@ -116,6 +119,9 @@ static void usage(FILE *to)
 "  --crash-signal[=SIG]          crash by a signal instead: ABRT (the\n"
 "                                default, via abort()), SEGV, BUS, FPE,\n"
 "                                ILL or KILL\n"
+"  --stop RANK:STEP              stop itself (SIGSTOP) past STEP's\n"
+"                                all-reduce, until continued (SIGCONT):\n"
+"                                frozen from outside, its peers gone on\n"
 "  --no-telemetry RANK           that rank never starts stepscope\n"
 "BYTES takes a K, M or G suffix (powers of 1024).\n"
 "  -h, --help                    this text\n");
@@ -264,6 +270,12 @@ static void parse_fault(options *o, const char *name, const char *spec)
             parse_rank(f[0], &c->rank) < 0 || parse_u64(f[1], &c->step) < 0)
             die_usage("--crash: expected RANK:STEP, got '%s'", spec);
         o->n_crash++;
+    } else if (strcmp(name, "stop") == 0) {
+        stop_opt *c = &o->stop[o->n_stop];
+        if (o->n_stop >= MAX_FAULTS || n != 2 ||
+            parse_rank(f[0], &c->rank) < 0 || parse_u64(f[1], &c->step) < 0)
+            die_usage("--stop: expected RANK:STEP, got '%s'", spec);
+        o->n_stop++;
     } else { /* no-telemetry */
         if (o->n_no_telemetry >= MAX_FAULTS ||
             parse_rank(spec, &o->no_telemetry[o->n_no_telemetry]) < 0)
@@ -286,6 +298,7 @@ static void parse_options(options *o, int argc, char **argv)
         {"memory-creep", required_argument, NULL, 'F'},
         {"memory-spike", required_argument, NULL, 'F'},
         {"crash", required_argument, NULL, 'F'},
+        {"stop", required_argument, NULL, 'F'},
         {"no-telemetry", required_argument, NULL, 'F'},
         {"crash-signal", optional_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
@@ -734,6 +747,8 @@ int main(int argc, char **argv)
         fault_rank = MAX(fault_rank, o.spike[i].rank);
     for (int i = 0; i < o.n_crash; i++)
         fault_rank = MAX(fault_rank, o.crash[i].rank);
+    for (int i = 0; i < o.n_stop; i++)
+        fault_rank = MAX(fault_rank, o.stop[i].rank);
     for (int i = 0; i < o.n_no_telemetry; i++)
         fault_rank = MAX(fault_rank, o.no_telemetry[i]);
     if (fault_rank >= world)
@@ -848,6 +863,9 @@ int main(int argc, char **argv)
         ss_phase_end(ph_allreduce);
 
         ss_phase_begin(ph_optimizer);
+        for (int i = 0; i < o.n_stop; i++)
+            if (o.stop[i].rank == rank && o.stop[i].step == step)
+                raise(SIGSTOP);
         for (uint64_t i = 0; i < o.vector; i++)
             w[i] -= LEARNING_RATE * grad[i];
         ss_phase_end(ph_optimizer);

@@ -169,6 +169,50 @@ def test_the_whole_job_frozen_once_is_a_stall(store):
                 if f["kind"] in ("stopped", "straggler")], findings
 
 
+def process_state(pid):
+    """The state letter of PID's /proc stat line ("T": stopped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_whole_job_frozen_past_one_ranks_collective_is_a_stall(store):
+    """The job frozen from outside while rank 1 was past its step's
+    all-reduce and its peers were done with that step: rank 1 is stopped
+    in step 150 alone, the others in step 151 (rank 1 stops itself, the
+    others are stopped 20 ms later, every rank continued after 2 s).  One
+    `stall`, and not rank 1's `stopped` (the previous code named it)."""
+    proc = start_job(store, 3, example("--steps", "500", "--compute-ms", "4",
+                                       "--stop", "1:150"))
+    try:
+        pids = [rank_pid(proc.pid, r) for r in range(3)]
+        deadline = time.time() + 60
+        while process_state(pids[1]) != "T":
+            assert proc.poll() is None and time.time() < deadline
+            time.sleep(0.002)
+        time.sleep(0.02)
+        for pid in (pids[0], pids[2]):
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(2.0)
+        finally:
+            for pid in pids:
+                kill_quietly(pid, signal.SIGCONT)
+        job = finish(proc, store)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    findings = job.report()["findings"]
+    assert [f["kind"] for f in findings] == ["stall"], findings
+    assert findings[0]["ranks"] == [], findings[0]
+    assert "every rank was stopped" in findings[0]["message"], findings[0]
+    con = sqlite3.connect(str(store))
+    stopped = dict(con.execute(
+        "SELECT rank, MIN(step) FROM rank_steps WHERE host_stopped_ns > 1e9"
+        " GROUP BY rank"))
+    con.close()
+    assert stopped[1] + 1 == stopped[0] == stopped[2], stopped
+
+
 def test_niced_rank_sharing_its_cpu_waits_for_it(store):
     cpu = str(max(os.sched_getaffinity(0)))
     busy = subprocess.Popen(["taskset", "-c", cpu, "sh", "-c",

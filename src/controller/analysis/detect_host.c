@@ -73,6 +73,9 @@ static const char *const cause_words[N_CAUSES] = {
  * a coin flip. */
 #define HOLD_LEVEL 0.01
 
+/* stop_alone of the newest step, which waits for the next (-2) */
+#define STOP_UNDECIDED (-2)
+
 /* How much more a starved rank waits per CPU time it runs (wait / run)
  * than its peers: a rank treated alike by the scheduler has the same ratio
  * whatever it computes (1.0 up to noise; up to 1.4 seen on a loaded
@@ -114,6 +117,8 @@ typedef struct {
     int32_t *alone_rank;/* the rank that alone explained the slow step */
     float *alone_ms;    /* what it lost beyond the runner-up rank */
     float *chance;      /* 1 / ranks measured, in such a step; else 0 */
+    int32_t *stop_alone;/* per slot: the rank alone stopped in the step
+                           (decide_stop_alone), -1 none, STOP_UNDECIDED */
     uint32_t n_alone[N_CAUSES];   /* slow steps explained in the ring */
     double chance_sum[N_CAUSES];  /* sum of their chance */
     /* per ring slot, rank and cause: at() */
@@ -188,6 +193,7 @@ static void free_ring(host *h)
     free(h->alone_rank);
     free(h->alone_ms);
     free(h->chance);
+    free(h->stop_alone);
     free(h->lost);
     free(h->rank_step_ms);
     free(h->cs);
@@ -219,6 +225,7 @@ static int start_ring(host *h)
     h->alone_rank = ss__zalloc(per, sizeof *h->alone_rank);
     h->alone_ms = ss__zalloc(per, sizeof *h->alone_ms);
     h->chance = ss__zalloc(per, sizeof *h->chance);
+    h->stop_alone = ss__zalloc(hw, sizeof *h->stop_alone);
     h->lost = ss__zalloc(w * per, sizeof *h->lost);
     h->rank_step_ms = ss__zalloc(w * hw, sizeof *h->rank_step_ms);
     h->cs = ss__zalloc(w * N_CAUSES, sizeof *h->cs);
@@ -231,7 +238,8 @@ static int start_ring(host *h)
     h->run_sum = ss__zalloc(w ? w : 1, sizeof *h->run_sum);
     h->n_wait_run = ss__zalloc(w ? w : 1, sizeof *h->n_wait_run);
     if (!h->step || !h->med_ms || !h->excess_ms || !h->median_lost ||
-        !h->alone_rank || !h->alone_ms || !h->chance || !h->lost ||
+        !h->alone_rank || !h->alone_ms || !h->chance || !h->stop_alone ||
+        !h->lost ||
         !h->rank_step_ms || !h->cs || !h->f64 || !h->last_rank ||
         !h->last_chance || !h->n_last || !h->rank_cpu_ms || !h->wait_sum ||
         !h->run_sum || !h->n_wait_run) {
@@ -241,7 +249,7 @@ static int start_ring(host *h)
     for (size_t i = 0; i < per; i++)
         h->alone_rank[i] = -1;
     for (size_t i = 0; i < hw; i++)
-        h->last_rank[i] = -1;
+        h->last_rank[i] = h->stop_alone[i] = -1;
     for (size_t i = 0; i < w * N_CAUSES; i++) {
         h->cs[i].finding = h->cs[i].ended = -1;
         h->cs[i].cost_ms = -1;
@@ -638,8 +646,8 @@ static int waits_more_per_run_in(const ss_detectors *d, const host *h,
     return wait_per_run_above(d, my_wait, my_run, wait, run, 1);
 }
 
-/* The stops rule at SCALE of its thresholds: rank R alone was stopped (no
- * other rank in the same step) in at least host.min_stops (times SCALE)
+/* The stops rule at SCALE of its thresholds: rank R alone was stopped
+ * (stop_alone) in at least host.min_stops (times SCALE)
  * of the ring's steps, and those stops cost it host.min_share (times
  * SCALE) of the ring's median step time; or once, for host.one_stop_steps
  * (times SCALE) of the ring's median step.  A healthy machine stops no
@@ -658,13 +666,8 @@ static int stops_rule(const ss_detectors *d, const host *h, uint32_t r,
         uint32_t k = ss__ring_back(h->head, h->hw, i);
         if (!isnan(h->med_ms[k]))
             steps += h->med_ms[k];
-        float mine = h->lost[at(h, r, C_STOPPED, k)];
-        if (isnan(mine) || mine <= 0)
-            continue;
-        int alone = 1;
-        for (uint32_t q = 0; q < h->world && alone; q++)
-            alone = q == r || !(h->lost[at(h, q, C_STOPPED, k)] > 0);
-        if (alone) {
+        if (h->stop_alone[k] == (int32_t)r) {
+            float mine = h->lost[at(h, r, C_STOPPED, k)];
             n++;
             lost += mine;
             if (mine > longest)
@@ -990,6 +993,44 @@ static void judge_cause(ss_detectors *d, host *h, int c, uint64_t step)
     }
 }
 
+/* Decides stop_alone for the ring's second newest slot, now that the step
+ * after it has come: the one rank stopped in that step when no other rank
+ * was stopped in it, nor half as long in a step next to it.  A job stopped
+ * as a whole from outside stops each rank at its own point of a step: one
+ * caught past its step's collective ends that step late while its peers,
+ * done with it, are stopped in the next (or the other way round), and no
+ * rank is to blame.  The newest slot waits for its next step. */
+static void decide_stop_alone(host *h)
+{
+    h->stop_alone[ss__ring_back(h->head, h->hw, 0)] = STOP_UNDECIDED;
+    if (h->fill < 2)
+        return;
+    uint32_t k = ss__ring_back(h->head, h->hw, 1);
+    int32_t alone = -1;
+    float mine = 0;
+    for (uint32_t r = 0; r < h->world; r++) {
+        float x = h->lost[at(h, r, C_STOPPED, k)];
+        if (!(x > 0))
+            continue;
+        if (alone >= 0) {
+            h->stop_alone[k] = -1; /* two ranks stopped in the step */
+            return;
+        }
+        alone = (int32_t)r;
+        mine = x;
+    }
+    for (uint32_t i = 0; alone >= 0 && i <= 2 && i < h->fill; i += 2) {
+        uint32_t n = ss__ring_back(h->head, h->hw, i);
+        if (h->step[n] + 1 != h->step[k] && h->step[k] + 1 != h->step[n])
+            continue; /* steps missing between: not next to it */
+        for (uint32_t q = 0; q < h->world; q++)
+            if ((int32_t)q != alone &&
+                h->lost[at(h, q, C_STOPPED, n)] >= 0.5f * mine)
+                alone = -1;
+    }
+    h->stop_alone[k] = alone;
+}
+
 static int any_host_evidence(const ss_step_view *v, uint32_t world)
 {
     for (uint32_t r = 0; r < world; r++)
@@ -1011,13 +1052,16 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
     if (h->fill < h->hw)
         h->fill++;
     record_step(d, h, v, world, k);
+    decide_stop_alone(h);
     for (int c = 0; c < N_CAUSES; c++) {
         judge_cause(d, h, c, v->step);
-        /* a named rank alone explains this slow step: that part of it is
-         * not jitter */
+        /* a named rank alone explains this slow step, or a rank alone
+         * was stopped through it (the stops rule waits a step to tell a
+         * job stopped as a whole): that part of it is not jitter */
         size_t ck = (size_t)c * h->hw + k;
         int32_t r = h->alone_rank[ck];
-        if (r >= 0 && cause_of(h, (uint32_t)r, c)->finding >= 0) {
+        if (r >= 0 &&
+            (c == C_STOPPED || cause_of(h, (uint32_t)r, c)->finding >= 0)) {
             double part = fmin(h->alone_ms[ck], h->excess_ms[k]);
             if (part > d->note.host_late_ms)
                 d->note.host_late_ms = part;

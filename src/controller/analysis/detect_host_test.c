@@ -80,6 +80,9 @@ typedef struct {
                                    collective, after it arrived */
     double sleep[MAX_RANKS]; /* ms it waits of its own accord (a sleep, a
                                 read) before it arrives: no CPU */
+    double stopped_after[MAX_RANKS]; /* ms it was stopped after it left
+                                        the collective: its step alone ends
+                                        late, nobody waits for it in it */
     int no_host[MAX_RANKS]; /* no host evidence for this rank-step */
     int with_gpu;           /* rank r on GPU r, with NVML evidence */
     double gpu_held[MAX_RANKS]; /* ms its GPU was held down by the power
@@ -155,7 +158,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
         ss_host_step *h = &b->host[r];
         h->cpu_ns = (int64_t)(p->work[r] * MS);
         h->runq_ns = ns_or_missing(p->runq[r]);
-        h->stopped_ns = ns_or_missing(p->stopped[r]);
+        h->stopped_ns = ns_or_missing(p->stopped[r] + p->stopped_after[r]);
         h->throttled_ns = ns_or_missing(p->throttled[r]);
         h->nr_throttled = SS_MISSING;
         h->vol_switches = h->invol_switches = h->major_faults = SS_MISSING;
@@ -172,7 +175,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
                 .last_xid = p->gpu_xid[r]};
         ss_rank_step *rs = &b->ranks[r];
         rs->present = 1;
-        rs->step_ns = (int64_t)((last + 1 + hold) * MS);
+        rs->step_ns = (int64_t)((last + 1 + hold + p->stopped_after[r]) * MS);
         rs->rss_bytes = rs->device_bytes = SS_MISSING;
         rs->phase_ns = b->phase[r];
         rs->sync_arrival_ns = b->sync[r];
@@ -1212,11 +1215,19 @@ static void one_long_stop_named(void)
     }
 }
 
+enum { WORK_3S, STOPPED_3S, STOPPED_3S_ONE_STEP_EARLY, STOPPED_3S_ONE_STEP_LATE };
+
 /* 300 steps of ~3.5 ms on 4 ranks; in step 150 every rank is stopped for
  * 3 s (the job frozen from outside; two of them before they reach the
- * collective, so they arrive late at it) with STOPPED, else computes 3 s
- * more (an evaluation on every rank between two steps). */
-static void run_whole_job_pause(int stopped, found *fd)
+ * collective, so they arrive late at it) with STOPPED_3S; with
+ * STOPPED_3S_ONE_STEP_EARLY the stop catches rank 2 past step 150's
+ * collective and the others in step 151 (they were done with 150), and
+ * rank 2 waits for them there; with STOPPED_3S_ONE_STEP_LATE it catches
+ * ranks 0, 1 and 3 past step 150's collective and rank 2, late, in step
+ * 151 (the others, stopped meanwhile, hardly wait for it); with WORK_3S
+ * every rank computes 3 s more
+ * in step 150 (an evaluation on every rank between two steps). */
+static void run_whole_job_pause(int how, found *fd)
 {
     rng_state = 5200;
     ss_detectors *d = make(4, fd);
@@ -1225,8 +1236,18 @@ static void run_whole_job_pause(int stopped, found *fd)
     for (uint64_t s = 0; s < 300; s++) {
         plan p;
         plan_clean(&p, 4, 2.5, 0.2);
-        for (uint32_t r = 0; s == 150 && r < 4; r++) {
-            if (stopped) { /* ranks 1 and 3 before they arrive */
+        for (uint32_t r = 0; (s == 150 || s == 151) && r < 4; r++) {
+            if (how == STOPPED_3S_ONE_STEP_EARLY) {
+                if (s == 150 && r == 2)
+                    p.stopped_after[r] = 3000;
+                else if (s == 151 && r != 2)
+                    p.stopped[r] = 3000;
+            } else if (how == STOPPED_3S_ONE_STEP_LATE) {
+                if ((s == 150) == (r != 2))
+                    p.stopped_after[r] = 3000;
+            } else if (s == 151) {
+                continue;
+            } else if (how == STOPPED_3S) { /* ranks 1, 3 before arriving */
                 p.stopped[r] = 3000;
                 p.before[r] = (int)(r % 2);
             } else {
@@ -1240,13 +1261,16 @@ static void run_whole_job_pause(int stopped, found *fd)
     ss_detectors_destroy(d);
 }
 
-/* The whole job frozen for 3 s once is one stall, no rank's; the same 3 s
- * of work on every rank is the job's own (no finding); one rank frozen is
- * that rank's (one_long_stop_named), not a stall. */
+/* The whole job frozen for 3 s once is one stall, no rank's, in the step
+ * every rank was stopped in or, where the stop caught one rank past its
+ * step's collective, in the step the others were stopped in (not that
+ * rank's `stopped`); the same 3 s of work on every rank is the job's own
+ * (no finding); one rank frozen is that rank's (one_long_stop_named), not
+ * a stall. */
 static void a_pause_of_the_whole_job_is_a_stall(void)
 {
     found fd;
-    run_whole_job_pause(1, &fd);
+    run_whole_job_pause(STOPPED_3S, &fd);
     const ss_finding *f = first_kind(&fd, "stall");
     REQUIRE(f);
     CHECK_EQ_INT(f->n_ranks, 0);
@@ -1259,7 +1283,26 @@ static void a_pause_of_the_whole_job_is_a_stall(void)
     CHECK_EQ_INT(fd.n_ids, 1);
     if (fd.n_ids != 1)
         dump(&fd);
-    run_whole_job_pause(0, &fd);
+    run_whole_job_pause(STOPPED_3S_ONE_STEP_EARLY, &fd);
+    f = first_kind(&fd, "stall");
+    REQUIRE(f);
+    CHECK_EQ_INT(f->n_ranks, 0);
+    CHECK(f->first_step == 151 && f->last_step == 151);
+    CHECK(strstr(f->message, "every rank was stopped") != NULL);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    if (fd.n_ids != 1)
+        dump(&fd);
+    /* (rank 2's stop alone in step 151 is judged beside step 150's as long
+     * as step 150 is in the window, and after it left) */
+    run_whole_job_pause(STOPPED_3S_ONE_STEP_LATE, &fd);
+    f = first_kind(&fd, "stall");
+    REQUIRE(f);
+    CHECK(f->first_step == 150 && f->last_step == 150);
+    CHECK(strstr(f->message, "every rank was stopped") != NULL);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    if (fd.n_ids != 1)
+        dump(&fd);
+    run_whole_job_pause(WORK_3S, &fd);
     CHECK_EQ_INT(fd.n_ids, 0);
     run_one_stop(0, 3000, 150, 300, &fd);
     CHECK_EQ_INT(count_kind(&fd, "stall"), 0);
