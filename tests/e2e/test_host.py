@@ -179,7 +179,7 @@ def test_the_whole_job_frozen_past_one_ranks_collective_is_a_stall(store):
     """The job frozen from outside while rank 1 was past its step's
     all-reduce and its peers were done with that step: rank 1 is stopped
     in step 150 alone, the others in step 151 (rank 1 stops itself, the
-    others are stopped 20 ms later, every rank continued after 2 s).  One
+    others are stopped 0.1 s later, every rank continued after 2 s).  One
     `stall`, and not rank 1's `stopped` (the previous code named it)."""
     proc = start_job(store, 3, example("--steps", "500", "--compute-ms", "4",
                                        "--stop", "1:150"))
@@ -189,7 +189,7 @@ def test_the_whole_job_frozen_past_one_ranks_collective_is_a_stall(store):
         while process_state(pids[1]) != "T":
             assert proc.poll() is None and time.time() < deadline
             time.sleep(0.002)
-        time.sleep(0.02)
+        time.sleep(0.1)  # the others finish step 150 and wait in 151
         for pid in (pids[0], pids[2]):
             os.kill(pid, signal.SIGSTOP)
         try:
