@@ -18,6 +18,8 @@ outside to the rank's process once the job has begun stepping:
             cpu.cfs_quota_us / cpu.cfs_period_us; needs root)
   stops     SIGSTOP for 30 ms every 100 ms, then SIGCONT
   stops-rare  SIGSTOP for 30 ms every 250 ms (few stops on short steps)
+  freeze    every rank of the job (on every node) stopped once for 2 s,
+            from step 60: the job frozen from outside, no rank's fault
   load      no fault of a rank: busy loops, one per CPU, on the cores the
             job runs on (a loaded machine; every rank suffers alike)
 
@@ -127,7 +129,8 @@ ANY = "any phase"
 
 @dataclass(frozen=True)
 class Want:
-    """One acceptable finding: KIND naming exactly [RANK]; PHASE unless it
+    """One acceptable finding: KIND naming exactly [RANK] (no rank when
+    RANK is None); PHASE unless it
     is ANY (None: the finding must name no phase); CAUSE when given, a
     substring of the finding's cause (its `cause` field or evidence key);
     EVIDENCE, (key, value) pairs the finding's evidence must hold; STEP,
@@ -143,7 +146,7 @@ class Want:
                          # differing parameter (evidence first_param)
 
     def describe(self):
-        text = f"{self.kind} r{self.rank}"
+        text = f"{self.kind} " + ("(no rank)" if self.rank is None else f"r{self.rank}")
         if self.step is not None:
             text += f" s{self.step}"
         if self.module:
@@ -189,6 +192,7 @@ EXPECT = {
     "nice-19": (Want("cpu_starved", 2), Want("straggler", 2, cause="cpu")),
     "cpu-hog": (Want("cpu_starved", 1), Want("straggler", 1, cause="cpu")),
     "cgroup-throttle": (Want("cpu_throttled", 2), Want("straggler", 2, cause="throttl")),
+    "freeze-all": (Want("stall", None, cause="stop"),),
     "sigstop-hiccups": (Want("stopped", 3), Want("straggler", 3, cause="stop"),
                         Want("jitter", 3, cause="stop")),
     # a loaded machine: the clean runs with busy loops on every core
@@ -368,6 +372,8 @@ SCENARIOS = (
              host="throttle", host_rank=2),
     Scenario("sigstop-hiccups", "rank 3 stopped 30 ms every 100 ms", 4, 200,
              host="stops", host_rank=3),
+    Scenario("freeze-all", "every rank stopped 2 s once from outside", 4, 200,
+             host="freeze"),
     Scenario("clean-2-loaded", "no fault, busy loops on every core", 2, 150,
              host="load"),
     Scenario("clean-4-loaded", "no fault, busy loops on every core", 4, 150,
@@ -473,6 +479,7 @@ SCENARIOS = (
 
 THROTTLE_QUOTA_US, THROTTLE_PERIOD_US = 10000, 100000
 STOP_MS, STOP_EVERY_MS = 30, 100
+FREEZE_FROM_STEP, FREEZE_S = 60, 2.0  # freeze: past the detectors' first steps
 RARE_STOP_EVERY_MS = 250  # stops-rare: a few stops per window of short steps
 HOG_LOOPS = 2  # busy loops beside the rank on its CPU: it gets a third of it
 FAULT_START_TIMEOUT_S = 90  # waiting for the job's first stored steps
@@ -483,8 +490,10 @@ FAULT_START_TIMEOUT_S = 90  # waiting for the job's first stored steps
 
 def finding_cause(f):
     """The cause a finding names, or None: a `cause` field of the finding
-    or of its evidence (string; or a dict's `kind`)."""
-    for cause in (f.get("cause"), (f.get("evidence") or {}).get("cause")):
+    or of its evidence (string; or a dict's `kind`), or the host's cause
+    alike on every rank (a stall's `host_cause`)."""
+    ev = f.get("evidence") or {}
+    for cause in (f.get("cause"), ev.get("cause"), ev.get("host_cause")):
         if isinstance(cause, dict):
             cause = cause.get("kind")
         if isinstance(cause, str) and cause:
@@ -517,7 +526,7 @@ def matches(want, f):
                                     or f.get("ranks") != [want.rank]))):
             return False
         return want.phase == ANY or (f.get("phase") or None) == want.phase
-    if f["kind"] != want.kind or f.get("ranks") != [want.rank]:
+    if f["kind"] != want.kind or f.get("ranks") != ([] if want.rank is None else [want.rank]):
         return False
     if want.phase != ANY and f.get("phase") != want.phase:
         return False
@@ -604,8 +613,10 @@ class HostFault:
     stop(); cleanup() undoes what is left (a stopped rank is continued, the
     busy loops killed, the cgroup removed) and is safe to call always."""
 
-    def __init__(self, kind, rank, launcher_pid, db, tag):
+    def __init__(self, kind, rank, launcher_pid, db, tag, every_rank=()):
         self.kind = kind
+        self.every_rank = every_rank  # freeze: (launcher pid, rank) of each
+        self.frozen = []
         self.rank = rank if rank is not None else 0  # load: any rank tells the job began
         self.launcher_pid, self.db = launcher_pid, db
         self.tag = tag
@@ -668,6 +679,9 @@ class HostFault:
                 self.hogs.append(subprocess.Popen([sys.executable, "-c",
                                                    "while True: pass"]))
         self.applied = True
+        if self.kind == "freeze":
+            self._freeze()
+            return
         if self.kind in ("stops", "stops-rare"):
             self._stops(STOP_EVERY_MS if self.kind == "stops" else RARE_STOP_EVERY_MS)
             return
@@ -700,6 +714,28 @@ class HostFault:
             next_stop += period
             self.done.wait(max(0.0, next_stop - time.monotonic()))
 
+    def _freeze(self):
+        while stored_steps(self.db) < FREEZE_FROM_STEP:
+            if self.done.wait(0.05):
+                return
+        pids = [rank_pid(launcher, rank) for launcher, rank in self.every_rank]
+        if None in pids:
+            raise RuntimeError("a rank's process was not found")
+        self.from_step = stored_steps(self.db)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            self.frozen.append(pid)
+        time.sleep(FREEZE_S)
+        self._thaw()
+
+    def _thaw(self):
+        for pid in self.frozen:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.frozen = []
+
     def _throttle(self):
         version, base = cgroup_cpu_base()
         if version is None:
@@ -721,6 +757,7 @@ class HostFault:
 
     def cleanup(self):
         self.stop()
+        self._thaw()
         if self.kind in ("stops", "stops-rare") and self.pid is not None:
             try:
                 os.kill(self.pid, signal.SIGCONT)
@@ -862,7 +899,10 @@ def run_once(sc, rep, stepscope, workdir, mode=None):
         if sc.host:
             node = 0 if mode is None or sc.host_rank is None else \
                 sc.host_rank // (sc.ranks // 2)
-            fault = HostFault(sc.host, sc.host_rank, jobs[node].pid, db, tag)
+            half = sc.ranks // 2
+            every_rank = [(jobs[0 if mode is None else r // half].pid, r)
+                          for r in range(sc.ranks)]
+            fault = HostFault(sc.host, sc.host_rank, jobs[node].pid, db, tag, every_rank)
             fault.start()
         deadline = started + sc.timeout_s
         while any(j.poll() is None for j in jobs) and time.monotonic() < deadline:
