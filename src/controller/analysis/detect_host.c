@@ -73,7 +73,7 @@ static const char *const cause_words[N_CAUSES] = {
  * a coin flip. */
 #define HOLD_LEVEL 0.01
 
-/* stop_alone of the newest step, which waits for the next (-2) */
+/* stop_alone of the newest step, which waits for the next */
 #define STOP_UNDECIDED (-2)
 
 /* How much more a starved rank waits per CPU time it runs (wait / run)

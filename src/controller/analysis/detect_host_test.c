@@ -1225,8 +1225,8 @@ enum { WORK_3S, STOPPED_3S, STOPPED_3S_ONE_STEP_EARLY, STOPPED_3S_ONE_STEP_LATE 
  * rank 2 waits for them there; with STOPPED_3S_ONE_STEP_LATE it catches
  * ranks 0, 1 and 3 past step 150's collective and rank 2, late, in step
  * 151 (the others, stopped meanwhile, hardly wait for it); with WORK_3S
- * every rank computes 3 s more
- * in step 150 (an evaluation on every rank between two steps). */
+ * every rank computes 3 s more in step 150 (an evaluation on every rank
+ * between two steps). */
 static void run_whole_job_pause(int how, found *fd)
 {
     rng_state = 5200;
