@@ -131,10 +131,9 @@ ANY = "any phase"
 class Want:
     """One acceptable finding: KIND naming exactly [RANK] (no rank when
     RANK is None); PHASE unless it is ANY (None: the finding must name no
-    phase); CAUSE when given, a
-    substring of the finding's cause (its `cause` field or evidence key);
-    EVIDENCE, (key, value) pairs the finding's evidence must hold; STEP,
-    its first step, when given."""
+    phase); CAUSE when given, a substring of the finding's cause (its
+    `cause` field or evidence key); EVIDENCE, (key, value) pairs the
+    finding's evidence must hold; STEP, its first step, when given."""
     kind: str
     rank: int
     phase: object = ANY

@@ -66,8 +66,7 @@ typedef struct { int rank; double ms; int in_data; } straggler_opt;
 typedef struct { int rank; uint64_t every; double ms; } stall_opt;
 typedef struct { int rank; uint64_t bytes; } creep_opt;
 typedef struct { int rank; uint64_t step, bytes; } spike_opt;
-typedef struct { int rank; uint64_t step; } crash_opt;
-typedef struct { int rank; uint64_t step; } stop_opt;
+typedef struct { int rank; uint64_t step; } step_fault_opt; /* crash, stop */
 
 typedef struct {
     uint64_t steps;
@@ -81,8 +80,7 @@ typedef struct {
     stall_opt stall[MAX_FAULTS];
     creep_opt creep[MAX_FAULTS];
     spike_opt spike[MAX_FAULTS];
-    crash_opt crash[MAX_FAULTS];
-    stop_opt stop[MAX_FAULTS];
+    step_fault_opt crash[MAX_FAULTS], stop[MAX_FAULTS];
     int no_telemetry[MAX_FAULTS];
     int n_straggler, n_stall, n_creep, n_spike, n_crash, n_stop,
         n_no_telemetry;
@@ -264,18 +262,14 @@ static void parse_fault(options *o, const char *name, const char *spec)
             die_usage("--memory-spike: expected RANK:STEP:BYTES, got '%s'",
                       spec);
         o->n_spike++;
-    } else if (strcmp(name, "crash") == 0) {
-        crash_opt *c = &o->crash[o->n_crash];
-        if (o->n_crash >= MAX_FAULTS || n != 2 ||
+    } else if (strcmp(name, "crash") == 0 || strcmp(name, "stop") == 0) {
+        int crash = strcmp(name, "crash") == 0;
+        int *count = crash ? &o->n_crash : &o->n_stop;
+        step_fault_opt *c = crash ? &o->crash[*count] : &o->stop[*count];
+        if (*count >= MAX_FAULTS || n != 2 ||
             parse_rank(f[0], &c->rank) < 0 || parse_u64(f[1], &c->step) < 0)
-            die_usage("--crash: expected RANK:STEP, got '%s'", spec);
-        o->n_crash++;
-    } else if (strcmp(name, "stop") == 0) {
-        stop_opt *c = &o->stop[o->n_stop];
-        if (o->n_stop >= MAX_FAULTS || n != 2 ||
-            parse_rank(f[0], &c->rank) < 0 || parse_u64(f[1], &c->step) < 0)
-            die_usage("--stop: expected RANK:STEP, got '%s'", spec);
-        o->n_stop++;
+            die_usage("--%s: expected RANK:STEP, got '%s'", name, spec);
+        (*count)++;
     } else { /* no-telemetry */
         if (o->n_no_telemetry >= MAX_FAULTS ||
             parse_rank(spec, &o->no_telemetry[o->n_no_telemetry]) < 0)

@@ -139,6 +139,18 @@ def test_stopped_rank_has_stopped_time_others_none(store):
     assert report["ranks"][0]["host_evidence"]["total"]["cpu_ms"] > 0
 
 
+def freeze(stop, every, seconds=2.0):
+    """Stops the processes STOP (SIGSTOP), waits SECONDS, and continues
+    EVERY one of the job's ranks (SIGCONT), whatever happens meanwhile."""
+    try:
+        for pid in stop:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(seconds)
+    finally:
+        for pid in every:
+            kill_quietly(pid, signal.SIGCONT)
+
+
 def test_the_whole_job_frozen_once_is_a_stall(store):
     """Every rank stopped from outside for 2 s once (a freezer, a paused
     machine): one `stall` finding, no rank's, with the host's words; and
@@ -147,13 +159,7 @@ def test_the_whole_job_frozen_once_is_a_stall(store):
     try:
         pids = [rank_pid(proc.pid, r) for r in range(3)]
         time.sleep(1.5)  # past the detectors' first 30 steps
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(2.0)
-        finally:
-            for pid in pids:
-                kill_quietly(pid, signal.SIGCONT)
+        freeze(pids, pids)
         job = finish(proc, store)
     finally:
         if proc.poll() is None:
@@ -190,13 +196,7 @@ def test_the_whole_job_frozen_past_one_ranks_collective_is_a_stall(store):
             assert proc.poll() is None and time.time() < deadline
             time.sleep(0.002)
         time.sleep(0.1)  # the others finish step 150 and wait in 151
-        for pid in (pids[0], pids[2]):
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(2.0)
-        finally:
-            for pid in pids:
-                kill_quietly(pid, signal.SIGCONT)
+        freeze((pids[0], pids[2]), pids)
         job = finish(proc, store)
     finally:
         if proc.poll() is None:
