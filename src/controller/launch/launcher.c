@@ -219,6 +219,15 @@ static int names_a_lost_peer(const ss_rank *r)
     return 0;
 }
 
+/* Did R end of the launcher's stop: SIGTERM, or SIGKILL after the grace
+ * period or at once (a second Ctrl-C)? */
+static int ended_by_the_stop(const ss_rank *r)
+{
+    return r->term_signal == SIGTERM ||
+           (r->term_signal == SIGKILL &&
+            (r->sigkill_after_grace || r->sigkill_at_once));
+}
+
 /* Sends SIG to the process group of rank R.  Before the shim has called
  * setpgid the group does not exist yet: then the process itself is hit. */
 static void signal_rank(ss_rank *r, int sig)
@@ -1154,8 +1163,7 @@ static const ss_rank *first_failure(const ss_launcher *l)
     const ss_rank *best = NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
-        if (r == first || !rank_failed(r) || r->sigkill_after_grace ||
-            r->sigkill_at_once || r->term_signal == SIGTERM ||
+        if (r == first || !rank_failed(r) || ended_by_the_stop(r) ||
             r->exited_ms > first->exited_ms + SAME_FAILURE_MS ||
             names_a_lost_peer(r))
             continue;
