@@ -110,6 +110,7 @@ FORWARD_FORWARD = SOURCE / "examples" / "forward_forward.py"
 MOE = SOURCE / "examples" / "moe_train.py"
 EMBEDDING = SOURCE / "examples" / "embedding_train.py"
 GRPO = SOURCE / "examples" / "grpo_train.py"
+LM = SOURCE / "examples" / "lm_train.py"
 RANK_PYTHON = "/usr/bin/python3"  # the interpreter with torch (as the demo uses)
 
 sys.path.insert(0, str(SOURCE / "tests"))
@@ -186,6 +187,8 @@ EXPECT = {
     "sleep-4ms-2-ranks-loaded": (Want("straggler", 1, "forward"),),
     "sleep-4ms-2-ranks-long": (Want("straggler", 1, "forward"),),
     "sleep-3ms-11ms-step": (Want("straggler", 1, "forward"),),
+    "lm-sleep-block": (Want("straggler", 1, "forward"),),
+    "lm-sleep-loss": (Want("straggler", 2, None),),
     "eval-rank0-every-50": (Want("straggler", 0, "forward"),),
     "eval-rank3-every-120": (Want("straggler", 3, "forward"),),
     "nice-19": (Want("cpu_starved", 2), Want("straggler", 2, cause="cpu")),
@@ -195,6 +198,7 @@ EXPECT = {
     "sigstop-hiccups": (Want("stopped", 3), Want("straggler", 3, cause="stop"),
                         Want("jitter", 3, cause="stop")),
     # a loaded machine: the clean runs with busy loops on every core
+    "lm-clean-4": CLEAN,
     "clean-2-loaded": CLEAN,
     "clean-4-loaded": CLEAN,
     "clean-2-short-loaded": CLEAN,
@@ -364,6 +368,12 @@ SCENARIOS = (
              ("--eval-rank", "3", "--eval-every", "120", "--eval-ms", "1000")),
     Scenario("sleep-3ms-11ms-step", "rank 1: sleeps 3 ms in forward of a ~11 ms step", 4, 250,
              MID + ("--slow-rank", "1", "--slow-ms", "3", "--slow-kind", "sleep")),
+    Scenario("lm-clean-4", "a small transformer LM (~60 ms steps, 4 ranks on 2 cores), no fault",
+             4, 150, script=LM),
+    Scenario("lm-sleep-block", "transformer LM: rank 1 sleeps 20 ms in its blocks' forward",
+             4, 150, ("--sleep-rank", "1", "--sleep-where", "block"), script=LM),
+    Scenario("lm-sleep-loss", "transformer LM: rank 2 sleeps 20 ms between forward and backward",
+             4, 150, ("--sleep-rank", "2", "--sleep-where", "loss"), script=LM),
     Scenario("nice-19", "rank 2 at nice 19", 4, 200, host="nice", host_rank=2),
     Scenario("cpu-hog", "rank 1 pinned to a CPU with 2 busy loops", 2, 200,
              host="hog", host_rank=1),

@@ -5,7 +5,8 @@ faults are found on the right rank with the right phase (a rank slowed
 inside backward, where the all-reduce wait nests, by its self time), a
 clean job has no finding, a script written like PyTorch's DDP tutorial
 runs unmodified and resumes from its snapshot, and a rank that raises is
-named with its step.  Small faults on short steps and faults of the host
+named with its step; a rank of a transformer that sleeps in its forward
+on oversubscribed cores is named too.  Small faults on short steps and faults of the host
 are found too: a 3 ms straggler on a ~10 ms step, a rank starved of CPU
 (nice 19 on a CPU a busy process shares) and a rank stopped from outside
 for 30 ms every 100 ms are each named with their cause.  `stepscope
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 
 TRAIN = SOURCE / "examples" / "ddp_train.py"
 TUTORIAL = SOURCE / "examples" / "ddp_tutorial.py"
+LM = SOURCE / "examples" / "lm_train.py"
 MODES = ("explicit", "auto")
 
 SLOW_RANK, SLOW_MS = 2, 50
@@ -189,6 +191,24 @@ def test_slow_backward_is_blamed_on_backward(tmp_path):
     assert own[BWD_RANK] - max(v for r, v in own.items() if r != BWD_RANK) >= 0.6 * BWD_MS, own
     wait = {r: ranks[r]["phase_self_median_ms"]["allreduce"] for r in ranks}
     assert wait[BWD_RANK] == min(wait.values()), wait
+
+
+def test_rank_sleeping_on_oversubscribed_cores(tmp_path):
+    """Four ranks of a small transformer on fewer cores, one sleeping 20 ms
+    per step in its blocks' forward (a wait of its own, no CPU time): it
+    gives its core to its peers while it sleeps, so its lateness scatters
+    as widely as theirs and stays within what every rank loses to the run
+    queue, yet it is the last rank in most steps.  It is named, its
+    forward blamed."""
+    cmd = python_cmd(LM, "--steps", "150", "--sleep-rank", "3", "--sleep-ms", "20",
+                     "--sleep-where", "block")
+    job = run_job(tmp_path / "store.db", 4, cmd, extra=("--auto",), env=ddp_env(),
+                  timeout=JOB_TIMEOUT)
+    assert job.returncode == 0, job.stderr
+    findings = job.report()["findings"]
+    hits = of_kind(findings, "straggler")
+    assert all(f["ranks"] == [3] for f in findings), findings
+    assert hits[0]["phase"] == "forward", hits[0]
 
 
 def test_data_stall_on_the_slow_reader(faulty):

@@ -86,6 +86,14 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * has its tenth percentile at 0.15 of its median. */
 #define STEADY_SHARE 0.5
 
+/* A rank last in at least this share of the steps of a window in which
+ * it was one of three ranks or more is late of its own doing
+ * (dominant_last): the host's waits and the noise of arrival, alike for
+ * every rank, leave each rank last in at most about twice its chance
+ * (0.42 of 4 ranks at most, over every clean run of the accuracy matrix,
+ * loaded and oversubscribed ones too). */
+#define DOMINANT_SHARE 0.75
+
 /* Rare waits (judge_rare): a step whose last rank made the others wait at
  * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
  * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
@@ -268,6 +276,27 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
            ss_select_f64(sg->f64, m, m / 10) >= STEADY_SHARE * med;
 }
 
+/* Whether rank R was the last rank in DOMINANT_SHARE or more of the steps
+ * of scope SC it was seen in (at least 10), those steps having three
+ * ranks or more on average (its chance to be last at most a third). */
+static int dominant_last(const straggler *sg, uint32_t r, const scope *sc)
+{
+    uint32_t seen = 0, last = 0;
+    double chance = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
+            sg->step[k] > sc->hi)
+            continue;
+        seen++;
+        last += (flags[k] & F_LAST) != 0;
+        chance += sg->chance[k];
+    }
+    return seen >= 10 && last >= DOMINANT_SHARE * seen &&
+           chance <= seen / 3.0 + 1e-9;
+}
+
 /*
  * Whether the host's evidence explains rank R's lateness LATE_MS over
  * scope SC alike for every rank: R or the median rank lost at least that
@@ -346,11 +375,19 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
  * (peer_noise_ms; an open episode is not ended by noise, which on an
  * oversubscribed machine rises and falls with the load while the rank
  * stays last), and the host does not explain it alike for every rank
- * (host_alike, with SCALE times what the host lost). */
+ * (host_alike, with SCALE times what the host lost); or, whatever the
+ * noise and the host, it was the last rank of three or more in most
+ * steps (dominant_last): a rank that sleeps, reads or waits on a lock of
+ * its own for a third of a step on an oversubscribed machine gives its
+ * core to its peers meanwhile, so its lateness scatters as widely as
+ * theirs and as the host's waits, yet no wait alike for every rank keeps
+ * one rank last step after step. */
 static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
                         const scope *sc, double scale)
 {
     double late = median_late(sg, r, sc);
+    if (late > 0 && dominant_last(sg, r, sc))
+        return 1;
     if (!(late > 0) ||
         (scale >= 1 && late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc)))
         return 0;
