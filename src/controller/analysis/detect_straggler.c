@@ -277,9 +277,13 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
 }
 
 /* Whether rank R was the last rank in DOMINANT_SHARE or more of the steps
- * of scope SC it was seen in (at least 10), those steps having three
- * ranks or more on average (its chance to be last at most a third). */
-static int dominant_last(const straggler *sg, uint32_t r, const scope *sc)
+ * of scope SC it was seen in (at least straggler.min_steps: not over the
+ * few steps of a transient window, where the scheduler's placement of a
+ * loaded machine can keep one rank last for a while), those steps having
+ * three ranks or more on average (its chance to be last at most a
+ * third). */
+static int dominant_last(const ss_detectors *d, const straggler *sg,
+                         uint32_t r, const scope *sc)
 {
     uint32_t seen = 0, last = 0;
     double chance = 0;
@@ -293,7 +297,8 @@ static int dominant_last(const straggler *sg, uint32_t r, const scope *sc)
         last += (flags[k] & F_LAST) != 0;
         chance += sg->chance[k];
     }
-    return seen >= 10 && last >= DOMINANT_SHARE * seen &&
+    return seen >= ss__param_u32(d, P_S_MIN_STEPS) && seen >= 10 &&
+           last >= DOMINANT_SHARE * seen &&
            chance <= seen / 3.0 + 1e-9;
 }
 
@@ -386,7 +391,7 @@ static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
                         const scope *sc, double scale)
 {
     double late = median_late(sg, r, sc);
-    if (late > 0 && dominant_last(sg, r, sc))
+    if (late > 0 && dominant_last(d, sg, r, sc))
         return 1;
     if (!(late > 0) ||
         (scale >= 1 && late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc)))
