@@ -1077,18 +1077,16 @@ static void loaded_job(uint32_t world, uint64_t seed, int rank1_before,
  */
 static void equal_run_queue_delay_is_no_straggler(void)
 {
-    for (uint32_t world = 2; world <= 2; world++)
-        for (uint64_t seed = 1; seed <= 3; seed++) {
-            found fd;
-            loaded_job(world, 4000 + 10 * world + seed, 1, 0, 0, &fd);
-            CHECK_EQ_INT(count_kind(&fd, "straggler"), 0);
-            CHECK_EQ_INT(fd.n_ids, 0);
-            if (fd.n_ids) {
-                fprintf(stderr, "  %u ranks, seed %u:\n", world,
-                        (unsigned)seed);
-                dump(&fd);
-            }
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        found fd;
+        loaded_job(2, 4020 + seed, 1, 0, 0, &fd);
+        CHECK_EQ_INT(count_kind(&fd, "straggler"), 0);
+        CHECK_EQ_INT(fd.n_ids, 0);
+        if (fd.n_ids) {
+            fprintf(stderr, "  seed %u:\n", (unsigned)seed);
+            dump(&fd);
         }
+    }
 }
 
 /*
