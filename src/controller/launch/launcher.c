@@ -1281,11 +1281,11 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     ss_appendf(buf, buflen, len, "\n");
 }
 
-/* A rank that exited with success before FIRST failed, while others still
- * ran: in synchronous training the others' next collective then fails (or
- * waits) for it, so the rank that failed first is often not the cause. */
-static void append_early_exit(const ss_launcher *l, const ss_rank *first,
-                              char *buf, size_t buflen, size_t *len)
+/* The first rank that exited with success before FIRST failed, while
+ * others still ran, or NULL: in synchronous training the others' next
+ * collective then fails (or waits) for it, so the rank that failed first
+ * is often not the cause. */
+static const ss_rank *early_exit(const ss_launcher *l, const ss_rank *first)
 {
     const ss_rank *early = NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
@@ -1294,18 +1294,39 @@ static void append_early_exit(const ss_launcher *l, const ss_rank *first,
             r->left_running > 0 && (!early || r->exit_seq < early->exit_seq))
             early = r;
     }
-    if (!early)
-        return;
+    return early;
+}
+
+/* The line of EARLY, a rank that left before FIRST failed (early_exit):
+ * led by its leaving when FIRST's last lines say a peer went away (then
+ * it is the likely cause, and the summary begins with it), else told
+ * after FIRST's failure. */
+static void append_early_exit(const ss_launcher *l, const ss_rank *early,
+                              const ss_rank *first, char *buf,
+                              size_t buflen, size_t *len)
+{
     char step[32] = "unknown";
     uint64_t last;
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, early->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
-    ss_appendf(buf, buflen, len, "rank %" PRIu32 " had exited with status 0 "
-               "%.1f s before (last step: %s) while %" PRIu32 " other rank%s "
-               "still ran: in synchronous training a rank that leaves early "
-               "makes the others' collectives fail or wait\n", early->global,
-               (double)(first->exited_ms - early->exited_ms) / 1000.0, step,
-               early->left_running, early->left_running == 1 ? "" : "s");
+    double before_s = (double)(first->exited_ms - early->exited_ms) / 1000.0;
+    const char *others = early->left_running == 1 ? "" : "s";
+    if (names_a_lost_peer(first))
+        ss_appendf(buf, buflen, len, "rank %" PRIu32 " left the job early: "
+                   "it had exited with status 0 %.1f s before rank %" PRIu32
+                   " failed (last step: %s) while %" PRIu32 " other rank%s "
+                   "still ran, and rank %" PRIu32 "'s last lines say a peer "
+                   "went away: in synchronous training a rank that leaves "
+                   "early makes the others' collectives fail or wait\n",
+                   early->global, before_s, first->global, step,
+                   early->left_running, others, first->global);
+    else
+        ss_appendf(buf, buflen, len, "rank %" PRIu32 " had exited with "
+                   "status 0 %.1f s before (last step: %s) while %" PRIu32
+                   " other rank%s still ran: in synchronous training a rank "
+                   "that leaves early makes the others' collectives fail or "
+                   "wait\n", early->global, before_s, step,
+                   early->left_running, others);
 }
 
 int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
@@ -1357,6 +1378,9 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     uint64_t last;
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, r->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
+    const ss_rank *early = early_exit(l, r);
+    if (early && names_a_lost_peer(r))
+        append_early_exit(l, early, r, buf, buflen, &len);
     ss_appendf(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
            r->global, how, r->pid, step);
@@ -1364,7 +1388,8 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     if (ss_launcher_oom_kill(l, r->rank, oom, sizeof oom))
         ss_appendf(buf, buflen, &len, "%s\n", oom);
     append_child_oom(l, r, buf, buflen, &len);
-    append_early_exit(l, r, buf, buflen, &len);
+    if (early && !names_a_lost_peer(r))
+        append_early_exit(l, early, r, buf, buflen, &len);
     if (r->tail_count == 0) {
         ss_appendf(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
                r->global);

@@ -1011,7 +1011,8 @@ static void a_rank_that_left_early_is_named(void)
 {
     /* Rank 1 ends with success at once, rank 0 fails 0.3 s later (as a
      * collective with a departed peer does): rank 0 failed first, and the
-     * summary says who left before it. */
+     * summary says who left before it (after the failure: rank 0's last
+     * line names no lost peer). */
     fixture f;
     REQUIRE(fixture_init(&f) == 0);
     char *argv[] = {"/bin/sh", "-c",
@@ -1026,6 +1027,25 @@ static void a_rank_that_left_early_is_named(void)
     CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
     CHECK(strstr(summary, "rank 1 had exited with status 0 ") != NULL);
     CHECK(strstr(summary, "(last step: 41) while 2 other ranks still ran")
+          != NULL);
+    fixture_done(&f);
+
+    /* Rank 0's last line says its peer went away: the summary begins
+     * with the rank that left, the likely cause. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv3[] = {"/bin/sh", "-c",
+        "case $RANK in 1) exit 0;; 0) sleep 0.3;"
+        " echo 'RuntimeError: Connection closed by peer' >&2; exit 1;; esac;"
+        " exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv3);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strncmp(summary, "rank 1 left the job early: it had exited with "
+                  "status 0 ", 55) == 0);
+    CHECK(strstr(summary, "before rank 0 failed (last step: 41) while 2 "
+                 "other ranks still ran, and rank 0's last lines say a "
+                 "peer went away") != NULL);
+    CHECK(strstr(summary, "\nrank 0 failed first: exited with code 1")
           != NULL);
     fixture_done(&f);
 
