@@ -32,6 +32,9 @@ Faults (all on the rank named, every other rank runs normally):
   --imbalance-rank R --imbalance-mb MB
                                 holds MB MiB of tensors for the whole run
   --crash-rank R --crash-step S raises RuntimeError in step S
+  --leave-rank R --leave-step S exits with status 0 at the start of step S
+                                (its data ran out first, a condition only it
+                                took): the others' next all-reduce fails
   --eval-rank R --eval-every K --eval-ms MS
                                 after every K-th optimizer step, rank R
                                 alone evaluates the model for MS (forwards
@@ -120,6 +123,9 @@ def parse_args(argv):
     p.add_argument("--crash-rank", type=int, default=-1, metavar="R")
     p.add_argument("--crash-step", type=int, default=10, metavar="S",
                    help="step in which --crash-rank raises (default 10)")
+    p.add_argument("--leave-rank", type=int, default=-1, metavar="R")
+    p.add_argument("--leave-step", type=int, default=10, metavar="S",
+                   help="step at whose start --leave-rank exits with status 0 (default 10)")
     args = p.parse_args(argv)
     for name in ("steps", "batch", "accum", "features", "hidden", "classes", "samples"):
         if getattr(args, name) < 1:
@@ -279,7 +285,7 @@ def main(argv):
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     for opt in ("slow_rank", "stall_rank", "leak_rank", "spike_rank", "imbalance_rank",
-                "crash_rank", "eval_rank"):
+                "crash_rank", "leave_rank", "eval_rank"):
         if getattr(args, opt) >= world:
             print(f"{PROG}: --{opt.replace('_', '-')} {getattr(args, opt)} is not below "
                   f"WORLD_SIZE {world}", file=sys.stderr)
@@ -347,6 +353,8 @@ def main(argv):
             cpu.append(time.process_time())
         step_ctx = (stepscope.step(step) if stepscope else
                     traceml.trace_step(ddp) if traceml else contextlib.nullcontext())
+        if rank == args.leave_rank and step == args.leave_step:
+            sys.exit(0)  # without a word, as a rank whose loop ended early
         with step_ctx:
             if rank == args.crash_rank and step == args.crash_step:
                 raise RuntimeError(f"injected crash on rank {rank} in step {step}")

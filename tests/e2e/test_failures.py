@@ -1,12 +1,13 @@
 """Ranks that crash, never connect, or are interrupted: the launcher names
 the culprit, the steps it missed are finalized with it missing, and no rank
-outlives the job."""
+outlives the job; a rank that left a DDP job early is named before the rank
+that failed on it."""
 import os
 import signal
 import subprocess
 import time
 
-from conftest import STEPSCOPE, example, kill_quietly, run_job, wait_gone
+from conftest import SOURCE, STEPSCOPE, example, kill_quietly, run_job, wait_gone
 from test_ddp import ddp_env, python_cmd, sanitizer_runtime
 
 
@@ -228,3 +229,22 @@ def test_a_rank_that_ended_early_is_noted(store, tmp_path):
                    env={**ddp_env(), "RANK1_STEPS": "120"})
     assert even.returncode == 0, even.stderr
     assert "stopped stepping at step" not in even.stderr, even.stderr
+
+
+def test_a_rank_that_left_a_ddp_job_is_named_before_the_rank_that_failed(store):
+    # Rank 1 of a real DDP job exits with status 0 at the start of step 20
+    # (its loop ended early); the others' next all-reduce fails on the
+    # closed connection.  The rank that failed first says a peer went away,
+    # so the summary, the run's `why` and its failure event begin with the
+    # rank that left; the job's status is the failed rank's.
+    cmd = python_cmd(SOURCE / "examples" / "ddp_train.py", "--steps", "40",
+                     "--leave-rank", "1", "--leave-step", "20")
+    job = run_job(store, 3, cmd, extra=("--auto",), env=ddp_env(), timeout=180)
+    assert job.returncode == 1, job.stderr
+    assert "stepscope: rank 1 left the job early: it had exited with status 0 " \
+        in job.stderr, job.stderr
+    assert "(last step: 19) while 2 other ranks still ran" in job.stderr, job.stderr
+    failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
+    assert len(failure) == 1, failure
+    assert failure[0]["message"].startswith("rank 1 left the job early"), failure
+    assert " failed first: exited with code 1" in failure[0]["message"], failure
