@@ -6,10 +6,11 @@ inside backward, where the all-reduce wait nests, by its self time), a
 clean job has no finding, a script written like PyTorch's DDP tutorial
 runs unmodified and resumes from its snapshot, and a rank that raises is
 named with its step; a rank of a transformer that sleeps in its forward
-on oversubscribed cores is named too.  Small faults on short steps and faults of the host
-are found too: a 3 ms straggler on a ~10 ms step, a rank starved of CPU
-(nice 19 on a CPU a busy process shares) and a rank stopped from outside
-for 30 ms every 100 ms are each named with their cause.  `stepscope
+on oversubscribed cores is named too.  Small faults on short steps and
+faults of the host are found too: a 3 ms straggler on a ~10 ms step, a
+rank starved of CPU (nice 19 on a CPU a busy process shares) and a rank
+stopped from outside for 30 ms every 100 ms are each named with their
+cause.  `stepscope
 guard` judges a history of real DDP runs: a run slowed in one phase is a
 regression, a clean one is not, another world size cannot be judged.
 
