@@ -10,9 +10,9 @@ on oversubscribed cores is named too.  Small faults on short steps and
 faults of the host are found too: a 3 ms straggler on a ~10 ms step, a
 rank starved of CPU (nice 19 on a CPU a busy process shares) and a rank
 stopped from outside for 30 ms every 100 ms are each named with their
-cause.  `stepscope
-guard` judges a history of real DDP runs: a run slowed in one phase is a
-regression, a clean one is not, another world size cannot be judged.
+cause.  `stepscope guard` judges a history of real DDP runs: a run
+slowed in one phase is a regression, a clean one is not, another world
+size cannot be judged.
 
 torch is slow to import and the machine may have two cores, so each job is
 small (tens of steps, three ranks where three show the point) and two
