@@ -1298,11 +1298,11 @@ static const ss_rank *early_exit(const ss_launcher *l, const ss_rank *first)
 }
 
 /* The line of EARLY, a rank that left before FIRST failed (early_exit):
- * led by its leaving when FIRST's last lines say a peer went away (then
- * it is the likely cause, and the summary begins with it), else told
- * after FIRST's failure. */
+ * LEADS when FIRST's last lines say a peer went away (then it is the
+ * likely cause, and the summary begins with it), else told after FIRST's
+ * failure. */
 static void append_early_exit(const ss_launcher *l, const ss_rank *early,
-                              const ss_rank *first, char *buf,
+                              const ss_rank *first, int leads, char *buf,
                               size_t buflen, size_t *len)
 {
     char step[32] = "unknown";
@@ -1311,7 +1311,7 @@ static void append_early_exit(const ss_launcher *l, const ss_rank *early,
         snprintf(step, sizeof step, "%" PRIu64, last);
     double before_s = (double)(first->exited_ms - early->exited_ms) / 1000.0;
     const char *others = early->left_running == 1 ? "" : "s";
-    if (names_a_lost_peer(first))
+    if (leads)
         ss_appendf(buf, buflen, len, "rank %" PRIu32 " left the job early: "
                    "it had exited with status 0 %.1f s before rank %" PRIu32
                    " failed (last step: %s) while %" PRIu32 " other rank%s "
@@ -1379,8 +1379,9 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, r->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
     const ss_rank *early = early_exit(l, r);
-    if (early && names_a_lost_peer(r))
-        append_early_exit(l, early, r, buf, buflen, &len);
+    int early_leads = early && names_a_lost_peer(r);
+    if (early_leads)
+        append_early_exit(l, early, r, 1, buf, buflen, &len);
     ss_appendf(buf, buflen, &len,
            "rank %" PRIu32 " failed first: %s (pid %d, last step: %s)\n",
            r->global, how, r->pid, step);
@@ -1388,8 +1389,8 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     if (ss_launcher_oom_kill(l, r->rank, oom, sizeof oom))
         ss_appendf(buf, buflen, &len, "%s\n", oom);
     append_child_oom(l, r, buf, buflen, &len);
-    if (early && !names_a_lost_peer(r))
-        append_early_exit(l, early, r, buf, buflen, &len);
+    if (early && !early_leads)
+        append_early_exit(l, early, r, 0, buf, buflen, &len);
     if (r->tail_count == 0) {
         ss_appendf(buf, buflen, &len, "rank %" PRIu32 " printed nothing\n",
                r->global);
