@@ -1310,23 +1310,21 @@ static void append_early_exit(const ss_launcher *l, const ss_rank *early,
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, early->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
     double before_s = (double)(first->exited_ms - early->exited_ms) / 1000.0;
-    const char *others = early->left_running == 1 ? "" : "s";
     if (leads)
         ss_appendf(buf, buflen, len, "rank %" PRIu32 " left the job early: "
                    "it had exited with status 0 %.1f s before rank %" PRIu32
-                   " failed (last step: %s) while %" PRIu32 " other rank%s "
-                   "still ran, and rank %" PRIu32 "'s last lines say a peer "
-                   "went away: in synchronous training a rank that leaves "
-                   "early makes the others' collectives fail or wait\n",
-                   early->global, before_s, first->global, step,
-                   early->left_running, others, first->global);
+                   " failed", early->global, before_s, first->global);
     else
         ss_appendf(buf, buflen, len, "rank %" PRIu32 " had exited with "
-                   "status 0 %.1f s before (last step: %s) while %" PRIu32
-                   " other rank%s still ran: in synchronous training a rank "
-                   "that leaves early makes the others' collectives fail or "
-                   "wait\n", early->global, before_s, step,
-                   early->left_running, others);
+                   "status 0 %.1f s before", early->global, before_s);
+    ss_appendf(buf, buflen, len, " (last step: %s) while %" PRIu32
+               " other rank%s still ran", step, early->left_running,
+               early->left_running == 1 ? "" : "s");
+    if (leads)
+        ss_appendf(buf, buflen, len, ", and rank %" PRIu32 "'s last lines "
+                   "say a peer went away", first->global);
+    ss_appendf(buf, buflen, len, ": in synchronous training a rank that "
+               "leaves early makes the others' collectives fail or wait\n");
 }
 
 int ss_launcher_oom_kill(const ss_launcher *l, uint32_t rank, char *out,
