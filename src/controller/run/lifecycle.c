@@ -209,6 +209,14 @@ int ss_life_rank_stopped(const ss_lifecycle *lc, uint32_t rank)
     return rank < lc->nprocs && lc->ranks[rank].stopped;
 }
 
+int ss_life_failed_first(ss_lifecycle *lc, uint32_t rank)
+{
+    if (rank >= lc->nprocs || !lc->ranks[rank].stopped)
+        return 0;
+    lc->ranks[rank].stopped = 0;
+    return 1;
+}
+
 const char *ss_life_rank_state(const ss_lifecycle *lc, uint32_t rank)
 {
     if (rank >= lc->nprocs)

@@ -165,6 +165,13 @@ void ss_life_stopping(ss_lifecycle *lc);
 /* 1 when RANK ended without success after ss_life_stopping. */
 int ss_life_rank_stopped(const ss_lifecycle *lc, uint32_t rank);
 
+/* RANK failed of its own and first, although its exit was seen after a
+ * peer's failure had begun the stop (the launcher decides which rank
+ * failed first from the ranks' last lines, ss_launcher_first_failure):
+ * it reads "failed", not stopped.  Returns 1 when that changed its state,
+ * 0 when it was not read as stopped. */
+int ss_life_failed_first(ss_lifecycle *lc, uint32_t rank);
+
 /* RANK's state for the store (static text): "stopped_by_stepscope" when
  * it ended without success after stepscope stopped it, "failed" or
  * "exited" once its process ended otherwise, "lost" when its node was

@@ -88,6 +88,22 @@ static void attempt_over(run_ctx *r);
 static void end_job(run_ctx *r);
 static void publish_host_totals(run_ctx *r);
 
+/* Ranks that died within a moment are reaped in the launcher's order, not
+ * theirs: a rank whose collective failed on the crashed rank's closed
+ * sockets may be seen first, and the crashed rank's exit, seen after the
+ * stop began, was read as stopped.  Once node 0's ranks have all exited,
+ * the launcher's first failure (decided from their last lines) reads
+ * "failed", and an event says why its earlier one said otherwise. */
+static void settle_first_failure(run_ctx *r)
+{
+    int rank = r->hooks.first_failed(r->hooks.ctx);
+    if (rank < 0 || !ss_life_failed_first(&r->life, (uint32_t)rank))
+        return;
+    run_event(r, "rank_failed", rank, "rank %d failed first, on its own: "
+              "its exit was seen after a peer's that it caused, which had "
+              "begun stopping the job", rank);
+}
+
 void run_maybe_finish(run_ctx *r)
 {
     if (r->att.restart_pending || r->ending || !ss_life_finish(&r->life))
@@ -98,6 +114,7 @@ void run_maybe_finish(run_ctx *r)
     run_agg_finish(r->aggregate, run_now(r), r->o->quiet);
     run_nodes_finish(r->nodes);
     publish_host_totals(r);
+    settle_first_failure(r);
     for (uint32_t i = 0; i < r->o->nprocs; i++)
         run_put_rank(r, i, ss_life_rank_state(&r->life, i));
     attempt_over(r);
@@ -1264,6 +1281,14 @@ static size_t real_failure_summary(void *ctx, char *out, size_t outlen)
                                        outlen);
 }
 
+static int real_first_failed(void *ctx)
+{
+    ss_rank_failure f;
+    if (!ss_launcher_first_failure(((run_ctx *)ctx)->launcher, &f))
+        return -1;
+    return (int)f.rank;
+}
+
 static void real_end_progress(void *ctx)
 {
     ss_launcher_end_progress(((run_ctx *)ctx)->launcher);
@@ -1345,6 +1370,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
                            .exit_status = real_exit_status,
                            .left_behind = real_left_behind,
                            .failure_summary = real_failure_summary,
+                           .first_failed = real_first_failed,
                            .oom_kill = real_oom_kill,
                            .end_progress = real_end_progress,
                            .health_start = real_health_start,

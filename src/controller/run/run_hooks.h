@@ -45,6 +45,9 @@ typedef struct {
     /* Why node 0's ranks failed, in the launcher's words, into OUT
      * (ss_launcher_failure_summary): its length, 0 when none failed. */
     size_t (*failure_summary)(void *ctx, char *out, size_t outlen);
+    /* The local rank of node 0 that failed first once all its ranks
+     * exited (ss_launcher_first_failure), -1 when none failed. */
+    int (*first_failed)(void *ctx);
     /* A rank's progress bar on the terminal gets its newline before the
      * run prints a line of its own (ss_launcher_end_progress).  May be
      * NULL. */

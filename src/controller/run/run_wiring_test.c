@@ -126,6 +126,12 @@ static int fk_exit_status(void *ctx)
     return 0;
 }
 
+static int fk_first_failed(void *ctx)
+{
+    world *w = ctx;
+    return w->all_exited ? w->first_failed : -1;
+}
+
 static uint32_t fk_left_behind(void *ctx)
 {
     (void)ctx;
@@ -205,6 +211,7 @@ static world *world_new(const char *name, uint32_t max_restarts)
                            .exit_status = fk_exit_status,
                            .left_behind = fk_left_behind,
                            .failure_summary = fk_failure_summary,
+                           .first_failed = fk_first_failed,
                            .health_start = fk_health_start,
                            .linger = fk_linger,
                            .backoff_start = fk_backoff_start,
@@ -503,6 +510,40 @@ static void a_rank_exiting_non_zero_fails_the_attempt_naming_it(void)
     world_free(w);
 }
 
+/* The crashed rank's peer failed on its closed sockets and was reaped
+ * first; the launcher names the crashed rank first once every rank's
+ * lines are read, and its state agrees. */
+static void the_rank_that_failed_first_reads_failed_whatever_the_reap_order(void)
+{
+    world *w = world_new("order.db", 0);
+    REQUIRE(w);
+    for (uint32_t i = 0; i < NPROCS; i++) {
+        rank_hello(w, i);
+        rank_steps(w, i, 0, 2);
+    }
+    rank_exits(w, 0, 1, 0); /* "Connection closed by peer" */
+    CHECK_STR(w->stop_reason, "rank 0 failed");
+    rank_exits(w, 1, 1, 0); /* the crash itself, seen after the stop */
+    w->first_failed = 1;    /* the launcher's reading of their lines */
+    rank_leaves(w, 0, 0);
+    rank_leaves(w, 1, 0);
+    all_exit(w);
+    world_end(w);
+
+    for (uint32_t i = 0; i < NPROCS; i++) {
+        ss_rank_row row;
+        char state[32] = "";
+        REQUIRE(read_rank(w->path, w->r.run_id, 0, i, &row, state,
+                          sizeof state) == 0);
+        CHECK_STR(state, "failed");
+    }
+    char msg[512] = "";
+    CHECK_EQ_INT(event_of(w->path, w->r.run_id, 0, "rank_failed", 1, msg,
+                          sizeof msg), 0);
+    CHECK(strstr(msg, "rank 1 failed first, on its own") != NULL);
+    world_free(w);
+}
+
 static void a_rank_killed_by_a_signal_is_reported_with_it(void)
 {
     world *w = world_new("signal.db", 0);
@@ -671,6 +712,7 @@ static void the_ranks_losses_reach_the_summary(void)
 
 TEST_LIST(TEST(clean_exit_of_every_rank_is_a_success_with_its_steps_stored),
           TEST(a_rank_exiting_non_zero_fails_the_attempt_naming_it),
+          TEST(the_rank_that_failed_first_reads_failed_whatever_the_reap_order),
           TEST(a_rank_killed_by_a_signal_is_reported_with_it),
           TEST(a_failure_with_a_restart_left_runs_a_second_attempt),
           TEST(the_ranks_losses_reach_the_summary),
