@@ -961,7 +961,8 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
 }
 
 /* The phase (other than SKIP) in which rank RS exceeds the median rank the
- * most; NO_NAME when none exceeds it.  Phases nest, so a phase is compared
+ * most (the other rank where two reported it); NO_NAME when none exceeds
+ * it.  Phases nest, so a phase is compared
  * by self time when RS and another rank report it (*BY_SELF set when the
  * blamed one was), else by its inclusive time.  *INSIDE_MS is the sum of
  * the positive excesses of all its phases compared (nested inclusive times
@@ -983,10 +984,14 @@ static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
         compared++;
         int self = v->phase_self && v->phase_self[i].n >= 2 &&
                    rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
-        double ex = self ? (double)rs->phase_self_ns[p] -
-                               (double)v->phase_self[i].median
-                         : (double)rs->phase_ns[p] -
-                               (double)v->phases[i].stat.median;
+        const ss_stat *st = self ? &v->phase_self[i] : &v->phases[i].stat;
+        double ex = (double)(self ? rs->phase_self_ns[p] : rs->phase_ns[p]) -
+                    (double)st->median;
+        /* two ranks: their median lies halfway between them, so the
+         * excess over the other rank, as their lateness is measured
+         * (two_ranks_against_each_other) */
+        if (st->n == 2)
+            ex *= 2;
         if (ex > 0)
             sum += ex;
         if (ex > best_ex) {

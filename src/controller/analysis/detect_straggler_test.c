@@ -155,6 +155,7 @@ typedef struct {
     int32_t rank[MAX_FOUND];            /* by id - 1 */
     int persistent[MAX_FOUND];
     uint64_t first[MAX_FOUND];          /* its first step */
+    double explained_ms[MAX_FOUND];     /* its phase's share; 0 none */
     uint32_t n_ids;
 } found;
 
@@ -168,6 +169,8 @@ static void on_finding(void *ctx, const ss_finding *f)
     fd->persistent[f->id - 1] =
         strstr(f->evidence_json, "\"mode\":\"persistent\"") != NULL;
     fd->first[f->id - 1] = f->first_step;
+    const char *ex = strstr(f->evidence_json, "\"explained_ms\":");
+    fd->explained_ms[f->id - 1] = ex ? strtod(ex + 15, NULL) : 0;
     if (f->id > fd->n_ids)
         fd->n_ids = f->id;
 }
@@ -407,6 +410,25 @@ static void run_two_ranks(uint64_t seed, uint64_t steps,
     ss_detectors_finish(d, names);
     ss_detectors_destroy(d);
     free(b);
+}
+
+static int every_step(uint64_t s)
+{
+    (void)s;
+    return 1;
+}
+
+/* Of two ranks, the one that computes 6 ms more in every step is named
+ * with all of them explained by its phase: the median of two lies halfway
+ * between them, and the phase's excess is over the other rank, as the
+ * lateness is. */
+static void two_ranks_phase_explains_the_whole_difference(void)
+{
+    found fd;
+    run_two_ranks(7, 200, every_step, &fd);
+    CHECK_EQ_INT(fd.n_ids, 1);
+    CHECK_EQ_INT(fd.rank[0], 1);
+    CHECK(fd.explained_ms[0] >= 5 && fd.explained_ms[0] <= 7.5);
 }
 
 static int burst_150(uint64_t s)
@@ -863,6 +885,7 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(clean_jobs_false_alarm_rate),
           TEST(late_35ms_on_112ms_step_found),
           TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
+          TEST(two_ranks_phase_explains_the_whole_difference),
           TEST(transient_burst_on_two_ranks),
           TEST(burst_then_persistent_is_one_finding),
           TEST(a_gap_within_the_window_is_one_finding),
