@@ -578,6 +578,16 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     }
 }
 
+/* Whom rank S->rank's lateness was measured against: with two ranks in
+ * every step, the other one (two_ranks_against_each_other), else the
+ * median rank. */
+static const char *reference_words(const late_summary *s)
+{
+    return s->n_seen && 2 * s->expected >= 0.999 * s->n_seen
+               ? "the other rank"
+               : "the median rank";
+}
+
 static void phase_clause(const ss_detectors *d, const late_summary *s,
                          char *buf, size_t len)
 {
@@ -595,8 +605,9 @@ static void phase_clause(const ss_detectors *d, const late_summary *s,
     const char *self = s->blame_by_self ? " (self time)" : "";
     if (s->explained_ms >= s->late_med_ms)
         snprintf(buf, len, "; its %s phase%s explains all of it (%s ms "
-                 "longer than the median rank's)", ss__name_of(d, s->blame),
-                 self, ss__fmt_ms(a, sizeof a, s->explained_ms));
+                 "longer than %s's)", ss__name_of(d, s->blame), self,
+                 ss__fmt_ms(a, sizeof a, s->explained_ms),
+                 reference_words(s));
     else
         snprintf(buf, len, "; its %s phase%s explains %s ms of it",
                  ss__name_of(d, s->blame), self,
@@ -660,22 +671,22 @@ static void lateness_words(const ss_detectors *d, const late_summary *s,
     const char *ms = ss__fmt_ms(a, sizeof a, s->late_med_ms);
     char clock[48];
     ss__fmt_clock_bound(clock, sizeof clock, s->clock_bound_ns);
+    const char *ref = reference_words(s);
     if (s->method == M_ARRIVAL)
         snprintf(buf, len, "it reaches %s %s ms (+%d %% of a median step) "
-                 "after the median rank%s%s", ss__name_of(d, s->ref), ms,
-                 pct, clock,
+                 "after %s%s%s", ss__name_of(d, s->ref), ms, pct, ref, clock,
                  s->clock_uncertain ? ", within the clocks' error, so this "
                                       "is uncertain: clock error alone "
                                       "could make it look late"
                                     : "");
     else if (s->method == M_SYNC_PHASE)
         snprintf(buf, len, "it waits %s ms (%d %% of a median step) less "
-                 "than the median rank in %s, the phase that holds the "
+                 "than %s in %s, the phase that holds the "
                  "synchronization, so every other rank waits for it",
-                 ms, pct, ss__name_of(d, s->ref));
+                 ms, pct, ref, ss__name_of(d, s->ref));
     else
-        snprintf(buf, len, "its step takes %s ms (+%d %%) longer than the "
-                 "median rank's", ms, pct);
+        snprintf(buf, len, "its step takes %s ms (+%d %%) longer than %s's",
+                 ms, pct, ref);
 }
 
 /* "last in 86 of 100 steps (12.5 by chance)" */

@@ -156,6 +156,7 @@ typedef struct {
     int persistent[MAX_FOUND];
     uint64_t first[MAX_FOUND];          /* its first step */
     double explained_ms[MAX_FOUND];     /* its phase's share; 0 none */
+    char message[512];                  /* the first one's */
     uint32_t n_ids;
 } found;
 
@@ -171,6 +172,8 @@ static void on_finding(void *ctx, const ss_finding *f)
     fd->first[f->id - 1] = f->first_step;
     const char *ex = strstr(f->evidence_json, "\"explained_ms\":");
     fd->explained_ms[f->id - 1] = ex ? strtod(ex + 15, NULL) : 0;
+    if (f->id == 1)
+        snprintf(fd->message, sizeof fd->message, "%s", f->message);
     if (f->id > fd->n_ids)
         fd->n_ids = f->id;
 }
@@ -421,7 +424,7 @@ static int every_step(uint64_t s)
 /* Of two ranks, the one that computes 6 ms more in every step is named
  * with all of them explained by its phase: the median of two lies halfway
  * between them, and the phase's excess is over the other rank, as the
- * lateness is. */
+ * lateness is; the message says so. */
 static void two_ranks_phase_explains_the_whole_difference(void)
 {
     found fd;
@@ -429,6 +432,9 @@ static void two_ranks_phase_explains_the_whole_difference(void)
     CHECK_EQ_INT(fd.n_ids, 1);
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK(fd.explained_ms[0] >= 5 && fd.explained_ms[0] <= 7.5);
+    CHECK(strstr(fd.message, "after the other rank") != NULL);
+    CHECK(strstr(fd.message, "longer than the other rank's") != NULL);
+    CHECK(strstr(fd.message, "median rank") == NULL);
 }
 
 static int burst_150(uint64_t s)
