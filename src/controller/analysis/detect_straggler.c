@@ -973,9 +973,9 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
 
 /* The phase (other than SKIP) in which rank RS exceeds the median rank the
  * most (the other rank where two reported it); NO_NAME when none exceeds
- * it.  Phases nest, so a phase is compared
- * by self time when RS and another rank report it (*BY_SELF set when the
- * blamed one was), else by its inclusive time.  *INSIDE_MS is the sum of
+ * it.  Phases nest, so a phase is compared by self time when RS and
+ * another rank report it (*BY_SELF set when the blamed one was), else by
+ * its inclusive time.  *INSIDE_MS is the sum of
  * the positive excesses of all its phases compared (nested inclusive times
  * count twice: never less than what the phases explain), NAN when none
  * was. */
