@@ -309,6 +309,15 @@ static void rank_leaves(world *w, uint32_t rank, int bye)
     icb.on_disconnect(icb.ctx, rank, bye);
 }
 
+/* Every rank connects and records steps FIRST to LAST. */
+static void every_rank_runs(world *w, uint64_t first, uint64_t last)
+{
+    for (uint32_t i = 0; i < NPROCS; i++) {
+        rank_hello(w, i);
+        rank_steps(w, i, first, last);
+    }
+}
+
 /* The fake launcher: RANK's process ended (as ss_launcher reports it). */
 static void rank_exits(world *w, uint32_t rank, int64_t code, int sig)
 {
@@ -419,10 +428,7 @@ static void clean_exit_of_every_rank_is_a_success_with_its_steps_stored(void)
     REQUIRE(w);
     CHECK_EQ_INT(w->launches, 1);
     CHECK_EQ_INT(w->launched_nprocs, NPROCS);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 4);
-    }
+    every_rank_runs(w, 0, 4);
     for (uint32_t i = 0; i < NPROCS; i++)
         rank_leaves(w, i, 1);
     CHECK_EQ_INT(w->loop_ended, 0); /* the processes still run */
@@ -466,10 +472,7 @@ static void a_rank_exiting_non_zero_fails_the_attempt_naming_it(void)
 {
     world *w = world_new("fail.db", 0);
     REQUIRE(w);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 2);
-    }
+    every_rank_runs(w, 0, 2);
     /* rank 1 dies without a goodbye; rank 0 is stopped by the run */
     rank_exits(w, 1, 3, 0);
     CHECK_EQ_INT(w->stops, 1);
@@ -517,10 +520,7 @@ static void the_rank_that_failed_first_reads_failed_whatever_the_reap_order(void
 {
     world *w = world_new("order.db", 0);
     REQUIRE(w);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 2);
-    }
+    every_rank_runs(w, 0, 2);
     rank_exits(w, 0, 1, 0); /* "Connection closed by peer" */
     CHECK_STR(w->stop_reason, "rank 0 failed");
     rank_exits(w, 1, 1, 0); /* the crash itself, seen after the stop */
@@ -548,10 +548,7 @@ static void a_rank_killed_by_a_signal_is_reported_with_it(void)
 {
     world *w = world_new("signal.db", 0);
     REQUIRE(w);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 1);
-    }
+    every_rank_runs(w, 0, 1);
     rank_exits(w, 0, 0, SIGKILL);
     CHECK_STR(w->stop_reason, "rank 0 failed");
     CHECK_EQ_INT(w->r.first_failure_status, 128 + SIGKILL);
@@ -582,10 +579,7 @@ static void a_failure_with_a_restart_left_runs_a_second_attempt(void)
 {
     world *w = world_new("restart.db", 1);
     REQUIRE(w);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 3);
-    }
+    every_rank_runs(w, 0, 3);
     rank_exits(w, 1, 1, 0);
     rank_leaves(w, 1, 0);
     rank_leaves(w, 0, 0);
@@ -672,10 +666,7 @@ static void the_ranks_losses_reach_the_summary(void)
     REQUIRE(w);
     ss_ingest_callbacks icb;
     run_ingest_callbacks(&w->r, &icb);
-    for (uint32_t i = 0; i < NPROCS; i++) {
-        rank_hello(w, i);
-        rank_steps(w, i, 0, 1);
-    }
+    every_rank_runs(w, 0, 1);
     wire_counters c0 = {.dropped_events = 7, .dropped_records = 2};
     wire_counters c1 = {.dropped_events = 5, .dropped_records = 1};
     icb.on_counters(icb.ctx, 0, &c0);
