@@ -459,6 +459,13 @@ int ss_life_silent_note(const ss_run_summary *s, ss_buf *out)
                       ? "the ranks failed before they called stepscope, or "
                         "the script does not call it"
                       : "the script does not call stepscope");
+    else if (s->ranks_silent >= s->ranks && s->job_status != 0 &&
+             !s->interrupted)
+        /* Under --auto ranks of a failed job that sent nothing failed
+         * before their first step (a script that could not start, a
+         * failed import): PYTHONPATH is not the cause to suggest. */
+        ss_buf_puts(out, "; the ranks failed before their first step "
+                    "(the failure above says why)");
     else if (s->ranks_silent >= s->ranks)
         ss_buf_puts(out, "; --auto loads stepscope into Python ranks only "
                     "(through PYTHONPATH): another program, or a Python that "

@@ -609,6 +609,20 @@ static void summary_says_why_nothing_was_recorded(void)
     summary_text(&s, text, sizeof text);
     CHECK(strstr(text, "no step was recorded: --auto counts one step per "
                  "optimizer step") != NULL);
+    /* Under --auto, silent ranks of a failed job (a script that could not
+     * start) are not sent to look at PYTHONPATH. */
+    s.ranks_silent = 2;
+    s.job_status = 2;
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "never sent telemetry: the store holds no step of "
+                 "this run; the ranks failed before their first step (the "
+                 "failure above says why)") != NULL);
+    CHECK(strstr(text, "PYTHONPATH") == NULL);
+    s.job_status = 0;
+    summary_text(&s, text, sizeof text);
+    CHECK(strstr(text, "; --auto loads stepscope into Python ranks only") !=
+          NULL);
+    s.ranks_silent = 0;
     s.interrupted = 1;
     s.job_status = 130;
     summary_text(&s, text, sizeof text);
