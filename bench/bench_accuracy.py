@@ -184,6 +184,7 @@ EXPECT = {
     "slow-1ms-short-step": (Want("straggler", 1, "forward"),),
     "slow-forward-8-ranks": (Want("straggler", 5, "forward"),),
     "sleep-forward": (Want("straggler", 2, "forward"),),
+    "sleep-after-8-ranks": (Want("straggler", 6, None),),
     "sleep-backward-2-ranks": (Want("straggler", 0, "backward"),),
     "sleep-4ms-2-ranks-loaded": (Want("straggler", 1, "forward"),),
     "sleep-4ms-2-ranks-long": (Want("straggler", 1, "forward"),),
@@ -354,6 +355,10 @@ SCENARIOS = (
              SHORT + ("--slow-rank", "1", "--slow-ms", "1")),
     Scenario("slow-forward-8-ranks", "rank 5: +40 ms compute in forward", 8, 100,
              ("--slow-rank", "5", "--slow-ms", "40")),
+    Scenario("sleep-after-8-ranks", "rank 6 of 8: sleeps 15 ms past its optimizer "
+             "step, in no phase (no CPU), ranks outnumber cores", 8, 150,
+             ("--slow-rank", "6", "--slow-ms", "15", "--slow-phase", "after",
+              "--slow-kind", "sleep")),
     Scenario("sleep-forward", "rank 2: sleeps 40 ms in forward (no CPU)", 4, 100,
              ("--slow-rank", "2", "--slow-ms", "40", "--slow-kind", "sleep")),
     Scenario("sleep-backward-2-ranks", "rank 0: sleeps 10 ms in backward (no CPU)", 2, 150,

@@ -64,7 +64,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 PROG = "ddp_train"
-SLOW_PHASES = ("forward", "backward", "optimizer", "data")
+SLOW_PHASES = ("forward", "backward", "optimizer", "data", "after")
 
 
 def parse_args(argv):
@@ -386,6 +386,8 @@ def main(argv):
                 profiler.step()
             if leak_numel:
                 rss_marks.append(rss_bytes())
+            if slow["after"]:  # past the optimizer step, in no phase
+                slow_down(slow["after"])
         if rank == args.eval_rank and step % args.eval_every == args.eval_every - 1:
             evaluate(model, x, args.eval_ms / 1000.0)
         if rank == 0 and args.log_every and step % args.log_every == 0:

@@ -1151,6 +1151,85 @@ static void scattered_sleep_among_four_ranks_is_named(void)
         }
 }
 
+/* 300 steps of 8 ranks on an oversubscribed machine, seeded SEED: every
+ * rank waits of its own accord a uniform 0 to 8 ms before it reaches the
+ * all-reduce of a 2.5 ms compute (the scatter of arrivals where ranks
+ * outnumber cores) and for a CPU an exponential RUNQ_MS per step inside
+ * it; rank 1 also sleeps a uniform 0 to twice SLEEP_MS before it, drawn
+ * per step.  Every finding kept in FD; *SHARE: the share of the steps
+ * rank 1 was the last to arrive in. */
+static void crowded_job(uint64_t seed, double runq_ms, double sleep_ms,
+                        found *fd, double *share)
+{
+    rng_state = seed;
+    ss_detectors *d = make(8, fd);
+    REQUIRE(d);
+    job_step b;
+    uint32_t last1 = 0;
+    for (uint64_t s = 0; s < 300; s++) {
+        plan p;
+        plan_clean(&p, 8, 2.5, runq_ms);
+        for (uint32_t r = 0; r < 8; r++) {
+            p.runq_inside[r] = 1;
+            p.sleep[r] = 8 * uniform();
+        }
+        p.sleep[1] += 2 * sleep_ms * uniform();
+        build_step(&b, 8, s, &p);
+        uint32_t last = 0;
+        for (uint32_t r = 1; r < 8; r++)
+            if (b.sync[r][SYNC] > b.sync[last][SYNC])
+                last = r;
+        last1 += last == 1;
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    *share = last1 / 300.0;
+}
+
+/*
+ * Eight ranks whose arrivals scatter by 8 ms and who each lose 20 ms a
+ * step to the run queue; rank 1 sleeps a scattered 0 to 6 ms more.  Its
+ * lateness (~3 ms) is within the noise of arrival and far within what the
+ * host takes from every rank, but it is the last rank in about half of
+ * the steps, four times its chance, where no rank of a clean job of 8 on
+ * 2 cores was last in more than 0.38 of 50 steps: named, its compute
+ * blamed (before: no finding; the real case, 8 ranks of a small CNN on 2
+ * cores, one sleeping 15 ms after its optimizer step, last in 0.49 to
+ * 0.56 of 100 steps, was missed so).  A milder sleep of 0 to 3.6 ms, last
+ * in a third of the steps, stays below the line; without a sleep,
+ * nothing.
+ */
+static void scattered_sleep_among_eight_ranks_is_named(void)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        found fd;
+        double share;
+        crowded_job(4300 + seed, 20, 3, &fd, &share);
+        const ss_finding *f = first_kind(&fd, "straggler");
+        CHECK(share > 0.4 && share < 0.6);
+        CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
+        CHECK_EQ_INT(fd.n_ids, 1);
+        if (f) {
+            CHECK_EQ_INT(f->n_ranks, 1);
+            CHECK_EQ_INT(f->ranks[0], 1);
+            CHECK_STR(f->phase, "compute");
+        }
+        if (!f || fd.n_ids != 1) {
+            fprintf(stderr, "  seed %u, last in %.2f:\n", (unsigned)seed,
+                    share);
+            dump(&fd);
+        }
+        crowded_job(4310 + seed, 20, 1.8, &fd, &share);
+        CHECK(share > 0.25 && share < 0.4);
+        CHECK_EQ_INT(fd.n_ids, 0);
+        crowded_job(4320 + seed, 20, 0, &fd, &share);
+        CHECK_EQ_INT(fd.n_ids, 0);
+        if (fd.n_ids)
+            dump(&fd);
+    }
+}
+
 /*
  * SIGSTOP now and then, late in a job of short steps: rank 3 of 4 is
  * stopped for 30 ms (mostly inside the collective) every 20th step from
@@ -1385,6 +1464,7 @@ TEST_LIST(TEST(a_pause_of_the_whole_job_is_a_stall),
           TEST(equal_run_queue_delay_is_no_straggler),
           TEST(steady_sleep_beside_equal_run_queue_delay_is_named),
           TEST(scattered_sleep_among_four_ranks_is_named),
+          TEST(scattered_sleep_among_eight_ranks_is_named),
           TEST(one_long_stop_named),
           TEST(a_moment_on_a_busy_core_is_no_straggler),
           TEST(a_busy_core_moment_is_judged_over_its_steps),

@@ -94,6 +94,16 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * loaded and oversubscribed ones too). */
 #define DOMINANT_SHARE 0.75
 
+/* Among more ranks, where DOMINANT_SHARE is many times a rank's chance,
+ * a rank last in DOMINANT_CHANCES times its chance and DOMINANT_FLOOR of
+ * the steps or more, over DOMINANT_MORE_STEPS steps or more, is too: over
+ * 50 steps the clean runs of 8 ranks on 2 cores (loaded ones too) left
+ * one rank last in 0.38 of them at most (3.0 times its chance), a rank of
+ * 8 sleeping 15-20 ms a step in 0.52 or more (0.49 over 100). */
+#define DOMINANT_CHANCES 4.0
+#define DOMINANT_FLOOR 0.5
+#define DOMINANT_MORE_STEPS 50
+
 /* Rare waits (judge_rare): a step whose last rank made the others wait at
  * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
  * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
@@ -281,7 +291,8 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
  * few steps of a transient window, where the scheduler's placement of a
  * loaded machine can keep one rank last for a while), those steps having
  * three ranks or more on average (its chance to be last at most a
- * third). */
+ * third); or, over DOMINANT_MORE_STEPS steps or more, in DOMINANT_CHANCES
+ * times its chance and DOMINANT_FLOOR of them. */
 static int dominant_last(const ss_detectors *d, const straggler *sg,
                          uint32_t r, const scope *sc)
 {
@@ -297,9 +308,13 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
         last += (flags[k] & F_LAST) != 0;
         chance += sg->chance[k];
     }
-    return seen >= ss__param_u32(d, P_S_MIN_STEPS) && seen >= 10 &&
-           last >= DOMINANT_SHARE * seen &&
-           chance <= seen / 3.0 + 1e-9;
+    if (seen < ss__param_u32(d, P_S_MIN_STEPS) || seen < 10 ||
+        chance > seen / 3.0 + 1e-9)
+        return 0;
+    if (last >= DOMINANT_SHARE * seen)
+        return 1;
+    return seen >= DOMINANT_MORE_STEPS && last >= DOMINANT_FLOOR * seen &&
+           last >= DOMINANT_CHANCES * chance;
 }
 
 /*
