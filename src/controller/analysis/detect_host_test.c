@@ -1193,10 +1193,11 @@ static void crowded_job(uint64_t seed, double runq_ms, double sleep_ms,
  * lateness (~3 ms) is within the noise of arrival and far within what the
  * host takes from every rank, but it is the last rank in about half of
  * the steps, four times its chance, where no rank of a clean job of 8 on
- * 2 cores was last in more than 0.38 of 50 steps: named, its compute
- * blamed (before: no finding; the real case, 8 ranks of a small CNN on 2
- * cores, one sleeping 15 ms after its optimizer step, last in 0.49 to
- * 0.56 of 100 steps, was missed so).  A milder sleep of 0 to 3.6 ms, last
+ * 2 cores beside busy loops was last in more than 0.38 of 50 steps:
+ * named, its compute blamed (before: no finding; the real case, 8 ranks
+ * of a small CNN on 2 cores beside two busy loops, one sleeping 15 ms
+ * after its optimizer step, last in 0.49 to 0.56 of 100 steps, was missed
+ * so).  A milder sleep of 0 to 3.6 ms, last
  * in a third of the steps, stays below the line; without a sleep,
  * nothing.
  */
