@@ -97,7 +97,7 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 /* Among more ranks, where DOMINANT_SHARE is many times a rank's chance,
  * a rank last in DOMINANT_CHANCES times its chance and DOMINANT_FLOOR of
  * the steps or more, over DOMINANT_MORE_STEPS steps or more, is too: over
- * 50 steps the clean runs of 8 ranks on 2 cores (loaded ones too) left
+ * 50 steps the clean runs of 8 ranks on 2 cores beside busy loops left
  * one rank last in 0.38 of them at most (3.0 times its chance), a rank of
  * 8 sleeping 15-20 ms a step in 0.52 or more (0.49 over 100). */
 #define DOMINANT_CHANCES 4.0
@@ -558,18 +558,27 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
             best = votes[p];
             out->blame = p;
         }
-    /* what the blamed phase explains, over the same late steps */
-    uint32_t e = 0, by_self = 0;
+    /* what the blamed phase explains, over the same late steps: in a
+     * step that blamed another phase (or none) it exceeded the median by
+     * no more than that one did, counted as nothing; so a phase that the
+     * noise of a crowded machine puts first in half of the late steps or
+     * fewer explains nothing, where the median over those steps alone
+     * would credit it with the noise's upper half */
+    uint32_t e = 0, by_self = 0, voted = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if ((flags[k] & F_LATE) && sg->step[k] >= sc->lo &&
-            sg->step[k] <= sc->hi && out->blame != NO_NAME &&
-            blame[k] == out->blame) {
+        if (!(flags[k] & F_LATE) || sg->step[k] < sc->lo ||
+            sg->step[k] > sc->hi || out->blame == NO_NAME)
+            continue;
+        if (blame[k] == out->blame) {
             ex[e++] = sg->expl_ms[base + k];
             by_self += (flags[k] & F_BLAME_SELF) != 0;
+            voted++;
+        } else {
+            ex[e++] = 0;
         }
     }
-    out->blame_by_self = 2 * by_self > e;
+    out->blame_by_self = 2 * by_self > voted;
     if (e)
         out->explained_ms = ss_median_f64(ex, e);
     if (m) {
