@@ -1197,9 +1197,8 @@ static void crowded_job(uint64_t seed, double runq_ms, double sleep_ms,
  * named, its compute blamed (before: no finding; the real case, 8 ranks
  * of a small CNN on 2 cores beside two busy loops, one sleeping 15 ms
  * after its optimizer step, last in 0.49 to 0.56 of 100 steps, was missed
- * so).  A milder sleep of 0 to 3.6 ms, last
- * in a third of the steps, stays below the line; without a sleep,
- * nothing.
+ * so).  A milder sleep of 0 to 3.6 ms, last in a third of the steps,
+ * stays below the line; without a sleep, nothing.
  */
 static void scattered_sleep_among_eight_ranks_is_named(void)
 {
