@@ -225,6 +225,33 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
 
 /* ---- the faults ---- */
 
+/* Draws step S's plan for a job run by run_plans. */
+typedef void (*plan_fn)(void *ctx, uint64_t s, plan *p);
+
+/* STEPS steps of WORLD ranks seeded SEED through fresh detectors whose
+ * findings go to FD: each step planned by PLAN_STEP, built, shown to
+ * SEEN (when not NULL), then judged. */
+static void run_plans(uint32_t world, uint64_t steps, uint64_t seed,
+                      plan_fn plan_step,
+                      void (*seen)(void *ctx, const job_step *b), void *ctx,
+                      found *fd)
+{
+    rng_state = seed;
+    ss_detectors *d = make(world, fd);
+    REQUIRE(d);
+    job_step b;
+    for (uint64_t s = 0; s < steps; s++) {
+        plan p;
+        plan_step(ctx, s, &p);
+        build_step(&b, world, s, &p);
+        if (seen)
+            seen(ctx, &b);
+        ss_detectors_step(d, &b.v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+}
+
 /* Whether step S is one of the 31 % with a stop: spread evenly. */
 static int stop_step(uint64_t s)
 {
@@ -235,44 +262,46 @@ enum { FAULT_STOP, FAULT_STARVE, FAULT_THROTTLE };
 
 /* STEPS steps of WORLD ranks in which rank R suffers FAULT; with
  * WITH_HOST 0 no rank carries host evidence.  Findings go to FD. */
+typedef struct {
+    uint32_t world, r;
+    int fault, with_host;
+} fault_plan;
+
+static void plan_fault(void *ctx, uint64_t s, plan *p)
+{
+    const fault_plan *f = ctx;
+    uint32_t world = f->world, r = f->r;
+    if (f->fault == FAULT_STOP) {
+        /* SIGSTOP for 30 ms every ~100 ms: 31 % of 26 ms steps; the stop
+         * lands inside the all-reduce 4 times in 5 */
+        plan_clean(p, world, 25, 0.2);
+        if (stop_step(s)) {
+            p->stopped[r] = 30;
+            p->before[r] = uniform() < 0.2;
+        }
+    } else if (f->fault == FAULT_STARVE) {
+        /* nice 19 among busy neighbours: +3 ms run-queue delay on a 10 ms
+         * compute, in 78 % of steps */
+        plan_clean(p, world, 10, 0.1);
+        if (uniform() < 0.78)
+            p->runq[r] += 3;
+    } else {
+        /* its own cgroup's cpu.max: throttled 12 ms of a 30 ms step */
+        plan_clean(p, world, 30, 0.1);
+        for (uint32_t q = 0; q < world; q++)
+            p->throttled[q] = 0;
+        p->throttled[r] = 12 * (0.9 + 0.2 * uniform());
+    }
+    if (!f->with_host)
+        for (uint32_t q = 0; q < world; q++)
+            p->no_host[q] = 1;
+}
+
 static void run_fault(uint32_t world, uint32_t r, int fault, int with_host,
                       uint64_t steps, uint64_t seed, found *fd)
 {
-    rng_state = seed;
-    ss_detectors *d = make(world, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < steps; s++) {
-        plan p;
-        if (fault == FAULT_STOP) {
-            /* SIGSTOP for 30 ms every ~100 ms: 31 % of 26 ms steps; the
-             * stop lands inside the all-reduce 4 times in 5 */
-            plan_clean(&p, world, 25, 0.2);
-            if (stop_step(s)) {
-                p.stopped[r] = 30;
-                p.before[r] = uniform() < 0.2;
-            }
-        } else if (fault == FAULT_STARVE) {
-            /* nice 19 among busy neighbours: +3 ms run-queue delay on a
-             * 10 ms compute, in 78 % of steps */
-            plan_clean(&p, world, 10, 0.1);
-            if (uniform() < 0.78)
-                p.runq[r] += 3;
-        } else {
-            /* its own cgroup's cpu.max: throttled 12 ms of a 30 ms step */
-            plan_clean(&p, world, 30, 0.1);
-            for (uint32_t q = 0; q < world; q++)
-                p.throttled[q] = 0;
-            p.throttled[r] = 12 * (0.9 + 0.2 * uniform());
-        }
-        if (!with_host)
-            for (uint32_t q = 0; q < world; q++)
-                p.no_host[q] = 1;
-        build_step(&b, world, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    fault_plan f = {world, r, fault, with_host};
+    run_plans(world, steps, seed, plan_fault, NULL, &f, fd);
 }
 
 /* STEPS steps of 4 ranks on GPUs 0-3 (their NVML evidence is made up
@@ -526,26 +555,21 @@ static void short_steps_on_a_loaded_machine_are_few_samples(void)
 /* 400 clean 10 ms steps of 4 ranks in which rank 1, for steps 200-229,
  * is late by 5 ms: by waiting for a CPU (a busy loop shared its core for
  * a while) with BY_HOST, else by 5 ms more work of its own. */
+static void plan_burst(void *ctx, uint64_t s, plan *p)
+{
+    int by_host = *(const int *)ctx;
+    plan_clean(p, 4, 10, 0.1);
+    if (s >= 200 && s < 230) {
+        if (by_host)
+            p->runq[1] += 5;
+        else
+            p->work[1] += 5;
+    }
+}
+
 static void a_burst_on_rank_1(int by_host, uint64_t seed, found *fd)
 {
-    rng_state = seed;
-    ss_detectors *d = make(4, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 400; s++) {
-        plan p;
-        plan_clean(&p, 4, 10, 0.1);
-        if (s >= 200 && s < 230) {
-            if (by_host)
-                p.runq[1] += 5;
-            else
-                p.work[1] += 5;
-        }
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    run_plans(4, 400, seed, plan_burst, NULL, &by_host, fd);
 }
 
 /* A rank late for a moment because it waited for a CPU is the machine's
@@ -1043,24 +1067,27 @@ static void host_params(void)
  * the all-reduce except for rank 1 when RANK1_BEFORE, and rank 1 sleeps
  * SLEEP_MS before it (when SCATTER, a uniform 0 to twice that, drawn per
  * step).  Every finding kept in FD. */
+typedef struct {
+    uint32_t world;
+    int rank1_before, scatter;
+    double sleep_ms;
+} loaded_plan;
+
+static void plan_loaded(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    const loaded_plan *l = ctx;
+    plan_clean(p, l->world, 2.5, 2);
+    for (uint32_t r = 0; r < l->world; r++)
+        p->runq_inside[r] = !(l->rank1_before && r == 1);
+    p->sleep[1] = l->scatter ? 2 * l->sleep_ms * uniform() : l->sleep_ms;
+}
+
 static void loaded_job(uint32_t world, uint64_t seed, int rank1_before,
                        double sleep_ms, int scatter, found *fd)
 {
-    rng_state = seed;
-    ss_detectors *d = make(world, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 300; s++) {
-        plan p;
-        plan_clean(&p, world, 2.5, 2);
-        for (uint32_t r = 0; r < world; r++)
-            p.runq_inside[r] = !(rank1_before && r == 1);
-        p.sleep[1] = scatter ? 2 * sleep_ms * uniform() : sleep_ms;
-        build_step(&b, world, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    loaded_plan l = {world, rank1_before, scatter, sleep_ms};
+    run_plans(world, 300, seed, plan_loaded, NULL, &l, fd);
 }
 
 /*
@@ -1118,6 +1145,21 @@ static void steady_sleep_beside_equal_run_queue_delay_is_named(void)
         }
 }
 
+/* Checks that FD holds one finding, a straggler naming rank 1 alone and
+ * its compute phase; returns whether it does. */
+static int only_rank1_named_in_compute(const found *fd)
+{
+    const ss_finding *f = first_kind(fd, "straggler");
+    CHECK_EQ_INT(count_kind(fd, "straggler"), 1);
+    CHECK_EQ_INT(fd->n_ids, 1);
+    if (f) {
+        CHECK_EQ_INT(f->n_ranks, 1);
+        CHECK_EQ_INT(f->ranks[0], 1);
+        CHECK_STR(f->phase, "compute");
+    }
+    return f && fd->n_ids == 1;
+}
+
 /*
  * The same loaded machine, every rank's wait for a CPU inside the
  * all-reduce, and rank 1 of 4 or 8 sleeping a scattered 0 to 3 ms before
@@ -1135,15 +1177,7 @@ static void scattered_sleep_among_four_ranks_is_named(void)
         for (uint64_t seed = 1; seed <= 3; seed++) {
             found fd;
             loaded_job(world, 4200 + 10 * world + seed, 0, 1.5, 1, &fd);
-            const ss_finding *f = first_kind(&fd, "straggler");
-            CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
-            CHECK_EQ_INT(fd.n_ids, 1);
-            if (f) {
-                CHECK_EQ_INT(f->n_ranks, 1);
-                CHECK_EQ_INT(f->ranks[0], 1);
-                CHECK_STR(f->phase, "compute");
-            }
-            if (!f || fd.n_ids != 1) {
+            if (!only_rank1_named_in_compute(&fd)) {
                 fprintf(stderr, "  %u ranks, seed %u:\n", world,
                         (unsigned)seed);
                 dump(&fd);
@@ -1158,33 +1192,39 @@ static void scattered_sleep_among_four_ranks_is_named(void)
  * it; rank 1 also sleeps a uniform 0 to twice SLEEP_MS before it, drawn
  * per step.  Every finding kept in FD; *SHARE: the share of the steps
  * rank 1 was the last to arrive in. */
+typedef struct {
+    double runq_ms, sleep_ms;
+    uint32_t rank1_last; /* steps rank 1 arrived last in */
+} crowded_plan;
+
+static void plan_crowded(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    const crowded_plan *c = ctx;
+    plan_clean(p, 8, 2.5, c->runq_ms);
+    for (uint32_t r = 0; r < 8; r++) {
+        p->runq_inside[r] = 1;
+        p->sleep[r] = 8 * uniform();
+    }
+    p->sleep[1] += 2 * c->sleep_ms * uniform();
+}
+
+static void count_rank1_last(void *ctx, const job_step *b)
+{
+    crowded_plan *c = ctx;
+    uint32_t last = 0;
+    for (uint32_t r = 1; r < 8; r++)
+        if (b->sync[r][SYNC] > b->sync[last][SYNC])
+            last = r;
+    c->rank1_last += last == 1;
+}
+
 static void crowded_job(uint64_t seed, double runq_ms, double sleep_ms,
                         found *fd, double *share)
 {
-    rng_state = seed;
-    ss_detectors *d = make(8, fd);
-    REQUIRE(d);
-    job_step b;
-    uint32_t last1 = 0;
-    for (uint64_t s = 0; s < 300; s++) {
-        plan p;
-        plan_clean(&p, 8, 2.5, runq_ms);
-        for (uint32_t r = 0; r < 8; r++) {
-            p.runq_inside[r] = 1;
-            p.sleep[r] = 8 * uniform();
-        }
-        p.sleep[1] += 2 * sleep_ms * uniform();
-        build_step(&b, 8, s, &p);
-        uint32_t last = 0;
-        for (uint32_t r = 1; r < 8; r++)
-            if (b.sync[r][SYNC] > b.sync[last][SYNC])
-                last = r;
-        last1 += last == 1;
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    *share = last1 / 300.0;
+    crowded_plan c = {runq_ms, sleep_ms, 0};
+    run_plans(8, 300, seed, plan_crowded, count_rank1_last, &c, fd);
+    *share = c.rank1_last / 300.0;
 }
 
 /*
@@ -1206,16 +1246,8 @@ static void scattered_sleep_among_eight_ranks_is_named(void)
         found fd;
         double share;
         crowded_job(4300 + seed, 20, 3, &fd, &share);
-        const ss_finding *f = first_kind(&fd, "straggler");
         CHECK(share > 0.4 && share < 0.6);
-        CHECK_EQ_INT(count_kind(&fd, "straggler"), 1);
-        CHECK_EQ_INT(fd.n_ids, 1);
-        if (f) {
-            CHECK_EQ_INT(f->n_ranks, 1);
-            CHECK_EQ_INT(f->ranks[0], 1);
-            CHECK_STR(f->phase, "compute");
-        }
-        if (!f || fd.n_ids != 1) {
+        if (!only_rank1_named_in_compute(&fd)) {
             fprintf(stderr, "  seed %u, last in %.2f:\n", (unsigned)seed,
                     share);
             dump(&fd);
