@@ -104,6 +104,20 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 #define DOMINANT_FLOOR 0.5
 #define DOMINANT_MORE_STEPS 50
 
+/* A rank slower at everything (phase_ratios, slower_clause): in its late
+ * steps, every phase on which the reference rank spends SLOWER_PHASE_SHARE
+ * of the median step or more (the synchronization's own phase aside) took
+ * SLOWER_EVERY times the reference rank's or more, as a moving average of
+ * weight SLOWER_WEIGHT over SLOWER_STEPS late steps or more.  Two ranks of
+ * a clean job on this machine's 2 cores, one of them late for 30 to 50
+ * steps with every phase 1.4 to 1.6 times as long and more CPU per step,
+ * then the other or neither, are a CPU slower for a while; a rank that
+ * sleeps or computes more in one phase is 1.0 in the others. */
+#define SLOWER_PHASE_SHARE 0.05
+#define SLOWER_EVERY 1.2
+#define SLOWER_WEIGHT 0.1
+#define SLOWER_STEPS 10
+
 /* Rare waits (judge_rare): a step whose last rank made the others wait at
  * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
  * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
@@ -138,6 +152,12 @@ typedef struct {
     int32_t rare;              /* the finding of its rare waits, -1 */
     uint64_t rare_last;        /* its last step */
     uint32_t rare_waits;       /* its rare waits since the start */
+    /* over its late steps with two phases or more to compare
+     * (phase_ratios): the smallest ratio of a phase's time to the
+     * reference rank's, and the ratio of their sums, each a moving
+     * average (SLOWER_WEIGHT); how many steps fed them */
+    double slower_min, slower_all;
+    uint32_t slower_n;
 } strag_rank;
 
 typedef struct {
@@ -457,6 +477,9 @@ typedef struct {
     int64_t clock_bound_ns;/* arrivals: the largest clock error bound
                               among the ranks compared; 0 otherwise */
     int clock_uncertain;   /* the median lateness lies within it */
+    /* the rank's phases against the reference's in its recent late steps
+     * (strag_rank.slower_*); NAN over fewer than SLOWER_STEPS of them */
+    double slower_min, slower_all;
 } late_summary;
 
 /* The largest clock error bound (ns) among the ranks compared by arrival
@@ -594,6 +617,9 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     }
     out->outside_phases = out->blame == NO_NAME &&
                           2 * n_outside > out->n_late;
+    const strag_rank *sr = &sg->rank[r];
+    out->slower_min = sr->slower_n >= SLOWER_STEPS ? sr->slower_min : NAN;
+    out->slower_all = sr->slower_n >= SLOWER_STEPS ? sr->slower_all : NAN;
     if (out->method == M_ARRIVAL) {
         out->clock_bound_ns = arrival_clock_bound(d, sg, sc);
         out->clock_uncertain = out->clock_bound_ns > 0 &&
@@ -638,13 +664,36 @@ static void phase_clause(const ss_detectors *d, const late_summary *s,
                  ss__fmt_ms(a, sizeof a, s->explained_ms));
 }
 
-/* The phase that explains the lateness, then the load the rank's experts
- * or shards received when that explains it (detect_workload.h). */
+/* Whether rank S->rank is slower at everything (SLOWER_EVERY). */
+static int slower_everywhere(const late_summary *s)
+{
+    return s->slower_min >= SLOWER_EVERY; /* false for NAN */
+}
+
+/* "; each of its phases took 1.4x or more of ..." when the
+ * rank is slower at everything, else "". */
+static void slower_clause(const late_summary *s, char *buf, size_t len)
+{
+    if (!slower_everywhere(s)) {
+        buf[0] = '\0';
+        return;
+    }
+    snprintf(buf, len, "; each of its phases took %.1fx or more of %s's "
+             "time: it is slower at everything (a slower or busier CPU or "
+             "device), not late in one phase",
+             floor(s->slower_min * 10) / 10, reference_words(s));
+}
+
+/* The phase that explains the lateness, whether the rank is slower at
+ * everything, then the load the rank's experts or shards received when
+ * that explains it (detect_workload.h). */
 static void blame_clause(const ss_detectors *d, const late_summary *s,
                          char *buf, size_t len)
 {
     phase_clause(d, s, buf, len);
     size_t at = strlen(buf);
+    slower_clause(s, buf + at, len - at);
+    at = strlen(buf);
     ss__workload_explain(d, s->rank, s->first, s->last, buf + at, len - at);
 }
 
@@ -678,6 +727,11 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
     }
     if (s->outside_phases)
         ss__evidence_int(ev, "outside_phases", 1);
+    if (slower_everywhere(s)) {
+        ss__evidence_num(ev, "slower_every_phase",
+                         floor(s->slower_min * 100) / 100);
+        ss__evidence_num(ev, "slower_in_all", round(s->slower_all * 100) / 100);
+    }
     ss__host_cause_evidence(ev, &s->host);
     ss__evidence_end(ev, f);
     if (s->blame != NO_NAME && s->explained_ms > 0)
@@ -768,7 +822,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                       ? SS_CRITICAL
                       : SS_WARNING;
     straggler_evidence(d, f, "persistent", &s);
-    char how[352], why[256], last[72], host[128];
+    char how[352], why[448], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
@@ -836,7 +890,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
     straggler_evidence(d, f, "transient", &s);
-    char how[352], why[256], last[72], host[128];
+    char how[352], why[448], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
     blame_clause(d, &s, why, sizeof why);
     last_words(&s, last, sizeof last);
@@ -1040,6 +1094,45 @@ static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
     return best;
 }
 
+/* How much longer than the reference rank (the median rank; the other
+ * rank where two reported the phase) rank RS spent in each phase on which
+ * the reference spends SLOWER_PHASE_SHARE of MED_STEP_NS or more, other
+ * than SKIP and WAIT (the phase that holds the synchronization, and the
+ * one named as the sync point: the late rank waits less there), by self
+ * time where the step has it: *MIN the smallest ratio, *ALL the ratio of
+ * the sums.  Returns how many phases it compared. */
+static uint32_t phase_ratios(const ss_step_view *v, const ss_rank_step *rs,
+                             int skip, int wait, double med_step_ns,
+                             double *min, double *all)
+{
+    uint32_t n = 0;
+    double own_sum = 0, ref_sum = 0;
+    *min = INFINITY;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        int p = v->phases[i].name;
+        if (p == skip || p == wait || p < 0 || (uint32_t)p >= v->n_names ||
+            rs->phase_ns[p] == SS_MISSING)
+            continue;
+        int self = v->phase_self && v->phase_self[i].n >= 2 &&
+                   rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
+        const ss_stat *st = self ? &v->phase_self[i] : &v->phases[i].stat;
+        double own = (double)(self ? rs->phase_self_ns[p] : rs->phase_ns[p]);
+        double ref = (double)st->median;
+        if (st->n == 2)
+            ref = 2 * ref - own; /* the other rank's */
+        if (st->n < 2 || !(ref >= SLOWER_PHASE_SHARE * med_step_ns) ||
+            ref <= 0)
+            continue;
+        n++;
+        own_sum += own;
+        ref_sum += ref;
+        if (own / ref < *min)
+            *min = own / ref;
+    }
+    *all = n ? own_sum / ref_sum : NAN;
+    return n;
+}
+
 /* Takes ring slot IDX, about to be overwritten, out of every rank's
  * running counts, and slot IDX - sub out of the sub-window counts. */
 static void retire_slots(straggler *sg, uint32_t idx, uint32_t world)
@@ -1227,6 +1320,15 @@ static void record_step(ss_detectors *d, straggler *sg,
         sg->expl_ms[k] = (float)ex;
         if (by_self)
             sg->flags[k] |= F_BLAME_SELF;
+        double lo, all;
+        if (phase_ratios(v, &v->ranks[r], method == M_SYNC_PHASE ? ref : -1,
+                         method == M_ARRIVAL ? ref : -1, med_step, &lo,
+                         &all) >= 2) {
+            double w = sr->slower_n ? SLOWER_WEIGHT : 1;
+            sr->slower_min += w * (lo - sr->slower_min);
+            sr->slower_all += w * (all - sr->slower_all);
+            sr->slower_n++;
+        }
         if (inside < d->p[P_S_BLAME_FRAC] * late_ms) /* false for NAN */
             sg->flags[k] |= F_OUTSIDE;
     }

@@ -694,6 +694,156 @@ static void noise_in_a_phase_explains_no_lateness_outside_it(void)
     }
 }
 
+/* ---- a rank slower at everything ---- */
+
+enum { FORWARD = 0, BACKWARD = 1, REDUCE = 2, N_PHASED = 3 };
+static const char *const phased_names[N_PHASED] = {"forward", "backward",
+                                                   "allreduce"};
+
+typedef struct {
+    int64_t phase[MAX_RANKS][N_PHASED], sync[MAX_RANKS][N_PHASED];
+    double metric[MAX_RANKS][N_PHASED];
+    ss_rank_step ranks[MAX_RANKS];
+    ss_phase_stat phases[2];
+    ss_sync_stat syncs[1];
+    ss_step_view v;
+} phased_step;
+
+/* Step STEP of WORLD ranks: rank r runs forward for FWD_MS[r], then
+ * backward for BWD_MS[r], and arrives at the all-reduce, which every rank
+ * leaves 1 ms after the last arrival (the wait is no phase of theirs). */
+static void build_phased_step(phased_step *b, uint32_t world, uint64_t step,
+                              const double *fwd_ms, const double *bwd_ms)
+{
+    memset(b, 0, sizeof *b);
+    double last = 0;
+    for (uint32_t r = 0; r < world; r++)
+        last = fmax(last, fwd_ms[r] + bwd_ms[r]);
+    int64_t begin = (int64_t)step * 1000 * (int64_t)MS, vals[MAX_RANKS];
+    for (uint32_t r = 0; r < world; r++) {
+        b->phase[r][FORWARD] = (int64_t)(fwd_ms[r] * MS);
+        b->phase[r][BACKWARD] = (int64_t)(bwd_ms[r] * MS);
+        b->phase[r][REDUCE] = SS_MISSING;
+        b->sync[r][FORWARD] = b->sync[r][BACKWARD] = SS_MISSING;
+        b->sync[r][REDUCE] = begin + b->phase[r][FORWARD] +
+                             b->phase[r][BACKWARD];
+        for (int p = 0; p < N_PHASED; p++)
+            b->metric[r][p] = NAN;
+        ss_rank_step *rs = &b->ranks[r];
+        rs->present = 1;
+        rs->step_ns = (int64_t)((last + 1) * MS);
+        rs->rss_bytes = rs->device_bytes = rs->begin_ns = SS_MISSING;
+        rs->phase_ns = b->phase[r];
+        rs->sync_arrival_ns = b->sync[r];
+        rs->metric = b->metric[r];
+        vals[r] = rs->step_ns;
+    }
+    ss_step_view *v = &b->v;
+    v->step = step;
+    v->world_size = v->n_present = world;
+    v->n_names = N_PHASED;
+    v->ranks = b->ranks;
+    ss_stat_compute(&v->step_time, vals, NULL, world);
+    ss_stat_compute(&v->rss, NULL, NULL, 0);
+    ss_stat_compute(&v->device, NULL, NULL, 0);
+    for (int p = FORWARD; p <= BACKWARD; p++) {
+        for (uint32_t r = 0; r < world; r++)
+            vals[r] = b->phase[r][p];
+        b->phases[p].name = p;
+        ss_stat_compute(&b->phases[p].stat, vals, NULL, world);
+    }
+    int64_t first = 0, latest = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        vals[r] = b->sync[r][REDUCE];
+        if (r == 0 || vals[r] < first)
+            first = vals[r];
+        if (r == 0 || vals[r] > latest) {
+            latest = vals[r];
+            b->syncs[0].worst_rank = (int32_t)r;
+        }
+    }
+    b->syncs[0].name = REDUCE;
+    b->syncs[0].n = world;
+    b->syncs[0].skew_ns = latest - first;
+    b->syncs[0].late_ns = latest - ss_median_i64(vals, world);
+    v->n_phases = 2;
+    v->phases = b->phases;
+    v->n_syncs = 1;
+    v->syncs = b->syncs;
+}
+
+/* 300 steps of WORLD ranks running forward 3 ms and backward 6 ms (2 %
+ * jitter), rank 1 with its forward and backward times multiplied by
+ * FWD_X and BWD_X and SLEEP_MS added to its forward; the last straggler
+ * finding in LF. */
+static void phased_job(uint32_t world, double fwd_x, double bwd_x,
+                       double sleep_ms, last_finding *lf)
+{
+    rng_state = 4242;
+    ss_sink sink = {lf, NULL, keep_straggler};
+    ss_detectors *d = ss_detectors_create(NULL, world, 0, &sink);
+    REQUIRE(d);
+    phased_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 300; s++) {
+        double f[MAX_RANKS], w[MAX_RANKS];
+        for (uint32_t r = 0; r < world; r++) {
+            f[r] = 3 * (1 + 0.02 * gauss());
+            w[r] = 6 * (1 + 0.02 * gauss());
+        }
+        f[1] = f[1] * fwd_x + sleep_ms;
+        w[1] *= bwd_x;
+        build_phased_step(b, world, s, f, w);
+        ss_detectors_step(d, &b->v, phased_names);
+    }
+    ss_detectors_finish(d, phased_names);
+    ss_detectors_destroy(d);
+    free(b);
+}
+
+/* Rank 1 whose forward and backward both take 1.5 times as long (a
+ * slower CPU; the real case: two ranks on 2 cores, one of them with every
+ * phase 1.4 to 1.6 times as long for 50 steps) is said to be slower at
+ * everything, against the median rank of 4 and against the other of 2;
+ * a rank that sleeps 4.5 ms in its forward (as late, one phase) is not,
+ * nor one whose backward alone is 1.75 times as long. */
+static void a_rank_slower_at_everything_is_said(void)
+{
+    const uint32_t worlds[] = {4, 2};
+    for (size_t i = 0; i < 2; i++) {
+        last_finding lf = {0};
+        phased_job(worlds[i], 1.5, 1.5, 0, &lf);
+        REQUIRE(lf.n > 0);
+        fprintf(stderr, "    %s\n", lf.f.message);
+        CHECK_EQ_INT(lf.f.ranks[0], 1);
+        CHECK(strstr(lf.f.message, "each of its phases took 1.4x or more of "
+                                   "the") != NULL);
+        CHECK(strstr(lf.f.message, "slower at everything") != NULL);
+        CHECK(strstr(lf.f.message, worlds[i] == 2 ? "the other rank's time"
+                                                  : "the median rank's time"));
+        const char *ev = strstr(lf.f.evidence_json, "\"slower_in_all\":");
+        REQUIRE(ev);
+        double all = atof(ev + strlen("\"slower_in_all\":"));
+        CHECK(all > 1.4 && all < 1.6);
+        CHECK(strstr(lf.f.evidence_json, "\"slower_every_phase\":1.4") ||
+              strstr(lf.f.evidence_json, "\"slower_every_phase\":1.5"));
+
+        memset(&lf, 0, sizeof lf);
+        phased_job(worlds[i], 1, 1, 4.5, &lf);
+        REQUIRE(lf.n > 0);
+        CHECK_EQ_INT(lf.f.ranks[0], 1);
+        CHECK_STR(lf.f.phase, "forward");
+        CHECK(strstr(lf.f.message, "slower at everything") == NULL);
+        CHECK(strstr(lf.f.evidence_json, "slower_") == NULL);
+
+        memset(&lf, 0, sizeof lf);
+        phased_job(worlds[i], 1, 1.75, 0, &lf);
+        REQUIRE(lf.n > 0);
+        CHECK_STR(lf.f.phase, "backward");
+        CHECK(strstr(lf.f.message, "slower at everything") == NULL);
+    }
+}
+
 typedef struct {
     double late_ms;
     const int64_t *bound;
@@ -939,6 +1089,7 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(a_fading_straggler_keeps_the_words_of_its_height),
           TEST(lateness_outside_every_phase_is_said),
           TEST(noise_in_a_phase_explains_no_lateness_outside_it),
+          TEST(a_rank_slower_at_everything_is_said),
           TEST(rare_long_waits_are_named),
           TEST(lateness_within_bound_uncertain), TEST(clock_bound_bad_input),
           TEST(clean_jobs_false_alarm_rate),
