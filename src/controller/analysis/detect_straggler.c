@@ -109,7 +109,7 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * of the median step or more (the synchronization's own phase aside) took
  * SLOWER_EVERY times the reference rank's or more, as a moving average of
  * weight SLOWER_WEIGHT over SLOWER_STEPS late steps or more.  Two ranks of
- * a clean job on this machine's 2 cores, one of them late for 30 to 50
+ * a clean job on 2 cores of a virtual machine, one late for 30 to 50
  * steps with every phase 1.4 to 1.6 times as long and more CPU per step,
  * then the other or neither, are a CPU slower for a while; a rank that
  * sleeps or computes more in one phase is 1.0 in the others. */
