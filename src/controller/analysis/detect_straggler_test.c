@@ -71,6 +71,26 @@ typedef struct {
     ss_step_view v;
 } job_step;
 
+/* SY: the statistics of sync point NAME of WORLD ranks arriving at
+ * ARRIVALS (ns; reordered). */
+static void fill_sync(ss_sync_stat *sy, int name, int64_t *arrivals,
+                      uint32_t world)
+{
+    int64_t first = 0, latest = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        if (r == 0 || arrivals[r] < first)
+            first = arrivals[r];
+        if (r == 0 || arrivals[r] > latest) {
+            latest = arrivals[r];
+            sy->worst_rank = (int32_t)r;
+        }
+    }
+    sy->name = name;
+    sy->n = world;
+    sy->skew_ns = latest - first;
+    sy->late_ns = latest - ss_median_i64(arrivals, world);
+}
+
 /* Step STEP of WORLD ranks: rank r computes COMPUTE_MS[r], arrives at the
  * all-reduce, and every rank leaves it 1 ms after the last arrival. */
 static void build_step(job_step *b, uint32_t world, uint64_t step,
@@ -82,7 +102,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
         if (compute_ms[r] > last)
             last = compute_ms[r];
     int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
-    int64_t vals[MAX_RANKS], first = 0, latest = 0;
+    int64_t vals[MAX_RANKS];
     for (uint32_t r = 0; r < world; r++) {
         int64_t c = (int64_t)(compute_ms[r] * MS);
         b->phase[r][COMPUTE] = c;
@@ -98,12 +118,6 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
         rs->phase_ns = b->phase[r];
         rs->sync_arrival_ns = b->sync[r];
         rs->metric = b->metric[r];
-        if (r == 0 || begin + c < first)
-            first = begin + c;
-        if (r == 0 || begin + c > latest) {
-            latest = begin + c;
-            b->syncs[0].worst_rank = (int32_t)r;
-        }
     }
     ss_step_view *v = &b->v;
     v->step = step;
@@ -122,10 +136,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
     ss_stat_compute(&b->phases[0].stat, vals, NULL, world);
     for (uint32_t r = 0; r < world; r++)
         vals[r] = b->sync[r][ALLREDUCE];
-    b->syncs[0].name = ALLREDUCE;
-    b->syncs[0].n = world;
-    b->syncs[0].skew_ns = latest - first;
-    b->syncs[0].late_ns = latest - ss_median_i64(vals, world);
+    fill_sync(&b->syncs[0], ALLREDUCE, vals, world);
     v->n_phases = 1;
     v->phases = b->phases;
     v->n_syncs = 1;
@@ -752,20 +763,9 @@ static void build_phased_step(phased_step *b, uint32_t world, uint64_t step,
         b->phases[p].name = p;
         ss_stat_compute(&b->phases[p].stat, vals, NULL, world);
     }
-    int64_t first = 0, latest = 0;
-    for (uint32_t r = 0; r < world; r++) {
+    for (uint32_t r = 0; r < world; r++)
         vals[r] = b->sync[r][REDUCE];
-        if (r == 0 || vals[r] < first)
-            first = vals[r];
-        if (r == 0 || vals[r] > latest) {
-            latest = vals[r];
-            b->syncs[0].worst_rank = (int32_t)r;
-        }
-    }
-    b->syncs[0].name = REDUCE;
-    b->syncs[0].n = world;
-    b->syncs[0].skew_ns = latest - first;
-    b->syncs[0].late_ns = latest - ss_median_i64(vals, world);
+    fill_sync(&b->syncs[0], REDUCE, vals, world);
     v->n_phases = 2;
     v->phases = b->phases;
     v->n_syncs = 1;
