@@ -228,34 +228,70 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
 /* Draws step S's plan for a job run by run_plans. */
 typedef void (*plan_fn)(void *ctx, uint64_t s, plan *p);
 
-/* STEPS steps of WORLD ranks seeded SEED through fresh detectors whose
- * findings go to FD: each step planned by PLAN_STEP, built, shown to
- * SEEN (when not NULL), then judged. */
-static void run_plans(uint32_t world, uint64_t steps, uint64_t seed,
-                      plan_fn plan_step,
-                      void (*seen)(void *ctx, const job_step *b), void *ctx,
-                      found *fd)
+/* STEPS steps of WORLD ranks seeded SEED through fresh detectors of
+ * configuration CFG (NULL: the defaults) whose findings go to FD: each
+ * step planned by PLAN_STEP, built, handed to EDIT (when not NULL: it may
+ * read or change it), then judged. */
+static void run_plans_with(const ss_detector_config *cfg, uint32_t world,
+                           uint64_t steps, uint64_t seed, plan_fn plan_step,
+                           void (*edit)(void *ctx, job_step *b), void *ctx,
+                           found *fd)
 {
     rng_state = seed;
-    ss_detectors *d = make(world, fd);
+    ss_detectors *d;
+    if (cfg) {
+        memset(fd, 0, sizeof *fd);
+        ss_sink sink = {fd, NULL, on_finding};
+        d = ss_detectors_create(cfg, world, 0, &sink);
+    } else {
+        d = make(world, fd);
+    }
     REQUIRE(d);
     job_step b;
     for (uint64_t s = 0; s < steps; s++) {
         plan p;
         plan_step(ctx, s, &p);
         build_step(&b, world, s, &p);
-        if (seen)
-            seen(ctx, &b);
+        if (edit)
+            edit(ctx, &b);
         ss_detectors_step(d, &b.v, names);
     }
     ss_detectors_finish(d, names);
     ss_detectors_destroy(d);
 }
 
+/* run_plans_with the default configuration. */
+static void run_plans(uint32_t world, uint64_t steps, uint64_t seed,
+                      plan_fn plan_step,
+                      void (*edit)(void *ctx, job_step *b), void *ctx,
+                      found *fd)
+{
+    run_plans_with(NULL, world, steps, seed, plan_step, edit, ctx, fd);
+}
+
 /* Whether step S is one of the 31 % with a stop: spread evenly. */
 static int stop_step(uint64_t s)
 {
     return (s * 31) % 100 < 31;
+}
+
+/* WORLD ranks computing WORK_MS and waiting for a CPU an exponential
+ * QUEUE_MS, rank RANK EXTRA_MS more in 78 % of the steps outside
+ * [GAP_FROM, GAP_TO) (no draw there). */
+typedef struct {
+    uint32_t world;
+    double work_ms, queue_ms;
+    uint32_t rank;
+    double extra_ms;
+    uint64_t gap_from, gap_to;
+} starve_plan;
+
+static void plan_starved(void *ctx, uint64_t s, plan *p)
+{
+    const starve_plan *sp = ctx;
+    plan_clean(p, sp->world, sp->work_ms, sp->queue_ms);
+    if ((s < sp->gap_from || s >= sp->gap_to) && uniform() < 0.78)
+        p->runq[sp->rank] += sp->extra_ms;
 }
 
 enum { FAULT_STOP, FAULT_STARVE, FAULT_THROTTLE };
@@ -282,9 +318,8 @@ static void plan_fault(void *ctx, uint64_t s, plan *p)
     } else if (f->fault == FAULT_STARVE) {
         /* nice 19 among busy neighbours: +3 ms run-queue delay on a 10 ms
          * compute, in 78 % of steps */
-        plan_clean(p, world, 10, 0.1);
-        if (uniform() < 0.78)
-            p->runq[r] += 3;
+        starve_plan sp = {world, 10, 0.1, r, 3, 0, 0};
+        plan_starved(&sp, s, p);
     } else {
         /* its own cgroup's cpu.max: throttled 12 ms of a 30 ms step */
         plan_clean(p, world, 30, 0.1);
@@ -304,6 +339,22 @@ static void run_fault(uint32_t world, uint32_t r, int fault, int with_host,
     run_plans(world, steps, seed, plan_fault, NULL, &f, fd);
 }
 
+typedef struct {
+    double held_ms;
+    int pct, xid;
+} gpu_plan;
+
+static void plan_gpu(void *ctx, uint64_t s, plan *p)
+{
+    const gpu_plan *g = ctx;
+    plan_clean(p, 4, 25, 0.1);
+    p->with_gpu = 1;
+    if ((s * (uint64_t)g->pct) % 100 < (uint64_t)g->pct)
+        p->gpu_held[2] = g->held_ms;
+    if (g->xid && s == 50)
+        p->gpu_xid[1] = 79;
+}
+
 /* STEPS steps of 4 ranks on GPUs 0-3 (their NVML evidence is made up
  * here: no GPU, no NVML): GPU 2 held down by the power cap for HELD_MS in
  * PCT % of the steps (spread evenly), GPU 1 reporting Xid 79 at step 50
@@ -311,23 +362,8 @@ static void run_fault(uint32_t world, uint32_t r, int fault, int with_host,
 static void run_gpu(double held_ms, int pct, int xid, uint64_t steps,
                     found *fd)
 {
-    rng_state = 7;
-    ss_detectors *d = make(4, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < steps; s++) {
-        plan p;
-        plan_clean(&p, 4, 25, 0.1);
-        p.with_gpu = 1;
-        if ((s * (uint64_t)pct) % 100 < (uint64_t)pct)
-            p.gpu_held[2] = held_ms;
-        if (xid && s == 50)
-            p.gpu_xid[1] = 79;
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    gpu_plan g = {held_ms, pct, xid};
+    run_plans(4, steps, 7, plan_gpu, NULL, &g, fd);
 }
 
 /* GPU 2 power capped in 40 % of steps: gpu_throttled names it, with the
@@ -468,20 +504,8 @@ static void starved_rank_named(void)
  * outnumbering the cores: about 0.1 ms per step); findings in FD. */
 static void slightly_starved(uint64_t steps, found *fd)
 {
-    rng_state = 77;
-    ss_detectors *d = make(3, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < steps; s++) {
-        plan p;
-        plan_clean(&p, 3, 0.4, 0.02);
-        if (uniform() < 0.78)
-            p.runq[1] += 0.12;
-        build_step(&b, 3, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    starve_plan sp = {3, 0.4, 0.02, 1, 0.12, 0, 0};
+    run_plans(3, steps, 77, plan_starved, NULL, &sp, fd);
 }
 
 /* A rank is named for waiting for a CPU once it has waited
@@ -499,6 +523,18 @@ static void a_wait_of_a_few_ms_in_all_is_not_named(void)
     CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 1);
 }
 
+typedef struct {
+    double work_ms, runq_ms, worse;
+} placement_plan;
+
+static void plan_placement(void *ctx, uint64_t s, plan *p)
+{
+    const placement_plan *pp = ctx;
+    plan_clean(p, 2, pp->work_ms, pp->runq_ms);
+    if (s >= 100 && s < 250)
+        p->runq[1] *= pp->worse;
+}
+
 /* 400 steps of 2 ranks computing WORK_MS and waiting for a CPU an
  * exponential RUNQ_MS each (RUNQ_MS near WORK_MS: cores kept busy by
  * other processes), rank 1 WORSE times as long in steps 100-249 (the
@@ -507,28 +543,14 @@ static void a_wait_of_a_few_ms_in_all_is_not_named(void)
 static void placed_with_the_load(double work_ms, double runq_ms, double worse,
                                  const char *sample_ms, found *fd)
 {
-    rng_state = 31;
-    memset(fd, 0, sizeof *fd);
     ss_detector_config cfg;
     ss_detector_config_defaults(&cfg);
     char err[256];
     if (sample_ms)
         REQUIRE(ss_detector_config_set(&cfg, "host.sample_ms", sample_ms,
                                         err, sizeof err) == 0);
-    ss_sink sink = {fd, NULL, on_finding};
-    ss_detectors *d = ss_detectors_create(&cfg, 2, 0, &sink);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 400; s++) {
-        plan p;
-        plan_clean(&p, 2, work_ms, runq_ms);
-        if (s >= 100 && s < 250)
-            p.runq[1] *= worse;
-        build_step(&b, 2, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    placement_plan pp = {work_ms, runq_ms, worse};
+    run_plans_with(&cfg, 2, 400, 31, plan_placement, NULL, &pp, fd);
 }
 
 /* On a machine loaded as a whole, which rank waits for a shared core is
@@ -635,21 +657,8 @@ static void a_busy_core_moment_is_judged_over_its_steps(void)
 static uint32_t starved_episodes(uint64_t gap, uint64_t *last_step)
 {
     found fd;
-    rng_state = 77;
-    ss_detectors *d = make(4, &fd);
-    if (!d)
-        return 0;
-    job_step b;
-    for (uint64_t s = 0; s < 600 + gap; s++) {
-        plan p;
-        plan_clean(&p, 4, 10, 0.1);
-        if ((s < 300 || s >= 300 + gap) && uniform() < 0.78)
-            p.runq[1] += 3;
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    starve_plan sp = {4, 10, 0.1, 1, 3, 300, 300 + gap};
+    run_plans(4, 600 + gap, 77, plan_starved, NULL, &sp, &fd);
     uint32_t n = count_kind(&fd, "cpu_starved");
     const ss_finding *f = first_kind(&fd, "cpu_starved");
     *last_step = f ? f->last_step : 0;
@@ -749,27 +758,16 @@ static void power_over_seeds(void)
         for (uint32_t world = 4; world <= 8; world *= 2) {
             int right = 0, cause = 0;
             for (uint64_t seed = 1; seed <= POWER_SEEDS; seed++) {
-                rng_state = seed * 77 + world;
                 found fd;
-                ss_detectors *d = make(world, &fd);
-                REQUIRE(d);
                 uint32_t r = (uint32_t)(seed % world);
-                job_step b;
-                for (uint64_t s = 0; s < 640; s++) {
-                    plan p;
-                    plan_clean(&p, world, 10, queue);
-                    if (uniform() < 0.78)
-                        p.runq[r] += 3;
-                    build_step(&b, world, s, &p);
-                    ss_detectors_step(d, &b.v, names);
-                }
-                ss_detectors_finish(d, names);
+                starve_plan sp = {world, 10, queue, r, 3, 0, 0};
+                run_plans(world, 640, seed * 77 + world, plan_starved, NULL,
+                          &sp, &fd);
                 const ss_finding *f = first_kind(&fd, "cpu_starved");
                 right += f && f->ranks[0] == (int32_t)r;
                 const ss_finding *g = first_kind(&fd, "straggler");
                 cause += g && g->ranks[0] == (int32_t)r &&
                          strstr(g->message, "waited for a CPU") != NULL;
-                ss_detectors_destroy(d);
             }
             printf("starved by 3 ms, every rank's run-queue delay %.1f ms, "
                    "%u ranks: cpu_starved in %d of %d runs, straggler with "
@@ -778,6 +776,20 @@ static void power_over_seeds(void)
             if (queue <= 3)
                 CHECK_EQ_INT(right, POWER_SEEDS);
         }
+}
+
+static void plan_alike(void *ctx, uint64_t s, plan *p)
+{
+    const int *paused = ctx;
+    plan_clean(p, 4, 25, 0.2);
+    for (uint32_t r = 0; r < 4; r++) {
+        if (*paused && stop_step(s)) {
+            p->stopped[r] = 30;
+            p->before[r] = 0;
+        }
+        if (!*paused)
+            p->throttled[r] = 10 * (0.9 + 0.2 * uniform());
+    }
 }
 
 /*
@@ -790,26 +802,9 @@ static void power_over_seeds(void)
 static void alike_on_every_rank_names_no_rank(void)
 {
     for (int paused = 0; paused < 2; paused++) {
-        rng_state = 50 + (uint64_t)paused;
         found fd;
-        ss_detectors *d = make(4, &fd);
-        REQUIRE(d);
-        job_step b;
-        for (uint64_t s = 0; s < 300; s++) {
-            plan p;
-            plan_clean(&p, 4, 25, 0.2);
-            for (uint32_t r = 0; r < 4; r++) {
-                if (paused && stop_step(s)) {
-                    p.stopped[r] = 30;
-                    p.before[r] = 0;
-                }
-                if (!paused)
-                    p.throttled[r] = 10 * (0.9 + 0.2 * uniform());
-            }
-            build_step(&b, 4, s, &p);
-            ss_detectors_step(d, &b.v, names);
-        }
-        ss_detectors_finish(d, names);
+        run_plans(4, 300, 50 + (uint64_t)paused, plan_alike, NULL, &paused,
+                  &fd);
         CHECK_EQ_INT(count_kind(&fd, "stopped"), 0);
         CHECK_EQ_INT(count_kind(&fd, "cpu_throttled"), 0);
         CHECK_EQ_INT(count_kind(&fd, "straggler"), 0);
@@ -827,8 +822,33 @@ static void alike_on_every_rank_names_no_rank(void)
         CHECK_EQ_INT(fd.n_ids, (uint32_t)paused);
         if (fd.n_ids != (uint32_t)paused)
             dump(&fd);
-        ss_detectors_destroy(d);
     }
+}
+
+/* WORLD ranks computing WORK_MS, each waiting for a CPU an exponential
+ * QUEUE_MS (plan_clean). */
+typedef struct {
+    uint32_t world;
+    double work_ms, queue_ms;
+} clean_plan;
+
+/* ... and in 2 % of rank-steps 2 to 3 times as long (shared cores). */
+static void plan_shared(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    const clean_plan *sp = ctx;
+    plan_clean(p, sp->world, sp->work_ms, sp->queue_ms);
+    for (uint32_t r = 0; r < sp->world; r++)
+        if (uniform() < 0.02)
+            p->runq[r] *= 2 + uniform();
+}
+
+/* ... alone. */
+static void plan_clean_only(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    const clean_plan *sp = ctx;
+    plan_clean(p, sp->world, sp->work_ms, sp->queue_ms);
 }
 
 /*
@@ -851,21 +871,11 @@ static void clean_shared_cores_quiet(void)
             for (int c = 0; c < 2; c++)
                 for (uint64_t seed = 1; seed <= CLEAN_SEEDS; seed++) {
                     uint32_t world = worlds[w];
-                    rng_state = seed * 7919 + (uint64_t)(q * 100 + w * 10 + c);
                     found fd;
-                    ss_detectors *d = make(world, &fd);
-                    REQUIRE(d);
-                    job_step b;
-                    for (uint64_t s = 0; s < 600; s++) {
-                        plan p;
-                        plan_clean(&p, world, work[c], queue[q] * work[c]);
-                        for (uint32_t r = 0; r < world; r++)
-                            if (uniform() < 0.02)
-                                p.runq[r] *= 2 + uniform();
-                        build_step(&b, world, s, &p);
-                        ss_detectors_step(d, &b.v, names);
-                    }
-                    ss_detectors_finish(d, names);
+                    clean_plan sp = {world, work[c], queue[q] * work[c]};
+                    run_plans(world, 600,
+                              seed * 7919 + (uint64_t)(q * 100 + w * 10 + c),
+                              plan_shared, NULL, &sp, &fd);
                     runs++;
                     windows += 600 / 100;
                     findings += fd.n_ids;
@@ -878,7 +888,6 @@ static void clean_shared_cores_quiet(void)
                                 "\n", world, work[c], queue[q] * 100);
                         dump(&fd);
                     }
-                    ss_detectors_destroy(d);
                 }
     printf("clean jobs on shared cores: %u runs (%u windows of 100 steps), "
            "%u findings (%u cpu_starved/stopped/cpu_throttled, %u jitter, "
@@ -906,9 +915,7 @@ static void false_alarm_rate_of_the_tests(void)
     uint32_t windows = 0, findings = 0;
     for (uint32_t world = 4; world <= 8; world += 4)
         for (uint64_t seed = 1; seed <= 4 * CLEAN_SEEDS; seed++) {
-            rng_state = seed * 104729 + world;
             found fd;
-            memset(&fd, 0, sizeof fd);
             ss_detector_config cfg;
             ss_detector_config_defaults(&cfg);
             char err[128];
@@ -916,27 +923,37 @@ static void false_alarm_rate_of_the_tests(void)
                 CHECK_EQ_INT(ss_detector_config_set(&cfg, set[i][0],
                                                     set[i][1], err,
                                                     sizeof err), 0);
-            ss_sink sink = {&fd, NULL, on_finding};
-            ss_detectors *d = ss_detectors_create(&cfg, world, 0, &sink);
-            REQUIRE(d);
-            job_step b;
-            for (uint64_t s = 0; s < 1000; s++) {
-                plan p;
-                plan_clean(&p, world, 10, 3);
-                build_step(&b, world, s, &p);
-                ss_detectors_step(d, &b.v, names);
-            }
-            ss_detectors_finish(d, names);
+            clean_plan clean = {world, 10, 3};
+            run_plans_with(&cfg, world, 1000, seed * 104729 + world,
+                           plan_clean_only, NULL, &clean, &fd);
             windows += 1000 / 100;
             findings += count_kind(&fd, "cpu_starved") +
                         count_kind(&fd, "stopped") +
                         count_kind(&fd, "cpu_throttled");
-            ss_detectors_destroy(d);
         }
     double rate = (double)findings / windows;
     printf("host tests alone at alpha 0.05: %u findings in %u windows of "
            "100 steps (%.3f per window)\n", findings, windows, rate);
     CHECK(rate <= 5 * 0.05);
+}
+
+/* 4 ranks computing WORK_MS, rank RANK's work TIMES as much and PLUS_MS
+ * more, every rank waiting for a CPU WAIT_PER_RUN times its work (+-10 %):
+ * the scheduler treats them alike. */
+typedef struct {
+    double work_ms;
+    uint32_t rank;
+    double times, plus_ms, wait_per_run;
+} work_plan;
+
+static void plan_own_work(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    const work_plan *w = ctx;
+    plan_clean(p, 4, w->work_ms, 0);
+    p->work[w->rank] = p->work[w->rank] * w->times + w->plus_ms;
+    for (uint32_t r = 0; r < 4; r++)
+        p->runq[r] = w->wait_per_run * p->work[r] * (0.9 + 0.2 * uniform());
 }
 
 /*
@@ -948,21 +965,9 @@ static void false_alarm_rate_of_the_tests(void)
  */
 static void straggler_by_work_is_not_starved(void)
 {
-    rng_state = 90;
     found fd;
-    ss_detectors *d = make(4, &fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 200; s++) {
-        plan p;
-        plan_clean(&p, 4, 10, 0);
-        p.work[2] *= 2;
-        for (uint32_t r = 0; r < 4; r++) /* wait per time run: 0.5 */
-            p.runq[r] = 0.5 * p.work[r] * (0.9 + 0.2 * uniform());
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
+    work_plan w = {10, 2, 2, 0, 0.5};
+    run_plans(4, 200, 90, plan_own_work, NULL, &w, &fd);
     CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
     const ss_finding *f = first_kind(&fd, "straggler");
     CHECK(f && f->ranks[0] == 2);
@@ -970,7 +975,20 @@ static void straggler_by_work_is_not_starved(void)
     CHECK(f && !strstr(f->message, "the host explains it"));
     if (count_kind(&fd, "cpu_starved") || !f)
         dump(&fd);
-    ss_detectors_destroy(d);
+}
+
+static void plan_main_thread_waits(void *ctx, uint64_t s, plan *p)
+{
+    (void)ctx;
+    (void)s;
+    plan_clean(p, 4, 10, 0.1);
+    p->runq[1] = 1.25; /* its main thread's share: it arrives last */
+}
+
+static void all_its_threads_wait(void *ctx, job_step *b)
+{
+    (void)ctx;
+    b->host[1].runq_ns = (int64_t)(4 * 8 * MS);
 }
 
 /* Run-queue delay is summed over a rank's threads, so it may exceed the
@@ -979,20 +997,9 @@ static void straggler_by_work_is_not_starved(void)
  * time in all, not "260 %". */
 static void threads_wait_beyond_wall_time(void)
 {
-    rng_state = 70;
     found fd;
-    ss_detectors *d = make(4, &fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 100; s++) {
-        plan p;
-        plan_clean(&p, 4, 10, 0.1);
-        p.runq[1] = 1.25; /* its main thread's share: it arrives last */
-        build_step(&b, 4, s, &p);
-        b.host[1].runq_ns = (int64_t)(4 * 8 * MS); /* all its threads */
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
+    run_plans(4, 100, 70, plan_main_thread_waits, all_its_threads_wait, NULL,
+              &fd);
     const ss_finding *f = first_kind(&fd, "cpu_starved");
     REQUIRE(f);
     CHECK_EQ_INT(f->ranks[0], 1);
@@ -1003,7 +1010,19 @@ static void threads_wait_beyond_wall_time(void)
           5);
     if (!strstr(f->message, "2.6 times"))
         dump(&fd);
-    ss_detectors_destroy(d);
+}
+
+static void plan_evidence_gaps(void *ctx, uint64_t s, plan *p)
+{
+    (void)ctx;
+    plan_clean(p, 4, 25, 0.2);
+    p->no_host[0] = 1;
+    p->no_host[1] = s % 3 == 0;
+    p->no_host[3] = s % 5 == 0;
+    if (stop_step(s)) {
+        p->stopped[3] = 30;
+        p->before[3] = 0;
+    }
 }
 
 /* Host evidence that comes and goes: throttling unmeasured (no cgroup v2),
@@ -1012,32 +1031,14 @@ static void threads_wait_beyond_wall_time(void)
  * steps it was measured in is still found. */
 static void missing_host_evidence(void)
 {
-    rng_state = 60;
     found fd;
-    ss_detectors *d = make(4, &fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 300; s++) {
-        plan p;
-        plan_clean(&p, 4, 25, 0.2);
-        p.no_host[0] = 1;
-        p.no_host[1] = s % 3 == 0;
-        p.no_host[3] = s % 5 == 0;
-        if (stop_step(s)) {
-            p.stopped[3] = 30;
-            p.before[3] = 0;
-        }
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
+    run_plans(4, 300, 60, plan_evidence_gaps, NULL, NULL, &fd);
     const ss_finding *f = first_kind(&fd, "stopped");
     REQUIRE(f);
     CHECK_EQ_INT(f->ranks[0], 3);
     CHECK_EQ_INT(count_kind(&fd, "cpu_throttled"), 0);
     CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
     CHECK(json_get(f->evidence_json, "steps_seen") <= 80);
-    ss_detectors_destroy(d);
 }
 
 /* The tunables are in the table with their documented defaults. */
@@ -1209,7 +1210,7 @@ static void plan_crowded(void *ctx, uint64_t s, plan *p)
     p->sleep[1] += 2 * c->sleep_ms * uniform();
 }
 
-static void count_rank1_last(void *ctx, const job_step *b)
+static void count_rank1_last(void *ctx, job_step *b)
 {
     crowded_plan *c = ctx;
     uint32_t last = 0;
@@ -1262,6 +1263,16 @@ static void scattered_sleep_among_eight_ranks_is_named(void)
     }
 }
 
+static void plan_few_stops(void *ctx, uint64_t s, plan *p)
+{
+    (void)ctx;
+    plan_clean(p, 4, 2.5, 0.2);
+    if (s >= 100 && s % 20 == 0) {
+        p->stopped[3] = 30;
+        p->before[3] = uniform() < 0.2;
+    }
+}
+
 /*
  * SIGSTOP now and then, late in a job of short steps: rank 3 of 4 is
  * stopped for 30 ms (mostly inside the collective) every 20th step from
@@ -1272,22 +1283,8 @@ static void scattered_sleep_among_eight_ranks_is_named(void)
 static void few_stops_on_short_steps_named(void)
 {
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        rng_state = 5000 + seed;
         found fd;
-        ss_detectors *d = make(4, &fd);
-        REQUIRE(d);
-        job_step b;
-        for (uint64_t s = 0; s < 300; s++) {
-            plan p;
-            plan_clean(&p, 4, 2.5, 0.2);
-            if (s >= 100 && s % 20 == 0) {
-                p.stopped[3] = 30;
-                p.before[3] = uniform() < 0.2;
-            }
-            build_step(&b, 4, s, &p);
-            ss_detectors_step(d, &b.v, names);
-        }
-        ss_detectors_finish(d, names);
+        run_plans(4, 300, 5000 + seed, plan_few_stops, NULL, NULL, &fd);
         const ss_finding *f = first_kind(&fd, "stopped");
         REQUIRE(f);
         CHECK_EQ_INT(f->n_ranks, 1);
@@ -1301,7 +1298,22 @@ static void few_stops_on_short_steps_named(void)
         CHECK_EQ_INT(count_kind(&fd, "jitter"), 0);
         if (fd.n_ids != count_kind(&fd, "stopped"))
             dump(&fd);
-        ss_detectors_destroy(d);
+    }
+}
+
+typedef struct {
+    uint32_t stopped;
+    double stop_ms;
+    uint64_t at;
+} one_stop_plan;
+
+static void plan_one_stop(void *ctx, uint64_t s, plan *p)
+{
+    const one_stop_plan *o = ctx;
+    plan_clean(p, 4, 2.5, 0.2);
+    if (s == o->at) {
+        p->stopped[o->stopped] = o->stop_ms;
+        p->before[o->stopped] = 0;
     }
 }
 
@@ -1315,22 +1327,8 @@ static void few_stops_on_short_steps_named(void)
 static void run_one_stop(uint32_t stopped, double stop_ms, uint64_t at,
                          uint64_t steps, found *fd)
 {
-    rng_state = 5100 + stopped;
-    ss_detectors *d = make(4, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < steps; s++) {
-        plan p;
-        plan_clean(&p, 4, 2.5, 0.2);
-        if (s == at) {
-            p.stopped[stopped] = stop_ms;
-            p.before[stopped] = 0;
-        }
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    one_stop_plan o = {stopped, stop_ms, at};
+    run_plans(4, steps, 5100 + stopped, plan_one_stop, NULL, &o, fd);
 }
 
 static void one_long_stop_named(void)
@@ -1363,6 +1361,30 @@ static void one_long_stop_named(void)
 
 enum { WORK_3S, STOPPED_3S, STOPPED_3S_ONE_STEP_EARLY, STOPPED_3S_ONE_STEP_LATE };
 
+static void plan_whole_job_pause(void *ctx, uint64_t s, plan *p)
+{
+    int how = *(const int *)ctx;
+    plan_clean(p, 4, 2.5, 0.2);
+    for (uint32_t r = 0; (s == 150 || s == 151) && r < 4; r++) {
+        if (how == STOPPED_3S_ONE_STEP_EARLY) {
+            if (s == 150 && r == 2)
+                p->stopped_after[r] = 3000;
+            else if (s == 151 && r != 2)
+                p->stopped[r] = 3000;
+        } else if (how == STOPPED_3S_ONE_STEP_LATE) {
+            if ((s == 150) == (r != 2))
+                p->stopped_after[r] = 3000;
+        } else if (s == 151) {
+            continue;
+        } else if (how == STOPPED_3S) { /* ranks 1, 3 before arriving */
+            p->stopped[r] = 3000;
+            p->before[r] = (int)(r % 2);
+        } else {
+            p->work[r] += 3000;
+        }
+    }
+}
+
 /* 300 steps of ~3.5 ms on 4 ranks; in step 150 every rank is stopped for
  * 3 s (the job frozen from outside; two of them before they reach the
  * collective, so they arrive late at it) with STOPPED_3S; with
@@ -1375,36 +1397,7 @@ enum { WORK_3S, STOPPED_3S, STOPPED_3S_ONE_STEP_EARLY, STOPPED_3S_ONE_STEP_LATE 
  * between two steps). */
 static void run_whole_job_pause(int how, found *fd)
 {
-    rng_state = 5200;
-    ss_detectors *d = make(4, fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 300; s++) {
-        plan p;
-        plan_clean(&p, 4, 2.5, 0.2);
-        for (uint32_t r = 0; (s == 150 || s == 151) && r < 4; r++) {
-            if (how == STOPPED_3S_ONE_STEP_EARLY) {
-                if (s == 150 && r == 2)
-                    p.stopped_after[r] = 3000;
-                else if (s == 151 && r != 2)
-                    p.stopped[r] = 3000;
-            } else if (how == STOPPED_3S_ONE_STEP_LATE) {
-                if ((s == 150) == (r != 2))
-                    p.stopped_after[r] = 3000;
-            } else if (s == 151) {
-                continue;
-            } else if (how == STOPPED_3S) { /* ranks 1, 3 before arriving */
-                p.stopped[r] = 3000;
-                p.before[r] = (int)(r % 2);
-            } else {
-                p.work[r] += 3000;
-            }
-        }
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
+    run_plans(4, 300, 5200, plan_whole_job_pause, NULL, &how, fd);
 }
 
 /* The whole job frozen for 3 s once is one stall, no rank's, in the step
@@ -1465,21 +1458,9 @@ static void a_pause_of_the_whole_job_is_a_stall(void)
  */
 static void straggler_by_work_on_a_loaded_machine(void)
 {
-    rng_state = 6001;
     found fd;
-    ss_detectors *d = make(4, &fd);
-    REQUIRE(d);
-    job_step b;
-    for (uint64_t s = 0; s < 300; s++) {
-        plan p;
-        plan_clean(&p, 4, 8, 0);
-        p.work[1] += 8;
-        for (uint32_t r = 0; r < 4; r++)
-            p.runq[r] = 4 * p.work[r] * (0.9 + 0.2 * uniform());
-        build_step(&b, 4, s, &p);
-        ss_detectors_step(d, &b.v, names);
-    }
-    ss_detectors_finish(d, names);
+    work_plan w = {8, 1, 1, 8, 4};
+    run_plans(4, 300, 6001, plan_own_work, NULL, &w, &fd);
     const ss_finding *f = first_kind(&fd, "straggler");
     REQUIRE(f);
     CHECK_EQ_INT(f->ranks[0], 1);
@@ -1487,7 +1468,6 @@ static void straggler_by_work_on_a_loaded_machine(void)
     CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
     if (count_kind(&fd, "straggler") != 1)
         dump(&fd);
-    ss_detectors_destroy(d);
 }
 
 TEST_LIST(TEST(a_pause_of_the_whole_job_is_a_stall),
