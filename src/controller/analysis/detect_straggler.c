@@ -1049,6 +1049,26 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
     return M_STEP_TIME;
 }
 
+/* Rank RS's time in phase P (the step's phase I), by self time where RS
+ * and another rank report it (*SELF 1), else inclusive (*SELF 0), in
+ * *OWN; in *REF the reference rank's: the median rank's, or the other
+ * rank's where two reported it (their median lies halfway between them,
+ * and their lateness is measured against each other:
+ * two_ranks_against_each_other).  Returns the statistics compared. */
+static const ss_stat *phase_against_reference(const ss_step_view *v,
+                                              uint32_t i,
+                                              const ss_rank_step *rs, int p,
+                                              double *own, double *ref,
+                                              int *self)
+{
+    *self = v->phase_self && v->phase_self[i].n >= 2 && rs->phase_self_ns &&
+            rs->phase_self_ns[p] != SS_MISSING;
+    const ss_stat *st = *self ? &v->phase_self[i] : &v->phases[i].stat;
+    *own = (double)(*self ? rs->phase_self_ns[p] : rs->phase_ns[p]);
+    *ref = st->n == 2 ? 2 * (double)st->median - *own : (double)st->median;
+    return st;
+}
+
 /* The phase (other than SKIP) in which rank RS exceeds the median rank the
  * most (the other rank where two reported it); NO_NAME when none exceeds
  * it.  Phases nest, so a phase is compared by self time when RS and
@@ -1071,16 +1091,10 @@ static int blame_phase(const ss_step_view *v, const ss_rank_step *rs,
             rs->phase_ns[p] == SS_MISSING)
             continue;
         compared++;
-        int self = v->phase_self && v->phase_self[i].n >= 2 &&
-                   rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
-        const ss_stat *st = self ? &v->phase_self[i] : &v->phases[i].stat;
-        double ex = (double)(self ? rs->phase_self_ns[p] : rs->phase_ns[p]) -
-                    (double)st->median;
-        /* two ranks: their median lies halfway between them, so the
-         * excess over the other rank, as their lateness is measured
-         * (two_ranks_against_each_other) */
-        if (st->n == 2)
-            ex *= 2;
+        double own, ref;
+        int self;
+        phase_against_reference(v, i, rs, p, &own, &ref, &self);
+        double ex = own - ref;
         if (ex > 0)
             sum += ex;
         if (ex > best_ex) {
@@ -1113,13 +1127,10 @@ static uint32_t phase_ratios(const ss_step_view *v, const ss_rank_step *rs,
         if (p == skip || p == wait || p < 0 || (uint32_t)p >= v->n_names ||
             rs->phase_ns[p] == SS_MISSING)
             continue;
-        int self = v->phase_self && v->phase_self[i].n >= 2 &&
-                   rs->phase_self_ns && rs->phase_self_ns[p] != SS_MISSING;
-        const ss_stat *st = self ? &v->phase_self[i] : &v->phases[i].stat;
-        double own = (double)(self ? rs->phase_self_ns[p] : rs->phase_ns[p]);
-        double ref = (double)st->median;
-        if (st->n == 2)
-            ref = 2 * ref - own; /* the other rank's */
+        double own, ref;
+        int self;
+        const ss_stat *st =
+            phase_against_reference(v, i, rs, p, &own, &ref, &self);
         if (st->n < 2 || !(ref >= SLOWER_PHASE_SHARE * med_step_ns) ||
             ref <= 0)
             continue;
