@@ -7,10 +7,14 @@ a hang on node 1 (a rank asleep at step 5 while the others wait in step 6,
 under --hang-timeout 3 --on-hang stop) is a `hang` finding naming it, and
 the stacks stored with it (`report`) hold node 1's ranks in time.sleep, on
 loopback and on the virtual cluster of tests/netns.py (as root).
+A rank of node 1 stopped from outside (SIGSTOP) is named by the hang as
+stopped, its process in state T, as a rank of node 0 would be.
 A node whose agent does not answer leaves placeholders that say so.  After each scenario
 no process of the job is left.  No PyTorch needed: the ranks are small
 Python programs."""
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import STEPSCOPE  # noqa: E402
+from test_host import rank_pid  # noqa: E402
 from test_multinode import (Scenario, assert_nothing_left, cluster,  # noqa: E402,F401
                             finish, needs_netns, spawn)
 
@@ -162,6 +167,38 @@ def test_a_hang_on_node_1_across_namespaces(tmp_path, cluster):
     hosts = [r["host"] for r in doc["ranks"]]
     assert hosts[0] == hosts[1] and hosts[2] == hosts[3], hosts
     assert hosts[0] != hosts[2], hosts
+
+
+def test_a_stopped_rank_on_node_1_is_said_to_be_stopped(tmp_path):
+    """Rank 3, on node 1, stopped with SIGSTOP while every rank steps: its
+    agent tells the controller, whose hang finding says what holds it (as
+    for a rank of its own node), not only that it went silent."""
+    sc = Scenario(tmp_path)
+    procs = start(sc, [sys.executable, str(STEPS_PY)],
+                  extra0=("--hang-timeout", "3", "--on-hang", "stop"),
+                  env={"STUCK_AT": "1000000"})
+    try:
+        pid = rank_pid(procs[1].pid, 3, seconds=60)
+        assert pid, "rank 3 never started"
+        time.sleep(3)  # some steps of every rank first
+        os.kill(pid, signal.SIGSTOP)
+        (rc0, _, err0), (rc1, _, err1) = finish(list(procs), timeout=120)
+        assert rc0 == HANG_EXIT, err0
+        rep = json.loads(subprocess.run(
+            [str(STEPSCOPE), "report", "--json", "--db", str(sc.db)],
+            capture_output=True, text=True, timeout=60).stdout)
+        hangs = [f for f in rep["findings"] if f["kind"] == "hang"]
+        assert len(hangs) == 1, rep["findings"]
+        msg = hangs[0]["message"]
+        assert hangs[0]["ranks"] == [3], hangs[0]
+        assert "rank 3 is stopped for " in msg, msg
+        assert "(its process is in state T: SIGSTOP, a job control stop or " \
+            "a freezer)" in msg, msg
+        r3 = rep["stacks"]["document"]["ranks"][3]
+        assert r3["state"] == "stopped", r3
+    finally:
+        stop(procs)
+        assert_nothing_left(sc)
 
 
 def test_a_silent_node_leaves_placeholders(tmp_path):

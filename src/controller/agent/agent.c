@@ -119,6 +119,7 @@ typedef struct agent {
     ss_launcher *launcher;
     ss_host_watch *host;
     int64_t *last_step;     /* per local rank, -1: none */
+    uint8_t *stop_said;     /* per local rank, the LINK_STOP_* sent last */
     int ranks_done;
     int lost;               /* the controller was lost */
     int rejoining;          /* lost, ranks stopped: joining again */
@@ -495,8 +496,10 @@ static int launch_ranks(agent *a, char *err, size_t errlen)
     ss_launcher_destroy(a->launcher);
     a->launcher = NULL;
     a->ranks_done = a->relaunch = 0;
-    for (uint32_t i = 0; i < a->cfg->nproc; i++)
+    for (uint32_t i = 0; i < a->cfg->nproc; i++) {
         a->last_step[i] = -1;
+        a->stop_said[i] = LINK_STOP_RUNNING;
+    }
     if (a->fold)
         ss_agent_fold_reset(a->fold);
     ss_launch_config lcfg;
@@ -903,6 +906,33 @@ static void on_link_end(void *ctx, ss_link_end end, const char *why)
     lose_controller(ctx, why);
 }
 
+/* Tells the controller which of the node's ranks a stop signal or a
+ * tracer holds now, for each whose state changed since it was last told
+ * (on every heartbeat): a remote rank gone silent is then said to be
+ * stopped in a hang finding, as a rank of the controller's node is. */
+static void say_rank_stops(agent *a)
+{
+    if (!a->host || a->stage != AG_RUNNING)
+        return;
+    ss_mono_ns now = ss_mono_now();
+    for (uint32_t i = 0; i < a->cfg->nproc; i++) {
+        int traced;
+        ss_dur_ns d = ss_host_watch_stopped_for(a->host, i, now, &traced);
+        uint8_t state = !d ? LINK_STOP_RUNNING
+                      : traced ? LINK_STOP_TRACED : LINK_STOP_SIGNAL;
+        if (state == a->stop_said[i])
+            continue;
+        uint64_t ms = state == LINK_STOP_RUNNING ? 0 : (uint64_t)d / 1000000;
+        link_frame f = {.type = LINK_RANK_STOP};
+        f.u.rank_stop = (link_rank_stop){
+            a->rank_base + i, state,
+            (uint32_t)(ms > UINT32_MAX ? UINT32_MAX : ms)};
+        if (send_frame(a, &f) != 0)
+            return;
+        a->stop_said[i] = state;
+    }
+}
+
 static void on_heartbeat(uv_timer_t *t)
 {
     agent *a = t->data;
@@ -919,6 +949,7 @@ static void on_heartbeat(uv_timer_t *t)
     }
     link_frame f = {.type = LINK_HEARTBEAT};
     send_frame(a, &f);
+    say_rank_stops(a);
 }
 
 static void try_connect(agent *a);
@@ -1145,10 +1176,12 @@ int ss_agent_main(const ss_agent_config *cfg)
     agent *a = calloc(1, sizeof *a);
     int64_t *last = calloc(cfg->nproc ? cfg->nproc : 1, sizeof *last);
     link_rank_exit *held = calloc(cfg->nproc ? cfg->nproc : 1, sizeof *held);
-    if (!a || !last || !held) {
+    uint8_t *stop_said = calloc(cfg->nproc ? cfg->nproc : 1, 1);
+    if (!a || !last || !held || !stop_said) {
         free(a);
         free(last);
         free(held);
+        free(stop_said);
         fprintf(stderr, "stepscope: out of memory\n");
         return 1;
     }
@@ -1171,6 +1204,7 @@ int ss_agent_main(const ss_agent_config *cfg)
                                     send_host_evidence, on_rank_gone};
     a->last_step = last;
     a->held_exits = held;
+    a->stop_said = stop_said;
     for (uint32_t i = 0; i < c.nproc; i++)
         last[i] = -1;
     a->rank_base = c.node_rank * c.nproc;
@@ -1240,6 +1274,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_agent_channels_free(a->channels);
     ss_agent_fold_free(a->fold);
     free(a->last_step);
+    free(a->stop_said);
     free(a->held_exits);
     free(a);
     return status;

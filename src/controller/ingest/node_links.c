@@ -470,6 +470,10 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_host)
             cb->on_host(cb->ctx, node, &f->u.host);
         return;
+    case LINK_RANK_STOP:
+        if (cb->on_rank_stop)
+            cb->on_rank_stop(cb->ctx, node, &f->u.rank_stop);
+        return;
     case LINK_HEALTH:
         if (cb->on_health)
             cb->on_health(cb->ctx, node, &f->u.health);

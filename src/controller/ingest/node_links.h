@@ -80,6 +80,9 @@ typedef struct {
      * times moved onto the controller's clock; valid during the call
      * only.  May be NULL. */
     void (*on_partial)(void *ctx, uint32_t node, const ss_node_partial *p);
+    /* One of NODE's ranks was stopped or runs again (RANK_STOP).  May be
+     * NULL. */
+    void (*on_rank_stop)(void *ctx, uint32_t node, const link_rank_stop *s);
 } ss_node_links_callbacks;
 
 typedef struct {

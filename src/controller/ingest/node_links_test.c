@@ -55,6 +55,7 @@ typedef struct {
     int restart_on_all;  /* the first ALL_EXITED restarts, the next ends */
     int node_mode;       /* the controller aggregates by node */
     int statuses, partials;
+    int stops;            /* RANK_STOP frames: rank 2 stopped for 1500 ms */
     uint64_t status_step;
     int64_t partial_latest;  /* the first latest-ending time, moved */
     uint32_t partial_present;
@@ -96,6 +97,13 @@ static void t_clock(void *ctx, uint32_t node, const link_clock *c)
 static void t_exit(void *ctx, uint32_t node, const link_rank_exit *e)
 {
     ((seen *)ctx)->exits++;
+}
+
+static void t_rank_stop(void *ctx, uint32_t node, const link_rank_stop *st)
+{
+    seen *s = ctx;
+    s->stops += st->rank == 2 && st->state == LINK_STOP_SIGNAL &&
+                st->stopped_ms == 1500;
 }
 
 static void t_all(void *ctx, uint32_t node, const link_all_exited *a)
@@ -461,6 +469,9 @@ static void *run_agent(void *arg)
         sp.u.stacks_part.len = sizeof obj - 1 - 10;
         send_frame(&c, &sp);
     }
+    link_frame rs = {.type = LINK_RANK_STOP};
+    rs.u.rank_stop = (link_rank_stop){2, LINK_STOP_SIGNAL, 1500};
+    send_frame(&c, &rs);
     link_frame ex = {.type = LINK_RANK_EXIT};
     ex.u.rank_exit.rank = 2;
     send_frame(&c, &ex);
@@ -509,7 +520,7 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
                                   t_health, t_stacks_part, t_refusals,
-                                  t_partial};
+                                  t_partial, t_rank_stop};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -543,6 +554,7 @@ static void a_node_joins_works_and_leaves(void)
     CHECK_EQ_INT(s.step_begin, 49000); /* moved by the node's offset */
     CHECK_EQ_INT(s.disconnects, 1);
     CHECK_EQ_INT(s.exits, 1);
+    CHECK_EQ_INT(s.stops, 1);
     CHECK_EQ_INT(s.all_exited, 1);
     CHECK_EQ_INT(s.gone, 1);
     CHECK_EQ_INT(s.gone_clean, 1);
@@ -782,7 +794,7 @@ static void run_hostile(seen *s, hostile *h, const ss_node_links_config *base)
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
                                   t_health, t_stacks_part, t_refusals,
-                                  NULL};
+                                  NULL, NULL};
     s->close_when_gone = 1 << 30; /* the script ends the case */
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);

@@ -43,7 +43,8 @@ static int sent_by_agent(unsigned type)
     case LINK_AGENT_HELLO: case LINK_PROOF: case LINK_OPEN: case LINK_DATA:
     case LINK_CLOSE: case LINK_TIME_REQ: case LINK_CLOCK: case LINK_HEARTBEAT:
     case LINK_RANK_STARTED: case LINK_RANK_EXIT: case LINK_ALL_EXITED:
-    case LINK_HOST: case LINK_BYE: case LINK_HEALTH: case LINK_STACKS_PART:
+    case LINK_HOST: case LINK_RANK_STOP: case LINK_BYE: case LINK_HEALTH:
+    case LINK_STACKS_PART:
     case LINK_NODE_PARTIAL: case LINK_NODE_STATUS:
         return 1;
     default:
@@ -84,6 +85,7 @@ static long fixed_size(unsigned type)
     case LINK_RANK_STARTED: return 8;
     case LINK_ALL_EXITED: return 8;
     case LINK_HOST: return HOST_SIZE;
+    case LINK_RANK_STOP: return 9;
     case LINK_RESTART: return 4;
     case LINK_INJECT: return 9;
     case LINK_STACKS_REQ: return 9;
@@ -108,6 +110,12 @@ static int inject_ok(const link_inject *x)
 {
     return x->signal == SIGSTOP ||
            (x->signal == SIGKILL && x->duration_ms == 0);
+}
+
+static int rank_stop_ok(const link_rank_stop *x)
+{
+    return x->state <= LINK_STOP_TRACED &&
+           (x->state != LINK_STOP_RUNNING || x->stopped_ms == 0);
 }
 
 static int stacks_req_ok(const link_stacks_req *x)
@@ -331,6 +339,13 @@ static void put_payload(wbuf *b, const link_frame *f)
             put_bytes(b, h->output, n);
         break;
     }
+    case LINK_RANK_STOP:
+        if (!rank_stop_ok(&f->u.rank_stop))
+            b->bad = 1;
+        put_u32(b, f->u.rank_stop.rank);
+        put_u8(b, f->u.rank_stop.state);
+        put_u32(b, f->u.rank_stop.stopped_ms);
+        break;
     case LINK_INJECT:
         if (!inject_ok(&f->u.inject))
             b->bad = 1;
@@ -738,6 +753,16 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
             return fail(err, errlen, "HOST has a GPU presence flag of %d",
                         out->u.host.host.gpu.present);
         break;
+    case LINK_RANK_STOP:
+        out->u.rank_stop.rank = get_u32(r);
+        out->u.rank_stop.state = get_u8(r);
+        out->u.rank_stop.stopped_ms = get_u32(r);
+        if (!rank_stop_ok(&out->u.rank_stop))
+            return fail(err, errlen, "RANK_STOP has state %u stopped for %u "
+                        "ms (0 running with 0 ms, 1 stopped, 2 traced)",
+                        (unsigned)out->u.rank_stop.state,
+                        (unsigned)out->u.rank_stop.stopped_ms);
+        break;
     case LINK_STOP:
         out->u.stop.kill_now = get_u8(r);
         if (get_str(r, out->u.stop.reason) == -2)
@@ -968,6 +993,7 @@ const char *link_type_name(unsigned type)
     case LINK_RANK_EXIT: return "RANK_EXIT";
     case LINK_ALL_EXITED: return "ALL_EXITED";
     case LINK_HOST: return "HOST";
+    case LINK_RANK_STOP: return "RANK_STOP";
     case LINK_STOP: return "STOP";
     case LINK_BYE: return "BYE";
     case LINK_RESTART: return "RESTART";

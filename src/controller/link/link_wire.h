@@ -43,9 +43,9 @@
 
 /* 2: JOIN_OK names the run's aggregation (rank or node); NODE_PARTIAL and
  * NODE_STATUS.  3: each frame's MAC is keyed BLAKE2b, no longer
- * HMAC-SHA256.  Agents and controllers of different versions refuse each
+ * HMAC-SHA256.  4: RANK_STOP.  Agents and controllers of different versions refuse each
  * other at AGENT_HELLO with both versions named. */
-#define LINK_VERSION 3
+#define LINK_VERSION 4
 #define LINK_MAGIC "SSAG"
 #define LINK_HEADER_SIZE 8
 #define LINK_MAX_PAYLOAD 65536
@@ -86,6 +86,7 @@ typedef enum {
     LINK_RANK_EXIT = 31,    /* agent -> controller */
     LINK_ALL_EXITED = 32,   /* agent -> controller */
     LINK_HOST = 33,         /* agent -> controller: one rank step's evidence */
+    LINK_RANK_STOP = 34,    /* agent -> controller: a rank stopped or runs */
     /* commands */
     LINK_STOP = 40,       /* controller -> agent */
     LINK_BYE = 41,        /* agent -> controller, last frame */
@@ -199,6 +200,19 @@ typedef struct {
     ss_host_step host;    /* every field, SS_MISSING kept as is */
 } link_host;
 
+/* A rank's process was stopped (a stop signal: STATE 1; a tracer such as
+ * a debugger: STATE 2) STOPPED_MS ago by the agent's clock, or runs again
+ * (STATE 0, STOPPED_MS 0).  Sent when the state changes, so the
+ * controller can say a remote rank that went silent is stopped. */
+#define LINK_STOP_RUNNING 0
+#define LINK_STOP_SIGNAL 1
+#define LINK_STOP_TRACED 2
+typedef struct {
+    uint32_t rank;
+    uint8_t state;        /* LINK_STOP_RUNNING, _SIGNAL or _TRACED */
+    uint32_t stopped_ms;  /* 0 with LINK_STOP_RUNNING */
+} link_rank_stop;
+
 typedef struct {
     uint8_t kill_now;     /* 1: SIGKILL now; 0: SIGTERM, grace, SIGKILL */
     char reason[LINK_MAX_STR + 1];
@@ -305,6 +319,7 @@ typedef struct {
         link_rank_exit rank_exit;
         link_all_exited all_exited;
         link_host host;
+        link_rank_stop rank_stop;
         link_stop stop;
         link_restart restart;
         link_health health;

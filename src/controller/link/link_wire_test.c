@@ -97,6 +97,11 @@ static link_frame sample(link_type type)
         f.u.rank_started.rank = 17;
         f.u.rank_started.pid = 4000000;
         break;
+    case LINK_RANK_STOP:
+        f.u.rank_stop.rank = 21;
+        f.u.rank_stop.state = LINK_STOP_TRACED;
+        f.u.rank_stop.stopped_ms = 4000000000u;
+        break;
     case LINK_RANK_EXIT:
         f.u.rank_exit.rank = 17;
         f.u.rank_exit.exit_code = -1;
@@ -247,8 +252,8 @@ static int handshake(link_pair *p)
 static const link_type k_from_agent[] = {
     LINK_OPEN, LINK_DATA, LINK_CLOSE, LINK_TIME_REQ, LINK_CLOCK,
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
-    LINK_HOST, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART, LINK_NODE_PARTIAL,
-    LINK_NODE_STATUS};
+    LINK_HOST, LINK_RANK_STOP, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART,
+    LINK_NODE_PARTIAL, LINK_NODE_STATUS};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
     LINK_RESTART, LINK_END, LINK_INJECT, LINK_STACKS_REQ};
@@ -706,7 +711,7 @@ static void every_prefix_needs_more(void)
     fill_data();
     link_pair p;
     REQUIRE(handshake(&p));
-    const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_EXIT,
+    const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_STOP, LINK_RANK_EXIT,
                              LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
                              LINK_HEALTH, LINK_INJECT, LINK_RESTART, LINK_STACKS_REQ,
                              LINK_STACKS_PART};
@@ -821,15 +826,15 @@ static void malformed_frames_are_refused(void)
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
     CHECK(strstr(err, "magic") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 4;
+    g_buf[LINK_HEADER_SIZE + 4] = 5;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "version 4") != NULL);
-    /* An agent of link version 2 (HMAC-SHA256 MACs) is told so. */
+    CHECK(strstr(err, "version 5") != NULL);
+    /* An agent of link version 3 (no RANK_STOP) is told so. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 2;
+    g_buf[LINK_HEADER_SIZE + 4] = 3;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "agent speaks link version 2, this controller "
-                  "version 3") != NULL);
+    CHECK(strstr(err, "agent speaks link version 3, this controller "
+                  "version 4") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[LINK_HEADER_SIZE + 6] = 1;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
@@ -909,6 +914,12 @@ static void malformed_frames_are_refused(void)
     f = sample(LINK_INJECT);
     f.u.inject.signal = SIGCONT;
     CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_RANK_STOP);
+    f.u.rank_stop.state = 3;
+    CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
+    f = sample(LINK_RANK_STOP);
+    f.u.rank_stop.state = LINK_STOP_RUNNING; /* running, yet stopped for */
+    CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_HEALTH);
     f.u.health.ok = 2;
     CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
@@ -986,6 +997,9 @@ static void health_output_too_long(uint8_t *pl, size_t *len)
 }
 static void health_output_nul(uint8_t *pl, size_t *len) { pl[8] = 0; (void)len; }
 static void health_check_newline(uint8_t *pl, size_t *len) { pl[3] = '\n'; (void)len; }
+/* RANK_STOP: rank(4) state(1) stopped_ms(4). */
+static void stop_state_3(uint8_t *pl, size_t *len) { pl[4] = 3; (void)len; }
+static void running_for_a_while(uint8_t *pl, size_t *len) { pl[4] = 0; (void)len; }
 static void inject_sigterm(uint8_t *pl, size_t *len) { pl[4] = SIGTERM; (void)len; }
 static void inject_kill_for_a_while(uint8_t *pl, size_t *len) { pl[4] = SIGKILL; (void)len; }
 /* STACKS_REQ: id(4) native(1) deadline(4); STACKS_PART: id(4) rank(4)
@@ -1030,6 +1044,9 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_HEALTH, health_output_nul, "NUL"},
         {LINK_HEALTH, health_check_newline, "malformed check name"},
         {LINK_HEALTH, extra_byte, "trailing"},
+        {LINK_RANK_STOP, stop_state_3, "RANK_STOP has state 3"},
+        {LINK_RANK_STOP, running_for_a_while, "state 0 stopped for 4000000000"},
+        {LINK_RANK_STOP, extra_byte, "payload bytes"},
         {LINK_INJECT, inject_sigterm, "INJECT has signal 15"},
         {LINK_INJECT, inject_kill_for_a_while, "signal 9 with a duration"},
         {LINK_INJECT, extra_byte, "payload bytes"},
@@ -1047,6 +1064,7 @@ static void decoder_checks_fields_of_keyed_frames(void)
     CHECK(patched(&p, LINK_STOP, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_HEALTH, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_INJECT, no_change, err) == LINK_OK);
+    CHECK(patched(&p, LINK_RANK_STOP, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_STACKS_REQ, no_change, err) == LINK_OK);
     CHECK(patched(&p, LINK_STACKS_PART, no_change, err) == LINK_OK);
     for (size_t i = 0; i < COUNT(cases); i++) {

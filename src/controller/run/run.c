@@ -257,9 +257,10 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         h->coll_seq = s->coll_seq;
         h->coll_active = s->coll_active;
         h->heard_at = s->status_at;
-        if (i < r->o->nproc_local)
-            h->stopped_for = ss_host_watch_stopped_for(r->host, i, now,
-                                                       &h->traced);
+        h->stopped_for =
+            i < r->o->nproc_local
+                ? ss_host_watch_stopped_for(r->host, i, now, &h->traced)
+                : run_nodes_stopped_for(r->nodes, i, now, &h->traced);
     }
     ss_finding f;
     if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->o->nprocs, &f))

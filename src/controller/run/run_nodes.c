@@ -27,6 +27,13 @@ typedef struct {
  * at 131,072 ranks, docs/performance.md); ~3 KiB a rank. */
 #define SS_REMOTE_HOST_SLOTS 16
 
+/* Whether another node's rank is stopped, as its agent last said
+ * (RANK_STOP): since when on the controller's clock, 0 while it runs. */
+typedef struct {
+    ss_mono_ns since;
+    int traced;       /* a tracer holds it, not a stop signal */
+} remote_stop;
+
 /* What the controller knows of one node of a multi-node run. */
 typedef struct {
     int joined;       /* its agent joined (node 0: always) */
@@ -48,6 +55,7 @@ struct run_nodes {
     uint32_t attempt;
     node_slot *nodes;              /* nnodes entries */
     remote_host_slot *remote_host; /* (nprocs - nproc_local) x slots */
+    remote_stop *remote_stop;      /* nprocs - nproc_local */
     ss_node_links *links;          /* NULL on a single-node run */
     ss_remote_stacks *remote_stacks; /* NULL on a single-node run */
 };
@@ -250,7 +258,28 @@ static void cb_rank_started(void *ctx, uint32_t node,
     run_nodes *r = ctx;
     if (!owns(r, node, st->rank))
         return;
+    if (st->rank >= r->o->nproc_local)
+        r->remote_stop[st->rank - r->o->nproc_local] = (remote_stop){0, 0};
     r->ev.rank_started(r->ev.ctx, st->rank, st->pid);
+}
+
+/* One of NODE's ranks stopped, or runs again: when it stopped is moved
+ * onto this clock as the time its agent measured before now (the frame's
+ * transit, well under a second, is not counted). */
+static void cb_rank_stop(void *ctx, uint32_t node, const link_rank_stop *s)
+{
+    run_nodes *r = ctx;
+    if (!owns(r, node, s->rank) || s->rank < r->o->nproc_local)
+        return;
+    remote_stop *slot = &r->remote_stop[s->rank - r->o->nproc_local];
+    if (s->state == LINK_STOP_RUNNING) {
+        *slot = (remote_stop){0, 0};
+        return;
+    }
+    ss_mono_ns now = ss_mono_now();
+    ss_dur_ns ago = (ss_dur_ns)s->stopped_ms * 1000000;
+    slot->since = now > ago ? now - ago : 1;
+    slot->traced = s->state == LINK_STOP_TRACED;
 }
 
 static void cb_rank_exit(void *ctx, uint32_t node, const link_rank_exit *e)
@@ -427,7 +456,9 @@ static run_nodes *start(run_nodes *r, char *err, size_t errlen)
     r->remote_host = calloc((size_t)(r->o->nprocs - r->o->nproc_local) *
                                 SS_REMOTE_HOST_SLOTS,
                             sizeof *r->remote_host);
-    if (!r->remote_host) {
+    r->remote_stop = calloc(r->o->nprocs - r->o->nproc_local,
+                            sizeof *r->remote_stop);
+    if (!r->remote_host || !r->remote_stop) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
@@ -455,7 +486,8 @@ static run_nodes *start(run_nodes *r, char *err, size_t errlen)
                                   cb_health,
                                   cb_stacks_part,
                                   cb_refusals,
-                                  cb_partial};
+                                  cb_partial,
+                                  cb_rank_stop};
     ss_remote_stacks_config scfg = {r->o->nnodes, r->o->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(r->cfg.loop, &scfg);
@@ -513,6 +545,19 @@ int run_nodes_host(const run_nodes *r, uint32_t rank, uint64_t step,
     return 0;
 }
 
+ss_dur_ns run_nodes_stopped_for(const run_nodes *r, uint32_t rank,
+                                ss_mono_ns now, int *traced)
+{
+    *traced = 0;
+    if (!r->remote_stop || rank < r->o->nproc_local || rank >= r->o->nprocs)
+        return 0;
+    const remote_stop *s = &r->remote_stop[rank - r->o->nproc_local];
+    if (!s->since)
+        return 0;
+    *traced = s->traced;
+    return now > s->since ? now - s->since : 1;
+}
+
 void run_nodes_finish(run_nodes *r)
 {
     if (r->o->nnodes == 1)
@@ -530,6 +575,8 @@ void run_nodes_restart(run_nodes *r)
     memset(r->remote_host, 0, (size_t)(r->o->nprocs - r->o->nproc_local) *
                                   SS_REMOTE_HOST_SLOTS *
                                   sizeof *r->remote_host);
+    memset(r->remote_stop, 0, (size_t)(r->o->nprocs - r->o->nproc_local) *
+                                  sizeof *r->remote_stop);
     put_node(r, 0, SS_NODE_RUNNING, NULL, SS_MISSING);
     for (uint32_t k = 1; k < r->o->nnodes; k++) {
         node_slot *s = &r->nodes[k];
@@ -596,6 +643,7 @@ void run_nodes_free(run_nodes *r)
         return;
     free(r->nodes);
     free(r->remote_host);
+    free(r->remote_stop);
     free(r);
 }
 
