@@ -180,6 +180,7 @@ EXPECT = {
     "slow-optimizer": (Want("straggler", 3, "optimizer"),),
     "slow-data": (Want("straggler", 2, "data"), Want("data_stall", 2)),
     "data-stall": (Want("data_stall", 1),),
+    "data-stall-2-ranks": (Want("data_stall", 1),),
     "slow-3ms-11ms-step": (Want("straggler", 1, "forward"),),
     "slow-1ms-short-step": (Want("straggler", 1, "forward"),),
     "slow-forward-8-ranks": (Want("straggler", 5, "forward"),),
@@ -212,6 +213,7 @@ EXPECT = {
     "memory-leak": (Want("memory_creep", 1),),
     "memory-spike": (Want("memory_spike", 2),),
     "memory-imbalance": (Want("memory_imbalance", 3),),
+    "memory-imbalance-2-ranks": (Want("memory_imbalance", 0),),
     # float8 health (examples/fp8_emulated.py): the layer, tensor and step
     "fp8-clean": CLEAN,
     "fp8-clean-delayed": CLEAN,
@@ -350,6 +352,8 @@ SCENARIOS = (
              ("--slow-rank", "2", "--slow-phase", "data", "--slow-ms", "40")),
     Scenario("data-stall", "rank 1: a 150 ms read every 10 steps", 4, 120,
              ("--stall-rank", "1", "--stall-ms", "150", "--stall-every", "10")),
+    Scenario("data-stall-2-ranks", "rank 1 of 2: a 150 ms read every 2 steps", 2, 120,
+             ("--stall-rank", "1", "--stall-ms", "150", "--stall-every", "2")),
     Scenario("slow-3ms-11ms-step", "rank 1: +3 ms in forward of a ~11 ms step", 4, 250,
              MID + ("--slow-rank", "1", "--slow-ms", "3")),
     Scenario("slow-1ms-short-step", "rank 1: +1 ms in forward of a ~1.3 ms step", 2, 400,
@@ -411,6 +415,8 @@ SCENARIOS = (
              ("--spike-rank", "2", "--spike-step", "40", "--spike-mb", "512")),
     Scenario("memory-imbalance", "rank 3 holds 768 MiB more throughout", 4, 80,
              ("--imbalance-rank", "3", "--imbalance-mb", "768")),
+    Scenario("memory-imbalance-2-ranks", "rank 0 of 2 holds 768 MiB more throughout", 2, 80,
+             ("--imbalance-rank", "0", "--imbalance-mb", "768")),
 ) + tuple(
     Scenario(f"nan-{mode}-{depth}-{d}-{pos}",
              f"NaN in {module} {d}, rank {rank}, step {NAN_STEP}, --numerics {mode}",

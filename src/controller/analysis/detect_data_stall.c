@@ -4,14 +4,16 @@
  *
  * A phase is a data-loading phase when its name is one of
  * data_phase_names[] (ignoring case).  A stall is a step where the rank's
- * time in it exceeds the median rank's by data_stall.min_ms and is
- * data_stall.factor times it; after data_stall.min_count stalls the rank
- * gets a finding, with the period of the stalls when they recur
- * regularly.  Per rank it keeps a ring of its last STALL_RING stalls.  It
- * tells jitter which steps had a stall (ss__step_notes.data_stall).  A
- * step in which the host saw the rank stopped or throttled for half the
- * excess or more is not a stall: it did not run, and the host detector
- * says so (stopped, cpu_throttled).
+ * time in it exceeds the median rank's (of two ranks, the other's:
+ * ss__reference) by data_stall.min_ms and is data_stall.factor times it;
+ * after data_stall.min_count stalls the rank gets a finding, with the
+ * period of the stalls when they recur regularly; critical when its
+ * stalls are as long as a step without one (typical_step_ms).  Per rank
+ * it keeps a ring of its last STALL_RING stalls.  It tells jitter which
+ * steps had a stall (ss__step_notes.data_stall).  A step in which the
+ * host saw the rank stopped or throttled for half the excess or more is
+ * not a stall: it did not run, and the host detector says so (stopped,
+ * cpu_throttled).
  * docs/detectors.md, "data_stall", states the rule and its defaults.
  */
 #include "detectors_internal.h"
@@ -24,6 +26,9 @@
 #include "stats.h"
 
 #define STALL_RING 32
+/* The median step time of this many of the latest steps without a stall
+ * is the typical step a stall is measured against (critical_frac). */
+#define TYPICAL_RING 64
 
 /* Phase names treated as data loading (compared ignoring case). */
 static const char *const data_phase_names[] = {
@@ -42,6 +47,9 @@ typedef struct {
 
 typedef struct {
     uint32_t world;
+    float typical_ms[TYPICAL_RING]; /* ring: the median rank's step time
+                                       of steps without a stall */
+    uint32_t typical_next, n_typical;
     int8_t is_data[SS_MAX_RUN_NAMES]; /* by name index */
     uint32_t n_classified;
     stall_rank **rank; /* world entries, allocated at a rank's first stall */
@@ -97,12 +105,15 @@ static void refresh_stall(ss_detectors *d, stall_rank *st, uint32_t r)
     snprintf(f->message, sizeof f->message,
              "rank %u stalls waiting for data: %u times since step "
              "%" PRIu64 " its %s phase took %s ms (median) longer than the "
-             "median rank's, %s s in all%s.",
+             "%s rank's, %s s in all%s.",
              r, st->count, st->first, f->phase, ss__fmt_ms(a, sizeof a, med),
+             d->world == 2 ? "other" : "median",
              ss__fmt_ms(b, sizeof b, st->total_ms / 1000), per);
     ss__finding_touch(d, st->finding);
 }
 
+/* Rank R stalled in STEP, EXCESS_MS in PHASE, where the typical step is
+ * MED_STEP_MS (typical_step_ms). */
 static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
                        uint64_t step, int phase, double excess_ms,
                        double med_step_ms)
@@ -189,6 +200,21 @@ static double not_running_ms(const ss_rank_step *rs)
     return ns / 1e6;
 }
 
+/* The typical step a stall is measured against: the median of the
+ * median rank's step time over the latest steps without a stall (a stall
+ * lengthens its own step on every rank that waits for it at a
+ * collective), or THIS_STEP_MS, that of the step itself, before any. */
+static double typical_step_ms(const data_stall *ds, double this_step_ms)
+{
+    uint32_t n = ds->n_typical;
+    if (n == 0)
+        return this_step_ms;
+    double v[TYPICAL_RING];
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = ds->typical_ms[i];
+    return ss_median_f64(v, n);
+}
+
 static void data_stall_step(void *state, ss_detectors *d,
                             const ss_step_view *v, uint32_t world)
 {
@@ -196,28 +222,37 @@ static void data_stall_step(void *state, ss_detectors *d,
     double med_step_ms = v->step_time.median == SS_MISSING
                              ? 0
                              : (double)v->step_time.median / 1e6;
+    int stalled = 0;
+    double typical = 0;
     for (uint32_t i = 0; i < v->n_phases; i++) {
         const ss_phase_stat *ps = &v->phases[i];
         int p = ps->name;
         if (p < 0 || (uint32_t)p >= v->n_names || !ds->is_data[p] ||
             ps->stat.n == 0)
             continue;
-        double med = (double)ps->stat.median;
         double floor_ns = d->p[P_D_MIN_MS] * 1e6;
         for (uint32_t r = 0; r < world; r++) {
             const ss_rank_step *rs = &v->ranks[r];
             if (!rs->present || rs->phase_ns[p] == SS_MISSING)
                 continue;
             double val = (double)rs->phase_ns[p];
+            double med = ss__reference(&ps->stat, val);
             /* a rank stopped or throttled for half the excess or more in
              * that step did not wait for data: the host detector names it */
             if (val - med >= floor_ns && val >= d->p[P_D_FACTOR] * med &&
                 not_running_ms(rs) < 0.5 * (val - med) / 1e6) {
                 d->note.data_stall = 1;
-                stall_seen(d, ds, r, v->step, p, (val - med) / 1e6,
-                           med_step_ms);
+                if (!stalled++)
+                    typical = typical_step_ms(ds, med_step_ms);
+                stall_seen(d, ds, r, v->step, p, (val - med) / 1e6, typical);
             }
         }
+    }
+    if (!stalled && med_step_ms > 0) {
+        ds->typical_ms[ds->typical_next] = (float)med_step_ms;
+        ds->typical_next = (ds->typical_next + 1) % TYPICAL_RING;
+        if (ds->n_typical < TYPICAL_RING)
+            ds->n_typical++;
     }
 }
 

@@ -10,8 +10,9 @@
  *    median of its last memory_spike.baseline_steps values).
  *  - memory_creep: a steady rise, the Theil-Sen slope over a decimated
  *    (step, bytes) history per rank, sustained in both halves of it.
- *  - memory_imbalance: a rank far above the median rank for
- *    memory_imbalance.min_steps consecutive steps.
+ *  - memory_imbalance: a rank far above the median rank (of two, the
+ *    other: ss__reference) for memory_imbalance.min_steps consecutive
+ *    steps.
  *
  * docs/detectors.md states every rule and default.
  */
@@ -426,13 +427,15 @@ static void refresh_imbalance(ss_detectors *d, memory *mm, int kind)
     ss__evidence_end(ev, f);
     char a[32], b[32], c[32], list[160];
     snprintf(f->message, sizeof f->message,
-             "%s is imbalanced: %s stay%s well above the median rank for "
-             "%u+ consecutive steps; rank %d holds %s against a median of "
+             "%s is imbalanced: %s stay%s well above the %s rank for "
+             "%u+ consecutive steps; rank %d holds %s against %s"
              "%s (+%s, +%.0f %%).",
              mem_label(kind), ss__fmt_ranks(list, sizeof list, ranks, n,
                                         m->n_imbalanced),
-             m->n_imbalanced == 1 ? "s" : "", m->imb_run, m->imb_rank,
+             m->n_imbalanced == 1 ? "s" : "",
+             d->world == 2 ? "other" : "median", m->imb_run, m->imb_rank,
              ss__fmt_bytes(a, sizeof a, (double)m->imb_bytes),
+             d->world == 2 ? "the other rank's " : "a median of ",
              ss__fmt_bytes(b, sizeof b, (double)m->imb_median),
              ss__fmt_bytes(c, sizeof c, excess), frac * 100);
     ss__finding_touch(d, m->imb_finding);
@@ -444,7 +447,7 @@ static void refresh_imbalance(ss_detectors *d, memory *mm, int kind)
 static int imbalance_check(const ss_detectors *d, mem_kind *m, uint32_t r,
                            uint64_t step, int64_t val, const ss_stat *st)
 {
-    double med = (double)st->median;
+    double med = ss__reference(st, (double)val);
     double ex = (double)val - med;
     if (!(st->n >= 2 && ex >= d->p[P_I_MIN_MIB] * MIB &&
           ex >= d->p[P_I_MIN_FRAC] * med)) {

@@ -1065,7 +1065,7 @@ static const ss_stat *phase_against_reference(const ss_step_view *v,
             rs->phase_self_ns[p] != SS_MISSING;
     const ss_stat *st = *self ? &v->phase_self[i] : &v->phases[i].stat;
     *own = (double)(*self ? rs->phase_self_ns[p] : rs->phase_ns[p]);
-    *ref = st->n == 2 ? 2 * (double)st->median - *own : (double)st->median;
+    *ref = ss__reference(st, *own);
     return st;
 }
 

@@ -276,6 +276,17 @@ static inline uint32_t ss__param_u32(const ss_detectors *d, int id)
     return (uint32_t)d->p[id];
 }
 
+/* What one rank's value OWN of a step is compared with, ST being the
+ * step's statistics over the ranks that reported it, OWN among them: the
+ * median rank's value, except where two ranks reported it.  Their median
+ * lies halfway between them, so a rank twice the other's value is only
+ * 1.33 times the median and the excess halves: the other rank's value
+ * (2 x median - OWN) is the reference there. */
+static inline double ss__reference(const ss_stat *st, double own)
+{
+    return st->n == 2 ? 2 * (double)st->median - own : (double)st->median;
+}
+
 /* Index of the ring slot I positions before the newest one, in a ring of
  * CAP slots whose next write goes to HEAD. */
 static inline uint32_t ss__ring_back(uint32_t head, uint32_t cap, uint32_t i)

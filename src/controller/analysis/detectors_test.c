@@ -397,6 +397,13 @@ static void stall_rank2_every_7(work *w, uint64_t s)
         w->data[2] += 400;
 }
 
+/* of two ranks, rank 1 waits 150 ms for data in every second step */
+static void stall_rank1_of_2_every_2(work *w, uint64_t s)
+{
+    if (s % 2 == 1)
+        w->data[1] += 150;
+}
+
 static void pause_every_rank_every_5(work *w, uint64_t s)
 {
     if (s % 5 == 0 && s > 40)
@@ -435,6 +442,15 @@ static void rss_heavy_rank0(work *w, uint64_t s)
     for (uint32_t r = 0; r < 4; r++)
         w->rss[r] = 4 * GIB + 4 * MIB * (uniform() - 0.5);
     w->rss[0] += 2 * GIB;
+}
+
+/* of two ranks, rank 1 holds 768 MiB more than rank 0's 2 GiB */
+static void rss_heavy_rank1_of_2(work *w, uint64_t s)
+{
+    (void)s;
+    for (uint32_t r = 0; r < 2; r++)
+        w->rss[r] = 2 * GIB + 4 * MIB * (uniform() - 0.5);
+    w->rss[1] += 768 * MIB;
 }
 
 /* Scheduling noise: in 2 % of rank-steps a random rank runs 2-3x slower
@@ -727,10 +743,30 @@ static const scenario scenarios[] = {
                  .first_step = WANT(3),
                  .last_step = WANT(143),
                  .phase = "data_wait",
+                 .severity = WANT(SS_CRITICAL), /* 400 ms: 5 steps' time */
                  .message = {"every 7 steps"},
                  .num = {{"period_steps", EV_EQUALS, 7, 0},
                          {"stalls", EV_EQUALS, 21, 0},
                          {"stall_ms_median", EV_OPEN, 395, 405}}}},
+    /* of two ranks the median is halfway to the stalled rank's time (a
+     * stall could never be 4 times it): the other rank's is compared */
+    {.name = "a data stall of one rank of two, every second step",
+     .seed = 26,
+     .world = 2,
+     .steps = 120,
+     .noise_ms = 2,
+     .mode = SYNC_ARRIVAL,
+     .fault = stall_rank1_of_2_every_2,
+     .ids = WANT(1),
+     .finding = {.kind = "data_stall",
+                 .n_ranks = WANT(1),
+                 .rank = WANT(1),
+                 .phase = "data_wait",
+                 .severity = WANT(SS_CRITICAL),
+                 .message = {"longer than the other rank's",
+                             "every 2 steps"},
+                 .num = {{"period_steps", EV_EQUALS, 2, 0},
+                         {"stall_ms_median", EV_OPEN, 145, 155}}}},
     /* the host saw the stalls as stops: one stopped finding, no stall */
     {.name = "a data phase spent stopped is no data stall",
      .seed = 16,
@@ -825,6 +861,19 @@ static const scenario scenarios[] = {
                  .first_step = WANT(3),
                  .message = {"rank 0"},
                  .num = {{"excess_mib", EV_OPEN, 2040, 2056}}}},
+    {.name = "memory imbalance on one rank of two",
+     .seed = 27,
+     .world = 2,
+     .steps = 60,
+     .noise_ms = 1,
+     .mode = SYNC_ARRIVAL,
+     .fault = rss_heavy_rank1_of_2,
+     .ids = WANT(1),
+     .finding = {.kind = "memory_imbalance",
+                 .n_ranks = WANT(1),
+                 .rank = WANT(1),
+                 .message = {"against the other rank's 2.00 GiB"},
+                 .num = {{"excess_mib", EV_OPEN, 760, 776}}}},
     /* clean runs: nothing, whichever way lateness is measured */
     {.name = "clean noisy run, arrival (seed 101)",
      .seed = 101,
