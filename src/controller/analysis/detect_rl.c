@@ -29,7 +29,9 @@
  *   rewards all equal: their advantage is zero and the policy learns
  *   nothing from them.  One finding per episode, which ends when the
  *   window's share falls below it; it begins at the first of the steps
- *   over the share in a row up to the one that opened it;
+ *   over the share in a row up to the one that opened it; a share back
+ *   over the line within RC_MERGE steps of an episode's last step goes on
+ *   with that episode's finding;
  *
  * - kl_spike and entropy_collapse: each rank's kl (entropy) judged against
  *   its last SP_WINDOW values, the robust rule of detect_spike.c on
@@ -67,6 +69,9 @@
 #define RC_WINDOW 10       /* steps with a batch reward_collapse looks at */
 #define RC_MIN_STEPS 5
 #define RC_FRAC 0.9        /* share of zero-variance groups over the window */
+#define RC_MERGE (2 * RC_WINDOW) /* steps after an episode's last that
+                                     reopen it (the share needs most of a
+                                     window to cross the line again) */
 #define SP_WINDOW 20       /* kl / entropy values judged against */
 #define SP_MIN_SAMPLES 8
 #define SP_MAD_K 6.0
@@ -141,7 +146,8 @@ typedef struct {
     /* reward_collapse: the last RC_WINDOW steps with a batch */
     uint32_t rc_groups[RC_WINDOW], rc_zero[RC_WINDOW], rc_n, rc_head;
     double rc_min[RC_WINDOW], rc_max[RC_WINDOW];
-    int32_t rc_finding;
+    int32_t rc_finding;         /* the open episode's, -1 */
+    int32_t rc_prev;            /* the last episode's finding, -1 */
     uint64_t rc_first, rc_last;
     uint64_t rc_streak;         /* first step of the latest run of steps
                                    each over RC_FRAC; UINT64_MAX: none */
@@ -285,15 +291,22 @@ static void tail_describe(ss_detectors *d, tail_state *t, uint32_t r,
     f->last_step = t->last;
     snprintf(f->phase, sizeof f->phase, "rollout");
     char a[32], b[32], c[32];
+    char others[40];
+    if (t->n_others == 1)
+        snprintf(others, sizeof others, "the other rank");
+    else
+        snprintf(others, sizeof others, "the %u other ranks", t->n_others);
+    int one = t->n_others == 1;
     snprintf(f->message, sizeof f->message,
              "Rank %u's generation sets the pace: its rollout ran %s ms "
-             "longer than the median rank's, with its longest completion "
-             "at %.0f tokens against %.0f on the other ranks; the %u other "
-             "ranks waited %s ms for it in the latest step, together (%s ms "
-             "over its %u long-tail steps, %u of the last %u).",
-             r, ss__fmt_ms(a, sizeof a, t->late_ms), t->longest,
-             t->others_longest, t->n_others,
-             ss__fmt_ms(b, sizeof b, t->waited_ms),
+             "longer than %s, with its longest completion at %.0f tokens "
+             "against %.0f on %s; %s waited %s ms for it in the latest "
+             "step%s (%s ms over its %u long-tail steps, %u of the last %u).",
+             r, ss__fmt_ms(a, sizeof a, t->late_ms),
+             one ? "the other rank's" : "the other ranks' median",
+             t->longest, t->others_longest,
+             one ? "the other rank" : "the others", others,
+             ss__fmt_ms(b, sizeof b, t->waited_ms), one ? "" : ", together",
              ss__fmt_ms(c, sizeof c, t->waited_total_ms), t->steps,
              in_window, LT_WINDOW);
     ss_buf *ev = &d->evidence;
@@ -453,10 +466,17 @@ static void collapse_step(rl_state *g, ss_detectors *d, const rl_stats *all,
     }
     double frac = groups ? (double)zero / (double)groups : 0;
     if (g->rc_n < RC_MIN_STEPS || frac < RC_FRAC) {
-        g->rc_finding = -1; /* an episode ends */
+        if (g->rc_finding >= 0)
+            g->rc_prev = g->rc_finding; /* an episode ends */
+        g->rc_finding = -1;
         return;
     }
-    if (g->rc_finding < 0) {
+    if (g->rc_finding < 0 && g->rc_prev >= 0 &&
+        step - g->rc_last <= RC_MERGE) {
+        /* the share dipped under the line for a few steps: the same
+         * collapse, one finding from its first step on */
+        g->rc_finding = g->rc_prev;
+    } else if (g->rc_finding < 0) {
         g->rc_finding = ss__finding_open(d, "reward_collapse");
         if (g->rc_finding < 0)
             return;
@@ -712,7 +732,7 @@ static void *rl_create(ss_detectors *d)
         g->ep[k].finding = -1;
     }
     g->group = g->rollout = -1;
-    g->rc_finding = -1;
+    g->rc_finding = g->rc_prev = -1;
     g->rc_streak = UINT64_MAX;
     return g;
 }

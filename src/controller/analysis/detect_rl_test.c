@@ -250,6 +250,28 @@ static void constant_reward_collapse(void)
     ss_detectors_destroy(d);
 }
 
+/* Every reward 1 in steps 8-20 and 23-40, healthy in 21 and 22: the
+ * share dips under the line, then crosses it again. */
+static void constant_with_a_dip(builder *b, uint64_t s)
+{
+    if (s >= 8 && (s <= 20 || s >= 23))
+        constant(b, 12);
+}
+
+/* A collapse that dips for two steps is one finding, from its first step
+ * to the last. */
+static void a_dip_is_one_collapse(void)
+{
+    ss_detectors *d = run(40, constant_with_a_dip);
+    REQUIRE(d);
+    CHECK_EQ_INT(count_kind(&fd, "reward_collapse"), 1);
+    const ss_finding *f = first_kind(&fd, "reward_collapse");
+    REQUIRE(f);
+    CHECK_EQ_INT((int)f->first_step, 8);
+    CHECK_EQ_INT((int)f->last_step, 40);
+    ss_detectors_destroy(d);
+}
+
 /* Groups all equal half the time (a solved half of the prompts): under
  * the share, nothing; all groups equal but with rewards 0 and 1 (some
  * prompts solved, the others never): a collapse, not a constant. */
@@ -408,6 +430,7 @@ static void no_rl_data_nothing(void)
 TEST_LIST(TEST(long_tail_named), TEST(straggler_words),
           TEST(slow_or_long_alone_nothing),
           TEST(few_long_tail_steps_nothing), TEST(constant_reward_collapse),
+          TEST(a_dip_is_one_collapse),
           TEST(collapse_share), TEST(kl_and_entropy),
           TEST(one_rank_needs_steps_in_a_row),
           TEST(a_jump_leaning_on_half_the_ranks),
