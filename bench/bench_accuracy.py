@@ -167,6 +167,7 @@ class Want:
 CLEAN = ()  # no finding at all
 
 EXPECT = {
+    "clean-1": CLEAN,
     "clean-2": CLEAN,
     "clean-4": CLEAN,
     "clean-8": CLEAN,
@@ -181,6 +182,7 @@ EXPECT = {
     "slow-data": (Want("straggler", 2, "data"), Want("data_stall", 2)),
     "data-stall": (Want("data_stall", 1),),
     "data-stall-2-ranks": (Want("data_stall", 1),),
+    "data-stall-1-rank": (Want("data_stall", 0),),
     "slow-3ms-11ms-step": (Want("straggler", 1, "forward"),),
     "slow-1ms-short-step": (Want("straggler", 1, "forward"),),
     "slow-forward-8-ranks": (Want("straggler", 5, "forward"),),
@@ -334,6 +336,7 @@ class Scenario:
 
 
 SCENARIOS = (
+    Scenario("clean-1", "no fault, one rank", 1, 150),
     Scenario("clean-2", "no fault", 2, 150),
     Scenario("clean-4", "no fault", 4, 150),
     Scenario("clean-8", "no fault, ranks outnumber cores", 8, 100),
@@ -354,6 +357,8 @@ SCENARIOS = (
              ("--stall-rank", "1", "--stall-ms", "150", "--stall-every", "10")),
     Scenario("data-stall-2-ranks", "rank 1 of 2: a 150 ms read every 2 steps", 2, 120,
              ("--stall-rank", "1", "--stall-ms", "150", "--stall-every", "2")),
+    Scenario("data-stall-1-rank", "a job of one rank: a 150 ms read every 2 steps", 1, 120,
+             ("--stall-rank", "0", "--stall-ms", "150", "--stall-every", "2")),
     Scenario("slow-3ms-11ms-step", "rank 1: +3 ms in forward of a ~11 ms step", 4, 250,
              MID + ("--slow-rank", "1", "--slow-ms", "3")),
     Scenario("slow-1ms-short-step", "rank 1: +1 ms in forward of a ~1.3 ms step", 2, 400,

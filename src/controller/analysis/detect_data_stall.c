@@ -5,7 +5,8 @@
  * A phase is a data-loading phase when its name is one of
  * data_phase_names[] (ignoring case).  A stall is a step where the rank's
  * time in it exceeds the median rank's (of two ranks, the other's:
- * ss__reference) by data_stall.min_ms and is data_stall.factor times it;
+ * ss__reference; alone in it, its own typical time: own_reference) by
+ * data_stall.min_ms and is data_stall.factor times it;
  * after data_stall.min_count stalls the rank gets a finding, with the
  * period of the stalls when they recur regularly; critical when its
  * stalls are as long as a step without one (typical_step_ms).  Per rank
@@ -29,6 +30,13 @@
 /* The median step time of this many of the latest steps without a stall
  * is the typical step a stall is measured against (critical_frac). */
 #define TYPICAL_RING 64
+/* A rank alone in a step's data phase (a job of one rank, or the one rank
+ * that loads data) is measured against its own recent data phases: the
+ * lower quartile of the latest OWN_RING of them without a stall, once
+ * OWN_MIN are known (a quartile, so that stalls in up to three steps of
+ * four before the first is seen do not hide the typical time). */
+#define OWN_RING 32
+#define OWN_MIN 8
 
 /* Phase names treated as data loading (compared ignoring case). */
 static const char *const data_phase_names[] = {
@@ -45,8 +53,16 @@ typedef struct {
     int32_t finding;
 } stall_rank;
 
+/* A rank's own recent data phases, ns (OWN_RING). */
+typedef struct {
+    float ns[OWN_RING];
+    uint32_t next, n;
+} own_history;
+
 typedef struct {
     uint32_t world;
+    own_history **own; /* world entries, allocated at a rank's first step
+                          alone in a data phase */
     float typical_ms[TYPICAL_RING]; /* ring: the median rank's step time
                                        of steps without a stall */
     uint32_t typical_next, n_typical;
@@ -104,10 +120,12 @@ static void refresh_stall(ss_detectors *d, stall_rank *st, uint32_t r)
                  period);
     snprintf(f->message, sizeof f->message,
              "rank %u stalls waiting for data: %u times since step "
-             "%" PRIu64 " its %s phase took %s ms (median) longer than the "
-             "%s rank's, %s s in all%s.",
+             "%" PRIu64 " its %s phase took %s ms (median) longer than %s, "
+             "%s s in all%s.",
              r, st->count, st->first, f->phase, ss__fmt_ms(a, sizeof a, med),
-             d->world == 2 ? "other" : "median",
+             d->world == 1   ? "usual"
+             : d->world == 2 ? "the other rank's"
+                             : "the median rank's",
              ss__fmt_ms(b, sizeof b, st->total_ms / 1000), per);
     ss__finding_touch(d, st->finding);
 }
@@ -163,7 +181,10 @@ static void *data_stall_create(ss_detectors *d)
         return NULL;
     ds->world = d->world;
     ds->rank = ss__zalloc(d->world, sizeof *ds->rank);
-    if (!ds->rank) {
+    ds->own = ss__zalloc(d->world, sizeof *ds->own);
+    if (!ds->rank || !ds->own) {
+        free(ds->rank);
+        free(ds->own);
         free(ds);
         return NULL;
     }
@@ -215,6 +236,33 @@ static double typical_step_ms(const data_stall *ds, double this_step_ms)
     return ss_median_f64(v, n);
 }
 
+/* What rank R's data phase VAL (ns) is compared with when it is alone in
+ * the step's data phase: its own typical data time (OWN_RING), or NAN
+ * while fewer than OWN_MIN are known or out of memory. */
+static double own_reference(data_stall *ds, uint32_t r)
+{
+    if (!ds->own[r] && !(ds->own[r] = ss__zalloc(1, sizeof *ds->own[r])))
+        return NAN;
+    const own_history *h = ds->own[r];
+    if (h->n < OWN_MIN)
+        return NAN;
+    double v[OWN_RING];
+    for (uint32_t i = 0; i < h->n; i++)
+        v[i] = h->ns[i];
+    return ss_percentile_f64(v, h->n, 250);
+}
+
+static void own_push(data_stall *ds, uint32_t r, double val)
+{
+    own_history *h = ds->own[r];
+    if (!h)
+        return;
+    h->ns[h->next] = (float)val;
+    h->next = (h->next + 1) % OWN_RING;
+    if (h->n < OWN_RING)
+        h->n++;
+}
+
 static void data_stall_step(void *state, ss_detectors *d,
                             const ss_step_view *v, uint32_t world)
 {
@@ -236,7 +284,9 @@ static void data_stall_step(void *state, ss_detectors *d,
             if (!rs->present || rs->phase_ns[p] == SS_MISSING)
                 continue;
             double val = (double)rs->phase_ns[p];
-            double med = ss__reference(&ps->stat, val);
+            int alone = ps->stat.n == 1;
+            double med = alone ? own_reference(ds, r)
+                               : ss__reference(&ps->stat, val);
             /* a rank stopped or throttled for half the excess or more in
              * that step did not wait for data: the host detector names it */
             if (val - med >= floor_ns && val >= d->p[P_D_FACTOR] * med &&
@@ -245,6 +295,8 @@ static void data_stall_step(void *state, ss_detectors *d,
                 if (!stalled++)
                     typical = typical_step_ms(ds, med_step_ms);
                 stall_seen(d, ds, r, v->step, p, (val - med) / 1e6, typical);
+            } else if (alone) {
+                own_push(ds, r, val);
             }
         }
     }
@@ -259,10 +311,12 @@ static void data_stall_step(void *state, ss_detectors *d,
 static void data_stall_destroy(void *state)
 {
     data_stall *ds = state;
-    if (ds->rank)
-        for (uint32_t r = 0; r < ds->world; r++)
-            free(ds->rank[r]);
+    for (uint32_t r = 0; r < ds->world; r++) {
+        free(ds->rank[r]);
+        free(ds->own[r]);
+    }
     free(ds->rank);
+    free(ds->own);
     free(ds);
 }
 

@@ -38,6 +38,10 @@
 
 #include "stats.h"
 
+/* A jitter episode that opens within this many steps of the last one's
+ * close is that one going on (one finding, not several). */
+#define JITTER_MERGE_STEPS 20
+
 /* The median rank's time in phase I of V, in ms: its self time where the
  * ranks report it, else its inclusive time. */
 static double phase_median_ms(const ss_step_view *v, uint32_t i)
@@ -66,6 +70,8 @@ typedef struct {
     uint64_t stall_excluded;
     double med, sigma, thr; /* of the window, at the last judged step */
     int32_t finding;        /* of the open episode, -1 */
+    int32_t prev_finding;   /* of the episode closed last, -1 */
+    uint64_t closed_step;   /* the step it closed at */
     /* stalls: the run's finding (-1 until the first), how many, their
      * steps and time over the median step, and the longest one's */
     int32_t stall_finding;
@@ -127,7 +133,7 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
     double expl_sum[SS_MAX_RUN_NAMES];
     memset(votes, 0, sizeof votes);
     memset(expl_sum, 0, sizeof expl_sum);
-    double worst = 0, host_sum = 0;
+    double worst = 0, least = INFINITY, host_sum = 0;
     uint32_t cause_votes[SS_HOST_CAUSES] = {0};
     uint64_t worst_step = 0, first = 0, last = 0;
     uint64_t oldest = jt->step[ss__ring_back(jt->head, jt->jw, n - 1)];
@@ -144,6 +150,7 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
             worst = jt->raw[k];
             worst_step = jt->step[k];
         }
+        least = fmin(least, jt->raw[k]);
         if (jt->blame[k] != NO_NAME) {
             votes[jt->blame[k]]++;
             expl_sum[jt->blame[k]] += jt->expl_ms[k];
@@ -246,7 +253,19 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
                  "alike (%s ms of a slow step lost to %s), so no rank is to "
                  "blame", ss__fmt_ms(e, sizeof e, host_ms),
                  ss__host_cause_name(host_cause, 1));
-    if (by_outliers)
+    /* each outlier was judged against the threshold of its step: where
+     * the window's spread has since raised it above some of them, the
+     * message says how long they took instead */
+    if (by_outliers && least <= jt->thr)
+        snprintf(f->message, sizeof f->message,
+                 "step time jitters: %u of the last %u steps took %s ms or "
+                 "longer (median step %s ms, worst %s ms at step "
+                 "%" PRIu64 ")%s%s.",
+                 out, n, ss__fmt_ms(a, sizeof a, least),
+                 ss__fmt_ms(b, sizeof b, jt->med),
+                 ss__fmt_ms(c, sizeof c, worst),
+                 worst_step, phase, who);
+    else if (by_outliers)
         snprintf(f->message, sizeof f->message,
                  "step time jitters: %u of the last %u steps took longer "
                  "than %s ms (median step %s ms, worst %s ms at step "
@@ -526,11 +545,20 @@ static void jitter_step(void *state, ss_detectors *d,
     int by_spread = cv >= d->p[P_J_MAX_CV] &&
                     jt->sigma >= d->p[P_J_MIN_SPREAD_MS];
     if (jt->finding < 0) {
-        if (by_outliers || by_spread) {
-            jt->finding = ss__finding_open(d, "jitter");
-            if (jt->finding >= 0)
-                refresh_jitter(d, jt, 1, by_outliers);
+        if (!by_outliers && !by_spread)
+            return;
+        /* an episode that closed a few steps ago goes on: a step time
+         * that flips between two levels moves the window's median and
+         * spread from one trigger to the other */
+        if (jt->prev_finding >= 0 &&
+            v->step - jt->closed_step <= JITTER_MERGE_STEPS) {
+            jt->finding = jt->prev_finding;
+            refresh_jitter(d, jt, 0, by_outliers);
+            return;
         }
+        jt->finding = ss__finding_open(d, "jitter");
+        if (jt->finding >= 0)
+            refresh_jitter(d, jt, 1, by_outliers);
         return;
     }
     /* an open episode ends with hysteresis: well below both triggers */
@@ -538,8 +566,11 @@ static void jitter_step(void *state, ss_detectors *d,
                         jt->outliers * 2 >= d->p[P_J_MIN_FRAC] * fill;
     int keep_spread = cv >= 0.8 * d->p[P_J_MAX_CV] &&
                       jt->sigma >= 0.8 * d->p[P_J_MIN_SPREAD_MS];
-    if (!keep_outliers && !keep_spread)
-        jt->finding = -1; /* keeps the last snapshot */
+    if (!keep_outliers && !keep_spread) {
+        jt->prev_finding = jt->finding; /* keeps the last snapshot */
+        jt->closed_step = v->step;
+        jt->finding = -1;
+    }
     else if (outlier || by_spread)
         refresh_jitter(d, jt, 0, by_outliers || (!by_spread && keep_outliers));
 }
@@ -570,7 +601,7 @@ static void *jitter_create(ss_detectors *d)
     jitter *jt = ss__zalloc(1, sizeof *jt);
     if (!jt)
         return NULL;
-    jt->finding = jt->stall_finding = -1;
+    jt->finding = jt->prev_finding = jt->stall_finding = -1;
     jt->longest_cause = -1;
     jt->longest_phase = NO_NAME;
     jt->jw = ss__param_u32(d, P_J_WINDOW);

@@ -397,11 +397,27 @@ static void stall_rank2_every_7(work *w, uint64_t s)
         w->data[2] += 400;
 }
 
+/* a job of one rank that waits 150 ms for data in every second step */
+static void stall_alone_every_2(work *w, uint64_t s)
+{
+    if (s % 2 == 1)
+        w->data[0] += 150;
+}
+
 /* of two ranks, rank 1 waits 150 ms for data in every second step */
 static void stall_rank1_of_2_every_2(work *w, uint64_t s)
 {
     if (s % 2 == 1)
         w->data[1] += 150;
+}
+
+/* a job of one rank whose every second step is 14 times as long (an
+ * evaluation, say): the window's median and spread flip between the two
+ * levels as the steps come */
+static void alone_every_2_fourteen_times(work *w, uint64_t s)
+{
+    if (s % 2 == 1)
+        w->fwd[0] += 1000;
 }
 
 static void pause_every_rank_every_5(work *w, uint64_t s)
@@ -767,6 +783,25 @@ static const scenario scenarios[] = {
                              "every 2 steps"},
                  .num = {{"period_steps", EV_EQUALS, 2, 0},
                          {"stall_ms_median", EV_OPEN, 145, 155}}}},
+    /* one rank: its own typical data phase is the reference; the stalled
+     * steps are not jitter */
+    {.name = "a data stall of a job of one rank, every second step",
+     .seed = 28,
+     .world = 1,
+     .steps = 120,
+     .noise_ms = 2,
+     .mode = SYNC_ARRIVAL,
+     .fault = stall_alone_every_2,
+     .ids = WANT(1),
+     .finding = {.kind = "data_stall",
+                 .n_ranks = WANT(1),
+                 .rank = WANT(0),
+                 .phase = "data_wait",
+                 .severity = WANT(SS_CRITICAL),
+                 .message = {"longer than usual", "every 2 steps"},
+                 .num = {{"period_steps", EV_EQUALS, 2, 0},
+                         {"stall_ms_median", EV_OPEN, 145, 155}}},
+     .other = {.kind = "jitter", .count = WANT(0)}},
     /* the host saw the stalls as stops: one stopped finding, no stall */
     {.name = "a data phase spent stopped is no data stall",
      .seed = 16,
@@ -780,6 +815,17 @@ static const scenario scenarios[] = {
      .finding = {.kind = "stopped",
                  .n_ranks = WANT(1),
                  .rank = WANT(2)}},
+    {.name = "jitter: one episode while the window flips between levels",
+     .seed = 29,
+     .world = 1,
+     .steps = 100,
+     .noise_ms = 2,
+     .mode = SYNC_ARRIVAL,
+     .fault = alone_every_2_fourteen_times,
+     .ids = WANT(1),
+     .finding = {.kind = "jitter",
+                 .count = WANT(1),
+                 .message = {"varies widely"}}},
     {.name = "jitter: slow steps on every rank",
      .seed = 17,
      .world = W,
