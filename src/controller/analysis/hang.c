@@ -14,8 +14,9 @@
  *   4. ranks in another phase than most ranks.
  * The first rule that separates the ranks names them; when none does,
  * every rank is in the same state (all wait: a fault outside the ranks)
- * and the finding says so, naming no rank.  The message then describes
- * every group of ranks in the same state, the ones behind first.
+ * and the finding says so, naming no rank.  A job of one live rank names
+ * that rank.  The message then describes every group of ranks in the
+ * same state, the ones behind first.
  */
 #include "hang.h"
 
@@ -260,6 +261,15 @@ static int diagnose(rank_view *v, uint32_t n)
             kinds_differ = 1;
     }
     int mismatch = max_seq > 0 && (min_seq != max_seq || kinds_differ);
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < n; i++)
+        live += v[i].r->live;
+    if (live == 1) {
+        /* a job of one live rank: whatever holds it, it is that rank */
+        for (uint32_t i = 0; i < n; i++)
+            v[i].behind = v[i].r->live;
+        return 0;
+    }
     if (any_silent) {
         for (uint32_t i = 0; i < n; i++)
             v[i].behind = v[i].r->live && v[i].silent;

@@ -212,6 +212,22 @@ static void steps_phases_and_alike(void)
     CHECK(strstr(f.message, "no rank is behind the others: ranks 0\xe2\x80"
                  "\x93" "2 are in phase 'backward' of step 6") != NULL);
 
+    /* a job of one rank (or one left alive): that rank */
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 4, S / 10, 0);
+    REQUIRE(ss_hang_check(&h, 10 * S, r, 1, &f) == 1);
+    CHECK_EQ_INT(f.n_ranks, 1);
+    CHECK_EQ_INT(f.ranks[0], 0);
+    CHECK(strstr(f.message, "no rank is behind") == NULL);
+    CHECK(strstr(f.message, ": rank 0 is in phase 'backward' of step 6") !=
+          NULL);
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 4, S / 10, 0);
+    r[0].live = r[2].live = 0;
+    REQUIRE(ss_hang_check(&h, 10 * S, r, 3, &f) == 1);
+    CHECK_EQ_INT(f.n_ranks, 1);
+    CHECK_EQ_INT(f.ranks[0], 1);
+
     h = fresh(3 * S);
     for (int i = 0; i < 3; i++)
         r[i].live = 0;
