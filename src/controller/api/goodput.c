@@ -152,6 +152,7 @@ typedef struct {
     ss_gp_attempt *a;
     ss_goodput *g;
     ss_wall_ns prev, last;   /* the previous slot's end; T */
+    ss_dur_ns pool;          /* slot time no step has taken yet */
     int64_t lost_after;      /* steps above it are lost work */
     ss_dur_ns data_steady;   /* SS_MISSING: no data phase */
     ss_wall_ns last_save_at; /* SS_MISSING: none yet */
@@ -162,10 +163,13 @@ static int pass2_step(void *ctx, const step_facts *f)
     pass2 *p = ctx;
     ss_gp_attempt *a = p->a;
     ss_wall_ns end = clamp(f->finalized_at, p->prev, p->last);
-    ss_dur_ns slot = end - p->prev;
-    ss_dur_ns d = min64(f->duration, slot);
-    a->ns[SS_GP_OTHER] += slot - d;
+    /* Steps finalized together (a rank's sender delivers the steps of its
+     * 10 ms batches at once) share the time since the last finalization:
+     * a step takes its time from what the slots before it left. */
+    p->pool += end - p->prev;
     p->prev = end;
+    ss_dur_ns d = min64(f->duration, p->pool);
+    p->pool -= d;
     if (f->step > p->lost_after) {
         a->ns[SS_GP_LOST_WORK] += d;
         a->lost_steps++;
@@ -338,7 +342,7 @@ static int account_attempt(ss_reader *r, ss_goodput *g,
         hang = clamp(hang_to, t, f) - clamp(hang_from, t, f);
 
     a->ns[SS_GP_STARTUP] += b - w0;
-    pass2 p2 = {a, g, b, t, INT64_MAX, SS_MISSING, SS_MISSING};
+    pass2 p2 = {a, g, b, t, 0, INT64_MAX, SS_MISSING, SS_MISSING};
     if ((rc = kept_up_to(r, g->run_id, next, &p2.lost_after))) {
         free(p1.data);
         return rc;
@@ -351,7 +355,8 @@ static int account_attempt(ss_reader *r, ss_goodput *g,
     if (p1.steps &&
         (rc = each_step(r, g->run_id, row->attempt, pass2_step, &p2)))
         return rc;
-    a->ns[SS_GP_OTHER] += t - p2.prev; /* steps lost since pass 1 */
+    /* what no step took, and the steps lost since pass 1 */
+    a->ns[SS_GP_OTHER] += p2.pool + (t - p2.prev);
     a->ns[SS_GP_HANG] += hang;
     a->ns[next ? SS_GP_LOST_WORK : SS_GP_OTHER] += f - t - hang;
     /* The step in progress when it failed is computed again too: with one

@@ -234,6 +234,33 @@ static void stalls_stragglers_and_running(void)
     ss_goodput_free(&g);
 }
 
+/* Steps shorter than the ranks' 10 ms send batches are finalized
+ * together: 40 steps of 2 ms, finalized 5 at a time every 10 ms.  Each
+ * batch's 10 ms is its 5 steps' time, all productive; before, a step took
+ * only the time since the previous finalization, one step per batch. */
+static void steps_finalized_together(void)
+{
+    char path[600];
+    ss_store *s = fresh_store("batched.db", path, sizeof path);
+    REQUIRE(s);
+    int64_t run = ss_fixture_add_run(s, "batch-0000", "batch", 2, T0);
+    ss_store_put_attempt(s, run, 0, T0);
+    for (uint64_t i = 0; i < 40; i++)
+        ss_fixture_goodput_step(s, run, 0, i,
+                                T0 + SEC + (int64_t)(i / 5 + 1) * 10 * MS,
+                                2 * MS, 0, 0, 0);
+    ss_store_close(s);
+    ss_goodput g;
+    REQUIRE(load(path, run, T0 + SEC + 80 * MS, &g) == 0);
+    check_sums(&g);
+    /* the attempt's first step began 2 ms before its finalization (the
+     * first batch's other steps, before that, count as start-up) */
+    CHECK_EQ_INT(g.ns[SS_GP_STARTUP], SEC + 8 * MS);
+    CHECK_EQ_INT(g.ns[SS_GP_PRODUCTIVE], 72 * MS);
+    CHECK_EQ_INT(g.ns[SS_GP_OTHER], 0);
+    ss_goodput_free(&g);
+}
+
 static void unknown_run_and_empty_run(void)
 {
     char path[600];
@@ -295,4 +322,5 @@ static void reliability_young_daly(void)
 TEST_LIST(TEST(one_restart), TEST(hang_then_restart_from_scratch),
           TEST(hang_from_its_start_to_the_stop),
           TEST(stalls_stragglers_and_running),
-          TEST(unknown_run_and_empty_run), TEST(reliability_young_daly))
+          TEST(steps_finalized_together), TEST(unknown_run_and_empty_run),
+          TEST(reliability_young_daly))

@@ -1137,12 +1137,14 @@ static int start(run_ctx *r, char *err, size_t errlen)
     r->restart_timer.data = r;
     uv_timer_init(&r->loop, &r->leave_timer);
     r->leave_timer.data = r;
-    run_event(r, "run_started", -1, "%u ranks: %s", r->o->nprocs, info.command);
+    const char *ranks_word = r->o->nprocs == 1 ? "rank" : "ranks";
+    run_event(r, "run_started", -1, "%u %s: %s", r->o->nprocs, ranks_word,
+              info.command);
     if (run_faults_health_notes(&r->faults)[0])
         run_event(r, "health_check", -1, "node 0 passed: %s",
                   run_faults_health_notes(&r->faults));
-    fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u ranks, store %s\n",
-            r->run_id, info.name, r->o->nprocs, r->db_path);
+    fprintf(stderr, "stepscope: run %" PRId64 " (%s): %u %s, store %s\n",
+            r->run_id, info.name, r->o->nprocs, ranks_word, r->db_path);
     print_dashboard(r);
     return ss_attempt_begin(&r->att, err, errlen);
 }
