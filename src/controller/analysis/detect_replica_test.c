@@ -144,7 +144,9 @@ static void two_ranks_have_no_majority(void)
     CHECK(f->first_step == 1 && f->n_ranks == 2);
     CHECK(strstr(f->evidence_json, "\"no_majority\":1"));
     CHECK(strstr(f->evidence_json, "\"first_param\":\"head.weight\""));
-    CHECK(strstr(f->message, "no majority") != NULL);
+    CHECK(strstr(f->message, "the 2 ranks hold different parameters at "
+                 "step 1: of two there is no majority, so neither can be "
+                 "named as the odd one: head.weight") != NULL);
     ss_detectors_destroy(d);
 }
 

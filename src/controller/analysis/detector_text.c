@@ -355,6 +355,14 @@ void ss__replica_message(ss_detectors *d, const ss_replica_facts *x,
                  ranks, x->n_ranks_total == 1 ? "holds" : "hold",
                  x->majority, group, (unsigned long long)x->step, x->param,
                  more, x->n_ranks_total == 1 ? "that rank" : "those ranks");
+    else if (x->compared == 2)
+        snprintf(f->message, sizeof f->message,
+                 "the 2 ranks%s%s hold different parameters at step %llu: "
+                 "of two there is no majority, so neither can be named as "
+                 "the odd one: %s first in module order%s (%s)",
+                 x->group_key == 0 && d->world == 2 ? "" : " of ",
+                 x->group_key == 0 && d->world == 2 ? "" : group,
+                 (unsigned long long)x->step, x->param, more, ranks);
     else
         snprintf(f->message, sizeof f->message,
                  "%s split into %u different sets of parameters at step "
