@@ -51,6 +51,7 @@ typedef struct {
     float excess_ms[STALL_RING];
     ss__name_idx phase;
     int32_t finding;
+    int alone; /* its latest stall was measured against its own data time */
 } stall_rank;
 
 /* A rank's own recent data phases, ns (OWN_RING). */
@@ -123,18 +124,18 @@ static void refresh_stall(ss_detectors *d, stall_rank *st, uint32_t r)
              "%" PRIu64 " its %s phase took %s ms (median) longer than %s, "
              "%s s in all%s.",
              r, st->count, st->first, f->phase, ss__fmt_ms(a, sizeof a, med),
-             d->world == 1   ? "usual"
+             st->alone       ? "usual"
              : d->world == 2 ? "the other rank's"
                              : "the median rank's",
              ss__fmt_ms(b, sizeof b, st->total_ms / 1000), per);
     ss__finding_touch(d, st->finding);
 }
 
-/* Rank R stalled in STEP, EXCESS_MS in PHASE, where the typical step is
- * MED_STEP_MS (typical_step_ms). */
+/* Rank R stalled in STEP, EXCESS_MS in PHASE (ALONE: over its own data
+ * time), where the typical step is MED_STEP_MS (typical_step_ms). */
 static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
                        uint64_t step, int phase, double excess_ms,
-                       double med_step_ms)
+                       int alone, double med_step_ms)
 {
     stall_rank *st = ds->rank[r];
     if (!st) {
@@ -161,6 +162,7 @@ static void stall_seen(ss_detectors *d, data_stall *ds, uint32_t r,
         st->phase = (ss__name_idx)phase;
     }
     st->last = step;
+    st->alone = alone;
     if (excess_ms > st->max_ms)
         st->max_ms = excess_ms;
     st->med_step_ms = med_step_ms;
@@ -294,7 +296,8 @@ static void data_stall_step(void *state, ss_detectors *d,
                 d->note.data_stall = 1;
                 if (!stalled++)
                     typical = typical_step_ms(ds, med_step_ms);
-                stall_seen(d, ds, r, v->step, p, (val - med) / 1e6, typical);
+                stall_seen(d, ds, r, v->step, p, (val - med) / 1e6, alone,
+                           typical);
             } else if (alone) {
                 own_push(ds, r, val);
             }
