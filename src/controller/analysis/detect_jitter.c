@@ -570,9 +570,9 @@ static void jitter_step(void *state, ss_detectors *d,
         jt->prev_finding = jt->finding; /* keeps the last snapshot */
         jt->closed_step = v->step;
         jt->finding = -1;
-    }
-    else if (outlier || by_spread)
+    } else if (outlier || by_spread) {
         refresh_jitter(d, jt, 0, by_outliers || (!by_spread && keep_outliers));
+    }
 }
 
 /* ---- the ss__detector hooks ---- */
