@@ -1,8 +1,9 @@
 """Hangs on real ranks: a tiny gloo DDP job (tests/e2e/hang_job.py) under
 `stepscope run --auto --hang-timeout 3 --on-hang stop`.  A rank asleep
 forever at some step while the others block in the all-reduce, a rank
-blocked in a C call that holds the GIL, a rank stopped with SIGSTOP, and a
-rank that skipped one all_reduce are each named in one `hang` finding
+blocked in a C call that holds the GIL, a rank stopped with SIGSTOP, a
+rank frozen by its cgroup's freezer, and a rank that skipped one
+all_reduce are each named in one `hang` finding
 within the timeout + 5 s, the skip as a collective mismatch; the stacks
 stored with the finding show where the hung rank is (the stopped one
 listed as stopped); --on-hang stop ends the job with status 124 and
@@ -122,12 +123,56 @@ def test_sigstopped_rank_named(store):
     assert h["ranks"] == [2], h
     # The host saw the stop: the message says what holds the rank.
     assert "rank 2 is stopped for " in h["message"], h["message"]
-    assert "(its process is in state T: SIGSTOP, a job control stop or a " \
-        "freezer)" in h["message"], h["message"]
+    assert "(its process is in state T: SIGSTOP or a job control stop)" \
+        in h["message"], h["message"]
     ranks, _ = stored_stacks(job)
     assert ranks[2]["state"] == "stopped", ranks[2]
     assert "SIGSTOP" in (ranks[2]["why"] or "") or "stopped" in \
         (ranks[2]["why"] or ""), ranks[2]
+    assert wait_gone(procs, 15), procs
+
+
+FREEZER = Path("/sys/fs/cgroup/freezer")
+
+
+def test_frozen_rank_named(store, tmp_path):
+    """Rank 2 frozen by a cgroup's freezer (v1), as a paused container is:
+    no signal says so, the host watch reads the freezer and the hang names
+    it frozen.  Thawed after the finding, so that the stop can end it."""
+    if not (FREEZER / "freezer.state").exists() and \
+            not (FREEZER / "tasks").exists():
+        pytest.skip("no v1 freezer controller mounted here")
+    cg = FREEZER / f"stepscope-test-{tmp_path.name}"
+    try:
+        cg.mkdir()
+    except OSError as e:
+        pytest.skip(f"cannot make a freezer cgroup: {e}")
+
+    def freeze_rank_2(proc):
+        deadline = time.time() + 90
+        while stored_steps(store) < 5 and time.time() < deadline:
+            time.sleep(0.2)
+        pid = rank_pid(proc.pid, 2)
+        assert pid
+        (cg / "cgroup.procs").write_text(f"{pid}\n")
+        (cg / "freezer.state").write_text("FROZEN\n")
+        time.sleep(TIMEOUT_S + 7)
+        (cg / "freezer.state").write_text("THAWED\n")
+
+    try:
+        job, procs = run(store, "--steps", "100000", "--step-ms", "5",
+                         extra=["--on-hang", "stop"], during=freeze_rank_2)
+    finally:
+        (cg / "freezer.state").write_text("THAWED\n")
+        for pid in (cg / "cgroup.procs").read_text().split():
+            (FREEZER / "cgroup.procs").write_text(f"{pid}\n")
+        cg.rmdir()
+    assert job.returncode == HANG_EXIT, job.stderr
+    h, ev = the_hang(job)
+    assert h["ranks"] == [2], h
+    assert "rank 2 is frozen for " in h["message"], h["message"]
+    assert "(its cgroup's freezer holds it: a paused container, or a " \
+        "freeze from outside)" in h["message"], h["message"]
     assert wait_gone(procs, 15), procs
 
 

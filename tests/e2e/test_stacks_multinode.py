@@ -192,8 +192,8 @@ def test_a_stopped_rank_on_node_1_is_said_to_be_stopped(tmp_path):
         msg = hangs[0]["message"]
         assert hangs[0]["ranks"] == [3], hangs[0]
         assert "rank 3 is stopped for " in msg, msg
-        assert "(its process is in state T: SIGSTOP, a job control stop or " \
-            "a freezer)" in msg, msg
+        assert "(its process is in state T: SIGSTOP or a job control " \
+            "stop)" in msg, msg
         r3 = rep["stacks"]["document"]["ranks"][3]
         assert r3["state"] == "stopped", r3
     finally:

@@ -906,8 +906,8 @@ static void on_link_end(void *ctx, ss_link_end end, const char *why)
     lose_controller(ctx, why);
 }
 
-/* Tells the controller which of the node's ranks a stop signal or a
- * tracer holds now, for each whose state changed since it was last told
+/* Tells the controller which of the node's ranks a stop signal, a tracer
+ * or a freezer holds now, for each whose state changed since it was last told
  * (on every heartbeat): a remote rank gone silent is then said to be
  * stopped in a hang finding, as a rank of the controller's node is. */
 static void say_rank_stops(agent *a)
@@ -916,10 +916,12 @@ static void say_rank_stops(agent *a)
         return;
     ss_mono_ns now = ss_mono_now();
     for (uint32_t i = 0; i < a->cfg->nproc; i++) {
-        int traced;
-        ss_dur_ns d = ss_host_watch_stopped_for(a->host, i, now, &traced);
-        uint8_t state = !d ? LINK_STOP_RUNNING
-                      : traced ? LINK_STOP_TRACED : LINK_STOP_SIGNAL;
+        ss_stop_kind kind;
+        ss_dur_ns d = ss_host_watch_stopped_for(a->host, i, now, &kind);
+        uint8_t state = !d                         ? LINK_STOP_RUNNING
+                      : kind == SS_STOP_TRACER  ? LINK_STOP_TRACED
+                      : kind == SS_STOP_FREEZER ? LINK_STOP_FROZEN
+                                                : LINK_STOP_SIGNAL;
         if (state == a->stop_said[i])
             continue;
         uint64_t ms = state == LINK_STOP_RUNNING ? 0 : (uint64_t)d / 1000000;

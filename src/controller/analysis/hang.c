@@ -402,12 +402,19 @@ int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
             first = 0;
             rank_list(&msg, v, n, (int)i);
             ss_buf_puts(&msg, members == 1 ? " is " : " are ");
-            if (v[i].silent && members == 1 && ranks[i].stopped_for > 0)
+            if (v[i].silent && members == 1 && ranks[i].stopped_for > 0 &&
+                ranks[i].stop_kind == SS_STOP_FREEZER)
+                ss_buf_printf(&msg, "frozen for %.0f s (its cgroup's "
+                              "freezer holds it: a paused container, or a "
+                              "freeze from outside), last seen ",
+                              ranks[i].stopped_for / 1e9);
+            else if (v[i].silent && members == 1 && ranks[i].stopped_for > 0)
                 ss_buf_printf(&msg, "stopped for %.0f s (its process is in "
                               "state T: %s), last seen ",
-                              ranks[i].stopped_for / 1e9, ranks[i].traced
-                              ? "a debugger or tracer holds it"
-                              : "SIGSTOP, a job control stop or a freezer");
+                              ranks[i].stopped_for / 1e9,
+                              ranks[i].stop_kind == SS_STOP_TRACER
+                                  ? "a debugger or tracer holds it"
+                                  : "SIGSTOP or a job control stop");
             else if (v[i].silent)
                 ss_buf_printf(&msg, "silent for %.0f s (stopped or frozen), "
                               "last seen ", v[i].silent_s);

@@ -56,7 +56,7 @@ typedef struct {
     ss_mono_ns heard_at;   /* its latest STATUS; 0 never */
     ss_dur_ns stopped_for; /* its process has been stopped this long, as
                               the host sees it; 0 running or unknown */
-    int traced;            /* ... by a tracer (a debugger), not a signal */
+    ss_stop_kind stop_kind; /* ... held by what */
 } ss_hang_rank;
 
 typedef struct {

@@ -147,14 +147,21 @@ static void silent_rank_named(void)
     r[1].stopped_for = 9 * S;
     REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
     CHECK(strstr(f.message, "rank 1 is stopped for 9 s (its process is in "
-                 "state T: SIGSTOP, a job control stop or a freezer), last "
-                 "seen in phase 'forward' of step 8") != NULL);
+                 "state T: SIGSTOP or a job control stop), last seen in "
+                 "phase 'forward' of step 8") != NULL);
     h = fresh(3 * S);
     ss_hang_progress(&h, 7, S / 10, 10 * S);
-    r[1].traced = 1;
+    r[1].stop_kind = SS_STOP_TRACER;
     REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
     CHECK(strstr(f.message, "(its process is in state T: a debugger or "
                  "tracer holds it)") != NULL);
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 7, S / 10, 10 * S);
+    r[1].stop_kind = SS_STOP_FREEZER;
+    REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
+    CHECK(strstr(f.message, "rank 1 is frozen for 9 s (its cgroup's freezer "
+                 "holds it: a paused container, or a freeze from outside), "
+                 "last seen in phase 'forward' of step 8") != NULL);
 }
 
 /* A barrier where the others all-reduce, at the same number. */

@@ -22,6 +22,13 @@ typedef int64_t ss_dur_ns;  /* a duration, nanoseconds */
 #define SS_MISSING INT64_MIN /* a duration / size that was not measured */
 #define SS_NO_RANK (-1)
 
+/* What holds a stopped rank's process (the host watch's stops). */
+typedef enum {
+    SS_STOP_SIGNAL = 0, /* SIGSTOP, a job control stop */
+    SS_STOP_TRACER = 1, /* a debugger or tracer (ptrace) */
+    SS_STOP_FREEZER = 2 /* its cgroup's freezer (a paused container) */
+} ss_stop_kind;
+
 /* Distinct phase, sync and metric names per run: as many as one process
  * may use (SS_MAX_NAMES in stepscope.h), so a single rank never runs out.
  * Ranks that together use more keep running: what they record under the

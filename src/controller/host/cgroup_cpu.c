@@ -1,5 +1,5 @@
 /*
- * cgroup_cpu.c - CPU throttling and pressure of a rank's cgroup
+ * cgroup_cpu.c - CPU throttling, pressure and freezing of a rank's cgroup
  * (cgroup_cpu.h).
  *
  * Resolution: /proc/PID/cgroup gives, per hierarchy, the cgroup path
@@ -7,7 +7,9 @@
  * gives where each hierarchy is mounted and which part of it the mount
  * shows (its root field), so the directory is mount point + (path - root).
  * v2 is preferred when the rank's v2 cgroup has a cpu.stat with throttling
- * fields; else the v1 cpu controller is used.
+ * fields; else the v1 cpu controller is used.  Freezing: the v2 cgroup's
+ * cgroup.events ("frozen 1") where it has one, else the v1 freezer
+ * controller's freezer.state.
  */
 #include "cgroup_cpu.h"
 
@@ -25,13 +27,16 @@ struct ss_cgroup_cpu {
      * arrays); "" where none. */
     char *proc_root;
     pid_t pid;
-    int have_v2, have_v1;            /* the hierarchies are mounted */
-    char *v2_mnt, *v2_root, *v1_mnt, *v1_root;
-    char *v2_path, *v1_path;         /* as last resolved */
+    int have_v2, have_v1, have_v1f;  /* the hierarchies are mounted */
+    char *v2_mnt, *v2_root, *v1_mnt, *v1_root, *v1f_mnt, *v1f_root;
+    char *v2_path, *v1_path, *v1f_path; /* as last resolved; v1f: the v1
+                                           freezer controller's */
     int sources;
     int v1;             /* cpu.stat is v1's (throttled_time in ns) */
     int fd_cpu_stat;
     int fd_psi[3];      /* cpu, memory, io */
+    int fd_freeze;      /* cgroup.events (freeze_v2) or freezer.state */
+    int freeze_v2;
     const char *path;   /* v2_path, v1_path or "": the one read */
     /* Added to what the current cgroup's files say, so that the counters
      * stay cumulative when the rank moves to another cgroup. */
@@ -95,10 +100,13 @@ static int set_str(char **dst, const char *src)
     return 0;
 }
 
-/* Finds the mount of the v2 hierarchy (V2) or of the v1 controller "cpu",
- * writing its mount point and root (PATH_MAX bytes each); 0 when found. */
-static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
+/* Finds the mount of the v2 hierarchy (CONTROLLER NULL) or of the v1
+ * controller CONTROLLER, writing its mount point and root (PATH_MAX bytes
+ * each); 0 when found. */
+static int find_mount(const char *proc_root, const char *controller,
+                      char *mnt, char *root)
 {
+    int v2 = controller == NULL;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/self/mountinfo", proc_root);
     FILE *f = fopen(path, "re");
@@ -117,7 +125,8 @@ static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
         if (sscanf(sep + 3, "%63s %255s %1023s", fstype, source, opts) < 2)
             continue;
         if (v2 ? strcmp(fstype, "cgroup2") == 0
-               : strcmp(fstype, "cgroup") == 0 && has_word(opts, "cpu")) {
+               : strcmp(fstype, "cgroup") == 0 &&
+                     has_word(opts, controller)) {
             snprintf(mnt, PATH_MAX, "%s", m);
             snprintf(root, PATH_MAX, "%s", r);
             found = 0;
@@ -127,9 +136,12 @@ static int find_mount(const char *proc_root, int v2, char *mnt, char *root)
     return found;
 }
 
-/* PID's cgroup path in the v2 hierarchy (V2) or the v1 cpu controller. */
-static int cgroup_path(const char *proc_root, pid_t pid, int v2, char *out)
+/* PID's cgroup path in the v2 hierarchy (CONTROLLER NULL) or the v1
+ * controller CONTROLLER. */
+static int cgroup_path(const char *proc_root, pid_t pid,
+                       const char *controller, char *out)
 {
+    int v2 = controller == NULL;
     char path[PATH_MAX], buf[8192];
     snprintf(path, sizeof path, "%s/%d/cgroup", proc_root, (int)pid);
     if (!slurp(path, buf, sizeof buf))
@@ -141,7 +153,7 @@ static int cgroup_path(const char *proc_root, pid_t pid, int v2, char *out)
             continue;
         *c1 = *c2 = '\0'; /* LINE: the hierarchy id, C1 + 1: controllers */
         int match = v2 ? strcmp(line, "0") == 0 && c1[1] == '\0'
-                       : has_word(c1 + 1, "cpu");
+                       : has_word(c1 + 1, controller);
         if (match) {
             snprintf(out, PATH_MAX, "%s", c2 + 1);
             return 0;
@@ -175,8 +187,11 @@ static void close_files(ss_cgroup_cpu *c)
     for (int i = 0; i < 3; i++)
         if (c->fd_psi[i] >= 0)
             close(c->fd_psi[i]);
+    if (c->fd_freeze >= 0)
+        close(c->fd_freeze);
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
-    c->sources = c->v1 = 0;
+    c->fd_freeze = -1;
+    c->sources = c->v1 = c->freeze_v2 = 0;
     c->path = "";
 }
 
@@ -208,6 +223,8 @@ static void attach(ss_cgroup_cpu *c)
         }
         for (int i = 0; i < 3; i++)
             c->fd_psi[i] = open_in(dir, psi[i]);
+        c->fd_freeze = open_in(dir, "cgroup.events"); /* not in the root */
+        c->freeze_v2 = c->fd_freeze >= 0;
         /* The root cgroup's pressure is the whole machine's. */
         if (c->fd_psi[0] >= 0 && strcmp(c->v2_path, "/") == 0)
             c->sources |= SS_CGROUP_PSI_SYSTEM;
@@ -220,6 +237,10 @@ static void attach(ss_cgroup_cpu *c)
             c->sources |= SS_CGROUP_V1;
             c->path = c->v1_path;
         }
+    }
+    if (c->fd_freeze < 0 && c->v1f_path[0]) {
+        cgroup_dir(c->v1f_mnt, c->v1f_root, c->v1f_path, dir, sizeof dir);
+        c->fd_freeze = open_in(dir, "freezer.state");
     }
     if (c->fd_psi[0] < 0) {
         char pdir[PATH_MAX];
@@ -235,14 +256,19 @@ static void attach(ss_cgroup_cpu *c)
     }
 }
 
-/* Reads the rank's cgroup paths into V2 and V1 ("" where none). */
-static void resolve_paths(const ss_cgroup_cpu *c, char *v2, char *v1)
+/* Reads the rank's cgroup paths into V2, V1 (cpu) and V1F (freezer); ""
+ * where none. */
+static void resolve_paths(const ss_cgroup_cpu *c, char *v2, char *v1,
+                          char *v1f)
 {
-    v2[0] = v1[0] = '\0';
-    if (c->have_v2 && cgroup_path(c->proc_root, c->pid, 1, v2) != 0)
+    v2[0] = v1[0] = v1f[0] = '\0';
+    if (c->have_v2 && cgroup_path(c->proc_root, c->pid, NULL, v2) != 0)
         v2[0] = '\0';
-    if (c->have_v1 && cgroup_path(c->proc_root, c->pid, 0, v1) != 0)
+    if (c->have_v1 && cgroup_path(c->proc_root, c->pid, "cpu", v1) != 0)
         v1[0] = '\0';
+    if (c->have_v1f &&
+        cgroup_path(c->proc_root, c->pid, "freezer", v1f) != 0)
+        v1f[0] = '\0';
 }
 
 ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
@@ -251,20 +277,24 @@ ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
     if (!c)
         return NULL;
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
+    c->fd_freeze = -1;
     c->path = "";
     c->pid = pid;
-    char mnt[2][PATH_MAX] = {"", ""}, root[2][PATH_MAX] = {"", ""};
-    char path[2][PATH_MAX];
-    c->have_v2 = find_mount(proc_root, 1, mnt[0], root[0]) == 0;
-    c->have_v1 = find_mount(proc_root, 0, mnt[1], root[1]) == 0;
+    char mnt[3][PATH_MAX] = {"", "", ""}, root[3][PATH_MAX] = {"", "", ""};
+    char path[3][PATH_MAX];
+    c->have_v2 = find_mount(proc_root, NULL, mnt[0], root[0]) == 0;
+    c->have_v1 = find_mount(proc_root, "cpu", mnt[1], root[1]) == 0;
+    c->have_v1f = find_mount(proc_root, "freezer", mnt[2], root[2]) == 0;
     if (set_str(&c->proc_root, proc_root) != 0) {
         free(c);
         return NULL;
     }
-    resolve_paths(c, path[0], path[1]);
+    resolve_paths(c, path[0], path[1], path[2]);
     if (set_str(&c->v2_mnt, mnt[0]) || set_str(&c->v2_root, root[0]) ||
         set_str(&c->v1_mnt, mnt[1]) || set_str(&c->v1_root, root[1]) ||
-        set_str(&c->v2_path, path[0]) || set_str(&c->v1_path, path[1])) {
+        set_str(&c->v1f_mnt, mnt[2]) || set_str(&c->v1f_root, root[2]) ||
+        set_str(&c->v2_path, path[0]) || set_str(&c->v1_path, path[1]) ||
+        set_str(&c->v1f_path, path[2])) {
         ss_cgroup_cpu_free(c);
         return NULL;
     }
@@ -277,15 +307,17 @@ static void read_raw(ss_cgroup_cpu *c, int64_t *v);
 
 int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c)
 {
-    char v2[PATH_MAX], v1[PATH_MAX];
-    resolve_paths(c, v2, v1);
-    if ((!v2[0] && !v1[0]) ||
-        (strcmp(v2, c->v2_path) == 0 && strcmp(v1, c->v1_path) == 0))
+    char v2[PATH_MAX], v1[PATH_MAX], v1f[PATH_MAX];
+    resolve_paths(c, v2, v1, v1f);
+    if ((!v2[0] && !v1[0] && !v1f[0]) ||
+        (strcmp(v2, c->v2_path) == 0 && strcmp(v1, c->v1_path) == 0 &&
+         strcmp(v1f, c->v1f_path) == 0))
         return 0; /* the same cgroup, or the rank is gone */
-    char *new_v2 = strdup(v2), *new_v1 = strdup(v1);
-    if (!new_v2 || !new_v1) {
+    char *new_v2 = strdup(v2), *new_v1 = strdup(v1), *new_v1f = strdup(v1f);
+    if (!new_v2 || !new_v1 || !new_v1f) {
         free(new_v2);
         free(new_v1);
+        free(new_v1f);
         return 0; /* out of memory: keep reading the old cgroup */
     }
     int64_t before[N_COUNTERS], after[N_COUNTERS];
@@ -293,8 +325,10 @@ int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c)
     close_files(c);
     free(c->v2_path);
     free(c->v1_path);
+    free(c->v1f_path);
     c->v2_path = new_v2;
     c->v1_path = new_v1;
+    c->v1f_path = new_v1f;
     attach(c);
     read_raw(c, after);
     for (int i = 0; i < N_COUNTERS; i++)
@@ -313,8 +347,11 @@ void ss_cgroup_cpu_free(ss_cgroup_cpu *c)
     free(c->v2_root);
     free(c->v1_mnt);
     free(c->v1_root);
+    free(c->v1f_mnt);
+    free(c->v1f_root);
     free(c->v2_path);
     free(c->v1_path);
+    free(c->v1f_path);
     free(c);
 }
 
@@ -363,4 +400,14 @@ void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out)
     out->psi_cpu_ns = v[2];
     out->psi_memory_ns = v[3];
     out->psi_io_ns = v[4];
+}
+
+int ss_cgroup_cpu_frozen(ss_cgroup_cpu *c)
+{
+    char buf[512];
+    if (read_all(c->fd_freeze, buf, sizeof buf) != 0)
+        return 0;
+    if (c->freeze_v2)
+        return keyed(buf, "frozen") == 1;
+    return strncmp(buf, "FROZEN", 6) == 0 || strncmp(buf, "FREEZING", 8) == 0;
 }

@@ -1,5 +1,6 @@
 /*
- * cgroup_cpu.h - CPU throttling and pressure of the cgroup a rank runs in.
+ * cgroup_cpu.h - CPU throttling, pressure and freezing of the cgroup a
+ * rank runs in.
  *
  * A rank can be slow because its container's CPU quota runs out (the CFS
  * bandwidth controller throttles it until the next period) or because the
@@ -10,6 +11,9 @@
  *  - v1: the cpu controller's <mount>/<path>/cpu.stat (nr_throttled,
  *    throttled_time in ns); pressure then comes from /proc/pressure/{cpu,memory,io},
  *    which is the whole machine's (SS_CGROUP_PSI_SYSTEM says so).
+ * A cgroup's freezer (a paused container, an operator's freeze) stops
+ * every process in it without a signal: v2's cgroup.events says "frozen
+ * 1", v1's freezer controller freezer.state "FROZEN".
  * The cgroup is found from /proc/PID/cgroup and the mount table
  * (/proc/self/mountinfo, read once); the files are kept open and read with
  * pread.  A rank can be moved to another cgroup while it runs (a container
@@ -68,5 +72,9 @@ int ss_cgroup_cpu_refresh(ss_cgroup_cpu *c);
 
 /* Reads the counters now. */
 void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out);
+
+/* Whether the cgroup's freezer holds the rank now (frozen, or being
+ * frozen); 0 when it does not or this host has no freezer. */
+int ss_cgroup_cpu_frozen(ss_cgroup_cpu *c);
 
 #endif

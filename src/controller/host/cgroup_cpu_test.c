@@ -2,9 +2,10 @@
  * cgroup_cpu_test.c - a rank's cgroup throttling and pressure: exact
  * values from fake /proc and cgroup trees laid out in a scratch directory
  * (v1 beside an empty v2 hierarchy, as hybrid hosts mount them; v2 alone;
- * v2 seen from inside a container; a rank moved to another cgroup), and
- * the real machine's (a busy child throttled by a v1 CPU quota, when this
- * host lets us make a cgroup).
+ * v2 seen from inside a container; a rank moved to another cgroup; a
+ * frozen cgroup, v2's events and v1's freezer), and the real machine's
+ * (a busy child throttled by a v1 CPU quota, when this host lets us make
+ * a cgroup).
  */
 #include "cgroup_cpu.h"
 
@@ -193,6 +194,58 @@ static int write_text(const char *path, const char *text)
 /* The real machine: this process's cgroup is found and read; then, where
  * the v1 cpu controller is writable, a busy child moved into a cgroup with
  * a 10 % quota is throttled, and the counters follow it there. */
+/* A frozen cgroup: v2's cgroup.events "frozen 1" in the rank's cgroup;
+ * v1's freezer controller (its own mount and path) "FROZEN" or
+ * "FREEZING"; thawed, 0; a host without a freezer, 0. */
+static void frozen_by_the_freezer(void)
+{
+    char proc[512], cg2[512];
+    testing_tmp_path("h6-proc", proc, sizeof proc);
+    testing_tmp_path("h6-cg", cg2, sizeof cg2);
+    fake_proc(proc, cg2, "/", NULL, "0::/paused\n");
+    testing_write_file(cg2, "paused/cgroup.events",
+                       "populated 1\nfrozen 1\n");
+    ss_cgroup_cpu *c = ss_cgroup_cpu_open(proc, PID);
+    REQUIRE(c);
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 1);
+    testing_write_file(cg2, "paused/cgroup.events",
+                       "populated 1\nfrozen 0\n");
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 0);
+    ss_cgroup_cpu_free(c);
+
+    char cg1[512], text[2048];
+    testing_tmp_path("h7-proc", proc, sizeof proc);
+    testing_tmp_path("h7-unified", cg2, sizeof cg2);
+    testing_tmp_path("h7-v1", cg1, sizeof cg1);
+    fake_proc(proc, cg2, "/", cg1,
+              "7:freezer:/job/r1\n4:cpu:/\n0::/\n");
+    snprintf(text, sizeof text,
+             "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+             "41 31 0:38 / %s rw,relatime - cgroup2 cgroup2 rw\n"
+             "32 31 0:29 / %s/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+             "35 31 0:32 / %s/freezer rw,relatime - cgroup cgroup "
+             "rw,freezer\n",
+             cg2, cg1, cg1);
+    testing_write_file(proc, "self/mountinfo", text);
+    testing_write_file(cg1, "freezer/job/r1/freezer.state", "FREEZING\n");
+    c = ss_cgroup_cpu_open(proc, PID);
+    REQUIRE(c);
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 1);
+    testing_write_file(cg1, "freezer/job/r1/freezer.state", "FROZEN\n");
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 1);
+    testing_write_file(cg1, "freezer/job/r1/freezer.state", "THAWED\n");
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 0);
+    ss_cgroup_cpu_free(c);
+
+    testing_tmp_path("h8-proc", proc, sizeof proc);
+    testing_tmp_path("h8-cg", cg2, sizeof cg2);
+    fake_proc(proc, cg2, "/", NULL, "0::/\n"); /* the root: no events */
+    c = ss_cgroup_cpu_open(proc, PID);
+    REQUIRE(c);
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 0);
+    ss_cgroup_cpu_free(c);
+}
+
 static void real_machine(void)
 {
     ss_cgroup_cpu *c = ss_cgroup_cpu_open("/proc", getpid());
@@ -255,4 +308,4 @@ static void real_machine(void)
 
 TEST_LIST(TEST(v1_beside_empty_v2), TEST(v2_alone), TEST(v2_in_a_container),
           TEST(moved_rank_keeps_counting), TEST(nothing_mounted),
-          TEST(real_machine))
+          TEST(frozen_by_the_freezer), TEST(real_machine))

@@ -114,7 +114,7 @@ static int inject_ok(const link_inject *x)
 
 static int rank_stop_ok(const link_rank_stop *x)
 {
-    return x->state <= LINK_STOP_TRACED &&
+    return x->state <= LINK_STOP_FROZEN &&
            (x->state != LINK_STOP_RUNNING || x->stopped_ms == 0);
 }
 
@@ -759,7 +759,8 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
         out->u.rank_stop.stopped_ms = get_u32(r);
         if (!rank_stop_ok(&out->u.rank_stop))
             return fail(err, errlen, "RANK_STOP has state %u stopped for %u "
-                        "ms (0 running with 0 ms, 1 stopped, 2 traced)",
+                        "ms (0 running with 0 ms, 1 stopped, 2 traced, 3 "
+                        "frozen)",
                         (unsigned)out->u.rank_stop.state,
                         (unsigned)out->u.rank_stop.stopped_ms);
         break;

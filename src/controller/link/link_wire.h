@@ -201,15 +201,17 @@ typedef struct {
 } link_host;
 
 /* A rank's process was stopped (a stop signal: STATE 1; a tracer such as
- * a debugger: STATE 2) STOPPED_MS ago by the agent's clock, or runs again
- * (STATE 0, STOPPED_MS 0).  Sent when the state changes, so the
- * controller can say a remote rank that went silent is stopped. */
+ * a debugger: STATE 2; its cgroup's freezer: STATE 3) STOPPED_MS ago by
+ * the agent's clock, or runs again (STATE 0, STOPPED_MS 0).  Sent when
+ * the state changes, so the controller can say a remote rank that went
+ * silent is stopped. */
 #define LINK_STOP_RUNNING 0
 #define LINK_STOP_SIGNAL 1
 #define LINK_STOP_TRACED 2
+#define LINK_STOP_FROZEN 3
 typedef struct {
     uint32_t rank;
-    uint8_t state;        /* LINK_STOP_RUNNING, _SIGNAL or _TRACED */
+    uint8_t state;        /* LINK_STOP_RUNNING, _SIGNAL, _TRACED, _FROZEN */
     uint32_t stopped_ms;  /* 0 with LINK_STOP_RUNNING */
 } link_rank_stop;
 

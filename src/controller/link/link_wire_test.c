@@ -915,7 +915,7 @@ static void malformed_frames_are_refused(void)
     f.u.inject.signal = SIGCONT;
     CHECK_EQ_INT(link_encode(&ce, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_RANK_STOP);
-    f.u.rank_stop.state = 3;
+    f.u.rank_stop.state = 4;
     CHECK_EQ_INT(link_encode(&raw, g_buf, sizeof g_buf, &f), 0);
     f = sample(LINK_RANK_STOP);
     f.u.rank_stop.state = LINK_STOP_RUNNING; /* running, yet stopped for */
@@ -998,7 +998,7 @@ static void health_output_too_long(uint8_t *pl, size_t *len)
 static void health_output_nul(uint8_t *pl, size_t *len) { pl[8] = 0; (void)len; }
 static void health_check_newline(uint8_t *pl, size_t *len) { pl[3] = '\n'; (void)len; }
 /* RANK_STOP: rank(4) state(1) stopped_ms(4). */
-static void stop_state_3(uint8_t *pl, size_t *len) { pl[4] = 3; (void)len; }
+static void stop_state_4(uint8_t *pl, size_t *len) { pl[4] = 4; (void)len; }
 static void running_for_a_while(uint8_t *pl, size_t *len) { pl[4] = 0; (void)len; }
 static void inject_sigterm(uint8_t *pl, size_t *len) { pl[4] = SIGTERM; (void)len; }
 static void inject_kill_for_a_while(uint8_t *pl, size_t *len) { pl[4] = SIGKILL; (void)len; }
@@ -1044,7 +1044,7 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_HEALTH, health_output_nul, "NUL"},
         {LINK_HEALTH, health_check_newline, "malformed check name"},
         {LINK_HEALTH, extra_byte, "trailing"},
-        {LINK_RANK_STOP, stop_state_3, "RANK_STOP has state 3"},
+        {LINK_RANK_STOP, stop_state_4, "RANK_STOP has state 4"},
         {LINK_RANK_STOP, running_for_a_while, "state 0 stopped for 4000000000"},
         {LINK_RANK_STOP, extra_byte, "payload bytes"},
         {LINK_INJECT, inject_sigterm, "INJECT has signal 15"},

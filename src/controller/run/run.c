@@ -259,8 +259,8 @@ static void check_hang(run_ctx *r, ss_mono_ns now)
         h->heard_at = s->status_at;
         h->stopped_for =
             i < r->o->nproc_local
-                ? ss_host_watch_stopped_for(r->host, i, now, &h->traced)
-                : run_nodes_stopped_for(r->nodes, i, now, &h->traced);
+                ? ss_host_watch_stopped_for(r->host, i, now, &h->stop_kind)
+                : run_nodes_stopped_for(r->nodes, i, now, &h->stop_kind);
     }
     ss_finding f;
     if (!ss_hang_check(&r->hang, now, r->hang_ranks, r->o->nprocs, &f))

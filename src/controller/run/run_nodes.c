@@ -31,7 +31,7 @@ typedef struct {
  * (RANK_STOP): since when on the controller's clock, 0 while it runs. */
 typedef struct {
     ss_mono_ns since;
-    int traced;       /* a tracer holds it, not a stop signal */
+    ss_stop_kind kind; /* what holds it */
 } remote_stop;
 
 /* What the controller knows of one node of a multi-node run. */
@@ -259,7 +259,8 @@ static void cb_rank_started(void *ctx, uint32_t node,
     if (!owns(r, node, st->rank))
         return;
     if (st->rank >= r->o->nproc_local)
-        r->remote_stop[st->rank - r->o->nproc_local] = (remote_stop){0, 0};
+        r->remote_stop[st->rank - r->o->nproc_local] =
+            (remote_stop){0, SS_STOP_SIGNAL};
     r->ev.rank_started(r->ev.ctx, st->rank, st->pid);
 }
 
@@ -273,13 +274,15 @@ static void cb_rank_stop(void *ctx, uint32_t node, const link_rank_stop *s)
         return;
     remote_stop *slot = &r->remote_stop[s->rank - r->o->nproc_local];
     if (s->state == LINK_STOP_RUNNING) {
-        *slot = (remote_stop){0, 0};
+        *slot = (remote_stop){0, SS_STOP_SIGNAL};
         return;
     }
     ss_mono_ns now = ss_mono_now();
     ss_dur_ns ago = (ss_dur_ns)s->stopped_ms * 1000000;
     slot->since = now > ago ? now - ago : 1;
-    slot->traced = s->state == LINK_STOP_TRACED;
+    slot->kind = s->state == LINK_STOP_TRACED    ? SS_STOP_TRACER
+               : s->state == LINK_STOP_FROZEN ? SS_STOP_FREEZER
+                                              : SS_STOP_SIGNAL;
 }
 
 static void cb_rank_exit(void *ctx, uint32_t node, const link_rank_exit *e)
@@ -546,15 +549,15 @@ int run_nodes_host(const run_nodes *r, uint32_t rank, uint64_t step,
 }
 
 ss_dur_ns run_nodes_stopped_for(const run_nodes *r, uint32_t rank,
-                                ss_mono_ns now, int *traced)
+                                ss_mono_ns now, ss_stop_kind *kind)
 {
-    *traced = 0;
+    *kind = SS_STOP_SIGNAL;
     if (!r->remote_stop || rank < r->o->nproc_local || rank >= r->o->nprocs)
         return 0;
     const remote_stop *s = &r->remote_stop[rank - r->o->nproc_local];
     if (!s->since)
         return 0;
-    *traced = s->traced;
+    *kind = s->kind;
     return now > s->since ? now - s->since : 1;
 }
 

@@ -113,10 +113,10 @@ int run_nodes_host(const run_nodes *n, uint32_t rank, uint64_t step,
                    ss_host_step *out);
 
 /* How long another node's RANK has been stopped at NOW, as its agent
- * said (a stop signal, or a tracer: *TRACED 1); 0 while it runs, for a
- * rank of this node, or when its agent said nothing. */
+ * said, and by what (*KIND); 0 while it runs, for a rank of this node, or
+ * when its agent said nothing. */
 ss_dur_ns run_nodes_stopped_for(const run_nodes *n, uint32_t rank,
-                                ss_mono_ns now, int *traced);
+                                ss_mono_ns now, ss_stop_kind *kind);
 
 /* The other nodes' ranks' stacks (NULL on a single node). */
 ss_remote_stacks *run_nodes_stacks(run_nodes *n);

@@ -32,7 +32,7 @@ typedef struct {
     ss_proc_counters first_proc, last_proc;
     ss_cgroup_counters first_cg, last_cg;
     ss_mono_ns stopped_since;   /* 0: running */
-    int stop_traced;            /* that stop is a tracer's (CLD_TRAPPED) */
+    ss_stop_kind stop_kind;     /* what holds it (a tracer: CLD_TRAPPED) */
     ss_dur_ns stopped_total;    /* closed stops */
 } watched_rank;
 
@@ -61,6 +61,20 @@ static void sample(ss_host_watch *hw, watched_rank *w, ss_mono_ns now)
     ss_cgroup_counters c;
     ss_cgroup_cpu_read(w->cgroup, &c);
     ss_host_timeline_add(w->timeline, now, &p, &c);
+    /* A cgroup's freezer stops the rank without a signal: no SIGCHLD
+     * says so, the sample does (from this sample to the one that sees
+     * it thawed). */
+    int frozen = ss_cgroup_cpu_frozen(w->cgroup);
+    if (frozen && !w->stopped_since) {
+        ss_host_timeline_stopped(w->timeline, now);
+        w->stopped_since = now;
+        w->stop_kind = SS_STOP_FREEZER;
+    } else if (!frozen && w->stopped_since &&
+               w->stop_kind == SS_STOP_FREEZER) {
+        ss_host_timeline_continued(w->timeline, now);
+        w->stopped_total += now - w->stopped_since;
+        w->stopped_since = 0;
+    }
     if (!w->last_sample) {
         w->first_proc = p;
         w->first_cg = c;
@@ -98,7 +112,8 @@ static void on_sigchld(uv_signal_t *h, int signum)
                 ss_host_timeline_stopped(w->timeline, now);
                 if (!w->stopped_since)
                     w->stopped_since = now;
-                w->stop_traced = info.si_code == CLD_TRAPPED;
+                w->stop_kind = info.si_code == CLD_TRAPPED ? SS_STOP_TRACER
+                                                            : SS_STOP_SIGNAL;
             } else if (info.si_code == CLD_CONTINUED) {
                 ss_host_timeline_continued(w->timeline, now);
                 if (w->stopped_since)
@@ -248,16 +263,16 @@ int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
 }
 
 ss_dur_ns ss_host_watch_stopped_for(const ss_host_watch *hw, uint32_t rank,
-                                    ss_mono_ns now, int *traced)
+                                    ss_mono_ns now, ss_stop_kind *kind)
 {
-    if (traced)
-        *traced = 0;
+    if (kind)
+        *kind = SS_STOP_SIGNAL;
     if (!hw || rank >= hw->nprocs || !hw->ranks[rank].pid ||
         !hw->ranks[rank].stopped_since)
         return 0;
     const watched_rank *w = &hw->ranks[rank];
-    if (traced)
-        *traced = w->stop_traced;
+    if (kind)
+        *kind = w->stop_kind;
     return now > w->stopped_since ? now - w->stopped_since : 1;
 }
 

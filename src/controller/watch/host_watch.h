@@ -84,12 +84,12 @@ int ss_host_watch_window(void *ctx, uint32_t rank, ss_mono_ns begin_ns,
 int ss_host_watch_totals(const ss_host_watch *hw, uint32_t rank,
                          ss_host_step *out);
 
-/* How long RANK's process has been stopped at NOW (a stop signal, or a
- * tracer such as a debugger), 0 while it runs, once it exited or when it
- * is not followed here; *TRACED (may be NULL) is 1 when a tracer stopped
- * it. */
+/* How long RANK's process has been stopped at NOW (a stop signal, a
+ * tracer such as a debugger, or its cgroup's freezer, seen at the samples),
+ * 0 while it runs, once it exited or when it is not followed here; *KIND
+ * (may be NULL) says what holds it. */
 ss_dur_ns ss_host_watch_stopped_for(const ss_host_watch *hw, uint32_t rank,
-                                    ss_mono_ns now, int *traced);
+                                    ss_mono_ns now, ss_stop_kind *kind);
 
 /* Rank samples taken so far (each reads a rank's tree and cgroup), for
  * benchmarks and tests. */
