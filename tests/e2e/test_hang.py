@@ -10,6 +10,7 @@ listed as stopped); --on-hang stop ends the job with status 124 and
 leaves no process behind; clean jobs with normal jitter give no hang."""
 import importlib.util
 import json
+import os
 import signal
 import subprocess
 import time
@@ -105,16 +106,19 @@ def test_rank_holding_the_gil_in_c_named_with_its_stack(store):
     assert wait_gone(procs, 10), procs
 
 
+def rank_2_after_5_steps(store, proc):
+    """Rank 2's pid once the job has stored 5 steps."""
+    deadline = time.time() + 90
+    while stored_steps(store) < 5 and time.time() < deadline:
+        time.sleep(0.2)
+    pid = rank_pid(proc.pid, 2)
+    assert pid
+    return pid
+
+
 def test_sigstopped_rank_named(store):
     def stop_rank_2(proc):
-        deadline = time.time() + 90
-        while stored_steps(store) < 5 and time.time() < deadline:
-            time.sleep(0.2)
-        pid = rank_pid(proc.pid, 2)
-        assert pid
-        pid_sig = pid
-        import os
-        os.kill(pid_sig, signal.SIGSTOP)
+        os.kill(rank_2_after_5_steps(store, proc), signal.SIGSTOP)
 
     job, procs = run(store, "--steps", "100000", "--step-ms", "5",
                      extra=["--on-hang", "stop"], during=stop_rank_2)
@@ -149,11 +153,7 @@ def test_frozen_rank_named(store, tmp_path):
         pytest.skip(f"cannot make a freezer cgroup: {e}")
 
     def freeze_rank_2(proc):
-        deadline = time.time() + 90
-        while stored_steps(store) < 5 and time.time() < deadline:
-            time.sleep(0.2)
-        pid = rank_pid(proc.pid, 2)
-        assert pid
+        pid = rank_2_after_5_steps(store, proc)
         (cg / "cgroup.procs").write_text(f"{pid}\n")
         (cg / "freezer.state").write_text("FROZEN\n")
         time.sleep(TIMEOUT_S + 7)
