@@ -8,8 +8,8 @@
  * shows (its root field), so the directory is mount point + (path - root).
  * v2 is preferred when the rank's v2 cgroup has a cpu.stat with throttling
  * fields; else the v1 cpu controller is used.  Freezing: the v2 cgroup's
- * cgroup.events ("frozen 1") where it has one, else the v1 freezer
- * controller's freezer.state.
+ * cgroup.events ("frozen 1") where it has one, and the v1 freezer
+ * controller's freezer.state where it is mounted.
  */
 #include "cgroup_cpu.h"
 
@@ -35,8 +35,8 @@ struct ss_cgroup_cpu {
     int v1;             /* cpu.stat is v1's (throttled_time in ns) */
     int fd_cpu_stat;
     int fd_psi[3];      /* cpu, memory, io */
-    int fd_freeze;      /* cgroup.events (freeze_v2) or freezer.state */
-    int freeze_v2;
+    int fd_events;      /* v2 cgroup.events ("frozen 1") */
+    int fd_freezer;     /* v1 freezer.state */
     const char *path;   /* v2_path, v1_path or "": the one read */
     /* Added to what the current cgroup's files say, so that the counters
      * stay cumulative when the rank moves to another cgroup. */
@@ -187,11 +187,13 @@ static void close_files(ss_cgroup_cpu *c)
     for (int i = 0; i < 3; i++)
         if (c->fd_psi[i] >= 0)
             close(c->fd_psi[i]);
-    if (c->fd_freeze >= 0)
-        close(c->fd_freeze);
+    if (c->fd_events >= 0)
+        close(c->fd_events);
+    if (c->fd_freezer >= 0)
+        close(c->fd_freezer);
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
-    c->fd_freeze = -1;
-    c->sources = c->v1 = c->freeze_v2 = 0;
+    c->fd_events = c->fd_freezer = -1;
+    c->sources = c->v1 = 0;
     c->path = "";
 }
 
@@ -223,8 +225,7 @@ static void attach(ss_cgroup_cpu *c)
         }
         for (int i = 0; i < 3; i++)
             c->fd_psi[i] = open_in(dir, psi[i]);
-        c->fd_freeze = open_in(dir, "cgroup.events"); /* not in the root */
-        c->freeze_v2 = c->fd_freeze >= 0;
+        c->fd_events = open_in(dir, "cgroup.events"); /* not in the root */
         /* The root cgroup's pressure is the whole machine's. */
         if (c->fd_psi[0] >= 0 && strcmp(c->v2_path, "/") == 0)
             c->sources |= SS_CGROUP_PSI_SYSTEM;
@@ -238,9 +239,11 @@ static void attach(ss_cgroup_cpu *c)
             c->path = c->v1_path;
         }
     }
-    if (c->fd_freeze < 0 && c->v1f_path[0]) {
+    /* A hybrid host may freeze through v1 while the rank sits in a v2
+     * cgroup of its own (systemd's): both are read. */
+    if (c->v1f_path[0]) {
         cgroup_dir(c->v1f_mnt, c->v1f_root, c->v1f_path, dir, sizeof dir);
-        c->fd_freeze = open_in(dir, "freezer.state");
+        c->fd_freezer = open_in(dir, "freezer.state");
     }
     if (c->fd_psi[0] < 0) {
         char pdir[PATH_MAX];
@@ -277,7 +280,7 @@ ss_cgroup_cpu *ss_cgroup_cpu_open(const char *proc_root, pid_t pid)
     if (!c)
         return NULL;
     c->fd_cpu_stat = c->fd_psi[0] = c->fd_psi[1] = c->fd_psi[2] = -1;
-    c->fd_freeze = -1;
+    c->fd_events = c->fd_freezer = -1;
     c->path = "";
     c->pid = pid;
     char mnt[3][PATH_MAX] = {"", "", ""}, root[3][PATH_MAX] = {"", "", ""};
@@ -405,9 +408,10 @@ void ss_cgroup_cpu_read(ss_cgroup_cpu *c, ss_cgroup_counters *out)
 int ss_cgroup_cpu_frozen(ss_cgroup_cpu *c)
 {
     char buf[512];
-    if (read_all(c->fd_freeze, buf, sizeof buf) != 0)
-        return 0;
-    if (c->freeze_v2)
-        return keyed(buf, "frozen") == 1;
-    return strncmp(buf, "FROZEN", 6) == 0 || strncmp(buf, "FREEZING", 8) == 0;
+    if (read_all(c->fd_events, buf, sizeof buf) == 0 &&
+        keyed(buf, "frozen") == 1)
+        return 1;
+    return read_all(c->fd_freezer, buf, sizeof buf) == 0 &&
+           (strncmp(buf, "FROZEN", 6) == 0 ||
+            strncmp(buf, "FREEZING", 8) == 0);
 }

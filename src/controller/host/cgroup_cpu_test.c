@@ -237,6 +237,18 @@ static void frozen_by_the_freezer(void)
     CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 0);
     ss_cgroup_cpu_free(c);
 
+    /* a hybrid host: the rank in a v2 cgroup of its own (systemd's), not
+     * frozen there, frozen through the v1 freezer */
+    testing_write_file(proc, "4242/cgroup",
+                       "7:freezer:/job/r1\n4:cpu:/\n0::/user.slice/s\n");
+    testing_write_file(cg2, "user.slice/s/cgroup.events",
+                       "populated 1\nfrozen 0\n");
+    testing_write_file(cg1, "freezer/job/r1/freezer.state", "FROZEN\n");
+    c = ss_cgroup_cpu_open(proc, PID);
+    REQUIRE(c);
+    CHECK_EQ_INT(ss_cgroup_cpu_frozen(c), 1);
+    ss_cgroup_cpu_free(c);
+
     testing_tmp_path("h8-proc", proc, sizeof proc);
     testing_tmp_path("h8-cg", cg2, sizeof cg2);
     fake_proc(proc, cg2, "/", NULL, "0::/\n"); /* the root: no events */
