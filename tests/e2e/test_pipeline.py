@@ -50,8 +50,11 @@ def trace(job, tmp_path):
 @pytest.mark.parametrize("schedule,heavy", [("1f1b", 0), ("1f1b", 3),
                                             ("gpipe", 1)])
 def test_heavy_stage_is_named(store, schedule, heavy):
+    # four times the layers: three leaves the first stage of 1f1b at 1.6x
+    # on an idle machine, close enough to the rule's 1.25x that the load of
+    # the whole suite beside it has hidden it (docs/workloads.md)
     job = run(store, "--schedule", schedule, "--heavy-stage", str(heavy),
-              "--heavy-factor", "3")
+              "--heavy-factor", "4")
     fs = job.findings("pipeline_bubble")
     assert len(fs) == 1, (job.findings(), job.stderr[-2000:])
     f = fs[0]
