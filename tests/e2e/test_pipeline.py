@@ -1,7 +1,7 @@
 """Pipelines on real gloo ranks (examples/pipeline_train.py, 4 ranks, one
 stage each, docs/workloads.md#pipelines).
 
-A stage given three times the layers of the others (an unbalanced layer
+A stage given four times the layers of the others (an unbalanced layer
 split) gives one pipeline_bubble finding naming that stage and its rank,
 at the first, a middle and the last position, under 1F1B and GPipe.
 Balanced runs give no finding, and the measured bubble of a balanced
