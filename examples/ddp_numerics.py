@@ -26,6 +26,11 @@ It does not import stepscope.
       (backward); --nan-value inf injects an infinity instead.  The
       injection happens in every attempt that runs step S, so a restart
       from an earlier checkpoint meets it again.
+  --nan-rank R --nan-step S --nan-dir input|output|loss
+      the same outside every module: the batch's first element before the
+      model (input), the model's output's first element on its way to the
+      loss function, itself a module (output), or the loss after it, as a
+      term the script adds would (loss); no --nan-module
   --spike-rank R --spike-step S [--spike-factor F]
       at step S rank R's loss (and so its gradients) is multiplied by F
       (default 50)
@@ -52,6 +57,10 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+# --nan-dir values that inject outside every module
+OUTSIDE = ("input", "output", "loss")
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=30, help="optimizer steps (default 30)")
@@ -66,7 +75,8 @@ def parse_args():
     p.add_argument("--nan-rank", type=int, default=-1)
     p.add_argument("--nan-step", type=int, default=-1)
     p.add_argument("--nan-module", default="")
-    p.add_argument("--nan-dir", choices=("forward", "backward"), default="forward")
+    p.add_argument("--nan-dir", default="forward",
+                   choices=("forward", "backward") + OUTSIDE)
     p.add_argument("--nan-value", choices=("nan", "inf"), default="nan")
     p.add_argument("--spike-rank", type=int, default=-1)
     p.add_argument("--spike-step", type=int, default=-1)
@@ -149,7 +159,7 @@ def main():
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     injector = None
-    if rank == args.nan_rank:
+    if rank == args.nan_rank and args.nan_dir not in OUTSIDE:
         modules = dict(net.named_modules())
         if args.nan_module not in modules:
             raise SystemExit("--nan-module: no module '%s' (try --list-modules)"
@@ -175,7 +185,17 @@ def main():
         y = (x @ w_teacher).argmax(dim=1)
         if injector is not None and step == args.nan_step:
             injector.armed = True
-        loss = loss_fn(model(x), y)
+        outside = (args.nan_dir if rank == args.nan_rank
+                   and step == args.nan_step else None)
+        if outside == "input":
+            x[0, 0] = float(args.nan_value)
+        out = model(x)
+        if outside == "output":
+            out = out.clone()
+            out.view(-1)[0] = float(args.nan_value)
+        loss = loss_fn(out, y)
+        if outside == "loss":
+            loss = loss + float(args.nan_value)
         if rank == args.spike_rank and step == args.spike_step:
             loss = loss * args.spike_factor
         opt.zero_grad()

@@ -28,14 +28,21 @@ full   light, and
   numerics.param_grad_norm, numerics.param_grad_nonfinite (vectors, one
       entry per parameter): its local gradient's norm and non-finite
       elements
-  numerics.origin_dir (1 forward, 2 backward), numerics.origin_index,
-  numerics.origin_ns: where the first non-finite value of the step was
-      born: the first module, in the order their forwards completed, whose
-      output was non-finite while its inputs were finite (an index into
-      the module vectors); else the first parameter, in the order the
-      backward pass produced their gradients, whose local gradient was
-      non-finite (an index into the parameter vectors); origin_ns is when,
-      in ns after the step began on this rank.
+  numerics.origin_dir (1 forward, 2 backward, 3 input, 4 loss),
+  numerics.origin_index, numerics.origin_ns: where the first non-finite
+      value of the step was born: the first module, in the order their
+      forwards completed, whose output was non-finite while its inputs
+      were finite (forward; an index into the module vectors); else the
+      first module, in the order their calls began, handed a non-finite
+      input (input: the data, or the script's own code between modules;
+      an index into the module vectors); else, when a loss handed to backward() was non-finite
+      while every module's output was finite, the loss computed outside
+      the modules (loss; no index); else the first parameter, in the
+      order the backward pass produced their gradients, whose local
+      gradient was non-finite (backward; an index into the parameter
+      vectors); origin_ns is when (the module's call began, for input;
+      the loss went to backward(), for loss), in ns after the step began
+      on this rank.
 
 Costs: every reduction stays on the device as a tensor; at the step's end
 everything is stacked into one tensor and copied to the host with a single
@@ -66,7 +73,7 @@ _MAX_LOSSES = 1024    # backward() calls whose loss is kept per step
 _MAX_ROOTS = 8        # models instrumented per process
 _MAX_VALUES = getattr(_native, "MAX_VALUES", 1024)  # elements per vector
 
-FORWARD, BACKWARD = 1, 2
+FORWARD, BACKWARD, INPUT, LOSS = 1, 2, 3, 4  # numerics.origin_dir
 
 
 def mode_from_env(environ=os.environ):
@@ -128,8 +135,10 @@ class Numerics:
         self.backwards_ended = 0  # _backward_done calls
         self.fired = []           # (param index, t) in backward order
         self.fired_seen = set()
-        self.calls = []           # (module, out amax, out nf, in amax, t)
-        self.pending_in = {}      # module index -> input amax, pre-hook
+        self.calls = []           # (module, out amax, out nf, in amax, t,
+                                  #  t of the call's begin)
+        self.pending_in = {}      # module index -> (input amax, t), pre-hook
+        self.loss_ts = []         # full: when each kept loss went to backward()
         self.calls_dropped = 0
         self.snapshot = None
 
@@ -262,7 +271,7 @@ class Numerics:
             try:
                 amax = self._amax(inputs)
                 if amax is not None:
-                    self.pending_in[index] = amax
+                    self.pending_in[index] = (amax, _native.now_ns())
             except Exception as e:
                 self._failed("forward pre-hook", e)
         return pre
@@ -274,7 +283,7 @@ class Numerics:
             if not _native._auto_on():
                 return
             try:
-                in_amax = self.pending_in.pop(index, None)
+                in_amax, in_t = self.pending_in.pop(index, (None, None))
                 if len(self.calls) >= _MAX_CALLS:
                     self.calls_dropped += 1
                     return
@@ -287,7 +296,7 @@ class Numerics:
                                    .sum()).to(outs[0].device)
                                   for t in outs]).sum()
                 self.calls.append((index, amax, nf, in_amax,
-                                   _native.now_ns()))
+                                   _native.now_ns(), in_t))
             except Exception as e:
                 self._failed("forward hook", e)
         return post
@@ -315,11 +324,15 @@ class Numerics:
                 # the usual case: one scalar loss (cast at the step's end)
                 if len(self.losses) < _MAX_LOSSES:
                     self.losses.append(tensors.detach())
-                return
-            for t in _tensors(tensors):
-                if t.is_floating_point() and len(self.losses) < _MAX_LOSSES:
-                    self.losses.append(t.detach().reshape(-1)[:1].float()
-                                       .reshape(()))
+            else:
+                for t in _tensors(tensors):
+                    if (t.is_floating_point()
+                            and len(self.losses) < _MAX_LOSSES):
+                        self.losses.append(t.detach().reshape(-1)[:1]
+                                           .float().reshape(()))
+            if self.mode >= FULL:
+                now = _native.now_ns()
+                self.loss_ts += [now] * (len(self.losses) - len(self.loss_ts))
         except Exception as e:
             self._failed("loss", e)
 
@@ -453,6 +466,19 @@ class Numerics:
             if nf[k] > 0 and _finite(inp[k]):
                 origin = (FORWARD, c[0], c[4])
                 break
+        if origin is None:
+            # no module made it: the first module handed it (a parent's
+            # call begins before its children's)
+            for k, c in enumerate(calls):
+                if not _finite(inp[k]) and (origin is None
+                                            or c[5] < origin[2]):
+                    origin = (INPUT, c[0], c[5])
+        loss = get("loss") or []
+        bad_loss = [k for k, x in enumerate(loss) if not _finite(x)]
+        if origin is None and bad_loss and bad_loss[0] < len(self.loss_ts):
+            # every module's output was finite, the loss was not: it was
+            # made outside the modules, from their output
+            origin = (LOSS, None, self.loss_ts[bad_loss[0]])
         n_mod = len(self.module_names)
         mod_amax = [0.0] * n_mod
         mod_nf = [0.0] * n_mod
@@ -479,7 +505,8 @@ class Numerics:
                         break
         if origin is not None:
             metric("numerics.origin_dir", origin[0])
-            metric("numerics.origin_index", origin[1])
+            if origin[1] is not None:
+                metric("numerics.origin_index", origin[1])
             metric("numerics.origin_ns", max(0, origin[2] - self.t0))
         if self.calls_dropped:
             metric("numerics.calls_dropped", self.calls_dropped)

@@ -95,6 +95,71 @@ def test_full_mode_names_the_module_where_nan_is_born(kept):
     assert kept["labels"]["numerics.param_grad_norm"][0] == "0.weight"
 
 
+def poisoned_step(num, net, opt, x, loss_of):
+    """One training step on input X whose loss is LOSS_OF(output)."""
+    num.on_forward_root(net)
+    loss = loss_of(net(x))
+    num.on_backward(loss)
+    loss.backward()
+    num.before_optimizer()
+    opt.step()
+    opt.zero_grad()
+    num.step_end()
+    num.step_begun()
+
+
+def test_full_mode_names_the_input_when_no_module_made_it(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.FULL)
+    x = torch.ones(3, 4)
+    x[1, 2] = float("nan")
+    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1), x,
+                  lambda out: out.square().mean())
+    m = kept["metric"]
+    assert m["numerics.origin_dir"] == _numerics.INPUT
+    labels = kept["labels"]["numerics.module_nonfinite"]
+    # the first module handed it, not the layer inside that passed it on
+    assert labels[int(m["numerics.origin_index"])] == "(Sequential)"
+    assert m["numerics.origin_ns"] >= 0
+
+
+def test_full_mode_names_a_loss_made_outside_the_modules(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.FULL)
+    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
+                  torch.ones(3, 4),
+                  lambda out: (out - 100).log().mean())  # log of negatives
+    m = kept["metric"]
+    assert m["numerics.loss_nonfinite"] == 1
+    # every module's output was finite: not the first gradient's parameter
+    assert max(kept["values"]["numerics.module_nonfinite"]) == 0
+    assert m["numerics.origin_dir"] == _numerics.LOSS
+    assert "numerics.origin_index" not in m
+    assert m["numerics.origin_ns"] >= 0
+
+
+def test_full_mode_names_a_backward_origin_only_with_a_finite_loss(kept):
+    import torch
+    from stepscope import _numerics
+    net = model()
+    num = _numerics.Numerics(torch, _numerics.FULL)
+
+    def nan_gradient(out):
+        out.register_hook(lambda g: g * float("nan"))
+        return out.square().mean()
+    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
+                  torch.ones(3, 4), nan_gradient)
+    m = kept["metric"]
+    assert m["numerics.loss_nonfinite"] == 0
+    assert m["numerics.origin_dir"] == _numerics.BACKWARD
+    labels = kept["labels"]["numerics.param_grad_norm"]
+    assert labels[int(m["numerics.origin_index"])].startswith("2.")
+
+
 def test_a_failing_hook_is_counted_and_training_goes_on(kept, monkeypatch):
     import torch
     from stepscope import _numerics

@@ -6,7 +6,10 @@ backward, gives one critical `nonfinite` finding with that step and rank
 first, and in full mode that module and direction; a matrix covers the
 first, a middle and the last module, ranks 0, 1 (middle) and 2 (last) and
 both directions (each depth and direction once, the rank rotating; the
-whole product with repetitions is `make bench-accuracy`).  A loss spike on
+whole product with repetitions is `make bench-accuracy`).  A NaN born
+outside every module, in the batch or between the model's output and the
+loss function, is named as such in full mode, not as the first gradient
+it spoiled.  A loss spike on
 one rank gives loss_spike and grad_spike naming it; clean runs, light and
 full, give no numerics finding and no hook error.  --on-nonfinite dump
 keeps the job going and stores every rank's stacks with the finding,
@@ -93,6 +96,32 @@ def test_full_mode_names_rank_step_module_direction(store, module, direction,
         assert ev["param"].startswith(module + "."), ev
     assert not numerics_metric(job, "numerics.errors") or \
         max(numerics_metric(job, "numerics.errors")) == 0
+
+
+# (where it is injected, rank, the origin's direction, the module it was
+# handed to): the example's loss function is a module
+# (nn.CrossEntropyLoss), so a value made between the model and it is
+# handed to it; one added to the loss after it has no module
+OUTSIDE = [("input", 2, "input", "(Net)"),
+           ("output", 1, "input", "2.(CrossEntropyLoss)"),
+           ("loss", 0, "loss", None)]
+
+
+@pytest.mark.parametrize("inject,rank,direction,handed_to", OUTSIDE)
+def test_full_mode_names_a_value_made_outside_the_modules(store, inject, rank,
+                                                          direction,
+                                                          handed_to):
+    step = 4 + rank
+    job = run(store, "--nan-rank", str(rank), "--nan-step", str(step),
+              "--nan-dir", inject, extra=("--numerics", "full"))
+    assert job.returncode == 0, job.stderr
+    f, ev = the_nonfinite(job)
+    assert f["first_step"] == step and f["ranks"][0] == rank, f
+    assert ev["mode"] == "full" and ev["direction"] == direction, ev
+    assert ev.get("module") == handed_to, ev
+    assert "param" not in ev and not f["phase"], f
+    assert ("that no module had made" if handed_to else
+            "while every module's output was finite") in f["message"], f
 
 
 @pytest.mark.parametrize("module,direction,rank", MATRIX)

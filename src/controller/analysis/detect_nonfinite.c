@@ -1,8 +1,9 @@
 /*
  * detect_nonfinite.c - the nonfinite detector: the first NaN or infinity
  * of an attempt, with the rank, the step and, when the rank ran with
- * --numerics full, the module or parameter where it was born and whether
- * in the forward or the backward pass; then the ranks it spread to.
+ * --numerics full, where it was born: a module's forward output, the
+ * model's input, the loss computed outside the modules, or a parameter's
+ * gradient in the backward pass; then the ranks it spread to.
  *
  * It reads auto mode's numerics metrics (python/stepscope/_numerics.py):
  * numerics.loss_nonfinite, numerics.grad_nonfinite (this rank's own
@@ -31,7 +32,8 @@ enum {
     SIG_LOSS,   /* numerics.loss_nonfinite */
     SIG_GRAD,   /* numerics.grad_nonfinite */
     SIG_PARAM,  /* numerics.param_nonfinite */
-    SIG_DIR,    /* numerics.origin_dir: 1 forward, 2 backward */
+    SIG_DIR,    /* numerics.origin_dir: 1 forward, 2 backward, 3 input,
+                   4 loss */
     SIG_INDEX,  /* numerics.origin_index */
     SIG_NS,     /* numerics.origin_ns: after the step's begin */
     VEC_MODULE, /* numerics.module_nonfinite, labelled by module */
@@ -47,7 +49,29 @@ static const char *const sig_names[N_SIG] = {
 
 /* What the first rank said of the value. */
 enum { WHAT_LOSS = 1, WHAT_GRAD = 2, WHAT_PARAM = 4 };
-enum { DIR_NONE = 0, DIR_FORWARD = 1, DIR_BACKWARD = 2 };
+enum {
+    DIR_NONE = 0,
+    DIR_FORWARD = 1,  /* a module's output, its inputs finite */
+    DIR_BACKWARD = 2, /* a parameter's local gradient */
+    DIR_INPUT = 3,    /* the first module handed it; none made it */
+    DIR_LOSS = 4      /* the loss, every module's output finite */
+};
+
+/* The phase, and the evidence's "direction", of an origin DIR. */
+static const char *dir_words(int dir)
+{
+    switch (dir) {
+    case DIR_FORWARD:
+        return "forward";
+    case DIR_BACKWARD:
+        return "backward";
+    case DIR_INPUT:
+        return "input";
+    case DIR_LOSS:
+        return "loss";
+    }
+    return "";
+}
 
 typedef struct {
     uint32_t world;
@@ -128,19 +152,22 @@ static void refresh(ss_detectors *d, nonfinite *nf)
     f->first_step = nf->first_step;
     f->last_step = nf->last_step;
     f->severity = SS_CRITICAL;
+    /* the input and the loss are made in no phase auto mode times (the
+     * data or the script's own code; the code between forward and
+     * backward) */
     snprintf(f->phase, sizeof f->phase, "%s",
-             nf->dir == DIR_FORWARD    ? "forward"
-             : nf->dir == DIR_BACKWARD ? "backward"
-                                       : "");
+             nf->dir == DIR_FORWARD || nf->dir == DIR_BACKWARD
+                 ? dir_words(nf->dir)
+                 : "");
     char where[300] = "", spread[160] = "", same[160] = "", ranks[128];
-    if (nf->dir == DIR_FORWARD && nf->module[0])
+    if ((nf->dir == DIR_FORWARD || nf->dir == DIR_INPUT) && nf->module[0])
         snprintf(where, sizeof where, "module %s", nf->module);
     else if (nf->dir == DIR_BACKWARD && nf->param[0])
         snprintf(where, sizeof where, "parameter %s (module %s)", nf->param,
                  nf->module[0] ? nf->module : "(the model)");
-    else if (nf->dir != DIR_NONE) /* sent without labels */
+    else if (nf->dir != DIR_NONE && nf->dir != DIR_LOSS) /* no labels */
         snprintf(where, sizeof where, "%s #%" PRId64,
-                 nf->dir == DIR_FORWARD ? "module" : "parameter", nf->index);
+                 nf->dir == DIR_BACKWARD ? "parameter" : "module", nf->index);
     if (nf->n_reached > 1) {
         snprintf(spread, sizeof spread, "; it reached %s by step %" PRIu64,
                  ss__fmt_ranks(ranks, sizeof ranks, nf->order + 1,
@@ -174,6 +201,22 @@ static void refresh(ss_detectors *d, nonfinite *nf)
                  "%" PRIu64 ", in the backward pass: the local gradient of "
                  "%s%s%s%s.",
                  nf->first, nf->first_step, where, when, same, spread);
+    else if (nf->dir == DIR_INPUT)
+        snprintf(f->message, sizeof f->message,
+                 "rank %d handed a non-finite value to %s at step "
+                 "%" PRIu64 " that no module had made: it came with the "
+                 "data or from the script's own code outside the "
+                 "modules%s%s%s.",
+                 nf->first, where[0] ? where : "a module", nf->first_step,
+                 when, same, spread);
+    else if (nf->dir == DIR_LOSS)
+        snprintf(f->message, sizeof f->message,
+                 "rank %d's loss went non-finite first, at step %" PRIu64
+                 ", while every module's output was finite: it was made "
+                 "outside the modules, where the loss is computed from "
+                 "the model's output (a log, a division or another "
+                 "function of the script's own code)%s%s%s.",
+                 nf->first, nf->first_step, when, same, spread);
     else if (nf->what == WHAT_PARAM)
         snprintf(f->message, sizeof f->message,
                  "rank %d's parameters went non-finite in the optimizer "
@@ -196,10 +239,11 @@ static void refresh(ss_detectors *d, nonfinite *nf)
     ss__evidence_str(ev, "signal", what_words(nf->what));
     ss__evidence_str(ev, "mode", nf->dir != DIR_NONE ? "full" : "light");
     if (nf->dir != DIR_NONE) {
-        ss__evidence_str(ev, "direction", f->phase);
-        ss__evidence_int(ev, nf->dir == DIR_FORWARD ? "module_index"
-                                                    : "param_index",
-                         nf->index);
+        ss__evidence_str(ev, "direction", dir_words(nf->dir));
+        if (nf->dir != DIR_LOSS)
+            ss__evidence_int(ev, nf->dir == DIR_BACKWARD ? "param_index"
+                                                         : "module_index",
+                             nf->index);
         if (nf->module[0])
             ss__evidence_str(ev, "module", nf->module);
         if (nf->param[0])
@@ -250,12 +294,15 @@ static void begin(nonfinite *nf, const ss_step_view *v,
     if (!nf->what)
         nf->what = WHAT_PARAM;
     double dir = sig(nf, v, rs, SIG_DIR), idx = sig(nf, v, rs, SIG_INDEX);
-    nf->dir = dir == 1 ? DIR_FORWARD : dir == 2 ? DIR_BACKWARD : DIR_NONE;
+    nf->dir = DIR_NONE;
+    for (int k = DIR_FORWARD; k <= DIR_LOSS; k++)
+        if (dir == k)
+            nf->dir = k;
     nf->index = nf->dir != DIR_NONE && isfinite(idx) ? (int64_t)idx : -1;
     double ns = sig(nf, v, rs, SIG_NS);
     if (nf->dir != DIR_NONE && isfinite(ns))
         nf->origin_ms = ns / 1e6;
-    if (nf->dir == DIR_FORWARD) {
+    if (nf->dir == DIR_FORWARD || nf->dir == DIR_INPUT) {
         label_of(nf, rs, VEC_MODULE, nf->index, nf->module,
                  sizeof nf->module);
     } else if (nf->dir == DIR_BACKWARD) {

@@ -97,7 +97,8 @@ static void begin(builder *b, uint64_t step, int full)
 }
 
 /* Rank R's own value went non-finite (its loss and gradients), with a
- * full-mode origin when DIR is 1 or 2; the others' parameters only. */
+ * full-mode origin when DIR is not 0 (numerics.origin_dir); the others'
+ * parameters only. */
 static void poison(builder *b, int r, int dir, int index, double ns)
 {
     b->metric[r][LOSS] = b->metric[r][GRAD] = NAN;
@@ -175,6 +176,23 @@ static void optimizer_made_it(builder *b, uint64_t s)
     if (s == 7)
         for (int r = 0; r < W; r++)
             b->metric[r][PARAM_NF] = 1;
+}
+
+/* Full mode: rank 0's model was handed a NaN (module 0, the root, took it
+ * in); no module made one. */
+static void input_on_rank_0(builder *b, uint64_t s)
+{
+    if (s == 5)
+        poison(b, 0, 3, 0, 300000);
+}
+
+/* Full mode: rank 3's loss went NaN outside the modules (no index). */
+static void loss_on_rank_3(builder *b, uint64_t s)
+{
+    if (s == 7) {
+        poison(b, 3, 4, 0, 4200000);
+        b->metric[3][INDEX] = NAN;
+    }
 }
 
 static void spikes_on_rank_2(builder *b, uint64_t s)
@@ -352,6 +370,37 @@ static const scenario scenarios[] = {
      .findings = {{.kind = "nonfinite", .count = WANT(0)},
                   {.kind = "loss_spike", .count = WANT(0)},
                   {.kind = "grad_spike", .count = WANT(0)}}},
+    {.name = "a non-finite input is the data's, not a module's",
+     .edit = input_on_rank_0,
+     .steps = 10,
+     .full = 1,
+     .findings = {{.kind = "nonfinite",
+                   .count = WANT(1),
+                   .first_step = WANT(5),
+                   .rank = WANT(0),
+                   .phase = "",
+                   .message = {"rank 0 handed a non-finite value to "
+                               "module (Net) at step 5 that no module had "
+                               "made",
+                               "0.3 ms into the step"},
+                   .has = {{"direction", "input"}, {"module", "(Net)"},
+                           {"mode", "full"}},
+                   .num = {{"module_index", EV_EQUALS, 0, 0}}}}},
+    {.name = "a non-finite loss made outside the modules",
+     .edit = loss_on_rank_3,
+     .steps = 10,
+     .full = 1,
+     .findings = {{.kind = "nonfinite",
+                   .count = WANT(1),
+                   .first_step = WANT(7),
+                   .rank = WANT(3),
+                   .phase = "",
+                   .message = {"rank 3's loss went non-finite first, at "
+                               "step 7, while every module's output was "
+                               "finite",
+                               "4.2 ms into the step"},
+                   .has = {{"direction", "loss"}, {"mode", "full"}},
+                   .evidence = {"\"direction\":\"loss\",\"origin_ms\""}}}},
 };
 
 static void every_scenario(void)
