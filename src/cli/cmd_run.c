@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "cli_suggest.h"
 #include "detectors.h"
+#include "gpu_backend.h"
 #include "host_watch.h"
 #include "http.h"
 #include "launcher.h"
@@ -151,7 +153,9 @@ static void usage(FILE *out)
         "step through libstepscope, and stores steps and findings.\n"
         "\n"
         "options:\n"
-        "  -n, --nproc-per-node N   number of ranks (required)\n"
+        "  -n, --nproc-per-node N   number of ranks (required); cpu: one\n"
+        "                           per CPU, gpu: one per GPU, auto: gpu\n"
+        "                           where there is one, else cpu\n"
         "      --name NAME          a name for the run (default: the command)\n"
         "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
         "                           stepscope/stepscope.db); postgresql://\n"
@@ -282,6 +286,13 @@ static void usage(FILE *out)
         "                           fold the ranks' records at the controller\n"
         "                           only, or per node at each agent as well\n"
         "                           (default: node above 4096 ranks)\n"
+        "\n"
+        "torchrun's spellings (a command line written for torchrun runs):\n"
+        "      --nproc_per_node, --node_rank, --master_addr, --master_port,\n"
+        "      --max_restarts       as their --x-y forms\n"
+        "      --standalone         one node (no Slurm or PET_ nodes)\n"
+        "  -m, --module             CMD is a Python module: python -m CMD\n"
+        "      --no-python          run CMD as it is, even a FILE.py\n"
         "\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
@@ -418,9 +429,45 @@ static void bad_option(int c, char **argv, const struct option *opts)
             "--help` lists the options)\n", shown, hint);
 }
 
-/* Parses ARGV into O.  Returns 0, 1 after --help, or 2 on a usage error. */
-static int parse_args(ss_run_opts *o, int argc, char **argv)
+/* torchrun's flags that shape the command or the nodes, not the run. */
+typedef struct {
+    int standalone; /* --standalone: one node, its own rendezvous */
+    int module;     /* -m: CMD is a Python module (python -m CMD) */
+    int no_python;  /* --no-python: CMD.py runs as it is */
+} torchrun_flags;
+
+/* -n's words, as torchrun reads them: the count into *N, the same as text
+ * into TEXT (for the node settings); 0, or -1 having said why not. */
+static int ranks_of_word(const char *word, uint32_t *n, char *text,
+                         size_t len)
 {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t gpus = 0;
+    if (strcmp(word, "gpu") == 0 || strcmp(word, "auto") == 0) {
+        ss_gpu_backend *b = ss_gpu_backend_open(NULL, NULL);
+        gpus = b ? ss_gpu_backend_count(b) : 0;
+        ss_gpu_backend_close(b);
+    }
+    if (strcmp(word, "gpu") == 0 && gpus == 0) {
+        fprintf(stderr, "stepscope run: -n gpu: no GPU found on this node "
+                "(`stepscope gpus` says why); give a number of ranks\n");
+        return -1;
+    }
+    *n = gpus ? gpus : (uint32_t)(cpus > 0 ? cpus : 1);
+    if (strcmp(word, "cpu") == 0)
+        *n = (uint32_t)(cpus > 0 ? cpus : 1);
+    if (*n > SS_LAUNCH_MAX_RANKS)
+        *n = SS_LAUNCH_MAX_RANKS;
+    snprintf(text, len, "%" PRIu32, *n);
+    return 0;
+}
+
+/* Parses ARGV into O and torchrun's flags into TF.  Returns 0, 1 after
+ * --help, or 2 on a usage error. */
+static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
+                      char **argv)
+{
+    static char n_text[16];
     static const struct option opts[] = {
         {"nproc-per-node", required_argument, NULL, 'n'},
         {"nproc_per_node", required_argument, NULL, 'n'},
@@ -468,16 +515,29 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
         {"health-check-timeout", required_argument, NULL, 0x123},
         {"no-gpu-check", no_argument, NULL, 0x125},
         {"inject", required_argument, NULL, 0x124},
+        /* torchrun's, for a command line that names torchrun */
+        {"standalone", no_argument, NULL, 0x12a},
+        {"module", no_argument, NULL, 'm'},
+        {"no-python", no_argument, NULL, 0x12b},
+        {"no_python", no_argument, NULL, 0x12b},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
     opterr = 0; /* the errors are said below, in one line each */
     int c;
-    while ((c = getopt_long(argc, argv, "+:n:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:n:qhm", opts, NULL)) != -1) {
         char err[200];
         switch (c) {
         case 'n':
             o->node_flags.nproc_per_node = optarg;
+            if (strcmp(optarg, "cpu") == 0 || strcmp(optarg, "gpu") == 0 ||
+                strcmp(optarg, "auto") == 0) {
+                if (ranks_of_word(optarg, &o->nproc_local, n_text,
+                                  sizeof n_text) != 0)
+                    return 2;
+                o->node_flags.nproc_per_node = n_text;
+                break;
+            }
             if (parse_count(optarg, SS_LAUNCH_MAX_RANKS, &o->nproc_local) ||
                 o->nproc_local == 0) {
                 fprintf(stderr, "stepscope run: -n wants a number of ranks "
@@ -698,9 +758,28 @@ static int parse_args(ss_run_opts *o, int argc, char **argv)
                 return 2;
             }
             break;
+        case 0x12a: tf->standalone = 1; break;
+        case 'm': tf->module = 1; break;
+        case 0x12b: tf->no_python = 1; break;
         case 'h': usage(stdout); return 1;
         default: bad_option(c, argv, opts); return 2;
         }
+    }
+    if (tf->module && tf->no_python) {
+        fprintf(stderr, "stepscope run: -m runs CMD with python -m, "
+                "--no-python without Python: give one of them\n");
+        return 2;
+    }
+    if (tf->standalone) {
+        /* one node, as torchrun's --standalone: Slurm's or the PET_
+         * variables do not make it several */
+        const char *nn = o->node_flags.nnodes;
+        if (nn && strcmp(nn, "1") != 0 && strcmp(nn, "1:1") != 0) {
+            fprintf(stderr, "stepscope run: --standalone is one node; "
+                    "--nnodes %s asks for more\n", nn);
+            return 2;
+        }
+        o->node_flags.nnodes = "1";
     }
     if (optind < argc && strcmp(argv[optind], "--") == 0)
         optind++;
@@ -768,21 +847,24 @@ static int on_path(const char *name, char *out, size_t outlen)
 
 /*
  * The command the ranks run, checked before anything starts: a script
- * named FILE.py is run by the Python on PATH (python3, else python), as
- * torchrun does, and said once; a command that is not on PATH, or a file
- * that is missing or not executable, is refused here (exit status 127 as
- * a shell's) instead of by every rank after the launch.  *ARGV_OUT is then
- * a new argv (to free) or ARGV itself.  Returns 0 or 127.
+ * named FILE.py (unless TF says --no-python), or a module with TF's -m,
+ * is run by the Python on PATH (python3, else python), as torchrun does,
+ * and said once; a command that is not on PATH, or a file that is missing
+ * or not executable, is refused here (exit status 127 as a shell's)
+ * instead of by every rank after the launch.  *ARGV_OUT is then a new
+ * argv (to free) or ARGV itself.  Returns 0 or 127.
  */
-static int resolve_command(char **argv, char ***argv_out)
+static int resolve_command(char **argv, const torchrun_flags *tf,
+                           char ***argv_out)
 {
     *argv_out = argv;
     const char *cmd = argv[0];
     size_t len = strlen(cmd);
     char found[4096];
-    if (len > 3 && strcmp(cmd + len - 3, ".py") == 0) {
+    int script = !tf->no_python && len > 3 && strcmp(cmd + len - 3, ".py") == 0;
+    if (script || tf->module) {
         struct stat st;
-        if (stat(cmd, &st) != 0) {
+        if (!tf->module && stat(cmd, &st) != 0) {
             fprintf(stderr, "stepscope run: cannot run '%s': %s; no rank was "
                     "started\n", cmd, strerror(errno));
             return 127;
@@ -794,10 +876,10 @@ static int resolve_command(char **argv, char ***argv_out)
                     "(stepscope run ... -- /path/to/python %s)\n", cmd, cmd);
             return 127;
         }
-        size_t n = 0;
+        size_t n = 0, k = 0;
         while (argv[n])
             n++;
-        char **v = calloc(n + 2, sizeof *v);
+        char **v = calloc(n + 3, sizeof *v);
         char *py = strdup(found);
         if (!v || !py) {
             free(v);
@@ -805,10 +887,13 @@ static int resolve_command(char **argv, char ***argv_out)
             fprintf(stderr, "stepscope run: out of memory\n");
             return 127;
         }
-        v[0] = py;
-        memcpy(v + 1, argv, (n + 1) * sizeof *v);
-        fprintf(stderr, "stepscope run: running %s with %s (the Python on "
-                "PATH), as torchrun does\n", cmd, py);
+        v[k++] = py;
+        if (tf->module)
+            v[k++] = "-m";
+        memcpy(v + k, argv, (n + 1) * sizeof *v);
+        fprintf(stderr, "stepscope run: running %s%s with %s (the Python on "
+                "PATH), as torchrun does\n", tf->module ? "module " : "",
+                cmd, py);
         *argv_out = v;
         return 0;
     }
@@ -831,11 +916,12 @@ int ss_cmd_run(int argc, char **argv)
 {
     ss_run_opts o;
     ss_run_opts_defaults(&o);
-    int prc = parse_args(&o, argc, argv);
+    torchrun_flags tf = {0};
+    int prc = parse_args(&o, &tf, argc, argv);
     if (prc)
         return prc == 1 ? 0 : 2;
     char **given = o.argv;
-    int crc = resolve_command(given, &o.argv);
+    int crc = resolve_command(given, &tf, &o.argv);
     if (crc)
         return crc;
     link_secret secret;

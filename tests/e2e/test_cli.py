@@ -2,7 +2,9 @@
 real Python ranks, real SQLite):
 
   - `stepscope run -n 2 train.py` runs the script with the Python on PATH,
-    as torchrun does, and says so;
+    as torchrun does, and says so; a torchrun command line
+    (`--standalone --nproc_per_node=2 -m MODULE`, `--no-python`) runs as
+    torchrun would run it, and its contradictions are refused in one line;
   - a command that does not exist is refused before any rank starts, in
     one line, with no run recorded;
   - a mistyped option is one line with a "did you mean" and a --help
@@ -56,6 +58,54 @@ def test_py_script_runs_with_the_python_on_path(tmp_path):
     (steps,), = con.execute("SELECT count(*) FROM steps").fetchall()
     con.close()
     assert steps == 3, out.stderr
+
+
+def stored_steps(db):
+    con = sqlite3.connect(str(db))
+    (steps,), = con.execute("SELECT count(*) FROM steps").fetchall()
+    con.close()
+    return steps
+
+
+def test_a_torchrun_command_line_runs_as_torchrun_would(tmp_path):
+    (tmp_path / "trainmod.py").write_text(SCRIPT)
+    db = tmp_path / "s.db"
+    out = subprocess.run([str(STEPSCOPE), "run", "--standalone",
+                          "--nproc_per_node=2", "--db", str(db), "--no-http",
+                          "-m", "trainmod"],
+                         capture_output=True, text=True, env=env(),
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "stepscope run: running module trainmod with /usr/bin/python3" \
+        in out.stderr, out.stderr
+    assert stored_steps(db) == 3, out.stderr
+    # --no-python: a FILE.py with its own #! line runs as it is
+    script = tmp_path / "direct.py"
+    script.write_text("#!/usr/bin/python3\n" + SCRIPT)
+    script.chmod(0o755)
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "2", "--db",
+                          str(tmp_path / "d.db"), "--no-http", "--no-python",
+                          str(script)],
+                         capture_output=True, text=True, env=env(),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "the Python on PATH" not in out.stderr, out.stderr
+    assert stored_steps(tmp_path / "d.db") == 3, out.stderr
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--standalone", "--nnodes", "2"],
+     "stepscope run: --standalone is one node; --nnodes 2 asks for more\n"),
+    (["-m", "--no-python"],
+     "stepscope run: -m runs CMD with python -m, --no-python without "
+     "Python: give one of them\n"),
+])
+def test_torchrun_flags_that_contradict_are_refused(tmp_path, args, said):
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "2", *args, "--db",
+                          str(tmp_path / "s.db"), "--", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr == said, out.stderr
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_missing_command_is_refused_before_any_rank_starts(tmp_path):
