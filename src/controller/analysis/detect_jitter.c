@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sorted_window.h"
 #include "stats.h"
 
 /* A jitter episode that opens within this many steps of the last one's
@@ -55,6 +56,8 @@ typedef struct {
     uint32_t jw, head, fill, outliers; /* ring of jw steps */
     /* per ring slot */
     double *ms;   /* the median step time less the sync lateness */
+    ss_sorted_window ms_sorted; /* ms's finite values, ascending */
+    uint32_t ms_nonfinite;      /* ms's slots that are not */
     double *raw;  /* the median step time itself, for reporting */
     uint64_t *step;
     uint8_t *out;
@@ -449,10 +452,15 @@ static void jitter_step(void *state, ss_detectors *d,
     uint32_t jw = jt->jw, n = jt->fill;
     int outlier = 0;
     if (n >= ss__param_u32(d, P_J_MIN_STEPS)) {
-        for (uint32_t i = 0; i < n; i++)
-            jt->f64[i] = jt->ms[i];
-        double med;
-        double sigma = ss_mad_f64(jt->f64, n, &med) * SS_MAD_TO_SIGMA;
+        double med, mad;
+        if (jt->ms_nonfinite == 0) {
+            mad = ss_sorted_window_mad(&jt->ms_sorted, &med);
+        } else {
+            for (uint32_t i = 0; i < n; i++)
+                jt->f64[i] = jt->ms[i];
+            mad = ss_mad_f64(jt->f64, n, &med);
+        }
+        double sigma = mad * SS_MAD_TO_SIGMA;
         double margin = d->p[P_J_MAD_K] * sigma;
         if (margin < d->p[P_J_REL_FLOOR] * med)
             margin = d->p[P_J_REL_FLOOR] * med;
@@ -503,6 +511,16 @@ static void jitter_step(void *state, ss_detectors *d,
     }
     if (stall)
         note_stall(d, jt, v, raw, stall_ms, blame, blame_ex);
+    if (n == jw) { /* slot K's value leaves the window */
+        if (isfinite(jt->ms[k]))
+            ss_sorted_window_remove(&jt->ms_sorted, jt->ms[k]);
+        else
+            jt->ms_nonfinite--;
+    }
+    if (isfinite(x))
+        ss_sorted_window_add(&jt->ms_sorted, x);
+    else
+        jt->ms_nonfinite++;
     jt->ms[k] = x;
     jt->raw[k] = raw;
     jt->step[k] = v->step;
@@ -581,6 +599,7 @@ static void jitter_destroy(void *state)
 {
     jitter *jt = state;
     free(jt->ms);
+    ss_sorted_window_free(&jt->ms_sorted);
     free(jt->raw);
     free(jt->step);
     free(jt->out);
@@ -616,7 +635,8 @@ static void *jitter_create(ss_detectors *d)
     jt->host_cause = ss__zalloc(jt->jw, sizeof *jt->host_cause);
     jt->sort = ss__zalloc(jt->jw, sizeof(int32_t));
     jt->f64 = ss__zalloc(jt->jw, sizeof *jt->f64);
-    if (!jt->ms || !jt->raw || !jt->step || !jt->out || !jt->blame ||
+    if (ss_sorted_window_init(&jt->ms_sorted, jt->jw) != 0 || !jt->ms ||
+        !jt->raw || !jt->step || !jt->out || !jt->blame ||
         !jt->expl_ms || !jt->worst || !jt->host_ms || !jt->host_cause ||
         !jt->sort || !jt->f64) {
         jitter_destroy(jt);

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "sorted_window.h"
 #include "stats.h"
 
 enum { K_LOSS, K_GRAD, N_KINDS };
@@ -51,6 +52,10 @@ static const char *const kind_words[N_KINDS] = {"loss", "gradient norm"};
 typedef struct {
     float *ring;      /* the last `window` values, ring */
     uint32_t n, head; /* values held, next slot */
+    ss_sorted_window sorted; /* ring's finite values, ascending */
+    uint32_t nonfinite;      /* ring's values that are not (a float's
+                                overflow) */
+    uint32_t nonpositive;    /* ring's values <= 0: no logarithms */
     uint64_t seen;    /* values seen in all */
     double max_seen;
     double max_median; /* the highest median of the window judged against */
@@ -151,6 +156,26 @@ static void refresh(ss_detectors *d, int k, episode *e)
     ss__finding_touch(d, e->finding);
 }
 
+/* X enters series S's window, or leaves it: the counts and the sorted
+ * values follow. */
+static void series_enter(series *s, float x)
+{
+    s->nonpositive += !(x > 0);
+    if (isfinite(x))
+        ss_sorted_window_add(&s->sorted, x);
+    else
+        s->nonfinite++;
+}
+
+static void series_leave(series *s, float x)
+{
+    s->nonpositive -= !(x > 0);
+    if (isfinite(x))
+        ss_sorted_window_remove(&s->sorted, x);
+    else
+        s->nonfinite--;
+}
+
 /* Judges V, the next value of series S, and adds it.  Returns 1 for a
  * spike, with its median, ratio, robust z and rule in the out-values. */
 static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
@@ -164,13 +189,17 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
         /* Losses and norms vary by factors: judged on their logarithms
          * when the window and V are positive (a loss near 0 that goes
          * from 0.05 to 0.4 on one batch is noise, not a spike). */
-        int logs = v > 0;
-        for (uint32_t i = 0; i < s->n && logs; i++)
-            logs = s->ring[i] > 0;
-        for (uint32_t i = 0; i < s->n; i++)
-            sp->scratch[i] = logs ? log(s->ring[i]) : s->ring[i];
-        double x = logs ? log(v) : v, lmed;
-        double sigma = 1.4826 * ss_mad_f64(sp->scratch, s->n, &lmed);
+        int logs = v > 0 && s->nonpositive == 0;
+        double x = logs ? log(v) : v, lmed, mad;
+        if (s->nonfinite == 0) {
+            mad = logs ? ss_sorted_window_mad_log(&s->sorted, &lmed)
+                       : ss_sorted_window_mad(&s->sorted, &lmed);
+        } else {
+            for (uint32_t i = 0; i < s->n; i++)
+                sp->scratch[i] = logs ? log(s->ring[i]) : s->ring[i];
+            mad = ss_mad_f64(sp->scratch, s->n, &lmed);
+        }
+        double sigma = 1.4826 * mad;
         if (sigma == 0) {
             /* More than half the window alike: the mean absolute
              * deviation stands in for the MAD (1.2533 x it estimates a
@@ -202,7 +231,10 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
         *z_out = NAN;
         *by_max = 1;
     }
+    if (s->n == sp->window)
+        series_leave(s, s->ring[s->head]);
     s->ring[s->head] = (float)v;
+    series_enter(s, s->ring[s->head]);
     s->head = (s->head + 1) % sp->window;
     if (s->n < sp->window)
         s->n++;
@@ -341,8 +373,10 @@ static void spike_destroy(void *state)
 {
     spikes *sp = state;
     for (int k = 0; k < N_KINDS; k++) {
-        for (uint32_t r = 0; sp->s[k] && r < sp->world; r++)
+        for (uint32_t r = 0; sp->s[k] && r < sp->world; r++) {
             free(sp->s[k][r].ring);
+            ss_sorted_window_free(&sp->s[k][r].sorted);
+        }
         free(sp->s[k]);
     }
     for (uint32_t r = 0; sp->layers && r < sp->world; r++)
@@ -405,9 +439,14 @@ static void spike_step(void *state, ss_detectors *d, const ss_step_view *v,
         /* A rank's window is allocated when it first sends the metric. */
         for (uint32_t r = 0; r < world; r++)
             if (!sp->s[k][r].ring && v->ranks[r].present) {
-                sp->s[k][r].ring = ss__zalloc(sp->window, sizeof(float));
-                if (!sp->s[k][r].ring)
+                series *s = &sp->s[k][r];
+                if (ss_sorted_window_init(&s->sorted, sp->window) != 0)
                     return;
+                s->ring = ss__zalloc(sp->window, sizeof(float));
+                if (!s->ring) {
+                    ss_sorted_window_free(&s->sorted);
+                    return;
+                }
             }
         kind_step(d, sp, k, v, world);
     }
