@@ -213,9 +213,9 @@ static void refresh(ss_detectors *d, nonfinite *nf)
         snprintf(f->message, sizeof f->message,
                  "rank %d's loss went non-finite first, at step %" PRIu64
                  ", while every module's output was finite: it was made "
-                 "outside the modules, where the loss is computed from "
-                 "the model's output (a log, a division or another "
-                 "function of the script's own code)%s%s%s.",
+                 "outside the modules, where the loss is computed (a log "
+                 "or a division of the script's own code, or a "
+                 "non-finite target in the batch)%s%s%s.",
                  nf->first, nf->first_step, when, same, spread);
     else if (nf->what == WHAT_PARAM)
         snprintf(f->message, sizeof f->message,
