@@ -42,13 +42,11 @@ def model():
     return net
 
 
-def step(num, net, opt, poison=False):
-    """One training step as auto mode sees it."""
-    import torch
+def train_step(num, net, opt, x, loss_of):
+    """One training step as auto mode sees it, on input X, its loss
+    LOSS_OF(the model's output)."""
     num.on_forward_root(net)
-    net.poison = poison
-    loss = net(torch.ones(3, 4)).square().mean()
-    net.poison = False
+    loss = loss_of(net(x))
     num.on_backward(loss)
     loss.backward()
     num.before_optimizer()
@@ -56,6 +54,17 @@ def step(num, net, opt, poison=False):
     opt.zero_grad()
     num.step_end()
     num.step_begun()
+
+
+def step(num, net, opt, poison=False):
+    """One training step; the last layer's output NaN when POISON."""
+    import torch
+    net.poison = poison
+
+    def loss_of(out):
+        net.poison = False
+        return out.square().mean()
+    train_step(num, net, opt, torch.ones(3, 4), loss_of)
 
 
 def test_light_metrics_of_a_clean_step(kept):
@@ -95,19 +104,6 @@ def test_full_mode_names_the_module_where_nan_is_born(kept):
     assert kept["labels"]["numerics.param_grad_norm"][0] == "0.weight"
 
 
-def poisoned_step(num, net, opt, x, loss_of):
-    """One training step on input X whose loss is LOSS_OF(output)."""
-    num.on_forward_root(net)
-    loss = loss_of(net(x))
-    num.on_backward(loss)
-    loss.backward()
-    num.before_optimizer()
-    opt.step()
-    opt.zero_grad()
-    num.step_end()
-    num.step_begun()
-
-
 def test_full_mode_names_the_input_when_no_module_made_it(kept):
     import torch
     from stepscope import _numerics
@@ -115,7 +111,7 @@ def test_full_mode_names_the_input_when_no_module_made_it(kept):
     num = _numerics.Numerics(torch, _numerics.FULL)
     x = torch.ones(3, 4)
     x[1, 2] = float("nan")
-    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1), x,
+    train_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1), x,
                   lambda out: out.square().mean())
     m = kept["metric"]
     assert m["numerics.origin_dir"] == _numerics.INPUT
@@ -130,7 +126,7 @@ def test_full_mode_names_a_loss_made_outside_the_modules(kept):
     from stepscope import _numerics
     net = model()
     num = _numerics.Numerics(torch, _numerics.FULL)
-    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
+    train_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
                   torch.ones(3, 4),
                   lambda out: (out - 100).log().mean())  # log of negatives
     m = kept["metric"]
@@ -151,7 +147,7 @@ def test_full_mode_names_a_backward_origin_only_with_a_finite_loss(kept):
     def nan_gradient(out):
         out.register_hook(lambda g: g * float("nan"))
         return out.square().mean()
-    poisoned_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
+    train_step(num, net, torch.optim.SGD(net.parameters(), lr=0.1),
                   torch.ones(3, 4), nan_gradient)
     m = kept["metric"]
     assert m["numerics.loss_nonfinite"] == 0
