@@ -35,14 +35,14 @@ full   light, and
       were finite (forward; an index into the module vectors); else the
       first module, in the order their calls began, handed a non-finite
       input (input: the data, or the script's own code between modules;
-      an index into the module vectors); else, when a loss handed to backward() was non-finite
-      while every module's output was finite, the loss computed outside
-      the modules (loss; no index); else the first parameter, in the
-      order the backward pass produced their gradients, whose local
-      gradient was non-finite (backward; an index into the parameter
-      vectors); origin_ns is when (the module's call began, for input;
-      the loss went to backward(), for loss), in ns after the step began
-      on this rank.
+      an index into the module vectors); else, when a loss handed to
+      backward() was non-finite while every module's output was finite,
+      the loss computed outside the modules (loss; no index); else the
+      first parameter, in the order the backward pass produced their
+      gradients, whose local gradient was non-finite (backward; an index
+      into the parameter vectors); origin_ns is when (the module's call
+      began, for input; the loss went to backward(), for loss), in ns
+      after the step began on this rank.
 
 Costs: every reduction stays on the device as a tensor; at the step's end
 everything is stacked into one tensor and copied to the host with a single
