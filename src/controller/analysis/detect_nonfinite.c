@@ -1,9 +1,10 @@
 /*
  * detect_nonfinite.c - the nonfinite detector: the first NaN or infinity
  * of an attempt, with the rank, the step and, when the rank ran with
- * --numerics full, where it was born: a module's forward output, the
- * model's input, the loss computed outside the modules, or a parameter's
- * gradient in the backward pass; then the ranks it spread to.
+ * --numerics full, where it was born: a module's forward output, a value
+ * handed to a module that no module made, the loss computed outside the
+ * modules, or a parameter's gradient in the backward pass; then the ranks
+ * it spread to.
  *
  * It reads auto mode's numerics metrics (python/stepscope/_numerics.py):
  * numerics.loss_nonfinite, numerics.grad_nonfinite (this rank's own
