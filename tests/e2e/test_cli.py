@@ -3,8 +3,9 @@ real Python ranks, real SQLite):
 
   - `stepscope run -n 2 train.py` runs the script with the Python on PATH,
     as torchrun does, and says so; a torchrun command line
-    (`--standalone --nproc_per_node=2 -m MODULE`, `--no-python`) runs as
-    torchrun would run it, and its contradictions are refused in one line;
+    (`--standalone --nproc_per_node=2 -m MODULE`, `--no-python`, `-n cpu`)
+    runs as torchrun would run it, and its contradictions are refused in
+    one line;
   - a command that does not exist is refused before any rank starts, in
     one line, with no run recorded;
   - a mistyped option is one line with a "did you mean" and a --help
@@ -91,6 +92,15 @@ def test_a_torchrun_command_line_runs_as_torchrun_would(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "the Python on PATH" not in out.stderr, out.stderr
     assert stored_steps(tmp_path / "d.db") == 3, out.stderr
+
+
+def test_n_cpu_is_a_rank_per_cpu(tmp_path):
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "cpu", "--db",
+                          str(tmp_path / "s.db"), "--no-http", "--", "true"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    n = os.cpu_count()
+    assert f": {n} rank{'s' if n > 1 else ''}, store" in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("args,said", [
