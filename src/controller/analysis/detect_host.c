@@ -1147,7 +1147,12 @@ void ss__host_explain(const ss_detectors *d, uint32_t r, uint64_t first,
         if (n == 0 || (c == C_RUNQ && !waits_more_per_run(d, h, r, 1)))
             continue;
         double excess = (own - med) / n;
-        if (excess > best && excess >= d->p[P_S_BLAME_FRAC] * late_ms &&
+        /* A throttled cgroup's runnable threads wait in the run queue
+         * while the quota holds them, every one of them: its run-queue
+         * delay is the throttling's doing, and may sum to more. */
+        int over_runq = c == C_THROTTLED && out->cause == C_RUNQ;
+        if ((excess > best || over_runq) &&
+            excess >= d->p[P_S_BLAME_FRAC] * late_ms &&
             own >= d->p[P_H_PEER_FACTOR] * med) {
             best = excess;
             out->cause = c;

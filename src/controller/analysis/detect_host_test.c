@@ -698,6 +698,34 @@ static void throttled_rank_named(void)
         dump(&fd);
 }
 
+/* A throttled cgroup's threads wait in the run queue too, each of them,
+ * so its run-queue delay sums to more than the time throttled: 12 ms
+ * throttled and 18 ms of the threads' waits per step. */
+static void plan_throttled_threads_wait(void *ctx, uint64_t s, plan *p)
+{
+    (void)ctx;
+    (void)s;
+    plan_clean(p, 4, 30, 0.1);
+    for (uint32_t q = 0; q < 4; q++)
+        p->throttled[q] = 0;
+    p->throttled[1] = 12 * (0.9 + 0.2 * uniform());
+    p->runq[1] = 1.5 * p->throttled[1];
+}
+
+static void throttling_not_its_waits_explains_a_straggler(void)
+{
+    found fd;
+    run_plans(4, 200, 35, plan_throttled_threads_wait, NULL, NULL, &fd);
+    REQUIRE(first_kind(&fd, "cpu_throttled"));
+    const ss_finding *s = first_kind(&fd, "straggler");
+    REQUIRE(s);
+    CHECK_EQ_INT(s->ranks[0], 1);
+    CHECK(strstr(s->message, "its cgroup was throttled") != NULL);
+    CHECK(json_has(s->evidence_json, "host_cause", "throttled"));
+    if (!json_has(s->evidence_json, "host_cause", "throttled"))
+        dump(&fd);
+}
+
 /* Rank 0, a middle rank and the last rank of 4 and 8, for each fault. */
 static void every_rank_position(void)
 {
@@ -1486,6 +1514,7 @@ TEST_LIST(TEST(a_pause_of_the_whole_job_is_a_stall),
           TEST(stopped_rank_named),
           TEST(stopped_rank_without_host_is_jitter),
           TEST(starved_rank_named), TEST(throttled_rank_named),
+          TEST(throttling_not_its_waits_explains_a_straggler),
           TEST(every_rank_position), TEST(power_over_seeds),
           TEST(alike_on_every_rank_names_no_rank),
           TEST(clean_shared_cores_quiet), TEST(false_alarm_rate_of_the_tests),
