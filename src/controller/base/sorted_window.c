@@ -98,21 +98,11 @@ static double mad_of(const ss_sorted_window *w, int logs, double *median)
     double med = median_of(w, logs);
     if (median)
         *median = med;
-    /* The deviations of the values at or below the median, walked down
-     * from it, and of those above, walked up, each ascend: merge them up
-     * to ranks n/2 - 1 and n/2 of the whole (0-based). */
-    uint32_t split = 0; /* values [0, split) <= med < [split, n) */
-    {
-        uint32_t lo = 0, hi = n;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (at(w, mid, logs) <= med)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        split = lo;
-    }
+    /* The deviations of the lower half, walked down from the middle
+     * (values <= med), and of the upper half, walked up (values >= med),
+     * each ascend: merge them up to ranks n/2 - 1 and n/2 of the whole
+     * (0-based). */
+    uint32_t split = (n + 1) / 2;
     int64_t down = (int64_t)split - 1; /* next below, walking down */
     uint32_t up = split;               /* next above, walking up */
     uint32_t k = n / 2;
