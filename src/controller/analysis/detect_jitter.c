@@ -56,8 +56,7 @@ typedef struct {
     uint32_t jw, head, fill, outliers; /* ring of jw steps */
     /* per ring slot */
     double *ms;   /* the median step time less the sync lateness */
-    ss_sorted_window ms_sorted; /* ms's finite values, ascending */
-    uint32_t ms_nonfinite;      /* ms's slots that are not */
+    ss_sorted_window ms_sorted; /* ms's values, ascending */
     double *raw;  /* the median step time itself, for reporting */
     uint64_t *step;
     uint8_t *out;
@@ -453,7 +452,7 @@ static void jitter_step(void *state, ss_detectors *d,
     int outlier = 0;
     if (n >= ss__param_u32(d, P_J_MIN_STEPS)) {
         double med, mad;
-        if (jt->ms_nonfinite == 0) {
+        if (jt->ms_sorted.nonfinite == 0) {
             mad = ss_sorted_window_mad(&jt->ms_sorted, &med);
         } else {
             for (uint32_t i = 0; i < n; i++)
@@ -511,16 +510,9 @@ static void jitter_step(void *state, ss_detectors *d,
     }
     if (stall)
         note_stall(d, jt, v, raw, stall_ms, blame, blame_ex);
-    if (n == jw) { /* slot K's value leaves the window */
-        if (isfinite(jt->ms[k]))
-            ss_sorted_window_remove(&jt->ms_sorted, jt->ms[k]);
-        else
-            jt->ms_nonfinite--;
-    }
-    if (isfinite(x))
-        ss_sorted_window_add(&jt->ms_sorted, x);
-    else
-        jt->ms_nonfinite++;
+    if (n == jw) /* slot K's value leaves the window */
+        ss_sorted_window_remove(&jt->ms_sorted, jt->ms[k]);
+    ss_sorted_window_add(&jt->ms_sorted, x);
     jt->ms[k] = x;
     jt->raw[k] = raw;
     jt->step[k] = v->step;

@@ -52,9 +52,8 @@ static const char *const kind_words[N_KINDS] = {"loss", "gradient norm"};
 typedef struct {
     float *ring;      /* the last `window` values, ring */
     uint32_t n, head; /* values held, next slot */
-    ss_sorted_window sorted; /* ring's finite values, ascending */
-    uint32_t nonfinite;      /* ring's values that are not (a float's
-                                overflow) */
+    ss_sorted_window sorted; /* ring's values, ascending (a float's
+                                overflow counted apart) */
     uint32_t nonpositive;    /* ring's values <= 0: no logarithms */
     uint64_t seen;    /* values seen in all */
     double max_seen;
@@ -156,26 +155,6 @@ static void refresh(ss_detectors *d, int k, episode *e)
     ss__finding_touch(d, e->finding);
 }
 
-/* X enters series S's window, or leaves it: the counts and the sorted
- * values follow. */
-static void series_enter(series *s, float x)
-{
-    s->nonpositive += !(x > 0);
-    if (isfinite(x))
-        ss_sorted_window_add(&s->sorted, x);
-    else
-        s->nonfinite++;
-}
-
-static void series_leave(series *s, float x)
-{
-    s->nonpositive -= !(x > 0);
-    if (isfinite(x))
-        ss_sorted_window_remove(&s->sorted, x);
-    else
-        s->nonfinite--;
-}
-
 /* Judges V, the next value of series S, and adds it.  Returns 1 for a
  * spike, with its median, ratio, robust z and rule in the out-values. */
 static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
@@ -191,7 +170,7 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
          * from 0.05 to 0.4 on one batch is noise, not a spike). */
         int logs = v > 0 && s->nonpositive == 0;
         double x = logs ? log(v) : v, lmed, mad;
-        if (s->nonfinite == 0) {
+        if (s->sorted.nonfinite == 0) {
             mad = logs ? ss_sorted_window_mad_log(&s->sorted, &lmed)
                        : ss_sorted_window_mad(&s->sorted, &lmed);
         } else {
@@ -231,10 +210,13 @@ static int judge(ss_detectors *d, spikes *sp, int k, series *s, double v,
         *z_out = NAN;
         *by_max = 1;
     }
-    if (s->n == sp->window)
-        series_leave(s, s->ring[s->head]);
+    if (s->n == sp->window) { /* the oldest value leaves */
+        s->nonpositive -= !(s->ring[s->head] > 0);
+        ss_sorted_window_remove(&s->sorted, s->ring[s->head]);
+    }
     s->ring[s->head] = (float)v;
-    series_enter(s, s->ring[s->head]);
+    s->nonpositive += !(s->ring[s->head] > 0);
+    ss_sorted_window_add(&s->sorted, s->ring[s->head]);
     s->head = (s->head + 1) % sp->window;
     if (s->n < sp->window)
         s->n++;

@@ -10,7 +10,7 @@
 
 int ss_sorted_window_init(ss_sorted_window *w, uint32_t cap)
 {
-    w->n = 0;
+    w->n = w->nonfinite = 0;
     w->cap = cap;
     w->v = cap ? malloc((size_t)cap * sizeof *w->v) : NULL;
     if (cap && !w->v) {
@@ -24,7 +24,7 @@ void ss_sorted_window_free(ss_sorted_window *w)
 {
     free(w->v);
     w->v = NULL;
-    w->n = w->cap = 0;
+    w->n = w->cap = w->nonfinite = 0;
 }
 
 /* The first index whose value is not below X (N when none). */
@@ -43,8 +43,12 @@ static uint32_t lower_bound(const ss_sorted_window *w, double x)
 
 int ss_sorted_window_add(ss_sorted_window *w, double x)
 {
-    if (w->n >= w->cap)
+    if (w->n + w->nonfinite >= w->cap)
         return -1;
+    if (!isfinite(x)) {
+        w->nonfinite++;
+        return 0;
+    }
     uint32_t i = lower_bound(w, x);
     memmove(w->v + i + 1, w->v + i, (size_t)(w->n - i) * sizeof *w->v);
     w->v[i] = x;
@@ -54,6 +58,12 @@ int ss_sorted_window_add(ss_sorted_window *w, double x)
 
 int ss_sorted_window_remove(ss_sorted_window *w, double x)
 {
+    if (!isfinite(x)) {
+        if (w->nonfinite == 0)
+            return -1;
+        w->nonfinite--;
+        return 0;
+    }
     uint32_t i = lower_bound(w, x);
     if (i >= w->n || w->v[i] != x)
         return -1;

@@ -12,8 +12,9 @@
  * bit (sorted_window_test.c checks it): the deviations are the same
  * roundings of |x - median|, taken in the same order.  The same of the
  * values' logarithms (spikes of a loss or a norm are judged on them)
- * takes a logarithm of the values it walks only.  The window holds
- * finite values only; the caller keeps a NaN or an infinity out.
+ * takes a logarithm of the values it walks only.  A NaN or an infinity
+ * is counted, not kept: the median and MAD are those of the finite
+ * values, and a caller that wants every value's checks the count.
  */
 #ifndef STEPSCOPE_SORTED_WINDOW_H
 #define STEPSCOPE_SORTED_WINDOW_H
@@ -21,8 +22,9 @@
 #include <stdint.h>
 
 typedef struct {
-    double *v;    /* n values, ascending */
+    double *v;          /* n finite values, ascending */
     uint32_t n, cap;
+    uint32_t nonfinite; /* values added and not removed that are not */
 } ss_sorted_window;
 
 /* An empty window of up to CAP values; 0, or -1 when memory runs out
@@ -32,10 +34,12 @@ int ss_sorted_window_init(ss_sorted_window *w, uint32_t cap);
 /* Frees W's memory; W is then empty (NULL-safe on a zeroed W). */
 void ss_sorted_window_free(ss_sorted_window *w);
 
-/* Adds X (finite); a full window is left as it is (returns -1). */
+/* Adds X (a NaN or an infinity is counted); a full window, CAP values
+ * with those counted, is left as it is (returns -1). */
 int ss_sorted_window_add(ss_sorted_window *w, double x);
 
-/* Removes one value equal to X; -1 when none is there. */
+/* Removes one value equal to X (one of those counted when X is not
+ * finite); -1 when none is there. */
 int ss_sorted_window_remove(ss_sorted_window *w, double x);
 
 /* The median of the window (NAN when empty): ss_median_f64's value. */

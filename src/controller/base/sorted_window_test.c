@@ -4,7 +4,8 @@
  * ss_median_f64's and ss_mad_f64's on the same values, to the bit, as
  * values slide through it (odd and even sizes,
  * ties, a constant stretch, a jump); removal of a value not there is
- * refused; a full window refuses another value.
+ * refused; a full window refuses another value; a NaN or an infinity is
+ * counted apart.
  */
 #include "sorted_window.h"
 
@@ -101,6 +102,12 @@ static void bounds_and_absent_values(void)
     CHECK(ss_sorted_window_median(&w) == 2);
     CHECK(ss_sorted_window_mad(&w, NULL) == 1);
     CHECK(ss_sorted_window_remove(&w, 3) == 0 && w.n == 1);
+    /* a NaN or an infinity is counted, not kept, and takes a place */
+    CHECK(ss_sorted_window_add(&w, NAN) == 0 && w.nonfinite == 1);
+    CHECK(ss_sorted_window_add(&w, 5) == -1); /* full */
+    CHECK(ss_sorted_window_median(&w) == 1 && w.n == 1);
+    CHECK(ss_sorted_window_remove(&w, INFINITY) == 0 && w.nonfinite == 0);
+    CHECK(ss_sorted_window_remove(&w, NAN) == -1); /* none counted */
     ss_sorted_window_free(&w);
     ss_sorted_window_free(&w); /* twice is harmless */
 }
