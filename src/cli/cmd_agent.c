@@ -23,6 +23,8 @@ int ss_cmd_agent(const ss_run_opts *o, const link_secret *secret)
         .numerics = o->numerics,
         .replica = &o->replica,
         .quiet = o->quiet,
+        .echo_mask = o->echo_mask,
+        .role = o->role,
         .grace_ms = o->grace_ms,
         .join_timeout_ms = o->join_timeout_ms,
         .heartbeat_timeout_ms = o->heartbeat_timeout_ms,

@@ -28,6 +28,7 @@
 #include "numparse.h"
 #include "run.h"
 #include "run_opts.h"
+#include "torchrun_args.h"
 
 /* getopt codes of the replica options. */
 enum {
@@ -289,10 +290,25 @@ static void usage(FILE *out)
         "\n"
         "torchrun's spellings (a command line written for torchrun runs):\n"
         "      --nproc_per_node, --node_rank, --master_addr, --master_port,\n"
-        "      --max_restarts       as their --x-y forms\n"
+        "      --max_restarts, --log_dir (and the _ form of each torchrun\n"
+        "      option below)        as their --x-y forms\n"
         "      --standalone         one node (no Slurm or PET_ nodes)\n"
         "  -m, --module             CMD is a Python module: python -m CMD\n"
         "      --no-python          run CMD as it is, even a FILE.py\n"
+        "      --rdzv-backend static|c10d|etcd|etcd-v2, --rdzv-endpoint\n"
+        "      HOST[:PORT], --rdzv-id ID, --rdzv-conf join_timeout=S\n"
+        "                           across nodes a static or c10d endpoint\n"
+        "                           is node 0 (c10d: its port the\n"
+        "                           controller's); c10d and etcd need\n"
+        "                           --node-rank (docs/launcher.md)\n"
+        "  -r, --redirects N|R:N,.. -t, --tee N|R:N,..\n"
+        "                           1 stdout, 2 stderr, 3 both: redirected\n"
+        "                           and not teed, not shown (always logged)\n"
+        "      --local-ranks-filter R,...\n"
+        "                           show only these local ranks' output\n"
+        "      --role NAME          ROLE_NAME (default: default)\n"
+        "      --monitor-interval, --start-method, --local-addr\n"
+        "                           taken, without effect\n"
         "\n"
         "  -q, --quiet              do not forward rank output (still logged)\n"
         "  -h, --help               this text\n"
@@ -429,13 +445,6 @@ static void bad_option(int c, char **argv, const struct option *opts)
             "--help` lists the options)\n", shown, hint);
 }
 
-/* torchrun's flags that shape the command or the nodes, not the run. */
-typedef struct {
-    int standalone; /* --standalone: one node, its own rendezvous */
-    int module;     /* -m: CMD is a Python module (python -m CMD) */
-    int no_python;  /* --no-python: CMD.py runs as it is */
-} torchrun_flags;
-
 /* -n's words, as torchrun reads them: the count into *N, the same as text
  * into TEXT (for the node settings); 0, or -1 having said why not. */
 static int ranks_of_word(const char *word, uint32_t *n, char *text,
@@ -464,16 +473,19 @@ static int ranks_of_word(const char *word, uint32_t *n, char *text,
 
 /* Parses ARGV into O and torchrun's flags into TF.  Returns 0, 1 after
  * --help, or 2 on a usage error. */
-static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
+static int parse_args(ss_run_opts *o, ss_torchrun_flags *tf, int argc,
                       char **argv)
 {
     static char n_text[16];
+    int join_timeout_given = 0;
+    uint32_t rdzv_join_ms = 0;
     static const struct option opts[] = {
         {"nproc-per-node", required_argument, NULL, 'n'},
         {"nproc_per_node", required_argument, NULL, 'n'},
         {"name", required_argument, NULL, 'N'},
         {"db", required_argument, NULL, 'd'},
         {"log-dir", required_argument, NULL, 'l'},
+        {"log_dir", required_argument, NULL, 'l'},
         {"grace", required_argument, NULL, 'g'},
         {"connect-timeout", required_argument, NULL, 'c'},
         {"window", required_argument, NULL, 'w'},
@@ -520,12 +532,31 @@ static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
         {"module", no_argument, NULL, 'm'},
         {"no-python", no_argument, NULL, 0x12b},
         {"no_python", no_argument, NULL, 0x12b},
+        {"rdzv-backend", required_argument, NULL, 0x12c},
+        {"rdzv_backend", required_argument, NULL, 0x12c},
+        {"rdzv-endpoint", required_argument, NULL, 0x12d},
+        {"rdzv_endpoint", required_argument, NULL, 0x12d},
+        {"rdzv-id", required_argument, NULL, 0x12e},
+        {"rdzv_id", required_argument, NULL, 0x12e},
+        {"rdzv-conf", required_argument, NULL, 0x12f},
+        {"rdzv_conf", required_argument, NULL, 0x12f},
+        {"local-addr", required_argument, NULL, 0x130},
+        {"local_addr", required_argument, NULL, 0x130},
+        {"monitor-interval", required_argument, NULL, 0x131},
+        {"monitor_interval", required_argument, NULL, 0x131},
+        {"start-method", required_argument, NULL, 0x132},
+        {"start_method", required_argument, NULL, 0x132},
+        {"role", required_argument, NULL, 0x133},
+        {"redirects", required_argument, NULL, 'r'},
+        {"tee", required_argument, NULL, 't'},
+        {"local-ranks-filter", required_argument, NULL, 0x134},
+        {"local_ranks_filter", required_argument, NULL, 0x134},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     optind = 1;
     opterr = 0; /* the errors are said below, in one line each */
     int c;
-    while ((c = getopt_long(argc, argv, "+:n:qhm", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:n:qhmr:t:", opts, NULL)) != -1) {
         char err[200];
         switch (c) {
         case 'n':
@@ -707,6 +738,7 @@ static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
                         "(seconds, e.g. 300)\n", optarg);
                 return 2;
             }
+            join_timeout_given = 1;
             break;
         case 0x118:
             if (parse_seconds_ms(optarg, 3600u * 1000,
@@ -761,10 +793,66 @@ static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
         case 0x12a: tf->standalone = 1; break;
         case 'm': tf->module = 1; break;
         case 0x12b: tf->no_python = 1; break;
+        case 0x12c: o->node_flags.rdzv_backend = optarg; break;
+        case 0x12d: o->node_flags.rdzv_endpoint = optarg; break;
+        case 0x12e: o->node_flags.rdzv_id = optarg; break;
+        case 0x12f:
+            if (ss_torchrun_rdzv_conf(optarg, &rdzv_join_ms, err,
+                                      sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: %s\n", err);
+                return 2;
+            }
+            break;
+        case 0x130: break; /* torchrun's rendezvous address: none here */
+        case 0x131: {
+            char *end = NULL;
+            double s = strtod(optarg, &end);
+            if (!end || *end || end == optarg || !(s > 0 && s <= 3600)) {
+                fprintf(stderr, "stepscope run: bad --monitor-interval '%s' "
+                        "(seconds above 0; stepscope sees a rank's exit at "
+                        "once and takes it without effect)\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 0x132:
+            if (strcmp(optarg, "spawn") != 0 && strcmp(optarg, "fork") != 0 &&
+                strcmp(optarg, "forkserver") != 0) {
+                fprintf(stderr, "stepscope run: --start-method wants spawn, "
+                        "fork or forkserver, not '%s'\n", optarg);
+                return 2;
+            }
+            break; /* a script's ranks are processes of their own anyway */
+        case 0x133:
+            if (!*optarg || strchr(optarg, '=') || strchr(optarg, '\n')) {
+                fprintf(stderr, "stepscope run: bad --role '%s' (a name for "
+                        "ROLE_NAME)\n", optarg);
+                return 2;
+            }
+            o->role = optarg;
+            break;
+        case 'r':
+        case 't':
+            if (ss_torchrun_streams_check(c == 'r' ? "--redirects" : "--tee",
+                                          optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: %s\n", err);
+                return 2;
+            }
+            *(c == 'r' ? &tf->redirects : &tf->tee) = optarg;
+            break;
+        case 0x134:
+            if (ss_torchrun_filter_check(optarg, err, sizeof err) != 0) {
+                fprintf(stderr, "stepscope run: %s\n", err);
+                return 2;
+            }
+            tf->ranks_filter = optarg;
+            break;
         case 'h': usage(stdout); return 1;
         default: bad_option(c, argv, opts); return 2;
         }
     }
+    if (rdzv_join_ms && !join_timeout_given)
+        o->join_timeout_ms = rdzv_join_ms;
     if (tf->module && tf->no_python) {
         fprintf(stderr, "stepscope run: -m runs CMD with python -m, "
                 "--no-python without Python: give one of them\n");
@@ -812,6 +900,8 @@ static int parse_args(ss_run_opts *o, torchrun_flags *tf, int argc,
         return 2;
     }
     int rc = resolve_nodes(o);
+    if (rc == 0)
+        o->echo_mask = ss_torchrun_echo_mask(tf, o->nproc_local);
     char err[300];
     if (rc == 0 && ss_inject_check(&o->inject, o->nprocs, o->nnodes, err,
                                    sizeof err) != 0) {
@@ -854,7 +944,7 @@ static int on_path(const char *name, char *out, size_t outlen)
  * instead of by every rank after the launch.  *ARGV_OUT is then a new
  * argv (to free) or ARGV itself.  Returns 0 or 127.
  */
-static int resolve_command(char **argv, const torchrun_flags *tf,
+static int resolve_command(char **argv, const ss_torchrun_flags *tf,
                            char ***argv_out)
 {
     *argv_out = argv;
@@ -916,14 +1006,18 @@ int ss_cmd_run(int argc, char **argv)
 {
     ss_run_opts o;
     ss_run_opts_defaults(&o);
-    torchrun_flags tf = {0};
+    ss_torchrun_flags tf = {0};
     int prc = parse_args(&o, &tf, argc, argv);
-    if (prc)
+    if (prc) {
+        free(o.echo_mask);
         return prc == 1 ? 0 : 2;
+    }
     char **given = o.argv;
     int crc = resolve_command(given, &tf, &o.argv);
-    if (crc)
+    if (crc) {
+        free(o.echo_mask);
         return crc;
+    }
     link_secret secret;
     memset(&secret, 0, sizeof secret);
     int st = ss_run_prepare(&o, &secret);
@@ -934,5 +1028,6 @@ int ss_cmd_run(int argc, char **argv)
         free(o.argv[0]);
         free(o.argv);
     }
+    free(o.echo_mask);
     return st;
 }

@@ -3,9 +3,10 @@ real Python ranks, real SQLite):
 
   - `stepscope run -n 2 train.py` runs the script with the Python on PATH,
     as torchrun does, and says so; a torchrun command line
-    (`--standalone --nproc_per_node=2 -m MODULE`, `--no-python`, `-n cpu`)
-    runs as torchrun would run it, and its contradictions are refused in
-    one line;
+    (`--standalone --nproc_per_node=2 -m MODULE`, `--no-python`, `-n cpu`,
+    a c10d rendezvous on one node, `--redirects`, `--tee` and
+    `--local-ranks-filter`) runs as torchrun would run it, and its
+    contradictions and values it cannot take are refused in one line;
   - a command that does not exist is refused before any rank starts, in
     one line, with no run recorded;
   - a mistyped option is one line with a "did you mean" and a --help
@@ -92,6 +93,70 @@ def test_a_torchrun_command_line_runs_as_torchrun_would(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "the Python on PATH" not in out.stderr, out.stderr
     assert stored_steps(tmp_path / "d.db") == 3, out.stderr
+
+
+TALKER = ("import os, sys, time, stepscope\n"
+          "r = os.environ['RANK']\n"
+          "print('out-' + r + '-' + os.environ['ROLE_NAME'], flush=True)\n"
+          "print('err-' + r, file=sys.stderr, flush=True)\n"
+          "for i in range(3):\n"
+          "    with stepscope.step(i):\n"
+          "        time.sleep(0.01)\n")
+
+
+def test_torchruns_rendezvous_and_output_options_are_taken(tmp_path):
+    """A one-node torchrun line with a c10d rendezvous, its monitor and
+    start method, a role, and output redirected, teed and filtered runs:
+    the console shows what torchrun's would, the logs hold everything."""
+    (tmp_path / "talk.py").write_text(TALKER)
+    logs = tmp_path / "logs"
+    out = subprocess.run([str(STEPSCOPE), "run", "--nnodes=1",
+                          "--nproc-per-node=3", "--rdzv-backend=c10d",
+                          "--rdzv-endpoint=localhost:29400", "--rdzv-id=job7",
+                          "--rdzv_conf", "join_timeout=900,read_timeout=60",
+                          "--max-restarts=0", "--monitor-interval=0.5",
+                          "--start-method=spawn", "--role=trainer",
+                          "--local-addr=127.0.0.1", "--redirects", "3",
+                          "--tee", "0:1", "--local-ranks-filter", "0,2",
+                          "--log_dir", str(logs), "--db",
+                          str(tmp_path / "s.db"), "--no-http", "talk.py"],
+                         capture_output=True, text=True, env=env(),
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert stored_steps(tmp_path / "s.db") == 3, out.stderr
+    # rank 0's stdout is teed; rank 1 is filtered out; rank 2 redirected
+    assert "[rank 0] out-0-trainer\n" in out.stdout, out.stdout
+    assert "out-1" not in out.stdout and "out-2" not in out.stdout, out.stdout
+    assert "err-" not in out.stderr, out.stderr
+    for r in range(3):
+        log = (logs / f"rank-{r}.log").read_text()
+        assert f"out-{r}-trainer\n" in log and f"err-{r}\n" in log, log
+
+
+@pytest.mark.parametrize("args,said", [
+    (["--redirects", "5"],
+     "stepscope run: --redirects '5': torchrun's form is one of 0 (none), 1 "
+     "(stdout), 2 (stderr), 3 (both) for every rank, or RANK:N,... per "
+     "local rank\n"),
+    (["--rdzv-backend", "zookeeper"],
+     "stepscope run: --rdzv-backend zookeeper: torchrun's rendezvous "
+     "backends are static, c10d, etcd and etcd-v2\n"),
+    (["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+      "node0:29400"],
+     "stepscope run: --rdzv-backend c10d numbers the nodes as they join; "
+     "stepscope numbers them by --node-rank: give --node-rank K on each "
+     "node (0 on node 0, node0 by the endpoint, where the controller "
+     "runs)\n"),
+    (["--local-ranks-filter", "0-1"],
+     "stepscope run: --local-ranks-filter '0-1': local ranks joined by ',' "
+     "(0,1,2)\n"),
+])
+def test_torchrun_values_it_cannot_take_are_refused(tmp_path, args, said):
+    out = subprocess.run([str(STEPSCOPE), "run", "-n", "2", *args, "--db",
+                          str(tmp_path / "s.db"), "--", "true"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr == said, out.stderr
+    assert not (tmp_path / "s.db").exists()
 
 
 def test_n_cpu_is_a_rank_per_cpu(tmp_path):

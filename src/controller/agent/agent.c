@@ -520,6 +520,8 @@ static int launch_ranks(agent *a, char *err, size_t errlen)
     lcfg.attempt = a->att.attempt;
     lcfg.max_restarts = a->cfg->max_restarts;
     lcfg.echo = !a->cfg->quiet;
+    lcfg.echo_mask = a->cfg->echo_mask;
+    lcfg.role = a->cfg->role;
     ss_launch_callbacks lcb = {a, cb_rank_exit, cb_all_exited, cb_last_step};
     a->launcher = ss_launcher_start(&a->loop, &lcfg, &lcb, err, errlen);
     if (!a->launcher)

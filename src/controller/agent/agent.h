@@ -54,6 +54,9 @@ typedef struct {
     const ss_replica_opts *replica; /* --checksum-every, --checksum,
                                        --replica-groups; NULL: none */
     int quiet;
+    const uint8_t *echo_mask; /* the streams of each local rank shown
+                                 (launcher.h); NULL: all */
+    const char *role;        /* ROLE_NAME; NULL: "default" */
     uint32_t grace_ms;
     uint32_t join_timeout_ms;      /* reach and join the controller */
     uint32_t heartbeat_ms;         /* 0: 1000 */

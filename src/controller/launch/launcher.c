@@ -119,6 +119,8 @@ struct ss_launcher {
     char *master_addr;
     int echo, echo_out_fd, echo_err_fd;
     int echo_out_broken, echo_err_broken; /* a write failed: stop echoing */
+    uint8_t *echo_mask;  /* per local rank, SS_ECHO_*; NULL: all */
+    char *role;          /* ROLE_NAME */
     char *log_dir;
     ss_rank *ranks;
     uv_timer_t grace;
@@ -299,6 +301,8 @@ static void on_handle_closed(uv_handle_t *h)
         free(l->ranks);
         free(l->log_dir);
         free(l->master_addr);
+        free(l->echo_mask);
+        free(l->role);
         free(l);
     }
 }
@@ -339,14 +343,24 @@ void ss_launcher_end_progress(ss_launcher *l)
     l->shown = NULL;
 }
 
-/* Writes IOV (N parts) to the terminal side of stream ST, unless that
- * side broke; ends first a progress update that another stream left on
- * the terminal without its newline, so that ST's text starts a line. */
+/* Whether stream ST goes to the terminal: output forwarded, its rank's
+ * stream among those forwarded, and its side not broken. */
+static int echoes(const ss_stream *st)
+{
+    const ss_launcher *l = st->rank->l;
+    return l->echo && !(st->is_err ? l->echo_err_broken : l->echo_out_broken) &&
+           (!l->echo_mask || (l->echo_mask[st->rank->rank] &
+                              (st->is_err ? SS_ECHO_STDERR : SS_ECHO_STDOUT)));
+}
+
+/* Writes IOV (N parts) to the terminal side of stream ST, if it echoes;
+ * ends first a progress update that another stream left on the terminal
+ * without its newline, so that ST's text starts a line. */
 static void echo(ss_stream *st, struct iovec *iov, int n)
 {
     ss_launcher *l = st->rank->l;
     int *broken = st->is_err ? &l->echo_err_broken : &l->echo_out_broken;
-    if (!l->echo || *broken)
+    if (!echoes(st))
         return;
     if (l->shown != st)
         ss_launcher_end_progress(l);
@@ -409,6 +423,8 @@ static void emit_progress(ss_stream *st, const char *text, size_t n)
         return; /* shown already, as it came (scan_lines) */
     st->pending_len = n < sizeof st->pending ? n : sizeof st->pending - 1;
     memcpy(st->pending, text, st->pending_len);
+    if (!echoes(st))
+        return;
     struct iovec iov[3] = {{cr, 1}, {r->prefix, r->prefix_len},
                            {(void *)text, n}};
     echo(st, st->shown ? iov : iov + 1, st->shown ? 3 : 2);
@@ -768,7 +784,7 @@ static char **build_env(const ss_launcher *l, const ss_launch_config *cfg,
     values[5] = num[8];              /* GROUP_WORLD_SIZE: the nodes */
     values[6] = num[0];              /* ROLE_RANK: one role, = RANK */
     values[7] = num[1];              /* ROLE_WORLD_SIZE */
-    values[8] = "default";           /* ROLE_NAME */
+    values[8] = l->role;             /* ROLE_NAME */
     values[9] = l->master_addr;      /* MASTER_ADDR */
     values[10] = num[2];             /* MASTER_PORT */
     values[11] = num[3];             /* TORCHELASTIC_RESTART_COUNT */
@@ -1049,8 +1065,12 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     uv_unref((uv_handle_t *)&l->sigchld);
 
     char **argv = NULL;
+    if (cfg->echo_mask && (l->echo_mask = malloc(cfg->nprocs)))
+        memcpy(l->echo_mask, cfg->echo_mask, cfg->nprocs);
     if (!(l->master_addr = strdup(cfg->master_addr ? cfg->master_addr
                                                    : "127.0.0.1")) ||
+        !(l->role = strdup(cfg->role ? cfg->role : "default")) ||
+        (cfg->echo_mask && !l->echo_mask) ||
         (cfg->log_dir && !(l->log_dir = strdup(cfg->log_dir)))) {
         ss_set_err(err, errlen, "out of memory");
         goto fail;

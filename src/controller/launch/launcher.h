@@ -68,6 +68,10 @@ typedef struct ss_launcher ss_launcher;
 #define SS_LAUNCH_TAIL_LINES 20     /* lines of each rank kept in memory */
 #define SS_LAUNCH_LINE_MAX 4096     /* longer output lines are split */
 
+/* The streams of a rank that ss_launch_config's echo_mask forwards. */
+#define SS_ECHO_STDOUT 1
+#define SS_ECHO_STDERR 2
+
 typedef struct {
     uint32_t nprocs;         /* ranks to start on this node,
                                 1..SS_LAUNCH_MAX_RANKS (LOCAL_WORLD_SIZE) */
@@ -102,6 +106,14 @@ typedef struct {
     uint32_t node_rank;      /* GROUP_RANK = NODE_RANK, < nnodes */
     uint32_t nnodes;         /* GROUP_WORLD_SIZE; 0 gives 1 */
     int echo;                /* non-zero: forward rank output (default 1) */
+    const uint8_t *echo_mask; /* per local rank (nprocs of them), the
+                                streams forwarded when ECHO is on:
+                                SS_ECHO_STDOUT | SS_ECHO_STDERR; NULL:
+                                both of every rank (torchrun's --redirects,
+                                --tee and --local-ranks-filter); logs
+                                always hold both */
+    const char *role;        /* ROLE_NAME (torchrun's --role); NULL gives
+                                "default" */
     int echo_out_fd;         /* where rank stdout lines go (default 1) */
     int echo_err_fd;         /* where rank stderr lines go (default 2) */
     const char *kernel_log;  /* where the kernel's OOM kills are read

@@ -300,6 +300,54 @@ static void output_is_prefixed_split_and_logged(void)
     fixture_done(&f);
 }
 
+/* An echo mask forwards only the streams it names, per rank, progress
+ * updates too; the logs keep both; --role's name reaches ROLE_NAME. */
+static void the_echo_mask_picks_streams_and_the_role_is_named(void)
+{
+    fixture f;
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv[] = {"/bin/sh", "-c",
+        "echo out-$RANK-$ROLE_NAME; echo err-$RANK >&2;"
+        " printf 'bar-%s\\r' $RANK >&2; echo", NULL};
+    ss_launch_config cfg;
+    fixture_config(&f, &cfg, argv);
+    uint8_t mask[NP];
+    memset(mask, 0, sizeof mask);
+    mask[0] = SS_ECHO_STDOUT;
+    mask[1] = SS_ECHO_STDERR;
+    cfg.echo_mask = mask;
+    cfg.role = "trainer";
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 0);
+    char *out = slurp_in(&f, "echo.out"), *err = slurp_in(&f, "echo.err");
+    CHECK(strstr(out, "[rank 0] out-0-trainer\n") != NULL);
+    CHECK(strstr(out, "out-1") == NULL);
+    CHECK(strstr(err, "err-0") == NULL && strstr(err, "bar-0") == NULL);
+    CHECK(strstr(err, "[rank 1] err-1\n") != NULL);
+    CHECK(strstr(err, "bar-1") != NULL);
+    for (int r = 2; r < NP; r++) {
+        char s[32];
+        snprintf(s, sizeof s, "out-%d", r);
+        CHECK(strstr(out, s) == NULL);
+        snprintf(s, sizeof s, "err-%d", r);
+        CHECK(strstr(err, s) == NULL);
+    }
+    for (int r = 0; r < NP; r++) {
+        char name[32], s[32];
+        snprintf(name, sizeof name, "rank-%d.log", r);
+        char *log = slurp_in(&f, name);
+        snprintf(s, sizeof s, "out-%d-trainer\n", r);
+        CHECK(strstr(log, s) != NULL);
+        snprintf(s, sizeof s, "err-%d\n", r);
+        CHECK(strstr(log, s) != NULL);
+        free(log);
+    }
+    free(out);
+    free(err);
+    fixture_done(&f);
+}
+
 static void progress_updates_show_as_they_come(void)
 {
     /* tqdm's bars: "\r" then the update, on stderr.  Each update is shown
@@ -1182,4 +1230,5 @@ TEST_LIST(TEST(env_is_set_per_rank), TEST(output_is_prefixed_split_and_logged),
           TEST(multi_node_env_logs_and_prefixes_use_global_ranks),
           TEST(single_node_sets_node_rank_zero),
           TEST(multi_node_failure_names_the_global_rank),
-          TEST(multi_node_config_errors))
+          TEST(multi_node_config_errors),
+          TEST(the_echo_mask_picks_streams_and_the_role_is_named))

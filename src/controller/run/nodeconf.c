@@ -450,6 +450,98 @@ static int check_addr(const candidate *c, char *err, size_t errlen)
     return 0;
 }
 
+/* torchrun's rendezvous: the backend's name and the endpoint split into
+ * host and port text ("" none), from the flag or else the variable. */
+typedef struct {
+    candidate backend, endpoint; /* TEXT NULL: not given */
+    char host[SS_NODECONF_ADDR_MAX];
+    char port[8];
+} rendezvous;
+
+enum { RDZV_STATIC, RDZV_C10D, RDZV_ETCD };
+
+/* The backend R names (static when none). */
+static int rdzv_kind(const rendezvous *r)
+{
+    const char *b = r->backend.text;
+    if (!b || strcmp(b, "static") == 0)
+        return RDZV_STATIC;
+    return strcmp(b, "c10d") == 0 ? RDZV_C10D : RDZV_ETCD;
+}
+
+/* Reads the rendezvous of F, or else (with PET) of ENVP's PET_RDZV_*,
+ * into R and checks it: a known backend, an endpoint HOST, HOST:PORT or
+ * [ADDR]:PORT.  Returns 0, or -1 with ERR. */
+static int read_rendezvous(const ss_node_flags *f, char *const *envp,
+                           int pet, rendezvous *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    char what[SS_NODECONF_ADDR_MAX + 64];
+    candidate be[] = {
+        {f->rdzv_backend, {SS_NODE_FROM_FLAG, "--rdzv-backend"}},
+        {pet ? env_get(envp, "PET_RDZV_BACKEND") : NULL,
+         {SS_NODE_FROM_PET, "PET_RDZV_BACKEND"}},
+    };
+    candidate ep[] = {
+        {f->rdzv_endpoint, {SS_NODE_FROM_FLAG, "--rdzv-endpoint"}},
+        {pet ? env_get(envp, "PET_RDZV_ENDPOINT") : NULL,
+         {SS_NODE_FROM_PET, "PET_RDZV_ENDPOINT"}},
+    };
+    const candidate *c = PICK(be);
+    if (c) {
+        r->backend = *c;
+        if (strcmp(c->text, "static") != 0 && strcmp(c->text, "c10d") != 0 &&
+            strcmp(c->text, "etcd") != 0 && strcmp(c->text, "etcd-v2") != 0) {
+            name_value(c, what, sizeof what);
+            ss_set_err(err, errlen, "%s: torchrun's rendezvous backends are "
+                       "static, c10d, etcd and etcd-v2", what);
+            return -1;
+        }
+    }
+    if (!(c = PICK(ep)))
+        return 0;
+    r->endpoint = *c;
+    name_value(c, what, sizeof what);
+    const char *t = c->text, *host = t, *port = NULL;
+    size_t hlen;
+    if (*t == '[') {
+        const char *close = strchr(t, ']');
+        if (!close || close == t + 1 || (close[1] && close[1] != ':')) {
+            ss_set_err(err, errlen, "%s: an IPv6 endpoint is [ADDR]:PORT",
+                       what);
+            return -1;
+        }
+        host = t + 1;
+        hlen = (size_t)(close - host);
+        port = close[1] ? close + 2 : NULL;
+    } else {
+        const char *colon = strchr(t, ':');
+        if (colon && strchr(colon + 1, ':'))
+            colon = NULL; /* a bare IPv6 address, no port */
+        hlen = colon ? (size_t)(colon - t) : strlen(t);
+        port = colon ? colon + 1 : NULL;
+    }
+    uint32_t v;
+    if (hlen == 0 || hlen >= sizeof r->host ||
+        (port && parse_num(port, 0, 65535, &v) < 0)) {
+        ss_set_err(err, errlen, "%s: torchrun's endpoint is HOST or HOST:PORT "
+                   "(a port 0..65535)", what);
+        return -1;
+    }
+    memcpy(r->host, host, hlen);
+    r->host[hlen] = '\0';
+    for (const char *s = r->host; *s; s++)
+        if (isspace((unsigned char)*s) || !isprint((unsigned char)*s)) {
+            ss_set_err(err, errlen, "%s: not a host name or address", what);
+            return -1;
+        }
+    /* port 0 asks torchrun to pick one: for one node only, not a port
+     * several nodes can meet at */
+    if (port && v > 0)
+        snprintf(r->port, sizeof r->port, "%" PRIu32, v);
+    return 0;
+}
+
 /* Is Slurm's environment to be used?  Inside a Slurm job spanning more
  * than one node, or when the flags ask for more than one node. */
 static int use_slurm(char *const *envp, const ss_node_flags *f)
@@ -517,6 +609,24 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
         }
     }
 
+    /* torchrun's rendezvous names node 0 only across nodes, and only a
+     * static one numbers the nodes by --node-rank as stepscope does. */
+    rendezvous rdzv;
+    if (read_rendezvous(f, envp, out->nnodes > 1, &rdzv, err, errlen) < 0)
+        return -1;
+    int rdzv_nodes = out->nnodes > 1 && rdzv.endpoint.text &&
+                     rdzv_kind(&rdzv) != RDZV_ETCD;
+    if (out->nnodes > 1 && rdzv_kind(&rdzv) != RDZV_STATIC &&
+        out->node_rank_from.source == SS_NODE_FROM_DEFAULT) {
+        name_value(&rdzv.backend, what, sizeof what);
+        ss_set_err(err, errlen, "%s numbers the nodes as they join; stepscope "
+                   "numbers them by --node-rank: give --node-rank K on each "
+                   "node (0 on node 0%s%s%s, where the controller runs)", what,
+                   rdzv_nodes ? ", " : "", rdzv_nodes ? rdzv.host : "",
+                   rdzv_nodes ? " by the endpoint" : "");
+        return -1;
+    }
+
     /* Ranks on this node.  Slurm's task and GPU counts are not it. */
     candidate np[] = {
         {f->nproc_per_node, {SS_NODE_FROM_FLAG, "-n"}},
@@ -547,14 +657,19 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
             return -1;
         }
     }
+    int rdzv_flag = rdzv_nodes &&
+                    rdzv.endpoint.from.source == SS_NODE_FROM_FLAG;
+    int rdzv_pet = rdzv_nodes && !rdzv_flag;
     candidate ma[] = {
         {f->master_addr, {SS_NODE_FROM_FLAG, "--master-addr"}},
+        {rdzv_flag ? rdzv.host : NULL, rdzv.endpoint.from},
         {hosts ? hosts[0] : NULL,
          {SS_NODE_FROM_SLURM, strcmp(list_name, "SLURM_JOB_NODELIST") == 0
                                   ? "first host of SLURM_JOB_NODELIST"
                                   : "first host of SLURM_NODELIST"}},
         {env_get(envp, "PET_MASTER_ADDR"),
          {SS_NODE_FROM_PET, "PET_MASTER_ADDR"}},
+        {rdzv_pet ? rdzv.host : NULL, rdzv.endpoint.from},
     };
     snprintf(out->master_addr, sizeof out->master_addr, "127.0.0.1");
     out->master_addr_from = origin_default;
@@ -575,10 +690,16 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     }
 
     /* Ports. */
+    int rdzv_static = rdzv_nodes && rdzv_kind(&rdzv) == RDZV_STATIC &&
+                      rdzv.port[0];
+    int rdzv_c10d = rdzv_nodes && rdzv_kind(&rdzv) == RDZV_C10D &&
+                    rdzv.port[0];
     candidate mp[] = {
         {f->master_port, {SS_NODE_FROM_FLAG, "--master-port"}},
+        {rdzv_static && rdzv_flag ? rdzv.port : NULL, rdzv.endpoint.from},
         {env_get(envp, "PET_MASTER_PORT"),
          {SS_NODE_FROM_PET, "PET_MASTER_PORT"}},
+        {rdzv_static && rdzv_pet ? rdzv.port : NULL, rdzv.endpoint.from},
     };
     out->master_port_from = origin_default;
     if ((c = PICK(mp))) {
@@ -590,16 +711,30 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
         /* Only this host's own loopback master may pick a free port. */
         out->master_port = SS_NODECONF_DEFAULT_PORT;
     }
-    if (f->controller_port) {
+    if (f->controller_port || rdzv_c10d) {
         candidate cp = {f->controller_port,
                         {SS_NODE_FROM_FLAG, "--controller-port"}};
+        if (!f->controller_port)
+            cp = (candidate){rdzv.port, rdzv.endpoint.from};
         if (parse_port(&cp, &out->controller_port, err, errlen) < 0)
             return -1;
         out->controller_port_from = cp.from;
+        if (out->controller_port == out->master_port &&
+            out->master_port_from.source == SS_NODE_FROM_DEFAULT) {
+            /* the endpoint's port is the controller's: the ranks' master
+             * port moves out of its way */
+            out->master_port = out->controller_port == 65535
+                                   ? 65534 : out->controller_port + 1;
+            out->master_port_from = (ss_node_origin){
+                SS_NODE_FROM_DERIVED, out->controller_port == 65535
+                                          ? "controller port - 1"
+                                          : "controller port + 1"};
+        }
         if (out->controller_port == out->master_port) {
-            ss_set_err(err, errlen, "--controller-port %" PRIu16 " is the master "
+            ss_set_err(err, errlen, "%s %" PRIu16 " is the master "
                     "port (from %s): the ranks' rendezvous needs it; choose "
-                    "another", out->controller_port, out->master_port_from.what);
+                    "another", cp.from.what, out->controller_port,
+                    out->master_port_from.what);
             return -1;
         }
     } else if (out->master_port) {
@@ -619,6 +754,7 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
     /* Job id. */
     candidate ji[] = {
         {f->job_id, {SS_NODE_FROM_FLAG, "--job-id"}},
+        {f->rdzv_id, {SS_NODE_FROM_FLAG, "--rdzv-id"}},
         {slurm ? env_get(envp, "SLURM_JOB_ID") : NULL,
          {SS_NODE_FROM_SLURM, "SLURM_JOB_ID"}},
         {env_get(envp, "PET_RDZV_ID"), {SS_NODE_FROM_PET, "PET_RDZV_ID"}},

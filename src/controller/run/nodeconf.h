@@ -17,7 +17,16 @@
  *      SLURM_GPUS_ON_NODE are never taken as ranks per node: that is -n;
  *   3. torchrun's PET_* variables, as Kubeflow sets them for a PyTorchJob /
  *      TrainJob: PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR,
- *      PET_MASTER_PORT, PET_NPROC_PER_NODE, PET_RDZV_ID.  The plain
+ *      PET_MASTER_PORT, PET_NPROC_PER_NODE, PET_RDZV_ID, and
+ *      PET_RDZV_ENDPOINT with PET_RDZV_BACKEND where the master's are not
+ *      set (an elastic job's).  torchrun's rendezvous endpoint, flag or
+ *      variable, names node 0 only with several nodes and the static or
+ *      c10d backend (an etcd endpoint is not a node): its host stands for
+ *      the master address just after --master-addr, its port for the
+ *      master port (static) or the controller port (c10d, the master port
+ *      then its default, or the controller port + 1 where that is taken).
+ *      A c10d or etcd rendezvous numbers the nodes as they join, which
+ *      stepscope does not: there the node rank must be given.  The plain
  *      MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE are ignored, as
  *      torchrun ignores them: they are what a launcher hands its workers
  *      (a stepscope started inside a rank would take its parent's values),
@@ -59,6 +68,18 @@ typedef struct {
     const char *job_id;          /* names the job across nodes (torchrun's
                                     rdzv id); agents present it to the
                                     controller */
+    const char *rdzv_endpoint;   /* torchrun's --rdzv-endpoint HOST[:PORT]
+                                    ([ADDR]:PORT for IPv6): with several
+                                    nodes and the static or c10d backend,
+                                    node 0's address; its port is the
+                                    master port (static) or the
+                                    controller's (c10d) */
+    const char *rdzv_backend;    /* static (torchrun's default), c10d,
+                                    etcd or etcd-v2; c10d and etcd number
+                                    the nodes as they join, which stepscope
+                                    does not: they need a node rank */
+    const char *rdzv_id;         /* torchrun's --rdzv-id: the job id when
+                                    --job-id is not given */
 } ss_node_flags;
 
 /* Where a value came from. */

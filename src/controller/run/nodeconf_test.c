@@ -143,6 +143,97 @@ static int resolve(const ss_node_flags *f, char **envp)
     return ss_nodeconf_resolve(f, envp, &conf, rerr, sizeof rerr);
 }
 
+/* torchrun's rendezvous: its endpoint names node 0 across nodes (its
+ * port the master's with the static backend, the controller's with
+ * c10d), a backend that numbers the nodes itself needs a node rank, and
+ * one node ignores it. */
+static void torchruns_rendezvous_names_node_0(void)
+{
+    ss_node_flags st = {.nnodes = "2", .node_rank = "1",
+                        .rdzv_endpoint = "node0:29400", .nproc_per_node = "2"};
+    REQUIRE(resolve(&st, NULL) == 0);
+    CHECK_STR(conf.master_addr, "node0");
+    CHECK_STR(conf.master_addr_from.what, "--rdzv-endpoint");
+    CHECK_EQ_INT(conf.master_port, 29400);
+    CHECK_EQ_INT(conf.controller_port, 29401);
+
+    ss_node_flags c10d = st;
+    c10d.rdzv_backend = "c10d";
+    c10d.rdzv_id = "job9";
+    REQUIRE(resolve(&c10d, NULL) == 0);
+    CHECK_STR(conf.master_addr, "node0");
+    CHECK_EQ_INT(conf.controller_port, 29400);
+    CHECK_STR(conf.controller_port_from.what, "--rdzv-endpoint");
+    CHECK_EQ_INT(conf.master_port, 29500);
+    CHECK_STR(conf.job_id, "job9");
+    c10d.job_id = "given";
+    c10d.rdzv_endpoint = "node0:29500";
+    REQUIRE(resolve(&c10d, NULL) == 0);
+    CHECK_EQ_INT(conf.controller_port, 29500);
+    CHECK_EQ_INT(conf.master_port, 29501);
+    CHECK_STR(conf.master_port_from.what, "controller port + 1");
+    CHECK_STR(conf.job_id, "given");
+    c10d.master_port = "29500";
+    CHECK(resolve(&c10d, NULL) != 0);
+    CHECK(strstr(rerr, "--rdzv-endpoint 29500 is the master port") != NULL);
+    c10d.master_port = NULL;
+    c10d.rdzv_endpoint = "[fd00::1]:29400";
+    REQUIRE(resolve(&c10d, NULL) == 0);
+    CHECK_STR(conf.master_addr, "fd00::1");
+    CHECK_EQ_INT(conf.controller_port, 29400);
+    c10d.rdzv_endpoint = "node0"; /* no port: the defaults */
+    REQUIRE(resolve(&c10d, NULL) == 0);
+    CHECK_EQ_INT(conf.master_port, 29500);
+    CHECK_EQ_INT(conf.controller_port, 29501);
+    c10d.master_addr = "10.1.1.1"; /* the flag beats the endpoint */
+    REQUIRE(resolve(&c10d, NULL) == 0);
+    CHECK_STR(conf.master_addr, "10.1.1.1");
+
+    ss_node_flags joined = {.nnodes = "2", .rdzv_backend = "c10d",
+                            .rdzv_endpoint = "node0:29400"};
+    CHECK(resolve(&joined, NULL) != 0);
+    CHECK(strstr(rerr, "--rdzv-backend c10d numbers the nodes as they join")
+          != NULL);
+    CHECK(strstr(rerr, "give --node-rank K on each node (0 on node 0, node0 "
+                 "by the endpoint") != NULL);
+    ss_node_flags etcd = {.nnodes = "2", .node_rank = "0",
+                          .rdzv_backend = "etcd",
+                          .rdzv_endpoint = "etcd.example:2379"};
+    CHECK(resolve(&etcd, NULL) != 0);
+    CHECK(strstr(rerr, "need the master's address") != NULL);
+
+    const char *bad[] = {"node0:99999", ":29400", "[::1", "[]:1", "node0:x",
+                         "no de:1", NULL};
+    for (const char **b = bad; *b; b++) {
+        ss_node_flags f = {.nnodes = "2", .node_rank = "1",
+                           .rdzv_endpoint = *b};
+        CHECK(resolve(&f, NULL) != 0);
+        CHECK(strstr(rerr, "--rdzv-endpoint") != NULL);
+    }
+    ss_node_flags zk = {.rdzv_backend = "zookeeper"};
+    CHECK(resolve(&zk, NULL) != 0);
+    CHECK(strstr(rerr, "backends are static, c10d, etcd and etcd-v2") != NULL);
+
+    /* one node: accepted and unused, port 0 too */
+    ss_node_flags one = {.nnodes = "1", .rdzv_backend = "c10d",
+                         .rdzv_endpoint = "localhost:0"};
+    REQUIRE(resolve(&one, NULL) == 0);
+    CHECK_EQ_INT(conf.nnodes, 1);
+    CHECK_EQ_INT(conf.master_port, 0);
+    CHECK_STR(conf.master_addr, "127.0.0.1");
+
+    /* an elastic job's variables, and a malformed one unused by one node */
+    char *pet[] = {"PET_NNODES=2", "PET_NODE_RANK=1",
+                   "PET_RDZV_ENDPOINT=trainer-0:23456",
+                   "PET_RDZV_BACKEND=c10d", NULL};
+    REQUIRE(resolve(NULL, pet) == 0);
+    CHECK_STR(conf.master_addr, "trainer-0");
+    CHECK_STR(conf.master_addr_from.what, "PET_RDZV_ENDPOINT");
+    CHECK_EQ_INT(conf.controller_port, 23456);
+    char *unused[] = {"PET_RDZV_ENDPOINT=::bad::[", NULL};
+    REQUIRE(resolve(NULL, unused) == 0);
+}
+
 static void defaults_are_one_node_and_a_free_port(void)
 {
     char *env[] = {"PATH=/bin", NULL};
@@ -480,4 +571,5 @@ TEST_LIST(TEST(hostlist_plain_names), TEST(hostlist_ranges_and_padding),
           TEST(overridden_sources_are_not_parsed),
           TEST(empty_values_count_as_unset), TEST(rejects_bad_values),
           TEST(a_given_master_gets_the_default_port),
-          TEST(accepts_limits))
+          TEST(accepts_limits),
+          TEST(torchruns_rendezvous_names_node_0))

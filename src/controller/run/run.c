@@ -556,6 +556,8 @@ static int launch_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
     lcfg.attempt = r->att.attempt;
     lcfg.max_restarts = r->o->restart_cfg.max_restarts;
     lcfg.echo = !r->o->quiet;
+    lcfg.echo_mask = r->o->echo_mask;
+    lcfg.role = r->o->role;
     ss_launch_callbacks lcb;
     run_launch_callbacks(r, &lcb);
     if (r->hooks.launch(r->hooks.ctx, &lcfg, &lcb, err, errlen) != 0)

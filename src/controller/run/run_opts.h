@@ -91,6 +91,11 @@ typedef struct {
     uint32_t grace_ms;       /* --grace */
     uint32_t connect_timeout_ms; /* --connect-timeout */
     int quiet;               /* -q */
+    uint8_t *echo_mask;      /* per local rank, the streams shown
+                                (torchrun's --redirects, --tee,
+                                --local-ranks-filter; launcher.h), the
+                                front-end's to free; NULL: all */
+    const char *role;        /* --role: ROLE_NAME; NULL: "default" */
     const char *http_addr;   /* --http ADDR:PORT (checked); NULL: default */
     int no_http;             /* --no-http */
     int auto_mode;           /* --auto: instrument PyTorch scripts */

@@ -1,0 +1,162 @@
+/*
+ * torchrun_args.c - torchrun's output and rendezvous options, read the way
+ * torchrun reads them (torchrun_args.h).
+ */
+#include "torchrun_args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher.h"
+#include "numparse.h"
+
+/* A decimal number of at most 9 digits at *P, moved past; -1 when none. */
+static long take_number(const char **p)
+{
+    const char *s = *p;
+    long v = 0;
+    int digits = 0;
+    while (isdigit((unsigned char)*s) && digits < 9) {
+        v = v * 10 + (*s++ - '0');
+        digits++;
+    }
+    if (digits == 0 || isdigit((unsigned char)*s))
+        return -1;
+    *p = s;
+    return v;
+}
+
+int ss_torchrun_streams_check(const char *opt, const char *spec, char *err,
+                              size_t errlen)
+{
+    const char *p = spec;
+    long v = take_number(&p);
+    if (v >= 0 && !*p) {
+        if (v <= 3)
+            return 0;
+    } else {
+        p = spec;
+        for (;;) {
+            long rank = take_number(&p);
+            if (rank < 0 || *p++ != ':')
+                break;
+            v = take_number(&p);
+            if (v < 0 || v > 3)
+                break;
+            if (!*p)
+                return 0;
+            if (*p++ != ',')
+                break;
+        }
+    }
+    snprintf(err, errlen, "%s '%s': torchrun's form is one of 0 (none), 1 "
+             "(stdout), 2 (stderr), 3 (both) for every rank, or RANK:N,... "
+             "per local rank", opt, spec);
+    return -1;
+}
+
+/* The value a checked SPEC gives local rank RANK (0 when it names other
+ * ranks only). */
+static unsigned spec_value(const char *spec, uint32_t rank)
+{
+    if (!spec)
+        return 0;
+    const char *p = spec;
+    long v = take_number(&p);
+    if (!*p)
+        return (unsigned)v;
+    p = spec;
+    while (*p) {
+        long r = take_number(&p);
+        p++; /* ':' */
+        v = take_number(&p);
+        if (r == (long)rank)
+            return (unsigned)v;
+        if (*p)
+            p++; /* ',' */
+    }
+    return 0;
+}
+
+int ss_torchrun_filter_check(const char *list, char *err, size_t errlen)
+{
+    const char *p = list;
+    for (;;) {
+        if (take_number(&p) < 0)
+            break;
+        if (!*p)
+            return 0;
+        if (*p++ != ',')
+            break;
+    }
+    snprintf(err, errlen, "--local-ranks-filter '%s': local ranks joined by "
+             "',' (0,1,2)", list);
+    return -1;
+}
+
+/* Whether local rank RANK is in the checked LIST. */
+static int in_filter(const char *list, uint32_t rank)
+{
+    const char *p = list;
+    while (*p) {
+        if (take_number(&p) == (long)rank)
+            return 1;
+        if (*p)
+            p++;
+    }
+    return 0;
+}
+
+uint8_t *ss_torchrun_echo_mask(const ss_torchrun_flags *tf, uint32_t nprocs)
+{
+    if (!tf->redirects && !tf->ranks_filter)
+        return NULL; /* --tee alone adds a log stepscope keeps anyway */
+    uint8_t *mask = malloc(nprocs ? nprocs : 1);
+    if (!mask)
+        return NULL;
+    for (uint32_t r = 0; r < nprocs; r++) {
+        unsigned hidden = spec_value(tf->redirects, r) &
+                          ~spec_value(tf->tee, r);
+        mask[r] = (uint8_t)((SS_ECHO_STDOUT | SS_ECHO_STDERR) & ~hidden);
+        if (tf->ranks_filter && !in_filter(tf->ranks_filter, r))
+            mask[r] = 0;
+    }
+    return mask;
+}
+
+int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
+                          char *err, size_t errlen)
+{
+    const char *p = conf;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n);
+        if (!eq || eq == p || eq == p + n - 1) {
+            snprintf(err, errlen, "--rdzv-conf '%s': KEY=VALUE pairs joined "
+                     "by ',' (join_timeout=600)", conf);
+            return -1;
+        }
+        size_t klen = (size_t)(eq - p);
+        if (klen == strlen("join_timeout") &&
+            strncmp(p, "join_timeout", klen) == 0) {
+            char value[24];
+            size_t vlen = n - klen - 1;
+            int64_t s;
+            if (vlen >= sizeof value)
+                vlen = sizeof value - 1;
+            memcpy(value, eq + 1, vlen);
+            value[vlen] = '\0';
+            if (ss_parse_i64(value, 1, 86400, &s) != 0) {
+                snprintf(err, errlen, "--rdzv-conf join_timeout '%s': whole "
+                         "seconds from 1 to 86400", value);
+                return -1;
+            }
+            *join_timeout_ms = (uint32_t)s * 1000;
+        }
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
