@@ -306,6 +306,42 @@ def test_two_nodes_on_loopback(tmp_path):
         assert_nothing_left(sc)
 
 
+def torchrun_argv(sc, k, cmd, backend):
+    """Node K's line written for torchrun's BACKEND rendezvous: no master
+    address, the endpoint names node 0 (static: the master port; c10d:
+    the controller's, the master port given beside it)."""
+    argv = sc.argv(k, cmd)
+    i = argv.index("--master-addr")
+    del argv[i:i + 4]
+    port = sc.master_port if backend == "static" else sc.master_port + 1
+    rdzv = [f"--rdzv_backend={backend}",
+            f"--rdzv_endpoint={sc.master_addr}:{port}", "--rdzv_id=job42"]
+    if backend == "c10d":
+        rdzv += ["--master_port", str(sc.master_port)]
+    return argv[:i] + rdzv + argv[i:]
+
+
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_two_nodes_meet_at_torchruns_rendezvous_endpoint(tmp_path, backend):
+    sc = Scenario(tmp_path)
+    try:
+        cmd = train("--steps", "10")
+        p0 = spawn(None, 0, torchrun_argv(sc, 0, cmd, backend), sc.env)
+        p1 = spawn(None, 1, torchrun_argv(sc, 1, cmd, backend), sc.env)
+        (rc0, _, err0), (rc1, _, err1) = finish([p0, p1])
+        assert rc0 == 0, err0
+        assert rc1 == 0, err1
+        assert f"controller port {sc.master_port + 1}" in err1, err1
+        assert "job job42 (--rdzv-id)" in err1, err1
+        assert "address from --rdzv-endpoint" in err1, err1
+        rep = report(sc)
+        ranks = ranks_by_rank(rep)
+        assert sorted(ranks) == [0, 1, 2, 3]
+        assert all(ranks[r]["steps"] == 10 for r in ranks), ranks
+    finally:
+        assert_nothing_left(sc)
+
+
 def test_agent_started_first_and_a_second_node_1_refused(tmp_path):
     """An agent started before node 0 keeps trying until it joins; a second
     agent claiming node 1 is refused and starts nothing, the job runs on."""
