@@ -10,7 +10,9 @@
 int ss_cmd_agent(const ss_run_opts *o, const link_secret *secret)
 {
     const ss_agent_config cfg = {
-        .node_rank = o->conf.node_rank,
+        .node_rank = o->conf.node_rank == SS_NODECONF_RANK_AT_JOIN
+                         ? LINK_NODE_RANK_ANY
+                         : o->conf.node_rank,
         .nnodes = o->nnodes,
         .nproc = o->nproc_local,
         .master_addr = o->conf.master_addr,

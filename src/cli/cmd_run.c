@@ -9,13 +9,19 @@
  */
 #include "commands.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -299,8 +305,10 @@ static void usage(FILE *out)
         "      HOST[:PORT], --rdzv-id ID, --rdzv-conf join_timeout=S\n"
         "                           across nodes a static or c10d endpoint\n"
         "                           is node 0 (c10d: its port the\n"
-        "                           controller's); c10d and etcd need\n"
-        "                           --node-rank (docs/launcher.md)\n"
+        "                           controller's); c10d without --node-rank:\n"
+        "                           the endpoint's host is node 0, the\n"
+        "                           others numbered as they join (is_host=\n"
+        "                           true|false in --rdzv-conf says it)\n"
         "  -r, --redirects N|R:N,.. -t, --tee N|R:N,..\n"
         "                           1 stdout, 2 stderr, 3 both: redirected\n"
         "                           and not teed, not shown (always logged)\n"
@@ -372,10 +380,63 @@ static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
     return 0;
 }
 
+/* Whether address A (AF_INET or AF_INET6) is a loopback address or one
+ * of IFS's. */
+static int address_is_here(const struct sockaddr *a, const struct ifaddrs *ifs)
+{
+    if (a->sa_family == AF_INET) {
+        const struct in_addr *in = &((const struct sockaddr_in *)a)->sin_addr;
+        if ((ntohl(in->s_addr) >> 24) == 127)
+            return 1;
+        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
+                    in->s_addr)
+                return 1;
+    } else if (a->sa_family == AF_INET6) {
+        const struct in6_addr *in6 =
+            &((const struct sockaddr_in6 *)a)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(in6))
+            return 1;
+        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+                memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                       in6, sizeof *in6) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+/* Whether HOST names this machine, as torchrun's c10d rendezvous decides
+ * who hosts it: its host name, a loopback address, or an address of one
+ * of its interfaces. */
+static int host_is_here(const char *host)
+{
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1) == 0 && strcasecmp(me, host) == 0)
+        return 1;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return 0;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        ifs = NULL;
+    int here = 0;
+    for (const struct addrinfo *r = res; r && !here; r = r->ai_next)
+        here = address_is_here(r->ai_addr, ifs);
+    freeifaddrs(ifs);
+    freeaddrinfo(res);
+    return here;
+}
+
 /* Where this node stands in the job: flags, then Slurm's and torchrun's
  * (PET_*) variables (nodeconf.h), said once when there is more than one
- * node.  Returns 0, or 2 on a usage error. */
-static int resolve_nodes(ss_run_opts *o)
+ * node.  A node left to a c10d rendezvous's numbering is node 0 where
+ * IS_HOST says so (torchrun's --rdzv-conf is_host; -1: not said) or,
+ * unsaid, where the master address (the endpoint's host) is this
+ * machine's; any other node is numbered by the controller as it joins.
+ * Returns 0, or 2 on a usage error. */
+static int resolve_nodes(ss_run_opts *o, int is_host)
 {
     extern char **environ;
     char err[300];
@@ -383,6 +444,14 @@ static int resolve_nodes(ss_run_opts *o)
                             sizeof err) != 0) {
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
+    }
+    if (o->conf.node_rank == SS_NODECONF_RANK_AT_JOIN &&
+        (is_host == 1 || (is_host < 0 && host_is_here(o->conf.master_addr)))) {
+        o->conf.node_rank = 0;
+        o->conf.node_rank_from = (ss_node_origin){
+            SS_NODE_FROM_JOIN, is_host == 1
+                                   ? "--rdzv-conf is_host"
+                                   : "the c10d endpoint, this host"};
     }
     if (o->conf.nproc_per_node == 0) {
         fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
@@ -477,7 +546,7 @@ static int parse_args(ss_run_opts *o, ss_torchrun_flags *tf, int argc,
                       char **argv)
 {
     static char n_text[16];
-    int join_timeout_given = 0;
+    int join_timeout_given = 0, rdzv_is_host = -1;
     uint32_t rdzv_join_ms = 0;
     static const struct option opts[] = {
         {"nproc-per-node", required_argument, NULL, 'n'},
@@ -797,8 +866,8 @@ static int parse_args(ss_run_opts *o, ss_torchrun_flags *tf, int argc,
         case 0x12d: o->node_flags.rdzv_endpoint = optarg; break;
         case 0x12e: o->node_flags.rdzv_id = optarg; break;
         case 0x12f:
-            if (ss_torchrun_rdzv_conf(optarg, &rdzv_join_ms, err,
-                                      sizeof err) != 0) {
+            if (ss_torchrun_rdzv_conf(optarg, &rdzv_join_ms, &rdzv_is_host,
+                                      err, sizeof err) != 0) {
                 fprintf(stderr, "stepscope run: %s\n", err);
                 return 2;
             }
@@ -899,7 +968,7 @@ static int parse_args(ss_run_opts *o, ss_torchrun_flags *tf, int argc,
                 "--max-restarts 1 or more (the replay counts against it)\n");
         return 2;
     }
-    int rc = resolve_nodes(o);
+    int rc = resolve_nodes(o, rdzv_is_host);
     if (rc == 0)
         o->echo_mask = ss_torchrun_echo_mask(tf, o->nproc_local);
     char err[300];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "launcher.h"
 #include "numparse.h"
@@ -127,8 +128,29 @@ uint8_t *ss_torchrun_echo_mask(const ss_torchrun_flags *tf, uint32_t nprocs)
     return mask;
 }
 
+/* Whether the N bytes at P are KEY. */
+static int is_key(const char *p, size_t n, const char *key)
+{
+    return n == strlen(key) && strncmp(p, key, n) == 0;
+}
+
+/* torchrun's truth values (its rendezvous parameters' as_bool): 1 true, 0
+ * false, -1 neither. */
+static int truth(const char *v)
+{
+    static const char *const yes[] = {"1", "true", "t", "yes", "y", NULL};
+    static const char *const no[] = {"0", "false", "f", "no", "n", NULL};
+    for (int i = 0; yes[i]; i++)
+        if (strcasecmp(v, yes[i]) == 0)
+            return 1;
+    for (int i = 0; no[i]; i++)
+        if (strcasecmp(v, no[i]) == 0)
+            return 0;
+    return -1;
+}
+
 int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
-                          char *err, size_t errlen)
+                          int *is_host, char *err, size_t errlen)
 {
     const char *p = conf;
     while (*p) {
@@ -140,15 +162,22 @@ int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
             return -1;
         }
         size_t klen = (size_t)(eq - p);
-        if (klen == strlen("join_timeout") &&
-            strncmp(p, "join_timeout", klen) == 0) {
-            char value[24];
-            size_t vlen = n - klen - 1;
+        char value[24];
+        size_t vlen = n - klen - 1;
+        if (vlen >= sizeof value)
+            vlen = sizeof value - 1;
+        memcpy(value, eq + 1, vlen);
+        value[vlen] = '\0';
+        if (is_key(p, klen, "is_host")) {
+            int t = truth(value);
+            if (t < 0) {
+                snprintf(err, errlen, "--rdzv-conf is_host '%s': true or "
+                         "false", value);
+                return -1;
+            }
+            *is_host = t;
+        } else if (is_key(p, klen, "join_timeout")) {
             int64_t s;
-            if (vlen >= sizeof value)
-                vlen = sizeof value - 1;
-            memcpy(value, eq + 1, vlen);
-            value[vlen] = '\0';
             if (ss_parse_i64(value, 1, 86400, &s) != 0) {
                 snprintf(err, errlen, "--rdzv-conf join_timeout '%s': whole "
                          "seconds from 1 to 86400", value);

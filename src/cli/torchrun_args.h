@@ -47,13 +47,14 @@ int ss_torchrun_filter_check(const char *list, char *err, size_t errlen);
 uint8_t *ss_torchrun_echo_mask(const ss_torchrun_flags *tf, uint32_t nprocs);
 
 /*
- * Reads --rdzv-conf's "KEY=VALUE" pairs joined by ','.  The one stepscope
- * uses is join_timeout (seconds a node may take to join), into
- * *JOIN_TIMEOUT_MS (left alone when absent); the others are torchrun's
- * rendezvous store's and are taken without effect.  Returns 0, or -1
- * with ERR.
+ * Reads --rdzv-conf's "KEY=VALUE" pairs joined by ','.  The ones stepscope
+ * uses: join_timeout (seconds a node may take to join) into
+ * *JOIN_TIMEOUT_MS, and is_host (whether this node hosts the c10d
+ * rendezvous: true, 1, yes... or false, 0, no...) into *IS_HOST (1 or 0),
+ * each left alone when absent; the others are torchrun's rendezvous
+ * store's and are taken without effect.  Returns 0, or -1 with ERR.
  */
 int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
-                          char *err, size_t errlen);
+                          int *is_host, char *err, size_t errlen);
 
 #endif

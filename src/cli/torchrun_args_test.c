@@ -71,17 +71,22 @@ static void the_console_mask(void)
 static void rdzv_conf_join_timeout(void)
 {
     uint32_t ms = 7;
-    CHECK_EQ_INT(ss_torchrun_rdzv_conf("read_timeout=60,is_host=true", &ms,
-                                       err, sizeof err), 0);
+    int host = -1;
+    CHECK_EQ_INT(ss_torchrun_rdzv_conf("read_timeout=60,is_host=True", &ms,
+                                       &host, err, sizeof err), 0);
     CHECK_EQ_INT(ms, 7);
-    CHECK_EQ_INT(ss_torchrun_rdzv_conf("join_timeout=900", &ms, err,
-                                       sizeof err), 0);
+    CHECK_EQ_INT(host, 1);
+    CHECK_EQ_INT(ss_torchrun_rdzv_conf("join_timeout=900,is_host=0", &ms,
+                                       &host, err, sizeof err), 0);
     CHECK_EQ_INT(ms, 900000);
+    CHECK_EQ_INT(host, 0);
     const char *bad[] = {"join_timeout", "=5", "a=", "join_timeout=0",
-                         "join_timeout=1.5", "x=1,,y=2", NULL};
+                         "join_timeout=1.5", "x=1,,y=2", "is_host=maybe",
+                         NULL};
     for (const char **b = bad; *b; b++) {
         err[0] = '\0';
-        CHECK_EQ_INT(ss_torchrun_rdzv_conf(*b, &ms, err, sizeof err), -1);
+        CHECK_EQ_INT(ss_torchrun_rdzv_conf(*b, &ms, &host, err, sizeof err),
+                     -1);
         CHECK(strstr(err, "--rdzv-conf") != NULL);
     }
 }

@@ -141,12 +141,11 @@ def test_torchruns_rendezvous_and_output_options_are_taken(tmp_path):
     (["--rdzv-backend", "zookeeper"],
      "stepscope run: --rdzv-backend zookeeper: torchrun's rendezvous "
      "backends are static, c10d, etcd and etcd-v2\n"),
-    (["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-      "node0:29400"],
-     "stepscope run: --rdzv-backend c10d numbers the nodes as they join; "
-     "stepscope numbers them by --node-rank: give --node-rank K on each "
-     "node (0 on node 0, node0 by the endpoint, where the controller "
-     "runs)\n"),
+    (["--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+      "etcd0:2379"],
+     "stepscope run: --rdzv-backend etcd: the nodes meet at node 0's "
+     "controller, not at an etcd server; give --node-rank K on each node "
+     "and --master-addr (node 0's address)\n"),
     (["--local-ranks-filter", "0-1"],
      "stepscope run: --local-ranks-filter '0-1': local ranks joined by ',' "
      "(0,1,2)\n"),

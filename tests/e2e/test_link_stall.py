@@ -118,9 +118,12 @@ class Controller:
                                    hello, nonce_c)
             pad = hmac.new(self.key, b"token", hashlib.sha256).digest()
             sealed = bytes(a ^ b for a, b in zip(os.urandom(16), pad))
-            # link version 2: the aggregate byte (0: by rank) after the token
+            # after the token: the aggregate byte (0: by rank; link
+            # version 2) and the agent's node rank (version 5)
+            node = struct.unpack_from("<I", hello, 8)[0]
             self.send(JOIN_OK, struct.pack("<IIq", 0, 2, time.monotonic_ns())
-                      + sealed + bytes([0]) + lstr(b"stalled-run"))
+                      + sealed + bytes([0]) + struct.pack("<I", node)
+                      + lstr(b"stalled-run"))
             while True:
                 kind, payload = read_frame(self.conn, True)
                 if kind == TIME_REQ:

@@ -306,11 +306,13 @@ def test_two_nodes_on_loopback(tmp_path):
         assert_nothing_left(sc)
 
 
-def torchrun_argv(sc, k, cmd, backend):
+def torchrun_argv(sc, k, cmd, backend, numbered=False, nnodes=2):
     """Node K's line written for torchrun's BACKEND rendezvous: no master
     address, the endpoint names node 0 (static: the master port; c10d:
-    the controller's, the master port given beside it)."""
-    argv = sc.argv(k, cmd)
+    the controller's, the master port given beside it).  NUMBERED: no
+    node rank either, as under c10d; on loopback every node is the
+    endpoint's host, so the others say they do not host it (is_host)."""
+    argv = sc.argv(k, cmd, nnodes=nnodes)
     i = argv.index("--master-addr")
     del argv[i:i + 4]
     port = sc.master_port if backend == "static" else sc.master_port + 1
@@ -318,6 +320,12 @@ def torchrun_argv(sc, k, cmd, backend):
             f"--rdzv_endpoint={sc.master_addr}:{port}", "--rdzv_id=job42"]
     if backend == "c10d":
         rdzv += ["--master_port", str(sc.master_port)]
+    if numbered:
+        j = argv.index("--node-rank")
+        del argv[j:j + 2]
+        i -= 2
+        if k > 0:
+            rdzv += ["--rdzv_conf", "is_host=false"]
     return argv[:i] + rdzv + argv[i:]
 
 
@@ -338,6 +346,40 @@ def test_two_nodes_meet_at_torchruns_rendezvous_endpoint(tmp_path, backend):
         ranks = ranks_by_rank(rep)
         assert sorted(ranks) == [0, 1, 2, 3]
         assert all(ranks[r]["steps"] == 10 for r in ranks), ranks
+    finally:
+        assert_nothing_left(sc)
+
+
+def test_c10d_numbers_the_nodes_as_they_join(tmp_path):
+    """Three nodes started with the same torchrun c10d line and no node
+    rank: node 0 is the endpoint's host, the agents are numbered 1 and 2
+    as they join, and every rank runs as its number says."""
+    sc = Scenario(tmp_path)
+    try:
+        cmd = train("--steps", "10")
+        procs = [spawn(None, 0, torchrun_argv(sc, 0, cmd, "c10d", True, 3),
+                       sc.env)]
+        for k in (1, 2):
+            procs.append(spawn(None, k, torchrun_argv(sc, k, cmd, "c10d",
+                                                      True, 3), sc.env))
+        outs = finish(procs)
+        for rc, _, err in outs:
+            assert rc == 0, err
+        err0 = outs[0][2]
+        assert "node 0 of 3 (node rank from the c10d endpoint, this host" \
+            in err0, err0
+        said = sorted(re.search(r"stepscope: node (\d): numbered by the "
+                                r"controller as it joined", err).group(1)
+                      for _, _, err in outs[1:])
+        assert said == ["1", "2"], [e for _, _, e in outs[1:]]
+        for _, _, err in outs[1:]:
+            assert "a node of 3 (node rank from the controller" in err, err
+        rep = report(sc)
+        ranks = ranks_by_rank(rep)
+        assert sorted(ranks) == list(range(6)), ranks
+        assert all(ranks[r]["steps"] == 10 for r in ranks), ranks
+        nodes = nodes_by_rank(rep)
+        assert sorted(nodes) == [0, 1, 2], nodes
     finally:
         assert_nothing_left(sc)
 

@@ -108,6 +108,8 @@ typedef struct agent {
     ss_clock_sync clock;
     uint32_t clock_sent; /* exchanges sent in this round */
     /* the ranks */
+    uint32_t node;     /* this node's rank: the configured one, or the one
+                          JOIN_OK gave (LINK_NODE_RANK_ANY until then) */
     uint32_t rank_base;
     char sock_dir[PATH_MAX];
     char sock_path[PATH_MAX];
@@ -149,7 +151,10 @@ static void say(const agent *a, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "stepscope: node %u: ", a->cfg->node_rank);
+    if (a->node == LINK_NODE_RANK_ANY)
+        fprintf(stderr, "stepscope: agent: ");
+    else
+        fprintf(stderr, "stepscope: node %u: ", a->node);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
@@ -473,7 +478,7 @@ static int start_ranks(void *ctx, uint32_t attempt, char *err, size_t errlen)
             return -1;
         }
         snprintf(a->log_dir, sizeof a->log_dir, "%.*s/logs/run-%s-node%u",
-                 PATH_MAX - 64, files, a->uuid, a->cfg->node_rank);
+                 PATH_MAX - 64, files, a->uuid, a->node);
     }
     if (a->cfg->host_interval_ms) {
         a->host = ss_host_watch_start(&a->loop, a->cfg->nproc,
@@ -507,7 +512,7 @@ static int launch_ranks(agent *a, char *err, size_t errlen)
     lcfg.nprocs = a->cfg->nproc;
     lcfg.rank_base = a->rank_base;
     lcfg.world_size = a->cfg->nnodes * a->cfg->nproc;
-    lcfg.node_rank = a->cfg->node_rank;
+    lcfg.node_rank = a->node;
     lcfg.nnodes = a->cfg->nnodes;
     lcfg.master_addr = a->cfg->master_addr;
     lcfg.master_port = a->cfg->master_port;
@@ -735,6 +740,24 @@ static void on_join_ok(agent *a, const link_join_ok *j)
         a->status = 1;
         finish(a);
         return;
+    }
+    if (j->node_rank == 0 || j->node_rank >= a->cfg->nnodes ||
+        (a->node != LINK_NODE_RANK_ANY && j->node_rank != a->node)) {
+        say(a, "the controller numbered this node %u, which is not %s",
+            j->node_rank, a->node != LINK_NODE_RANK_ANY
+                              ? "the node rank it joined as"
+                              : "one of its agents' (1 to nnodes - 1)");
+        a->status = 1;
+        finish(a);
+        return;
+    }
+    if (a->node == LINK_NODE_RANK_ANY) {
+        /* numbered as it joined (torchrun's c10d rendezvous): its ranks
+         * are that node's from now on, and a join again says so */
+        a->node = a->hello.node_rank = j->node_rank;
+        a->rank_base = a->node * a->cfg->nproc;
+        if (!a->cfg->quiet)
+            say(a, "numbered by the controller as it joined");
     }
     uv_timer_stop(&a->join_timer);
     a->backoff_ms = RETRY_MS;
@@ -1136,8 +1159,11 @@ static void on_signal(uv_signal_t *h, int signum)
     agent *a = h->data;
     a->stop_requests++;
     char why[64];
-    snprintf(why, sizeof why, "stopped by %s on node %u", strsignal(signum),
-             a->cfg->node_rank);
+    if (a->node == LINK_NODE_RANK_ANY)
+        snprintf(why, sizeof why, "stopped by %s", strsignal(signum));
+    else
+        snprintf(why, sizeof why, "stopped by %s on node %u",
+                 strsignal(signum), a->node);
     if (!a->launcher || a->ranks_done) {
         a->status = 128 + signum;
         finish(a);
@@ -1211,7 +1237,9 @@ int ss_agent_main(const ss_agent_config *cfg)
     a->stop_said = stop_said;
     for (uint32_t i = 0; i < c.nproc; i++)
         last[i] = -1;
-    a->rank_base = c.node_rank * c.nproc;
+    a->node = c.node_rank;
+    a->rank_base = c.node_rank == LINK_NODE_RANK_ANY ? 0
+                                                     : c.node_rank * c.nproc;
     snprintf(a->controller, sizeof a->controller, "%s:%u", c.master_addr,
              (unsigned)c.controller_port);
     a->hello.version = LINK_VERSION;

@@ -39,7 +39,8 @@
 #define SS_AGENT_CLOCK_PERIOD_MS 10000
 
 typedef struct {
-    uint32_t node_rank;      /* 1..nnodes-1 */
+    uint32_t node_rank;      /* 1..nnodes-1, or LINK_NODE_RANK_ANY: the
+                                controller numbers it as it joins */
     uint32_t nnodes;
     uint32_t nproc;          /* ranks on this node */
     const char *master_addr; /* the controller's host (name or address) */

@@ -373,6 +373,7 @@ static void on_proof(peer *l, const link_proof *p)
     f.u.join_ok.controller_mono_ns = ss_mono_now();
     link_auth_seal_token(key, nl->rank_token, f.u.join_ok.sealed_token);
     f.u.join_ok.aggregate = nl->cfg.aggregate;
+    f.u.join_ok.node_rank = l->hello.node_rank;
     snprintf(f.u.join_ok.run_uuid, sizeof f.u.join_ok.run_uuid, "%s",
              nl->run_uuid);
     l->stage = ST_JOINED;

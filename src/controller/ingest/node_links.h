@@ -43,9 +43,12 @@ typedef struct ss_node_links ss_node_links;
 typedef struct {
     void *ctx;
     /* An agent proved it knows the secret and says it is node H->node_rank
-     * from ADDR.  Return 0 to let it join, or -1 with a one-line reason in
-     * REASON (another node has that rank, a different job...). */
-    int (*on_join)(void *ctx, const link_agent_hello *h, const char *addr,
+     * from ADDR, or leaves its number to the run (LINK_NODE_RANK_ANY):
+     * then a join sets H->node_rank, which JOIN_OK names and the link's
+     * frames carry from then on.  Return 0 to let it join, or -1 with a
+     * one-line reason in REASON (another node has that rank, a different
+     * job...). */
+    int (*on_join)(void *ctx, link_agent_hello *h, const char *addr,
                    char *reason, size_t reasonlen);
     /* NODE's clock estimate (its records are moved by OFFSET from now). */
     void (*on_clock)(void *ctx, uint32_t node, const link_clock *c);

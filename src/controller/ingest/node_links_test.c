@@ -75,7 +75,7 @@ static void maybe_close(seen *s)
         uv_timer_start(&s->closer, on_closer, 50, 0);
 }
 
-static int t_join(void *ctx, const link_agent_hello *h, const char *addr,
+static int t_join(void *ctx, link_agent_hello *h, const char *addr,
                   char *reason, size_t n)
 {
     seen *s = ctx;

@@ -33,7 +33,7 @@ enum {
 #define HELLO_FIXED (4 + 2 + 2 + 4 + 4 + 4 + LINK_NONCE_SIZE)
 #define HOST_SIZE (4 + 8 + 11 * 8 + 1 + 4 + 10 * 8)
 #define RANK_EXIT_FIXED (4 + 8 + 4 + 2)
-#define JOIN_OK_FIXED (4 + 4 + 8 + LINK_TOKEN_SIZE + 1)
+#define JOIN_OK_FIXED (4 + 4 + 8 + LINK_TOKEN_SIZE + 1 + 4)
 
 /* ---- which side sends what ---- */
 
@@ -220,7 +220,8 @@ static void put_payload(wbuf *b, const link_frame *f)
     case LINK_AGENT_HELLO: {
         const link_agent_hello *h = &f->u.hello;
         if (h->version != LINK_VERSION || h->nnodes == 0 ||
-            h->node_rank >= h->nnodes || h->nproc_per_node == 0 ||
+            (h->node_rank >= h->nnodes &&
+             h->node_rank != LINK_NODE_RANK_ANY) || h->nproc_per_node == 0 ||
             h->job_id[0] == '\0')
             b->bad = 1;
         put_bytes(b, LINK_MAGIC, 4);
@@ -252,6 +253,7 @@ static void put_payload(wbuf *b, const link_frame *f)
         if (j->aggregate > LINK_AGGREGATE_NODE)
             b->bad = 1;
         put_u8(b, j->aggregate);
+        put_u32(b, j->node_rank);
         put_str(b, j->run_uuid, sizeof j->run_uuid);
         break;
     }
@@ -606,7 +608,8 @@ static link_result decode_hello(rbuf *r, link_agent_hello *h, char *err,
         return fail(err, errlen, "AGENT_HELLO is truncated");
     if (rc < 0)
         return fail(err, errlen, "AGENT_HELLO carries a malformed string");
-    if (h->nnodes == 0 || h->node_rank >= h->nnodes)
+    if (h->nnodes == 0 ||
+        (h->node_rank >= h->nnodes && h->node_rank != LINK_NODE_RANK_ANY))
         return fail(err, errlen, "AGENT_HELLO node rank %u is outside %u "
                     "nodes", (unsigned)h->node_rank, (unsigned)h->nnodes);
     if (h->nproc_per_node == 0)
@@ -666,6 +669,7 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
         if (!r->short_read && j->aggregate > LINK_AGGREGATE_NODE)
             return fail(err, errlen, "JOIN_OK has an aggregation of %u",
                         (unsigned)j->aggregate);
+        j->node_rank = get_u32(r);
         int rc = get_str(r, j->run_uuid);
         if (rc == -2)
             return fail(err, errlen, "JOIN_OK carries a malformed string");

@@ -43,9 +43,11 @@
 
 /* 2: JOIN_OK names the run's aggregation (rank or node); NODE_PARTIAL and
  * NODE_STATUS.  3: each frame's MAC is keyed BLAKE2b, no longer
- * HMAC-SHA256.  4: RANK_STOP.  Agents and controllers of different versions refuse each
- * other at AGENT_HELLO with both versions named. */
-#define LINK_VERSION 4
+ * HMAC-SHA256.  4: RANK_STOP.  5: an AGENT_HELLO may leave its node rank
+ * to the controller (LINK_NODE_RANK_ANY), and JOIN_OK names it.  Agents
+ * and controllers of different versions refuse each other at AGENT_HELLO
+ * with both versions named. */
+#define LINK_VERSION 5
 #define LINK_MAGIC "SSAG"
 #define LINK_HEADER_SIZE 8
 #define LINK_MAX_PAYLOAD 65536
@@ -109,6 +111,11 @@ typedef enum {
 #define LINK_AGGREGATE_RANK 0
 #define LINK_AGGREGATE_NODE 1
 
+/* An AGENT_HELLO's node rank when the agent has none: the controller
+ * gives it the lowest free one in JOIN_OK (torchrun's c10d rendezvous,
+ * which numbers the nodes as they join). */
+#define LINK_NODE_RANK_ANY UINT32_MAX
+
 /* NODE_STATUS entries: at most this many bytes of one STATUS frame. */
 #define LINK_MAX_STATUS_ENTRY 255
 
@@ -120,7 +127,7 @@ typedef enum {
 
 typedef struct {
     uint16_t version;
-    uint32_t node_rank;
+    uint32_t node_rank;        /* < nnodes, or LINK_NODE_RANK_ANY */
     uint32_t nnodes;
     uint32_t nproc_per_node;
     uint8_t nonce[LINK_NONCE_SIZE];
@@ -143,6 +150,7 @@ typedef struct {
     int64_t controller_mono_ns; /* the controller's clock when sent */
     uint8_t sealed_token[LINK_TOKEN_SIZE]; /* link_auth_seal_token */
     uint8_t aggregate;  /* LINK_AGGREGATE_RANK or LINK_AGGREGATE_NODE */
+    uint32_t node_rank; /* the agent's: its HELLO's, or the one given */
     char run_uuid[LINK_MAX_STR + 1];
 } link_join_ok;
 

@@ -65,6 +65,7 @@ static link_frame sample(link_type type)
         for (int i = 0; i < LINK_TOKEN_SIZE; i++)
             f.u.join_ok.sealed_token[i] = (uint8_t)(0x80 | i);
         f.u.join_ok.aggregate = LINK_AGGREGATE_NODE;
+        f.u.join_ok.node_rank = 3;
         strcpy(f.u.join_ok.run_uuid, "0f1e2d3c-aaaa-bbbb-cccc-000011112222");
         break;
     case LINK_JOIN_REJECT:
@@ -826,15 +827,15 @@ static void malformed_frames_are_refused(void)
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
     CHECK(strstr(err, "magic") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 5;
+    g_buf[LINK_HEADER_SIZE + 4] = 6;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "version 5") != NULL);
-    /* An agent of link version 3 (no RANK_STOP) is told so. */
+    CHECK(strstr(err, "version 6") != NULL);
+    /* An agent of link version 4 (no node rank in JOIN_OK) is told so. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 3;
+    g_buf[LINK_HEADER_SIZE + 4] = 4;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "agent speaks link version 3, this controller "
-                  "version 4") != NULL);
+    CHECK(strstr(err, "agent speaks link version 4, this controller "
+                  "version 5") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[LINK_HEADER_SIZE + 6] = 1;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
@@ -904,6 +905,12 @@ static void malformed_frames_are_refused(void)
     f = sample(LINK_AGENT_HELLO);
     memset(f.u.hello.host, 'h', sizeof f.u.hello.host); /* no NUL */
     CHECK_EQ_INT(link_encode(&ae, g_buf, sizeof g_buf, &f), 0);
+    /* a node rank past the nodes is refused; none (ANY) is not */
+    f = sample(LINK_AGENT_HELLO);
+    f.u.hello.node_rank = f.u.hello.nnodes;
+    CHECK_EQ_INT(link_encode(&ae, g_buf, sizeof g_buf, &f), 0);
+    f.u.hello.node_rank = LINK_NODE_RANK_ANY;
+    CHECK(link_encode(&ae, g_buf, sizeof g_buf, &f) > 0);
     link_encoder ce = p.ctrl_enc;
     f = sample(LINK_STOP);
     f.u.stop.kill_now = 2;

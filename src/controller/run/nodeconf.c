@@ -616,14 +616,17 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
         return -1;
     int rdzv_nodes = out->nnodes > 1 && rdzv.endpoint.text &&
                      rdzv_kind(&rdzv) != RDZV_ETCD;
-    if (out->nnodes > 1 && rdzv_kind(&rdzv) != RDZV_STATIC &&
+    if (out->nnodes > 1 && rdzv_kind(&rdzv) == RDZV_C10D &&
         out->node_rank_from.source == SS_NODE_FROM_DEFAULT) {
+        out->node_rank = SS_NODECONF_RANK_AT_JOIN;
+        out->node_rank_from = (ss_node_origin){
+            SS_NODE_FROM_JOIN, "the controller, as the node joins"};
+    } else if (out->nnodes > 1 && rdzv_kind(&rdzv) == RDZV_ETCD &&
+               out->node_rank_from.source == SS_NODE_FROM_DEFAULT) {
         name_value(&rdzv.backend, what, sizeof what);
-        ss_set_err(err, errlen, "%s numbers the nodes as they join; stepscope "
-                   "numbers them by --node-rank: give --node-rank K on each "
-                   "node (0 on node 0%s%s%s, where the controller runs)", what,
-                   rdzv_nodes ? ", " : "", rdzv_nodes ? rdzv.host : "",
-                   rdzv_nodes ? " by the endpoint" : "");
+        ss_set_err(err, errlen, "%s: the nodes meet at node 0's controller, "
+                   "not at an etcd server; give --node-rank K on each node "
+                   "and --master-addr (node 0's address)", what);
         return -1;
     }
 
@@ -789,10 +792,15 @@ size_t ss_nodeconf_describe(const ss_node_conf *c, char *buf, size_t buflen)
         c->master_addr_from.source == SS_NODE_FROM_DEFAULT) {
         ss_appendf(buf, buflen, &len, "single node, master port chosen at start");
     } else {
-        ss_appendf(buf, buflen, &len, "node %" PRIu32 " of %" PRIu32
-               " (node rank from %s, %" PRIu32 " node%s from %s), master %s:",
-               c->node_rank, c->nnodes, c->node_rank_from.what, c->nnodes,
-               c->nnodes == 1 ? "" : "s", c->nnodes_from.what, c->master_addr);
+        if (c->node_rank == SS_NODECONF_RANK_AT_JOIN)
+            ss_appendf(buf, buflen, &len, "a node of %" PRIu32, c->nnodes);
+        else
+            ss_appendf(buf, buflen, &len, "node %" PRIu32 " of %" PRIu32,
+                       c->node_rank, c->nnodes);
+        ss_appendf(buf, buflen, &len, " (node rank from %s, %" PRIu32
+               " node%s from %s), master %s:", c->node_rank_from.what,
+               c->nnodes, c->nnodes == 1 ? "" : "s", c->nnodes_from.what,
+               c->master_addr);
         if (c->master_port)
             ss_appendf(buf, buflen, &len, "%" PRIu16, c->master_port);
         else

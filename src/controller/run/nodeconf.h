@@ -25,8 +25,11 @@
  *      the master address just after --master-addr, its port for the
  *      master port (static) or the controller port (c10d, the master port
  *      then its default, or the controller port + 1 where that is taken).
- *      A c10d or etcd rendezvous numbers the nodes as they join, which
- *      stepscope does not: there the node rank must be given.  The plain
+ *      A c10d rendezvous numbers the nodes as they join: without a node
+ *      rank from any source, the node rank is SS_NODECONF_RANK_AT_JOIN,
+ *      and the front-end decides whether this node is node 0 (the
+ *      endpoint's host, or torchrun's is_host) and otherwise leaves the
+ *      number to the controller; an etcd one needs the node rank.  The plain
  *      MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE are ignored, as
  *      torchrun ignores them: they are what a launcher hands its workers
  *      (a stepscope started inside a rank would take its parent's values),
@@ -52,6 +55,7 @@
 #define SS_NODECONF_ADDR_MAX 256        /* host names are at most 255 bytes */
 #define SS_NODECONF_JOB_ID_MAX 128
 #define SS_HOSTLIST_MAX_HOSTS 65536     /* bound on one expanded host list */
+#define SS_NODECONF_RANK_AT_JOIN UINT32_MAX /* c10d: numbered as it joins */
 
 /* The flags as given on the command line: the option's text, or NULL when
  * the flag was not given.  Parsed and checked by ss_nodeconf_resolve. */
@@ -75,9 +79,8 @@ typedef struct {
                                     master port (static) or the
                                     controller's (c10d) */
     const char *rdzv_backend;    /* static (torchrun's default), c10d,
-                                    etcd or etcd-v2; c10d and etcd number
-                                    the nodes as they join, which stepscope
-                                    does not: they need a node rank */
+                                    etcd or etcd-v2; c10d numbers the nodes
+                                    as they join, etcd needs a node rank */
     const char *rdzv_id;         /* torchrun's --rdzv-id: the job id when
                                     --job-id is not given */
 } ss_node_flags;
@@ -89,6 +92,8 @@ typedef enum {
     SS_NODE_FROM_SLURM,
     SS_NODE_FROM_PET,
     SS_NODE_FROM_DERIVED,  /* computed from another field (port + 1) */
+    SS_NODE_FROM_JOIN,     /* the node rank: given by the controller as
+                              the node joins (c10d) */
 } ss_node_source;
 
 typedef struct {
@@ -101,7 +106,7 @@ typedef struct {
 
 typedef struct {
     uint32_t nnodes;           /* 1..SS_NODECONF_MAX_NODES */
-    uint32_t node_rank;        /* < nnodes */
+    uint32_t node_rank;        /* < nnodes, or SS_NODECONF_RANK_AT_JOIN */
     uint32_t nproc_per_node;   /* 0: not given anywhere (the caller asks
                                   for -n) */
     uint16_t master_port;      /* 0 only for one node with neither port

@@ -189,18 +189,26 @@ static void torchruns_rendezvous_names_node_0(void)
     REQUIRE(resolve(&c10d, NULL) == 0);
     CHECK_STR(conf.master_addr, "10.1.1.1");
 
+    /* c10d numbers the nodes as they join; etcd cannot */
     ss_node_flags joined = {.nnodes = "2", .rdzv_backend = "c10d",
                             .rdzv_endpoint = "node0:29400"};
-    CHECK(resolve(&joined, NULL) != 0);
-    CHECK(strstr(rerr, "--rdzv-backend c10d numbers the nodes as they join")
-          != NULL);
-    CHECK(strstr(rerr, "give --node-rank K on each node (0 on node 0, node0 "
-                 "by the endpoint") != NULL);
+    REQUIRE(resolve(&joined, NULL) == 0);
+    CHECK_EQ_INT(conf.node_rank, SS_NODECONF_RANK_AT_JOIN);
+    CHECK_EQ_INT(conf.node_rank_from.source, SS_NODE_FROM_JOIN);
+    char line[512];
+    ss_nodeconf_describe(&conf, line, sizeof line);
+    CHECK(strstr(line, "a node of 2 (node rank from the controller, as the "
+                 "node joins, 2 nodes from --nnodes), master node0:29500 ")
+          == line);
     ss_node_flags etcd = {.nnodes = "2", .node_rank = "0",
                           .rdzv_backend = "etcd",
                           .rdzv_endpoint = "etcd.example:2379"};
     CHECK(resolve(&etcd, NULL) != 0);
     CHECK(strstr(rerr, "need the master's address") != NULL);
+    etcd.node_rank = NULL;
+    CHECK(resolve(&etcd, NULL) != 0);
+    CHECK(strstr(rerr, "--rdzv-backend etcd: the nodes meet at node 0's "
+                 "controller, not at an etcd server") != NULL);
 
     const char *bad[] = {"node0:99999", ":29400", "[::1", "[]:1", "node0:x",
                          "no de:1", NULL};

@@ -217,8 +217,8 @@ void run_agg_finish(run_agg *ra, int64_t now_ns, int quiet)
         return;
     if (ra->merge)
         ss_node_merge_flush(ra->merge, now_ns);
-    if (quiet)
-        return;
+    if (quiet || ra->steps_final == 0)
+        return; /* the run's summary says that no step was finalized */
     fprintf(stderr, "stepscope: aggregation by %s: %" PRIu64 " steps "
             "finalized, their latest record to finalization p50 %.1f ms, "
             "p99 %.1f ms\n", ra->node_mode ? "node" : "rank",

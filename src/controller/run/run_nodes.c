@@ -179,7 +179,17 @@ static void node_lost(run_nodes *r, uint32_t node, const char *why,
 
 /* ---- agent link callbacks ---- */
 
-static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
+/* The lowest node rank of 1..nnodes-1 that no node holds in this attempt
+ * (joined, or left it), for an agent without one; 0 when none is free. */
+static uint32_t free_node_rank(const run_nodes *r)
+{
+    for (uint32_t k = 1; k < r->o->nnodes; k++)
+        if (!r->nodes[k].joined && !r->nodes[k].gone)
+            return k;
+    return 0;
+}
+
+static int cb_join(void *ctx, link_agent_hello *h, const char *addr,
                    char *reason, size_t reasonlen)
 {
     run_nodes *r = ctx;
@@ -191,7 +201,7 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
                  h->nproc_per_node);
         return -1;
     }
-    if (k == 0 || k >= r->o->nnodes) {
+    if (k == 0 || (k >= r->o->nnodes && k != LINK_NODE_RANK_ANY)) {
         snprintf(reason, reasonlen, "node rank %u is not one of this run's "
                  "agents (1 to %u; node 0 runs the controller)", k,
                  r->o->nnodes - 1);
@@ -202,6 +212,16 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
                  "is job '%s'", h->job_id, r->o->job_id);
         return -1;
     }
+    if (r->ev.stopping(r->ev.ctx)) {
+        snprintf(reason, reasonlen, "the job is stopping");
+        return -1;
+    }
+    if (k == LINK_NODE_RANK_ANY && !(k = free_node_rank(r))) {
+        /* torchrun's c10d rendezvous: numbered as it joins */
+        snprintf(reason, reasonlen, "every node rank of this run's %u nodes "
+                 "is taken in this attempt", r->o->nnodes);
+        return -1;
+    }
     node_slot *s = &r->nodes[k];
     if (s->joined || s->gone) {
         snprintf(reason, reasonlen, "node %u has %s", k,
@@ -210,10 +230,7 @@ static int cb_join(void *ctx, const link_agent_hello *h, const char *addr,
                          : "already joined");
         return -1;
     }
-    if (r->ev.stopping(r->ev.ctx)) {
-        snprintf(reason, reasonlen, "the job is stopping");
-        return -1;
-    }
+    h->node_rank = k;
     s->joined = 1;
     snprintf(s->host, sizeof s->host, "%s", h->host);
     snprintf(s->addr, sizeof s->addr, "%s", addr);
