@@ -671,6 +671,30 @@ def test_rank_crash_on_node_1_stops_every_node(tmp_path, cluster):
         assert_nothing_left(sc, cluster)
 
 
+@needs_netns
+def test_c10d_finds_node_0_by_the_endpoints_address(tmp_path, cluster):
+    """Two namespace nodes with the same c10d line, no node rank and no
+    is_host: the node whose interface holds the endpoint's address is
+    node 0, the other joins and is numbered 1."""
+    sc = Scenario(tmp_path, master_addr=cluster.addr(0))
+    try:
+        cmd = train("--steps", "10")
+        argv = [torchrun_argv(sc, k, cmd, "c10d", numbered=True) for k in (0, 1)]
+        argv[1] = [a for a in argv[1] if a not in ("--rdzv_conf", "is_host=false")]
+        p0 = spawn(cluster, 0, argv[0], sc.env)
+        p1 = spawn(cluster, 1, argv[1], sc.env)
+        (rc0, _, err0), (rc1, _, err1) = finish([p0, p1])
+        assert rc0 == 0, err0
+        assert rc1 == 0, err1
+        assert "node 0 of 2 (node rank from the c10d endpoint, this host" in err0, err0
+        assert "node 1: numbered by the controller as it joined" in err1, err1
+        ranks = ranks_by_rank(report(sc))
+        assert sorted(ranks) == [0, 1, 2, 3]
+        assert all(ranks[r]["steps"] == 10 for r in ranks), ranks
+    finally:
+        assert_nothing_left(sc, cluster)
+
+
 # ---------------------------------------------------------------------------
 # 8. Ctrl-C to the controller
 
