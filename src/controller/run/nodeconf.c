@@ -609,8 +609,9 @@ int ss_nodeconf_resolve(const ss_node_flags *flags, char *const *envp,
         }
     }
 
-    /* torchrun's rendezvous names node 0 only across nodes, and only a
-     * static one numbers the nodes by --node-rank as stepscope does. */
+    /* torchrun's rendezvous names node 0 only across nodes; where no
+     * source gives a node rank, c10d's nodes are numbered as they join
+     * (the front-end decides which one is node 0), and etcd's cannot be. */
     rendezvous rdzv;
     if (read_rendezvous(f, envp, out->nnodes > 1, &rdzv, err, errlen) < 0)
         return -1;
