@@ -132,6 +132,27 @@ static void state_phrase(ss_buf *b, const ss_hang_rank *r)
                       (unsigned long long)r->coll_seq);
 }
 
+/* For silent rank R, whose last report (at most a STATUS interval before
+ * its silence) may be behind where it stopped: says when the ranks still
+ * reporting wait in a collective numbered two or more past R's, which they
+ * could begin only after R took part in the one before. */
+static void passed_since(ss_buf *b, const rank_view *v, uint32_t n,
+                         const ss_hang_rank *r)
+{
+    const ss_hang_rank *ahead = NULL;
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].r->live && !v[i].silent && v[i].r->coll_active &&
+            (!ahead || v[i].r->coll_seq > ahead->coll_seq))
+            ahead = v[i].r;
+    if (!ahead || ahead->coll_seq < r->coll_seq + 2)
+        return;
+    ss_buf_printf(b, ", a report from before it stopped: the others wait in "
+                  "%s #%llu, which they began only after it had taken part "
+                  "in #%llu", ahead->collective,
+                  (unsigned long long)ahead->coll_seq,
+                  (unsigned long long)(ahead->coll_seq - 1));
+}
+
 /* Two ranks are in the same state when their phrases and silence match. */
 static int same_state(const rank_view *a, const rank_view *b)
 {
@@ -261,6 +282,23 @@ static int diagnose(rank_view *v, uint32_t n)
             kinds_differ = 1;
     }
     int mismatch = max_seq > 0 && (min_seq != max_seq || kinds_differ);
+    if (any_silent) {
+        /* a silent rank's last report predates its silence: where it
+         * stands says nothing of a mismatch; the others' do */
+        uint64_t lo = UINT64_MAX, hi = 0;
+        const char *kind = NULL;
+        int differ = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const ss_hang_rank *r = v[i].r;
+            if (!r->live || v[i].silent)
+                continue;
+            lo = r->coll_seq < lo ? r->coll_seq : lo;
+            hi = r->coll_seq > hi ? r->coll_seq : hi;
+            differ |= kind && strcmp(kind, r->collective) != 0;
+            kind = kind ? kind : r->collective;
+        }
+        mismatch = hi > 0 && (lo != hi || differ);
+    }
     uint32_t live = 0;
     for (uint32_t i = 0; i < n; i++)
         live += v[i].r->live;
@@ -419,6 +457,8 @@ int ss_hang_check(ss_hang *h, ss_mono_ns now, const ss_hang_rank *ranks,
                 ss_buf_printf(&msg, "silent for %.0f s (stopped or frozen), "
                               "last seen ", v[i].silent_s);
             state_phrase(&msg, &ranks[i]);
+            if (v[i].silent)
+                passed_since(&msg, v, n, &ranks[i]);
         }
     snprintf(out->message, sizeof out->message, "%s",
              msg.data ? msg.data : "no progress");

@@ -162,6 +162,22 @@ static void silent_rank_named(void)
     CHECK(strstr(f.message, "rank 1 is frozen for 9 s (its cgroup's freezer "
                  "holds it: a paused container, or a freeze from outside), "
                  "last seen in phase 'forward' of step 8") != NULL);
+    CHECK(strstr(f.message, "different collectives") == NULL);
+    CHECK(strstr(f.message, "a report from before it stopped") == NULL);
+    /* Its last report is two collectives behind the others': it took
+     * part in the one before theirs since, and that is said; its stale
+     * number is no mismatch of the ranks. */
+    h = fresh(3 * S);
+    ss_hang_progress(&h, 7, S / 10, 10 * S);
+    r[1].coll_seq = 28;
+    REQUIRE(ss_hang_check(&h, 20 * S, r, 3, &f) == 1);
+    CHECK_EQ_INT(f.n_ranks, 1);
+    CHECK_EQ_INT(f.ranks[0], 1);
+    CHECK(strstr(f.message, "last seen in phase 'forward' of step 8 (after "
+                 "allreduce #28), a report from before it stopped: the "
+                 "others wait in allreduce #30, which they began only after "
+                 "it had taken part in #29") != NULL);
+    CHECK(strstr(f.message, "different collectives") == NULL);
 }
 
 /* A barrier where the others all-reduce, at the same number. */
