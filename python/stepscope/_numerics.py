@@ -437,13 +437,13 @@ class Numerics:
                 metric("numerics.loss", sum(finite) / len(finite))
         grad = get("grad")
         if grad is not None:
-            bad = sum(1 for x in grad if not _finite(x))
+            bad = _nonfinite(grad)
             metric("numerics.grad_nonfinite", bad)
             if not bad:
                 metric("numerics.grad_norm", _norm(grad))
         param = get("param")
         if param is not None:
-            bad = sum(1 for x in param if not _finite(x))
+            bad = _nonfinite(param)
             metric("numerics.param_nonfinite", bad)
             update = get("update")
             if not bad:
@@ -545,12 +545,17 @@ def _label(name):
 
 
 def _norm(xs):
-    """The L2 norm of the norms XS (host floats)."""
-    return math.sqrt(sum(x * x for x in xs))
+    """The L2 norm of the norms XS (host floats), in one C call."""
+    return math.hypot(*xs)
 
 
-def _finite(x):
-    return x == x and x not in (float("inf"), float("-inf"))
+# Whether a host float is neither NaN nor infinite.
+_finite = math.isfinite
+
+
+def _nonfinite(xs):
+    """How many of the host floats XS are NaN or infinite."""
+    return len(xs) - sum(map(math.isfinite, xs))
 
 
 def _tensors(obj, depth=0):
