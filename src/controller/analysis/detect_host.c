@@ -977,6 +977,10 @@ static void judge_cause(ss_detectors *d, host *h, int c, uint64_t step)
             }
             if (c == C_RUNQ && cost < d->p[P_H_MIN_COST_MS])
                 continue; /* not yet worth a finding */
+            if (c == C_RUNQ && cause_of(h, r, C_THROTTLED)->finding >= 0)
+                continue; /* a throttled cgroup's threads wait in the run
+                             queue while its quota holds them: the
+                             throttling, named already, is that wait */
             rc->cost_ms = -1;
             rc->finding = ss__finding_open(d, cause_kind[c]);
             if (rc->finding >= 0)
@@ -1053,7 +1057,9 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
         h->fill++;
     record_step(d, h, v, world, k);
     decide_stop_alone(h);
-    for (int c = 0; c < N_CAUSES; c++) {
+    /* throttling first: a rank it holds waits in the run queue too, and
+     * is not named for that wait as well (judge_cause) */
+    for (int c = N_CAUSES - 1; c >= 0; c--) {
         judge_cause(d, h, c, v->step);
         /* a named rank alone explains this slow step, or a rank alone
          * was stopped through it (the stops rule waits a step to tell a

@@ -722,7 +722,11 @@ static void throttling_not_its_waits_explains_a_straggler(void)
     CHECK_EQ_INT(s->ranks[0], 1);
     CHECK(strstr(s->message, "its cgroup was throttled") != NULL);
     CHECK(json_has(s->evidence_json, "host_cause", "throttled"));
-    if (!json_has(s->evidence_json, "host_cause", "throttled"))
+    /* its threads' waits in the run queue are the throttling: no
+     * cpu_starved beside cpu_throttled */
+    CHECK_EQ_INT(count_kind(&fd, "cpu_starved"), 0);
+    if (!json_has(s->evidence_json, "host_cause", "throttled") ||
+        count_kind(&fd, "cpu_starved"))
         dump(&fd);
 }
 
