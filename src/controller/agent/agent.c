@@ -1280,7 +1280,12 @@ int ss_agent_main(const ss_agent_config *cfg)
     } else if (link_auth_init() != 0) {
         say(a, "the crypto library did not initialise");
     } else if (resolve(a) == 0) {
-        if (!c.quiet)
+        if (!c.quiet && a->node == LINK_NODE_RANK_ANY)
+            say(a, "joining the controller at %s, which numbers this node "
+                "as it joins (this host is not the c10d endpoint's; "
+                "--rdzv-conf is_host=true makes a node node 0)",
+                a->controller);
+        else if (!c.quiet)
             say(a, "joining the controller at %s", a->controller);
         a->deadline_ms = uv_now(&a->loop) + c.join_timeout_ms;
         uv_timer_start(&a->join_timer, on_join_timer, c.join_timeout_ms, 0);
