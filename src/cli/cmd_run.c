@@ -153,16 +153,17 @@ static int replica_option(ss_run_opts *o, int opt, const char *arg)
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: stepscope run -n N [options] -- CMD ARGS...\n"
+        "usage: stepscope run [-n N] [options] [--] CMD ARGS...\n"
         "\n"
         "Launches N ranks of CMD with the environment torchrun sets (RANK,\n"
         "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), records every\n"
         "step through libstepscope, and stores steps and findings.\n"
         "\n"
         "options:\n"
-        "  -n, --nproc-per-node N   number of ranks (required); cpu: one\n"
-        "                           per CPU, gpu: one per GPU, auto: gpu\n"
-        "                           where there is one, else cpu\n"
+        "  -n, --nproc-per-node N   ranks on this node (default 1, as\n"
+        "                           torchrun); cpu: one per CPU, gpu: one\n"
+        "                           per GPU, auto: gpu where there is one,\n"
+        "                           else cpu\n"
         "      --name NAME          a name for the run (default: the command)\n"
         "      --db PATH            the store (default: $XDG_DATA_HOME/\n"
         "                           stepscope/stepscope.db); postgresql://\n"
@@ -453,10 +454,8 @@ static int resolve_nodes(ss_run_opts *o, int is_host)
                                    ? "--rdzv-conf is_host"
                                    : "the c10d endpoint, this host"};
     }
-    if (o->conf.nproc_per_node == 0) {
-        fprintf(stderr, "stepscope run: say how many ranks with -n N\n");
-        return 2;
-    }
+    if (o->conf.nproc_per_node == 0)
+        o->conf.nproc_per_node = 1; /* torchrun's default */
     o->nproc_local = o->conf.nproc_per_node;
     o->nnodes = o->conf.nnodes;
     if ((uint64_t)o->nnodes * o->nproc_local > SS_RUN_MAX_WORLD) {

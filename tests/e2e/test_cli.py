@@ -158,6 +158,14 @@ def test_torchrun_values_it_cannot_take_are_refused(tmp_path, args, said):
     assert not (tmp_path / "s.db").exists()
 
 
+def test_without_n_one_rank_runs_as_under_torchrun(tmp_path):
+    out = subprocess.run([str(STEPSCOPE), "run", "--db", str(tmp_path / "s.db"),
+                          "--no-http", "--", "true"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert ": 1 rank, store" in out.stderr, out.stderr
+
+
 def test_n_cpu_is_a_rank_per_cpu(tmp_path):
     out = subprocess.run([str(STEPSCOPE), "run", "-n", "cpu", "--db",
                           str(tmp_path / "s.db"), "--no-http", "--", "true"],

@@ -36,6 +36,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "appendf.h"
@@ -816,9 +817,63 @@ oom:
 
 /* ---- setup ---- */
 
-/* Picks a free loopback TCP port: bind port 0, read it back, close. */
+/* The kernel's ephemeral port range (ip_local_port_range) into [*LO,
+ * *HI]; its default where it cannot be read. */
+static void ephemeral_ports(unsigned *lo, unsigned *hi)
+{
+    *lo = 32768;
+    *hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+    if (!f)
+        return;
+    unsigned a, b;
+    if (fscanf(f, "%u %u", &a, &b) == 2 && a <= b && b <= 65535) {
+        *lo = a;
+        *hi = b;
+    }
+    fclose(f);
+}
+
+/* Whether a listener could bind TCP port PORT on every IPv4 address now
+ * (as rank 0's rendezvous store does, with SO_REUSEADDR). */
+static int port_is_free(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_ANY),
+                            .sin_port = htons(port)};
+    int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Picks a free TCP port for MASTER_PORT.  Rank 0 binds it only once it
+ * has started, so a port that some other process may take in between is
+ * a failed job: a port from bind(port 0) is one of the kernel's
+ * ephemeral ports, which any process's next outgoing connection or
+ * bind(port 0) may be handed (a busy machine makes many: gloo's own
+ * pairs, other jobs' rendezvous).  So a free port below that range is
+ * taken, picked at random among up to 10,000, which only a bind that
+ * names it can take; bind(port 0) is the fallback. */
 static int pick_free_port(uint16_t *port, char *err, size_t errlen)
 {
+    unsigned lo, hi;
+    ephemeral_ports(&lo, &hi);
+    unsigned base = lo > 11024 ? lo - 10000 : 1024;
+    uint32_t x = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL) ^
+                 (uint32_t)clock();
+    for (int i = 0; i < 64 && lo > base; i++) {
+        x = x * 1664525u + 1013904223u;
+        uint16_t p = (uint16_t)(base + (x >> 8) % (lo - base));
+        if (port_is_free(p)) {
+            *port = p;
+            return 0;
+        }
+    }
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         ss_set_err(err, errlen, "socket: %s", strerror(errno));
