@@ -9,19 +9,13 @@
  */
 #include "commands.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
-#include <ifaddrs.h>
 #include <inttypes.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -381,55 +375,6 @@ static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
     return 0;
 }
 
-/* Whether address A (AF_INET or AF_INET6) is a loopback address or one
- * of IFS's. */
-static int address_is_here(const struct sockaddr *a, const struct ifaddrs *ifs)
-{
-    if (a->sa_family == AF_INET) {
-        const struct in_addr *in = &((const struct sockaddr_in *)a)->sin_addr;
-        if ((ntohl(in->s_addr) >> 24) == 127)
-            return 1;
-        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-                ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
-                    in->s_addr)
-                return 1;
-    } else if (a->sa_family == AF_INET6) {
-        const struct in6_addr *in6 =
-            &((const struct sockaddr_in6 *)a)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(in6))
-            return 1;
-        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
-                memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                       in6, sizeof *in6) == 0)
-                return 1;
-    }
-    return 0;
-}
-
-/* Whether HOST names this machine, as torchrun's c10d rendezvous decides
- * who hosts it: its host name, a loopback address, or an address of one
- * of its interfaces. */
-static int host_is_here(const char *host)
-{
-    char me[256] = "";
-    if (gethostname(me, sizeof me - 1) == 0 && strcasecmp(me, host) == 0)
-        return 1;
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return 0;
-    struct ifaddrs *ifs = NULL;
-    if (getifaddrs(&ifs) != 0)
-        ifs = NULL;
-    int here = 0;
-    for (const struct addrinfo *r = res; r && !here; r = r->ai_next)
-        here = address_is_here(r->ai_addr, ifs);
-    freeifaddrs(ifs);
-    freeaddrinfo(res);
-    return here;
-}
-
 /* Where this node stands in the job: flags, then Slurm's and torchrun's
  * (PET_*) variables (nodeconf.h), said once when there is more than one
  * node.  A node left to a c10d rendezvous's numbering is node 0 where
@@ -447,7 +392,8 @@ static int resolve_nodes(ss_run_opts *o, int is_host)
         return 2;
     }
     if (o->conf.node_rank == SS_NODECONF_RANK_AT_JOIN &&
-        (is_host == 1 || (is_host < 0 && host_is_here(o->conf.master_addr)))) {
+        (is_host == 1 ||
+         (is_host < 0 && ss_torchrun_is_host(o->conf.master_addr)))) {
         o->conf.node_rank = 0;
         o->conf.node_rank_from = (ss_node_origin){
             SS_NODE_FROM_JOIN, is_host == 1

@@ -1,15 +1,22 @@
 /*
  * torchrun_args.c - torchrun's output and rendezvous options, read the way
- * torchrun reads them (torchrun_args.h).
+ * torchrun reads them, and whether a host is this machine as its c10d
+ * rendezvous decides it (torchrun_args.h).
  */
 #include "torchrun_args.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "launcher.h"
 #include "numparse.h"
@@ -188,4 +195,50 @@ int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
         p += n + (p[n] == ',');
     }
     return 0;
+}
+
+/* Whether address A (AF_INET or AF_INET6) is a loopback address or one
+ * of IFS's. */
+static int address_is_here(const struct sockaddr *a, const struct ifaddrs *ifs)
+{
+    if (a->sa_family == AF_INET) {
+        const struct in_addr *in = &((const struct sockaddr_in *)a)->sin_addr;
+        if ((ntohl(in->s_addr) >> 24) == 127)
+            return 1;
+        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
+                    in->s_addr)
+                return 1;
+    } else if (a->sa_family == AF_INET6) {
+        const struct in6_addr *in6 =
+            &((const struct sockaddr_in6 *)a)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(in6))
+            return 1;
+        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+                memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+                       in6, sizeof *in6) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+int ss_torchrun_is_host(const char *host)
+{
+    char me[256] = "";
+    if (gethostname(me, sizeof me - 1) == 0 && strcasecmp(me, host) == 0)
+        return 1;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return 0;
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        ifs = NULL;
+    int here = 0;
+    for (const struct addrinfo *r = res; r && !here; r = r->ai_next)
+        here = address_is_here(r->ai_addr, ifs);
+    freeifaddrs(ifs);
+    freeaddrinfo(res);
+    return here;
 }

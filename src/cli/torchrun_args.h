@@ -3,9 +3,11 @@
  * stepscope run shares with torchrun: which of the ranks' output streams
  * go to the console (--redirects, --tee, --local-ranks-filter) and the
  * rendezvous settings stepscope can use (--rdzv-conf's join_timeout).
- * The rendezvous endpoint, backend and id are node settings (nodeconf.h).
+ * The rendezvous endpoint, backend and id are node settings (nodeconf.h);
+ * whether a node hosts a c10d rendezvous is ss_torchrun_is_host's.
  *
- * Pure: values in, values out, errors into a caller's buffer.
+ * Pure (values in, values out, errors into a caller's buffer) but for
+ * ss_torchrun_is_host, which reads this machine's name and addresses.
  */
 #ifndef STEPSCOPE_TORCHRUN_ARGS_H
 #define STEPSCOPE_TORCHRUN_ARGS_H
@@ -56,5 +58,13 @@ uint8_t *ss_torchrun_echo_mask(const ss_torchrun_flags *tf, uint32_t nprocs);
  */
 int ss_torchrun_rdzv_conf(const char *conf, uint32_t *join_timeout_ms,
                           int *is_host, char *err, size_t errlen);
+
+/*
+ * Whether HOST names this machine, as torchrun's c10d rendezvous decides
+ * which node hosts it when is_host is not said: its host name, a loopback
+ * address, or an address of one of its interfaces (HOST resolved through
+ * getaddrinfo; a name that does not resolve is not this machine).
+ */
+int ss_torchrun_is_host(const char *host);
 
 #endif

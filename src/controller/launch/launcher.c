@@ -817,21 +817,18 @@ oom:
 
 /* ---- setup ---- */
 
-/* The kernel's ephemeral port range (ip_local_port_range) into [*LO,
- * *HI]; its default where it cannot be read. */
-static void ephemeral_ports(unsigned *lo, unsigned *hi)
+/* The lowest of the kernel's ephemeral ports (ip_local_port_range); its
+ * default where it cannot be read. */
+static unsigned ephemeral_low(void)
 {
-    *lo = 32768;
-    *hi = 60999;
+    unsigned lo = 32768, a, b;
     FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
     if (!f)
-        return;
-    unsigned a, b;
-    if (fscanf(f, "%u %u", &a, &b) == 2 && a <= b && b <= 65535) {
-        *lo = a;
-        *hi = b;
-    }
+        return lo;
+    if (fscanf(f, "%u %u", &a, &b) == 2 && a <= b && b <= 65535)
+        lo = a;
     fclose(f);
+    return lo;
 }
 
 /* Whether a listener could bind TCP port PORT on every IPv4 address now
@@ -861,8 +858,7 @@ static int port_is_free(uint16_t port)
  * names it can take; bind(port 0) is the fallback. */
 static int pick_free_port(uint16_t *port, char *err, size_t errlen)
 {
-    unsigned lo, hi;
-    ephemeral_ports(&lo, &hi);
+    unsigned lo = ephemeral_low();
     unsigned base = lo > 11024 ? lo - 10000 : 1024;
     uint32_t x = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL) ^
                  (uint32_t)clock();
