@@ -375,6 +375,42 @@ static int parse_seconds_ms(const char *s, uint32_t max_ms, uint32_t *out)
     return 0;
 }
 
+/* Whether WORD is one of torchrun's words for a number of ranks. */
+static int is_ranks_word(const char *word)
+{
+    return strcmp(word, "cpu") == 0 || strcmp(word, "gpu") == 0 ||
+           strcmp(word, "auto") == 0;
+}
+
+/* torchrun's words for a number of ranks (is_ranks_word), as torchrun
+ * reads them: the count into *N, the same as text into TEXT (for the node
+ * settings); 0, or -1 having said why not, naming the value as WHAT
+ * ("-n", "PET_NPROC_PER_NODE="). */
+static int ranks_of_word(const char *what, const char *word, uint32_t *n,
+                         char *text, size_t len)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t gpus = 0;
+    if (strcmp(word, "gpu") == 0 || strcmp(word, "auto") == 0) {
+        ss_gpu_backend *b = ss_gpu_backend_open(NULL, NULL);
+        gpus = b ? ss_gpu_backend_count(b) : 0;
+        ss_gpu_backend_close(b);
+    }
+    if (strcmp(word, "gpu") == 0 && gpus == 0) {
+        fprintf(stderr, "stepscope run: %s%sgpu: no GPU found on this node "
+                "(`stepscope gpus` says why); give a number of ranks\n", what,
+                what[strlen(what) - 1] == '=' ? "" : " ");
+        return -1;
+    }
+    *n = gpus ? gpus : (uint32_t)(cpus > 0 ? cpus : 1);
+    if (strcmp(word, "cpu") == 0)
+        *n = (uint32_t)(cpus > 0 ? cpus : 1);
+    if (*n > SS_LAUNCH_MAX_RANKS)
+        *n = SS_LAUNCH_MAX_RANKS;
+    snprintf(text, len, "%" PRIu32, *n);
+    return 0;
+}
+
 /* Where this node stands in the job: flags, then Slurm's and torchrun's
  * (PET_*) variables (nodeconf.h), said once when there is more than one
  * node.  A node left to a c10d rendezvous's numbering is node 0 where
@@ -386,11 +422,26 @@ static int resolve_nodes(ss_run_opts *o, int is_host)
 {
     extern char **environ;
     char err[300];
+    /* torchrun's words in PET_NPROC_PER_NODE (a Kubeflow TrainJob's is
+     * auto by default), counted here as -n's are */
+    static char pet_text[16];
+    const char *pet = getenv("PET_NPROC_PER_NODE");
+    int pet_word = !o->node_flags.nproc_per_node && pet && is_ranks_word(pet);
+    if (pet_word) {
+        uint32_t n;
+        if (ranks_of_word("PET_NPROC_PER_NODE=", pet, &n, pet_text,
+                          sizeof pet_text) != 0)
+            return 2;
+        o->node_flags.nproc_per_node = pet_text;
+    }
     if (ss_nodeconf_resolve(&o->node_flags, environ, &o->conf, err,
                             sizeof err) != 0) {
         fprintf(stderr, "stepscope run: %s\n", err);
         return 2;
     }
+    if (pet_word)
+        o->conf.nproc_from = (ss_node_origin){SS_NODE_FROM_PET,
+                                              "PET_NPROC_PER_NODE"};
     if (o->conf.node_rank == SS_NODECONF_RANK_AT_JOIN &&
         (is_host == 1 ||
          (is_host < 0 && ss_torchrun_is_host(o->conf.master_addr)))) {
@@ -457,32 +508,6 @@ static void bad_option(int c, char **argv, const struct option *opts)
         snprintf(hint, sizeof hint, "; did you mean --%s?", near);
     fprintf(stderr, "stepscope run: unknown option '%s'%s (`stepscope run "
             "--help` lists the options)\n", shown, hint);
-}
-
-/* -n's words, as torchrun reads them: the count into *N, the same as text
- * into TEXT (for the node settings); 0, or -1 having said why not. */
-static int ranks_of_word(const char *word, uint32_t *n, char *text,
-                         size_t len)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint32_t gpus = 0;
-    if (strcmp(word, "gpu") == 0 || strcmp(word, "auto") == 0) {
-        ss_gpu_backend *b = ss_gpu_backend_open(NULL, NULL);
-        gpus = b ? ss_gpu_backend_count(b) : 0;
-        ss_gpu_backend_close(b);
-    }
-    if (strcmp(word, "gpu") == 0 && gpus == 0) {
-        fprintf(stderr, "stepscope run: -n gpu: no GPU found on this node "
-                "(`stepscope gpus` says why); give a number of ranks\n");
-        return -1;
-    }
-    *n = gpus ? gpus : (uint32_t)(cpus > 0 ? cpus : 1);
-    if (strcmp(word, "cpu") == 0)
-        *n = (uint32_t)(cpus > 0 ? cpus : 1);
-    if (*n > SS_LAUNCH_MAX_RANKS)
-        *n = SS_LAUNCH_MAX_RANKS;
-    snprintf(text, len, "%" PRIu32, *n);
-    return 0;
 }
 
 /* Parses ARGV into O and torchrun's flags into TF.  Returns 0, 1 after
@@ -575,9 +600,8 @@ static int parse_args(ss_run_opts *o, ss_torchrun_flags *tf, int argc,
         switch (c) {
         case 'n':
             o->node_flags.nproc_per_node = optarg;
-            if (strcmp(optarg, "cpu") == 0 || strcmp(optarg, "gpu") == 0 ||
-                strcmp(optarg, "auto") == 0) {
-                if (ranks_of_word(optarg, &o->nproc_local, n_text,
+            if (is_ranks_word(optarg)) {
+                if (ranks_of_word("-n", optarg, &o->nproc_local, n_text,
                                   sizeof n_text) != 0)
                     return 2;
                 o->node_flags.nproc_per_node = n_text;

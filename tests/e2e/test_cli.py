@@ -141,10 +141,17 @@ def test_without_n_one_rank_runs_as_under_torchrun(tmp_path):
     assert ": 1 rank, store" in out.stderr, out.stderr
 
 
-def test_n_cpu_is_a_rank_per_cpu(tmp_path):
-    out = subprocess.run([str(STEPSCOPE), "run", "-n", "cpu", "--db",
+@pytest.mark.parametrize("how", [["-n", "cpu"], ["PET_NPROC_PER_NODE=cpu"]])
+def test_n_cpu_is_a_rank_per_cpu(tmp_path, how):
+    """-n cpu, or a Kubeflow TrainJob's PET_NPROC_PER_NODE word."""
+    e = dict(os.environ)
+    args = how
+    if how[0].startswith("PET_"):
+        e["PET_NPROC_PER_NODE"] = how[0].split("=")[1]
+        args = []
+    out = subprocess.run([str(STEPSCOPE), "run", *args, "--db",
                           str(tmp_path / "s.db"), "--no-http", "--", "true"],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, env=e, timeout=120)
     assert out.returncode == 0, out.stderr
     n = os.cpu_count()
     assert f": {n} rank{'s' if n > 1 else ''}, store" in out.stderr, out.stderr

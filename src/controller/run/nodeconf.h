@@ -17,7 +17,8 @@
  *      SLURM_GPUS_ON_NODE are never taken as ranks per node: that is -n;
  *   3. torchrun's PET_* variables, as Kubeflow sets them for a PyTorchJob /
  *      TrainJob: PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR,
- *      PET_MASTER_PORT, PET_NPROC_PER_NODE, PET_RDZV_ID, and
+ *      PET_MASTER_PORT, PET_NPROC_PER_NODE (a number here: the front-end
+ *      counts torchrun's words cpu, gpu and auto first), PET_RDZV_ID, and
  *      PET_RDZV_ENDPOINT with PET_RDZV_BACKEND where the master's are not
  *      set (an elastic job's).  torchrun's rendezvous endpoint, flag or
  *      variable, names node 0 only with several nodes and the static or
