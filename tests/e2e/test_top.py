@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -71,10 +72,11 @@ def pane_command(db):
             f"echo; sleep 60'")
 
 
-def start_job(db, steps):
-    job = subprocess.Popen([str(STEPSCOPE), "run", "-n", "4", "-q", "--db",
-                            str(db), "--", *example("--steps", str(steps),
-                                                    "--compute-ms", "3")],
+def start_job(db, steps, ranks=4, http=()):
+    job = subprocess.Popen([str(STEPSCOPE), "run", "-n", str(ranks), "-q",
+                            *http, "--db", str(db), "--",
+                            *example("--steps", str(steps),
+                                     "--compute-ms", "3")],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     live = db.parent / f"{db.name}.d" / "live" / "run-1.json"
@@ -145,3 +147,38 @@ def test_top_in_a_terminal(store, tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1
     assert "no job is running" in out.stderr
+
+
+def test_top_is_not_fooled_by_another_run_at_the_same_address(tmp_path):
+    """The controller top watches ends and another run's controller takes
+    its address before top's next look: top says so and ends, where it
+    used to show the other run as if it were its own."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    http = ("--http", f"127.0.0.1:{port}")
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    tmux = Tmux(tmp_path)
+    jobs = [start_job(first, 100000, 2, http)]
+    try:
+        tmux.start("d", pane_command(first), 120, 30)
+        tmux.wait_for("d", lambda t: len(rank_lines(t)) == 2)
+        top = subprocess.run(["pgrep", "-f", f"^{STEPSCOPE} top --db {first}"],
+                             capture_output=True, text=True).stdout.split()
+        assert len(top) == 1, top
+        os.kill(int(top[0]), signal.SIGSTOP)  # top does not look meanwhile
+        jobs[0].kill()
+        jobs[0].communicate(timeout=60)
+        jobs.append(start_job(second, 100000, 3, http))
+        os.kill(int(top[0]), signal.SIGCONT)
+        text = tmux.wait_for("d", lambda t: "TOP_EXIT=" in t)
+        assert re.search(r"stepscope top: the controller at \S+ is another "
+                         r"one now \(pid \d+, not \d+\): the run has ended",
+                         text.replace("\n", "")), text
+        assert "TOP_EXIT=0" in text, text
+    finally:
+        tmux.close()
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+                job.communicate()

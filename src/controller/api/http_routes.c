@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clocks.h"
 #include "numparse.h"
@@ -423,11 +424,14 @@ enum MHD_Result ss__http_serve_api(ss_http *h, struct MHD_Connection *c,
                                         "no live run: this is `stepscope "
                                         "serve`, which serves stored runs");
         ss_buf b = {0};
+        /* pid: a client polling this address can tell that another
+         * controller took the port after this one ended */
         ss_buf_printf(&b, "{\"run_id\":%" PRId64 ",\"world_size\":%" PRIu32
-                      ",\"attempt\":%" PRIu32 ",\"running\":%s}\n",
-                      ss_live_run_id(h->live), ss_live_world_size(h->live),
+                      ",\"attempt\":%" PRIu32 ",\"running\":%s,\"pid\":%ld}"
+                      "\n", ss_live_run_id(h->live), ss_live_world_size(h->live),
                       ss_live_get_attempt(h->live),
-                      ss_live_running(h->live) ? "true" : "false");
+                      ss_live_running(h->live) ? "true" : "false",
+                      (long)getpid());
         return ss__http_reply(c, MHD_HTTP_OK, JSON_TYPE, &b);
     }
     return ss__http_reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint %s "

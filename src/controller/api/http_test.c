@@ -850,8 +850,10 @@ static void live_endpoints(void)
     response r;
     REQUIRE(get(port, "/api/live", NULL, &r) == 0);
     CHECK_EQ_INT(r.status, 200);
-    CHECK_STR(r.body, "{\"run_id\":1,\"world_size\":2,\"attempt\":0,"
-                      "\"running\":true}\n");
+    char want[128];
+    snprintf(want, sizeof want, "{\"run_id\":1,\"world_size\":2,\"attempt\""
+             ":0,\"running\":true,\"pid\":%ld}\n", (long)getpid());
+    CHECK_STR(r.body, want);
     free(r.body);
     REQUIRE(get(port, "/api/runs/1/ranks", NULL, &r) == 0);
     CHECK(strstr(r.body, "\"phase\":\"forward\"") != NULL);

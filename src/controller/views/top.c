@@ -82,6 +82,7 @@ typedef struct {
     char url[512], token[256];
     int64_t run_id;
     char run_name[128];
+    long pid;            /* the controller's, from its first answer; 0 */
     /* the latest refresh */
     int reached;         /* the controller answered */
     int running;         /* the run is still going */
@@ -360,7 +361,18 @@ static int refresh(view *v)
     v->running = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(live,
                                                                "running"));
     int64_t id = (int64_t)jnum(live, "run_id", -1);
+    long pid = (long)jnum(live, "pid", 0);
     cJSON_Delete(live);
+    if (v->pid && pid && pid != v->pid) {
+        /* the controller watched ended and another took its address */
+        v->reached = 0;
+        snprintf(v->problem, sizeof v->problem, "the controller at %s is "
+                 "another one now (pid %ld, not %ld): the run has ended",
+                 v->url, pid, v->pid);
+        return -1;
+    }
+    if (!v->pid)
+        v->pid = pid;
     if (id > 0)
         v->run_id = id;
     char path[128];
