@@ -8,6 +8,8 @@ The CLI is $STEPSCOPE_BUILD/stepscope (default ./build).
 import base64
 import json
 import os
+import random
+import socket
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -15,6 +17,31 @@ from pathlib import Path
 SOURCE = Path(os.environ.get("STEPSCOPE_SOURCE", Path(__file__).resolve().parents[1]))
 BUILD = Path(os.environ.get("STEPSCOPE_BUILD", SOURCE / "build"))
 STEPSCOPE = BUILD / "stepscope"
+
+
+def free_port(span=1):
+    """A TCP port P with P .. P + SPAN - 1 free on every address now, picked
+    at random below the kernel's ephemeral ports, as stepscope's launcher
+    picks MASTER_PORT: a port from bind(port 0) is an ephemeral one, which
+    any process's next outgoing connection (another test's ranks, say) may
+    be handed before the test's server binds it."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    base = low - 10000 if low > 11024 else 1024
+    for _ in range(500):
+        port = random.randrange(base, low - span)
+        try:
+            for p in range(port, port + span):
+                with socket.socket() as s:
+                    s.bind(("", p))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no {span} free ports in a row below {low}")
 
 
 def secret_file(path):

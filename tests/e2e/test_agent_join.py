@@ -19,15 +19,10 @@ import threading
 import time
 
 from conftest import STEPSCOPE, example
+from jobs import free_port  # noqa: E402
 
 JOIN_REJECT, CHALLENGE = 5, 2
 EVIL = b"evil \x9b31m red \xc2\x9b2J done"  # CSI raw and as UTF-8
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def frame(kind, payload):

@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCE, STEPSCOPE, example, kill_quietly
+from jobs import free_port  # noqa: E402
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                 "--no-first-run", "--disable-background-networking",
@@ -56,12 +56,6 @@ CHROMEDRIVER = shutil.which("chromedriver") or (
 pytestmark = pytest.mark.skipif(
     not CHROMIUM or not CHROMEDRIVER,
     reason="chromium and chromedriver are needed (scripts/install-deps.sh)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_json(method, url, body=None, timeout=60):

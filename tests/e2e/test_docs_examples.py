@@ -18,12 +18,12 @@ not join is said once, with no restart talk when none was asked for
 import os
 import re
 import shutil
-import socket
 import subprocess
 import time
 import pytest
 
 from conftest import BUILD, SOURCE
+from jobs import free_port  # noqa: E402
 
 MARK = re.compile(r"<!-- docs example: ([\w-]+)")
 
@@ -132,12 +132,6 @@ def test_top_says_the_run_ended_as_top_md_says(tmp_path):
     said = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:8470", last)
     said = re.sub(r"run \d+ has", "run 3 has", said)
     assert f"`{said}`" in text, (last, "is not what docs/top.md says")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_a_node_that_does_not_join_is_said_once(tmp_path):

@@ -5,12 +5,12 @@ ranks, kill-rank on a node-1 rank of a two-node run on loopback (the agent
 sends the signal), and failing health checks that start no rank.  Each
 fault is an `injected` event and, when it ends the attempt, the attempt's
 cause `injected:SPEC`."""
-import socket
 import sqlite3
 import subprocess
 import time
 
 from conftest import STEPSCOPE, example, run_job
+from jobs import free_port  # noqa: E402
 
 
 def rows(store, sql, *args):
@@ -127,12 +127,6 @@ def test_bad_specs_are_refused(store):
                       extra=("--no-http", "--inject", spec))
         assert job.returncode == 2, (spec, job.stderr)
         assert says in job.stderr, (spec, job.stderr)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def two_nodes(store, tmp_path, node0_extra=(), node1_extra=(), steps=40):

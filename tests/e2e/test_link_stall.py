@@ -21,6 +21,7 @@ import threading
 import time
 
 from conftest import STEPSCOPE
+from jobs import free_port  # noqa: E402
 
 AGENT_HELLO, CHALLENGE, PROOF, JOIN_OK = 1, 2, 3, 4
 TIME_REQ, TIME_RESP, CLOCK = 20, 21, 22
@@ -33,12 +34,6 @@ RANK = ("import os, socket, time\n"
         f"for _ in range({RANK_MIB}):\n"
         "    s.sendall(chunk)\n"
         "time.sleep(120)\n")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def recv_exact(c, n):

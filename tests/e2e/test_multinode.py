@@ -32,7 +32,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -45,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import netns  # noqa: E402
 import slurm  # noqa: E402
 from conftest import BUILD, SOURCE, STEPSCOPE  # noqa: E402
-from jobs import Job, secret_file, stored_steps  # noqa: E402
+from jobs import free_port, Job, secret_file, stored_steps  # noqa: E402
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                 reason="PyTorch is not installed for this Python")
@@ -67,21 +66,6 @@ def train(*args):
     return [PY, str(TRAIN), "--samples", "1024", "--warmup", "2", *args]
 
 
-def free_port_pair():
-    """A port P on 127.0.0.1 such that P and P + 1 are both free now."""
-    for _ in range(100):
-        with socket.socket() as a:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            if port >= 65535:
-                continue
-            with socket.socket() as b:
-                try:
-                    b.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-            return port
-    raise AssertionError("no two free ports in a row on 127.0.0.1")
 
 
 class Scenario:
@@ -96,7 +80,7 @@ class Scenario:
         self.master_addr = master_addr
         # Loopback shares this host's ports with everything else: two free
         # ones in a row.  A virtual node has its own port space.
-        self.master_port = NODE_PORT if master_addr != "127.0.0.1" else free_port_pair()
+        self.master_port = NODE_PORT if master_addr != "127.0.0.1" else free_port(2)
         self.mark = f"SS_MULTINODE_TEST={uuid.uuid4().hex}"
         env = dict(os.environ)
         pkg = BUILD / "python"

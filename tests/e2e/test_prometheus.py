@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,6 +20,7 @@ import urllib.request
 import pytest
 
 from conftest import STEPSCOPE, example, kill_quietly
+from jobs import free_port  # noqa: E402
 
 PROMETHEUS = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None)
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.skipif(
     PROMETHEUS is None,
     reason="the prometheus binary is not installed (Debian package "
            "`prometheus`; scripts/install-deps.sh installs it)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, check, timeout):

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCE, STEPSCOPE, Job, wait_gone
-from jobs import descendants, job_args
+from jobs import free_port, descendants, job_args
 from test_ddp import ddp_env, python_cmd
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -263,22 +263,6 @@ def test_backoff_doubles_and_the_hourly_budget_stops(store, tmp_path):
 # Two nodes on loopback: two `stepscope run`, node 0 the controller, node 1
 # an agent, one rank each.
 
-def free_port_pair():
-    """A port P with P + 1 free too (the master and controller ports)."""
-    import socket
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port > 60000:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-    raise RuntimeError("no free pair of ports")
 
 
 def two_nodes(store, tmp_path, script_args, extra=(), during=None,
@@ -288,7 +272,7 @@ def two_nodes(store, tmp_path, script_args, extra=(), during=None,
     token = tmp_path / "token"
     token.write_text(os.urandom(32).hex() + "\n")
     token.chmod(0o600)
-    port = free_port_pair()
+    port = free_port(2)
     cmd = python_cmd(SCRIPT, "--checkpoint", str(tmp_path / "ckpt.pt"),
                      "--save-every", "4", *script_args)
     common = ["--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port",

@@ -5,7 +5,6 @@ it is in no stderr and no health_check_failed event; and a process that
 holds the secret is not dumpable (no core file carries it)."""
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -13,18 +12,11 @@ import time
 from pathlib import Path
 
 from conftest import STEPSCOPE, example
+from jobs import free_port  # noqa: E402
 
 SECRET = "the-shared-secret-of-this-test-0123456789"
 # Prints the secret if the check can see it, then how printenv ended.
 CHECK = "printenv STEPSCOPE_TOKEN; echo printenv-status-$?; exit 4"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def two_nodes(store, tmp_path, node0_extra=(), node1_extra=()):

@@ -13,12 +13,12 @@ ended in.
 """
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import time
 
 from conftest import STEPSCOPE, example
+from jobs import free_port  # noqa: E402
 
 
 def rows(store, sql, *args):
@@ -27,12 +27,6 @@ def rows(store, sql, *args):
         return con.execute(sql, args).fetchall()
     finally:
         con.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop_and_time(proc, sig, after):
