@@ -358,8 +358,8 @@ static int refresh(view *v)
     cJSON *live = get_json(v, "/api/live");
     if (!live)
         return -1;
-    v->running = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(live,
-                                                               "running"));
+    int running = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(live,
+                                                                "running"));
     int64_t id = (int64_t)jnum(live, "run_id", -1);
     long pid = (long)jnum(live, "pid", 0);
     cJSON_Delete(live);
@@ -373,6 +373,7 @@ static int refresh(view *v)
     }
     if (!v->pid)
         v->pid = pid;
+    v->running = running; /* only the watched controller's answer counts */
     if (id > 0)
         v->run_id = id;
     char path[128];
