@@ -506,7 +506,10 @@ def test_stopped_rank_is_named_not_its_peers(tmp_path):
 
 GUARD_RANKS, GUARD_STEPS, GUARD_MS = 2, 40, 20
 NIGHTLY = "ddp-nightly"
-WIDE = ("--set", "threshold=25", "--metric", "step_time")
+# The clean checks' threshold: torch's compute follows the machine's load,
+# and a clean run beside another test's ranks was 35 % slower than the three
+# before it; the injected slowdown (GUARD_MS on a ~7 ms step) is near +300 %.
+WIDE = ("--set", "threshold=75", "--metric", "step_time")
 
 
 def write_nightly(path, slow_ms=0):
@@ -535,10 +538,10 @@ def test_guard_over_real_ddp_runs(tmp_path):
     regression in step_time and phase.forward with its interval; a clean
     run after it is none; a run of 3 ranks has nothing to be compared
     with.  The clean checks judge only the step time with a threshold of
-    25 % (as tests/e2e/test_guard.py does): torch's compute follows the
-    machine's load, which moves clean runs of a shared machine by 5-15 %
-    (docs/guard.md), and this test is about the injected slowdown, far
-    above either."""
+    75 % (WIDE): torch's compute follows the machine's load, which moves
+    clean runs of a shared machine by 5-15 % (docs/guard.md) and a run
+    beside another test's ranks by more, and this test is about the
+    injected slowdown, far above either."""
     db, job = tmp_path / "store.db", tmp_path / "nightly.sh"
     write_nightly(job)
     for _ in range(4):

@@ -16,8 +16,9 @@
  *   stop-rank:R:MS@STEP  when it reaches STEP
  *
  * A rank "reaches" STEP at the first sign the controller has that it is at
- * STEP or later: a STATUS saying it is in that step, or its record of that
- * step.  Each fault fires once.  This module is pure: it parses, checks
+ * STEP or later: a STATUS saying it is in that step or later, or its
+ * record of the step before (the caller passes that record's step + 1).
+ * Each fault fires once.  This module is pure: it parses, checks
  * against the job's shape and decides which fault is due; the wiring
  * (run_inject.c) sends the signals and records them.
  */

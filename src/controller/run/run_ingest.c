@@ -96,8 +96,11 @@ static void cb_step(void *ctx, uint32_t rank, const ss_step_record *rec,
     }
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->in.refused_records++;
-    if (rec->step <= INT64_MAX)
-        run_faults_observe(&r->faults, rank, (int64_t)rec->step);
+    /* A rank whose record of step S arrives has begun S + 1: a fault due
+     * there fires now, a whole step before its record of S + 1 (a STATUS
+     * naming S + 1 may come later than this, its rate being capped). */
+    if (rec->step < INT64_MAX)
+        run_faults_observe(&r->faults, rank, (int64_t)rec->step + 1);
 }
 
 /* The run's name table is full: RANK keeps running, what it records under
