@@ -119,6 +119,11 @@ typedef struct {
     float *chance;      /* 1 / ranks measured, in such a step; else 0 */
     int32_t *stop_alone;/* per slot: the rank alone stopped in the step
                            (decide_stop_alone), -1 none, STOP_UNDECIDED */
+    /* per cause, of the step being recorded: the rank that lost the most
+     * and by how much more than the runner-up (-1: fewer than 2 ranks
+     * measured, or a tie), whatever the step's excess */
+    int32_t top_now[N_CAUSES];
+    float top_gap_now[N_CAUSES];
     uint32_t n_alone[N_CAUSES];   /* slow steps explained in the ring */
     double chance_sum[N_CAUSES];  /* sum of their chance */
     /* per ring slot, rank and cause: at() */
@@ -364,6 +369,8 @@ static void record_cause(ss_detectors *d, host *h, const ss_step_view *v,
     h->alone_ms[ck] = 0;
     h->chance[ck] = 0;
     double gap = top_ms - second_ms;
+    h->top_now[c] = n >= 2 && gap > 0 ? top : -1;
+    h->top_gap_now[c] = n >= 2 && gap > 0 ? (float)gap : 0;
     if (n < 2 || isnan(excess) || gap <= 0 ||
         gap < d->p[P_H_MIN_SHARE] * base ||
         excess < d->p[P_H_EXPLAIN_FRAC] * gap)
@@ -1072,6 +1079,14 @@ static void host_step(void *state, ss_detectors *d, const ss_step_view *v,
             if (part > d->note.host_late_ms)
                 d->note.host_late_ms = part;
         }
+        /* a rank named for its own starvation or throttling lost this
+         * much more than any other rank, whatever the window's median
+         * step (which a rank held in every step raises with it) */
+        r = h->top_now[c];
+        if (c != C_STOPPED && r >= 0 &&
+            cause_of(h, (uint32_t)r, c)->finding >= 0 &&
+            h->top_gap_now[c] > d->note.host_named_ms)
+            d->note.host_named_ms = h->top_gap_now[c];
     }
 }
 

@@ -447,10 +447,10 @@ static void jitter_step(void *state, ss_detectors *d,
      * waited, but for it); the same delay may show as both, so the larger
      * of the two is taken out. */
     double raw = (double)v->step_time.median / 1e6;
-    double x = raw - fmax(d->note.sync_late_ms, d->note.host_late_ms);
+    double late = fmax(d->note.sync_late_ms, d->note.host_late_ms);
     uint32_t jw = jt->jw, n = jt->fill;
-    int outlier = 0;
-    if (n >= ss__param_u32(d, P_J_MIN_STEPS)) {
+    int judged = n >= ss__param_u32(d, P_J_MIN_STEPS);
+    if (judged) {
         double med, mad;
         if (jt->ms_sorted.nonfinite == 0) {
             mad = ss_sorted_window_mad(&jt->ms_sorted, &med);
@@ -468,8 +468,16 @@ static void jitter_step(void *state, ss_detectors *d,
         jt->med = med;
         jt->sigma = sigma;
         jt->thr = med + margin;
-        outlier = x > jt->thr;
     }
+    /* A rank the host names for its own starvation or throttling can
+     * hold the others in every step, and more in some: the host's window
+     * median step rises with it, so host_late_ms credits it little.  What
+     * it lost beyond every other rank explains this step up to its excess
+     * over the window's median here. */
+    if (d->note.host_named_ms > 0 && jt->med > 0 && raw > jt->med)
+        late = fmax(late, fmin(d->note.host_named_ms, raw - jt->med));
+    double x = raw - late;
+    int outlier = judged && x > jt->thr;
     uint32_t k = jt->head;
     if (n == jw && jt->out[k])
         jt->outliers--;

@@ -43,6 +43,11 @@ typedef struct {
                             throttling) in a step that ran over the
                             window's median step, up to that excess; 0
                             otherwise */
+    double host_named_ms; /* host: what a rank with an open cpu_starved or
+                             cpu_throttled finding lost to that cause in
+                             this step beyond every other rank, uncapped
+                             (the reader caps it at its own excess); 0
+                             otherwise */
     double host_all_ms;  /* host: what the median rank lost to the host in
                             this step (every rank alike), ms; 0 when none */
     int host_all_cause;  /* host: the cause the median rank lost most to
