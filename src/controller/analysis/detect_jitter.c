@@ -94,19 +94,24 @@ static int cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Fills RANKS with up to MAX ranks that were the slowest in the most
- * outlier steps (at least twice); returns how many. */
-static uint32_t frequent_ranks(int32_t *wr, uint32_t n, int32_t *ranks,
-                               uint32_t max)
+/* Fills RANKS with up to MAX ranks that were the slowest in the most of
+ * the N outlier steps of a job of WORLD ranks, each in at least twice
+ * its even share of them (three quarters of them with two ranks) and
+ * twice at least: where every rank is the slowest about as often, none
+ * is named.  Returns how many. */
+static uint32_t frequent_ranks(int32_t *wr, uint32_t n, uint32_t world,
+                               int32_t *ranks, uint32_t max)
 {
     qsort(wr, n, sizeof wr[0], cmp_i32);
+    double share = world > 0 ? fmin(2.0 * n / world, 0.75 * n) : n;
+    uint32_t need = share > 2 ? (uint32_t)ceil(share) : 2;
     uint32_t counts[4] = {0}, got = 0;
     for (uint32_t i = 0; i < n;) {
         uint32_t j = i;
         while (j < n && wr[j] == wr[i])
             j++;
         uint32_t c = j - i;
-        if (wr[i] >= 0 && c >= 2) {
+        if (wr[i] >= 0 && c >= need) {
             /* insert into the top list, most frequent first */
             uint32_t pos = got < max ? got++ : max;
             while (pos > 0 && counts[pos - 1] < c) {
@@ -189,7 +194,7 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
                   host_ms >= d->p[P_H_EXPLAIN_FRAC] * excess;
     int32_t ranks[4];
     uint32_t n_ranks =
-        by_host ? 0 : frequent_ranks(jt->sort, out, ranks, 4);
+        by_host ? 0 : frequent_ranks(jt->sort, out, d->world, ranks, 4);
     ss__set_ranks(f, ranks, n_ranks);
     int blame = NO_NAME;
     uint32_t best = 0;
@@ -249,6 +254,9 @@ static void refresh_jitter(ss_detectors *d, jitter *jt, int opening,
         snprintf(who, sizeof who, "; the slowest rank in those steps is "
                  "most often %s",
                  ss__fmt_ranks(list, sizeof list, ranks, n_ranks, n_ranks));
+    } else if (out >= 4 && d->world > 1) {
+        snprintf(who, sizeof who, "; no rank stands out as the slowest in "
+                 "those steps");
     }
     if (by_host)
         snprintf(who, sizeof who, "; the host explains it on every rank "

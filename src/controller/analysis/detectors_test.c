@@ -427,6 +427,16 @@ static void pause_every_rank_every_5(work *w, uint64_t s)
             w->fwd[r] += 100; /* every rank, e.g. a collective pause */
 }
 
+/* The same pause, one rank in turn 2 ms longer in it: the slowest rank
+ * of the slow steps changes from one to the next (unsynchronized ranks,
+ * whose step times are their own). */
+static void pause_every_rank_every_5_slowest_in_turn(work *w, uint64_t s)
+{
+    pause_every_rank_every_5(w, s);
+    if (s % 5 == 0 && s > 40)
+        w->fwd[(s / 5) % W] += 2;
+}
+
 static void rss_spike_rank1(work *w, uint64_t s)
 {
     for (uint32_t r = 0; r < 4; r++)
@@ -840,6 +850,18 @@ static const scenario scenarios[] = {
                  .num = {{"outliers", EV_AT_LEAST, 25, 0},
                          {"explained_ms", EV_OPEN, 95, 105}},
                  .min_first_step = WANT(45)}},
+    /* every rank is the slowest in as many of them: none is named */
+    {.name = "jitter: slow steps on every rank, each the slowest in turn",
+     .seed = 17,
+     .world = W,
+     .steps = 200,
+     .noise_ms = 2,
+     .mode = UNSYNCHRONIZED,
+     .fault = pause_every_rank_every_5_slowest_in_turn,
+     .ids = WANT(1),
+     .finding = {.kind = "jitter",
+                 .n_ranks = WANT(0),
+                 .message = {"jitters", "no rank stands out as the slowest"}}},
     /* the jitter is the all-reduce's, not the backward's around it (whose
      * inclusive time rose most) */
     {.name = "jitter blames the nested phase",
