@@ -21,7 +21,9 @@
  * examples/README.md.
  *
  * The ranks find each other through a POSIX shared-memory segment named from
- * MASTER_PORT and the user id.  The barrier is a process-shared
+ * MASTER_PORT and the user id; rank 0 holds MASTER_PORT bound while it runs,
+ * as torch's rendezvous store does, so that no other job on this host is
+ * given the same port (and segment) meanwhile.  The barrier is a process-shared
  * counter + generation on a futex with a timeout, so when a peer dies the
  * others exit with a clear message instead of hanging forever.
  *
@@ -42,7 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -629,6 +633,40 @@ static int shm_attach(shm_job *j, uint32_t world, uint64_t vector)
     return -1;
 }
 
+/* Rank 0: listens on MASTER_PORT PORT on every address until the process
+ * exits (the descriptor stays open; nobody connects), as torch's rendezvous
+ * store does: a launcher that picks a free port for another job skips it,
+ * so two jobs never meet in one segment.  Returns -1, said, when another
+ * process holds the port. */
+static int hold_master_port(const char *port)
+{
+    char *end;
+    long n = strtol(port, &end, 10);
+    if (*port == '\0' || *end != '\0' || n < 1 || n > 65535)
+        return 0; /* no port: a single rank named by its pid */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0; /* nothing to hold it with: the segment's name still works */
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)n),
+                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    /* listening: a port merely bound with SO_REUSEADDR is bound again by
+     * whoever sets it too */
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 1) < 0) {
+        int e = errno;
+        close(fd);
+        if (e != EADDRINUSE)
+            return 0;
+        fprintf(stderr, PROG ": rank 0: MASTER_PORT %ld is in use by another "
+                "process (another job's ranks would meet this job's); give "
+                "the launcher another port\n", n);
+        return -1;
+    }
+    return 0;
+}
+
 /* Sets up the job's segment; every rank returns with all ranks attached. */
 static int shm_setup(shm_job *j, uint32_t world, uint64_t vector,
                      const char *port, uint64_t *reps)
@@ -636,6 +674,8 @@ static int shm_setup(shm_job *j, uint32_t world, uint64_t vector,
     snprintf(j->name, sizeof j->name, "/ss_allreduce-%u-%s",
              (unsigned)getuid(), port);
     j->size = seg_size(world, vector);
+    if (j->rank == 0 && hold_master_port(port) < 0)
+        return -1;
     if (j->rank == 0 ? shm_create(j, world, vector, *reps)
                      : shm_attach(j, world, vector))
         return -1;
