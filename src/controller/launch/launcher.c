@@ -58,6 +58,13 @@ extern char **environ;
 /* Failures reaped within this long of the first may have happened in the
  * other order (see first_failure). */
 #define SAME_FAILURE_MS 250
+/* A rank that printed a traceback this recently when the stop comes is
+ * ending of its own exception: the stop's SIGTERM passes it over (the
+ * grace period's SIGKILL still bounds it), so that it ends with its own
+ * exit code, and a peer that ended first on its closed sockets is not
+ * taken for the failure (first_failure). */
+#define DYING_MS 3000
+#define TRACEBACK_LINE "Traceback (most recent call last):"
 
 #define TAIL_LINE_MAX 256 /* bytes of a line kept for the failure summary */
 #define REASON_MAX 256
@@ -98,6 +105,12 @@ struct ss_rank {
     uint32_t exit_seq;       /* 1 for the first rank reaped, 2 ... */
     uint64_t exited_ms;      /* the loop's clock when it was reaped */
     uint32_t left_running;   /* other ranks still running then */
+    uint64_t traceback_ms;   /* the loop's clock when its first line
+                                "Traceback (most recent call last):" was
+                                read (Python's report of an uncaught
+                                exception begins so), 0 none */
+    int spared;              /* the stop's SIGTERM passed it over: it was
+                                ending of its own exception (DYING_MS) */
     int oom_killed;          /* ss_oom_log_explain's answer for a SIGKILL
                                 nobody in the job sent: 1 the kernel's log
                                 names it, 2 probably, 0 not seen */
@@ -292,6 +305,16 @@ static void signal_all(ss_launcher *l, int sig)
     handle_strays(l, sig);
 }
 
+/* Does R end of its own exception: a traceback read in the last
+ * DYING_MS, and no word of a lost peer (a rank failing on the sockets the
+ * first failure closed dies of that, and is stopped as any other)? */
+static int dying_of_its_own(const ss_launcher *l, const ss_rank *r)
+{
+    return r->running && r->traceback_ms &&
+           uv_now(l->loop) - r->traceback_ms <= DYING_MS &&
+           !names_a_lost_peer(r);
+}
+
 /* ---- handle lifetime ---- */
 
 static void on_handle_closed(uv_handle_t *h)
@@ -386,6 +409,9 @@ static void emit_line(ss_stream *st, const char *line, size_t n)
     }
     st->pending_len = 0;
     keep_tail(r, line, n);
+    if (!r->traceback_ms && n >= sizeof TRACEBACK_LINE - 1 &&
+        memcmp(line, TRACEBACK_LINE, sizeof TRACEBACK_LINE - 1) == 0)
+        r->traceback_ms = uv_now(l->loop);
     if (r->log_fd >= 0) {
         struct iovec iov[2] = {{(void *)line, n}, {newline, 1}};
         if (write_all(r->log_fd, iov, 2) < 0) {
@@ -1168,7 +1194,13 @@ void ss_launcher_terminate(ss_launcher *l, const char *reason)
         return;
     l->terminating = 1;
     snprintf(l->reason, sizeof l->reason, "%s", reason ? reason : "terminated");
-    signal_all(l, SIGTERM);
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        ss_rank *r = &l->ranks[i];
+        r->spared = dying_of_its_own(l, r);
+        if (!r->spared)
+            signal_rank(r, SIGTERM);
+    }
+    handle_strays(l, SIGTERM);
     if ((l->running > 0 || (l->sweeping && !l->swept)) &&
         !uv_is_active((uv_handle_t *)&l->grace))
         uv_timer_start(&l->grace, on_grace_over, l->grace_ms, 0);
@@ -1190,6 +1222,11 @@ void ss_launcher_kill_now(ss_launcher *l, const char *reason)
     for (uint32_t i = 0; i < l->nprocs; i++)
         l->ranks[i].sigkill_at_once |= l->ranks[i].running;
     signal_all(l, SIGKILL);
+}
+
+int ss_launcher_rank_spared(const ss_launcher *l, uint32_t rank)
+{
+    return l && rank < l->nprocs && l->ranks[rank].spared;
 }
 
 int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank)
@@ -1220,8 +1257,10 @@ uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
  * they were started, and a rank whose collective failed on the crashed
  * rank's closed sockets may end before the crashed rank's own shutdown
  * does.  So among the failures reaped within SAME_FAILURE_MS of the first,
- * none of them killed by the stop, one whose last lines do not say that a
- * peer went away is preferred to a first whose lines do.  Decided from the
+ * or later when the stop spared them (they were ending of their own
+ * exception, DYING_MS), none of them killed by the stop, one whose last
+ * lines do not say that a peer went away is preferred to a first whose
+ * lines do.  Decided from the
  * ranks' whole output, once it is read (the summary comes after it).
  */
 static const ss_rank *first_failure(const ss_launcher *l)
@@ -1235,7 +1274,8 @@ static const ss_rank *first_failure(const ss_launcher *l)
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
         if (r == first || !rank_failed(r) || ended_by_the_stop(r) ||
-            r->exited_ms > first->exited_ms + SAME_FAILURE_MS ||
+            (r->exited_ms > first->exited_ms + SAME_FAILURE_MS &&
+             !r->spared) ||
             names_a_lost_peer(r))
             continue;
         if (!best || r->exit_seq < best->exit_seq)

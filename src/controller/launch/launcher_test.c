@@ -1147,6 +1147,30 @@ static void a_rank_failing_on_a_lost_peer_is_not_named_first(void)
     CHECK(ss_launcher_first_failure(f.l, &fail) == 1 && fail.rank == 1);
     fixture_done(&f);
 
+    /* Rank 1's traceback began before rank 0 failed on its closed
+     * sockets, and its shutdown takes 0.8 s, far past SAME_FAILURE_MS:
+     * the stop passes it over (no SIGTERM: it would end so) and it ends
+     * with its own code, named first; rank 2 is stopped. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv3[] = {"/bin/sh", "-c",
+        "case $RANK in 1) echo 'Traceback (most recent call last):' >&2;"
+        " echo 'RuntimeError: injected crash' >&2; sleep 0.8; exit 1;;"
+        " 0) sleep 0.2; echo 'RuntimeError: [pair.cc:598] Connection closed"
+        " by peer [127.0.0.1]:2989' >&2; exit 1;; esac; exec sleep 30",
+        NULL};
+    fixture_config(&f, &cfg, argv3);
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "rank 1 failed first: exited with code 1") != NULL);
+    CHECK(ss_launcher_first_failure(f.l, &fail) == 1 && fail.rank == 1);
+    CHECK_EQ_INT(ss_launcher_exit_status(f.l), 1);
+    CHECK(ss_launcher_rank_spared(f.l, 1));
+    CHECK(!ss_launcher_rank_spared(f.l, 2));
+    if (!strstr(summary, "rank 1 failed first: exited with code 1"))
+        fprintf(stderr, "summary:\n%s\n", summary);
+    fixture_done(&f);
+
     /* A peer's error alone, nobody else failing on their own in time: the
      * first reaped is still named. */
     REQUIRE(fixture_init(&f) == 0);
