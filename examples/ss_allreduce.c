@@ -21,7 +21,7 @@
  * examples/README.md.
  *
  * The ranks find each other through a POSIX shared-memory segment named from
- * MASTER_PORT and the user id; rank 0 holds MASTER_PORT bound while it runs,
+ * MASTER_PORT and the user id; rank 0 listens on MASTER_PORT while it runs,
  * as torch's rendezvous store does, so that no other job on this host is
  * given the same port (and segment) meanwhile.  The barrier is a process-shared
  * counter + generation on a futex with a timeout, so when a peer dies the
@@ -37,6 +37,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
