@@ -1260,8 +1260,8 @@ uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
  * or later when the stop spared them (they were ending of their own
  * exception, DYING_MS), none of them killed by the stop, one whose last
  * lines do not say that a peer went away is preferred to a first whose
- * lines do.  Decided from the
- * ranks' whole output, once it is read (the summary comes after it).
+ * lines do.  Decided from the ranks' whole output, once it is read (the
+ * summary comes after it).
  */
 static const ss_rank *first_failure(const ss_launcher *l)
 {
