@@ -59,8 +59,10 @@ extern char **environ;
  * other order (see first_failure). */
 #define SAME_FAILURE_MS 250
 /* A rank that printed a traceback this recently when the stop comes is
- * ending of its own exception: the stop's SIGTERM passes it over (the
- * grace period's SIGKILL still bounds it), so that it ends with its own
+ * ending of its own exception: the stop's SIGTERM passes it over until
+ * DYING_MS after that traceback (a rank still running then caught the
+ * exception, or is stuck in its shutdown, and gets its SIGTERM; the grace
+ * period's SIGKILL bounds it as any other), so that it ends with its own
  * exit code, and a peer that ended first on its closed sockets is not
  * taken for the failure (first_failure). */
 #define DYING_MS 3000
@@ -111,6 +113,8 @@ struct ss_rank {
                                 exception begins so), 0 none */
     int spared;              /* the stop's SIGTERM passed it over: it was
                                 ending of its own exception (DYING_MS) */
+    int spare_over;          /* spared, and still running DYING_MS after its
+                                traceback: SIGTERMed then */
     int oom_killed;          /* ss_oom_log_explain's answer for a SIGKILL
                                 nobody in the job sent: 1 the kernel's log
                                 names it, 2 probably, 0 not seen */
@@ -139,6 +143,8 @@ struct ss_launcher {
     ss_rank *ranks;
     uv_timer_t grace;
     uv_timer_t sweep;   /* polls for left-behind processes at job end */
+    uv_timer_t spare;   /* the spared ranks' SIGTERM, DYING_MS after their
+                           traceback */
     uv_signal_t sigchld; /* reaps orphans re-parented to us */
     ss_oom_log *oom;     /* the kernel's OOM kills since the launch */
     ss_stream *shown;    /* whose progress update is on the terminal */
@@ -520,6 +526,7 @@ static void check_all_exited(ss_launcher *l)
     l->all_exited_called = 1;
     uv_timer_stop(&l->grace);
     uv_timer_stop(&l->sweep);
+    uv_timer_stop(&l->spare);
     if (l->cb.on_all_exited)
         l->cb.on_all_exited(l->cb.ctx);
 }
@@ -1131,9 +1138,10 @@ ss_launcher *ss_launcher_start(uv_loop_t *loop, const ss_launch_config *cfg,
     }
     uv_timer_init(loop, &l->grace);
     uv_timer_init(loop, &l->sweep);
+    uv_timer_init(loop, &l->spare);
     uv_signal_init(loop, &l->sigchld);
-    l->grace.data = l->sweep.data = l->sigchld.data = l;
-    l->open_handles = 3;
+    l->grace.data = l->sweep.data = l->spare.data = l->sigchld.data = l;
+    l->open_handles = 4;
     /* Orphans of the ranks come to us, so the sweep at job end finds
      * them.  Without it (an old kernel) the sweep still ends every
      * descendant that keeps its parent. */
@@ -1188,6 +1196,29 @@ fail:
     return NULL;
 }
 
+/* Sends SIGTERM to each spared rank still running DYING_MS after its
+ * traceback (its exception was caught, or its shutdown is stuck), and
+ * arms the timer for the next one due. */
+static void on_spare_over(uv_timer_t *t)
+{
+    ss_launcher *l = t->data;
+    uint64_t now = uv_now(l->loop), next = 0;
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        ss_rank *r = &l->ranks[i];
+        if (!r->spared || !r->running || r->spare_over)
+            continue;
+        uint64_t due = r->traceback_ms + DYING_MS;
+        if (due <= now) {
+            r->spare_over = 1;
+            signal_rank(r, SIGTERM);
+        } else if (!next || due < next) {
+            next = due;
+        }
+    }
+    if (next && !l->killing)
+        uv_timer_start(&l->spare, on_spare_over, next - now, 0);
+}
+
 void ss_launcher_terminate(ss_launcher *l, const char *reason)
 {
     if (!l || l->destroyed || l->terminating)
@@ -1200,6 +1231,7 @@ void ss_launcher_terminate(ss_launcher *l, const char *reason)
         if (!r->spared)
             signal_rank(r, SIGTERM);
     }
+    on_spare_over(&l->spare);
     handle_strays(l, SIGTERM);
     if ((l->running > 0 || (l->sweeping && !l->swept)) &&
         !uv_is_active((uv_handle_t *)&l->grace))
@@ -1547,6 +1579,7 @@ void ss_launcher_destroy(ss_launcher *l)
     }
     close_handle(l, (uv_handle_t *)&l->grace);
     close_handle(l, (uv_handle_t *)&l->sweep);
+    close_handle(l, (uv_handle_t *)&l->spare);
     close_handle(l, (uv_handle_t *)&l->sigchld);
 }
 

@@ -174,8 +174,9 @@ void ss_launcher_kill_now(ss_launcher *l, const char *reason);
 
 /* 1 when the stop passed local rank RANK over: it had printed a Python
  * traceback in the DYING_MS before and no word of a lost peer, so it was
- * left to end of its own exception (SIGKILL after the grace period still
- * bounds it); 0 otherwise. */
+ * left to end of its own exception until DYING_MS after that traceback
+ * (then, still running, it gets its SIGTERM; SIGKILL after the grace
+ * period bounds it as any other); 0 otherwise. */
 int ss_launcher_rank_spared(const ss_launcher *l, uint32_t rank);
 
 /* The pid of local rank RANK's process while it runs, 0 once it has

@@ -1171,6 +1171,28 @@ static void a_rank_failing_on_a_lost_peer_is_not_named_first(void)
         fprintf(stderr, "summary:\n%s\n", summary);
     fixture_done(&f);
 
+    /* Rank 1 printed a traceback of an exception it caught and trains
+     * on when rank 0 fails on its own: spared at first, it gets its
+     * SIGTERM 3 s after its traceback, not the grace period's SIGKILL,
+     * so its handler runs (exit 7); rank 0 is named. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv4[] = {"/bin/sh", "-c",
+        "case $RANK in 1) trap 'exit 7' TERM;"
+        " echo 'Traceback (most recent call last):' >&2;"
+        " echo 'ValueError: logged and caught' >&2; sleep 30 & wait $!;"
+        " exit 0;; 0) sleep 0.2; echo 'RuntimeError: boom' >&2; exit 1;;"
+        " esac; exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv4);
+    cfg.grace_ms = 10000;
+    uint64_t t0 = now_ms();
+    REQUIRE(fixture_start(&f, &cfg) == 0);
+    CHECK(!f.timed_out);
+    CHECK(ss_launcher_rank_spared(f.l, 1));
+    CHECK_EQ_INT(f.code[1], 7);
+    CHECK(f.t_done - t0 >= 2500 && f.t_done - t0 < 9000);
+    CHECK(ss_launcher_first_failure(f.l, &fail) == 1 && fail.rank == 0);
+    fixture_done(&f);
+
     /* A peer's error alone, nobody else failing on their own in time: the
      * first reaped is still named. */
     REQUIRE(fixture_init(&f) == 0);
