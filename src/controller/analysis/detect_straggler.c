@@ -328,8 +328,10 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
         last += (flags[k] & F_LAST) != 0;
         chance += sg->chance[k];
     }
+    /* each step's chance is a float (1/3 rounds up): three ranks in every
+     * step sum to a hair over a third */
     if (seen < ss__param_u32(d, P_S_MIN_STEPS) || seen < 10 ||
-        chance > seen / 3.0 + 1e-9)
+        chance > seen / 3.0 * (1 + 1e-6))
         return 0;
     if (last >= DOMINANT_SHARE * seen)
         return 1;
