@@ -580,6 +580,48 @@ static void short_steps_on_a_loaded_machine_are_few_samples(void)
     CHECK_EQ_INT(f->ranks[0], 1);
 }
 
+/* Three ranks on a loaded machine, each waiting for a CPU 3 ms a step on
+ * average; rank 2 waits 5 ms more (it shares its core with the
+ * controller) with BY_HOST, else sleeps 5 ms of its own. */
+static void plan_third_waits(void *ctx, uint64_t s, plan *p)
+{
+    (void)s;
+    int by_host = *(const int *)ctx;
+    plan_clean(p, 3, 10, 3);
+    if (by_host)
+        p->runq[2] += 5;
+    else
+        p->sleep[2] += 5;
+}
+
+/* Of three ranks, one last in most steps because it waited for a CPU more
+ * than the others is the machine's doing: a straggler finding, if any,
+ * names the run queue; the same lateness slept of its own is a straggler
+ * with no host cause. */
+static void three_ranks_one_waiting_more_for_a_cpu(void)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        found fd;
+        int by_host = 1;
+        run_plans(3, 300, seed, plan_third_waits, NULL, &by_host, &fd);
+        for (uint32_t i = 0; i < fd.n_ids; i++) {
+            const ss_finding *f = &fd.last[i];
+            if (strcmp(f->kind, "straggler") != 0)
+                continue;
+            CHECK(json_has(f->evidence_json, "host_cause", "run_queue"));
+            if (!json_has(f->evidence_json, "host_cause", "run_queue"))
+                dump(&fd);
+        }
+        by_host = 0;
+        run_plans(3, 300, seed, plan_third_waits, NULL, &by_host, &fd);
+        const ss_finding *f = first_kind(&fd, "straggler");
+        CHECK(f && f->ranks[0] == 2 &&
+              !json_has(f->evidence_json, "host_cause", "run_queue"));
+        if (!f)
+            dump(&fd);
+    }
+}
+
 /* 400 clean 10 ms steps of 4 ranks in which rank 1, for steps 200-229,
  * is late by 5 ms: by waiting for a CPU (a busy loop shared its core for
  * a while) with BY_HOST, else by 5 ms more work of its own. */
@@ -1549,6 +1591,7 @@ TEST_LIST(TEST(a_pause_of_the_whole_job_is_a_stall),
           TEST(scattered_sleep_among_eight_ranks_is_named),
           TEST(one_long_stop_named),
           TEST(a_moment_on_a_busy_core_is_no_straggler),
+          TEST(three_ranks_one_waiting_more_for_a_cpu),
           TEST(a_busy_core_moment_is_judged_over_its_steps),
           TEST(an_episode_back_within_a_window_is_one_finding),
           TEST(straggler_by_work_on_a_loaded_machine),
