@@ -313,7 +313,9 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
  * loaded machine can keep one rank last for a while), those steps having
  * three ranks or more on average (its chance to be last at most a
  * third); or, over DOMINANT_MORE_STEPS steps or more, in DOMINANT_CHANCES
- * times its chance and DOMINANT_FLOOR of them. */
+ * times its chance and DOMINANT_FLOOR of them; with fewer than four ranks
+ * on average, not where it lost more to the host per step than the
+ * median rank by WAITED_SHARE of LATE_MS, its median lateness. */
 static int dominant_last(const ss_detectors *d, const straggler *sg,
                          uint32_t r, const scope *sc, double late_ms)
 {
