@@ -313,7 +313,7 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
  * loaded machine can keep one rank last for a while), those steps having
  * three ranks or more on average (its chance to be last at most a
  * third); or, over DOMINANT_MORE_STEPS steps or more, in DOMINANT_CHANCES
- * times its chance and DOMINANT_FLOOR of them; with fewer than four ranks
+ * times its chance and DOMINANT_FLOOR of them; with fewer than 3.5 ranks
  * on average, not where it lost more to the host per step than the
  * median rank by WAITED_SHARE of LATE_MS, its median lateness. */
 static int dominant_last(const ss_detectors *d, const straggler *sg,
@@ -349,7 +349,7 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
      * rank that sleeps or waits of its own gives its core away and loses
      * less.  Four ranks and more were measured without this
      * (DOMINANT_SHARE is three times their chance). */
-    if (chance > seen / 4.0 * (1 + 1e-6) && waits > 0 &&
+    if (chance > seen / 3.5 && waits > 0 &&
         waited_more / waits >= WAITED_SHARE * late_ms)
         return 0;
     if (last >= DOMINANT_SHARE * seen)
