@@ -347,7 +347,8 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
      * more to the host than the median rank by WAITED_SHARE of its
      * lateness, that is the machine's doing (cpu_starved's to name).  A
      * rank that sleeps or waits of its own gives its core away and loses
-     * less.  Four ranks and more were measured without this
+     * less.  Four ranks and more (3.5 or more on average: a four-rank
+     * job's steps may miss a rank's arrival) were measured without this
      * (DOMINANT_SHARE is three times their chance). */
     if (chance > seen / 3.5 && waits > 0 &&
         waited_more / waits >= WAITED_SHARE * late_ms)
