@@ -105,6 +105,20 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 #define DOMINANT_FLOOR 0.5
 #define DOMINANT_MORE_STEPS 50
 
+/* Steps of fewer than this many ranks on average are steps of three (a
+ * four-rank job's steps may miss a rank's arrival now and then). */
+#define THREE_RANKS 3.5
+
+/* Of four ranks or more, over DOMINANT_LONG_STEPS steps or more, a rank
+ * last in DOMINANT_LONG_SHARE of them is too: over any 80 steps the clean
+ * runs of 4 ranks (loaded, oversubscribed, short and transformer steps)
+ * left one rank last in 0.43 of them at most; a rank of 4 sleeping 20 ms
+ * a step on 2 cores was last in 0.66 to 0.83 of them, and, its lateness
+ * scattering as widely as its peers', went unnamed now and then while it
+ * stayed under DOMINANT_SHARE. */
+#define DOMINANT_LONG_SHARE 0.6
+#define DOMINANT_LONG_STEPS 80
+
 /* A rank slower at everything (phase_ratios, slower_clause): in its late
  * steps, every phase on which the reference rank spends SLOWER_PHASE_SHARE
  * of the median step or more (the synchronization's own phase aside) took
@@ -313,9 +327,11 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
  * loaded machine can keep one rank last for a while), those steps having
  * three ranks or more on average (its chance to be last at most a
  * third); or, over DOMINANT_MORE_STEPS steps or more, in DOMINANT_CHANCES
- * times its chance and DOMINANT_FLOOR of them; with fewer than 3.5 ranks
- * on average, not where it lost more to the host per step than the
- * median rank by WAITED_SHARE of LATE_MS, its median lateness. */
+ * times its chance and DOMINANT_FLOOR of them; of THREE_RANKS or more on
+ * average, over DOMINANT_LONG_STEPS or more, in DOMINANT_LONG_SHARE of
+ * them; with fewer than THREE_RANKS on average, not where it lost more to
+ * the host per step than the median rank by WAITED_SHARE of LATE_MS, its
+ * median lateness. */
 static int dominant_last(const ss_detectors *d, const straggler *sg,
                          uint32_t r, const scope *sc, double late_ms)
 {
@@ -347,13 +363,16 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
      * more to the host than the median rank by WAITED_SHARE of its
      * lateness, that is the machine's doing (cpu_starved's to name).  A
      * rank that sleeps or waits of its own gives its core away and loses
-     * less.  Four ranks and more (3.5 or more on average: a four-rank
+     * less.  Four ranks and more (THREE_RANKS or more on average: a four-rank
      * job's steps may miss a rank's arrival) were measured without this
      * (DOMINANT_SHARE is three times their chance). */
-    if (chance > seen / 3.5 && waits > 0 &&
-        waited_more / waits >= WAITED_SHARE * late_ms)
+    int three = chance > seen / THREE_RANKS;
+    if (three && waits > 0 && waited_more / waits >= WAITED_SHARE * late_ms)
         return 0;
     if (last >= DOMINANT_SHARE * seen)
+        return 1;
+    if (!three && seen >= DOMINANT_LONG_STEPS &&
+        last >= DOMINANT_LONG_SHARE * seen)
         return 1;
     return seen >= DOMINANT_MORE_STEPS && last >= DOMINANT_FLOOR * seen &&
            last >= DOMINANT_CHANCES * chance;

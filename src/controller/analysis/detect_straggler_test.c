@@ -375,13 +375,18 @@ static void every_rank_position_found(void)
  * critical persistent straggler.  That lateness lies within the run-to-run
  * noise of arrival (a robust sigma of ~1.5 ms): no finding, on 2 and 4
  * ranks.  With straggler.noise_k 0 the same job is a straggler, so it is
- * this rule that keeps it quiet.
+ * this rule that keeps it quiet.  Of four ranks, 0.9 ms later keeps the
+ * rank last in 0.6 to 0.65 of every 100 steps, which no clean run of four
+ * ranks came near (0.43 of 80 steps at most) and dominant_last names
+ * (four_ranks_one_last_in_two_steps_of_three_is_named); 0.6 ms, last in
+ * about half of them, is within the noise.
  */
 static void lateness_within_arrival_noise_is_no_straggler(void)
 {
     for (uint32_t world = 2; world <= 4; world += 2)
         for (uint64_t seed = 0; seed < 5; seed++) {
-            job j = {world, 600, 3, 0.5, 1, 0.9, 0.9, 1.0, NULL, NULL, 1,
+            double late = world == 2 ? 0.9 : 0.6;
+            job j = {world, 600, 3, 0.5, 1, late, late, 1.0, NULL, NULL, 1,
                      NULL, NULL};
             found fd;
             run_job(&j, 12000 + 10 * world + seed, &fd);
@@ -434,6 +439,46 @@ static void three_ranks_one_last_in_most_steps_is_named(void)
                     fd.n);
         CHECK(found_only(&fd, 2));
         CHECK(fd.n_ids == 1 && fd.persistent[0] && fd.first[0] < 40);
+    }
+}
+
+/* Four ranks whose arrivals scatter by +-12 ms, rank 3 computing 9 ms
+ * more, as wide: it is last in about 0.62 of the steps, under the three
+ * quarters that name a rank at once, and its median lateness is within
+ * its peers' noise (a rank sleeping on an oversubscribed machine, its
+ * core given away meanwhile).  Over 80 steps and more no noise alike for
+ * every rank keeps one of four last that often: it is named, and no
+ * other rank (before, for two seeds of three: no finding). */
+static void four_ranks_one_last_in_two_steps_of_three_is_named(void)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        rng_state = 0x9e3779b97f4a7c15ULL * seed;
+        found fd;
+        memset(&fd, 0, sizeof fd);
+        for (int i = 0; i < MAX_FOUND; i++)
+            fd.rank[i] = -2;
+        ss_sink sink = {&fd, NULL, on_finding};
+        ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+        REQUIRE(d);
+        job_step *b = malloc(sizeof *b);
+        REQUIRE(b);
+        for (uint64_t s = 0; s < 300; s++) {
+            double c[4];
+            for (int r = 0; r < 4; r++)
+                c[r] = 40 + (r == 3 ? 9 : 0) + 24 * (uniform() - 0.5);
+            build_step(b, 4, s, c);
+            ss_detectors_step(d, &b->v, names);
+        }
+        ss_detectors_finish(d, names);
+        ss_detectors_destroy(d);
+        free(b);
+        for (uint32_t i = 0; i < fd.n_ids; i++)
+            fd.n += fd.rank[i] != -2;
+        if (!found_only(&fd, 3))
+            fprintf(stderr, "    seed %u: %u findings\n", (unsigned)seed,
+                    fd.n);
+        CHECK(found_only(&fd, 3));
+        CHECK(fd.n_ids == 1 && fd.persistent[0]);
     }
 }
 
@@ -1141,4 +1186,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(burst_then_persistent_is_one_finding),
           TEST(a_gap_within_the_window_is_one_finding),
           TEST(lateness_within_arrival_noise_is_no_straggler),
-          TEST(three_ranks_one_last_in_most_steps_is_named))
+          TEST(three_ranks_one_last_in_most_steps_is_named),
+          TEST(four_ranks_one_last_in_two_steps_of_three_is_named))
