@@ -113,7 +113,7 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * last in DOMINANT_LONG_SHARE of them is too: over any 80 steps the clean
  * runs of 4 ranks (loaded, oversubscribed, short and transformer steps)
  * left one rank last in 0.43 of them at most; a rank of 4 sleeping 20 ms
- * a step on 2 cores was last in 0.66 to 0.83 of them, and, its lateness
+ * a step on 2 cores was last in 0.67 to 0.83 of them, and, its lateness
  * scattering as widely as its peers', went unnamed now and then while it
  * stayed under DOMINANT_SHARE. */
 #define DOMINANT_LONG_SHARE 0.6

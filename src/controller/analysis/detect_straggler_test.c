@@ -401,6 +401,43 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
     CHECK(found_only(&fd, 1));
 }
 
+/* 300 steps of WORLD ranks from seed SEED, each arriving after a uniform
+ * 28 to 52 ms; rank SLOW after SLOW_MS more, as scattered, or with
+ * STEADY after 40 + SLOW_MS ms with 0.5 ms of noise.  Fills FD with the
+ * straggler findings (rank -2 marks the ids of other kinds). */
+static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
+                          int steady, uint64_t seed, found *fd)
+{
+    rng_state = 0x9e3779b97f4a7c15ULL * seed;
+    memset(fd, 0, sizeof *fd);
+    for (int i = 0; i < MAX_FOUND; i++)
+        fd->rank[i] = -2;
+    ss_sink sink = {fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, world, 0, &sink);
+    REQUIRE(d);
+    job_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 300; s++) {
+        double c[MAX_RANKS];
+        for (uint32_t r = 0; r < world; r++)
+            c[r] = 40 + 24 * (uniform() - 0.5);
+        if (steady)
+            c[slow] = 40 + slow_ms + 0.5 * gauss();
+        else
+            c[slow] += slow_ms;
+        build_step(b, world, s, c);
+        ss_detectors_step(d, &b->v, names);
+    }
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+    for (uint32_t i = 0; i < fd->n_ids; i++)
+        fd->n += fd->rank[i] != -2;
+    if (!found_only(fd, (int32_t)slow))
+        fprintf(stderr, "    %u ranks, seed %u: %u findings\n", world,
+                (unsigned)seed, fd->n);
+}
+
 /* Of three ranks whose arrival scatters by +-12 ms, rank 2 computes 10 ms
  * more in every step: its median lateness (about 6 ms, the median rank
  * being the later of its peers) is within their noise, yet it is the last
@@ -411,72 +448,25 @@ static void lateness_within_arrival_noise_is_no_straggler(void)
 static void three_ranks_one_last_in_most_steps_is_named(void)
 {
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        rng_state = 0x9e3779b97f4a7c15ULL * seed;
         found fd;
-        memset(&fd, 0, sizeof fd);
-        for (int i = 0; i < MAX_FOUND; i++)
-            fd.rank[i] = -2;
-        ss_sink sink = {&fd, NULL, on_finding};
-        ss_detectors *d = ss_detectors_create(NULL, 3, 0, &sink);
-        REQUIRE(d);
-        job_step *b = malloc(sizeof *b);
-        REQUIRE(b);
-        for (uint64_t s = 0; s < 300; s++) {
-            double c[3];
-            for (int r = 0; r < 3; r++)
-                c[r] = 40 + 24 * (uniform() - 0.5);
-            c[2] = 50 + 0.5 * gauss();
-            build_step(b, 3, s, c);
-            ss_detectors_step(d, &b->v, names);
-        }
-        ss_detectors_finish(d, names);
-        ss_detectors_destroy(d);
-        free(b);
-        for (uint32_t i = 0; i < fd.n_ids; i++)
-            fd.n += fd.rank[i] != -2;
-        if (!found_only(&fd, 2))
-            fprintf(stderr, "    seed %u: %u findings\n", (unsigned)seed,
-                    fd.n);
+        run_scattered(3, 2, 10, 1, seed, &fd);
         CHECK(found_only(&fd, 2));
         CHECK(fd.n_ids == 1 && fd.persistent[0] && fd.first[0] < 40);
     }
 }
 
 /* Four ranks whose arrivals scatter by +-12 ms, rank 3 computing 9 ms
- * more, as wide: it is last in about 0.62 of the steps, under the three
- * quarters that name a rank at once, and its median lateness is within
- * its peers' noise (a rank sleeping on an oversubscribed machine, its
- * core given away meanwhile).  Over 80 steps and more no noise alike for
- * every rank keeps one of four last that often: it is named, and no
+ * more, as scattered: it is last in about 0.62 of the steps, under the
+ * three quarters that name a rank at once, and its median lateness is
+ * within its peers' noise (a rank sleeping on an oversubscribed machine,
+ * its core given away meanwhile).  Over 80 steps and more no noise alike
+ * for every rank keeps one of four last that often: it is named, and no
  * other rank (before, for two seeds of three: no finding). */
 static void four_ranks_one_last_in_two_steps_of_three_is_named(void)
 {
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        rng_state = 0x9e3779b97f4a7c15ULL * seed;
         found fd;
-        memset(&fd, 0, sizeof fd);
-        for (int i = 0; i < MAX_FOUND; i++)
-            fd.rank[i] = -2;
-        ss_sink sink = {&fd, NULL, on_finding};
-        ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
-        REQUIRE(d);
-        job_step *b = malloc(sizeof *b);
-        REQUIRE(b);
-        for (uint64_t s = 0; s < 300; s++) {
-            double c[4];
-            for (int r = 0; r < 4; r++)
-                c[r] = 40 + (r == 3 ? 9 : 0) + 24 * (uniform() - 0.5);
-            build_step(b, 4, s, c);
-            ss_detectors_step(d, &b->v, names);
-        }
-        ss_detectors_finish(d, names);
-        ss_detectors_destroy(d);
-        free(b);
-        for (uint32_t i = 0; i < fd.n_ids; i++)
-            fd.n += fd.rank[i] != -2;
-        if (!found_only(&fd, 3))
-            fprintf(stderr, "    seed %u: %u findings\n", (unsigned)seed,
-                    fd.n);
+        run_scattered(4, 3, 9, 0, seed, &fd);
         CHECK(found_only(&fd, 3));
         CHECK(fd.n_ids == 1 && fd.persistent[0]);
     }
