@@ -189,13 +189,30 @@ static void on_finding(void *ctx, const ss_finding *f)
         fd->n_ids = f->id;
 }
 
-/* Runs job J with seed SEED; fills FD with its straggler findings (rank
- * -2 marks the ids of other kinds). */
-static void run_job(const job *j, uint64_t seed, found *fd)
+/* Empties FD (rank -2 marks the ids of other kinds). */
+static void found_reset(found *fd)
 {
     memset(fd, 0, sizeof *fd);
     for (int i = 0; i < MAX_FOUND; i++)
         fd->rank[i] = -2;
+}
+
+/* Ends the job of detectors D fed from B; counts FD's straggler
+ * findings. */
+static void end_job(ss_detectors *d, job_step *b, found *fd)
+{
+    ss_detectors_finish(d, names);
+    ss_detectors_destroy(d);
+    free(b);
+    for (uint32_t i = 0; i < fd->n_ids; i++)
+        fd->n += fd->rank[i] != -2;
+}
+
+/* Runs job J with seed SEED; fills FD with its straggler findings (rank
+ * -2 marks the ids of other kinds). */
+static void run_job(const job *j, uint64_t seed, found *fd)
+{
+    found_reset(fd);
     rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
     ss_detector_config cfg;
     ss_detector_config_defaults(&cfg);
@@ -239,11 +256,7 @@ static void run_job(const job *j, uint64_t seed, found *fd)
         build_step(b, j->world, s, c);
         ss_detectors_step(d, &b->v, names);
     }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        fd->n += fd->rank[i] != -2;
+    end_job(d, b, fd);
 }
 
 /* Whether FD holds a persistent finding on RANK and none on another. */
@@ -409,9 +422,7 @@ static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
                           int steady, uint64_t seed, found *fd)
 {
     rng_state = 0x9e3779b97f4a7c15ULL * seed;
-    memset(fd, 0, sizeof *fd);
-    for (int i = 0; i < MAX_FOUND; i++)
-        fd->rank[i] = -2;
+    found_reset(fd);
     ss_sink sink = {fd, NULL, on_finding};
     ss_detectors *d = ss_detectors_create(NULL, world, 0, &sink);
     REQUIRE(d);
@@ -428,11 +439,7 @@ static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
         build_step(b, world, s, c);
         ss_detectors_step(d, &b->v, names);
     }
-    ss_detectors_finish(d, names);
-    ss_detectors_destroy(d);
-    free(b);
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        fd->n += fd->rank[i] != -2;
+    end_job(d, b, fd);
     if (!found_only(fd, (int32_t)slow))
         fprintf(stderr, "    %u ranks, seed %u: %u findings\n", world,
                 (unsigned)seed, fd->n);
@@ -482,9 +489,7 @@ static void run_two_ranks(uint64_t seed, uint64_t steps,
                           int (*late)(uint64_t s), found *fd)
 {
     rng_state = seed;
-    memset(fd, 0, sizeof *fd);
-    for (int i = 0; i < MAX_FOUND; i++)
-        fd->rank[i] = -2;
+    found_reset(fd);
     ss_sink sink = {fd, NULL, on_finding};
     ss_detectors *d = ss_detectors_create(NULL, 2, 0, &sink);
     REQUIRE(d);
@@ -1021,9 +1026,7 @@ static void waits_before(void *ctx, ss_detectors *d, uint64_t s, double *c)
  * AT[0..N_AT).  Every finding kept in FD. */
 static void rare_job(const wait_at *at, size_t n_at, found *fd)
 {
-    memset(fd, 0, sizeof *fd);
-    for (int i = 0; i < MAX_FOUND; i++)
-        fd->rank[i] = -2;
+    found_reset(fd);
     waits w = {at, n_at};
     ss_sink sink = {fd, NULL, on_finding};
     step_edits e = {waits_before, NULL, &w};
