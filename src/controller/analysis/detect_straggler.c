@@ -93,6 +93,10 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * (0.42 of 4 ranks at most, over every clean run of the accuracy matrix,
  * loaded and oversubscribed ones too). */
 #define DOMINANT_SHARE 0.75
+
+/* Of three ranks, a rank that lost more to the host per step than the
+ * median rank by this share of its median lateness or more is last of
+ * the machine's doing, not its own (dominant_last). */
 #define WAITED_SHARE 0.5
 
 /* Among more ranks, where DOMINANT_SHARE is many times a rank's chance,
@@ -363,8 +367,7 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
      * more to the host than the median rank by WAITED_SHARE of its
      * lateness, that is the machine's doing (cpu_starved's to name).  A
      * rank that sleeps or waits of its own gives its core away and loses
-     * less.  Four ranks and more (THREE_RANKS or more on average: a four-rank
-     * job's steps may miss a rank's arrival) were measured without this
+     * less.  Four ranks and more were measured without this
      * (DOMINANT_SHARE is three times their chance). */
     int three = chance > seen / THREE_RANKS;
     if (three && waits > 0 && waited_more / waits >= WAITED_SHARE * late_ms)
