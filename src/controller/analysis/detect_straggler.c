@@ -22,9 +22,11 @@
  *       the step time and the straggler.min_late_ms timer-slack floor;
  *   (c) the lateness is its own: its median exceeds straggler.noise_k
  *       robust sigmas of its peers' lateness (the run-to-run noise of
- *       arrival), and the host's evidence does not explain it alike for
- *       every rank (every rank loses that much to the host per step, it
- *       does no more work, and the host names no cause of its own).
+ *       arrival), or, of three ranks or more, its CPU time per step
+ *       exceeds the median rank's by one such sigma (works_more), and
+ *       the host's evidence does not explain it alike for every rank
+ *       (every rank loses that much to the host per step, it does no
+ *       more work, and the host names no cause of its own).
  * Over the whole window: persistent (one finding per episode, refreshed
  * while it lasts).  Over the newest straggler.transient_steps steps only,
  * at the same false-alarm rate per window: a transient burst, reported
@@ -122,6 +124,18 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * stayed under DOMINANT_SHARE. */
 #define DOMINANT_LONG_SHARE 0.6
 #define DOMINANT_LONG_STEPS 80
+
+/* Of three ranks or more, over CPU_EXCESS_STEPS steps or more, a rank whose
+ * median CPU time per step exceeds the median rank's by CPU_EXCESS_SIGMAS
+ * of its peers' noise of lateness or more does work of its own that its
+ * lateness comes from, though the noise hides it (works_more): over any 50
+ * steps of the clean runs of 3, 4 and 8 ranks of the accuracy matrix
+ * (loaded and oversubscribed too) no rank's came to half that noise (0.47
+ * at most); a rank of three or four computing 3 to 10 ms more a step came
+ * to 1.5 to 3.6 times it, while the scheduler, which let its peers wait
+ * for a CPU meanwhile, kept its median lateness within the noise. */
+#define CPU_EXCESS_SIGMAS 1.0
+#define CPU_EXCESS_STEPS 50
 
 /* A rank slower at everything (phase_ratios, slower_clause): in its late
  * steps, every phase on which the reference rank spends SLOWER_PHASE_SHARE
@@ -325,6 +339,15 @@ static int steady_lateness(straggler *sg, uint32_t r, const scope *sc)
            ss_select_f64(sg->f64, m, m / 10) >= STEADY_SHARE * med;
 }
 
+/* Whether SEEN steps in which a rank's chances to be last summed to CHANCE
+ * had three ranks or more on average (its chance a third or less).  Each
+ * step's chance is a float (1/3 rounds up): three ranks in every step sum
+ * to a hair over a third. */
+static int three_or_more(double chance, uint32_t seen)
+{
+    return chance <= seen / 3.0 * (1 + 1e-6);
+}
+
 /* Whether rank R was the last rank in DOMINANT_SHARE or more of the steps
  * of scope SC it was seen in (at least straggler.min_steps: not over the
  * few steps of a transient window, where the scheduler's placement of a
@@ -356,10 +379,8 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
             waits++;
         }
     }
-    /* each step's chance is a float (1/3 rounds up): three ranks in every
-     * step sum to a hair over a third */
     if (seen < ss__param_u32(d, P_S_MIN_STEPS) || seen < 10 ||
-        chance > seen / 3.0 * (1 + 1e-6))
+        !three_or_more(chance, seen))
         return 0;
     /* Of three ranks on two cores, the scheduler may keep one of them
      * waiting for a CPU more than the others for a while (beside the
@@ -453,28 +474,62 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
     return hc.cause < 0;
 }
 
+/* Whether rank R, over the steps of scope SC (CPU_EXCESS_STEPS or more,
+ * of three ranks or more on average, its CPU time known in half of them
+ * or more), used more CPU time per step than the median rank by
+ * CPU_EXCESS_SIGMAS times NOISE_MS (its peers' noise of lateness) or more
+ * on median. */
+static int works_more(straggler *sg, uint32_t r, const scope *sc,
+                      double noise_ms)
+{
+    uint32_t seen = 0, m = 0;
+    double chance = 0;
+    const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
+            sg->step[k] > sc->hi)
+            continue;
+        seen++;
+        chance += sg->chance[k];
+        float cx = sg->cpu_ex_ms[(size_t)r * sg->sw + k];
+        if (!isnan(cx))
+            sg->f64[m++] = cx;
+    }
+    if (seen < CPU_EXCESS_STEPS || 2 * m < seen ||
+        !three_or_more(chance, seen))
+        return 0;
+    return ss_median_f64(sg->f64, m) >= CPU_EXCESS_SIGMAS * noise_ms;
+}
+
 /* Whether rank R's lateness over scope SC is its own, at SCALE of the
  * thresholds (1 to open an episode, OWN_HOLD to keep one open): to open,
  * its median exceeds straggler.noise_k times its peers' run-to-run noise
  * (peer_noise_ms; an open episode is not ended by noise, which on an
  * oversubscribed machine rises and falls with the load while the rank
- * stays last), and the host does not explain it alike for every rank
- * (host_alike, with SCALE times what the host lost); or, whatever the
- * noise and the host, it was the last rank of three or more in most
- * steps (dominant_last): a rank that sleeps, reads or waits on a lock of
- * its own for a third of a step on an oversubscribed machine gives its
- * core to its peers meanwhile, so its lateness scatters as widely as
- * theirs and as the host's waits, yet no wait alike for every rank keeps
- * one rank last step after step. */
+ * stays last) or it does more work than the median rank (works_more: the
+ * scheduler hides the lateness of a rank that computes more by letting
+ * its peers wait for a CPU meanwhile), and the host does not explain it
+ * alike for every rank (host_alike, with SCALE times what the host
+ * lost); or, whatever the noise and the host, it was the last rank of
+ * three or more in most steps (dominant_last): a rank that sleeps, reads
+ * or waits on a lock of its own for a third of a step on an
+ * oversubscribed machine gives its core to its peers meanwhile, so its
+ * lateness scatters as widely as theirs and as the host's waits, yet no
+ * wait alike for every rank keeps one rank last step after step. */
 static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
                         const scope *sc, double scale)
 {
     double late = median_late(sg, r, sc);
     if (late > 0 && dominant_last(d, sg, r, sc, late))
         return 1;
-    if (!(late > 0) ||
-        (scale >= 1 && late < d->p[P_S_NOISE_K] * peer_noise_ms(sg, r, sc)))
+    if (!(late > 0))
         return 0;
+    if (scale >= 1) {
+        double noise = peer_noise_ms(sg, r, sc);
+        if (late < d->p[P_S_NOISE_K] * noise && !works_more(sg, r, sc, noise))
+            return 0;
+    }
     return !host_alike(d, sg, r, sc, late, scale);
 }
 
