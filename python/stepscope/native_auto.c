@@ -516,9 +516,46 @@ static PyTypeObject Clock_Type = {
     .tp_new = Clock_new,
 };
 
+/* The sync point of the next all-reducing backward pass of the open step:
+ * "allreduce" for the first, "allreduce.K" for the K-th (K up to
+ * SYNC_POINTS; later ones are "allreduce.SYNC_POINTS", whose first
+ * arrival is the one kept).  The straggler detector sums a rank's lateness
+ * over a step's sync points, so a rank late only after the first (a GAN's
+ * generator, between the discriminator's all-reduce and its own; each
+ * micro-batch of gradient accumulation without no_sync()) is late all the
+ * same.  A name the process's table has no room for is "allreduce". */
+#define SYNC_POINTS 8
+static ss_name_id name_id(const char *s);
+static ss_name_id id_sync_point[SYNC_POINTS]; /* 0: not named yet */
+static int64_t sync_step = -1;                /* the step counted */
+static int sync_points;                       /* its passes so far */
+
+static ss_name_id next_sync_point(void)
+{
+    int64_t step = ss__py_current_step();
+    if (step != sync_step) {
+        sync_step = step;
+        sync_points = 0;
+    }
+    int k = sync_points < SYNC_POINTS ? sync_points++ : SYNC_POINTS - 1;
+    if (k == 0)
+        return id_allreduce;
+    if (!id_sync_point[k]) {
+        char name[32];
+        snprintf(name, sizeof name, "allreduce.%d", k + 1);
+        id_sync_point[k] = name_id(name);
+        if (!id_sync_point[k]) {
+            PyErr_Clear();
+            id_sync_point[k] = id_allreduce;
+        }
+    }
+    return id_sync_point[k];
+}
+
 /* At the end of an outermost backward: for the DDPs that all-reduced in
- * it, the sync "allreduce" at this rank's arrival and the phase
- * "allreduce" from there to now.  Closed clocks are dropped. */
+ * it, the step's next sync point (next_sync_point) at this rank's arrival
+ * and the phase "allreduce" from there to now.  Closed clocks are
+ * dropped. */
 static void allreduce_waited(void)
 {
     int64_t arrival = -1, ns;
@@ -537,7 +574,7 @@ static void allreduce_waited(void)
                 PyErr_WriteUnraisable(clocks);
     }
     if (arrival >= 0) {
-        ss_sync_at(id_allreduce, arrival);
+        ss_sync_at(next_sync_point(), arrival);
         ss_phase_span(id_allreduce, arrival, ss_now_ns());
     }
 }

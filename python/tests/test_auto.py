@@ -80,6 +80,8 @@ def test_accumulation_workers_and_user_hook(store):
         assert row["counts"]["allreduce"] == 2, (key, row)
         assert row["counts"].get("optimizer", 1) == 1, (key, row)
         assert row["counts"]["data"] >= 2, (key, row)
+        # each all-reducing pass of the step is a sync point of its own
+        assert sorted(row["syncs"]) == ["allreduce", "allreduce.2"], (key, row)
 
 
 def test_no_sync_passes_have_no_allreduce(store):
@@ -193,6 +195,68 @@ def test_own_collectives_are_phases_and_name_the_straggler(store, tmp_path):
     hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
     assert [f["ranks"] for f in hits] == [[1]], rep["findings"]
     assert "less than the median rank in all_reduce" in hits[0]["message"]
+
+
+GAN_SCRIPT = r'''
+import json, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+torch.manual_seed(dist.get_rank())
+torch.set_num_threads(1)
+slow = int(sys.argv[1])
+
+
+class Generator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 32),
+                                       torch.nn.ReLU(), torch.nn.Linear(32, 16))
+
+    def forward(self, z):
+        if dist.get_rank() == slow:
+            time.sleep(0.012)
+        return self.net(z)
+
+
+gen = DDP(Generator())
+disc = DDP(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 1)))
+opt_g = torch.optim.Adam(gen.parameters(), 2e-4)
+opt_d = torch.optim.Adam(disc.parameters(), 2e-4)
+bce = torch.nn.BCEWithLogitsLoss()
+ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
+for it in range(120):
+    fake = gen(torch.randn(16, 8))
+    opt_d.zero_grad()
+    (bce(disc(torch.randn(16, 16) + 1), ones) +
+     bce(disc(fake.detach()), zeros)).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    bce(disc(fake), ones).backward()
+    opt_g.step()
+print("RESULT " + json.dumps({"rank": dist.get_rank()}))
+'''
+
+
+def test_a_gan_straggler_late_after_the_first_allreduce(store, tmp_path):
+    """A GAN: the discriminator's optimizer paces the steps, so the
+    generator's forward lies between the step's two all-reducing backward
+    passes (allreduce, allreduce.2).  A rank whose generator is 12 ms
+    slower is late only at the second, and is the straggler."""
+    script = tmp_path / "gan.py"
+    script.write_text(GAN_SCRIPT)
+    job = run_job(store, 3, [PYTHON, str(script), "2"], extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    assert [s["name"] for s in rep["steps"]["syncs"]] == \
+        ["allreduce", "allreduce.2"]
+    hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert [f["ranks"] for f in hits] == [[2]], rep["findings"]
+    assert hits[0]["phase"] == "forward", hits[0]
+    assert "the step's later sync point" in hits[0]["message"], hits[0]
 
 
 SPAWN_SCRIPT = r'''

@@ -201,6 +201,7 @@ typedef struct {
     float *med_ms, *chance;
     float *med_host_ms; /* the median rank's loss to the host; NaN unknown */
     uint8_t *method;
+    uint8_t *points;    /* by arrival: the sync points summed (up to 255) */
     ss__name_idx *ref;
     int32_t *last_of;   /* the step's last rank; -1 none */
     uint32_t rare_waits; /* every rank's rare waits since the start */
@@ -216,7 +217,7 @@ typedef struct {
                           bounds the median, 0 none, -1 not computed */
     /* scratch */
     double *f64;  /* max(world, 4 * sw) + NOISE_PEERS */
-    int64_t *i64; /* world */
+    int64_t *i64; /* 2 * world: the step's lateness, then arrivals */
 } straggler;
 
 /* A scope of the ring: the steps of the newest NBACK slots whose step
@@ -573,6 +574,8 @@ typedef struct {
     uint64_t first, last;  /* first and last late step */
     ss__host_cause host;   /* what the host says about those steps */
     uint32_t rank;         /* the rank summarized */
+    uint32_t points;       /* by arrival: the most sync points a step's
+                              lateness was summed over */
     int64_t clock_bound_ns;/* arrivals: the largest clock error bound
                               among the ranks compared; 0 otherwise */
     int clock_uncertain;   /* the median lateness lies within it */
@@ -664,8 +667,11 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
         if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
             sg->step[k] <= sc->hi && sg->method[k] == out->method &&
-            sg->ref[k] < SS_MAX_RUN_NAMES)
+            sg->ref[k] < SS_MAX_RUN_NAMES) {
             ref_votes[sg->ref[k]]++;
+            if (sg->points[k] > out->points)
+                out->points = sg->points[k];
+        }
     }
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
         if (ref_votes[p] > best_ref) {
@@ -803,8 +809,10 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
     ss__evidence_begin(ev);
     ss__evidence_str(ev, "mode", mode);
     ss__evidence_str(ev, "method", method_name(s->method));
-    if (s->method == M_ARRIVAL)
+    if (s->method == M_ARRIVAL) {
         ss__evidence_str(ev, "sync", ss__name_of(d, s->ref));
+        ss__evidence_num(ev, "sync_points", s->points);
+    }
     ss__evidence_clock_bound(ev, s->clock_bound_ns, s->clock_uncertain);
     if (s->method == M_SYNC_PHASE)
         ss__evidence_str(ev, "sync_phase", ss__name_of(d, s->ref));
@@ -849,9 +857,16 @@ static void lateness_words(const ss_detectors *d, const late_summary *s,
     char clock[48];
     ss__fmt_clock_bound(clock, sizeof clock, s->clock_bound_ns);
     const char *ref = reference_words(s);
+    char later[64] = "";
+    if (s->points == 2)
+        snprintf(later, sizeof later, " and the step's later sync point");
+    else if (s->points > 2)
+        snprintf(later, sizeof later, " and the step's %u later sync points",
+                 s->points - 1);
     if (s->method == M_ARRIVAL)
-        snprintf(buf, len, "it reaches %s %s ms (+%d %% of a median step) "
-                 "after %s%s%s", ss__name_of(d, s->ref), ms, pct, ref, clock,
+        snprintf(buf, len, "it reaches %s%s %s ms (+%d %% of a median step) "
+                 "%safter %s%s%s", ss__name_of(d, s->ref), later, ms, pct,
+                 s->points > 1 ? "in all " : "", ref, clock,
                  s->clock_uncertain ? ", within the clocks' error, so this "
                                       "is uncertain: clock error alone "
                                       "could make it look late"
@@ -1024,16 +1039,27 @@ static void open_burst(straggler *sg, uint32_t r)
 
 /* Picks how lateness is measured in this step and fills LATE (ns, per
  * rank; SS_MISSING where not measurable).  Returns the method and sets
- * *REF to the sync point or sync phase used. */
+ * *REF to the sync point (the first of them) or sync phase used, and
+ * *POINTS to how many sync points were summed (0 not by arrival). */
 static int measure_lateness(const ss_detectors *d, straggler *sg,
                             const ss_step_view *v, uint32_t world,
-                            double thr_ns, int64_t *late, int *ref)
+                            double thr_ns, int64_t *late, int *ref,
+                            uint32_t *points)
 {
     *ref = NO_NAME;
+    *points = 0;
     for (uint32_t r = 0; r < world; r++)
         late[r] = SS_MISSING;
 
-    /* 1. arrival at the sync point most ranks reported */
+    /* 1. arrival at the sync points most ranks reported: at each, a
+     * rank's arrival against the median arrival, summed over them (the
+     * first of them is the reference).  Every rank leaves a collective when
+     * the last one arrives, so its lateness at a later sync point of the
+     * step is what it lost since the one before: a step that all-reduces
+     * after each of several backward passes (a GAN's two networks, say)
+     * has a rank's lateness at each, and a rank late only after the first
+     * is late all the same.  A rank without an arrival at one of them has
+     * none. */
     int best = -1;
     uint32_t best_n = 1;
     for (uint32_t i = 0; i < v->n_syncs; i++)
@@ -1043,19 +1069,30 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
             best = v->syncs[i].name;
         }
     if (best >= 0) {
-        size_t n = 0;
-        for (uint32_t r = 0; r < world; r++) {
-            const ss_rank_step *rs = &v->ranks[r];
-            if (rs->present && rs->sync_arrival_ns[best] != SS_MISSING)
-                sg->i64[n++] = rs->sync_arrival_ns[best];
-        }
-        int64_t med = ss_median_i64(sg->i64, n);
-        /* LATE may be the scratch just used: write every entry */
-        for (uint32_t r = 0; r < world; r++) {
-            const ss_rank_step *rs = &v->ranks[r];
-            late[r] = rs->present && rs->sync_arrival_ns[best] != SS_MISSING
-                          ? rs->sync_arrival_ns[best] - med
-                          : SS_MISSING;
+        int64_t *arrival = sg->i64 + world;
+        for (uint32_t r = 0; r < world; r++)
+            late[r] = v->ranks[r].present ? 0 : SS_MISSING;
+        for (uint32_t i = 0; i < v->n_syncs; i++) {
+            int name = v->syncs[i].name;
+            if (v->syncs[i].n != best_n || name < 0 ||
+                (uint32_t)name >= v->n_names)
+                continue;
+            size_t n = 0;
+            for (uint32_t r = 0; r < world; r++) {
+                const ss_rank_step *rs = &v->ranks[r];
+                if (rs->present && rs->sync_arrival_ns[name] != SS_MISSING)
+                    arrival[n++] = rs->sync_arrival_ns[name];
+            }
+            int64_t med = ss_median_i64(arrival, n);
+            ++*points;
+            for (uint32_t r = 0; r < world; r++) {
+                int64_t at = v->ranks[r].present
+                                 ? v->ranks[r].sync_arrival_ns[name]
+                                 : SS_MISSING;
+                if (late[r] != SS_MISSING)
+                    late[r] = at != SS_MISSING ? late[r] + (at - med)
+                                               : SS_MISSING;
+            }
         }
         *ref = best;
         return M_ARRIVAL;
@@ -1359,6 +1396,7 @@ static void record_step(ss_detectors *d, straggler *sg,
         v->step_time.median == SS_MISSING ? 0 : (float)(med_step / 1e6);
     sg->chance[idx] = 0;
     sg->method[idx] = M_NONE;
+    sg->points[idx] = 0;
     sg->ref[idx] = NO_NAME;
     sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
@@ -1370,8 +1408,10 @@ static void record_step(ss_detectors *d, straggler *sg,
     if (thr_ms < floor_ms)
         thr_ms = floor_ms;
     int ref;
+    uint32_t points;
     int64_t *late = sg->i64;
-    int method = measure_lateness(d, sg, v, world, thr_ms * 1e6, late, &ref);
+    int method = measure_lateness(d, sg, v, world, thr_ms * 1e6, late, &ref,
+                                  &points);
     if (two_ranks_against_each_other(late, world) < 2)
         return;
     /* the last rank: strictly later than every other (a tie has none) */
@@ -1396,6 +1436,7 @@ static void record_step(ss_detectors *d, straggler *sg,
         last_rank = -1;
     sg->chance[idx] = (float)(1.0 / n);
     sg->method[idx] = (uint8_t)method;
+    sg->points[idx] = (uint8_t)(points < 255 ? points : 255);
     sg->last_of[idx] = last_rank;
     sg->ref[idx] = (ss__name_idx)ref;
     for (uint32_t r = 0; r < world; r++) {
@@ -1729,6 +1770,7 @@ static void straggler_destroy(void *state)
     free(sg->chance);
     free(sg->med_host_ms);
     free(sg->method);
+    free(sg->points);
     free(sg->ref);
     free(sg->last_of);
     free(sg->late_ms);
@@ -1781,6 +1823,7 @@ static void *straggler_create(ss_detectors *d)
     sg->chance = ss__zalloc(sw, sizeof *sg->chance);
     sg->med_host_ms = ss__zalloc(sw, sizeof *sg->med_host_ms);
     sg->method = ss__zalloc(sw, sizeof *sg->method);
+    sg->points = ss__zalloc(sw, sizeof *sg->points);
     sg->ref = ss__zalloc(sw, sizeof *sg->ref);
     sg->last_of = ss__zalloc(sw, sizeof *sg->last_of);
     sg->late_ms = ss__zalloc(w * sw, sizeof *sg->late_ms);
@@ -1793,9 +1836,9 @@ static void *straggler_create(ss_detectors *d)
     sg->rank = ss__zalloc(w, sizeof *sg->rank);
     sg->bound_at = ss__zalloc(sw + 1, sizeof *sg->bound_at);
     sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
-    sg->i64 = ss__zalloc(w, sizeof *sg->i64);
+    sg->i64 = ss__zalloc(2 * w, sizeof *sg->i64);
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
-        !sg->method || !sg->ref || !sg->last_of || !sg->late_ms ||
+        !sg->method || !sg->points || !sg->ref || !sg->last_of || !sg->late_ms ||
         !sg->expl_ms ||
         !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {

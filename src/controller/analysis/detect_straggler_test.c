@@ -445,6 +445,131 @@ static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
                 (unsigned)seed, fd->n);
 }
 
+/* ---- two sync points in a step ---- */
+
+enum { TWO_COMPUTE = 0, TWO_FIRST = 1, TWO_SECOND = 2, N_TWO = 3 };
+static const char *const two_names[N_TWO] = {"compute", "allreduce",
+                                             "allreduce.2"};
+
+typedef struct {
+    int64_t phase[MAX_RANKS][N_TWO], sync[MAX_RANKS][N_TWO];
+    double metric[MAX_RANKS][N_TWO];
+    ss_rank_step ranks[MAX_RANKS];
+    ss_phase_stat phases[2];
+    ss_sync_stat syncs[2];
+    ss_step_view v;
+} two_sync_step;
+
+/* Step STEP of WORLD ranks that all-reduce twice (a GAN's two networks):
+ * rank r computes BEFORE_MS[r], arrives at "allreduce", and every rank
+ * leaves it 1 ms after the last arrival; then it computes AFTER_MS[r],
+ * arrives at "allreduce.2", and every rank leaves 1 ms after the last
+ * arrival there.  Its "allreduce" phase holds both waits. */
+static void build_two_sync_step(two_sync_step *b, uint32_t world,
+                                uint64_t step, const double *before_ms,
+                                const double *after_ms)
+{
+    memset(b, 0, sizeof *b);
+    double leave = 0, end = 0;
+    for (uint32_t r = 0; r < world; r++)
+        if (before_ms[r] + 1 > leave)
+            leave = before_ms[r] + 1;
+    for (uint32_t r = 0; r < world; r++)
+        if (leave + after_ms[r] + 1 > end)
+            end = leave + after_ms[r] + 1;
+    int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
+    int64_t vals[MAX_RANKS], first[MAX_RANKS], second[MAX_RANKS];
+    for (uint32_t r = 0; r < world; r++) {
+        double work = before_ms[r] + after_ms[r];
+        b->phase[r][TWO_COMPUTE] = (int64_t)(work * MS);
+        b->phase[r][TWO_FIRST] = (int64_t)((end - work) * MS);
+        b->phase[r][TWO_SECOND] = SS_MISSING;
+        b->sync[r][TWO_COMPUTE] = SS_MISSING;
+        b->sync[r][TWO_FIRST] = first[r] = begin + (int64_t)(before_ms[r] * MS);
+        b->sync[r][TWO_SECOND] = second[r] =
+            begin + (int64_t)((leave + after_ms[r]) * MS);
+        for (int i = 0; i < N_TWO; i++)
+            b->metric[r][i] = NAN;
+        ss_rank_step *rs = &b->ranks[r];
+        rs->present = 1;
+        rs->step_ns = (int64_t)(end * MS);
+        rs->rss_bytes = rs->device_bytes = SS_MISSING;
+        rs->begin_ns = SS_MISSING;
+        rs->phase_ns = b->phase[r];
+        rs->sync_arrival_ns = b->sync[r];
+        rs->metric = b->metric[r];
+        vals[r] = rs->step_ns;
+    }
+    ss_step_view *v = &b->v;
+    v->step = step;
+    v->world_size = world;
+    v->n_present = world;
+    v->n_names = N_TWO;
+    v->ranks = b->ranks;
+    ss_stat_compute(&v->step_time, vals, NULL, world);
+    ss_stat_compute(&v->rss, NULL, NULL, 0);
+    ss_stat_compute(&v->device, NULL, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        for (uint32_t r = 0; r < world; r++)
+            vals[r] = b->phase[r][i];
+        b->phases[i].name = i;
+        ss_stat_compute(&b->phases[i].stat, vals, NULL, world);
+    }
+    fill_sync(&b->syncs[0], TWO_FIRST, first, world);
+    fill_sync(&b->syncs[1], TWO_SECOND, second, world);
+    v->n_phases = 2;
+    v->phases = b->phases;
+    v->n_syncs = 2;
+    v->syncs = b->syncs;
+}
+
+/* 200 steps of 4 ranks all-reducing twice a step, each computing 10 ms
+ * (+-2 %) before each; rank SLOW (-1: none) computes 6 ms more before the
+ * first sync point when FIRST, else before the second.  Fills FD. */
+static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
+{
+    rng_state = 0x9e3779b97f4a7c15ULL * seed;
+    found_reset(fd);
+    ss_sink sink = {fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+    REQUIRE(d);
+    two_sync_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 200; s++) {
+        double before[MAX_RANKS], after[MAX_RANKS];
+        for (uint32_t r = 0; r < 4; r++) {
+            before[r] = 10 * (1 + 0.02 * gauss());
+            after[r] = 10 * (1 + 0.02 * gauss());
+        }
+        if (slow >= 0)
+            (first ? before : after)[slow] += 6;
+        build_two_sync_step(b, 4, s, before, after);
+        ss_detectors_step(d, &b->v, two_names);
+    }
+    ss_detectors_finish(d, two_names);
+    ss_detectors_destroy(d);
+    free(b);
+    for (uint32_t i = 0; i < fd->n_ids; i++)
+        fd->n += fd->rank[i] != -2;
+}
+
+/* A step with two sync points: a rank late only after the first (a GAN's
+ * generator slower on one rank, between its discriminator's all-reduce
+ * and its own) is named as one late before it is; a clean job has no
+ * finding.  A rank's lateness is summed over the sync points. */
+static void lateness_after_the_first_sync_point_counts(void)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        found fd;
+        run_two_syncs(2, 0, seed, &fd);
+        CHECK(found_only(&fd, 2));
+        run_two_syncs(1, 1, seed, &fd);
+        CHECK(found_only(&fd, 1));
+        run_two_syncs(-1, 0, seed, &fd);
+        CHECK_EQ_INT(fd.n, 0);
+    }
+}
+
 /* Of three ranks whose arrival scatters by +-12 ms, rank 2 computes 10 ms
  * more in every step: its median lateness (about 6 ms, the median rank
  * being the later of its peers) is within their noise, yet it is the last
@@ -1180,4 +1305,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(a_gap_within_the_window_is_one_finding),
           TEST(lateness_within_arrival_noise_is_no_straggler),
           TEST(three_ranks_one_last_in_most_steps_is_named),
-          TEST(four_ranks_one_last_in_two_steps_of_three_is_named))
+          TEST(four_ranks_one_last_in_two_steps_of_three_is_named),
+          TEST(lateness_after_the_first_sync_point_counts))
