@@ -540,7 +540,13 @@ static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
  * them by chance: (a) the binomial tail of LAST is at most LEVEL, and (b)
  * the order-statistic lower bound (at straggler.bound_alpha) of its median
  * lateness exceeds min_late_frac of the step and min_late_ms, and (c) the
- * lateness is its own (own_lateness).
+ * lateness is its own (own_lateness).  A rank last in most steps
+ * (dominant_last) needs only its median lateness itself to exceed them:
+ * a rank that sleeps on a machine with fewer cores than ranks gives its
+ * core away meanwhile, and in the steps where the scheduler makes up for
+ * it, it is not late at all: late by much in most steps and not in the
+ * others, the lower bound of its median falls below the line while the
+ * median stays well above it.
  */
 static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       uint32_t nback, uint32_t n, uint32_t last,
@@ -553,8 +559,12 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
     uint32_t m = gather_excess(sg, r, &sc, d->p[P_S_MIN_LATE_FRAC],
                                d->p[P_S_MIN_LATE_MS]);
     uint32_t j = median_bound_index(sg, m, d->p[P_S_BOUND_ALPHA]);
-    return j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0 &&
-           own_lateness(d, sg, r, &sc, 1);
+    if (j > 0 && ss_select_f64(sg->f64, m, j - 1) > 0)
+        return own_lateness(d, sg, r, &sc, 1);
+    if (m == 0 || !(ss_median_f64(sg->f64, m) > 0))
+        return 0;
+    double late = median_late(sg, r, &sc);
+    return dominant_last(d, sg, r, &sc, late);
 }
 
 /* Summary of rank R over the steps of scope SC. */

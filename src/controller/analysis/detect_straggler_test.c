@@ -445,6 +445,46 @@ static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
                 (unsigned)seed, fd->n);
 }
 
+/* Four ranks over 150 steps; rank 3 sleeps on 2 cores: in about two
+ * steps of three it arrives 4 to 26 ms after the median of its peers
+ * (whose arrivals scatter by a sigma of 4 ms), in the others, the
+ * scheduler making up for it, up to 10 ms before it.  It is last in
+ * about 0.6 of the steps and late in most, but the lower bound of its
+ * median lateness lies below a twentieth of the step; the median itself
+ * is above it, and it is named (the lateness of a transformer's rank of
+ * 4 on 2 cores sleeping 20 ms in its blocks' forward, as one run of the
+ * accuracy matrix measured it; fails on the code before for one seed of
+ * four). */
+static void a_rank_last_in_most_steps_late_in_most_is_named(void)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        rng_state = 0x9e3779b97f4a7c15ULL * seed;
+        found fd;
+        found_reset(&fd);
+        ss_sink sink = {&fd, NULL, on_finding};
+        ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+        REQUIRE(d);
+        job_step *b = malloc(sizeof *b);
+        REQUIRE(b);
+        for (uint64_t s = 0; s < 150; s++) {
+            double c[MAX_RANKS];
+            for (uint32_t r = 0; r < 3; r++)
+                c[r] = 60 + 4 * gauss();
+            double mid = c[0] + c[1] + c[2] - fmin(c[0], fmin(c[1], c[2])) -
+                         fmax(c[0], fmax(c[1], c[2]));
+            c[3] = mid + (uniform() < 0.64 ? 4 + 22 * uniform()
+                                           : -10 * uniform());
+            build_step(b, 4, s, c);
+            ss_detectors_step(d, &b->v, names);
+        }
+        end_job(d, b, &fd);
+        CHECK(found_only(&fd, 3));
+        if (!found_only(&fd, 3))
+            fprintf(stderr, "    seed %u: %u findings\n", (unsigned)seed,
+                    fd.n);
+    }
+}
+
 /* ---- two sync points in a step ---- */
 
 enum { TWO_COMPUTE = 0, TWO_FIRST = 1, TWO_SECOND = 2, N_TWO = 3 };
@@ -1306,4 +1346,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(lateness_within_arrival_noise_is_no_straggler),
           TEST(three_ranks_one_last_in_most_steps_is_named),
           TEST(four_ranks_one_last_in_two_steps_of_three_is_named),
-          TEST(lateness_after_the_first_sync_point_counts))
+          TEST(lateness_after_the_first_sync_point_counts),
+          TEST(a_rank_last_in_most_steps_late_in_most_is_named))
