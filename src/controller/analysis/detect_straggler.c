@@ -4,7 +4,8 @@
  *
  * Each step every rank gets a lateness, by the first method that applies:
  * its arrival at the sync point most ranks reported against the median
- * arrival; without sync points, how much less it waits than the median
+ * arrival (summed over the step's sync points, where it has several);
+ * without sync points, how much less it waits than the median
  * rank in the phase that holds the synchronization (found from the data;
  * where step boundaries scatter, its time outside that phase over the
  * median rank's);
