@@ -228,6 +228,15 @@ typedef struct {
     uint64_t lo, hi;
 } scope;
 
+/* Whether ring slot K of a rank whose flags are FLAGS was seen in a step of
+ * scope SC (the slot being one of the scope's newest NBACK). */
+static int seen_in(const straggler *sg, const uint8_t *flags, uint32_t k,
+                   const scope *sc)
+{
+    return (flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
+           sg->step[k] <= sc->hi;
+}
+
 static const char *method_name(int m)
 {
     return m == M_ARRIVAL      ? "arrival"
@@ -277,8 +286,7 @@ static uint32_t gather_excess(straggler *sg, uint32_t r, const scope *sc,
     const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
-            sg->step[k] <= sc->hi)
+        if (seen_in(sg, flags, k, sc))
             sg->f64[n++] = excess_ms(sg, r, k, frac, floor_ms);
     }
     return n;
@@ -369,8 +377,7 @@ static int dominant_last(const ss_detectors *d, const straggler *sg,
     const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
-            sg->step[k] > sc->hi)
+        if (!seen_in(sg, flags, k, sc))
             continue;
         seen++;
         last += (flags[k] & F_LAST) != 0;
@@ -489,8 +496,7 @@ static int works_more(straggler *sg, uint32_t r, const scope *sc,
     const uint8_t *flags = sg->flags + (size_t)r * sg->sw;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
-            sg->step[k] > sc->hi)
+        if (!seen_in(sg, flags, k, sc))
             continue;
         seen++;
         chance += sg->chance[k];
@@ -612,8 +618,7 @@ static int64_t arrival_clock_bound(const ss_detectors *d,
         const uint8_t *flags = sg->flags + (size_t)q * sg->sw;
         for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
             uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-            if ((flags[k] & F_SEEN) && sg->method[k] == M_ARRIVAL &&
-                sg->step[k] >= sc->lo && sg->step[k] <= sc->hi) {
+            if (seen_in(sg, flags, k, sc) && sg->method[k] == M_ARRIVAL) {
                 max = bound[q];
                 break;
             }
@@ -641,8 +646,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     uint32_t n = 0, m = 0, n_outside = 0;
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if (!(flags[k] & F_SEEN) || sg->step[k] < sc->lo ||
-            sg->step[k] > sc->hi)
+        if (!seen_in(sg, flags, k, sc))
             continue;
         if (sg->method[k] < 4)
             method_votes[sg->method[k]]++;
@@ -676,8 +680,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
     memset(ref_votes, 0, sizeof ref_votes);
     for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
         uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if ((flags[k] & F_SEEN) && sg->step[k] >= sc->lo &&
-            sg->step[k] <= sc->hi && sg->method[k] == out->method &&
+        if (seen_in(sg, flags, k, sc) && sg->method[k] == out->method &&
             sg->ref[k] < SS_MAX_RUN_NAMES) {
             ref_votes[sg->ref[k]]++;
             if (sg->points[k] > out->points)
