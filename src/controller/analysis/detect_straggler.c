@@ -132,9 +132,10 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * lateness comes from, though the noise hides it (works_more): over any 50
  * steps of the clean runs of 3, 4 and 8 ranks of the accuracy matrix
  * (loaded and oversubscribed too) no rank's came to half that noise (0.47
- * at most); a rank of three or four computing 3 to 10 ms more a step came
- * to 1.5 to 3.6 times it, while the scheduler, which let its peers wait
- * for a CPU meanwhile, kept its median lateness within the noise. */
+ * at most); over its most telling 50 steps, a rank of four computing 3 ms
+ * more of an 11 ms step came to 1.5 times it, a rank of three computing
+ * 10 ms more of 28 ms to 3.6, while the scheduler, which let their peers
+ * wait for a CPU meanwhile, kept their median lateness within the noise. */
 #define CPU_EXCESS_SIGMAS 1.0
 #define CPU_EXCESS_STEPS 50
 
