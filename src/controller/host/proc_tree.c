@@ -24,6 +24,8 @@ typedef struct {
     pid_t pid;
     int fd_stat, fd_status;
     int64_t ticks, major_faults, vol, invol; /* last values read */
+    int64_t child_ticks;   /* of those ticks, its reaped children's */
+    int64_t ended_run_ns;  /* CPU time of its threads that ended */
     int64_t num_threads;   /* the kernel's count at the last read */
     int64_t listed;        /* threads listed at the last membership scan */
     int seen;              /* found by the current scan */
@@ -32,7 +34,7 @@ typedef struct {
 typedef struct {
     pid_t pid, tid;
     int fd_schedstat;
-    int64_t wait_ns; /* last value read */
+    int64_t run_ns, wait_ns; /* last values read */
     int seen;
 } thread_member;
 
@@ -55,6 +57,11 @@ struct ss_proc_tree {
      * into its parent's c- fields; a drop of the sum (an orphan reaped
      * elsewhere, the root reaped by us) is carried instead. */
     int64_t carry_ticks, carry_major, last_ticks, last_major;
+    /* With schedstat, a process's CPU time is its threads' (those that
+     * ended too) plus its reaped children's ticks; the same carry keeps
+     * the sum from dropping (a process reaped elsewhere, a thread id
+     * reused before a rescan noticed its thread end). */
+    int64_t carry_run, last_run;
 };
 
 /* Reads the whole small file behind FD from offset 0; returns the length,
@@ -82,7 +89,7 @@ static int open_at(const ss_proc_tree *t, const char *fmt, pid_t a, pid_t b)
  * children used, so a descendant that ends moves its counts into its
  * parent's.  A line that stops before field 20 leaves *THREADS at -1. */
 static int parse_stat(const char *s, char *state, int64_t *major,
-                      int64_t *ticks, int64_t *threads)
+                      int64_t *ticks, int64_t *child_ticks, int64_t *threads)
 {
     const char *p = strrchr(s, ')');
     if (!p || p[1] != ' ')
@@ -109,6 +116,7 @@ static int parse_stat(const char *s, char *state, int64_t *major,
         return -1;
     *major = (int64_t)(v[0] + v[1]);
     *ticks = (int64_t)(v[2] + v[3] + v[4] + v[5]);
+    *child_ticks = (int64_t)(v[4] + v[5]);
     return 0;
 }
 
@@ -150,6 +158,12 @@ static void retire_thread(ss_proc_tree *t, uint32_t i)
 {
     thread_member *m = &t->threads[i];
     t->retired_wait += m->wait_ns;
+    /* an ended thread's CPU time stays its process's; a whole process's
+     * moves into its parent's c- fields when reaped (its threads are
+     * retired after it, and dropped) */
+    for (uint32_t p = 0; p < t->n_procs; p++)
+        if (t->procs[p].pid == m->pid)
+            t->procs[p].ended_run_ns += m->run_ns;
     if (m->fd_schedstat >= 0)
         close(m->fd_schedstat);
     t->threads[i] = t->threads[--t->n_threads];
@@ -327,7 +341,7 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
         char state = '?';
         if (read_fd(m->fd_stat, buf, sizeof buf) < 0 ||
             parse_stat(buf, &state, &m->major_faults, &m->ticks,
-                       &m->num_threads) != 0) {
+                       &m->child_ticks, &m->num_threads) != 0) {
             if (m->pid == t->root_pid)
                 t->root_gone = 1;
             retire_proc(t, i);
@@ -352,6 +366,7 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
             retire_thread(t, i);
             continue;
         }
+        m->run_ns = (int64_t)run;
         m->wait_ns = (int64_t)wait;
     }
     if (!root_read && !t->ever_read)
@@ -359,17 +374,25 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
     t->ever_read = 1;
     int64_t ticks = 0, major = 0;
     int64_t vol = t->retired_vol, invol = t->retired_invol;
-    int64_t wait = t->retired_wait;
+    int64_t run = 0, wait = t->retired_wait;
     for (uint32_t i = 0; i < t->n_procs; i++) {
         ticks += t->procs[i].ticks;
+        run += t->procs[i].ended_run_ns +
+               t->procs[i].child_ticks * t->tick_ns;
         major += t->procs[i].major_faults;
         vol += t->procs[i].vol;
         invol += t->procs[i].invol;
     }
-    for (uint32_t i = 0; i < t->n_threads; i++)
+    for (uint32_t i = 0; i < t->n_threads; i++) {
+        run += t->threads[i].run_ns;
         wait += t->threads[i].wait_ns;
+    }
     ss_proc_counters c = {0};
-    c.cpu_ns = monotone(ticks, &t->carry_ticks, &t->last_ticks) * t->tick_ns;
+    int64_t tick_cpu =
+        monotone(ticks, &t->carry_ticks, &t->last_ticks) * t->tick_ns;
+    c.cpu_ns = t->have_schedstat == 1
+                   ? monotone(run, &t->carry_run, &t->last_run)
+                   : tick_cpu;
     c.major_faults = monotone(major, &t->carry_major, &t->last_major);
     c.vol_switches = vol;
     c.invol_switches = invol;

@@ -17,9 +17,12 @@
  * call per file.  Counters are cumulative and never go down: when a process or
  * thread of the tree ends, what it had counted up to the last read is kept,
  * and a process reaped by its parent inside the tree is counted whole.
- * CPU time comes from the kernel's tick accounting (utime + stime, 1/HZ
- * resolution: step values are exact on average, not per short step);
- * run-queue delay from schedstat, in nanoseconds.
+ * CPU time and run-queue delay come from schedstat, in nanoseconds, summed
+ * over the followed threads, so a short step's CPU time is right, not only
+ * its average over many steps (what children a process reaped used comes
+ * from its c- fields, in ticks).  Without schedstat, CPU time comes from
+ * the kernel's tick accounting alone (utime + stime, 1/HZ resolution:
+ * exact on average, not per short step).
  *
  * PROC_ROOT is "/proc" in production; tests point it at a directory laid
  * out like /proc.
@@ -40,8 +43,11 @@
  * kernel does not provide here (no schedstat: CONFIG_SCHEDSTATS off) is
  * SS_MISSING. */
 typedef struct {
-    int64_t cpu_ns;         /* user + system CPU time of every process,
-                               and of the children they reaped */
+    int64_t cpu_ns;         /* time on a CPU of every process (its
+                               threads' schedstat, ended threads' up to
+                               their last read; without schedstat, user
+                               + system ticks), and of the children they
+                               reaped (ticks) */
     int64_t runq_ns;        /* runnable, waiting for a CPU: every thread */
     int64_t vol_switches;   /* voluntary context switches, main threads */
     int64_t invol_switches; /* involuntary (preempted), main threads */

@@ -77,17 +77,19 @@ static void fake_tree_exact(void)
     fake_status(root, 100, 40, 4);
     fake_task(root, 100, 100, 1000000, 200000, "200 ");
     fake_task(root, 100, 101, 500000, 50000, "");
+    int64_t tick = 1000000000LL / sysconf(_SC_CLK_TCK);
     fake_stat(root, 200, 'R', 2, 10, 5, 0);
     fake_status(root, 200, 6, 1);
-    fake_task(root, 200, 200, 300000, 30000, "");
+    fake_task(root, 200, 200, 15 * tick, 30000, "");
     ss_proc_tree *t = ss_proc_tree_new(root, 100);
     REQUIRE(t);
     ss_proc_counters c;
     REQUIRE(ss_proc_tree_sample(t, 1, &c) == 0);
     CHECK_EQ_INT(c.n_procs, 2);
     CHECK_EQ_INT(c.n_threads, 3);
-    int64_t tick = 1000000000LL / sysconf(_SC_CLK_TCK);
-    CHECK_EQ_INT(c.cpu_ns, 90 * tick);
+    /* with schedstat, CPU time is the threads' run time (ns), not the
+     * processes' 90 ticks */
+    CHECK_EQ_INT(c.cpu_ns, 1500000 + 15 * tick);
     CHECK_EQ_INT(c.runq_ns, 280000);
     CHECK_EQ_INT(c.vol_switches, 46);
     CHECK_EQ_INT(c.invol_switches, 5);
@@ -97,7 +99,8 @@ static void fake_tree_exact(void)
 
     /* the worker ends and the rank reaps it (its 15 ticks move into the
      * rank's cutime; it is gone from the children at the next membership
-     * rescan): what it used stays counted once; the rank is stopped */
+     * rescan): what it used stays counted once, from the rank's cutime
+     * now; the rank is stopped */
     char path[600];
     snprintf(path, sizeof path, "%s/200/stat", root);
     remove(path);
@@ -105,7 +108,7 @@ static void fake_tree_exact(void)
     fake_task(root, 100, 100, 1100000, 250000, "");
     REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS, &c) == 0);
     CHECK_EQ_INT(c.n_procs, 1);
-    CHECK_EQ_INT(c.cpu_ns, 100 * tick);
+    CHECK_EQ_INT(c.cpu_ns, 1600000 + 15 * tick);
     CHECK_EQ_INT(c.runq_ns, 330000);
     CHECK_EQ_INT(c.vol_switches, 46);
     CHECK_EQ_INT(c.major_faults, 7); /* a drop is carried */
@@ -128,6 +131,7 @@ static void a_new_thread_is_followed_at_once(void)
     REQUIRE(ss_proc_tree_sample(t, 1, &c) == 0);
     CHECK_EQ_INT(c.n_threads, 1);
     CHECK_EQ_INT(c.runq_ns, 200000);
+    CHECK_EQ_INT(c.cpu_ns, 1000000);
 
     /* 100 ms later: a second thread, which has waited 300 us */
     fake_stat_threads(root, 100, 'S', 0, 12, 0, 0, 2);
@@ -136,11 +140,13 @@ static void a_new_thread_is_followed_at_once(void)
     REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 10, &c) == 0);
     CHECK_EQ_INT(c.n_threads, 2);
     CHECK_EQ_INT(c.runq_ns, 550000);
+    CHECK_EQ_INT(c.cpu_ns, 1500000);
 
-    /* it waits 100 us more, then ends */
+    /* it runs and waits 100 us more, then ends */
     fake_task(root, 100, 101, 500000, 400000, "");
     REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 5, &c) == 0);
     CHECK_EQ_INT(c.runq_ns, 650000);
+    CHECK_EQ_INT(c.cpu_ns, 1600000);
     char path[600];
     snprintf(path, sizeof path, "%s/100/task/101/schedstat", root);
     remove(path);
@@ -153,6 +159,20 @@ static void a_new_thread_is_followed_at_once(void)
             0);
     CHECK_EQ_INT(c.n_threads, 1);
     CHECK_EQ_INT(c.runq_ns, 650000);
+    CHECK_EQ_INT(c.cpu_ns, 1600000);
+
+    /* a new thread given the ended one's id before a rescan noticed the
+     * end: its smaller run time is taken for the old thread's, and the
+     * CPU time does not go down */
+    fake_stat_threads(root, 100, 'S', 0, 14, 0, 0, 2);
+    fake_task(root, 100, 101, 500000, 400000, "");
+    REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 10 * 4, &c) ==
+            0);
+    CHECK_EQ_INT(c.cpu_ns, 2100000);
+    fake_task(root, 100, 101, 100000, 0, "");
+    REQUIRE(ss_proc_tree_sample(t, 1 + SS_PROC_TREE_RESCAN_NS / 10 * 5, &c) ==
+            0);
+    CHECK(c.cpu_ns >= 2100000);
     ss_proc_tree_free(t);
 }
 
