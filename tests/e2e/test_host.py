@@ -134,8 +134,8 @@ def test_stopped_rank_has_stopped_time_others_none(store):
                   "throttled_ms", "psi_cpu_ms"):
         assert field in ev["median"], field
     assert report["ranks"][0]["host_evidence"]["stopped_steps"] == 0
-    # CPU time comes in 1/HZ ticks: a short step's median may be 0, the
-    # run's total is not.
+    # A short step's CPU time may round to 0 ms (without schedstat it
+    # comes in 1/HZ ticks); the run's total does not.
     assert report["ranks"][0]["host_evidence"]["total"]["cpu_ms"] > 0
 
 
@@ -151,10 +151,21 @@ def freeze(stop, every, seconds=2.0):
             kill_quietly(pid, signal.SIGCONT)
 
 
+def blamed_for_the_freeze(findings, stall):
+    """The findings that blame a rank for the freeze of STALL: any
+    `stopped`, and a `straggler` whose steps hold the stalled step (one
+    elsewhere is the loaded machine's scheduling of a clean job, which
+    the accuracy matrix's clean rows measure, not the freeze)."""
+    step = stall["first_step"]
+    return [f for f in findings if f["kind"] == "stopped" or
+            (f["kind"] == "straggler" and
+             f["first_step"] <= step <= f["last_step"])]
+
+
 def test_the_whole_job_frozen_once_is_a_stall(store):
     """Every rank stopped from outside for 2 s once (a freezer, a paused
     machine): one `stall` finding, no rank's, with the host's words; and
-    neither a stopped rank nor a straggler."""
+    neither a stopped rank nor a straggler over the stalled step."""
     proc = start_job(store, 3, example("--steps", "700", "--compute-ms", "4"))
     try:
         pids = [rank_pid(proc.pid, r) for r in range(3)]
@@ -171,8 +182,7 @@ def test_the_whole_job_frozen_once_is_a_stall(store):
     assert msg.startswith("the job stalled in step "), msg
     assert "every rank was stopped" in msg, msg
     assert stalls[0]["ranks"] == [], stalls[0]
-    assert not [f for f in findings
-                if f["kind"] in ("stopped", "straggler")], findings
+    assert not blamed_for_the_freeze(findings, stalls[0]), findings
 
 
 def process_state(pid):
@@ -202,9 +212,12 @@ def test_the_whole_job_frozen_past_one_ranks_collective_is_a_stall(store):
         if proc.poll() is None:
             proc.kill()
     findings = job.report()["findings"]
-    assert [f["kind"] for f in findings] == ["stall"], findings
-    assert findings[0]["ranks"] == [], findings[0]
-    assert "every rank was stopped" in findings[0]["message"], findings[0]
+    assert [f["kind"] for f in findings
+            if f["kind"] != "straggler"] == ["stall"], findings
+    stall = findings[[f["kind"] for f in findings].index("stall")]
+    assert stall["ranks"] == [], stall
+    assert "every rank was stopped" in stall["message"], stall
+    assert not blamed_for_the_freeze(findings, stall), findings
     con = sqlite3.connect(str(store))
     stopped = dict(con.execute(
         "SELECT rank, MIN(step) FROM rank_steps WHERE host_stopped_ns > 1e9"
