@@ -131,12 +131,19 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
  * of its peers' noise of lateness or more does work of its own that its
  * lateness comes from, though the noise hides it (works_more): over any 50
  * steps of the clean runs of 3, 4 and 8 ranks of the accuracy matrix
- * (loaded and oversubscribed too) no rank's came to half that noise (0.47
- * at most); over its most telling 50 steps, a rank of four computing 3 ms
- * more of an 11 ms step came to 1.5 times it, a rank of three computing
- * 10 ms more of 28 ms to 3.6, while the scheduler, which let their peers
- * wait for a CPU meanwhile, kept their median lateness within the noise. */
+ * (loaded and oversubscribed too; CPU time from schedstat) no rank's came
+ * to a fifth of that noise (0.18 at most); over its most telling 50 steps,
+ * a rank of four computing 3 ms more of an 11 ms step came to 1.8 times
+ * it, a rank of eight computing more in its forward to 2.0, a rank of
+ * three computing 10 ms more of 28 ms to 2.9, while the scheduler, which
+ * let their peers wait for a CPU meanwhile, kept their median lateness
+ * within the noise.  One whose excess reaches CPU_EXCESS_CLEAR_SIGMAS
+ * needs only its median lateness over the line of test (b), not the lower
+ * bound of it: the rank of three computing 10 ms more was late by less
+ * than a twentieth of a step in two steps of five, the scheduler making
+ * up for its work in those. */
 #define CPU_EXCESS_SIGMAS 1.0
+#define CPU_EXCESS_CLEAR_SIGMAS 2.0
 #define CPU_EXCESS_STEPS 50
 
 /* A rank slower at everything (phase_ratios, slower_clause): in its late
@@ -486,11 +493,10 @@ static int host_alike(const ss_detectors *d, straggler *sg, uint32_t r,
 
 /* Whether rank R, over the steps of scope SC (CPU_EXCESS_STEPS or more,
  * of three ranks or more on average, its CPU time known in half of them
- * or more), used more CPU time per step than the median rank by
- * CPU_EXCESS_SIGMAS times NOISE_MS (its peers' noise of lateness) or more
- * on median. */
+ * or more), used more CPU time per step than the median rank by SIGMAS
+ * times NOISE_MS (its peers' noise of lateness) or more on median. */
 static int works_more(straggler *sg, uint32_t r, const scope *sc,
-                      double noise_ms)
+                      double noise_ms, double sigmas)
 {
     uint32_t seen = 0, m = 0;
     double chance = 0;
@@ -508,7 +514,7 @@ static int works_more(straggler *sg, uint32_t r, const scope *sc,
     if (seen < CPU_EXCESS_STEPS || 2 * m < seen ||
         !three_or_more(chance, seen))
         return 0;
-    return ss_median_f64(sg->f64, m) >= CPU_EXCESS_SIGMAS * noise_ms;
+    return ss_median_f64(sg->f64, m) >= sigmas * noise_ms;
 }
 
 /* Whether rank R's lateness over scope SC is its own, at SCALE of the
@@ -536,7 +542,8 @@ static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
         return 0;
     if (scale >= 1) {
         double noise = peer_noise_ms(sg, r, sc);
-        if (late < d->p[P_S_NOISE_K] * noise && !works_more(sg, r, sc, noise))
+        if (late < d->p[P_S_NOISE_K] * noise &&
+            !works_more(sg, r, sc, noise, CPU_EXCESS_SIGMAS))
             return 0;
     }
     return !host_alike(d, sg, r, sc, late, scale);
@@ -554,7 +561,10 @@ static int own_lateness(const ss_detectors *d, straggler *sg, uint32_t r,
  * core away meanwhile, and in the steps where the scheduler makes up for
  * it, it is not late at all: late by much in most steps and not in the
  * others, the lower bound of its median falls below the line while the
- * median stays well above it.
+ * median stays well above it.  So does a rank that clearly computes more
+ * than the median rank (works_more at CPU_EXCESS_CLEAR_SIGMAS): the
+ * scheduler makes up for its work in some steps by letting its peers
+ * wait for a CPU.
  */
 static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
                       uint32_t nback, uint32_t n, uint32_t last,
@@ -572,7 +582,11 @@ static int straggling(const ss_detectors *d, straggler *sg, uint32_t r,
     if (m == 0 || !(ss_median_f64(sg->f64, m) > 0))
         return 0;
     double late = median_late(sg, r, &sc);
-    return dominant_last(d, sg, r, &sc, late);
+    if (dominant_last(d, sg, r, &sc, late))
+        return 1;
+    return works_more(sg, r, &sc, peer_noise_ms(sg, r, &sc),
+                      CPU_EXCESS_CLEAR_SIGMAS) &&
+           own_lateness(d, sg, r, &sc, 1);
 }
 
 /* Summary of rank R over the steps of scope SC. */
