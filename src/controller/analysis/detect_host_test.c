@@ -622,29 +622,36 @@ static void three_ranks_one_waiting_more_for_a_cpu(void)
     }
 }
 
-/* Three ranks computing 20 ms a step and waiting for a CPU 4.5 ms on
- * average; rank 2 computes 8 ms more while the scheduler keeps each of
- * its peers waiting 3 ms more on average (the cores it holds meanwhile):
- * it is last in about two steps of three, and its median lateness stays
- * within its peers' scatter. */
+/* Three ranks computing WORK_MS a step and waiting for a CPU QUEUE_MS on
+ * average; rank 2 computes MORE_MS more while the scheduler keeps each of
+ * its peers waiting PEERS_WAIT_MS more on average (the cores it holds
+ * meanwhile). */
+typedef struct {
+    double work_ms, queue_ms, more_ms, peers_wait_ms;
+} more_work;
+
 static void plan_third_computes_more(void *ctx, uint64_t s, plan *p)
 {
-    (void)ctx;
+    const more_work *m = ctx;
     (void)s;
-    plan_clean(p, 3, 20, 4.5);
-    p->work[2] += 8;
-    p->runq[0] += exponential(3);
-    p->runq[1] += exponential(3);
+    plan_clean(p, 3, m->work_ms, m->queue_ms);
+    p->work[2] += m->more_ms;
+    p->runq[0] += exponential(m->peers_wait_ms);
+    p->runq[1] += exponential(m->peers_wait_ms);
 }
 
 /* Of three ranks, one doing steadily more work than its peers, whose
  * lateness the scheduler hides in their waits for a CPU, is named: its
- * CPU time tells its lateness from the noise of arrival. */
+ * CPU time tells its lateness from the noise of arrival.  (20 ms of work,
+ * 4.5 ms of waits, 8 ms more, 3 ms more waits for its peers: it is last
+ * in about two steps of three, and its median lateness stays within its
+ * peers' scatter.) */
 static void three_ranks_one_computing_more_hidden_by_the_scheduler(void)
 {
+    more_work m = {20, 4.5, 8, 3};
     for (uint64_t seed = 1; seed <= 4; seed++) {
         found fd;
-        run_plans(3, 300, seed, plan_third_computes_more, NULL, NULL, &fd);
+        run_plans(3, 300, seed, plan_third_computes_more, NULL, &m, &fd);
         const ss_finding *f = first_kind(&fd, "straggler");
         CHECK(f && f->n_ranks == 1 && f->ranks[0] == 2);
         if (!f)
@@ -652,31 +659,19 @@ static void three_ranks_one_computing_more_hidden_by_the_scheduler(void)
     }
 }
 
-/* Three ranks computing 18 ms a step and waiting for a CPU 2 ms on
- * average; rank 2 computes 8.5 ms more while the scheduler keeps each of
- * its peers waiting 5 ms more on average (as slow-backward-3-ranks was measured: last in about two
- * steps of three, its median lateness about 2.5 ms, twice the line of a
- * twentieth of a step, but under the line in two steps of five). */
-static void plan_third_computes_more_made_up_for(void *ctx, uint64_t s,
-                                                 plan *p)
-{
-    (void)ctx;
-    (void)s;
-    plan_clean(p, 3, 18, 2);
-    p->work[2] += 8.5;
-    p->runq[0] += exponential(5);
-    p->runq[1] += exponential(5);
-}
-
 /* A rank clearly computing more than its peers is named though the
  * scheduler makes up for its work in many steps: the lower bound of its
- * median lateness falls under the line, its median does not. */
+ * median lateness falls under the line, its median does not.  (18 ms of
+ * work, 2 ms of waits, 8.5 ms more, 5 ms more waits for its peers, as
+ * slow-backward-3-ranks was measured: last in about two steps of three,
+ * its median lateness about 2.5 ms, twice the line of a twentieth of a
+ * step, but under the line in two steps of five.) */
 static void three_ranks_one_computing_more_late_in_most_steps(void)
 {
+    more_work m = {18, 2, 8.5, 5};
     for (uint64_t seed = 1; seed <= 6; seed++) {
         found fd;
-        run_plans(3, 300, seed, plan_third_computes_more_made_up_for, NULL,
-                  NULL, &fd);
+        run_plans(3, 300, seed, plan_third_computes_more, NULL, &m, &fd);
         const ss_finding *f = first_kind(&fd, "straggler");
         CHECK(f && f->n_ranks == 1 && f->ranks[0] == 2);
         if (!f)
