@@ -388,11 +388,10 @@ int ss_proc_tree_sample(ss_proc_tree *t, ss_mono_ns now, ss_proc_counters *out)
         wait += t->threads[i].wait_ns;
     }
     ss_proc_counters c = {0};
-    int64_t tick_cpu =
-        monotone(ticks, &t->carry_ticks, &t->last_ticks) * t->tick_ns;
     c.cpu_ns = t->have_schedstat == 1
                    ? monotone(run, &t->carry_run, &t->last_run)
-                   : tick_cpu;
+                   : monotone(ticks, &t->carry_ticks, &t->last_ticks) *
+                         t->tick_ns;
     c.major_faults = monotone(major, &t->carry_major, &t->last_major);
     c.vol_switches = vol;
     c.invol_switches = invol;
