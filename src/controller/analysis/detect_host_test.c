@@ -640,6 +640,19 @@ static void plan_third_computes_more(void *ctx, uint64_t s, plan *p)
     p->runq[1] += exponential(m->peers_wait_ms);
 }
 
+/* Rank 2 of the job of M is named, alone, for each of SEEDS seeds. */
+static void third_rank_named(more_work *m, uint64_t seeds)
+{
+    for (uint64_t seed = 1; seed <= seeds; seed++) {
+        found fd;
+        run_plans(3, 300, seed, plan_third_computes_more, NULL, m, &fd);
+        const ss_finding *f = first_kind(&fd, "straggler");
+        CHECK(f && f->n_ranks == 1 && f->ranks[0] == 2);
+        if (!f)
+            dump(&fd);
+    }
+}
+
 /* Of three ranks, one doing steadily more work than its peers, whose
  * lateness the scheduler hides in their waits for a CPU, is named: its
  * CPU time tells its lateness from the noise of arrival.  (20 ms of work,
@@ -649,14 +662,7 @@ static void plan_third_computes_more(void *ctx, uint64_t s, plan *p)
 static void three_ranks_one_computing_more_hidden_by_the_scheduler(void)
 {
     more_work m = {20, 4.5, 8, 3};
-    for (uint64_t seed = 1; seed <= 4; seed++) {
-        found fd;
-        run_plans(3, 300, seed, plan_third_computes_more, NULL, &m, &fd);
-        const ss_finding *f = first_kind(&fd, "straggler");
-        CHECK(f && f->n_ranks == 1 && f->ranks[0] == 2);
-        if (!f)
-            dump(&fd);
-    }
+    third_rank_named(&m, 4);
 }
 
 /* A rank clearly computing more than its peers is named though the
@@ -669,14 +675,7 @@ static void three_ranks_one_computing_more_hidden_by_the_scheduler(void)
 static void three_ranks_one_computing_more_late_in_most_steps(void)
 {
     more_work m = {18, 2, 8.5, 5};
-    for (uint64_t seed = 1; seed <= 6; seed++) {
-        found fd;
-        run_plans(3, 300, seed, plan_third_computes_more, NULL, &m, &fd);
-        const ss_finding *f = first_kind(&fd, "straggler");
-        CHECK(f && f->n_ranks == 1 && f->ranks[0] == 2);
-        if (!f)
-            dump(&fd);
-    }
+    third_rank_named(&m, 6);
 }
 
 /* 400 clean 10 ms steps of 4 ranks in which rank 1, for steps 200-229,
