@@ -197,11 +197,12 @@ static void found_reset(found *fd)
         fd->rank[i] = -2;
 }
 
-/* Ends the job of detectors D fed from B; counts FD's straggler
- * findings. */
-static void end_job(ss_detectors *d, job_step *b, found *fd)
+/* Ends the job of detectors D fed from step buffer B (freed) over the
+ * names STEP_NAMES; counts FD's straggler findings. */
+static void end_job(ss_detectors *d, void *b, const char *const *step_names,
+                    found *fd)
 {
-    ss_detectors_finish(d, names);
+    ss_detectors_finish(d, step_names);
     ss_detectors_destroy(d);
     free(b);
     for (uint32_t i = 0; i < fd->n_ids; i++)
@@ -256,7 +257,7 @@ static void run_job(const job *j, uint64_t seed, found *fd)
         build_step(b, j->world, s, c);
         ss_detectors_step(d, &b->v, names);
     }
-    end_job(d, b, fd);
+    end_job(d, b, names, fd);
 }
 
 /* Whether FD holds a persistent finding on RANK and none on another. */
@@ -439,7 +440,7 @@ static void run_scattered(uint32_t world, uint32_t slow, double slow_ms,
         build_step(b, world, s, c);
         ss_detectors_step(d, &b->v, names);
     }
-    end_job(d, b, fd);
+    end_job(d, b, names, fd);
     if (!found_only(fd, (int32_t)slow))
         fprintf(stderr, "    %u ranks, seed %u: %u findings\n", world,
                 (unsigned)seed, fd->n);
@@ -477,7 +478,7 @@ static void a_rank_last_in_most_steps_late_in_most_is_named(void)
             build_step(b, 4, s, c);
             ss_detectors_step(d, &b->v, names);
         }
-        end_job(d, b, &fd);
+        end_job(d, b, names, &fd);
         CHECK(found_only(&fd, 3));
         if (!found_only(&fd, 3))
             fprintf(stderr, "    seed %u: %u findings\n", (unsigned)seed,
@@ -485,27 +486,76 @@ static void a_rank_last_in_most_steps_late_in_most_is_named(void)
     }
 }
 
-/* ---- two sync points in a step ---- */
+/* ---- steps of three names: two phases and a sync point, or a phase and
+ * two sync points ---- */
 
-enum { TWO_COMPUTE = 0, TWO_FIRST = 1, TWO_SECOND = 2, N_TWO = 3 };
-static const char *const two_names[N_TWO] = {"compute", "allreduce",
-                                             "allreduce.2"};
+enum { N_THREE = 3 };
 
 typedef struct {
-    int64_t phase[MAX_RANKS][N_TWO], sync[MAX_RANKS][N_TWO];
-    double metric[MAX_RANKS][N_TWO];
+    int64_t phase[MAX_RANKS][N_THREE], sync[MAX_RANKS][N_THREE];
+    double metric[MAX_RANKS][N_THREE];
     ss_rank_step ranks[MAX_RANKS];
     ss_phase_stat phases[2];
     ss_sync_stat syncs[2];
     ss_step_view v;
-} two_sync_step;
+} three_name_step;
+
+/* Makes rank R of B present in a step of STEP_MS, with B's phases and
+ * sync arrivals of it and no metric. */
+static void three_name_rank(three_name_step *b, uint32_t r, double step_ms)
+{
+    for (int i = 0; i < N_THREE; i++)
+        b->metric[r][i] = NAN;
+    ss_rank_step *rs = &b->ranks[r];
+    rs->present = 1;
+    rs->step_ns = (int64_t)(step_ms * MS);
+    rs->rss_bytes = rs->device_bytes = rs->begin_ns = SS_MISSING;
+    rs->phase_ns = b->phase[r];
+    rs->sync_arrival_ns = b->sync[r];
+    rs->metric = b->metric[r];
+}
+
+/* Fills B's view of step STEP of WORLD ranks made present by
+ * three_name_rank: its step time, the phases of names 0 and 1, and the
+ * first N_SYNCS sync points of B->syncs (filled by the caller). */
+static void three_name_view(three_name_step *b, uint64_t step,
+                            uint32_t world, uint32_t n_syncs)
+{
+    int64_t vals[MAX_RANKS];
+    ss_step_view *v = &b->v;
+    v->step = step;
+    v->world_size = v->n_present = world;
+    v->n_names = N_THREE;
+    v->ranks = b->ranks;
+    for (uint32_t r = 0; r < world; r++)
+        vals[r] = b->ranks[r].step_ns;
+    ss_stat_compute(&v->step_time, vals, NULL, world);
+    ss_stat_compute(&v->rss, NULL, NULL, 0);
+    ss_stat_compute(&v->device, NULL, NULL, 0);
+    for (int p = 0; p < 2; p++) {
+        for (uint32_t r = 0; r < world; r++)
+            vals[r] = b->phase[r][p];
+        b->phases[p].name = p;
+        ss_stat_compute(&b->phases[p].stat, vals, NULL, world);
+    }
+    v->n_phases = 2;
+    v->phases = b->phases;
+    v->n_syncs = n_syncs;
+    v->syncs = b->syncs;
+}
+
+/* ---- two sync points in a step ---- */
+
+enum { TWO_COMPUTE = 0, TWO_FIRST = 1, TWO_SECOND = 2 };
+static const char *const two_names[N_THREE] = {"compute", "allreduce",
+                                               "allreduce.2"};
 
 /* Step STEP of WORLD ranks that all-reduce twice (a GAN's two networks):
  * rank r computes BEFORE_MS[r], arrives at "allreduce", and every rank
  * leaves it 1 ms after the last arrival; then it computes AFTER_MS[r],
  * arrives at "allreduce.2", and every rank leaves 1 ms after the last
  * arrival there.  Its "allreduce" phase holds both waits. */
-static void build_two_sync_step(two_sync_step *b, uint32_t world,
+static void build_two_sync_step(three_name_step *b, uint32_t world,
                                 uint64_t step, const double *before_ms,
                                 const double *after_ms)
 {
@@ -518,7 +568,7 @@ static void build_two_sync_step(two_sync_step *b, uint32_t world,
         if (leave + after_ms[r] + 1 > end)
             end = leave + after_ms[r] + 1;
     int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
-    int64_t vals[MAX_RANKS], first[MAX_RANKS], second[MAX_RANKS];
+    int64_t first[MAX_RANKS], second[MAX_RANKS];
     for (uint32_t r = 0; r < world; r++) {
         double work = before_ms[r] + after_ms[r];
         b->phase[r][TWO_COMPUTE] = (int64_t)(work * MS);
@@ -528,39 +578,11 @@ static void build_two_sync_step(two_sync_step *b, uint32_t world,
         b->sync[r][TWO_FIRST] = first[r] = begin + (int64_t)(before_ms[r] * MS);
         b->sync[r][TWO_SECOND] = second[r] =
             begin + (int64_t)((leave + after_ms[r]) * MS);
-        for (int i = 0; i < N_TWO; i++)
-            b->metric[r][i] = NAN;
-        ss_rank_step *rs = &b->ranks[r];
-        rs->present = 1;
-        rs->step_ns = (int64_t)(end * MS);
-        rs->rss_bytes = rs->device_bytes = SS_MISSING;
-        rs->begin_ns = SS_MISSING;
-        rs->phase_ns = b->phase[r];
-        rs->sync_arrival_ns = b->sync[r];
-        rs->metric = b->metric[r];
-        vals[r] = rs->step_ns;
-    }
-    ss_step_view *v = &b->v;
-    v->step = step;
-    v->world_size = world;
-    v->n_present = world;
-    v->n_names = N_TWO;
-    v->ranks = b->ranks;
-    ss_stat_compute(&v->step_time, vals, NULL, world);
-    ss_stat_compute(&v->rss, NULL, NULL, 0);
-    ss_stat_compute(&v->device, NULL, NULL, 0);
-    for (int i = 0; i < 2; i++) {
-        for (uint32_t r = 0; r < world; r++)
-            vals[r] = b->phase[r][i];
-        b->phases[i].name = i;
-        ss_stat_compute(&b->phases[i].stat, vals, NULL, world);
+        three_name_rank(b, r, end);
     }
     fill_sync(&b->syncs[0], TWO_FIRST, first, world);
     fill_sync(&b->syncs[1], TWO_SECOND, second, world);
-    v->n_phases = 2;
-    v->phases = b->phases;
-    v->n_syncs = 2;
-    v->syncs = b->syncs;
+    three_name_view(b, step, world, 2);
 }
 
 /* 200 steps of 4 ranks all-reducing twice a step, each computing 10 ms
@@ -573,7 +595,7 @@ static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
     ss_sink sink = {fd, NULL, on_finding};
     ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
     REQUIRE(d);
-    two_sync_step *b = malloc(sizeof *b);
+    three_name_step *b = malloc(sizeof *b);
     REQUIRE(b);
     for (uint64_t s = 0; s < 200; s++) {
         double before[MAX_RANKS], after[MAX_RANKS];
@@ -586,11 +608,7 @@ static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
         build_two_sync_step(b, 4, s, before, after);
         ss_detectors_step(d, &b->v, two_names);
     }
-    ss_detectors_finish(d, two_names);
-    ss_detectors_destroy(d);
-    free(b);
-    for (uint32_t i = 0; i < fd->n_ids; i++)
-        fd->n += fd->rank[i] != -2;
+    end_job(d, b, two_names, fd);
 }
 
 /* A step with two sync points: a rank late only after the first (a GAN's
@@ -953,69 +971,33 @@ static void noise_in_a_phase_explains_no_lateness_outside_it(void)
 
 /* ---- a rank slower at everything ---- */
 
-enum { FORWARD = 0, BACKWARD = 1, REDUCE = 2, N_PHASED = 3 };
-static const char *const phased_names[N_PHASED] = {"forward", "backward",
-                                                   "allreduce"};
-
-typedef struct {
-    int64_t phase[MAX_RANKS][N_PHASED], sync[MAX_RANKS][N_PHASED];
-    double metric[MAX_RANKS][N_PHASED];
-    ss_rank_step ranks[MAX_RANKS];
-    ss_phase_stat phases[2];
-    ss_sync_stat syncs[1];
-    ss_step_view v;
-} phased_step;
+enum { FORWARD = 0, BACKWARD = 1, REDUCE = 2 };
+static const char *const phased_names[N_THREE] = {"forward", "backward",
+                                                  "allreduce"};
 
 /* Step STEP of WORLD ranks: rank r runs forward for FWD_MS[r], then
  * backward for BWD_MS[r], and arrives at the all-reduce, which every rank
  * leaves 1 ms after the last arrival (the wait is no phase of theirs). */
-static void build_phased_step(phased_step *b, uint32_t world, uint64_t step,
-                              const double *fwd_ms, const double *bwd_ms)
+static void build_phased_step(three_name_step *b, uint32_t world,
+                              uint64_t step, const double *fwd_ms,
+                              const double *bwd_ms)
 {
     memset(b, 0, sizeof *b);
     double last = 0;
     for (uint32_t r = 0; r < world; r++)
         last = fmax(last, fwd_ms[r] + bwd_ms[r]);
-    int64_t begin = (int64_t)step * 1000 * (int64_t)MS, vals[MAX_RANKS];
+    int64_t begin = (int64_t)step * 1000 * (int64_t)MS, arrivals[MAX_RANKS];
     for (uint32_t r = 0; r < world; r++) {
         b->phase[r][FORWARD] = (int64_t)(fwd_ms[r] * MS);
         b->phase[r][BACKWARD] = (int64_t)(bwd_ms[r] * MS);
         b->phase[r][REDUCE] = SS_MISSING;
         b->sync[r][FORWARD] = b->sync[r][BACKWARD] = SS_MISSING;
-        b->sync[r][REDUCE] = begin + b->phase[r][FORWARD] +
-                             b->phase[r][BACKWARD];
-        for (int p = 0; p < N_PHASED; p++)
-            b->metric[r][p] = NAN;
-        ss_rank_step *rs = &b->ranks[r];
-        rs->present = 1;
-        rs->step_ns = (int64_t)((last + 1) * MS);
-        rs->rss_bytes = rs->device_bytes = rs->begin_ns = SS_MISSING;
-        rs->phase_ns = b->phase[r];
-        rs->sync_arrival_ns = b->sync[r];
-        rs->metric = b->metric[r];
-        vals[r] = rs->step_ns;
+        b->sync[r][REDUCE] = arrivals[r] = begin + b->phase[r][FORWARD] +
+                                           b->phase[r][BACKWARD];
+        three_name_rank(b, r, last + 1);
     }
-    ss_step_view *v = &b->v;
-    v->step = step;
-    v->world_size = v->n_present = world;
-    v->n_names = N_PHASED;
-    v->ranks = b->ranks;
-    ss_stat_compute(&v->step_time, vals, NULL, world);
-    ss_stat_compute(&v->rss, NULL, NULL, 0);
-    ss_stat_compute(&v->device, NULL, NULL, 0);
-    for (int p = FORWARD; p <= BACKWARD; p++) {
-        for (uint32_t r = 0; r < world; r++)
-            vals[r] = b->phase[r][p];
-        b->phases[p].name = p;
-        ss_stat_compute(&b->phases[p].stat, vals, NULL, world);
-    }
-    for (uint32_t r = 0; r < world; r++)
-        vals[r] = b->sync[r][REDUCE];
-    fill_sync(&b->syncs[0], REDUCE, vals, world);
-    v->n_phases = 2;
-    v->phases = b->phases;
-    v->n_syncs = 1;
-    v->syncs = b->syncs;
+    fill_sync(&b->syncs[0], REDUCE, arrivals, world);
+    three_name_view(b, step, world, 1);
 }
 
 /* 300 steps of WORLD ranks running forward 3 ms and backward 6 ms (2 %
@@ -1029,7 +1011,7 @@ static void phased_job(uint32_t world, double fwd_x, double bwd_x,
     ss_sink sink = {lf, NULL, keep_straggler};
     ss_detectors *d = ss_detectors_create(NULL, world, 0, &sink);
     REQUIRE(d);
-    phased_step *b = malloc(sizeof *b);
+    three_name_step *b = malloc(sizeof *b);
     REQUIRE(b);
     for (uint64_t s = 0; s < 300; s++) {
         double f[MAX_RANKS], w[MAX_RANKS];
