@@ -552,8 +552,8 @@ static ss_name_id next_sync_point(void)
     return id_sync_point[k];
 }
 
-/* At the end of an outermost backward: for the DDPs that all-reduced in
- * it, the step's next sync point (next_sync_point) at this rank's arrival
+/* At the end of an outermost backward (or one an optimizer step runs,
+ * ss__py_auto_closure): for the DDPs that all-reduced in it, the step's next sync point (next_sync_point) at this rank's arrival
  * and the phase "allreduce" from there to now.  Closed clocks are
  * dropped. */
 static void allreduce_waited(void)
@@ -660,6 +660,23 @@ void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
         break;
     }
     Py_CLEAR(t->gpu);
+}
+
+void ss__py_auto_closure(int kind, int entering)
+{
+    if (kind != SS__PY_AUTO_BACKWARD)
+        return;
+    if (entering) {
+        ss_phase_begin(id_backward);
+        return;
+    }
+    if (coll_open) {
+        coll_open = 0;
+        ss_collective_end();
+    }
+    if (PyList_GET_SIZE(clocks))
+        allreduce_waited();
+    ss_phase_end(id_backward);
 }
 
 /* ---- DDP's forward ---- */

@@ -21,6 +21,9 @@
  * forked child, see auto.py).  The depth is per thread. */
 static int auto_on;
 static _Thread_local int auto_depth;
+/* The kind of the outermost wrapper active on this thread (0: one with
+ * callbacks), set as it is entered; read only while one is active. */
+static _Thread_local int auto_outer_kind;
 
 typedef struct {
     PyObject_HEAD
@@ -44,13 +47,73 @@ static PyObject *call_hook(PyObject *cb, PyObject *a, PyObject *b)
     return r;
 }
 
+/* The wrapped call's exception (if any), kept across auto mode's work
+ * after the call: taken by error_keep, put back by error_restore. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *tb;
+#endif
+} kept_error;
+
+static void error_keep(kept_error *k)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    k->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&k->type, &k->value, &k->tb);
+#endif
+}
+
+static void error_restore(kept_error *k)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(k->exc);
+#else
+    PyErr_Restore(k->type, k->value, k->tb);
+#endif
+}
+
+/* Whether a call through SELF is a forward or backward pass that the
+ * outermost optimizer step runs itself (a closure), one wrapper deep:
+ * recorded nested in "optimizer" (ss__py_auto_closure). */
+static int closure_pass(const OuterObject *self)
+{
+    return auto_depth == 1 && auto_outer_kind == SS__PY_AUTO_OPTIMIZER &&
+           (self->kind == SS__PY_AUTO_FORWARD ||
+            self->kind == SS__PY_AUTO_BACKWARD);
+}
+
+/* A closure's pass: its phase, and a backward's all-reduce arrival. */
+static PyObject *closure_call(OuterObject *self, PyObject *const *args,
+                              size_t nargsf, PyObject *kwnames)
+{
+    auto_depth++;
+    ss__py_auto_closure(self->kind, 1);
+    if (self->id)
+        ss_phase_begin(self->id);
+    PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    if (self->id)
+        ss_phase_end(self->id);
+    kept_error kept;
+    error_keep(&kept);
+    ss__py_auto_closure(self->kind, 0);
+    error_restore(&kept);
+    auto_depth--;
+    return res;
+}
+
 static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
                                   size_t nargsf, PyObject *kwnames)
 {
     OuterObject *self = (OuterObject *)self_;
+    if (auto_on && closure_pass(self))
+        return closure_call(self, args, nargsf, kwnames);
     if (!auto_on || auto_depth > 0)
         return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     auto_depth++;
+    auto_outer_kind = self->kind;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *first = nargs > 0 ? args[0] : Py_None;
     if (self->kind) {
@@ -61,18 +124,10 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
         PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
         if (self->id)
             ss_phase_end(self->id);
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *exc = PyErr_GetRaisedException();
-#else
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-#endif
+        kept_error kept;
+        error_keep(&kept);
         ss__py_auto_exit(self->kind, first, &t, res == NULL);
-#if PY_VERSION_HEX >= 0x030C0000
-        PyErr_SetRaisedException(exc);
-#else
-        PyErr_Restore(type, value, tb);
-#endif
+        error_restore(&kept);
         auto_depth--;
         return res;
     }
@@ -87,20 +142,12 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
         ss_phase_end(self->id);
     if (self->exit != Py_None) {
         /* The call's exception (if any) is kept across the callback. */
-#if PY_VERSION_HEX >= 0x030C0000
-        PyObject *exc = PyErr_GetRaisedException();
-#else
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-#endif
+        kept_error kept;
+        error_keep(&kept);
         PyObject *r = call_hook(self->exit, token ? token : Py_None,
                                 res ? Py_False : Py_True);
         Py_XDECREF(r);
-#if PY_VERSION_HEX >= 0x030C0000
-        PyErr_SetRaisedException(exc);
-#else
-        PyErr_Restore(type, value, tb);
-#endif
+        error_restore(&kept);
     }
     Py_XDECREF(token);
     auto_depth--;

@@ -119,4 +119,13 @@ void ss__py_auto_enter(int kind, PyObject *obj, ss__py_auto_token *t);
 void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
                       int failed);
 
+/* Around a forward or backward pass (KIND) that the outermost optimizer
+ * step runs itself (a closure: LBFGS, a sharpness-aware step): ENTERING 1
+ * before the call, 0 after it.  A backward's phase nests in "optimizer"
+ * and its all-reduce arrival is the step's next sync point, as at an
+ * outermost backward; numerics, CUDA events and the first-call callback
+ * stay with the outermost calls.  Never raises; the error indicator must
+ * be clear on entry. */
+void ss__py_auto_closure(int kind, int entering);
+
 #endif

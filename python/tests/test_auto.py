@@ -259,6 +259,69 @@ def test_a_gan_straggler_late_after_the_first_allreduce(store, tmp_path):
     assert "the step's later sync point" in hits[0]["message"], hits[0]
 
 
+CLOSURE_SCRIPT = r'''
+import json, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+torch.set_num_threads(1)
+slow = int(sys.argv[1])
+model = DDP(torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 4)))
+# two passes a step: the first evaluation and one more iteration
+opt = torch.optim.LBFGS(model.parameters(), lr=0.05, max_iter=2,
+                        tolerance_grad=0, tolerance_change=0)
+lossf = torch.nn.CrossEntropyLoss()
+gen = torch.Generator().manual_seed(dist.get_rank())
+for it in range(120):
+    x = torch.randn(32, 16, generator=gen)
+    y = torch.randint(0, 4, (32,), generator=gen)
+
+    def closure():
+        opt.zero_grad()
+        loss = lossf(model(x), y)
+        if dist.get_rank() == slow:
+            time.sleep(0.008)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+print("RESULT " + json.dumps({"rank": dist.get_rank()}))
+'''
+
+
+@pytest.mark.parametrize("slow", [1, -1])
+def test_an_optimizer_with_a_closure(store, tmp_path, slow):
+    """LBFGS runs the forward and backward passes itself, in its step's
+    closure: they are recorded nested in "optimizer", each backward's
+    all-reduce arrival a sync point of the step, and a rank that sleeps
+    8 ms in every closure is the straggler (its optimizer step's own time
+    explains it); without one, nothing is found."""
+    script = tmp_path / "closure.py"
+    script.write_text(CLOSURE_SCRIPT)
+    job = run_job(store, 3, [PYTHON, str(script), str(slow)], extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    assert [s["name"] for s in rep["steps"]["syncs"]] == \
+        ["allreduce", "allreduce.2"]
+    for (step, rank), row in job.rank_steps().items():
+        assert PHASES - {"data"} <= set(row["phases"]), (step, rank, row)
+        assert row["counts"]["backward"] == 2, (step, rank, row)
+        own = row["self"]
+        assert 0 <= own["optimizer"] < row["phases"]["optimizer"]
+        assert row["phases"]["optimizer"] >= (row["phases"]["forward"] +
+                                              row["phases"]["backward"])
+    hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    if slow < 0:
+        assert rep["findings"] == [], rep["findings"]
+        return
+    assert [f["ranks"] for f in hits] == [[slow]], rep["findings"]
+    assert hits[0]["phase"] == "optimizer", hits[0]
+
+
 SPAWN_SCRIPT = r'''
 import json, os, sys
 import torch
