@@ -1088,7 +1088,8 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
      * after each of several backward passes (a GAN's two networks, say)
      * has a rank's lateness at each, and a rank late only after the first
      * is late all the same.  A rank without an arrival at one of them has
-     * none. */
+     * none.  The reference named is the one reached first (by its median
+     * arrival). */
     int best = -1;
     uint32_t best_n = 1;
     for (uint32_t i = 0; i < v->n_syncs; i++)
@@ -1098,6 +1099,7 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
             best = v->syncs[i].name;
         }
     if (best >= 0) {
+        int64_t first_med = INT64_MAX;
         int64_t *arrival = sg->i64 + world;
         for (uint32_t r = 0; r < world; r++)
             late[r] = v->ranks[r].present ? 0 : SS_MISSING;
@@ -1113,6 +1115,10 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
                     arrival[n++] = rs->sync_arrival_ns[name];
             }
             int64_t med = ss_median_i64(arrival, n);
+            if (med < first_med) {
+                first_med = med;
+                best = name;
+            }
             ++*points;
             for (uint32_t r = 0; r < world; r++) {
                 int64_t at = v->ranks[r].present

@@ -587,8 +587,10 @@ static void build_two_sync_step(three_name_step *b, uint32_t world,
 
 /* 200 steps of 4 ranks all-reducing twice a step, each computing 10 ms
  * (+-2 %) before each; rank SLOW (-1: none) computes 6 ms more before the
- * first sync point when FIRST, else before the second.  Fills FD. */
-static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
+ * first sync point when FIRST, else before the second; the step lists
+ * the second first when LATER_LISTED_FIRST.  Fills FD. */
+static void run_two_syncs(int32_t slow, int first, uint64_t seed,
+                          int later_listed_first, found *fd)
 {
     rng_state = 0x9e3779b97f4a7c15ULL * seed;
     found_reset(fd);
@@ -606,6 +608,11 @@ static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
         if (slow >= 0)
             (first ? before : after)[slow] += 6;
         build_two_sync_step(b, 4, s, before, after);
+        if (later_listed_first) {
+            ss_sync_stat first_listed = b->syncs[0];
+            b->syncs[0] = b->syncs[1];
+            b->syncs[1] = first_listed;
+        }
         ss_detectors_step(d, &b->v, two_names);
     }
     end_job(d, b, two_names, fd);
@@ -614,16 +621,26 @@ static void run_two_syncs(int32_t slow, int first, uint64_t seed, found *fd)
 /* A step with two sync points: a rank late only after the first (a GAN's
  * generator slower on one rank, between its discriminator's all-reduce
  * and its own) is named as one late before it is; a clean job has no
- * finding.  A rank's lateness is summed over the sync points. */
+ * finding.  A rank's lateness is summed over the sync points, and the
+ * one the finding names is the one reached first, in whatever order the
+ * step lists them (the order names entered the run's table: a sharded
+ * optimizer's broadcast may be named before the all-reduce that precedes
+ * it in every step). */
 static void lateness_after_the_first_sync_point_counts(void)
 {
     for (uint64_t seed = 1; seed <= 3; seed++) {
         found fd;
-        run_two_syncs(2, 0, seed, &fd);
+        run_two_syncs(2, 0, seed, 0, &fd);
         CHECK(found_only(&fd, 2));
-        run_two_syncs(1, 1, seed, &fd);
+        CHECK(strstr(fd.message, "reaches allreduce and the step's later "
+                                 "sync point") != NULL);
+        run_two_syncs(1, 1, seed, 0, &fd);
         CHECK(found_only(&fd, 1));
-        run_two_syncs(-1, 0, seed, &fd);
+        run_two_syncs(1, 1, seed, 1, &fd);
+        CHECK(found_only(&fd, 1));
+        CHECK(strstr(fd.message, "reaches allreduce and the step's later "
+                                 "sync point") != NULL);
+        run_two_syncs(-1, 0, seed, 0, &fd);
         CHECK_EQ_INT(fd.n, 0);
     }
 }
