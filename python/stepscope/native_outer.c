@@ -75,6 +75,12 @@ static void error_restore(kept_error *k)
 #endif
 }
 
+int ss__py_auto_in_optimizer(void)
+{
+    return auto_on && auto_depth > 0 &&
+           auto_outer_kind == SS__PY_AUTO_OPTIMIZER;
+}
+
 /* Whether a call through SELF is a forward or backward pass that the
  * outermost optimizer step runs itself (a closure), one wrapper deep:
  * recorded nested in "optimizer" (ss__py_auto_closure). */

@@ -240,9 +240,14 @@ static _Thread_local unsigned collective_depth;
  * call, which only launches it) a phase of that name begins: a script's
  * own collectives (a loop that all-reduces its gradients itself) are where
  * its ranks wait for each other, which the straggler detector finds as
- * the phase holding the synchronization.  No arrival is recorded: DDP's
- * all-reduce has its own, and a collective after it (a loss averaged for
- * logging) would be reached by every rank at once. */
+ * the phase holding the synchronization.  No arrival is recorded (DDP's
+ * all-reduce has its own, and a collective after it, a loss averaged for
+ * logging, would be reached by every rank at once) but inside auto mode's
+ * optimizer step: a sharded optimizer's (ZeroRedundancyOptimizer's
+ * broadcast of the parameters each rank updated, async or not) is
+ * reached by each rank after its own update, and its first call of the
+ * step is an arrival of the kind's name (ss_sync_at keeps a step's
+ * first). */
 static PyObject *m_collective_begin(PyObject *m, PyObject *const *args,
                                     Py_ssize_t nargs)
 {
@@ -254,6 +259,8 @@ static PyObject *m_collective_begin(PyObject *m, PyObject *const *args,
     int timed = PyObject_IsTrue(args[1]);
     if (timed < 0)
         return NULL;
+    if (ss__py_auto_in_optimizer())
+        ss_sync_at(id, ss_now_ns());
     ss_collective_begin(id);
     if (collective_depth < COLLECTIVE_DEPTH) {
         if (timed)

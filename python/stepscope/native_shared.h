@@ -128,4 +128,8 @@ void ss__py_auto_exit(int kind, PyObject *obj, ss__py_auto_token *t,
  * be clear on entry. */
 void ss__py_auto_closure(int kind, int entering);
 
+/* Whether this thread is inside auto mode's outermost optimizer step
+ * (native_outer.c). */
+int ss__py_auto_in_optimizer(void);
+
 #endif

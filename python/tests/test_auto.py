@@ -322,6 +322,59 @@ def test_an_optimizer_with_a_closure(store, tmp_path, slow):
     assert hits[0]["phase"] == "optimizer", hits[0]
 
 
+ZERO_SCRIPT = r'''
+import json, sys, time
+import torch
+import torch.distributed as dist
+from torch.distributed.optim import ZeroRedundancyOptimizer
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+torch.set_num_threads(1)
+slow = int(sys.argv[1])
+model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(),
+                                torch.nn.Linear(128, 4)))
+opt = ZeroRedundancyOptimizer(model.parameters(),
+                              optimizer_class=torch.optim.Adam, lr=1e-3)
+lossf = torch.nn.CrossEntropyLoss()
+gen = torch.Generator().manual_seed(dist.get_rank())
+for it in range(120):
+    opt.zero_grad()
+    lossf(model(torch.randn(32, 32, generator=gen)),
+          torch.randint(0, 4, (32,), generator=gen)).backward()
+    if dist.get_rank() == slow:
+        time.sleep(0.008)  # after the all-reduce, before its shard's update
+    opt.step()
+print("RESULT " + json.dumps({"rank": dist.get_rank()}))
+'''
+
+
+@pytest.mark.parametrize("slow", [1, -1])
+def test_a_sharded_optimizer_s_broadcast_is_a_sync_point(store, tmp_path,
+                                                         slow):
+    """ZeroRedundancyOptimizer broadcasts the parameters each rank updated
+    inside its step: every rank reaches it after its own update, so the
+    broadcast is a sync point of the step ("broadcast", beside DDP's
+    "allreduce"), and a rank that sleeps 8 ms between its all-reduce and
+    its step, late there only, is the straggler; without one, nothing is
+    found."""
+    script = tmp_path / "zero.py"
+    script.write_text(ZERO_SCRIPT)
+    job = run_job(store, 3, [PYTHON, str(script), str(slow)], extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    assert sorted(s["name"] for s in rep["steps"]["syncs"]) == \
+        ["allreduce", "broadcast"]
+    if slow < 0:
+        assert rep["findings"] == [], rep["findings"]
+        return
+    hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert [f["ranks"] for f in hits] == [[slow]], rep["findings"]
+    assert "reaches allreduce and the step's later sync point" in \
+        hits[0]["message"], hits[0]
+
+
 SPAWN_SCRIPT = r'''
 import json, os, sys
 import torch
