@@ -211,6 +211,8 @@ typedef struct {
     float *med_host_ms; /* the median rank's loss to the host; NaN unknown */
     uint8_t *method;
     uint8_t *points;    /* by arrival: the sync points summed (up to 255) */
+    uint8_t *waits;     /* by arrival: the ranks' waits in the script's own
+                           collectives were taken out (collective_waits) */
     ss__name_idx *ref;
     int32_t *last_of;   /* the step's last rank; -1 none */
     uint32_t rare_waits; /* every rank's rare waits since the start */
@@ -608,6 +610,9 @@ typedef struct {
     uint32_t rank;         /* the rank summarized */
     uint32_t points;       /* by arrival: the most sync points a step's
                               lateness was summed over */
+    int waits;             /* by arrival: in some step, the ranks' waits
+                              in the script's own collectives were taken
+                              out */
     int64_t clock_bound_ns;/* arrivals: the largest clock error bound
                               among the ranks compared; 0 otherwise */
     int clock_uncertain;   /* the median lateness lies within it */
@@ -700,6 +705,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
             ref_votes[sg->ref[k]]++;
             if (sg->points[k] > out->points)
                 out->points = sg->points[k];
+            out->waits |= sg->waits[k];
         }
     }
     for (int p = 0; p < SS_MAX_RUN_NAMES; p++)
@@ -841,6 +847,8 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
     if (s->method == M_ARRIVAL) {
         ss__evidence_str(ev, "sync", ss__name_of(d, s->ref));
         ss__evidence_num(ev, "sync_points", s->points);
+        if (s->waits)
+            ss__evidence_int(ev, "collective_waits_out", 1);
     }
     ss__evidence_clock_bound(ev, s->clock_bound_ns, s->clock_uncertain);
     if (s->method == M_SYNC_PHASE)
@@ -893,9 +901,12 @@ static void lateness_words(const ss_detectors *d, const late_summary *s,
         snprintf(later, sizeof later, " and the step's %u later sync points",
                  s->points - 1);
     if (s->method == M_ARRIVAL)
-        snprintf(buf, len, "it reaches %s%s %s ms (+%d %% of a median step) "
-                 "%safter %s%s%s", ss__name_of(d, s->ref), later, ms, pct,
-                 s->points > 1 ? "in all " : "", ref, clock,
+        snprintf(buf, len, "it reaches %s%s%s %s ms (+%d %% of a median step) "
+                 "%safter %s%s%s", ss__name_of(d, s->ref), later,
+                 s->waits ? ", counting the time the others waited for it "
+                            "in the script's own collectives,"
+                          : "",
+                 ms, pct, s->points > 1 ? "in all " : "", ref, clock,
                  s->clock_uncertain ? ", within the clocks' error, so this "
                                       "is uncertain: clock error alone "
                                       "could make it look late"
@@ -1066,17 +1077,92 @@ static void open_burst(straggler *sg, uint32_t r)
     sr->burst = any;
 }
 
+/* The phases auto mode records around the script's own torch.distributed
+ * calls (docs/python.md), where a rank waits for its peers. */
+static const char *const COLLECTIVE_PHASES[] = {
+    "all_reduce", "broadcast", "barrier", "all_gather",
+    "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
+    "reduce_scatter_tensor", "reduce", "gather", "scatter", "all_to_all",
+    "all_to_all_single", "broadcast_object_list", "monitored_barrier"};
+
+static int collective_phase(const ss_detectors *d, int name)
+{
+    const char *s = ss__name_of(d, name);
+    for (size_t i = 0; i < sizeof COLLECTIVE_PHASES / sizeof *COLLECTIVE_PHASES;
+         i++)
+        if (strcmp(s, COLLECTIVE_PHASES[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Takes the ranks' waits in the script's own collectives out of their
+ * lateness LATE by arrival at step V's sync points: each rank's time in
+ * those phases (self time where known, so that one nested in another
+ * counts once; none where it has none) over the median rank's is taken
+ * from its lateness.  A rank waits there for another (its group's last),
+ * so that time is not its own: a loss all-reduced for logging after the
+ * optimizer step evens the ranks out before the next step's all-reduce,
+ * and the rank whose optimizer step was slower is late only by how much
+ * less it waited there; with tensor parallelism inside data parallelism,
+ * a rank's tensor-parallel peer waits for it in the forward's all_reduce
+ * and reaches the data-parallel all-reduce as late as it does.  Returns
+ * 1 if the step had such waits (in two ranks or more).
+ */
+static int collective_waits_out(const ss_detectors *d, straggler *sg,
+                                const ss_step_view *v, uint32_t world,
+                                int64_t *late)
+{
+    int64_t *wait = sg->i64 + world; /* the arrivals are no longer needed */
+    uint32_t phases = 0;
+    for (uint32_t r = 0; r < world; r++)
+        wait[r] = 0;
+    for (uint32_t i = 0; i < v->n_phases; i++) {
+        int p = v->phases[i].name;
+        if (p < 0 || (uint32_t)p >= v->n_names || v->phases[i].stat.n < 2 ||
+            !collective_phase(d, p))
+            continue;
+        phases++;
+        for (uint32_t r = 0; r < world; r++) {
+            const ss_rank_step *rs = &v->ranks[r];
+            if (!rs->present || rs->phase_ns[p] == SS_MISSING)
+                continue;
+            int64_t own = rs->phase_self_ns &&
+                                  rs->phase_self_ns[p] != SS_MISSING
+                              ? rs->phase_self_ns[p]
+                              : rs->phase_ns[p];
+            wait[r] += own;
+        }
+    }
+    if (phases == 0)
+        return 0;
+    uint32_t n = 0;
+    for (uint32_t r = 0; r < world; r++)
+        if (late[r] != SS_MISSING)
+            sg->f64[n++] = (double)wait[r];
+    if (n < 2)
+        return 0;
+    double med = ss_median_f64(sg->f64, n);
+    for (uint32_t r = 0; r < world; r++)
+        if (late[r] != SS_MISSING)
+            late[r] -= (int64_t)((double)wait[r] - med);
+    return 1;
+}
+
 /* Picks how lateness is measured in this step and fills LATE (ns, per
  * rank; SS_MISSING where not measurable).  Returns the method and sets
  * *REF to the sync point (the first of them) or sync phase used, and
- * *POINTS to how many sync points were summed (0 not by arrival). */
+ * *POINTS to how many sync points were summed (0 not by arrival), *WAITS
+ * to whether the ranks' waits in the script's own collectives were taken
+ * out (collective_waits_out). */
 static int measure_lateness(const ss_detectors *d, straggler *sg,
                             const ss_step_view *v, uint32_t world,
                             double thr_ns, int64_t *late, int *ref,
-                            uint32_t *points)
+                            uint32_t *points, int *waits)
 {
     *ref = NO_NAME;
     *points = 0;
+    *waits = 0;
     for (uint32_t r = 0; r < world; r++)
         late[r] = SS_MISSING;
 
@@ -1130,6 +1216,7 @@ static int measure_lateness(const ss_detectors *d, straggler *sg,
             }
         }
         *ref = best;
+        *waits = collective_waits_out(d, sg, v, world, late);
         return M_ARRIVAL;
     }
 
@@ -1432,6 +1519,7 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->chance[idx] = 0;
     sg->method[idx] = M_NONE;
     sg->points[idx] = 0;
+    sg->waits[idx] = 0;
     sg->ref[idx] = NO_NAME;
     sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
@@ -1444,9 +1532,10 @@ static void record_step(ss_detectors *d, straggler *sg,
         thr_ms = floor_ms;
     int ref;
     uint32_t points;
+    int waits;
     int64_t *late = sg->i64;
     int method = measure_lateness(d, sg, v, world, thr_ms * 1e6, late, &ref,
-                                  &points);
+                                  &points, &waits);
     if (two_ranks_against_each_other(late, world) < 2)
         return;
     /* the last rank: strictly later than every other (a tie has none) */
@@ -1472,6 +1561,7 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->chance[idx] = (float)(1.0 / n);
     sg->method[idx] = (uint8_t)method;
     sg->points[idx] = (uint8_t)(points < 255 ? points : 255);
+    sg->waits[idx] = (uint8_t)waits;
     sg->last_of[idx] = last_rank;
     sg->ref[idx] = (ss__name_idx)ref;
     for (uint32_t r = 0; r < world; r++) {
@@ -1806,6 +1896,7 @@ static void straggler_destroy(void *state)
     free(sg->med_host_ms);
     free(sg->method);
     free(sg->points);
+    free(sg->waits);
     free(sg->ref);
     free(sg->last_of);
     free(sg->late_ms);
@@ -1859,6 +1950,7 @@ static void *straggler_create(ss_detectors *d)
     sg->med_host_ms = ss__zalloc(sw, sizeof *sg->med_host_ms);
     sg->method = ss__zalloc(sw, sizeof *sg->method);
     sg->points = ss__zalloc(sw, sizeof *sg->points);
+    sg->waits = ss__zalloc(sw, sizeof *sg->waits);
     sg->ref = ss__zalloc(sw, sizeof *sg->ref);
     sg->last_of = ss__zalloc(sw, sizeof *sg->last_of);
     sg->late_ms = ss__zalloc(w * sw, sizeof *sg->late_ms);
@@ -1873,7 +1965,7 @@ static void *straggler_create(ss_detectors *d)
     sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
     sg->i64 = ss__zalloc(2 * w, sizeof *sg->i64);
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
-        !sg->method || !sg->points || !sg->ref || !sg->last_of || !sg->late_ms ||
+        !sg->method || !sg->points || !sg->waits || !sg->ref || !sg->last_of || !sg->late_ms ||
         !sg->expl_ms ||
         !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {

@@ -645,6 +645,102 @@ static void lateness_after_the_first_sync_point_counts(void)
     }
 }
 
+/* ---- a collective of the script's own beside the all-reduce ---- */
+
+enum { OWN_COMPUTE = 0, OWN_COLLECTIVE = 1, OWN_SYNC = 2 };
+static const char *const own_names[N_THREE] = {"compute", "all_reduce",
+                                               "allreduce"};
+
+/* Step STEP of WORLD ranks with an all_reduce of the script's own before
+ * the all-reduce "allreduce" (a sync point): rank r computes BEFORE_MS[r]
+ * and reaches the all_reduce, where it waits for the last rank of its
+ * group (every rank; with PAIRS its pair, ranks 0 and 1, 2 and 3: tensor
+ * parallelism inside data parallelism), leaves 0.5 ms after it, computes
+ * AFTER_MS[r] and arrives at "allreduce"; every rank leaves it 1 ms after
+ * the last arrival. */
+static void build_own_collective_step(three_name_step *b, uint32_t world,
+                                      uint64_t step, const double *before_ms,
+                                      const double *after_ms, int pairs)
+{
+    memset(b, 0, sizeof *b);
+    double leave[MAX_RANKS], end = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        uint32_t lo = pairs ? r & ~1u : 0, hi = pairs ? lo + 2 : world;
+        leave[r] = 0;
+        for (uint32_t q = lo; q < hi && q < world; q++)
+            if (before_ms[q] + 0.5 > leave[r])
+                leave[r] = before_ms[q] + 0.5;
+        if (leave[r] + after_ms[r] + 1 > end)
+            end = leave[r] + after_ms[r] + 1;
+    }
+    int64_t begin = (int64_t)step * 1000 * (int64_t)MS;
+    int64_t arrival[MAX_RANKS];
+    for (uint32_t r = 0; r < world; r++) {
+        b->phase[r][OWN_COMPUTE] =
+            (int64_t)((before_ms[r] + after_ms[r]) * MS);
+        b->phase[r][OWN_COLLECTIVE] = (int64_t)((leave[r] - before_ms[r]) * MS);
+        b->phase[r][OWN_SYNC] = SS_MISSING;
+        b->sync[r][OWN_COMPUTE] = b->sync[r][OWN_COLLECTIVE] = SS_MISSING;
+        b->sync[r][OWN_SYNC] = arrival[r] =
+            begin + (int64_t)((leave[r] + after_ms[r]) * MS);
+        three_name_rank(b, r, end);
+    }
+    fill_sync(&b->syncs[0], OWN_SYNC, arrival, world);
+    three_name_view(b, step, world, 1);
+}
+
+/* 200 steps of 4 ranks computing 10 ms (+-2 %) before their all_reduce and
+ * 10 ms after it; rank SLOW (-1: none) computes 6 ms more before it.
+ * PAIRS as for build_own_collective_step.  Fills FD. */
+static void run_own_collective(int32_t slow, int pairs, uint64_t seed,
+                               found *fd)
+{
+    rng_state = 0x9e3779b97f4a7c15ULL * seed;
+    found_reset(fd);
+    ss_sink sink = {fd, NULL, on_finding};
+    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
+    REQUIRE(d);
+    three_name_step *b = malloc(sizeof *b);
+    REQUIRE(b);
+    for (uint64_t s = 0; s < 200; s++) {
+        double before[MAX_RANKS], after[MAX_RANKS];
+        for (uint32_t r = 0; r < 4; r++) {
+            before[r] = 10 * (1 + 0.02 * gauss());
+            after[r] = 10 * (1 + 0.02 * gauss());
+        }
+        if (slow >= 0)
+            before[slow] += 6;
+        build_own_collective_step(b, 4, s, before, after, pairs);
+        ss_detectors_step(d, &b->v, own_names);
+    }
+    end_job(d, b, own_names, fd);
+}
+
+/* A rank's wait in a collective of the script's own is not its lateness,
+ * and the others' wait there for it is: a rank slower before a loss
+ * all-reduced for every rank (which evens the ranks out before the
+ * all-reduce) is named, and so is a rank slower before its tensor-parallel
+ * pair's all_reduce, not its pair, which reaches the data-parallel
+ * all-reduce as late as it does; clean jobs have no finding. */
+static void waits_in_the_script_s_collectives_are_not_lateness(void)
+{
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        found fd;
+        run_own_collective(2, 0, seed, &fd);
+        CHECK(found_only(&fd, 2));
+        CHECK(strstr(fd.message, "counting the time the others waited for "
+                                 "it in the script's own collectives") != NULL);
+        run_own_collective(1, 1, seed, &fd);
+        CHECK(found_only(&fd, 1));
+        run_own_collective(2, 1, seed, &fd);
+        CHECK(found_only(&fd, 2));
+        run_own_collective(-1, 0, seed, &fd);
+        CHECK_EQ_INT(fd.n, 0);
+        run_own_collective(-1, 1, seed, &fd);
+        CHECK_EQ_INT(fd.n, 0);
+    }
+}
+
 /* Of three ranks whose arrival scatters by +-12 ms, rank 2 computes 10 ms
  * more in every step: its median lateness (about 6 ms, the median rank
  * being the later of its peers) is within their noise, yet it is the last
@@ -1346,4 +1442,5 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(three_ranks_one_last_in_most_steps_is_named),
           TEST(four_ranks_one_last_in_two_steps_of_three_is_named),
           TEST(lateness_after_the_first_sync_point_counts),
+          TEST(waits_in_the_script_s_collectives_are_not_lateness),
           TEST(a_rank_last_in_most_steps_late_in_most_is_named))
