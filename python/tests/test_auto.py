@@ -375,6 +375,100 @@ def test_a_sharded_optimizer_s_broadcast_is_a_sync_point(store, tmp_path,
         hits[0]["message"], hits[0]
 
 
+OWN_COLLECTIVE_SCRIPT = r'''
+import json, sys, time
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+torch.set_num_threads(1)
+shape, slow = sys.argv[1], int(sys.argv[2])
+if shape == "tp":
+    # tensor parallelism in pairs (0 and 1, 2 and 3) inside data
+    # parallelism across them (0 and 2, 1 and 3)
+    tp = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    dp = [dist.new_group([0, 2]), dist.new_group([1, 3])][rank % 2]
+else:
+    tp, dp = None, None
+
+
+class TensorParallelSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x = x.clone()
+        dist.all_reduce(x, group=tp)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 128)
+        self.fc2 = torch.nn.Linear(128, 4)
+
+    def forward(self, x):
+        if rank == slow and shape == "tp":
+            time.sleep(0.008)  # before its pair's all_reduce
+        h = torch.relu(self.fc1(x))
+        if tp is not None:
+            h = TensorParallelSum.apply(h)
+        return self.fc2(h)
+
+
+model = DDP(Net(), process_group=dp)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+lossf = torch.nn.CrossEntropyLoss()
+gen = torch.Generator().manual_seed(rank % 2 if shape == "tp" else rank)
+for it in range(150):
+    opt.zero_grad()
+    loss = lossf(model(torch.randn(32, 64, generator=gen)),
+                 torch.randint(0, 4, (32,), generator=gen))
+    loss.backward()
+    if rank == slow and shape == "log":
+        time.sleep(0.008)  # after its all-reduce, before its update
+    opt.step()
+    if shape == "log":
+        # the loss averaged over the ranks for logging
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        mean.item()
+print("RESULT " + json.dumps({"rank": rank}))
+'''
+
+
+@pytest.mark.parametrize("shape,world,slow", [("log", 3, 1), ("log", 3, -1),
+                                              ("tp", 4, 1), ("tp", 4, -1)])
+def test_waits_in_the_script_s_collectives_are_not_lateness(
+        store, tmp_path, shape, world, slow):
+    """A loss all-reduced for logging after every optimizer step evens the
+    ranks out before the next step's all-reduce: a rank slower between its
+    all-reduce and that collective is named all the same, by how much the
+    others waited for it there.  Tensor parallelism in pairs inside data
+    parallelism: a rank slower before its pair's all_reduce is named, not
+    its pair, which waits for it and reaches the data-parallel all-reduce
+    as late as it does.  Clean jobs: nothing found."""
+    script = tmp_path / "own_collective.py"
+    script.write_text(OWN_COLLECTIVE_SCRIPT)
+    job = run_job(store, world, [PYTHON, str(script), shape, str(slow)],
+                  extra=["--auto"])
+    assert job.returncode == 0, job.stderr
+    rep = job.report()
+    if slow < 0:
+        assert rep["findings"] == [], rep["findings"]
+        return
+    hits = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    assert [f["ranks"] for f in hits] == [[slow]], rep["findings"]
+    assert "counting the time the others waited for it in the script's " \
+        "own collectives" in hits[0]["message"], hits[0]
+
+
 SPAWN_SCRIPT = r'''
 import json, os, sys
 import torch
