@@ -1005,7 +1005,7 @@ static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
  * finding unless it cost the job less than straggler.min_cost_ms in
  * all (the median lateness times its late steps: on steps of a few ms,
  * two ranks' scheduling alone makes bursts of 10 to 30 ms in a clean
- * job), or, over all its steps, the lateness is not its own
+ * job; twice that of two ranks), or, over all its steps, the lateness is not its own
  * (own_lateness: a burst opened on a few noisy steps), or the host
  * explains it by the rank's waiting for a CPU (another process shared its
  * core for a while: the machine's load, not the job's straggler; a
@@ -1026,8 +1026,12 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     summarize(d, sg, r, &sc, &s);
     if (s.n_late == 0 || !own_lateness(d, sg, r, &sc, 1))
         return; /* over the whole burst, noise or the host alike */
-    if (s.late_med_ms * s.n_late < d->p[P_S_MIN_COST_MS])
-        return; /* a burst of a few ms in all: a person would not care */
+    /* a burst of a few ms in all: a person would not care; of two ranks,
+     * each is the last one in half the steps by chance and its lateness
+     * is the gap between the two, so twice that */
+    double min_cost = d->p[P_S_MIN_COST_MS] * (sg->world == 2 ? 2 : 1);
+    if (s.late_med_ms * s.n_late < min_cost)
+        return;
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE ||
         ss__host_busy_core_moment(d, r, s.first, s.last, s.late_med_ms))

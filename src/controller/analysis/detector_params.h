@@ -46,8 +46,9 @@
       "the whole window")                                                     \
     X(P_S_MIN_COST_MS, "straggler.min_cost_ms", 50, "ms", 0, 1e9,             \
       "an episode is reported once its lateness has cost the job this much "  \
-      "in all (a burst: median lateness times late steps; a persistent "      \
-      "episode: its late steps' lateness from the window that opened it)")    \
+      "in all (a burst: median lateness times late steps, twice this of "     \
+      "two ranks; a persistent episode: its late steps' lateness from the "   \
+      "window that opened it)")                                               \
     X(P_S_CRIT_FRAC, "straggler.critical_frac", 0.25, "ratio", 0, 100,        \
       "critical when the median lateness is this fraction of a median step")  \
     X(P_S_SYNC_RATIO, "straggler.sync_phase_ratio", 0.5, "ratio", 0, 1,       \
