@@ -553,9 +553,9 @@ static ss_name_id next_sync_point(void)
 }
 
 /* At the end of an outermost backward (or one an optimizer step runs,
- * ss__py_auto_closure): for the DDPs that all-reduced in it, the step's next sync point (next_sync_point) at this rank's arrival
- * and the phase "allreduce" from there to now.  Closed clocks are
- * dropped. */
+ * ss__py_auto_closure): for the DDPs that all-reduced in it, the step's
+ * next sync point (next_sync_point) at this rank's arrival and the phase
+ * "allreduce" from there to now.  Closed clocks are dropped. */
 static void allreduce_waited(void)
 {
     int64_t arrival = -1, ns;

@@ -212,7 +212,8 @@ typedef struct {
     uint8_t *method;
     uint8_t *points;    /* by arrival: the sync points summed (up to 255) */
     uint8_t *waits;     /* by arrival: the ranks' waits in the script's own
-                           collectives were taken out (collective_waits) */
+                           collectives were taken out
+                           (collective_waits_out) */
     ss__name_idx *ref;
     int32_t *last_of;   /* the step's last rank; -1 none */
     uint32_t rare_waits; /* every rank's rare waits since the start */
@@ -1002,17 +1003,18 @@ static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 
 /*
  * Rank R's transient burst ended (or the run ends).  It becomes a
- * finding unless it cost the job less than straggler.min_cost_ms in
- * all (the median lateness times its late steps: on steps of a few ms,
- * two ranks' scheduling alone makes bursts of 10 to 30 ms in a clean
- * job; twice that of two ranks), or, over all its steps, the lateness is not its own
- * (own_lateness: a burst opened on a few noisy steps), or the host
- * explains it by the rank's waiting for a CPU (another process shared its
- * core for a while: the machine's load, not the job's straggler; a
- * starvation that lasts is the host detector's cpu_starved); it stays pending
- * until the rank has been seen in
- * straggler.min_steps steps, because a burst at the very start may be the
- * opening of a persistent episode.
+ * finding unless it cost the job less than straggler.min_cost_ms in all
+ * (the median lateness times its late steps: on steps of a few ms, two
+ * ranks' scheduling alone makes bursts of 10 to 30 ms in a clean job),
+ * twice that in a job of two ranks (their clean scheduling makes bursts
+ * of ~60 ms on 10 ms steps), or, over all its steps, the lateness is not
+ * its own (own_lateness: a burst opened on a few noisy steps), or the
+ * host explains it by the rank's waiting for a CPU (another process
+ * shared its core for a while: the machine's load, not the job's
+ * straggler; a starvation that lasts is the host detector's
+ * cpu_starved); it stays pending until the rank has been seen in
+ * straggler.min_steps steps, because a burst at the very start may be
+ * the opening of a persistent episode.
  */
 static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
 {
@@ -1155,7 +1157,7 @@ static int collective_waits_out(const ss_detectors *d, straggler *sg,
 
 /* Picks how lateness is measured in this step and fills LATE (ns, per
  * rank; SS_MISSING where not measurable).  Returns the method and sets
- * *REF to the sync point (the first of them) or sync phase used, and
+ * *REF to the sync point (the one reached first) or sync phase used, and
  * *POINTS to how many sync points were summed (0 not by arrival), *WAITS
  * to whether the ranks' waits in the script's own collectives were taken
  * out (collective_waits_out). */
