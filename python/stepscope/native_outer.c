@@ -91,17 +91,25 @@ static int closure_pass(const OuterObject *self)
             self->kind == SS__PY_AUTO_BACKWARD);
 }
 
+/* SELF's wrapped call, inside the phase SELF names (if any). */
+static PyObject *phase_call(OuterObject *self, PyObject *const *args,
+                            size_t nargsf, PyObject *kwnames)
+{
+    if (self->id)
+        ss_phase_begin(self->id);
+    PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    if (self->id)
+        ss_phase_end(self->id);
+    return res;
+}
+
 /* A closure's pass: its phase, and a backward's all-reduce arrival. */
 static PyObject *closure_call(OuterObject *self, PyObject *const *args,
                               size_t nargsf, PyObject *kwnames)
 {
     auto_depth++;
     ss__py_auto_closure(self->kind, 1);
-    if (self->id)
-        ss_phase_begin(self->id);
-    PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    if (self->id)
-        ss_phase_end(self->id);
+    PyObject *res = phase_call(self, args, nargsf, kwnames);
     kept_error kept;
     error_keep(&kept);
     ss__py_auto_closure(self->kind, 0);
@@ -125,11 +133,7 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
     if (self->kind) {
         ss__py_auto_token t;
         ss__py_auto_enter(self->kind, first, &t);
-        if (self->id)
-            ss_phase_begin(self->id);
-        PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-        if (self->id)
-            ss_phase_end(self->id);
+        PyObject *res = phase_call(self, args, nargsf, kwnames);
         kept_error kept;
         error_keep(&kept);
         ss__py_auto_exit(self->kind, first, &t, res == NULL);
@@ -141,11 +145,7 @@ static PyObject *Outer_vectorcall(PyObject *self_, PyObject *const *args,
     if (self->enter != Py_None) {
         token = call_hook(self->enter, first, NULL);
     }
-    if (self->id)
-        ss_phase_begin(self->id);
-    PyObject *res = PyObject_Vectorcall(self->func, args, nargsf, kwnames);
-    if (self->id)
-        ss_phase_end(self->id);
+    PyObject *res = phase_call(self, args, nargsf, kwnames);
     if (self->exit != Py_None) {
         /* The call's exception (if any) is kept across the callback. */
         kept_error kept;

@@ -1971,8 +1971,8 @@ static void *straggler_create(ss_detectors *d)
     sg->f64 = ss__zalloc(scratch, sizeof *sg->f64);
     sg->i64 = ss__zalloc(2 * w, sizeof *sg->i64);
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
-        !sg->method || !sg->points || !sg->waits || !sg->ref || !sg->last_of || !sg->late_ms ||
-        !sg->expl_ms ||
+        !sg->method || !sg->points || !sg->waits || !sg->ref ||
+        !sg->last_of || !sg->late_ms || !sg->expl_ms ||
         !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);

@@ -554,10 +554,11 @@ static const char *const two_names[N_THREE] = {"compute", "allreduce",
  * rank r computes BEFORE_MS[r], arrives at "allreduce", and every rank
  * leaves it 1 ms after the last arrival; then it computes AFTER_MS[r],
  * arrives at "allreduce.2", and every rank leaves 1 ms after the last
- * arrival there.  Its "allreduce" phase holds both waits. */
+ * arrival there.  Its "allreduce" phase holds both waits.  The step lists
+ * the second sync point first when LATER_LISTED_FIRST. */
 static void build_two_sync_step(three_name_step *b, uint32_t world,
                                 uint64_t step, const double *before_ms,
-                                const double *after_ms)
+                                const double *after_ms, int later_listed_first)
 {
     memset(b, 0, sizeof *b);
     double leave = 0, end = 0;
@@ -580,17 +581,24 @@ static void build_two_sync_step(three_name_step *b, uint32_t world,
             begin + (int64_t)((leave + after_ms[r]) * MS);
         three_name_rank(b, r, end);
     }
-    fill_sync(&b->syncs[0], TWO_FIRST, first, world);
-    fill_sync(&b->syncs[1], TWO_SECOND, second, world);
+    fill_sync(&b->syncs[later_listed_first], TWO_FIRST, first, world);
+    fill_sync(&b->syncs[!later_listed_first], TWO_SECOND, second, world);
     three_name_view(b, step, world, 2);
 }
 
-/* 200 steps of 4 ranks all-reducing twice a step, each computing 10 ms
- * (+-2 %) before each; rank SLOW (-1: none) computes 6 ms more before the
- * first sync point when FIRST, else before the second; the step lists
- * the second first when LATER_LISTED_FIRST.  Fills FD. */
-static void run_two_syncs(int32_t slow, int first, uint64_t seed,
-                          int later_listed_first, found *fd)
+/* The builders of a step of two parts: rank r computes BEFORE_MS[r], then
+ * AFTER_MS[r]; VARIANT is the builder's own. */
+typedef void (*two_part_builder)(three_name_step *b, uint32_t world,
+                                 uint64_t step, const double *before_ms,
+                                 const double *after_ms, int variant);
+
+/* 200 steps of 4 ranks of two parts built by BUILD over the names
+ * STEP_NAMES, each part 10 ms (+-2 %); rank SLOW (-1: none) computes 6 ms
+ * more in the first part when SLOW_BEFORE, else in the second.  Fills
+ * FD. */
+static void run_two_parts(two_part_builder build, const char *const *step_names,
+                          int32_t slow, int slow_before, int variant,
+                          uint64_t seed, found *fd)
 {
     rng_state = 0x9e3779b97f4a7c15ULL * seed;
     found_reset(fd);
@@ -606,16 +614,20 @@ static void run_two_syncs(int32_t slow, int first, uint64_t seed,
             after[r] = 10 * (1 + 0.02 * gauss());
         }
         if (slow >= 0)
-            (first ? before : after)[slow] += 6;
-        build_two_sync_step(b, 4, s, before, after);
-        if (later_listed_first) {
-            ss_sync_stat first_listed = b->syncs[0];
-            b->syncs[0] = b->syncs[1];
-            b->syncs[1] = first_listed;
-        }
-        ss_detectors_step(d, &b->v, two_names);
+            (slow_before ? before : after)[slow] += 6;
+        build(b, 4, s, before, after, variant);
+        ss_detectors_step(d, &b->v, step_names);
     }
-    end_job(d, b, two_names, fd);
+    end_job(d, b, step_names, fd);
+}
+
+/* Two sync points a step (build_two_sync_step); rank SLOW computes more
+ * before the first when FIRST, else before the second. */
+static void run_two_syncs(int32_t slow, int first, uint64_t seed,
+                          int later_listed_first, found *fd)
+{
+    run_two_parts(build_two_sync_step, two_names, slow, first,
+                  later_listed_first, seed, fd);
 }
 
 /* A step with two sync points: a rank late only after the first (a GAN's
@@ -689,31 +701,14 @@ static void build_own_collective_step(three_name_step *b, uint32_t world,
     three_name_view(b, step, world, 1);
 }
 
-/* 200 steps of 4 ranks computing 10 ms (+-2 %) before their all_reduce and
- * 10 ms after it; rank SLOW (-1: none) computes 6 ms more before it.
- * PAIRS as for build_own_collective_step.  Fills FD. */
+/* 4 ranks computing 10 ms (+-2 %) before their all_reduce and 10 ms after
+ * it (build_own_collective_step); rank SLOW (-1: none) computes 6 ms more
+ * before it. */
 static void run_own_collective(int32_t slow, int pairs, uint64_t seed,
                                found *fd)
 {
-    rng_state = 0x9e3779b97f4a7c15ULL * seed;
-    found_reset(fd);
-    ss_sink sink = {fd, NULL, on_finding};
-    ss_detectors *d = ss_detectors_create(NULL, 4, 0, &sink);
-    REQUIRE(d);
-    three_name_step *b = malloc(sizeof *b);
-    REQUIRE(b);
-    for (uint64_t s = 0; s < 200; s++) {
-        double before[MAX_RANKS], after[MAX_RANKS];
-        for (uint32_t r = 0; r < 4; r++) {
-            before[r] = 10 * (1 + 0.02 * gauss());
-            after[r] = 10 * (1 + 0.02 * gauss());
-        }
-        if (slow >= 0)
-            before[slow] += 6;
-        build_own_collective_step(b, 4, s, before, after, pairs);
-        ss_detectors_step(d, &b->v, own_names);
-    }
-    end_job(d, b, own_names, fd);
+    run_two_parts(build_own_collective_step, own_names, slow, 1, pairs, seed,
+                  fd);
 }
 
 /* A rank's wait in a collective of the script's own is not its lateness,
