@@ -29,7 +29,9 @@
  * controller's (JOIN_OK, RESTART).  When JOIN_OK says the run aggregates
  * by node, each STEP is also folded into its step's node partial
  * (agent_fold.h, sent as NODE_PARTIAL), and once a second the ranks' held
- * STATUS frames go up in NODE_STATUS frames (agent_channels.h).
+ * STATUS frames go up in NODE_STATUS frames (agent_channels.h).  Each
+ * STEP is also kept in its rank's latest rows (recent_rows.h), which
+ * RECENT_REQ asks for.
  */
 #include "agent.h"
 
@@ -58,6 +60,7 @@
 #include "launcher.h"
 #include "link_conn.h"
 #include "link_wire.h"
+#include "recent_rows.h"
 #include "private_fs.h"
 #include "rank_env.h"
 #include "sockdir.h"
@@ -134,6 +137,7 @@ typedef struct agent {
     uv_timer_t cont[SS_INJECT_MAX];
     int cont_pid[SS_INJECT_MAX];
     ss_agent_stacks *stacks; /* created on the first STACKS_REQ */
+    ss_recent_rows *recent;  /* the ranks' latest steps; at the first */
     /* --aggregate node (JOIN_OK): partials and batched STATUS */
     int node_mode;
     ss_agent_fold *fold;
@@ -228,6 +232,35 @@ static void on_rank_hello(void *ctx, int64_t rank, uint32_t pid)
         ss_host_watch_rank_hello(a->host, local, (pid_t)pid);
 }
 
+/* Keeps RANK's record S among its latest rows (RECENT_REQ). */
+static void keep_recent(agent *a, uint32_t rank, const wire_step *s,
+                        const char *const *names)
+{
+    if (a->recent && !ss_recent_rows_holds(a->recent, rank)) {
+        /* the node's ranks were renumbered (a rejoin) */
+        ss_recent_rows_free(a->recent);
+        a->recent = NULL;
+    }
+    if (!a->recent &&
+        !(a->recent = ss_recent_rows_new(a->rank_base, a->cfg->nproc)))
+        return;
+    const char *pn[WIRE_MAX_ITEMS];
+    int64_t durs[WIRE_MAX_ITEMS];
+    for (uint32_t i = 0; i < s->n_phases; i++) {
+        uint32_t id = s->phases[i].name_id;
+        pn[i] = id <= WIRE_MAX_NAME_ID ? names[id] : NULL;
+        durs[i] = s->phases[i].total_ns > INT64_MAX
+                      ? INT64_MAX : (int64_t)s->phases[i].total_ns;
+    }
+    ss_recent_rows_add(a->recent, rank, a->att.attempt, s->step, s->begin_ns,
+                       s->end_ns,
+                       s->flags & WIRE_STEP_HAS_RSS ? (int64_t)s->rss_bytes
+                                                    : SS_MISSING,
+                       s->flags & WIRE_STEP_HAS_DEVICE
+                           ? (int64_t)s->device_bytes : SS_MISSING,
+                       s->n_phases, pn, durs);
+}
+
 /* What the host saw of the rank during the step it just reported; in
  * node mode the record is folded into its step's partial too. */
 static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s,
@@ -238,6 +271,7 @@ static void send_host_evidence(void *ctx, int64_t rank, const wire_step *s,
     if (local >= a->cfg->nproc)
         return;
     a->last_step[local] = (int64_t)s->step;
+    keep_recent(a, (uint32_t)rank, s, names);
     if (a->fold)
         ss_agent_fold_add(a->fold, (uint32_t)rank, s, names,
                           uv_now(&a->loop));
@@ -689,6 +723,25 @@ static void on_stacks_req(agent *a, const link_stacks_req *q)
         ss_agent_stacks_request(a->stacks, q);
 }
 
+/* RECENT_REQ: a rank's latest rows, or why there are none. */
+static void on_recent_req(agent *a, const link_recent_req *q)
+{
+    ss_buf b = {0};
+    if (!a->recent)
+        a->recent = ss_recent_rows_new(a->rank_base, a->cfg->nproc);
+    if (ss_recent_rows_json(a->recent, q->rank, q->steps, &b) != 0) {
+        ss_buf_reset(&b);
+        ss_buf_printf(&b, "{\"rank\":%u,\"error\":", q->rank);
+        ss_buf_json_str(&b, a->recent ? "the rank is not one of this node's"
+                                      : "out of memory");
+        ss_buf_puts(&b, "}");
+    }
+    if (!b.oom)
+        link_send_parts(LINK_RECENT_PART, q->request_id, q->rank, b.data, b.len,
+                        send_stacks_frame, a);
+    ss_buf_free(&b);
+}
+
 /* ---- clocks ---- */
 
 static void on_clock_timer(uv_timer_t *t)
@@ -902,6 +955,9 @@ static void on_link_frame(void *ctx, const link_frame *f)
         return;
     case LINK_STACKS_REQ:
         on_stacks_req(a, &f->u.stacks_req);
+        return;
+    case LINK_RECENT_REQ:
+        on_recent_req(a, &f->u.recent_req);
         return;
     case LINK_STOP:
         if (a->ranks_done) {
@@ -1310,6 +1366,7 @@ int ss_agent_main(const ss_agent_config *cfg)
     ss_agent_stacks_free(a->stacks);
     ss_agent_channels_free(a->channels);
     ss_agent_fold_free(a->fold);
+    ss_recent_rows_free(a->recent);
     free(a->last_step);
     free(a->stop_said);
     free(a->held_exits);

@@ -35,18 +35,8 @@ ss_agent_stacks *ss_agent_stacks_new(const ss_agent_stacks_config *cfg)
 static void send_rank_stacks(ss_agent_stacks *s, uint32_t request_id,
                              uint32_t rank, const char *text)
 {
-    size_t len = strlen(text), off = 0;
-    do {
-        size_t n = len - off < LINK_MAX_STACKS_CHUNK ? len - off
-                                                     : LINK_MAX_STACKS_CHUNK;
-        link_frame f = {.type = LINK_STACKS_PART};
-        f.u.stacks_part = (link_stacks_part){request_id, rank,
-                                             off + n == len, (uint32_t)n,
-                                             (const uint8_t *)text + off};
-        if (s->cfg.send(s->cfg.ctx, &f) != 0)
-            return;
-        off += n;
-    } while (off < len);
+    link_send_parts(LINK_STACKS_PART, request_id, rank, text, strlen(text),
+                    s->cfg.send, s->cfg.ctx);
 }
 
 static void on_stacks_collected(void *ctx, const char *const *ranks, size_t n,

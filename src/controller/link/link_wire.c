@@ -44,7 +44,7 @@ static int sent_by_agent(unsigned type)
     case LINK_CLOSE: case LINK_TIME_REQ: case LINK_CLOCK: case LINK_HEARTBEAT:
     case LINK_RANK_STARTED: case LINK_RANK_EXIT: case LINK_ALL_EXITED:
     case LINK_HOST: case LINK_RANK_STOP: case LINK_BYE: case LINK_HEALTH:
-    case LINK_STACKS_PART:
+    case LINK_STACKS_PART: case LINK_RECENT_PART:
     case LINK_NODE_PARTIAL: case LINK_NODE_STATUS:
         return 1;
     default:
@@ -58,7 +58,7 @@ static int sent_by_controller(unsigned type)
     case LINK_CHALLENGE: case LINK_JOIN_OK: case LINK_JOIN_REJECT:
     case LINK_DATA: case LINK_CLOSE: case LINK_TIME_RESP: case LINK_HEARTBEAT:
     case LINK_STOP: case LINK_RESTART: case LINK_END: case LINK_INJECT:
-    case LINK_STACKS_REQ:
+    case LINK_STACKS_REQ: case LINK_RECENT_REQ:
         return 1;
     default:
         return 0;
@@ -89,6 +89,7 @@ static long fixed_size(unsigned type)
     case LINK_RESTART: return 4;
     case LINK_INJECT: return 9;
     case LINK_STACKS_REQ: return 9;
+    case LINK_RECENT_REQ: return 12;
     default: return -1;
     }
 }
@@ -122,6 +123,31 @@ static int stacks_req_ok(const link_stacks_req *x)
 {
     return x->native <= 1 && x->deadline_ms >= 1 &&
            x->deadline_ms <= LINK_MAX_STACKS_DEADLINE_MS;
+}
+
+static int recent_req_ok(const link_recent_req *x)
+{
+    return x->steps >= 1 && x->steps <= LINK_MAX_RECENT_STEPS;
+}
+
+int link_send_parts(link_type type, uint32_t request_id, uint32_t rank,
+                    const char *text, size_t n,
+                    int (*send)(void *ctx, const link_frame *f), void *ctx)
+{
+    size_t off = 0;
+    do {
+        size_t k = n - off < LINK_MAX_STACKS_CHUNK ? n - off
+                                                   : LINK_MAX_STACKS_CHUNK;
+        link_frame f = {.type = type};
+        f.u.stacks_part = (link_stacks_part){request_id, rank, off + k == n,
+                                             (uint32_t)k,
+                                             (const uint8_t *)text + off};
+        int rc = send(ctx, &f);
+        if (rc != 0)
+            return rc;
+        off += k;
+    } while (off < n);
+    return 0;
 }
 
 /* ---- the MAC ---- */
@@ -362,8 +388,18 @@ static void put_payload(wbuf *b, const link_frame *f)
         put_u8(b, f->u.stacks_req.native);
         put_u32(b, f->u.stacks_req.deadline_ms);
         break;
-    case LINK_STACKS_PART: {
-        const link_stacks_part *x = &f->u.stacks_part;
+    case LINK_RECENT_REQ:
+        if (!recent_req_ok(&f->u.recent_req))
+            b->bad = 1;
+        put_u32(b, f->u.recent_req.request_id);
+        put_u32(b, f->u.recent_req.rank);
+        put_u32(b, f->u.recent_req.steps);
+        break;
+    case LINK_STACKS_PART:
+    case LINK_RECENT_PART: {
+        const link_stacks_part *x = f->type == LINK_STACKS_PART
+                                        ? &f->u.stacks_part
+                                        : &f->u.recent_part;
         if (x->last > 1 || x->len == 0 || x->len > LINK_MAX_STACKS_CHUNK ||
             !x->bytes)
             b->bad = 1;
@@ -828,20 +864,33 @@ static link_result decode_payload(rbuf *r, unsigned type, link_frame *out,
                         (unsigned)LINK_MAX_STACKS_DEADLINE_MS);
         break;
     }
-    case LINK_STACKS_PART: {
-        link_stacks_part *x = &out->u.stacks_part;
+    case LINK_RECENT_REQ: {
+        link_recent_req *x = &out->u.recent_req;
+        x->request_id = get_u32(r);
+        x->rank = get_u32(r);
+        x->steps = get_u32(r);
+        if (!recent_req_ok(x))
+            return fail(err, errlen, "RECENT_REQ asks for %u steps (1 to %u)",
+                        (unsigned)x->steps, (unsigned)LINK_MAX_RECENT_STEPS);
+        break;
+    }
+    case LINK_STACKS_PART:
+    case LINK_RECENT_PART: {
+        const char *what = link_type_name(type);
+        link_stacks_part *x = type == LINK_STACKS_PART ? &out->u.stacks_part
+                                                       : &out->u.recent_part;
         x->request_id = get_u32(r);
         x->rank = get_u32(r);
         x->last = get_u8(r);
         if (r->short_read)
-            return fail(err, errlen, "STACKS_PART is truncated");
+            return fail(err, errlen, "%s is truncated", what);
         if (x->last > 1)
-            return fail(err, errlen, "STACKS_PART has a last flag of %u",
+            return fail(err, errlen, "%s has a last flag of %u", what,
                         (unsigned)x->last);
         x->len = (uint32_t)(r->len - r->pos);
         x->bytes = r->p + r->pos;
         if (x->len == 0)
-            return fail(err, errlen, "STACKS_PART carries no bytes");
+            return fail(err, errlen, "%s carries no bytes", what);
         r->pos = r->len;
         break;
     }
@@ -945,7 +994,7 @@ link_result link_decoder_next(link_decoder *d, const uint8_t *buf, size_t len,
 
     if (type == LINK_DATA)
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_data));
-    else if (type == LINK_STACKS_PART)
+    else if (type == LINK_STACKS_PART || type == LINK_RECENT_PART)
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_stacks_part));
     else if (type == LINK_NODE_PARTIAL || type == LINK_NODE_STATUS)
         memset(out, 0, offsetof(link_frame, u) + sizeof(link_node_status));
@@ -1009,6 +1058,8 @@ const char *link_type_name(unsigned type)
     case LINK_STACKS_PART: return "STACKS_PART";
     case LINK_NODE_PARTIAL: return "NODE_PARTIAL";
     case LINK_NODE_STATUS: return "NODE_STATUS";
+    case LINK_RECENT_REQ: return "RECENT_REQ";
+    case LINK_RECENT_PART: return "RECENT_PART";
     default: return "UNKNOWN";
     }
 }

@@ -47,7 +47,7 @@
  * to the controller (LINK_NODE_RANK_ANY), and JOIN_OK names it.  Agents
  * and controllers of different versions refuse each other at AGENT_HELLO
  * with both versions named. */
-#define LINK_VERSION 5
+#define LINK_VERSION 6
 #define LINK_MAGIC "SSAG"
 #define LINK_HEADER_SIZE 8
 #define LINK_MAX_PAYLOAD 65536
@@ -62,6 +62,7 @@
 #define LINK_STACKS_PART_FIXED 9 /* request id, rank, last */
 #define LINK_MAX_STACKS_CHUNK (LINK_MAX_PAYLOAD - LINK_STACKS_PART_FIXED)
 #define LINK_MAX_STACKS_DEADLINE_MS 60000
+#define LINK_MAX_RECENT_STEPS 1024 /* rows one RECENT_REQ may ask for */
 #define LINK_FRAME_MAX (LINK_HEADER_SIZE + LINK_MAX_PAYLOAD + LINK_MAC_SIZE)
 /* Before the link is keyed (the handshake) a frame's payload is at most
  * this: the largest handshake frame, AGENT_HELLO, has 564 bytes. */
@@ -102,7 +103,10 @@ typedef enum {
     LINK_STACKS_PART = 47, /* agent -> controller: a chunk of one rank's */
     /* node-level aggregation (--aggregate node, docs/multinode.md) */
     LINK_NODE_PARTIAL = 48, /* agent -> controller: a step's node partial */
-    LINK_NODE_STATUS = 49   /* agent -> controller: its ranks' STATUS */
+    LINK_NODE_STATUS = 49,  /* agent -> controller: its ranks' STATUS */
+
+    LINK_RECENT_REQ = 50,  /* controller -> agent: a rank's recent steps */
+    LINK_RECENT_PART = 51  /* agent -> controller: a chunk of them */
 } link_type;
 
 /* How a run aggregates its ranks' records (JOIN_OK): every rank's record
@@ -277,6 +281,20 @@ typedef struct {
     const uint8_t *bytes; /* decoder: points into the caller's buffer */
 } link_stacks_part;
 
+/* The controller asks for the latest STEPS (1 to LINK_MAX_RECENT_STEPS)
+ * rows the agent keeps of RANK (recent_rows.h): it answers with
+ * RECENT_PART frames of REQUEST_ID, whatever it holds (an object that
+ * says why when RANK is not one of its ranks). */
+typedef struct {
+    uint32_t request_id;
+    uint32_t rank;        /* global rank */
+    uint32_t steps;
+} link_recent_req;
+
+/* A chunk of the answer to a RECENT_REQ: RANK's rows object
+ * (recent_rows.h), laid out and checked as STACKS_PART is. */
+typedef link_stacks_part link_recent_part;
+
 /* One step of the node's ranks folded (node_partial.h), on the agent's
  * clock.  The decoder points P at storage of its own thread, valid until
  * the next frame is decoded on that thread. */
@@ -336,10 +354,20 @@ typedef struct {
         link_inject inject;
         link_stacks_req stacks_req;
         link_stacks_part stacks_part;
+        link_recent_req recent_req;
+        link_recent_part recent_part;
         link_node_partial partial;
         link_node_status node_status;
     } u;
 } link_frame;
+
+/* Hands the N (> 0) bytes of TEXT to SEND as frames of TYPE
+ * (LINK_STACKS_PART or LINK_RECENT_PART) for REQUEST_ID and RANK, each
+ * of at most LINK_MAX_STACKS_CHUNK bytes, LAST set on the final one.
+ * Stops at SEND's first nonzero return and returns it; else 0. */
+int link_send_parts(link_type type, uint32_t request_id, uint32_t rank,
+                    const char *text, size_t n,
+                    int (*send)(void *ctx, const link_frame *f), void *ctx);
 
 /* ---- encoding ----
  * An encoder writes one direction of one link.  Until link_encoder_keyed
@@ -384,7 +412,7 @@ void link_decoder_keyed(link_decoder *d, const uint8_t key[LINK_KEY_SIZE]);
 
 /*
  * Decodes the first complete frame of BUF[0..LEN).  On LINK_OK fills *OUT
- * (DATA's and STACKS_PART's bytes point into BUF) and sets *CONSUMED; on LINK_NEED_MORE sets
+ * (the bytes of DATA, STACKS_PART and RECENT_PART point into BUF) and sets *CONSUMED; on LINK_NEED_MORE sets
  * *CONSUMED to 0; on LINK_ERROR writes a one-line reason into ERR and the
  * decoder must not be used again.  Checks the handshake order: from the
  * agent, AGENT_HELLO then PROOF then anything after JOIN_OK; from the

@@ -168,6 +168,15 @@ static link_frame sample(link_type type)
                                              (const uint8_t *)part};
         break;
     }
+    case LINK_RECENT_REQ:
+        f.u.recent_req = (link_recent_req){78, 5, 256};
+        break;
+    case LINK_RECENT_PART: {
+        static const char part[] = "{\"rank\":5,\"rows\":[{\"step\":9";
+        f.u.recent_part = (link_recent_part){78, 5, 1, sizeof part - 1,
+                                             (const uint8_t *)part};
+        break;
+    }
     case LINK_NODE_PARTIAL: {
         static ss_node_partial p;
         static const char *const names[] = {"forward", "backward"};
@@ -254,10 +263,10 @@ static const link_type k_from_agent[] = {
     LINK_OPEN, LINK_DATA, LINK_CLOSE, LINK_TIME_REQ, LINK_CLOCK,
     LINK_HEARTBEAT, LINK_RANK_STARTED, LINK_RANK_EXIT, LINK_ALL_EXITED,
     LINK_HOST, LINK_RANK_STOP, LINK_BYE, LINK_HEALTH, LINK_STACKS_PART,
-    LINK_NODE_PARTIAL, LINK_NODE_STATUS};
+    LINK_NODE_PARTIAL, LINK_NODE_STATUS, LINK_RECENT_PART};
 static const link_type k_from_controller[] = {
     LINK_DATA, LINK_CLOSE, LINK_TIME_RESP, LINK_HEARTBEAT, LINK_STOP,
-    LINK_RESTART, LINK_END, LINK_INJECT, LINK_STACKS_REQ};
+    LINK_RESTART, LINK_END, LINK_INJECT, LINK_STACKS_REQ, LINK_RECENT_REQ};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int same_frame(const link_frame *a, const link_frame *b)
@@ -268,7 +277,7 @@ static int same_frame(const link_frame *a, const link_frame *b)
         return a->u.data.channel == b->u.data.channel &&
                a->u.data.len == b->u.data.len &&
                memcmp(a->u.data.bytes, b->u.data.bytes, a->u.data.len) == 0;
-    if (a->type == LINK_STACKS_PART) {
+    if (a->type == LINK_STACKS_PART || a->type == LINK_RECENT_PART) {
         const link_stacks_part *x = &a->u.stacks_part, *y = &b->u.stacks_part;
         return x->request_id == y->request_id && x->rank == y->rank &&
                x->last == y->last && x->len == y->len &&
@@ -703,7 +712,8 @@ static void handshake_order_is_enforced(void)
 static int from_controller(link_type type)
 {
     return type == LINK_STOP || type == LINK_TIME_RESP || type == LINK_INJECT ||
-           type == LINK_RESTART || type == LINK_END || type == LINK_STACKS_REQ;
+           type == LINK_RESTART || type == LINK_END || type == LINK_STACKS_REQ ||
+           type == LINK_RECENT_REQ;
 }
 
 /* Every proper prefix of every frame is LINK_NEED_MORE. */
@@ -715,7 +725,7 @@ static void every_prefix_needs_more(void)
     const link_type all[] = {LINK_DATA, LINK_HOST, LINK_RANK_STOP, LINK_RANK_EXIT,
                              LINK_STOP, LINK_TIME_RESP, LINK_HEARTBEAT,
                              LINK_HEALTH, LINK_INJECT, LINK_RESTART, LINK_STACKS_REQ,
-                             LINK_STACKS_PART};
+                             LINK_STACKS_PART, LINK_RECENT_REQ, LINK_RECENT_PART};
     for (size_t k = 0; k < COUNT(all); k++) {
         int agent = !from_controller(all[k]);
         link_encoder *e = agent ? &p.agent_enc : &p.ctrl_enc;
@@ -827,15 +837,15 @@ static void malformed_frames_are_refused(void)
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
     CHECK(strstr(err, "magic") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 6;
+    g_buf[LINK_HEADER_SIZE + 4] = 7;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "version 6") != NULL);
-    /* An agent of link version 4 (no node rank in JOIN_OK) is told so. */
+    CHECK(strstr(err, "version 7") != NULL);
+    /* An agent of an older link version (5: no RECENT_REQ) is told so. */
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
-    g_buf[LINK_HEADER_SIZE + 4] = 4;
+    g_buf[LINK_HEADER_SIZE + 4] = 5;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
-    CHECK(strstr(err, "agent speaks link version 4, this controller "
-                  "version 5") != NULL);
+    CHECK(strstr(err, "agent speaks link version 5, this controller "
+                  "version 6") != NULL);
     n = plain(LINK_AGENT_HELLO, g_buf, sizeof g_buf);
     g_buf[LINK_HEADER_SIZE + 6] = 1;
     CHECK(decode_hello_bytes(n, err) == LINK_ERROR);
@@ -1017,6 +1027,9 @@ static void stacks_deadline_huge(uint8_t *pl, size_t *len) { pl[8] = 0x10; (void
 static void part_last_2(uint8_t *pl, size_t *len) { pl[8] = 2; (void)len; }
 static void part_no_bytes(uint8_t *pl, size_t *len) { (void)pl; *len = 9; }
 static void part_header_cut(uint8_t *pl, size_t *len) { (void)pl; *len = 6; }
+/* RECENT_REQ: id(4) rank(4) steps(4). */
+static void recent_steps_0(uint8_t *pl, size_t *len) { memset(pl + 8, 0, 4); (void)len; }
+static void recent_steps_huge(uint8_t *pl, size_t *len) { pl[10] = 0x10; (void)len; }
 
 /* The decoder's own field checks, on correctly MACed frames that the
  * encoder would refuse to write. */
@@ -1064,6 +1077,12 @@ static void decoder_checks_fields_of_keyed_frames(void)
         {LINK_STACKS_PART, part_last_2, "last flag of 2"},
         {LINK_STACKS_PART, part_no_bytes, "carries no bytes"},
         {LINK_STACKS_PART, part_header_cut, "truncated"},
+        {LINK_RECENT_REQ, recent_steps_0, "asks for 0 steps"},
+        {LINK_RECENT_REQ, recent_steps_huge, "(1 to 1024)"},
+        {LINK_RECENT_REQ, extra_byte, "payload bytes"},
+        {LINK_RECENT_PART, part_last_2, "RECENT_PART has a last flag of 2"},
+        {LINK_RECENT_PART, part_no_bytes, "carries no bytes"},
+        {LINK_RECENT_PART, part_header_cut, "truncated"},
     };
     /* The hand-made MAC agrees with the encoder's. */
     REQUIRE(handshake(&p));
