@@ -371,6 +371,8 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
     h->stacks_ctx = cfg->stacks_ctx;
     h->profile = cfg->profile;
     h->profile_ctx = cfg->profile_ctx;
+    h->recent = cfg->recent;
+    h->recent_ctx = cfg->recent_ctx;
     h->db_path = strdup(cfg->db_path ? cfg->db_path : "");
     h->token = loopback ? NULL : strdup(cfg->token);
     h->loopback = loopback;

@@ -61,6 +61,8 @@ typedef struct {
     void *stacks_ctx;
     ss_http_profile_fn profile; /* the live run's profiler; NULL: none */
     void *profile_ctx;
+    ss_http_recent_fn recent; /* a live rank's latest steps; NULL: none */
+    void *recent_ctx;
 } ss_http_config;
 
 /* The connection limits (http.h's header comment); 0 in a field: the

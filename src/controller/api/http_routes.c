@@ -23,7 +23,7 @@
 typedef enum {
     DOC_RUN, DOC_STEPS, DOC_HEATMAP, DOC_RANKS, DOC_FINDINGS, DOC_EVENTS,
     DOC_STREAM, DOC_HOST, DOC_HISTORY, DOC_NODES, DOC_GOODPUT, DOC_STACKS,
-    DOC_PROFILE, DOC_VALUES
+    DOC_PROFILE, DOC_VALUES, DOC_RECENT
 } doc_kind;
 
 static const struct {
@@ -36,6 +36,7 @@ static const struct {
     {"stream", DOC_STREAM},   {"host", DOC_HOST},
     {"history", DOC_HISTORY}, {"nodes", DOC_NODES}, {"goodput", DOC_GOODPUT}, {"stacks", DOC_STACKS},
     {"profile", DOC_PROFILE}, {"values", DOC_VALUES},
+    {"recent", DOC_RECENT},
 };
 
 /* Answers /api/runs/{RUN_ID}/history, or /api/history?name=NAME when
@@ -251,6 +252,43 @@ static enum MHD_Result serve_values(ss_http *h, struct MHD_Connection *c,
     return ss__http_reply_document(h, c, &b);
 }
 
+/* Answers GET /api/runs/{id}/recent?rank=R[&steps=N]: one rank's latest
+ * steps, kept where its records pass (its node's agent, or node 0), for
+ * the live run only. */
+static enum MHD_Result serve_recent(ss_http *h, struct MHD_Connection *c,
+                                    int64_t run_id)
+{
+    if (!h->recent || !h->live || ss_live_run_id(h->live) != run_id)
+        return ss__http_reply_error(
+            c, MHD_HTTP_NOT_FOUND,
+            "run %lld is not live here: a rank's recent steps come from a "
+            "running job's controller (/api/runs/%lld/steps and `stepscope "
+            "report --rank R` read what the store kept)",
+            (long long)run_id, (long long)run_id);
+    enum MHD_Result ret = MHD_NO;
+    int64_t rank = -1, steps = SS_HTTP_RECENT_DEFAULT_STEPS;
+    if (ss__http_arg_i64(c, "rank", 0, INT32_MAX, &rank, &ret) ||
+        ss__http_arg_i64(c, "steps", 1, SS_HTTP_RECENT_MAX_STEPS, &steps,
+                         &ret))
+        return ret;
+    if (rank < 0)
+        return ss__http_reply_error(c, MHD_HTTP_BAD_REQUEST,
+                                    "give ?rank=R (and ?steps=N, 1 to %d)",
+                                    SS_HTTP_RECENT_MAX_STEPS);
+    ss_buf b = {0};
+    unsigned status = h->recent(h->recent_ctx, (uint32_t)rank,
+                                (uint32_t)steps, &b);
+    if (status != MHD_HTTP_OK || b.oom) {
+        ret = ss__http_reply_error(
+            c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
+            b.oom ? "out of memory" : b.data ? b.data : "no answer");
+        ss_buf_free(&b);
+        return ret;
+    }
+    ss_buf_puts(&b, "\n");
+    return ss__http_reply_document(h, c, &b);
+}
+
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/".
  * POST is allowed on /profile and /stacks only; /stacks wants it. */
 static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
@@ -295,6 +333,8 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
         return serve_stacks(h, c, run_id, post);
     if (kind == DOC_VALUES)
         return serve_values(h, c, run_id, value_name);
+    if (kind == DOC_RECENT)
+        return serve_recent(h, c, run_id);
 
     enum MHD_Result ret = MHD_NO;
     ss_query_range rg = {-1, -1, -1, SS_QUERY_DEFAULT_STEPS};

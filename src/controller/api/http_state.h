@@ -60,6 +60,8 @@ struct ss_http {
     void *stacks_ctx;
     ss_http_profile_fn profile;
     void *profile_ctx;
+    ss_http_recent_fn recent;
+    void *recent_ctx;
     unsigned max_conns;
     unsigned next_worker;     /* gate thread only */
     int stopping;             /* atomic */

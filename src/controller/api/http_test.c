@@ -134,7 +134,7 @@ static ss_http *start_(const char *host, const char *token, ss_live *live)
 {
     char err[512] = "";
     ss_http_config cfg = {host, 0, 0, fixture(), live, token, NULL, NULL,
-                          NULL, NULL};
+                          NULL, NULL, NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h)
         fprintf(stderr, "  ss_http_start: %s\n", err);
@@ -545,7 +545,7 @@ static void stacks_by_post_only(void)
     REQUIRE(l);
     char err[512] = "";
     ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
-                          fake_stacks, NULL, NULL, NULL};
+                          fake_stacks, NULL, NULL, NULL, NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     REQUIRE(h);
     uint16_t port = ss_http_port(h);
@@ -587,6 +587,70 @@ static void stacks_by_post_only(void)
     ss_live_destroy(l);
 }
 
+/* ---- a rank's recent steps ---- */
+
+static char recent_asked[64];
+
+static unsigned fake_recent(void *ctx, uint32_t rank, uint32_t steps,
+                            ss_buf *out)
+{
+    snprintf(recent_asked, sizeof recent_asked, "%s %u %u", (char *)ctx,
+             rank, steps);
+    if (rank == 9) {
+        ss_buf_puts(out, "node 4 was lost");
+        return 503;
+    }
+    ss_buf_printf(out, "{\"node\":0,\"rank\":%u,\"kept\":0}", rank);
+    return 200;
+}
+
+/* GET /recent asks the hook for the live run only, with the rank and the
+ * steps checked; the hook's refusal is passed on with its status. */
+static void recent_of_a_live_rank(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    char err[512] = "";
+    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL, NULL, NULL,
+                          NULL, NULL, fake_recent, "ctx"};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    response r;
+    REQUIRE(get(port, "/api/runs/1/recent?rank=3", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "{\"node\":0,\"rank\":3,\"kept\":0}") != NULL);
+    CHECK_STR(recent_asked, "ctx 3 64");
+    free(r.body);
+    REQUIRE(get(port, "/api/runs/1/recent?rank=2&steps=1024", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(recent_asked, "ctx 2 1024");
+    free(r.body);
+    recent_asked[0] = '\0';
+    const char *bad[] = {"/api/runs/1/recent", "/api/runs/1/recent?rank=-1",
+                         "/api/runs/1/recent?rank=1&steps=0",
+                         "/api/runs/1/recent?rank=1&steps=1025",
+                         "/api/runs/1/recent?rank=x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        REQUIRE(get(port, bad[i], NULL, &r) == 0);
+        CHECK_EQ_INT(r.status, 400);
+        free(r.body);
+    }
+    CHECK_STR(recent_asked, "");
+    REQUIRE(get(port, "/api/runs/1/recent?rank=9", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK(strstr(r.body, "node 4 was lost") != NULL);
+    free(r.body);
+    REQUIRE(get(port, "/api/runs/2/recent?rank=1", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 404); /* not the live run */
+    CHECK(strstr(r.body, "is not live here") != NULL);
+    free(r.body);
+    CHECK_EQ_INT(status_of(port, "POST", "/api/runs/1/recent?rank=1",
+                           "Host: 127.0.0.1\r\n"), 405);
+    ss_http_stop(h);
+    ss_live_destroy(l);
+}
+
 /* ---- the profile endpoint ---- */
 
 static int profile_calls;
@@ -616,7 +680,7 @@ static void profile_endpoint(void)
     REQUIRE(l);
     char err[512] = "";
     ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), l, "abc123",
-                          NULL, NULL, fake_profile, "ctx"};
+                          NULL, NULL, fake_profile, "ctx", NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     REQUIRE(h);
     uint16_t port = ss_http_port(h);
@@ -678,7 +742,7 @@ static void token_required_beyond_loopback(void)
 {
     char err[256] = "";
     ss_http_config cfg = {"0.0.0.0", 0, 0, fixture(), NULL, NULL, NULL, NULL,
-                          NULL, NULL};
+                          NULL, NULL, NULL, NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "token") != NULL);
 
@@ -783,7 +847,7 @@ static void busy_port(void)
     uint16_t held = ntohs(a.sin_port);
     char err[256] = "";
     ss_http_config cfg = {"127.0.0.1", held, 0, fixture(), NULL, NULL, NULL,
-                          NULL, NULL, NULL};
+                          NULL, NULL, NULL, NULL, NULL};
     CHECK(ss_http_start(&cfg, err, sizeof err) == NULL);
     CHECK(strstr(err, "in use") != NULL);
     cfg.fallback = 1;
@@ -981,7 +1045,7 @@ static ss_http *start_limited_(const char *host, const char *token,
 {
     char err[512] = "";
     ss_http_config cfg = {host, 0, 0, fixture(), NULL, token, NULL, NULL,
-                          NULL, NULL};
+                          NULL, NULL, NULL, NULL};
     ss_http_limits lim = {max_conns, per_address, timeout_ms};
     ss_http *h = ss_http_start_limited(&cfg, &lim, err, sizeof err);
     if (!h)
@@ -1254,6 +1318,7 @@ TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
           TEST(authorization_decision), TEST(token_required_beyond_loopback),
           TEST(host_and_origin_decision),
           TEST(foreign_host_and_origin_refused), TEST(stacks_by_post_only),
+          TEST(recent_of_a_live_rank),
           TEST(profile_endpoint),
           TEST(addresses), TEST(busy_port), TEST(static_files),
           TEST(live_endpoints), TEST(event_stream),

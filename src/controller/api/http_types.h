@@ -62,4 +62,17 @@ typedef unsigned (*ss_http_profile_fn)(void *ctx, int start,
                                        const char *seconds,
                                        const char *request, ss_buf *out);
 
+/*
+ * Answers GET /api/runs/{id}/recent?rank=R&steps=N (docs/api.md): the
+ * live run's rank RANK's latest STEPS steps, from node 0's rows or its
+ * node's agent.  Called on an HTTP worker thread, which it blocks for a
+ * few seconds at most.  Appends the JSON object to OUT and returns 200,
+ * or another status with a one-line reason in OUT (not JSON; the server
+ * wraps it).
+ */
+#define SS_HTTP_RECENT_DEFAULT_STEPS 64
+#define SS_HTTP_RECENT_MAX_STEPS 1024 /* the link's LINK_MAX_RECENT_STEPS */
+typedef unsigned (*ss_http_recent_fn)(void *ctx, uint32_t rank,
+                                      uint32_t steps, ss_buf *out);
+
 #endif

@@ -105,7 +105,8 @@ int ss_serve(const ss_serve_opts *o)
     signal(SIGPIPE, SIG_IGN);
 
     ss_http_config cfg = {host, o->port, o->fallback, db, NULL,
-                          loopback ? NULL : token, NULL, NULL, NULL, NULL};
+                          loopback ? NULL : token, NULL, NULL, NULL, NULL,
+                          NULL, NULL};
     ss_http *h = ss_http_start(&cfg, err, sizeof err);
     if (!h) {
         fprintf(stderr, "stepscope serve: %s\n", err);

@@ -483,6 +483,10 @@ static void on_joined_frame(peer *l, const link_frame *f)
         if (cb->on_stacks_part)
             cb->on_stacks_part(cb->ctx, node, &f->u.stacks_part);
         return;
+    case LINK_RECENT_PART:
+        if (cb->on_recent_part)
+            cb->on_recent_part(cb->ctx, node, &f->u.recent_part);
+        return;
     case LINK_NODE_STATUS: {
         /* each a whole STATUS frame of a channel, between its DATA */
         size_t off = 0, n;
@@ -761,30 +765,40 @@ void ss_node_links_end_all(ss_node_links *nl)
             link_send(l, &f);
 }
 
-int ss_node_links_inject(ss_node_links *nl, uint32_t node,
-                         const link_inject *x)
+/* Sends F to joined node NODE: 0, or -1 when it is not joined or F is
+ * refused. */
+static int send_to_node(ss_node_links *nl, uint32_t node, const link_frame *f)
 {
     if (!nl)
         return -1;
-    link_frame f = {.type = LINK_INJECT};
-    f.u.inject = *x;
     for (peer *l = nl->links; l; l = l->next)
         if (l->stage == ST_JOINED && l->hello.node_rank == node)
-            return link_send(l, &f);
+            return link_send(l, f);
     return -1;
+}
+
+int ss_node_links_inject(ss_node_links *nl, uint32_t node,
+                         const link_inject *x)
+{
+    link_frame f = {.type = LINK_INJECT};
+    f.u.inject = *x;
+    return send_to_node(nl, node, &f);
 }
 
 int ss_node_links_stacks(ss_node_links *nl, uint32_t node,
                          const link_stacks_req *req)
 {
-    if (!nl)
-        return -1;
     link_frame f = {.type = LINK_STACKS_REQ};
     f.u.stacks_req = *req;
-    for (peer *l = nl->links; l; l = l->next)
-        if (l->stage == ST_JOINED && l->hello.node_rank == node)
-            return link_send(l, &f);
-    return -1;
+    return send_to_node(nl, node, &f);
+}
+
+int ss_node_links_recent(ss_node_links *nl, uint32_t node,
+                         const link_recent_req *req)
+{
+    link_frame f = {.type = LINK_RECENT_REQ};
+    f.u.recent_req = *req;
+    return send_to_node(nl, node, &f);
 }
 
 static void on_server_closed(uv_handle_t *h)

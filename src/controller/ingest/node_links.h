@@ -86,6 +86,10 @@ typedef struct {
     /* One of NODE's ranks was stopped or runs again (RANK_STOP).  May be
      * NULL. */
     void (*on_rank_stop)(void *ctx, uint32_t node, const link_rank_stop *s);
+    /* A chunk of the answer to a RECENT_REQ (RECENT_PART); P's bytes are
+     * valid during the call only. */
+    void (*on_recent_part)(void *ctx, uint32_t node,
+                           const link_recent_part *p);
 } ss_node_links_callbacks;
 
 typedef struct {
@@ -142,6 +146,12 @@ int ss_node_links_inject(ss_node_links *nl, uint32_t node,
  * is not joined or REQ is malformed. */
 int ss_node_links_stacks(ss_node_links *nl, uint32_t node,
                          const link_stacks_req *req);
+
+/* Sends RECENT_REQ REQ to joined node NODE (its agent answers with
+ * RECENT_PART frames, to on_recent_part).  Returns 0, or -1 when the
+ * node is not joined or REQ is malformed. */
+int ss_node_links_recent(ss_node_links *nl, uint32_t node,
+                         const link_recent_req *req);
 
 /* Stops listening and closes every link (joined nodes are not reported
  * gone).  Handles finish closing on the next loop iterations.  NULL is a

@@ -520,7 +520,7 @@ static void run_case(seen *s, agent *a, const char *controller_secret,
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
                                   t_health, t_stacks_part, t_refusals,
-                                  t_partial, t_rank_stop};
+                                  t_partial, t_rank_stop, NULL};
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);
     uv_timer_init(&loop, &s->closer);
@@ -794,7 +794,7 @@ static void run_hostile(seen *s, hostile *h, const ss_node_links_config *base)
     ss_node_links_callbacks cb = {s,      t_join, t_clock, NULL,     t_exit,
                                   t_all,  NULL,   t_gone,  t_refused,
                                   t_health, t_stacks_part, t_refusals,
-                                  NULL, NULL};
+                                  NULL, NULL, NULL};
     s->close_when_gone = 1 << 30; /* the script ends the case */
     s->nl = ss_node_links_start(&loop, s->in, &cfg, &cb, err, sizeof err);
     REQUIRE(s->nl != NULL);

@@ -408,6 +408,14 @@ static ss_profiler *run_profiler_start(run_ctx *r, char *err, size_t errlen)
     return ss_profiler_start(&pc, err, errlen);
 }
 
+/* ss_recent_ask_fn: another node's agent, through the nodes' links. */
+static int ask_recent(void *ctx, uint32_t node, const link_recent_req *req,
+                      char *why, size_t whylen)
+{
+    run_ctx *r = ctx;
+    return run_nodes_recent(r->nodes, node, req, why, whylen);
+}
+
 /* Creates the live state and, unless --no-http, starts the HTTP server
  * (docs/api.md) and writes the live-run file that `stepscope top` reads.
  * The default port falls back to a free one when busy; an explicit --http
@@ -439,7 +447,9 @@ static int start_http(run_ctx *r, char *err, size_t errlen)
                            r->stacks ? ss_stack_service_http : NULL,
                            r->stacks,
                            r->profiler ? ss_profiler_http : NULL,
-                           r->profiler};
+                           r->profiler,
+                           r->recent ? ss_recent_service_http : NULL,
+                           r->recent};
     r->http = ss_http_start(&hcfg, herr, sizeof herr);
     if (!r->http) {
         snprintf(err, errlen, "HTTP server: %s", herr);
@@ -1387,6 +1397,9 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     uv_loop_init(&r->loop);
     r->loop.data = r;
     r->stacks = ss_stack_service_new(&r->loop);
+    ss_recent_service_config rcfg = {r->o->nproc_local, r->o->nprocs,
+                                     ask_recent, r, 0};
+    r->recent = ss_recent_service_new(&r->loop, &rcfg);
     char err[512] = "";
     int status = 1;
     /* Signals first, so a Ctrl-C during start-up is not lost. */
@@ -1436,6 +1449,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     ss_profiler_close(r->profiler);
     ss_host_watch_close(r->host);
     ss_stack_service_close(r->stacks);
+    ss_recent_service_close(r->recent);
     uv_walk(&r->loop, close_walk, NULL);
     uv_run(&r->loop, UV_RUN_DEFAULT);
     uv_loop_close(&r->loop);
@@ -1444,6 +1458,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     ss_profiler_free(r->profiler); /* no HTTP worker calls in any more */
     ss_live_destroy(r->live);
     ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
+    ss_recent_service_free(r->recent);
     run_parts_free(r);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */
     ss_store_close(r->store);

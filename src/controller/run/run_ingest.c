@@ -87,13 +87,14 @@ static void cb_step(void *ctx, uint32_t rank, const ss_step_record *rec,
 {
     run_ctx *r = ctx;
     ss_live_rank_step(r->live, rank, rec->step);
-    if (rank < r->o->nproc_local)
+    uint32_t n_names;
+    const char *const *names = ss_aggregator_names(r->agg, &n_names);
+    if (rank < r->o->nproc_local) {
         ss_host_watch_step_done(r->host, rank); /* covers the step's end */
-    if (r->aggregate) {
-        uint32_t n_names;
-        run_agg_record(r->aggregate, rank, rec,
-                       ss_aggregator_names(r->agg, &n_names), run_now(r));
+        ss_recent_service_record(r->recent, rank, r->att.attempt, rec, names);
     }
+    if (r->aggregate)
+        run_agg_record(r->aggregate, rank, rec, names, run_now(r));
     if (ss_aggregator_add_values(r->agg, rank, rec, values, n_values) != 0)
         r->in.refused_records++;
     /* A rank whose record of step S arrives has begun S + 1: a fault due

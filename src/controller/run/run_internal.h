@@ -35,6 +35,7 @@
 #include "restart.h"
 #include "run_opts.h"
 #include "runlock.h"
+#include "recent_service.h"
 #include "stack_service.h"
 #include "store.h"
 
@@ -161,6 +162,7 @@ struct run_ctx {
     ss_rank_env rank_env;   /* what the local ranks get */
     ss_stack_service *stacks; /* every rank's stacks (docs/debug.md);
                                  ss_stack_service_capture for the run */
+    ss_recent_service *recent; /* a rank's latest steps (recent_service.h) */
     /* attempts (run.c, restart.h) */
     ss_attempt att;           /* the attempt, its health checks, the
                                  restart policy and its backoff */

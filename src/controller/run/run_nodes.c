@@ -411,11 +411,10 @@ static void cb_stacks_part(void *ctx, uint32_t node, const link_stacks_part *p)
     ss_remote_stacks_part(r->remote_stacks, node, p);
 }
 
-/* Sends a STACKS_REQ to NODE, or says why it cannot be asked. */
-static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
-                      char *why, size_t whylen)
+/* Whether NODE's agent can be asked now; if not, says why. */
+static int askable(const run_nodes *r, uint32_t node, char *why,
+                   size_t whylen)
 {
-    run_nodes *r = ctx;
     const node_slot *s = &r->nodes[node];
     if (s->lost && !s->joined)
         snprintf(why, whylen, "node %u never joined", node);
@@ -425,11 +424,48 @@ static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
         snprintf(why, whylen, "node %u has ended: its ranks exited", node);
     else if (!s->joined)
         snprintf(why, whylen, "node %u has not joined yet", node);
-    else if (ss_node_links_stacks(r->links, node, req) != 0)
-        snprintf(why, whylen, "node %u's link is closed", node);
     else
-        return 0;
-    return -1;
+        return 1;
+    return 0;
+}
+
+/* Sends a STACKS_REQ to NODE, or says why it cannot be asked. */
+static int ask_stacks(void *ctx, uint32_t node, const link_stacks_req *req,
+                      char *why, size_t whylen)
+{
+    run_nodes *r = ctx;
+    if (!askable(r, node, why, whylen))
+        return -1;
+    if (ss_node_links_stacks(r->links, node, req) != 0) {
+        snprintf(why, whylen, "node %u's link is closed", node);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- a rank's recent steps (recent_service.h) ---- */
+
+static void cb_recent_part(void *ctx, uint32_t node, const link_recent_part *p)
+{
+    run_nodes *r = ctx;
+    if (r->ev.recent_part)
+        r->ev.recent_part(r->ev.ctx, node, p);
+}
+
+int run_nodes_recent(run_nodes *r, uint32_t node, const link_recent_req *req,
+                     char *why, size_t whylen)
+{
+    if (!r || node == 0 || node >= r->o->nnodes) {
+        snprintf(why, whylen, "node %u is not another node of the run", node);
+        return -1;
+    }
+    if (!askable(r, node, why, whylen))
+        return -1;
+    if (ss_node_links_recent(r->links, node, req) != 0) {
+        snprintf(why, whylen, "node %u's link is closed", node);
+        return -1;
+    }
+    return 0;
 }
 
 static const char *node_host(void *ctx, uint32_t node)
@@ -507,7 +543,8 @@ static run_nodes *start(run_nodes *r, char *err, size_t errlen)
                                   cb_stacks_part,
                                   cb_refusals,
                                   cb_partial,
-                                  cb_rank_stop};
+                                  cb_rank_stop,
+                                  cb_recent_part};
     ss_remote_stacks_config scfg = {r->o->nnodes, r->o->nproc_local, r,
                                     ask_stacks, node_host, 0};
     r->remote_stacks = ss_remote_stacks_new(r->cfg.loop, &scfg);

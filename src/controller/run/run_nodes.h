@@ -70,6 +70,9 @@ typedef struct {
     /* A node's step partial (--aggregate node), times on the controller's
      * clock.  May be NULL. */
     void (*partial)(void *ctx, const ss_node_partial *p);
+    /* A chunk of NODE's answer to a RECENT_REQ (run_nodes_recent); P's
+     * bytes are valid during the call only.  May be NULL. */
+    void (*recent_part)(void *ctx, uint32_t node, const link_recent_part *p);
 } run_nodes_events;
 
 typedef struct {
@@ -120,6 +123,12 @@ ss_dur_ns run_nodes_stopped_for(const run_nodes *n, uint32_t rank,
 
 /* The other nodes' ranks' stacks (NULL on a single node). */
 ss_remote_stacks *run_nodes_stacks(run_nodes *n);
+
+/* Asks NODE's agent (not node 0) for a rank's latest rows (REQ; the
+ * answer goes to run_nodes_events.recent_part): 0, or -1 with why it
+ * cannot be asked in WHY. */
+int run_nodes_recent(run_nodes *n, uint32_t node, const link_recent_req *req,
+                     char *why, size_t whylen);
 
 /* Stops every node's ranks for REASON (KILL_NOW: SIGKILL at once). */
 void run_nodes_stop_all(run_nodes *n, int kill_now, const char *reason);

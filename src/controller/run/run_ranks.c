@@ -268,6 +268,14 @@ static void nodes_partial(void *ctx, const ss_node_partial *p)
     run_agg_partial(r->aggregate, p, run_now(r));
 }
 
+/* A chunk of another node's answer to a rank's recent steps. */
+static void nodes_recent_part(void *ctx, uint32_t node,
+                              const link_recent_part *p)
+{
+    run_ctx *r = ctx;
+    ss_recent_service_part(r->recent, node, p);
+}
+
 int run_nodes_wire(run_ctx *r, char *err, size_t errlen)
 {
     run_nodes_config cfg = {r->o, &r->loop, r->ingest, r->store, r->run_id,
@@ -285,7 +293,8 @@ int run_nodes_wire(run_ctx *r, char *err, size_t errlen)
                            .clock_bound = nodes_clock_bound,
                            .stopping = nodes_stopping,
                            .ending = nodes_ending,
-                           .partial = nodes_partial};
+                           .partial = nodes_partial,
+                           .recent_part = nodes_recent_part};
     r->nodes = run_nodes_start(&cfg, &ev, err, errlen);
     return r->nodes ? 0 : -1;
 }
