@@ -47,6 +47,7 @@
       if (f) ss.charts.zoomTo(+f.dataset.first, +f.dataset.last);
     });
     $('#heat-mode').addEventListener('change', function (ev) { ss.heat.setMode(ev.target.value); });
+    $('#ranks tbody').addEventListener('click', ss.rankRecent.onClick);
     ['steps', 'phases'].forEach(function (which) {
       $('#clip-' + which).addEventListener('click', ss.charts.toggleClip);
     });

@@ -3,6 +3,8 @@
  * last step and phase, when it was last heard from (live runs), median
  * step, largest RSS, dropped data and, over the host window, its median
  * run-queue delay and stopped time; ranks a finding blames are marked.
+ * While the run is live a rank's number is a button: its latest steps
+ * (rank_recent.js).
  */
 (function (ss) {
   'use strict';
@@ -47,7 +49,9 @@
                 : (r.dropped_events || 0) + (r.dropped_records || 0) === 0 ? '0'
                 : fmtInt(r.dropped_events || 0) + ' events, ' + fmtInt(r.dropped_records || 0) + ' records';
       return '<tr class="' + (blamed[r.rank] !== undefined ? 'blamed' : '') + '">' +
-        '<td class="num">' + esc(r.rank) + '</td>' +
+        '<td class="num">' + (live ? '<button class="rank-pick" data-rank="' + esc(r.rank) +
+          '" title="its latest steps, every one, from its node">' + esc(r.rank) + '</button>'
+          : esc(r.rank)) + '</td>' +
         '<td class="nowrap"><span class="state ' + esc(state) + '">' + esc(state.replace(/_/g, ' ')) + '</span>' + esc(exit) + '</td>' +
         '<td>' + dash(r.host, esc) + '</td>' +
         '<td class="num">' + dash(r.pid, esc) + '</td>' +

@@ -260,6 +260,23 @@ def test_dashboard_follows_a_live_run(tmp_path, browser):
                          "the host chart")
         rows = browser.js("return document.querySelectorAll('#ranks tbody tr').length")
         assert rows == 3
+        # A rank's number asks for its latest steps, every one (the
+        # controller keeps node 0's): rank 1 computes 15 ms more a step.
+        browser.js("document.querySelector('#ranks button.rank-pick[data-rank=\"1\"]').click()")
+        browser.wait_for("return (document.body.dataset.rankRecent || '').startsWith('1:')",
+                         "rank 1's latest steps")
+        assert browser.js("return document.body.dataset.rankRecent") == "1:64"
+        assert browser.js("return document.getElementById('rank-recent-title').textContent") \
+            == "Latest steps of rank 1"
+        assert "newest first; the controller (node 0) keeps its latest 256" in \
+            browser.js("return document.getElementById('rank-recent-hint').textContent")
+        cells = browser.js("""
+            const t = document.getElementById('rank-recent-table');
+            const col = [...t.querySelectorAll('thead th')].findIndex(h => h.textContent === 'compute');
+            return [...t.querySelectorAll('tbody tr')].map(r => r.children[col].textContent)""")
+        assert len(cells) == 64, cells
+        ms = sorted(float(c.split()[0]) for c in cells)
+        assert ms[32] > 15, cells
         # The goodput panel: one stacked bar for the one attempt, with
         # productive time in it.
         browser.wait_for("return document.querySelector('#goodput .gp-bar .gp-productive') !== null",
