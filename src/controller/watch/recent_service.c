@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "recent_rows.h"
+#include "stack_json.h"
 
 #define CHECK_MS 100 /* how often the deadlines of waiting requests are seen */
 
@@ -156,14 +157,26 @@ static void fetch_end(ss_recent_service *s, fetch *f)
         uv_timer_stop(&s->check);
 }
 
-/* Whether F's agent answered with an error object (the rank is not its,
- * or it ran out of memory). */
-static int refused(const fetch *f)
+/* What F's agent answered: 0 the rank's rows object; 1 an object with an
+ * "error" member (the rank is not its, or it ran out of memory); -1
+ * anything else (not one JSON object of the rank, "{" first). */
+static int answer_kind(const fetch *f)
 {
-    char head[40];
-    int n = snprintf(head, sizeof head, "{\"rank\":%u,\"error\":",
-                     f->q->rank);
-    return f->body.len > (size_t)n && memcmp(f->body.data, head, (size_t)n) == 0;
+    const char *p = f->body.data;
+    if (f->body.len == 0 || p[0] != '{' ||
+        !ss_sj_is_rank_object(p, f->body.len, f->q->rank))
+        return -1;
+    ss_sj_iter it;
+    ss_sj_span key, value;
+    if (ss_sj_object((ss_sj_span){p, p + f->body.len}, &it) != 0)
+        return -1;
+    while (ss_sj_key(&it, &key)) {
+        if (ss_sj_key_is(key, "error"))
+            return 1;
+        if (!ss_sj_take(&it, &value))
+            break;
+    }
+    return 0;
 }
 
 void ss_recent_service_part(ss_recent_service *s, uint32_t node,
@@ -186,12 +199,19 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
     ss_buf_add(&f->body, (const char *)p->bytes, p->len);
     if (!p->last)
         return;
-    if (f->body.oom) {
+    int kind = f->body.oom ? -2 : answer_kind(f);
+    if (kind == -2) {
         answer_text(s, f->q, 500, "out of memory");
-    } else if (refused(f)) {
+    } else if (kind != 0) {
         char why[300];
-        snprintf(why, sizeof why, "node %u's agent answered %.*s", node,
-                 (int)(f->body.len < 200 ? f->body.len : 200), f->body.data);
+        if (kind == 1)
+            snprintf(why, sizeof why, "node %u's agent answered %.*s", node,
+                     (int)(f->body.len < 200 ? f->body.len : 200),
+                     f->body.data);
+        else
+            snprintf(why, sizeof why, "node %u's agent answered something "
+                     "else than rank %u's rows (%zu bytes that are not its "
+                     "JSON object)", node, f->q->rank, f->body.len);
         answer_text(s, f->q, 502, why);
     } else
         answer_rows(s, f->q, node, "agent", f->body.data, f->body.len);

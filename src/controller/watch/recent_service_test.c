@@ -4,8 +4,8 @@
  * 0's rank answered from its own rows; another node's through the ask
  * hook, its answer assembled from chunks; a node that cannot be asked, a
  * rank outside the run, an agent that never answers, one that answers an
- * error or too much, chunks of other requests ignored; and what waits
- * when the service closes.
+ * error, too much or what is not the rank's JSON object, chunks of other
+ * requests ignored; and what waits when the service closes.
  */
 #include "recent_service.h"
 
@@ -184,6 +184,29 @@ static void answers_local_and_remote_ranks(void)
     CHECK_EQ_INT((int)c.status, 502);
     CHECK(strstr(c.out.data, "node 1's agent answered {\"rank\":2,\"error\"")
           != NULL);
+    ss_buf_free(&c.out);
+
+    /* answers that are not the rank's JSON object */
+    const char *bad[] = {"{\"rank\":3,\"rows\":[", "{\"rank\":2,\"rows\":[]}",
+                         " {\"rank\":3}", "[3]", "{\"rank\":3}{}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        before = asks;
+        call_start(&c, s, 3, 5);
+        run_until(&loop, &c, before);
+        part(s, 1, asked.request_id, 3, 1, bad[i]);
+        call_end(&loop, &c);
+        CHECK_EQ_INT((int)c.status, 502);
+        CHECK(strstr(c.out.data, "something else than rank 3's rows") != NULL);
+        ss_buf_free(&c.out);
+    }
+    /* a phase named "error" is a phase, not an error */
+    before = asks;
+    call_start(&c, s, 3, 5);
+    run_until(&loop, &c, before);
+    part(s, 1, asked.request_id, 3, 1,
+         "{\"rank\":3,\"rows\":[{\"phases\":{\"error\":1.0}}]}");
+    call_end(&loop, &c);
+    CHECK_EQ_INT((int)c.status, 200);
     ss_buf_free(&c.out);
 
     /* an answer over the limit */
