@@ -1430,8 +1430,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
             snprintf(facts.cause, sizeof facts.cause, "%s",
                      stopped ? "interrupted" : "health_check");
             ss_store_put_attempt_facts(r->store, r->run_id, &facts);
-    if (status != 0)
-        store_failure(r);
+            store_failure(r);
         }
         if (stopped)
             status = 128 + stopped;
