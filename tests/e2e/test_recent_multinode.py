@@ -11,11 +11,14 @@ rank 2, and its rows say so).  Once the job has ended, every row the
 agents and node 0 answered is the store's row of the same rank and step,
 to the microsecond: the step time, the largest RSS and every phase.  A
 rank outside the run is a 404, a bad query a 400, a run that is not live
-a 404.  No process of the job is left."""
+a 404.  `stepscope report --rank R` of the running job shows the same
+rows (its JSON's `live`, its text's last table); once the job has ended
+it has none.  No process of the job is left."""
 import importlib.util
 import json
 import signal
 import sqlite3
+import subprocess
 import sys
 import time
 import urllib.error
@@ -25,6 +28,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import STEPSCOPE  # noqa: E402
 from test_multinode import (LONG, Scenario, assert_nothing_left,  # noqa: E402
                             finish, spawn, stored_steps, train)
 
@@ -61,6 +65,14 @@ def rows_of(base, rid, rank, steps):
     status, doc = get(f"{base}api/runs/{rid}/recent?rank={rank}&steps={steps}")
     assert status == 200, doc
     return doc
+
+
+def report_rank(sc, rank, *extra):
+    out = subprocess.run([str(STEPSCOPE), "report", "--db", str(sc.db), "--rank",
+                          str(rank), *extra], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def median(xs):
@@ -122,6 +134,13 @@ def test_a_rank_s_recent_steps_come_from_its_node(tmp_path, mode):
         assert forward[SLOW_RANK] > forward[0] + SLOW_MS * 0.6, forward
         # more rows than a node keeps are not asked for: all it has
         assert rows_of(base, rid, 2, 1024)["kept"] <= 256
+        # `report --rank` of the running job asks its controller too
+        live = json.loads(report_rank(sc, SLOW_RANK, "--json"))["live"]
+        assert live and live["from"] == "agent" and live["node"] == 1, live
+        assert live["kept"] == 20 and live["rank"] == SLOW_RANK, live
+        text = report_rank(sc, 0)
+        assert "LATEST STEPS FROM ITS NODE (live, every step; ms; kept by the " \
+            "controller; 20 of its" in text, text
         status, doc = get(f"{base}api/runs/{rid}/recent?rank=4")
         assert status == 404 and "not in the run (4 ranks)" in doc["error"], doc
         status, doc = get(f"{base}api/runs/{rid}/recent?rank=2&steps=0")
@@ -134,6 +153,8 @@ def test_a_rank_s_recent_steps_come_from_its_node(tmp_path, mode):
                 p.send_signal(signal.SIGINT)
         finish(procs, timeout=60)
         assert_nothing_left(sc)
+    assert json.loads(report_rank(sc, SLOW_RANK, "--json"))["live"] is None
+    assert "LATEST STEPS FROM ITS NODE" not in report_rank(sc, SLOW_RANK)
     # every row answered is the store's row of the same rank and step
     for rank, rows in answered.items():
         for r in rows:

@@ -60,9 +60,9 @@
 #include "launcher.h"
 #include "link_conn.h"
 #include "link_wire.h"
-#include "recent_rows.h"
 #include "private_fs.h"
 #include "rank_env.h"
+#include "recent_rows.h"
 #include "sockdir.h"
 #include "store.h"
 #include "store_files.h"
@@ -137,7 +137,8 @@ typedef struct agent {
     uv_timer_t cont[SS_INJECT_MAX];
     int cont_pid[SS_INJECT_MAX];
     ss_agent_stacks *stacks; /* created on the first STACKS_REQ */
-    ss_recent_rows *recent;  /* the ranks' latest steps; at the first */
+    ss_recent_rows *recent;  /* the ranks' latest steps, made at the first
+                                record or RECENT_REQ */
     /* --aggregate node (JOIN_OK): partials and batched STATUS */
     int node_mode;
     ss_agent_fold *fold;

@@ -32,10 +32,10 @@
 #include "run_nodes.h"
 #include "nodeconf.h"
 #include "rank_env.h"
+#include "recent_service.h"
 #include "restart.h"
 #include "run_opts.h"
 #include "runlock.h"
-#include "recent_service.h"
 #include "stack_service.h"
 #include "store.h"
 

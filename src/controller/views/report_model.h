@@ -132,6 +132,7 @@ void ss_report_free(ss_report *rp);
 /* ---- one rank (`stepscope report --rank R`, report_rank.c) ---- */
 
 #define SS_REPORT_RANK_LATEST 10 /* the latest kept rows shown */
+#define SS_REPORT_RANK_LIVE 20   /* the latest steps asked of a live run */
 
 /* One kept rank-step row of the rank beside its step's median rank. */
 typedef struct {
@@ -151,6 +152,11 @@ typedef struct {
     ss_report_rank_step latest[SS_REPORT_RANK_LATEST]; /* a ring */
     size_t n_latest, latest_first; /* rows held; the oldest one's slot */
     int64_t *latest_phase_ns; /* [i * n_phases + phase] of latest[i] */
+    /* a running run (report_live.c): the rank's latest steps as its node
+     * keeps them, the API's /recent object (a cJSON tree), or NULL with
+     * why in LIVE_WHY ("" when the run is not running) */
+    struct cJSON *live_recent;
+    char live_why[600];
 } ss_report_rank;
 
 /*
@@ -195,6 +201,18 @@ int ss_report_print_json(FILE *f, const ss_report *rp, const char *db_path);
  * rp->n_ranks), without a line break. */
 void ss__report_json_run(ss_buf *b, const ss_report *rp);
 void ss__report_json_rank(ss_buf *b, const ss_report *rp, size_t rank);
+
+/* When run RUN_ID of the store DB_PATH is running, asks its controller
+ * for RK->rank's latest SS_REPORT_RANK_LIVE steps (report_live.c):
+ * RK->live_recent, or why not in RK->live_why.  A run that is not
+ * running leaves both empty. */
+void ss_report_rank_live_fetch(const char *db_path, int64_t run_id,
+                               ss_report_rank *rk);
+/* Their table in the text view (nothing when the run is not running),
+ * and their JSON ("null" then). */
+void ss__report_rank_text_live(FILE *f, const ss_report *rp,
+                               const ss_report_rank *rk);
+void ss__report_rank_json_live(ss_buf *b, const ss_report_rank *rk);
 
 /* Pieces of the text report the rank view shares (report_text.c): the
  * run's header, the cleaning of stored strings for a terminal, and the

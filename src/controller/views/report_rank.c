@@ -11,6 +11,8 @@
  * often it was missing; and its latest kept rank-step rows beside each
  * step's median rank.  Steps are read in windows and the rank's rows with a
  * cursor, so memory stays small however long the run and large the world.
+ * A run that is still running adds the rank's latest steps as its node
+ * keeps them (report_live.c).
  *
  * Counts over steps are exact.  The rank's percentiles are over its kept
  * rows: retention thins old steps, and above 4,096 ranks node aggregation
@@ -20,6 +22,7 @@
  */
 #include "report_model.h"
 
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +187,7 @@ void ss_report_rank_free(ss_report_rank *rk)
     free(rk->phase_worst);
     free(rk->sync_last);
     free(rk->latest_phase_ns);
+    cJSON_Delete(rk->live_recent);
     *rk = (ss_report_rank){0};
 }
 
@@ -410,6 +414,7 @@ void ss_report_rank_print_text(FILE *f, ss_report *rp,
     text_rank_host(f, rp, rk->rank);
     text_rank_events(f, rp, rk->rank);
     text_rank_latest(f, rp, rk);
+    ss__report_rank_text_live(f, rp, rk);
 }
 
 int ss_report_rank_print_json(FILE *f, const ss_report *rp,
@@ -508,7 +513,9 @@ int ss_report_rank_print_json(FILE *f, const ss_report *rp,
         }
         ss_buf_puts(&b, "}}");
     }
-    ss_buf_puts(&b, rk->n_latest ? "\n  ]\n}\n" : "]\n}\n");
+    ss_buf_puts(&b, rk->n_latest ? "\n  ],\n  \"live\": " : "],\n  \"live\": ");
+    ss__report_rank_json_live(&b, rk);
+    ss_buf_puts(&b, "\n}\n");
     int nomem = b.oom;
     if (!nomem)
         fwrite(b.data, 1, b.len, f);
