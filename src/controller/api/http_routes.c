@@ -115,6 +115,24 @@ static enum MHD_Result serve_diff(ss_http *h, struct MHD_Connection *c)
     return ss__http_reply_document(h, c, &out);
 }
 
+/* Replies what a live controller's hook (stacks, recent) answered: its
+ * JSON document B with 200, else STATUS with B's one-line reason (NONE
+ * when it gave none).  Frees or hands on B. */
+static enum MHD_Result reply_hook(ss_http *h, struct MHD_Connection *c,
+                                  unsigned status, ss_buf *b,
+                                  const char *none)
+{
+    if (status != MHD_HTTP_OK || b->oom) {
+        enum MHD_Result ret = ss__http_reply_error(
+            c, b->oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
+            b->oom ? "out of memory" : b->data ? b->data : none);
+        ss_buf_free(b);
+        return ret;
+    }
+    ss_buf_puts(b, "\n");
+    return ss__http_reply_document(h, c, b);
+}
+
 /* Answers POST /api/runs/{id}/stacks: asks the live controller for every
  * rank's stacks.  It signals the ranks (and with native=1 attaches to
  * them), so it is never done for a GET or a HEAD: a page of another site
@@ -153,15 +171,7 @@ static enum MHD_Result serve_stacks(ss_http *h, struct MHD_Connection *c,
                 (rk && strcmp(rk, "0") == 0 ? SS_HTTP_STACKS_BRIEF : 0);
     ss_buf b = {0};
     unsigned status = h->stacks(h->stacks_ctx, flags, &b);
-    if (status != MHD_HTTP_OK || b.oom) {
-        enum MHD_Result ret = ss__http_reply_error(
-                     c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
-                     b.oom ? "out of memory" : b.data ? b.data : "no stacks");
-        ss_buf_free(&b);
-        return ret;
-    }
-    ss_buf_puts(&b, "\n");
-    return ss__http_reply_document(h, c, &b);
+    return reply_hook(h, c, status, &b, "no stacks");
 }
 
 /* Answers /api/runs/{id}/profile: POST (START 1) asks the live run's
@@ -278,15 +288,7 @@ static enum MHD_Result serve_recent(ss_http *h, struct MHD_Connection *c,
     ss_buf b = {0};
     unsigned status = h->recent(h->recent_ctx, (uint32_t)rank,
                                 (uint32_t)steps, &b);
-    if (status != MHD_HTTP_OK || b.oom) {
-        ret = ss__http_reply_error(
-            c, b.oom ? MHD_HTTP_INTERNAL_SERVER_ERROR : status, "%s",
-            b.oom ? "out of memory" : b.data ? b.data : "no answer");
-        ss_buf_free(&b);
-        return ret;
-    }
-    ss_buf_puts(&b, "\n");
-    return ss__http_reply_document(h, c, &b);
+    return reply_hook(h, c, status, &b, "no answer");
 }
 
 /* Answers /api/runs/{id}[/{doc}]; REST is what follows "/api/runs/".
