@@ -5,16 +5,22 @@
  * agent: docs/multinode.md, "A rank's recent steps") and shows them, the
  * newest first: each step's time, its phases and its largest RSS.  It is
  * every step the rank's node keeps, where the store may keep a row of it
- * every few steps only.  A click on the same rank asks again; a stored
- * run or a report has no live controller to ask, and the panel says so.
+ * every few steps only.  While the run stays live the panel asks again
+ * every REFRESH_MS (one request at a time; a failed refresh keeps the
+ * rows drawn and says so); a stored run or a report has no live
+ * controller to ask, and the panel says so.
  */
 (function (ss) {
   'use strict';
 
   var STEPS = 64;
+  var REFRESH_MS = 2000;
   var $ = ss.$, esc = ss.esc, isNum = ss.isNum, fmtMs = ss.fmtMs, fmtInt = ss.fmtInt,
       fmtBytes = ss.fmtBytes;
-  var asking = 0; /* the latest request's number: older answers are dropped */
+  var asking = 0;     /* the latest request's number: older answers are dropped */
+  var shown = null;   /* {run, rank} while the panel follows a live rank */
+  var inFlight = false;
+  var timer = null;
 
   function panel() { return $('#panel-rank-recent'); }
 
@@ -53,27 +59,59 @@
       '<thead>' + head + '</thead><tbody>' + body + '</tbody></table></div>';
   }
 
-  /* Shows rank RANK's latest steps. */
+  function live(st) {
+    return !ss.STATIC && st && st.run && st.run.live;
+  }
+
+  /* Asks for the followed rank's latest steps and draws them. */
+  function ask() {
+    var st = ss.st, want = shown, n = ++asking;
+    if (!want || !live(st) || st.id !== want.run) {
+      stop();
+      return;
+    }
+    inFlight = true;
+    ss.api('runs/' + want.run + '/recent?rank=' + want.rank + '&steps=' + STEPS).then(function (doc) {
+      if (n !== asking) return;
+      draw(doc);
+      document.body.dataset.rankRecent = doc.rank + ':' + doc.rows.length;
+      want.drawn = true;
+    }).catch(function (err) {
+      if (n !== asking) return;
+      var msg = String(err && err.message || err);
+      if (want.drawn) {
+        /* the rows drawn stay; the hint says they are no longer fresh */
+        $('#rank-recent-hint').textContent = 'not refreshed: ' + msg;
+        return;
+      }
+      say('Latest steps of rank ' + want.rank, msg);
+      document.body.dataset.rankRecent = want.rank + ':error';
+    }).then(function () { inFlight = false; });
+  }
+
+  function stop() {
+    shown = null;
+    if (timer) clearInterval(timer);
+    timer = null;
+  }
+
+  /* Shows rank RANK's latest steps, and follows them while the run is live. */
   function show(rank) {
-    var st = ss.st, n = ++asking;
+    var st = ss.st;
+    stop();
+    ++asking;
     panel().hidden = false;
     $('#rank-recent-hint').textContent = '';
     document.body.dataset.rankRecent = '';
-    if (ss.STATIC || !st || !st.run || !st.run.live) {
+    if (!live(st)) {
       say('Latest steps of rank ' + rank, 'A rank\'s latest steps come from a running job\'s ' +
           'controller; this run is not live here.');
       return;
     }
     say('Latest steps of rank ' + rank, 'Asking…');
-    ss.api('runs/' + st.id + '/recent?rank=' + rank + '&steps=' + STEPS).then(function (doc) {
-      if (n !== asking) return;
-      draw(doc);
-      document.body.dataset.rankRecent = doc.rank + ':' + doc.rows.length;
-    }).catch(function (err) {
-      if (n !== asking) return;
-      say('Latest steps of rank ' + rank, String(err && err.message || err));
-      document.body.dataset.rankRecent = rank + ':error';
-    });
+    shown = { run: st.id, rank: rank, drawn: false };
+    ask();
+    timer = setInterval(function () { if (!inFlight) ask(); }, REFRESH_MS);
   }
 
   /* A click in the Ranks table: on a rank's number, its latest steps. */

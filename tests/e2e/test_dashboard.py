@@ -277,6 +277,10 @@ def test_dashboard_follows_a_live_run(tmp_path, browser):
         assert len(cells) == 64, cells
         ms = sorted(float(c.split()[0]) for c in cells)
         assert ms[32] > 15, cells
+        # while the run is live the panel follows the rank's new steps
+        newest = "+document.querySelector('#rank-recent-table tbody td').textContent.replace(/\\D/g, '')"
+        first_newest = browser.js(f"return {newest}")
+        browser.wait_for(f"return {newest} > {first_newest}", "the latest steps to refresh")
         # The goodput panel: one stacked bar for the one attempt, with
         # productive time in it.
         browser.wait_for("return document.querySelector('#goodput .gp-bar .gp-productive') !== null",
