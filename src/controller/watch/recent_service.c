@@ -2,41 +2,34 @@
  * recent_service.c - one rank's latest steps for the running controller
  * (recent_service.h).
  *
- * The HTTP workers never touch the loop: a request is queued under a
- * mutex, an async handle wakes the loop, and the loop answers node 0's
- * ranks from its own rows at once and asks another node's agent for the
- * rest.  An agent's answer is collected chunk by chunk against a deadline
- * (one timer checks every waiting request).  A worker that gave up
- * leaves its request to the loop, which frees it when it is answered.
+ * A request comes from an HTTP worker through the bridge (http_bridge.h);
+ * on the loop, node 0's ranks are answered from its own rows at once and
+ * another node's rank is asked of its agent.  An agent's answer is
+ * collected chunk by chunk against a deadline (one timer checks every
+ * waiting request).
  */
 #include "recent_service.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "http_bridge.h"
 #include "recent_rows.h"
 #include "stack_json.h"
 
 #define CHECK_MS 100 /* how often the deadlines of waiting requests are seen */
 
-/* One GET /api/runs/{id}/recent on an HTTP worker thread. */
-typedef struct http_req {
-    struct http_req *next;
+/* What a request asks (the bridge's call arguments). */
+typedef struct {
     uint32_t rank, steps;
-    int done;      /* the loop answered: STATUS and OUT are set */
-    int abandoned; /* the worker gave up waiting: the loop frees it */
-    unsigned status;
-    ss_buf out;
-} http_req;
+} recent_args;
 
 /* A request sent to an agent, on the loop. */
 typedef struct fetch {
     struct fetch *next;
-    http_req *q;
-    uint32_t id, node;
+    ss_bridge_call *call;
+    uint32_t id, node, rank;
     uint64_t deadline_ms;
     ss_buf body;
 } fetch;
@@ -45,17 +38,13 @@ struct ss_recent_service {
     uv_loop_t *loop;
     ss_recent_service_config cfg;
     ss_recent_rows *local;  /* node 0's ranks; NULL until a record */
-    uv_async_t wake;
+    ss_http_bridge *bridge;
     uv_timer_t check;
-    fetch *fetches;         /* loop thread */
+    fetch *fetches;
     uint32_t next_id;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    http_req *queue;        /* guarded by mu */
-    int closed;             /* guarded by mu */
 };
 
-static void on_wake(uv_async_t *a);
+static void start(void *ctx, ss_bridge_call *call);
 
 ss_recent_service *ss_recent_service_new(uv_loop_t *loop,
                                          const ss_recent_service_config *cfg)
@@ -67,11 +56,11 @@ ss_recent_service *ss_recent_service_new(uv_loop_t *loop,
     s->cfg = *cfg;
     if (!s->cfg.wait_ms)
         s->cfg.wait_ms = SS_RECENT_WAIT_MS;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    uv_async_init(loop, &s->wake, on_wake);
-    s->wake.data = s;
-    uv_unref((uv_handle_t *)&s->wake); /* never keeps the loop running */
+    s->bridge = ss_http_bridge_new(loop, start, s);
+    if (!s->bridge) {
+        free(s);
+        return NULL;
+    }
     uv_timer_init(loop, &s->check);
     s->check.data = s;
     uv_unref((uv_handle_t *)&s->check);
@@ -97,48 +86,18 @@ void ss_recent_service_record(ss_recent_service *s, uint32_t rank,
                        rec->n_phases, pn, durs);
 }
 
-/* ---- answers ---- */
-
-/* Under mu: answers Q, or frees it when its worker left. */
-static void answer_locked(ss_recent_service *s, http_req *q, unsigned status,
-                          const char *body, size_t len)
-{
-    if (q->abandoned) {
-        ss_buf_free(&q->out);
-        free(q);
-        return;
-    }
-    q->status = status;
-    ss_buf_add(&q->out, body, len);
-    q->done = 1;
-    pthread_cond_broadcast(&s->cv);
-}
-
-static void answer(ss_recent_service *s, http_req *q, unsigned status,
-                   const char *body, size_t len)
-{
-    pthread_mutex_lock(&s->mu);
-    answer_locked(s, q, status, body, len);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static void answer_text(ss_recent_service *s, http_req *q, unsigned status,
-                        const char *text)
-{
-    answer(s, q, status, text, strlen(text));
-}
-
 /* OBJ (recent_rows.h's object, "{" first) with NODE and FROM put first. */
-static void answer_rows(ss_recent_service *s, http_req *q, uint32_t node,
-                        const char *from, const char *obj, size_t len)
+static void answer_rows(ss_recent_service *s, ss_bridge_call *call,
+                        uint32_t node, const char *from, const char *obj,
+                        size_t len)
 {
     ss_buf b = {0};
     ss_buf_printf(&b, "{\"node\":%u,\"from\":\"%s\",", node, from);
     ss_buf_add(&b, obj + 1, len - 1);
     if (b.oom)
-        answer_text(s, q, 500, "out of memory");
+        ss_http_bridge_answer_text(s->bridge, call, 500, "out of memory");
     else
-        answer(s, q, 200, b.data, b.len);
+        ss_http_bridge_answer(s->bridge, call, 200, b.data, b.len);
     ss_buf_free(&b);
 }
 
@@ -164,7 +123,7 @@ static int answer_kind(const fetch *f)
 {
     const char *p = f->body.data;
     if (f->body.len == 0 || p[0] != '{' ||
-        !ss_sj_is_rank_object(p, f->body.len, f->q->rank))
+        !ss_sj_is_rank_object(p, f->body.len, f->rank))
         return -1;
     ss_sj_iter it;
     ss_sj_span key, value;
@@ -184,7 +143,7 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
 {
     fetch *f = s ? s->fetches : NULL;
     while (f && (f->id != p->request_id || f->node != node ||
-                 f->q->rank != p->rank))
+                 f->rank != p->rank))
         f = f->next;
     if (!f)
         return; /* answered already, or never asked */
@@ -192,7 +151,7 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
         char why[120];
         snprintf(why, sizeof why, "node %u's answer is over %u bytes", node,
                  SS_RECENT_MAX_ANSWER);
-        answer_text(s, f->q, 502, why);
+        ss_http_bridge_answer_text(s->bridge, f->call, 502, why);
         fetch_end(s, f);
         return;
     }
@@ -201,7 +160,7 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
         return;
     int kind = f->body.oom ? -2 : answer_kind(f);
     if (kind == -2) {
-        answer_text(s, f->q, 500, "out of memory");
+        ss_http_bridge_answer_text(s->bridge, f->call, 500, "out of memory");
     } else if (kind != 0) {
         char why[300];
         if (kind == 1)
@@ -211,10 +170,11 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
         else
             snprintf(why, sizeof why, "node %u's agent answered something "
                      "else than rank %u's rows (%zu bytes that are not its "
-                     "JSON object)", node, f->q->rank, f->body.len);
-        answer_text(s, f->q, 502, why);
-    } else
-        answer_rows(s, f->q, node, "agent", f->body.data, f->body.len);
+                     "JSON object)", node, f->rank, f->body.len);
+        ss_http_bridge_answer_text(s->bridge, f->call, 502, why);
+    } else {
+        answer_rows(s, f->call, node, "agent", f->body.data, f->body.len);
+    }
     fetch_end(s, f);
 }
 
@@ -229,49 +189,51 @@ static void on_check(uv_timer_t *t)
             char why[120];
             snprintf(why, sizeof why, "node %u's agent did not answer "
                      "within %u ms", f->node, s->cfg.wait_ms);
-            answer_text(s, f->q, 504, why);
+            ss_http_bridge_answer_text(s->bridge, f->call, 504, why);
             fetch_end(s, f);
         }
         f = next;
     }
 }
 
-/* ---- the loop's side of a request ---- */
+/* ---- the loop's side of a request (ss_bridge_start_fn) ---- */
 
-static void start(ss_recent_service *s, http_req *q)
+static void start(void *ctx, ss_bridge_call *call)
 {
-    if (q->rank >= s->cfg.world) {
-        char why[120];
+    ss_recent_service *s = ctx;
+    const recent_args *a = ss_bridge_call_args(call);
+    char why[200];
+    if (a->rank >= s->cfg.world) {
         snprintf(why, sizeof why, "rank %u is not in the run (%u ranks)",
-                 q->rank, s->cfg.world);
-        answer_text(s, q, 404, why);
+                 a->rank, s->cfg.world);
+        ss_http_bridge_answer_text(s->bridge, call, 404, why);
         return;
     }
-    if (q->rank < s->cfg.nproc) {
+    if (a->rank < s->cfg.nproc) {
         ss_buf b = {0};
         if (!s->local)
             s->local = ss_recent_rows_new(0, s->cfg.nproc);
-        if (ss_recent_rows_json(s->local, q->rank, q->steps, &b) != 0 ||
+        if (ss_recent_rows_json(s->local, a->rank, a->steps, &b) != 0 ||
             b.oom)
-            answer_text(s, q, 500, "out of memory");
+            ss_http_bridge_answer_text(s->bridge, call, 500, "out of memory");
         else
-            answer_rows(s, q, 0, "controller", b.data, b.len);
+            answer_rows(s, call, 0, "controller", b.data, b.len);
         ss_buf_free(&b);
         return;
     }
-    uint32_t node = q->rank / s->cfg.nproc;
+    uint32_t node = a->rank / s->cfg.nproc;
     fetch *f = calloc(1, sizeof *f);
     if (!f) {
-        answer_text(s, q, 500, "out of memory");
+        ss_http_bridge_answer_text(s->bridge, call, 500, "out of memory");
         return;
     }
-    *f = (fetch){.q = q, .id = ++s->next_id, .node = node,
+    *f = (fetch){.call = call, .id = ++s->next_id, .node = node,
+                 .rank = a->rank,
                  .deadline_ms = uv_now(s->loop) + s->cfg.wait_ms};
-    link_recent_req req = {f->id, q->rank, q->steps};
-    char why[200];
+    link_recent_req req = {f->id, a->rank, a->steps};
     if (!s->cfg.ask) {
         snprintf(why, sizeof why, "rank %u is on node %u and this run has "
-                 "no way to ask it", q->rank, node);
+                 "no way to ask it", a->rank, node);
     } else if (s->cfg.ask(s->cfg.ask_ctx, node, &req, why, sizeof why) == 0) {
         f->next = s->fetches;
         s->fetches = f;
@@ -279,72 +241,19 @@ static void start(ss_recent_service *s, http_req *q)
             uv_timer_start(&s->check, on_check, CHECK_MS, CHECK_MS);
         return;
     }
-    answer_text(s, q, 503, why);
+    ss_http_bridge_answer_text(s->bridge, call, 503, why);
     free(f);
-}
-
-static void on_wake(uv_async_t *a)
-{
-    ss_recent_service *s = a->data;
-    pthread_mutex_lock(&s->mu);
-    http_req *list = s->queue;
-    s->queue = NULL;
-    int closed = s->closed;
-    pthread_mutex_unlock(&s->mu);
-    while (list) {
-        http_req *q = list;
-        list = q->next;
-        if (closed)
-            answer_text(s, q, 503, "the run is ending");
-        else
-            start(s, q);
-    }
 }
 
 unsigned ss_recent_service_http(void *ctx, uint32_t rank, uint32_t steps,
                                 ss_buf *out)
 {
     ss_recent_service *s = ctx;
-    http_req *q = calloc(1, sizeof *q);
-    if (!q) {
-        ss_buf_puts(out, "out of memory");
-        return 500;
-    }
-    q->rank = rank;
-    q->steps = steps < 1 ? 1 : steps > LINK_MAX_RECENT_STEPS
-                                   ? LINK_MAX_RECENT_STEPS : steps;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += s->cfg.wait_ms / 1000 + 1;
-    until.tv_nsec += (long)(s->cfg.wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&s->mu);
-    if (s->closed) {
-        pthread_mutex_unlock(&s->mu);
-        free(q);
-        ss_buf_puts(out, "the run is ending");
-        return 503;
-    }
-    q->next = s->queue;
-    s->queue = q;
-    uv_async_send(&s->wake);
-    while (!q->done && pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
-        ;
-    if (!q->done) {
-        q->abandoned = 1; /* queued or waiting on an agent: the loop frees it */
-        pthread_mutex_unlock(&s->mu);
-        ss_buf_puts(out, "the controller did not answer in time");
-        return 504;
-    }
-    pthread_mutex_unlock(&s->mu);
-    unsigned status = q->status;
-    ss_buf_add(out, q->out.data ? q->out.data : "", q->out.len);
-    ss_buf_free(&q->out);
-    free(q);
-    return status;
+    recent_args a = {rank, steps < 1 ? 1
+                           : steps > LINK_MAX_RECENT_STEPS
+                               ? LINK_MAX_RECENT_STEPS : steps};
+    return ss_http_bridge_call(s->bridge, &a, sizeof a, s->cfg.wait_ms + 1000,
+                               out);
 }
 
 /* ---- life cycle ---- */
@@ -353,21 +262,12 @@ void ss_recent_service_close(ss_recent_service *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
-    s->closed = 1;
-    while (s->queue) {
-        http_req *q = s->queue;
-        s->queue = q->next;
-        static const char ending[] = "the run is ending";
-        answer_locked(s, q, 503, ending, sizeof ending - 1);
-    }
-    pthread_mutex_unlock(&s->mu);
+    ss_http_bridge_close(s->bridge);
     while (s->fetches) {
-        answer_text(s, s->fetches->q, 503, "the run is ending");
+        ss_http_bridge_answer_text(s->bridge, s->fetches->call, 503,
+                                   "the run is ending");
         fetch_end(s, s->fetches);
     }
-    if (!uv_is_closing((uv_handle_t *)&s->wake))
-        uv_close((uv_handle_t *)&s->wake, NULL);
     if (!uv_is_closing((uv_handle_t *)&s->check))
         uv_close((uv_handle_t *)&s->check, NULL);
 }
@@ -376,8 +276,7 @@ void ss_recent_service_free(ss_recent_service *s)
 {
     if (!s)
         return;
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
+    ss_http_bridge_free(s->bridge);
     ss_recent_rows_free(s->local);
     free(s);
 }

@@ -3,8 +3,8 @@
  * (docs/multinode.md, "A rank's recent steps"; docs/api.md,
  * /api/runs/{id}/recent): node 0's ranks from the rows it keeps as their
  * records pass, every other node's from its agent (RECENT_REQ, answered by
- * RECENT_PART), and the bridge from the HTTP server's worker threads to
- * the loop.
+ * RECENT_PART), asked from the HTTP server's worker threads through
+ * http_bridge.h.
  *
  * Life cycle, in run.c's order:
  *   ss_recent_service_new(loop, cfg)  before the HTTP server, which gets

@@ -2,36 +2,33 @@
  * stack_service.c - every rank's stacks for the running controller
  * (stack_service.h).
  *
- * The HTTP workers never touch the loop: a request is queued under a
- * mutex, an async handle wakes the loop, the loop collects and answers
- * under the mutex, and the worker, waiting on a condition variable with a
- * deadline, takes the answer.  A worker that gave up leaves its request
- * to the loop, which frees it when the answer comes.
+ * A request of an HTTP worker reaches the loop through the bridge
+ * (http_bridge.h), which collects and answers it there.
  */
 #include "stack_service.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clocks.h"
+#include "http_bridge.h"
 #include "http_types.h"
 #include "stack_collect.h"
 #include "stack_doc.h"
 
-/* One GET /api/runs/{id}/stacks waiting on an HTTP worker thread. */
-typedef struct http_req {
-    struct http_req *next;
-    ss_stack_service *s;
+/* What a POST /api/runs/{id}/stacks asks (the bridge's call arguments). */
+typedef struct {
     int native;
-    int brief;     /* the document without its ranks' objects */
-    int done;      /* the loop answered: STATUS and OUT are set */
-    int abandoned; /* the worker gave up waiting: the loop frees it */
-    unsigned status;
-    ss_buf out;
+    int brief; /* the document without its ranks' objects */
+} stacks_args;
+
+/* A request on the loop: its call, to answer. */
+typedef struct {
+    ss_stack_service *s;
+    ss_bridge_call *call;
 } http_req;
 
 struct ss_stack_service {
@@ -40,11 +37,7 @@ struct ss_stack_service {
     ss_stack_service_config cfg;   /* strings owned below */
     char *exe, *host, *stack_dir;
     uint32_t stored;               /* request snapshots stored */
-    uv_async_t wake;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    http_req *queue;               /* guarded by mu */
-    int closed;                    /* guarded by mu */
+    ss_http_bridge *bridge;        /* requests of the HTTP workers */
 };
 
 /* One capture: the local collection and the remote fetch run at once;
@@ -226,99 +219,45 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
     return start_capture(s, native, trigger, finding_id, cb, ctx, 0);
 }
 
-/* ---- the HTTP bridge ---- */
-
-/* Under mu: answers Q, or frees it when its worker left. */
-static void answer(ss_stack_service *s, http_req *q, unsigned status,
-                   const char *body, size_t len)
-{
-    if (q->abandoned) {
-        ss_buf_free(&q->out);
-        free(q);
-        return;
-    }
-    q->status = status;
-    ss_buf_add(&q->out, body, len);
-    q->done = 1;
-    pthread_cond_broadcast(&s->cv);
-}
+/* ---- requests of the HTTP workers (http_bridge.h) ---- */
 
 static void on_http_captured(void *ctx, const char *doc, size_t len,
                              const char *why)
 {
     http_req *q = ctx;
-    ss_stack_service *s = q->s;
-    pthread_mutex_lock(&s->mu);
     if (doc)
-        answer(s, q, 200, doc, len);
+        ss_http_bridge_answer(q->s->bridge, q->call, 200, doc, len);
     else
-        answer(s, q, 500, why, strlen(why));
-    pthread_mutex_unlock(&s->mu);
+        ss_http_bridge_answer_text(q->s->bridge, q->call, 500, why);
+    free(q);
 }
 
-/* The loop's side: starts the requests the workers queued. */
-static void on_wake(uv_async_t *a)
+/* The loop's side of a request (ss_bridge_start_fn). */
+static void start_request(void *ctx, ss_bridge_call *call)
 {
-    ss_stack_service *s = a->data;
-    pthread_mutex_lock(&s->mu);
-    http_req *list = s->queue;
-    s->queue = NULL;
-    pthread_mutex_unlock(&s->mu);
-    while (list) {
-        http_req *q = list;
-        list = q->next;
-        if (start_capture(s, q->native, "request", -1, on_http_captured, q,
-                          q->brief) != 0) {
-            static const char busy[] = "the controller cannot take a stacks "
-                                       "request now (the ranks are not "
-                                       "launched, or too many requests wait)";
-            pthread_mutex_lock(&s->mu);
-            answer(s, q, 503, busy, sizeof busy - 1);
-            pthread_mutex_unlock(&s->mu);
-        }
+    ss_stack_service *s = ctx;
+    const stacks_args *a = ss_bridge_call_args(call);
+    http_req *q = malloc(sizeof *q);
+    if (q)
+        *q = (http_req){s, call};
+    if (!q || start_capture(s, a->native, "request", -1, on_http_captured, q,
+                            a->brief) != 0) {
+        free(q);
+        ss_http_bridge_answer_text(s->bridge, call, 503,
+                                   "the controller cannot take a stacks "
+                                   "request now (the ranks are not launched, "
+                                   "or too many requests wait)");
     }
 }
 
 unsigned ss_stack_service_http(void *ctx, int flags, ss_buf *out)
 {
-    int native = (flags & SS_HTTP_STACKS_NATIVE) != 0;
     ss_stack_service *s = ctx;
-    http_req *q = calloc(1, sizeof *q);
-    if (!q) {
-        ss_buf_puts(out, "out of memory");
-        return 500;
-    }
-    q->s = s;
-    q->native = native;
-    q->brief = (flags & SS_HTTP_STACKS_BRIEF) != 0;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += native ? 30 : 10; /* the collector's deadline, and more */
-    pthread_mutex_lock(&s->mu);
-    if (s->closed) {
-        pthread_mutex_unlock(&s->mu);
-        free(q);
-        ss_buf_puts(out, "the run is ending");
-        return 503;
-    }
-    q->next = s->queue;
-    s->queue = q;
-    uv_async_send(&s->wake);
-    while (!q->done &&
-           pthread_cond_timedwait(&s->cv, &s->mu, &until) == 0)
-        ;
-    if (!q->done) {
-        q->abandoned = 1; /* queued or being collected: the loop frees it */
-        pthread_mutex_unlock(&s->mu);
-        ss_buf_puts(out, "the controller did not answer in time");
-        return 504;
-    }
-    pthread_mutex_unlock(&s->mu);
-    unsigned status = q->status;
-    ss_buf_add(out, q->out.data ? q->out.data : "", q->out.len);
-    ss_buf_free(&q->out);
-    free(q);
-    return status;
+    stacks_args a = {(flags & SS_HTTP_STACKS_NATIVE) != 0,
+                     (flags & SS_HTTP_STACKS_BRIEF) != 0};
+    /* the collector's deadline, and more */
+    return ss_http_bridge_call(s->bridge, &a, sizeof a,
+                               a.native ? 30000 : 10000, out);
 }
 
 /* ---- life cycle ---- */
@@ -329,11 +268,11 @@ ss_stack_service *ss_stack_service_new(uv_loop_t *loop)
     if (!s)
         return NULL;
     s->loop = loop;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    uv_async_init(loop, &s->wake, on_wake);
-    s->wake.data = s;
-    uv_unref((uv_handle_t *)&s->wake); /* never keeps the loop running */
+    s->bridge = ss_http_bridge_new(loop, start_request, s);
+    if (!s->bridge) {
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -378,27 +317,16 @@ void ss_stack_service_close(ss_stack_service *s)
 {
     if (!s)
         return;
-    static const char ending[] = "the run is ending";
-    pthread_mutex_lock(&s->mu);
-    s->closed = 1;
-    while (s->queue) {
-        http_req *q = s->queue;
-        s->queue = q->next;
-        answer(s, q, 503, ending, sizeof ending - 1);
-    }
-    pthread_mutex_unlock(&s->mu);
+    ss_http_bridge_close(s->bridge);
     ss_stack_collector_close(s->collector); /* answers what it collects */
     s->collector = NULL;
-    if (!uv_is_closing((uv_handle_t *)&s->wake))
-        uv_close((uv_handle_t *)&s->wake, NULL);
 }
 
 void ss_stack_service_free(ss_stack_service *s)
 {
     if (!s)
         return;
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
+    ss_http_bridge_free(s->bridge);
     free(s->exe);
     free(s->host);
     free(s->stack_dir);

@@ -2,7 +2,7 @@
  * stack_service.h - every rank's stacks for the running controller
  * (docs/debug.md): the collector (stack_collect.h) over the run's ranks,
  * the stacks document (stack_doc.h), its snapshot in the store, and the
- * bridge from the HTTP server's worker threads to the loop.
+ * HTTP server's requests for it (through http_bridge.h).
  *
  * Life cycle, in run.c's order:
  *   ss_stack_service_new(loop)       before the HTTP server, which gets
