@@ -52,7 +52,7 @@ static int rank_view(ss_reader *r, const ss_report_opts *o, int64_t run_id,
     if (ss_report_load(r, run_id, o->attempt, &rp, err) == 0 &&
         ss_report_rank_load(r, &rp, o->rank, &rk, err) == 0) {
         int nomem = 0;
-        if (o->attempt < 0 || o->attempt == rp.attempt)
+        if (rp.attempt == rp.n_attempts - 1) /* the latest: it may run */
             ss_report_rank_live_fetch(ss_reader_path(r), run_id, &rk);
         if (o->json)
             nomem = ss_report_rank_print_json(out, &rp, &rk,
