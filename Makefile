@@ -48,7 +48,7 @@ unit: all
 asan:
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang|multinode|multinode_aggregate|stacks|inject|profile|stacks_multinode|restarts|cli|dashboard_headline|docs_examples|empty_runs|interrupt)$$'
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E '^e2e\.test_(ddp|guard|dashboard_history|netns_infra|hang|multinode|multinode_aggregate|stacks|inject|profile|stacks_multinode|recent_multinode|restarts|cli|dashboard_headline|docs_examples|empty_runs|interrupt)$$'
 
 fuzz:
 	CC=clang cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTEPSCOPE_FUZZ=ON
