@@ -7,13 +7,12 @@
  */
 #include "http_bridge.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "testing.h"
+#include "testing_worker.h"
 
 static ss_bridge_call *held; /* a call the test answers itself */
 static char started[64];     /* the arguments of the calls started */
@@ -34,53 +33,41 @@ static void start(void *ctx, ss_bridge_call *call)
     ss_http_bridge_answer_text(b, call, 200, body);
 }
 
+/* One call of the bridge, made on a worker thread. */
 typedef struct {
     ss_http_bridge *b;
     int arg;
     uint32_t wait_ms;
     unsigned status;
     ss_buf out;
-    atomic_int done;
-    pthread_t th;
+    testing_worker w;
 } call;
 
-static void *call_main(void *p)
+static void call_main(void *p)
 {
     call *c = p;
     c->status = ss_http_bridge_call(c->b, &c->arg, sizeof c->arg, c->wait_ms,
                                     &c->out);
     ss_buf_add(&c->out, "", 1);
-    atomic_store(&c->done, 1);
-    return NULL;
 }
 
 static void begin(call *c, ss_http_bridge *b, int arg, uint32_t wait_ms)
 {
     *c = (call){.b = b, .arg = arg, .wait_ms = wait_ms};
-    REQUIRE(pthread_create(&c->th, NULL, call_main, c) == 0);
+    REQUIRE(testing_worker_start(&c->w, call_main, c) == 0);
 }
 
 static void end(uv_loop_t *loop, call *c)
 {
-    for (int i = 0; i < 5000 && !atomic_load(&c->done); i++) {
-        uv_run(loop, UV_RUN_NOWAIT);
-        usleep(1000);
-    }
-    pthread_join(c->th, NULL);
-}
-
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
+    testing_worker_join(&c->w, loop);
 }
 
 static void calls_answered_late_and_closed(void)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    uv_timer_t alive; /* the run's other handles keep its loop alive */
-    uv_timer_init(&loop, &alive);
-    uv_timer_start(&alive, on_tick, 1, 1);
+    uv_timer_t alive;
+    testing_loop_keep_alive(&loop, &alive);
     ss_http_bridge *b = NULL;
     b = ss_http_bridge_new(&loop, start, &b);
     REQUIRE(b != NULL);

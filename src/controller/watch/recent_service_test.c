@@ -9,13 +9,11 @@
  */
 #include "recent_service.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "testing.h"
+#include "testing_worker.h"
 
 #define NPROC 2
 #define WORLD 6
@@ -40,49 +38,43 @@ static int fake_ask(void *ctx, uint32_t node, const link_recent_req *req,
     return 0;
 }
 
-/* One HTTP request on its own thread. */
+/* One HTTP request, made on a worker thread. */
 typedef struct {
     ss_recent_service *s;
     uint32_t rank, steps;
     unsigned status;
     ss_buf out;
-    atomic_int done;
-    pthread_t th;
+    testing_worker w;
 } call;
 
-static void *call_main(void *arg)
+static void call_main(void *arg)
 {
     call *c = arg;
     c->status = ss_recent_service_http(c->s, c->rank, c->steps, &c->out);
-    atomic_store(&c->done, 1);
-    return NULL;
 }
 
 static void call_start(call *c, ss_recent_service *s, uint32_t rank,
                        uint32_t steps)
 {
-    memset(c, 0, sizeof *c);
-    c->s = s;
-    c->rank = rank;
-    c->steps = steps;
-    REQUIRE(pthread_create(&c->th, NULL, call_main, c) == 0);
+    *c = (call){.s = s, .rank = rank, .steps = steps};
+    REQUIRE(testing_worker_start(&c->w, call_main, c) == 0);
 }
 
-/* Runs LOOP until C's worker has an answer, or (ASKS_BEFORE >= 0) a new
- * ask came. */
+static int asked_since(void *before)
+{
+    return asks != *(int *)before;
+}
+
+/* Runs LOOP until C's worker has an answer or a new ask came (after
+ * ASKS_BEFORE). */
 static void run_until(uv_loop_t *loop, call *c, int asks_before)
 {
-    for (int i = 0; i < 5000 && !atomic_load(&c->done) &&
-                    (asks_before < 0 || asks == asks_before); i++) {
-        uv_run(loop, UV_RUN_NOWAIT);
-        usleep(1000);
-    }
+    testing_worker_run_loop(&c->w, loop, asked_since, &asks_before);
 }
 
 static void call_end(uv_loop_t *loop, call *c)
 {
-    run_until(loop, c, -1);
-    pthread_join(c->th, NULL);
+    testing_worker_join(&c->w, loop);
     ss_buf_add(&c->out, "", 1);
 }
 
@@ -105,19 +97,12 @@ static void record(ss_recent_service *s, uint32_t rank, uint64_t step)
     ss_recent_service_record(s, rank, 0, &rec, names);
 }
 
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
-}
-
 static void answers_local_and_remote_ranks(void)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    /* the run's other handles keep its loop alive; here a timer does */
     uv_timer_t alive;
-    uv_timer_init(&loop, &alive);
-    uv_timer_start(&alive, on_tick, 1, 1);
+    testing_loop_keep_alive(&loop, &alive);
     ss_recent_service_config cfg = {NPROC, WORLD, fake_ask, NULL, WAIT_MS};
     ss_recent_service *s = ss_recent_service_new(&loop, &cfg);
     REQUIRE(s != NULL);
