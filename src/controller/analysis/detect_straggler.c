@@ -32,8 +32,9 @@
  * while it lasts).  Over the newest straggler.transient_steps steps only,
  * at the same false-alarm rate per window: a transient burst, reported
  * when it ends (or is held back until the rank has been seen long enough
- * to tell it from the opening of a persistent episode).  An episode ends
- * when the median lateness over its window falls below
+ * to tell it from the opening of a persistent episode), unless its
+ * peers were faster for a while rather than it slower (others_faster).
+ * An episode ends when the median lateness over its window falls below
  * straggler.end_frac of the step.  The phase a finding blames is the one
  * with the largest excess over the median rank's in most late steps,
  * compared by self time where the ranks report it (phases nest: a slow
@@ -160,6 +161,18 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 #define SLOWER_WEIGHT 0.1
 #define SLOWER_STEPS 10
 
+/* The other ranks faster for a while (others_faster): over a transient
+ * burst, the other ranks reach the sync point FASTER_SHARE of the burst's
+ * median lateness or more sooner after their steps' begins than they
+ * usually do (their median over the window), while the rank named
+ * reaches it less than FASTER_SHARE of it later than it usually does.
+ * Two ranks of a clean job on 2 cores of a virtual machine take turns at
+ * running a phase in 60 % of its time for 15 to 30 steps (a backward of
+ * 30 ms in 18 to 20 ms), and the other one, at its usual pace, looks
+ * late by that much. */
+#define FASTER_SHARE 0.5
+#define FASTER_MIN_STEPS 5
+
 /* Rare waits (judge_rare): a step whose last rank made the others wait at
  * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
  * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
@@ -222,6 +235,8 @@ typedef struct {
     float *cpu_ex_ms; /* its CPU time over the median rank's; NaN unknown */
     float *host_ms;   /* what it lost to the host; NaN unknown */
     float *cpu_ms;    /* its CPU time; NaN unknown */
+    float *lead_ms;   /* by arrival: from its step's begin to its arrival
+                         at the reference sync point; NaN unknown */
     ss__name_idx *blame;
     uint8_t *flags;
     strag_rank *rank;  /* world */
@@ -992,6 +1007,69 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
 }
 
 /* Publishes rank R's pending transient burst as a finding. */
+/* Rank RS's time from its step's begin to its arrival at sync point
+ * REF, ms; NaN unknown.  Both are its host's clock: compared only with
+ * the same rank's in other steps. */
+static double lead_ms(const ss_rank_step *rs, int ref)
+{
+    if (ref < 0 || rs->begin_ns == SS_MISSING || !rs->sync_arrival_ns ||
+        rs->sync_arrival_ns[ref] == SS_MISSING)
+        return NAN;
+    return (double)(rs->sync_arrival_ns[ref] - rs->begin_ns) / 1e6;
+}
+
+/* Rank Q's median lead over the ring slots in [LO, HI] (*IN) and over
+ * the whole ring (*ALL); returns the slots in [LO, HI] with a lead (0
+ * when the ring has no other). */
+static uint32_t lead_medians(straggler *sg, uint32_t q, uint64_t lo,
+                             uint64_t hi, double *in, double *all)
+{
+    const float *lead = sg->lead_ms + (size_t)q * sg->sw;
+    double *v = sg->f64;
+    uint32_t n_in = 0, n = 0;
+    for (uint32_t i = 0; i < sg->fill; i++) { /* the burst's steps first */
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!isnan(lead[k]) && sg->step[k] >= lo && sg->step[k] <= hi)
+            v[n_in++] = lead[k];
+    }
+    n = n_in;
+    for (uint32_t i = 0; i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!isnan(lead[k]) && (sg->step[k] < lo || sg->step[k] > hi))
+            v[n++] = lead[k];
+    }
+    if (n_in == 0 || n == n_in)
+        return 0;
+    *in = ss_median_f64(v, n_in); /* reorders the burst's part only */
+    *all = ss_median_f64(v, n);
+    return n_in;
+}
+
+/* Whether rank R's transient burst over scope SC (median lateness
+ * LATE_MS) is its peers being faster for a while, not R slower
+ * (FASTER_SHARE): compared by arrival, each one's lead against its own
+ * over the window, the peers' drop being the median over the first
+ * NOISE_PEERS of them. */
+static int others_faster(straggler *sg, uint32_t r, const scope *sc,
+                         double late_ms)
+{
+    double in, all;
+    if (!(late_ms > 0) ||
+        lead_medians(sg, r, sc->lo, sc->hi, &in, &all) < FASTER_MIN_STEPS)
+        return 0;
+    double own_rise = in - all;
+    double *drop = sg->f64 + 4 * (size_t)sg->sw;
+    uint32_t n = 0;
+    for (uint32_t q = 0; q < sg->world && n < NOISE_PEERS; q++)
+        if (q != r && lead_medians(sg, q, sc->lo, sc->hi, &in, &all) >=
+                          FASTER_MIN_STEPS)
+            drop[n++] = all - in;
+    if (n == 0)
+        return 0;
+    return ss_median_f64(drop, n) >= FASTER_SHARE * late_ms &&
+           own_rise < FASTER_SHARE * late_ms;
+}
+
 static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 {
     strag_rank *sr = &sg->rank[r];
@@ -1034,6 +1112,8 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     double min_cost = d->p[P_S_MIN_COST_MS] * (sg->world == 2 ? 2 : 1);
     if (s.late_med_ms * s.n_late < min_cost)
         return;
+    if (others_faster(sg, r, &sc, s.late_med_ms))
+        return; /* its peers faster for a while: not its doing */
     ss__host_explain(d, r, s.first, s.last, s.late_med_ms, &s.host);
     if (s.host.cause == SS_HOST_CAUSE_RUN_QUEUE ||
         ss__host_busy_core_moment(d, r, s.first, s.last, s.late_med_ms))
@@ -1529,6 +1609,8 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->ref[idx] = NO_NAME;
     sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
+    for (uint32_t r = 0; r < world; r++)
+        sg->lead_ms[(size_t)r * sw + idx] = NAN;
     if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
         med_step <= 0)
         return;
@@ -1589,6 +1671,8 @@ static void record_step(ss_detectors *d, straggler *sg,
             sr->last_sub++;
         }
         sg->late_ms[k] = (float)late_ms;
+        if (method == M_ARRIVAL)
+            sg->lead_ms[k] = (float)lead_ms(&v->ranks[r], ref);
         sg->blame[k] = NO_NAME;
         sg->expl_ms[k] = 0;
         if (late_ms <= thr_ms)
@@ -1910,6 +1994,7 @@ static void straggler_destroy(void *state)
     free(sg->cpu_ex_ms);
     free(sg->host_ms);
     free(sg->cpu_ms);
+    free(sg->lead_ms);
     free(sg->blame);
     free(sg->flags);
     if (sg->rank)
@@ -1964,6 +2049,7 @@ static void *straggler_create(ss_detectors *d)
     sg->cpu_ex_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ex_ms);
     sg->host_ms = ss__zalloc(w * sw, sizeof *sg->host_ms);
     sg->cpu_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ms);
+    sg->lead_ms = ss__zalloc(w * sw, sizeof *sg->lead_ms);
     sg->blame = ss__zalloc(w * sw, sizeof *sg->blame);
     sg->flags = ss__zalloc(w * sw, sizeof *sg->flags);
     sg->rank = ss__zalloc(w, sizeof *sg->rank);
@@ -1973,7 +2059,8 @@ static void *straggler_create(ss_detectors *d)
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
         !sg->method || !sg->points || !sg->waits || !sg->ref ||
         !sg->last_of || !sg->late_ms || !sg->expl_ms ||
-        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->blame ||
+        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->lead_ms ||
+        !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);
         return NULL;

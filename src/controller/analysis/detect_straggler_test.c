@@ -114,7 +114,7 @@ static void build_step(job_step *b, uint32_t world, uint64_t step,
         rs->present = 1;
         rs->step_ns = (int64_t)((last + 1) * MS);
         rs->rss_bytes = rs->device_bytes = SS_MISSING;
-        rs->begin_ns = SS_MISSING;
+        rs->begin_ns = begin;
         rs->phase_ns = b->phase[r];
         rs->sync_arrival_ns = b->sync[r];
         rs->metric = b->metric[r];
@@ -770,8 +770,10 @@ static void four_ranks_one_last_in_two_steps_of_three_is_named(void)
     }
 }
 
-/* How much more rank 1 computes in run_two_ranks' late steps, ms. */
+/* How much more rank 1 computes in run_two_ranks' late steps, ms; or,
+ * where two_ranks_faster, how much less rank 0 computes in them. */
 static double two_ranks_late_ms = 6;
+static int two_ranks_faster;
 
 /* STEPS steps of 2 ranks computing 20 ms (2 % noise) from seed SEED;
  * rank 1 computes two_ranks_late_ms more in the steps LATE says.  Fills
@@ -788,7 +790,9 @@ static void run_two_ranks(uint64_t seed, uint64_t steps,
     REQUIRE(b);
     for (uint64_t s = 0; s < steps; s++) {
         double c[2] = {20 * (1 + 0.02 * gauss()), 20 * (1 + 0.02 * gauss())};
-        if (late(s))
+        if (late(s) && two_ranks_faster)
+            c[0] -= two_ranks_late_ms;
+        else if (late(s))
             c[1] += two_ranks_late_ms;
         build_step(b, 2, s, c);
         ss_detectors_step(d, &b->v, names);
@@ -834,6 +838,24 @@ static void transient_burst_on_two_ranks(void)
     CHECK_EQ_INT(fd.n_ids, 1);
     CHECK_EQ_INT(fd.rank[0], 1);
     CHECK_EQ_INT(fd.persistent[0], 0);
+}
+
+/* Of two ranks, one computing 6 ms less for 30 steps (a phase of two
+ * ranks of a clean job on 2 cores runs in 60 % of its time for a while)
+ * leaves the other, at its usual pace, 6 ms late in every one of them:
+ * no finding, where rank 1 computing 6 ms more is one. */
+static void the_other_rank_faster_for_a_while_is_no_straggler(void)
+{
+    found fd;
+    for (uint64_t seed = 31; seed < 36; seed++) {
+        two_ranks_faster = 1;
+        run_two_ranks(seed, 300, burst_150, &fd);
+        CHECK_EQ_INT(fd.n_ids, 0);
+        two_ranks_faster = 0;
+        run_two_ranks(seed, 300, burst_150, &fd);
+        CHECK_EQ_INT(fd.n_ids, 1);
+        CHECK_EQ_INT(fd.rank[0], 1);
+    }
 }
 
 static int burst_150_20(uint64_t s)
@@ -1433,6 +1455,7 @@ TEST_LIST(TEST(zero_clock_bounds_change_nothing), TEST(clock_bound_stated),
           TEST(late_3ms_on_11ms_step_found), TEST(every_rank_position_found),
           TEST(two_ranks_phase_explains_the_whole_difference),
           TEST(transient_burst_on_two_ranks),
+          TEST(the_other_rank_faster_for_a_while_is_no_straggler),
           TEST(burst_then_persistent_is_one_finding),
           TEST(a_gap_within_the_window_is_one_finding),
           TEST(lateness_within_arrival_noise_is_no_straggler),
