@@ -173,6 +173,11 @@ enum { M_NONE = 0, M_ARRIVAL = 1, M_SYNC_PHASE = 2, M_STEP_TIME = 3 };
 #define FASTER_SHARE 0.5
 #define FASTER_MIN_STEPS 5
 
+/* Leads are kept (4 bytes per rank and window step) in jobs of up to this
+ * many ranks: the ranks but one faster together is a job of few ranks'
+ * doing, and at 131,072 ranks the ring would take 50 MiB. */
+#define LEAD_MAX_RANKS 4096
+
 /* Rare waits (judge_rare): a step whose last rank made the others wait at
  * least RARE_MEDIANS typical steps and RARE_FLOOR_MS; a rank whose rare
  * waits make up RARE_SHARE of the window's time, and RARE_OWN of every
@@ -236,7 +241,8 @@ typedef struct {
     float *host_ms;   /* what it lost to the host; NaN unknown */
     float *cpu_ms;    /* its CPU time; NaN unknown */
     float *lead_ms;   /* by arrival: from its step's begin to its arrival
-                         at the reference sync point; NaN unknown */
+                         at the reference sync point; NaN unknown; NULL
+                         over LEAD_MAX_RANKS ranks */
     ss__name_idx *blame;
     uint8_t *flags;
     strag_rank *rank;  /* world */
@@ -1054,7 +1060,7 @@ static int others_faster(straggler *sg, uint32_t r, const scope *sc,
                          double late_ms)
 {
     double in, all;
-    if (!(late_ms > 0) ||
+    if (!sg->lead_ms || !(late_ms > 0) ||
         lead_medians(sg, r, sc->lo, sc->hi, &in, &all) < FASTER_MIN_STEPS)
         return 0;
     double own_rise = in - all;
@@ -1609,7 +1615,7 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->ref[idx] = NO_NAME;
     sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
-    for (uint32_t r = 0; r < world; r++)
+    for (uint32_t r = 0; sg->lead_ms && r < world; r++)
         sg->lead_ms[(size_t)r * sw + idx] = NAN;
     if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
         med_step <= 0)
@@ -1671,7 +1677,7 @@ static void record_step(ss_detectors *d, straggler *sg,
             sr->last_sub++;
         }
         sg->late_ms[k] = (float)late_ms;
-        if (method == M_ARRIVAL)
+        if (method == M_ARRIVAL && sg->lead_ms)
             sg->lead_ms[k] = (float)lead_ms(&v->ranks[r], ref);
         sg->blame[k] = NO_NAME;
         sg->expl_ms[k] = 0;
@@ -2049,7 +2055,8 @@ static void *straggler_create(ss_detectors *d)
     sg->cpu_ex_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ex_ms);
     sg->host_ms = ss__zalloc(w * sw, sizeof *sg->host_ms);
     sg->cpu_ms = ss__zalloc(w * sw, sizeof *sg->cpu_ms);
-    sg->lead_ms = ss__zalloc(w * sw, sizeof *sg->lead_ms);
+    if (w <= LEAD_MAX_RANKS)
+        sg->lead_ms = ss__zalloc(w * sw, sizeof *sg->lead_ms);
     sg->blame = ss__zalloc(w * sw, sizeof *sg->blame);
     sg->flags = ss__zalloc(w * sw, sizeof *sg->flags);
     sg->rank = ss__zalloc(w, sizeof *sg->rank);
@@ -2059,8 +2066,8 @@ static void *straggler_create(ss_detectors *d)
     if (!sg->step || !sg->med_ms || !sg->chance || !sg->med_host_ms ||
         !sg->method || !sg->points || !sg->waits || !sg->ref ||
         !sg->last_of || !sg->late_ms || !sg->expl_ms ||
-        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms || !sg->lead_ms ||
-        !sg->blame ||
+        !sg->cpu_ex_ms || !sg->host_ms || !sg->cpu_ms ||
+        (w <= LEAD_MAX_RANKS && !sg->lead_ms) || !sg->blame ||
         !sg->flags || !sg->rank || !sg->bound_at || !sg->f64 || !sg->i64) {
         straggler_destroy(sg);
         return NULL;
