@@ -1012,7 +1012,6 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
     ss__finding_touch(d, sr->persistent);
 }
 
-/* Publishes rank R's pending transient burst as a finding. */
 /* Rank RS's time from its step's begin to its arrival at sync point
  * REF, ms; NaN unknown.  Both are its host's clock: compared only with
  * the same rank's in other steps. */
@@ -1076,6 +1075,7 @@ static int others_faster(straggler *sg, uint32_t r, const scope *sc,
            own_rise < FASTER_SHARE * late_ms;
 }
 
+/* Publishes rank R's pending transient burst as a finding. */
 static void commit_pending(ss_detectors *d, straggler *sg, uint32_t r)
 {
     strag_rank *sr = &sg->rank[r];
