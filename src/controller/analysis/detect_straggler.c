@@ -241,8 +241,8 @@ typedef struct {
     float *host_ms;   /* what it lost to the host; NaN unknown */
     float *cpu_ms;    /* its CPU time; NaN unknown */
     float *lead_ms;   /* by arrival: from its step's begin to its arrival
-                         at the reference sync point; NaN unknown; NULL
-                         over LEAD_MAX_RANKS ranks */
+                         at the reference sync point; NaN unknown; read
+                         where F_SEEN; NULL over LEAD_MAX_RANKS ranks */
     ss__name_idx *blame;
     uint8_t *flags;
     strag_rank *rank;  /* world */
@@ -1023,25 +1023,25 @@ static double lead_ms(const ss_rank_step *rs, int ref)
     return (double)(rs->sync_arrival_ns[ref] - rs->begin_ns) / 1e6;
 }
 
-/* Rank Q's median lead over the ring slots in [LO, HI] (*IN) and over
- * the whole ring (*ALL); returns the slots in [LO, HI] with a lead (0
- * when the ring has no other). */
+/* Rank Q's median lead over the ring slots in [LO, HI] it was seen in
+ * (*IN) and over every slot it was seen in (*ALL); returns the slots in
+ * [LO, HI] with a lead (0 when the ring has no other). */
 static uint32_t lead_medians(straggler *sg, uint32_t q, uint64_t lo,
                              uint64_t hi, double *in, double *all)
 {
     const float *lead = sg->lead_ms + (size_t)q * sg->sw;
+    const uint8_t *flags = sg->flags + (size_t)q * sg->sw;
     double *v = sg->f64;
     uint32_t n_in = 0, n = 0;
-    for (uint32_t i = 0; i < sg->fill; i++) { /* the burst's steps first */
-        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if (!isnan(lead[k]) && sg->step[k] >= lo && sg->step[k] <= hi)
-            v[n_in++] = lead[k];
-    }
-    n = n_in;
-    for (uint32_t i = 0; i < sg->fill; i++) {
-        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
-        if (!isnan(lead[k]) && (sg->step[k] < lo || sg->step[k] > hi))
-            v[n++] = lead[k];
+    for (int pass = 0; pass < 2; pass++) { /* the burst's steps first */
+        for (uint32_t i = 0; i < sg->fill; i++) {
+            uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+            int inside = sg->step[k] >= lo && sg->step[k] <= hi;
+            if ((flags[k] & F_SEEN) && !isnan(lead[k]) && inside == !pass)
+                v[n++] = lead[k];
+        }
+        if (pass == 0)
+            n_in = n;
     }
     if (n_in == 0 || n == n_in)
         return 0;
@@ -1615,8 +1615,6 @@ static void record_step(ss_detectors *d, straggler *sg,
     sg->ref[idx] = NO_NAME;
     sg->last_of[idx] = -1;
     record_host(sg, v, world, idx);
-    for (uint32_t r = 0; sg->lead_ms && r < world; r++)
-        sg->lead_ms[(size_t)r * sw + idx] = NAN;
     if (v->n_present < 2 || v->step_time.median == SS_MISSING ||
         med_step <= 0)
         return;
@@ -1677,8 +1675,10 @@ static void record_step(ss_detectors *d, straggler *sg,
             sr->last_sub++;
         }
         sg->late_ms[k] = (float)late_ms;
-        if (method == M_ARRIVAL && sg->lead_ms)
-            sg->lead_ms[k] = (float)lead_ms(&v->ranks[r], ref);
+        if (sg->lead_ms)
+            sg->lead_ms[k] = method == M_ARRIVAL
+                                 ? (float)lead_ms(&v->ranks[r], ref)
+                                 : NAN;
         sg->blame[k] = NO_NAME;
         sg->expl_ms[k] = 0;
         if (late_ms <= thr_ms)
