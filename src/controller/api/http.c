@@ -12,12 +12,14 @@
  * connection closed) keep the gate's record of it current.
  *
  * Requests.  A worker thread serves all its connections, so nothing may
- * block it for long: documents are built from the store in one go (each
- * costs milliseconds), the /steps document is streamed in pages of
- * PAGE_STEPS steps (http_steps.c; its memory does not grow with the
- * window), and an event stream with nothing to send suspends its
- * connection, which the gate's tick resumes every SS_HTTP_GATE_TICK_MS to
- * look for new notifications.
+ * block it for long: documents, built from the store in one go or asked
+ * of the live controller, are built by the builders (http_build.c) while
+ * the worker goes on with its other connections; /api/live and the event
+ * stream, read from the live state in memory, are answered by the worker
+ * at once.  The /steps document is streamed in pages of PAGE_STEPS steps
+ * (http_steps.c; its memory does not grow with the window), and an event
+ * stream with nothing to send suspends its connection, which the gate's
+ * tick resumes every SS_HTTP_GATE_TICK_MS to look for new notifications.
  *
  * The files of the server are listed in http_state.h; this one starts and
  * stops it, wires the gate to the workers, and is each request's front
@@ -106,13 +108,29 @@ static ss_http_gate_conn *gate_conn(struct MHD_Connection *c)
 }
 
 /* A response was sent (or the request ended otherwise). */
+/* What *con_cls holds once a request has been seen and is not (or no
+ * longer) a builder's job. */
+static int seen;
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)con_cls;
     (void)toe;
     ss_http *h = cls;
+    if (*con_cls && *con_cls != &seen) /* a job whose answer was not sent */
+        ss__http_build_free(*con_cls);
+    *con_cls = NULL;
     ss_http_gate_response_done(h->gate, gate_conn(c));
+}
+
+/* True for the /api/... paths answered on the worker itself: from the live
+ * state in memory, at once (a builder might be busy for seconds). */
+static int answered_at_once(const char *path)
+{
+    size_t n = strlen(path);
+    return strcmp(path, "/api/live") == 0 ||
+           (strncmp(path, "/api/runs/", 10) == 0 && n > 17 &&
+            strcmp(path + n - 7, "/stream") == 0);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
@@ -124,10 +142,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
     /* Answer on the second call, once the request (and any body, which is
      * discarded) has been read: queuing on the first call makes
      * libmicrohttpd close the connection instead of keeping it alive. */
-    static int seen;
     if (!*con_cls) {
         *con_cls = &seen;
         return MHD_YES;
+    }
+    if (*con_cls != &seen) { /* a builder's job, resumed: its answer */
+        build_job *j = *con_cls;
+        enum MHD_Result ret = ss__http_build_answer(h, j);
+        ss__http_build_free(j);
+        *con_cls = &seen;
+        return ret;
     }
     if (*upload_size) {
         *upload_size = 0;
@@ -191,11 +215,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
             return ss__http_reply_error(
                 c, MHD_HTTP_FORBIDDEN,
                 "POST from a web page (an Origin header) is refused");
-        return is_metrics
-                   ? ss__http_serve_metrics(h, c)
-                   : ss__http_serve_api(
-                         h, c, path, strcmp(method, MHD_HTTP_METHOD_HEAD) == 0,
-                         post);
+        int head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        if (!answered_at_once(path) &&
+            ss__http_build_submit(h, c, path, head, post, is_metrics,
+                                  con_cls) == 0)
+            return MHD_YES; /* a builder answers it */
+        return is_metrics ? ss__http_serve_metrics(h, c)
+                          : ss__http_serve_api(h, c, path, head, post);
     }
     if (post)
         return ss__http_reply_error(
@@ -312,6 +338,11 @@ static int start_workers(ss_http *h, int listen_fd,
             return -1;
         }
     }
+    if (ss__http_builders_start(h) != 0) {
+        snprintf(err, errlen, "cannot start the HTTP server's threads");
+        close(listen_fd);
+        return -1;
+    }
     ss_http_gate_config gc = {
         .max_connections = h->max_conns,
         .max_per_address = limits->max_per_address ? limits->max_per_address
@@ -335,6 +366,7 @@ static void stop_workers(ss_http *h)
     ss__http_streams_wake_locked(h);
     pthread_mutex_unlock(&h->mu);
     ss_http_gate_stop(h->gate); /* no new connections */
+    ss__http_builders_stop(h);  /* no connection left suspended */
     for (int i = 0; i < SS_HTTP_WORKERS; i++)
         if (h->mhd[i]) {
             MHD_stop_daemon(h->mhd[i]); /* closes its connections */

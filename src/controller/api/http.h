@@ -6,7 +6,9 @@
  * connections, routes, authorizes and answers.  Requests are served by
  * SS_HTTP_WORKERS event-driven threads (epoll), so an idle connection costs
  * a socket and a little memory, not a thread, and the controller's libuv
- * loop never waits for HTTP; data comes from the store through query.c
+ * loop never waits for HTTP; documents are built by SS_HTTP_BUILDERS
+ * threads of their own, so one that takes seconds holds no other
+ * connection; data comes from the store through query.c
  * (read-only SQLite connections) and from the live state (live.h), the
  * only state shared with the loop.
  *

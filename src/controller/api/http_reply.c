@@ -41,9 +41,7 @@ enum MHD_Result ss__http_reply(struct MHD_Connection *c, unsigned status,
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
                                 "Bearer realm=\"stepscope\"");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ss__http_queue(c, status, r);
 }
 
 enum MHD_Result ss__http_reply_error(struct MHD_Connection *c, unsigned status,
@@ -119,9 +117,7 @@ enum MHD_Result ss__http_reply_document(ss_http *h, struct MHD_Connection *c,
     memset(body, 0, sizeof *body); /* owned by the response now */
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ss__http_queue(c, MHD_HTTP_OK, r);
 }
 
 enum MHD_Result ss__http_reply_static(struct MHD_Connection *c,
@@ -133,7 +129,5 @@ enum MHD_Result ss__http_reply_static(struct MHD_Connection *c,
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f->content_type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ss__http_queue(c, MHD_HTTP_OK, r);
 }

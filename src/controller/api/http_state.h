@@ -9,6 +9,8 @@
  *                     (method, Host, Origin, token, static files)
  *   http_addr.c       addresses, authorization, the Host and Origin checks
  *   http_args.c       query arguments (and the path's percent-decoding)
+ *   http_build.c      the builders: documents built off the workers,
+ *                     their answers captured and queued by the worker
  *   http_routes.c     the /api/... documents: which one a path names, its
  *                     arguments, built from the store
  *   http_steps.c      the /steps document, streamed in pages
@@ -44,6 +46,7 @@
 #define JSON_TYPE "application/json; charset=utf-8"
 
 typedef struct stream stream; /* an open event stream (http_stream.c) */
+typedef struct build_job build_job; /* a request a builder answers */
 
 struct ss_http {
     struct MHD_Daemon *mhd[SS_HTTP_WORKERS];
@@ -65,7 +68,12 @@ struct ss_http {
     unsigned max_conns;
     unsigned next_worker;     /* gate thread only */
     int stopping;             /* atomic */
+    pthread_t builders[SS_HTTP_BUILDERS];
+    int n_builders;           /* started; read by workers under mu */
+    int build_cv_ready;       /* build_cv initialised */
+    pthread_cond_t build_cv;  /* a job queued, or stopping */
     pthread_mutex_t mu;       /* guards everything below */
+    build_job *build_queue, *build_tail; /* waiting for a builder */
     ss_query *pool[POOL_MAX];
     int n_pool;
     stream *streams;          /* open event streams */
@@ -86,6 +94,40 @@ ss_query *ss__http_pool_get(ss_http *h, char *err, size_t errlen);
 /* Returns Q (from ss__http_pool_get) to the pool, or closes it when the
  * pool holds POOL_MAX already. */
 void ss__http_pool_put(ss_http *h, ss_query *q);
+
+/* ---- the builders (http_build.c) ---- */
+
+/* Starts the builder threads.  Returns 0, or -1 when one could not start
+ * (those started run until ss__http_builders_stop). */
+int ss__http_builders_start(ss_http *h);
+
+/* Sets h->stopping, answers the queued requests 503, waits for the
+ * builders to finish what they build, and ends them.  Call before the
+ * workers stop; a no-op when they never started. */
+void ss__http_builders_stop(ss_http *h);
+
+/* From the worker's request handler: suspends C and queues its request
+ * (PATH, the method as HEAD and POST, METRICS for /metrics rather than
+ * /api/...) for a builder; *CON_CLS becomes the job.  Returns 0, or -1
+ * (the server stops, no memory, a path over 511 bytes): answer it on the
+ * worker instead. */
+int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
+                          const char *path, int head, int post, int metrics,
+                          void **con_cls);
+
+/* From the worker's request handler, called again once J's connection is
+ * resumed: queues the answer the builder captured.  J stays the caller's
+ * (ss__http_build_free). */
+enum MHD_Result ss__http_build_answer(ss_http *h, build_job *j);
+
+/* Frees J and an answer it still holds (NULL is a no-op). */
+void ss__http_build_free(build_job *j);
+
+/* Queues response R (taken over) with STATUS on C; on a builder that
+ * builds C's request, captures it for the worker instead.  Every answer
+ * goes through here. */
+enum MHD_Result ss__http_queue(struct MHD_Connection *c, unsigned status,
+                               struct MHD_Response *r);
 
 /* ---- answering (http_reply.c) ---- */
 

@@ -84,7 +84,5 @@ enum MHD_Result ss__http_serve_steps(ss_http *h, struct MHD_Connection *c,
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ss__http_queue(c, MHD_HTTP_OK, r);
 }

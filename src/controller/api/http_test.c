@@ -10,7 +10,8 @@
  * live-run file is written and removed.  Hostile clients: numbers are
  * strict (no blanks, signs, %00 or trailing bytes), 300 idle connections
  * do not delay a real request, a request that trickles in is cut at its
- * deadline, connections over the limits get 503 with a JSON body.
+ * deadline, connections over the limits get 503 with a JSON body, and
+ * documents that take seconds to build hold no other request.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1037,6 +1038,116 @@ static void stop_ends_open_streams(void)
 }
 
 
+/* A document that takes long to build: the stacks hook of a controller
+ * whose ranks answer slowly. */
+static int slow_calls; /* atomic */
+
+static unsigned slow_stacks(void *ctx, int flags, ss_buf *out)
+{
+    (void)ctx;
+    (void)flags;
+    __atomic_add_fetch(&slow_calls, 1, __ATOMIC_RELAXED);
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL);
+    ss_buf_puts(out, "{\"slow\":true}");
+    return 200;
+}
+
+/* Opens a connection and sends a POST of the stacks, reading nothing. */
+static int post_stacks_unread(uint16_t port)
+{
+    int fd = connect_(port);
+    static const char req[] = "POST /api/runs/1/stacks HTTP/1.0\r\n"
+                              "Host: 127.0.0.1\r\n\r\n";
+    if (fd >= 0 && write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Reads FD's answer until the server closes it; its status, 0 when it
+ * closed without one. */
+static int status_until_closed(int fd)
+{
+    ss_buf b = {0};
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0)
+        ss_buf_add(&b, chunk, (size_t)n);
+    int status = 0;
+    if (b.data && sscanf(b.data, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    ss_buf_free(&b);
+    close(fd);
+    return status;
+}
+
+/* Documents that take seconds to build, one on every worker, do not hold
+ * the workers' other connections: the page, /api/live and a document from
+ * the store are answered meanwhile; the slow ones are answered too.  A
+ * stop while documents are built waits for them, and answers what still
+ * waits for a builder 503, or closes it. */
+static void slow_documents_hold_no_other_request(void)
+{
+    ss_live *l = ss_live_create(1, 2);
+    REQUIRE(l);
+    char err[512] = "";
+    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
+                          slow_stacks, NULL, NULL, NULL, NULL, NULL};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    REQUIRE(h);
+    uint16_t port = ss_http_port(h);
+    __atomic_store_n(&slow_calls, 0, __ATOMIC_RELAXED);
+    int slow[SS_HTTP_WORKERS];
+    double t0 = now_s();
+    for (int i = 0; i < SS_HTTP_WORKERS; i++)
+        REQUIRE((slow[i] = post_stacks_unread(port)) >= 0);
+    while (__atomic_load_n(&slow_calls, __ATOMIC_RELAXED) < SS_HTTP_WORKERS &&
+           now_s() - t0 < 1.0)
+        usleep(1000);
+    CHECK_EQ_INT(__atomic_load_n(&slow_calls, __ATOMIC_RELAXED),
+                 SS_HTTP_WORKERS);
+    static const char *const quick[] = {"/", "/api/live", "/api/runs",
+                                        "/api/runs/1/ranks"};
+    for (size_t i = 0; i < sizeof quick / sizeof quick[0]; i++) {
+        double t = now_s();
+        response r;
+        REQUIRE(get(port, quick[i], NULL, &r) == 0);
+        double took = now_s() - t;
+        CHECK_EQ_INT(r.status, 200);
+        if (took >= 0.75)
+            fprintf(stderr, "  %s took %.2f s\n", quick[i], took);
+        CHECK(took < 0.75); /* the slow ones build for 1.5 s */
+        free(r.body);
+    }
+    for (int i = 0; i < SS_HTTP_WORKERS; i++)
+        CHECK_EQ_INT(status_until_closed(slow[i]), 200);
+
+    /* Every builder busy and two requests waiting, then a stop. */
+    __atomic_store_n(&slow_calls, 0, __ATOMIC_RELAXED);
+    enum { WAITING = 2 };
+    int fds[SS_HTTP_BUILDERS + WAITING];
+    for (int i = 0; i < SS_HTTP_BUILDERS + WAITING; i++)
+        REQUIRE((fds[i] = post_stacks_unread(port)) >= 0);
+    t0 = now_s();
+    while (__atomic_load_n(&slow_calls, __ATOMIC_RELAXED) < SS_HTTP_BUILDERS &&
+           now_s() - t0 < 1.0)
+        usleep(1000);
+    usleep(100000); /* the two others reach the queue */
+    double t = now_s();
+    ss_http_stop(h);
+    double took = now_s() - t;
+    CHECK(took < 3.0); /* what is built finishes; nothing else waits */
+    CHECK_EQ_INT(__atomic_load_n(&slow_calls, __ATOMIC_RELAXED),
+                 SS_HTTP_BUILDERS);
+    for (int i = 0; i < SS_HTTP_BUILDERS + WAITING; i++) {
+        int status = status_until_closed(fds[i]);
+        CHECK(status == 0 || status == 200 || status == 503);
+    }
+    ss_live_destroy(l);
+}
+
 /* ---- hostile clients ---- */
 
 static ss_http *start_limited_(const char *host, const char *token,
@@ -1322,7 +1433,9 @@ TEST_LIST(TEST(endpoints_answer_json), TEST(bad_requests_get_4xx_json),
           TEST(profile_endpoint),
           TEST(addresses), TEST(busy_port), TEST(static_files),
           TEST(live_endpoints), TEST(event_stream),
-          TEST(stop_ends_open_streams), TEST(admission_decision),
+          TEST(stop_ends_open_streams),
+          TEST(slow_documents_hold_no_other_request),
+          TEST(admission_decision),
           TEST(idle_connections_do_not_block_requests),
           TEST(request_deadline_cuts_trickles),
           TEST(over_the_limit_gets_503_json), TEST(per_address_limit),

@@ -25,6 +25,7 @@ typedef struct ss_http ss_http;
 #define SS_HTTP_REQUEST_TIMEOUT_MS 10000
 #define SS_HTTP_IDLE_TIMEOUT_S 30
 #define SS_HTTP_WORKERS 4              /* threads serving requests */
+#define SS_HTTP_BUILDERS 8             /* threads building documents */
 
 /* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
  * sizeof page - 1}.  PATH starts with '/'. */
@@ -40,7 +41,7 @@ typedef struct {
  * the live controller collects every rank's stacks and appends the JSON
  * document to OUT.  FLAGS: SS_HTTP_STACKS_NATIVE (native frames too),
  * SS_HTTP_STACKS_BRIEF (the document without its "ranks" array).  Called
- * on an HTTP worker thread, which it blocks until the answer (a bounded
+ * on an HTTP builder thread, which it blocks until the answer (a bounded
  * wait: the collector's deadline).  Returns the HTTP status: 200 with the
  * document, else with a one-line reason in OUT (not JSON; the server
  * wraps it).
@@ -52,7 +53,7 @@ typedef unsigned (*ss_http_stacks_fn)(void *ctx, int flags, ss_buf *out);
 /*
  * Answers /api/runs/{id}/profile (docs/debug.md#profiling): START 1 for
  * POST ?ranks=LIST&seconds=S, 0 for GET ?request=N; the query values are
- * NULL when absent.  Called on an HTTP worker thread, which it may block
+ * NULL when absent.  Called on an HTTP builder thread, which it may block
  * for about a second.  Appends the JSON document to OUT and returns the
  * HTTP status (200, 202), or another status with a one-line reason in OUT
  * (not JSON; the server wraps it).
@@ -65,7 +66,7 @@ typedef unsigned (*ss_http_profile_fn)(void *ctx, int start,
 /*
  * Answers GET /api/runs/{id}/recent?rank=R&steps=N (docs/api.md): the
  * live run's rank RANK's latest STEPS steps, from node 0's rows or its
- * node's agent.  Called on an HTTP worker thread, which it blocks for a
+ * node's agent.  Called on an HTTP builder thread, which it blocks for a
  * few seconds at most.  Appends the JSON object to OUT and returns 200,
  * or another status with a one-line reason in OUT (not JSON; the server
  * wraps it).

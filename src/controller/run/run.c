@@ -1454,9 +1454,9 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
     uv_loop_close(&r->loop);
     ss_http_live_file_remove(r->live_file);
     ss_http_stop(r->http);
-    ss_profiler_free(r->profiler); /* no HTTP worker calls in any more */
+    ss_profiler_free(r->profiler); /* no HTTP builder calls in any more */
     ss_live_destroy(r->live);
-    ss_stack_service_free(r->stacks); /* the HTTP workers are gone */
+    ss_stack_service_free(r->stacks); /* the HTTP builders are gone */
     ss_recent_service_free(r->recent);
     run_parts_free(r);
     ss_host_watch_free(r->host); /* after the loop ran its close callbacks */

@@ -1,5 +1,5 @@
 /*
- * http_bridge.c - an HTTP worker's call to the controller's loop
+ * http_bridge.c - an HTTP builder's call to the controller's loop
  * (http_bridge.h).
  */
 #include "http_bridge.h"

@@ -2,9 +2,9 @@
  * profile.c - on-demand profiling of chosen ranks (profile.h).
  *
  * State: the last SS_PROFILE_KEPT requests, each with one entry per rank
- * asked, under `mu` because the HTTP workers read it to answer status
+ * asked, under `mu` because the HTTP builders read it to answer status
  * requests; only the loop changes a rank's status after the request was
- * created.  A new request is created by an HTTP worker ("pending"), then
+ * created.  A new request is created by an HTTP builder ("pending"), then
  * the loop sends the commands (async), stores the rows and marks it sent,
  * which the worker waits for.  A one-second timer times out the ranks that
  * did not answer by the deadline.

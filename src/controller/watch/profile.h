@@ -14,7 +14,7 @@
  * time.
  *
  * Threads: everything but ss_profiler_http runs on the controller's loop;
- * ss_profiler_http is called by an HTTP worker and hands the request to
+ * ss_profiler_http is called by an HTTP builder and hands the request to
  * the loop (uv_async), waiting at most about a second for it to be sent.
  */
 #ifndef STEPSCOPE_PROFILE_H
@@ -61,7 +61,7 @@ void ss_profiler_set_attempt(ss_profiler *p, uint32_t attempt);
  * profiler's handles on the loop.  Loop thread.  NULL is a no-op. */
 void ss_profiler_close(ss_profiler *p);
 
-/* Frees P, once the loop ran its close callbacks and no HTTP worker can
+/* Frees P, once the loop ran its close callbacks and no HTTP builder can
  * call in any more (the server stopped).  NULL is a no-op. */
 void ss_profiler_free(ss_profiler *p);
 

@@ -2,7 +2,7 @@
  * recent_service.c - one rank's latest steps for the running controller
  * (recent_service.h).
  *
- * A request comes from an HTTP worker through the bridge (http_bridge.h);
+ * A request comes from an HTTP builder through the bridge (http_bridge.h);
  * on the loop, node 0's ranks are answered from its own rows at once and
  * another node's rank is asked of its agent.  An agent's answer is
  * collected chunk by chunk against a deadline (one timer checks every

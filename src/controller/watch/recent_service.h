@@ -3,7 +3,7 @@
  * (docs/multinode.md, "A rank's recent steps"; docs/api.md,
  * /api/runs/{id}/recent): node 0's ranks from the rows it keeps as their
  * records pass, every other node's from its agent (RECENT_REQ, answered by
- * RECENT_PART), asked from the HTTP server's worker threads through
+ * RECENT_PART), asked from the HTTP server's builder threads through
  * http_bridge.h.
  *
  * Life cycle, in run.c's order:
@@ -63,7 +63,7 @@ void ss_recent_service_part(ss_recent_service *s, uint32_t node,
 
 /*
  * The HTTP hook (http_types.h, ss_http_recent_fn) with CTX the service:
- * runs on an HTTP worker thread, hands the request for RANK's latest
+ * runs on an HTTP builder thread, hands the request for RANK's latest
  * STEPS (1 to LINK_MAX_RECENT_STEPS) rows to the loop and waits for the answer (at most the agent's
  * wait and a second more).  Appends the JSON object (recent_rows.h's,
  * with "node" and "from" first) to OUT and returns 200; else another

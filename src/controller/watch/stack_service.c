@@ -2,7 +2,7 @@
  * stack_service.c - every rank's stacks for the running controller
  * (stack_service.h).
  *
- * A request of an HTTP worker reaches the loop through the bridge
+ * A request of an HTTP builder reaches the loop through the bridge
  * (http_bridge.h), which collects and answers it there.
  */
 #include "stack_service.h"
@@ -37,7 +37,7 @@ struct ss_stack_service {
     ss_stack_service_config cfg;   /* strings owned below */
     char *exe, *host, *stack_dir;
     uint32_t stored;               /* request snapshots stored */
-    ss_http_bridge *bridge;        /* requests of the HTTP workers */
+    ss_http_bridge *bridge;        /* requests of the HTTP builders */
 };
 
 /* One capture: the local collection and the remote fetch run at once;
@@ -219,7 +219,7 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
     return start_capture(s, native, trigger, finding_id, cb, ctx, 0);
 }
 
-/* ---- requests of the HTTP workers (http_bridge.h) ---- */
+/* ---- requests of the HTTP builders (http_bridge.h) ---- */
 
 static void on_http_captured(void *ctx, const char *doc, size_t len,
                              const char *why)

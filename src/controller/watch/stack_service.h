@@ -111,7 +111,7 @@ int ss_stack_service_capture(ss_stack_service *s, int native,
                              ss_stack_capture_cb cb, void *ctx);
 
 /*
- * ss_http_stacks_fn (http.h) with CTX the service: runs on an HTTP worker
+ * ss_http_stacks_fn (http.h) with CTX the service: runs on an HTTP builder
  * thread, hands the request to the loop and waits for the document (at
  * most 10 s, 30 s with SS_HTTP_STACKS_NATIVE in FLAGS; with
  * SS_HTTP_STACKS_BRIEF, the document without its "ranks", though the one

@@ -1,6 +1,6 @@
 /*
  * stack_service_test.c - unit tests for stack_service.c: a request from
- * another thread (as the HTTP workers make) is collected on the loop and
+ * another thread (as the HTTP builders make) is collected on the loop and
  * answered with the stacks document; a capture from the loop calls back
  * once; before start and after close the service refuses (503), and
  * nothing is left allocated.

@@ -1,0 +1,192 @@
+/*
+ * http_build.c - the builders: documents built off the workers
+ * (http_state.h).
+ *
+ * A worker thread serves all its connections, so a document that takes
+ * seconds to build (a heatmap of a wide store, a profile or the stacks the
+ * live controller is asked for) would hold every other connection of that
+ * worker meanwhile: their answers unsent, their event streams silent.  So
+ * the worker hands such a request to SS_HTTP_BUILDERS builder threads: it
+ * suspends the connection and queues the request; a builder runs the
+ * route, whose answer is captured instead of queued (ss__http_queue), and
+ * resumes the connection; libmicrohttpd then calls the worker's request
+ * handler again, which queues the captured answer.  Requests wait for a
+ * builder in the order they came; at most SS_HTTP_BUILDERS documents are
+ * being built at once, as many as the memory of documents under
+ * construction allows for.
+ *
+ * Stopping: the builders answer what is still queued with a 503 without
+ * building it, finish what they are building, and end; only then may the
+ * workers stop (libmicrohttpd must not stop with a suspended connection).
+ */
+#include "http_state.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct build_job {
+    build_job *next;               /* in h->build_queue */
+    struct MHD_Connection *conn;
+    char path[512];
+    int head, post, metrics;
+    int done;                      /* under h->mu */
+    unsigned status;               /* the captured answer */
+    struct MHD_Response *response; /* NULL: none (close the connection) */
+};
+
+/* The answer the current thread captures, when it builds a job. */
+static _Thread_local build_job *capturing;
+
+enum MHD_Result ss__http_queue(struct MHD_Connection *c, unsigned status,
+                               struct MHD_Response *r)
+{
+    build_job *j = capturing;
+    if (j && j->conn == c) {
+        if (j->response) { /* answered twice: the first answer stands */
+            MHD_destroy_response(r);
+            return MHD_NO;
+        }
+        j->response = r;
+        j->status = status;
+        return MHD_YES;
+    }
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* Builds J's answer on this thread, or a 503 when the server stops. */
+static void build(ss_http *h, build_job *j, int stopping)
+{
+    capturing = j;
+    if (stopping)
+        ss__http_reply_error(j->conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+                             "the server is stopping");
+    else if (j->metrics)
+        ss__http_serve_metrics(h, j->conn);
+    else
+        ss__http_serve_api(h, j->conn, j->path, j->head, j->post);
+    capturing = NULL;
+    pthread_mutex_lock(&h->mu);
+    j->done = 1;
+    MHD_resume_connection(j->conn);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *builder_main(void *arg)
+{
+    ss_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        int stopping = __atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE);
+        build_job *j = h->build_queue;
+        if (!j) {
+            if (stopping)
+                break;
+            pthread_cond_wait(&h->build_cv, &h->mu);
+            continue;
+        }
+        h->build_queue = j->next;
+        if (!h->build_queue)
+            h->build_tail = NULL;
+        pthread_mutex_unlock(&h->mu);
+        build(h, j, stopping);
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+int ss__http_builders_start(ss_http *h)
+{
+    pthread_cond_init(&h->build_cv, NULL);
+    h->build_cv_ready = 1;
+    for (int i = 0; i < SS_HTTP_BUILDERS; i++) {
+        if (pthread_create(&h->builders[i], NULL, builder_main, h) != 0)
+            return -1;
+        h->n_builders++;
+    }
+    return 0;
+}
+
+void ss__http_builders_stop(ss_http *h)
+{
+    if (!h->build_cv_ready)
+        return;
+    pthread_mutex_lock(&h->mu);
+    __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&h->build_cv);
+    pthread_mutex_unlock(&h->mu);
+    for (int i = 0; i < h->n_builders; i++)
+        pthread_join(h->builders[i], NULL);
+    h->n_builders = 0;
+    /* No builder is left: a job a failed start left queued is answered
+     * here, so that no connection stays suspended. */
+    while (h->build_queue) {
+        build_job *j = h->build_queue;
+        h->build_queue = j->next;
+        build(h, j, 1);
+    }
+    h->build_tail = NULL;
+    pthread_cond_destroy(&h->build_cv);
+    h->build_cv_ready = 0;
+}
+
+int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
+                          const char *path, int head, int post, int metrics,
+                          void **con_cls)
+{
+    if (strlen(path) >= sizeof ((build_job *)0)->path)
+        return -1;
+    build_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return -1;
+    j->conn = c;
+    snprintf(j->path, sizeof j->path, "%s", path);
+    j->head = head;
+    j->post = post;
+    j->metrics = metrics;
+    pthread_mutex_lock(&h->mu);
+    if (__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE) || !h->n_builders) {
+        pthread_mutex_unlock(&h->mu);
+        free(j);
+        return -1;
+    }
+    /* Suspended before any builder can see it, so that its resume always
+     * follows its suspension. */
+    MHD_suspend_connection(c);
+    if (h->build_tail)
+        h->build_tail->next = j;
+    else
+        h->build_queue = j;
+    h->build_tail = j;
+    pthread_cond_signal(&h->build_cv);
+    pthread_mutex_unlock(&h->mu);
+    *con_cls = j;
+    return 0;
+}
+
+enum MHD_Result ss__http_build_answer(ss_http *h, build_job *j)
+{
+    pthread_mutex_lock(&h->mu);
+    int done = j->done;
+    pthread_mutex_unlock(&h->mu);
+    if (!done || !j->response)
+        return MHD_NO; /* not built (cannot happen) or no answer: close */
+    enum MHD_Result ret = MHD_queue_response(j->conn, j->status,
+                                             j->response);
+    MHD_destroy_response(j->response);
+    j->response = NULL;
+    return ret;
+}
+
+void ss__http_build_free(build_job *j)
+{
+    if (!j)
+        return;
+    if (j->response)
+        MHD_destroy_response(j->response);
+    free(j);
+}
