@@ -294,9 +294,9 @@ def test_large_documents_in_flight_are_bounded(tmp_path, wide_store):
                 pytest.skip("TCP send buffers here hold a 7 MB document")
     except OSError:
         pass
-    if SANITIZED:  # 8 builders, 16 documents of 7 MB: two rounds
-        pytest.skip("under the sanitizers the builders take longer for a "
-                    "second round of 7 MB documents than the server's 30 s "
+    if SANITIZED:  # 6 builders for slow documents, 16 of 7 MB: 3 rounds
+        pytest.skip("under the sanitizers the builders take longer for the "
+                    "last rounds of 7 MB documents than the server's 30 s "
                     "idle timeout, which frees a waiting client's slot")
     server = Server(tmp_path, wide_store)
     socks = []

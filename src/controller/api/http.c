@@ -123,16 +123,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     ss_http_gate_response_done(h->gate, gate_conn(c));
 }
 
-/* True for the /api/... paths answered on the worker itself: from the live
- * state in memory, at once (a builder might be busy for seconds). */
-static int answered_at_once(const char *path)
-{
-    size_t n = strlen(path);
-    return strcmp(path, "/api/live") == 0 ||
-           (strncmp(path, "/api/runs/", 10) == 0 && n > 17 &&
-            strcmp(path + n - 7, "/stream") == 0);
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                                   const char *url, const char *method,
                                   const char *version, const char *upload,
@@ -216,9 +206,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
                 c, MHD_HTTP_FORBIDDEN,
                 "POST from a web page (an Origin header) is refused");
         int head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        if (!answered_at_once(path) &&
+        ss_http_route_cost cost = is_metrics ? SS_ROUTE_BUILT
+                                             : ss__http_route_cost(path);
+        if (cost != SS_ROUTE_AT_ONCE &&
             ss__http_build_submit(h, c, path, head, post, is_metrics,
-                                  con_cls) == 0)
+                                  cost == SS_ROUTE_SLOW, con_cls) == 0)
             return MHD_YES; /* a builder answers it */
         return is_metrics ? ss__http_serve_metrics(h, c)
                           : ss__http_serve_api(h, c, path, head, post);

@@ -13,7 +13,11 @@
  * handler again, which queues the captured answer.  Requests wait for a
  * builder in the order they came; at most SS_HTTP_BUILDERS documents are
  * being built at once, as many as the memory of documents under
- * construction allows for.
+ * construction allows for.  The slow ones (a window of steps, or what is
+ * asked of the ranks: ss__http_route_cost) take at most SS_HTTP_SLOW_BUILDERS of
+ * them, so that the others (a run's findings, the list of runs: built in
+ * milliseconds) always find a builder; a slow request that would take more
+ * waits while the requests behind it are built.
  *
  * Stopping: the builders answer what is still queued with a 503 without
  * building it, finish what they are building, and end; only then may the
@@ -31,6 +35,7 @@ struct build_job {
     struct MHD_Connection *conn;
     char path[512];
     int head, post, metrics;
+    int slow;                      /* SS_ROUTE_SLOW */
     int done;                      /* under h->mu */
     unsigned status;               /* the captured answer */
     struct MHD_Response *response; /* NULL: none (close the connection) */
@@ -75,25 +80,48 @@ static void build(ss_http *h, build_job *j, int stopping)
     pthread_mutex_unlock(&h->mu);
 }
 
+/* Takes the first queued job a builder may start now: any when STOPPING
+ * (it is answered 503), else the first one that is not slow or finds
+ * fewer than SS_HTTP_SLOW_BUILDERS slow ones being built.  NULL when none may.
+ * Called with h->mu held. */
+static build_job *take_job_locked(ss_http *h, int stopping)
+{
+    build_job *prev = NULL;
+    for (build_job *j = h->build_queue; j; prev = j, j = j->next) {
+        if (!stopping && j->slow && h->slow_building >= SS_HTTP_SLOW_BUILDERS)
+            continue;
+        if (prev)
+            prev->next = j->next;
+        else
+            h->build_queue = j->next;
+        if (h->build_tail == j)
+            h->build_tail = prev;
+        j->next = NULL;
+        return j;
+    }
+    return NULL;
+}
+
 static void *builder_main(void *arg)
 {
     ss_http *h = arg;
     pthread_mutex_lock(&h->mu);
     for (;;) {
         int stopping = __atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE);
-        build_job *j = h->build_queue;
+        build_job *j = take_job_locked(h, stopping);
         if (!j) {
             if (stopping)
                 break;
             pthread_cond_wait(&h->build_cv, &h->mu);
             continue;
         }
-        h->build_queue = j->next;
-        if (!h->build_queue)
-            h->build_tail = NULL;
+        int slow = j->slow && !stopping;
+        h->slow_building += slow;
         pthread_mutex_unlock(&h->mu);
         build(h, j, stopping);
         pthread_mutex_lock(&h->mu);
+        h->slow_building -= slow; /* a slow one may start: this builder
+                                     looks first */
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;
@@ -136,7 +164,7 @@ void ss__http_builders_stop(ss_http *h)
 
 int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
                           const char *path, int head, int post, int metrics,
-                          void **con_cls)
+                          int slow, void **con_cls)
 {
     if (strlen(path) >= sizeof ((build_job *)0)->path)
         return -1;
@@ -148,6 +176,7 @@ int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
     j->head = head;
     j->post = post;
     j->metrics = metrics;
+    j->slow = slow;
     pthread_mutex_lock(&h->mu);
     if (__atomic_load_n(&h->stopping, __ATOMIC_ACQUIRE) || !h->n_builders) {
         pthread_mutex_unlock(&h->mu);

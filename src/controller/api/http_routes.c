@@ -39,6 +39,35 @@ static const struct {
     {"recent", DOC_RECENT},
 };
 
+/* The kind of document /api/runs/{id}/DOC names, or -1. */
+static int doc_kind_of(const char *doc)
+{
+    if (strncmp(doc, "values/", 7) == 0)
+        return DOC_VALUES;
+    for (size_t i = 0; i < sizeof run_docs / sizeof run_docs[0]; i++)
+        if (strcmp(doc, run_docs[i].name) == 0)
+            return (int)run_docs[i].kind;
+    return -1;
+}
+
+ss_http_route_cost ss__http_route_cost(const char *path)
+{
+    if (strcmp(path, "/api/live") == 0)
+        return SS_ROUTE_AT_ONCE;
+    if (strncmp(path, "/api/runs/", 10) != 0)
+        return SS_ROUTE_BUILT;
+    const char *slash = strchr(path + 10, '/');
+    switch (doc_kind_of(slash ? slash + 1 : "")) {
+    case DOC_STREAM:
+        return SS_ROUTE_AT_ONCE;
+    case DOC_HEATMAP: case DOC_HOST: case DOC_VALUES: /* windows of steps */
+    case DOC_STACKS: case DOC_PROFILE: case DOC_RECENT: /* asked of ranks */
+        return SS_ROUTE_SLOW;
+    default:
+        return SS_ROUTE_BUILT;
+    }
+}
+
 /* Answers /api/runs/{RUN_ID}/history, or /api/history?name=NAME when
  * RUN_ID is 0: guard's judgement of the run and the history of its
  * comparable runs (query.h). */
@@ -301,15 +330,9 @@ static enum MHD_Result serve_run(ss_http *h, struct MHD_Connection *c,
     const char *doc = rest[idlen] == '/' ? rest + idlen + 1 : "";
     snprintf(idtext, sizeof idtext, "%.*s", (int)(idlen < 31 ? idlen : 31),
              rest);
-    int kind = -1;
-    for (size_t i = 0; i < sizeof run_docs / sizeof run_docs[0]; i++)
-        if (strcmp(doc, run_docs[i].name) == 0)
-            kind = (int)run_docs[i].kind;
-    const char *value_name = NULL; /* values/{NAME} */
-    if (strncmp(doc, "values/", 7) == 0) {
-        kind = DOC_VALUES;
-        value_name = doc + 7;
-    }
+    int kind = doc_kind_of(doc);
+    const char *value_name = /* values/{NAME} */
+        strncmp(doc, "values/", 7) == 0 ? doc + 7 : NULL;
     if (kind < 0)
         return ss__http_reply_error(c, MHD_HTTP_NOT_FOUND, "no such endpoint "
                                     "/api/runs/%s/%s (docs/api.md lists them)",

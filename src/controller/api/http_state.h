@@ -74,6 +74,7 @@ struct ss_http {
     pthread_cond_t build_cv;  /* a job queued, or stopping */
     pthread_mutex_t mu;       /* guards everything below */
     build_job *build_queue, *build_tail; /* waiting for a builder */
+    int slow_building;        /* SS_ROUTE_SLOW requests being built */
     ss_query *pool[POOL_MAX];
     int n_pool;
     stream *streams;          /* open event streams */
@@ -108,12 +109,13 @@ void ss__http_builders_stop(ss_http *h);
 
 /* From the worker's request handler: suspends C and queues its request
  * (PATH, the method as HEAD and POST, METRICS for /metrics rather than
- * /api/...) for a builder; *CON_CLS becomes the job.  Returns 0, or -1
+ * /api/..., SLOW for an SS_ROUTE_SLOW path) for a builder; *CON_CLS
+ * becomes the job.  Returns 0, or -1
  * (the server stops, no memory, a path over 511 bytes): answer it on the
  * worker instead. */
 int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
                           const char *path, int head, int post, int metrics,
-                          void **con_cls);
+                          int slow, void **con_cls);
 
 /* From the worker's request handler, called again once J's connection is
  * resumed: queues the answer the builder captured.  J stays the caller's
@@ -188,6 +190,17 @@ enum MHD_Result ss__http_serve_steps(ss_http *h, struct MHD_Connection *c,
                                      const ss_query_steps_cursor *cur);
 
 /* ---- documents (http_routes.c, http_metrics.c) ---- */
+
+/* What answering an /api/... path costs, for who answers it. */
+typedef enum {
+    SS_ROUTE_AT_ONCE, /* from memory: the worker answers it */
+    SS_ROUTE_BUILT,   /* from the store, milliseconds: a builder */
+    SS_ROUTE_SLOW,    /* a window of steps, or asked of the ranks: seconds
+                         at worst; a builder, but not the last ones */
+} ss_http_route_cost;
+
+/* The cost of answering PATH (no trailing '/'; any path, valid or not). */
+ss_http_route_cost ss__http_route_cost(const char *path);
 
 /* Answers the /api/... path PATH (no trailing '/'), already authorized;
  * HEAD and POST say the method. */

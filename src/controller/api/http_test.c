@@ -1085,9 +1085,11 @@ static int status_until_closed(int fd)
 
 /* Documents that take seconds to build, one on every worker, do not hold
  * the workers' other connections: the page, /api/live and a document from
- * the store are answered meanwhile; the slow ones are answered too.  A
- * stop while documents are built waits for them, and answers what still
- * waits for a builder 503, or closes it. */
+ * the store are answered meanwhile; the slow ones are answered too.  As
+ * many slow ones as they may take of the builders, and more waiting, do
+ * not hold a document from the store either.  A stop while documents are
+ * built waits for them, and answers what still waits for a builder 503,
+ * or closes it. */
 static void slow_documents_hold_no_other_request(void)
 {
     ss_live *l = ss_live_create(1, 2);
@@ -1124,24 +1126,33 @@ static void slow_documents_hold_no_other_request(void)
     for (int i = 0; i < SS_HTTP_WORKERS; i++)
         CHECK_EQ_INT(status_until_closed(slow[i]), 200);
 
-    /* Every builder busy and two requests waiting, then a stop. */
+    /* Every builder the slow documents may take is busy and two more slow
+     * ones wait: a document from the store still finds a builder.  Then a
+     * stop. */
     __atomic_store_n(&slow_calls, 0, __ATOMIC_RELAXED);
-    enum { WAITING = 2 };
-    int fds[SS_HTTP_BUILDERS + WAITING];
-    for (int i = 0; i < SS_HTTP_BUILDERS + WAITING; i++)
+    enum { WAITING = 2, SLOW = SS_HTTP_SLOW_BUILDERS + WAITING };
+    int fds[SLOW];
+    for (int i = 0; i < SLOW; i++)
         REQUIRE((fds[i] = post_stacks_unread(port)) >= 0);
     t0 = now_s();
-    while (__atomic_load_n(&slow_calls, __ATOMIC_RELAXED) < SS_HTTP_BUILDERS &&
+    while (__atomic_load_n(&slow_calls, __ATOMIC_RELAXED) <
+               SS_HTTP_SLOW_BUILDERS &&
            now_s() - t0 < 1.0)
         usleep(1000);
     usleep(100000); /* the two others reach the queue */
     double t = now_s();
+    response r;
+    REQUIRE(get(port, "/api/runs/1/findings", NULL, &r) == 0);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    CHECK(now_s() - t < 0.75);
+    t = now_s();
     ss_http_stop(h);
     double took = now_s() - t;
     CHECK(took < 3.0); /* what is built finishes; nothing else waits */
     CHECK_EQ_INT(__atomic_load_n(&slow_calls, __ATOMIC_RELAXED),
-                 SS_HTTP_BUILDERS);
-    for (int i = 0; i < SS_HTTP_BUILDERS + WAITING; i++) {
+                 SS_HTTP_SLOW_BUILDERS); /* the two waiting are not built */
+    for (int i = 0; i < SLOW; i++) {
         int status = status_until_closed(fds[i]);
         CHECK(status == 0 || status == 200 || status == 503);
     }

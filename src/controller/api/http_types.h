@@ -26,6 +26,7 @@ typedef struct ss_http ss_http;
 #define SS_HTTP_IDLE_TIMEOUT_S 30
 #define SS_HTTP_WORKERS 4              /* threads serving requests */
 #define SS_HTTP_BUILDERS 8             /* threads building documents */
+#define SS_HTTP_SLOW_BUILDERS 6        /* of them, for the slow documents */
 
 /* One file served as is, e.g. {"/", "text/html; charset=utf-8", page,
  * sizeof page - 1}.  PATH starts with '/'. */
