@@ -107,11 +107,11 @@ static ss_http_gate_conn *gate_conn(struct MHD_Connection *c)
     return ci ? ci->socket_context : NULL;
 }
 
-/* A response was sent (or the request ended otherwise). */
 /* What *con_cls holds once a request has been seen and is not (or no
  * longer) a builder's job. */
 static int seen;
 
+/* A response was sent (or the request ended otherwise). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {

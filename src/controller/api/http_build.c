@@ -14,10 +14,11 @@
  * builder in the order they came; at most SS_HTTP_BUILDERS documents are
  * being built at once, as many as the memory of documents under
  * construction allows for.  The slow ones (a window of steps, or what is
- * asked of the ranks: ss__http_route_cost) take at most SS_HTTP_SLOW_BUILDERS of
- * them, so that the others (a run's findings, the list of runs: built in
- * milliseconds) always find a builder; a slow request that would take more
- * waits while the requests behind it are built.
+ * asked of the ranks: ss__http_route_cost) take at most
+ * SS_HTTP_SLOW_BUILDERS of them, so that the others (a run's findings, the
+ * list of runs: built in milliseconds) always find a builder; a slow
+ * request that would take more waits while the requests behind it are
+ * built.
  *
  * Stopping: the builders answer what is still queued with a 503 without
  * building it, finish what they are building, and end; only then may the
@@ -82,8 +83,8 @@ static void build(ss_http *h, build_job *j, int stopping)
 
 /* Takes the first queued job a builder may start now: any when STOPPING
  * (it is answered 503), else the first one that is not slow or finds
- * fewer than SS_HTTP_SLOW_BUILDERS slow ones being built.  NULL when none may.
- * Called with h->mu held. */
+ * fewer than SS_HTTP_SLOW_BUILDERS slow ones being built.  NULL when none
+ * may.  Called with h->mu held. */
 static build_job *take_job_locked(ss_http *h, int stopping)
 {
     build_job *prev = NULL;

@@ -1059,7 +1059,8 @@ static int post_stacks_unread(uint16_t port)
     int fd = connect_(port);
     static const char req[] = "POST /api/runs/1/stacks HTTP/1.0\r\n"
                               "Host: 127.0.0.1\r\n\r\n";
-    if (fd >= 0 && write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+    if (fd >= 0 &&
+        write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
         close(fd);
         fd = -1;
     }
