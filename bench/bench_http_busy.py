@@ -98,7 +98,8 @@ def main():
     ap.add_argument("exes", nargs="+", type=pathlib.Path,
                     help="stepscope binaries to compare")
     ap.add_argument("--heavy", type=int, default=4,
-                    help="clients asking for the heatmap in each round")
+                    help="clients asking for the heatmap in each round (0: "
+                         "none, the small requests on an idle server)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--scratch", type=pathlib.Path,
                     help="where the store is written (default: a temporary "
@@ -136,11 +137,15 @@ def main():
         for s in servers:
             s.stop()
     for i, exe in enumerate(args.exes):
-        print(f"{exe}: {args.heavy} heatmaps of 7 MB at once, "
-              f"{args.rounds} rounds; each round's heatmaps took "
-              + " ".join(f"{t:.2f}" for t in heavy[i]) + " s"
-              + (f"; {len(refused[i])} answered 503 (large documents are "
-                 f"sent 8 at a time)" if refused[i] else ""))
+        if not args.heavy:
+            print(f"{exe}: no heatmap asked (the server idle), "
+                  f"{args.rounds} rounds")
+        else:
+            print(f"{exe}: {args.heavy} heatmaps of 7 MB at once, "
+                  f"{args.rounds} rounds; each round's heatmaps took "
+                  + " ".join(f"{t:.2f}" for t in heavy[i]) + " s"
+                  + (f"; {len(refused[i])} answered 503 (large documents "
+                     f"are sent 8 at a time)" if refused[i] else ""))
         for p, v in small[i].items():
             print(f"  /{p:22s} median {statistics.median(v) * 1000:8.1f} ms"
                   f"   max {max(v) * 1000:8.1f} ms")
