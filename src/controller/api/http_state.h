@@ -110,9 +110,8 @@ void ss__http_builders_stop(ss_http *h);
 /* From the worker's request handler: suspends C and queues its request
  * (PATH, the method as HEAD and POST, METRICS for /metrics rather than
  * /api/..., SLOW for an SS_ROUTE_SLOW path) for a builder; *CON_CLS
- * becomes the job.  Returns 0, or -1
- * (the server stops, no memory, a path over 511 bytes): answer it on the
- * worker instead. */
+ * becomes the job.  Returns 0, or -1 (the server stops, no memory, a path
+ * over 511 bytes): answer it on the worker instead. */
 int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,
                           const char *path, int head, int post, int metrics,
                           int slow, void **con_cls);
