@@ -526,6 +526,18 @@ static void foreign_host_and_origin_refused(void)
     ss_http_stop(h);
 }
 
+/* The server on the fixture with live state L and stacks hook STACKS. */
+static ss_http *start_with_stacks(ss_live *l, ss_http_stacks_fn stacks)
+{
+    char err[512] = "";
+    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
+                          stacks, NULL, NULL, NULL, NULL, NULL};
+    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    if (!h)
+        fprintf(stderr, "  ss_http_start: %s\n", err);
+    return h;
+}
+
 static int stacks_calls;
 
 static unsigned fake_stacks(void *ctx, int flags, ss_buf *out)
@@ -544,10 +556,7 @@ static void stacks_by_post_only(void)
 {
     ss_live *l = ss_live_create(1, 2);
     REQUIRE(l);
-    char err[512] = "";
-    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
-                          fake_stacks, NULL, NULL, NULL, NULL, NULL};
-    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    ss_http *h = start_with_stacks(l, fake_stacks);
     REQUIRE(h);
     uint16_t port = ss_http_port(h);
     stacks_calls = 0;
@@ -1095,10 +1104,7 @@ static void slow_documents_hold_no_other_request(void)
 {
     ss_live *l = ss_live_create(1, 2);
     REQUIRE(l);
-    char err[512] = "";
-    ss_http_config cfg = {"127.0.0.1", 0, 0, fixture(), l, NULL,
-                          slow_stacks, NULL, NULL, NULL, NULL, NULL};
-    ss_http *h = ss_http_start(&cfg, err, sizeof err);
+    ss_http *h = start_with_stacks(l, slow_stacks);
     REQUIRE(h);
     uint16_t port = ss_http_port(h);
     __atomic_store_n(&slow_calls, 0, __ATOMIC_RELAXED);
