@@ -286,6 +286,7 @@ static void free_http(ss_http *h)
     for (int i = 0; i < h->n_pool; i++)
         ss_query_close(h->pool[i]);
     ss_http_gate_free(h->gate);
+    pthread_cond_destroy(&h->build_cv);
     pthread_mutex_destroy(&h->mu);
     ss_buf_free(&h->goodput_metrics);
     free(h->db_path);
@@ -390,6 +391,7 @@ ss_http *ss_http_start_limited(const ss_http_config *cfg,
         return NULL;
     }
     pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->build_cv, NULL);
     h->live = cfg->live;
     h->stacks = cfg->stacks;
     h->stacks_ctx = cfg->stacks_ctx;

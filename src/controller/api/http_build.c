@@ -130,8 +130,6 @@ static void *builder_main(void *arg)
 
 int ss__http_builders_start(ss_http *h)
 {
-    pthread_cond_init(&h->build_cv, NULL);
-    h->build_cv_ready = 1;
     for (int i = 0; i < SS_HTTP_BUILDERS; i++) {
         if (pthread_create(&h->builders[i], NULL, builder_main, h) != 0)
             return -1;
@@ -142,25 +140,15 @@ int ss__http_builders_start(ss_http *h)
 
 void ss__http_builders_stop(ss_http *h)
 {
-    if (!h->build_cv_ready)
-        return;
     pthread_mutex_lock(&h->mu);
     __atomic_store_n(&h->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&h->build_cv);
     pthread_mutex_unlock(&h->mu);
     for (int i = 0; i < h->n_builders; i++)
         pthread_join(h->builders[i], NULL);
+    /* The queue is empty: a builder ends only once it is, and nothing is
+     * queued once the server stops (or while no builder runs). */
     h->n_builders = 0;
-    /* No builder is left: a job a failed start left queued is answered
-     * here, so that no connection stays suspended. */
-    while (h->build_queue) {
-        build_job *j = h->build_queue;
-        h->build_queue = j->next;
-        build(h, j, 1);
-    }
-    h->build_tail = NULL;
-    pthread_cond_destroy(&h->build_cv);
-    h->build_cv_ready = 0;
 }
 
 int ss__http_build_submit(ss_http *h, struct MHD_Connection *c,

@@ -70,8 +70,7 @@ struct ss_http {
     int stopping;             /* atomic */
     pthread_t builders[SS_HTTP_BUILDERS];
     int n_builders;           /* started; read by workers under mu */
-    int build_cv_ready;       /* build_cv initialised */
-    pthread_cond_t build_cv;  /* a job queued, or stopping */
+    pthread_cond_t build_cv;  /* a job queued, or stopping (with mu) */
     pthread_mutex_t mu;       /* guards everything below */
     build_job *build_queue, *build_tail; /* waiting for a builder */
     int slow_building;        /* SS_ROUTE_SLOW requests being built */
@@ -104,7 +103,7 @@ int ss__http_builders_start(ss_http *h);
 
 /* Sets h->stopping, answers the queued requests 503, waits for the
  * builders to finish what they build, and ends them.  Call before the
- * workers stop; a no-op when they never started. */
+ * workers stop (also when the builders never started). */
 void ss__http_builders_stop(ss_http *h);
 
 /* From the worker's request handler: suspends C and queues its request
