@@ -641,6 +641,13 @@ typedef struct {
     /* the rank's phases against the reference's in its recent late steps
      * (strag_rank.slower_*); NAN over fewer than SLOWER_STEPS of them */
     double slower_min, slower_all;
+    /* what the tests of its own lateness read (own_lateness): its peers'
+     * noise of lateness; whether its lateness is steady; what it and the
+     * median rank lost to the host per step (means) and the median of its
+     * CPU time per step over the median rank's; NAN where not measured */
+    double noise_ms;
+    int steady;
+    double host_lost_ms, med_host_lost_ms, cpu_over_ms;
 } late_summary;
 
 /* The largest clock error bound (ns) among the ranks compared by arrival
@@ -667,6 +674,36 @@ static int64_t arrival_clock_bound(const ss_detectors *d,
         }
     }
     return max;
+}
+
+/* Fills what the tests of rank R's own lateness over scope SC read
+ * (late_summary.noise_ms .. cpu_over_ms), for the evidence: why a rank
+ * on a loaded machine was judged late of its own doing.  Uses the
+ * scratch. */
+static void summarize_own_tests(straggler *sg, uint32_t r, const scope *sc,
+                                late_summary *out)
+{
+    out->noise_ms = peer_noise_ms(sg, r, sc);
+    out->steady = steady_lateness(sg, r, sc);
+    size_t base = (size_t)r * sg->sw;
+    const uint8_t *flags = sg->flags + base;
+    double own = 0, med = 0;
+    uint32_t n = 0, m = 0;
+    for (uint32_t i = 0; i < sc->nback && i < sg->fill; i++) {
+        uint32_t k = ss__ring_back(sg->head, sg->sw, i);
+        if (!seen_in(sg, flags, k, sc))
+            continue;
+        if (!isnan(sg->host_ms[base + k]) && !isnan(sg->med_host_ms[k])) {
+            own += sg->host_ms[base + k];
+            med += sg->med_host_ms[k];
+            n++;
+        }
+        if (!isnan(sg->cpu_ex_ms[base + k]))
+            sg->f64[m++] = sg->cpu_ex_ms[base + k];
+    }
+    out->host_lost_ms = n ? own / n : NAN;
+    out->med_host_lost_ms = n ? med / n : NAN;
+    out->cpu_over_ms = m ? ss_median_f64(sg->f64, m) : NAN;
 }
 
 static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
@@ -788,6 +825,7 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
                                out->late_med_ms * 1e6 <
                                    (double)out->clock_bound_ns;
     }
+    summarize_own_tests(sg, r, sc, out);
 }
 
 /* Whom rank S->rank's lateness was measured against: with two ranks in
@@ -898,6 +936,16 @@ static void straggler_evidence(ss_detectors *d, ss_finding *f,
                          floor(s->slower_min * 100) / 100);
         ss__evidence_num(ev, "slower_in_all", round(s->slower_all * 100) / 100);
     }
+    ss__evidence_num(ev, "peer_noise_ms", round(s->noise_ms * 10) / 10);
+    ss__evidence_int(ev, "steady", s->steady);
+    if (!isnan(s->host_lost_ms)) {
+        ss__evidence_num(ev, "host_lost_ms", round(s->host_lost_ms * 10) / 10);
+        ss__evidence_num(ev, "median_rank_host_lost_ms",
+                         round(s->med_host_lost_ms * 10) / 10);
+    }
+    if (!isnan(s->cpu_over_ms))
+        ss__evidence_num(ev, "cpu_over_median_ms",
+                         round(s->cpu_over_ms * 10) / 10);
     ss__host_cause_evidence(ev, &s->host);
     ss__evidence_end(ev, f);
     if (s->blame != NO_NAME && s->explained_ms > 0)
