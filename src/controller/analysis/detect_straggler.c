@@ -644,7 +644,8 @@ typedef struct {
     /* what the tests of its own lateness read (own_lateness): its peers'
      * noise of lateness; whether its lateness is steady; what it and the
      * median rank lost to the host per step (means) and the median of its
-     * CPU time per step over the median rank's; NAN where not measured */
+     * CPU time per step over the median rank's; NAN where not measured
+     * (summarize_own_tests, where the evidence is written) */
     double noise_ms;
     int steady;
     double host_lost_ms, med_host_lost_ms, cpu_over_ms;
@@ -678,8 +679,9 @@ static int64_t arrival_clock_bound(const ss_detectors *d,
 
 /* Fills what the tests of rank R's own lateness over scope SC read
  * (late_summary.noise_ms .. cpu_over_ms), for the evidence: why a rank
- * on a loaded machine was judged late of its own doing.  Uses the
- * scratch. */
+ * on a loaded machine was judged late of its own doing.  Only where the
+ * evidence is written (its peers' noise reads their whole window).  Uses
+ * the scratch. */
 static void summarize_own_tests(straggler *sg, uint32_t r, const scope *sc,
                                 late_summary *out)
 {
@@ -825,7 +827,6 @@ static void summarize(const ss_detectors *d, straggler *sg, uint32_t r,
                                out->late_med_ms * 1e6 <
                                    (double)out->clock_bound_ns;
     }
-    summarize_own_tests(sg, r, sc, out);
 }
 
 /* Whom rank S->rank's lateness was measured against: with two ranks in
@@ -1045,6 +1046,7 @@ static void refresh_persistent(ss_detectors *d, straggler *sg, uint32_t r,
                           machine_load_ms(sg, r) < s.late_med_ms
                       ? SS_CRITICAL
                       : SS_WARNING;
+    summarize_own_tests(sg, r, &whole, &s);
     straggler_evidence(d, f, "persistent", &s);
     char how[352], why[448], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);
@@ -1183,6 +1185,7 @@ static void close_burst(ss_detectors *d, straggler *sg, uint32_t r)
     int32_t rank = (int32_t)r;
     ss__set_ranks(f, &rank, 1);
     f->severity = SS_WARNING;
+    summarize_own_tests(sg, r, &sc, &s);
     straggler_evidence(d, f, "transient", &s);
     char how[352], why[448], last[72], host[128];
     lateness_words(d, &s, how, sizeof how);

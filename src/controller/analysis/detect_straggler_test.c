@@ -1059,6 +1059,16 @@ static void a_fading_straggler_keeps_the_words_of_its_height(void)
     REQUIRE(ev);
     double late = atof(ev + strlen("\"late_ms_median\":"));
     CHECK(late > 6 && late < 10);
+    /* what the test of its own lateness read: its peers' noise, well
+     * below its lateness, and whether it was steady; no host evidence
+     * was sent, so nothing of the host's */
+    ev = strstr(lf.f.evidence_json, "\"peer_noise_ms\":");
+    REQUIRE(ev);
+    double noise = atof(ev + strlen("\"peer_noise_ms\":"));
+    CHECK(noise >= 0 && noise < late / 2);
+    CHECK(strstr(lf.f.evidence_json, "\"steady\":") != NULL);
+    CHECK(strstr(lf.f.evidence_json, "host_lost_ms") == NULL);
+    CHECK(strstr(lf.f.evidence_json, "cpu_over_median_ms") == NULL);
 }
 
 /* Every rank's compute scattered by a 4 ms sigma (a crowded machine's
