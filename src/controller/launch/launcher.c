@@ -107,6 +107,12 @@ struct ss_rank {
     uint32_t exit_seq;       /* 1 for the first rank reaped, 2 ... */
     uint64_t exited_ms;      /* the loop's clock when it was reaped */
     uint32_t left_running;   /* other ranks still running then */
+    int script_ended;        /* its recorder said goodbye while it ran
+                                (ss_launcher_rank_script_ended) */
+    uint64_t script_ended_ms;    /* the loop's clock then */
+    uint32_t script_ended_seq;   /* ranks reaped before then */
+    uint32_t script_ended_left;  /* other ranks then running whose
+                                    scripts had not ended */
     uint64_t traceback_ms;   /* the loop's clock when its first line
                                 "Traceback (most recent call last):" was
                                 read (Python's report of an uncaught
@@ -1278,6 +1284,23 @@ uint16_t ss_launcher_master_port(const ss_launcher *l)
     return l ? l->master_port : 0;
 }
 
+void ss_launcher_rank_script_ended(ss_launcher *l, uint32_t global_rank)
+{
+    if (!l || global_rank < l->rank_base ||
+        global_rank - l->rank_base >= l->nprocs)
+        return;
+    ss_rank *r = &l->ranks[global_rank - l->rank_base];
+    if (!r->running || r->script_ended)
+        return;
+    r->script_ended = 1;
+    r->script_ended_ms = uv_now(l->loop);
+    r->script_ended_seq = l->reaped;
+    r->script_ended_left = 0;
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        r->script_ended_left += &l->ranks[i] != r && l->ranks[i].running &&
+                                !l->ranks[i].script_ended;
+}
+
 uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
 {
     return l ? l->rank_base + local_rank : local_rank;
@@ -1424,17 +1447,51 @@ static void append_others(const ss_launcher *l, int64_t skip, char *buf,
     ss_appendf(buf, buflen, len, "\n");
 }
 
+/* Whether R exited with success before FIRST failed, while others still
+ * ran. */
+static int exited_before(const ss_rank *r, const ss_rank *first)
+{
+    return r->exited && !rank_failed(r) && r->exit_seq < first->exit_seq &&
+           r->left_running > 0;
+}
+
+/* Whether R's script had ended before FIRST failed, while other ranks'
+ * scripts still ran, and R then ended with success or by the stop, not of
+ * a failure of its own, with no traceback and no word of a lost peer
+ * (a script that raised says goodbye too): a rank still exiting when the
+ * rank that lost it failed (its interpreter had closed its sockets and
+ * went on tearing down what it holds). */
+static int ended_before(const ss_rank *r, const ss_rank *first)
+{
+    return r != first && r->script_ended &&
+           r->script_ended_seq < first->exit_seq &&
+           r->script_ended_left > 0 && r->exited &&
+           (!rank_failed(r) || ended_by_the_stop(r)) &&
+           !r->traceback_ms && !names_a_lost_peer(r);
+}
+
 /* The first rank that exited with success before FIRST failed, while
- * others still ran, or NULL: in synchronous training the others' next
- * collective then fails (or waits) for it, so the rank that failed first
- * is often not the cause. */
-static const ss_rank *early_exit(const ss_launcher *l, const ss_rank *first)
+ * others still ran; else, where FIRST's last lines say a peer went away
+ * (LOST_PEER), the first whose script had ended before then
+ * (ended_before); NULL when none did: in synchronous training the others'
+ * next collective then fails (or waits) for it, so the rank that failed
+ * first is often not the cause. */
+static const ss_rank *early_exit(const ss_launcher *l, const ss_rank *first,
+                                 int lost_peer)
 {
     const ss_rank *early = NULL;
     for (uint32_t i = 0; i < l->nprocs; i++) {
         const ss_rank *r = &l->ranks[i];
-        if (r->exited && !rank_failed(r) && r->exit_seq < first->exit_seq &&
-            r->left_running > 0 && (!early || r->exit_seq < early->exit_seq))
+        if (exited_before(r, first) &&
+            (!early || r->exit_seq < early->exit_seq))
+            early = r;
+    }
+    if (early || !lost_peer)
+        return early;
+    for (uint32_t i = 0; i < l->nprocs; i++) {
+        const ss_rank *r = &l->ranks[i];
+        if (ended_before(r, first) &&
+            (!early || r->script_ended_ms < early->script_ended_ms))
             early = r;
     }
     return early;
@@ -1452,8 +1509,18 @@ static void append_early_exit(const ss_launcher *l, const ss_rank *early,
     uint64_t last;
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, early->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
-    double before_s = (double)(first->exited_ms - early->exited_ms) / 1000.0;
-    if (leads)
+    int exited = exited_before(early, first);
+    double before_s = (double)(first->exited_ms -
+                               (exited ? early->exited_ms
+                                       : early->script_ended_ms)) /
+                      1000.0;
+    uint32_t others = exited ? early->left_running : early->script_ended_left;
+    if (!exited) /* leads: ended_before is asked only then */
+        ss_appendf(buf, buflen, len, "rank %" PRIu32 " left the job early: "
+                   "its script had ended %.1f s before rank %" PRIu32
+                   " failed, its process still exiting", early->global,
+                   before_s, first->global);
+    else if (leads)
         ss_appendf(buf, buflen, len, "rank %" PRIu32 " left the job early: "
                    "it had exited with status 0 %.1f s before rank %" PRIu32
                    " failed", early->global, before_s, first->global);
@@ -1461,8 +1528,8 @@ static void append_early_exit(const ss_launcher *l, const ss_rank *early,
         ss_appendf(buf, buflen, len, "rank %" PRIu32 " had exited with "
                    "status 0 %.1f s before", early->global, before_s);
     ss_appendf(buf, buflen, len, " (last step: %s) while %" PRIu32
-               " other rank%s still ran", step, early->left_running,
-               early->left_running == 1 ? "" : "s");
+               " other rank%s still ran", step, others,
+               others == 1 ? "" : "s");
     if (leads)
         ss_appendf(buf, buflen, len, ", and rank %" PRIu32 "'s last lines "
                    "say a peer went away", first->global);
@@ -1519,8 +1586,9 @@ size_t ss_launcher_failure_summary(const ss_launcher *l, char *buf,
     uint64_t last;
     if (l->cb.last_step && l->cb.last_step(l->cb.ctx, r->rank, &last))
         snprintf(step, sizeof step, "%" PRIu64, last);
-    const ss_rank *early = early_exit(l, r);
-    int early_leads = early && names_a_lost_peer(r);
+    int lost_peer = names_a_lost_peer(r);
+    const ss_rank *early = early_exit(l, r, lost_peer);
+    int early_leads = early && lost_peer;
     if (early_leads)
         append_early_exit(l, early, r, 1, buf, buflen, &len);
     ss_appendf(buf, buflen, &len,

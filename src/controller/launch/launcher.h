@@ -179,6 +179,15 @@ void ss_launcher_kill_now(ss_launcher *l, const char *reason);
  * period bounds it as any other); 0 otherwise. */
 int ss_launcher_rank_spared(const ss_launcher *l, uint32_t rank);
 
+/* Global rank GLOBAL_RANK's script has ended (its recorder said goodbye:
+ * the script returned, called exit or raised) while its process may still
+ * be exiting: the interpreter tearing down what it holds, its sockets
+ * closed first.  A rank of another node, or one already reaped, is
+ * ignored; so is a second call.  The failure summary then names it as
+ * having left before a rank that failed on a lost peer, even when it was
+ * still exiting then (ss_launcher_failure_summary). */
+void ss_launcher_rank_script_ended(ss_launcher *l, uint32_t global_rank);
+
 /* The pid of local rank RANK's process while it runs, 0 once it has
  * exited or when RANK is out of range. */
 int ss_launcher_rank_pid(const ss_launcher *l, uint32_t rank);

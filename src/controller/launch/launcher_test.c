@@ -1066,6 +1066,12 @@ static void a_users_faulthandler_choice_is_kept(void)
     fixture_done(&f);
 }
 
+static void say_rank1_script_ended(uv_timer_t *t)
+{
+    fixture *f = t->data;
+    ss_launcher_rank_script_ended(f->l, 1);
+}
+
 static void a_rank_that_left_early_is_named(void)
 {
     /* Rank 1 ends with success at once, rank 0 fails 0.3 s later (as a
@@ -1106,6 +1112,74 @@ static void a_rank_that_left_early_is_named(void)
                  "peer went away") != NULL);
     CHECK(strstr(summary, "\nrank 0 failed first: exited with code 1")
           != NULL);
+    fixture_done(&f);
+
+    /* Rank 1's script ends at 0.1 s (its recorder says goodbye) while its
+     * process goes on exiting; rank 0 fails at 0.3 s on the lost peer,
+     * and the stop ends rank 1 with SIGTERM: the summary still begins
+     * with rank 1, whose script had ended first. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv4[] = {"/bin/sh", "-c",
+        "case $RANK in 0) sleep 0.3;"
+        " echo 'RuntimeError: Connection closed by peer' >&2; exit 1;; esac;"
+        " exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv4);
+    ss_launch_callbacks cb = {&f, on_rank_exit, on_all_exited, last_step};
+    char err[256] = "";
+    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
+    REQUIRE(f.l != NULL);
+    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
+    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    CHECK(!f.timed_out);
+    CHECK_EQ_INT(f.sig[1], SIGTERM);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    fprintf(stderr, "    %s", summary);
+    CHECK(strncmp(summary, "rank 1 left the job early: its script had ended "
+                  "0.", 50) == 0);
+    CHECK(strstr(summary, " s before rank 0 failed, its process still "
+                 "exiting (last step: 41) while 2 other ranks still ran, "
+                 "and rank 0's last lines say a peer went away") != NULL);
+    CHECK(strstr(summary, "\nrank 0 failed first: exited with code 1")
+          != NULL);
+    fixture_done(&f);
+
+    /* The same without a word of a lost peer in rank 0's last lines: a
+     * script that ended is no exit, and nothing is said of rank 1. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv5[] = {"/bin/sh", "-c",
+        "case $RANK in 0) sleep 0.3; echo 'ValueError: bad batch' >&2;"
+        " exit 1;; esac; exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv5);
+    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
+    REQUIRE(f.l != NULL);
+    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
+    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strncmp(summary, "rank 0 failed first: exited with code 1", 39)
+          == 0);
+    CHECK(strstr(summary, "rank 1 ") == NULL);
+    fixture_done(&f);
+
+    /* Rank 1's script ended by raising (a traceback, then the goodbye
+     * its recorder says all the same): it did not leave, and rank 0,
+     * failing on the lost peer after it, is the first failure told. */
+    REQUIRE(fixture_init(&f) == 0);
+    char *argv6[] = {"/bin/sh", "-c",
+        "case $RANK in 0) sleep 0.3;"
+        " echo 'RuntimeError: Connection closed by peer' >&2; exit 1;;"
+        " 1) echo 'Traceback (most recent call last):' >&2;; esac;"
+        " exec sleep 30", NULL};
+    fixture_config(&f, &cfg, argv6);
+    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
+    REQUIRE(f.l != NULL);
+    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
+    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ss_launcher_failure_summary(f.l, summary, sizeof summary);
+    CHECK(strstr(summary, "left the job early") == NULL);
+    CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
     fixture_done(&f);
 
     /* A rank that fails first, nobody having left: no such line. */

@@ -1280,6 +1280,11 @@ static int real_rank_pid(void *ctx, uint32_t rank)
     return r->launcher ? ss_launcher_rank_pid(r->launcher, rank) : 0;
 }
 
+static void real_script_ended(void *ctx, uint32_t rank)
+{
+    ss_launcher_rank_script_ended(((run_ctx *)ctx)->launcher, rank);
+}
+
 static int real_exit_status(void *ctx)
 {
     return ss_launcher_exit_status(((run_ctx *)ctx)->launcher);
@@ -1382,6 +1387,7 @@ int ss_run_controller(const ss_run_opts *o, const link_secret *secret)
                            .release = real_release,
                            .stop_ranks = real_stop_ranks,
                            .rank_pid = real_rank_pid,
+                           .script_ended = real_script_ended,
                            .exit_status = real_exit_status,
                            .left_behind = real_left_behind,
                            .failure_summary = real_failure_summary,

@@ -48,6 +48,9 @@ typedef struct {
     /* The local rank of node 0 that failed first once all its ranks
      * exited (ss_launcher_first_failure), -1 when none failed. */
     int (*first_failed)(void *ctx);
+    /* Global rank RANK's script has ended, its recorder said goodbye
+     * (ss_launcher_rank_script_ended).  May be NULL. */
+    void (*script_ended)(void *ctx, uint32_t rank);
     /* A rank's progress bar on the terminal gets its newline before the
      * run prints a line of its own (ss_launcher_end_progress).  May be
      * NULL. */

@@ -350,6 +350,8 @@ static void cb_resumed(void *ctx, uint32_t rank, const wire_resumed *rs)
 static void cb_bye(void *ctx, uint32_t rank, const wire_bye *b)
 {
     run_ctx *r = ctx;
+    if (r->hooks.script_ended)
+        r->hooks.script_ended(r->hooks.ctx, rank);
     run_carry_out(r, rank, ss_life_bye(&r->life, rank));
 }
 
