@@ -3,6 +3,7 @@ the culprit, the steps it missed are finalized with it missing, and no rank
 outlives the job; a rank that left a DDP job early is named before the rank
 that failed on it."""
 import os
+import re
 import signal
 import subprocess
 import time
@@ -236,15 +237,60 @@ def test_a_rank_that_left_a_ddp_job_is_named_before_the_rank_that_failed(store):
     # (its loop ended early); the others' next all-reduce fails on the
     # closed connection.  The rank that failed first says a peer went away,
     # so the summary, the run's `why` and its failure event begin with the
-    # rank that left; the job's status is the failed rank's.
+    # rank that left; the job's status is the failed rank's.  Rank 1's
+    # interpreter closes its sockets before it ends: on a loaded machine a
+    # rank fails on them before rank 1's process has exited, and the stop
+    # ends it; its script had ended, which its recorder said.
     cmd = python_cmd(SOURCE / "examples" / "ddp_train.py", "--steps", "40",
                      "--leave-rank", "1", "--leave-step", "20")
     job = run_job(store, 3, cmd, extra=("--auto",), env=ddp_env(), timeout=180)
     assert job.returncode == 1, job.stderr
-    assert "stepscope: rank 1 left the job early: it had exited with status 0 " \
-        in job.stderr, job.stderr
+    assert re.search(r"stepscope: rank 1 left the job early: (it had exited "
+                     r"with status 0|its script had ended) [0-9.]+ s before "
+                     r"rank [02] failed", job.stderr), job.stderr
     assert "(last step: 19) while 2 other ranks still ran" in job.stderr, job.stderr
     failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
     assert len(failure) == 1, failure
     assert failure[0]["message"].startswith("rank 1 left the job early"), failure
     assert " failed first: exited with code 1" in failure[0]["message"], failure
+
+
+
+LEAVES_SLOWLY = """
+import sys, time
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+class SlowTeardown:
+    def __del__(self):                # while the interpreter shuts down,
+        dist.destroy_process_group()  # after the script's end: its sockets
+        time.sleep(30)                # close, and its process goes on
+t = torch.ones(1)
+for step in range(40):
+    if dist.get_rank() == 1 and step == 20:
+        keep = SlowTeardown()
+        sys.exit(0)
+    dist.all_reduce(t)
+    time.sleep(0.01)
+"""
+
+
+def test_a_rank_still_exiting_after_it_left_is_named(store, tmp_path):
+    # Rank 1's script ends with status 0 at step 20, and its process goes
+    # on exiting after its sockets closed: the others fail on the lost peer
+    # before it has exited, and the stop ends it.  Its recorder said
+    # goodbye when its script ended, so the summary still begins with it.
+    script = tmp_path / "leaves_slowly.py"
+    script.write_text(LEAVES_SLOWLY)
+    started = time.monotonic()
+    job = run_job(store, 3, python_cmd(script), extra=("--auto",),
+                  env=ddp_env(), timeout=120)
+    assert job.returncode == 1, job.stderr
+    assert time.monotonic() - started < 25, job.stderr  # not its 30 s
+    assert re.search(r"stepscope: rank 1 left the job early: its script had "
+                     r"ended [0-9.]+ s before rank [02] failed, its process "
+                     r"still exiting", job.stderr), job.stderr
+    assert "ended on SIGTERM" in job.stderr, job.stderr
+    failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
+    assert len(failure) == 1, failure
+    assert failure[0]["message"].startswith("rank 1 left the job early"), failure
