@@ -144,6 +144,13 @@ def rank_pids(parent):
     return pids
 
 
+def failure_message(job):
+    """The message of the job's run's one `failure` event."""
+    failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
+    assert len(failure) == 1, failure
+    return failure[0]["message"]
+
+
 TEARDOWN_ABORT = """
 import os, sys
 import torch                # auto mode instruments a torch job
@@ -194,11 +201,9 @@ def test_a_segfault_shows_where_and_is_stored(store, tmp_path):
         return
     assert job.returncode == 128 + signal.SIGSEGV, job.stderr
     assert "rank 1 failed first: killed by signal SIGSEGV" in job.stderr
-    failure = [e["message"] for e in job.report()["events"]
-               if e["kind"] == "failure"]
-    assert len(failure) == 1, job.report()["events"]
-    assert "Fatal Python error: Segmentation fault; File " in failure[0]
-    assert 'segv.py", line 5 in forward < File ' in failure[0], failure
+    failure = failure_message(job)
+    assert "Fatal Python error: Segmentation fault; File " in failure
+    assert 'segv.py", line 5 in forward < File ' in failure, failure
 
 
 UNEVEN = """
@@ -249,11 +254,9 @@ def test_a_rank_that_left_a_ddp_job_is_named_before_the_rank_that_failed(store):
                      r"with status 0|its script had ended) [0-9.]+ s before "
                      r"rank [02] failed", job.stderr), job.stderr
     assert "(last step: 19) while 2 other ranks still ran" in job.stderr, job.stderr
-    failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
-    assert len(failure) == 1, failure
-    assert failure[0]["message"].startswith("rank 1 left the job early"), failure
-    assert " failed first: exited with code 1" in failure[0]["message"], failure
-
+    failure = failure_message(job)
+    assert failure.startswith("rank 1 left the job early"), failure
+    assert " failed first: exited with code 1" in failure, failure
 
 
 LEAVES_SLOWLY = """
@@ -291,6 +294,5 @@ def test_a_rank_still_exiting_after_it_left_is_named(store, tmp_path):
                      r"ended [0-9.]+ s before rank [02] failed, its process "
                      r"still exiting", job.stderr), job.stderr
     assert "ended on SIGTERM" in job.stderr, job.stderr
-    failure = [e for e in job.report()["events"] if e["kind"] == "failure"]
-    assert len(failure) == 1, failure
-    assert failure[0]["message"].startswith("rank 1 left the job early"), failure
+    failure = failure_message(job)
+    assert failure.startswith("rank 1 left the job early"), failure

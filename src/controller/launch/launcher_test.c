@@ -1072,6 +1072,20 @@ static void say_rank1_script_ended(uv_timer_t *t)
     ss_launcher_rank_script_ended(f->l, 1);
 }
 
+/* fixture_start, rank 1's script said to have ended 0.1 s in. */
+static int start_rank1_script_ending(fixture *f, const ss_launch_config *cfg)
+{
+    ss_launch_callbacks cb = {f, on_rank_exit, on_all_exited, last_step};
+    char err[256] = "";
+    f->l = ss_launcher_start(&f->loop, cfg, &cb, err, sizeof err);
+    if (!f->l)
+        return -1;
+    uv_timer_start(&f->poll, say_rank1_script_ended, 100, 0);
+    uv_timer_start(&f->guard, on_guard, GUARD_MS, 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    return 0;
+}
+
 static void a_rank_that_left_early_is_named(void)
 {
     /* Rank 1 ends with success at once, rank 0 fails 0.3 s later (as a
@@ -1124,13 +1138,7 @@ static void a_rank_that_left_early_is_named(void)
         " echo 'RuntimeError: Connection closed by peer' >&2; exit 1;; esac;"
         " exec sleep 30", NULL};
     fixture_config(&f, &cfg, argv4);
-    ss_launch_callbacks cb = {&f, on_rank_exit, on_all_exited, last_step};
-    char err[256] = "";
-    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
-    REQUIRE(f.l != NULL);
-    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
-    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    REQUIRE(start_rank1_script_ending(&f, &cfg) == 0);
     CHECK(!f.timed_out);
     CHECK_EQ_INT(f.sig[1], SIGTERM);
     ss_launcher_failure_summary(f.l, summary, sizeof summary);
@@ -1151,11 +1159,7 @@ static void a_rank_that_left_early_is_named(void)
         "case $RANK in 0) sleep 0.3; echo 'ValueError: bad batch' >&2;"
         " exit 1;; esac; exec sleep 30", NULL};
     fixture_config(&f, &cfg, argv5);
-    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
-    REQUIRE(f.l != NULL);
-    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
-    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    REQUIRE(start_rank1_script_ending(&f, &cfg) == 0);
     ss_launcher_failure_summary(f.l, summary, sizeof summary);
     CHECK(strncmp(summary, "rank 0 failed first: exited with code 1", 39)
           == 0);
@@ -1172,11 +1176,7 @@ static void a_rank_that_left_early_is_named(void)
         " 1) echo 'Traceback (most recent call last):' >&2;; esac;"
         " exec sleep 30", NULL};
     fixture_config(&f, &cfg, argv6);
-    f.l = ss_launcher_start(&f.loop, &cfg, &cb, err, sizeof err);
-    REQUIRE(f.l != NULL);
-    uv_timer_start(&f.poll, say_rank1_script_ended, 100, 0);
-    uv_timer_start(&f.guard, on_guard, GUARD_MS, 0);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    REQUIRE(start_rank1_script_ending(&f, &cfg) == 0);
     ss_launcher_failure_summary(f.l, summary, sizeof summary);
     CHECK(strstr(summary, "left the job early") == NULL);
     CHECK(strstr(summary, "rank 0 failed first: exited with code 1") != NULL);
