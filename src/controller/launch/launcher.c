@@ -107,9 +107,10 @@ struct ss_rank {
     uint32_t exit_seq;       /* 1 for the first rank reaped, 2 ... */
     uint64_t exited_ms;      /* the loop's clock when it was reaped */
     uint32_t left_running;   /* other ranks still running then */
-    int script_ended;        /* its recorder said goodbye while it ran
-                                (ss_launcher_rank_script_ended) */
-    uint64_t script_ended_ms;    /* the loop's clock then */
+    uint64_t script_ended_ms;    /* the loop's clock when its recorder said
+                                    goodbye while it ran
+                                    (ss_launcher_rank_script_ended), 0
+                                    not yet */
     uint32_t script_ended_seq;   /* ranks reaped before then */
     uint32_t script_ended_left;  /* other ranks then running whose
                                     scripts had not ended */
@@ -1290,15 +1291,14 @@ void ss_launcher_rank_script_ended(ss_launcher *l, uint32_t global_rank)
         global_rank - l->rank_base >= l->nprocs)
         return;
     ss_rank *r = &l->ranks[global_rank - l->rank_base];
-    if (!r->running || r->script_ended)
+    if (!r->running || r->script_ended_ms)
         return;
-    r->script_ended = 1;
     r->script_ended_ms = uv_now(l->loop);
     r->script_ended_seq = l->reaped;
     r->script_ended_left = 0;
     for (uint32_t i = 0; i < l->nprocs; i++)
         r->script_ended_left += &l->ranks[i] != r && l->ranks[i].running &&
-                                !l->ranks[i].script_ended;
+                                !l->ranks[i].script_ended_ms;
 }
 
 uint32_t ss_launcher_global_rank(const ss_launcher *l, uint32_t local_rank)
@@ -1463,7 +1463,7 @@ static int exited_before(const ss_rank *r, const ss_rank *first)
  * went on tearing down what it holds). */
 static int ended_before(const ss_rank *r, const ss_rank *first)
 {
-    return r != first && r->script_ended &&
+    return r != first && r->script_ended_ms &&
            r->script_ended_seq < first->exit_seq &&
            r->script_ended_left > 0 && r->exited &&
            (!rank_failed(r) || ended_by_the_stop(r)) &&
