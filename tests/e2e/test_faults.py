@@ -1,8 +1,6 @@
 """Each injected fault is found, with the right kind, rank and phase; a
 clean run, even with more ranks than cores, produces no finding."""
-import warnings
-
-from conftest import example, run_job
+from conftest import again_on_false_alarm, example, run_job
 
 
 def only(findings, kind):
@@ -54,20 +52,14 @@ def test_memory_spike_on_one_rank(store):
 
 def clean_report(store, nprocs, cmd):
     """The report of a clean job, run a second time when the first has a
-    finding (which is then told as a warning): its false alarms are rare,
-    not impossible.  A clean job of 4 ranks on 2 cores, built with the
-    sanitizers beside other tests, had one rank steadily late, last in 26
-    of 42 steps, once (docs/accuracy.md, "Clean runs of the tests"); two
-    runs in a row with a finding fail the test."""
-    for attempt in (1, 2):
+    finding (again_on_false_alarm).  A clean job of 4 ranks on 2 cores,
+    built with the sanitizers beside other tests, had one rank steadily
+    late, last in 26 of 42 steps, once."""
+    def run(attempt):
         job = run_job(store, nprocs, cmd)
         assert job.returncode == 0, job.stderr
-        report = job.report()
-        if not report["findings"] or attempt == 2:
-            return report
-        warnings.warn(f"a clean run had findings, run again: "
-                      f"{[f['message'] for f in report['findings']]} "
-                      f"{[f['evidence'] for f in report['findings']]}")
+        return job.report()
+    return again_on_false_alarm(run, lambda report: report["findings"])
 
 
 def test_clean_run_has_no_findings(store):
